@@ -1,0 +1,147 @@
+"""``bdh info`` and ``bdh convert``: model sizes, and official checkpoints to model folders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bdh.model.config import ATTENTION_FORMS, POSITIONAL, BDHConfig
+from bdh.model.sizes import describe
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "info",
+        help="parameters, state size and training-memory estimate of a model",
+        description="Print the parameter count (3 n D + 2 V D), the recurrent state size per layer (n D) and an "
+        "estimate of training memory for a batch and window. The model comes from a model folder, a JSON file "
+        "of BDHConfig fields, or flags (official defaults otherwise).",
+    )
+    p.add_argument("source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields")
+    p.add_argument("--n-layer", type=int)
+    p.add_argument("--n-embd", type=int)
+    p.add_argument("--n-head", type=int)
+    p.add_argument("--n-neurons", type=int, help="total neurons n")
+    p.add_argument("--mlp-internal-dim-multiplier", type=int, help="official sizing: n = multiplier * n_embd")
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--attention", choices=ATTENTION_FORMS)
+    p.add_argument("--positional", choices=POSITIONAL)
+    p.add_argument("--batch-size", type=int, default=8, help="batch for the memory estimate (default 8)")
+    p.add_argument("--block-size", type=int, default=256, help="tokens per sequence for the memory estimate (default 256)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_info)
+
+    c = sub.add_parser(
+        "convert",
+        help="convert an official pathwaycom/bdh checkpoint into a model folder",
+        description="Read an official checkpoint (.pt, loaded with weights_only=True: nothing is unpickled) and "
+        "write a save_pretrained folder (config.json + model.safetensors). Config fields not stored in the "
+        "file default to the official BDHConfig defaults.",
+    )
+    c.add_argument("checkpoint", help="the official .pt file (a state dict, or a dict with 'model')")
+    c.add_argument("out_dir", help="the model folder to write")
+    c.add_argument("--n-layer", type=int)
+    c.add_argument("--n-embd", type=int)
+    c.add_argument("--n-head", type=int)
+    c.add_argument("--mlp-internal-dim-multiplier", type=int)
+    c.add_argument("--vocab-size", type=int)
+    c.add_argument("--dropout", type=float)
+    c.set_defaults(func=cmd_convert)
+
+
+def _config_from_args(args: argparse.Namespace) -> BDHConfig:
+    from bdh.model.io import read_json, read_model_config
+
+    fields: dict = {}
+    if args.source:
+        src = Path(args.source)
+        if src.is_dir():
+            model_dir = src / "best" if (src / "best" / "config.json").is_file() and not (src / "config.json").is_file() else src
+            _, config = read_model_config(model_dir)
+            if not isinstance(config, BDHConfig):
+                raise ValueError(f"{src}: not a BDH model folder")
+            fields = config.to_dict()
+        elif src.is_file():
+            data = read_json(src)
+            if isinstance(data, dict) and "model_type" in data:
+                data = {k: v for k, v in data.items() if k not in ("model_type", "format_version", "bdh_version")}
+            fields = BDHConfig.from_dict(data).to_dict()
+        else:
+            raise FileNotFoundError(f"{src}: no such file or folder")
+    flags = {
+        "n_layer": args.n_layer,
+        "n_embd": args.n_embd,
+        "n_head": args.n_head,
+        "n_neurons": args.n_neurons,
+        "mlp_internal_dim_multiplier": args.mlp_internal_dim_multiplier,
+        "vocab_size": args.vocab_size,
+        "attention": args.attention,
+        "positional": args.positional,
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    if "n_neurons" in given:
+        fields["mlp_internal_dim_multiplier"] = None
+    if "mlp_internal_dim_multiplier" in given:
+        fields["n_neurons"] = None
+    fields.update(given)
+    return BDHConfig.from_dict(fields)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    config = _config_from_args(args)
+    info = describe(config, batch_size=args.batch_size, block_size=args.block_size)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    rows = [
+        ("layers L", str(config.n_layer)),
+        ("embedding D", str(config.n_embd)),
+        ("heads h", str(config.n_head)),
+        ("neurons n (per head N)", f"{config.n} ({config.N})"),
+        ("vocabulary V", str(config.vocab_size)),
+        ("attention", f"{config.attention} ({'causal' if config.causal else 'bidirectional'}), {config.positional}"),
+        ("parameters 3nD + 2VD", f"{info['params']:,} ({_human(info['params'])})"),
+        ("state per layer nD", f"{info['state_per_layer']:,} scalars ({_bytes(info['state_bytes_per_layer'])} fp32)"),
+        ("state, all layers", _bytes(info["state_bytes_total"])),
+        (
+            f"training memory, B={args.batch_size} T={args.block_size}",
+            f"~{_bytes(info['train_bytes'])} ({config.attention} form, fp32, AdamW)",
+        ),
+        ("forward+backward FLOPs / token", f"{info['train_flops_per_token']:.3g}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from bdh.model.interop import load_official_file
+
+    model = load_official_file(
+        args.checkpoint,
+        n_layer=args.n_layer,
+        n_embd=args.n_embd,
+        n_head=args.n_head,
+        mlp_internal_dim_multiplier=args.mlp_internal_dim_multiplier,
+        vocab_size=args.vocab_size,
+        dropout=args.dropout,
+    )
+    out = model.save_pretrained(args.out_dir)
+    print(f"wrote {out} ({model.num_params():,} parameters, n={model.config.n}, D={model.config.n_embd})")
+    return 0
+
+
+def _human(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+def _bytes(n: float) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{int(n)} B"

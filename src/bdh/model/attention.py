@@ -1,0 +1,199 @@
+"""BDH's linear attention in three interchangeable forms (paper Eq. 4 and Eq. 8).
+
+For one layer and head, with keys k_tau and queries q_t (the RoPE-rotated neuron activations x, so
+k = q in BDH), values v_tau (D-vectors) and an optional per-head retention u (the diagonal damping U):
+
+    a_t = sum_{tau < t} u^(t - tau) (q_t . k_tau) v_tau                                   (Eq. 4)
+
+There is no softmax, no scaling and no normaliser; the sum is strictly causal (tau < t: a token
+never attends to itself). The same quantity has a recurrent state-space form (Eq. 8), with the state
+rho stored per head as an N x D matrix S (the transpose of the paper's d x n rho):
+
+    a_t = q_t^T S_{t-1},        S_t = u (S_{t-1} + k_t v_t^T),        S_{-1} = 0.
+
+The three forms below compute it, each able to start from a carried state S0 (the state after all
+earlier tokens) and to return the state after the block:
+
+* ``parallel`` -- the quadratic masked form: (q k^T, strictly lower-triangular, damped) @ v. Cost
+  O(T^2 N) per head; keeps T x T scores for backward. The official code's form.
+* ``chunked`` -- the parallel form inside chunks of C tokens, the state carried between chunks.
+  Cost O(T C N + T N D); memory linear in T.
+* ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
+
+``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,
+damped by u^|t - tau|); it has no state, so only the parallel form supports it.
+
+`bdh.model.naive` holds the obviously-correct double loop these are tested against.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FORMS = ("parallel", "chunked", "recurrent")
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> None:
+    if q.dim() != 4 or k.shape != q.shape:
+        raise ValueError(f"linear attention: q and k must both be (B, H, T, N), got {tuple(q.shape)} and {tuple(k.shape)}")
+    B, H, T, N = q.shape
+    if v.dim() != 4 or v.shape[0] != B or v.shape[2] != T or v.shape[1] not in (1, H):
+        raise ValueError(f"linear attention: v must be (B, 1 or H, T, D) matching q {tuple(q.shape)}, got {tuple(v.shape)}")
+    if state is not None and (state.dim() != 4 or state.shape[:3] != (B, H, N) or state.shape[3] != v.shape[3]):
+        raise ValueError(
+            f"linear attention: state must be (B, H, N, D) = {(B, H, N, v.shape[3])}, got {tuple(state.shape)}"
+        )
+
+
+def decay_matrix(log_u: torch.Tensor, T: int, causal: bool = True) -> torch.Tensor:
+    """Weights u^(t - tau) on the strictly lower triangle (causal) or u^|t - tau| everywhere, (H, T, T)."""
+    t = torch.arange(T, device=log_u.device)
+    gap = (t.view(-1, 1) - t.view(1, -1)).to(log_u.dtype)
+    if causal:
+        w = torch.exp(log_u.view(-1, 1, 1) * gap.clamp(min=0))
+        return w * (gap > 0).to(w.dtype)
+    return torch.exp(log_u.view(-1, 1, 1) * gap.abs())
+
+
+def _block(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_u: torch.Tensor | None,
+    state: torch.Tensor | None,
+    need_state: bool,
+    causal: bool,
+    return_scores: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Parallel form on one block, optionally starting from and returning a carried state."""
+    T = q.shape[2]
+    scores = q @ k.mT  # B, H, T, T
+    if log_u is None:
+        scores = scores.tril(diagonal=-1) if causal else scores
+    else:
+        scores = scores * decay_matrix(log_u, T, causal).to(scores.dtype)
+    out = scores @ v
+    if state is not None:
+        # a_t += u^t q_t^T S0 for local t = 0 .. T-1 (S0 is the state after the previous token)
+        if log_u is None:
+            out = out + q @ state.to(q.dtype)
+        else:
+            w = torch.exp(log_u.view(-1, 1, 1) * torch.arange(T, device=q.device, dtype=log_u.dtype).view(1, -1, 1))
+            out = out + (q * w.to(q.dtype)) @ state.to(q.dtype)
+    new_state = None
+    if need_state:
+        if log_u is None:
+            kv = k.mT @ v  # B, H, N, D
+            new_state = kv if state is None else state + kv
+        else:
+            # S_T = u^T S0 + sum_j u^(T - j) k_j v_j^T
+            j = torch.arange(T, device=q.device, dtype=log_u.dtype)
+            w = torch.exp(log_u.view(-1, 1) * (T - j).view(1, -1))  # H, T
+            new_state = (k * w.view(1, -1, T, 1).to(k.dtype)).mT @ v
+            if state is not None:
+                new_state = new_state + state * torch.exp(log_u * T).view(1, -1, 1, 1).to(state.dtype)
+    return out, new_state, (scores if return_scores else None)
+
+
+def parallel(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    need_state: bool = False,
+    causal: bool = True,
+    return_scores: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None, scores or None)."""
+    _check(q, k, v, state)
+    if not causal and (state is not None or need_state):
+        raise ValueError("linear attention: bidirectional attention has no recurrent state")
+    return _block(q, k, v, log_u, state, need_state, causal, return_scores)
+
+
+def chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    chunk_size: int,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    need_state: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Chunked form: parallel inside chunks of ``chunk_size`` tokens, the state carried between them."""
+    _check(q, k, v, state)
+    T = q.shape[2]
+    outs = []
+    for s in range(0, T, chunk_size):
+        e = min(s + chunk_size, T)
+        last = e == T
+        out, state, _ = _block(
+            q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], log_u, state, need_state or not last, True
+        )
+        outs.append(out)
+    return torch.cat(outs, dim=2), (state if need_state else None)
+
+
+def recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    need_state: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Recurrent form (Eq. 8): read a_t = q_t^T S, then write S = u (S + k_t v_t^T), token by token."""
+    _check(q, k, v, state)
+    B, H, T, N = q.shape
+    D = v.shape[3]
+    S = state if state is not None else q.new_zeros(B, H, N, D)
+    u = None if log_u is None else torch.exp(log_u).view(1, H, 1, 1)
+    outs = []
+    for t in range(T):
+        qt = q[:, :, t : t + 1]  # B, H, 1, N
+        outs.append(qt @ S.to(q.dtype))
+        S = S + k[:, :, t : t + 1].mT @ v[:, :, t : t + 1]
+        if u is not None:
+            S = S * u.to(S.dtype)
+    return torch.cat(outs, dim=2), (S if need_state else None)
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    form: str = "parallel",
+    chunk_size: int = 64,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    need_state: bool = False,
+    causal: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Dispatch to one of the three forms; all compute the same a (and the same final state).
+
+    Args:
+        q, k: (B, H, T, N) queries and keys (BDH: the rotated x, k = q).
+        v: (B, 1, T, D) values shared by all heads, or (B, H, T, D).
+        form: ``parallel``, ``chunked`` or ``recurrent``.
+        log_u: (H,) log of the per-head retention u, or None for no damping.
+        state: (B, H, N, D) state after the earlier tokens, or None for an empty state.
+        need_state: also return the state after this block.
+        causal: False for bidirectional attention (parallel form only, no state).
+    Returns:
+        (a, state): a is (B, H, T, D); state is (B, H, N, D) or None.
+    """
+    if not causal and form != "parallel":
+        raise ValueError(f"linear attention: bidirectional attention needs the parallel form, got {form!r}")
+    if form == "parallel":
+        out, new_state, _ = parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
+        return out, new_state
+    if form == "chunked":
+        return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
+    if form == "recurrent":
+        return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)
+    raise ValueError(f"linear attention: form must be one of {', '.join(FORMS)}; got {form!r}")

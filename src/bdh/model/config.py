@@ -1,0 +1,220 @@
+"""`BDHConfig`: the typed, validated configuration of a BDH-GPU model.
+
+Names follow the paper (Kosowski et al. 2025, section 3 and appendix E):
+
+* ``n_embd`` is D (the paper's low-rank dimension d),
+* ``n_head`` is h, the number of heads that split the neuron dimension,
+* ``n`` is the total number of neurons, ``N = n / h`` the neurons per head.
+
+The neuron count can be given directly (``n_neurons``) or, as in the official code, through
+``mlp_internal_dim_multiplier`` (``n = mlp_internal_dim_multiplier * n_embd``). The defaults are the
+official ``pathwaycom/bdh`` defaults (L=6, D=256, h=4, multiplier 128, so n = 32768, 25.3M parameters).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+POSITIONAL = ("rope", "rope-standard", "none")
+ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
+OFFICIAL_ROPE_THETA = 2.0**16
+STANDARD_ROPE_THETA = 10000.0
+
+
+def _fail(field_name: str, message: str) -> None:
+    raise ValueError(f"BDHConfig.{field_name}: {message}")
+
+
+def alibi_retention(n_head: int) -> tuple[float, ...]:
+    """Per-head retention factors u_h of the ALiBi-style damping U = diag(u) (paper Eq. 8).
+
+    ALiBi (Press et al. 2022) gives head h (1-based) the slope m_h = 2^(-8 h / H) and adds
+    ``-m_h (t - tau)`` to the attention logits. BDH has no softmax, so the multiplicative analogue is
+    used: the state is multiplied by ``u_h = exp(-m_h)`` per token, i.e. a score is weighted by
+    ``u_h ** (t - tau)``. The paper gives no slopes; these are ALiBi's.
+    """
+    return tuple(math.exp(-(2.0 ** (-8.0 * (h + 1) / n_head))) for h in range(n_head))
+
+
+@dataclass
+class BDHConfig:
+    """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
+
+    Attributes:
+        n_layer: L, the number of layer passes (the weights E, Dx, Dy are shared by all layers).
+        n_embd: D, the embedding (low-rank) dimension.
+        n_head: h, heads; each owns a block of N = n / h neurons and its own LayerNorm of a*.
+        n_neurons: n, total neurons. Give this or ``mlp_internal_dim_multiplier``, not both.
+        mlp_internal_dim_multiplier: the official code's way to size n (n = multiplier * D).
+        vocab_size: size of the token alphabet (256 for bytes).
+        dropout: dropout probability on the gated product x*y (official placement).
+        causal: True for next-token prediction (strictly causal: tau < t, a token never sees
+            itself); False for bidirectional attention over the whole sequence (board tasks).
+        positional: ``rope`` (official: frequencies in turns, theta 2^16, pair-shared
+            frequencies, interleaved pairs), ``rope-standard`` (base 10000, halves), or ``none``.
+        rope_theta: the RoPE base; ``None`` takes 2^16 for ``rope`` and 10000 for ``rope-standard``.
+        damping: the diagonal state damping U of Eq. 8 as a retention factor u in (0, 1]:
+            ``None`` (no damping, the official model), one float for all heads, one float per
+            head, or ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`).
+        attention: which of the three equivalent forms computes linear attention:
+            ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
+            ``recurrent`` (token by token on the state rho).
+        chunk_size: tokens per chunk for the ``chunked`` form.
+        ln_eps: epsilon of the parameter-free LayerNorm (PyTorch's default, as the official code).
+    """
+
+    n_layer: int = 6
+    n_embd: int = 256
+    n_head: int = 4
+    n_neurons: int | None = None
+    mlp_internal_dim_multiplier: int | None = None
+    vocab_size: int = 256
+    dropout: float = 0.1
+    causal: bool = True
+    positional: str = "rope"
+    rope_theta: float | None = None
+    damping: float | Sequence[float] | str | None = None
+    attention: str = "parallel"
+    chunk_size: int = 64
+    ln_eps: float = 1e-5
+    _n: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def n(self) -> int:
+        """Total number of neurons n."""
+        return self._n
+
+    @property
+    def N(self) -> int:  # noqa: N802 - the paper's name
+        """Neurons per head, N = n / h."""
+        return self._n // self.n_head
+
+    @property
+    def theta(self) -> float:
+        """The RoPE base actually used."""
+        if self.rope_theta is not None:
+            return float(self.rope_theta)
+        return STANDARD_ROPE_THETA if self.positional == "rope-standard" else OFFICIAL_ROPE_THETA
+
+    def retention(self) -> tuple[float, ...] | None:
+        """Per-head retention factors u_h of the damping U, or None when there is no damping."""
+        d = self.damping
+        if d is None:
+            return None
+        if isinstance(d, str):
+            return alibi_retention(self.n_head)
+        if isinstance(d, (int, float)):
+            return (float(d),) * self.n_head
+        return tuple(float(u) for u in d)
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        for name in ("n_layer", "n_embd", "n_head", "vocab_size", "chunk_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(name, f"must be a positive integer, got {value!r}")
+        if self.n_neurons is not None and self.mlp_internal_dim_multiplier is not None:
+            _fail("n_neurons", "give either n_neurons or mlp_internal_dim_multiplier, not both")
+        if self.n_neurons is not None:
+            if isinstance(self.n_neurons, bool) or not isinstance(self.n_neurons, int) or self.n_neurons < 1:
+                _fail("n_neurons", f"must be a positive integer, got {self.n_neurons!r}")
+            n = self.n_neurons
+        else:
+            mult = 128 if self.mlp_internal_dim_multiplier is None else self.mlp_internal_dim_multiplier
+            if isinstance(mult, bool) or not isinstance(mult, int) or mult < 1:
+                _fail("mlp_internal_dim_multiplier", f"must be a positive integer, got {mult!r}")
+            n = mult * self.n_embd
+        if n % self.n_head:
+            _fail("n_neurons", f"n = {n} must be divisible by n_head = {self.n_head}")
+        self._n = n
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            _fail("dropout", f"must be a number in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.causal, bool):
+            _fail("causal", f"must be true or false, got {self.causal!r}")
+        if self.positional not in POSITIONAL:
+            _fail("positional", f"must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
+        if self.positional != "none" and self.N % 2:
+            _fail("n_neurons", f"RoPE rotates pairs of neurons, so neurons per head must be even, got {self.N}")
+        if self.rope_theta is not None:
+            if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 1:
+                _fail("rope_theta", f"must be a number > 1 or null, got {self.rope_theta!r}")
+        if self.attention not in ATTENTION_FORMS:
+            _fail("attention", f"must be one of {', '.join(ATTENTION_FORMS)}; got {self.attention!r}")
+        if not self.causal and self.attention != "parallel":
+            _fail(
+                "attention",
+                f"bidirectional attention (causal=false) has no recurrent state; use attention='parallel', got {self.attention!r}",
+            )
+        if isinstance(self.ln_eps, bool) or not isinstance(self.ln_eps, (int, float)) or self.ln_eps <= 0:
+            _fail("ln_eps", f"must be a positive number, got {self.ln_eps!r}")
+        self._validate_damping()
+
+    def _validate_damping(self) -> None:
+        d = self.damping
+        if d is None:
+            return
+        if isinstance(d, str):
+            if d != "alibi":
+                _fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+            return
+        values = [d] if isinstance(d, (int, float)) and not isinstance(d, bool) else d
+        try:
+            values = list(values)
+        except TypeError:
+            _fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+        if not isinstance(d, (int, float)) and len(values) != self.n_head:
+            _fail("damping", f"a list needs one retention factor per head ({self.n_head}), got {len(values)}")
+        for u in values:
+            if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0.0 < u <= 1.0:
+                _fail("damping", f"retention factors must lie in (0, 1], got {u!r}")
+        if isinstance(d, list):
+            self.damping = tuple(float(u) for u in d)
+
+    # ------------------------------------------------------------------ sizes
+    def num_params(self) -> int:
+        """Trainable parameters: 3 n D + 2 V D (paper section 3.2: E, Dx, Dy plus embedding and readout)."""
+        return 3 * self.n * self.n_embd + 2 * self.vocab_size * self.n_embd
+
+    def state_size(self) -> int:
+        """Scalars of recurrent state rho per layer: h heads x N x D = n D (paper section 4.1)."""
+        return self.n * self.n_embd
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain JSON-able values (the derived size n is not stored)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        if isinstance(out["damping"], tuple):
+            out["damping"] = list(out["damping"])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BDHConfig":
+        """Build from a dict, refusing unknown keys with a one-line error."""
+        if not isinstance(data, dict):
+            raise ValueError(f"BDHConfig: expected a mapping of fields, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"BDHConfig: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "BDHConfig":
+        """A copy with some fields changed (validated again)."""
+        data = self.to_dict()
+        if "n_neurons" in changes and changes["n_neurons"] is not None:
+            data["mlp_internal_dim_multiplier"] = None
+        if "mlp_internal_dim_multiplier" in changes and changes["mlp_internal_dim_multiplier"] is not None:
+            data["n_neurons"] = None
+        data.update(changes)
+        return BDHConfig.from_dict(data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)

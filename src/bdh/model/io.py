@@ -1,0 +1,169 @@
+"""Save and load model folders: ``config.json`` + ``model.safetensors`` (the Hugging Face layout).
+
+Every model class of the package inherits `PretrainedMixin` and names its ``model_type``; the
+folder's ``config.json`` records it, so `load_pretrained` can rebuild any registered model. Nothing
+is unpickled: weights are safetensors, the config is JSON. Files are written atomically (a temporary
+file in the same folder, then a rename), so an interrupted save never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT_VERSION = 1
+
+_MODEL_TYPES: dict[str, type] = {}
+
+
+class CheckpointError(ValueError):
+    """A model folder or weights file that cannot be used; the message names the file and the problem."""
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """Save tensors to a safetensors file atomically (contiguous CPU copies; shared storage is split)."""
+    from safetensors.torch import save
+
+    clean = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    atomic_write_bytes(path, save(clean, metadata=metadata))
+
+
+def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """Load a safetensors file, turning every failure into a one-line `CheckpointError`."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found")
+    try:
+        return load_file(str(path), device=str(device))
+    except Exception as exc:  # safetensors raises several types for bad files
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"{path}: not a readable safetensors file (truncated or corrupted?): {reason}") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+
+
+def check_state_dict(module: torch.nn.Module, tensors: dict[str, torch.Tensor], source: str) -> None:
+    """Refuse missing, unexpected or mis-shaped tensors with one line naming the first problem."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise CheckpointError(f"{source}: missing tensor {missing[0]!r} ({len(missing)} missing)")
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise CheckpointError(f"{source}: unexpected tensor {unexpected[0]!r} (not part of this model)")
+    for name, ref in expected.items():
+        got = tensors[name]
+        if tuple(got.shape) != tuple(ref.shape):
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {tuple(got.shape)}, the config needs {tuple(ref.shape)}"
+            )
+        if got.is_floating_point() != ref.is_floating_point():
+            raise CheckpointError(f"{source}: tensor {name!r} has dtype {got.dtype}, expected {ref.dtype}")
+
+
+class PretrainedMixin:
+    """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config.
+
+    A subclass sets ``model_type`` (the name written into config.json) and ``config_class`` (with
+    ``to_dict`` / ``from_dict``), keeps its config in ``self.config``, and is constructed as ``cls(config)``.
+    """
+
+    model_type: ClassVar[str] = ""
+    config_class: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("model_type"):
+            _MODEL_TYPES[cls.model_type] = cls
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed)."""
+        from bdh import __version__
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_tensors(self.state_dict(), directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type})
+        config = {"model_type": self.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__}
+        config.update(self.config.to_dict())
+        atomic_write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, map_location: str | torch.device = "cpu"):
+        """Rebuild the model saved by `save_pretrained` in ``directory``."""
+        model = load_pretrained(directory, map_location=map_location)
+        if not isinstance(model, cls):
+            raise CheckpointError(
+                f"{Path(directory) / CONFIG_NAME}: holds a {type(model).__name__} ({model.model_type!r}), not a {cls.__name__}"
+            )
+        return model
+
+
+def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
+    """The model class and the validated config stored in a model folder."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such model folder")
+    path = directory / CONFIG_NAME
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    raw = dict(raw)
+    model_type = raw.pop("model_type", None)
+    version = raw.pop("format_version", None)
+    raw.pop("bdh_version", None)
+    if model_type not in _MODEL_TYPES:
+        known = ", ".join(sorted(_MODEL_TYPES)) or "none"
+        raise CheckpointError(f"{path}: unknown model_type {model_type!r} (known: {known})")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {version!r} is not supported (this bdh reads {FORMAT_VERSION})")
+    cls = _MODEL_TYPES[model_type]
+    try:
+        config = cls.config_class.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+    return cls, config
+
+
+def load_pretrained(directory: str | os.PathLike, map_location: str | torch.device = "cpu") -> torch.nn.Module:
+    """Load any registered model from a ``save_pretrained`` folder, in eval mode."""
+    directory = Path(directory)
+    cls, config = read_model_config(directory)
+    tensors = load_tensors(directory / WEIGHTS_NAME)
+    model = cls(config)
+    check_state_dict(model, tensors, str(directory / WEIGHTS_NAME))
+    model.load_state_dict(tensors)
+    return model.to(map_location).eval()

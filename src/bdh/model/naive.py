@@ -1,0 +1,84 @@
+"""Obviously-correct references, slow on purpose: the fast paths are tested against these.
+
+* `naive_linear_attention` evaluates paper Eq. 4 term by term with explicit loops over t and tau.
+* `naive_official_forward` is a hand-written transcription of the official ``pathwaycom/bdh``
+  forward pass in the official parameter names and shapes (``encoder``, ``encoder_v``, ``decoder``,
+  ``embed``, ``lm_head``), used to prove that our model computes the same logits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def naive_linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    retention: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    causal: bool = True,
+) -> torch.Tensor:
+    """a_t = u^t q_t^T S0 + sum_{tau<t} u^(t-tau) (q_t . k_tau) v_tau, one term at a time.
+
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); retention: (H,) u or None; state: (B, H, N, D) or None.
+    With causal=False: a_t = sum_tau u^|t-tau| (q_t . k_tau) v_tau over the whole block.
+    """
+    B, H, T, _ = q.shape
+    D = v.shape[-1]
+    out = q.new_zeros(B, H, T, D)
+    for b in range(B):
+        for h in range(H):
+            u = 1.0 if retention is None else float(retention[h])
+            vh = v[b, 0 if v.shape[1] == 1 else h]
+            for t in range(T):
+                acc = q.new_zeros(D)
+                if state is not None:
+                    acc = acc + (u**t) * (q[b, h, t] @ state[b, h])
+                taus = range(t) if causal else range(T)
+                for tau in taus:
+                    acc = acc + (u ** abs(t - tau)) * torch.dot(q[b, h, t], k[b, h, tau]) * vh[tau]
+                out[b, h, t] = acc
+    return out
+
+
+def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_layer: int, n_head: int) -> torch.Tensor:
+    """The official BDH-GPU forward pass (eval mode), written out from its published math.
+
+    ``sd`` holds the official tensors: ``embed.weight`` (V, D), ``encoder`` (h, D, N) = Dx,
+    ``encoder_v`` (h, D, N) = Dy, ``decoder`` (h N, D) = E, ``lm_head`` (D, V). RoPE uses
+    theta = 2^16, frequencies in turns shared by neuron pairs, interleaved pairs.
+    """
+    B, T = idx.shape
+    encoder, encoder_v, decoder, lm_head = sd["encoder"], sd["encoder_v"], sd["decoder"], sd["lm_head"]
+    D, N = encoder.shape[1], encoder.shape[2]
+
+    def ln(z: torch.Tensor) -> torch.Tensor:
+        mu = z.mean(-1, keepdim=True)
+        var = ((z - mu) ** 2).mean(-1, keepdim=True)
+        return (z - mu) / torch.sqrt(var + 1e-5)
+
+    i = torch.arange(N, dtype=torch.float32)
+    freqs = 1.0 / (2.0**16) ** ((torch.floor(i / 2) * 2) / N) / (2 * math.pi)
+    phases = (torch.arange(T, dtype=torch.float32).view(-1, 1) * freqs.view(1, -1)) % 1 * (2 * math.pi)
+    cos, sin = torch.cos(phases), torch.sin(phases)
+
+    def rope(z: torch.Tensor) -> torch.Tensor:
+        rot = torch.empty_like(z)
+        rot[..., 0::2] = -z[..., 1::2]
+        rot[..., 1::2] = z[..., 0::2]
+        return z * cos + rot * sin
+
+    x = ln(sd["embed.weight"][idx]).unsqueeze(1)  # B, 1, T, D
+    causal = torch.ones(T, T).tril(diagonal=-1)
+    for _ in range(n_layer):
+        xs = F.relu(x @ encoder)  # B, h, T, N
+        xr = rope(xs)
+        a = ((xr @ xr.transpose(-1, -2)) * causal) @ x  # B, h, T, D
+        ys = F.relu(ln(a) @ encoder_v)
+        xy = (xs * ys).transpose(1, 2).reshape(B, 1, T, n_head * N)
+        x = ln(x + ln(xy @ decoder))
+    return x.view(B, T, D) @ lm_head

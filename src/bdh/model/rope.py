@@ -1,0 +1,72 @@
+"""Rotary position embedding over the neuron dimension of each head.
+
+BDH applies RoPE to the sparse neuron activations x (keys = queries), not to D-vectors. The rotation
+matrix R_t is the rotation part of the paper's block-diagonal U (Eq. 8, k = 2 blocks). Two layouts:
+
+* ``rope`` -- exactly the official ``pathwaycom/bdh`` scheme: per-neuron frequencies
+  ``f_i = theta^(-2 floor(i/2) / N) / (2 pi)`` in *turns* per token (theta = 2^16), neighbours
+  (2k, 2k+1) share a frequency and are rotated together (interleaved pairs); the phase is
+  ``(t * f_i mod 1) * 2 pi`` computed in float32 as the official code does, so that a recurrent step at
+  absolute position t uses bit-identical angles to the parallel form.
+* ``rope-standard`` -- the common RoPE (Su et al.): base 10000, neuron i paired with i + N/2
+  ("rotate half"), angle ``t * theta^(-2 i / N)`` radians.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .config import BDHConfig
+
+
+def official_frequencies(N: int, theta: float) -> torch.Tensor:
+    """Frequencies in turns per token for the official layout, shape (N,), float32."""
+    i = torch.arange(0, N, 1, dtype=torch.float32)
+    paired = torch.floor(i / 2) * 2
+    return 1.0 / (theta ** (paired / N)) / (2 * math.pi)
+
+
+def standard_frequencies(N: int, theta: float) -> torch.Tensor:
+    """Frequencies in radians per token for the standard (halves) layout, shape (N // 2,), float32."""
+    i = torch.arange(0, N // 2, 1, dtype=torch.float32)
+    return theta ** (-2.0 * i / N)
+
+
+def frequencies(config: BDHConfig) -> torch.Tensor:
+    """The frequency vector of the configured scheme: (N,) turns for ``rope``, (N/2,) radians for ``rope-standard``."""
+    if config.positional == "rope":
+        return official_frequencies(config.N, config.theta)
+    if config.positional == "rope-standard":
+        return standard_frequencies(config.N, config.theta)
+    return torch.zeros(0)
+
+
+def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin, each (length, N) float32, for absolute positions start .. start+length-1.
+
+    Computed once per forward pass and reused by every layer (the positions are the same in all layers).
+    """
+    freqs = freqs.float()
+    pos = torch.arange(start, start + length, device=freqs.device, dtype=torch.float32).view(-1, 1)
+    if kind == "rope":
+        phases = ((pos * freqs.view(1, -1)) % 1) * (2 * math.pi)
+        return torch.cos(phases), torch.sin(phases)
+    if kind == "rope-standard":
+        angles = pos * freqs.view(1, -1)
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    raise ValueError(f"rope: unknown positional scheme {kind!r}")
+
+
+def rope_apply(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the last dimension of v (..., T, N) by the tables (T, N); identity for ``none``."""
+    if kind == "none":
+        return v
+    if kind == "rope":
+        v_rot = torch.stack((-v[..., 1::2], v[..., ::2]), dim=-1).view(*v.shape)
+    else:
+        half = v.shape[-1] // 2
+        v_rot = torch.cat((-v[..., half:], v[..., :half]), dim=-1)
+    return (v * cos).to(v.dtype) + (v_rot * sin).to(v.dtype)

@@ -1,0 +1,88 @@
+"""Analytic sizes of a BDH-GPU model: parameters, state, FLOPs and a training-memory estimate.
+
+Parameters (paper section 3.2): E, Dx, Dy hold n D each and are shared by all layers, plus the token
+embedding and the readout, V D each:  P = 3 n D + 2 V D.
+
+Recurrent state (paper section 4.1): per layer and head an N x D matrix, n D scalars per layer.
+
+Forward FLOPs per token (a multiply-add counts 2), with h heads, T the window, C the chunk:
+
+* per layer, always: Dx v, Dy LN(a), E y  -> 3 * 2 n D
+* attention, parallel form: scores T n and scores @ v T D h (full T x T, as computed) -> 2 T (n + D h)
+* attention, chunked form: the same inside a chunk, 2 C (n + D h), plus the state read and write 2 * 2 n D
+* attention, recurrent form: the state read and write, 2 * 2 n D
+* once: the readout, 2 D V
+
+Training (forward + backward) is taken as 3x the forward FLOPs, the usual convention.
+"""
+
+from __future__ import annotations
+
+from .config import BDHConfig
+
+BYTES = {"fp32": 4, "bf16": 2}
+
+
+def forward_flops_per_token(config: BDHConfig, block_size: int, form: str | None = None) -> float:
+    """Forward FLOPs per token at window ``block_size`` for the given attention form (default: the config's)."""
+    n, D, H, L, V = config.n, config.n_embd, config.n_head, config.n_layer, config.vocab_size
+    form = form or config.attention
+    dense = 3 * 2 * n * D
+    if form == "parallel":
+        attn = 2 * block_size * (n + D * H)
+    elif form == "chunked":
+        c = min(config.chunk_size, block_size)
+        attn = 2 * c * (n + D * H) + 4 * n * D
+    else:
+        attn = 4 * n * D
+    return L * (dense + attn) + 2 * D * V
+
+
+def train_flops_per_token(config: BDHConfig, block_size: int, form: str | None = None) -> float:
+    """Forward + backward FLOPs per token: 3x the forward."""
+    return 3.0 * forward_flops_per_token(config, block_size, form)
+
+
+def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form: str | None = None, dtype: str = "fp32") -> int:
+    """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations.
+
+    Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
+    y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores; the
+    chunked form keeps (B, h, T, C) scores and one (B, n, D) state per chunk instead. Two more (B, T, n)
+    tensors are live as temporaries. The logits and their gradient add about 3 B T V.
+    """
+    n, D, H, L, V = config.n, config.n_embd, config.n_head, config.n_layer, config.vocab_size
+    B, T = batch_size, block_size
+    form = form or config.attention
+    act = BYTES[dtype]
+    params = config.num_params()
+    weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
+    per_layer = 5 * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
+    if form == "parallel":
+        per_layer += B * H * T * T * act
+    elif form == "chunked":
+        c = min(config.chunk_size, T)
+        chunks = -(-T // c)
+        per_layer += B * H * T * c * act + chunks * B * n * D * 4
+    else:
+        per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
+    temporaries = 2 * B * T * n * act
+    logits = 3 * B * T * V * 4
+    return int(weights + L * per_layer + temporaries + logits)
+
+
+def describe(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> dict[str, float]:
+    """Sizes of ``config`` as a dict (what ``bdh info`` prints)."""
+    if batch_size < 1 or block_size < 1:
+        raise ValueError(f"sizes: batch size and block size must be positive, got {batch_size} and {block_size}")
+    state = config.state_size()
+    return {
+        "params": config.num_params(),
+        "state_per_layer": state,
+        "state_bytes_per_layer": state * 4,
+        "state_bytes_total": state * 4 * config.n_layer,
+        "train_bytes": train_memory_bytes(config, batch_size, block_size),
+        "train_flops_per_token": train_flops_per_token(config, block_size),
+        "batch_size": batch_size,
+        "block_size": block_size,
+    }
