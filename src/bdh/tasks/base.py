@@ -1,0 +1,47 @@
+"""The task protocol shared by the trainer, the benchmarks and every task module.
+
+A task is a small object built from a typed config. Its batches are a *pure function* of
+``(split, index, batch_size, seed)``: the trainer asks for batch number ``index`` and always gets the
+same tensors, which is what makes a resumed run continue exactly (no hidden iterator state to save).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+#: target value of positions that are not scored (PyTorch's cross-entropy default)
+IGNORE_INDEX = -100
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainer needs from a task.
+
+    Attributes:
+        name: registry name of the task (``text``, ``mqar``, ``boardpath``, ``sudoku``, ...).
+        vocab_size: number of input token ids the model must embed.
+        seq_len: tokens per example (the model's window T).
+        causal: True for next-token tasks; False for whole-board tasks read bidirectionally.
+        target_metric: the metric ``best/`` checkpoints are chosen by, and whether higher is better.
+    """
+
+    name: str
+    vocab_size: int
+    seq_len: int
+    causal: bool
+    target_metric: tuple[str, bool]
+
+    def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch number ``index`` of ``split`` (``train`` or ``val``): (inputs, targets), both (B, T) int64,
+        targets = IGNORE_INDEX where nothing is scored. Deterministic in its arguments."""
+        ...
+
+    def num_batches(self, split: str, batch_size: int) -> int | None:
+        """How many distinct batches one pass over ``split`` has (None for an endless stream)."""
+        ...
+
+    def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
+        """Task metrics computed on the same predictions the loss sees (logits (B, T, V))."""
+        ...
