@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..registry import register_model
 from .attention import linear_attention, parallel
 from .config import BDHConfig
 from .io import PretrainedMixin
@@ -60,6 +61,7 @@ class BDHCapture:
         return len(self.x)
 
 
+@register_model("bdh")
 class BDH(PretrainedMixin, nn.Module):
     """The BDH-GPU language model. ``model(idx) -> logits (B, T, vocab_size)``."""
 
