@@ -1,0 +1,67 @@
+"""bdh info / the CLI's error handling."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bdh import BDHConfig
+from bdh.cli import main
+from bdh.model.sizes import train_memory_bytes
+
+
+def test_info_defaults_are_the_official_model(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "25,296,896" in out and "32768 (8192)" in out
+
+
+def test_info_json_and_flags(capsys):
+    assert main(["info", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--n-neurons", "256", "--json", "--batch-size", "4", "--block-size", "64"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    cfg = BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256)
+    assert info["params"] == 3 * 256 * 32 + 2 * 256 * 32
+    assert info["state_per_layer"] == 256 * 32
+    assert info["train_bytes"] == train_memory_bytes(cfg, 4, 64)
+
+
+def test_info_reads_a_model_folder_and_a_config_file(tmp_path, capsys):
+    from bdh import BDH
+
+    BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)).save_pretrained(tmp_path / "m")
+    assert main(["info", str(tmp_path / "m"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == 3 * 64 * 16 + 2 * 256 * 16
+    (tmp_path / "c.json").write_text(json.dumps({"n_embd": 16, "n_neurons": 64, "n_head": 2}))
+    assert main(["info", str(tmp_path / "c.json"), "--n-layer", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == 3 * 64 * 16 + 2 * 256 * 16
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["info", "--n-head", "3"], "divisible by n_head"),
+        (["info", "--attention", "flash"], "invalid choice"),
+        (["infoo"], "invalid choice"),
+        (["info", "missing.json"], "no such file"),
+        (["info", "--n-layer", "two"], "invalid int value"),
+    ],
+)
+def test_errors_are_one_line_with_exit_2(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_memory_estimate_grows_linearly_for_chunked_and_quadratically_for_parallel():
+    cfg = BDHConfig(n_layer=2, n_embd=64, n_head=4, n_neurons=4096, chunk_size=64)
+    chunked = [train_memory_bytes(cfg, 1, t, form="chunked") for t in (1024, 2048, 4096)]
+    parallel = [train_memory_bytes(cfg, 1, t, form="parallel") for t in (1024, 2048, 4096)]
+    fixed = train_memory_bytes(cfg, 1, 1, form="chunked")
+    assert abs((chunked[2] - fixed) / (chunked[1] - fixed) - 2) < 0.05
+    assert (parallel[2] - parallel[1]) / (parallel[1] - parallel[0]) > 2.2
+
+
+def test_python_dash_m_bdh_runs():
+    out = subprocess.run([sys.executable, "-m", "bdh", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("bdh ")

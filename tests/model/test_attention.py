@@ -1,0 +1,97 @@
+"""The three linear-attention forms against the term-by-term reference (paper Eq. 4 / Eq. 8)."""
+
+import itertools
+
+import pytest
+import torch
+
+from bdh.model import attention
+from bdh.model.naive import naive_linear_attention
+
+from .helpers import rel_err
+
+
+def _inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu()
+    k = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
+    v = torch.randn(B, 1 if shared_v else H, T, D, generator=g, dtype=torch.float64)
+    s = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else None
+    return q, k, v, s
+
+
+@pytest.mark.parametrize(
+    "form, damped, with_state, shared_v",
+    list(itertools.product(["parallel", "chunked", "recurrent"], [False, True], [False, True], [True, False])),
+)
+def test_forms_equal_the_naive_sum(form, damped, with_state, shared_v):
+    q, k, v, s = _inputs(with_state=with_state, shared_v=shared_v)
+    retention = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64) if damped else None
+    log_u = None if retention is None else retention.log()
+    out, _ = attention.linear_attention(q, k, v, form=form, chunk_size=4, log_u=log_u, state=s)
+    ref = naive_linear_attention(q, k, v, retention, s)
+    assert rel_err(out, ref) < 1e-12
+
+
+@pytest.mark.parametrize("damped", [False, True])
+def test_final_states_and_gradients_agree_across_forms(damped):
+    q, k, v, s = _inputs(T=13, with_state=True)
+    log_u = torch.tensor([0.8, 0.95, 0.6], dtype=torch.float64).log() if damped else None
+    results = {}
+    for form in attention.FORMS:
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, s)]
+        out, state = attention.linear_attention(*leaves[:3], form=form, chunk_size=5, log_u=log_u, state=leaves[3], need_state=True)
+        w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+        ((out * w).sum() + state.square().sum()).backward()
+        results[form] = (out.detach(), state.detach(), [t.grad for t in leaves])
+    ref = results["recurrent"]
+    for form in ("parallel", "chunked"):
+        out, state, grads = results[form]
+        assert rel_err(out, ref[0]) < 1e-12
+        assert rel_err(state, ref[1]) < 1e-12
+        for g, gr in zip(grads, ref[2]):
+            assert rel_err(g, gr) < 1e-12
+
+
+def test_state_is_the_sum_of_damped_outer_products():
+    q, k, v, _ = _inputs(B=1, H=1, T=6)
+    u = 0.7
+    _, state = attention.recurrent(q, k, v, log_u=torch.tensor([u], dtype=torch.float64).log(), need_state=True)
+    expected = sum(u ** (6 - j) * torch.outer(k[0, 0, j], v[0, 0, j]) for j in range(6))
+    assert rel_err(state[0, 0], expected) < 1e-12
+
+
+def test_strictly_causal_a_token_never_sees_itself():
+    q, k, v, _ = _inputs(T=7)
+    out, _ = attention.linear_attention(q, k, v)
+    assert torch.all(out[:, :, 0] == 0)  # nothing before the first token
+    v2 = v.clone()
+    v2[:, :, 3] += 100.0  # the value of token 3 must not reach tokens 0..3
+    out2, _ = attention.linear_attention(q, k, v2)
+    assert torch.equal(out[:, :, :4], out2[:, :, :4])
+    assert not torch.allclose(out[:, :, 4:], out2[:, :, 4:])
+
+
+@pytest.mark.parametrize("damped", [False, True])
+def test_bidirectional_equals_naive(damped):
+    q, k, v, _ = _inputs()
+    retention = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64) if damped else None
+    out, _ = attention.linear_attention(q, k, v, causal=False, log_u=None if retention is None else retention.log())
+    assert rel_err(out, naive_linear_attention(q, k, v, retention, causal=False)) < 1e-12
+
+
+@pytest.mark.parametrize("form", ["chunked", "recurrent"])
+def test_bidirectional_refused_outside_parallel(form):
+    q, k, v, _ = _inputs()
+    with pytest.raises(ValueError, match="bidirectional"):
+        attention.linear_attention(q, k, v, form=form, causal=False)
+
+
+def test_shape_errors_are_one_line():
+    q, k, v, s = _inputs(with_state=True)
+    with pytest.raises(ValueError, match=r"v must be \(B, 1 or H, T, D\)"):
+        attention.linear_attention(q, k, v[:, :, :5])
+    with pytest.raises(ValueError, match="state must be"):
+        attention.linear_attention(q, k, v, state=s[:, :, :2])
+    with pytest.raises(ValueError, match="form must be one of"):
+        attention.linear_attention(q, k, v, form="flash")

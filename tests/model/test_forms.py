@@ -1,0 +1,128 @@
+"""The model's three attention forms give the same logits and gradients (fp32), and the recurrent
+interface (init_state / step) continues a sequence exactly."""
+
+import random
+
+import pytest
+import torch
+
+from bdh import BDH
+
+from .helpers import rel_err, tiny_config
+
+
+def _random_configs(count=12, seed=1234):
+    rng = random.Random(seed)
+    configs = []
+    positional = ["rope", "rope-standard", "none"]
+    damping = [None, 0.9, "alibi"]
+    for i in range(count):
+        heads = rng.choice([1, 2, 4])
+        configs.append(
+            dict(
+                n_layer=rng.choice([1, 2, 3]),
+                n_embd=rng.choice([8, 16, 24]),
+                n_head=heads,
+                n_neurons=heads * 2 * rng.randint(2, 12),
+                positional=positional[i % 3],
+                damping=damping[(i // 3) % 3],
+                chunk_size=rng.choice([1, 3, 4, 7]),
+                vocab_size=rng.choice([7, 64, 256]),
+                batch=rng.randint(2, 3),
+                T=rng.choice([9, 13, 22]),
+            )
+        )
+    return configs
+
+
+def _run(model, idx, form):
+    model.config.attention = form
+    model.zero_grad()
+    logits = model(idx)
+    weights = torch.linspace(-1, 1, logits.numel()).view_as(logits)
+    (logits * weights).sum().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("case", _random_configs(), ids=lambda c: f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}")
+def test_three_forms_equal_logits_and_gradients(case):
+    case = dict(case)
+    B, T = case.pop("batch"), case.pop("T")
+    torch.manual_seed(0)
+    model = BDH(tiny_config(**case))
+    idx = torch.randint(0, model.config.vocab_size, (B, T))
+    ref_logits, ref_grads = _run(model, idx, "parallel")
+    for form in ("chunked", "recurrent"):
+        logits, grads = _run(model, idx, form)
+        assert rel_err(logits, ref_logits) <= 1e-5, form
+        for name in ref_grads:
+            assert rel_err(grads[name], ref_grads[name]) <= 1e-5, (form, name)
+
+
+def test_random_configs_cover_the_hard_cases():
+    cases = _random_configs()
+    assert any(c["T"] % c["chunk_size"] for c in cases)  # T not a multiple of the chunk
+    assert {c["positional"] for c in cases} == {"rope", "rope-standard", "none"}
+    assert {c["damping"] for c in cases} == {None, 0.9, "alibi"}
+    assert all(c["batch"] > 1 for c in cases)
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
+@pytest.mark.parametrize("damping", [None, "alibi"])
+def test_step_by_pieces_continues_exactly(form, damping):
+    model = BDH(tiny_config(attention=form, damping=damping))
+    idx = torch.randint(0, 256, (2, 17))
+    full = model(idx)
+    state = model.init_state(2)
+    pieces = []
+    logits, state = model.step(idx[:, :6], state)  # a prefill chunk
+    pieces.append(logits)
+    for t in range(6, 10):  # single tokens
+        logits, state = model.step(idx[:, t], state)
+        pieces.append(logits.unsqueeze(1))
+    logits, state = model.step(idx[:, 10:], state, form="chunked")
+    pieces.append(logits)
+    assert state.pos == 17
+    assert rel_err(torch.cat(pieces, dim=1), full) <= 1e-5
+
+
+def test_step_does_not_modify_the_input_state():
+    model = BDH(tiny_config())
+    state = model.init_state(1)
+    _, s1 = model.step(torch.tensor([3]), state)
+    assert torch.all(state.rho == 0) and state.pos == 0
+    assert s1.pos == 1 and s1.rho.abs().sum() > 0
+
+
+def test_truncated_bptt_windows_carry_the_state():
+    """Two windows through step() with the state carried equal one long window (the TBPTT building block)."""
+    model = BDH(tiny_config(attention="chunked"))
+    idx = torch.randint(0, 256, (2, 20))
+    l1, s = model.step(idx[:, :10], model.init_state(2))
+    l2, _ = model.step(idx[:, 10:], s.detach())
+    assert rel_err(torch.cat([l1, l2], 1), model(idx)) <= 1e-5
+
+
+def test_detach_kv_keeps_values_and_changes_gradients():
+    model = BDH(tiny_config())
+    idx = torch.randint(0, 256, (2, 9))
+    a = model(idx)
+    a.sum().backward()
+    g_full = model.Dx.grad.clone()
+    model.zero_grad()
+    b = model(idx, detach_kv=True)
+    b.sum().backward()
+    assert torch.equal(a, b)
+    assert not torch.allclose(g_full, model.Dx.grad)
+
+
+def test_bidirectional_model_refuses_state():
+    model = BDH(tiny_config(causal=False))
+    with pytest.raises(ValueError, match="bidirectional"):
+        model.step(torch.tensor([1]), model.init_state(1))
+
+
+def test_state_shape_mismatch_is_reported():
+    model = BDH(tiny_config())
+    with pytest.raises(ValueError, match="state rho has shape"):
+        model.step(torch.tensor([[1, 2]]), model.init_state(3))

@@ -1,0 +1,92 @@
+"""Generation on the recurrent state: the same tokens as re-running the parallel form."""
+
+import pytest
+import torch
+
+from bdh import BDH
+
+from .helpers import tiny_config, tiny_model
+
+
+def _rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+    """What the official generate does: the whole prefix through the parallel form for every token."""
+    idx = prompt
+    for _ in range(steps):
+        nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx
+
+
+@pytest.mark.parametrize("damping", [None, "alibi"])
+@pytest.mark.parametrize("positional", ["rope", "rope-standard", "none"])
+def test_greedy_generation_equals_rerunning_the_prefix(positional, damping):
+    # larger weights make the output distribution peaked, so argmax ties are not an issue
+    model = tiny_model(seed=1, positional=positional, damping=damping, n_neurons=128)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(20)
+    prompt = torch.randint(0, 256, (3, 5))
+    ours = model.generate(prompt, 30, temperature=0)
+    assert torch.equal(ours, _rerun_greedy(model, prompt, 30))
+
+
+def test_sampling_is_reproducible_with_a_seed():
+    model = tiny_model()
+    prompt = torch.tensor([1, 2, 3])
+    a = model.generate(prompt, 20, temperature=1.0, seed=7)
+    b = model.generate(prompt, 20, temperature=1.0, seed=7)
+    c = model.generate(prompt, 20, temperature=1.0, seed=8)
+    assert a.shape == (23,) and torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a[:3], prompt)
+
+
+def test_top_k_one_is_greedy():
+    model = tiny_model()
+    prompt = torch.randint(0, 256, (2, 4))
+    assert torch.equal(model.generate(prompt, 10, top_k=1, seed=0), model.generate(prompt, 10, temperature=0))
+
+
+def test_top_k_restricts_the_choices():
+    model = tiny_model()
+    logits = model(torch.tensor([[5, 6]]))[:, -1]
+    allowed = set(torch.topk(logits, 3).indices.view(-1).tolist())
+    for seed in range(20):
+        tok = model.generate(torch.tensor([5, 6]), 1, top_k=3, seed=seed)[-1].item()
+        assert tok in allowed
+
+
+def test_generation_leaves_training_mode_as_it_was():
+    model = tiny_model(dropout=0.3)
+    model.train()
+    model.generate(torch.tensor([1, 2]), 3, seed=0)
+    assert model.training
+
+
+def test_stream_yields_one_token_per_step_and_state_size_is_constant():
+    model = tiny_model()
+    state = model.init_state(1)
+    size = state.rho.shape
+    tokens = list(model.stream(torch.tensor([[1, 2, 3]]), 6, seed=0))
+    assert len(tokens) == 6 and all(t.shape == (1,) for t in tokens)
+    _, later = model.step(torch.randint(0, 256, (1, 50)), state)
+    assert later.rho.shape == size  # the state does not grow with the context
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_new_tokens=-1), "max_new_tokens"),
+        (dict(max_new_tokens=3, temperature=-1.0), "temperature"),
+        (dict(max_new_tokens=3, top_k=0), "top_k"),
+    ],
+)
+def test_bad_generation_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tiny_model().generate(torch.tensor([1]), **kwargs)
+
+
+def test_empty_prompt_and_bidirectional_model_are_refused():
+    with pytest.raises(ValueError, match="prompt is empty"):
+        tiny_model().generate(torch.zeros(0, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="bidirectional"):
+        BDH(tiny_config(causal=False)).generate(torch.tensor([1]), 3)

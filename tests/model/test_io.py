@@ -1,0 +1,107 @@
+"""save_pretrained / from_pretrained and their one-line errors."""
+
+import json
+
+import pytest
+import torch
+
+import bdh
+from bdh import BDH, CheckpointError
+
+from .helpers import tiny_model
+
+
+def test_round_trip_gives_identical_logits(tmp_path):
+    model = tiny_model(damping="alibi", positional="rope-standard")
+    model.save_pretrained(tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    again = BDH.from_pretrained(tmp_path / "m")
+    assert again.config == model.config
+    idx = torch.randint(0, 256, (2, 10))
+    assert torch.equal(again(idx), model(idx))
+    assert torch.equal(bdh.load(tmp_path / "m")(idx), model(idx))
+    meta = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert meta["model_type"] == "bdh" and meta["format_version"] == 1 and meta["damping"] == "alibi"
+
+
+def test_save_overwrites_and_leaves_no_temporary_files(tmp_path):
+    tiny_model(seed=1).save_pretrained(tmp_path)
+    tiny_model(seed=2).save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    assert torch.equal(BDH.from_pretrained(tmp_path).E, tiny_model(seed=2).E)
+
+
+def _one_line(exc: pytest.ExceptionInfo) -> str:
+    msg = str(exc.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_missing_folder_and_files(tmp_path):
+    with pytest.raises(CheckpointError, match="no such model folder") as e:
+        BDH.from_pretrained(tmp_path / "nope")
+    _one_line(e)
+    tiny_model().save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: file not found") as e:
+        BDH.from_pretrained(tmp_path)
+    _one_line(e)
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(CheckpointError, match=r"config\.json: file not found"):
+        BDH.from_pretrained(tmp_path)
+
+
+def test_truncated_weights(tmp_path):
+    tiny_model().save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="model.safetensors: not a readable safetensors file") as e:
+        BDH.from_pretrained(tmp_path)
+    _one_line(e)
+
+
+def test_config_that_does_not_match_the_weights(tmp_path):
+    tiny_model().save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["n_neurons"] = 128
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"tensor 'E' has shape \(64, 16\), the config needs \(128, 16\)") as e:
+        BDH.from_pretrained(tmp_path)
+    _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda c: c.update(model_type="llama"), "unknown model_type 'llama'"),
+        (lambda c: c.update(format_version=99), "format_version 99 is not supported"),
+        (lambda c: c.update(n_layers=3), "unknown field 'n_layers'"),
+        (lambda c: c.update(attention="flash"), "BDHConfig.attention"),
+    ],
+)
+def test_bad_config_json(tmp_path, edit, match):
+    tiny_model().save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    edit(cfg)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=match) as e:
+        BDH.from_pretrained(tmp_path)
+    assert "config.json" in _one_line(e)
+
+
+def test_invalid_json(tmp_path):
+    tiny_model().save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        BDH.from_pretrained(tmp_path)
+
+
+def test_extra_tensor_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    tiny_model().save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["lm_gate"] = torch.zeros(16, 1)
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match="unexpected tensor 'lm_gate'"):
+        BDH.from_pretrained(tmp_path)
