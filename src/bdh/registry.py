@@ -14,7 +14,7 @@ MODELS: dict[str, type] = {}
 TASKS: dict[str, type] = {}
 
 #: modules that register built-in models and tasks when imported
-BUILTIN_MODULES: list[str] = ["bdh.model.bdh"]
+BUILTIN_MODULES: list[str] = ["bdh.model.bdh", "bdh.tasks.mqar"]
 
 
 def register_model(name: str) -> Callable[[T], T]:

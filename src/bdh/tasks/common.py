@@ -1,0 +1,103 @@
+"""Small helpers shared by the task modules: typed configs and per-batch random generators.
+
+Every task config is a dataclass with `TaskConfig` mixed in: ``to_dict`` / ``from_dict`` (refusing
+unknown keys with one line) and field checks that raise ``ValueError("MQARConfig.power_a: ...")``.
+Randomness is always drawn from a numpy ``Generator`` seeded by a ``SeedSequence`` of integers
+(the run seed, a split id, an index, ...), so a batch is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+
+#: split name -> the integer mixed into every seed of that split (train and val never share a stream)
+SPLIT_IDS = {"train": 0, "val": 1}
+
+
+class TaskConfig:
+    """Mixin for task config dataclasses: validation helpers and dict round trip."""
+
+    _name: ClassVar[str] = "TaskConfig"
+
+    def _fail(self, field: str, message: str) -> None:
+        raise ValueError(f"{type(self).__name__}.{field}: {message}")
+
+    def _check_int(self, field: str, minimum: int = 1) -> None:
+        value = getattr(self, field)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            self._fail(field, f"must be an integer >= {minimum}, got {value!r}")
+
+    def _check_bool(self, field: str) -> None:
+        value = getattr(self, field)
+        if not isinstance(value, bool):
+            self._fail(field, f"must be true or false, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain JSON-able values."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """Build from a mapping, refusing unknown keys with a one-line error."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def split_id(split: str) -> int:
+    """The integer of a split name; one-line ValueError for anything but ``train`` / ``val``."""
+    if split not in SPLIT_IDS:
+        raise ValueError(f"unknown split {split!r}; use 'train' or 'val'")
+    return SPLIT_IDS[split]
+
+
+def check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def rng(*keys: int) -> np.random.Generator:
+    """A numpy Generator that depends only on the integer ``keys`` (e.g. seed, split id, block)."""
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
+
+
+def check_batch_args(split: str, index: int, batch_size: int) -> int:
+    sid = split_id(split)
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+        raise ValueError(f"batch index must be a non-negative integer, got {index!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return sid
+
+
+def epoch_order(n: int, seed: int, epoch: int, stream: int) -> np.ndarray:
+    """The order of ``n`` training examples in ``epoch``: a permutation drawn from (seed, stream, epoch)."""
+    return rng(seed, stream, epoch).permutation(n)
+
+
+def shuffled_indices(n: int, start: int, count: int, seed: int, stream: int) -> np.ndarray:
+    """Example ids ``start .. start+count`` of an endless stream that visits all ``n`` examples once per
+    epoch in a fresh random order (pure: the order of epoch e depends only on seed and e)."""
+    pos = np.arange(start, start + count)
+    epochs, within = pos // n, pos % n
+    out = np.empty(count, dtype=np.int64)
+    for e in np.unique(epochs):
+        m = epochs == e
+        out[m] = epoch_order(n, seed, int(e), stream)[within[m]]
+    return out
