@@ -90,3 +90,27 @@ def test_empty_prompt_and_bidirectional_model_are_refused():
         tiny_model().generate(torch.zeros(0, dtype=torch.long), 3)
     with pytest.raises(ValueError, match="bidirectional"):
         BDH(tiny_config(causal=False)).generate(torch.tensor([1]), 3)
+
+
+def test_stream_continues_a_given_state_without_modifying_it():
+    model = tiny_model()
+    idx = torch.randint(0, 256, (1, 8))
+    _, state = model.step(idx[:, :5], model.init_state(1))
+    before = state.rho.clone()
+    continued = list(model.stream(idx[:, 5:], 6, temperature=0, state=state))
+    assert torch.equal(state.rho, before) and state.pos == 5
+    fresh = list(model.stream(idx, 6, temperature=0))
+    assert torch.equal(torch.cat(continued), torch.cat(fresh))
+
+
+def test_in_place_update_needs_no_grad():
+    from bdh.model import attention
+
+    q = torch.rand(1, 1, 2, 4)
+    v = torch.rand(1, 1, 2, 3)
+    s = torch.zeros(1, 1, 4, 3)
+    with pytest.raises(ValueError, match="in-place"):
+        attention.recurrent(q, q, v, state=s, inplace=True)
+    with torch.no_grad():
+        out, s2 = attention.recurrent(q, q, v, state=s, inplace=True, need_state=True)
+    assert s2 is s and torch.allclose(s, q[0, 0].T @ v[0, 0])

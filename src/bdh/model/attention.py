@@ -145,21 +145,35 @@ def recurrent(
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
     need_state: bool = False,
+    inplace: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Recurrent form (Eq. 8): read a_t = q_t^T S, then write S = u (S + k_t v_t^T), token by token."""
+    """Recurrent form (Eq. 8): read a_t = q_t^T S, then write S = u (S + k_t v_t^T), token by token.
+
+    With ``inplace`` (inference only: no autograd through the state) the given ``state`` tensor is
+    updated in place, which avoids allocating a new N x D matrix per head for every token.
+    """
     _check(q, k, v, state)
     B, H, T, N = q.shape
     D = v.shape[3]
+    if inplace and (state is None or torch.is_grad_enabled()):
+        raise ValueError("linear attention: an in-place update needs a state tensor and torch.no_grad()")
     S = state if state is not None else q.new_zeros(B, H, N, D)
     u = None if log_u is None else torch.exp(log_u).view(1, H, 1, 1)
     outs = []
     for t in range(T):
         qt = q[:, :, t : t + 1]  # B, H, 1, N
         outs.append(qt @ S.to(q.dtype))
-        S = S + k[:, :, t : t + 1].mT @ v[:, :, t : t + 1]
-        if u is not None:
-            S = S * u.to(S.dtype)
-    return torch.cat(outs, dim=2), (S if need_state else None)
+        kv = k[:, :, t : t + 1].mT @ v[:, :, t : t + 1]  # B, H, N, D
+        if inplace:
+            S.add_(kv)
+            if u is not None:
+                S.mul_(u.to(S.dtype))
+        else:
+            S = S + kv
+            if u is not None:
+                S = S * u.to(S.dtype)
+    out = outs[0] if T == 1 else torch.cat(outs, dim=2)
+    return out, (S if need_state else None)
 
 
 def linear_attention(

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..registry import register_model
-from .attention import linear_attention, parallel
+from .attention import linear_attention, parallel, recurrent
 from .config import BDHConfig
 from .io import PretrainedMixin
 from .rope import frequencies, rope_apply, rope_tables
@@ -111,7 +111,11 @@ class BDH(PretrainedMixin, nn.Module):
         need_state: bool,
         capture: bool = False,
         detach_kv: bool = False,
+        inplace: bool = False,
     ) -> tuple[torch.Tensor, BDHState | None, BDHCapture | None]:
+        """The forward pass of every entry point. With ``state``, the block continues that state; with
+        ``need_state`` the state after the block is returned (a new object, or with ``inplace``, under
+        ``torch.no_grad``, the given one updated in place)."""
         cfg = self.config
         self._check_tokens(idx)
         B, T = idx.shape
@@ -134,13 +138,19 @@ class BDH(PretrainedMixin, nn.Module):
                 a, rho_next, scores = parallel(
                     xr, k, val, log_u=log_u, state=rho, need_state=need_state, causal=cfg.causal, return_scores=True
                 )
+            elif inplace and form == "recurrent":
+                a, rho_next = recurrent(xr, k, val, log_u=log_u, state=rho, need_state=True, inplace=True)
             else:
                 a, rho_next = linear_attention(
                     xr, k, val, form=form, chunk_size=cfg.chunk_size, log_u=log_u,
                     state=rho, need_state=need_state, causal=cfg.causal,
                 )
             if need_state:
-                new_rho.append(rho_next)
+                if inplace:
+                    if rho_next is not rho:
+                        rho.copy_(rho_next)
+                else:
+                    new_rho.append(rho_next)
             y = F.relu(self._ln(a) @ self.Dy) * x  # B, H, T, N
             y_in = self.drop(y).transpose(1, 2).reshape(B, 1, T, cfg.n)
             v = self._ln(v + self._ln(y_in @ self.E))  # B, 1, T, D
@@ -152,6 +162,9 @@ class BDH(PretrainedMixin, nn.Module):
                 cap.v.append(v.squeeze(1).detach())
                 cap.logits.append((v.squeeze(1) @ self.readout).detach())
         logits = v.squeeze(1) @ self.readout  # B, T, V
+        if need_state and inplace:
+            state.pos = pos0 + T
+            return logits, state, cap
         new_state = BDHState(torch.stack(new_rho), pos0 + T) if need_state else None
         return logits, new_state, cap
 
@@ -242,15 +255,15 @@ class BDH(PretrainedMixin, nn.Module):
         was_training = self.training
         self.eval()
         try:
-            if state is None:
-                state = self.init_state(prompt.shape[0])
-            logits, state = self.step(prompt, state, form="chunked")
+            state = self.init_state(prompt.shape[0]) if state is None else state.clone()
+            logits, state, _ = self._run(prompt, state, "chunked", need_state=True, inplace=True)
             logits = logits[:, -1]
             for i in range(max_new_tokens):
                 nxt = sample(logits, temperature, top_k, gen)
                 yield nxt
                 if i + 1 < max_new_tokens:
-                    logits, state = self.step(nxt, state)
+                    logits, state, _ = self._run(nxt.view(-1, 1), state, "recurrent", need_state=True, inplace=True)
+                    logits = logits[:, -1]
         finally:
             self.train(was_training)
 
