@@ -14,7 +14,13 @@ MODELS: dict[str, type] = {}
 TASKS: dict[str, type] = {}
 
 #: modules that register built-in models and tasks when imported
-BUILTIN_MODULES: list[str] = ["bdh.model.bdh", "bdh.tasks.mqar"]
+BUILTIN_MODULES: list[str] = [
+    "bdh.model.bdh",
+    "bdh.tasks.mqar",
+    "bdh.baselines.gpt",
+    "bdh.baselines.baseconv",
+    "bdh.baselines.hyperset",
+]
 
 
 def register_model(name: str) -> Callable[[T], T]:

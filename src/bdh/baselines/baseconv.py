@@ -1,0 +1,266 @@
+"""BaseConv (Arora et al. 2023, "Zoology", Definition 4.1, Eq. 4 and the code listings of appendix B).
+
+One BaseConv layer on u in R^{T x d} (Eq. 4, plus the residual of Listing 1):
+
+    y = (u W + b_1) ⊙ (h * u + b_2) + u
+
+a linear projection gated elementwise by a causal per-channel convolution h * u. Two kinds of filter h:
+
+* **short**: an explicit depthwise filter of ``k`` taps (``kernel_size = k > 0``), i.e. a causal
+  ``Conv1d(d, d, k, groups=d)``;
+* **long** (``kernel_size = -1``): a filter as long as the sequence, applied by FFT (zero-padded to 2T,
+  so the circular convolution equals the causal linear one). The filter is either an explicit
+  parameter ``h in R^{d x seq_len}`` (Listing 1, ``randn`` init) or implicit (Listing 2): an MLP
+  ``Linear(e -> hidden) -> ReLU -> Linear(hidden -> d)`` of positional features
+  ``z_t = [t / (T-1), Re exp(-i f w_t), Im exp(-i f w_t)]`` with ``w_t = 2 pi t / T`` and
+  ``f = linspace(1e-4, bands - 1, bands)``, ``bands = (e - 1) / 2``.
+
+Layers take their kernel size from ``kernel_sizes`` in turn (Zoology's Figure 2 sweep: [3, -1], short
+then long). The network is Zoology's ``LanguageModel``: token embedding (dropout 0.1), blocks
+``h = h + BaseConv(LN(h))`` then ``h = h + MLP(LN(h))`` (``mlp_ratio = 0``: no MLP, the Identity state
+mixer of their Figure 2 runs), final LayerNorm, readout tied to the embedding.
+
+Biases: b_1 is the projection's bias; b_2 is a per-channel bias of the convolution (the paper writes
+b_1, b_2 in R^{T x d}; the Zoology code, like us, uses per-channel biases: Conv1d's for short filters;
+the long filters have b_2 too, as a separate parameter).
+
+Parameter count (`BaseConvConfig.num_params`; d, V, T = seq_len, m = mlp hidden width, e/q = implicit
+filter embedding/hidden sizes):
+    V d [embedding; readout tied] + [T d if learned positions] + 2 d [final LN]
+    + sum over layers of:  2 d [LN]  +  d^2 + d [projection W, b_1]  +  filter  +  [2 d + 2 d m + m + d if MLP]
+    filter: short k -> d k + d;  long explicit -> d T + d;  long implicit -> e q + q + q d + d + d.
+State (Zoology's ``BaseConv.state_size``): a short-filter layer keeps its last k inputs (d k scalars);
+a long-filter layer keeps the whole input history (d T at seq_len).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..registry import register_model
+from .common import ModelConfig, check_tokens, count_params
+
+LONG = -1
+LONG_FILTERS = ("implicit", "explicit")
+
+
+def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Causal per-channel convolution y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] by FFT.
+
+    u: (B, d, T); k: (d, T') with T' >= T (only the first T taps can reach). Zero padding to 2T makes
+    the circular convolution linear (the paper's ``fft_conv``; their 1/2T and ``norm="forward"`` cancel).
+    """
+    T = u.shape[-1]
+    n = 2 * T
+    k = k[..., :T]
+    y = torch.fft.irfft(torch.fft.rfft(u.float(), n=n) * torch.fft.rfft(k.float(), n=n), n=n)[..., :T]
+    return y.to(u.dtype)
+
+
+@dataclass
+class BaseConvConfig(ModelConfig):
+    """Configuration of the BaseConv language model.
+
+    Attributes:
+        vocab_size: V.
+        seq_len: T, the longest sequence (length of explicit long filters and implicit filter features).
+        n_layer: number of BaseConv blocks.
+        n_embd: d.
+        kernel_sizes: filter size per layer, taken in turn (k > 0 short, -1 long); Zoology: [3, -1].
+        long_filter: ``implicit`` (Listing 2, Zoology's default) or ``explicit`` (Listing 1).
+        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3).
+        filter_hidden: q, hidden width of the implicit filter MLP.
+        mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        dropout: dropout on the residual branches (Zoology: 0).
+        positional: ``none`` (Zoology's choice for convolutions) or ``learned`` absolute embeddings.
+        causal: must be true (the convolutions are causal); present so callers can read it.
+        ln_eps: LayerNorm epsilon.
+    """
+
+    vocab_size: int = 256
+    seq_len: int = 256
+    n_layer: int = 2
+    n_embd: int = 128
+    kernel_sizes: Sequence[int] = (3, LONG)
+    long_filter: str = "implicit"
+    filter_emb_dim: int = 3
+    filter_hidden: int = 16
+    mlp_ratio: float = 4.0
+    embed_dropout: float = 0.1
+    dropout: float = 0.0
+    positional: str = "none"
+    causal: bool = True
+    ln_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "seq_len", "n_layer", "n_embd", "filter_hidden"):
+            self._check_int(name)
+        self._check_int("filter_emb_dim", 3)
+        if self.filter_emb_dim % 2 == 0:
+            self._fail("filter_emb_dim", f"must be odd (time plus cosine/sine pairs), got {self.filter_emb_dim}")
+        ks = self.kernel_sizes
+        if isinstance(ks, (str, bytes)) or not isinstance(ks, Sequence) or not ks or any(
+            isinstance(k, bool) or not isinstance(k, int) or not (k == LONG or k >= 1) for k in ks
+        ):
+            self._fail("kernel_sizes", f"must be a non-empty list of positive sizes or -1 (long), got {ks!r}")
+        self.kernel_sizes = tuple(ks)
+        self._check_choice("long_filter", LONG_FILTERS)
+        self._check_number("mlp_ratio", 0.0, 1e6)
+        self._check_number("embed_dropout", 0.0, 1.0)
+        self._check_number("dropout", 0.0, 1.0)
+        self._check_choice("positional", ("none", "learned"))
+        if self.causal is not True:
+            self._fail("causal", "BaseConv's convolutions are causal; it has no bidirectional form")
+        self._check_number("ln_eps", 0.0, 1.0, low_open=True)
+
+    def kernel_size(self, layer: int) -> int:
+        return self.kernel_sizes[layer % len(self.kernel_sizes)]
+
+    @property
+    def hidden(self) -> int:
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def filter_params(self, layer: int) -> int:
+        d, k = self.n_embd, self.kernel_size(layer)
+        if k != LONG:
+            return d * k + d
+        if self.long_filter == "explicit":
+            return d * self.seq_len + d
+        e, q = self.filter_emb_dim, self.filter_hidden
+        return e * q + q + q * d + d + d
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, m, V = self.n_embd, self.hidden, self.vocab_size
+        total = V * d + (self.seq_len * d if self.positional == "learned" else 0) + 2 * d
+        for layer in range(self.n_layer):
+            total += 2 * d + d * d + d + self.filter_params(layer)
+            if m:
+                total += 2 * d + 2 * d * m + m + d
+        return total
+
+    def layer_state_size(self, layer: int) -> int:
+        k = self.kernel_size(layer)
+        return self.n_embd * (self.seq_len if k == LONG else k)
+
+
+class PositionalFeatures(nn.Module):
+    """z_t = [t / (T-1), Re exp(-i f w_t), Im exp(-i f w_t)] for the implicit long filter (Listing 2)."""
+
+    def __init__(self, emb_dim: int, seq_len: int):
+        super().__init__()
+        bands = (emb_dim - 1) // 2
+        t = torch.linspace(0, 1, seq_len)[:, None]
+        w = 2 * math.pi * torch.arange(seq_len, dtype=torch.float32)[:, None] / seq_len
+        f = torch.linspace(1e-4, bands - 1, bands)[None, :]
+        self.register_buffer("z", torch.cat([t, torch.cos(f * w), -torch.sin(f * w)], dim=-1), persistent=False)
+
+    def forward(self, T: int) -> torch.Tensor:
+        return self.z[:T]
+
+
+class BaseConvLayer(nn.Module):
+    """y = (u W + b_1) ⊙ (h * u + b_2) + u on (B, T, d) (Eq. 4 with Listing 1's residual)."""
+
+    def __init__(self, cfg: BaseConvConfig, layer: int):
+        super().__init__()
+        d = cfg.n_embd
+        self.k = cfg.kernel_size(layer)
+        self.projection = nn.Linear(d, d)
+        self.conv: nn.Conv1d | None = None
+        self.filter: nn.Parameter | None = None
+        self.filter_mlp: nn.Sequential | None = None
+        if self.k != LONG:
+            self.conv = nn.Conv1d(d, d, self.k, groups=d, padding=self.k - 1)
+        else:
+            self.bias = nn.Parameter(torch.zeros(d))
+            if cfg.long_filter == "explicit":
+                self.filter = nn.Parameter(torch.randn(d, cfg.seq_len))
+            else:
+                self.pos = PositionalFeatures(cfg.filter_emb_dim, cfg.seq_len)
+                self.filter_mlp = nn.Sequential(
+                    nn.Linear(cfg.filter_emb_dim, cfg.filter_hidden), nn.ReLU(), nn.Linear(cfg.filter_hidden, d)
+                )
+
+    def long_filter(self, T: int) -> torch.Tensor:
+        """The filter h (d, T) of a long layer."""
+        if self.filter is not None:
+            return self.filter[:, :T]
+        return self.filter_mlp(self.pos(T)).transpose(0, 1)  # type: ignore[misc]
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        T = u.shape[1]
+        ut = u.transpose(1, 2)  # B, d, T
+        if self.conv is not None:
+            u_conv = self.conv(ut)[..., :T]
+        else:
+            u_conv = fft_conv(ut, self.long_filter(T)) + self.bias[:, None]
+        return u_conv.transpose(1, 2) * self.projection(u) + u
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: BaseConvConfig, layer: int):
+        super().__init__()
+        d = cfg.n_embd
+        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.mixer = BaseConvLayer(cfg, layer)
+        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.hidden else None
+        self.mlp = nn.Sequential(nn.Linear(d, cfg.hidden), nn.GELU(), nn.Linear(cfg.hidden, d)) if cfg.hidden else None
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.drop(self.mixer(self.ln1(h)))
+        if self.mlp is not None:
+            h = h + self.drop(self.mlp(self.ln2(h)))
+        return h
+
+
+@register_model("baseconv")
+class BaseConv(PretrainedMixin, nn.Module):
+    """BaseConv language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "baseconv"
+    config_class = BaseConvConfig
+
+    def __init__(self, config: BaseConvConfig):
+        super().__init__()
+        if not isinstance(config, BaseConvConfig):
+            raise TypeError(f"BaseConv: expected a BaseConvConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.n_embd) if cfg.positional == "learned" else None
+        self.drop = nn.Dropout(cfg.embed_dropout)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `BaseConvConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_sizes(self) -> list[int]:
+        """Recurrent state scalars of each layer: d k (short filter) or d seq_len (long filter)."""
+        return [self.config.layer_state_size(i) for i in range(self.config.n_layer)]
+
+    def state_size(self) -> int:
+        """Recurrent state scalars per layer: the mean of `state_sizes` over layers (rounded down)."""
+        return sum(self.state_sizes()) // self.config.n_layer
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        check_tokens("BaseConv", idx, cfg.vocab_size, cfg.seq_len)
+        h = self.embed(idx)
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        h = self.drop(h)
+        for block in self.blocks:
+            h = block(h)
+        return F.linear(self.ln_f(h), self.embed.weight)

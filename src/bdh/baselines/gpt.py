@@ -1,0 +1,228 @@
+"""GPT: a GPT-2-style pre-LayerNorm Transformer (Radford et al. 2019; the nanoGPT layout).
+
+    h_0 = embed(tokens) (+ pos)                                  learned absolute positions, or none
+    h'  = h + Proj( softmax(Q K^T / sqrt(d_head) [+ causal mask]) V ),  Q, K, V = LN(h) W_qkv   (RoPE on Q, K)
+    h   = h' + W_2 GELU( W_1 LN(h') )                             MLP of width mlp_ratio * d
+    logits = LN(h_L) W_emb^T                                      (readout tied to the embedding by default)
+
+Attention is computed by ``F.scaled_dot_product_attention`` (fused kernels on CUDA), causal or
+bidirectional. ``share_layers`` applies one block ``n_layer`` times (the weight-shared "recurrent
+Transformer" Hyper-SET compares with); then ``forward(idx, n_passes=k)`` runs k passes at test time.
+
+Parameter count (see `GPTConfig.num_params`; d = n_embd, m = hidden width of the MLP, V, T, b = 1 with biases):
+    V d  +  [T d if learned positions]  +  [V d if the readout is untied]
+    + L_distinct * ( 4 d^2 + 2 d m  +  2 d (1 + b)  +  b (5 d + m) )  +  d (1 + b)
+where L_distinct = 1 with shared layers, else n_layer (the LayerNorms have a bias when b = 1); with
+mlp_ratio = 0 a block is 4 d^2 + d (1 + b) + 4 b d.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..registry import register_model
+from .common import ModelConfig, check_tokens, count_params
+
+POSITIONAL = ("learned", "rope", "none")
+
+
+@dataclass
+class GPTConfig(ModelConfig):
+    """Configuration of the GPT baseline.
+
+    Attributes:
+        vocab_size: V, tokens embedded and predicted.
+        seq_len: T, the longest sequence (size of the learned position table; the KV cache of state_size).
+        n_layer: L, blocks (or passes of the one block with ``share_layers``).
+        n_embd: d, the width.
+        n_head: heads; d must be divisible by n_head (and d / n_head even for RoPE).
+        mlp_ratio: hidden width of the MLP as a multiple of d (0: no MLP).
+        dropout: dropout on attention probabilities, the residual branches and the embeddings.
+        causal: causal (next-token) or bidirectional attention.
+        positional: ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), or ``none``.
+        rope_theta: RoPE base.
+        bias: biases in linear layers and LayerNorms (GPT-2: yes).
+        tie_embeddings: readout = embedding matrix transposed (GPT-2: yes).
+        share_layers: one block applied n_layer times (weight-shared depth).
+        ln_eps: LayerNorm epsilon.
+    """
+
+    vocab_size: int = 256
+    seq_len: int = 256
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 4
+    mlp_ratio: float = 4.0
+    dropout: float = 0.0
+    causal: bool = True
+    positional: str = "learned"
+    rope_theta: float = 10000.0
+    bias: bool = True
+    tie_embeddings: bool = True
+    share_layers: bool = False
+    ln_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "seq_len", "n_layer", "n_embd", "n_head"):
+            self._check_int(name)
+        self._check_number("mlp_ratio", 0.0, 1e6)
+        self._check_number("dropout", 0.0, 1.0)
+        for name in ("causal", "bias", "tie_embeddings", "share_layers"):
+            self._check_bool(name)
+        self._check_choice("positional", POSITIONAL)
+        self._check_number("rope_theta", 1.0, math.inf, low_open=True)
+        self._check_number("ln_eps", 0.0, 1.0, low_open=True)
+        if self.n_embd % self.n_head:
+            self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
+        if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
+            self._fail("n_head", f"RoPE rotates pairs, so the head size n_embd / n_head must be even, got {self.n_embd // self.n_head}")
+
+    @property
+    def hidden(self) -> int:
+        """m, the MLP hidden width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, m, V, b = self.n_embd, self.hidden, self.vocab_size, int(self.bias)
+        if m:
+            per_block = 4 * d * d + 2 * d * m + 2 * d * (1 + b) + b * (5 * d + m)
+        else:  # attention only: no MLP and no second LayerNorm
+            per_block = 4 * d * d + d * (1 + b) + b * 4 * d
+        emb = V * d + (self.seq_len * d if self.positional == "learned" else 0) + (0 if self.tie_embeddings else V * d)
+        return emb + (1 if self.share_layers else self.n_layer) * per_block + d * (1 + b)
+
+
+def rope_cos_sin(T: int, dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary tables (T, dim/2) for positions 0..T-1, frequencies theta^(-2i/dim)."""
+    inv = theta ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
+    ang = torch.arange(T, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+    return ang.cos(), ang.sin()
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the two halves of the last dimension of x (B, H, T, dh) by the position angles."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
+
+
+class Block(nn.Module):
+    """One pre-LN block: h + Attn(LN(h)), then h + MLP(LN(h))."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        d, b = cfg.n_embd, cfg.bias
+        self.cfg = cfg
+        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps, bias=b)
+        self.qkv = nn.Linear(d, 3 * d, bias=b)
+        self.proj = nn.Linear(d, d, bias=b)
+        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps, bias=b) if cfg.hidden else None
+        self.fc = nn.Linear(d, cfg.hidden, bias=b) if cfg.hidden else None
+        self.fc2 = nn.Linear(cfg.hidden, d, bias=b) if cfg.hidden else None
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        B, T, d = h.shape
+        H = self.cfg.n_head
+        q, k, v = self.qkv(self.ln1(h)).view(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)
+        if rot is not None:
+            q, k = rope(q, *rot), rope(k, *rot)
+        p = self.cfg.dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.cfg.causal)
+        h = h + self.drop(self.proj(a.transpose(1, 2).reshape(B, T, d)))
+        if self.fc is not None:
+            h = h + self.drop(self.fc2(F.gelu(self.fc(self.ln2(h)))))
+        return h
+
+
+@register_model("gpt")
+class GPT(PretrainedMixin, nn.Module):
+    """GPT-2-style Transformer baseline. ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "gpt"
+    config_class = GPTConfig
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT: expected a GPTConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        d = cfg.n_embd
+        self.embed = nn.Embedding(cfg.vocab_size, d)
+        self.pos = nn.Embedding(cfg.seq_len, d) if cfg.positional == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(1 if cfg.share_layers else cfg.n_layer))
+        self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps, bias=cfg.bias)
+        self.readout = None if cfg.tie_embeddings else nn.Linear(d, cfg.vocab_size, bias=False)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: residual projections scaled by 1/sqrt(2 L)
+            if name.endswith(("proj.weight", "fc2.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `GPTConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_size(self) -> int:
+        """Inference state per layer: the KV cache at seq_len, 2 * seq_len * n_embd scalars
+        (Zoology's ``MHA.state_size``)."""
+        return 2 * self.config.seq_len * self.config.n_embd
+
+    def forward(self, idx: torch.Tensor, n_passes: int | None = None) -> torch.Tensor:
+        """Logits (B, T, V). ``n_passes`` (only with ``share_layers``) applies the shared block that many
+        times instead of n_layer (test-time depth)."""
+        cfg = self.config
+        check_tokens("GPT", idx, cfg.vocab_size, cfg.seq_len if cfg.positional == "learned" else None)
+        passes = cfg.n_layer if n_passes is None else n_passes
+        if n_passes is not None:
+            if isinstance(n_passes, bool) or not isinstance(n_passes, int) or n_passes < 1:
+                raise ValueError(f"GPT: n_passes must be a positive integer, got {n_passes!r}")
+            if not cfg.share_layers and n_passes != cfg.n_layer:
+                raise ValueError(f"GPT: n_passes = {n_passes} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
+        B, T = idx.shape
+        h = self.embed(idx)
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(T, device=idx.device))
+        h = self.drop(h)
+        rot = rope_cos_sin(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device) if cfg.positional == "rope" else None
+        for i in range(passes):
+            h = self.blocks[0 if cfg.share_layers else i](h, rot)
+        h = self.ln_f(h)
+        return F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+
+
+def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
+    """The GPTConfig whose parameter count is closest to ``budget``, varying only n_embd.
+
+    Other fields (n_layer, n_head, vocab_size, seq_len, ...) are taken from ``fields`` or the defaults;
+    n_embd runs over multiples of n_head (times 2 for RoPE).
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
+    if "n_embd" in fields:
+        raise ValueError("gpt_config_for_params: n_embd is what is sized; do not give it")
+    base = GPTConfig(**fields)
+    step = base.n_head * (2 if base.positional == "rope" else 1)
+    best, best_err = None, math.inf
+    d = step
+    while True:
+        cfg = base.replace(n_embd=d)
+        n = cfg.num_params()
+        if abs(n - budget) < best_err:
+            best, best_err = cfg, abs(n - budget)
+        if n > budget:
+            return best  # type: ignore[return-value]
+        d += step

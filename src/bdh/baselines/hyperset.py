@@ -1,0 +1,231 @@
+"""Hyper-SET: the Hyperspherical Energy Transformer with recurrent depth (Hu, Zou, Xu, ICML; arXiv 2502.11646).
+
+One weight-tied layer, iterated ``n_recur`` times, each iteration one alternating-minimisation step
+of the energy E = E_ATTN + E_FF on the sphere (tokens as rows, X in R^{N x d}):
+
+    Ẑ_h   = RMSNorm(X W_h)                         projection onto the sphere in subspace h (Eq. 7)
+    S_h   = β Ẑ_h Ẑ_h^T,  β = 1/sqrt(p)             symmetric scores (tied Q = K = V = W_h)
+    X'    = X - α_t ⊙ Σ_h (softmax_row(S_h) + softmax_col(S_h)) Ẑ_h W_h^T      (Eq. 8; output tied to W_h^T)
+    X_t+1 = X' + γ_t ⊙ ReLU(RMSNorm(X' D)) D^T                                  (Eq. 10; D tied up and down)
+
+with W = [W_1..W_H] in R^{d x d} (H heads of size p = d / H) and D in R^{d x M}, M = ff_mult * d.
+The row softmax plus the column softmax is the exact gradient of the repulsive log-sum-exp energy
+E_ATTN (Eq. 2-3, 6); the column term lets a token's key role send gradient too, so the attention is
+inherently bidirectional: Hyper-SET is for whole-sequence tasks (board pathfinding, Sudoku).
+
+Step sizes (Eq. 11-12): channel-wise per token, α_t, γ_t = Linear(d -> 2d)(GELU(e_t + c)) with the
+iteration embedding e_t = Linear(d -> d)(GELU(Linear(F -> d)(sinusoid_F(t)))) and c = X_0 (the embedded
+input, ``step_condition = "x0"``, the Sudoku setting) or X_t (``"xt"``). The paper zero-initialises this
+network (ReZero); we zero-initialise its output layer only, so α = γ = 0 at the start exactly as in
+the paper, while the time path keeps a gradient (with all three layers at zero, the weights of the
+time embedding would never receive one and α_t could not depend on t).
+
+Input: token embedding + learned absolute positions (Sudoku) and embedding dropout; output:
+RMSNorm then a bias-free linear readout. Because the single layer is shared, ``forward(idx, n_passes=k)``
+runs k iterations at test time (the sinusoidal t-embedding is defined for any t).
+
+Parameter count (`HyperSETConfig.num_params`; d, V, T = seq_len, p = d / H, M, F = time_freq):
+    V d [embedding] + [T d if learned positions] + d^2 [W] + d M [D] + p + M [the two RMSNorm gains]
+    + (F d + d) + (d^2 + d) + (2 d^2 + 2 d) [step-size network] + d [final RMSNorm] + V d [readout]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..registry import register_model
+from .common import ModelConfig, check_tokens, count_params
+
+
+@dataclass
+class HyperSETConfig(ModelConfig):
+    """Configuration of Hyper-SET (defaults: a small version of the paper's Sudoku model,
+    which has d = 768, 12 heads, M = 4 d, 24 iterations, F = 512).
+
+    Attributes:
+        vocab_size: V, input tokens and output classes.
+        seq_len: T, tokens per example (size of the learned position table).
+        n_embd: d.
+        n_head: H subspaces of size p = d / H.
+        ff_mult: M / d, the width of the feed-forward basis D.
+        n_recur: iterations of the shared layer during training (the default depth).
+        time_freq: F, sinusoidal features of the iteration index t.
+        step_condition: ``x0`` (condition the step sizes on the embedded input) or ``xt`` (on the current X).
+        embed_dropout: dropout on the embeddings (official Sudoku code: 0.1).
+        positional: ``learned`` absolute embeddings (Sudoku), ``sinusoidal`` or ``none``.
+        causal: must be false (the symmetric attention is bidirectional); present so callers can read it.
+        rms_eps: RMSNorm epsilon.
+    """
+
+    vocab_size: int = 10
+    seq_len: int = 81
+    n_embd: int = 128
+    n_head: int = 4
+    ff_mult: int = 4
+    n_recur: int = 24
+    time_freq: int = 512
+    step_condition: str = "x0"
+    embed_dropout: float = 0.1
+    positional: str = "learned"
+    causal: bool = False
+    rms_eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "seq_len", "n_embd", "n_head", "ff_mult", "n_recur", "time_freq"):
+            self._check_int(name)
+        if self.n_embd % self.n_head:
+            self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
+        if self.time_freq % 2:
+            self._fail("time_freq", f"must be even (sine and cosine pairs), got {self.time_freq}")
+        self._check_choice("step_condition", ("x0", "xt"))
+        self._check_number("embed_dropout", 0.0, 1.0)
+        self._check_choice("positional", ("learned", "sinusoidal", "none"))
+        if self.causal is not False:
+            self._fail("causal", "Hyper-SET's row+column softmax attention is bidirectional; it has no causal form")
+        self._check_number("rms_eps", 0.0, 1.0, low_open=True)
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def ff_width(self) -> int:
+        return self.ff_mult * self.n_embd
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, V, M, Fq, p = self.n_embd, self.vocab_size, self.ff_width, self.time_freq, self.head_size
+        total = V * d + (self.seq_len * d if self.positional == "learned" else 0)
+        total += d * d + d * M + p + M
+        total += (Fq * d + d) + (d * d + d) + (2 * d * d + 2 * d)
+        return total + d + V * d
+
+
+def sinusoid(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Transformer sinusoidal features of positions/iterations t (...,) -> (..., dim)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    ang = t.float()[..., None] * freqs
+    return torch.cat([ang.cos(), ang.sin()], dim=-1)
+
+
+class HyperSETLayer(nn.Module):
+    """The shared layer: the attention step (Eq. 8) then the feed-forward step (Eq. 10)."""
+
+    def __init__(self, cfg: HyperSETConfig):
+        super().__init__()
+        d, M = cfg.n_embd, cfg.ff_width
+        self.H, self.p = cfg.n_head, cfg.head_size
+        self.W = nn.Parameter(torch.randn(d, d) / math.sqrt(d))  # columns: the subspace bases W_h
+        self.D = nn.Parameter(torch.randn(d, M) / math.sqrt(d))  # columns: the feed-forward basis d_m
+        self.norm_h = nn.RMSNorm(self.p, eps=cfg.rms_eps)
+        self.norm_m = nn.RMSNorm(M, eps=cfg.rms_eps)
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        """Σ_h (softmax_row(S_h) + softmax_col(S_h)) Ẑ_h W_h^T, (B, N, d) -> (B, N, d)."""
+        B, N, d = x.shape
+        z = self.norm_h((x @ self.W).view(B, N, self.H, self.p).transpose(1, 2))  # B, H, N, p
+        s = (z @ z.transpose(-1, -2)) / math.sqrt(self.p)
+        a = s.softmax(dim=-1) + s.softmax(dim=-2)
+        return (a @ z).transpose(1, 2).reshape(B, N, d) @ self.W.t()
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """ReLU(RMSNorm(X D)) D^T."""
+        return F.relu(self.norm_m(x @ self.D)) @ self.D.t()
+
+    def forward(self, x: torch.Tensor, alpha: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+        x = x - alpha * self.attention(x)
+        return x + gamma * self.feed_forward(x)
+
+
+class StepSizes(nn.Module):
+    """α_t, γ_t = Linear(GELU(e_t + c)), e_t = MLP(sinusoid_F(t)) (Eq. 11-12), output layer zero-init."""
+
+    def __init__(self, cfg: HyperSETConfig):
+        super().__init__()
+        d = cfg.n_embd
+        self.freq = cfg.time_freq
+        self.time = nn.Sequential(nn.Linear(cfg.time_freq, d), nn.GELU(), nn.Linear(d, d))
+        self.out = nn.Linear(d, 2 * d)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, t: int, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = self.time(sinusoid(torch.tensor([t], device=cond.device), self.freq))  # 1, d
+        return self.out(F.gelu(e + cond)).chunk(2, dim=-1)
+
+
+@register_model("hyperset")
+class HyperSET(PretrainedMixin, nn.Module):
+    """Hyper-SET (bidirectional). ``model(idx, n_passes=None) -> logits (B, T, vocab_size)``."""
+
+    model_type = "hyperset"
+    config_class = HyperSETConfig
+
+    def __init__(self, config: HyperSETConfig):
+        super().__init__()
+        if not isinstance(config, HyperSETConfig):
+            raise TypeError(f"HyperSET: expected a HyperSETConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        d = cfg.n_embd
+        self.embed = nn.Embedding(cfg.vocab_size, d)
+        self.pos = nn.Parameter(torch.randn(cfg.seq_len, d) * 0.02) if cfg.positional == "learned" else None
+        if cfg.positional == "sinusoidal":
+            self.register_buffer("sin_pos", sinusoid(torch.arange(cfg.seq_len), d), persistent=False)
+        self.drop = nn.Dropout(cfg.embed_dropout)
+        self.layer = HyperSETLayer(cfg)
+        self.steps = StepSizes(cfg)
+        self.norm_f = nn.RMSNorm(d, eps=cfg.rms_eps)
+        self.readout = nn.Linear(d, cfg.vocab_size, bias=False)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `HyperSETConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_size(self) -> int:
+        """Hyper-SET keeps no recurrent state across tokens (it reads the whole sequence at once); as for
+        an encoder, report the keys it attends over per iteration: seq_len * n_embd scalars."""
+        return self.config.seq_len * self.config.n_embd
+
+    def forward(self, idx: torch.Tensor, n_passes: int | None = None, *, return_trajectory: bool = False):
+        """Logits (B, T, V) after ``n_passes`` iterations (default: n_recur). With ``return_trajectory``
+        also the list of X_t after every iteration (detached), for energy / geometry analyses."""
+        cfg = self.config
+        check_tokens("HyperSET", idx, cfg.vocab_size, cfg.seq_len)
+        passes = cfg.n_recur if n_passes is None else n_passes
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+            raise ValueError(f"HyperSET: n_passes must be a positive integer, got {n_passes!r}")
+        T = idx.shape[1]
+        x = self.embed(idx)
+        if self.pos is not None:
+            x = x + self.pos[:T]
+        elif cfg.positional == "sinusoidal":
+            x = x + self.sin_pos[:T]
+        x = self.drop(x)
+        x0 = x
+        traj = []
+        for t in range(1, passes + 1):
+            alpha, gamma = self.steps(t, x0 if cfg.step_condition == "x0" else x)
+            x = self.layer(x, alpha, gamma)
+            if return_trajectory:
+                traj.append(x.detach())
+        logits = self.readout(self.norm_f(x))
+        return (logits, traj) if return_trajectory else logits
+
+    @torch.no_grad()
+    def energy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(E_ATTN, E_FF) of token states x (B, N, d) on the normalised points (Eq. 2-4), summed over the batch:
+        E_ATTN = β^-1 Σ_h Σ_i log Σ_j exp(β ẑ_i·ẑ_j), E_FF = -1/2 Σ_i ||ReLU(RMSNorm(x_i D))||^2 (gains omitted)."""
+        B, N, d = x.shape
+        lay = self.layer
+        z = F.rms_norm((x @ lay.W).view(B, N, lay.H, lay.p).transpose(1, 2), (lay.p,))
+        beta = 1.0 / math.sqrt(lay.p)
+        e_attn = torch.logsumexp(beta * (z @ z.transpose(-1, -2)), dim=-1).sum() / beta
+        e_ff = -0.5 * F.relu(F.rms_norm(x @ lay.D, (lay.D.shape[1],))).pow(2).sum()
+        return e_attn, e_ff
