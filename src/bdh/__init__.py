@@ -9,8 +9,8 @@
 __version__ = "0.1.0"
 
 from .model import BDH, BDHCapture, BDHConfig, BDHState, CheckpointError, load_pretrained  # noqa: E402
-from .model import interop  # noqa: E402
+from .model import graph, interop  # noqa: E402
 
 load = load_pretrained
 
-__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "interop", "load", "load_pretrained", "__version__"]
+__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "graph", "interop", "load", "load_pretrained", "__version__"]
