@@ -1,0 +1,67 @@
+"""Time-series diagnostics of the paper's section 4: attractor classification, Poincare section,
+autocorrelation R_l and discrete Fourier spectrum (Fig. 3-5). All functions take a trailing time axis
+and work on any leading batch shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def count_distinct(x: np.ndarray, decimals: int = 7) -> np.ndarray:
+    """Number of distinct points visited (rounded to ``decimals``); x is (..., T, M) -> (...)."""
+    x = np.asarray(x)
+    lead = x.shape[:-2]
+    flat = np.round(x.reshape((-1,) + x.shape[-2:]), decimals)
+    out = np.array([len(np.unique(f, axis=0)) for f in flat])
+    return out.reshape(lead)
+
+
+def classify(n_distinct: np.ndarray, lyap: np.ndarray, n_points: int, *, tol: float = 2e-3) -> np.ndarray:
+    """Regime labels from the number of distinct points and the largest Lyapunov exponent.
+
+    'periodic' when the orbit visits a finite set of points (< n_points / 4) or lambda_1 < -tol,
+    'chaotic' when lambda_1 > tol, 'quasi-periodic' otherwise (lambda_1 ~ 0 on an invariant torus).
+    The paper separates them by inspection and point counts (section 4.1); lambda_1 makes it explicit.
+    """
+    n_distinct = np.asarray(n_distinct)
+    lyap = np.asarray(lyap)
+    lab = np.where(lyap > tol, "chaotic", "quasi-periodic").astype(object)
+    lab = np.where((n_distinct < n_points / 4) | (lyap < -tol), "periodic", lab)
+    return lab.astype(str)
+
+
+def poincare_section(x: np.ndarray, y: np.ndarray, tol: float = 1e-3) -> np.ndarray:
+    """Values of x at the steps where |y| < tol (the section y = 0 of Fig. 3: m^o_1 where m^o_2 = 0)."""
+    x = np.asarray(x)
+    y = np.asarray(y)
+    return x[np.abs(y) < tol]
+
+
+def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool = True) -> np.ndarray:
+    """R_l = (1/T) sum_t x_t x_{t-l} for l = 0..max_lag (section 4.2), along the last axis.
+
+    With ``centre`` the mean is removed first and R is divided by R_0 (the normalised autocorrelation
+    function); computed with an FFT, exact for every lag.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    T = x.shape[-1]
+    max_lag = T - 1 if max_lag is None else min(int(max_lag), T - 1)
+    if centre:
+        x = x - x.mean(axis=-1, keepdims=True)
+    n = 1 << int(np.ceil(np.log2(2 * T)))
+    f = np.fft.rfft(x, n=n, axis=-1)
+    r = np.fft.irfft(f * np.conj(f), n=n, axis=-1)[..., : max_lag + 1] / T
+    if centre:
+        r0 = r[..., :1]
+        r = np.divide(r, r0, out=np.zeros_like(r), where=r0 > 0)
+    return r
+
+
+def power_spectrum(x: np.ndarray, *, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Frequencies f in [0, 1/2] (cycles per step) and |F_f(x)| / T of the DFT F_f = sum_t x_t e^{-2 pi i f t} (section 4.2)."""
+    x = np.asarray(x, dtype=np.float64)
+    if centre:
+        x = x - x.mean(axis=-1, keepdims=True)
+    T = x.shape[-1]
+    return np.fft.rfftfreq(T), np.abs(np.fft.rfft(x, axis=-1)) / T

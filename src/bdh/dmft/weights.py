@@ -1,0 +1,169 @@
+"""Parameters and 1-bit weights of the self-attention network of Poc-López & Aguilera (2024).
+
+The network (paper section 2, Eqs. 4-8) has M features for each projection alpha in {o, v, q, k};
+each weight column W^alpha_a is a +/-1 vector over the N_se semantic neurons, plus N_P positional
+bits. Paper appendix C builds every column from equal *segments*, each filled with one random sign,
+so all pair and four-point correlations between columns lie in {+-1, +-1/3} (for 3 segments).
+
+The mean-field equations (Eqs. 13-16, 25-29) only need the weights up to a permutation of the
+neurons: a `NetworkWeights` stores *groups* of neurons that share one row of all four matrices
+(a segment, or more generally a distinct row), with the fraction of neurons in each group. Eq. 16
+(the sum over spin configurations sigma weighted by the column correlations) is the same sum
+written over these groups: m^alpha_a = sum_g frac_g W^alpha_{g a} tanh(beta sum_b W^o_{g b} A_b).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: the four projections of the paper, in the order used everywhere in this package
+PROJECTIONS = ("o", "v", "q", "k")
+
+
+@dataclass(frozen=True)
+class DMFTParams:
+    """Scalar parameters of the model (paper section 4, the values of its figures by default).
+
+    Attributes:
+        n_features: M, features per projection.
+        context: L, the context window (tokens attended to, the current one included).
+        n_pe: N_P, positional bits; the position is t mod 2^N_P (paper: L = 2^N_P).
+        epsilon: weight of the positional encoding in the overlaps (Eq. 15).
+        gamma: attention inverse temperature gamma (Eq. 5); with the normalisation U = N^2 sqrt(M)
+            the softmax multiplies m^q . m^k by gamma / sqrt(M) (`gamma_eff`).
+    """
+
+    n_features: int = 3
+    context: int = 4
+    n_pe: int = 2
+    epsilon: float = 0.02
+    gamma: float = 220.0
+
+    def __post_init__(self) -> None:
+        if self.n_features < 1:
+            raise ValueError(f"DMFTParams: n_features must be >= 1, got {self.n_features}")
+        if self.context < 1:
+            raise ValueError(f"DMFTParams: context must be >= 1, got {self.context}")
+        if self.n_pe < 0:
+            raise ValueError(f"DMFTParams: n_pe must be >= 0, got {self.n_pe}")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"DMFTParams: epsilon must be in [0, 1], got {self.epsilon}")
+
+    @property
+    def gamma_eff(self) -> float:
+        """The multiplier of m^q . m^k inside the attention softmax: gamma / sqrt(M) (Eq. 5 with U = N^2 sqrt(M))."""
+        return self.gamma / float(np.sqrt(self.n_features))
+
+    @property
+    def period(self) -> int:
+        """Period of the positional code, 2^N_P."""
+        return 2**self.n_pe
+
+
+def position_bits(t: np.ndarray | int, n_pe: int) -> np.ndarray:
+    """The +/-1 binary code p_t of position t mod 2^N_P (most significant bit first; position 0 = all -1).
+
+    Returns an array of shape (*t.shape, n_pe).
+    """
+    t = np.asarray(t) % (2**n_pe)
+    shifts = np.arange(n_pe - 1, -1, -1)
+    return (((t[..., None] >> shifts) & 1) * 2 - 1).astype(np.float64)
+
+
+@dataclass
+class NetworkWeights:
+    """1-bit weights, stored as groups of neurons that share a row of W^o, W^v, W^q, W^k.
+
+    Attributes:
+        frac: (G,) fraction of the semantic neurons in each group (sums to 1).
+        W: projection -> (G, M) the +/-1 weight row of each group.
+        P: projection -> (N_P, M) the +/-1 weights of the positional bits.
+    """
+
+    frac: np.ndarray
+    W: dict[str, np.ndarray]
+    P: dict[str, np.ndarray]
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.frac = np.asarray(self.frac, dtype=np.float64)
+        if self.frac.ndim != 1 or not np.isclose(self.frac.sum(), 1.0) or (self.frac <= 0).any():
+            raise ValueError("NetworkWeights: frac must be positive fractions that sum to 1")
+        G = self.frac.shape[0]
+        shapes = {a: np.shape(self.W[a]) for a in PROJECTIONS}
+        M = shapes["o"][1]
+        for a in PROJECTIONS:
+            self.W[a] = np.asarray(self.W[a], dtype=np.float64)
+            self.P[a] = np.asarray(self.P[a], dtype=np.float64).reshape(-1, M)
+            if self.W[a].shape != (G, M):
+                raise ValueError(f"NetworkWeights: W[{a!r}] has shape {self.W[a].shape}, expected {(G, M)}")
+            if not np.isin(self.W[a], (-1.0, 1.0)).all() or not np.isin(self.P[a], (-1.0, 1.0)).all():
+                raise ValueError("NetworkWeights: weights must be +1 or -1")
+
+    @property
+    def n_features(self) -> int:
+        return self.W["o"].shape[1]
+
+    @property
+    def n_pe(self) -> int:
+        return self.P["o"].shape[0]
+
+    def pair_correlation(self, alpha: str, beta_: str = "o") -> np.ndarray:
+        """<W^beta_b W^alpha_a>_i over the semantic neurons, as a (M, M) matrix indexed [b, a] (App. B)."""
+        return np.einsum("g,gb,ga->ba", self.frac, self.W[beta_], self.W[alpha])
+
+    def group_sizes(self, n_se: int) -> np.ndarray:
+        """Neurons per group in a finite network of n_se semantic neurons (must divide exactly)."""
+        sizes = self.frac * n_se
+        if not np.allclose(sizes, np.round(sizes)):
+            raise ValueError(f"NetworkWeights: {n_se} semantic neurons cannot be split into groups of fractions {self.frac}")
+        return np.round(sizes).astype(np.int64)
+
+    def full_matrices(self, n_se: int) -> dict[str, np.ndarray]:
+        """Explicit (n_se + N_P, M) weight matrices: each group row repeated over its neurons, then the PE rows."""
+        sizes = self.group_sizes(n_se)
+        return {a: np.vstack([np.repeat(self.W[a], sizes, axis=0), self.P[a]]) for a in PROJECTIONS}
+
+
+def segment_weights(signs: dict[str, np.ndarray], pe: dict[str, np.ndarray], meta: dict | None = None) -> NetworkWeights:
+    """Weights made of equal segments (paper appendix C): ``signs[alpha]`` is (n_segments, M)."""
+    n_seg = np.shape(signs["o"])[0]
+    return NetworkWeights(np.full(n_seg, 1.0 / n_seg), {a: np.array(signs[a], float) for a in PROJECTIONS},
+                          {a: np.array(pe[a], float) for a in PROJECTIONS}, dict(meta or {}))
+
+
+def random_segment_weights(seed: int, params: DMFTParams | None = None, n_segments: int = 3) -> NetworkWeights:
+    """Segment weights drawn with our own generator: every segment sign and PE bit is +/-1 with p = 1/2."""
+    params = params or DMFTParams()
+    rng = np.random.default_rng(seed)
+    M = params.n_features
+    signs = {a: rng.choice([-1.0, 1.0], size=(n_segments, M)) for a in PROJECTIONS}
+    pe = {a: rng.choice([-1.0, 1.0], size=(params.n_pe, M)) for a in PROJECTIONS}
+    return segment_weights(signs, pe, {"source": "random_segment_weights", "seed": seed, "n_segments": n_segments})
+
+
+def paper_weights(seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DMFTParams | None = None) -> NetworkWeights:
+    """The weight configuration of the paper's figures (appendix C, seed 1).
+
+    The authors draw, with numpy's legacy global generator seeded with ``seed``: a (M, n_se) random
+    +/-1 matrix that is not used further, one (M, n_se) random +/-1 matrix per projection in the
+    order o, v, q, k (its last N_P columns become the positional weights), and then one sign per
+    (projection o, v, q, k; feature; segment), which fills the semantic segments. This function
+    replays that order of draws (the draws are data, our code is our own) so that the correlations
+    are those of the paper's network; e.g. <W^o_b W^v_a> = [[1/3, 1/3, 1], [1, -1/3, 1/3],
+    [-1/3, -1/3, 1/3]] for seed 1.
+    """
+    params = params or DMFTParams()
+    M, n_pe = params.n_features, params.n_pe
+    rs = np.random.RandomState(seed)
+    rs.randint(2, size=(M, n_se))  # drawn first and discarded
+    full = {a: rs.randint(2, size=(M, n_se)) * 2 - 1 for a in PROJECTIONS}
+    pe = {a: full[a][:, n_se - n_pe:].T.astype(float) for a in PROJECTIONS}  # (N_P, M)
+    signs = {a: np.zeros((n_segments, M)) for a in PROJECTIONS}
+    for a in PROJECTIONS:
+        for feat in range(M):
+            for s in range(n_segments):
+                signs[a][s, feat] = float(rs.randint(2, size=1)[0] * 2 - 1)
+    return segment_weights(signs, pe, {"source": "paper_weights", "seed": seed, "n_se_draw": n_se, "n_segments": n_segments})
