@@ -148,3 +148,13 @@ def test_bf16_autocast_runs_and_stays_close():
         low = model(idx)
     assert low.dtype == torch.bfloat16
     assert rel_err(low.float(), ref) < 0.1
+
+
+def test_layer_passes_can_be_changed_at_test_time():
+    model = tiny_model(n_layer=3)
+    idx = torch.randint(0, 256, (2, 7))
+    deeper, cap = model(idx, n_layer=5, capture=True)
+    assert cap.n_layer == 5 and torch.equal(cap.logits[-1], deeper)
+    assert torch.allclose(cap.logits[2], model(idx), atol=1e-6)  # the first 3 passes are the trained model
+    with pytest.raises(ValueError, match="layer passes"):
+        model(idx, n_layer=0)

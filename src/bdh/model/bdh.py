@@ -112,6 +112,7 @@ class BDH(PretrainedMixin, nn.Module):
         capture: bool = False,
         detach_kv: bool = False,
         inplace: bool = False,
+        n_layer: int | None = None,
     ) -> tuple[torch.Tensor, BDHState | None, BDHCapture | None]:
         """The forward pass of every entry point. With ``state``, the block continues that state; with
         ``need_state`` the state after the block is returned (a new object, or with ``inplace``, under
@@ -128,8 +129,13 @@ class BDH(PretrainedMixin, nn.Module):
         cap = BDHCapture() if capture else None
         new_rho: list[torch.Tensor] = []
 
+        passes = cfg.n_layer if n_layer is None else n_layer
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+            raise ValueError(f"BDH: n_layer (layer passes) must be a positive integer, got {n_layer!r}")
+        if state is not None and passes != cfg.n_layer:
+            raise ValueError("BDH: a different number of layer passes cannot continue a recurrent state")
         v = self._ln(self.embed(idx)).unsqueeze(1)  # B, 1, T, D
-        for layer in range(cfg.n_layer):
+        for layer in range(passes):
             x = F.relu(v @ self.Dx)  # B, H, T, N
             xr = rope_apply(kind, x, cos, sin)
             k, val = (xr.detach(), v.detach()) if detach_kv else (xr, v)
@@ -168,7 +174,9 @@ class BDH(PretrainedMixin, nn.Module):
         new_state = BDHState(torch.stack(new_rho), pos0 + T) if need_state else None
         return logits, new_state, cap
 
-    def forward(self, idx: torch.Tensor, *, capture: bool = False, detach_kv: bool = False):
+    def forward(
+        self, idx: torch.Tensor, *, capture: bool = False, detach_kv: bool = False, n_layer: int | None = None
+    ):
         """Logits for a batch of token sequences, computed with the configured attention form.
 
         Args:
@@ -177,10 +185,14 @@ class BDH(PretrainedMixin, nn.Module):
                 which is the one that has token-by-token attention scores).
             detach_kv: cut the gradient through attention keys and values (training without
                 backpropagation through time, paper section 7.2); the forward values do not change.
+            n_layer: run this many layer passes instead of the configured L (the weights are shared by
+                all layers, so a model can be evaluated deeper or shallower than it was trained).
         Returns:
             logits (B, T, vocab_size), or (logits, capture) when ``capture`` is set.
         """
-        logits, _, cap = self._run(idx, None, self.config.attention, need_state=False, capture=capture, detach_kv=detach_kv)
+        logits, _, cap = self._run(
+            idx, None, self.config.attention, need_state=False, capture=capture, detach_kv=detach_kv, n_layer=n_layer
+        )
         return (logits, cap) if capture else logits
 
     # ------------------------------------------------------------------ recurrent interface
