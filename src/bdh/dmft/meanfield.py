@@ -85,6 +85,11 @@ class MeanField:
         b = np.asarray(beta, dtype=np.float64).reshape((-1,) + (1,) * (att.ndim - 1))
         return np.tanh(b * (att @ self._So.T))
 
+    def next_token(self, att: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Group magnetisations of the next token given Ahat_t (B, M): their mean tanh(beta sigma_g . Ahat_t)
+        in the mean field (Eq. 13); a finite network samples them instead (`bdh.dmft.network`)."""
+        return self.magnetisation(att, beta)
+
     def semantic(self, alpha: str, u: np.ndarray) -> np.ndarray:
         """(1-eps) sum_g frac_g W^alpha_g u_g: the semantic overlap from group magnetisations u (..., G)."""
         return u @ self._se[alpha]
@@ -178,7 +183,7 @@ class MeanField:
             att_hist = np.concatenate([att[:, None], att_hist[:, :-1]], axis=1)
             # the next token x_{t+1}: group magnetisations tanh(beta sigma_g . Ahat_t), position t+1
             t += 1
-            u = self.magnetisation(att, beta)  # (B, G)
+            u = self.next_token(att, beta)  # (B, G)
             mcur = {a: self.semantic(a, u) + self.pe_term(a, t) for a in PROJECTIONS}
             mo_se = self.semantic("o", u)
             mq = mcur["q"]

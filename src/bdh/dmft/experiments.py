@@ -1,0 +1,160 @@
+"""The paper's experiments (section 4): beta sweep (bifurcation diagram, Fig. 3), single
+trajectories with phase portraits, autocorrelation and spectrum (Figs. 4-5), plus the largest
+Lyapunov exponent against beta, all vectorised over beta.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .diagnostics import autocorrelation, classify, count_distinct, power_spectrum
+from .lyapunov import lyapunov_spectrum
+from .meanfield import MeanField, MFTrajectory
+from .weights import DMFTParams, NetworkWeights, paper_weights
+
+INIT_MODES = ("token", "continue")
+
+
+def parse_range(text: str) -> np.ndarray:
+    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive); ``"a,b,c"`` or ``"a"`` -> those values."""
+    text = str(text).strip()
+    try:
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError
+            start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
+            if num < 1 or not np.isfinite([start, stop]).all():
+                raise ValueError
+            if num > 1 and not stop > start:
+                raise ValueError
+            vals = np.linspace(start, stop, num)
+        else:
+            vals = np.array([float(v) for v in text.split(",") if v.strip() != ""])
+            if vals.size == 0 or not np.isfinite(vals).all():
+                raise ValueError
+    except ValueError:
+        raise ValueError(f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers") from None
+    if (vals < 0).any():
+        raise ValueError(f"bad range {text!r}: values must be >= 0")
+    return vals
+
+
+@dataclass
+class SweepResult:
+    """A beta sweep: recorded m^o (semantic) and diagnostics per beta."""
+
+    beta: np.ndarray  # (B,)
+    mo_se: np.ndarray  # (B, T, M)
+    lyap: np.ndarray  # (B, K) largest exponents
+    n_distinct: np.ndarray  # (B,)
+    regime: np.ndarray  # (B,) str
+    seconds: dict
+    config: dict
+
+
+def initial_window(mf: MeanField, beta_top: float, n_steps: int, init_feature: int = 0) -> tuple[np.ndarray, int]:
+    """The paper's continuation protocol: run the largest beta from x_0 = W^o_1 and return its final window."""
+    tr = mf.simulate(beta_top, n_steps, 1, init_feature=init_feature)
+    return tr.window[0], tr.t_next
+
+
+def run_sweep(
+    beta: np.ndarray,
+    *,
+    n_steps: int = 120_000,
+    n_keep: int = 20_000,
+    n_lyap: int = 5_000,
+    n_exponents: int = 1,
+    init: str = "continue",
+    weights: NetworkWeights | None = None,
+    params: DMFTParams | None = None,
+    chunk: int | None = None,
+) -> SweepResult:
+    """Simulate every beta in one batch (or in chunks of ``chunk`` betas), keep the last ``n_keep``
+    steps and estimate the ``n_exponents`` largest Lyapunov exponents over ``n_lyap`` further steps.
+
+    ``init="continue"`` follows the paper (Fig. 3 caption): the largest beta is run first from the
+    token W^o_1, and its final context window starts every beta; ``init="token"`` starts every beta
+    from the token W^o_1.
+    """
+    if init not in INIT_MODES:
+        raise ValueError(f"init must be one of {INIT_MODES}, got {init!r}")
+    if n_keep > n_steps:
+        raise ValueError(f"n_keep ({n_keep}) must not exceed n_steps ({n_steps})")
+    weights = weights or paper_weights()
+    mf = MeanField(weights, params)
+    beta = np.asarray(beta, dtype=np.float64)
+    secs: dict = {}
+    t0 = time.perf_counter()
+    window, tstart = (None, 0)
+    if init == "continue":
+        window, tstart = initial_window(mf, float(beta.max()), n_steps)
+    secs["initial_condition"] = time.perf_counter() - t0
+    chunk = chunk or beta.shape[0]
+    mo, lyap = [], []
+    t_sim = t_lyap = 0.0
+    for i in range(0, beta.shape[0], chunk):
+        b = beta[i : i + chunk]
+        t1 = time.perf_counter()
+        tr = mf.simulate(b, n_steps, n_keep, window=window, t0=tstart)
+        t2 = time.perf_counter()
+        lam, _ = lyapunov_spectrum(lambda w, t, T: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents)
+        t3 = time.perf_counter()
+        t_sim += t2 - t1
+        t_lyap += t3 - t2
+        mo.append(tr.mo_se)
+        lyap.append(lam)
+    mo_se = np.concatenate(mo)
+    lam = np.concatenate(lyap)
+    nd = count_distinct(mo_se)
+    secs.update(simulate=t_sim, lyapunov=t_lyap, total=time.perf_counter() - t0)
+    cfg = dict(n_steps=n_steps, n_keep=n_keep, n_lyap=n_lyap, init=init, params=vars(mf.params).copy(),
+               gamma_eff=mf.params.gamma_eff, weights=dict(weights.meta))
+    return SweepResult(beta, mo_se, lam, nd, classify(nd, lam[:, 0], n_keep), secs, cfg)
+
+
+@dataclass
+class TrajectoryResult:
+    beta: float
+    traj: MFTrajectory
+    lyap: np.ndarray  # (K,)
+    acf: np.ndarray  # (n_lags,)
+    freq: np.ndarray
+    spectrum: np.ndarray
+    n_distinct: int
+    regime: str
+
+
+def run_trajectory(
+    beta: float,
+    *,
+    n_steps: int = 120_000,
+    n_keep: int = 20_000,
+    n_lyap: int = 5_000,
+    max_lag: int = 200,
+    init: str = "continue",
+    beta_top: float = 3.0,
+    weights: NetworkWeights | None = None,
+    params: DMFTParams | None = None,
+) -> TrajectoryResult:
+    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum."""
+    weights = weights or paper_weights()
+    mf = MeanField(weights, params)
+    window, tstart = (None, 0)
+    if init == "continue":
+        window, tstart = initial_window(mf, beta_top, n_steps)
+    elif init != "token":
+        raise ValueError(f"init must be one of {INIT_MODES}, got {init!r}")
+    tr = mf.simulate(beta, n_steps, n_keep, window=window, t0=tstart, record=("o", "v", "q", "k"))
+    b = np.array([beta], dtype=np.float64)
+    K = mf.params.context * mf.params.n_features
+    lam, _ = lyapunov_spectrum(lambda w, t, T: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, K)
+    x = tr.mo_se[0, :, 0]
+    freq, spec = power_spectrum(x)
+    nd = int(count_distinct(tr.mo_se)[0])
+    return TrajectoryResult(float(beta), tr, lam[0], autocorrelation(x, max_lag), freq, spec, nd,
+                            str(classify(np.array([nd]), lam[:, 0], n_keep)[0]))

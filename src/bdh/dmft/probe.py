@@ -1,0 +1,195 @@
+"""Bridge to BDH: a trained BDH language model run autoregressively as a dynamical system.
+
+The paper's control parameter is the inverse temperature beta of the output softmax (Eq. 6); here it
+is the sampling temperature T = 1/beta of the model's next-token softmax. The order parameter of the
+paper is the overlap of the generated token with a few feature directions (m^o_a, Eq. 11), averaged
+over the output distribution in the mean field. The probe uses the same construction:
+
+    r_a(t) = sum_v p_t(v) e_v . w_a,    p_t = softmax(logits_t / T)
+
+the expected embedding of the next token projected on the top-M principal directions w_a of the
+token embedding table (a continuous, M-dimensional readout of the state). For each temperature it
+reports the trajectory of r, its autocorrelation and spectrum (section 4.2), and the largest
+Lyapunov exponent estimated from two nearby states (Benettin): a copy of the recurrent state rho
+displaced by a tiny relative amount is run beside the reference with the *same* uniform random
+numbers for sampling (common random numbers), the log growth of the separation is accumulated and
+the copy is pulled back to the initial distance after every token. lambda_1 > 0 means nearby states
+separate (chaos in the paper's sense); < 0 means they converge onto the same orbit. The fraction of
+tokens on which the two copies sampled different tokens is reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .diagnostics import autocorrelation, power_spectrum
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A save_pretrained folder, or a run folder: its ``best/`` or else its newest ``checkpoints/step-N/``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such model or run folder: {path}")
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a folder (expected a model folder or a run folder)")
+
+    def ok(d: Path) -> bool:
+        return (d / "config.json").is_file() and (d / "model.safetensors").is_file()
+
+    if ok(path):
+        return path
+    if ok(path / "best"):
+        return path / "best"
+    steps = []
+    ck = path / "checkpoints"
+    if ck.is_dir():
+        for d in ck.iterdir():
+            if d.name.startswith("step-") and d.name[5:].isdigit() and ok(d):
+                steps.append((int(d.name[5:]), d))
+    if steps:
+        return max(steps)[1]
+    raise ValueError(f"{path} holds no model: expected config.json + model.safetensors, best/, or checkpoints/step-N/")
+
+
+@dataclass
+class ProbeConfig:
+    temperatures: tuple[float, ...] = (0.5, 0.8, 1.0, 1.3, 1.6)
+    n_transient: int = 200
+    n_steps: int = 1000
+    n_features: int = 3
+    delta: float = 1e-4  # relative size of the state perturbation
+    prompt: str = "\n"
+    seed: int = 0
+    max_lag: int = 100
+    dtype: str = "float64"
+    threads: int = 1  # torch intra-op threads (1 is fastest for small models on a shared machine)
+
+    def __post_init__(self) -> None:
+        if not self.temperatures or any((not math.isfinite(t)) or t < 0 for t in self.temperatures):
+            raise ValueError("probe: temperatures must be finite and >= 0")
+        if self.n_steps < 8 or self.n_transient < 0:
+            raise ValueError("probe: need n_steps >= 8 and n_transient >= 0")
+        if not 0 < self.delta < 1:
+            raise ValueError("probe: delta must be in (0, 1)")
+        if self.n_features < 1:
+            raise ValueError("probe: n_features must be >= 1")
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError("probe: dtype must be float32 or float64")
+
+
+def feature_directions(model, n_features: int) -> torch.Tensor:
+    """Top principal directions (D, M) of the token embedding table (centred)."""
+    E = model.embed.weight.detach().to(torch.float64)
+    E = E - E.mean(0, keepdim=True)
+    _, _, Vh = torch.linalg.svd(E, full_matrices=False)
+    return Vh[: min(n_features, Vh.shape[0])].T.contiguous()
+
+
+def _sample(logits: torch.Tensor, temp: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Probabilities softmax(logits / T) and the token given by inverse-CDF sampling with uniforms u (greedy at T = 0)."""
+    greedy = temp <= 0
+    t = torch.where(greedy, torch.ones_like(temp), temp)
+    p = torch.softmax(logits / t[:, None], dim=-1)
+    cdf = torch.cumsum(p, dim=-1)
+    tok = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1).clamp_max(logits.shape[-1] - 1)
+    arg = logits.argmax(-1)
+    p = torch.where(greedy[:, None], torch.nn.functional.one_hot(arg, logits.shape[-1]).to(p.dtype), p)
+    return p, torch.where(greedy, arg, tok)
+
+
+def run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
+    """Run the probe; returns (report as JSON-able dict, series of arrays)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(cfg.threads)))
+    try:
+        return _run_probe(model, cfg)
+    finally:
+        torch.set_num_threads(old)
+
+
+@torch.no_grad()
+def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
+    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+    model = model.to(dtype).eval()
+    V = model.config.vocab_size
+    temps = torch.tensor(cfg.temperatures, dtype=dtype)
+    nT = temps.shape[0]
+    T2 = torch.cat([temps, temps])  # rows 0..nT-1 reference, nT..2nT-1 perturbed copies
+    gen = torch.Generator().manual_seed(cfg.seed)
+    prompt = [b % V for b in cfg.prompt.encode("utf-8")] or [0]
+    state = model.init_state(2 * nT)
+    state.rho = state.rho.to(dtype)
+    idx = torch.tensor(prompt, dtype=torch.long).repeat(2 * nT, 1)
+    logits, state = model.step(idx, state)
+    logits = logits[:, -1]
+    W = feature_directions(model, cfg.n_features).to(dtype)
+    emb = model.embed.weight.detach().to(dtype)
+    read_dirs = emb @ W  # (V, M): e_v . w_a
+    readout = np.zeros((nT, cfg.n_steps, W.shape[1]))
+    log_growth = np.zeros((nT, cfg.n_steps))
+    differ = np.zeros((nT, cfg.n_steps), dtype=bool)
+    tokens = np.zeros((nT, cfg.n_steps), dtype=np.int64)
+    entropy = np.zeros((nT, cfg.n_steps))
+    total = cfg.n_transient + cfg.n_steps
+    d0 = torch.ones(nT, dtype=dtype)
+    for s in range(total):
+        if s == cfg.n_transient:
+            # perturb the copies: rho' = rho + delta |rho| xi / |xi|, one direction per temperature
+            ref = state.rho[:, :nT]
+            xi = torch.randn(ref.shape, generator=gen, dtype=dtype)
+            nr = ref.transpose(0, 1).reshape(nT, -1).norm(dim=1)
+            nxi = xi.transpose(0, 1).reshape(nT, -1).norm(dim=1)
+            d0 = cfg.delta * nr.clamp_min(1e-12)
+            state.rho[:, nT:] = ref + xi * (d0 / nxi).view(1, nT, 1, 1, 1)
+        u = torch.rand(nT, generator=gen, dtype=dtype).repeat(2)  # common random numbers
+        p, tok = _sample(logits, T2, u)
+        j = s - cfg.n_transient
+        if j >= 0:
+            pr = p[:nT]
+            readout[:, j] = (pr @ read_dirs).cpu().numpy()
+            entropy[:, j] = (-(pr.clamp_min(1e-30).log() * pr).sum(-1)).cpu().numpy()
+            tokens[:, j] = tok[:nT].cpu().numpy()
+            differ[:, j] = (tok[:nT] != tok[nT:]).cpu().numpy()
+        # each copy follows its own sampled token (the same uniforms as its reference)
+        logits, state = model.step(tok, state)
+        if j >= 0:
+            diff = (state.rho[:, nT:] - state.rho[:, :nT]).transpose(0, 1).reshape(nT, -1)
+            dist = diff.norm(dim=1).clamp_min(1e-300)
+            log_growth[:, j] = torch.log(dist / d0).cpu().numpy()
+            state.rho[:, nT:] = state.rho[:, :nT] + (state.rho[:, nT:] - state.rho[:, :nT]) * (d0 / dist).view(1, nT, 1, 1, 1)
+    lam = log_growth.mean(1)
+    acf = autocorrelation(readout[:, :, 0], cfg.max_lag)
+    freq, spec = power_spectrum(readout[:, :, 0])
+    per = []
+    for i, T in enumerate(cfg.temperatures):
+        below = np.nonzero(acf[i] < math.exp(-1))[0]
+        k = int(np.argmax(spec[i][1:]) + 1) if spec.shape[1] > 1 else 0
+        per.append({
+            "temperature": float(T),
+            "beta": (1.0 / T) if T > 0 else None,
+            "lyapunov": float(lam[i]),
+            "token_divergence_rate": float(differ[i].mean()),
+            "acf_decay_lag": int(below[0]) if below.size else None,
+            "spectrum_peak_frequency": float(freq[k]),
+            "distinct_tokens": int(np.unique(tokens[i]).size),
+            "readout_std": [float(v) for v in readout[i].std(0)],
+            "mean_entropy_nats": float(entropy[i].mean()),
+        })
+    report = {
+        "temperatures": [float(t) for t in cfg.temperatures],
+        "per_temperature": per,
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
+        "readout": "expected next-token embedding projected on the top principal directions of the embedding table",
+        "lyapunov_method": "two nearby recurrent states, common random numbers, renormalised every token (per token, natural log)",
+        "model": {"n_layer": model.config.n_layer, "n_embd": model.config.n_embd, "n_head": model.config.n_head,
+                  "n_neurons": model.config.n, "vocab_size": V},
+    }
+    series = {"readout": readout, "log_growth": log_growth, "acf": acf, "freq": freq, "spectrum": spec,
+              "tokens": tokens, "differ": differ, "temperatures": np.array(cfg.temperatures)}
+    return report, series
+
