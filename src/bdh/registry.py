@@ -17,6 +17,8 @@ TASKS: dict[str, type] = {}
 BUILTIN_MODULES: list[str] = [
     "bdh.model.bdh",
     "bdh.tasks.mqar",
+    "bdh.tasks.boardpath",
+    "bdh.tasks.sudoku",
     "bdh.baselines.gpt",
     "bdh.baselines.baseconv",
     "bdh.baselines.hyperset",

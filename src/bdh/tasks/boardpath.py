@@ -1,0 +1,246 @@
+"""Board pathfinding (the "boardpath" task of krychu/bdh): find a shortest path on a grid with walls.
+
+A board is ``board_size x board_size`` cells, read row by row as ``board_size^2`` tokens::
+
+    FLOOR = 0, WALL = 1, START = 2, END = 3, PATH = 4          (vocabulary 5)
+
+Input: the board with a START and an END cell (distinct, uniform) and walls placed i.i.d. with
+probability ``wall_prob`` on the other cells; boards where END cannot be reached are drawn again.
+Target: the same board with the cells of one shortest START -> END path (4-neighbourhood, excluding
+START and END) marked PATH; every cell is labelled, so the task is read bidirectionally
+(``causal = False``: the whole board in, one label per cell out).
+
+Which shortest path is the label: walking back from END, each step goes to the first neighbour in the
+order up, down, left, right that is one step closer to START (krychu/bdh keeps the BFS predecessor
+instead; both are deterministic choices among equally short paths). Because several shortest paths
+usually exist, exact-board accuracy under-reports; ``path_validity`` accepts any shortest path.
+
+Data: one pool of unique boards per seed (no board appears twice, so none is shared by the training
+and validation sets), generated vectorised: candidate boards in rounds, distances to START by
+parallel relaxation over all boards at once (a BFS wavefront, one step per iteration), unsolvable and
+repeated boards dropped. The first ``num_val`` boards are the validation set, the next
+``num_train`` the training set; training batches visit the set in a fresh random order every epoch
+(drawn from the seed and the epoch number, so batch ``index`` is a pure function of its arguments).
+
+Metrics (on the argmax predictions):
+    cell_accuracy   fraction of cells predicted right;
+    board_accuracy  fraction of boards with every cell right;
+    path_validity   fraction of boards whose predicted PATH cells all lie on floor cells, number
+                    exactly the shortest length minus one, and connect START to END (so they form a
+                    shortest path; any of the equally short paths counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..registry import register_task
+from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
+
+FLOOR, WALL, START, END, PATH = 0, 1, 2, 3, 4
+VOCAB_SIZE = 5
+_UNREACHED = np.iinfo(np.int32).max // 2
+
+
+def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Shortest 4-neighbour distances from ``source`` over non-wall cells, for a batch of boards.
+
+    walls, source: (n, S, S) bool. Returns (n, S, S) int32, `_UNREACHED` where unreachable or wall.
+    A BFS wavefront run on all boards at once: each iteration relaxes every cell from its neighbours.
+    """
+    dist = np.where(source, 0, _UNREACHED).astype(np.int32)
+    free = ~walls
+    while True:
+        nb = np.full_like(dist, _UNREACHED)
+        nb[:, 1:, :] = np.minimum(nb[:, 1:, :], dist[:, :-1, :])
+        nb[:, :-1, :] = np.minimum(nb[:, :-1, :], dist[:, 1:, :])
+        nb[:, :, 1:] = np.minimum(nb[:, :, 1:], dist[:, :, :-1])
+        nb[:, :, :-1] = np.minimum(nb[:, :, :-1], dist[:, :, 1:])
+        new = np.where(free, np.minimum(dist, nb + 1), _UNREACHED)
+        if np.array_equal(new, dist):
+            return dist
+        dist = new
+
+
+def trace_paths(dist: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Cells of one shortest path per board (excluding START and END), as an (n, S, S) bool mask.
+
+    From END, step to the first neighbour (up, down, left, right) whose distance is one less, until
+    START; all boards advance together.
+    """
+    n, S, _ = dist.shape
+    rows, cols = end[:, 0].copy(), end[:, 1].copy()
+    path = np.zeros(dist.shape, dtype=bool)
+    b = np.arange(n)
+    d = dist[b, rows, cols]
+    padded = np.pad(dist, ((0, 0), (1, 1), (1, 1)), constant_values=_UNREACHED)
+    moves = ((-1, 0), (1, 0), (0, -1), (0, 1))
+    while True:
+        active = d > 1
+        if not active.any():
+            return path
+        chosen = np.full(n, -1)
+        for m, (dr, dc) in enumerate(moves):
+            ok = (chosen < 0) & active & (padded[b, rows + 1 + dr, cols + 1 + dc] == d - 1)
+            chosen[ok] = m
+        step = np.array(moves)[np.maximum(chosen, 0)]
+        rows = np.where(active, rows + step[:, 0], rows)
+        cols = np.where(active, cols + step[:, 1], cols)
+        path[b[active], rows[active], cols[active]] = True
+        d = np.where(active, d - 1, d)
+
+
+def generate_boards(gen: np.random.Generator, n: int, board_size: int, wall_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` candidate boards (inputs, targets), (n, S*S) int64 each, solvable ones only (fewer than n
+    may come back; unsolvable draws are dropped)."""
+    S = board_size
+    cells = S * S
+    start = gen.integers(0, cells, size=n)
+    end = (start + gen.integers(1, cells, size=n)) % cells  # uniform over the other cells
+    board = np.where(gen.random((n, cells)) < wall_prob, WALL, FLOOR).astype(np.int64)
+    ar = np.arange(n)
+    board[ar, start] = START
+    board[ar, end] = END
+    grid = board.reshape(n, S, S)
+    src = np.zeros((n, cells), dtype=bool)
+    src[ar, start] = True
+    dist = distances(grid == WALL, src.reshape(n, S, S))
+    d_end = dist.reshape(n, cells)[ar, end]
+    ok = d_end < _UNREACHED
+    board, dist, end = board[ok], dist[ok], end[ok]
+    path = trace_paths(dist, np.stack([end // S, end % S], axis=1))
+    target = np.where(path.reshape(len(board), cells), PATH, board)
+    return board, target
+
+
+@dataclass
+class BoardPathConfig(TaskConfig):
+    """Board pathfinding data (krychu/bdh defaults: 10 x 10, wall probability 0.3, 8000 / 500 boards).
+
+    Attributes:
+        board_size: S; a board is S^2 tokens.
+        wall_prob: probability that a cell other than START and END is a wall.
+        num_train: boards in the training set.
+        num_val: boards in the validation set (disjoint from the training set).
+    """
+
+    board_size: int = 10
+    wall_prob: float = 0.3
+    num_train: int = 8000
+    num_val: int = 500
+
+    def __post_init__(self) -> None:
+        self._check_int("board_size", 2)
+        if isinstance(self.wall_prob, bool) or not isinstance(self.wall_prob, (int, float)) or not 0 <= self.wall_prob < 1:
+            self._fail("wall_prob", f"must be a number in [0, 1), got {self.wall_prob!r}")
+        self._check_int("num_train")
+        self._check_int("num_val")
+
+
+@register_task("boardpath")
+class BoardPath:
+    """Shortest paths on boards with walls (bidirectional per-cell labelling)."""
+
+    name = "boardpath"
+    config_class = BoardPathConfig
+    causal = False
+    vocab_size = VOCAB_SIZE
+    target_metric = ("path_validity", True)
+
+    def __init__(self, config: BoardPathConfig | None = None):
+        self.config = BoardPathConfig() if config is None else config
+        if not isinstance(self.config, BoardPathConfig):
+            raise TypeError(f"BoardPath: expected a BoardPathConfig, got {type(self.config).__name__}")
+        self.seq_len = self.config.board_size**2
+        self._data: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def dataset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """All unique boards of this seed: (inputs, targets), (num_val + num_train, S^2); validation first."""
+        seed = check_seed(seed)
+        if seed not in self._data:
+            cfg = self.config
+            want = cfg.num_val + cfg.num_train
+            gen = rng(seed, 7)
+            boards = np.empty((0, self.seq_len), np.int64)
+            targets = np.empty_like(boards)
+            for _ in range(50):
+                b, t = generate_boards(gen, max(2 * (want - len(boards)), 64), cfg.board_size, cfg.wall_prob)
+                boards, targets = np.concatenate([boards, b]), np.concatenate([targets, t])
+                _, first = np.unique(boards, axis=0, return_index=True)
+                keep = np.sort(first)  # dedup, keeping draw order
+                boards, targets = boards[keep], targets[keep]
+                if len(boards) >= want:
+                    break
+            else:
+                raise ValueError(
+                    f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} boards found; "
+                    f"ask for fewer than num_train + num_val = {want}"
+                )
+            self._data[seed] = (boards[:want], targets[:want])
+        return self._data[seed]
+
+    def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: an endless stream over the training set, reshuffled every epoch; validation: the
+        fixed set in order (the last batch may be short)."""
+        check_batch_args(split, index, batch_size)
+        x, y = self.dataset(seed)
+        nv, nt = self.config.num_val, self.config.num_train
+        if split == "train":
+            ids = nv + shuffled_indices(nt, index * batch_size, batch_size, seed, stream=8)
+        else:
+            if index >= self.num_batches("val", batch_size):
+                raise ValueError(f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
+            ids = np.arange(index * batch_size, min((index + 1) * batch_size, nv))
+        return torch.from_numpy(x[ids]), torch.from_numpy(y[ids])
+
+    def num_batches(self, split: str, batch_size: int) -> int | None:
+        check_batch_args(split, 0, batch_size)
+        if split == "train":
+            return max(self.config.num_train // batch_size, 1)
+        return -(-self.config.num_val // batch_size)
+
+    def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
+        """cell_accuracy, board_accuracy and path_validity (module docstring)."""
+        return boardpath_metrics(logits.argmax(dim=-1), targets, inputs, self.config.board_size)
+
+
+def path_valid(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int) -> torch.Tensor:
+    """(B,) bool: the predicted PATH cells form a shortest START -> END path (any of them).
+
+    Valid when every predicted PATH cell is a floor cell of the input, their number equals the number
+    of PATH cells of the target (shortest length - 1), and they connect START to END.
+    """
+    B = pred.shape[0]
+    S = board_size
+    on_path = pred == PATH
+    floor_only = ~(on_path & (inputs != FLOOR)).any(dim=1)
+    right_length = on_path.sum(dim=1) == (targets == PATH).sum(dim=1)
+    allowed = (on_path | (inputs == END) | (inputs == START)).view(B, S, S)
+    reach = (inputs == START).view(B, S, S)
+    goal = (inputs == END).view(B, S, S)
+    for _ in range(S * S):  # flood fill from START through predicted PATH cells
+        grow = reach.clone()
+        grow[:, 1:, :] |= reach[:, :-1, :]
+        grow[:, :-1, :] |= reach[:, 1:, :]
+        grow[:, :, 1:] |= reach[:, :, :-1]
+        grow[:, :, :-1] |= reach[:, :, 1:]
+        grow &= allowed
+        if torch.equal(grow, reach):
+            break
+        reach = grow
+    connected = (reach & goal).flatten(1).any(dim=1)
+    return floor_only & right_length & connected
+
+
+def boardpath_metrics(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int) -> dict[str, float]:
+    """Metrics of predicted tokens ``pred`` (B, S^2) against ``targets`` (see the module docstring)."""
+    mask = targets != -100
+    right = (pred == targets) | ~mask
+    return {
+        "cell_accuracy": float(((pred == targets) & mask).sum() / mask.sum().clamp(min=1)),
+        "board_accuracy": float(right.all(dim=1).float().mean()),
+        "path_validity": float(path_valid(pred, targets, inputs, board_size).float().mean()),
+    }

@@ -1,0 +1,63 @@
+"""Test-time depth sweeps for weight-shared models (Hyper-SET's protocol, Hu et al. Fig. 3).
+
+A weight-shared model (one layer applied L times: BDH, Hyper-SET, GPT with ``share_layers``) can be
+run with more or fewer layer passes at test time than it was trained with. `depth_sweep` evaluates a
+task's validation metrics for each pass count. The model is given as a callable
+``model_fn(idx, n_passes) -> logits`` so that tasks stay independent of model classes, e.g.
+``lambda idx, k: model(idx, n_passes=k)`` for the baselines of `bdh.baselines`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+
+ModelFn = Callable[[torch.Tensor, int], torch.Tensor]
+
+
+@torch.no_grad()
+def depth_sweep(
+    model_fn: ModelFn,
+    task,
+    passes: Sequence[int],
+    *,
+    batch_size: int = 256,
+    seed: int = 0,
+    split: str = "val",
+    max_batches: int | None = None,
+    device: torch.device | str | None = None,
+) -> dict[int, dict[str, float]]:
+    """``{n_passes: metrics}``: the task's metrics over (the first ``max_batches`` batches of) ``split``
+    at each pass count.
+
+    Per-batch metrics are averaged with weights equal to the number of examples in the batch, so
+    example-level metrics (board accuracy) are exact over the set and cell-level ones are averages
+    of per-batch values. The batches are built once and reused for every pass count.
+    """
+    if not passes:
+        raise ValueError("depth_sweep: give at least one pass count")
+    for k in passes:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"depth_sweep: pass counts must be positive integers, got {k!r}")
+    n = task.num_batches(split, batch_size)
+    if n is None and max_batches is None:
+        raise ValueError("depth_sweep: the split is an endless stream; give max_batches")
+    if max_batches is not None:
+        n = max_batches if n is None else min(n, max_batches)
+    batches = [task.batch(split, i, batch_size, seed) for i in range(n)]
+    out: dict[int, dict[str, float]] = {}
+    for k in passes:
+        sums: dict[str, float] = {}
+        weight = 0
+        for x, y in batches:
+            if device is not None:
+                x, y = x.to(device), y.to(device)
+            m = task.metrics(model_fn(x, k), y, x)
+            for name, value in m.items():
+                if not math.isnan(value):
+                    sums[name] = sums.get(name, 0.0) + value * len(x)
+            weight += len(x)
+        out[k] = {name: total / weight for name, total in sums.items()}
+    return out
