@@ -17,6 +17,7 @@ TASKS: dict[str, type] = {}
 BUILTIN_MODULES: list[str] = [
     "bdh.model.bdh",
     "bdh.tasks.mqar",
+    "bdh.tasks.text",
     "bdh.tasks.boardpath",
     "bdh.tasks.sudoku",
     "bdh.baselines.gpt",

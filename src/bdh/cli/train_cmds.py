@@ -1,0 +1,268 @@
+"""``bdh train``, ``bdh generate``, ``bdh eval`` and ``bdh runs``: train models and use run folders."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model (no arguments: the main job, a small BDH on the embedded corpus in ~10 min on CPU)",
+        description="Train a model. Without arguments: the main job, a small BDH language model on the embedded "
+        "Shakespeare corpus (about 10 minutes on a 2-core CPU); it prints the validation bits per byte and a sample. "
+        "CONFIG (YAML or JSON) and --set overrides change anything; unknown keys and wrong types are refused. "
+        "Data-parallel: torchrun --nproc_per_node=K -m bdh train ...",
+    )
+    p.add_argument("config", nargs="?", help="a run config, YAML or JSON (default: the main job)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set optim.lr=3e-4 --set model.n_layer=6 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint (exactly, on CPU)")
+    p.add_argument("--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest")
+    p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.set_defaults(func=cmd_train)
+
+    g = sub.add_parser(
+        "generate",
+        help="generate bytes from a trained model, streamed on the recurrent state",
+        description="Read the prompt, then generate one byte at a time on the recurrent state and write each to "
+        "stdout as soon as it is produced. SOURCE is a run folder (its best checkpoint, else the latest) or a "
+        "model folder.",
+    )
+    g.add_argument("source", metavar="RUN_DIR", help="a run folder or a model folder")
+    g.add_argument("--prompt", default="\n", help="the text to continue (default: a newline)")
+    g.add_argument("--max-new-tokens", type=int, default=500)
+    g.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
+    g.add_argument("--top-k", type=int, default=None)
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
+    g.add_argument("--device", default="auto")
+    g.set_defaults(func=cmd_generate)
+
+    e = sub.add_parser(
+        "eval",
+        help="loss and bits per byte of a trained model on held-out data",
+        description="Evaluate a run's model (best checkpoint, else the latest) on its validation split, or on every "
+        "window of --data FILE (a file or folder of text), and print the loss and bits per byte.",
+    )
+    e.add_argument("source", metavar="RUN_DIR", help="a run folder")
+    e.add_argument("--data", help="a text file or folder to evaluate on instead of the validation split")
+    e.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
+    e.add_argument("--batch-size", type=int, default=8)
+    e.add_argument("--batches", type=int, default=None, help="evaluate only this many batches (default: all)")
+    e.add_argument("--device", default="auto")
+    e.set_defaults(func=cmd_eval)
+
+    r = sub.add_parser("runs", help="list run folders with their progress and best metrics",
+                       description="List the run folders under DIR (default: runs) with steps, tokens and best metrics.")
+    r.add_argument("dir", nargs="?", default="runs")
+    r.set_defaults(func=cmd_runs)
+
+
+# ---------------------------------------------------------------------- train
+def cmd_train(args: argparse.Namespace) -> int:
+    from bdh.train import load_config, train
+    from bdh.train.config import RunConfig, apply_overrides
+    from bdh.train.distributed import from_environment
+    from bdh.train.trainer import load_run_config
+
+    if args.resume:
+        if args.config:
+            raise ValueError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
+        config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides))
+        if args.run_dir:
+            raise ValueError("--run-dir cannot move a resumed run; it continues in its own folder")
+    else:
+        if args.checkpoint:
+            raise ValueError("--checkpoint needs --resume RUN_DIR")
+        config = load_config(args.config, args.overrides)
+        if args.run_dir:
+            config.run_dir = args.run_dir
+    if args.print_config:
+        print(config.to_yaml(), end="")
+        return 0
+    resume_from = None
+    if args.resume and args.checkpoint:
+        resume_from = Path(args.resume) / "checkpoints" / args.checkpoint
+        if not resume_from.is_dir():
+            raise FileNotFoundError(f"{resume_from}: no such checkpoint")
+    result = train(config, resume=args.resume, resume_from=resume_from)
+    if not from_environment().is_main:
+        return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
+    err = sys.stderr
+    if result.interrupted is not None:
+        print(f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
+              f"continue with: bdh train --resume {result.run_dir}", file=err)
+        return EXIT_SIGNAL.get(result.interrupted, 1)
+    m = result.metrics
+    print(f"run folder: {result.run_dir}")
+    print(f"trained {result.step} steps, {result.tokens:,} tokens in {result.seconds / 60:.1f} min "
+          f"({result.tokens / max(result.seconds, 1e-9):,.0f} tokens/s)")
+    if m:
+        extra = ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k not in ("val_loss", "val_bpb"))
+        print(f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else ""))
+    s = config.sample
+    task = result.task
+    if s.max_new_tokens and getattr(task, "vocab_size", None) == 256 and getattr(task, "causal", False) and hasattr(result.model, "stream"):
+        print(f"sample (temperature {s.temperature}, seed {s.seed}):")
+        _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
+        print()
+    return 0
+
+
+# ---------------------------------------------------------------------- using a run
+def _device(name: str):
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def model_folder(source: str | Path, checkpoint: str | None = None) -> Path:
+    """The model folder of a run (``--checkpoint``, else best/, else the latest checkpoint) or a model folder."""
+    from bdh.train.checkpoint import list_checkpoints
+
+    src = Path(source)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no such run or model folder")
+    if checkpoint:
+        path = src / "checkpoints" / checkpoint
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: no such checkpoint")
+        return path
+    if (src / "config.json").is_file():
+        return src
+    if (src / "best" / "config.json").is_file():
+        return src / "best"
+    found = list_checkpoints(src)
+    if found:
+        return found[-1]
+    raise FileNotFoundError(f"{src}: neither a model folder (config.json) nor a run folder with a checkpoint")
+
+
+def _load_model(source: str, checkpoint: str | None, device_name: str):
+    from bdh.model.io import load_pretrained
+    from bdh.train.checkpoint import META_NAME, verify
+
+    folder = model_folder(source, checkpoint)
+    if (folder / META_NAME).is_file():
+        verify(folder)
+    return load_pretrained(folder, map_location=_device(device_name)), folder
+
+
+def _stream_bytes(model, prompt: bytes, max_new_tokens: int, temperature: float, top_k: int | None, seed: int | None) -> None:
+    import torch
+
+    out = sys.stdout.buffer
+    out.write(prompt)
+    out.flush()
+    tokens = torch.tensor(list(prompt), dtype=torch.long)
+    for token in model.stream(tokens, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed):
+        out.write(bytes([int(token[0])]))
+        out.flush()
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    model, _ = _load_model(args.source, args.checkpoint, args.device)
+    if not hasattr(model, "stream"):
+        raise ValueError(f"{args.source}: this model cannot generate on a recurrent state")
+    if getattr(model.config, "vocab_size", 256) < 256:
+        raise ValueError(f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
+    prompt = args.prompt.encode("utf-8")
+    if not prompt:
+        raise ValueError("--prompt is empty; give at least one character")
+    _stream_bytes(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from bdh.registry import get_task
+    from bdh.tasks.text import TextConfig, TextTask
+    from bdh.train.config import RunConfig, build_section_config
+    from bdh.train.trainer import evaluate, load_run_config
+
+    if args.batch_size < 1 or (args.batches is not None and args.batches < 1):
+        raise ValueError("--batch-size and --batches must be positive")
+    model, folder = _load_model(args.source, args.checkpoint, args.device)
+    config = RunConfig.from_dict(load_run_config(args.source)) if (Path(args.source) / "config.yaml").is_file() else None
+    if args.data:
+        seq_len = config.task.get("seq_len", 256) if config else 256
+        task, split = TextTask(TextConfig(data=args.data, seq_len=seq_len), whole=True), "all"
+        if getattr(model.config, "vocab_size", 256) < 256:
+            raise ValueError(f"--data is read as bytes; the model's vocabulary has {model.config.vocab_size} tokens")
+    else:
+        if config is None:
+            raise ValueError(f"{args.source}: not a run folder (no config.yaml); give --data FILE to evaluate on")
+        get_task(config.task["name"])
+        _, task_config = build_section_config("task", config.task)
+        task, split = get_task(config.task["name"])(task_config), "val"
+    seed = config.train.seed if config else 0
+    metrics = evaluate(model, task, args.batch_size, args.batches, seed, split=split)
+    if not metrics:
+        raise ValueError("nothing to evaluate: no scored targets")
+    where = args.data or f"{args.source} validation split"
+    print(f"model: {folder}")
+    print(f"data: {where} ({task.seq_len}-token windows)")
+    print(f"loss {metrics['val_loss']:.4f} nats/token, bits per byte {metrics['val_bpb']:.4f}")
+    for k, v in metrics.items():
+        if k not in ("val_loss", "val_bpb"):
+            print(f"{k[4:]} {v:.4f}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from bdh.train.checkpoint import list_checkpoints
+    from bdh.train.config import read_config_file
+    from bdh.train.log import read_metrics
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such folder")
+    folders = [root] if (root / "config.yaml").is_file() else sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+    if not folders:
+        print(f"no run folders in {root}")
+        return 0
+    rows = [("run", "model", "task", "step", "tokens", "best", "last val_bpb", "checkpoint")]
+    for run in folders:
+        try:
+            cfg = read_config_file(run / "config.yaml")
+        except (ValueError, FileNotFoundError):
+            continue
+        records = read_metrics(run / "metrics.jsonl")
+        train_recs = [r for r in records if r.get("kind") == "train"]
+        evals = [r for r in records if r.get("kind") == "eval"]
+        total = (cfg.get("train") or {}).get("max_steps", "?")
+        step = train_recs[-1]["step"] if train_recs else 0
+        tokens = train_recs[-1].get("tokens", 0) if train_recs else 0
+        best = "-"
+        meta_path = run / "best" / "meta.json"
+        if meta_path.is_file():
+            import json
+
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                best = f"{meta['metric']} {meta['value']:.4f} @{meta['step']}"
+            except (ValueError, KeyError, TypeError):
+                best = "?"
+        last = evals[-1].get("val_bpb") if evals else None
+        ckpts = list_checkpoints(run)
+        rows.append((
+            run.name, str((cfg.get("model") or {}).get("name", "?")), str((cfg.get("task") or {}).get("name", "?")),
+            f"{step}/{total}", f"{tokens:,}", best, "-" if last is None or not math.isfinite(last) else f"{last:.4f}",
+            ckpts[-1].name if ckpts else "-",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0

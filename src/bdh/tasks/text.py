@@ -1,0 +1,228 @@
+"""Byte-level language modelling (vocabulary 256): the ``text`` task.
+
+The data is one stream of bytes: a file, the files of a folder (sorted by path, concatenated), or the
+embedded default corpus (Shakespeare's plays, public domain, shipped compressed with the package). Files
+are memory-mapped; any byte is a token, so non-UTF-8 input is fine. The stream is split without overlap:
+the first ``1 - val_fraction`` of the bytes are ``train``, the rest ``val``; a window never crosses the
+boundary.
+
+Two ways to cut windows of ``seq_len`` tokens (targets are the inputs shifted by one byte):
+
+* `TextTask.batch` — the `Task` protocol: ``train`` batches are windows at random offsets drawn from a
+  generator seeded by ``(seed, index)`` (a pure function of the batch index, so a resumed run sees the
+  same data); ``val`` batches walk the split's non-overlapping windows in order.
+* `TextTask.stream_batch` — consecutive windows for truncated backprop through time (paper appendix B.2):
+  the split is cut into ``batch_size`` lanes, and row ``b`` of batch ``index + 1`` continues row ``b`` of
+  batch ``index``, so a recurrent state can be carried from one batch to the next. The third value
+  returned says when a new pass over the lanes starts (the carried state must then be reset).
+"""
+
+from __future__ import annotations
+
+import lzma
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..registry import register_task
+from .base import IGNORE_INDEX
+
+#: the name that selects the embedded corpus in ``task.data``
+EMBEDDED = "shakespeare"
+EMBEDDED_FILE = "shakespeare.txt.xz"
+SPLITS = ("train", "val", "all")
+LN2 = math.log(2.0)
+
+
+@dataclass
+class TextConfig:
+    """Configuration of the byte-level text task.
+
+    Attributes:
+        data: a text file, a folder of files (all files below it, sorted by path, concatenated), or
+            ``shakespeare`` / null for the embedded corpus.
+        seq_len: T, tokens per window.
+        val_fraction: share of the stream (its end) held out for validation.
+    """
+
+    data: str | None = None
+    seq_len: int = 256
+    val_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.data is not None and (not isinstance(self.data, str) or not self.data):
+            raise ValueError(f"task.data: must be a path or null, got {self.data!r}")
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
+            raise ValueError(f"task.seq_len: must be a positive integer, got {self.seq_len!r}")
+        vf = self.val_fraction
+        if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0.0 < vf < 1.0:
+            raise ValueError(f"task.val_fraction: must be a number in (0, 1), got {vf!r}")
+
+
+class ByteStream:
+    """A read-only byte sequence made of memory-mapped files (or one in-memory buffer)."""
+
+    def __init__(self, segments: list[np.ndarray], source: str):
+        self.segments = [s for s in segments if len(s)]
+        self.source = source
+        self.starts = np.cumsum([0] + [len(s) for s in self.segments])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """Bytes [start, start + length) as a uint8 array (copied; may span several files)."""
+        if start < 0 or start + length > len(self):
+            raise IndexError(f"{self.source}: bytes [{start}, {start + length}) are outside the {len(self)}-byte stream")
+        i = int(np.searchsorted(self.starts, start, side="right")) - 1
+        parts, need, pos = [], length, start - int(self.starts[i])
+        while need > 0:
+            seg = self.segments[i]
+            take = min(need, len(seg) - pos)
+            parts.append(np.asarray(seg[pos : pos + take]))
+            need -= take
+            i, pos = i + 1, 0
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+
+def embedded_corpus() -> bytes:
+    """The embedded default corpus, decompressed (about 4.8 MB of plain text)."""
+    return lzma.decompress(resources.files("bdh.data").joinpath(EMBEDDED_FILE).read_bytes())
+
+
+def open_stream(data: str | None) -> ByteStream:
+    """The bytes of a file, a folder of files, or the embedded corpus (``None`` or ``shakespeare``)."""
+    if data is None or data == EMBEDDED:
+        return ByteStream([np.frombuffer(embedded_corpus(), dtype=np.uint8)], EMBEDDED)
+    path = Path(data).expanduser()
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        if not files:
+            raise ValueError(f"task.data: {data}: the folder holds no files")
+    else:
+        raise FileNotFoundError(f"task.data: {data}: no such file or folder")
+    segments = [np.memmap(f, dtype=np.uint8, mode="r") for f in files if f.stat().st_size > 0]
+    if not segments:
+        raise ValueError(f"task.data: {data}: the corpus is empty (0 bytes)")
+    return ByteStream(segments, str(data))
+
+
+@register_task("text")
+class TextTask:
+    """Next-byte prediction on a byte stream; metrics: loss (nats), bits per byte, accuracy."""
+
+    config_class = TextConfig
+    name = "text"
+    vocab_size = 256
+    causal = True
+    target_metric = ("bpb", False)
+
+    def __init__(self, config: TextConfig | None = None, *, whole: bool = False):
+        """``whole=True`` skips the train/val split: the stream is only read as split ``all`` (evaluation of a file)."""
+        self.config = config or TextConfig()
+        self.seq_len = self.config.seq_len
+        self.stream = open_stream(self.config.data)
+        n = len(self.stream)
+        need = self.seq_len + 1
+        if whole:
+            self.n_train = 0
+            if n < need:
+                raise ValueError(f"task.data: the corpus ({n:,} bytes) is shorter than one window of seq_len + 1 = {need} bytes")
+            return
+        self.n_train = int(round(n * (1.0 - self.config.val_fraction)))
+        if self.n_train < need or n - self.n_train < need:
+            raise ValueError(
+                f"task.data: the corpus ({n:,} bytes) is shorter than one window: train ({self.n_train:,} bytes) and val "
+                f"({n - self.n_train:,} bytes) each need seq_len + 1 = {need} bytes; use a smaller task.seq_len or more text"
+            )
+
+    # ------------------------------------------------------------------ splits
+    def _bounds(self, split: str) -> tuple[int, int]:
+        if split == "train":
+            return 0, self.n_train
+        if split == "val":
+            return self.n_train, len(self.stream)
+        if split == "all":
+            return 0, len(self.stream)
+        raise ValueError(f"text: unknown split {split!r}; use one of {', '.join(SPLITS)}")
+
+    def split_bytes(self, split: str) -> int:
+        lo, hi = self._bounds(split)
+        return hi - lo
+
+    def _windows(self, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        T = self.seq_len
+        rows = np.stack([self.stream.read(int(s), T + 1) for s in starts]).astype(np.int64)
+        data = torch.from_numpy(rows)
+        return data[:, :-1].contiguous(), data[:, 1:].contiguous()
+
+    def _seq_windows(self, split: str) -> int:
+        return (self.split_bytes(split) - 1) // self.seq_len
+
+    # ------------------------------------------------------------------ the Task protocol
+    def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the
+        non-overlapping windows ``index * batch_size ...`` of ``val`` (or ``all``) in order; the last batch
+        of a pass is short (each window is scored once), later indices wrap around."""
+        lo, hi = self._bounds(split)
+        if split == "train":
+            rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
+            starts = lo + rng.integers(0, hi - lo - self.seq_len, size=batch_size)
+        else:
+            nw = self._seq_windows(split)
+            w = index * batch_size + np.arange(batch_size)
+            w = w[w < nw] if w[0] < nw else w % nw  # the last batch of a pass is short
+            starts = lo + w * self.seq_len
+        return self._windows(starts)
+
+    def num_batches(self, split: str, batch_size: int) -> int | None:
+        """``val`` / ``all``: batches that cover every window once; ``train``: None (endless)."""
+        if split == "train":
+            return None
+        return -(-self._seq_windows(split) // batch_size)
+
+    def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
+        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions."""
+        scored = targets != IGNORE_INDEX
+        count = int(scored.sum())
+        if count == 0:
+            return {}
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        acc = (logits.argmax(-1) == targets)[scored].float().mean()
+        return {"loss": float(loss), "bpb": float(loss) / LN2, "acc": float(acc)}
+
+    # ------------------------------------------------------------------ consecutive windows (TBPTT)
+    def lane_windows(self, split: str, batch_size: int) -> int:
+        """Windows per lane when ``split`` is cut into ``batch_size`` lanes for `stream_batch`."""
+        lane = self.split_bytes(split) // batch_size
+        windows = (lane - 1) // self.seq_len
+        if windows < 1:
+            raise ValueError(
+                f"task.data: {split} ({self.split_bytes(split):,} bytes) is too short for {batch_size} lanes of "
+                f"seq_len + 1 = {self.seq_len + 1} bytes; lower the batch size or task.seq_len"
+            )
+        return windows
+
+    def stream_batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """Batch ``index`` of consecutive windows: row b continues row b of batch ``index - 1``.
+
+        Returns (inputs, targets, reset): ``reset`` is True when this batch starts a new pass over the
+        lanes, i.e. a carried recurrent state must start from zero. Each pass shifts the lanes by a
+        random offset (seeded by ``seed`` and the pass number), so passes see different window cuts.
+        """
+        lo, hi = self._bounds(split)
+        lane = (hi - lo) // batch_size
+        windows = self.lane_windows(split, batch_size)
+        epoch, w = divmod(index, windows)
+        slack = lane - 1 - windows * self.seq_len
+        shift = int(np.random.Generator(np.random.PCG64([seed, epoch, 0x57E4])).integers(0, slack + 1))
+        starts = lo + np.arange(batch_size) * lane + shift + w * self.seq_len
+        inputs, targets = self._windows(starts)
+        return inputs, targets, w == 0

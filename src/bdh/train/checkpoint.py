@@ -1,0 +1,203 @@
+"""Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``.
+
+A checkpoint folder is a model folder (``config.json`` + ``model.safetensors``, loadable with
+`bdh.load_pretrained`) plus ``trainer_state.safetensors`` (optimiser moments, RNG states of every
+process, the carried recurrent state of truncated BPTT) and ``meta.json`` (step, tokens, optimiser
+hyper-parameters, best metric, and the SHA-256 of every file). Nothing is pickled.
+
+Writes are atomic: the folder is assembled under a temporary name and renamed into place, so a crash
+or a signal while saving leaves the previous checkpoints untouched; old ones are removed only after
+the new one is in place. Loading checks the format tag, the checksums and the model's shapes, and
+refuses a corrupted or foreign checkpoint with one line that also names the previous good one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..model.io import CONFIG_NAME, WEIGHTS_NAME, CheckpointError, atomic_write_bytes, check_state_dict, load_tensors, read_json, save_tensors
+
+FORMAT = "bdh-train-checkpoint"
+FORMAT_VERSION = 1
+STATE_NAME = "trainer_state.safetensors"
+META_NAME = "meta.json"
+STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class Checkpoint:
+    """What `load_checkpoint` returns besides the weights it loads into the model and optimiser."""
+
+    path: Path
+    meta: dict[str, Any]
+    tensors: dict[str, torch.Tensor]  # trainer state: rng.*, carry.*, ...
+
+    @property
+    def step(self) -> int:
+        return int(self.meta["step"])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """An optimiser's state dict split into tensors (``optimizer.{param}.{name}``) and JSON (the rest)."""
+    sd = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, state in sd["state"].items():
+        for name, value in state.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer.{idx}.{name}"] = value
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any], source: str) -> None:
+    """Inverse of `optimizer_tensors`, with one-line errors for a state that does not fit."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optimizer."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+    for idx, extra in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(extra)
+    groups = meta["param_groups"]
+    for g in groups:
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": groups})
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{source}: optimiser state does not fit this model ({str(exc).splitlines()[0]})") from None
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    for i, p in enumerate(params):
+        st = optimizer.state.get(p, {})
+        for name, value in st.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != p.shape:
+                raise CheckpointError(f"{source}: optimiser tensor {name} of parameter {i} has shape {tuple(value.shape)}, expected {tuple(p.shape)}")
+
+
+def _write_folder(final: Path, model: torch.nn.Module, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
+    """Assemble a checkpoint folder under a temporary name, then rename it to ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        model.save_pretrained(tmp)
+        save_tensors(tensors, tmp / STATE_NAME, metadata={"format": FORMAT})
+        meta = dict(meta, format=FORMAT, format_version=FORMAT_VERSION, time=time.time())
+        meta["files"] = {name: _sha256(tmp / name) for name in (CONFIG_NAME, WEIGHTS_NAME, STATE_NAME)}
+        _write_json(tmp / META_NAME, meta)
+        if final.exists():
+            old = final.with_name(f".{final.name}.old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def save_checkpoint(
+    run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    state: dict[str, torch.Tensor], meta: dict[str, Any], keep: int,
+) -> Path:
+    """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints."""
+    opt_tensors, opt_meta = optimizer_tensors(optimizer)
+    path = _write_folder(run_dir / "checkpoints" / f"step-{step}", model, {**opt_tensors, **state}, dict(meta, step=step, optimizer=opt_meta))
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def save_best(run_dir: Path, model: torch.nn.Module, meta: dict[str, Any]) -> Path:
+    """Write ``best/`` (a model folder plus meta.json with the metric) atomically."""
+    return _write_folder(run_dir / "best", model, {}, meta)
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """The step-N folders of a run, oldest first (temporary folders are ignored)."""
+    folder = Path(run_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """The meta.json of a checkpoint folder after checking its format tag and file checksums."""
+    meta_path = path / META_NAME
+    if not meta_path.is_file():
+        raise CheckpointError(f"{path}: not a bdh training checkpoint (no {META_NAME}; incomplete or foreign)")
+    meta = read_json(meta_path)
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a bdh training checkpoint ({META_NAME} has no format {FORMAT!r}; foreign?)")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported (this bdh reads {FORMAT_VERSION})")
+    for name, digest in meta.get("files", {}).items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{path}: {name} is missing")
+        if _sha256(file) != digest:
+            raise CheckpointError(f"{path}: {name} does not match its checksum (corrupted)")
+    return meta
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device) -> Checkpoint:
+    """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest."""
+    meta = verify(path)
+    config = read_json(path / CONFIG_NAME)
+    expected = {"model_type": getattr(model, "model_type", None), **model.config.to_dict()}
+    theirs = {k: v for k, v in config.items() if k not in ("format_version", "bdh_version")}
+    if theirs != json.loads(json.dumps(expected)):
+        diff = sorted(k for k in set(theirs) | set(expected) if theirs.get(k) != json.loads(json.dumps(expected)).get(k))
+        raise CheckpointError(f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; foreign checkpoint?)")
+    weights = load_tensors(path / WEIGHTS_NAME)
+    check_state_dict(model, weights, str(path / WEIGHTS_NAME))
+    model.load_state_dict(weights)
+    tensors = load_tensors(path / STATE_NAME, device="cpu")
+    if optimizer is not None:
+        opt = {k: v.to(device) if k.endswith(("exp_avg", "exp_avg_sq")) else v for k, v in tensors.items() if k.startswith("optimizer.")}
+        load_optimizer(optimizer, opt, meta["optimizer"], str(path / STATE_NAME))
+    return Checkpoint(path, meta, {k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
+
+
+def latest_good(run_dir: Path, before: Path | None = None) -> Path | None:
+    """The newest checkpoint that verifies (older than ``before`` if given), or None."""
+    candidates = list_checkpoints(run_dir)
+    if before is not None:
+        candidates = [p for p in candidates if int(p.name.split("-")[1]) < int(before.name.split("-")[1])]
+    for path in reversed(candidates):
+        try:
+            verify(path)
+            return path
+        except CheckpointError:
+            continue
+    return None

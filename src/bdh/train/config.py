@@ -1,0 +1,413 @@
+"""`RunConfig`: one typed configuration of a training run, read from YAML or JSON with ``--set`` overrides.
+
+A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
+fields of their own config classes (validated by those classes); the other sections are the dataclasses
+below. Every key is checked: an unknown key or a value of the wrong type is refused with one line that
+names the key (``optim.lr: expected a number, got 'fast'``). The defaults are the main job, what
+``bdh train`` runs without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes
+on a 2-core CPU.
+
+    model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
+    task:     {name: text, seq_len: 128, data: null, ...}    fields of the task's config class
+    optim:    lr, min_lr, warmup_steps, decay, weight_decay, betas, eps, grad_clip
+    train:    batch_size, micro_batch_size, max_steps, max_tokens, target, bptt, seed, device, precision, ...
+    eval:     every, batches, batch_size
+    log:      every, progress, tensorboard
+    checkpoint: every, keep
+    sample:   prompt, max_new_tokens, temperature, top_k, seed
+    run_dir:  where the run folder goes (default runs/<timestamp>)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from ..registry import get_model, get_task
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used; the message names the key."""
+
+
+def _default_model() -> dict[str, Any]:
+    return {"name": "bdh", "n_layer": 4, "n_embd": 128, "n_head": 4, "n_neurons": 2048, "dropout": 0.0}
+
+
+def _default_task() -> dict[str, Any]:
+    return {"name": "text", "seq_len": 128}
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warmup, then linear or cosine decay to ``min_lr`` (paper: 1e-3 -> 1e-4, wd 0.1).
+
+    Attributes:
+        lr: peak learning rate after warmup.
+        min_lr: the floor the decay ends at (at the last step).
+        warmup_steps: steps of linear warmup from 0 to ``lr``.
+        decay: ``linear`` (the paper), ``cosine`` or ``constant`` after warmup.
+        weight_decay: applied to matrices only (parameters with 2 or more dimensions).
+        betas, eps: AdamW's.
+        grad_clip: clip the global gradient norm to this value; null for no clipping.
+    """
+
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    decay: Literal["linear", "cosine", "constant"] = "linear"
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float | None = 1.0
+
+
+@dataclass
+class TrainConfig:
+    """How long and how to train.
+
+    Attributes:
+        batch_size: sequences per optimiser step, over all processes (the global batch).
+        micro_batch_size: sequences per forward/backward on one process; the gradient is accumulated
+            over ``batch_size / (micro_batch_size * processes)`` micro-batches. Null: no accumulation.
+        max_steps: stop after this many optimiser steps.
+        max_tokens: or stop after this many training tokens (whichever comes first); null for no limit.
+        target: or stop once the task's target metric on validation reaches this value; null for none.
+        bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
+            backprop through time: consecutive windows of one stream, the recurrent state carried across
+            steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
+            and values detached; paper section 7.2).
+        seed: seeds the model initialisation, dropout and the data order.
+        device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K``.
+        precision: ``auto`` (bf16 autocast where the device supports it, CUDA; fp32 on CPU), ``bf16`` or ``fp32``.
+        compile: wrap the model in ``torch.compile``.
+        threads: CPU threads for PyTorch; null keeps PyTorch's default.
+        check_memory: estimate the training memory of a micro-batch first and refuse batches that do not fit.
+        deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
+    """
+
+    batch_size: int = 16
+    micro_batch_size: int | None = None
+    max_steps: int = 1100
+    max_tokens: int | None = None
+    target: float | None = None
+    bptt: Literal["window", "tbptt", "none"] = "window"
+    seed: int = 1337
+    device: str = "auto"
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    compile: bool = False
+    threads: int | None = None
+    check_memory: bool = True
+    deterministic: bool = False
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation.
+
+    Attributes:
+        every: evaluate every this many steps (and at the end); 0 only at the end.
+        batches: validation batches per evaluation; null for the whole validation split.
+        batch_size: sequences per validation batch; null takes the training micro-batch size.
+    """
+
+    every: int = 250
+    batches: int | None = 16
+    batch_size: int | None = None
+
+
+@dataclass
+class LogConfig:
+    """Progress and logs.
+
+    Attributes:
+        every: write a training record to metrics.jsonl every this many steps.
+        progress: ``auto`` (a progress bar when stderr is a terminal, one line per evaluation otherwise),
+            ``bar``, ``lines`` or ``none``.
+        tensorboard: write TensorBoard event files to RUN_DIR/tensorboard when ``tensorboard`` is installed.
+    """
+
+    every: int = 1
+    progress: Literal["auto", "bar", "lines", "none"] = "auto"
+    tensorboard: bool = True
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints in RUN_DIR/checkpoints/step-N (also written at the end and on SIGINT/SIGTERM).
+
+    Attributes:
+        every: write one every this many steps; 0 only at the end and on a signal.
+        keep: keep the last this many (the best is kept apart in RUN_DIR/best).
+    """
+
+    every: int = 250
+    keep: int = 2
+
+
+@dataclass
+class SampleConfig:
+    """The sample generated at the end of a run (language tasks); ``max_new_tokens: 0`` for none."""
+
+    prompt: str = "ROMEO:"
+    max_new_tokens: int = 300
+    temperature: float = 0.8
+    top_k: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class RunConfig:
+    """The whole run. ``model`` and ``task`` are mappings with a ``name`` and that class's fields."""
+
+    model: dict[str, Any] = field(default_factory=_default_model)
+    task: dict[str, Any] = field(default_factory=_default_task)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    run_dir: str | None = None
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(value):
+                value = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(value).items()}
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "RunConfig":
+        """Build and validate, refusing unknown keys and wrong types (with the key's dotted name)."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"config: unknown key {key!r}; known sections: {', '.join(known)}")
+        kwargs: dict[str, Any] = {}
+        hints = typing.get_type_hints(cls)
+        for name, f in known.items():
+            if name not in data:
+                continue
+            value = data[name]
+            if name in ("model", "task"):
+                default = f.default_factory()
+                if value is None:
+                    value = {}
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{name}: expected a mapping with 'name' and fields, got {value!r}")
+                if "name" in value and value["name"] != default["name"]:
+                    merged = dict(value)  # another model or task: its own defaults
+                else:
+                    if name == "model" and ("n_neurons" in value or "mlp_internal_dim_multiplier" in value):
+                        default = {k: v for k, v in default.items() if k not in ("n_neurons", "mlp_internal_dim_multiplier")}
+                    merged = {**default, **value}
+                kwargs[name] = merged
+            elif name == "run_dir":
+                kwargs[name] = _check(value, hints[name], name)
+            else:
+                kwargs[name] = section_from_dict(hints[name], value, name)
+        config = cls(**kwargs)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Cross-field checks, and the model and task sections against their registered classes."""
+        for section in ("model", "task"):
+            spec = getattr(self, section)
+            if "name" not in spec or not isinstance(spec["name"], str):
+                raise ConfigError(f"{section}.name: required (a registered {section} name)")
+            build_section_config(section, spec)
+        t, o = self.train, self.optim
+        for key, value in (("train.batch_size", t.batch_size), ("train.max_steps", t.max_steps), ("log.every", self.log.every)):
+            if value < 1:
+                raise ConfigError(f"{key}: must be at least 1, got {value}")
+        for key, value in (
+            ("train.micro_batch_size", t.micro_batch_size),
+            ("train.max_tokens", t.max_tokens),
+            ("train.threads", t.threads),
+            ("eval.batches", self.eval.batches),
+            ("eval.batch_size", self.eval.batch_size),
+            ("sample.top_k", self.sample.top_k),
+        ):
+            if value is not None and value < 1:
+                raise ConfigError(f"{key}: must be at least 1 or null, got {value}")
+        for key, value in (("eval.every", self.eval.every), ("checkpoint.every", self.checkpoint.every),
+                           ("optim.warmup_steps", o.warmup_steps), ("sample.max_new_tokens", self.sample.max_new_tokens)):
+            if value < 0:
+                raise ConfigError(f"{key}: must be >= 0, got {value}")
+        if self.checkpoint.keep < 1:
+            raise ConfigError(f"checkpoint.keep: must be at least 1, got {self.checkpoint.keep}")
+        if o.lr <= 0 or o.min_lr < 0 or o.min_lr > o.lr:
+            raise ConfigError(f"optim.min_lr: need 0 <= min_lr <= lr and lr > 0, got lr={o.lr}, min_lr={o.min_lr}")
+        if o.weight_decay < 0 or o.eps <= 0 or not all(0 <= b < 1 for b in o.betas):
+            raise ConfigError("optim: need weight_decay >= 0, eps > 0 and betas in [0, 1)")
+        if o.grad_clip is not None and o.grad_clip <= 0:
+            raise ConfigError(f"optim.grad_clip: must be positive or null, got {o.grad_clip}")
+        if self.sample.temperature < 0:
+            raise ConfigError(f"sample.temperature: must be >= 0, got {self.sample.temperature}")
+        if t.device != "auto" and not (t.device == "cpu" or t.device == "cuda" or t.device.startswith("cuda:")):
+            raise ConfigError(f"train.device: must be auto, cpu, cuda or cuda:K, got {t.device!r}")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+# ---------------------------------------------------------------------- typed sections
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(_type_name(a) for a in args) + " or null"
+    if origin is tuple:
+        return f"a list of {len(typing.get_args(tp))} numbers"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _check(value: Any, tp: Any, key: str) -> Any:
+    """``value`` converted to type ``tp`` or a `ConfigError` naming ``key``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check(value, arg, key)
+            except ConfigError:
+                pass
+    elif origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+    elif origin is tuple:
+        args = typing.get_args(tp)
+        if isinstance(value, (list, tuple)) and len(value) == len(args):
+            return tuple(_check(v, a, key) for v, a in zip(value, args))
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            return int(value)  # 1e6 in a config means one million steps
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+
+
+def section_from_dict(cls: type, data: Any, prefix: str) -> Any:
+    """A section dataclass from a mapping, every key checked against the field's type hint."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        if key not in hints:
+            raise ConfigError(f"{prefix}.{key}: unknown key; known keys: {', '.join(names)}")
+        kwargs[key] = _check(value, hints[key], f"{prefix}.{key}")
+    return cls(**kwargs)
+
+
+def build_section_config(section: str, spec: dict[str, Any]) -> Any:
+    """The registered class for ``spec['name']`` and its validated config object (model or task)."""
+    cls = (get_model if section == "model" else get_task)(spec["name"])
+    fields = {k: v for k, v in spec.items() if k != "name"}
+    config_class = getattr(cls, "config_class", None)
+    if config_class is None:
+        raise ConfigError(f"{section}.name: {spec['name']!r} has no config_class")
+    if dataclasses.is_dataclass(config_class):
+        known = {f.name for f in dataclasses.fields(config_class) if f.init}
+        for key in fields:
+            if key not in known:
+                raise ConfigError(f"{section}.{key}: unknown key for {section} {spec['name']!r}; known keys: {', '.join(sorted(known))}")
+    try:
+        config = config_class.from_dict(fields) if hasattr(config_class, "from_dict") else config_class(**fields)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{section}: {str(exc).splitlines()[0]}") from None
+    return cls, config
+
+
+# ---------------------------------------------------------------------- files and overrides
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML or JSON file (one-line errors for a missing or malformed file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).replace("\n", " ")
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {first}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``key.sub=value`` strings applied to a nested mapping (values parsed as YAML: 3e-4, true, null, [..])."""
+    data = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=3e-4")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if not key or any(not p for p in parts):
+            raise ConfigError(f"--set {item!r}: bad key {key!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """The run config: the defaults, updated by a YAML/JSON file, updated by ``--set`` overrides."""
+    data = read_config_file(path) if path is not None else {}
+    data = apply_overrides(data, overrides or [])
+    return RunConfig.from_dict(data)

@@ -1,0 +1,61 @@
+"""Refuse a micro-batch that will not fit in memory, before allocating anything.
+
+The estimate comes from the model's analytic sizes (`bdh.model.sizes.train_memory_bytes`: weights,
+gradients, AdamW moments and saved activations) and is compared with the memory available now: free
+GPU memory on CUDA, ``MemAvailable`` of the machine on CPU (shared by all processes of the machine).
+Models without an estimate are not checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..model.config import BDHConfig
+from ..model.sizes import train_memory_bytes
+
+GiB = 2**30
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory on ``device`` in bytes (None if unknown)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def estimate_bytes(model_config, micro_batch: int, seq_len: int, amp_dtype: torch.dtype | None, form: str | None = None) -> int | None:
+    """Estimated peak training memory of one process (None for models without an estimate)."""
+    if not isinstance(model_config, BDHConfig):
+        return None
+    return train_memory_bytes(model_config, micro_batch, seq_len, form=form, dtype="bf16" if amp_dtype == torch.bfloat16 else "fp32")
+
+
+def check_fits(model_config, micro_batch: int, seq_len: int, device: torch.device, amp_dtype: torch.dtype | None,
+               processes: int = 1, form: str | None = None) -> int | None:
+    """Raise a one-line ValueError if ``processes`` x the estimate exceeds the available memory."""
+    need = estimate_bytes(model_config, micro_batch, seq_len, amp_dtype, form)
+    have = available_bytes(device)
+    if need is None or have is None:
+        return need
+    if need * processes > have:
+        each = f" x {processes} processes" if processes > 1 else ""
+        raise ValueError(
+            f"train.micro_batch_size: a micro-batch of {micro_batch} x {seq_len} tokens needs about {need / GiB:.1f} GiB{each} "
+            f"to train (estimated: weights, gradients, AdamW moments, activations), but only {have / GiB:.1f} GiB is available "
+            f"on {device}; lower train.micro_batch_size (gradient accumulation keeps the batch) or task.seq_len, "
+            f"or set train.check_memory=false"
+        )
+    return need

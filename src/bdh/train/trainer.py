@@ -1,0 +1,569 @@
+"""The trainer: one plain loop in the style of nanoGPT, for any registered model on any registered task.
+
+Per optimiser step ``s`` (0-based):
+
+1. the learning rate of step ``s`` (`bdh.train.schedule`),
+2. the global batch ``task.batch("train", s, batch_size, seed)`` (a pure function of ``s``, so the data
+   position of a run is just its step); each process takes its rows and walks them in micro-batches,
+   accumulating gradients (DistributedDataParallel averages them over processes),
+3. loss = cross-entropy summed over the scored targets / the number of scored targets of the global batch,
+   so one process with accumulation and K processes compute the same gradient,
+4. gradient clipping, AdamW (weight decay on matrices only), a NaN check,
+5. evaluation every ``eval.every`` steps, checkpoints every ``checkpoint.every`` steps and on SIGINT/SIGTERM.
+
+Recurrent modes (``train.bptt``): ``window`` trains each window from a zero state; ``tbptt`` asks the task for
+consecutive windows (``task.stream_batch``) and carries the model's recurrent state from step to step,
+detached (truncated backprop through time, paper appendix B.2), resetting it when the stream starts over;
+``none`` detaches attention keys and values (no backprop through time, paper section 7.2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import math
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import CheckpointError
+from ..tasks.base import IGNORE_INDEX
+from . import checkpoint as ckpt
+from . import distributed as dist_utils
+from . import rng
+from .config import RunConfig, build_section_config
+from .log import MetricsLog, Progress, TensorBoard
+from .memory import check_fits
+from .schedule import learning_rate
+
+LN2 = math.log(2.0)
+
+
+class TrainingError(ValueError):
+    """Training cannot go on (NaN loss, a batch that does not fit, a task and model that do not match)."""
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or interrupted) run reports."""
+
+    run_dir: Path
+    step: int
+    total_steps: int
+    tokens: int
+    seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation
+    best: dict[str, Any] | None = None
+    interrupted: int | None = None  # the signal number that stopped the run
+    checkpoint: Path | None = None
+    model: nn.Module | None = None
+    task: Any = None
+
+
+class Objective(nn.Module):
+    """Summed cross-entropy of one micro-batch: the module DistributedDataParallel wraps, so that recurrent
+    steps (``model.step``) also go through DDP's forward."""
+
+    def __init__(self, model: nn.Module, bptt: str):
+        super().__init__()
+        self.model = model
+        self.bptt = bptt
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor, state: Any = None):
+        if state is not None:
+            logits, state = self.model.step(inputs, state)
+        elif self.bptt == "none":
+            logits = self.model(inputs, detach_kv=True)
+        else:
+            logits = self.model(inputs)
+        loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+        return loss, state
+
+
+def resolve_device(name: str, env: dist_utils.DistEnv) -> torch.device:
+    """``auto``: CUDA (the process's local GPU under torchrun) if available, else CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        name = f"cuda:{env.local_rank}" if env.enabled else "cuda"
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TrainingError(f"train.device: {name} asked for, but CUDA is not available")
+    return device
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """bf16 where the device supports it (``auto``: CUDA with bf16), None for fp32."""
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def make_optimizer(model: nn.Module, config: RunConfig, fused: bool) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (parameters of 2+ dimensions) and none on vectors."""
+    o = config.optim
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    kwargs: dict[str, Any] = {"lr": o.lr, "betas": tuple(o.betas), "eps": o.eps}
+    if fused:
+        kwargs["fused"] = True
+    return torch.optim.AdamW(groups, **kwargs)
+
+
+def _state_tensors(state: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A recurrent state dataclass as tensors (its tensor fields) and JSON (the rest)."""
+    tensors, scalars = {}, {}
+    for f in dataclasses.fields(state):
+        value = getattr(state, f.name)
+        if isinstance(value, torch.Tensor):
+            tensors[f"{prefix}.{f.name}"] = value.detach()
+        else:
+            scalars[f.name] = value
+    return tensors, scalars
+
+
+class Trainer:
+    """Builds everything a run needs from a `RunConfig` and runs the loop; see the module docstring."""
+
+    def __init__(self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None):
+        self.config = config
+        self.env = dist_utils.from_environment()
+        t = config.train
+        if t.threads is not None:
+            torch.set_num_threads(t.threads)
+        if t.deterministic:
+            torch.use_deterministic_algorithms(True)
+        self.device = resolve_device(t.device, self.env)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        dist_utils.init(self.env, self.device)
+        self.amp_dtype = autocast_dtype(t.precision, self.device)
+
+        # task, model and their agreement
+        task_cls, task_config = build_section_config("task", config.task)
+        self.task = task_cls(task_config)
+        model_spec = dict(config.model)
+        self.model_cls, _ = build_section_config("model", model_spec)
+        fields = {f.name for f in dataclasses.fields(self.model_cls.config_class)}
+        for key, value in (("vocab_size", self.task.vocab_size), ("causal", self.task.causal)):
+            if key in fields and key not in model_spec:
+                model_spec[key] = value
+        _, self.model_config = build_section_config("model", model_spec)
+        vocab = getattr(self.model_config, "vocab_size", self.task.vocab_size)
+        if vocab < self.task.vocab_size:
+            raise TrainingError(f"model.vocab_size: {vocab} is smaller than the task's vocabulary ({self.task.vocab_size})")
+        if getattr(self.model_config, "causal", self.task.causal) != self.task.causal:
+            raise TrainingError(f"model.causal: the task {self.task.name!r} needs causal={self.task.causal}")
+        config.model = {"name": config.model["name"], **self.model_config.to_dict()}
+
+        # batch layout: global batch -> rows of this process -> micro-batches
+        W = self.env.world_size
+        if t.batch_size % W:
+            raise TrainingError(f"train.batch_size: {t.batch_size} sequences cannot be split evenly over {W} processes")
+        self.rows = t.batch_size // W
+        self.micro = t.micro_batch_size or self.rows
+        if self.rows % self.micro:
+            raise TrainingError(
+                f"train.micro_batch_size: {self.micro} does not divide the {self.rows} sequences per process "
+                f"(train.batch_size {t.batch_size} over {W} process{'es' if W > 1 else ''})"
+            )
+        self.accum = self.rows // self.micro
+        self.seq_len = self.task.seq_len
+        self.tokens_per_step = t.batch_size * self.seq_len
+        total = t.max_steps
+        if t.max_tokens is not None:
+            total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
+        self.total_steps = total
+        self.eval_batch = config.eval.batch_size or self.micro
+        self._check_modes()
+        if t.check_memory:
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if self.device.type == "cpu" else 1
+            check_fits(self.model_config, self.micro, self.seq_len, self.device, self.amp_dtype, processes=local,
+                       form=getattr(self.model_config, "attention", None))
+
+        # model (initialised from the seed, like the official code) and optimiser
+        torch.manual_seed(t.seed)
+        np.random.seed(t.seed % 2**32)
+        random.seed(t.seed)
+        self.model = self.model_cls(self.model_config).to(self.device)
+        if self.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
+            torch.manual_seed(t.seed + 1_000_003 * self.env.rank)
+        fused = self.device.type == "cuda"
+        self.optimizer = make_optimizer(self.model, config, fused)
+        self.objective: nn.Module = Objective(torch.compile(self.model) if t.compile else self.model, t.bptt)
+        if self.env.enabled:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.objective = DDP(self.objective, device_ids=ids)
+        self.carry: list[Any] = [None] * self.accum  # recurrent state per micro-batch (tbptt)
+
+        # run folder, resume
+        self.step, self.tokens, self.best = 0, 0, None
+        self.last_checkpoint: Path | None = None
+        self.run_dir = self._make_run_dir(resume)
+        if resume is not None:
+            self._resume(resume_from)
+        if self.env.is_main:
+            self.run_dir.joinpath("config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        if self.env.is_main and resume is not None:
+            self.metrics.truncate_after(self.step)
+        self._signal: int | None = None
+
+    # ------------------------------------------------------------------ setup helpers
+    def _check_modes(self) -> None:
+        bptt = self.config.train.bptt
+        if bptt == "tbptt":
+            if not hasattr(self.task, "stream_batch"):
+                raise TrainingError(f"train.bptt: tbptt needs consecutive windows, and task {self.task.name!r} has no stream_batch")
+            if not (hasattr(self.model_cls, "init_state") and hasattr(self.model_cls, "step")):
+                raise TrainingError(f"train.bptt: tbptt needs a recurrent model (init_state/step); {self.config.model['name']!r} has none")
+            self.task.lane_windows("train", self.config.train.batch_size)  # fails early if the split is too short
+        if bptt == "none" and "detach_kv" not in inspect.signature(self.model_cls.forward).parameters:
+            raise TrainingError(f"train.bptt: none needs a model whose forward takes detach_kv; {self.config.model['name']!r} does not")
+
+    def _make_run_dir(self, resume: Path | None) -> Path:
+        if resume is not None:
+            return Path(resume)
+        path = None
+        if self.env.is_main:
+            if self.config.run_dir:
+                p = Path(self.config.run_dir)
+                if p.exists() and any(p.iterdir()):
+                    raise TrainingError(f"run_dir: {p} already exists and is not empty; resume it with --resume {p}, or pick another run_dir")
+            else:
+                base = Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+                p, k = base, 1
+                while p.exists():
+                    k += 1
+                    p = base.with_name(f"{base.name}-{k}")
+            p.mkdir(parents=True, exist_ok=True)
+            path = str(p)
+        path = dist_utils.broadcast_object(path, self.env)
+        self.config.run_dir = path
+        return Path(path)
+
+    def _resume(self, resume_from: Path | None) -> None:
+        found = ckpt.list_checkpoints(self.run_dir)
+        path = resume_from or (found[-1] if found else None)
+        if path is None:
+            raise CheckpointError(f"{self.run_dir}: no checkpoint to resume from (checkpoints/step-N)")
+        try:
+            state = ckpt.load_checkpoint(path, self.model, self.optimizer, self.device)
+        except CheckpointError as exc:
+            previous = ckpt.latest_good(self.run_dir, before=path)
+            hint = (f"; the previous good checkpoint {previous.name} is still there: resume from it with --checkpoint {previous.name}"
+                    if previous else "")
+            raise CheckpointError(f"{exc}{hint}") from None
+        meta = state.meta
+        self.step, self.tokens, self.best = int(meta["step"]), int(meta["tokens"]), meta.get("best")
+        self.last_checkpoint = path
+        saved_world = int(meta.get("world_size", 1))
+        r = self.env.rank
+        if saved_world != self.env.world_size and self.config.train.bptt == "tbptt":
+            raise CheckpointError(f"{path}: written by {saved_world} processes; a tbptt run must resume with the same number")
+        rng_states = {k.split(".", 2)[2]: v for k, v in state.tensors.items() if k.startswith(f"rng.{r}.")}
+        if rng_states:
+            rng.restore(rng_states)
+        else:  # a process the checkpoint did not have: a fresh stream, still seeded
+            torch.manual_seed(self.config.train.seed + 1_000_003 * r + self.step)
+        carry_meta = meta.get("carry", {})
+        for j in range(self.accum):
+            prefix = f"carry.{r}.{j}"
+            tensors = {k[len(prefix) + 1 :]: v.to(self.device) for k, v in state.tensors.items() if k.startswith(prefix + ".")}
+            if tensors:
+                self.carry[j] = self.model.init_state(self.micro).__class__(**tensors, **carry_meta.get(f"{r}.{j}", {}))
+
+    # ------------------------------------------------------------------ one step
+    def _autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def train_step(self, step: int) -> tuple[float, float]:
+        """One optimiser step on global batch ``step``; returns (loss, gradient norm before clipping)."""
+        t = self.config.train
+        reset = False
+        if t.bptt == "tbptt":
+            inputs, targets, reset = self.task.stream_batch("train", step, t.batch_size, t.seed)
+        else:
+            inputs, targets = self.task.batch("train", step, t.batch_size, t.seed)
+        count = int((targets != IGNORE_INDEX).sum())
+        if count == 0:
+            raise TrainingError(f"task {self.task.name!r}: batch {step} has no scored targets")
+        lo = self.env.rank * self.rows
+        inputs, targets = inputs[lo : lo + self.rows].to(self.device), targets[lo : lo + self.rows].to(self.device)
+        scale = self.env.world_size / count  # DDP averages over processes, so each sums its share x W
+        total = torch.zeros((), device=self.device)
+        for j in range(self.accum):
+            x = inputs[j * self.micro : (j + 1) * self.micro]
+            y = targets[j * self.micro : (j + 1) * self.micro]
+            state = None
+            if t.bptt == "tbptt":
+                state = self.model.init_state(self.micro) if (reset or self.carry[j] is None) else self.carry[j]
+            sync = j == self.accum - 1 or not self.env.enabled
+            ctx = contextlib.nullcontext() if sync else self.objective.no_sync()
+            with ctx:
+                with self._autocast():
+                    loss_sum, new_state = self.objective(x, y, state)
+                (loss_sum * scale).backward()
+            if new_state is not None:
+                self.carry[j] = new_state.detach()
+            total += loss_sum.detach()
+        total = dist_utils.all_reduce_sum(total, self.env)
+        clip = self.config.optim.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip is not None else float("inf"))
+        loss = float(total) / count
+        if math.isfinite(loss):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss, float(norm)
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module | None = None, batches: int | None = None) -> dict[str, float]:
+        """Validation loss, bits per token and the task's metrics, token-weighted over the eval batches."""
+        model = model or self.model
+        return evaluate(model, self.task, self.eval_batch, batches if batches is not None else self.config.eval.batches,
+                        self.config.train.seed, self._autocast)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _trainer_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """RNG states and carried recurrent states of every process (gathered to all; rank 0 writes)."""
+        tensors: dict[str, torch.Tensor] = {}
+        mine = rng.capture()
+        for name in sorted(mine):
+            value = mine[name].to(self.device) if self.env.enabled and self.device.type == "cuda" else mine[name]
+            for r, v in enumerate(dist_utils.gather(value, self.env)):
+                tensors[f"rng.{r}.{name}"] = v.cpu()
+        carry_meta: dict[str, Any] = {}
+        for j, state in enumerate(self.carry):
+            if state is None:
+                continue
+            ts, scalars = _state_tensors(state, "x")
+            for name, value in ts.items():
+                for r, v in enumerate(dist_utils.gather(value, self.env)):
+                    tensors[f"carry.{r}.{j}.{name[2:]}"] = v.cpu()
+            for r in range(self.env.world_size):
+                carry_meta[f"{r}.{j}"] = scalars  # positions advance identically on every process
+        return tensors, carry_meta
+
+    def save(self) -> Path | None:
+        """Write checkpoints/step-N (rank 0); every process takes part in gathering the state."""
+        tensors, carry_meta = self._trainer_state()
+        path = None
+        if self.env.is_main:
+            meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "world_size": self.env.world_size,
+                    "carry": carry_meta, "total_steps": self.total_steps}
+            path = ckpt.save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, tensors, meta, self.config.checkpoint.keep)
+        dist_utils.barrier(self.env)
+        self.last_checkpoint = self.run_dir / "checkpoints" / f"step-{self.step}"
+        return path
+
+    def _update_best(self, metrics: dict[str, float]) -> None:
+        name, higher = self.task.target_metric
+        key = f"val_{name}"
+        if key not in metrics:
+            key = "val_loss"
+            higher = False
+        value = metrics[key]
+        if self.best is None or (value > self.best["value"] if higher else value < self.best["value"]):
+            self.best = {"step": self.step, "metric": key, "value": value}
+            if self.env.is_main:
+                ckpt.save_best(self.run_dir, self.model, {"step": self.step, "tokens": self.tokens, "metric": key,
+                                                          "value": value, "metrics": metrics})
+
+    def _target_reached(self, metrics: dict[str, float]) -> bool:
+        target = self.config.train.target
+        if target is None:
+            return False
+        name, higher = self.task.target_metric
+        value = metrics.get(f"val_{name}")
+        return value is not None and (value >= target if higher else value <= target)
+
+    # ------------------------------------------------------------------ the loop
+    def _on_signal(self, signum, frame) -> None:
+        if self._signal is not None:
+            raise KeyboardInterrupt
+        self._signal = signum
+
+    def fit(self) -> TrainResult:
+        """Train until the step, token or target limit, or a signal; always leaves a checkpoint."""
+        cfg = self.config
+        main = self.env.is_main
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handlers[sig] = signal.signal(sig, self._on_signal)
+        progress = Progress(self.total_steps, self.step, cfg.log.progress if main else "none")
+        board = TensorBoard(self.run_dir / "tensorboard", cfg.log.tensorboard and main)
+        start = time.time()
+        start_step = self.step
+        metrics: dict[str, float] = {}
+        stop = None
+        saved_at = self.step if self.last_checkpoint is not None else -1
+        evaluated_at = -1
+        try:
+            if main and self.step == 0:
+                progress.message(
+                    f"run {self.run_dir}: {self.config.model['name']} ({sum(p.numel() for p in self.model.parameters()):,} parameters), "
+                    f"task {self.task.name}, {self.total_steps} steps of {self.config.train.batch_size} x {self.seq_len} tokens"
+                    f"{f' over {self.env.world_size} processes' if self.env.enabled else ''}, device {self.device}"
+                )
+            self.model.train()
+            last_time, last_step = time.time(), self.step
+            while self.step < self.total_steps:
+                lr = learning_rate(self.step, lr=cfg.optim.lr, min_lr=cfg.optim.min_lr, warmup_steps=cfg.optim.warmup_steps,
+                                   total_steps=self.total_steps, decay=cfg.optim.decay)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                loss, norm = self.train_step(self.step)
+                if not math.isfinite(loss):
+                    good = self.last_checkpoint.name if self.last_checkpoint else "none (no checkpoint was written yet)"
+                    raise TrainingError(
+                        f"loss is {loss} at step {self.step + 1}; training stopped; the last good checkpoint is {good} "
+                        f"in {self.run_dir} (try a lower optim.lr or optim.grad_clip)"
+                    )
+                self.step += 1
+                self.tokens += self.tokens_per_step
+                now = time.time()
+                tok_s = (self.step - last_step) * self.tokens_per_step / max(now - last_time, 1e-9)
+                if main:
+                    progress.update(self.step, loss, tok_s)
+                    if self.step % cfg.log.every == 0 or self.step == self.total_steps:
+                        record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr, "grad_norm": norm,
+                                  "tokens": self.tokens, "tok_per_s": tok_s, "time": now - start}
+                        self.metrics.write(record)
+                        board.scalars("train", record, self.step)
+                last_time, last_step = now, self.step
+                if dist_utils.any_flag(self._signal is not None, self.env, self.device):
+                    stop = self._signal or signal.SIGTERM
+                due_eval = (cfg.eval.every and self.step % cfg.eval.every == 0) or self.step == self.total_steps
+                if due_eval and stop is None:
+                    metrics = self._eval_and_log(progress, board, loss, tok_s)
+                    evaluated_at = self.step
+                    if self._target_reached(metrics):
+                        progress.message(f"target {cfg.train.target} of val_{self.task.target_metric[0]} reached at step {self.step}")
+                        stop = "target"
+                due_ckpt = (cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0) or self.step == self.total_steps
+                if due_ckpt or stop is not None:
+                    self.save()
+                    saved_at = self.step
+                    last_time = time.time()
+                if stop is not None:
+                    break
+            if saved_at != self.step:
+                self.save()
+            if stop is None and evaluated_at != self.step:
+                metrics = self._eval_and_log(progress, board, float("nan"), 0.0)
+        finally:
+            progress.close()
+            board.close()
+            for sig, old in handlers.items():
+                signal.signal(sig, old)
+        interrupted = stop if isinstance(stop, int) else None
+        return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, time.time() - start, metrics,
+                           self.best, interrupted, self.last_checkpoint, self.model, self.task)
+
+    def _eval_and_log(self, progress: Progress, board: TensorBoard, loss: float, tok_s: float) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        if self.env.is_main:
+            self.model.eval()
+            metrics = self.evaluate()
+            self.model.train()
+            record = {"kind": "eval", "step": self.step, "tokens": self.tokens, **metrics}
+            self.metrics.write(record)
+            board.scalars("eval", metrics, self.step)
+            progress.eval_line(self.step, loss, tok_s, metrics)
+        metrics = dist_utils.broadcast_object(metrics, self.env)
+        if metrics:
+            self._update_best(metrics)
+        return metrics
+
+    def close(self) -> None:
+        dist_utils.shutdown(self.env)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, seed: int, autocast=contextlib.nullcontext,
+             split: str = "val") -> dict[str, float]:
+    """Token-weighted validation metrics of ``model`` over the first ``batches`` batches of ``split``
+    (all of them when None): ``val_loss`` (nats per scored token), ``val_bpb`` (bits per token; bits per
+    byte for byte-level text) and every metric of ``task.metrics`` as ``val_<name>``."""
+    device = next(model.parameters()).device
+    n = task.num_batches(split, batch_size)
+    n = batches if n is None else (n if batches is None else min(n, batches))
+    if n is None:
+        raise TrainingError(f"eval.batches: task {task.name!r} has an endless {split} split; give a number")
+    was_training = model.training
+    model.eval()
+    loss_sum, count, sums = 0.0, 0, {}
+    try:
+        for i in range(n):
+            inputs, targets = task.batch(split, i, batch_size, seed)
+            inputs, targets = inputs.to(device), targets.to(device)
+            with autocast():
+                logits = model(inputs)
+            logits = logits.float()
+            c = int((targets != IGNORE_INDEX).sum())
+            if c == 0:
+                continue
+            loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                              ignore_index=IGNORE_INDEX, reduction="sum"))
+            count += c
+            for key, value in task.metrics(logits, targets, inputs).items():
+                sums[key] = sums.get(key, 0.0) + float(value) * c
+    finally:
+        model.train(was_training)
+    if count == 0:
+        return {}
+    out = {f"val_{k}": v / count for k, v in sums.items()}
+    out["val_loss"] = loss_sum / count
+    out["val_bpb"] = out["val_loss"] / LN2
+    return out
+
+
+def train(config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None) -> TrainResult:
+    """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``."""
+    trainer = Trainer(config, resume=Path(resume) if resume else None, resume_from=Path(resume_from) if resume_from else None)
+    try:
+        return trainer.fit()
+    finally:
+        trainer.close()
+
+
+def load_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
+    from .config import read_config_file
+
+    path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
+    return read_config_file(path)
+
+
+__all__ = ["Objective", "TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]
