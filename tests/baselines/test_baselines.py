@@ -139,21 +139,21 @@ def test_hyperset_attention_is_the_energy_gradient():
     assert torch.allclose(s.softmax(-1) + s.softmax(-2), (s.softmax(-1) + s.softmax(-2)).T)  # symmetric
 
 
-def test_weight_shared_models_take_n_passes():
+def test_weight_shared_models_take_n_layer():
     torch.manual_seed(0)
     hs = HyperSET(TINY["hyperset"][1]).eval()
     torch.nn.init.normal_(hs.steps.out.weight, std=0.1)  # nonzero step sizes (zero at init)
     x = torch.randint(0, 64, (2, 32))
-    assert torch.equal(hs(x), hs(x, n_passes=4))
-    assert not torch.allclose(hs(x, n_passes=2), hs(x, n_passes=6))
-    logits, traj = hs(x, n_passes=3, return_trajectory=True)
+    assert torch.equal(hs(x), hs(x, n_layer=4))
+    assert not torch.allclose(hs(x, n_layer=2), hs(x, n_layer=6))
+    logits, traj = hs(x, n_layer=3, return_trajectory=True)
     assert len(traj) == 3
     gpt = GPT(TINY["gpt"][1].replace(share_layers=True)).eval()
-    assert torch.equal(gpt(x), gpt(x, n_passes=2)) and not torch.allclose(gpt(x, n_passes=1), gpt(x, n_passes=3))
+    assert torch.equal(gpt(x), gpt(x, n_layer=2)) and not torch.allclose(gpt(x, n_layer=1), gpt(x, n_layer=3))
     with pytest.raises(ValueError, match="share_layers"):
-        GPT(TINY["gpt"][1])(x, n_passes=3)
-    with pytest.raises(ValueError, match="n_passes"):
-        hs(x, n_passes=0)
+        GPT(TINY["gpt"][1])(x, n_layer=3)
+    with pytest.raises(ValueError, match="n_layer"):
+        hs(x, n_layer=0)
 
 
 @pytest.mark.parametrize("name", ["gpt", "baseconv", "hyperset"])

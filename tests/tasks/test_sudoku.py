@@ -129,7 +129,7 @@ def test_depth_sweep_evaluates_each_pass_count():
 
     def fn(idx, k):
         calls.append(k)
-        return model(idx, n_passes=k)
+        return model(idx, n_layer=k)
 
     out = depth_sweep(fn, task, [1, 2, 4], batch_size=4)
     assert sorted(out) == [1, 2, 4] and calls == [1, 1, 2, 2, 4, 4]
@@ -144,3 +144,17 @@ def test_depth_sweep_evaluates_each_pass_count():
     assert res[1]["board_accuracy"] == 0.0 and res[2] == {"cell_accuracy": 1.0, "board_accuracy": 1.0}
     with pytest.raises(ValueError, match="positive integers"):
         depth_sweep(fn, task, [0])
+
+
+def test_depth_sweep_takes_weight_shared_modules():
+    from bdh import BDH, BDHConfig
+
+    task = Sudoku(SudokuConfig(num_train=2, num_val=3, min_givens=34, max_givens=34))
+    torch.manual_seed(0)
+    bdh = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=10, causal=False, dropout=0.0))
+    hs = HyperSET(HyperSETConfig(n_embd=16, n_head=2, n_recur=2, time_freq=8))
+    for model in (bdh, hs):
+        out = depth_sweep(model, task, [1, 3], batch_size=2)
+        assert sorted(out) == [1, 3] and 0.0 <= out[3]["cell_accuracy"] <= 1.0
+    x = task.batch("val", 0, 3, 0)[0]
+    assert not torch.allclose(bdh(x, n_layer=1), bdh(x, n_layer=3))

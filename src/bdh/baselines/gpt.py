@@ -7,7 +7,7 @@
 
 Attention is computed by ``F.scaled_dot_product_attention`` (fused kernels on CUDA), causal or
 bidirectional. ``share_layers`` applies one block ``n_layer`` times (the weight-shared "recurrent
-Transformer" Hyper-SET compares with); then ``forward(idx, n_passes=k)`` runs k passes at test time.
+Transformer" Hyper-SET compares with); then ``forward(idx, n_layer=k)`` runs k passes at test time.
 
 Parameter count (see `GPTConfig.num_params`; d = n_embd, m = hidden width of the MLP, V, T, b = 1 with biases):
     V d  +  [T d if learned positions]  +  [V d if the readout is untied]
@@ -181,17 +181,17 @@ class GPT(PretrainedMixin, nn.Module):
         (Zoology's ``MHA.state_size``)."""
         return 2 * self.config.seq_len * self.config.n_embd
 
-    def forward(self, idx: torch.Tensor, n_passes: int | None = None) -> torch.Tensor:
-        """Logits (B, T, V). ``n_passes`` (only with ``share_layers``) applies the shared block that many
-        times instead of n_layer (test-time depth)."""
+    def forward(self, idx: torch.Tensor, n_layer: int | None = None) -> torch.Tensor:
+        """Logits (B, T, V). ``n_layer`` (only with ``share_layers``) applies the shared block that many
+        times instead of the configured number (test-time depth; the same keyword as `BDH.forward`)."""
         cfg = self.config
         check_tokens("GPT", idx, cfg.vocab_size, cfg.seq_len if cfg.positional == "learned" else None)
-        passes = cfg.n_layer if n_passes is None else n_passes
-        if n_passes is not None:
-            if isinstance(n_passes, bool) or not isinstance(n_passes, int) or n_passes < 1:
-                raise ValueError(f"GPT: n_passes must be a positive integer, got {n_passes!r}")
-            if not cfg.share_layers and n_passes != cfg.n_layer:
-                raise ValueError(f"GPT: n_passes = {n_passes} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
+        passes = cfg.n_layer if n_layer is None else n_layer
+        if n_layer is not None:
+            if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
+                raise ValueError(f"GPT: n_layer must be a positive integer, got {n_layer!r}")
+            if not cfg.share_layers and n_layer != cfg.n_layer:
+                raise ValueError(f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
         B, T = idx.shape
         h = self.embed(idx)
         if self.pos is not None:

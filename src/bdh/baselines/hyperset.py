@@ -21,7 +21,7 @@ the paper, while the time path keeps a gradient (with all three layers at zero, 
 time embedding would never receive one and α_t could not depend on t).
 
 Input: token embedding + learned absolute positions (Sudoku) and embedding dropout; output:
-RMSNorm then a bias-free linear readout. Because the single layer is shared, ``forward(idx, n_passes=k)``
+RMSNorm then a bias-free linear readout. Because the single layer is shared, ``forward(idx, n_layer=k)``
 runs k iterations at test time (the sinusoidal t-embedding is defined for any t).
 
 Parameter count (`HyperSETConfig.num_params`; d, V, T = seq_len, p = d / H, M, F = time_freq):
@@ -163,7 +163,7 @@ class StepSizes(nn.Module):
 
 @register_model("hyperset")
 class HyperSET(PretrainedMixin, nn.Module):
-    """Hyper-SET (bidirectional). ``model(idx, n_passes=None) -> logits (B, T, vocab_size)``."""
+    """Hyper-SET (bidirectional). ``model(idx, n_layer=None) -> logits (B, T, vocab_size)``."""
 
     model_type = "hyperset"
     config_class = HyperSETConfig
@@ -193,14 +193,14 @@ class HyperSET(PretrainedMixin, nn.Module):
         an encoder, report the keys it attends over per iteration: seq_len * n_embd scalars."""
         return self.config.seq_len * self.config.n_embd
 
-    def forward(self, idx: torch.Tensor, n_passes: int | None = None, *, return_trajectory: bool = False):
-        """Logits (B, T, V) after ``n_passes`` iterations (default: n_recur). With ``return_trajectory``
+    def forward(self, idx: torch.Tensor, n_layer: int | None = None, *, return_trajectory: bool = False):
+        """Logits (B, T, V) after ``n_layer`` iterations (default: n_recur). With ``return_trajectory``
         also the list of X_t after every iteration (detached), for energy / geometry analyses."""
         cfg = self.config
         check_tokens("HyperSET", idx, cfg.vocab_size, cfg.seq_len)
-        passes = cfg.n_recur if n_passes is None else n_passes
+        passes = cfg.n_recur if n_layer is None else n_layer
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
-            raise ValueError(f"HyperSET: n_passes must be a positive integer, got {n_passes!r}")
+            raise ValueError(f"HyperSET: n_layer must be a positive integer, got {n_layer!r}")
         T = idx.shape[1]
         x = self.embed(idx)
         if self.pos is not None:

@@ -3,8 +3,9 @@
 A weight-shared model (one layer applied L times: BDH, Hyper-SET, GPT with ``share_layers``) can be
 run with more or fewer layer passes at test time than it was trained with. `depth_sweep` evaluates a
 task's validation metrics for each pass count. The model is given as a callable
-``model_fn(idx, n_passes) -> logits`` so that tasks stay independent of model classes, e.g.
-``lambda idx, k: model(idx, n_passes=k)`` for the baselines of `bdh.baselines`.
+``model_fn(idx, k) -> logits``, so that tasks stay independent of model classes, or as a module whose
+forward takes the pass count as ``n_layer`` (``BDH``, ``GPT`` with ``share_layers``, ``HyperSET``):
+then ``model(idx, n_layer=k)`` is called, in eval mode.
 """
 
 from __future__ import annotations
@@ -17,9 +18,18 @@ import torch
 ModelFn = Callable[[torch.Tensor, int], torch.Tensor]
 
 
+def _as_fn(model: ModelFn | torch.nn.Module) -> ModelFn:
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+        return lambda idx, k: model(idx, n_layer=k)
+    if not callable(model):
+        raise ValueError(f"depth_sweep: expected a model or a callable (idx, n_layer) -> logits, got {type(model).__name__}")
+    return model
+
+
 @torch.no_grad()
 def depth_sweep(
-    model_fn: ModelFn,
+    model_fn: ModelFn | torch.nn.Module,
     task,
     passes: Sequence[int],
     *,
@@ -36,6 +46,7 @@ def depth_sweep(
     example-level metrics (board accuracy) are exact over the set and cell-level ones are averages
     of per-batch values. The batches are built once and reused for every pass count.
     """
+    fn = _as_fn(model_fn)
     if not passes:
         raise ValueError("depth_sweep: give at least one pass count")
     for k in passes:
@@ -54,7 +65,7 @@ def depth_sweep(
         for x, y in batches:
             if device is not None:
                 x, y = x.to(device), y.to(device)
-            m = task.metrics(model_fn(x, k), y, x)
+            m = task.metrics(fn(x, k).float(), y, x)
             for name, value in m.items():
                 if not math.isnan(value):
                     sums[name] = sums.get(name, 0.0) + value * len(x)
