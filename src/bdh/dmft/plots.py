@@ -30,6 +30,7 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 90) -> Path:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=dpi, format="png")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         plt.close(fig)
