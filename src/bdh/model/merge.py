@@ -1,0 +1,75 @@
+"""Model merging by concatenation along the neuron dimension (paper section 7.1, appendix B.4).
+
+Two BDH-GPU models with the same D, heads and layers become one model with n_a + n_b neurons:
+
+* every tensor with a neuron dimension is concatenated **head by head** — E (rows of each head's
+  block), Dx and Dy (columns of each head's block) and the RoPE frequencies — so that head h of the
+  merged model holds head h of A followed by head h of B;
+* every other tensor (token embedding, readout) is averaged.
+
+Because heads only split the neurons, the merged model computes, per head, attention scores that are
+the sums of the parents' scores (x . x' = x_a . x_a' + x_b . x_b') and E y = E_a y_a + E_b y_b, then the
+LayerNorms renormalise. `average` is the control the paper lacks: plain weight averaging of two models
+of the same size.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .bdh import BDH
+from .config import BDHConfig
+
+#: configuration fields that two models must share to be merged
+SHARED_FIELDS = ("n_layer", "n_embd", "n_head", "vocab_size", "causal", "positional", "rope_theta", "damping", "ln_eps")
+
+
+def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
+    for model, name in ((a, "first"), (b, "second")):
+        if not isinstance(model, BDH):
+            raise ValueError(f"merge: the {name} model is a {type(model).__name__}, not a BDH model")
+    ca, cb = a.config, b.config
+    for f in SHARED_FIELDS:
+        va, vb = getattr(ca, f), getattr(cb, f)
+        if va != vb:
+            raise ValueError(f"merge: the models differ in {f} ({va!r} vs {vb!r}); they must share {', '.join(SHARED_FIELDS)}")
+    if same_size and ca.n != cb.n:
+        raise ValueError(f"merge: averaging needs models of the same size, got n = {ca.n} and n = {cb.n}")
+    if not same_size and ca.positional == "rope-standard":
+        raise ValueError(
+            "merge: rope-standard pairs neuron i with i + N/2, which concatenation would break; "
+            "merge models with positional 'rope' (official, neighbouring pairs) or 'none'"
+        )
+
+
+@torch.no_grad()
+def concatenate(a: BDH, b: BDH) -> BDH:
+    """The model with the neurons of ``a`` and ``b`` side by side in every head, embeddings averaged."""
+    _check_compatible(a, b, same_size=False)
+    ca, cb = a.config, b.config
+    H, D = ca.n_head, ca.n_embd
+    config = ca.replace(n_neurons=ca.n + cb.n)
+    merged = BDH(config).to(device=a.E.device, dtype=a.E.dtype)
+    merged.E.copy_(torch.cat([a.E.view(H, ca.N, D), b.E.view(H, cb.N, D).to(a.E)], dim=1).view(H * (ca.N + cb.N), D))
+    merged.Dx.copy_(torch.cat([a.Dx, b.Dx.to(a.Dx)], dim=2))
+    merged.Dy.copy_(torch.cat([a.Dy, b.Dy.to(a.Dy)], dim=2))
+    merged.freqs.copy_(torch.cat([a.freqs, b.freqs.to(a.freqs)]))
+    merged.embed.weight.copy_((a.embed.weight + b.embed.weight.to(a.embed.weight)) / 2)
+    merged.readout.copy_((a.readout + b.readout.to(a.readout)) / 2)
+    return merged.train(a.training)
+
+
+@torch.no_grad()
+def average(a: BDH, b: BDH, weight: float = 0.5) -> BDH:
+    """Plain weight averaging (1 - weight) a + weight b of two models of the same size (the control)."""
+    _check_compatible(a, b, same_size=True)
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"average: weight must lie in [0, 1], got {weight}")
+    out = BDH(BDHConfig.from_dict(a.config.to_dict())).to(device=a.E.device, dtype=a.E.dtype)
+    sb = b.state_dict()
+    for name, tensor in a.state_dict().items():
+        if name == "freqs":
+            out.freqs.copy_(tensor)
+            continue
+        out.state_dict()[name].copy_((1 - weight) * tensor + weight * sb[name].to(tensor))
+    return out.train(a.training)
