@@ -1,0 +1,196 @@
+"""Figures of the brain-view report (matplotlib, imported lazily; small PNGs).
+
+* ``entries_<x|y>.png`` — paper Fig. 9a: entry histogram of a diagonal block of D E in units of the
+  noise scale sigma_Q, split into symmetric part and skew, model against untrained control.
+* ``modularity_<x|y>.png`` — Fig. 9b: Louvain modularity against edges, with the Erdos-Renyi and
+  random low-rank baselines at the same edge counts.
+* ``degrees_<x|y>.png`` — Fig. 10: in- and out-degree CCDFs, model, control, random low-rank.
+* ``sigma.png`` — Fig. 11: degree CCDFs of the sigma graph and the firing-rate distribution beside them.
+* ``sparsity_repeat.png`` — Fig. 14: fraction of non-zero y per layer and token on the repeated-word
+  sequence with the phases shaded, per RoPE bucket for one layer, and the surprisal.
+* ``sparsity_data.png`` — the same per-token trace on the inspected text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .repeat import describe_phases
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ccdf(ax, k: np.ndarray, label: str, **kw) -> None:
+    k = np.asarray(k)
+    k = np.sort(k[k > 0])
+    if k.size == 0:
+        return
+    y = 1.0 - np.arange(k.size) / k.size
+    ax.loglog(k, y, label=label, **kw)
+
+
+def entries(raw: dict[str, Any], which: str, path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
+    for name, color in (("trained", "C0"), ("control", "C7")):
+        split = raw["entries"][name]
+        sq = raw["sigma_q"][name] or 1.0
+        c = split.centers / sq
+        ax.semilogy(c, np.maximum(split.symmetric, 0.5), color=color, lw=1, ls="--", label=f"{name}: symmetric")
+        sk = np.where(split.skew > 0, split.skew, np.nan)
+        ax.semilogy(c, sk, color=color, lw=1.5, label=f"{name}: skew")
+    ax.set_xlabel(r"entry of $G_%s$ block / $\sigma_Q$" % which)
+    ax.set_ylabel("count")
+    ax.set_title(f"G_{which} = D_{which} E, diagonal head block (cf. Fig. 9a)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
+    for name, color in (("trained", "C0"), ("control", "C7")):
+        sw = raw["modularity"][name]
+        e = [s["edges"] for s in sw]
+        ax.semilogx(e, [s["Q"] for s in sw], "o-", color=color, label=f"{name}")
+        if name == "trained":
+            ax.semilogx(e, [s["Q_er"] for s in sw], "s--", color="C1", label="Erdos-Renyi, same edges")
+            ax.semilogx([s["lowrank_edges"] for s in sw], [s["Q_lowrank"] for s in sw], "^--", color="C2", label="random low-rank, same entries")
+    neg = raw["modularity"].get("trained_negative")
+    if neg:
+        ax.semilogx([s["edges"] for s in neg], [s["Q"] for s in neg], "v", color="C3", label="trained, |G <= -beta|")
+    ax.set_xlabel("edges")
+    ax.set_ylabel("Newman modularity (Louvain, best of seeds)")
+    ax.set_title(f"thresholded G_{which} (cf. Fig. 9b)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def degrees(raw: dict[str, Any], which: str, path: Path) -> Path:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), dpi=90)
+    for ax, d in zip(axes, ("in", "out")):
+        _ccdf(ax, raw["degrees"]["trained"][d], "trained", color="C0")
+        _ccdf(ax, raw["degrees"]["control"][d], "control", color="C7")
+        _ccdf(ax, raw["degrees"]["trained"][f"lowrank_{d}"], "random low-rank", color="C2", ls="--")
+        ax.set_xlabel(f"{d}-degree")
+        ax.set_ylabel("P(K >= k)")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"degrees of thresholded G_{which} (cf. Fig. 10)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def sigma(raw: dict[str, Any], path: Path) -> Path:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3), dpi=90)
+    for name, color in (("trained", "C0"), ("trained_unrotated", "C1"), ("control", "C7")):
+        r = raw.get(name)
+        if not r or not r["thresholds"]:
+            continue
+        last = r["thresholds"][-1]
+        _ccdf(axes[0], last["out"], name, color=color)
+        _ccdf(axes[1], last["in"], name, color=color)
+        if r.get("firing") is not None and name != "trained_unrotated":
+            fr = r["firing"]["y"]
+            axes[2].hist(fr[fr > 0], bins=40, histtype="step", color=color, label=f"{name}: y firing rate", log=True)
+    axes[0].set_xlabel("out-degree (y-neuron)")
+    axes[1].set_xlabel("in-degree (x-neuron)")
+    axes[2].set_xlabel("firing rate of y-neurons")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.suptitle("sigma graph (Eq. 16), cf. Fig. 11", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = None) -> Path:
+    plt = _plt()
+    tr, ctl, phase = raw["trained"], raw["control"], raw["phase"]
+    L, T = tr.y_token.shape
+    fig, axes = plt.subplots(3, 1, figsize=(9, 7), dpi=80, sharex=True)
+    colors = {"warmup": "#eeeeee", "fact": "#ffd8b0", "repeat": "#ffffff"}
+    for ax in axes:
+        for a, b, name in describe_phases(phase[:T]):
+            if name != "repeat":
+                ax.axvspan(a - 0.5, b - 0.5, color=colors[name], lw=0)
+    for layer in range(L):
+        axes[0].plot(tr.y_token[layer] * 100, lw=1, label=f"layer {layer}")
+    axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.8, color="k", ls=":", label="control (mean)")
+    axes[0].set_ylabel("% y non-zero")
+    axes[0].legend(fontsize=6, ncol=L + 1)
+    if tr.y_bucket is not None:
+        bl = min(2, L - 1) if bucket_layer is None else bucket_layer
+        K = tr.y_bucket.shape[1]
+        cmap = plt.get_cmap("viridis")
+        for b in range(K):
+            lo, hi = tr.periods[b] if tr.periods else (0, 0)
+            axes[1].plot(tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)), label=f"freq{b}: {lo:.0f}-{hi:.0f}")
+        axes[1].set_ylabel(f"% y non-zero, layer {bl}")
+        axes[1].legend(fontsize=5, ncol=4, title="period (tokens)", title_fontsize=6)
+    axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")
+    axes[2].plot(ctl.surprisal, lw=0.8, color="k", ls=":", label="control")
+    axes[2].set_ylabel("surprisal (bits)")
+    axes[2].set_xlabel("token (shaded: warm-up grey, first presentation of the word orange)")
+    axes[2].legend(fontsize=6)
+    fig.suptitle("activity on the repeated-word sequence (cf. Fig. 14)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def sparsity_data(raw: dict[str, Any], path: Path) -> Path:
+    plt = _plt()
+    tr, ctl = raw["trained"], raw["control"]
+    L, T = tr.y_token.shape
+    fig, axes = plt.subplots(2, 1, figsize=(9, 4.6), dpi=80, sharex=True)
+    for layer in range(L):
+        axes[0].plot(tr.y_token[layer] * 100, lw=0.8, label=f"layer {layer}")
+    axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.8, color="k", ls=":", label="control (mean)")
+    axes[0].set_ylabel("% y non-zero")
+    axes[0].legend(fontsize=6, ncol=L + 1)
+    axes[1].plot(tr.surprisal, lw=0.7, color="C3")
+    axes[1].set_ylabel("surprisal (bits)")
+    axes[1].set_xlabel("token")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_all(raw: dict[str, Any], folder: Path) -> list[Path]:
+    """Every figure the raw results allow, written into ``folder``; returns the paths."""
+    folder = Path(folder)
+    out: list[Path] = []
+    for which, g in raw.get("graphs", {}).items():
+        out.append(entries(g, which, folder / f"entries_{which}.png"))
+        out.append(modularity(g, which, folder / f"modularity_{which}.png"))
+        out.append(degrees(g, which, folder / f"degrees_{which}.png"))
+    if "sigma" in raw:
+        out.append(sigma(raw["sigma"], folder / "sigma.png"))
+    if "sparsity_repeat" in raw:
+        out.append(sparsity_repeat(raw["sparsity_repeat"], folder / "sparsity_repeat.png"))
+    if "sparsity_data" in raw:
+        out.append(sparsity_data(raw["sparsity_data"], folder / "sparsity_data.png"))
+    return out

@@ -1,0 +1,368 @@
+"""Neuron graphs of a BDH-GPU model: G_x = D_x E and G_y = D_y E (paper section 5.5, Figs. 9 and 10) and
+the synapse graph sigma recovered from a run (section 6.2, Fig. 11).
+
+Convention (paper section 1.4, `bdh.graph`): ``G[u, v]`` is the weight of the edge v -> u, row u = target
+neuron (an x- or y-neuron), column v = source neuron (a y-neuron feeding E). So the in-degree of u counts
+its row, the out-degree of v its column. Neuron j of head a has flat index a * N + j.
+
+Nothing here forms an n x n matrix: the per-head blocks G^(ab) = D[a] E[:, V_b] (N x N, paper notation
+G^(ab) with V_b the neurons of head b) are computed one at a time; at the paper's size (n = 32768, h = 4)
+a block is 8192 x 8192 floats (256 MB). Community detection (Louvain, pure Python) runs on an induced
+subgraph of ``max_nodes`` random neurons of one head, which is the paper's own construction (G* is the
+subgraph induced by one head) at a smaller size.
+
+Analyses:
+
+* `entry_stats` — the entry histogram on bins symmetric around 0, split into the symmetric part
+  min(freq(x), freq(-x)) (noise, eps_Q of Eq. 13) and the skew (signal right, inhibition left), Fig. 9a;
+  the noise scale sigma_Q (robust MAD), counts beyond k sigma_Q against a Gaussian, and the tail onset
+  beta_1 (where the right skew dominates).
+* `modularity_sweep` — thresholded graphs G_{>=beta} over a range of edge counts, Newman modularity of the
+  best of several Louvain runs against an Erdos-Renyi graph G(n, m) and a thresholded random low-rank
+  product (P1 P2^T)_{>=beta'} with the same number of edges, Fig. 9b (the claim is the gap).
+* `degree_analysis` — in- and out-degrees of G_{>=beta} with power-law / lognormal / exponential fits and
+  likelihood-ratio tests, hub neurons, compared with the random low-rank product at the same edge count,
+  Fig. 10.
+* `head_polarity` — per head, the mass beyond +k sigma_Q against the mass below -k sigma_Q: a head whose
+  diagonal block has no heavy positive tail but a negative one looks inhibitory (section 5.5).
+* `sigma_graph` — the synapse graph sigma (Eq. 16, RoPE rotation on, negative entries dropped, a small
+  positive threshold), its degree distributions and the firing rates of the neurons beside them, Fig. 11.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from bdh.model import BDH
+
+from . import stats
+from .record import Recording, head_neurons, recover_sigma
+
+WHICH = ("x", "y")
+
+
+# ---------------------------------------------------------------------- blocks of G = D E
+
+
+def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Tensor:
+    """G^(ab) = D[a] E[:, V_b] (N x N, float32): rows = neurons of head a of D_x (``which='x'``) or D_y
+    (``'y'``), columns = neurons of head b as sources through E. ``b`` defaults to ``a`` (the diagonal
+    block G^(aa), the paper's G*)."""
+    cfg = model.config
+    if which not in WHICH:
+        raise ValueError(f"which must be 'x' or 'y', got {which!r}")
+    b = a if b is None else b
+    for h in (a, b):
+        if not 0 <= h < cfg.n_head:
+            raise ValueError(f"head {h} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+    D = (model.Dx if which == "x" else model.Dy).detach()[a].float()  # (D, N): column j = row j of D_x[a]
+    E_b = model.E.detach()[b * cfg.N : (b + 1) * cfg.N].float()  # (N, D): rows = columns of paper E
+    with torch.no_grad():
+        return D.T @ E_b.T
+
+
+def low_rank_baseline(n_rows: int, n_cols: int, d: int, seed: int) -> torch.Tensor:
+    """P1 P2^T with P1 (n_rows x d), P2 (n_cols x d) of i.i.d. N(0, 1) entries: the random low-rank
+    product of Fig. 9b (no structure beyond its rank)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n_rows, d, generator=g) @ torch.randn(n_cols, d, generator=g).T
+
+
+# ---------------------------------------------------------------------- Fig. 9a: entries
+
+
+def _sample(values: torch.Tensor, k: int, seed: int) -> np.ndarray:
+    flat = values.reshape(-1)
+    if flat.numel() <= k:
+        return flat.double().numpy()
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, flat.numel(), (k,), generator=g)
+    return flat[idx].double().numpy()
+
+
+@dataclass
+class EntryStats:
+    """Fig. 9a for one block: histogram split, noise scale sigma_Q, tails beyond k sigma_Q, tail onset."""
+
+    split: stats.SymmetricSplit
+    sigma_q: float
+    tails: dict[str, dict[str, float]]
+    beta1: float | None
+    n_entries: int
+
+    def to_dict(self) -> dict[str, Any]:
+        right, left = self.split.skew_mass()
+        return {
+            "n_entries": self.n_entries,
+            "sigma_q": self.sigma_q,
+            "beta1": self.beta1,
+            "beta1_over_sigma_q": None if self.beta1 is None or self.sigma_q == 0 else self.beta1 / self.sigma_q,
+            "skew_mass_right": right,
+            "skew_mass_left": left,
+            "tails": self.tails,
+            "mean": float(np.sum(self.split.centers * self.split.counts) / max(self.split.counts.sum(), 1)),
+        }
+
+
+def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: int = 0) -> EntryStats:
+    """Entry statistics of a block (paper Fig. 9a, Eq. 13).
+
+    The noise scale is the MAD estimate on a random sample of 2M entries; the histogram covers
+    [-span sigma_Q, span sigma_Q] (entries beyond are counted in the outer bins) so that blocks of
+    different models are comparable in units of their noise."""
+    sample = _sample(G, 2_000_000, seed)
+    sigma_q = stats.noise_scale(sample)
+    lim = span * sigma_q if sigma_q > 0 else float(G.abs().max())
+    edges = torch.linspace(-lim, lim, n_bins + 1, dtype=torch.float64)
+    counts = torch.histc(G.float().clamp(-lim, lim), bins=n_bins, min=-lim, max=lim).double().numpy()
+    sym = np.minimum(counts, counts[::-1])
+    split = stats.SymmetricSplit(edges.numpy(), counts.astype(np.int64), sym.astype(np.int64), (counts - sym).astype(np.int64))
+    tails = {}
+    n = G.numel()
+    for k in (3.0, 4.0, 6.0, 8.0):
+        tails[f"{k:g}"] = {
+            "above": int((G > k * sigma_q).sum()),
+            "below": int((G < -k * sigma_q).sum()),
+            "gaussian_expected": float(n * 0.5 * math.erfc(k / math.sqrt(2.0))),
+        }
+    return EntryStats(split, sigma_q, tails, stats.tail_onset(split), int(n))
+
+
+def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]:
+    """Per head: entries of its diagonal block beyond +k sigma_Q and below -k sigma_Q.
+
+    A head is "excitatory" when the positive tail outweighs the negative one (above > 2 below + 10),
+    "inhibitory" in the opposite case, "symmetric" otherwise (a random product D E has symmetric
+    tails, heavier than a Gaussian's). Paper section 5.5: in every trained model "1 encoder submatrix
+    of 4 has no heavy positive tail and seems to capture inhibitory structure"."""
+    heads = {}
+    for h, st in sorted(blocks.items()):
+        t = st.tails[k]
+        above, below = t["above"], t["below"]
+        kind = "excitatory" if above > 2 * below + 10 else "inhibitory" if below > 2 * above + 10 else "symmetric"
+        heads[str(h)] = {"above": above, "below": below, "gaussian_expected": t["gaussian_expected"], "pos_neg_ratio": (above + 1.0) / (below + 1.0), "kind": kind}
+    return {
+        "k_sigma": float(k),
+        "heads": heads,
+        "inhibitory_looking": [int(h) for h, v in heads.items() if v["kind"] == "inhibitory"],
+        "excitatory_looking": [int(h) for h, v in heads.items() if v["kind"] == "excitatory"],
+    }
+
+
+# ---------------------------------------------------------------------- Fig. 9b: modularity
+
+
+def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) -> float:
+    """The value beta such that G_{>=beta} has (about) m entries, off the diagonal if asked."""
+    if m < 1:
+        raise ValueError(f"threshold_for_edges: m must be positive, got {m}")
+    flat = G.clone() if exclude_diagonal and G.shape[0] == G.shape[1] else G
+    if exclude_diagonal and G.shape[0] == G.shape[1]:
+        flat.fill_diagonal_(float("-inf"))
+    m = min(m, flat.numel())
+    return float(torch.topk(flat.reshape(-1), m).values[-1])
+
+
+def undirected_edges(G: torch.Tensor, beta: float) -> np.ndarray:
+    """Edges {u, v} (u < v) of the symmetrised unweighted graph with an edge where G[u,v] >= beta or
+    G[v,u] >= beta; self-loops dropped. (The paper does not say whether Fig. 9b is weighted or
+    directed; we use the simplest reading: unweighted, undirected.)"""
+    A = G >= beta
+    A = A | A.T
+    A.fill_diagonal_(False)
+    u, v = torch.nonzero(torch.triu(A, diagonal=1), as_tuple=True)
+    return torch.stack([u, v], dim=1).numpy()
+
+
+def louvain_modularity(n_nodes: int, edges: np.ndarray, seeds: int = 3, seed: int = 0) -> tuple[float, int]:
+    """Newman modularity of the best partition found by Louvain over ``seeds`` runs (a lower bound on
+    the maximum modularity), and its number of communities. 0 for a graph without edges."""
+    import networkx as nx
+
+    if len(edges) == 0:
+        return 0.0, n_nodes
+    g = nx.Graph()
+    g.add_nodes_from(range(n_nodes))
+    g.add_edges_from(map(tuple, edges.tolist()))
+    best = (-1.0, 0)
+    for s in range(seeds):
+        parts = nx.community.louvain_communities(g, seed=seed + s)
+        q = float(nx.community.modularity(g, parts))
+        if q > best[0]:
+            best = (q, len(parts))
+    return best
+
+
+def _er_edges(n_nodes: int, m: int, seed: int) -> np.ndarray:
+    """m distinct undirected edges {u, v}, u != v, drawn uniformly (Erdos-Renyi G(n, m))."""
+    rng = np.random.default_rng(seed)
+    m = min(m, n_nodes * (n_nodes - 1) // 2)
+    keys = np.empty(0, dtype=np.int64)
+    while keys.size < m:
+        u = rng.integers(0, n_nodes, size=2 * (m - keys.size) + 16)
+        v = rng.integers(0, n_nodes, size=u.size)
+        ok = u != v
+        lo, hi = np.minimum(u, v)[ok], np.maximum(u, v)[ok]
+        keys = np.unique(np.concatenate([keys, lo * n_nodes + hi]))
+    keys = rng.permutation(keys)[:m]
+    return np.stack([keys // n_nodes, keys % n_nodes], axis=1)
+
+
+def subsample_nodes(n: int, max_nodes: int, seed: int) -> torch.Tensor:
+    """At most ``max_nodes`` sorted random node indices out of n (all of them when n <= max_nodes)."""
+    if n <= max_nodes:
+        return torch.arange(n)
+    g = torch.Generator().manual_seed(seed)
+    return torch.sort(torch.randperm(n, generator=g)[:max_nodes]).values
+
+
+def modularity_sweep(
+    G: torch.Tensor,
+    d: int,
+    avg_degrees: tuple[float, ...] = (2.0, 8.0, 32.0),
+    seeds: int = 3,
+    seed: int = 0,
+    sigma_q: float | None = None,
+) -> list[dict[str, Any]]:
+    """Fig. 9b on a square block G (n* x n*): for each target average degree k, threshold G at the
+    beta giving m = k n* directed entries, symmetrise, and compare the Louvain modularity with an
+    Erdos-Renyi graph with the same number of undirected edges and with the thresholded random
+    low-rank product (rank d) at the same directed entry count."""
+    n = G.shape[0]
+    P = low_rank_baseline(n, n, d, seed + 7919)
+    out = []
+    for k in avg_degrees:
+        m = max(1, int(round(k * n)))
+        beta = threshold_for_edges(G, m)
+        e = undirected_edges(G, beta)
+        q, c = louvain_modularity(n, e, seeds, seed)
+        q_er, _ = louvain_modularity(n, _er_edges(n, len(e), seed + 1), seeds, seed)
+        beta_p = threshold_for_edges(P, m)
+        e_p = undirected_edges(P, beta_p)
+        q_lr, _ = louvain_modularity(n, e_p, seeds, seed)
+        out.append({
+            "avg_degree_target": k, "directed_entries": m, "edges": int(len(e)), "beta": beta,
+            "beta_over_sigma_q": None if not sigma_q else beta / sigma_q,
+            "Q": q, "communities": c, "Q_er": q_er, "Q_lowrank": q_lr, "lowrank_edges": int(len(e_p)),
+            "gap_er": q - q_er, "gap_lowrank": q - q_lr,
+        })
+    return out
+
+
+# ---------------------------------------------------------------------- Fig. 10: degrees
+
+
+def degrees(G: torch.Tensor, beta: float, exclude_diagonal: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(in-degree per row / target, out-degree per column / source) of the directed graph G_{>=beta}."""
+    A = G >= beta
+    if exclude_diagonal and A.shape[0] == A.shape[1]:
+        A = A.clone()
+        A.fill_diagonal_(False)
+    return A.sum(dim=1).numpy(), A.sum(dim=0).numpy()
+
+
+def _fit(k: np.ndarray) -> dict[str, Any] | None:
+    f = stats.fit_degrees(k)
+    return None if f is None else f.to_dict()
+
+
+def degree_analysis(G: torch.Tensor, m: int, d: int, offset: int = 0, hubs: int = 10, seed: int = 0) -> dict[str, Any]:
+    """Fig. 10: degrees of G_{>=beta} with beta chosen to give m directed entries, with fits, hubs (flat
+    neuron indices ``offset + j``), and the same summary for the random low-rank product at m."""
+    beta = threshold_for_edges(G, m)
+    k_in, k_out = degrees(G, beta)
+    P = low_rank_baseline(G.shape[0], G.shape[1], d, seed + 104729)
+    p_in, p_out = degrees(P, threshold_for_edges(P, m))
+    top_in = np.argsort(-k_in)[:hubs]
+    top_out = np.argsort(-k_out)[:hubs]
+    return {
+        "beta": beta,
+        "edges": int(k_in.sum()),
+        "in": {"summary": stats.degree_summary(k_in), "fit": _fit(k_in)},
+        "out": {"summary": stats.degree_summary(k_out), "fit": _fit(k_out)},
+        "lowrank_in": stats.degree_summary(p_in),
+        "lowrank_out": stats.degree_summary(p_out),
+        "hubs_in": [{"neuron": int(offset + j), "degree": int(k_in[j])} for j in top_in],
+        "hubs_out": [{"neuron": int(offset + j), "degree": int(k_out[j])} for j in top_out],
+        "_degrees": {"in": k_in, "out": k_out, "lowrank_in": p_in, "lowrank_out": p_out},
+    }
+
+
+# ---------------------------------------------------------------------- Fig. 11: the sigma graph
+
+
+def default_sigma_layer(n_layer: int) -> int:
+    """The layer of Fig. 11 scaled to the model: the paper reads layer 5 of 8 (0-based, clipped to 1..L-1)."""
+    return min(max(1, (5 * n_layer) // 8), n_layer - 1)
+
+
+def firing_rates(rec: Recording, which: str, layer: int, neurons: torch.Tensor) -> np.ndarray:
+    """Share of recorded tokens (all sequences) at which each neuron is non-zero in x or y of ``layer``."""
+    act = getattr(rec, which)[layer]  # B, H, T, N
+    B, H, T, N = act.shape
+    flat = (act > 0).transpose(1, 2).reshape(B * T, H * N)
+    return flat[:, neurons].float().mean(dim=0).numpy()
+
+
+def sigma_graph(
+    rec: Recording,
+    layer: int,
+    head: int,
+    max_rows: int = 8192,
+    quantiles: tuple[float, ...] = (0.9, 0.99),
+    rotate: bool = True,
+    seed: int = 0,
+    batch_index: int = 0,
+) -> dict[str, Any]:
+    """The synapse graph of Fig. 11: sigma_{T-1, layer} (Eq. 16) of sequence ``batch_index`` restricted to
+    the x-neurons of ``head`` (columns) and all y-neurons of layer-1 (rows, a random subset of
+    ``max_rows`` when n is larger). Negative entries (from the RoPE rotation) are dropped; an edge is an
+    entry above the given quantile of the positive entries ("a small positive threshold"; the paper
+    gives no value, so several are reported). Out-degree = per y-neuron row, in-degree = per x-neuron
+    column. Beside the degrees: the firing rates of the same neurons and their rank correlation with
+    the degrees (sigma = sum y x^T, so a neuron that fires often gets many synapses)."""
+    cfg = rec.config
+    rows = subsample_nodes(cfg.n, max_rows, seed)
+    cols = head_neurons(cfg, head)
+    S = recover_sigma(rec, layer, rows=rows, cols=cols, rotate=rotate, batch_index=batch_index)
+    pos = S[S > 0]
+    fr_y = firing_rates(rec, "y", layer - 1, rows)
+    fr_x = firing_rates(rec, "x", layer, cols)
+    out: dict[str, Any] = {
+        "layer": layer, "head": head, "rotate": rotate, "rows": int(len(rows)), "cols": int(len(cols)),
+        "tokens": int(rec.T), "positive_share": float(pos.numel() / max(S.numel(), 1)),
+        "negative_share": float((S < 0).sum() / max(S.numel(), 1)),
+        "firing_rate_y": {"mean": float(fr_y.mean()), "silent_share": float((fr_y == 0).mean())},
+        "firing_rate_x": {"mean": float(fr_x.mean()), "silent_share": float((fr_x == 0).mean())},
+        "thresholds": [],
+    }
+    if pos.numel() == 0:
+        return out
+    sample = _sample(pos, 2_000_000, seed)
+    for qv in quantiles:
+        theta = float(np.quantile(sample, qv))
+        A = S > theta
+        k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
+        k_in = A.sum(dim=0).numpy()  # per x-neuron (column)
+        out["thresholds"].append({
+            "quantile": qv, "theta": theta, "edges": int(A.sum()),
+            "out": {"summary": stats.degree_summary(k_out), "fit": _fit(k_out), "spearman_with_firing_rate": stats.spearman(k_out, fr_y)},
+            "in": {"summary": stats.degree_summary(k_in), "fit": _fit(k_in), "spearman_with_firing_rate": stats.spearman(k_in, fr_x)},
+            "_degrees": {"out": k_out, "in": k_in},
+        })
+    out["_firing"] = {"y": fr_y, "x": fr_x}
+    return out
+
+
+def strip_private(obj: Any) -> Any:
+    """A copy of a nested result without the keys starting with '_' (raw arrays kept for figures)."""
+    if isinstance(obj, dict):
+        return {k: strip_private(v) for k, v in obj.items() if not str(k).startswith("_")}
+    if isinstance(obj, list):
+        return [strip_private(v) for v in obj]
+    return obj

@@ -1,0 +1,371 @@
+"""The brain-view report of a BDH-GPU model: sparsity (section 6.4), the neuron graphs G_x = D_x E and
+G_y = D_y E (section 5.5) and the synapse graph sigma (section 6.2), each computed on the model and on
+an untrained control of the same configuration.
+
+`inspect_model` returns a JSON-ready dict and the raw arrays the figures need; `summary_rows` turns the
+dict into the short table ``bdh inspect`` prints. The control is ``control_model(config, seed)``: a fresh
+``BDH(config)`` created after ``torch.manual_seed(seed)`` (default seed 0), with the global random state
+restored afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from bdh.model import BDH, BDHConfig
+
+from . import neurograph as ng
+from . import sparsity as sp
+from .record import record
+from .repeat import PERIOD, repeat_batch
+
+#: default seed of the untrained control model
+CONTROL_SEED = 0
+#: budget for recorded activations (bytes); sequences are cut to fit
+RECORD_BUDGET = 1 << 30
+
+
+@dataclass
+class InspectOptions:
+    """What `inspect_model` computes.
+
+    Attributes:
+        layer: restrict the sparsity trace to this layer and read sigma there (0-based, >= 1 for sigma);
+            None: every layer, sigma at `neurograph.default_sigma_layer`.
+        head: restrict the graph analyses to this head; None: entry statistics for every head,
+            modularity and degrees for the head with the heaviest positive tail of G_x.
+        max_nodes: nodes of the induced subgraph used for Louvain (random neurons of the head).
+        seeds: Louvain runs per graph (best modularity kept; the paper used 5).
+        avg_degrees: average degrees of the thresholded graphs of the modularity sweep.
+        sigma_rows: y-neurons (rows) of the sigma graph, a random subset when n is larger.
+        control_seed: seed of the untrained control.
+        seed: seed of subsampling, baselines and the repeated-word sequences.
+        repeat_sequences: sequences of the section 6.4 task (3 periods each).
+    """
+
+    layer: int | None = None
+    head: int | None = None
+    max_nodes: int = 1024
+    seeds: int = 3
+    avg_degrees: tuple[float, ...] = (2.0, 8.0, 32.0)
+    sigma_rows: int = 8192
+    control_seed: int = CONTROL_SEED
+    seed: int = 0
+    repeat_sequences: int = 4
+
+
+def control_model(config: BDHConfig, seed: int = CONTROL_SEED) -> BDH:
+    """The untrained control: ``BDH(config)`` built after ``torch.manual_seed(seed)``, in eval mode."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BDH(config)
+    return model.eval()
+
+
+def _fit_sequences(config: BDHConfig, tokens: torch.Tensor, layers: int) -> torch.Tensor:
+    """Drop sequences (and then tokens) until the recorded x and y fit in RECORD_BUDGET."""
+    per_token = config.n * 4 * 2 * max(layers, 1) * 2  # x and y, float32, plus the rotated copies of sigma
+    B, T = tokens.shape
+    max_tokens = max(16, RECORD_BUDGET // per_token)
+    if B * T <= max_tokens:
+        return tokens
+    B2 = max(1, max_tokens // T)
+    if B2 < B:
+        return tokens[:B2]
+    return tokens[:1, :max_tokens]
+
+
+# ---------------------------------------------------------------------- pieces
+
+
+def _sparsity_part(model: BDH, tokens: torch.Tensor, opts: InspectOptions) -> tuple[dict[str, Any], sp.SparsityTrace, Any]:
+    layers = None if opts.layer is None else sorted({opts.layer} | ({opts.layer - 1} if opts.layer >= 1 else set()))
+    rec = record(model, tokens, layers=layers)
+    trace = sp.sparsity(rec)
+    keep = [opts.layer] if opts.layer is not None else list(range(model.config.n_layer))
+    idx = [i for i, t in enumerate(rec.x) if t is not None]
+    pos = [idx.index(k) for k in keep]
+    means = trace.layer_means()
+    corr = sp.activity_surprisal_correlation(trace)
+    s = trace.surprisal
+    part = {
+        "tokens": list(tokens.shape),
+        "layers": keep,
+        "x_nonzero": [means["x"][p] for p in pos],
+        "y_nonzero": [means["y"][p] for p in pos],
+        "y_surprisal_spearman": [corr[p] for p in pos],
+        "mean_surprisal_bits": float(np.nanmean(s)) if np.isfinite(s).any() else None,
+    }
+    return part, trace, rec
+
+
+def _repeat_part(model: BDH, opts: InspectOptions) -> tuple[dict[str, Any] | None, sp.SparsityTrace | None, torch.Tensor | None]:
+    if model.config.vocab_size <= ord("z"):
+        return None, None, None
+    rb = repeat_batch(opts.repeat_sequences, 3 * PERIOD, seed=opts.seed)
+    toks = _fit_sequences(model.config, rb.tokens, model.config.n_layer)
+    layers = None if opts.layer is None else [opts.layer]
+    rec = record(model, toks, layers=layers)
+    trace = sp.sparsity(rec)
+    summary = sp.phase_summary(trace, rb.phase)
+    summary["layers"] = [i for i, t in enumerate(rec.x) if t is not None]
+    summary["sequences"] = int(toks.shape[0])
+    return summary, trace, rb.phase
+
+
+def _entries(model: BDH, which: str, heads: list[int], seed: int) -> tuple[dict[int, ng.EntryStats], dict[int, Any]]:
+    out, raw = {}, {}
+    for h in heads:
+        G = ng.head_block(model, which, h)
+        st = ng.entry_stats(G, seed=seed)
+        out[h] = st
+        raw[h] = st.split
+        del G
+    return out, raw
+
+
+def _pick_head(stats_x: dict[int, ng.EntryStats]) -> int:
+    """The head whose G_x block has the largest excess of positive over negative 4-sigma entries."""
+    return max(stats_x, key=lambda h: stats_x[h].tails["4"]["above"] - stats_x[h].tails["4"]["below"])
+
+
+def _degree_edges(st: ng.EntryStats, G: torch.Tensor, N: int) -> int:
+    """Edges for Fig. 10: the entries >= beta_1 (the tail onset) of the trained block, clipped to an
+    average degree in [2, 32]; 8 N when the block has no tail onset."""
+    if st.beta1 is None:
+        return 8 * N
+    A = G >= st.beta1
+    m = int(A.sum()) - int(torch.diagonal(A).sum())
+    return int(min(max(m, 2 * N), 32 * N))
+
+
+def _graphs(trained: BDH, control: BDH, opts: InspectOptions, log) -> tuple[dict[str, Any], dict[str, Any]]:
+    cfg = trained.config
+    heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
+    report: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
+    chosen = opts.head
+    for which in ng.WHICH:
+        log(f"G_{which} = D_{which} E: entry statistics of {len(heads)} head block(s) of {cfg.N} x {cfg.N}")
+        st_t, raw_t = _entries(trained, which, heads, opts.seed)
+        st_c, raw_c = _entries(control, which, heads, opts.seed)
+        if chosen is None:
+            chosen = _pick_head(st_t)
+        part: dict[str, Any] = {
+            "entries": {"trained": {str(h): s.to_dict() for h, s in st_t.items()}, "control": {str(h): s.to_dict() for h, s in st_c.items()}},
+            "polarity": {"trained": ng.head_polarity(st_t), "control": ng.head_polarity(st_c)},
+            "head": chosen,
+        }
+        raw[which] = {"entries": {"trained": raw_t[chosen], "control": raw_c[chosen]}, "sigma_q": {"trained": st_t[chosen].sigma_q, "control": st_c[chosen].sigma_q}}
+        # Fig. 9b on an induced subgraph of the chosen head
+        nodes = ng.subsample_nodes(cfg.N, opts.max_nodes, opts.seed)
+        sweeps = {}
+        for name, model, st in (("trained", trained, st_t), ("control", control, st_c)):
+            log(f"G_{which}: modularity sweep ({name}, {len(nodes)} nodes, {opts.seeds} Louvain seeds)")
+            G = ng.head_block(model, which, chosen)
+            sub = G[nodes][:, nodes].contiguous()
+            sweeps[name] = ng.modularity_sweep(sub, cfg.n_embd, opts.avg_degrees, opts.seeds, opts.seed, st[chosen].sigma_q)
+            if name == "trained":
+                # the inhibitory side |G_{<=-beta}| at the middle density
+                mid = (opts.avg_degrees[len(opts.avg_degrees) // 2],)
+                sweeps["trained_negative"] = ng.modularity_sweep(-sub, cfg.n_embd, mid, opts.seeds, opts.seed, st[chosen].sigma_q)
+            del G, sub
+        part["modularity"] = {"nodes": int(len(nodes)), "seeds": opts.seeds, "graph": "unweighted, undirected (edge if either direction passes)", **sweeps}
+        # Fig. 10 on the full diagonal block
+        log(f"G_{which}: degree distributions (head {chosen})")
+        G = ng.head_block(trained, which, chosen)
+        m = _degree_edges(st_t[chosen], G, cfg.N)
+        deg_t = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
+        del G
+        G = ng.head_block(control, which, chosen)
+        deg_c = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
+        del G
+        part["degrees"] = {"edges_rule": "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count", "trained": ng.strip_private(deg_t), "control": ng.strip_private(deg_c)}
+        raw[which]["degrees"] = {"trained": deg_t["_degrees"], "control": deg_c["_degrees"]}
+        raw[which]["modularity"] = sweeps
+        report[which] = part
+    return report, raw
+
+
+def _sigma(rec_t, rec_c, opts: InspectOptions, head: int, layer: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    out: dict[str, Any] = {"layer": layer, "head": head}
+    raw: dict[str, Any] = {}
+    for name, rec, rotate in (("trained", rec_t, True), ("trained_unrotated", rec_t, False), ("control", rec_c, True)):
+        g = ng.sigma_graph(rec, layer, head, max_rows=opts.sigma_rows, rotate=rotate, seed=opts.seed)
+        raw[name] = {"thresholds": [t["_degrees"] for t in g["thresholds"]], "firing": g.get("_firing")}
+        out[name] = ng.strip_private(g)
+    return out, raw
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def inspect_model(
+    model: BDH,
+    tokens: torch.Tensor,
+    opts: InspectOptions | None = None,
+    log=lambda msg: None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every analysis of the brain view on ``model`` and on its untrained control.
+
+    Args:
+        model: a BDH-GPU model (eval mode is set while recording).
+        tokens: (B, T) tokens for the sparsity trace and the sigma graph (sigma uses sequence 0).
+        opts: `InspectOptions`.
+        log: a callable for progress messages.
+    Returns:
+        (report, raw): ``report`` is JSON-ready; ``raw`` holds arrays for `figures`.
+    """
+    opts = opts or InspectOptions()
+    cfg = model.config
+    if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
+        raise ValueError(f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+    if opts.head is not None and not 0 <= opts.head < cfg.n_head:
+        raise ValueError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+    if tokens.dim() != 2 or tokens.shape[1] < 2:
+        raise ValueError("inspect: the input needs at least 2 tokens")
+    if int(tokens.max()) >= cfg.vocab_size:
+        raise ValueError(f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)")
+    model = model.eval()
+    control = control_model(cfg, opts.control_seed)
+    t0 = time.time()
+    tokens = _fit_sequences(cfg, tokens, cfg.n_layer)
+    report: dict[str, Any] = {
+        "format": "bdh-inspect", "format_version": 1,
+        "model": {"config": cfg.to_dict(), "n": cfg.n, "N": cfg.N, "parameters": model.num_params()},
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items()},
+        "control": {"seed": opts.control_seed, "what": "an untrained BDH(config) built after torch.manual_seed(seed)"},
+    }
+    raw: dict[str, Any] = {}
+    sigma_layer = opts.layer if opts.layer is not None else ng.default_sigma_layer(cfg.n_layer)
+
+    # sparsity on the given data (section 6.4 / 4.1) and the sigma graph (section 6.2) from the same run
+    log(f"recording {tokens.shape[0]} x {tokens.shape[1]} tokens (trained and control)")
+    sp_t, tr_t, rec_t = _sparsity_part(model, tokens, opts)
+    sp_c, tr_c, rec_c = _sparsity_part(control, tokens, opts)
+    report["sparsity"] = {"data": {"trained": sp_t, "control": sp_c}}
+    raw["sparsity_data"] = {"trained": tr_t, "control": tr_c}
+    rp_t, rtr_t, phase = _repeat_part(model, opts)
+    if rp_t is not None:
+        rp_c, rtr_c, _ = _repeat_part(control, opts)
+        report["sparsity"]["repeat"] = {"trained": rp_t, "control": rp_c, "period": PERIOD}
+        raw["sparsity_repeat"] = {"trained": rtr_t, "control": rtr_c, "phase": phase}
+
+    graphs, graw = _graphs(model, control, opts, log)
+    report["graphs"] = graphs
+    raw["graphs"] = graw
+    head = graphs["x"]["head"] if opts.head is None else opts.head
+    if cfg.n_layer >= 2 and sigma_layer >= 1:
+        log(f"sigma graph: layer {sigma_layer}, head {head}")
+        report["sigma"], raw["sigma"] = _sigma(rec_t, rec_c, opts, head, sigma_layer)
+    else:
+        report["sigma"] = {"skipped": "sigma needs a layer >= 1 (layer 0 reads token embeddings)"}
+    del rec_t, rec_c
+    report["seconds"] = time.time() - t0
+    report["summary"] = summary_rows(report)
+    return _json_ready(report), raw
+
+
+def _json_ready(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return _json_ready(obj.tolist())
+    return obj
+
+
+# ---------------------------------------------------------------------- summary table
+
+
+def _get(d: Any, *path: Any) -> Any:
+    for p in path:
+        if d is None:
+            return None
+        if isinstance(d, list):
+            d = d[p] if isinstance(p, int) and -len(d) <= p < len(d) else None
+        else:
+            d = d.get(p) if isinstance(d, dict) else None
+    return d
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+def summary_rows(report: dict[str, Any]) -> list[list[str]]:
+    """Rows (statistic, model, control, paper) of the short table."""
+    rows: list[list[str]] = []
+
+    def add(name: str, t: Any, c: Any, paper: str) -> None:
+        rows.append([name, _fmt(t), _fmt(c), paper])
+
+    spd = _get(report, "sparsity", "data")
+    if spd:
+        add("x non-zero, per layer", _get(spd, "trained", "x_nonzero"), _get(spd, "control", "x_nonzero"), "~5% (sec. 4.1)")
+        add("y non-zero, per layer", _get(spd, "trained", "y_nonzero"), _get(spd, "control", "y_nonzero"), "~5% (sec. 1.3)")
+        add("corr(y activity, surprisal)", _get(spd, "trained", "y_surprisal_spearman"), _get(spd, "control", "y_surprisal_spearman"), "positive (sec. 6.4)")
+    rep = _get(report, "sparsity", "repeat")
+    if rep:
+        add("repeat task: y fact/repeat, per layer", _get(rep, "trained", "y", "fact_over_repeat"), _get(rep, "control", "y", "fact_over_repeat"), "4-7.5% vs 2.5% (layer 2)")
+        add("repeat task: surprisal fact/repeat (bits)", [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
+            [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")], "repeat predictable")
+    for which in ("x", "y"):
+        g = _get(report, "graphs", which)
+        if not g:
+            continue
+        h = str(g["head"])
+        add(f"G_{which} head {h}: beta_1 / sigma_Q", _get(g, "entries", "trained", h, "beta1_over_sigma_q"), _get(g, "entries", "control", h, "beta1_over_sigma_q"), "tail beyond noise (Fig. 9a)")
+        add(f"G_{which} head {h}: >6 sigma_Q above / below",
+            [_get(g, "entries", "trained", h, "tails", "6", "above"), _get(g, "entries", "trained", h, "tails", "6", "below")],
+            [_get(g, "entries", "control", h, "tails", "6", "above"), _get(g, "entries", "control", h, "tails", "6", "below")], "right tail (Fig. 9a)")
+        add(f"G_{which}: inhibitory-looking heads", _get(g, "polarity", "trained", "inhibitory_looking"), _get(g, "polarity", "control", "inhibitory_looking"), "1 of 4 (G_x)")
+        sw_t, sw_c = _get(g, "modularity", "trained") or [], _get(g, "modularity", "control") or []
+        for i, s in enumerate(sw_t):
+            c = sw_c[i] if i < len(sw_c) else {}
+            add(f"G_{which}: Q - Q_ER / Q - Q_lowrank, deg {s['avg_degree_target']:g}", [s["gap_er"], s["gap_lowrank"]], [c.get("gap_er"), c.get("gap_lowrank")], "gap > 0 (Fig. 9b)")
+        for d in ("in", "out"):
+            add(f"G_{which}: {d}-degree CV (lowrank CV) / fit",
+                [_get(g, "degrees", "trained", d, "summary", "cv"), _get(g, "degrees", "trained", f"lowrank_{d}", "cv"), _get(g, "degrees", "trained", d, "fit", "preferred")],
+                [_get(g, "degrees", "control", d, "summary", "cv"), _get(g, "degrees", "control", f"lowrank_{d}", "cv"), _get(g, "degrees", "control", d, "fit", "preferred")],
+                "heavy-tailed (Fig. 10)")
+    sg = _get(report, "sigma")
+    if sg and "trained" in sg:
+        for d in ("out", "in"):
+            add(f"sigma L{sg['layer']} h{sg['head']}: {d}-degree CV / fit / rho(firing)",
+                [_get(sg, "trained", "thresholds", -1, d, "summary", "cv"), _get(sg, "trained", "thresholds", -1, d, "fit", "preferred"), _get(sg, "trained", "thresholds", -1, d, "spearman_with_firing_rate")],
+                [_get(sg, "control", "thresholds", -1, d, "summary", "cv"), _get(sg, "control", "thresholds", -1, d, "fit", "preferred"), _get(sg, "control", "thresholds", -1, d, "spearman_with_firing_rate")],
+                "heavy-tailed (Fig. 11)")
+    return rows
+
+
+def format_table(rows: list[list[str]]) -> str:
+    """The rows as an aligned plain-text table with a header."""
+    head = ["statistic", "model", "control (untrained)", "paper"]
+    allr = [head] + rows
+    widths = [max(len(r[i]) for r in allr) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in allr]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
