@@ -45,6 +45,14 @@ def naive_linear_attention(
     return out
 
 
+def naive_rope_interleaved(z: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The official rotation: pairs (2k, 2k+1) turn by the angle whose cos/sin are given per neuron."""
+    rot = torch.empty_like(z)
+    rot[..., 0::2] = -z[..., 1::2]
+    rot[..., 1::2] = z[..., 0::2]
+    return z * cos + rot * sin
+
+
 def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_layer: int, n_head: int) -> torch.Tensor:
     """The official BDH-GPU forward pass (eval mode), written out from its published math.
 
@@ -67,10 +75,7 @@ def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_lay
     cos, sin = torch.cos(phases), torch.sin(phases)
 
     def rope(z: torch.Tensor) -> torch.Tensor:
-        rot = torch.empty_like(z)
-        rot[..., 0::2] = -z[..., 1::2]
-        rot[..., 1::2] = z[..., 0::2]
-        return z * cos + rot * sin
+        return naive_rope_interleaved(z, cos, sin)
 
     x = ln(sd["embed.weight"][idx]).unsqueeze(1)  # B, 1, T, D
     causal = torch.ones(T, T).tril(diagonal=-1)
