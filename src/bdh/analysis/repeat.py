@@ -63,7 +63,8 @@ def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int = 0) -> Re
     rng = np.random.Generator(np.random.PCG64([seed, 0x6_4]))
     letters = np.frombuffer(ALPHABET.encode(), dtype=np.uint8)
     warm = np.frombuffer(WARMUP.encode(), dtype=np.uint8)
-    words = letters[rng.integers(0, len(letters), size=(batch_size, n_periods, WORD_LEN))]
+    # one draw per period, in order, so a longer sequence extends a shorter one with the same seed
+    words = np.stack([letters[rng.integers(0, len(letters), size=(batch_size, WORD_LEN))] for _ in range(n_periods)], axis=1)
     one = np.concatenate([np.broadcast_to(warm, (batch_size, n_periods, len(warm))), np.tile(words, (1, 1, REPEATS))], axis=2)
     seq = one.reshape(batch_size, n_periods * PERIOD)[:, :length]
     return RepeatBatch(torch.from_numpy(seq.astype(np.int64)), phase, period_index)

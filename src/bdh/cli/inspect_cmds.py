@@ -123,6 +123,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model = load_pretrained(model_dir)
     if not isinstance(model, BDH):
         raise ValueError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
+    cfg = model.config
+    if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
+        raise ValueError(f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+    if args.head is not None and not 0 <= args.head < cfg.n_head:
+        raise ValueError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+    if int(tokens.max()) >= cfg.vocab_size:
+        raise ValueError(f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)")
     run_root = Path(args.run)
     out = Path(args.out) if args.out else run_root / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S")
     opts = report.InspectOptions(layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed)

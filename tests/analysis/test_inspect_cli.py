@@ -1,0 +1,82 @@
+"""``bdh inspect``: report, figures, errors."""
+
+import json
+
+import pytest
+import torch
+
+import bdh
+from bdh.cli import main
+from bdh.cli.inspect_cmds import resolve_model_dir
+
+FAST = ["--seeds", "1", "--max-nodes", "96", "--tokens", "48", "--windows", "2"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    torch.manual_seed(3)
+    model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=256))
+    model.save_pretrained(root / "checkpoints" / "step-10")
+    model.save_pretrained(root / "checkpoints" / "step-20")
+    (root / "checkpoints" / "step-30").mkdir()  # incomplete: ignored
+    return root
+
+
+def test_resolve_model_dir(run_dir, tmp_path):
+    assert resolve_model_dir(run_dir).name == "step-20"
+    assert resolve_model_dir(run_dir / "checkpoints" / "step-10").name == "step-10"
+    with pytest.raises(ValueError):
+        resolve_model_dir(tmp_path)
+
+
+def test_inspect_writes_report_and_figures(run_dir, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["inspect", str(run_dir), "--out", str(out), *FAST]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["format"] == "bdh-inspect"
+    for key in ("sparsity", "graphs", "sigma", "summary"):
+        assert key in rep
+    sd = rep["sparsity"]["data"]
+    assert len(sd["trained"]["x_nonzero"]) == 2 and len(sd["control"]["y_nonzero"]) == 2
+    assert "repeat" in rep["sparsity"]
+    for which in ("x", "y"):
+        g = rep["graphs"][which]
+        assert set(g["entries"]["trained"]) == {"0", "1"}
+        assert len(g["modularity"]["trained"]) == 3 and len(g["modularity"]["control"]) == 3
+    assert rep["sigma"]["layer"] == 1
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert "entries_x.png" in pngs and "sparsity_repeat.png" in pngs and "sigma.png" in pngs
+    text = capsys.readouterr().out
+    assert "statistic" in text and "control" in text
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_inspect_narrowed_by_layer_and_head(run_dir, tmp_path):
+    out = tmp_path / "narrow"
+    assert main(["inspect", str(run_dir), "--out", str(out), "--layer", "1", "--head", "1", "--prompt", "to be or not to be, that is the question", "--no-figures", *FAST[:4]]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["sparsity"]["data"]["trained"]["layers"] == [1]
+    assert set(rep["graphs"]["x"]["entries"]["trained"]) == {"1"} and rep["graphs"]["x"]["head"] == 1
+    assert rep["sigma"]["head"] == 1
+    assert not list(out.glob("*.png"))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--head", "5"], ["--layer", "7"], ["--prompt", "x"], ["--data", "/nonexistent/file.txt"], ["--seeds", "0"]],
+)
+def test_bad_input_is_one_line_exit_2(run_dir, tmp_path, capsys, extra):
+    assert main(["inspect", str(run_dir), "--out", str(tmp_path / "o"), "--no-figures", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bdh: error:") and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_run_and_used_out_folder(run_dir, tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "nope")]) == 2
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "file").write_text("x")
+    assert main(["inspect", str(run_dir), "--out", str(used)]) == 2
+    assert (used / "file").read_text() == "x"
