@@ -10,11 +10,13 @@ import numpy as np
 
 def count_distinct(x: np.ndarray, decimals: int = 7) -> np.ndarray:
     """Number of distinct points visited (rounded to ``decimals``); x is (..., T, M) -> (...)."""
-    x = np.asarray(x)
+    x = np.asarray(x, dtype=np.float64)
     lead = x.shape[:-2]
-    flat = np.round(x.reshape((-1,) + x.shape[-2:]), decimals)
-    out = np.array([len(np.unique(f, axis=0)) for f in flat])
-    return out.reshape(lead)
+    T, M = x.shape[-2:]
+    f = np.ascontiguousarray(np.round(x.reshape((-1, T, M)), decimals) + 0.0)  # + 0.0 maps -0.0 to 0.0
+    rows = f.view(np.dtype((np.void, f.dtype.itemsize * M))).reshape(f.shape[0], T)
+    rows = np.sort(rows, axis=1)
+    return (1 + (rows[:, 1:] != rows[:, :-1]).sum(1)).reshape(lead)
 
 
 def classify(n_distinct: np.ndarray, lyap: np.ndarray, n_points: int, *, tol: float = 2e-3) -> np.ndarray:

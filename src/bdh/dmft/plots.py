@@ -70,6 +70,9 @@ def bifurcation_figure(beta, mo_se, regime, lyap=None, *, feature: int = 0, sect
         axl = axes[1]
         axl.plot(beta, lyap, "-", lw=0.6, color="tab:blue")
         axl.axhline(0, color="grey", lw=0.5)
+        finite = np.asarray(lyap)[np.isfinite(lyap)]
+        if finite.size:
+            axl.set_ylim(max(finite.min(), -0.3) - 0.02, finite.max() + 0.02)
         axl.set_ylabel(r"$\lambda_1$")
     axes[-1].set_xlabel(r"$\beta$")
     fig.tight_layout()
