@@ -17,7 +17,8 @@ earlier tokens) and to return the state after the block:
 * ``parallel`` -- the quadratic masked form: (q k^T, strictly lower-triangular, damped) @ v. Cost
   O(T^2 N) per head; keeps T x T scores for backward. The official code's form.
 * ``chunked`` -- the parallel form inside chunks of C tokens, the state carried between chunks.
-  Cost O(T C N + T N D); memory linear in T.
+  Cost O(T C N + T N D); memory linear in T. When gradients are needed it runs as
+  `bdh.model.chunked_lean`, which recomputes the chunk states in backward instead of keeping them.
 * ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
 
 ``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,
@@ -29,6 +30,8 @@ damped by u^|t - tau|); it has no state, so only the parallel form supports it.
 from __future__ import annotations
 
 import torch
+
+from .chunked_lean import chunked_lean
 
 FORMS = ("parallel", "chunked", "recurrent")
 
@@ -207,6 +210,10 @@ def linear_attention(
         out, new_state, _ = parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
         return out, new_state
     if form == "chunked":
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, state)):
+            # same values; backward recomputes the per-chunk states instead of keeping them (memory linear in T)
+            out, new_state = chunked_lean(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state)
+            return out, (new_state if need_state else None)
         return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
     if form == "recurrent":
         return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)

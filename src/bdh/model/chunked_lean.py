@@ -1,0 +1,123 @@
+"""Memory-lean chunked linear attention: a custom autograd function that recomputes the state in backward.
+
+The plain chunked form (`bdh.model.attention.chunked`) lets autograd keep the state S (B, H, N, D) of
+every chunk for the backward pass: T / C copies of a matrix as large as a weight matrix, which for
+BDH's large n costs more memory than the parallel form's T x T scores. This function keeps only q, k, v
+(and the initial state) and recomputes what backward needs, one chunk at a time.
+
+With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
+
+    dq_t = S_{t-1} do_t
+    dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
+    dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
+
+Backward runs two passes over the chunks: forward, re-building S chunk by chunk to get dq; then in
+reverse, carrying dS to get dk, dv and the gradient of the initial state. Inside a chunk everything is
+the masked C x C form. Memory: one (B, H, N, D) state plus per-chunk temporaries, whatever T is.
+Tested against the plain chunked and the naive forms (values and all gradients).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _powers(log_u: torch.Tensor | None, C: int, device, dtype):
+    """(M, head, tail): M[h, i, j] = u^(i-j) for i > j (else 0); head[h, i] = u^i; tail[h, j] = u^(C-j)."""
+    i = torch.arange(C, device=device)
+    gap = i.view(-1, 1) - i.view(1, -1)
+    mask = gap > 0
+    if log_u is None:
+        M = mask.to(dtype).unsqueeze(0)
+        return M, None, None, None
+    lu = log_u.to(torch.promote_types(log_u.dtype, torch.float32))
+    M = (torch.exp(lu.view(-1, 1, 1) * gap.clamp(min=0).to(lu.dtype)) * mask).to(dtype)
+    head = torch.exp(lu.view(-1, 1) * i.view(1, -1).to(lu.dtype)).to(dtype)  # H, C
+    tail = torch.exp(lu.view(-1, 1) * (C - i).view(1, -1).to(lu.dtype)).to(dtype)  # H, C
+    whole = torch.exp(lu * C).to(dtype)  # H
+    return M, head, tail, whole
+
+
+def _chunks(T: int, C: int):
+    for s in range(0, T, C):
+        yield s, min(s + C, T)
+
+
+class ChunkedLinearAttention(torch.autograd.Function):
+    """o, S_final = f(q, k, v, S0) with state recomputation in backward (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, S0, log_u, chunk_size: int):  # noqa: D401 - autograd signature
+        B, H, T, N = q.shape
+        D = v.shape[-1]
+        S = q.new_zeros(B, H, N, D) if S0 is None else S0.to(q.dtype)
+        outs = []
+        for s, e in _chunks(T, chunk_size):
+            C = e - s
+            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
+            qc, kc, vc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e]
+            o = ((qc @ kc.mT) * M) @ vc
+            o = o + ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S
+            outs.append(o)
+            kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
+            S = (S * whole.view(1, H, 1, 1) if whole is not None else S) + kw.mT @ vc
+        ctx.save_for_backward(q, k, v, S0, log_u)
+        ctx.chunk_size = chunk_size
+        ctx.v_heads = v.shape[1]
+        return torch.cat(outs, dim=2), S
+
+    @staticmethod
+    def backward(ctx, d_out, d_S):
+        q, k, v, S0, log_u = ctx.saved_tensors
+        C0 = ctx.chunk_size
+        B, H, T, N = q.shape
+        D = v.shape[-1]
+        d_out = d_out.to(q.dtype)
+        dq = torch.empty_like(q)
+        dk = torch.empty_like(q)
+        dv = q.new_zeros(B, H, T, D)
+        # pass 1 (forward): rebuild the state before each chunk; dq_t = u^i S_b do_t + intra-chunk terms
+        S = q.new_zeros(B, H, N, D) if S0 is None else S0.to(q.dtype)
+        for s, e in _chunks(T, C0):
+            C = e - s
+            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
+            kc, vc, doc = k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
+            P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
+            dqc = P @ kc + doc @ S.mT * (head.view(1, H, C, 1) if head is not None else 1)
+            dq[:, :, s:e] = dqc
+            kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
+            S = (S * whole.view(1, H, 1, 1) if whole is not None else S) + kw.mT @ vc
+        # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
+        dS = q.new_zeros(B, H, N, D) if d_S is None else d_S.to(q.dtype)
+        for s, e in reversed(list(_chunks(T, C0))):
+            C = e - s
+            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
+            qc, kc, vc, doc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
+            P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
+            A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
+            t = tail.view(1, H, C, 1) if tail is not None else 1
+            dk[:, :, s:e] = P.mT @ qc + (vc @ dS.mT) * t
+            dv[:, :, s:e] = A.mT @ doc + (kc * t) @ dS
+            qh = qc * head.view(1, H, C, 1) if head is not None else qc
+            dS = (dS * whole.view(1, H, 1, 1) if whole is not None else dS) + qh.mT @ doc
+        if ctx.v_heads == 1:
+            dv = dv.sum(dim=1, keepdim=True)
+        dS0 = dS if (S0 is not None and ctx.needs_input_grad[3]) else None
+        return dq, dk, dv, dS0, None, None
+
+
+def chunked_lean(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    chunk_size: int,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunked linear attention (same values as `bdh.model.attention.chunked`) with a lean backward.
+
+    Returns (a (B, H, T, D), the state after the block (B, H, N, D)).
+    """
+    log_u = None if log_u is None else log_u.detach()
+    return ChunkedLinearAttention.apply(q, k, v, state, log_u, chunk_size)
