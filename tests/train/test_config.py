@@ -1,0 +1,77 @@
+"""Run configs: YAML/JSON files, --set overrides, refusal of unknown keys and wrong types."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from bdh.train.config import ConfigError, RunConfig, apply_overrides, load_config
+
+
+def test_defaults_are_the_main_job():
+    config = load_config()
+    assert config.model["name"] == "bdh" and config.task["name"] == "text"
+    assert config.task.get("data") is None  # the embedded corpus
+    assert config.optim.decay == "linear" and config.optim.weight_decay == 0.1
+
+
+def test_yaml_file_and_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  n_layer: 2\noptim:\n  lr: 1e-3\n  decay: cosine\ntrain:\n  max_steps: 7\n")
+    config = load_config(path, ["optim.lr=3e-4", "train.bptt=tbptt", "model.n_embd=64"])
+    assert config.optim.lr == pytest.approx(3e-4)  # YAML's "3e-4" string is read as a number
+    assert config.optim.decay == "cosine"
+    assert config.train.max_steps == 7 and config.train.bptt == "tbptt"
+    assert config.model["n_layer"] == 2 and config.model["n_embd"] == 64
+
+
+def test_json_file_and_round_trip(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"train": {"batch_size": 8}, "optim": {"betas": [0.9, 0.99]}}))
+    config = load_config(path)
+    assert config.train.batch_size == 8 and config.optim.betas == (0.9, 0.99)
+    again = RunConfig.from_dict(yaml.safe_load(config.to_yaml()))
+    assert again.to_dict() == config.to_dict()
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("optim.lrr=1", "optim.lrr"),
+        ("foo.bar=1", "foo"),
+        ("model.n_layerz=2", "model.n_layerz"),
+        ("task.seqlen=2", "task.seqlen"),
+        ("optim.lr=fast", "optim.lr"),
+        ("train.batch_size=true", "train.batch_size"),
+        ("train.batch_size=2.5", "train.batch_size"),
+        ("train.bptt=sometimes", "train.bptt"),
+        ("optim.betas=[0.9]", "optim.betas"),
+        ("model.name=transformer9000", "transformer9000"),
+        ("train.batch_size=0", "train.batch_size"),
+    ],
+)
+def test_bad_keys_and_types_are_refused_naming_the_key(override, key):
+    with pytest.raises(ValueError) as info:
+        load_config(None, [override])
+    message = str(info.value)
+    assert key in message and "\n" not in message
+
+
+def test_set_needs_key_value():
+    with pytest.raises(ConfigError, match="key=value"):
+        apply_overrides({}, ["optim.lr"])
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such config file"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    top = tmp_path / "list.yaml"
+    top.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(top)

@@ -1,0 +1,102 @@
+"""Runs that lose nothing: a real signal in the middle of training, then ``--resume`` continues exactly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bdh.cli import main
+from _train_helpers import bdh_cmd, run_bdh, set_args, subprocess_env, tiny, train_losses
+
+STEPS = 120
+
+
+def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
+    # dropout on, so that resuming must also restore the RNG; evaluations and periodic checkpoints mid-run
+    return tiny(corpus_file, run_dir, f"train.max_steps={STEPS}", "model.dropout=0.1", f"train.bptt={bptt}",
+                "train.micro_batch_size=2", "eval.every=50", "checkpoint.every=40", "train.deterministic=true")
+
+
+def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        path = run_dir / "metrics.jsonl"
+        if path.is_file():
+            lines = path.read_text().splitlines()
+            if lines:
+                try:
+                    last = json.loads(lines[-1])["step"]
+                except json.JSONDecodeError:
+                    last = 0
+                if last >= step:
+                    return last
+        time.sleep(0.02)
+    raise AssertionError("the run did not get going")
+
+
+@pytest.mark.parametrize("bptt, sig", [("window", signal.SIGINT), ("tbptt", signal.SIGTERM)])
+def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_path, bptt, sig):
+    ref = tmp_path / "uninterrupted"
+    done = run_bdh("train", *set_args(overrides(corpus_file, ref, bptt)))
+    assert done.returncode == 0, done.stderr
+    expected = train_losses(ref)
+    assert sorted(expected) == list(range(1, STEPS + 1))
+
+    run = tmp_path / "interrupted"
+    proc = subprocess.Popen(bdh_cmd("train", *set_args(overrides(corpus_file, run, bptt))), env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_step(run, 45, proc)  # between the periodic checkpoints at 40 and 80
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert "interrupted at step" in err and "Traceback" not in err
+    stopped = int(err.split("interrupted at step ")[1].split("/")[0])
+    assert 45 <= stopped < STEPS
+    assert (run / "checkpoints" / f"step-{stopped}" / "meta.json").is_file()
+
+    resumed = run_bdh("train", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stderr
+    got = train_losses(run)
+    assert sorted(got) == list(range(1, STEPS + 1))
+    after = [s for s in got if s > stopped]
+    assert after and all(got[s] == expected[s] for s in after), "losses after resuming differ from the uninterrupted run"
+    assert all(got[s] == expected[s] for s in got)
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    """Run the ``bdh`` command in this process: (exit status, stderr)."""
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+def test_corrupted_or_foreign_checkpoint_is_refused_and_the_previous_one_kept(corpus_file, tmp_path, capsys):
+    run = tmp_path / "r"
+    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=20", "checkpoint.every=10", "checkpoint.keep=3", "eval.every=0")))
+    assert code == 0, err
+    latest = run / "checkpoints" / "step-20"
+    weights = latest / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])  # truncated
+    code, err = cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=30")
+    line = err.strip()
+    assert code == 2 and "\n" not in line and line.startswith("bdh: error:")
+    assert "corrupted" in line and "step-10" in line
+    assert (run / "checkpoints" / "step-10" / "meta.json").is_file()
+    code, err = cli(capsys, "train", "--resume", str(run), "--checkpoint", "step-10", "--set", "train.max_steps=12")
+    assert code == 0, err
+
+    other = tmp_path / "other"
+    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, other, "train.max_steps=5", "model.n_embd=16", "eval.every=0")))
+    assert code == 0, err
+    shutil.copytree(other / "checkpoints" / "step-5", run / "checkpoints" / "step-99")
+    code, err = cli(capsys, "train", "--resume", str(run))
+    assert code == 2 and "another model" in err and "Traceback" not in err
+    (run / "checkpoints" / "step-99" / "meta.json").write_text('{"format": "something-else"}')
+    code, err = cli(capsys, "train", "--resume", str(run))
+    assert code == 2 and "not a bdh training checkpoint" in err
