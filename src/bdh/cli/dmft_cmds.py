@@ -128,7 +128,8 @@ def cmd_bifurcation(args) -> int:
 
 
 def cmd_trajectory(args) -> int:
-    from bdh.dmft.experiments import parse_range, run_trajectory
+    from bdh.dmft.experiments import initial_window, parse_range, run_trajectory
+    from bdh.dmft.meanfield import MeanField
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import portraits_figure, trajectory_figure
 
@@ -139,9 +140,12 @@ def cmd_trajectory(args) -> int:
     w, params = _weights_params(args)
     results, summary = [], []
     t0 = time.perf_counter()
+    start = None
+    if args.init == "continue":  # the paper's start: the final window of beta = 3 (the top of its sweep)
+        start = initial_window(MeanField(w, params), 3.0, args.steps)
     for b in betas:
         results.append(run_trajectory(float(b), n_steps=args.steps, n_keep=args.keep, n_lyap=args.lyap_steps,
-                                      max_lag=args.max_lag, init=args.init, weights=w, params=params))
+                                      max_lag=args.max_lag, init=args.init, weights=w, params=params, start=start))
     with OutputDir(args.out) as out:
         for r in results:
             tag = f"beta{r.beta:g}"

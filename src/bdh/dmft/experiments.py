@@ -140,13 +140,17 @@ def run_trajectory(
     beta_top: float = 3.0,
     weights: NetworkWeights | None = None,
     params: DMFTParams | None = None,
+    start: tuple[np.ndarray, int] | None = None,
 ) -> TrajectoryResult:
-    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum."""
+    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum.
+
+    ``start`` = (window, t0) reuses a continuation start computed once (see `initial_window`).
+    """
     weights = weights or paper_weights()
     mf = MeanField(weights, params)
     window, tstart = (None, 0)
     if init == "continue":
-        window, tstart = initial_window(mf, beta_top, n_steps)
+        window, tstart = start if start is not None else initial_window(mf, beta_top, n_steps)
     elif init != "token":
         raise ValueError(f"init must be one of {INIT_MODES}, got {init!r}")
     tr = mf.simulate(beta, n_steps, n_keep, window=window, t0=tstart, record=("o", "v", "q", "k"))
