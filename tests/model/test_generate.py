@@ -114,3 +114,34 @@ def test_in_place_update_needs_no_grad():
     with torch.no_grad():
         out, s2 = attention.recurrent(q, q, v, state=s, inplace=True, need_state=True)
     assert s2 is s and torch.allclose(s, q[0, 0].T @ v[0, 0])
+
+
+@pytest.mark.parametrize("threshold", [0.0, 1.0, 0.4])
+@pytest.mark.parametrize("positional", ["rope", "none"])
+def test_sparse_step_equals_the_dense_step(threshold, positional):
+    from bdh.model.sparse_step import sparse_token_step
+
+    model = tiny_model(seed=2, positional=positional, n_neurons=128)
+    with torch.no_grad():  # make x sparse: most pre-activations negative
+        model.Dx.sub_(model.Dx.abs().mean() * 0.8)
+    idx = torch.randint(0, 256, (1, 9))
+    _, dense = model.step(idx[:, :5], model.init_state(1))
+    sparse = dense.clone()
+    for t in range(5, 9):
+        ref, dense = model.step(idx[:, t], dense)
+        got = sparse_token_step(model, idx[:, t], sparse, density_threshold=threshold)
+        assert torch.allclose(got, ref, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(sparse.rho, dense.rho, rtol=1e-5, atol=1e-7) and sparse.pos == dense.pos
+
+
+def test_sparse_generation_gives_the_same_tokens():
+    model = tiny_model(seed=4, n_neurons=128)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(20)
+    prompt = torch.randint(0, 256, (1, 6))
+    assert torch.equal(model.generate(prompt, 25, temperature=0, sparse=True), model.generate(prompt, 25, temperature=0, sparse=False))
+    with pytest.raises(ValueError, match="batch of one"):
+        from bdh.model.sparse_step import sparse_token_step
+
+        sparse_token_step(model, torch.tensor([1, 2]), model.init_state(2))

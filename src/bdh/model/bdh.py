@@ -32,6 +32,7 @@ from .attention import linear_attention, parallel, recurrent
 from .config import BDHConfig
 from .io import PretrainedMixin
 from .rope import frequencies, rope_apply, rope_tables
+from .sparse_step import sparse_token_step
 from .state import BDHState
 
 
@@ -240,12 +241,15 @@ class BDH(PretrainedMixin, nn.Module):
         top_k: int | None = None,
         seed: int | None = None,
         state: BDHState | None = None,
+        sparse: bool | None = None,
     ) -> Iterator[torch.Tensor]:
         """Yield (B,) sampled tokens one at a time, generating on the recurrent state.
 
         The prompt is read with the chunked form (memory linear in its length); each new token then
         costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
-        ``temperature=0`` is greedy decoding.
+        ``temperature=0`` is greedy decoding. ``sparse`` (default: when the batch is one sequence and
+        the model has no damping) makes each step skip the neurons that do not fire
+        (`bdh.model.sparse_step`); the results are the same.
         """
         if not self.config.causal:
             raise ValueError("BDH.generate: a bidirectional model (causal=false) cannot generate")
@@ -268,14 +272,19 @@ class BDH(PretrainedMixin, nn.Module):
         self.eval()
         try:
             state = self.init_state(prompt.shape[0]) if state is None else state.clone()
+            if sparse is None:
+                sparse = prompt.shape[0] == 1 and self.log_u is None
             logits, state, _ = self._run(prompt, state, "chunked", need_state=True, inplace=True)
             logits = logits[:, -1]
             for i in range(max_new_tokens):
                 nxt = sample(logits, temperature, top_k, gen)
                 yield nxt
                 if i + 1 < max_new_tokens:
-                    logits, state, _ = self._run(nxt.view(-1, 1), state, "recurrent", need_state=True, inplace=True)
-                    logits = logits[:, -1]
+                    if sparse:
+                        logits = sparse_token_step(self, nxt, state)
+                    else:
+                        logits, state, _ = self._run(nxt.view(-1, 1), state, "recurrent", need_state=True, inplace=True)
+                    logits = logits[:, -1] if logits.dim() == 3 else logits
         finally:
             self.train(was_training)
 
@@ -288,10 +297,11 @@ class BDH(PretrainedMixin, nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         seed: int | None = None,
+        sparse: bool | None = None,
     ) -> torch.Tensor:
         """The prompt (B, T) or (T,) followed by ``max_new_tokens`` generated tokens, (B, T + new)."""
         prompt2 = prompt.view(1, -1) if prompt.dim() == 1 else prompt
-        new = list(self.stream(prompt2, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed))
+        new = list(self.stream(prompt2, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, sparse=sparse))
         out = torch.cat([prompt2.to(self.E.device)] + [t.view(-1, 1) for t in new], dim=1)
         return out.view(-1) if prompt.dim() == 1 else out
 
