@@ -464,6 +464,7 @@ class Trainer:
                 if due_eval and stop is None:
                     metrics = self._eval_and_log(progress, board, loss, tok_s)
                     evaluated_at = self.step
+                    last_time = time.time()  # tokens/s measures training, not evaluation
                     if self._target_reached(metrics):
                         progress.message(f"target {cfg.train.target} of val_{self.task.target_metric[0]} reached at step {self.step}")
                         stop = "target"

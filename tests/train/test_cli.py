@@ -1,0 +1,104 @@
+"""``bdh train``, ``generate``, ``eval`` and ``runs`` through the command line (in this process)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from bdh.cli import main
+from _train_helpers import set_args, tiny
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, corpus_file):
+    run = tmp_path_factory.mktemp("runs") / "tiny"
+    code = main(["train", *set_args(tiny(corpus_file, run, "train.max_steps=30", "optim.lr=3e-3", "eval.every=15"))])
+    assert code == 0
+    return run
+
+
+def test_train_reports_bits_per_byte_and_a_sample(tmp_path, corpus_file, capfdbinary):
+    run = tmp_path / "r"
+    code = main(["train", *set_args(tiny(corpus_file, run, "train.max_steps=4", "sample.max_new_tokens=12",
+                                         "sample.prompt=KING", "log.progress=lines"))])
+    captured = capfdbinary.readouterr()
+    out, err = captured.out.decode("utf-8", "replace"), captured.err.decode()
+    assert code == 0, err
+    assert f"run folder: {run}" in out and "bits per byte" in out
+    sample = captured.out.split(b"sample (")[1].split(b"\n", 1)[1]
+    assert sample.startswith(b"KING") and len(sample) == len(b"KING") + 12 + 1  # the prompt, 12 bytes, a newline
+    assert "step 4/4" in err  # non-interactive: one line per evaluation instead of a bar
+
+
+def test_config_file_and_print_config(tmp_path, corpus_file, capsys):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"model": {"n_layer": 3}, "optim": {"lr": "2e-3"}}))
+    code, out, _ = cli(capsys, "train", str(path), "--set", "train.max_steps=9", "--print-config")
+    assert code == 0
+    printed = yaml.safe_load(out)
+    assert printed["model"]["n_layer"] == 3 and printed["optim"]["lr"] == 2e-3 and printed["train"]["max_steps"] == 9
+
+
+def test_generate_streams_bytes(trained, capfdbinary):
+    code = main(["generate", str(trained), "--prompt", "ROMEO:", "--max-new-tokens", "25", "--seed", "3", "--temperature", "0.7"])
+    out = capfdbinary.readouterr().out
+    assert code == 0 and out.startswith(b"ROMEO:") and len(out) == len(b"ROMEO:") + 25 + 1
+    main(["generate", str(trained), "--prompt", "ROMEO:", "--max-new-tokens", "25", "--seed", "3", "--temperature", "0.7"])
+    assert capfdbinary.readouterr().out == out  # the same seed, the same bytes
+    code = main(["generate", str(trained), "--prompt", "A", "--max-new-tokens", "5", "--temperature", "0"])
+    assert code == 0
+
+
+def test_eval_on_validation_and_on_a_file(trained, tmp_path, capsys):
+    code, out, err = cli(capsys, "eval", str(trained))
+    assert code == 0, err
+    bpb = float(out.split("bits per byte ")[1].split()[0])
+    assert 0 < bpb < 8
+    other = tmp_path / "other.txt"
+    other.write_bytes("Ünïcödé and bytes \xff\n".encode("utf-8") * 50 + b"\xff\xfe\x00" * 100)
+    code, out, err = cli(capsys, "eval", str(trained), "--data", str(other))
+    assert code == 0, err and "bits per byte" in out
+
+
+def test_runs_lists_run_folders(trained, capsys):
+    code, out, _ = cli(capsys, "runs", str(trained.parent))
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert "best" in header and row.startswith("tiny") and "30/30" in row and "val_bpb" in row
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["train", "--set", "task.data=/nonexistent/corpus.txt"], "no such file or folder"),
+        (["train", "--set", "optim.lr=fast"], "optim.lr"),
+        (["train", "--set", "optim.lrate=1"], "optim.lrate"),
+        (["trian"], "invalid choice"),
+        (["train", "--sett", "x=1"], "unrecognized arguments"),
+        (["train", "missing.yaml"], "no such config file"),
+        (["generate", "/nonexistent/run"], "no such run or model folder"),
+        (["eval", "/nonexistent/run"], "no such run or model folder"),
+        (["train", "--resume", "/nonexistent/run"], "no such run folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, fragment, capsys):
+    code, _, err = cli(capsys, *args)
+    assert code == 2
+    assert err.startswith("bdh: error:") and err.count("\n") == 1 and fragment in err
+
+
+def test_empty_and_too_short_corpus(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    code, _, err = cli(capsys, "train", "--set", f"task.data={empty}", "--set", f"run_dir={tmp_path / 'a'}")
+    assert code == 2 and "empty" in err and err.count("\n") == 1
+    short = tmp_path / "short.txt"
+    short.write_text("To be or not to be.")
+    code, _, err = cli(capsys, "train", "--set", f"task.data={short}", "--set", f"run_dir={tmp_path / 'b'}")
+    assert code == 2 and "shorter than one window" in err and err.count("\n") == 1
