@@ -146,3 +146,11 @@ def test_hundred_thousand_examples_in_seconds():
     x, _ = generate_mqar(rng(0), 100_000, vocab_size=8192, input_seq_len=64, num_kv_pairs=4)
     assert x.shape == (100_000, 64)
     assert time.perf_counter() - t0 < 15
+
+
+def test_data_seed_overrides_the_run_seed():
+    task = small(data_seed=5)
+    assert torch.equal(task.batch("train", 2, 8, 0)[0], task.batch("train", 2, 8, 9)[0])
+    assert torch.equal(task.batch("val", 0, 8, 0)[0], small().batch("val", 0, 8, 5)[0])
+    with pytest.raises(ValueError, match="MQARConfig.data_seed"):
+        MQARConfig(data_seed="x")

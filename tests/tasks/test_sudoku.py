@@ -112,6 +112,7 @@ def test_csv_loader_formats(tmp_path):
         (dict(max_givens=82), "max_givens"),
         (dict(val_csv="a.csv"), "val_csv"),
         (dict(num_val=0), "num_val"),
+        (dict(data_seed=-2), "data_seed"),
     ],
 )
 def test_bad_config_is_one_line(kw, msg):
@@ -158,3 +159,8 @@ def test_depth_sweep_takes_weight_shared_modules():
         assert sorted(out) == [1, 3] and 0.0 <= out[3]["cell_accuracy"] <= 1.0
     x = task.batch("val", 0, 3, 0)[0]
     assert not torch.allclose(bdh(x, n_layer=1), bdh(x, n_layer=3))
+
+
+def test_data_seed_fixes_the_puzzles():
+    task = Sudoku(SudokuConfig(num_train=3, num_val=2, min_givens=34, max_givens=34, data_seed=4))
+    assert torch.equal(task.batch("val", 0, 2, 0)[0], task.batch("val", 0, 2, 1)[0])

@@ -125,14 +125,18 @@ class BoardPathConfig(TaskConfig):
         wall_prob: probability that a cell other than START and END is a wall.
         num_train: boards in the training set.
         num_val: boards in the validation set (disjoint from the training set).
+        data_seed: draw the boards from this seed instead of the run's seed (so runs with
+            different seeds share one training and validation set); null: the run's seed.
     """
 
     board_size: int = 10
     wall_prob: float = 0.3
     num_train: int = 8000
     num_val: int = 500
+    data_seed: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_data_seed()
         self._check_int("board_size", 2)
         if isinstance(self.wall_prob, bool) or not isinstance(self.wall_prob, (int, float)) or not 0 <= self.wall_prob < 1:
             self._fail("wall_prob", f"must be a number in [0, 1), got {self.wall_prob!r}")
@@ -158,8 +162,9 @@ class BoardPath:
         self._data: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def dataset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """All unique boards of this seed: (inputs, targets), (num_val + num_train, S^2); validation first."""
-        seed = check_seed(seed)
+        """All unique boards for a run seed: (inputs, targets), (num_val + num_train, S^2); validation
+        first. They are drawn from ``data_seed`` when the config sets it."""
+        seed = self.config.data_seed_for(seed)
         if seed not in self._data:
             cfg = self.config
             want = cfg.num_val + cfg.num_train
@@ -189,7 +194,7 @@ class BoardPath:
         x, y = self.dataset(seed)
         nv, nt = self.config.num_val, self.config.num_train
         if split == "train":
-            ids = nv + shuffled_indices(nt, index * batch_size, batch_size, seed, stream=8)
+            ids = nv + shuffled_indices(nt, index * batch_size, batch_size, check_seed(seed), stream=8)
         else:
             if index >= self.num_batches("val", batch_size):
                 raise ValueError(f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")

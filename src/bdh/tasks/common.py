@@ -35,6 +35,16 @@ class TaskConfig:
         if not isinstance(value, bool):
             self._fail(field, f"must be true or false, got {value!r}")
 
+    def _check_data_seed(self) -> None:
+        value = getattr(self, "data_seed", None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+            self._fail("data_seed", f"must be a non-negative integer or null, got {value!r}")
+
+    def data_seed_for(self, seed: int) -> int:
+        """The seed the data sets are drawn from: ``data_seed`` when set, else the run's seed."""
+        value = getattr(self, "data_seed", None)
+        return check_seed(seed) if value is None else int(value)
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-able values."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]

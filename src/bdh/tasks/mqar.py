@@ -163,6 +163,8 @@ class MQARConfig(TaskConfig):
         train_slices: optional list of [input_seq_len, num_kv_pairs] to train on a mixture
             (each slice gets num_train_examples); default: the single (input_seq_len, num_kv_pairs).
         val_slices: the same for validation (e.g. [[64, 4], [128, 8], [256, 16]]).
+        data_seed: draw the data sets from this seed instead of the run's seed (so runs with
+            different seeds share one training and validation set); null: the run's seed.
     When slices have different lengths, shorter examples are right-padded with a PAD token (id V, so
     the task's vocabulary is V + 1) whose labels are -100; a causal model never sees the padding.
     """
@@ -176,8 +178,10 @@ class MQARConfig(TaskConfig):
     num_val_examples: int = 3_000
     train_slices: Sequence[Sequence[int]] | None = None
     val_slices: Sequence[Sequence[int]] | None = None
+    data_seed: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_data_seed()
         for name in ("vocab_size", "input_seq_len", "num_kv_pairs", "num_train_examples", "num_val_examples"):
             self._check_int(name)
         if isinstance(self.power_a, bool) or not isinstance(self.power_a, (int, float)) or not 0 < self.power_a:
@@ -265,13 +269,13 @@ class MQAR:
         """Examples ``start:stop`` of one slice of the fixed ``split`` set, as numpy arrays."""
         sid = check_batch_args(split, 0, 1)
         local = np.arange(start, stop)
-        return self._gather(sid, np.full_like(local, slice_id), local, check_seed(seed))
+        return self._gather(sid, np.full_like(local, slice_id), local, self.config.data_seed_for(seed))
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training batch ``index`` (the fixed training set in order, wrapping around epoch after epoch;
         slices concatenated) or validation batch ``index`` (each slice in whole batches, the last one short)."""
         sid = check_batch_args(split, index, batch_size)
-        seed = check_seed(seed)
+        seed = self.config.data_seed_for(seed)
         sizes = self._sizes(split)
         if split == "train":
             bounds = np.cumsum([0] + sizes)

@@ -248,6 +248,8 @@ class SudokuConfig(TaskConfig):
         train_csv: optional CSV of puzzle,solution rows for training (replaces the generator).
         val_csv: optional CSV for validation; with only ``train_csv``, validation takes the
             ``num_val`` rows after the training rows of that file.
+        data_seed: draw the generated puzzles from this seed instead of the run's seed (so runs with
+            different seeds share one training and validation set); null: the run's seed.
     """
 
     num_train: int = 9000
@@ -257,8 +259,10 @@ class SudokuConfig(TaskConfig):
     dig_attempts: int = 3
     train_csv: str | None = None
     val_csv: str | None = None
+    data_seed: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_data_seed()
         self._check_int("num_train")
         self._check_int("num_val")
         self._check_int("min_givens", 17)
@@ -319,7 +323,8 @@ class Sudoku:
         sid = check_batch_args(split, 0, 1)
         if self._csv is not None:
             return self._csv[split][0][i], self._csv[split][1][i]
-        key = (check_seed(seed), sid, i)
+        seed = self.config.data_seed_for(seed)
+        key = (seed, sid, i)
         if key not in self._memo:
             cfg = self.config
             self._memo[key] = generate_puzzle(rng(seed, sid, 11, i), cfg.min_givens, cfg.max_givens, cfg.dig_attempts)
