@@ -79,3 +79,22 @@ def test_average():
     assert torch.allclose(average(a, b).E, (a.E + b.E) / 2)
     with pytest.raises(ValueError, match="same size"):
         average(a, tiny_model(n_neurons=96))
+
+
+def test_merge_command(tmp_path, capsys):
+    from bdh.cli import main
+
+    a, b = tiny_model(seed=1), tiny_model(seed=2)
+    a.save_pretrained(tmp_path / "a")
+    b.save_pretrained(tmp_path / "b")
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "m")]) == 0
+    assert "n = 64 + 64 = 128" in capsys.readouterr().out
+    merged = BDH.from_pretrained(tmp_path / "m")
+    idx = torch.randint(0, 256, (1, 6))
+    assert torch.equal(merged(idx), concatenate(a, b).eval()(idx))
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "avg"), "--average"]) == 0
+    tiny_model(n_embd=8).save_pretrained(tmp_path / "c")
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "c"), str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "differ in n_embd" in err and err.count("\n") == 1
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "nope"), str(tmp_path / "bad")]) == 2

@@ -49,6 +49,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--dropout", type=float)
     c.set_defaults(func=cmd_convert)
 
+    m = sub.add_parser(
+        "merge",
+        help="merge two BDH models by concatenating their neurons (paper section 7.1)",
+        description="Concatenate two BDH models along the neuron dimension, head by head (E, Dx, Dy and the RoPE "
+        "frequencies), averaging the token embedding and readout; no training. With --average, plain weight "
+        "averaging of two models of the same size instead (a control). A and B are run folders or model folders.",
+    )
+    m.add_argument("a", help="first model: a run folder (its best/ or newest checkpoint) or a model folder")
+    m.add_argument("b", help="second model")
+    m.add_argument("out_dir", help="the model folder to write")
+    m.add_argument("--average", action="store_true", help="average the weights instead of concatenating")
+    m.add_argument("--weight", type=float, default=0.5, help="with --average: the weight of B (default 0.5)")
+    m.set_defaults(func=cmd_merge)
+
 
 def _config_from_args(args: argparse.Namespace) -> BDHConfig:
     from bdh.model.io import read_json, read_model_config
@@ -130,6 +144,20 @@ def cmd_convert(args: argparse.Namespace) -> int:
     )
     out = model.save_pretrained(args.out_dir)
     print(f"wrote {out} ({model.num_params():,} parameters, n={model.config.n}, D={model.config.n_embd})")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from bdh.cli.train_cmds import model_folder
+    from bdh.model.io import load_pretrained
+    from bdh.model.merge import average, concatenate
+
+    a = load_pretrained(model_folder(args.a))
+    b = load_pretrained(model_folder(args.b))
+    merged = average(a, b, args.weight) if args.average else concatenate(a, b)
+    out = merged.save_pretrained(args.out_dir)
+    how = f"averaged (weight of B {args.weight})" if args.average else f"n = {a.config.n} + {b.config.n} = {merged.config.n}"
+    print(f"wrote {out}: {how}, {merged.num_params():,} parameters")
     return 0
 
 
