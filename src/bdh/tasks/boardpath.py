@@ -171,8 +171,12 @@ class BoardPath:
             gen = rng(seed, 7)
             boards = np.empty((0, self.seq_len), np.int64)
             targets = np.empty_like(boards)
+            drawn = kept = 0
             for _ in range(50):
-                b, t = generate_boards(gen, max(2 * (want - len(boards)), 64), cfg.board_size, cfg.wall_prob)
+                rate = max(kept / drawn, 0.01) if drawn else 0.5  # solvable fraction so far
+                n = min(max(int(1.2 * (want - len(boards)) / rate), 64), 1_000_000)
+                b, t = generate_boards(gen, n, cfg.board_size, cfg.wall_prob)
+                drawn, kept = drawn + n, kept + len(b)
                 boards, targets = np.concatenate([boards, b]), np.concatenate([targets, t])
                 _, first = np.unique(boards, axis=0, return_index=True)
                 keep = np.sort(first)  # dedup, keeping draw order
@@ -181,8 +185,8 @@ class BoardPath:
                     break
             else:
                 raise ValueError(
-                    f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} boards found; "
-                    f"ask for fewer than num_train + num_val = {want}"
+                    f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} boards found "
+                    f"({kept} solvable of {drawn} drawn at wall_prob {cfg.wall_prob}); ask for fewer than num_train + num_val = {want}"
                 )
             self._data[seed] = (boards[:want], targets[:want])
         return self._data[seed]
