@@ -128,24 +128,23 @@ def generate_mqar(
     labels = np.full((n, N), IGNORE_INDEX, dtype=np.int64)
     np.put_along_axis(labels, qpos, values, axis=1)
     if random_non_queries:
-        filler = gen.integers(0, vocab_size, size=(n, N - 2 * D))
-        region = inputs[:, 2 * D :]
-        region[:] = filler
+        inputs[:, 2 * D :] = gen.integers(0, vocab_size, size=(n, N - 2 * D))
     np.put_along_axis(inputs, qpos, keys, axis=1)
     return inputs, labels
 
 
 def _as_slices(value: object, field: str, cfg: "MQARConfig") -> tuple[tuple[int, int], ...] | None:
+    """A list of [input_seq_len, num_kv_pairs] pairs as a tuple of int pairs (None stays None)."""
     if value is None:
         return None
-    try:
-        slices = tuple((int(a), int(b)) for a, b in value)  # type: ignore[union-attr]
-        ok = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for pair in value for a in pair)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        ok, slices = False, ()
-    if not ok or not slices:
+    pairs = list(value) if isinstance(value, (list, tuple)) else []
+    good = bool(pairs) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in p)
+        for p in pairs
+    )
+    if not good:
         cfg._fail(field, f"must be a non-empty list of [input_seq_len, num_kv_pairs] pairs, got {value!r}")
-    return slices
+    return tuple((int(a), int(b)) for a, b in pairs)
 
 
 @dataclass
