@@ -44,7 +44,7 @@ import torch
 
 from ..registry import register_task
 from .base import IGNORE_INDEX
-from .common import TaskConfig, check_batch_args, check_seed, rng
+from .common import TaskConfig, check_batch_args, rng
 
 #: examples generated together from one seed (the unit of the in-memory memo)
 BLOCK = 1024
