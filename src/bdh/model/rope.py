@@ -60,11 +60,17 @@ def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tupl
     raise ValueError(f"rope: unknown positional scheme {kind!r}")
 
 
+def _compiling() -> bool:
+    """Under torch.compile the real form is used: inductor fuses it, but has no complex kernels."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+
+
 def rope_apply(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the last dimension of v (..., T, N) by the tables (T, N); identity for ``none``."""
     if kind == "none":
         return v
-    if kind == "rope" and v.dtype in (torch.float32, torch.float64) and v.is_contiguous():
+    if kind == "rope" and v.dtype in (torch.float32, torch.float64) and v.is_contiguous() and not _compiling():
         # Interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number v_2k + i v_2k+1:
         # one complex multiply instead of five real passes (same values; about 3x faster forward+backward).
         phasor = torch.complex(cos[..., ::2].to(v.dtype), sin[..., ::2].to(v.dtype))
