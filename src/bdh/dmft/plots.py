@@ -162,7 +162,7 @@ def probe_figure(report: dict, series: dict, *, title: str = ""):
         r = series["readout"][i]
         axes[0, 0].plot(r[:, 0], r[:, 1], ".", ms=1.5, color=c, label=f"T={T:g}")
         axes[1, 0].plot(series["acf"][i], lw=0.8, color=c)
-        axes[1, 1].semilogy(series["freq"], series["spectrum"][i] + 1e-12, lw=0.5, color=c)
+        axes[1, 1].semilogy(series["freq"][1:], series["spectrum"][i][1:] + 1e-12, lw=0.5, color=c)
     axes[0, 0].set_xlabel("readout 1")
     axes[0, 0].set_ylabel("readout 2")
     axes[0, 0].legend(fontsize=7, markerscale=4)
