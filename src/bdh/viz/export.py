@@ -1,0 +1,305 @@
+"""The data of the interactive viewer: what a BDH model does on one input, reduced to a small JSON document.
+
+`build_view(model, tokens, ...)` runs the model once with ``capture=True`` and keeps, per layer:
+
+* ``graph`` (layer independent): the top hub neurons of G_x = D_x E (weighted degree of the positive
+  part, in + out, self-loops excluded), the strongest edges among them and a fixed 2-D layout. G_x is
+  never formed whole: `hub_graph` computes it in row blocks of ``block`` rows (n x block floats at a time).
+* ``lit``: x and y of every hub neuron for every token (quantised to 0..255 per layer and kind);
+* ``heat``: x and y heatmaps, tokens x the ``heat_neurons`` most active neurons of the layer (0..255);
+* ``sparsity``: the fraction of non-zero x and y, per layer and per token;
+* ``attention``: per token, its ``attn_top`` strongest sources (head average, by magnitude, signed);
+* ``lens``: the logit lens, top predictions per token after each layer (for boards: the argmax label
+  of every cell after each layer);
+* ``meta``: the model's configuration, parameter count and state size.
+
+Quantisation keeps the document small: at the paper's size (n = 32768) and a 256-token prompt it is
+well under 20 MB (see docs/viz.md for measured numbers). `neuron_graph` is the place to swap in another
+hub rule; the rest only reads the capture of the forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from bdh.model import BDH
+from bdh.model.graph import flat_decoders
+
+#: kinds of input the viewer knows how to draw
+KINDS = ("text", "tokens", "boardpath", "sudoku")
+#: the board labels of the pathfinding task (bdh.tasks.boardpath)
+BOARD_LABELS = (".", "#", "S", "E", "*")
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class ViewOptions:
+    """How much of a run goes into the viewer.
+
+    Attributes:
+        hubs: hub neurons of G_x shown in the graph.
+        edges_per_hub: strongest edges kept per hub on average (among hubs, positive weights).
+        heat_neurons: neurons (columns) of the x and y heatmaps, per layer.
+        attn_top: strongest attention sources kept per token and layer.
+        lens_top: logit-lens predictions kept per token and layer (text).
+        block: rows of G_x computed at once when ranking hubs.
+        layout_seed: seed of the force layout of the hub graph.
+    """
+
+    hubs: int = 48
+    edges_per_hub: int = 3
+    heat_neurons: int = 64
+    attn_top: int = 12
+    lens_top: int = 5
+    block: int = 2048
+    layout_seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("hubs", "edges_per_hub", "heat_neurons", "attn_top", "lens_top", "block"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"viz: {name} must be a positive integer, got {value!r}")
+
+
+# ---------------------------------------------------------------------- the hub graph of G_x
+
+
+@torch.no_grad()
+def hub_strength(model: BDH, block: int = 2048) -> torch.Tensor:
+    """Weighted degree of every neuron in the positive part of G_x = D_x E (rows = targets, columns =
+    sources): in-strength (its row sum) plus out-strength (its column sum), self-loops excluded.
+
+    Computed in row blocks of ``block`` rows; memory n x block floats, never n x n. Returns (n,)."""
+    Dx, _, E = flat_decoders(model)
+    Dx, E = Dx.float(), E.float()
+    n = Dx.shape[0]
+    row = torch.zeros(n)
+    col = torch.zeros(n)
+    for s in range(0, n, block):
+        G = (Dx[s : s + block] @ E).clamp_min_(0)  # (b, n)
+        idx = torch.arange(s, min(s + block, n))
+        G[idx - s, idx] = 0.0
+        row[s : s + G.shape[0]] = G.sum(dim=1).cpu()
+        col += G.sum(dim=0).cpu()
+        del G
+    return row + col
+
+
+@torch.no_grad()
+def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, seed: int = 0) -> dict[str, Any]:
+    """The hub subgraph of G_x: the ``hubs`` neurons of largest weighted degree (`hub_strength`), the
+    ``hubs * edges_per_hub`` strongest positive edges among them (source -> target) and a force layout.
+
+    Returns ``{"nodes": [{"id", "head", "strength"}], "edges": [[source, target, weight]], "pos": [[x, y]]}``
+    with node positions in [0, 1] and indices into ``nodes``; weights are relative to the strongest edge."""
+    cfg = model.config
+    strength = hub_strength(model, block)
+    k = min(hubs, cfg.n)
+    top = torch.topk(strength, k).indices.sort().values
+    Dx, _, E = flat_decoders(model)
+    sub = (Dx[top].float() @ E[:, top].float()).cpu()  # (k, k): row = target, column = source
+    sub.fill_diagonal_(float("-inf"))
+    m = min(k * edges_per_hub, k * (k - 1))
+    edges: list[list[float]] = []
+    if m > 0:
+        vals, flat = torch.topk(sub.reshape(-1), m)
+        wmax = float(vals[0]) if float(vals[0]) > 0 else 1.0
+        for v, f in zip(vals.tolist(), flat.tolist()):
+            if v <= 0:
+                break
+            target, source = divmod(int(f), k)
+            edges.append([source, target, round(v / wmax, 3)])
+    pos = _layout(k, edges, seed)
+    smax = float(strength[top].max()) or 1.0
+    nodes = [
+        {"id": int(i), "head": int(i) // cfg.N, "strength": round(float(strength[i]) / smax, 3)}
+        for i in top.tolist()
+    ]
+    return {"nodes": nodes, "edges": edges, "pos": pos, "rule": "positive weighted degree (in + out) of G_x = D_x E"}
+
+
+def _layout(k: int, edges: list[list[float]], seed: int) -> list[list[float]]:
+    """A spring layout of the hub graph in [0.04, 0.96]^2 (networkx), rounded to 3 decimals."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(k))
+    for s, t, w in edges:
+        g.add_edge(int(s), int(t), weight=float(w))
+    pos = nx.spring_layout(g, k=2.0 / math.sqrt(max(k, 1)), iterations=120, seed=seed)
+    xy = np.array([pos[i] for i in range(k)], dtype=np.float64).reshape(k, 2)
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 1e-9, hi - lo, 1.0)
+    xy = 0.04 + 0.92 * (xy - lo) / span
+    return [[round(float(a), 3), round(float(b), 3)] for a, b in xy]
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _q8(a: torch.Tensor, scale: float) -> list:
+    """Non-negative values scaled by ``scale`` to integers 0..255 (nested lists)."""
+    if scale <= 0:
+        return torch.zeros_like(a, dtype=torch.int64).tolist()
+    return (a.float() / scale * 255.0).round().clamp(0, 255).to(torch.int64).tolist()
+
+
+def _r(x: float, digits: int = 4) -> float:
+    return float(f"{float(x):.{digits}g}") if math.isfinite(float(x)) else 0.0
+
+
+def token_labels(tokens: Sequence[int], kind: str) -> list[str]:
+    """Printable labels of the tokens: bytes as characters (escapes for control bytes), board cells as
+    their symbols, other tokens as numbers."""
+    out = []
+    for t in tokens:
+        t = int(t)
+        if kind == "text":
+            if t == 32:
+                out.append("\u2423")
+            elif t == 10:
+                out.append("\u21b5")
+            elif 33 <= t < 127:
+                out.append(chr(t))
+            else:
+                out.append(f"\\x{t:02x}")
+        elif kind == "boardpath":
+            out.append(BOARD_LABELS[t] if 0 <= t < len(BOARD_LABELS) else str(t))
+        elif kind == "sudoku":
+            out.append("." if t == 0 else str(t))
+        else:
+            out.append(str(t))
+    return out
+
+
+def _label_vocab(v: int, kind: str) -> str:
+    return token_labels([v], kind)[0]
+
+
+# ---------------------------------------------------------------------- the view
+
+
+@torch.no_grad()
+def build_view(
+    model: BDH,
+    tokens: Sequence[int] | torch.Tensor,
+    *,
+    kind: str = "text",
+    board_size: int | None = None,
+    options: ViewOptions | None = None,
+    title: str = "",
+    source: str = "",
+) -> dict[str, Any]:
+    """Everything the viewer shows for one input sequence, as a JSON-ready dict (see the module doc).
+
+    Args:
+        model: a BDH model (any size; G_x is handled blockwise).
+        tokens: the input, T token ids in [0, vocab_size).
+        kind: ``text`` (bytes), ``tokens`` (other token ids), ``boardpath`` or ``sudoku`` (a board of
+            ``board_size`` x ``board_size`` cells read row by row; Sudoku boards are 9 x 9).
+        options: sizes of the reductions (`ViewOptions`).
+        title, source: shown in the page header.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"viz: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    opts = options or ViewOptions()
+    cfg = model.config
+    idx = torch.as_tensor(tokens, dtype=torch.long).reshape(1, -1)
+    T = idx.shape[1]
+    if T == 0:
+        raise ValueError("viz: the input is empty; give at least one token")
+    if kind in ("boardpath", "sudoku"):
+        if board_size is None or board_size * board_size != T:
+            raise ValueError(f"viz: a board of {T} cells is not {board_size} x {board_size}")
+    device = model.E.device
+    t0 = time.time()
+    was_training = model.training
+    model.eval()
+    try:
+        _, cap = model(idx.to(device), capture=True)
+    finally:
+        model.train(was_training)
+    L, H, N, n = cap.n_layer, cfg.n_head, cfg.N, cfg.n
+    graph = neuron_graph(model, opts.hubs, opts.edges_per_hub, opts.block, opts.layout_seed)
+    hub_ids = torch.tensor([nd["id"] for nd in graph["nodes"]], dtype=torch.long)
+
+    sparsity: dict[str, Any] = {"x": [], "y": [], "x_token": [], "y_token": []}
+    lit: dict[str, list] = {"x": [], "y": [], "scale_x": [], "scale_y": []}
+    heat: dict[str, list] = {"x": [], "y": [], "neurons_x": [], "neurons_y": [], "scale_x": [], "scale_y": []}
+    attention: list[list[list[list[float]]]] = []
+    lens: list[Any] = []
+    for layer in range(L):
+        for which in ("x", "y"):
+            act = getattr(cap, which)[layer][0].float().cpu()  # H, T, N
+            flat = act.transpose(0, 1).reshape(T, n)  # T, n; neuron h * N + j
+            nz = flat > 0
+            sparsity[which].append(_r(nz.float().mean(), 4))
+            sparsity[f"{which}_token"].append([_r(v, 3) for v in nz.float().mean(dim=1).tolist()])
+            hub_act = flat[:, hub_ids]
+            scale = float(hub_act.max()) if hub_act.numel() else 0.0
+            lit[which].append(_q8(hub_act, scale))
+            lit[f"scale_{which}"].append(_r(scale))
+            k = min(opts.heat_neurons, n)
+            cols = torch.topk(flat.sum(dim=0), k).indices.sort().values
+            block = flat[:, cols]
+            hscale = float(block.max()) if block.numel() else 0.0
+            heat[which].append(_q8(block, hscale))
+            heat[f"neurons_{which}"].append(cols.tolist())
+            heat[f"scale_{which}"].append(_r(hscale))
+            del act, flat, nz
+        att = cap.attention[layer][0].float().mean(dim=0).cpu()  # T, T (row = reader)
+        k = min(opts.attn_top, T)
+        mag = att.abs()
+        vals, src = torch.topk(mag, k, dim=1)
+        amax = float(mag.max()) or 1.0
+        rows = []
+        for t in range(T):
+            row = []
+            for v, s in zip(vals[t].tolist(), src[t].tolist()):
+                if v <= 0:
+                    break
+                row.append([int(s), _r(float(att[t, s]) / amax, 3)])
+            rows.append(row)
+        attention.append(rows)
+        logits = cap.logits[layer][0].float().cpu()  # T, V
+        if kind in ("boardpath", "sudoku"):
+            lens.append(logits.argmax(dim=-1).tolist())
+        else:
+            p = torch.softmax(logits, dim=-1)
+            kk = min(opts.lens_top, p.shape[-1])
+            pv, pi = torch.topk(p, kk, dim=-1)
+            lens.append([[[int(i), _r(v, 3)] for i, v in zip(pi[t].tolist(), pv[t].tolist())] for t in range(T)])
+    seconds = time.time() - t0
+    ids = idx[0].tolist()
+    vocab = None
+    if kind in ("text", "tokens"):
+        vocab = {str(i): _label_vocab(i, kind) for step in lens for row in step for i, _ in row}
+    return {
+        "version": FORMAT_VERSION,
+        "title": title or "BDH viewer",
+        "source": source,
+        "kind": kind,
+        "board_size": board_size,
+        "tokens": ids,
+        "labels": token_labels(ids, kind),
+        "vocab": vocab,
+        "meta": {
+            "config": {k: v for k, v in cfg.to_dict().items() if not k.startswith("_")},
+            "n": n, "N": N, "heads": H, "layers": L, "D": cfg.n_embd, "vocab_size": cfg.vocab_size,
+            "num_params": int(model.num_params()), "state_size": int(model.state_size()),
+            "causal": bool(cfg.causal), "export_seconds": round(seconds, 2),
+        },
+        "graph": graph,
+        "lit": lit,
+        "heat": heat,
+        "sparsity": sparsity,
+        "attention": attention,
+        "lens": lens,
+    }
