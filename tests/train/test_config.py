@@ -75,3 +75,12 @@ def test_missing_and_malformed_files(tmp_path):
     top.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(top)
+
+
+def test_shipped_example_configs_are_valid():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    for name in ("text-tbptt.yaml", "text-paper.yaml"):
+        config = load_config(root / name)
+        assert config.train.bptt == "tbptt"

@@ -123,3 +123,21 @@ def test_an_existing_run_folder_is_not_overwritten(corpus_file, tmp_path):
     (tmp_path / "busy" / "x").write_text("keep me")
     with pytest.raises(TrainingError, match="--resume"):
         run(corpus_file, tmp_path / "busy")
+
+
+def test_tensorboard_event_files_when_installed(corpus_file, tmp_path):
+    pytest.importorskip("tensorboard")
+    result = run(corpus_file, tmp_path / "tb", "train.max_steps=3", "log.tensorboard=true")
+    assert list((result.run_dir / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_a_time_budget_shortens_the_run_and_decays_over_it(corpus_file, tmp_path):
+    result = run(corpus_file, tmp_path / "budget", "train.max_minutes=0.05", "train.max_steps=1000000", "eval.every=0",
+                 "optim.warmup_steps=2")
+    assert result.total_steps < 1000000 and result.step <= result.total_steps
+    assert result.seconds < 3 * 60 * 0.05 + 10
+    records = [json.loads(l) for l in (result.run_dir / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+    if result.step == result.total_steps:  # ended by the shortened schedule, not by the hard stop
+        assert records[-1]["lr"] == pytest.approx(1e-4)
+    meta = json.loads((result.checkpoint / "meta.json").read_text())
+    assert meta["budget_fixed"] and meta["total_steps"] == result.total_steps

@@ -80,6 +80,12 @@ class TrainConfig:
         max_steps: stop after this many optimiser steps.
         max_tokens: or stop after this many training tokens (whichever comes first); null for no limit.
         target: or stop once the task's target metric on validation reaches this value; null for none.
+        max_minutes: a time budget for the run. After the first ``CALIBRATION_STEPS`` steps the trainer
+            measures the time per step and shortens the run (``max_steps``) so that it ends within the
+            budget; the learning-rate schedule then decays over the shortened run. The run also stops
+            when the budget is spent, and warmup is capped at a tenth of the run. The number of steps
+            chosen is saved in checkpoints, so a resumed run keeps it. Null: no budget (runs are then
+            the same on every machine).
         bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
             backprop through time: consecutive windows of one stream, the recurrent state carried across
             steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
@@ -95,9 +101,10 @@ class TrainConfig:
 
     batch_size: int = 16
     micro_batch_size: int | None = None
-    max_steps: int = 1100
+    max_steps: int = 2000
     max_tokens: int | None = None
     target: float | None = None
+    max_minutes: float | None = 10.0
     bptt: Literal["window", "tbptt", "none"] = "window"
     seed: int = 1337
     device: str = "auto"
@@ -252,6 +259,8 @@ class RunConfig:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
         if self.checkpoint.keep < 1:
             raise ConfigError(f"checkpoint.keep: must be at least 1, got {self.checkpoint.keep}")
+        if t.max_minutes is not None and t.max_minutes <= 0:
+            raise ConfigError(f"train.max_minutes: must be positive or null, got {t.max_minutes}")
         if o.lr <= 0 or o.min_lr < 0 or o.min_lr > o.lr:
             raise ConfigError(f"optim.min_lr: need 0 <= min_lr <= lr and lr > 0, got lr={o.lr}, min_lr={o.min_lr}")
         if o.weight_decay < 0 or o.eps <= 0 or not all(0 <= b < 1 for b in o.betas):

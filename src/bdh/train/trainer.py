@@ -49,6 +49,10 @@ from .memory import check_fits
 from .schedule import learning_rate
 
 LN2 = math.log(2.0)
+#: steps timed before a ``train.max_minutes`` budget fixes the length of the run (the first is not timed)
+CALIBRATION_STEPS = 12
+#: share of the budget planned for training steps (the rest: evaluations, checkpoints, the final sample)
+BUDGET_SHARE = 0.93
 
 
 class TrainingError(ValueError):
@@ -195,6 +199,8 @@ class Trainer:
         if t.max_tokens is not None:
             total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
         self.total_steps = total
+        self.budget_fixed = t.max_minutes is None
+        self.elapsed_before = 0.0  # seconds spent by earlier processes of a resumed run
         self.eval_batch = config.eval.batch_size or self.micro
         self._check_modes()
         if t.check_memory:
@@ -231,6 +237,7 @@ class Trainer:
         if self.env.is_main and resume is not None:
             self.metrics.truncate_after(self.step)
         self._signal: int | None = None
+        self._fit_start = time.time()
 
     # ------------------------------------------------------------------ setup helpers
     def _check_modes(self) -> None:
@@ -279,6 +286,9 @@ class Trainer:
             raise CheckpointError(f"{exc}{hint}") from None
         meta = state.meta
         self.step, self.tokens, self.best = int(meta["step"]), int(meta["tokens"]), meta.get("best")
+        self.elapsed_before = float(meta.get("elapsed", 0.0))
+        if self.config.train.max_minutes is not None and meta.get("budget_fixed"):
+            self.total_steps, self.budget_fixed = int(meta["total_steps"]), True
         self.last_checkpoint = path
         saved_world = int(meta.get("world_size", 1))
         r = self.env.rank
@@ -376,7 +386,8 @@ class Trainer:
         path = None
         if self.env.is_main:
             meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "world_size": self.env.world_size,
-                    "carry": carry_meta, "total_steps": self.total_steps}
+                    "carry": carry_meta, "total_steps": self.total_steps, "budget_fixed": self.budget_fixed,
+                    "elapsed": self.elapsed_before + time.time() - self._fit_start}
             path = ckpt.save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, tensors, meta, self.config.checkpoint.keep)
         dist_utils.barrier(self.env)
         self.last_checkpoint = self.run_dir / "checkpoints" / f"step-{self.step}"
@@ -419,8 +430,10 @@ class Trainer:
                 handlers[sig] = signal.signal(sig, self._on_signal)
         progress = Progress(self.total_steps, self.step, cfg.log.progress if main else "none")
         board = TensorBoard(self.run_dir / "tensorboard", cfg.log.tensorboard and main)
-        start = time.time()
+        start = self._fit_start = time.time()
         start_step = self.step
+        budget = None if cfg.train.max_minutes is None else cfg.train.max_minutes * 60.0 - self.elapsed_before
+        timed_from = None
         metrics: dict[str, float] = {}
         stop = None
         saved_at = self.step if self.last_checkpoint is not None else -1
@@ -435,7 +448,7 @@ class Trainer:
             self.model.train()
             last_time, last_step = time.time(), self.step
             while self.step < self.total_steps:
-                lr = learning_rate(self.step, lr=cfg.optim.lr, min_lr=cfg.optim.min_lr, warmup_steps=cfg.optim.warmup_steps,
+                lr = learning_rate(self.step, lr=cfg.optim.lr, min_lr=cfg.optim.min_lr, warmup_steps=self.warmup_steps(),
                                    total_steps=self.total_steps, decay=cfg.optim.decay)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
@@ -458,10 +471,18 @@ class Trainer:
                         self.metrics.write(record)
                         board.scalars("train", record, self.step)
                 last_time, last_step = now, self.step
+                if budget is not None:
+                    if timed_from is None:
+                        timed_from = (self.step, now)  # the first step (warm-up, allocation) is not timed
+                    elif not self.budget_fixed and self.step - timed_from[0] >= CALIBRATION_STEPS:
+                        self._fix_budget(timed_from, now, start, budget, progress)
+                    if dist_utils.any_flag(now - start >= budget, self.env, self.device) and stop is None:
+                        progress.message(f"time budget of train.max_minutes={cfg.train.max_minutes} spent at step {self.step}")
+                        stop = "budget"
                 if dist_utils.any_flag(self._signal is not None, self.env, self.device):
                     stop = self._signal or signal.SIGTERM
                 due_eval = (cfg.eval.every and self.step % cfg.eval.every == 0) or self.step == self.total_steps
-                if due_eval and stop is None:
+                if due_eval and (stop is None or stop == "budget"):
                     metrics = self._eval_and_log(progress, board, loss, tok_s)
                     evaluated_at = self.step
                     last_time = time.time()  # tokens/s measures training, not evaluation
@@ -477,7 +498,7 @@ class Trainer:
                     break
             if saved_at != self.step:
                 self.save()
-            if stop is None and evaluated_at != self.step:
+            if stop in (None, "budget") and evaluated_at != self.step:
                 metrics = self._eval_and_log(progress, board, float("nan"), 0.0)
         finally:
             progress.close()
@@ -487,6 +508,33 @@ class Trainer:
         interrupted = stop if isinstance(stop, int) else None
         return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, time.time() - start, metrics,
                            self.best, interrupted, self.last_checkpoint, self.model, self.task)
+
+    def warmup_steps(self) -> int:
+        """``optim.warmup_steps``; under a time budget at most a tenth of the (possibly shortened) run."""
+        warmup = self.config.optim.warmup_steps
+        if self.config.train.max_minutes is not None:
+            warmup = min(warmup, max(1, self.total_steps // 10))
+        return warmup
+
+    def _fix_budget(self, timed_from: tuple[int, float], now: float, start: float, budget: float, progress: Progress) -> None:
+        """Shorten the run so that it fits the time budget, from the measured time per step (same on all ranks)."""
+        per_step = (now - timed_from[1]) / (self.step - timed_from[0])
+        per_step = float(dist_utils.all_reduce_sum(torch.tensor([per_step], device=self.device), self.env)[0]) / self.env.world_size
+        evals = (self.total_steps // self.config.eval.every) if self.config.eval.every else 1
+        eval_cost = evals * (self.config.eval.batches or 16) * per_step * self.eval_batch / max(self.rows, 1) / 3
+        remaining = budget * BUDGET_SHARE - (now - start) - eval_cost
+        fits = self.step + max(0, int(remaining / per_step))
+        if fits < self.total_steps:
+            self.total_steps = max(self.step + 1, fits)
+            progress.total = self.total_steps
+            if progress.bar is not None:
+                progress.bar.total = self.total_steps
+                progress.bar.refresh()
+            progress.message(
+                f"{per_step:.2f} s/step measured: {self.total_steps} steps fit train.max_minutes={self.config.train.max_minutes} "
+                f"(the schedule decays over them)"
+            )
+        self.budget_fixed = True
 
     def _eval_and_log(self, progress: Progress, board: TensorBoard, loss: float, tok_s: float) -> dict[str, float]:
         metrics: dict[str, float] = {}
