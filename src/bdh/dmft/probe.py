@@ -15,7 +15,9 @@ displaced by a tiny relative amount is run beside the reference with the *same* 
 numbers for sampling (common random numbers), the log growth of the separation is accumulated and
 the copy is pulled back to the initial distance after every token. lambda_1 > 0 means nearby states
 separate (chaos in the paper's sense); < 0 means they converge onto the same orbit. The fraction of
-tokens on which the two copies sampled different tokens is reported beside it.
+tokens on which the two copies sampled different tokens is reported beside it. A third copy, perturbed
+once and never pulled back ("free pair"), shows the finite-perturbation picture: the first token at
+which its sampled text departs from the reference, and the log separation of the states at the end.
 """
 
 from __future__ import annotations
@@ -119,12 +121,14 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     V = model.config.vocab_size
     temps = torch.tensor(cfg.temperatures, dtype=dtype)
     nT = temps.shape[0]
-    T2 = torch.cat([temps, temps])  # rows 0..nT-1 reference, nT..2nT-1 perturbed copies
+    # rows: [0, nT) reference, [nT, 2nT) perturbed copies renormalised every token (Benettin),
+    # [2nT, 3nT) perturbed once and left free (finite-perturbation divergence)
+    T2 = torch.cat([temps, temps, temps])
     gen = torch.Generator().manual_seed(cfg.seed)
     prompt = [b % V for b in cfg.prompt.encode("utf-8")] or [0]
-    state = model.init_state(2 * nT)
+    state = model.init_state(3 * nT)
     state.rho = state.rho.to(dtype)
-    idx = torch.tensor(prompt, dtype=torch.long).repeat(2 * nT, 1)
+    idx = torch.tensor(prompt, dtype=torch.long).repeat(3 * nT, 1)
     logits, state = model.step(idx, state)
     logits = logits[:, -1]
     W = feature_directions(model, cfg.n_features).to(dtype)
@@ -133,6 +137,8 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     readout = np.zeros((nT, cfg.n_steps, W.shape[1]))
     log_growth = np.zeros((nT, cfg.n_steps))
     differ = np.zeros((nT, cfg.n_steps), dtype=bool)
+    free_growth = np.zeros((nT, cfg.n_steps))
+    free_differ = np.zeros((nT, cfg.n_steps), dtype=bool)
     tokens = np.zeros((nT, cfg.n_steps), dtype=np.int64)
     entropy = np.zeros((nT, cfg.n_steps))
     total = cfg.n_transient + cfg.n_steps
@@ -145,8 +151,9 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
             nr = ref.transpose(0, 1).reshape(nT, -1).norm(dim=1)
             nxi = xi.transpose(0, 1).reshape(nT, -1).norm(dim=1)
             d0 = cfg.delta * nr.clamp_min(1e-12)
-            state.rho[:, nT:] = ref + xi * (d0 / nxi).view(1, nT, 1, 1, 1)
-        u = torch.rand(nT, generator=gen, dtype=dtype).repeat(2)  # common random numbers
+            state.rho[:, nT : 2 * nT] = ref + xi * (d0 / nxi).view(1, nT, 1, 1, 1)
+            state.rho[:, 2 * nT :] = state.rho[:, nT : 2 * nT]
+        u = torch.rand(nT, generator=gen, dtype=dtype).repeat(3)  # common random numbers
         p, tok = _sample(logits, T2, u)
         j = s - cfg.n_transient
         if j >= 0:
@@ -154,14 +161,18 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
             readout[:, j] = (pr @ read_dirs).cpu().numpy()
             entropy[:, j] = (-(pr.clamp_min(1e-30).log() * pr).sum(-1)).cpu().numpy()
             tokens[:, j] = tok[:nT].cpu().numpy()
-            differ[:, j] = (tok[:nT] != tok[nT:]).cpu().numpy()
+            differ[:, j] = (tok[:nT] != tok[nT : 2 * nT]).cpu().numpy()
+            free_differ[:, j] = (tok[:nT] != tok[2 * nT :]).cpu().numpy()
         # each copy follows its own sampled token (the same uniforms as its reference)
         logits, state = model.step(tok, state)
         if j >= 0:
-            diff = (state.rho[:, nT:] - state.rho[:, :nT]).transpose(0, 1).reshape(nT, -1)
+            ref = state.rho[:, :nT]
+            diff = (state.rho[:, nT : 2 * nT] - ref).transpose(0, 1).reshape(nT, -1)
             dist = diff.norm(dim=1).clamp_min(1e-300)
             log_growth[:, j] = torch.log(dist / d0).cpu().numpy()
-            state.rho[:, nT:] = state.rho[:, :nT] + (state.rho[:, nT:] - state.rho[:, :nT]) * (d0 / dist).view(1, nT, 1, 1, 1)
+            state.rho[:, nT : 2 * nT] = ref + (state.rho[:, nT : 2 * nT] - ref) * (d0 / dist).view(1, nT, 1, 1, 1)
+            free = (state.rho[:, 2 * nT :] - ref).transpose(0, 1).reshape(nT, -1).norm(dim=1).clamp_min(1e-300)
+            free_growth[:, j] = torch.log(free / d0).cpu().numpy()
     lam = log_growth.mean(1)
     acf = autocorrelation(readout[:, :, 0], cfg.max_lag)
     freq, spec = power_spectrum(readout[:, :, 0])
@@ -174,6 +185,11 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
             "beta": (1.0 / T) if T > 0 else None,
             "lyapunov": float(lam[i]),
             "token_divergence_rate": float(differ[i].mean()),
+            "free_pair": {
+                "first_token_divergence": int(np.argmax(free_differ[i])) if free_differ[i].any() else None,
+                "token_disagreement": float(free_differ[i].mean()),
+                "final_log_separation": float(free_growth[i, -1]),
+            },
             "acf_decay_lag": int(below[0]) if below.size else None,
             "spectrum_peak_frequency": float(freq[k]),
             "distinct_tokens": int(np.unique(tokens[i]).size),
@@ -190,6 +206,7 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
                   "n_neurons": model.config.n, "vocab_size": V},
     }
     series = {"readout": readout, "log_growth": log_growth, "acf": acf, "freq": freq, "spectrum": spec,
-              "tokens": tokens, "differ": differ, "temperatures": np.array(cfg.temperatures)}
+              "tokens": tokens, "differ": differ, "free_log_separation": free_growth, "free_differ": free_differ,
+              "temperatures": np.array(cfg.temperatures)}
     return report, series
 
