@@ -1,0 +1,179 @@
+"""What the viewer and the plots are shown: a prompt, token ids, a pathfinding board or a Sudoku, turned
+into token ids and checked against the model, plus the run's task (read from RUN_DIR/config.yaml).
+
+Board file format (``--board FILE``), one row of the ``S x S`` board per line, in the token order of
+`bdh.tasks.boardpath` (row by row)::
+
+    S..#......
+    .#.#.##...
+    ...       (S lines of S cells)
+
+Cells: ``.`` or ``0`` floor, ``#`` or ``1`` wall, ``S`` or ``2`` start, ``E`` or ``3`` end; spaces
+between cells are ignored, as are empty lines and lines starting with ``//``. Exactly one start and one
+end. A Sudoku (``--sudoku``) is 81 characters, row by row, ``0`` or ``.`` for a blank and ``1``..``9``
+for a given digit (whitespace ignored), as in `bdh.tasks.sudoku`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
+DEFAULT_PROMPT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
+
+
+@dataclass
+class ViewInput:
+    """Token ids and how to draw them (``kind`` as in `bdh.viz.export.KINDS`)."""
+
+    tokens: list[int]
+    kind: str
+    board_size: int | None = None
+    description: str = ""
+
+
+def run_task(model_dir: Path) -> dict[str, Any] | None:
+    """The ``task`` section of the run config next to a model folder (the folder itself, RUN_DIR/best or
+    RUN_DIR/checkpoints/step-N), or None when no config.yaml is found."""
+    import yaml
+
+    for folder in (model_dir, model_dir.parent, model_dir.parent.parent):
+        cfg = folder / "config.yaml"
+        if cfg.is_file():
+            try:
+                data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{cfg}: not valid YAML ({exc})") from None
+            task = data.get("task") if isinstance(data, dict) else None
+            return task if isinstance(task, dict) else None
+    return None
+
+
+def run_dir_of(model_dir: Path) -> Path:
+    """The run folder holding a model folder (where config.yaml is), else the model folder itself."""
+    for folder in (model_dir, model_dir.parent, model_dir.parent.parent):
+        if (folder / "config.yaml").is_file():
+            return folder
+    return model_dir
+
+
+def prompt_tokens(prompt: str, vocab_size: int) -> ViewInput:
+    """The UTF-8 bytes of ``prompt`` as tokens of a byte-level model."""
+    try:
+        data = prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("viz: the prompt is not valid UTF-8 text") from None
+    if not data:
+        raise ValueError("viz: the prompt is empty")
+    if vocab_size < 256 and max(data) >= vocab_size:
+        bad = max(data)
+        raise ValueError(f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)")
+    return ViewInput(list(data), "text", None, f"prompt of {len(data)} bytes")
+
+
+def id_tokens(text: str, vocab_size: int) -> ViewInput:
+    """Token ids given as integers separated by spaces or commas."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    if not parts:
+        raise ValueError("viz: --tokens is empty")
+    try:
+        ids = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"viz: --tokens must be integers, got {text!r}") from None
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"viz: token {bad[0]} is outside the model's vocabulary [0, {vocab_size})")
+    return ViewInput(ids, "tokens", None, f"{len(ids)} token ids")
+
+
+def parse_board(text: str, expected_size: int | None = None) -> tuple[list[int], int]:
+    """(tokens, S) of a pathfinding board in the file format of the module doc."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        cells = []
+        for ch in line.replace(" ", "").replace("\t", ""):
+            if ch not in BOARD_CELLS:
+                raise ValueError(f"board line {n}: unknown cell {ch!r} (use . # S E or 0 1 2 3)")
+            cells.append(BOARD_CELLS[ch])
+        rows.append(cells)
+    if not rows:
+        raise ValueError("board: the file has no rows")
+    S = len(rows)
+    wrong = [i for i, r in enumerate(rows) if len(r) != S]
+    if wrong:
+        raise ValueError(f"board: {S} rows but row {wrong[0] + 1} has {len(rows[wrong[0]])} cells (a board is S x S)")
+    if expected_size is not None and S != expected_size:
+        raise ValueError(f"board: the board is {S} x {S} but the model was trained on {expected_size} x {expected_size} boards")
+    flat = [c for r in rows for c in r]
+    for value, name in ((2, "start (S)"), (3, "end (E)")):
+        if flat.count(value) != 1:
+            raise ValueError(f"board: needs exactly one {name} cell, found {flat.count(value)}")
+    return flat, S
+
+
+def parse_sudoku(text: str) -> list[int]:
+    """81 tokens of a Sudoku puzzle (0 = blank)."""
+    s = "".join(text.split())
+    if len(s) != 81:
+        raise ValueError(f"sudoku: a puzzle is 81 cells, got {len(s)}")
+    bad = [c for c in s if c not in ".0123456789"]
+    if bad:
+        raise ValueError(f"sudoku: unknown cell {bad[0]!r} (use 1-9 for givens, 0 or . for blanks)")
+    return [0 if c == "." else int(c) for c in s]
+
+
+def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewInput:
+    """A pathfinding board read from ``path`` (checked against the model's vocabulary and board size)."""
+    from bdh.tasks.boardpath import VOCAB_SIZE
+
+    if vocab_size != VOCAB_SIZE:
+        raise ValueError(f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}")
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such board file")
+    tokens, S = parse_board(p.read_text(encoding="utf-8", errors="replace"), expected_size)
+    return ViewInput(tokens, "boardpath", S, f"board {p.name} ({S} x {S})")
+
+
+def sudoku_input(text: str, vocab_size: int) -> ViewInput:
+    """A Sudoku puzzle (checked against the model's vocabulary)."""
+    if vocab_size != 10:
+        raise ValueError(f"viz: --sudoku needs a Sudoku model (vocabulary 10); this model has {vocab_size}")
+    tokens = parse_sudoku(text)
+    return ViewInput(tokens, "sudoku", 9, f"sudoku with {sum(t > 0 for t in tokens)} givens")
+
+
+def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, seed: int = 0) -> ViewInput:
+    """An input when none is given: a board or a puzzle from the run's task generator, else a short
+    English prompt for byte-level models."""
+    name = (task or {}).get("name")
+    if name is None and not causal:
+        name = {5: "boardpath", 10: "sudoku"}.get(vocab_size)
+    if name == "boardpath":
+        from bdh.tasks.boardpath import generate_boards
+
+        S = int((task or {}).get("board_size", 10))
+        wall = float((task or {}).get("wall_prob", 0.3))
+        gen = np.random.default_rng(seed)
+        for _ in range(20):
+            boards, _ = generate_boards(gen, 8, S, wall)
+            if len(boards):
+                return ViewInput(boards[0].tolist(), "boardpath", S, f"generated {S} x {S} board (seed {seed})")
+        raise ValueError("viz: could not generate a solvable board; give one with --board")
+    if name == "sudoku":
+        from bdh.tasks.sudoku import generate_puzzle
+
+        puzzle, _ = generate_puzzle(np.random.default_rng(seed), 30, 40)
+        return ViewInput(puzzle.tolist(), "sudoku", 9, f"generated sudoku (seed {seed})")
+    if vocab_size >= 256:
+        out = prompt_tokens(DEFAULT_PROMPT, vocab_size)
+        out.description = "default prompt"
+        return out
+    raise ValueError(f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})")

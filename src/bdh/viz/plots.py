@@ -1,0 +1,292 @@
+"""Static figures of a run (matplotlib, imported lazily; every figure is written as PNG and SVG).
+
+* `training_curves` — training loss and validation loss / metrics against the step (metrics.jsonl);
+* `sparsity_by_layer` — fraction of non-zero x and y per layer (`bdh.analysis.sparsity`);
+* `degree_distribution` — in- and out-degree distributions of a thresholded head block of G_x on
+  log-log axes with the power law fitted by `bdh.analysis.stats.fit_degrees`;
+* `suite_plot` / `bench_plots` — the MQAR, board and Sudoku suites of ``bdh bench`` from result rows;
+* `activation_heatmap` — tokens x the most active neurons of a layer, x and y side by side.
+
+Each function takes plain data (lists, arrays, dicts) and an output *stem* (a path without suffix) and
+returns the files it wrote. Files are written to a temporary name and renamed, so a reader never sees
+half a figure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+#: default axes of the ``bdh bench`` suites: suite -> (x column, y column, facet column or None)
+SUITE_AXES: dict[str, tuple[str, str, str | None]] = {
+    "mqar": ("seq_len", "accuracy", "num_pairs"),
+    "boardpath": ("n_layer", "path_validity", None),
+    "sudoku": ("n_layer", "board_accuracy", None),
+}
+
+
+def _plt():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig: Any, stem: Path | str) -> list[Path]:
+    """Write ``fig`` as ``stem.png`` and ``stem.svg`` (each atomically) and close it."""
+    plt = _plt()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    try:
+        for ext in ("png", "svg"):
+            path = stem.with_name(stem.name + "." + ext)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            try:
+                fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            out.append(path)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if math.isfinite(float(v)) else None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+# ---------------------------------------------------------------------- training curves
+
+
+def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: str = "") -> list[Path]:
+    """Training loss (``kind: train``, key ``loss``) and validation loss (``kind: eval``, ``val_loss``)
+    against the step; a second panel with the other ``val_*`` metrics when there are any."""
+    train = [(r["step"], _num(r.get("loss"))) for r in records if r.get("kind") == "train" and "step" in r]
+    train = [(s, v) for s, v in train if v is not None]
+    evals = [r for r in records if r.get("kind") == "eval" and "step" in r]
+    val = [(r["step"], _num(r.get("val_loss"))) for r in evals]
+    val = [(s, v) for s, v in val if v is not None]
+    if not train and not val:
+        raise ValueError("training_curves: no training or validation loss in the records")
+    others = sorted({k for r in evals for k in r if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None})
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2 if others else 1, figsize=(10 if others else 6, 3.6), squeeze=False)
+    ax = axes[0][0]
+    if train:
+        ax.plot(*zip(*train), lw=1, color="C0", label="train loss")
+    if val:
+        ax.plot(*zip(*val), "o-", ms=3, lw=1.4, color="C3", label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats / token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if others:
+        ax2 = axes[0][1]
+        for i, k in enumerate(others):
+            pts = [(r["step"], _num(r.get(k))) for r in evals]
+            pts = [(s, v) for s, v in pts if v is not None]
+            if pts:
+                ax2.plot(*zip(*pts), "o-", ms=3, lw=1.2, color=f"C{i % 10}", label=k)
+        ax2.set_xlabel("step")
+        ax2.set_ylabel("validation metric")
+        ax2.grid(alpha=0.3)
+        ax2.legend(fontsize=8)
+    fig.suptitle(title or "training", fontsize=10)
+    return save(fig, stem)
+
+
+# ---------------------------------------------------------------------- sparsity
+
+
+def sparsity_by_layer(x: Sequence[float], y: Sequence[float], stem: Path | str, title: str = "") -> list[Path]:
+    """Bars of the fraction of non-zero x and y per layer (values in [0, 1], one per layer)."""
+    if len(x) == 0 or len(x) != len(y):
+        raise ValueError("sparsity_by_layer: x and y need one value per layer, and the same number")
+    plt = _plt()
+    L = len(x)
+    pos = np.arange(L)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * L + 2), 3.4))
+    ax.bar(pos - 0.2, np.asarray(x) * 100, 0.4, label="x", color="#1f6feb")
+    ax.bar(pos + 0.2, np.asarray(y) * 100, 0.4, label="y", color="#e8590c")
+    ax.set_xticks(pos, [str(i) for i in range(L)])
+    ax.set_xlabel("layer")
+    ax.set_ylabel("non-zero activations (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "sparsity of x and y per layer", fontsize=10)
+    return save(fig, stem)
+
+
+# ---------------------------------------------------------------------- degree distribution
+
+
+def _pmf(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    k = k[k > 0]
+    values, counts = np.unique(k, return_counts=True)
+    return values, counts / max(1, k.size)
+
+
+def degree_distribution(
+    degrees: dict[str, np.ndarray], fits: dict[str, dict[str, Any] | None], stem: Path | str, title: str = "",
+    reference: dict[str, np.ndarray] | None = None,
+) -> list[Path]:
+    """P(k) of in- and out-degrees on log-log axes with the fitted power law p(k) ~ k^-alpha on the tail
+    k >= k_min (scaled to the tail's share of the nodes); ``fits[d]`` is a `TailFit.to_dict()` or None.
+    ``reference`` (optional) draws the degrees of a control graph in grey."""
+    from scipy import special
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, d in zip(axes, ("in", "out")):
+        k = np.asarray(degrees[d]).ravel()
+        kv, p = _pmf(k)
+        if kv.size:
+            ax.loglog(kv, p, "o", ms=3, color="C0", alpha=0.75, label=f"{d}-degree")
+        if reference is not None and d in reference:
+            rv, rp = _pmf(np.asarray(reference[d]).ravel())
+            if rv.size:
+                ax.loglog(rv, rp, ".", ms=2, color="0.6", alpha=0.7, label="random low-rank")
+        fit = fits.get(d)
+        if fit and fit.get("alpha") and kv.size:
+            alpha, kmin = float(fit["alpha"]), int(fit["k_min"])
+            share = float(fit["n_tail"]) / max(1.0, float(fit["n"]))
+            ks = np.unique(np.geomspace(kmin, max(kmin + 1, kv.max()), 60).round())
+            ax.loglog(ks, share * ks**-alpha / special.zeta(alpha, kmin), "-", color="C3", lw=1.5,
+                      label=f"power law alpha={alpha:.2f}, k>={kmin} ({fit.get('preferred', '')})")
+        ax.set_xlabel(f"{d}-degree k")
+        ax.set_ylabel("P(k)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(title or "degree distribution", fontsize=10)
+    return save(fig, stem)
+
+
+# ---------------------------------------------------------------------- bench suites
+
+
+def suite_plot(
+    rows: Iterable[dict[str, Any]], stem: Path | str, x: str, y: str, series: str = "model",
+    facet: str | None = None, title: str = "",
+) -> list[Path]:
+    """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
+    several rows with the same (facet, series, x) (e.g. seeds) are averaged with their min-max range.
+    Rows are dicts (e.g. CSV rows, values may be strings)."""
+    rows = list(rows)
+    groups: dict[Any, dict[Any, dict[float, list[float]]]] = {}
+    for r in rows:
+        xv, yv = _num(r.get(x)), _num(r.get(y))
+        if xv is None or yv is None:
+            continue
+        f = r.get(facet) if facet else None
+        groups.setdefault(f, {}).setdefault(str(r.get(series, "")), {}).setdefault(xv, []).append(yv)
+    if not groups:
+        raise ValueError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
+    plt = _plt()
+    facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
+    fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets) + 1, 3.4), squeeze=False)
+    for ax, f in zip(axes[0], facets):
+        for i, (name, pts) in enumerate(sorted(groups[f].items())):
+            xs = np.array(sorted(pts))
+            mean = np.array([np.mean(pts[v]) for v in xs])
+            lo = np.array([np.min(pts[v]) for v in xs])
+            hi = np.array([np.max(pts[v]) for v in xs])
+            ax.plot(xs, mean, "o-", ms=3, color=f"C{i % 10}", label=name)
+            if np.any(hi > lo):
+                ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
+        if len(set(v for s in groups[f].values() for v in s)) > 2 and min(v for s in groups[f].values() for v in s) > 0:
+            xs_all = [v for s in groups[f].values() for v in s]
+            if max(xs_all) / min(xs_all) >= 8:
+                ax.set_xscale("log", base=2)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+        if facet:
+            ax.set_title(f"{facet} = {f}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title or f"{y} against {x}", fontsize=10)
+    return save(fig, stem)
+
+
+def bench_plots(
+    rows: Iterable[dict[str, Any]], folder: Path | str, axes: dict[str, tuple[str, str, str | None]] | None = None
+) -> tuple[list[Path], list[str]]:
+    """One `suite_plot` per suite found in the rows' ``suite`` column, with the axes of ``axes``
+    (default `SUITE_AXES`; the facet is dropped when the rows lack it). Returns (files, skipped reasons)."""
+    axes = SUITE_AXES if axes is None else axes
+    by_suite: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_suite.setdefault(str(r.get("suite", "")), []).append(r)
+    files: list[Path] = []
+    skipped: list[str] = []
+    for suite, rs in sorted(by_suite.items()):
+        if suite not in axes:
+            skipped.append(f"bench suite {suite!r}: no axes known (known: {', '.join(sorted(axes))})")
+            continue
+        x, y, facet = axes[suite]
+        if facet and not any(facet in r for r in rs):
+            facet = None
+        try:
+            files += suite_plot(rs, Path(folder) / f"bench-{suite}", x, y, facet=facet, title=f"{suite}: {y} against {x}")
+        except ValueError as exc:
+            skipped.append(f"bench suite {suite!r}: {exc}")
+    return files, skipped
+
+
+def read_rows(path: Path | str) -> list[dict[str, Any]]:
+    """Rows of a CSV file with a header (``bdh bench`` results)."""
+    import csv
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such results file")
+    with open(p, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------------- activation heatmap
+
+
+def activation_heatmap(
+    x: np.ndarray, y: np.ndarray, labels: Sequence[str], stem: Path | str, top: int = 64, title: str = ""
+) -> list[Path]:
+    """Two heatmaps, tokens (rows) x the ``top`` neurons with the largest total activation (columns,
+    chosen separately for x and y), of one layer's x and y, each (T, n)."""
+    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
+    if x.ndim != 2 or x.shape != y.shape or x.shape[0] != len(labels):
+        raise ValueError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
+    plt = _plt()
+    T = x.shape[0]
+    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))))
+    for ax, a, name, cmap in ((axes[0], x, "x", "Blues"), (axes[1], y, "y", "Oranges")):
+        k = min(top, a.shape[1])
+        cols = np.sort(np.argsort(-a.sum(axis=0))[:k])
+        im = ax.imshow(a[:, cols], aspect="auto", interpolation="nearest", cmap=cmap)
+        ax.set_xlabel(f"{k} most active neurons")
+        step = max(1, T // 40)
+        ax.set_yticks(range(0, T, step), [labels[i] for i in range(0, T, step)], fontsize=6, family="monospace")
+        tick = max(1, k // 8)
+        ax.set_xticks(range(0, k, tick), [str(c) for c in cols[::tick]], fontsize=6, rotation=90)
+        ax.set_title(name, fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.suptitle(title or "activations", fontsize=10)
+    return save(fig, stem)
