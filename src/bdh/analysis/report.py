@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -145,18 +145,20 @@ def _degree_edges(st: ng.EntryStats, G: torch.Tensor, N: int) -> int:
     return int(min(max(m, 2 * N), 32 * N))
 
 
-def _graphs(trained: BDH, control: BDH, opts: InspectOptions, log) -> tuple[dict[str, Any], dict[str, Any]]:
+def _graphs(
+    trained: BDH, control: BDH, opts: InspectOptions, log, chosen: int, entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     cfg = trained.config
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
     report: dict[str, Any] = {}
     raw: dict[str, Any] = {}
-    chosen = opts.head
     for which in ng.WHICH:
-        log(f"G_{which} = D_{which} E: entry statistics of {len(heads)} head block(s) of {cfg.N} x {cfg.N}")
-        st_t, raw_t = _entries(trained, which, heads, opts.seed)
+        if which == "x":
+            st_t, raw_t = entries_x
+        else:
+            log(f"G_{which} = D_{which} E: entry statistics of {len(heads)} head block(s) of {cfg.N} x {cfg.N}")
+            st_t, raw_t = _entries(trained, which, heads, opts.seed)
         st_c, raw_c = _entries(control, which, heads, opts.seed)
-        if chosen is None:
-            chosen = _pick_head(st_t)
         part: dict[str, Any] = {
             "entries": {"trained": {str(h): s.to_dict() for h, s in st_t.items()}, "control": {str(h): s.to_dict() for h, s in st_c.items()}},
             "polarity": {"trained": ng.head_polarity(st_t), "control": ng.head_polarity(st_c)},
@@ -257,16 +259,21 @@ def inspect_model(
         report["sparsity"]["repeat"] = {"trained": rp_t, "control": rp_c, "period": PERIOD}
         raw["sparsity_repeat"] = {"trained": rtr_t, "control": rtr_c, "phase": phase}
 
-    graphs, graw = _graphs(model, control, opts, log)
-    report["graphs"] = graphs
-    raw["graphs"] = graw
-    head = graphs["x"]["head"] if opts.head is None else opts.head
+    # the sigma graph first, so that the recordings can be freed before the G = D E blocks are formed
+    heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
+    log(f"G_x = D_x E: entry statistics of {len(heads)} head block(s) of {cfg.N} x {cfg.N}")
+    entries_x = _entries(model, "x", heads, opts.seed)
+    head = opts.head if opts.head is not None else _pick_head(entries_x[0])
     if cfg.n_layer >= 2 and sigma_layer >= 1:
         log(f"sigma graph: layer {sigma_layer}, head {head}")
         report["sigma"], raw["sigma"] = _sigma(rec_t, rec_c, opts, head, sigma_layer)
     else:
         report["sigma"] = {"skipped": "sigma needs a layer >= 1 (layer 0 reads token embeddings)"}
     del rec_t, rec_c
+
+    graphs, graw = _graphs(model, control, opts, log, head, entries_x)
+    report["graphs"] = graphs
+    raw["graphs"] = graw
     report["seconds"] = time.time() - t0
     report["summary"] = summary_rows(report)
     return _json_ready(report), raw

@@ -76,21 +76,6 @@ def noise_scale(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(v - med)))
 
 
-def tail_counts(values: np.ndarray, scale: float, ks: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0)) -> dict[str, dict[str, float]]:
-    """Counts of entries beyond +k*scale and below -k*scale, with the count a Gaussian of that scale
-    would give (two-sided symmetric), for each k."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    out: dict[str, dict[str, float]] = {}
-    for k in ks:
-        gauss = v.size * 0.5 * math.erfc(k / math.sqrt(2.0))
-        out[f"{k:g}"] = {
-            "above": int((v > k * scale).sum()),
-            "below": int((v < -k * scale).sum()),
-            "gaussian_expected": float(gauss),
-        }
-    return out
-
-
 def tail_onset(split: SymmetricSplit, min_count: int = 20) -> float | None:
     """beta_1 of paper section 5.5: the smallest x > 0 from which on the right skew dominates the
     symmetric part (freq(x) > 2 freq(-x)) in every bin holding at least ``min_count`` entries; None if
