@@ -48,6 +48,13 @@ def render(view: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def file_mode() -> int:
+    """The mode a new file gets under the current umask (mkstemp would give 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
     path = Path(path)
@@ -56,6 +63,7 @@ def write_atomic(path: Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

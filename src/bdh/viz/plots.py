@@ -22,6 +22,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .page import file_mode
+
 #: default axes of the ``bdh bench`` suites: suite -> (x column, y column, facet column or None)
 SUITE_AXES: dict[str, tuple[str, str, str | None]] = {
     "mqar": ("seq_len", "accuracy", "num_pairs"),
@@ -53,6 +55,7 @@ def save(fig: Any, stem: Path | str) -> list[Path]:
             os.close(fd)
             try:
                 fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
+                os.chmod(tmp, file_mode())
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
