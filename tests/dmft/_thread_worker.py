@@ -14,8 +14,8 @@ from bdh.dmft.weights import paper_weights
 if __name__ == "__main__":
     threads = int(sys.argv[2])
     torch.set_num_threads(threads)
-    sweep = run_sweep(np.linspace(0.8, 1.6, 12), n_steps=1500, n_keep=300, n_lyap=300, init="continue")
-    net = FiniteNetwork(paper_weights(), 9_900, sampler="bits", seed=1).simulate(np.full(3, 1.28), 200, 100)
+    sweep = run_sweep(np.linspace(0.8, 1.6, 12), n_steps=1000, n_keep=300, n_lyap=300, init="continue")
+    net = FiniteNetwork(paper_weights(), 3_000, sampler="bits", seed=1).simulate(np.full(3, 1.28), 200, 100)
     torch.manual_seed(0)
     model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256))
     _, probe = run_probe(model, ProbeConfig(temperatures=(0.7, 1.2), n_transient=10, n_steps=40, threads=threads))
