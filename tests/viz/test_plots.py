@@ -1,0 +1,107 @@
+"""Figures: each is written as PNG and SVG with something drawn, bdh plot says what it skipped."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bdh.cli import main
+from bdh.train.log import read_metrics
+from bdh.viz import plots
+
+
+def drawn(paths: list[Path]) -> None:
+    """Both files exist; the PNG is not a blank canvas; the SVG parses."""
+    from PIL import Image
+
+    assert sorted(p.suffix for p in paths) == [".png", ".svg"]
+    png = next(p for p in paths if p.suffix == ".png")
+    img = np.asarray(Image.open(png).convert("L"), dtype=np.float32)
+    assert img.std() > 5.0
+    ET.parse(next(p for p in paths if p.suffix == ".svg"))
+    assert not list(png.parent.glob(".*.tmp"))  # no temporary file left
+
+
+def test_training_curves(text_run, tmp_path):
+    drawn(plots.training_curves(read_metrics(text_run / "metrics.jsonl"), tmp_path / "c"))
+    with pytest.raises(ValueError, match="no training or validation loss"):
+        plots.training_curves([{"kind": "train", "step": 1}], tmp_path / "d")
+
+
+def test_sparsity_and_heatmap(tmp_path):
+    drawn(plots.sparsity_by_layer([0.3, 0.2, 0.1], [0.05, 0.04, 0.03], tmp_path / "s"))
+    with pytest.raises(ValueError):
+        plots.sparsity_by_layer([0.3], [0.1, 0.2], tmp_path / "s2")
+    rng = np.random.default_rng(0)
+    x = np.maximum(rng.normal(size=(12, 300)), 0)
+    drawn(plots.activation_heatmap(x, x * (rng.random(x.shape) < 0.1), list("abcdefghijkl"), tmp_path / "h", top=20))
+    with pytest.raises(ValueError, match="one label per token"):
+        plots.activation_heatmap(x, x, ["a"], tmp_path / "h2")
+
+
+def test_degree_distribution_draws_the_fitted_power_law(tmp_path):
+    from bdh.analysis.stats import fit_degrees
+
+    rng = np.random.default_rng(0)
+    k = np.floor(rng.pareto(1.5, size=3000) * 3 + 1).astype(int)  # alpha ~ 2.5
+    fit = fit_degrees(k).to_dict()
+    assert 2.0 < fit["alpha"] < 3.2
+    paths = plots.degree_distribution({"in": k, "out": k}, {"in": fit, "out": None}, tmp_path / "deg")
+    drawn(paths)
+    svg = next(p for p in paths if p.suffix == ".svg").read_text()
+    assert f"alpha={fit['alpha']:.2f}" in svg  # the fit is drawn and labelled
+
+
+def test_bench_plots_from_rows(tmp_path):
+    rows = [
+        {"suite": "mqar", "model": m, "seq_len": str(L), "num_pairs": str(p), "accuracy": str(acc), "seed": str(s)}
+        for m, base in (("bdh", 0.9), ("gpt", 0.8)) for p in (4, 8) for L in (64, 128, 256) for s in (0, 1)
+        for acc in [base - 0.001 * L / p + 0.01 * s]
+    ]
+    rows += [{"suite": "sudoku", "model": "bdh", "n_layer": str(d), "board_accuracy": str(d / 10)} for d in (2, 4, 8)]
+    rows += [{"suite": "boardpath", "model": "bdh", "n_layer": "x", "path_validity": ""}]
+    rows += [{"suite": "unknown", "model": "bdh"}]
+    files, skipped = plots.bench_plots(rows, tmp_path)
+    names = sorted(p.name for p in files)
+    assert names == ["bench-mqar.png", "bench-mqar.svg", "bench-sudoku.png", "bench-sudoku.svg"]
+    drawn([tmp_path / "bench-mqar.png", tmp_path / "bench-mqar.svg"])
+    assert any("'boardpath'" in s and "no rows with numeric" in s for s in skipped)
+    assert any("'unknown'" in s and "no axes known" in s for s in skipped)
+    svg = (tmp_path / "bench-mqar.svg").read_text()
+    assert "num_pairs = 4" in svg and "num_pairs = 8" in svg  # one panel per facet
+
+
+def test_bdh_plot_run(text_run, tmp_path, capsys):
+    csv = tmp_path / "bench.csv"
+    csv.write_text("suite,model,n_layer,board_accuracy\nsudoku,bdh,2,0.1\nsudoku,bdh,4,0.3\n", encoding="utf-8")
+    out = tmp_path / "plots"
+    code = main(["plot", str(text_run), "--prompt", "a short prompt", "--bench", str(csv), "--out", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    for stem in ("curves", "sparsity", "heatmap", "degrees", "bench-sudoku"):
+        drawn([out / f"{stem}.png", out / f"{stem}.svg"])
+    assert "skipped" not in stdout
+
+
+def test_bdh_plot_says_what_it_skipped(board_run, tmp_path, capsys):
+    # a model folder without metrics or bench results: the model figures only, default board input
+    code = main(["plot", str(board_run / "best"), "--out", str(tmp_path / "p")])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert "skipped curves: no records in" not in stdout  # the run's metrics are found from best/
+    assert "skipped bench suites: no results given" in stdout
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    code = main(["plot", str(empty), "--out", str(tmp_path / "q")])
+    stdout, err = capsys.readouterr()
+    assert code == 0
+    assert "skipped curves: no records in" in stdout and "skipped model figures" in stdout
+    code = main(["plot", str(tmp_path / "missing")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "no such run or model folder" in err
+    code = main(["plot", str(board_run), "--bench", str(tmp_path / "none.csv")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no such results file" in err
