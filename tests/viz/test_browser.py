@@ -1,0 +1,141 @@
+"""The viewer in a real browser: headless Chromium driven by Playwright for Python.
+
+Skipped (with the reason) when Playwright or Chromium is missing. The browser is found at
+``$BDH_CHROMIUM`` or /usr/bin/chromium (Debian's ``chromium`` package); Playwright's own browser
+downloads are never used. One browser per module.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import bdh
+from bdh.viz.export import ViewOptions, build_view
+from bdh.viz.page import render, write_atomic
+
+CHROMIUM = os.environ.get("BDH_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)")
+if not os.path.isfile(CHROMIUM):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set BDH_CHROMIUM)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("pages")
+    torch.manual_seed(0)
+    text_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, dropout=0.0))
+    opts = ViewOptions(hubs=24)
+    out = {"text": write_atomic(folder / "text.html", render(build_view(text_model, list(b"the cat sat on the mat."), options=opts)))}
+    board_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, vocab_size=5, causal=False, dropout=0.0))
+    board = [0] * 36
+    board[0], board[35], board[7], board[8] = 2, 3, 1, 1
+    out["board"] = write_atomic(folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts)))
+    return out
+
+
+def open_page(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+    return page, errors, requests
+
+
+def canvas(page, sel: str) -> str:
+    return page.eval_on_selector(sel, "c => c.toDataURL()")
+
+
+def test_loads_offline_without_console_errors(browser, pages):
+    for path in pages.values():
+        page, errors, requests = open_page(browser, path)
+        try:
+            assert errors == []
+            assert all(u.startswith("file://") for u in requests), requests  # nothing fetched from the network
+            assert page.locator("#graph circle.node").count() == 24
+            assert page.locator("#facts tr").count() > 5
+        finally:
+            page.close()
+
+
+def test_layer_slider_changes_what_is_drawn(browser, pages):
+    page, errors, _ = open_page(browser, pages["text"])
+    try:
+        assert page.input_value("#layer") == "2"
+        graph, heat, spars = page.inner_html("#graph"), canvas(page, "#heat-x"), page.inner_html("#sparsity")
+        page.focus("#layer")
+        page.keyboard.press("Home")  # the slider's own keyboard handling -> layer 0
+        assert page.input_value("#layer") == "0"
+        assert page.inner_text("#layer-label").startswith("0")
+        assert page.inner_html("#graph") != graph  # nodes lit by layer 0's x and y
+        assert canvas(page, "#heat-x") != heat  # layer 0's heatmap
+        assert page.inner_html("#sparsity") != spars  # the highlighted layer moved
+        assert page.locator("#lens tr.cur td").first.inner_text() == "0"
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_token_click_updates_the_attention_view(browser, pages):
+    page, errors, _ = open_page(browser, pages["text"])
+    try:
+        before_svg, before_list = page.inner_html("#attention"), page.inner_text("#attention-list")
+        page.click("#tokens .tok[data-t='4']")
+        assert page.locator("#tokens .tok.sel").get_attribute("data-t") == "4"
+        assert page.input_value("#token") == "4"
+        after_list = page.inner_text("#attention-list")
+        assert page.inner_html("#attention") != before_svg and after_list != before_list
+        assert page.locator("#attention path.arc").count() == 4  # a causal token 4 reads tokens 0..3
+        page.click("#tokens .tok[data-t='0']")
+        assert page.locator("#attention path.arc").count() == 0
+        assert "reads nothing" in page.inner_text("#attention-list")
+        # board: clicking a cell redraws the arrows into that cell
+        board, board_errors, _ = open_page(browser, pages["board"])
+        try:
+            arrows = board.inner_html("#attention")
+            board.click("#tokens td[data-t='14']")
+            assert board.inner_html("#attention") != arrows
+            assert board.locator("#attention .arc").count() > 0
+            assert "#14" in board.inner_text("#token-label")
+            assert board_errors == []
+        finally:
+            board.close()
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_screenshot_is_not_blank(browser, pages):
+    from PIL import Image
+
+    page, errors, _ = open_page(browser, pages["board"])
+    try:
+        shot = np.asarray(Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("L"), dtype=np.float32)
+        assert shot.shape[0] > 500 and shot.std() > 10.0
+        graph = np.asarray(Image.open(io.BytesIO(page.locator("#graph").screenshot())).convert("L"), dtype=np.float32)
+        assert graph.std() > 5.0  # the neuron graph itself is drawn
+        assert errors == []
+    finally:
+        page.close()
