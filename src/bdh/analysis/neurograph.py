@@ -119,7 +119,9 @@ def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: in
     sigma_q = stats.noise_scale(sample)
     lim = span * sigma_q if sigma_q > 0 else float(G.abs().max())
     edges = torch.linspace(-lim, lim, n_bins + 1, dtype=torch.float64)
-    counts = torch.histc(G.float().clamp(-lim, lim), bins=n_bins, min=-lim, max=lim).double().numpy()
+    counts = torch.histc(G, bins=n_bins, min=-lim, max=lim).double().numpy()  # ignores entries outside
+    counts[0] += float((G < -lim).sum())
+    counts[-1] += float((G > lim).sum())
     sym = np.minimum(counts, counts[::-1])
     split = stats.SymmetricSplit(edges.numpy(), counts.astype(np.int64), sym.astype(np.int64), (counts - sym).astype(np.int64))
     tails = {}
@@ -158,14 +160,18 @@ def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]
 
 
 def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) -> float:
-    """The value beta such that G_{>=beta} has (about) m entries, off the diagonal if asked."""
+    """The value beta such that G_{>=beta} has (about) m entries, off the diagonal if asked (without
+    copying G: the top m + n entries are taken and the diagonal ones dropped)."""
     if m < 1:
         raise ValueError(f"threshold_for_edges: m must be positive, got {m}")
-    flat = G.clone() if exclude_diagonal and G.shape[0] == G.shape[1] else G
-    if exclude_diagonal and G.shape[0] == G.shape[1]:
-        flat.fill_diagonal_(float("-inf"))
-    m = min(m, flat.numel())
-    return float(torch.topk(flat.reshape(-1), m).values[-1])
+    square = exclude_diagonal and G.shape[0] == G.shape[1]
+    n_cols = G.shape[1]
+    extra = G.shape[0] if square else 0
+    k = min(m + extra, G.numel())
+    vals, idx = torch.topk(G.reshape(-1), k)
+    if square:
+        vals = vals[idx // n_cols != idx % n_cols]
+    return float(vals[min(m, vals.numel()) - 1])
 
 
 def undirected_edges(G: torch.Tensor, beta: float) -> np.ndarray:
