@@ -136,7 +136,7 @@ def main() -> None:
     p.add_argument("--n-embd", type=int, default=256)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--n-neurons", type=int, default=8192)
-    p.add_argument("--chunk-size", type=int, default=64)
+    p.add_argument("--chunk-size", type=int, default=128)
     p.add_argument("--contexts", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--new-tokens", type=int, default=32, help="new tokens timed on the state per context")
     p.add_argument("--rerun-tokens", type=int, default=3, help="new tokens timed by re-running the prefix")

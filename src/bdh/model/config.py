@@ -79,7 +79,7 @@ class BDHConfig:
     rope_theta: float | None = None
     damping: float | Sequence[float] | str | None = None
     attention: str = "parallel"
-    chunk_size: int = 64
+    chunk_size: int = 128
     ln_eps: float = 1e-5
     _n: int = field(init=False, repr=False, compare=False, default=0)
 

@@ -47,9 +47,11 @@ def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form
     """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations.
 
     Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
-    y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores; the
-    chunked form keeps (B, h, T, C) scores and one (B, n, D) state per chunk instead. Two more (B, T, n)
-    tensors are live as temporaries. The logits and their gradient add about 3 B T V.
+    y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
+    chunked form keeps no scores and no per-chunk states (its backward recomputes them,
+    `bdh.model.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
+    recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
+    The logits and their gradient add about 3 B T V.
     """
     n, D, H, L, V = config.n, config.n_embd, config.n_head, config.n_layer, config.vocab_size
     B, T = batch_size, block_size
@@ -58,15 +60,14 @@ def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form
     params = config.num_params()
     weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
     per_layer = 5 * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
+    temporaries = 2 * B * T * n * act
     if form == "parallel":
         per_layer += B * H * T * T * act
     elif form == "chunked":
         c = min(config.chunk_size, T)
-        chunks = -(-T // c)
-        per_layer += B * H * T * c * act + chunks * B * n * D * 4
+        temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
     else:
         per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
-    temporaries = 2 * B * T * n * act
     logits = 3 * B * T * V * 4
     return int(weights + L * per_layer + temporaries + logits)
 
