@@ -28,6 +28,7 @@ import time
 import torch
 
 from bdh import BDH, BDHConfig
+from bdh.model.sizes import train_memory_bytes
 
 
 def model_config(args: argparse.Namespace, **extra) -> BDHConfig:
@@ -112,6 +113,9 @@ def bench_training(args: argparse.Namespace) -> list[dict]:
             res = json.loads(out.stdout.strip().splitlines()[-1])
             row[f"{form}_tokens_per_s"] = res["tokens_per_s"]
             row[f"{form}_peak_mib"] = res["peak_mib"]
+            # the estimate of `bdh info` less the weights (in the baseline) and AdamW moments (no optimiser here)
+            cfg = BDHConfig(**spec["config"])
+            row[f"{form}_estimate_mib"] = (train_memory_bytes(cfg, args.batch, T) - 3 * 4 * cfg.num_params()) / 2**20
         row["speed_ratio"] = row["chunked_tokens_per_s"] / row["parallel_tokens_per_s"]
         row["memory_ratio"] = row["chunked_peak_mib"] / max(row["parallel_peak_mib"], 1e-9)
         rows.append(row)
@@ -165,7 +169,8 @@ def main() -> None:
         print(table(rows, [("block", "T", "d"), ("parallel_tokens_per_s", "parallel tok/s", ".0f"),
                            ("chunked_tokens_per_s", "chunked tok/s", ".0f"), ("speed_ratio", "chunked/parallel speed", ".2f"),
                            ("parallel_peak_mib", "parallel peak MiB", ".0f"), ("chunked_peak_mib", "chunked peak MiB", ".0f"),
-                           ("memory_ratio", "chunked/parallel memory", ".2f")]))
+                           ("memory_ratio", "chunked/parallel memory", ".2f"),
+                           ("parallel_estimate_mib", "parallel estimate MiB", ".0f"), ("chunked_estimate_mib", "chunked estimate MiB", ".0f")]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
