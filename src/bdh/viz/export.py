@@ -84,7 +84,7 @@ def hub_strength(model: BDH, block: int = 2048) -> torch.Tensor:
     col = torch.zeros(n)
     for s in range(0, n, block):
         G = (Dx[s : s + block] @ E).clamp_min_(0)  # (b, n)
-        idx = torch.arange(s, min(s + block, n))
+        idx = torch.arange(s, min(s + block, n), device=G.device)
         G[idx - s, idx] = 0.0
         row[s : s + G.shape[0]] = G.sum(dim=1).cpu()
         col += G.sum(dim=0).cpu()
@@ -104,7 +104,8 @@ def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, s
     k = min(hubs, cfg.n)
     top = torch.topk(strength, k).indices.sort().values
     Dx, _, E = flat_decoders(model)
-    sub = (Dx[top].float() @ E[:, top].float()).cpu()  # (k, k): row = target, column = source
+    on = top.to(Dx.device)
+    sub = (Dx[on].float() @ E[:, on].float()).cpu()  # (k, k): row = target, column = source
     sub.fill_diagonal_(float("-inf"))
     m = min(k * edges_per_hub, k * (k - 1))
     edges: list[list[float]] = []
