@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -248,8 +249,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
         best = "-"
         meta_path = run / "best" / "meta.json"
         if meta_path.is_file():
-            import json
-
             try:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
                 best = f"{meta['metric']} {meta['value']:.4f} @{meta['step']}"
@@ -257,6 +256,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 best = "?"
         last = evals[-1].get("val_bpb") if evals else None
         ckpts = list_checkpoints(run)
+        if ckpts:  # a time budget may have shortened the run: the checkpoint knows its length
+            try:
+                total = json.loads((ckpts[-1] / "meta.json").read_text(encoding="utf-8")).get("total_steps", total)
+            except (OSError, ValueError):
+                pass
         rows.append((
             run.name, str((cfg.get("model") or {}).get("name", "?")), str((cfg.get("task") or {}).get("name", "?")),
             f"{step}/{total}", f"{tokens:,}", best, "-" if last is None or not math.isfinite(last) else f"{last:.4f}",

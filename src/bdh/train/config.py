@@ -99,7 +99,7 @@ class TrainConfig:
         deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
     """
 
-    batch_size: int = 16
+    batch_size: int = 8
     micro_batch_size: int | None = None
     max_steps: int = 2000
     max_tokens: int | None = None

@@ -198,7 +198,7 @@ class Trainer:
         total = t.max_steps
         if t.max_tokens is not None:
             total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
-        self.total_steps = total
+        self.total_steps = self.step_limit = total
         self.budget_fixed = t.max_minutes is None
         self.elapsed_before = 0.0  # seconds spent by earlier processes of a resumed run
         self.eval_batch = config.eval.batch_size or self.micro
@@ -433,7 +433,9 @@ class Trainer:
         start = self._fit_start = time.time()
         start_step = self.step
         budget = None if cfg.train.max_minutes is None else cfg.train.max_minutes * 60.0 - self.elapsed_before
-        timed_from = None
+        timed_from = None  # (step, training seconds so far) where the current timing started
+        step_seconds = 0.0  # time spent in training steps (not evaluations or checkpoints)
+        replans = [1 / 3, 2 / 3]  # fractions of the budget at which the plan is measured again
         metrics: dict[str, float] = {}
         stop = None
         saved_at = self.step if self.last_checkpoint is not None else -1
@@ -452,7 +454,9 @@ class Trainer:
                                    total_steps=self.total_steps, decay=cfg.optim.decay)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
+                step_start = time.time()
                 loss, norm = self.train_step(self.step)
+                step_seconds += time.time() - step_start
                 if not math.isfinite(loss):
                     good = self.last_checkpoint.name if self.last_checkpoint else "none (no checkpoint was written yet)"
                     raise TrainingError(
@@ -473,9 +477,15 @@ class Trainer:
                 last_time, last_step = now, self.step
                 if budget is not None:
                     if timed_from is None:
-                        timed_from = (self.step, now)  # the first step (warm-up, allocation) is not timed
-                    elif not self.budget_fixed and self.step - timed_from[0] >= CALIBRATION_STEPS:
-                        self._fix_budget(timed_from, now, start, budget, progress)
+                        timed_from = (self.step, step_seconds)  # the first step (warm-up, allocation) is not timed
+                    elif (not self.budget_fixed and self.step - timed_from[0] >= CALIBRATION_STEPS) or (
+                        replans and now - start >= replans[0] * budget and self.step > timed_from[0]
+                    ):
+                        if self.budget_fixed:
+                            replans.pop(0)
+                        per_step = (step_seconds - timed_from[1]) / (self.step - timed_from[0])
+                        self._plan_budget(per_step, now, start, budget, progress)
+                        timed_from = (self.step, step_seconds)
                     if dist_utils.any_flag(now - start >= budget, self.env, self.device) and stop is None:
                         progress.message(f"time budget of train.max_minutes={cfg.train.max_minutes} spent at step {self.step}")
                         stop = "budget"
@@ -516,23 +526,33 @@ class Trainer:
             warmup = min(warmup, max(1, self.total_steps // 10))
         return warmup
 
-    def _fix_budget(self, timed_from: tuple[int, float], now: float, start: float, budget: float, progress: Progress) -> None:
-        """Shorten the run so that it fits the time budget, from the measured time per step (same on all ranks)."""
-        per_step = (now - timed_from[1]) / (self.step - timed_from[0])
+    def _plan_budget(self, per_step: float, now: float, start: float, budget: float, progress: Progress) -> None:
+        """Set the length of the run so that it fits the time budget, from the measured time per training step.
+
+        Called once after `CALIBRATION_STEPS` steps, then again at a third and two thirds of the budget
+        (the machine's speed may change); the run may grow back up to ``train.max_steps`` / ``max_tokens``.
+        The same plan is made on every process (the time per step is averaged over them).
+        """
         per_step = float(dist_utils.all_reduce_sum(torch.tensor([per_step], device=self.device), self.env)[0]) / self.env.world_size
-        evals = (self.total_steps // self.config.eval.every) if self.config.eval.every else 1
-        eval_cost = evals * (self.config.eval.batches or 16) * per_step * self.eval_batch / max(self.rows, 1) / 3
-        remaining = budget * BUDGET_SHARE - (now - start) - eval_cost
-        fits = self.step + max(0, int(remaining / per_step))
-        if fits < self.total_steps:
-            self.total_steps = max(self.step + 1, fits)
-            progress.total = self.total_steps
+        every = self.config.eval.every
+        # an evaluation reads eval.batches x eval batch windows forward only: about a third of a step per row
+        per_eval = (self.config.eval.batches or 16) * per_step * self.eval_batch / max(self.rows, 1) / 3
+        cap = self.step_limit
+        fits = cap
+        for _ in range(3):  # the number of evaluations depends on the length of the run
+            evals = (max(0, fits // every - self.step // every) if every else 0) + 1
+            remaining = budget * BUDGET_SHARE - (now - start) - evals * per_eval
+            fits = min(cap, self.step + max(0, int(remaining / per_step)))
+        fits = max(self.step + 1, fits)
+        if fits != self.total_steps and abs(fits - self.total_steps) > 0.03 * self.total_steps:
+            self.total_steps = fits
+            progress.total = fits
             if progress.bar is not None:
-                progress.bar.total = self.total_steps
+                progress.bar.total = fits
                 progress.bar.refresh()
             progress.message(
-                f"{per_step:.2f} s/step measured: {self.total_steps} steps fit train.max_minutes={self.config.train.max_minutes} "
-                f"(the schedule decays over them)"
+                f"{per_step:.2f} s/step measured at step {self.step}: {fits} steps fit train.max_minutes="
+                f"{self.config.train.max_minutes} (the schedule decays over them)"
             )
         self.budget_fixed = True
 
