@@ -279,7 +279,7 @@ def activation_heatmap(
         raise ValueError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
     plt = _plt()
     T = x.shape[0]
-    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))))
+    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))), layout="constrained")
     for ax, a, name, cmap in ((axes[0], x, "x", "Blues"), (axes[1], y, "y", "Oranges")):
         k = min(top, a.shape[1])
         cols = np.sort(np.argsort(-a.sum(axis=0))[:k])
