@@ -19,6 +19,8 @@ import bdh
 from bdh.viz.export import ViewOptions, build_view
 from bdh.viz.page import render, write_atomic
 
+from .conftest import SUDOKU
+
 CHROMIUM = os.environ.get("BDH_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -49,6 +51,11 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     board = [0] * 36
     board[0], board[35], board[7], board[8] = 2, 3, 1, 1
     out["board"] = write_atomic(folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts)))
+    sudoku_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=10, causal=False, dropout=0.0))
+    puzzle = [int(c) if c.isdigit() else 0 for c in SUDOKU]
+    out["sudoku"] = write_atomic(folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts)))
+    ids_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=40, dropout=0.0))
+    out["tokens"] = write_atomic(folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts)))
     return out
 
 
@@ -76,6 +83,7 @@ def test_loads_offline_without_console_errors(browser, pages):
             assert all(u.startswith("file://") for u in requests), requests  # nothing fetched from the network
             assert page.locator("#graph circle.node").count() == 24
             assert page.locator("#facts tr").count() > 5
+            assert page.locator("#lens td").count() > 5  # the logit lens is drawn (a table or a grid)
         finally:
             page.close()
 
