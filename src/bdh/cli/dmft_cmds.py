@@ -208,7 +208,9 @@ def cmd_probe(args) -> int:
         out.npz("probe.npz", **series)
         out.figure("probe.png", probe_figure(report, series))
     for r in report["per_temperature"]:
-        print(f"T={r['temperature']:g}: lambda_1 = {r['lyapunov']:+.5f} per token, token divergence {r['token_divergence_rate']:.3f}, "
-              f"ACF decay lag {r['acf_decay_lag']}")
+        smooth = r["lyapunov_same_tokens"]
+        print(f"T={r['temperature']:g}: lambda_1 = {r['lyapunov']:+.5f} per token "
+              f"({'n/a' if smooth is None else f'{smooth:+.5f}'} on agreeing tokens), token flips {r['token_divergence_rate']:.3f}, "
+              f"free pair first differs at {r['free_pair']['first_token_divergence']}, ACF decay lag {r['acf_decay_lag']}")
     print(f"wrote {out_dir}", file=sys.stdout)
     return 0

@@ -56,7 +56,7 @@ def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool =
     r = np.fft.irfft(f * np.conj(f), n=n, axis=-1)[..., : max_lag + 1] / T
     if centre:
         r0 = r[..., :1]
-        r = np.divide(r, r0, out=np.zeros_like(r), where=r0 > 0)
+        r = np.divide(r, r0, out=np.zeros_like(r), where=r0 > 1e-24)  # a constant signal has R = 0
     return r
 
 

@@ -170,11 +170,21 @@ def probe_figure(report: dict, series: dict, *, title: str = ""):
     axes[1, 0].set_ylabel("ACF of readout 1")
     axes[1, 1].set_xlabel("frequency (1/token)")
     axes[1, 1].set_ylabel("|DFT| / T")
-    lam = [r["lyapunov"] for r in report["per_temperature"]]
-    axes[0, 1].plot(temps, lam, "o-", color="black")
-    axes[0, 1].axhline(0, color="grey", lw=0.5)
-    axes[0, 1].set_xlabel("temperature T = 1/beta")
-    axes[0, 1].set_ylabel(r"$\lambda_1$ (per token)")
+    per = report["per_temperature"]
+    lam = [r["lyapunov"] for r in per]
+    smooth = [np.nan if r.get("lyapunov_same_tokens") is None else r["lyapunov_same_tokens"] for r in per]
+    ax = axes[0, 1]
+    ax.plot(temps, lam, "o-", color="black", label=r"$\lambda_1$")
+    ax.plot(temps, smooth, "s--", color="tab:blue", ms=4, label=r"$\lambda_1$ on agreeing tokens")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("temperature T = 1/beta")
+    ax.set_ylabel(r"$\lambda_1$ (per token)")
+    ax2 = ax.twinx()
+    ax2.plot(temps, [r["token_divergence_rate"] for r in per], "^:", color="tab:red", ms=4, label="token flips")
+    ax2.set_ylabel("token flip rate", color="tab:red")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7)
     fig.suptitle(title or "BDH as a dynamical system", fontsize=10)
     fig.tight_layout()
     return fig

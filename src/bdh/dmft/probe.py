@@ -15,7 +15,9 @@ displaced by a tiny relative amount is run beside the reference with the *same* 
 numbers for sampling (common random numbers), the log growth of the separation is accumulated and
 the copy is pulled back to the initial distance after every token. lambda_1 > 0 means nearby states
 separate (chaos in the paper's sense); < 0 means they converge onto the same orbit. The fraction of
-tokens on which the two copies sampled different tokens is reported beside it. A third copy, perturbed
+tokens on which the two copies sampled different tokens is reported beside it, together with the
+exponent averaged over the tokens on which they agreed (``lyapunov_same_tokens``: the smooth part of
+the dynamics of rho; a flip of the sampled token is a finite jump that dominates ``lyapunov``). A third copy, perturbed
 once and never pulled back ("free pair"), shows the finite-perturbation picture: the first token at
 which its sampled text departs from the reference, and the log separation of the states at the end.
 """
@@ -184,6 +186,7 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
             "temperature": float(T),
             "beta": (1.0 / T) if T > 0 else None,
             "lyapunov": float(lam[i]),
+            "lyapunov_same_tokens": float(log_growth[i][~differ[i]].mean()) if (~differ[i]).any() else None,
             "token_divergence_rate": float(differ[i].mean()),
             "free_pair": {
                 "first_token_divergence": int(np.argmax(free_differ[i])) if free_differ[i].any() else None,
