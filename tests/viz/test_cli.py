@@ -86,6 +86,7 @@ def test_viz_sudoku(sudoku_run, tmp_path, capsys):
         ("sudoku", ["--sudoku", "123"], "81 cells, got 3"),
         ("text", ["--hubs", "0"], "hubs must be a positive integer"),
         ("text", ["--prompt", ""], "prompt is empty"),
+        ("text", ["--prompt", "ab\udcff"], "not valid UTF-8"),  # an undecodable byte from the shell
     ],
 )
 def test_viz_bad_input_is_one_line_exit_2(which, extra, message, text_run, board_run, sudoku_run, tmp_path, capsys):
