@@ -75,9 +75,8 @@ def _fit_sequences(config: BDHConfig, tokens: torch.Tensor, layers: int) -> torc
     max_tokens = max(16, RECORD_BUDGET // per_token)
     if B * T <= max_tokens:
         return tokens
-    B2 = max(1, max_tokens // T)
-    if B2 < B:
-        return tokens[:B2]
+    if T <= max_tokens:
+        return tokens[: max_tokens // T]
     return tokens[:1, :max_tokens]
 
 
@@ -113,10 +112,11 @@ def _repeat_part(model: BDH, opts: InspectOptions) -> tuple[dict[str, Any] | Non
     layers = None if opts.layer is None else [opts.layer]
     rec = record(model, toks, layers=layers)
     trace = sp.sparsity(rec)
-    summary = sp.phase_summary(trace, rb.phase)
+    phase = rb.phase[: toks.shape[1]]
+    summary = sp.phase_summary(trace, phase)
     summary["layers"] = [i for i, t in enumerate(rec.x) if t is not None]
     summary["sequences"] = int(toks.shape[0])
-    return summary, trace, rb.phase
+    return summary, trace, phase
 
 
 def _entries(model: BDH, which: str, heads: list[int], seed: int) -> tuple[dict[int, ng.EntryStats], dict[int, Any]]:
