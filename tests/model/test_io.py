@@ -105,3 +105,16 @@ def test_extra_tensor_is_refused(tmp_path):
     save_file(tensors, tmp_path / "model.safetensors")
     with pytest.raises(CheckpointError, match="unexpected tensor 'lm_gate'"):
         BDH.from_pretrained(tmp_path)
+
+
+def test_load_finds_registered_baselines_without_importing_them(tmp_path):
+    """bdh.load of a baseline's folder works in a fresh process that never imported bdh.baselines."""
+    import subprocess
+    import sys
+
+    from bdh.baselines.gpt import GPT, GPTConfig
+
+    GPT(GPTConfig(vocab_size=16, seq_len=8, n_layer=1, n_embd=16, n_head=2)).save_pretrained(tmp_path)
+    code = f"import bdh, sys; m = bdh.load({str(tmp_path)!r}); print(type(m).__name__, 'bdh.baselines' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["GPT", "True"]

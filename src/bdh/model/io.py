@@ -146,6 +146,10 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     version = raw.pop("format_version", None)
     raw.pop("bdh_version", None)
     if model_type not in _MODEL_TYPES:
+        from bdh.registry import load_all  # the baselines register themselves when imported
+
+        load_all()
+    if model_type not in _MODEL_TYPES:
         known = ", ".join(sorted(_MODEL_TYPES)) or "none"
         raise CheckpointError(f"{path}: unknown model_type {model_type!r} (known: {known})")
     if version != FORMAT_VERSION:
