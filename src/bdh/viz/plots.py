@@ -24,11 +24,13 @@ import numpy as np
 
 from .page import file_mode
 
-#: default axes of the ``bdh bench`` suites: suite -> (x column, y column, facet column or None)
-SUITE_AXES: dict[str, tuple[str, str, str | None]] = {
-    "mqar": ("seq_len", "accuracy", "num_pairs"),
-    "boardpath": ("n_layer", "path_validity", None),
-    "sudoku": ("n_layer", "board_accuracy", None),
+#: axes of the ``bdh bench`` suites (columns of their results.csv): suite -> [(x, y, facet or None), ...];
+#: one figure ``bench-<suite>-<x>`` per entry. ``width`` is BDH's n_embd at which every model is
+#: parameter-matched; ``state_size`` is each model's own ``state_size()``.
+SUITE_AXES: dict[str, list[tuple[str, str, str | None]]] = {
+    "recall": [("width", "accuracy", "setting"), ("state_size", "accuracy", "setting")],
+    "boardpath": [("width", "path_validity", "setting"), ("state_size", "path_validity", "setting")],
+    "sudoku": [("width", "cell_accuracy", None), ("state_size", "cell_accuracy", None)],
 }
 
 
@@ -231,10 +233,11 @@ def suite_plot(
 
 
 def bench_plots(
-    rows: Iterable[dict[str, Any]], folder: Path | str, axes: dict[str, tuple[str, str, str | None]] | None = None
+    rows: Iterable[dict[str, Any]], folder: Path | str, axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None
 ) -> tuple[list[Path], list[str]]:
-    """One `suite_plot` per suite found in the rows' ``suite`` column, with the axes of ``axes``
-    (default `SUITE_AXES`; the facet is dropped when the rows lack it). Returns (files, skipped reasons)."""
+    """For each suite found in the rows' ``suite`` column, one `suite_plot` per entry of its axes
+    (default `SUITE_AXES`), written as ``bench-<suite>-<x>``; a facet is dropped when the rows lack it.
+    Returns (files, skipped reasons)."""
     axes = SUITE_AXES if axes is None else axes
     by_suite: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -245,13 +248,13 @@ def bench_plots(
         if suite not in axes:
             skipped.append(f"bench suite {suite!r}: no axes known (known: {', '.join(sorted(axes))})")
             continue
-        x, y, facet = axes[suite]
-        if facet and not any(facet in r for r in rs):
-            facet = None
-        try:
-            files += suite_plot(rs, Path(folder) / f"bench-{suite}", x, y, facet=facet, title=f"{suite}: {y} against {x}")
-        except ValueError as exc:
-            skipped.append(f"bench suite {suite!r}: {exc}")
+        for x, y, facet in axes[suite]:
+            if facet and not any(facet in r for r in rs):
+                facet = None
+            try:
+                files += suite_plot(rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet, title=f"{suite}: {y} against {x}")
+            except ValueError as exc:
+                skipped.append(f"bench suite {suite!r} ({y} against {x}): {exc}")
     return files, skipped
 
 

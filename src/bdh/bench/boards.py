@@ -1,0 +1,40 @@
+"""Model sections shared by the bidirectional board suites (``boardpath``, ``sudoku``): BDH at a width,
+GPT and Hyper-SET sized to BDH's parameter count at that width.
+
+BDH is bidirectional here (``causal: false``) with ``n_layer`` weight-shared layer passes; GPT has
+``n_layer`` distinct bidirectional blocks; Hyper-SET has one weight-tied layer iterated
+``n_layer`` times (``n_recur``). The widths of GPT and Hyper-SET are their ``n_embd`` chosen so that
+their parameter count is closest to BDH's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .runner import bdh_params, bdh_section, section_of, size_by_params
+
+MODELS = ("bdh", "gpt", "hyperset")
+
+
+def board_model_section(model: str, width: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int,
+                        neuron_mult: int, time_freq: int = 512) -> dict[str, Any]:
+    """The model section of one run of a board suite (``time_freq``: Hyper-SET's F, whose F d parameters
+    are a large share of a small model)."""
+    bdh = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=False)
+    if model == "bdh":
+        return bdh
+    budget = bdh_params(bdh, vocab_size)
+    if model == "gpt":
+        from bdh.baselines.gpt import gpt_config_for_params
+
+        cfg = gpt_config_for_params(budget, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len,
+                                    causal=False)
+        return section_of(cfg, "gpt")
+    if model == "hyperset":
+        from bdh.baselines.hyperset import HyperSETConfig
+
+        cfg = size_by_params(budget, lambda d: HyperSETConfig(vocab_size=vocab_size, seq_len=seq_len, n_embd=d,
+                                                              n_head=n_head, n_recur=n_layer,
+                                                              time_freq=time_freq), step=n_head)
+        return section_of(cfg, "hyperset")
+    raise ValueError(f"unknown model {model!r} for a board suite (known: {', '.join(MODELS)})")

@@ -1,0 +1,185 @@
+"""``bdh bench sudoku``: BDH, GPT and Hyper-SET on Sudoku, and the test-time depth sweep.
+
+The sweep is model width x learning rate x seed on one generated puzzle set (Hyper-SET's encoding:
+blanks are scored, givens are not). The puzzles are generated once per bench folder (``data/``, as
+``puzzle,solution`` CSV files) and every run reads them, so no run pays for generation. Reported per
+(model, width): the learning rate with the best board accuracy (ties: cell accuracy). Every
+weight-shared model (BDH; Hyper-SET; GPT only with ``share_layers``) is also evaluated at other layer
+counts than it was trained with (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3 protocol): the
+``depth`` column of each row, ``depth.csv`` for the chosen learning rates and the plot
+``plots/depth-sudoku``. Widths: see `bdh.bench.boards`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .boards import MODELS, board_model_section
+from .runner import BenchError, RunSpec, SuiteDef, atomic_write, write_csv
+
+
+@dataclass
+class SudokuSweep:
+    """The Sudoku sweep.
+
+    Attributes:
+        widths: BDH's ``n_embd``; GPT and Hyper-SET are matched to BDH's parameter count.
+        models: any of ``bdh``, ``gpt``, ``hyperset``.
+        lrs, seeds: the learning rates (best reported) and seeds.
+        steps, batch_size: optimiser steps and puzzles per step.
+        num_train, num_val: generated puzzles.
+        min_givens, max_givens: the generator's range of givens.
+        n_layer: BDH layer passes, GPT blocks, Hyper-SET iterations (the trained depth).
+        depth_passes: the layer counts of the test-time depth sweep.
+        n_head, neuron_mult: heads; BDH's n = neuron_mult * n_embd.
+        time_freq: Hyper-SET's F (sinusoid features of the iteration index; the paper: 512).
+        data_seed: the seed of the generated puzzles.
+    """
+
+    widths: tuple[int, ...] = (32, 64)
+    models: tuple[str, ...] = MODELS
+    lrs: tuple[float, ...] = (1e-3, 3e-3)
+    seeds: tuple[int, ...] = (0,)
+    steps: int = 300
+    batch_size: int = 32
+    num_train: int = 2000
+    num_val: int = 200
+    min_givens: int = 30
+    max_givens: int = 40
+    n_layer: int = 4
+    depth_passes: tuple[int, ...] = (2, 4, 6, 8)
+    n_head: int = 4
+    neuron_mult: int = 16
+    time_freq: int = 64
+    data_seed: int = 0
+    eval_batch_size: int = 100
+
+    @classmethod
+    def quick(cls) -> "SudokuSweep":
+        """Tiny sizes for smoke tests (easy puzzles, a few steps)."""
+        return cls(widths=(16,), lrs=(3e-3,), steps=20, batch_size=16, num_train=64, num_val=32, min_givens=45,
+                   max_givens=50, n_layer=2, depth_passes=(1, 2, 4), n_head=2, neuron_mult=8, time_freq=16,
+                   eval_batch_size=32)
+
+    @classmethod
+    def full(cls) -> "SudokuSweep":
+        """Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU."""
+        return cls(widths=(64, 128, 256), lrs=(3e-4, 1e-3, 3e-3), seeds=(0, 1), steps=20000, batch_size=64,
+                   num_train=9000, num_val=1000, min_givens=24, max_givens=34, n_layer=12,
+                   depth_passes=(6, 12, 18, 24, 36), neuron_mult=32, time_freq=512, eval_batch_size=250)
+
+    def validate(self) -> None:
+        bad = [m for m in self.models if m not in MODELS]
+        if bad:
+            raise BenchError(f"--models: {', '.join(bad)} not in the sudoku suite (known: {', '.join(MODELS)})")
+        if not 17 <= self.min_givens <= self.max_givens <= 81:
+            raise BenchError("sudoku: need 17 <= min_givens <= max_givens <= 81")
+
+    @property
+    def setting(self) -> str:
+        return f"G{self.min_givens}-{self.max_givens}"
+
+
+def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
+    """Generate the puzzle sets once into ``folder`` (train.csv, val.csv); kept if already there."""
+    from bdh.tasks.sudoku import Sudoku, SudokuConfig
+
+    paths = folder / "train.csv", folder / "val.csv"
+    if all(p.is_file() for p in paths):
+        return paths
+    task = Sudoku(SudokuConfig(num_train=sweep.num_train, num_val=sweep.num_val, min_givens=sweep.min_givens,
+                               max_givens=sweep.max_givens, data_seed=sweep.data_seed))
+    for split, path, n in (("train", paths[0], sweep.num_train), ("val", paths[1], sweep.num_val)):
+        buf = io.StringIO()
+        buf.write("puzzle,solution\n")
+        for i in range(n):
+            p, s = task.puzzle(split, i, sweep.data_seed)
+            buf.write("".join(str(int(v)) for v in p) + "," + "".join(str(int(v)) for v in s) + "\n")
+        atomic_write(path, buf.getvalue())
+    return paths
+
+
+def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
+    """Every run of the sweep, on the puzzle files ``data`` (from `make_data`)."""
+    sweep.validate()
+    task = {"name": "sudoku", "train_csv": str(data[0]), "val_csv": str(data[1]), "num_train": sweep.num_train,
+            "num_val": sweep.num_val}
+    specs = []
+    for w in sweep.widths:
+        for m in sweep.models:
+            section = board_model_section(m, w, vocab_size=10, seq_len=81, n_layer=sweep.n_layer, n_head=sweep.n_head,
+                                          neuron_mult=sweep.neuron_mult, time_freq=sweep.time_freq)
+            for lr in sweep.lrs:
+                for s in sweep.seeds:
+                    specs.append(RunSpec("sudoku", m, sweep.setting, {"givens": f"{sweep.min_givens}-{sweep.max_givens}"},
+                                         w, lr, s, section, task, sweep.steps, sweep.batch_size, sweep.eval_batch_size))
+    return specs
+
+
+def weight_shared(model: torch.nn.Module) -> bool:
+    """Whether the model can run a different number of layer passes at test time."""
+    cfg = getattr(model, "config", None)
+    name = type(model).__name__
+    return name in ("BDH", "HyperSET") or bool(getattr(cfg, "share_layers", False))
+
+
+def depth_columns(sweep: SudokuSweep):
+    """The suite's ``extra`` hook: the depth sweep of a trained weight-shared model, as a JSON column."""
+    from bdh.tasks.depth import depth_sweep
+
+    def extra(spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
+        if not weight_shared(model):
+            return {"depth": ""}
+        device = next(model.parameters()).device
+        curve = depth_sweep(model, task, list(sweep.depth_passes), batch_size=sweep.eval_batch_size, seed=spec.seed,
+                            device=device)
+        model.train()
+        return {"depth": json.dumps({str(k): {m: round(v, 4) for m, v in c.items()} for k, c in curve.items()},
+                                    sort_keys=True, separators=(",", ":"))}
+
+    return extra
+
+
+def depth_rows(results: list[dict[str, Any]], trained: int) -> list[dict[str, Any]]:
+    """One row per (result row, pass count) from the ``depth`` column."""
+    out = []
+    for r in results:
+        text = r.get("depth") or ""
+        if not text:
+            continue
+        for k, m in sorted(json.loads(text).items(), key=lambda kv: int(kv[0])):
+            out.append({"suite": "sudoku-depth", "model": r["model"], "width": r["width"], "lr": r["lr"], "seed": r["seed"],
+                        "trained_passes": trained, "passes": int(k), **m})
+    return out
+
+
+def finisher(sweep: SudokuSweep):
+    """Writes depth.csv and plots/depth-sudoku from the chosen rows."""
+
+    def finish(results: list[dict[str, Any]], out: Path) -> list[Path]:
+        rows = depth_rows(results, sweep.n_layer)
+        if not rows:
+            return []
+        path = out / "depth.csv"
+        write_csv(path, rows, ["suite", "model", "width", "lr", "seed", "trained_passes", "passes", "cell_accuracy", "board_accuracy"])
+        files = [path]
+        from bdh.viz import plots
+
+        for r in rows:
+            r["series"] = f"{r['model']} w{r['width']}"
+        files += plots.suite_plot(rows, out / "plots" / "depth-sudoku", "passes", "cell_accuracy", series="series",
+                                  title=f"sudoku: cell accuracy against test-time layer passes (trained with {sweep.n_layer})")
+        return files
+
+    return finish
+
+
+def suite_def(sweep: SudokuSweep) -> SuiteDef:
+    return SuiteDef(name="sudoku", setting_columns=["givens"], metrics=["board_accuracy", "cell_accuracy"],
+                    score=["board_accuracy", "cell_accuracy"], extra=depth_columns(sweep), extra_columns=["depth"])

@@ -1,0 +1,130 @@
+"""``bdh bench recall|boardpath|sudoku``: side-by-side benchmark suites of BDH and the baselines."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from datetime import datetime
+from pathlib import Path
+
+SUITES = ("recall", "boardpath", "sudoku")
+HELP = {
+    "recall": "MQAR sweep (sequence length x pairs x width x learning rate): BDH, GPT, BaseConv",
+    "boardpath": "board pathfinding sweep (board size x width x learning rate): BDH, GPT, Hyper-SET",
+    "sudoku": "Sudoku sweep (width x learning rate) and test-time depth sweep: BDH, GPT, Hyper-SET",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="side-by-side benchmark suites: recall (MQAR), boardpath, sudoku",
+        description="Train BDH and parameter-matched baselines on a sweep, keep the best learning rate per "
+        "(model, setting, width), and write runs.csv, results.csv, results.md and plots into --out. "
+        "The default sizes are CPU-sized (under 30 minutes on 2 cores); --full is for bigger machines; "
+        "--quick is a smoke test of a minute or two.",
+    )
+    p.set_defaults(func=lambda args: _usage(p))
+    suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=type(p))
+    for name in SUITES:
+        s = suites.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+        size = s.add_mutually_exclusive_group()
+        size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
+        size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+        s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/bench-{name}-<timestamp>)")
+        s.add_argument("--resume", action="store_true", help="continue --out DIR: skip the runs already in its runs.csv")
+        s.add_argument("--models", metavar="M1,M2", help="a subset of the suite's models, e.g. bdh,gpt")
+        s.add_argument("--steps", type=int, metavar="N", help="optimiser steps per run")
+        s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
+        s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
+        s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
+        s.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K or auto")
+        s.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads")
+        s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
+        s.set_defaults(func=cmd_bench)
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    from . import UsageError
+
+    raise UsageError(f"bench: give a suite ({', '.join(SUITES)})")
+
+
+def build_sweep(args: argparse.Namespace):
+    """The suite module and its sweep, from the size flag and the shrinking options."""
+    from bdh.bench import boardpath, recall, sudoku
+    from bdh.bench.runner import BenchError, parse_list
+
+    module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[args.suite]
+    cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[args.suite]
+    sweep = cls.full() if args.full else cls.quick() if args.quick else cls()
+    changes = {}
+    if args.models is not None:
+        changes["models"] = tuple(m.strip() for m in parse_list(args.models, str, "--models"))
+    if args.steps is not None:
+        if args.steps < 1:
+            raise BenchError(f"--steps: must be at least 1, got {args.steps}")
+        changes["steps"] = args.steps
+    if args.lrs is not None:
+        changes["lrs"] = parse_list(args.lrs, float, "--lrs")
+    if args.seeds is not None:
+        changes["seeds"] = parse_list(args.seeds, int, "--seeds")
+    if args.widths is not None:
+        widths = parse_list(args.widths, int, "--widths")
+        if any(w < 4 or w % 4 for w in widths):
+            raise BenchError(f"--widths: widths must be positive multiples of 4, got {args.widths!r}")
+        changes["widths"] = widths
+    if args.threads is not None and args.threads < 1:
+        raise BenchError(f"--threads: must be at least 1, got {args.threads}")
+    if args.device != "auto" and not (args.device in ("cpu", "cuda") or args.device.startswith("cuda:")):
+        raise BenchError(f"--device: must be cpu, cuda, cuda:K or auto, got {args.device!r}")
+    sweep = dataclasses.replace(sweep, **changes)
+    sweep.validate()
+    return module, sweep
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from bdh.bench import runner
+
+    module, sweep = build_sweep(args)
+    out = Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    opts = runner.BenchOptions(out=out, resume=args.resume, device=args.device, threads=args.threads)
+    finish = None
+    if args.suite == "sudoku":
+        suite = module.suite_def(sweep)
+        if args.dry_run:
+            specs = module.plan(sweep, (out / "data" / "train.csv", out / "data" / "val.csv"))
+        else:
+            runner.prepare_out(opts)
+            print(f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True)
+            specs = module.plan(sweep, module.make_data(sweep, out / "data"))
+            finish = module.finisher(sweep)
+    else:
+        suite = module.SUITE
+        specs = module.plan(sweep)
+    if args.dry_run:
+        _print_plan(specs)
+        return 0
+    print(f"bench {args.suite}: {len(specs)} runs into {out}", flush=True)
+    try:
+        done = runner.run_suite(suite, specs, opts, finish=finish, prepared=args.suite == "sudoku")
+    except runner.BenchInterrupted as exc:
+        print(f"bdh: bench {args.suite} interrupted; the finished runs are in {out / 'runs.csv'}; continue with "
+              f"the same command and --out {out} --resume", file=sys.stderr)
+        return {2: 130, 15: 143}.get(exc.signum, 1)
+    for path in done["files"]:
+        print(f"wrote {path}")
+    print((out / "results.md").read_text(encoding="utf-8"))
+    return 0
+
+
+def _print_plan(specs) -> None:
+    seen = set()
+    for s in specs:
+        key = (s.model, s.setting, s.width)
+        if key in seen:
+            continue
+        seen.add(key)
+        print(f"{s.model:9s} {s.setting:10s} width {s.width:4d}: model {s.model_section}")
+    print(f"{len(specs)} runs ({len(seen)} model x setting x width, x {len(specs) // max(len(seen), 1)} learning rates and seeds)")

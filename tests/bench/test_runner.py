@@ -1,0 +1,109 @@
+"""The bench runner's pieces: best over learning rates, per-slice evaluation, tables, argument parsing."""
+
+import math
+
+import pytest
+import torch
+
+from bdh.bench import runner
+from bdh.bench.recall import SUITE as RECALL
+from bdh.bench.runner import BenchError, best_over_lr, evaluate_examples, markdown_table, parse_list, run_key
+
+
+def _rows():
+    # accuracy by (model, width, lr, seed); gpt's best single run (lr 1e-2, seed 1) is not its best mean
+    table = {
+        ("bdh", 32): {1e-3: (0.2, 0.3), 3e-3: (0.6, 0.5), 1e-2: (0.1, float("nan"))},
+        ("bdh", 64): {1e-3: (0.9, 0.8), 3e-3: (0.7, 0.7), 1e-2: (0.2, 0.2)},
+        ("gpt", 32): {1e-3: (0.5, 0.5), 3e-3: (0.4, 0.4), 1e-2: (0.0, 0.95)},
+        ("gpt", 64): {1e-3: ("", ""), 3e-3: (0.3, 0.3), 1e-2: (0.3, 0.3)},
+    }
+    rows = []
+    for (m, w), by_lr in table.items():
+        for lr, accs in by_lr.items():
+            for seed, acc in enumerate(accs):
+                rows.append({"suite": "recall", "model": m, "setting": "N64-D4", "width": str(w), "lr": str(lr),
+                             "seed": str(seed), "accuracy": str(acc), "loss": str(1 - lr)})
+    return rows
+
+
+def test_best_over_lr_picks_the_best_mean_per_model_setting_width():
+    best = best_over_lr(_rows(), ["accuracy"])
+    chosen = {(r["model"], r["width"]): float(r["lr"]) for r in best}
+    assert chosen == {("bdh", "32"): 3e-3, ("bdh", "64"): 1e-3, ("gpt", "32"): 1e-3, ("gpt", "64"): 3e-3}
+    # one row per seed of the chosen learning rate, and the learning rates compared are recorded
+    assert len(best) == 8
+    assert all(r["lrs_tried"] == "0.001;0.003;0.01" for r in best)
+    assert [r["seed"] for r in best if r["model"] == "bdh" and r["width"] == "32"] == ["0", "1"]
+
+
+def test_best_over_lr_breaks_ties_on_the_next_score_column_then_the_smaller_lr():
+    rows = [{"model": "m", "setting": "s", "width": 8, "lr": lr, "seed": 0, "a": 0.5, "b": b}
+            for lr, b in ((1e-3, 0.1), (3e-3, 0.7), (1e-2, 0.7))]
+    assert float(best_over_lr(rows, ["a", "b"])[0]["lr"]) == 3e-3
+    assert float(best_over_lr(rows, ["a"])[0]["lr"]) == 1e-3
+
+
+def test_run_key_normalises_csv_text():
+    assert run_key({"model": "bdh", "setting": "S4", "width": "16", "lr": "0.003", "seed": "0"}) == \
+        run_key({"model": "bdh", "setting": "S4", "width": 16, "lr": 3e-3, "seed": 0})
+
+
+class _RecallOnShort(torch.nn.Module):
+    """Solves MQAR exactly (each query looks up the value after the key's first occurrence) on padded
+    (short) examples, and answers 0 on full-length ones."""
+
+    def __init__(self, vocab, pad):
+        super().__init__()
+        self.vocab, self.pad = vocab, pad
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, idx):
+        B, T = idx.shape
+        logits = torch.zeros(B, T, self.vocab)
+        for b in range(B):
+            if not (idx[b] == self.pad).any():
+                continue
+            for t in range(T):
+                hits = (idx[b, :t] == idx[b, t]).nonzero()
+                if len(hits) and hits[0, 0] + 1 < T:
+                    logits[b, t, idx[b, hits[0, 0] + 1]] = 1.0
+        return logits + self.dummy
+
+
+def test_evaluate_examples_keeps_mqar_slices_apart():
+    from bdh.tasks.mqar import MQAR, MQARConfig
+
+    task = MQAR(MQARConfig(vocab_size=64, input_seq_len=32, num_kv_pairs=2, val_slices=[[16, 2], [32, 4]],
+                           num_val_examples=24, num_train_examples=64, random_non_queries=False))
+    model = _RecallOnShort(task.vocab_size, task.pad_id)
+    got = evaluate_examples(model, task, batch_size=10, batches=None, seed=0)
+    assert got["accuracy_kv2_len16"] == pytest.approx(1.0)
+    assert got["accuracy_kv4_len32"] == pytest.approx(0.0)
+    # Zoology's mean over examples (equal slices: 1/2), not the token-weighted 2/(2+4) of mixed batches
+    assert got["accuracy"] == pytest.approx(0.5)
+    assert math.isfinite(got["val_loss"])
+
+
+def test_markdown_table_has_one_line_per_row_and_the_suite_columns():
+    best = best_over_lr(_rows(), ["accuracy"])
+    text = markdown_table(best, RECALL)
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("| model | seq_len | num_pairs | width |") and "accuracy" in lines[0]
+    assert len(lines) == 2 + len(best)
+
+
+@pytest.mark.parametrize("text,kind,msg", [("1e-3,x", float, "not a number"), ("", float, "comma-separated"),
+                                           ("-1e-3", float, "positive"), ("1,1", int, "repeated"), ("a", int, "integer")])
+def test_parse_list_refuses_bad_lists(text, kind, msg):
+    with pytest.raises(BenchError, match=msg):
+        parse_list(text, kind, "--x")
+    assert parse_list("1e-3, 3e-3", float, "--lrs") == (1e-3, 3e-3)
+
+
+def test_size_by_params_finds_the_closest_width():
+    from bdh.baselines.baseconv import BaseConvConfig
+
+    budget = BaseConvConfig(vocab_size=64, seq_len=32, n_embd=40).num_params() + 3
+    cfg = runner.size_by_params(budget, lambda d: BaseConvConfig(vocab_size=64, seq_len=32, n_embd=d), step=8)
+    assert cfg.n_embd == 40
