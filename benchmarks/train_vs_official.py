@@ -13,7 +13,8 @@ of `bdh.tasks.text.TextTask`), with the same thread count, seed and optimiser:
 
 Our model initialises bit-identically to the official one under the same torch seed, so the two loss
 curves can be compared step by step. Tokens/s counts training steps only (after ``--skip`` warm-up steps);
-the runs alternate ``--repeats`` times and the best of each is reported.
+the two loops take turns ``--repeats`` times (the order alternates, since the load of a shared machine
+drifts) and the best of each is reported.
 
     python benchmarks/train_vs_official.py PATH/TO/pathwaycom-bdh [--steps 30 --batch 8 --seq-len 256 --threads 2]
 """
@@ -127,13 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         task = TextTask(TextConfig(data=str(data), seq_len=args.seq_len))
         speeds = {"official": [], "ours": []}
         losses = {}
-        for _ in range(args.repeats):
-            losses["official"], s = official_run(module, args, task)
-            speeds["official"].append(s)
-            torch.set_num_threads(args.threads)
-            losses["ours"], s = our_run(args, data)
-            speeds["ours"].append(s)
-            torch.set_num_threads(args.threads)
+        for repeat in range(args.repeats):
+            order = ("official", "ours") if repeat % 2 == 0 else ("ours", "official")  # alternate: load drifts
+            for name in order:
+                torch.set_num_threads(args.threads)
+                losses[name], s = official_run(module, args, task) if name == "official" else our_run(args, data)
+                speeds[name].append(s)
 
     off, ours = max(speeds["official"]), max(speeds["ours"])
     diffs = [abs(a - b) for a, b in zip(losses["official"], losses["ours"])]
