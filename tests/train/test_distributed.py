@@ -42,3 +42,20 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_pat
     )
     assert more.returncode == 0, more.stderr[-3000:]
     assert sorted(train_losses(ddp)) == list(range(1, 15))
+
+
+def test_two_processes_match_one_in_tbptt_mode(corpus_file, tmp_path):
+    # each process carries the recurrent state of its own lanes
+    common = ["train.max_steps=6", "eval.every=0", "model.dropout=0.0", "train.bptt=tbptt"]
+    single = tmp_path / "single"
+    one = run_bdh("train", *set_args(tiny(corpus_file, single, *common, "train.micro_batch_size=2")))
+    assert one.returncode == 0, one.stderr
+    ddp = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", "train",
+           *set_args(tiny(corpus_file, ddp, *common))]
+    two = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = train_losses(single), train_losses(ddp)
+    assert sorted(a) == sorted(b) == list(range(1, 7))
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=2e-4, abs=1e-5), step
