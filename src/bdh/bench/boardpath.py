@@ -36,7 +36,7 @@ class BoardPathSweep:
     models: tuple[str, ...] = MODELS
     lrs: tuple[float, ...] = (1e-3, 3e-3)
     seeds: tuple[int, ...] = (0,)
-    steps: int = 300
+    steps: int = 600
     batch_size: int = 32
     wall_prob: float = 0.3
     num_train: int = 4000
@@ -51,7 +51,7 @@ class BoardPathSweep:
     @classmethod
     def quick(cls) -> "BoardPathSweep":
         """Tiny sizes for smoke tests."""
-        return cls(board_sizes=(4,), widths=(16,), lrs=(3e-3,), steps=20, batch_size=16, num_train=256, num_val=64,
+        return cls(board_sizes=(4,), widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, num_train=256, num_val=64,
                    n_layer=2, n_head=2, neuron_mult=8, time_freq=16,
                    eval_batch_size=64)
 

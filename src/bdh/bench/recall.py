@@ -13,7 +13,7 @@ choosing their ``n_embd``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .runner import RunSpec, SuiteDef, bdh_params, bdh_section, section_of, size_by_params
@@ -47,7 +47,7 @@ class RecallSweep:
     models: tuple[str, ...] = MODELS
     lrs: tuple[float, ...] = (1e-3, 3e-3)
     seeds: tuple[int, ...] = (0,)
-    steps: int = 150
+    steps: int = 200
     batch_size: int = 32
     vocab_size: int = 512
     num_train_examples: int = 8192
@@ -61,7 +61,7 @@ class RecallSweep:
     @classmethod
     def quick(cls) -> "RecallSweep":
         """Tiny sizes for smoke tests: one setting, one width, a few steps."""
-        return cls(seq_lens=(32,), num_pairs=(2,), widths=(16,), lrs=(3e-3,), steps=20, batch_size=16, vocab_size=64,
+        return cls(seq_lens=(32,), num_pairs=(2,), widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, vocab_size=64,
                    num_train_examples=512, num_val_examples=64, neuron_mult=8, eval_batch_size=64)
 
     @classmethod

@@ -63,7 +63,7 @@ class SudokuSweep:
     @classmethod
     def quick(cls) -> "SudokuSweep":
         """Tiny sizes for smoke tests (easy puzzles, a few steps)."""
-        return cls(widths=(16,), lrs=(3e-3,), steps=20, batch_size=16, num_train=64, num_val=32, min_givens=45,
+        return cls(widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, num_train=64, num_val=32, min_givens=45,
                    max_givens=50, n_layer=2, depth_passes=(1, 2, 4), n_head=2, neuron_mult=8, time_freq=16,
                    eval_batch_size=32)
 
