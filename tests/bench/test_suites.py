@@ -103,5 +103,6 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, msg):
 def test_dry_run_lists_the_runs_without_training(tmp_path, capsys):
     assert main(["bench", "recall", "--dry-run", "--out", str(tmp_path / "o")]) == 0
     stdout = capsys.readouterr().out
-    assert "48 runs" in stdout or " runs (" in stdout
+    assert "48 runs (24 model x setting x width" in stdout  # 4 settings x 2 widths x 3 models, x 2 learning rates
+    assert stdout.count("width   32:") == 12 and "'name': 'baseconv'" in stdout
     assert not (tmp_path / "o").exists()
