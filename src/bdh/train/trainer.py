@@ -170,13 +170,17 @@ class Trainer:
         model_spec = dict(config.model)
         self.model_cls, _ = build_section_config("model", model_spec)
         fields = {f.name for f in dataclasses.fields(self.model_cls.config_class)}
-        for key, value in (("vocab_size", self.task.vocab_size), ("causal", self.task.causal)):
+        for key, value in (("vocab_size", self.task.vocab_size), ("causal", self.task.causal), ("seq_len", self.task.seq_len)):
             if key in fields and key not in model_spec:
                 model_spec[key] = value
         _, self.model_config = build_section_config("model", model_spec)
         vocab = getattr(self.model_config, "vocab_size", self.task.vocab_size)
         if vocab < self.task.vocab_size:
             raise TrainingError(f"model.vocab_size: {vocab} is smaller than the task's vocabulary ({self.task.vocab_size})")
+        if getattr(self.model_config, "seq_len", self.task.seq_len) < self.task.seq_len:
+            raise TrainingError(
+                f"model.seq_len: {self.model_config.seq_len} is shorter than the task's sequences ({self.task.seq_len})"
+            )
         if getattr(self.model_config, "causal", self.task.causal) != self.task.causal:
             raise TrainingError(f"model.causal: the task {self.task.name!r} needs causal={self.task.causal}")
         config.model = {"name": config.model["name"], **self.model_config.to_dict()}
@@ -588,7 +592,7 @@ def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, 
         raise TrainingError(f"eval.batches: task {task.name!r} has an endless {split} split; give a number")
     was_training = model.training
     model.eval()
-    loss_sum, count, sums = 0.0, 0, {}
+    loss_sum, count, sums, weights = 0.0, 0, {}, {}
     try:
         for i in range(n):
             inputs, targets = task.batch(split, i, batch_size, seed)
@@ -603,12 +607,15 @@ def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, 
                                               ignore_index=IGNORE_INDEX, reduction="sum"))
             count += c
             for key, value in task.metrics(logits, targets, inputs).items():
+                # weighted by the scored tokens of the batches that report the key (per-slice metrics
+                # appear only in their slice's batches)
                 sums[key] = sums.get(key, 0.0) + float(value) * c
+                weights[key] = weights.get(key, 0) + c
     finally:
         model.train(was_training)
     if count == 0:
         return {}
-    out = {f"val_{k}": v / count for k, v in sums.items()}
+    out = {f"val_{k}": v / weights[k] for k, v in sums.items()}
     out["val_loss"] = loss_sum / count
     out["val_bpb"] = out["val_loss"] / LN2
     return out
