@@ -8,7 +8,8 @@ import torch
 
 import bdh
 from bdh.cli import main
-from bdh.dmft.probe import ProbeConfig, resolve_model_dir, run_probe
+from bdh.dmft.probe import ProbeConfig, run_probe
+from bdh.train.checkpoint import resolve_model_dir
 
 
 def _one_line_error(capsys, argv):

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from bdh import BDH, BDHCapture, interop
+from bdh import BDHCapture, interop
 from bdh.model.naive import naive_official_forward
 
-from .helpers import rel_err, tiny_config, tiny_model
+from .helpers import rel_err, tiny_model
 
 
 def _official_state_dict(n_layer=3, D=16, H=2, mult=4, V=256, seed=0):

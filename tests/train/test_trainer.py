@@ -7,8 +7,6 @@ import json
 import pytest
 import torch
 
-from bdh.model.bdh import BDH
-from bdh.model.config import BDHConfig
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import TrainingError, load_config, train
 from bdh.train.trainer import Trainer

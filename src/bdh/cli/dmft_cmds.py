@@ -192,7 +192,8 @@ def cmd_probe(args) -> int:
     from bdh.dmft.experiments import parse_range
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import probe_figure
-    from bdh.dmft.probe import ProbeConfig, resolve_model_dir, run_probe
+    from bdh.dmft.probe import ProbeConfig, run_probe
+    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model.io import load_pretrained
 
     model_dir = resolve_model_dir(args.run_dir)

@@ -148,12 +148,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from bdh.cli.train_cmds import model_folder
+    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model.io import load_pretrained
     from bdh.model.merge import average, concatenate
 
-    a = load_pretrained(model_folder(args.a))
-    b = load_pretrained(model_folder(args.b))
+    a = load_pretrained(resolve_model_dir(args.a))
+    b = load_pretrained(resolve_model_dir(args.b))
     merged = average(a, b, args.weight) if args.average else concatenate(a, b)
     out = merged.save_pretrained(args.out_dir)
     how = f"averaged (weight of B {args.weight})" if args.average else f"n = {a.config.n} + {b.config.n} = {merged.config.n}"

@@ -126,33 +126,13 @@ def _device(name: str):
     return torch.device(name)
 
 
-def model_folder(source: str | Path, checkpoint: str | None = None) -> Path:
-    """The model folder of a run (``--checkpoint``, else best/, else the latest checkpoint) or a model folder."""
-    from bdh.train.checkpoint import list_checkpoints
-
-    src = Path(source)
-    if not src.is_dir():
-        raise FileNotFoundError(f"{src}: no such run or model folder")
-    if checkpoint:
-        path = src / "checkpoints" / checkpoint
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path}: no such checkpoint")
-        return path
-    if (src / "config.json").is_file():
-        return src
-    if (src / "best" / "config.json").is_file():
-        return src / "best"
-    found = list_checkpoints(src)
-    if found:
-        return found[-1]
-    raise FileNotFoundError(f"{src}: neither a model folder (config.json) nor a run folder with a checkpoint")
-
-
 def _load_model(source: str, checkpoint: str | None, device_name: str):
     from bdh.model.io import load_pretrained
     from bdh.train.checkpoint import META_NAME, verify
 
-    folder = model_folder(source, checkpoint)
+    from bdh.train.checkpoint import resolve_model_dir
+
+    folder = resolve_model_dir(source, checkpoint)
     if (folder / META_NAME).is_file():
         verify(folder)
     return load_pretrained(folder, map_location=_device(device_name)), folder

@@ -81,11 +81,11 @@ def _device(name: str):
 
 def _load(run: str, checkpoint: str | None, device: str):
     """(model, model folder) of a run or model folder; BDH models only."""
-    from bdh.cli.train_cmds import model_folder
+    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model import BDH
     from bdh.model.io import load_pretrained
 
-    folder = model_folder(run, checkpoint)
+    folder = resolve_model_dir(run, checkpoint)
     model = load_pretrained(folder, map_location=_device(device))
     if not isinstance(model, BDH):
         raise ValueError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")

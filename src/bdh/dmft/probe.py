@@ -26,38 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from .diagnostics import autocorrelation, power_spectrum
-
-
-def resolve_model_dir(path: str | Path) -> Path:
-    """A save_pretrained folder, or a run folder: its ``best/`` or else its newest ``checkpoints/step-N/``."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such model or run folder: {path}")
-    if not path.is_dir():
-        raise ValueError(f"{path} is not a folder (expected a model folder or a run folder)")
-
-    def ok(d: Path) -> bool:
-        return (d / "config.json").is_file() and (d / "model.safetensors").is_file()
-
-    if ok(path):
-        return path
-    if ok(path / "best"):
-        return path / "best"
-    steps = []
-    ck = path / "checkpoints"
-    if ck.is_dir():
-        for d in ck.iterdir():
-            if d.name.startswith("step-") and d.name[5:].isdigit() and ok(d):
-                steps.append((int(d.name[5:]), d))
-    if steps:
-        return max(steps)[1]
-    raise ValueError(f"{path} holds no model: expected config.json + model.safetensors, best/, or checkpoints/step-N/")
 
 
 @dataclass

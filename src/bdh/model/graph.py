@@ -258,7 +258,7 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
     B, T, n = y0.shape
     if n != cfg.n:
         raise ValueError(f"normfree_gpu: y0 must have n = {cfg.n} neurons, got {n}")
-    H, N, D = cfg.n_head, cfg.N, cfg.n_embd
+    H, N = cfg.n_head, cfg.N
     kind = cfg.positional
     cos, sin = rope_tables(kind, model.freqs, 0, T) if kind != "none" else (None, None)
     log_u = None if model.log_u is None else model.log_u.float()

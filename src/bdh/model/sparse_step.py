@@ -33,7 +33,7 @@ def sparse_token_step(model, token: torch.Tensor, state: BDHState, density_thres
     cfg = model.config
     if state.rho.shape[1] != 1 or model.log_u is not None:
         raise ValueError("sparse_token_step: needs a batch of one sequence and a model without damping")
-    H, N, n = cfg.n_head, cfg.N, cfg.n
+    H, n = cfg.n_head, cfg.n
     kind = cfg.positional
     if kind != "none":
         cos, sin = rope_tables(kind, model.freqs, state.pos, 1)

@@ -151,6 +151,38 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def holds_model(folder: Path) -> bool:
+    """Whether ``folder`` is a complete model folder (config.json and model.safetensors)."""
+    return (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file()
+
+
+def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
+    """The model folder that a command given ``source`` should load.
+
+    ``source`` is a model folder (config.json + model.safetensors) or a run folder; for a run folder:
+    ``checkpoints/<checkpoint>`` when ``checkpoint`` is given, else ``best/``, else the newest complete
+    ``checkpoints/step-N``. Every command that takes a trained model resolves it here.
+    """
+    src = Path(source)
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: no such run or model folder")
+    if not src.is_dir():
+        raise ValueError(f"{src}: not a folder (give a run folder or a model folder)")
+    if checkpoint:
+        path = src / "checkpoints" / checkpoint
+        if not holds_model(path):
+            raise FileNotFoundError(f"{path}: no such checkpoint (or it is incomplete)")
+        return path
+    if holds_model(src):
+        return src
+    if holds_model(src / "best"):
+        return src / "best"
+    for path in reversed(list_checkpoints(src)):
+        if holds_model(path):
+            return path
+    raise ValueError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
+
+
 def verify(path: Path) -> dict[str, Any]:
     """The meta.json of a checkpoint folder after checking its format tag and file checksums."""
     meta_path = path / META_NAME

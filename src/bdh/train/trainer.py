@@ -435,7 +435,6 @@ class Trainer:
         progress = Progress(self.total_steps, self.step, cfg.log.progress if main else "none")
         board = TensorBoard(self.run_dir / "tensorboard", cfg.log.tensorboard and main)
         start = self._fit_start = time.time()
-        start_step = self.step
         budget = None if cfg.train.max_minutes is None else cfg.train.max_minutes * 60.0 - self.elapsed_before
         timed_from = None  # (step, training seconds so far) where the current timing started
         step_seconds = 0.0  # time spent in training steps (not evaluations or checkpoints)
