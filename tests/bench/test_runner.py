@@ -45,8 +45,9 @@ def test_best_over_lr_breaks_ties_on_the_next_score_column_then_the_smaller_lr()
 
 
 def test_run_key_normalises_csv_text():
-    assert run_key({"model": "bdh", "setting": "S4", "width": "16", "lr": "0.003", "seed": "0"}) == \
-        run_key({"model": "bdh", "setting": "S4", "width": 16, "lr": 3e-3, "seed": 0})
+    row = {"model": "bdh", "setting": "S4", "width": "16", "lr": "0.003", "seed": "0", "steps": "20", "batch_size": "16"}
+    assert run_key(row) == run_key({"model": "bdh", "setting": "S4", "width": 16, "lr": 3e-3, "seed": 0, "steps": 20.0, "batch_size": 16})
+    assert run_key(row) != run_key({**row, "steps": "40"}) and run_key(row) != run_key({**row, "lr": "0.001"})
 
 
 class _RecallOnShort(torch.nn.Module):

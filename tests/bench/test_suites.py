@@ -79,6 +79,11 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
     runs = _rows(out / "runs.csv")
     assert len(runs) == 2 and runs[0] == first[0]
     assert _rows(out / "results.csv")[0]["lrs_tried"] == "0.001;0.003"
+    # another run length is another result: trained again, and only rows of this length are reported
+    assert main(["bench", "recall", "--quick", "--steps", "2", "--threads", "1", "--models", "bdh", "--lrs", "3e-3",
+                 "--out", str(out), "--resume"]) == 0
+    assert len(_rows(out / "runs.csv")) == 3
+    assert [r["steps"] for r in _rows(out / "results.csv")] == ["2"]
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -105,4 +110,5 @@ def test_dry_run_lists_the_runs_without_training(tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert "48 runs (24 model x setting x width" in stdout  # 4 settings x 2 widths x 3 models, x 2 learning rates
     assert stdout.count("width   32:") == 12 and "'name': 'baseconv'" in stdout
+    assert "81,920 params" in stdout  # BDH at width 32: 3 n D + 2 V D with n = 512, V = 512
     assert not (tmp_path / "o").exists()

@@ -94,16 +94,18 @@ class RunSpec:
 
     def key(self) -> tuple[str, ...]:
         """What identifies the run in ``runs.csv`` (used to skip it on resume)."""
-        return run_key({"model": self.model, "setting": self.setting, "width": self.width, "lr": self.lr, "seed": self.seed})
+        return run_key({"model": self.model, "setting": self.setting, "width": self.width, "lr": self.lr, "seed": self.seed,
+                        "steps": self.steps, "batch_size": self.batch_size})
 
     def run_name(self) -> str:
-        return f"{self.setting}-w{self.width}-lr{self.lr:g}-s{self.seed}"
+        return f"{self.setting}-w{self.width}-lr{self.lr:g}-s{self.seed}-{self.steps}x{self.batch_size}"
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, ...]:
-    """The identity of a run row: model, setting, width, learning rate and seed, normalised as text."""
+    """The identity of a run row: model, setting, width, learning rate, seed, steps and batch size,
+    normalised as text (a run of another length is another result)."""
     return (str(row["model"]), str(row["setting"]), str(int(float(row["width"]))), f"{float(row['lr']):.6g}",
-            str(int(float(row["seed"]))))
+            str(int(float(row["seed"]))), str(int(float(row["steps"]))), str(int(float(row["batch_size"]))))
 
 
 @dataclass

@@ -120,11 +120,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _print_plan(specs) -> None:
+    from bdh.registry import get_task
+    from bdh.train.config import build_section_config
+
     seen = set()
     for s in specs:
         key = (s.model, s.setting, s.width)
         if key in seen:
             continue
         seen.add(key)
-        print(f"{s.model:9s} {s.setting:10s} width {s.width:4d}: model {s.model_section}")
+        task_cls = get_task(s.task_section["name"])
+        section = dict(s.model_section)
+        if s.task_section["name"] == "sudoku":
+            vocab, causal = 10, False  # the puzzle files are written only when the suite runs
+        else:
+            task = task_cls(build_section_config("task", s.task_section)[1])
+            vocab, causal = task.vocab_size, task.causal
+        section.setdefault("vocab_size", vocab)
+        section.setdefault("causal", causal)
+        _, cfg = build_section_config("model", section)
+        print(f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}")
     print(f"{len(specs)} runs ({len(seen)} model x setting x width, x {len(specs) // max(len(seen), 1)} learning rates and seeds)")
