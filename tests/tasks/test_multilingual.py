@@ -99,3 +99,18 @@ def test_write_stream_in_pieces(tmp_path):
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_corpus_command(tmp_path, capsys):
+    from bdh.cli import main
+
+    assert main(["corpus", str(tmp_path / "c.txt"), "--pairs", "en-fr,en-pt", "--size", "20KB", "--seed", "2"]) == 0
+    assert (tmp_path / "c.txt").read_bytes() == translation_stream(StreamConfig(pairs=(("en", "fr"), ("en", "pt")), seed=2), 20_000)
+    for argv, match in (
+        (["--size", "lots"], "not a size"),
+        (["--pairs", "en"], "not of the form"),
+        (["--pairs", "en-xx"], "unknown language"),
+    ):
+        assert main(["corpus", str(tmp_path / "d.txt"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert match in err and err.count("\n") == 1
