@@ -112,3 +112,27 @@ def test_dry_run_lists_the_runs_without_training(tmp_path, capsys):
     assert stdout.count("width   32:") == 12 and "'name': 'baseconv'" in stdout
     assert "81,920 params" in stdout  # BDH at width 32: 3 n D + 2 V D with n = 512, V = 512
     assert not (tmp_path / "o").exists()
+
+
+def test_an_interrupted_run_is_not_recorded_and_resume_trains_it(tmp_path, capsys, monkeypatch):
+    from bdh.bench import runner
+
+    real = runner.train_one
+    calls = []
+
+    def stopped_on_second(spec, *a, **k):
+        calls.append(spec.lr)
+        if len(calls) == 2:
+            raise runner.BenchInterrupted(2)
+        return real(spec, *a, **k)
+
+    monkeypatch.setattr(runner, "train_one", stopped_on_second)
+    out = tmp_path / "bench"
+    argv = ["bench", "recall", *QUICK, "--models", "bdh", "--lrs", "1e-3,3e-3", "--out", str(out)]
+    assert main(argv) == 130
+    assert "--resume" in capsys.readouterr().err
+    assert [r["lr"] for r in _rows(out / "runs.csv")] == ["0.001"]
+    assert not (out / "results.csv").exists()
+    assert main([*argv, "--resume"]) == 0
+    assert calls == [1e-3, 3e-3, 3e-3]  # only the interrupted run is trained again
+    assert len(_rows(out / "runs.csv")) == 2 and len(_rows(out / "results.csv")) == 1
