@@ -7,7 +7,7 @@ import torch
 
 import bdh
 from bdh.cli import main
-from bdh.cli.inspect_cmds import resolve_model_dir
+from bdh.train.checkpoint import resolve_model_dir
 
 FAST = ["--seeds", "1", "--max-nodes", "96", "--tokens", "48", "--windows", "2"]
 
@@ -28,6 +28,13 @@ def test_resolve_model_dir(run_dir, tmp_path):
     assert resolve_model_dir(run_dir / "checkpoints" / "step-10").name == "step-10"
     with pytest.raises(ValueError):
         resolve_model_dir(tmp_path)
+
+
+def test_inspect_a_given_checkpoint(run_dir, tmp_path):
+    out = tmp_path / "ck"
+    assert main(["inspect", str(run_dir), "--checkpoint", "step-10", "--out", str(out), "--no-figures", *FAST]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["source"]["model"].endswith("step-10")
 
 
 def test_inspect_writes_report_and_figures(run_dir, tmp_path, capsys):

@@ -14,9 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-WEIGHTS = ("config.json", "model.safetensors")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "inspect",
@@ -29,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder")
+    p.add_argument("--checkpoint", metavar="step-N", help="inspect this checkpoint of the run instead")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="text to record (UTF-8 bytes); default: the held-out end of the embedded corpus")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
@@ -42,33 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--control-seed", type=int, default=0, help="torch seed of the untrained control (default 0)")
     p.add_argument("--no-figures", action="store_true", help="write report.json only")
     p.set_defaults(func=cmd_inspect)
-
-
-def resolve_model_dir(path: str | os.PathLike) -> Path:
-    """The model folder of RUN_DIR: itself if it holds config.json and model.safetensors, else
-    RUN_DIR/best, else the newest RUN_DIR/checkpoints/step-N that holds both."""
-    root = Path(path)
-    if not root.exists():
-        raise FileNotFoundError(f"{root}: no such folder")
-    if not root.is_dir():
-        raise ValueError(f"{root}: not a folder (give a run folder or a model folder)")
-
-    def complete(p: Path) -> bool:
-        return all((p / name).is_file() for name in WEIGHTS)
-
-    if complete(root):
-        return root
-    if complete(root / "best"):
-        return root / "best"
-    steps = []
-    ck = root / "checkpoints"
-    if ck.is_dir():
-        for p in ck.iterdir():
-            if p.is_dir() and p.name.startswith("step-") and p.name[5:].isdigit() and complete(p):
-                steps.append((int(p.name[5:]), p))
-    if steps:
-        return max(steps)[1]
-    raise ValueError(f"{root}: no model found (neither config.json + model.safetensors, nor best/, nor checkpoints/step-N/)")
 
 
 def _windows(data: bytes, length: int, count: int) -> torch.Tensor:
@@ -118,7 +89,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for name in ("max_nodes", "seeds"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    model_dir = resolve_model_dir(args.run)
+    from bdh.train.checkpoint import resolve_model_dir
+
+    model_dir = resolve_model_dir(args.run, args.checkpoint)
     tokens, source = _input_tokens(args)
     model = load_pretrained(model_dir)
     if not isinstance(model, BDH):
