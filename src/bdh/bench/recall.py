@@ -47,7 +47,7 @@ class RecallSweep:
     models: tuple[str, ...] = MODELS
     lrs: tuple[float, ...] = (1e-3, 3e-3)
     seeds: tuple[int, ...] = (0,)
-    steps: int = 200
+    steps: int = 150
     batch_size: int = 32
     vocab_size: int = 512
     num_train_examples: int = 8192
