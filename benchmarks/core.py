@@ -11,7 +11,7 @@ Every number in a table is measured in the same run, so the ratios compare like 
   (what the official ``generate`` does), at several context lengths.
 * training: tokens/s of one forward + backward step and the peak memory it adds, for the parallel and
   the chunked form, at several window lengths. Each measurement runs in a fresh subprocess and reads
-  the peak resident memory of that process (``ru_maxrss``) above its level before the step.
+  the peak resident memory of that process (VmHWM, reset before the step) above its level before the step.
 """
 
 from __future__ import annotations
@@ -69,6 +69,31 @@ def bench_generation(args: argparse.Namespace) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- training
+def _reset_peak() -> int:
+    """Reset the peak resident size where Linux allows it; return the current size in KiB."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM, the peak resident set size
+        return _status_kib("VmRSS")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _peak() -> int:
+    try:
+        return _status_kib("VmHWM")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
 def _training_child(spec: dict) -> dict:
     """Runs in a fresh process: one (form, T) training measurement."""
     torch.set_num_threads(spec["threads"])
@@ -78,7 +103,7 @@ def _training_child(spec: dict) -> dict:
     B, T = spec["batch"], spec["block"]
     idx = torch.randint(0, 256, (B, T))
     tgt = torch.randint(0, 256, (B, T))
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = _reset_peak()
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
@@ -88,7 +113,7 @@ def _training_child(spec: dict) -> dict:
     t0 = time.perf_counter()
     step()  # first step: also the memory measurement
     first = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _peak()
     times = [first]
     for _ in range(spec["repeats"] - 1):
         t0 = time.perf_counter()
@@ -147,8 +172,11 @@ def main() -> None:
     p.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     cfg = model_config(args)
     print(f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), "
