@@ -13,11 +13,12 @@ official ``pathwaycom/bdh`` defaults (L=6, D=256, h=4, multiplier 128, so n = 32
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+from ..typed_config import TypedConfig
 
 POSITIONAL = ("rope", "rope-standard", "none")
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
@@ -41,7 +42,7 @@ def alibi_retention(n_head: int) -> tuple[float, ...]:
 
 
 @dataclass
-class BDHConfig:
+class BDHConfig(TypedConfig):
     """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
 
     Attributes:
@@ -187,25 +188,7 @@ class BDHConfig:
         """Scalars of recurrent state rho per layer: h heads x N x D = n D (paper section 4.1)."""
         return self.n * self.n_embd
 
-    # ------------------------------------------------------------------ (de)serialisation
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as plain JSON-able values (the derived size n is not stored)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
-        if isinstance(out["damping"], tuple):
-            out["damping"] = list(out["damping"])
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BDHConfig":
-        """Build from a dict, refusing unknown keys with a one-line error."""
-        if not isinstance(data, dict):
-            raise ValueError(f"BDHConfig: expected a mapping of fields, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls) if f.init}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"BDHConfig: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
-        return cls(**data)
-
+    # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
     def replace(self, **changes: Any) -> "BDHConfig":
         """A copy with some fields changed (validated again)."""
         data = self.to_dict()

@@ -8,32 +8,16 @@ Randomness is always drawn from a numpy ``Generator`` seeded by a ``SeedSequence
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, ClassVar
-
 import numpy as np
+
+from ..typed_config import TypedConfig
 
 #: split name -> the integer mixed into every seed of that split (train and val never share a stream)
 SPLIT_IDS = {"train": 0, "val": 1}
 
 
-class TaskConfig:
-    """Mixin for task config dataclasses: validation helpers and dict round trip."""
-
-    _name: ClassVar[str] = "TaskConfig"
-
-    def _fail(self, field: str, message: str) -> None:
-        raise ValueError(f"{type(self).__name__}.{field}: {message}")
-
-    def _check_int(self, field: str, minimum: int = 1) -> None:
-        value = getattr(self, field)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            self._fail(field, f"must be an integer >= {minimum}, got {value!r}")
-
-    def _check_bool(self, field: str) -> None:
-        value = getattr(self, field)
-        if not isinstance(value, bool):
-            self._fail(field, f"must be true or false, got {value!r}")
+class TaskConfig(TypedConfig):
+    """Typed config of a task: the package's config mixin plus the data-seed helpers."""
 
     def _check_data_seed(self) -> None:
         value = getattr(self, "data_seed", None)
@@ -44,29 +28,6 @@ class TaskConfig:
         """The seed the data sets are drawn from: ``data_seed`` when set, else the run's seed."""
         value = getattr(self, "data_seed", None)
         return check_seed(seed) if value is None else int(value)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as plain JSON-able values."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]):
-        """Build from a mapping, refusing unknown keys with a one-line error."""
-        if not isinstance(data, dict):
-            raise ValueError(f"{cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
-        return cls(**data)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def split_id(split: str) -> int:
