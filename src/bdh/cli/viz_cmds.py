@@ -186,7 +186,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     model = folder = None
     try:
         model, folder = _load(args.run, args.checkpoint, args.device)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # no model in the folder (or none readable): plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {exc}")
     root = inputs.run_dir_of(folder) if folder is not None else run
     out = Path(args.out) if args.out else root / "reports" / "plots"
