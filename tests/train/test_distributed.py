@@ -10,6 +10,12 @@ import pytest
 from _train_helpers import run_bdh, set_args, subprocess_env, tiny, train_losses
 
 
+def _torchrun(*args: str) -> subprocess.CompletedProcess:
+    """``bdh`` under torchrun with two processes on this machine."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+
+
 def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_path):
     # dropout off: the two processes draw their own dropout masks, one process draws one stream
     common = ["train.max_steps=12", "eval.every=6", "checkpoint.every=6", "model.dropout=0.0"]
@@ -18,9 +24,7 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_pat
     assert one.returncode == 0, one.stderr
 
     ddp = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", "train",
-           *set_args(tiny(corpus_file, ddp, *common))]
-    two = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *common)))
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("run folder:") == 1  # only rank 0 reports
 
@@ -35,11 +39,7 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_pat
     assert "rng.0.torch_cpu" in state and "rng.1.torch_cpu" in state
 
     # resume works the same under torchrun
-    more = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", "train",
-         "--resume", str(ddp), "--set", "train.max_steps=14"],
-        capture_output=True, text=True, timeout=300, env=subprocess_env(),
-    )
+    more = _torchrun("train", "--resume", str(ddp), "--set", "train.max_steps=14")
     assert more.returncode == 0, more.stderr[-3000:]
     assert sorted(train_losses(ddp)) == list(range(1, 15))
 
@@ -51,9 +51,7 @@ def test_two_processes_match_one_in_tbptt_mode(corpus_file, tmp_path):
     one = run_bdh("train", *set_args(tiny(corpus_file, single, *common, "train.micro_batch_size=2")))
     assert one.returncode == 0, one.stderr
     ddp = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", "train",
-           *set_args(tiny(corpus_file, ddp, *common))]
-    two = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *common)))
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = train_losses(single), train_losses(ddp)
     assert sorted(a) == sorted(b) == list(range(1, 7))
