@@ -139,3 +139,26 @@ def test_a_time_budget_shortens_the_run_and_decays_over_it(corpus_file, tmp_path
         assert records[-1]["lr"] == pytest.approx(1e-4)
     meta = json.loads((result.checkpoint / "meta.json").read_text())
     assert meta["budget_fixed"] and meta["total_steps"] == result.total_steps
+
+
+def test_init_from_starts_from_the_given_weights_and_refuses_another_model(corpus_file, tmp_path):
+    base = run(corpus_file, tmp_path / "base", "train.max_steps=5", "eval.every=0")
+
+    def trainer(name, *extra):
+        return Trainer(load_config(None, tiny(corpus_file, tmp_path / name, "train.max_steps=3", "eval.every=0", *extra)))
+
+    tuned = trainer("tuned", f"train.init_from={base.run_dir}", "train.seed=99", "model.dropout=0.0")
+    fresh = trainer("fresh", "train.seed=99")
+    try:
+        for name, value in base.model.state_dict().items():
+            assert torch.equal(value, tuned.model.state_dict()[name]), name
+        assert not torch.equal(fresh.model.E, tuned.model.E)
+        result = tuned.fit()  # and it trains on from there
+        assert result.step == 3 and not torch.equal(result.model.E, base.model.E)
+    finally:
+        tuned.close()
+        fresh.close()
+    with pytest.raises(TrainingError, match="another model configuration .*n_layer"):
+        trainer("bad", "model.n_layer=3", f"train.init_from={base.run_dir}")
+    with pytest.raises(FileNotFoundError, match="no such run or model folder"):
+        trainer("bad2", f"train.init_from={tmp_path / 'missing'}")

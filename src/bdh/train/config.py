@@ -97,6 +97,10 @@ class TrainConfig:
         threads: CPU threads for PyTorch; null keeps PyTorch's default.
         check_memory: estimate the training memory of a micro-batch first and refuse batches that do not fit.
         deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
+        init_from: fine-tuning: a model folder or run folder (resolved like every other command: ``best/``,
+            else the newest checkpoint) whose weights replace the fresh initialisation. Its model must be
+            the run's model with the same configuration; only the weights are taken (not the optimiser,
+            step or schedule). A resumed run ignores it (the checkpoint's weights win).
     """
 
     batch_size: int = 8
@@ -113,6 +117,7 @@ class TrainConfig:
     threads: int | None = None
     check_memory: bool = True
     deterministic: bool = False
+    init_from: str | None = None
 
 
 @dataclass

@@ -55,6 +55,10 @@ CALIBRATION_STEPS = 12
 BUDGET_SHARE = 0.93
 
 
+#: model fields that change how a model runs, not what its weights mean (may differ under ``train.init_from``)
+RUNTIME_FIELDS = frozenset({"dropout", "attention", "chunk_size"})
+
+
 class TrainingError(ValueError):
     """Training cannot go on (NaN loss, a batch that does not fit, a task and model that do not match)."""
 
@@ -217,6 +221,8 @@ class Trainer:
         np.random.seed(t.seed % 2**32)
         random.seed(t.seed)
         self.model = self.model_cls(self.model_config).to(self.device)
+        if t.init_from is not None and resume is None:
+            self._init_from(t.init_from)
         if self.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * self.env.rank)
         fused = self.device.type == "cuda"
@@ -244,6 +250,26 @@ class Trainer:
         self._fit_start = time.time()
 
     # ------------------------------------------------------------------ setup helpers
+    def _init_from(self, source: str) -> None:
+        """Replace the fresh weights by those of a trained model of the same class and configuration."""
+        from bdh.model.io import CheckpointError, check_state_dict, load_tensors, read_model_config
+
+        path = ckpt.resolve_model_dir(source)
+        cls, cfg = read_model_config(path)
+        if cls is not self.model_cls:
+            raise TrainingError(f"train.init_from: {path} holds a {cls.__name__}, the run trains a {self.model_cls.__name__}")
+        mine, theirs = self.model_config.to_dict(), cfg.to_dict()
+        diff = sorted(k for k in set(mine) | set(theirs) if k not in RUNTIME_FIELDS and mine.get(k) != theirs.get(k))
+        if diff:
+            shown = ", ".join(f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in diff[:3])
+            raise TrainingError(f"train.init_from: {path} has another model configuration ({shown})")
+        tensors = load_tensors(path / "model.safetensors", device=self.device)
+        try:
+            check_state_dict(self.model, tensors, str(path))
+        except CheckpointError as exc:
+            raise TrainingError(f"train.init_from: {exc}") from None
+        self.model.load_state_dict(tensors)
+
     def _check_modes(self) -> None:
         bptt = self.config.train.bptt
         if bptt == "tbptt":
