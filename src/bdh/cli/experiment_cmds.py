@@ -1,0 +1,114 @@
+"""``bdh experiment synapses|merge|no-bptt``: the paper's section 6.3 and section 7 experiments, end to end.
+
+    bdh experiment merge --out DIR                   CPU default (under 30 minutes on 2 cores)
+    bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
+    bdh experiment synapses --set steps=2000 ...     change a field of the experiment's config
+
+Each writes ``report.md``, ``results.json`` and figures into ``--out`` (and the trained models under
+``--out/runs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bdh.experiments import EXPERIMENTS
+
+HELP = {
+    "synapses": "monosemantic synapses (paper section 6.3, Figs. 12-13): search, held-out Mann-Whitney test, nulls",
+    "merge": "model merging by concatenation (paper section 7.1, Table 2), with weight averaging and no-shared-base controls",
+    "no-bptt": "training without backprop through time (paper section 7.2): losses against BPTT and the bigram barrier, and the copy test",
+}
+
+
+def experiment_module(name: str):
+    """The module of experiment ``name`` (``synapses``, ``merge``, ``no-bptt``)."""
+    return importlib.import_module(f"bdh.experiments.{EXPERIMENTS[name]}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "experiment",
+        help="reproduce the paper's synapse, merging and no-BPTT experiments at laptop scale",
+        description="Train the models an experiment needs, measure, and write report.md, results.json and figures "
+        "into --out. The default sizes finish in under 30 minutes on 2 CPU cores; --quick is a smoke test.",
+    )
+    p.set_defaults(func=lambda args: _usage())
+    names = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
+    for name in EXPERIMENTS:
+        s = names.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+        s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/experiment-{name}-<timestamp>)")
+        s.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of a minute or two")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                       help="change a field of the experiment's config (repeatable); see --show-config")
+        s.add_argument("--show-config", action="store_true", help="print the resolved config as JSON and exit")
+        s.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads")
+        s.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
+        s.set_defaults(func=cmd_experiment)
+
+
+def _usage() -> int:
+    from . import UsageError
+
+    raise UsageError(f"experiment: give a name ({', '.join(EXPERIMENTS)})")
+
+
+def resolve_config(module: Any, quick: bool, overrides: list[str]) -> Any:
+    """The experiment's config: its default (or ``quick``) with ``FIELD=VALUE`` overrides (values in YAML)."""
+    import yaml
+
+    from . import UsageError
+
+    config = module.Config.quick() if quick else module.Config()
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}")
+        if key not in fields:
+            raise UsageError(f"--set: unknown field {key!r}; known: {', '.join(fields)}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise UsageError(f"--set {key}: cannot read the value {text!r}") from None
+        default = getattr(config, key)
+        if isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        changes[key] = value
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from . import UsageError
+    from bdh.experiments.common import prepare_out
+
+    module = experiment_module(args.experiment)
+    config = resolve_config(module, args.quick, args.overrides)
+    if args.show_config:
+        import json
+
+        print(json.dumps(dataclasses.asdict(config), indent=2))
+        return 0
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: must be at least 1, got {args.threads}")
+    out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
+    out = prepare_out(out, force=args.force)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    start = time.time()
+    report = module.run(config, out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    print(f"{report}  ({(time.time() - start) / 60:.1f} min)")
+    return 0

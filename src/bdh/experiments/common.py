@@ -1,0 +1,290 @@
+"""What the section-6.3 and section-7 experiments share: corpora, short training runs, per-direction losses
+on the translation stream, the bigram reference, and the markdown report.
+
+* `write_corpus` writes a translation stream (`bdh.tasks.multilingual`, paper App. B.1) for a set of
+  language pairs; `direction_segments` makes held-out (source, target) pairs for one direction from a
+  seed the training stream never uses.
+* `train_lm` trains a BDH byte model on such a file through the public trainer (`bdh.train`), optionally
+  starting from another model (fine-tuning) and optionally without backprop through time.
+* `segment_losses` scores whole segments ``<F:xx>source<T:yy>target`` from a zero state and splits the
+  next-byte loss into source-side and target-side bytes (the delimiters are not counted); this is the
+  per-direction, target-side loss of paper Table 2.
+* `bigram_loss` is the loss of the best letter-bigram model of the training bytes on the same positions:
+  the "bigram barrier" of section 7.2.
+* `Report` collects headings, paragraphs, tables and figures and writes ``report.md`` and
+  ``results.json`` atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bdh.model.io import atomic_write_bytes
+from bdh.tasks.base import IGNORE_INDEX
+from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
+
+#: the seed offset of held-out evaluation sentences (training streams use small seeds)
+EVAL_SEED = 1_000_003
+
+
+# ------------------------------------------------------------------------------------------ model size
+@dataclass(frozen=True)
+class ModelSize:
+    """The BDH size of an experiment (paper appendix E names: L layers, D = n_embd, h heads, n neurons)."""
+
+    n_layer: int = 4
+    n_embd: int = 64
+    n_head: int = 4
+    n_neurons: int = 2048
+    dropout: float = 0.0
+
+    def section(self) -> dict[str, Any]:
+        """The ``model`` section of a run config."""
+        return {"name": "bdh", **dataclasses.asdict(self)}
+
+
+# ------------------------------------------------------------------------------------------ corpora
+def write_corpus(path: str | Path, pairs: Sequence[tuple[str, str]], size_bytes: int, *, seed: int = 0,
+                 lexicon_seed: int = 0, concept_rate: float = 0.5) -> Path:
+    """Write ``size_bytes`` of the translation stream of ``pairs`` to ``path`` (atomically)."""
+    config = StreamConfig(pairs=tuple(tuple(p) for p in pairs), seed=seed, lexicon_seed=lexicon_seed,
+                          concept_rate=concept_rate)
+    return write_stream(path, config, size_bytes)
+
+
+def direction_segments(src: str, tgt: str, count: int, *, seed: int = 0, lexicon_seed: int = 0,
+                       concept_rate: float = 0.5) -> list[tuple[str, str, str, str]]:
+    """``count`` held-out (source language, source text, target language, target text) tuples of one
+    direction, from a generator seeded apart from every training stream."""
+    from bdh.tasks.multilingual import _random_concept
+
+    lexicon = Lexicon(lexicon_seed)
+    rng = random.Random(f"eval-{EVAL_SEED + seed}-{src}-{tgt}")
+    out = []
+    for _ in range(count):
+        sentence = make_sentence(rng, _random_concept(rng, concept_rate))
+        out.append((src, sentence.render(src, lexicon), tgt, sentence.render(tgt, lexicon)))
+    return out
+
+
+def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[bytes, tuple[int, int], tuple[int, int]]:
+    """The bytes of ``<F:src>src_text<T:tgt>tgt_text`` and the byte spans [start, stop) of the two texts."""
+    head, mid = f"<F:{src}>".encode(), f"<T:{tgt}>".encode()
+    s, t = src_text.encode("utf-8"), tgt_text.encode("utf-8")
+    data = segment(src, src_text, tgt, tgt_text).encode("utf-8")
+    s0 = len(head)
+    t0 = s0 + len(s) + len(mid)
+    return data, (s0, s0 + len(s)), (t0, t0 + len(t))
+
+
+# ------------------------------------------------------------------------------------------ training
+def train_lm(run_dir: str | Path, data: str | Path, size: ModelSize, *, steps: int, batch_size: int, seq_len: int,
+             lr: float, seed: int = 0, bptt: str = "window", init_from: str | Path | None = None,
+             warmup_steps: int | None = None, threads: int | None = None, progress: str = "none",
+             device: str = "cpu") -> Any:
+    """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
+
+    AdamW with a warmup of a tenth of the run (or ``warmup_steps``) and linear decay to a tenth of
+    ``lr`` (the paper's schedule, appendix B.3, compressed), fp32, a fixed number of steps.
+    """
+    from bdh.train import RunConfig, train
+
+    config = RunConfig.from_dict({
+        "model": size.section(),
+        "task": {"name": "text", "data": str(data), "seq_len": seq_len, "val_fraction": 0.02},
+        "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10)},
+        "train": {"batch_size": batch_size, "max_steps": steps, "max_minutes": None, "seed": seed, "device": device,
+                  "precision": "fp32", "threads": threads, "check_memory": False, "bptt": bptt,
+                  "init_from": str(init_from) if init_from is not None else None},
+        "eval": {"every": 0, "batches": 4},
+        "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
+        "checkpoint": {"every": 0, "keep": 1},
+        "sample": {"max_new_tokens": 0},
+        "run_dir": str(run_dir),
+    })
+    result = train(config)
+    if result.interrupted is not None:
+        raise KeyboardInterrupt
+    return result
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+@dataclass
+class SideLosses:
+    """Mean next-byte losses (nats per byte) on the source and target texts of a set of segments."""
+
+    source: float
+    target: float
+    source_bytes: int
+    target_bytes: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+
+def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[bytes], list[np.ndarray]]:
+    """Per segment: its bytes, and a code per predicted position (0 delimiter, 1 source, 2 target).
+
+    Position ``i`` predicts byte ``i + 1``; it is a source (target) position when byte ``i + 1`` lies in
+    the source (target) text.
+    """
+    datas, codes = [], []
+    for seg in segments:
+        data, (s0, s1), (t0, t1) = encode_segment(*seg)
+        code = np.zeros(len(data) - 1, dtype=np.int64)
+        code[s0 - 1:s1 - 1] = 1
+        code[t0 - 1:t1 - 1] = 2
+        datas.append(data)
+        codes.append(code)
+    return datas, codes
+
+
+@torch.no_grad()
+def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32) -> SideLosses:
+    """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state.
+
+    Sequences of a batch are right-padded; a causal model never looks at the padding.
+    """
+    if not segments:
+        raise ValueError("segment_losses: no segments")
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    datas, codes = _side_masks(segments)
+    sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
+    try:
+        for i in range(0, len(datas), batch_size):
+            chunk, chunk_codes = datas[i:i + batch_size], codes[i:i + batch_size]
+            T = max(len(d) for d in chunk) - 1
+            x = torch.zeros(len(chunk), T, dtype=torch.long)
+            y = torch.full((len(chunk), T), IGNORE_INDEX, dtype=torch.long)
+            c = torch.zeros(len(chunk), T, dtype=torch.long)
+            for b, (d, code) in enumerate(zip(chunk, chunk_codes)):
+                arr = torch.tensor(list(d), dtype=torch.long)
+                x[b, :len(d) - 1] = arr[:-1]
+                y[b, :len(d) - 1] = arr[1:]
+                c[b, :len(d) - 1] = torch.from_numpy(code)
+            logits = model(x.to(device)).float().cpu()
+            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX,
+                                  reduction="none").view_as(y)
+            valid = y != IGNORE_INDEX
+            for side in (1, 2):
+                m = valid & (c == side)
+                sums[side] += float(nll[m].sum())
+                counts[side] += int(m.sum())
+    finally:
+        model.train(was)
+    return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
+
+
+class BigramModel:
+    """The letter-bigram model of a byte stream: P(b | a) from counts with add-``alpha`` smoothing."""
+
+    def __init__(self, data: bytes | np.ndarray, alpha: float = 0.1):
+        arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, dtype=np.uint8)
+        if len(arr) < 2:
+            raise ValueError("BigramModel: need at least two bytes")
+        counts = np.zeros((256, 256), dtype=np.float64)
+        np.add.at(counts, (arr[:-1], arr[1:]), 1.0)
+        counts += alpha
+        self.logp = np.log(counts / counts.sum(axis=1, keepdims=True))
+
+    def losses(self, segments: Sequence[tuple[str, str, str, str]]) -> SideLosses:
+        """Source- and target-side losses (nats per byte) on the positions `segment_losses` scores."""
+        datas, codes = _side_masks(segments)
+        sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
+        for d, code in zip(datas, codes):
+            arr = np.frombuffer(d, dtype=np.uint8)
+            nll = -self.logp[arr[:-1], arr[1:]]
+            for side in (1, 2):
+                m = code == side
+                sums[side] += float(nll[m].sum())
+                counts[side] += int(m.sum())
+        return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
+
+
+def bigram_loss(train_bytes: bytes, segments: Sequence[tuple[str, str, str, str]]) -> SideLosses:
+    """The bigram reference of section 7.2: a bigram model of ``train_bytes`` scored on ``segments``."""
+    return BigramModel(train_bytes).losses(segments)
+
+
+# ------------------------------------------------------------------------------------------ report
+def _cell(value: Any, digits: int) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:.{digits}g}" if abs(value) < 1e-3 and value != 0 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], digits: int = 3) -> str:
+    """A markdown table; floats with ``digits`` decimals."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(v, digits) for v in row) + " |")
+    return "\n".join(lines)
+
+
+class Report:
+    """A markdown report built piece by piece, plus the machine-readable results behind it."""
+
+    def __init__(self, title: str):
+        self.parts: list[str] = [f"# {title}"]
+        self.results: dict[str, Any] = {}
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.parts.append("#" * level + " " + text)
+
+    def text(self, text: str) -> None:
+        self.parts.append(text.strip())
+
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[Any]], digits: int = 3) -> None:
+        self.parts.append(markdown_table(headers, rows, digits))
+
+    def figure(self, path: str, caption: str) -> None:
+        """A figure, by its path relative to the report."""
+        self.parts.append(f"![{caption}]({path})\n\n*{caption}*")
+
+    def markdown(self) -> str:
+        return "\n\n".join(self.parts) + "\n"
+
+    def write(self, out: str | Path) -> Path:
+        """Write ``report.md`` and ``results.json`` into ``out``; returns the report's path."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out / "results.json", (json.dumps(self.results, indent=2, sort_keys=True, default=_json_default) + "\n").encode())
+        atomic_write_bytes(out / "report.md", self.markdown().encode("utf-8"))
+        return out / "report.md"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def prepare_out(out: str | Path, *, force: bool = False) -> Path:
+    """The experiment's output folder: created; an existing non-empty folder is refused unless ``force``."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a folder")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ValueError(f"{out}: folder exists and is not empty (choose another --out, or --force to overwrite)")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
