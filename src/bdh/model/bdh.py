@@ -31,7 +31,8 @@ from ..registry import register_model
 from .attention import linear_attention, parallel, recurrent
 from .config import BDHConfig
 from .io import PretrainedMixin
-from .rope import frequencies, rope_apply, rope_tables
+from .fused import relu_mul
+from .rope import _compiling, frequencies, rope_apply, rope_tables
 from .sparse_step import sparse_token_step
 from .state import BDHState
 
@@ -158,7 +159,9 @@ class BDH(PretrainedMixin, nn.Module):
                         rho.copy_(rho_next)
                 else:
                     new_rho.append(rho_next)
-            y = F.relu(self._ln(a) @ self.Dy) * x  # B, H, T, N
+            z = self._ln(a) @ self.Dy
+            # y = ReLU(Dy LN(a)) * x; eager: one fused autograd function (same values, bdh.model.fused)
+            y = F.relu(z) * x if _compiling() else relu_mul(z, x)  # B, H, T, N
             y_in = self.drop(y).transpose(1, 2).reshape(B, 1, T, cfg.n)
             v = self._ln(v + self._ln(y_in @ self.E))  # B, 1, T, D
             if cap is not None:

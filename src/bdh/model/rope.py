@@ -19,6 +19,7 @@ import math
 import torch
 
 from .config import BDHConfig
+from .fused import rope_rotate
 
 
 def official_frequencies(N: int, theta: float) -> torch.Tensor:
@@ -76,6 +77,14 @@ def rope_apply(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         phasor = torch.complex(cos[..., ::2].to(v.dtype), sin[..., ::2].to(v.dtype))
         pairs = torch.view_as_complex(v.view(*v.shape[:-1], v.shape[-1] // 2, 2))
         return torch.view_as_real(pairs * phasor).view(v.shape)
+    if not _compiling():
+        # one custom autograd function: tables in v's dtype, the inverse rotation as backward (bdh.model.fused)
+        return rope_rotate(v.contiguous(), cos, sin, interleaved=kind == "rope")
+    return rope_plain(kind, v, cos, sin)
+
+
+def rope_plain(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The rotation as the official code writes it (the reference the fast paths are tested against)."""
     if kind == "rope":
         v_rot = torch.stack((-v[..., 1::2], v[..., ::2]), dim=-1).view(*v.shape)
     else:

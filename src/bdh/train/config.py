@@ -93,7 +93,10 @@ class TrainConfig:
         seed: seeds the model initialisation, dropout and the data order.
         device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K``.
         precision: ``auto`` (bf16 autocast where the device supports it, CUDA; fp32 on CPU), ``bf16`` or ``fp32``.
-        compile: wrap the model in ``torch.compile``.
+        compile: wrap the model in ``torch.compile`` (if compiling fails: one warning, then eager).
+        keep_freed_memory: on CPU, keep freed memory in the process for reuse instead of returning large
+            blocks to the system after every free (glibc; `bdh.train.runtime.keep_freed_memory`): the
+            large activations are then not page-faulted in again at every step.
         threads: CPU threads for PyTorch; null keeps PyTorch's default.
         check_memory: estimate the training memory of a micro-batch first and refuse batches that do not fit.
         deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
@@ -114,6 +117,7 @@ class TrainConfig:
     device: str = "auto"
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     compile: bool = False
+    keep_freed_memory: bool = True
     threads: int | None = None
     check_memory: bool = True
     deterministic: bool = False

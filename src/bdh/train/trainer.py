@@ -42,7 +42,7 @@ from ..model.io import CheckpointError
 from ..tasks.base import IGNORE_INDEX
 from . import checkpoint as ckpt
 from . import distributed as dist_utils
-from . import rng
+from . import rng, runtime
 from .config import RunConfig, build_section_config
 from .log import MetricsLog, Progress, TensorBoard
 from .memory import check_fits
@@ -120,7 +120,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         return None
     if precision == "bf16":
         return torch.bfloat16
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+    if device.type == "cuda" and runtime.detect(device).bf16:
         return torch.bfloat16
     return None
 
@@ -163,8 +163,10 @@ class Trainer:
         self.device = resolve_device(t.device, self.env)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+        self.caps = runtime.detect(self.device)  # fast paths by capability, never by assumption
+        runtime.apply_backend_flags(self.caps)
+        if self.device.type == "cpu" and t.keep_freed_memory:
+            runtime.keep_freed_memory()
         dist_utils.init(self.env, self.device)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
 
@@ -225,9 +227,8 @@ class Trainer:
             self._init_from(t.init_from)
         if self.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * self.env.rank)
-        fused = self.device.type == "cuda"
-        self.optimizer = make_optimizer(self.model, config, fused)
-        self.objective: nn.Module = Objective(torch.compile(self.model) if t.compile else self.model, t.bptt)
+        self.optimizer = make_optimizer(self.model, config, self.caps.fused_adamw)
+        self.objective: nn.Module = Objective(runtime.compile_or_eager(self.model) if t.compile else self.model, t.bptt)
         if self.env.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 

@@ -1,0 +1,90 @@
+"""The fused element-wise functions (bdh.model.fused) against the plain expressions: values and gradients."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bdh import BDH, BDHConfig
+from bdh.model.fused import relu_mul, rope_rotate
+from bdh.model.naive import naive_official_forward
+from bdh.model.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.interop import NAME_MAP, to_official
+
+
+def _grads(fn, *inputs, weight):
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = fn(*leaves)
+    (out.float() * weight).sum().backward()
+    return out.detach(), [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_relu_mul_is_bit_identical_to_autograd(dtype):
+    torch.manual_seed(0)
+    z = torch.randn(2, 3, 7, 16, dtype=dtype)
+    z[0, 0, 0, :4] = 0.0  # the kink: ReLU'(0) = 0 in both
+    x = torch.relu(torch.randn(2, 3, 7, 16, dtype=dtype))
+    w = torch.randn(2, 3, 7, 16)
+    fast, (dz, dx) = _grads(relu_mul, z, x, weight=w)
+    ref, (rz, rx) = _grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
+    assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
+
+
+def test_relu_mul_in_bf16_and_with_one_input_frozen():
+    torch.manual_seed(1)
+    z = torch.randn(4, 32, dtype=torch.bfloat16)
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    w = torch.randn(4, 32)
+    fast, (dz, dx) = _grads(relu_mul, z, x, weight=w)
+    ref, (rz, rx) = _grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
+    assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
+    zl = z.clone().requires_grad_()
+    (relu_mul(zl, x) * w).sum().backward()  # x needs no gradient
+    assert torch.equal(zl.grad, rz)
+
+
+@pytest.mark.parametrize("kind", ["rope", "rope-standard"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rope_rotate_equals_the_plain_rotation(kind, dtype):
+    N, T = 32, 9
+    freqs = official_frequencies(N, 2.0**16) if kind == "rope" else standard_frequencies(N, 10000.0)
+    cos, sin = rope_tables(kind, freqs, 3, T)
+    torch.manual_seed(2)
+    v = torch.randn(2, 2, T, N, dtype=dtype)
+    w = torch.randn(2, 2, T, N)
+    fast, (dv,) = _grads(lambda t: rope_rotate(t, cos, sin, kind == "rope"), v, weight=w)
+    ref, (rv,) = _grads(lambda t: rope_plain(kind, t, cos.to(dtype), sin.to(dtype)), v, weight=w)
+    tol = 1e-6 if dtype == torch.float32 else 1e-13
+    assert torch.allclose(fast, ref, atol=tol, rtol=0) and torch.allclose(dv, rv, atol=tol, rtol=0)
+
+
+def test_rope_rotate_in_bf16_stays_within_bf16_rounding():
+    N, T = 64, 16
+    cos, sin = rope_tables("rope", official_frequencies(N, 2.0**16), 0, T)
+    torch.manual_seed(3)
+    v = torch.randn(2, 2, T, N)
+    w = torch.randn(2, 2, T, N)
+    fast, (dv,) = _grads(lambda t: rope_rotate(t, cos, sin, True), v.bfloat16(), weight=w)
+    ref, (rv,) = _grads(lambda t: rope_plain("rope", t, cos, sin), v, weight=w)  # fp32 reference
+    assert fast.dtype == torch.bfloat16 and dv.dtype == torch.bfloat16
+    # bf16 keeps 8 significant bits: relative error 2^-8 per rounding, a few roundings per value
+    assert (fast.float() - ref).abs().max() <= 4 * 2**-8 * ref.abs().max()
+    assert (dv.float() - rv).abs().max() <= 4 * 2**-8 * rv.abs().max()
+
+
+def test_model_with_fused_ops_still_matches_the_official_math():
+    """End to end: logits equal the transcription of the official forward, and gradients match the plain path."""
+    torch.manual_seed(4)
+    cfg = BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, dropout=0.0)
+    model = BDH(cfg)
+    idx = torch.randint(0, 256, (2, 11))
+    sd = to_official(model)
+    assert torch.allclose(model(idx), naive_official_forward(sd, idx, cfg.n_layer, cfg.n_head), atol=1e-5)
+    # the gradient of every parameter against autograd through the official-math transcription
+    target = torch.randint(0, 256, (2, 11))
+    F.cross_entropy(model(idx).view(-1, 256), target.view(-1)).backward()
+    ref_sd = {k: v.detach().clone().requires_grad_() for k, v in sd.items()}
+    F.cross_entropy(naive_official_forward(ref_sd, idx, cfg.n_layer, cfg.n_head).view(-1, 256), target.view(-1)).backward()
+    for name, p in model.named_parameters():
+        ref = ref_sd[NAME_MAP[name]].grad
+        assert torch.allclose(p.grad, ref.view(p.shape), atol=1e-6, rtol=1e-4), name
