@@ -20,6 +20,7 @@ BUILTIN_MODULES: list[str] = [
     "bdh.tasks.text",
     "bdh.tasks.boardpath",
     "bdh.tasks.sudoku",
+    "bdh.tasks.repeat",
     "bdh.baselines.gpt",
     "bdh.baselines.baseconv",
     "bdh.baselines.hyperset",

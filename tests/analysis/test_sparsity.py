@@ -6,7 +6,7 @@ import torch
 import bdh
 from bdh.analysis import sparsity as sp
 from bdh.analysis.record import record
-from bdh.analysis.repeat import PERIOD, phases
+from bdh.tasks.repeat import PERIOD, phases
 
 
 def tiny(**kw):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .repeat import describe_phases
+from ..tasks.repeat import describe_phases
 
 
 def _plt():

@@ -23,7 +23,7 @@ from bdh.model import BDH, BDHConfig
 from . import neurograph as ng
 from . import sparsity as sp
 from .record import record
-from .repeat import PERIOD, repeat_batch
+from ..tasks.repeat import PERIOD, repeat_batch
 
 #: default seed of the untrained control model
 CONTROL_SEED = 0

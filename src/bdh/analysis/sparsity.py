@@ -19,7 +19,7 @@ import torch
 from bdh.model import BDHConfig
 
 from .record import Recording
-from .repeat import PHASES
+from ..tasks.repeat import PHASES
 
 
 def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8) -> torch.Tensor | None:
@@ -111,7 +111,7 @@ def phase_summary(trace: SparsityTrace, phase: torch.Tensor) -> dict[str, Any]:
     ratio). The first period is skipped when the sequence has more than one (nothing is known yet)."""
     ph = phase.numpy()
     T = ph.size
-    from .repeat import PERIOD
+    from ..tasks.repeat import PERIOD
 
     keep = np.arange(T) >= PERIOD if T > PERIOD else np.ones(T, dtype=bool)
     out: dict[str, Any] = {"skipped_first_period": bool(T > PERIOD)}

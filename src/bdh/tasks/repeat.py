@@ -1,4 +1,4 @@
-"""The repeated-word sequence of paper section 6.4 (Fig. 14) and its phase labels.
+"""The repeated-word sequence of paper section 6.4 (Fig. 14), its phase labels, and the ``repeat`` task.
 
 The input is letters of the Latin alphabet. Every period of 13 + 8 * 8 = 77 letters starts with a
 fixed 13-letter warm-up, followed by 8 repetitions of a random 8-letter word (the "fact"). A new word
@@ -9,14 +9,24 @@ sequence can be fed to a byte-level model and to a model trained on this task al
 Each position carries a phase label: ``warmup`` (the warm-up letters), ``fact`` (the first
 presentation of the word: the memorisation phase, unpredictable) and ``repeat`` (the 7 repetitions:
 predictable once the word has been seen).
+
+The ``repeat`` task trains on these sequences (next-letter prediction on every position) and reports the
+accuracy and loss per phase: copying the fact (``repeat_accuracy``) needs attention to earlier tokens,
+which is what training without backprop through time (paper section 7.2) is expected to lose.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+
+from ..registry import register_task
+from .base import IGNORE_INDEX
+from .common import TaskConfig, check_batch_args, check_seed
 
 #: the fixed warm-up (13 letters)
 WARMUP = "thedragonhatc"
@@ -54,13 +64,15 @@ def phases(length: int) -> tuple[torch.Tensor, torch.Tensor]:
     return phase.long(), (pos // PERIOD).long()
 
 
-def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int = 0) -> RepeatBatch:
-    """``batch_size`` sequences of ``length`` letters, words drawn from a generator seeded by ``seed``."""
+def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int | Sequence[int] = 0) -> RepeatBatch:
+    """``batch_size`` sequences of ``length`` letters, words drawn from a generator seeded by ``seed``
+    (an integer, or a sequence of integers such as (run seed, split, batch index))."""
     if batch_size < 1:
         raise ValueError(f"repeat: batch_size must be positive, got {batch_size}")
     phase, period_index = phases(length)
     n_periods = int(period_index[-1]) + 1
-    rng = np.random.Generator(np.random.PCG64([seed, 0x6_4]))
+    keys = [int(seed)] if isinstance(seed, (int, np.integer)) else [int(k) for k in seed]
+    rng = np.random.Generator(np.random.PCG64([*keys, 0x6_4]))
     letters = np.frombuffer(ALPHABET.encode(), dtype=np.uint8)
     warm = np.frombuffer(WARMUP.encode(), dtype=np.uint8)
     # one draw per period, in order, so a longer sequence extends a shorter one with the same seed
@@ -80,3 +92,63 @@ def describe_phases(phase: torch.Tensor) -> list[tuple[int, int, str]]:
             out.append((start, i, PHASES[p[start]]))
             start = i
     return out
+
+
+# ------------------------------------------------------------------------------------------ the task
+@dataclass
+class RepeatConfig(TaskConfig):
+    """The ``repeat`` task.
+
+    Attributes:
+        seq_len: tokens per window (default two periods of 77 letters).
+        val_batches: batches in one pass over the validation split (it is endless otherwise).
+    """
+
+    seq_len: int = 2 * PERIOD
+    val_batches: int = 8
+
+    def __post_init__(self) -> None:
+        self._check_int("seq_len", 2)
+        self._check_int("val_batches", 1)
+
+
+@register_task("repeat")
+class RepeatTask:
+    """Next-letter prediction on repeated-word sequences; metrics per phase (warm-up, fact, repeat)."""
+
+    name = "repeat"
+    config_class = RepeatConfig
+    vocab_size = 256  # byte tokens, so byte-level language models can be tested on it too
+    causal = True
+    target_metric = ("repeat_accuracy", True)
+
+    def __init__(self, config: RepeatConfig | None = None):
+        self.config = RepeatConfig() if config is None else config
+        self.seq_len = self.config.seq_len
+        #: phase code of every target position (the letter being predicted)
+        self.target_phase = phases(self.seq_len + 1)[0][1:]
+
+    def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fresh words for every (seed, split, index); every position is scored."""
+        sid = check_batch_args(split, index, batch_size)
+        tokens = repeat_batch(batch_size, self.seq_len + 1, seed=(check_seed(seed), sid, int(index))).tokens
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+    def num_batches(self, split: str, batch_size: int) -> int | None:
+        return None if split == "train" else self.config.val_batches
+
+    def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
+        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) for the warm-up, fact and repeat letters."""
+        T = targets.shape[1]
+        phase = phases(T + 1)[0][1:].to(targets.device)
+        valid = targets != IGNORE_INDEX
+        nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX,
+                              reduction="none").view_as(targets)
+        correct = logits.argmax(-1) == targets
+        out: dict[str, float] = {}
+        for code, name in enumerate(PHASES):
+            m = valid & (phase == code)
+            if m.any():
+                out[f"{name}_accuracy"] = float(correct[m].float().mean())
+                out[f"{name}_loss"] = float(nll[m].mean())
+        return out
