@@ -13,10 +13,10 @@ from typing import Sequence
 
 from bdh import __version__
 
-from . import bench_cmds, data_cmds, dmft_cmds, experiment_cmds, inspect_cmds, model_cmds, train_cmds, viz_cmds
+from . import bench_cmds, data_cmds, dmft_cmds, experiment_cmds, inspect_cmds, model_cmds, synapse_cmds, train_cmds, viz_cmds
 
 #: command-group modules, in the order their commands are listed by ``bdh --help``
-GROUPS = [model_cmds, train_cmds, data_cmds, dmft_cmds, inspect_cmds, viz_cmds, bench_cmds, experiment_cmds]
+GROUPS = [model_cmds, train_cmds, data_cmds, dmft_cmds, inspect_cmds, viz_cmds, bench_cmds, experiment_cmds, synapse_cmds]
 
 
 class UsageError(Exception):
