@@ -88,20 +88,23 @@ def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[by
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_lm(run_dir: str | Path, data: str | Path, size: ModelSize, *, steps: int, batch_size: int, seq_len: int,
+def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, steps: int, batch_size: int, seq_len: int,
              lr: float, seed: int = 0, bptt: str = "window", init_from: str | Path | None = None,
              warmup_steps: int | None = None, threads: int | None = None, progress: str = "none",
-             device: str = "cpu") -> Any:
+             device: str = "cpu", task: dict[str, Any] | None = None) -> Any:
     """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
 
     AdamW with a warmup of a tenth of the run (or ``warmup_steps``) and linear decay to a tenth of
-    ``lr`` (the paper's schedule, appendix B.3, compressed), fp32, a fixed number of steps.
+    ``lr`` (the paper's schedule, appendix B.3, compressed), fp32, a fixed number of steps. ``task``
+    replaces the text task on ``data`` by another task section (e.g. ``{"name": "repeat"}``).
     """
     from bdh.train import RunConfig, train
 
+    if task is None:
+        task = {"name": "text", "data": str(data), "seq_len": seq_len, "val_fraction": 0.02}
     config = RunConfig.from_dict({
         "model": size.section(),
-        "task": {"name": "text", "data": str(data), "seq_len": seq_len, "val_fraction": 0.02},
+        "task": task,
         "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10)},
         "train": {"batch_size": batch_size, "max_steps": steps, "max_minutes": None, "seed": seed, "device": device,
                   "precision": "fp32", "threads": threads, "check_memory": False, "bptt": bptt,
