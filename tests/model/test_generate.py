@@ -145,3 +145,17 @@ def test_sparse_generation_gives_the_same_tokens():
         from bdh.model.sparse_step import sparse_token_step
 
         sparse_token_step(model, torch.tensor([1, 2]), model.init_state(2))
+
+
+def test_batched_generation_equals_generating_each_sequence_alone():
+    """A batch of prompts gives each row the tokens it gets alone (batch of one: the sparse step; batch: dense)."""
+    model = tiny_model(seed=3, n_neurons=128)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(20)
+    prompts = torch.randint(0, 256, (4, 7))
+    batched = model.generate(prompts, 20, temperature=0)
+    assert batched.shape == (4, 27)
+    for row in range(4):
+        alone = model.generate(prompts[row], 20, temperature=0)
+        assert torch.equal(batched[row], alone)

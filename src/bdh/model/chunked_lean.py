@@ -14,6 +14,7 @@ With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
 Backward runs two passes over the chunks: forward, re-building S chunk by chunk to get dq; then in
 reverse, carrying dS to get dk, dv and the gradient of the initial state. Inside a chunk everything is
 the masked C x C form. Memory: one (B, H, N, D) state plus per-chunk temporaries, whatever T is.
+Under autocast the inputs are cast to its dtype (bf16 matmuls) and the state is still summed in fp32.
 Tested against the plain chunked and the naive forms (values and all gradients).
 """
 
@@ -50,17 +51,18 @@ class ChunkedLinearAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, S0, log_u, chunk_size: int):  # noqa: D401 - autograd signature
         B, H, T, N = q.shape
         D = v.shape[-1]
-        S = q.new_zeros(B, H, N, D) if S0 is None else S0.to(q.dtype)
+        acc = torch.promote_types(q.dtype, torch.float32)  # the state is summed in fp32 even for bf16 inputs
+        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
         outs = []
         for s, e in _chunks(T, chunk_size):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
             qc, kc, vc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e]
             o = ((qc @ kc.mT) * M) @ vc
-            o = o + ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S
+            o = o + ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S.to(q.dtype)
             outs.append(o)
             kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
-            S = (S * whole.view(1, H, 1, 1) if whole is not None else S) + kw.mT @ vc
+            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kw.mT @ vc).to(acc)
         ctx.save_for_backward(q, k, v, S0, log_u)
         ctx.chunk_size = chunk_size
         ctx.v_heads = v.shape[1]
@@ -76,19 +78,20 @@ class ChunkedLinearAttention(torch.autograd.Function):
         dq = torch.empty_like(q)
         dk = torch.empty_like(q)
         dv = q.new_zeros(B, H, T, D)
+        acc = torch.promote_types(q.dtype, torch.float32)
         # pass 1 (forward): rebuild the state before each chunk; dq_t = u^i S_b do_t + intra-chunk terms
-        S = q.new_zeros(B, H, N, D) if S0 is None else S0.to(q.dtype)
+        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
         for s, e in _chunks(T, C0):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
             kc, vc, doc = k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            dqc = P @ kc + doc @ S.mT * (head.view(1, H, C, 1) if head is not None else 1)
+            dqc = P @ kc + doc @ S.to(q.dtype).mT * (head.view(1, H, C, 1) if head is not None else 1)
             dq[:, :, s:e] = dqc
             kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
-            S = (S * whole.view(1, H, 1, 1) if whole is not None else S) + kw.mT @ vc
+            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kw.mT @ vc).to(acc)
         # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
-        dS = q.new_zeros(B, H, N, D) if d_S is None else d_S.to(q.dtype)
+        dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc)
         for s, e in reversed(list(_chunks(T, C0))):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
@@ -96,13 +99,14 @@ class ChunkedLinearAttention(torch.autograd.Function):
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
             A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
             t = tail.view(1, H, C, 1) if tail is not None else 1
-            dk[:, :, s:e] = P.mT @ qc + (vc @ dS.mT) * t
-            dv[:, :, s:e] = A.mT @ doc + (kc * t) @ dS
+            dSq = dS.to(q.dtype)
+            dk[:, :, s:e] = P.mT @ qc + (vc @ dSq.mT) * t
+            dv[:, :, s:e] = A.mT @ doc + (kc * t) @ dSq
             qh = qc * head.view(1, H, C, 1) if head is not None else qc
-            dS = (dS * whole.view(1, H, 1, 1) if whole is not None else dS) + qh.mT @ doc
+            dS = (dS * whole.view(1, H, 1, 1).to(acc) if whole is not None else dS) + (qh.mT @ doc).to(acc)
         if ctx.v_heads == 1:
             dv = dv.sum(dim=1, keepdim=True)
-        dS0 = dS if (S0 is not None and ctx.needs_input_grad[3]) else None
+        dS0 = dS.to(S0.dtype) if (S0 is not None and ctx.needs_input_grad[3]) else None
         return dq, dk, dv, dS0, None, None
 
 
@@ -120,4 +124,9 @@ def chunked_lean(
     Returns (a (B, H, T, D), the state after the block (B, H, N, D)).
     """
     log_u = None if log_u is None else log_u.detach()
+    if torch.is_autocast_enabled(q.device.type):
+        # one dtype inside (autocast's, e.g. bf16): the backward runs outside autocast, so the inputs are cast
+        # here, where autograd records the casts; the state is summed in fp32 all the same
+        low = torch.get_autocast_dtype(q.device.type)
+        q, k, v = q.to(low), k.to(low), v.to(low)
     return ChunkedLinearAttention.apply(q, k, v, state, log_u, chunk_size)
