@@ -13,7 +13,10 @@ Forward FLOPs per token (a multiply-add counts 2), with h heads, T the window, C
 * attention, recurrent form: the state read and write, 2 * 2 n D
 * once: the readout, 2 D V
 
-Training (forward + backward) is taken as 3x the forward FLOPs, the usual convention.
+Training (forward + backward) is taken as 3x the forward FLOPs, the usual convention (the backward of
+each matmul is two matmuls of the same size; the lean chunked backward's recomputation of the chunk
+states is not counted, as model FLOPs leave out recomputation). ``benchmarks/perf.py`` divides measured
+tokens/s by these counts for GFLOP/s and MFU (docs/performance.md).
 """
 
 from __future__ import annotations
