@@ -62,13 +62,13 @@ class Config:
     n_neurons: int = 1024
     dropout: float = 0.0
     corpus_bytes: int = 4_000_000
-    steps: int = 600
+    steps: int = 400
     batch_size: int = 8
     seq_len: int = 192
     lr: float = 3e-3
     eval_segments: int = 200
     repeat_steps: int = 300
-    repeat_batch_size: int = 16
+    repeat_batch_size: int = 8
     repeat_periods: int = 2
     repeat_eval_batches: int = 16
     seed: int = 0

@@ -370,52 +370,56 @@ def synapse_traces(model: BDH, data: bytes, layer: int, head: int, i: int, j: in
 
 
 # ------------------------------------------------------------------------------------------ statistics
-def average_ranks(a: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of the entries of each column of ``a`` (n, ...), ties given their average rank (as
-    ``scipy.stats.rankdata(a, axis=0)``), without a Python loop over columns."""
-    a = np.asarray(a)
-    n = a.shape[0]
-    order = np.argsort(a, axis=0, kind="stable")
-    s = np.take_along_axis(a, order, axis=0)
-    pos = np.arange(n).reshape((n,) + (1,) * (a.ndim - 1))
-    starts = np.ones(s.shape, dtype=bool)
-    starts[1:] = s[1:] != s[:-1]
-    ends = np.ones(s.shape, dtype=bool)
-    ends[:-1] = starts[1:]
-    first = np.maximum.accumulate(np.where(starts, pos, 0), axis=0)
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, pos, n - 1), axis=0), axis=0), axis=0)
-    ranks = np.empty(s.shape, dtype=np.float64)
-    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=0)
-    return ranks
+def _u_block(block: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """U of the positives for each row of ``block`` (candidates, sentences): per positive, the negatives
+    below it plus half those equal to it, counted by binary search in the sorted negatives."""
+    neg = torch.sort(block[:, ~labels], dim=1).values
+    pos = block[:, labels].contiguous()
+    below = torch.searchsorted(neg, pos, side="left")
+    upto = torch.searchsorted(neg, pos, side="right")
+    return (below + upto).sum(dim=1).double() / 2.0
 
 
-def mann_whitney_u(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 8192) -> np.ndarray:
+def mann_whitney_u(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 16384) -> np.ndarray:
     """The Mann-Whitney U of the positives (``labels`` true) against the negatives, for every column of
-    ``scores`` (sentences, candidates) at once: U = R_1 - n_1 (n_1 + 1) / 2 with R_1 the sum of the
-    positives' average ranks. U / (n_1 n_0) is the AUC; it equals ``scipy.stats.mannwhitneyu(pos, neg).statistic``."""
+    ``scores`` (sentences, candidates) at once: U = #{(p, q): p > q} + #{(p, q): p = q} / 2 over positive p
+    and negative q (ties count half, which equals the average-rank form R_1 - n_1 (n_1 + 1) / 2).
+    U / (n_1 n_0) is the AUC; U equals ``scipy.stats.mannwhitneyu(pos, neg).statistic``."""
+    return _search_statistics(scores, labels, chunk=chunk)[0]
+
+
+def _check_scores(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scores = np.asarray(scores)
     labels = np.asarray(labels, dtype=bool)
-    if scores.ndim != 2 or scores.shape[0] != labels.shape[0]:
-        raise ValueError(f"mann_whitney_u: scores must be (sentences, candidates) with one label per sentence, got {scores.shape} and {labels.shape}")
+    if scores.ndim != 2 or labels.ndim != 1 or scores.shape[0] != labels.shape[0]:
+        raise ValueError(f"scores must be (sentences, candidates) with one label per sentence, got {scores.shape} and {labels.shape}")
     n1 = int(labels.sum())
     if n1 == 0 or n1 == len(labels):
-        raise ValueError("mann_whitney_u: need both positive and negative sentences")
-    if not np.isfinite(scores).all():
-        raise ValueError("mann_whitney_u: scores contain NaN or infinity")
-    out = np.empty(scores.shape[1], dtype=np.float64)
+        raise ValueError("need both positive and negative sentences")
+    return scores, labels
+
+
+def _search_statistics(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+    """(U, effect size) of every column, in column chunks (the scores are never copied whole)."""
+    scores, labels = _check_scores(scores, labels)
+    lab = torch.from_numpy(labels)
+    u = np.empty(scores.shape[1], dtype=np.float64)
+    eff = np.empty(scores.shape[1], dtype=np.float64)
     for c0 in range(0, scores.shape[1], chunk):
-        ranks = average_ranks(scores[:, c0:c0 + chunk])
-        out[c0:c0 + chunk] = ranks[labels].sum(axis=0) - n1 * (n1 + 1) / 2.0
-    return out
+        block = torch.from_numpy(np.ascontiguousarray(scores[:, c0:c0 + chunk].T))  # candidates, sentences
+        if not torch.isfinite(block).all():
+            raise ValueError("scores contain NaN or infinity")
+        u[c0:c0 + chunk] = _u_block(block, lab).numpy()
+        block = block.double()
+        diff = block[:, lab].mean(dim=1) - block[:, ~lab].mean(dim=1)
+        sd = block.std(dim=1, unbiased=False)
+        eff[c0:c0 + chunk] = torch.where(sd > 0, diff / torch.where(sd > 0, sd, torch.ones_like(sd)), torch.zeros_like(sd)).numpy()
+    return u, eff
 
 
 def effect_size(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """(mean of positives - mean of negatives) / standard deviation of all, per column (0 when constant)."""
-    labels = np.asarray(labels, dtype=bool)
-    s = np.asarray(scores, dtype=np.float64) if scores.dtype != np.float64 else scores
-    diff = s[labels].mean(axis=0) - s[~labels].mean(axis=0)
-    sd = s.std(axis=0)
-    return np.divide(diff, sd, out=np.zeros_like(diff), where=sd > 0)
+    return _search_statistics(scores, labels)[1]
 
 
 @dataclass
@@ -432,10 +436,9 @@ class Search:
 
 def search(scores: np.ndarray, labels: np.ndarray, top_k: int) -> Search:
     """Rank every candidate (column of ``scores``) by its search-set AUC, ties by the effect size."""
+    u, eff = _search_statistics(scores, labels)
     labels = np.asarray(labels, dtype=bool)
-    n1, n0 = int(labels.sum()), int((~labels).sum())
-    auc = mann_whitney_u(scores, labels) / (n1 * n0)
-    eff = effect_size(scores, labels)
+    auc = u / (int(labels.sum()) * int((~labels).sum()))
     order = np.lexsort((-eff, -auc))
     return Search(auc, eff, order[:top_k])
 
@@ -464,6 +467,7 @@ class ModelResult:
     searches: dict[str, Search] = field(default_factory=dict)
     pairs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # statistic -> top (i, j)
     tests: dict[str, dict[str, list[dict[str, float]]]] = field(default_factory=dict)  # statistic -> comparison -> per top synapse
+    top_scores: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)  # the top synapse's held-out scores
 
     def summary(self, statistic: str, comparison: str) -> dict[str, Any]:
         tests = self.tests[statistic][comparison]
@@ -476,26 +480,29 @@ class ModelResult:
         }
 
 
-def _validate(model: BDH, result: ModelResult, sets: SentenceSets, opts: SynapseOptions, layer: int, log: Log) -> None:
-    """Score the held-out sets on the top synapses of ``result`` and test each."""
-    pairs = sorted({p for st in STATISTICS for p in result.pairs[st]})
-    rows = np.array([p[0] for p in pairs])
-    cols = np.array([p[1] for p in pairs])
+def _validate(model: BDH, results: Sequence[ModelResult], sets: SentenceSets, opts: SynapseOptions, layer: int, log: Log) -> None:
+    """Score the held-out sets once on the top synapses of all ``results`` (searches on ``model``) and
+    test each top synapse."""
+    pairs = sorted({p for result in results for st in STATISTICS for p in result.pairs[st]})
     where = {p: k for k, p in enumerate(pairs)}
+    sel = (np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
     cache: dict[int, Scores] = {}
 
     def scored(group: list[LabelledSentence]) -> Scores:
         if id(group) not in cache:
-            cache[id(group)] = score_sentences(model, group, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix, pairs=(rows, cols))
+            cache[id(group)] = score_sentences(model, group, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix, pairs=sel)
         return cache[id(group)]
 
-    for st in STATISTICS:
-        result.tests[st] = {}
-        for name, (pos, neg) in sets.held_out().items():
-            sp, sn = scored(pos).get(st), scored(neg).get(st)
-            result.tests[st][name] = [mann_whitney_test(sp[:, where[p]], sn[:, where[p]]) for p in result.pairs[st]]
-    log(f"[synapses] {result.name}: held-out U/U_opt of the top synapse: "
-        + ", ".join(f"{st} {result.tests[st][opts.language][0]['auc']:.3f}" for st in STATISTICS))
+    for result in results:
+        for st in STATISTICS:
+            result.tests[st], result.top_scores[st] = {}, {}
+            for name, (pos, neg) in sets.held_out().items():
+                sp, sn = scored(pos).get(st), scored(neg).get(st)
+                result.tests[st][name] = [mann_whitney_test(sp[:, where[p]], sn[:, where[p]]) for p in result.pairs[st]]
+                top = where[result.pairs[st][0]]
+                result.top_scores[st][name] = (sp[:, top], sn[:, top])
+        log(f"[synapses] {result.name}: held-out U/U_opt of the top synapse: "
+            + ", ".join(f"{st} {result.tests[st][opts.language][0]['auc']:.3f}" for st in STATISTICS))
 
 
 def _search_model(name: str, scores: Scores, labels: np.ndarray, opts: SynapseOptions, N: int, log: Log) -> ModelResult:
@@ -550,17 +557,31 @@ def examples(opts: SynapseOptions) -> list[Example]:
     return out
 
 
+@torch.no_grad()
+def pair_increments(model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, pair: tuple[int, int],
+                    prefix: bool = True) -> list[np.ndarray]:
+    """Per sentence, the Hebbian increments y_{t,layer-1}[i] x_{t,layer}[j] of one synapse on the sentence's
+    own bytes (after the prefix), read from a zero state."""
+    i, j = pair
+    out = []
+    offsets = [sentence_bytes(s, prefix)[1] for s in sentences]
+    k = 0
+    for rec, lens in _batched(model, sentences, layer, prefix, 32):
+        inc = rec.y[layer - 1][:, head, :, i] * rec.x[layer][:, head, :, j]  # B, T
+        for b, T in enumerate(lens):
+            out.append(inc[b, offsets[k]:T].numpy())
+            k += 1
+    return out
+
+
 def step_statistics(model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, pair: tuple[int, int],
                     opts: SynapseOptions, lag: int = 3) -> dict[str, float]:
     """How step-like the top synapse's growth is on concept sentences: the share of its total Hebbian
     increment that falls on concept-word bytes (and the ``lag`` bytes after them), against the share of
     bytes there; and the fraction of bytes whose increment exceeds ``star_fraction`` of the largest one."""
-    inc_in, inc_all, bytes_in, bytes_all, big, peak = 0.0, 0.0, 0, 0, 0, 0.0
-    incs = []
-    for s in sentences:
-        data, off = sentence_bytes(s, opts.prefix)
-        tr = synapse_traces(model, data, layer, head, *pair)
-        inc = tr["increment"][off:]
+    incs = pair_increments(model, sentences, layer, head, pair, opts.prefix)
+    inc_in, inc_all, bytes_in, bytes_all = 0.0, 0.0, 0, 0
+    for s, inc in zip(sentences, incs):
         mask = np.zeros(len(inc), dtype=bool)
         for a, b in s.concept_spans:
             mask[a:min(len(inc), b + lag)] = True
@@ -568,10 +589,8 @@ def step_statistics(model: BDH, sentences: Sequence[LabelledSentence], layer: in
         inc_all += float(inc.sum())
         bytes_in += int(mask.sum())
         bytes_all += len(inc)
-        incs.append(inc)
-        peak = max(peak, float(inc.max()) if len(inc) else 0.0)
-    if peak > 0:
-        big = sum(int((inc > opts.star_fraction * peak).sum()) for inc in incs)
+    peak = max((float(inc.max()) for inc in incs if len(inc)), default=0.0)
+    big = sum(int((inc > opts.star_fraction * peak).sum()) for inc in incs) if peak > 0 else 0
     return {
         "increment_share_on_concept": inc_in / inc_all if inc_all > 0 else float("nan"),
         "byte_share_on_concept": bytes_in / max(bytes_all, 1),
@@ -632,8 +651,7 @@ def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH
     shuffled_labels = np.random.default_rng(opts.seed).permutation(labels)
     shuffled = _search_model("shuffled labels", scores, shuffled_labels, opts, N, log)
     del scores
-    _validate(model, trained, sets, opts, layer, log)
-    _validate(model, shuffled, sets, opts, layer, log)
+    _validate(model, [trained, shuffled], sets, opts, layer, log)
     timings["trained_and_shuffled_s"] = time.time() - t0
 
     t0 = time.time()
@@ -641,7 +659,7 @@ def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH
     u_scores = score_sentences(untrained, sets.search, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix)
     null = _search_model("untrained", u_scores, labels, opts, N, log)
     del u_scores
-    _validate(untrained, null, sets, opts, layer, log)
+    _validate(untrained, [null], sets, opts, layer, log)
     timings["untrained_s"] = time.time() - t0
 
     # the headline synapse: per concept word, step statistics, figures
@@ -650,10 +668,8 @@ def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH
     top = trained.pairs[st][0]
     breakdown = {}
     steps = {}
-    for lang, (pos, neg) in ((opts.language, (sets.heldout_pos, sets.heldout_neg)), (opts.second_language, (sets.second_pos, sets.second_neg))):
-        sp = score_sentences(model, pos, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix, pairs=(np.array([top[0]]), np.array([top[1]])))
-        sn = score_sentences(model, neg, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix, pairs=(np.array([top[0]]), np.array([top[1]])))
-        breakdown[lang] = per_concept_word(sp.get(st)[:, 0], sn.get(st)[:, 0], pos, opts.concept)
+    for lang, pos in ((opts.language, sets.heldout_pos), (opts.second_language, sets.second_pos)):
+        breakdown[lang] = per_concept_word(*trained.top_scores[st][lang], pos, opts.concept)
         steps[lang] = step_statistics(model, pos, layer, opts.head, top, opts)
     lengths = length_baseline(sets, opts.prefix)
     figs = out / "figures"
