@@ -66,8 +66,9 @@ PAPER = {"U": 2368, "U_opt": 2500, "p_below": 1e-14, "r_reported": 0.86}
 STATISTICS = ("end", "max")
 #: seeds of the labelled sets (offsets of the options' seed): search, held-out, figure examples
 SEARCH_SEED, HELDOUT_SEED, EXAMPLE_SEED = 10_000, 20_000, 30_000
-#: with length matching, comparison sentences are chosen from a pool this many times larger
-POOL = 10
+#: with length matching, contrast sentences are chosen from a pool this many times larger than the set,
+#: concept sentences from one POS_POOL times larger, pairs within MATCH_TOLERANCE bytes of each other
+POOL, POS_POOL, MATCH_TOLERANCE = 30, 4, 2
 #: surface forms per concept (concept key -> language -> text)
 SURFACES = {"currency": CURRENCIES, "country": COUNTRIES}
 
@@ -216,7 +217,7 @@ class SentenceSets:
 
 def length_matched(pos: Sequence[LabelledSentence], pool: Sequence[LabelledSentence]) -> list[LabelledSentence]:
     """For each sentence of ``pos`` in turn, the not yet chosen sentence of ``pool`` nearest in byte length
-    (the first on ties): a contrast set with the concept set's lengths, as far as the pool allows."""
+    (the first on ties)."""
     lengths = np.array([len(s.text.encode("utf-8")) for s in pool], dtype=np.int64)
     free = np.ones(len(pool), dtype=bool)
     out = []
@@ -230,29 +231,56 @@ def length_matched(pos: Sequence[LabelledSentence], pool: Sequence[LabelledSente
     return out
 
 
+def matched_pairs(pos_pool: Sequence[LabelledSentence], neg_pool: Sequence[LabelledSentence], count: int,
+                  tolerance: int = MATCH_TOLERANCE) -> tuple[list[LabelledSentence], list[LabelledSentence]]:
+    """``count`` concept sentences of ``pos_pool`` (in order) each paired with an unused contrast sentence of
+    ``neg_pool`` within ``tolerance`` bytes of its length; concept sentences without a partner are skipped."""
+    lengths = np.array([len(s.text.encode("utf-8")) for s in neg_pool], dtype=np.int64)
+    free = np.ones(len(neg_pool), dtype=bool)
+    pos, neg = [], []
+    for s in pos_pool:
+        gap = np.where(free, np.abs(lengths - len(s.text.encode("utf-8"))), np.iinfo(np.int64).max)
+        k = int(np.argmin(gap))
+        if gap[k] > tolerance:
+            continue
+        free[k] = False
+        pos.append(s)
+        neg.append(neg_pool[k])
+        if len(pos) == count:
+            return pos, neg
+    raise ValueError(f"matched_pairs: only {len(pos)} of {count} concept sentences found a contrast sentence within "
+                     f"{tolerance} bytes; use larger pools")
+
+
 def sentence_sets(opts: SynapseOptions) -> SentenceSets:
     """Search and held-out sets from seeds the training stream never uses; held-out sentences whose text
-    also occurs in the search set are replaced (the template grammar repeats sentences). With
-    ``match_length`` every comparison set is drawn from a pool ``POOL`` times larger, length-matched to
-    its concept set (the synthetic concept sentences are otherwise longer than the contrast sentences, and
-    the end-of-sentence value is a sum over the sentence)."""
+    also occurs in the search set are replaced (the template grammar repeats sentences).
+
+    With ``match_length`` each concept sentence is paired with a contrast sentence of (nearly) the same
+    byte length (`matched_pairs`, from pools several times larger; the other-concept sentences by
+    `length_matched`): the synthetic concept sentences are otherwise longer than the contrast sentences,
+    and the end-of-sentence value is a sum over the sentence."""
     c, lang, lang2, ls = opts.concept, opts.language, opts.second_language, opts.lexicon_seed
     s_seed, h_seed = SEARCH_SEED + opts.seed, HELDOUT_SEED + opts.seed
-    k = POOL if opts.match_length else 1
+    m = opts.match_length
 
-    def pick(pos: list[LabelledSentence], pool: list[LabelledSentence]) -> list[LabelledSentence]:
-        return length_matched(pos, pool) if opts.match_length else pool[:len(pos)]
+    def draw(make: Callable[[int], list[LabelledSentence]], count: int, factor: int, exclude: set[str]) -> tuple[list[LabelledSentence], int]:
+        return _fresh(make, factor * count if m else count, exclude)
 
-    search_pos = concept_sentences(c, opts.search, lang, s_seed, ls)
-    search_neg = pick(search_pos, contrast_sentences(c, k * opts.search, lang, s_seed, ls))
+    def pair(pos: list[LabelledSentence], neg: list[LabelledSentence], count: int) -> tuple[list[LabelledSentence], list[LabelledSentence]]:
+        return matched_pairs(pos, neg, count) if m else (pos[:count], neg[:count])
+
+    n, h = opts.search, opts.heldout
+    search_pos, search_neg = pair(concept_sentences(c, POS_POOL * n if m else n, lang, s_seed, ls),
+                                  contrast_sentences(c, POOL * n if m else n, lang, s_seed, ls), n)
     seen = {s.text for s in search_pos + search_neg}
-    h_pos, d1 = _fresh(lambda m: concept_sentences(c, m, lang, h_seed, ls), opts.heldout, seen)
-    pool, d2 = _fresh(lambda m: contrast_sentences(c, m, lang, h_seed, ls), k * opts.heldout, seen)
-    h_neg = pick(h_pos, pool)
-    pool, d3 = _fresh(lambda m: concept_sentences(other_concept(c), m, lang, h_seed, ls), k * opts.heldout, seen)
-    other = pick(h_pos, pool)
-    second_pos = concept_sentences(c, opts.heldout, lang2, h_seed, ls)
-    second_neg = pick(second_pos, contrast_sentences(c, k * opts.heldout, lang2, h_seed, ls))
+    pos, d1 = draw(lambda k: concept_sentences(c, k, lang, h_seed, ls), h, POS_POOL, seen)
+    neg, d2 = draw(lambda k: contrast_sentences(c, k, lang, h_seed, ls), h, POOL, seen)
+    h_pos, h_neg = pair(pos, neg, h)
+    pool, d3 = draw(lambda k: concept_sentences(other_concept(c), k, lang, h_seed, ls), h, POOL, seen)
+    other = length_matched(h_pos, pool) if m else pool[:h]
+    second_pos, second_neg = pair(concept_sentences(c, POS_POOL * h if m else h, lang2, h_seed, ls),
+                                  contrast_sentences(c, POOL * h if m else h, lang2, h_seed, ls), h)
     return SentenceSets(search_pos, search_neg, h_pos, h_neg, second_pos, second_neg, other, d1 + d2 + d3)
 
 
@@ -574,29 +602,77 @@ def pair_increments(model: BDH, sentences: Sequence[LabelledSentence], layer: in
     return out
 
 
-def step_statistics(model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, pair: tuple[int, int],
-                    opts: SynapseOptions, lag: int = 3) -> dict[str, float]:
-    """How step-like the top synapse's growth is on concept sentences: the share of its total Hebbian
-    increment that falls on concept-word bytes (and the ``lag`` bytes after them), against the share of
-    bytes there; and the fraction of bytes whose increment exceeds ``star_fraction`` of the largest one."""
-    incs = pair_increments(model, sentences, layer, head, pair, opts.prefix)
-    inc_in, inc_all, bytes_in, bytes_all = 0.0, 0.0, 0, 0
+def _word_ranges(text: bytes) -> list[tuple[int, int]]:
+    """Byte ranges of the words of ``text``, each with the space after it (the byte read just before the
+    next word)."""
+    starts = [k for k in range(len(text)) if text[k] != 0x20 and (k == 0 or text[k - 1] == 0x20)]
+    return [(a, starts[n + 1] if n + 1 < len(starts) else len(text)) for n, a in enumerate(starts)]
+
+
+def _byte_roles(sentence: LabelledSentence) -> np.ndarray:
+    """Per byte of the sentence: 1 on a concept word (with its trailing space), 2 on the word before it,
+    3 on the word after it, 0 elsewhere."""
+    text = sentence.text.encode("utf-8")
+    roles = np.zeros(len(text), dtype=np.int64)
+    words = _word_ranges(text)
+    for a, b in sentence.concept_spans:
+        inside = [n for n, (wa, wb) in enumerate(words) if wa < b and wb > a]
+        if not inside:
+            continue
+        first, last = inside[0], inside[-1]
+        if last + 1 < len(words):
+            roles[words[last + 1][0]:words[last + 1][1]] = np.where(roles[words[last + 1][0]:words[last + 1][1]] == 0, 3, roles[words[last + 1][0]:words[last + 1][1]])
+        if first > 0:
+            roles[words[first - 1][0]:words[first - 1][1]] = np.where(roles[words[first - 1][0]:words[first - 1][1]] == 0, 2, roles[words[first - 1][0]:words[first - 1][1]])
+        roles[words[first][0]:words[last][1]] = 1
+    return roles
+
+
+ROLES = ("elsewhere", "concept words", "word before", "word after")
+
+
+def step_statistics(sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray], star_fraction: float) -> dict[str, Any]:
+    """Where a synapse grows on concept sentences: per role of a byte (`ROLES`: on a concept word, on the
+    word before or after it, elsewhere) the share of the total Hebbian increment and the share of bytes;
+    and the share of bytes whose increment exceeds ``star_fraction`` of the largest (sparse, step-like)."""
+    inc_sum = np.zeros(len(ROLES))
+    byte_sum = np.zeros(len(ROLES))
     for s, inc in zip(sentences, incs):
-        mask = np.zeros(len(inc), dtype=bool)
-        for a, b in s.concept_spans:
-            mask[a:min(len(inc), b + lag)] = True
-        inc_in += float(inc[mask].sum())
-        inc_all += float(inc.sum())
-        bytes_in += int(mask.sum())
-        bytes_all += len(inc)
+        roles = _byte_roles(s)[:len(inc)]
+        inc_sum += np.bincount(roles, weights=inc[:len(roles)], minlength=len(ROLES))
+        byte_sum += np.bincount(roles, minlength=len(ROLES))
     peak = max((float(inc.max()) for inc in incs if len(inc)), default=0.0)
-    big = sum(int((inc > opts.star_fraction * peak).sum()) for inc in incs) if peak > 0 else 0
+    big = sum(int((inc > star_fraction * peak).sum()) for inc in incs) if peak > 0 else 0
+    total = inc_sum.sum()
     return {
-        "increment_share_on_concept": inc_in / inc_all if inc_all > 0 else float("nan"),
-        "byte_share_on_concept": bytes_in / max(bytes_all, 1),
-        "bytes_above_threshold": big / max(bytes_all, 1),
-        "lag_bytes": lag,
+        "increment_share": {r: float(inc_sum[k] / total) if total > 0 else float("nan") for k, r in enumerate(ROLES)},
+        "byte_share": {r: float(byte_sum[k] / byte_sum.sum()) for k, r in enumerate(ROLES)},
+        "bytes_above_threshold": big / max(int(byte_sum.sum()), 1),
     }
+
+
+def trigger_words(sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray], top: int = 8) -> list[dict[str, Any]]:
+    """The words (a concept's whole surface form counts as one) on whose bytes, trailing space included, a
+    synapse's increment accumulates most, over ``sentences``: word, share of the total, occurrences."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    grand = 0.0
+    for s, inc in zip(sentences, incs):
+        text = s.text.encode("utf-8")
+        words = _word_ranges(text)
+        merged: list[tuple[int, int]] = []
+        for a, b in words:  # a multi-word concept surface form is one unit
+            if merged and any(ca <= merged[-1][0] < cb and ca < b <= cb + 1 for ca, cb in s.concept_spans):
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        for a, b in merged:
+            word = text[a:b].decode("utf-8", errors="replace").strip().rstrip(".").lower()
+            total[word] = total.get(word, 0.0) + float(inc[a:b].sum())
+            count[word] = count.get(word, 0) + 1
+        grand += float(inc.sum())
+    ranked = sorted(total, key=lambda w: -total[w])[:top]
+    return [{"word": w, "share": total[w] / grand if grand > 0 else float("nan"), "occurrences": count[w]} for w in ranked]
 
 
 def per_concept_word(pos_scores: np.ndarray, neg_scores: np.ndarray, sentences: Sequence[LabelledSentence], concept: str) -> list[dict[str, Any]]:
@@ -670,7 +746,10 @@ def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH
     steps = {}
     for lang, pos in ((opts.language, sets.heldout_pos), (opts.second_language, sets.second_pos)):
         breakdown[lang] = per_concept_word(*trained.top_scores[st][lang], pos, opts.concept)
-        steps[lang] = step_statistics(model, pos, layer, opts.head, top, opts)
+        neg = sets.heldout_neg if lang == opts.language else sets.second_neg
+        incs = pair_increments(model, pos + neg, layer, opts.head, top, opts.prefix)
+        steps[lang] = step_statistics(pos, incs[:len(pos)], opts.star_fraction)
+        steps[lang]["trigger_words"] = trigger_words(pos + neg, incs)
     lengths = length_baseline(sets, opts.prefix)
     figs = out / "figures"
     ex = examples(opts)
@@ -706,6 +785,8 @@ def verdicts(trained: ModelResult, null: ModelResult, shuffled: ModelResult, opt
     nulls = max(null.tests[st][l1][0]["auc"], shuffled.tests[st][l1][0]["auc"])
     paper_auc = PAPER["U"] / PAPER["U_opt"]
     s1 = steps[l1]
+    near = s1["increment_share"]["concept words"] + s1["increment_share"]["word before"]
+    near_bytes = s1["byte_share"]["concept words"] + s1["byte_share"]["word before"]
     rows = [
         (f"a synapse found on the search set separates held-out {opts.concept} sentences from contrast sentences "
          f"about as well as the paper's (U/U_opt >= 0.9; paper {paper_auc:.3f}, p < 1e-14)",
@@ -716,10 +797,15 @@ def verdicts(trained: ModelResult, null: ModelResult, shuffled: ModelResult, opt
          f"U/U_opt = {t2['auc']:.3f}, p = {_fmt_p(t2['p'])}"),
         (f"it is specific to the concept: {opts.concept} sentences above {other_concept(opts.concept)} sentences (U/U_opt >= 0.8)",
          to["auc"] >= 0.8, f"U/U_opt = {to['auc']:.3f}, p = {_fmt_p(to['p'])}"),
-        ("updates are step-like at concept words: at least twice the concept bytes' share of the increment falls on them",
-         s1["increment_share_on_concept"] >= 2 * s1["byte_share_on_concept"],
-         f"{100 * s1['increment_share_on_concept']:.0f}% of the increment on {100 * s1['byte_share_on_concept']:.0f}% of the bytes "
-         f"(concept words + {s1['lag_bytes']} bytes); {100 * s1['bytes_above_threshold']:.0f}% of bytes step above the threshold"),
+        ("updates are sparse and step-like: fewer than 10% of the bytes of concept sentences step above the threshold",
+         s1["bytes_above_threshold"] < 0.1,
+         f"{100 * s1['bytes_above_threshold']:.1f}% of bytes above {opts.star_fraction:g} of the largest step"),
+        ("the steps come at the concept words: the concept words and the word before them get at least twice "
+         "their share of the bytes in increment",
+         near >= 2 * near_bytes,
+         f"{100 * s1['increment_share']['concept words']:.0f}% of the increment on the concept words and "
+         f"{100 * s1['increment_share']['word before']:.0f}% on the word before them, which hold "
+         f"{100 * s1['byte_share']['concept words']:.0f}% and {100 * s1['byte_share']['word before']:.0f}% of the bytes"),
         ("the nulls (untrained model, shuffled search labels) are clearly weaker on held-out data (by >= 0.1 U/U_opt)",
          t1["auc"] - nulls >= 0.1,
          f"trained {t1['auc']:.3f}; untrained {null.tests[st][l1][0]['auc']:.3f}; shuffled labels {shuffled.tests[st][l1][0]['auc']:.3f}"),
@@ -750,7 +836,8 @@ def build_report(title: str, opts: SynapseOptions, layer: int, N: int, sets: Sen
         ("search set", f"{len(sets.search_pos)} + {len(sets.search_neg)} sentences ({l1}), seed {SEARCH_SEED + opts.seed}"),
         ("held-out sets", f"{opts.heldout} + {opts.heldout} per comparison, seed {HELDOUT_SEED + opts.seed}; "
                           f"{sets.dropped} drawn sentences dropped as duplicates of search sentences"),
-        ("comparison sentences", f"length-matched to the concept sentences from a pool {POOL}x larger" if opts.match_length
+        ("comparison sentences", f"length-matched: each concept sentence paired with a contrast sentence within {MATCH_TOLERANCE} bytes "
+                                 f"(pools {POS_POOL}x and {POOL}x larger); other-concept sentences nearest in length" if opts.match_length
          else "as drawn (not length-matched)"),
     ]
     rep.table(["setting", "value"], rows)
@@ -811,13 +898,20 @@ def build_report(title: str, opts: SynapseOptions, layer: int, N: int, sets: Sen
                "inherit this.")
 
     # step-likeness
-    rep.heading("Step-like updates")
-    rows = [[lang, 100 * s["increment_share_on_concept"], 100 * s["byte_share_on_concept"], 100 * s["bytes_above_threshold"]]
+    rep.heading("Where the synapse grows")
+    rows = [[lang] + [100 * s["increment_share"][r] for r in ROLES[1:] + ROLES[:1]]
+            + [100 * s["byte_share"][r] for r in ROLES[1:] + ROLES[:1]] + [100 * s["bytes_above_threshold"]]
             for lang, s in steps.items()]
-    rep.text(f"On the held-out {opts.concept} sentences: the share of the headline synapse's total Hebbian increment "
-             f"that falls on the concept words (and the {next(iter(steps.values()))['lag_bytes']} bytes after them), the "
-             f"share of bytes there, and the share of bytes whose increment exceeds {opts.star_fraction:g} of the largest.")
-    rep.table(["language", "% of increment on concept words", "% of bytes", "% of bytes above threshold"], rows, digits=1)
+    rep.text(f"On the held-out {opts.concept} sentences, the headline synapse's Hebbian increments y_{{l-1}}[i] x_l[j] "
+             "summed by the role of the byte read (a word owns its trailing space, the byte read just before the next "
+             "word): % of the total increment, % of the bytes, and % of bytes whose increment exceeds "
+             f"{opts.star_fraction:g} of the largest.")
+    rep.table(["language"] + [f"increment: {r}" for r in ROLES[1:] + ROLES[:1]] + [f"bytes: {r}" for r in ROLES[1:] + ROLES[:1]]
+              + ["bytes above threshold"], rows, digits=1)
+    rep.text(f"The words on which the increment accumulates most, over the held-out {opts.concept} and contrast sentences "
+             "(a concept's surface form counts as one word):")
+    rows = [[lang, ", ".join(f"{w['word']} ({100 * w['share']:.0f}%)" for w in s["trigger_words"])] for lang, s in steps.items()]
+    rep.table(["language", "words (share of the total increment)"], rows)
 
     # figures
     rep.heading("Figures")
