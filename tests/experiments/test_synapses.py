@@ -236,6 +236,6 @@ def test_experiment_synapses_quick_end_to_end(tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["steps"] == 10 and res["training"]["steps"] == 10
     assert {"training_s", "analysis_s", "total_s"} <= set(res["timings"])
-    assert len(res["verdicts"]) == 7 and all(isinstance(v["held"], bool) for v in res["verdicts"])
+    assert len(res["verdicts"]) == 8 and all(isinstance(v["held"], bool) for v in res["verdicts"])
     assert (out / "report.md").is_file() and (out / "figures" / "fig12_synapse_trace.png").is_file()
     assert (out / "runs" / "bdh").is_dir() and (out / "data" / "corpus.txt").is_file()

@@ -787,6 +787,8 @@ def verdicts(trained: ModelResult, null: ModelResult, shuffled: ModelResult, opt
     s1 = steps[l1]
     near = s1["increment_share"]["concept words"] + s1["increment_share"]["word before"]
     near_bytes = s1["byte_share"]["concept words"] + s1["byte_share"]["word before"]
+    after = s1["increment_share"]["concept words"] + s1["increment_share"]["word after"]
+    after_bytes = s1["byte_share"]["concept words"] + s1["byte_share"]["word after"]
     rows = [
         (f"a synapse found on the search set separates held-out {opts.concept} sentences from contrast sentences "
          f"about as well as the paper's (U/U_opt >= 0.9; paper {paper_auc:.3f}, p < 1e-14)",
@@ -800,12 +802,18 @@ def verdicts(trained: ModelResult, null: ModelResult, shuffled: ModelResult, opt
         ("updates are sparse and step-like: fewer than 10% of the bytes of concept sentences step above the threshold",
          s1["bytes_above_threshold"] < 0.1,
          f"{100 * s1['bytes_above_threshold']:.1f}% of bytes above {opts.star_fraction:g} of the largest step"),
-        ("the steps come at the concept words: the concept words and the word before them get at least twice "
-         "their share of the bytes in increment",
+        ("the steps come at the concept: the concept words and the word before them (up to the byte read just "
+         "before the name) get at least twice their share of the bytes in increment",
          near >= 2 * near_bytes,
          f"{100 * s1['increment_share']['concept words']:.0f}% of the increment on the concept words and "
          f"{100 * s1['increment_share']['word before']:.0f}% on the word before them, which hold "
          f"{100 * s1['byte_share']['concept words']:.0f}% and {100 * s1['byte_share']['word before']:.0f}% of the bytes"),
+        ("the steps come on or right after the concept words (the paper: the synapse 'changes abruptly after words "
+         "that are related to each concept'), not before them: at least twice their byte share",
+         after >= 2 * after_bytes,
+         f"{100 * s1['increment_share']['concept words']:.0f}% of the increment on the concept words and "
+         f"{100 * s1['increment_share']['word after']:.0f}% on the word after them, which hold "
+         f"{100 * s1['byte_share']['concept words']:.0f}% and {100 * s1['byte_share']['word after']:.0f}% of the bytes"),
         ("the nulls (untrained model, shuffled search labels) are clearly weaker on held-out data (by >= 0.1 U/U_opt)",
          t1["auc"] - nulls >= 0.1,
          f"trained {t1['auc']:.3f}; untrained {null.tests[st][l1][0]['auc']:.3f}; shuffled labels {shuffled.tests[st][l1][0]['auc']:.3f}"),
