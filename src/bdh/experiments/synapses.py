@@ -1057,7 +1057,8 @@ def plot_search_auc(aucs: dict[str, np.ndarray], statistic: str, stem: Path) -> 
 class Config:
     """``bdh experiment synapses``: corpus, model, training, and the analysis (`SynapseOptions`).
 
-    The default runs in about a quarter of an hour on one CPU thread; `quick` in about a minute.
+    The default ran in 8 minutes on one thread of a shared 2-core CPU (up to about 15 when the machine was
+    busier): training 6 minutes, analysis 2; `quick` takes about a minute.
     """
 
     # model (paper appendix B.3 used d = 256, n = 49152, 4 heads, 8 layers)
