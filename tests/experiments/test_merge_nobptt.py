@@ -108,7 +108,7 @@ def test_merge_findings_follow_the_numbers():
     cfg = merge.Config.quick()
     good = {"es>en": 0.4, "fr>en": 0.4, "pt>en": 0.4, "en>es": 1.0, "en>fr": 0.5, "en>pt": 0.5}
     table = {
-        "base": good, "tuned-fr": {**good, "fr>en": 0.35, "en>fr": 0.3, "en>pt": 2.0, "pt>en": 0.7},
+        "base": {**good, "es>en": 0.3}, "tuned-fr": {**good, "fr>en": 0.35, "en>fr": 0.3, "en>pt": 2.0, "pt>en": 0.7},
         "tuned-pt": {**good, "pt>en": 0.35, "en>pt": 0.3, "en>fr": 2.0, "fr>en": 0.7},
         "merged": {**good, "fr>en": 0.38, "pt>en": 0.38, "en>fr": 0.8, "en>pt": 0.9},
         "averaged": {k: 2.0 for k in good}, "merged, no shared base": {k: 1.5 for k in good},
@@ -117,8 +117,10 @@ def test_merge_findings_follow_the_numbers():
     found = {c: h for c, h, _ in merge.findings(cfg, table)}
     assert all(found.values()), found
     table["merged"] = {k: 3.0 for k in good}  # a broken merge fails every claim about it
-    found = {c: h for c, h, _ in merge.findings(cfg, table)}
+    found = {c: h for c, h, _ in merge.findings(cfg, table) if not c.startswith("precondition")}
     assert not any(found.values()), found
+    table["base"] = good  # a base that reads no source: the precondition says so
+    assert merge.findings(cfg, table)[0][1] is False
 
 
 def test_nobptt_experiment_quick_end_to_end(tmp_path):

@@ -65,8 +65,9 @@ class Config:
         n_layer, n_embd, n_head, n_neurons, dropout: the parents' size (the merge has 2 n_neurons).
         corpus_bytes: bytes of training stream per pair (and of the English-only stream).
         base_steps, tune_steps, uncond_steps, joint_steps: optimiser steps of the base models, of each
-            fine-tune, of the unconditional English model (0: skip it) and of the joint fine-tune of
-            the merged model (0: skip it).
+            fine-tune, of the unconditional English model (0: skip it; the default, base_steps +
+            tune_steps, gives it as many steps as a specialist's whole history) and of the joint
+            fine-tune of the merged model (0: skip it).
         batch_size, seq_len: sequences per step, bytes per window.
         lr, tune_lr: peak learning rates of training from scratch and of fine-tuning.
         eval_segments: held-out segments per direction.
@@ -84,7 +85,7 @@ class Config:
     corpus_bytes: int = 4_000_000
     base_steps: int = 400
     tune_steps: int = 200
-    uncond_steps: int = 200
+    uncond_steps: int = 600
     joint_steps: int = 40
     batch_size: int = 8
     seq_len: int = 192
@@ -271,6 +272,10 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     merged = table["merged"]
     spec = {la: table[f"tuned-{la}"], lb: table[f"tuned-{lb}"]}
     out: list[tuple[str, bool | None, str]] = []
+    base_known, base_unknown = table["base"][f"{config.base_language}>en"], _mean([table["base"][f"{x}>en"] for x in (la, lb)])
+    out.append((f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is below its "
+                f"loss from the languages it has not seen)", base_known < base_unknown - TOL,
+                f"base: {config.base_language}->en {base_known:.3f}, {la}/{lb}->en {base_unknown:.3f}"))
     uncond = table.get("unconditional English (no source)")
     for x in (la, lb):
         key = f"{x}>en"
