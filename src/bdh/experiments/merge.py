@@ -182,7 +182,7 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
-    start = time.time()
+    start, cpu_start = time.time(), time.process_time()
     size = config.size
     base_lang, (la, lb) = config.base_language, config.tune_languages
     common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
@@ -251,7 +251,7 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     table["bigram (all pairs' bytes)"] = {f"{s}>{t}": bigram.losses(segs).target for (s, t), segs in segments.items()}
     params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
 
-    report = _write_report(config, out, table, params, timings, time.time() - start)
+    report = _write_report(config, out, table, params, timings, time.time() - start, time.process_time() - cpu_start)
     log(f"merge: done in {(time.time() - start) / 60:.1f} min")
     return report
 
@@ -318,7 +318,7 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
 
 
 def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]], params: dict[str, int],
-                  timings: dict[str, float], seconds: float) -> Path:
+                  timings: dict[str, float], seconds: float, cpu_seconds: float) -> Path:
     la, lb = config.tune_languages
     keys = [f"{s}>{t}" for s, t in config.directions()]
     report = Report("Model merging by concatenation (paper section 7.1, Table 2)")
@@ -328,7 +328,8 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
         f"neurons head by head (E, Dx, Dy, RoPE frequencies) and averaging the embeddings and readout, with no training after "
         f"the merge. Model: L = {config.n_layer}, D = {config.n_embd}, h = {config.n_head}, n = {config.n_neurons} per parent "
         f"(the merge has n = {2 * config.n_neurons}); batch {config.batch_size} x {config.seq_len} bytes, seed {config.seed}. "
-        f"Total wall time {seconds / 60:.1f} min."
+        f"Total wall time {seconds / 60:.1f} min, "
+        f"process CPU time {cpu_seconds / 60:.1f} min."
     )
     report.heading("Target-side loss per direction (nats per byte, lower is better)")
     report.text(
@@ -353,7 +354,7 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
     if fig:
         report.figure(fig, "Target-side loss per direction and model")
     report.results = {"config": dataclasses.asdict(config), "losses": table, "params": params, "timings_s": timings,
-                      "seconds": seconds, "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
+                      "seconds": seconds, "cpu_seconds": cpu_seconds, "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
     return report.write(out)
 
 

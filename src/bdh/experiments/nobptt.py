@@ -122,7 +122,7 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
-    start = time.time()
+    start, cpu_start = time.time(), time.process_time()
     pairs = parse_pairs(config.pairs)
     data = write_corpus(out / "data" / "stream.txt", pairs, config.corpus_bytes, seed=config.seed)
     directions = config.directions()
@@ -162,7 +162,7 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
             metrics = evaluate(result.model, task, config.repeat_batch_size, config.repeat_eval_batches, config.seed)
             rep[arm] = {k[len("val_"):]: v for k, v in metrics.items() if k != "val_bpb"}
 
-    report = _write_report(config, out, lang, rep, curves, bigram, data, timings, time.time() - start)
+    report = _write_report(config, out, lang, rep, curves, bigram, data, timings, time.time() - start, time.process_time() - cpu_start)
     log(f"no-bptt: done in {(time.time() - start) / 60:.1f} min")
     return report
 
@@ -203,7 +203,7 @@ def findings(lang: dict[str, dict[str, dict[str, float]]], rep: dict[str, dict[s
 
 
 def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramModel, data: Path,
-                  timings: dict[str, float], seconds: float) -> Path:
+                  timings: dict[str, float], seconds: float, cpu_seconds: float) -> Path:
     import numpy as np
 
     arr = np.frombuffer(data.read_bytes()[: 1 << 20], dtype=np.uint8)
@@ -214,7 +214,8 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
         f"Two arms with the same data, seed, schedule and {config.steps} steps of {config.batch_size} x {config.seq_len} bytes on "
         f"the translation stream ({config.pairs}): **bptt** (full backprop inside each window) and **no-bptt** (attention keys "
         f"and values detached, `train.bptt: none`). Model: L = {config.n_layer}, D = {config.n_embd}, h = {config.n_head}, "
-        f"n = {config.n_neurons}; learning rate {config.lr:g}. Total wall time {seconds / 60:.1f} min."
+        f"n = {config.n_neurons}; learning rate {config.lr:g}. Total wall time {seconds / 60:.1f} min, "
+        f"process CPU time {cpu_seconds / 60:.1f} min."
     )
     report.heading("Translation stream: next-byte loss per direction (nats per byte)")
     report.text(
@@ -255,7 +256,7 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
     report.heading("Training time")
     report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
     report.results = {"config": dataclasses.asdict(config), "translation": lang, "repeat": rep, "final_train_loss": final_train,
-                      "bigram_train_loss": bigram_train, "timings_s": timings, "seconds": seconds,
+                      "bigram_train_loss": bigram_train, "timings_s": timings, "seconds": seconds, "cpu_seconds": cpu_seconds,
                       "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
     return report.write(out)
 
