@@ -75,3 +75,32 @@ def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped):
     for ref, got in zip(grads[False], grads[True]):
         # bf16 rounds each product to 8 significant bits; sums of ~T*N terms keep the error at a few 2^-8 of the scale
         assert (got - ref).abs().max() <= 0.03 * ref.abs().max()
+
+
+@pytest.mark.parametrize("damped, same_qk, with_state", list(itertools.product([False, True], [True, False], [False, True])))
+def test_pretransposed_low_precision_path_equals_the_transposed_views(monkeypatch, damped, same_qk, with_state):
+    """In bf16 the keys (and queries) are transposed once per pass instead of per chunk: same values and gradients."""
+    from bdh.model import chunked_lean as cl
+
+    g = torch.Generator().manual_seed(3)
+    B, H, T, N, D = 2, 2, 29, 16, 8
+    q = torch.relu(torch.randn(B, H, T, N, generator=g)).bfloat16()
+    k = q if same_qk else torch.relu(torch.randn(B, H, T, N, generator=g)).bfloat16()
+    v = torch.randn(B, 1, T, D, generator=g).bfloat16()
+    s0 = torch.randn(B, H, N, D, generator=g) if with_state else None
+    log_u = torch.log(torch.tensor([0.9, 0.99])) if damped else None
+    w = torch.randn(B, H, T, D, generator=g)
+    results = {}
+    for pre in (True, False):
+        monkeypatch.setattr(cl, "_PRETRANSPOSE", (torch.bfloat16,) if pre else ())
+        ql = q.clone().requires_grad_()
+        kl = ql if same_qk else k.clone().requires_grad_()
+        vl = v.clone().requires_grad_()
+        sl = s0.clone().requires_grad_() if with_state else None
+        out, state = chunked_lean(ql, kl, vl, chunk_size=8, log_u=log_u, state=sl)
+        ((out.float() * w).sum() + state.sum()).backward()
+        results[pre] = [out.float(), state, ql.grad.float(), vl.grad.float()] + ([] if same_qk else [kl.grad.float()]) + (
+            [sl.grad] if with_state else [])
+    for a, b in zip(results[True], results[False]):
+        # the same bf16 products; only the memory layout of one operand differs (summation order may too)
+        assert (a - b).abs().max() <= 1e-2 * b.abs().max() + 1e-6

@@ -39,6 +39,16 @@ def _powers(log_u: torch.Tensor | None, C: int, device, dtype):
     return M, head, tail, whole
 
 
+#: dtypes whose CPU matmul copies a transposed (N x C) operand at every call: for them the keys (and
+#: queries) are transposed once per pass instead (measured: 2.3-2.6x faster per chunk matmul in bf16)
+_PRETRANSPOSE = (torch.bfloat16, torch.float16)
+
+
+def _transposed(x: torch.Tensor) -> torch.Tensor | None:
+    """x^T over the last two dims, materialised once, for the low-precision dtypes; else None."""
+    return x.transpose(-1, -2).contiguous() if x.dtype in _PRETRANSPOSE else None
+
+
 def _chunks(T: int, C: int):
     for s in range(0, T, C):
         yield s, min(s + C, T)
@@ -53,16 +63,18 @@ class ChunkedLinearAttention(torch.autograd.Function):
         D = v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)  # the state is summed in fp32 even for bf16 inputs
         S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
+        kT = _transposed(k)
         outs = []
         for s, e in _chunks(T, chunk_size):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
-            qc, kc, vc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e]
-            o = ((qc @ kc.mT) * M) @ vc
+            qc, vc = q[:, :, s:e], v[:, :, s:e]
+            kcT = kT[..., s:e] if kT is not None else k[:, :, s:e].mT  # N x C
+            o = ((qc @ kcT) * M) @ vc
             o = o + ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S.to(q.dtype)
             outs.append(o)
-            kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
-            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kw.mT @ vc).to(acc)
+            kwT = kcT * tail.view(1, H, 1, C) if tail is not None else kcT
+            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kwT @ vc).to(acc)
         ctx.save_for_backward(q, k, v, S0, log_u)
         ctx.chunk_size = chunk_size
         ctx.v_heads = v.shape[1]
@@ -81,29 +93,35 @@ class ChunkedLinearAttention(torch.autograd.Function):
         acc = torch.promote_types(q.dtype, torch.float32)
         # pass 1 (forward): rebuild the state before each chunk; dq_t = u^i S_b do_t + intra-chunk terms
         S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
+        kT = _transposed(k)
+        same = q.data_ptr() == k.data_ptr() and q.shape == k.shape and q.stride() == k.stride()
+        qT = kT if same else _transposed(q)
         for s, e in _chunks(T, C0):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
             kc, vc, doc = k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
+            kcT = kT[..., s:e] if kT is not None else kc.mT
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
             dqc = P @ kc + doc @ S.to(q.dtype).mT * (head.view(1, H, C, 1) if head is not None else 1)
             dq[:, :, s:e] = dqc
-            kw = kc * tail.view(1, H, C, 1) if tail is not None else kc
-            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kw.mT @ vc).to(acc)
+            kwT = kcT * tail.view(1, H, 1, C) if tail is not None else kcT
+            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kwT @ vc).to(acc)
         # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
         dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc)
         for s, e in reversed(list(_chunks(T, C0))):
             C = e - s
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
             qc, kc, vc, doc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
+            kcT = kT[..., s:e] if kT is not None else kc.mT
+            qcT = qT[..., s:e] if qT is not None else qc.mT
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
+            A = (qc @ kcT) * M  # [i, j] = u^(i-j) q_i . k_j
             t = tail.view(1, H, C, 1) if tail is not None else 1
             dSq = dS.to(q.dtype)
             dk[:, :, s:e] = P.mT @ qc + (vc @ dSq.mT) * t
             dv[:, :, s:e] = A.mT @ doc + (kc * t) @ dSq
-            qh = qc * head.view(1, H, C, 1) if head is not None else qc
-            dS = (dS * whole.view(1, H, 1, 1).to(acc) if whole is not None else dS) + (qh.mT @ doc).to(acc)
+            qhT = qcT * head.view(1, H, 1, C) if head is not None else qcT
+            dS = (dS * whole.view(1, H, 1, 1).to(acc) if whole is not None else dS) + (qhT @ doc).to(acc)
         if ctx.v_heads == 1:
             dv = dv.sum(dim=1, keepdim=True)
         dS0 = dS.to(S0.dtype) if (S0 is not None and ctx.needs_input_grad[3]) else None
