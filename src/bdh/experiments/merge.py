@@ -29,10 +29,11 @@ Controls the paper does not have:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -338,7 +339,7 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
         "The unconditional English model reads only `<T:en>target`."
     )
     rows = [[name, f"{params[name]:,}" if name in params else "", *[table[name][k] for k in keys],
-             _mean([v for v in table[name].values() if v == v])] for name in table]
+             _mean([v for v in table[name].values() if not math.isnan(v)])] for name in table]
     report.table(["model", "parameters", *[k.replace(">", " → ") for k in keys], "mean"], rows)
     report.heading("What matched the paper")
     found = findings(config, table)

@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from bdh.analysis.record import Recording, head_neurons, record, recover_sigma
+from bdh.analysis.record import head_neurons, record, recover_sigma
 from bdh.experiments.common import ModelSize, Report, encode_segment, train_lm, write_corpus
 from bdh.model import BDH
 from bdh.tasks.multilingual import (
