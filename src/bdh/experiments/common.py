@@ -23,7 +23,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from bdh.model.io import atomic_write_bytes
 from bdh.tasks.base import IGNORE_INDEX
+from bdh.typed_config import TypedConfig
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
 
 #: the seed offset of held-out evaluation sentences (training streams use small seeds)
@@ -51,6 +52,33 @@ class ModelSize:
     def section(self) -> dict[str, Any]:
         """The ``model`` section of a run config."""
         return {"name": "bdh", **dataclasses.asdict(self)}
+
+
+class ExperimentConfig(TypedConfig):
+    """Mixin of the experiments' configs: `TypedConfig`'s field checks, with errors named ``<experiment>.<field>``."""
+
+    #: the experiment's command-line name, which prefixes every error
+    experiment: ClassVar[str] = "experiment"
+
+    def _fail(self, field: str, message: str) -> None:
+        raise ValueError(f"{self.experiment}.{field}: {message}")
+
+    def _check_size(self) -> None:
+        """The model-size fields: positive integers, neurons and width divisible by the heads."""
+        for name in ("n_layer", "n_embd", "n_head", "n_neurons"):
+            self._check_int(name)
+        if self.n_neurons % self.n_head or self.n_embd % self.n_head:
+            raise ValueError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of "
+                             f"n_head ({self.n_head})")
+
+    @property
+    def size(self) -> ModelSize:
+        return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean, NaN for no values."""
+    return sum(values) / len(values) if values else float("nan")
 
 
 # ------------------------------------------------------------------------------------------ corpora
@@ -254,6 +282,10 @@ class Report:
     def table(self, headers: Sequence[str], rows: Iterable[Sequence[Any]], digits: int = 3) -> None:
         self.parts.append(markdown_table(headers, rows, digits))
 
+    def findings(self, found: Sequence[tuple[str, bool | None, str]]) -> None:
+        """The "what matched" table: (claim, held: True / False / None = undecidable, the numbers behind it)."""
+        self.table(["claim", "held here", "numbers"], [[c, {True: "yes", False: "no", None: "n/a"}[h], n] for c, h, n in found])
+
     def figure(self, path: str, caption: str) -> None:
         """A figure, by its path relative to the report."""
         self.parts.append(f"![{caption}]({path})\n\n*{caption}*")
@@ -280,6 +312,18 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def save_figure(fig: Any, stem: Path) -> str:
+    """Write a matplotlib figure as ``stem.png`` and ``stem.svg``, close it, and return the png's path
+    relative to the report (``figures/<name>.png``)."""
+    import matplotlib.pyplot as plt
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for ext in ("png", "svg"):
+        fig.savefig(f"{stem}.{ext}", dpi=120)
+    plt.close(fig)
+    return f"figures/{stem.name}.png"
 
 
 def prepare_out(out: str | Path, *, force: bool = False) -> Path:

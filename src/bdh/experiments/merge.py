@@ -42,10 +42,12 @@ from bdh.tasks.multilingual import LANGUAGES
 
 from .common import (
     BigramModel,
-    ModelSize,
+    ExperimentConfig,
     Report,
     SideLosses,
     direction_segments,
+    mean,
+    save_figure,
     segment_losses,
     train_lm,
     write_corpus,
@@ -57,7 +59,7 @@ TOL = 0.01
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """The merge experiment. The defaults are the CPU default (under 30 minutes on 2 cores).
 
     Attributes:
@@ -96,6 +98,8 @@ class Config:
     controls: bool = True
     seed: int = 0
 
+    experiment = "merge"
+
     def __post_init__(self) -> None:
         langs = (self.base_language, *self.tune_languages)
         for lang in langs:
@@ -103,31 +107,19 @@ class Config:
                 raise ValueError(f"merge: languages must be among {', '.join(l for l in LANGUAGES if l != ENGLISH)}; got {lang!r}")
         if len(self.tune_languages) != 2 or len(set(langs)) != 3:
             raise ValueError(f"merge: need a base language and two other, different tune languages; got {langs}")
-        for name in ("n_layer", "n_embd", "n_head", "n_neurons", "corpus_bytes", "base_steps", "tune_steps", "batch_size",
-                     "seq_len", "eval_segments"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"merge.{name}: must be a positive integer, got {value!r}")
+        self._check_size()
+        for name in ("corpus_bytes", "base_steps", "tune_steps", "batch_size", "seq_len", "eval_segments"):
+            self._check_int(name)
         for name in ("uncond_steps", "joint_steps", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"merge.{name}: must be a non-negative integer, got {value!r}")
+            self._check_int(name, 0)
         for name in ("lr", "tune_lr"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
-                raise ValueError(f"merge.{name}: must be a number in (0, 1), got {value!r}")
-        if self.n_neurons % self.n_head or self.n_embd % self.n_head:
-            raise ValueError(f"merge: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of n_head ({self.n_head})")
+            self._check_number(name, 0, 1, low_open=True)
 
     @classmethod
     def quick(cls) -> "Config":
         """A smoke test of about a minute."""
         return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, base_steps=30, tune_steps=15, uncond_steps=15,
                    joint_steps=5, seq_len=128, eval_segments=24)
-
-    @property
-    def size(self) -> ModelSize:
-        return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -258,10 +250,6 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
 
 # ---------------------------------------------------------------------- report
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[str, bool | None, str]]:
     """The paper's testable claims (and the controls), each (claim, held?, the numbers behind it).
 
@@ -273,7 +261,7 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     merged = table["merged"]
     spec = {la: table[f"tuned-{la}"], lb: table[f"tuned-{lb}"]}
     out: list[tuple[str, bool | None, str]] = []
-    base_known, base_unknown = table["base"][f"{config.base_language}>en"], _mean([table["base"][f"{x}>en"] for x in (la, lb)])
+    base_known, base_unknown = table["base"][f"{config.base_language}>en"], mean([table["base"][f"{x}>en"] for x in (la, lb)])
     out.append((f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is below its "
                 f"loss from the languages it has not seen)", base_known < base_unknown - TOL,
                 f"base: {config.base_language}->en {base_known:.3f}, {la}/{lb}->en {base_unknown:.3f}"))
@@ -296,23 +284,23 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
         out.append((f"merged en->{x} lies between the specialist and the non-specialist parent", lo <= m <= hi,
                     f"merged {m:.3f}; tuned-{x} {s:.3f}, tuned-{other} {n:.3f}"))
     keys = list(merged)
-    avg = {name: _mean([table[name][k] for k in keys]) for name in ("merged", f"tuned-{la}", f"tuned-{lb}")}
+    avg = {name: mean([table[name][k] for k in keys]) for name in ("merged", f"tuned-{la}", f"tuned-{lb}")}
     out.append(("the merged model beats either parent on the mean over all directions",
                 avg["merged"] < min(avg[f"tuned-{la}"], avg[f"tuned-{lb}"]) - TOL,
                 ", ".join(f"{k} {v:.3f}" for k, v in avg.items())))
     joint = next((name for name in table if name.startswith("merged + ")), None)
     if joint is not None:
         en_x = [f"en>{x}" for x in (la, lb)]
-        before, after = _mean([merged[k] for k in en_x]), _mean([table[joint][k] for k in en_x])
+        before, after = mean([merged[k] for k in en_x]), mean([table[joint][k] for k in en_x])
         out.append((f"a short joint fine-tune ({joint.split('+ ')[1]}) lowers the en->X loss of the merged model", after < before - TOL,
                     f"mean en->{la}/{lb}: {before:.3f} before, {after:.3f} after"))
     tuned_keys = [f"{x}>en" for x in (la, lb)] + [f"en>{x}" for x in (la, lb)]
     if "averaged" in table:
-        m, a = _mean([merged[k] for k in tuned_keys]), _mean([table["averaged"][k] for k in tuned_keys])
+        m, a = mean([merged[k] for k in tuned_keys]), mean([table["averaged"][k] for k in tuned_keys])
         out.append(("control: concatenation beats plain weight averaging on the fine-tuned directions", m < a - TOL,
                     f"mean over {', '.join(tuned_keys)}: merged {m:.3f}, averaged {a:.3f}"))
     if "merged, no shared base" in table:
-        m, u = _mean([merged[k] for k in tuned_keys]), _mean([table["merged, no shared base"][k] for k in tuned_keys])
+        m, u = mean([merged[k] for k in tuned_keys]), mean([table["merged, no shared base"][k] for k in tuned_keys])
         out.append(("control: a shared base matters (merging unrelated models is worse)", m < u - TOL,
                     f"mean over the same directions: shared base {m:.3f}, no shared base {u:.3f}"))
     return out
@@ -339,11 +327,11 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
         "The unconditional English model reads only `<T:en>target`."
     )
     rows = [[name, f"{params[name]:,}" if name in params else "", *[table[name][k] for k in keys],
-             _mean([v for v in table[name].values() if not math.isnan(v)])] for name in table]
+             mean([v for v in table[name].values() if not math.isnan(v)])] for name in table]
     report.table(["model", "parameters", *[k.replace(">", " → ") for k in keys], "mean"], rows)
     report.heading("What matched the paper")
     found = findings(config, table)
-    report.table(["claim", "held here", "numbers"], [[c, {True: "yes", False: "no", None: "n/a"}[h], n] for c, h, n in found])
+    report.findings(found)
     report.text(
         "Paper (Table 2, 19M-parameter parents on Europarl): merged X→En 0.39–0.43 against 0.34–0.36 for the specialists "
         "and 0.65 for an unconditional English model; En→X of the merge between the specialists and the non-specialists "
@@ -351,15 +339,13 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
     )
     report.heading("Training time")
     report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
-    fig = _plot(config, table, out / "figures" / "merge-losses")
-    if fig:
-        report.figure(fig, "Target-side loss per direction and model")
+    report.figure(_plot(config, table, out / "figures" / "merge-losses"), "Target-side loss per direction and model")
     report.results = {"config": dataclasses.asdict(config), "losses": table, "params": params, "timings_s": timings,
                       "seconds": seconds, "cpu_seconds": cpu_seconds, "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
     return report.write(out)
 
 
-def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str | None:
+def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -378,8 +364,4 @@ def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str
     ax.legend(fontsize=7, ncol=2)
     ax.set_title("Merging by concatenation: loss per translation direction")
     fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "svg"):
-        fig.savefig(f"{stem}.{ext}", dpi=120)
-    plt.close(fig)
-    return f"figures/{stem.name}.png"
+    return save_figure(fig, stem)

@@ -22,7 +22,6 @@ Two arms with the same data, seed, steps and schedule, differing only in ``train
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +31,26 @@ from typing import Callable
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 
-from .common import BigramModel, ModelSize, Report, direction_segments, segment_losses, train_lm, write_corpus
+from bdh.train.log import read_metrics
+
+from .common import (
+    BigramModel,
+    ExperimentConfig,
+    Report,
+    direction_segments,
+    mean,
+    save_figure,
+    segment_losses,
+    train_lm,
+    write_corpus,
+)
 
 ARMS = ("bptt", "no-bptt")
 MODE = {"bptt": "window", "no-bptt": "none"}
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """The no-BPTT experiment. The defaults are the CPU default (under 30 minutes on 2 cores).
 
     Attributes:
@@ -72,24 +83,20 @@ class Config:
     repeat_eval_batches: int = 16
     seed: int = 0
 
+    experiment = "no-bptt"
+
     def __post_init__(self) -> None:
         parse_pairs(self.pairs)  # one-line error for a malformed pair
         for a, b in parse_pairs(self.pairs):
             if a not in LANGUAGES or b not in LANGUAGES or a == b:
                 raise ValueError(f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
-        for name in ("n_layer", "n_embd", "n_head", "n_neurons", "corpus_bytes", "steps", "batch_size", "seq_len",
-                     "eval_segments", "repeat_batch_size", "repeat_periods", "repeat_eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"no-bptt.{name}: must be a positive integer, got {value!r}")
+        self._check_size()
+        for name in ("corpus_bytes", "steps", "batch_size", "seq_len", "eval_segments", "repeat_batch_size", "repeat_periods",
+                     "repeat_eval_batches"):
+            self._check_int(name)
         for name in ("repeat_steps", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"no-bptt.{name}: must be a non-negative integer, got {value!r}")
-        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not 0 < self.lr < 1:
-            raise ValueError(f"no-bptt.lr: must be a number in (0, 1), got {self.lr!r}")
-        if self.n_neurons % self.n_head or self.n_embd % self.n_head:
-            raise ValueError(f"no-bptt: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of n_head ({self.n_head})")
+            self._check_int(name, 0)
+        self._check_number("lr", 0, 1, low_open=True)
 
     @classmethod
     def quick(cls) -> "Config":
@@ -97,22 +104,13 @@ class Config:
         return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, steps=30, seq_len=128, eval_segments=24,
                    repeat_steps=30, repeat_batch_size=8, repeat_eval_batches=2)
 
-    @property
-    def size(self) -> ModelSize:
-        return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
-
     def directions(self) -> list[tuple[str, str]]:
         return [d for a, b in parse_pairs(self.pairs) for d in ((a, b), (b, a))]
 
 
 def _curve(run_dir: Path) -> list[tuple[int, float]]:
     """(step, training loss) from a run's metrics.jsonl."""
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("kind") == "train":
-            out.append((rec["step"], rec["loss"]))
-    return out
+    return [(rec["step"], rec["loss"]) for rec in read_metrics(run_dir / "metrics.jsonl") if rec.get("kind") == "train"]
 
 
 def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
@@ -167,16 +165,12 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
 
 # ---------------------------------------------------------------------- report
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def findings(lang: dict[str, dict[str, dict[str, float]]], rep: dict[str, dict[str, float]],
              final_train: dict[str, float], bigram_train: float) -> list[tuple[str, bool | None, str]]:
     """The paper's section 7.2 claims as checks on the numbers: (claim, held?, numbers)."""
     out: list[tuple[str, bool | None, str]] = []
     keys = list(lang["bptt"])
-    side = {arm: {s: _mean([lang[arm][k][s] for k in keys]) for s in ("source", "target")} for arm in (*ARMS, "bigram")}
+    side = {arm: {s: mean([lang[arm][k][s] for k in keys]) for s in ("source", "target")} for arm in (*ARMS, "bigram")}
     out.append(("without BPTT the model still trains past the letter-bigram loss",
                 side["no-bptt"]["source"] < side["bigram"]["source"] and side["no-bptt"]["target"] < side["bigram"]["target"],
                 f"no-BPTT source {side['no-bptt']['source']:.3f} / target {side['no-bptt']['target']:.3f}; bigram "
@@ -207,7 +201,7 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
 
     arr = np.frombuffer(data.read_bytes()[: 1 << 20], dtype=np.uint8)
     bigram_train = float(-bigram.logp[arr[:-1], arr[1:]].mean())
-    final_train = {arm: _mean([l for _, l in curves[arm][-5:]]) for arm in ARMS}
+    final_train = {arm: mean([l for _, l in curves[arm][-5:]]) for arm in ARMS}
     report = Report("Training without backpropagation through time (paper section 7.2)")
     report.text(
         f"Two arms with the same data, seed, schedule and {config.steps} steps of {config.batch_size} x {config.seq_len} bytes on "
@@ -226,7 +220,7 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
     rows = []
     for arm in (*ARMS, "bigram"):
         for s in ("source", "target"):
-            rows.append([arm, s, *[lang[arm][k][s] for k in keys], _mean([lang[arm][k][s] for k in keys])])
+            rows.append([arm, s, *[lang[arm][k][s] for k in keys], mean([lang[arm][k][s] for k in keys])])
     report.table(["model", "side", *[k.replace(">", " → ") for k in keys], "mean"], rows)
     report.text(f"Final training loss (mean of the last records): BPTT {final_train['bptt']:.3f}, no BPTT "
                 f"{final_train['no-bptt']:.3f}; bigram loss of the training bytes {bigram_train:.3f}.")
@@ -244,7 +238,7 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
                        *[rep[arm].get(f"{n}_loss", float("nan")) for n in names]] for arm in ARMS])
     report.heading("What matched the paper")
     found = findings(lang, rep, final_train, bigram_train)
-    report.table(["claim", "held here", "numbers"], [[c, {True: "yes", False: "no", None: "n/a"}[h], n] for c, h, n in found])
+    report.findings(found)
     report.text(
         "Paper: without BPTT, English loss about 0.75–1.05 against 0.65 for an unconditional English model trained with BPTT, "
         "'regardless of whether English was the source or target'; training crossed the bigram barrier (about 2.4) without "
@@ -274,8 +268,4 @@ def _plot(curves: dict[str, list[tuple[int, float]]], bigram: float, stem: Path)
     ax.set_ylabel("training loss (nats/byte)")
     ax.legend()
     fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "svg"):
-        fig.savefig(f"{stem}.{ext}", dpi=120)
-    plt.close(fig)
-    return f"figures/{stem.name}.png"
+    return save_figure(fig, stem)
