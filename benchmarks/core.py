@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import torch
 
 from bdh import BDH, BDHConfig
 from bdh.model.sizes import train_memory_bytes
+
+from _shared import peak as peak_kib, reset_peak
 
 
 def model_config(args: argparse.Namespace, **extra) -> BDHConfig:
@@ -69,31 +70,6 @@ def bench_generation(args: argparse.Namespace) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- training
-def _reset_peak() -> int:
-    """Reset the peak resident size where Linux allows it; return the current size in KiB."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM, the peak resident set size
-        return _status_kib("VmRSS")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def _peak() -> int:
-    try:
-        return _status_kib("VmHWM")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"{field} not in /proc/self/status")
-
-
 def _training_child(spec: dict) -> dict:
     """Runs in a fresh process: one (form, T) training measurement."""
     torch.set_num_threads(spec["threads"])
@@ -103,7 +79,7 @@ def _training_child(spec: dict) -> dict:
     B, T = spec["batch"], spec["block"]
     idx = torch.randint(0, 256, (B, T))
     tgt = torch.randint(0, 256, (B, T))
-    base = _reset_peak()
+    base = reset_peak()
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
@@ -113,7 +89,7 @@ def _training_child(spec: dict) -> dict:
     t0 = time.perf_counter()
     step()  # first step: also the memory measurement
     first = time.perf_counter() - t0
-    peak = _peak()
+    peak = peak_kib()
     times = [first]
     for _ in range(spec["repeats"] - 1):
         t0 = time.perf_counter()

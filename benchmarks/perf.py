@@ -40,7 +40,6 @@ rest never fire, so x fires on about live / 2 of the neurons, as in the paper's 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -55,49 +54,12 @@ import torch
 from bdh import BDH, BDHConfig
 from bdh.model.sizes import forward_flops_per_token, train_flops_per_token
 
+from _shared import load_official, reset_peak, peak as peak_kib
+
 SETTINGS = ("fp32", "bf16", "bf16+compile", "fp32+compile")
 
 
 # --------------------------------------------------------------------------- memory (as benchmarks/core.py)
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak() -> int:
-    """Reset VmHWM where Linux allows it; return the current resident size in KiB."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return _status_kib("VmRSS")
-    except OSError:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def _peak() -> int:
-    try:
-        return _status_kib("VmHWM")
-    except OSError:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-# --------------------------------------------------------------------------- helpers
-def load_official(checkout: Path):
-    """The official ``bdh.py`` as a module named ``official_bdh`` (our package is also called ``bdh``)."""
-    path = Path(checkout) / "bdh.py"
-    spec = importlib.util.spec_from_file_location("official_bdh", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def model_config(spec: dict, **extra) -> BDHConfig:
     return BDHConfig(n_layer=spec["n_layer"], n_embd=spec["n_embd"], n_head=spec["n_head"], n_neurons=spec["n_neurons"],
                      dropout=spec["dropout"], chunk_size=spec["chunk_size"], **extra)
@@ -110,7 +72,7 @@ def best_form(cfg: BDHConfig, T: int) -> str:
 
 def _timed(step, warmup: int, steps: int) -> tuple[list[float], int, int]:
     """Run ``step`` warmup + steps times; returns the timed seconds and the (base, peak) resident KiB."""
-    base = _reset_peak()
+    base = reset_peak()
     for _ in range(warmup):
         step(0)
     times = []
@@ -118,7 +80,7 @@ def _timed(step, warmup: int, steps: int) -> tuple[list[float], int, int]:
         t0 = time.perf_counter()
         step(i + 1)
         times.append(time.perf_counter() - t0)
-    return times, base, _peak()
+    return times, base, peak_kib()
 
 
 def _profile(step, rows: int, title: str) -> str:

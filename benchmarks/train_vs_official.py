@@ -22,7 +22,6 @@ drifts) and the best of each is reported.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import shutil
@@ -36,16 +35,7 @@ import torch
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import load_config, train
 
-
-def load_official(checkout: Path):
-    """The official ``bdh.py`` as a module named ``official_bdh`` (our package is also called ``bdh``)."""
-    path = checkout / "bdh.py"
-    if not path.is_file():
-        raise SystemExit(f"error: {checkout}: no bdh.py (give the path of a pathwaycom/bdh checkout)")
-    spec = importlib.util.spec_from_file_location("official_bdh", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from _shared import load_official
 
 
 def official_run(module, args, task: TextTask) -> tuple[list[float], float]:

@@ -1,0 +1,49 @@
+"""Pieces the benchmark scripts share: the official checkout as a module, and peak resident memory.
+
+The scripts are run as files (``python benchmarks/perf.py``), so this module is imported from the same
+folder; nothing of the official code is copied, it is loaded from the path the user gives.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import resource
+from pathlib import Path
+
+
+def load_official(checkout: Path):
+    """The official ``bdh.py`` as a module named ``official_bdh`` (our package is also called ``bdh``)."""
+    path = Path(checkout) / "bdh.py"
+    if not path.is_file():
+        raise SystemExit(f"error: {checkout}: no bdh.py (give the path of a pathwaycom/bdh checkout)")
+    spec = importlib.util.spec_from_file_location("official_bdh", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def status_kib(field: str) -> int:
+    """A ``/proc/self/status`` field in KiB (OSError where there is none)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+def reset_peak() -> int:
+    """Reset the peak resident size (VmHWM) where Linux allows it; return the current size in KiB."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM, the peak resident set size
+        return status_kib("VmRSS")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def peak() -> int:
+    """The peak resident size in KiB since the last `reset_peak`."""
+    try:
+        return status_kib("VmHWM")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
