@@ -33,6 +33,7 @@ def test_neurons_given_directly_or_by_multiplier():
         (dict(mlp_internal_dim_multiplier=0), "mlp_internal_dim_multiplier"),
         (dict(dropout=1.0), "dropout"),
         (dict(dropout="0.1"), "dropout"),
+        (dict(dropout_rng="numpy"), "dropout_rng"),
         (dict(causal="yes"), "causal"),
         (dict(positional="alibi"), "positional"),
         (dict(rope_theta=0.5), "rope_theta"),

@@ -88,3 +88,16 @@ def test_model_with_fused_ops_still_matches_the_official_math():
     for name, p in model.named_parameters():
         ref = ref_sd[NAME_MAP[name]].grad
         assert torch.allclose(p.grad, ref.view(p.shape), atol=1e-6, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relu_mul_with_a_drop_mask_equals_the_plain_masked_product(dtype):
+    torch.manual_seed(5)
+    z = torch.randn(2, 3, 7, 16, dtype=dtype)
+    x = torch.relu(torch.randn(2, 3, 7, 16, dtype=dtype))
+    drop = torch.rand(2, 3, 7, 16) < 0.3
+    w = torch.randn(2, 3, 7, 16)
+    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, drop), z, x, weight=w)
+    ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
+    assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
+    assert (dz[drop] == 0).all() and (dx[drop] == 0).all() and (fast[drop] == 0).all()

@@ -31,6 +31,7 @@ from ..registry import register_model
 from .attention import linear_attention, parallel, recurrent
 from .config import BDHConfig
 from .io import PretrainedMixin
+from .dropout import drop_mask
 from .fused import relu_mul
 from .rope import _compiling, frequencies, rope_apply, rope_tables
 from .sparse_step import sparse_token_step
@@ -104,6 +105,14 @@ class BDH(PretrainedMixin, nn.Module):
     def _ln(self, z: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(z, (z.shape[-1],), None, None, self.config.ln_eps)
 
+    def _host_dropout(self, z: torch.Tensor, capture: bool) -> bool:
+        """Whether this training pass draws its dropout masks with `bdh.model.dropout` (CPU, eager)."""
+        cfg = self.config
+        return (
+            self.training and cfg.dropout > 0 and cfg.dropout_rng == "auto" and not capture
+            and z.device.type == "cpu" and not _compiling()
+        )
+
     def _run(
         self,
         idx: torch.Tensor,
@@ -161,9 +170,14 @@ class BDH(PretrainedMixin, nn.Module):
                     new_rho.append(rho_next)
             z = self._ln(a) @ self.Dy
             # y = ReLU(Dy LN(a)) * x; eager: one fused autograd function (same values, bdh.model.fused)
-            y = F.relu(z) * x if _compiling() else relu_mul(z, x)  # B, H, T, N
-            y_in = self.drop(y).transpose(1, 2).reshape(B, 1, T, cfg.n)
-            v = self._ln(v + self._ln(y_in @ self.E))  # B, 1, T, D
+            if self._host_dropout(z, capture):
+                # dropout's mask zeroes entries inside the fused gate; its 1 / (1 - p) scales y E instead
+                y = relu_mul(z, x, drop_mask(z.shape, cfg.dropout))
+                e = (y.transpose(1, 2).reshape(B, 1, T, cfg.n) @ self.E) * (1.0 / (1.0 - cfg.dropout))
+            else:
+                y = F.relu(z) * x if _compiling() else relu_mul(z, x)  # B, H, T, N
+                e = self.drop(y).transpose(1, 2).reshape(B, 1, T, cfg.n) @ self.E
+            v = self._ln(v + self._ln(e))  # B, 1, T, D
             if cap is not None:
                 cap.x.append(x.detach())
                 cap.y.append(y.detach())

@@ -22,6 +22,7 @@ from ..typed_config import TypedConfig
 
 POSITIONAL = ("rope", "rope-standard", "none")
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
+DROPOUT_RNGS = ("auto", "torch")
 OFFICIAL_ROPE_THETA = 2.0**16
 STANDARD_ROPE_THETA = 10000.0
 
@@ -53,6 +54,10 @@ class BDHConfig(TypedConfig):
         mlp_internal_dim_multiplier: the official code's way to size n (n = multiplier * D).
         vocab_size: size of the token alphabet (256 for bytes).
         dropout: dropout probability on the gated product x*y (official placement).
+        dropout_rng: where training draws the dropout masks of CPU tensors from: ``auto`` (a fast
+            NumPy generator seeded from PyTorch's, `bdh.model.dropout`; on other devices and under
+            ``torch.compile``, PyTorch's own) or ``torch`` (``nn.Dropout`` everywhere: the official
+            code's masks draw for draw). The masks follow the same distribution either way.
         causal: True for next-token prediction (strictly causal: tau < t, a token never sees
             itself); False for bidirectional attention over the whole sequence (board tasks).
         positional: ``rope`` (official: frequencies in turns, theta 2^16, pair-shared
@@ -75,6 +80,7 @@ class BDHConfig(TypedConfig):
     mlp_internal_dim_multiplier: int | None = None
     vocab_size: int = 256
     dropout: float = 0.1
+    dropout_rng: str = "auto"
     causal: bool = True
     positional: str = "rope"
     rope_theta: float | None = None
@@ -138,6 +144,8 @@ class BDHConfig(TypedConfig):
         self._n = n
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             _fail("dropout", f"must be a number in [0, 1), got {self.dropout!r}")
+        if self.dropout_rng not in DROPOUT_RNGS:
+            _fail("dropout_rng", f"must be one of {', '.join(DROPOUT_RNGS)}; got {self.dropout_rng!r}")
         if not isinstance(self.causal, bool):
             _fail("causal", f"must be true or false, got {self.causal!r}")
         if self.positional not in POSITIONAL:
