@@ -77,30 +77,49 @@ def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped):
         assert (got - ref).abs().max() <= 0.03 * ref.abs().max()
 
 
-@pytest.mark.parametrize("damped, same_qk, with_state", list(itertools.product([False, True], [True, False], [False, True])))
-def test_pretransposed_low_precision_path_equals_the_transposed_views(monkeypatch, damped, same_qk, with_state):
-    """In bf16 the keys (and queries) are transposed once per pass instead of per chunk: same values and gradients."""
-    from bdh.model import chunked_lean as cl
+@pytest.mark.parametrize(
+    "damped, with_state, T, chunk", list(itertools.product([False, True], [False, True], [13, 16], [1, 4, 5, 16, 32]))
+)
+def test_shared_keys_path_equals_separate_keys_and_the_recurrent_form(damped, with_state, T, chunk):
+    """k is q (BDH): one gradient (P + P^T) x; it must equal dq + dk of the general path and of the recurrent form."""
+    g = torch.Generator().manual_seed(4)
+    B, H, N, D = 2, 3, 6, 5
+    x = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
+    v = torch.randn(B, 1, T, D, generator=g, dtype=torch.float64)
+    s0 = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else None
+    log_u = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64).log() if damped else None
+    w_out = torch.randn(B, H, T, D, generator=g, dtype=torch.float64)
+    w_state = torch.randn(B, H, N, D, generator=g, dtype=torch.float64)
 
-    g = torch.Generator().manual_seed(3)
-    B, H, T, N, D = 2, 2, 29, 16, 8
-    q = torch.relu(torch.randn(B, H, T, N, generator=g)).bfloat16()
-    k = q if same_qk else torch.relu(torch.randn(B, H, T, N, generator=g)).bfloat16()
-    v = torch.randn(B, 1, T, D, generator=g).bfloat16()
-    s0 = torch.randn(B, H, N, D, generator=g) if with_state else None
-    log_u = torch.log(torch.tensor([0.9, 0.99])) if damped else None
-    w = torch.randn(B, H, T, D, generator=g)
-    results = {}
-    for pre in (True, False):
-        monkeypatch.setattr(cl, "_PRETRANSPOSE", (torch.bfloat16,) if pre else ())
-        ql = q.clone().requires_grad_()
-        kl = ql if same_qk else k.clone().requires_grad_()
-        vl = v.clone().requires_grad_()
+    def run(fn):
+        xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
         sl = s0.clone().requires_grad_() if with_state else None
-        out, state = chunked_lean(ql, kl, vl, chunk_size=8, log_u=log_u, state=sl)
-        ((out.float() * w).sum() + state.sum()).backward()
-        results[pre] = [out.float(), state, ql.grad.float(), vl.grad.float()] + ([] if same_qk else [kl.grad.float()]) + (
-            [sl.grad] if with_state else [])
-    for a, b in zip(results[True], results[False]):
-        # the same bf16 products; only the memory layout of one operand differs (summation order may too)
-        assert (a - b).abs().max() <= 1e-2 * b.abs().max() + 1e-6
+        out, state = fn(xl, vl, sl)
+        ((out * w_out).sum() + (state * w_state).sum()).backward()
+        return [out.detach(), state.detach(), xl.grad, vl.grad] + ([sl.grad] if with_state else [])
+
+    shared = run(lambda a, b, c: chunked_lean(a, a, b, chunk_size=chunk, log_u=log_u, state=c))
+    separate = run(lambda a, b, c: chunked_lean(a, a.clone(), b, chunk_size=chunk, log_u=log_u, state=c))
+    ref = run(lambda a, b, c: attention.recurrent(a, a, b, log_u=log_u, state=c, need_state=True))
+    for got, other, r in zip(shared, separate, ref):
+        assert rel_err(got, r) < 1e-12 and rel_err(other, r) < 1e-12
+
+
+def test_chunk_major_layout_round_trips():
+    from bdh.model.chunked_lean import _Chunks
+
+    t = torch.randn(2, 3, 11, 4)
+    for C in (1, 3, 4, 11, 20):
+        chunks = _Chunks.of(t, C)
+        assert torch.equal(chunks.joined(), t)
+        assert torch.equal(torch.cat([chunks[c] for c in range(chunks.count)], dim=2), t)
+        assert all(chunks[c].is_contiguous() for c in range(chunks.count))
+
+
+def test_the_initial_state_is_not_modified():
+    s0 = torch.randn(1, 2, 4, 3)
+    before = s0.clone()
+    x = torch.randn(1, 2, 9, 4, requires_grad=True)
+    out, state = chunked_lean(x, x, torch.randn(1, 1, 9, 3), chunk_size=4, state=s0)
+    (out.sum() + state.sum()).backward()
+    assert torch.equal(s0, before)

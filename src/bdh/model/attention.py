@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from .chunked_lean import chunked_lean
+from .shared_keys import shared_key_attention
 
 FORMS = ("parallel", "chunked", "recurrent")
 
@@ -70,6 +71,13 @@ def _block(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Parallel form on one block, optionally starting from and returning a carried state."""
     T = q.shape[2]
+    if q is k and state is None and not need_state and not return_scores and q.requires_grad and torch.is_grad_enabled():
+        # a training step of BDH (keys = queries): the same values, one product less in backward
+        if log_u is not None:
+            W = decay_matrix(log_u, T, causal)
+        else:
+            W = torch.ones(T, T, device=q.device, dtype=q.dtype).tril_(-1).unsqueeze(0) if causal else None
+        return shared_key_attention(q, v, W), None, None
     scores = q @ k.mT  # B, H, T, T
     if log_u is None:
         scores = scores.tril(diagonal=-1) if causal else scores

@@ -11,11 +11,23 @@ With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
     dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
     dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
 
-Backward runs two passes over the chunks: forward, re-building S chunk by chunk to get dq; then in
-reverse, carrying dS to get dk, dv and the gradient of the initial state. Inside a chunk everything is
-the masked C x C form. Memory: one (B, H, N, D) state plus per-chunk temporaries, whatever T is.
-Under autocast the inputs are cast to its dtype (bf16 matmuls) and the state is still summed in fp32.
-Tested against the plain chunked and the naive forms (values and all gradients).
+Backward runs two passes over the chunks: forward, re-building S chunk by chunk for the S do part of
+dq; then in reverse, carrying dS for the rest of dq, dk, dv and the gradient of the initial state.
+Inside a chunk everything is the masked C x C form. Memory: one (B, H, N, D) state plus per-chunk
+temporaries, whatever T is. Under autocast the inputs are cast to its dtype (bf16 matmuls) and the
+state is still summed in fp32.
+
+Two things make it fast on CPU (docs/performance.md):
+
+* **Chunk-major copies.** q, k, v are copied once into a (T / C, B, H, C, .) layout, so that every
+  chunk is one contiguous tensor. A chunk sliced out of (B, H, T, N) is not, and its transpose (the
+  keys in q k^T and k^T v) made each bf16 matmul copy its operand first (measured 2.5x slower per
+  chunk product). The gradients are written chunk by chunk into the same layout and copied back once.
+* **Shared keys.** BDH's keys are its queries (k = q = the rotated x). When both arguments are the
+  same tensor, the intra-chunk terms of dq and dk are one product, (P + P^T) x_c, and autograd gets one
+  gradient instead of two to add up.
+
+Tested against the plain chunked and the recurrent forms (values and all gradients).
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import torch
 
 
 def _powers(log_u: torch.Tensor | None, C: int, device, dtype):
-    """(M, head, tail): M[h, i, j] = u^(i-j) for i > j (else 0); head[h, i] = u^i; tail[h, j] = u^(C-j)."""
+    """(M, head, tail, whole): M[h, i, j] = u^(i-j) for i > j (else 0); head[h, i] = u^i; tail[h, j] = u^(C-j); u^C."""
     i = torch.arange(C, device=device)
     gap = i.view(-1, 1) - i.view(1, -1)
     mask = gap > 0
@@ -39,19 +51,60 @@ def _powers(log_u: torch.Tensor | None, C: int, device, dtype):
     return M, head, tail, whole
 
 
-#: dtypes whose CPU matmul copies a transposed (N x C) operand at every call: for them the keys (and
-#: queries) are transposed once per pass instead (measured: 2.3-2.6x faster per chunk matmul in bf16)
-_PRETRANSPOSE = (torch.bfloat16, torch.float16)
+class _Chunks:
+    """A (B, H, T, X) tensor as chunks of C tokens, each a contiguous (B, H, C, X) tensor.
+
+    The full chunks live in one (T // C, B, H, C, X) tensor; a shorter last chunk is kept apart.
+    """
+
+    def __init__(self, full: torch.Tensor | None, tail: torch.Tensor | None):
+        self.full, self.tail = full, tail
+        self.count = (0 if full is None else full.shape[0]) + (tail is not None)
+
+    @classmethod
+    def of(cls, t: torch.Tensor, C: int) -> "_Chunks":
+        B, H, T, X = t.shape
+        nf = T // C
+        full = t[:, :, : nf * C].reshape(B, H, nf, C, X).permute(2, 0, 1, 3, 4).contiguous() if nf else None
+        tail = t[:, :, nf * C :].contiguous() if T % C else None
+        return cls(full, tail)
+
+    @classmethod
+    def empty(cls, B: int, H: int, T: int, X: int, C: int, like: torch.Tensor) -> "_Chunks":
+        nf = T // C
+        full = like.new_empty(nf, B, H, C, X) if nf else None
+        tail = like.new_empty(B, H, T - nf * C, X) if T % C else None
+        return cls(full, tail)
+
+    def __getitem__(self, c: int) -> torch.Tensor:
+        if self.full is not None and c < self.full.shape[0]:
+            return self.full[c]
+        return self.tail
+
+    def joined(self) -> torch.Tensor:
+        """The (B, H, T, X) tensor (one copy)."""
+        parts = []
+        if self.full is not None:
+            nf, B, H, C, X = self.full.shape
+            parts.append(self.full.permute(1, 2, 0, 3, 4).reshape(B, H, nf * C, X))
+        if self.tail is not None:
+            parts.append(self.tail)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
-def _transposed(x: torch.Tensor) -> torch.Tensor | None:
-    """x^T over the last two dims, materialised once, for the low-precision dtypes; else None."""
-    return x.transpose(-1, -2).contiguous() if x.dtype in _PRETRANSPOSE else None
+def _bmm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
+    """out (B, H, M, P) = or += a (B, H, M, K) @ b (B, H, K, P), batched over B x H without a temporary."""
+    B, H, M, P = out.shape
+    o3, a3, b3 = out.view(B * H, M, P), a.reshape(B * H, M, -1), b.reshape(B * H, -1, P)
+    if accumulate:
+        o3.baddbmm_(a3, b3)
+    else:
+        torch.bmm(a3, b3, out=o3)
 
 
-def _chunks(T: int, C: int):
-    for s in range(0, T, C):
-        yield s, min(s + C, T)
+def _heads(v: torch.Tensor, H: int) -> torch.Tensor:
+    """v (B, 1 or H, C, D) with one entry per head (a small copy when shared by the heads)."""
+    return v if v.shape[1] == H else v.expand(-1, H, -1, -1)
 
 
 class ChunkedLinearAttention(torch.autograd.Function):
@@ -62,70 +115,78 @@ class ChunkedLinearAttention(torch.autograd.Function):
         B, H, T, N = q.shape
         D = v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)  # the state is summed in fp32 even for bf16 inputs
-        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
-        kT = _transposed(k)
+        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
+        shared = q is k
+        qs = _Chunks.of(q, chunk_size)
+        ks = qs if shared else _Chunks.of(k, chunk_size)
+        vs = _Chunks.of(v, chunk_size)
         outs = []
-        for s, e in _chunks(T, chunk_size):
-            C = e - s
+        for c in range(qs.count):
+            qc, kc, vc = qs[c], ks[c], vs[c]
+            C = qc.shape[2]
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
-            qc, vc = q[:, :, s:e], v[:, :, s:e]
-            kcT = kT[..., s:e] if kT is not None else k[:, :, s:e].mT  # N x C
-            o = ((qc @ kcT) * M) @ vc
-            o = o + ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S.to(q.dtype)
+            o = ((qc @ kc.mT) * M) @ vc
+            o += ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S.to(q.dtype)
             outs.append(o)
-            kwT = kcT * tail.view(1, H, 1, C) if tail is not None else kcT
-            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kwT @ vc).to(acc)
+            if whole is not None:
+                S.mul_(whole.view(1, H, 1, 1).to(acc))
+            S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)  # fp32 += product
         ctx.save_for_backward(q, k, v, S0, log_u)
         ctx.chunk_size = chunk_size
-        ctx.v_heads = v.shape[1]
+        ctx.shared = shared
         return torch.cat(outs, dim=2), S
 
     @staticmethod
     def backward(ctx, d_out, d_S):
         q, k, v, S0, log_u = ctx.saved_tensors
-        C0 = ctx.chunk_size
+        C0, shared = ctx.chunk_size, ctx.shared
         B, H, T, N = q.shape
         D = v.shape[-1]
-        d_out = d_out.to(q.dtype)
-        dq = torch.empty_like(q)
-        dk = torch.empty_like(q)
-        dv = q.new_zeros(B, H, T, D)
         acc = torch.promote_types(q.dtype, torch.float32)
-        # pass 1 (forward): rebuild the state before each chunk; dq_t = u^i S_b do_t + intra-chunk terms
-        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc)
-        kT = _transposed(k)
-        same = q.data_ptr() == k.data_ptr() and q.shape == k.shape and q.stride() == k.stride()
-        qT = kT if same else _transposed(q)
-        for s, e in _chunks(T, C0):
-            C = e - s
+        qs = _Chunks.of(q, C0)
+        ks = qs if shared else _Chunks.of(k, C0)
+        vs = _Chunks.of(v, C0)
+        dos = _Chunks.of(d_out.to(q.dtype), C0)
+        dq = _Chunks.empty(B, H, T, N, C0, q)
+        dk = dq if shared else _Chunks.empty(B, H, T, N, C0, q)
+        dv = _Chunks.empty(B, H, T, D, C0, q)
+        # pass 1 (forward): rebuild the state S_b before each chunk; dq_t = u^i S_b do_t (+ intra-chunk, pass 2)
+        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
+        for c in range(qs.count):
+            kc, vc, doc = ks[c], vs[c], dos[c]
+            C = kc.shape[2]
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
-            kc, vc, doc = k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
-            kcT = kT[..., s:e] if kT is not None else kc.mT
-            P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            dqc = P @ kc + doc @ S.to(q.dtype).mT * (head.view(1, H, C, 1) if head is not None else 1)
-            dq[:, :, s:e] = dqc
-            kwT = kcT * tail.view(1, H, 1, C) if tail is not None else kcT
-            S = (S * whole.view(1, H, 1, 1).to(acc) if whole is not None else S) + (kwT @ vc).to(acc)
+            doh = doc * head.view(1, H, C, 1) if head is not None else doc
+            _bmm_into(dq[c], doh, S.to(q.dtype).mT, accumulate=False)
+            if whole is not None:
+                S.mul_(whole.view(1, H, 1, 1).to(acc))
+            S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)
         # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
-        dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc)
-        for s, e in reversed(list(_chunks(T, C0))):
-            C = e - s
+        dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc, copy=True)
+        for c in reversed(range(qs.count)):
+            qc, kc, vc, doc = qs[c], ks[c], vs[c], dos[c]
+            C = qc.shape[2]
             M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
-            qc, kc, vc, doc = q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], d_out[:, :, s:e]
-            kcT = kT[..., s:e] if kT is not None else kc.mT
-            qcT = qT[..., s:e] if qT is not None else qc.mT
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            A = (qc @ kcT) * M  # [i, j] = u^(i-j) q_i . k_j
-            t = tail.view(1, H, C, 1) if tail is not None else 1
+            A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
             dSq = dS.to(q.dtype)
-            dk[:, :, s:e] = P.mT @ qc + (vc @ dSq.mT) * t
-            dv[:, :, s:e] = A.mT @ doc + (kc * t) @ dSq
-            qhT = qcT * head.view(1, H, 1, C) if head is not None else qcT
-            dS = (dS * whole.view(1, H, 1, 1).to(acc) if whole is not None else dS) + (qhT @ doc).to(acc)
-        if ctx.v_heads == 1:
-            dv = dv.sum(dim=1, keepdim=True)
+            vt = _heads(vc, H) * tail.view(1, H, C, 1) if tail is not None else _heads(vc, H)
+            if shared:  # dq + dk of the chunk: (P + P^T) x_c + u^(C-j) v_j dS^T
+                _bmm_into(dq[c], P + P.mT, qc, accumulate=True)
+            else:
+                _bmm_into(dq[c], P, kc, accumulate=True)
+                _bmm_into(dk[c], P.mT, qc, accumulate=False)
+            _bmm_into(dk[c], vt, dSq.mT, accumulate=True)
+            _bmm_into(dv[c], A.mT, doc, accumulate=False)
+            _bmm_into(dv[c], kc * tail.view(1, H, C, 1) if tail is not None else kc, dSq, accumulate=True)
+            if whole is not None:
+                dS.mul_(whole.view(1, H, 1, 1).to(acc))
+            dS.add_((qc * head.view(1, H, C, 1) if head is not None else qc).mT @ doc)
+        dv_full = dv.joined()
+        if v.shape[1] == 1:
+            dv_full = dv_full.sum(dim=1, keepdim=True)
         dS0 = dS.to(S0.dtype) if (S0 is not None and ctx.needs_input_grad[3]) else None
-        return dq, dk, dv, dS0, None, None
+        return dq.joined(), (None if shared else dk.joined()), dv_full, dS0, None, None
 
 
 def chunked_lean(
@@ -146,5 +207,7 @@ def chunked_lean(
         # one dtype inside (autocast's, e.g. bf16): the backward runs outside autocast, so the inputs are cast
         # here, where autograd records the casts; the state is summed in fp32 all the same
         low = torch.get_autocast_dtype(q.device.type)
-        q, k, v = q.to(low), k.to(low), v.to(low)
+        shared = q is k
+        q, v = q.to(low), v.to(low)
+        k = q if shared else k.to(low)
     return ChunkedLinearAttention.apply(q, k, v, state, log_u, chunk_size)

@@ -1,0 +1,57 @@
+"""The parallel form of linear attention when the keys are the queries (BDH: k = q = R x), with a lean backward.
+
+BDH's attention scores are the Gram matrix of the rotated neuron activations, A = (x x^T) * W, with W
+the strictly causal mask (or the damping weights u^(t - tau) of Eq. 8 on it; everything for
+bidirectional attention). Autograd through ``q @ k.mT`` computes dq = dA k and dk = dA^T q as two
+T x T x N products and then adds them; with k = q the gradient is one product,
+
+    dx = (dA + dA^T) x,          dA = (do v^T) * W,          dv = A^T do,
+
+which saves a third of the attention matmul work of the backward pass and one pass over x-sized
+tensors. Used by `bdh.model.attention.parallel` for training steps without a carried state; tested
+against autograd through the plain form (values and gradients).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class SharedKeyAttention(torch.autograd.Function):
+    """a = ((x x^T) * W) @ v, the backward as in the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:  # noqa: D401
+        scores = x @ x.mT
+        if W is not None:
+            scores.mul_(W)
+        ctx.save_for_backward(x, v, scores, W)
+        return scores @ v
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        x, v, scores, W = ctx.saved_tensors
+        g = g.to(x.dtype)
+        dx = dv = None
+        if ctx.needs_input_grad[0]:
+            dA = g @ v.mT
+            if W is not None:
+                dA.mul_(W)
+            dx = (dA + dA.mT) @ x
+        if ctx.needs_input_grad[1]:
+            dv = scores.mT @ g
+            if v.shape[1] != dv.shape[1]:
+                dv = dv.sum(dim=1, keepdim=True)  # values shared by the heads
+        return dx, dv, None
+
+
+def shared_key_attention(x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:
+    """((x x^T) * W) @ v for x (B, H, T, N), v (B, 1 or H, T, D), W (1 or H, T, T) or None (no mask).
+
+    Under autocast x and v are cast to its dtype here (the backward runs outside autocast), like
+    `bdh.model.chunked_lean`.
+    """
+    if torch.is_autocast_enabled(x.device.type):
+        low = torch.get_autocast_dtype(x.device.type)
+        x, v = x.to(low), v.to(low)
+    return SharedKeyAttention.apply(x, v, None if W is None else W.to(x.dtype))
