@@ -11,11 +11,20 @@ from bdh.model.chunked_lean import chunked_lean
 from .helpers import rel_err
 
 
+@pytest.fixture(params=["kept", "recomputed"])
+def state_policy(request, monkeypatch):
+    """Both ways of getting the per-chunk states in backward: kept by the forward pass, or recomputed."""
+    from bdh.model import chunked_lean as module
+
+    monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T: request.param == "kept")
+    return request.param
+
+
 @pytest.mark.parametrize(
     "damped, with_state, shared_v, chunk",
     list(itertools.product([False, True], [False, True], [True, False], [1, 4, 5, 16])),
 )
-def test_values_and_all_gradients_equal_the_recurrent_form(damped, with_state, shared_v, chunk):
+def test_values_and_all_gradients_equal_the_recurrent_form(damped, with_state, shared_v, chunk, state_policy):
     g = torch.Generator().manual_seed(0)
     B, H, T, N, D = 2, 3, 13, 6, 5
     q = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
@@ -55,7 +64,7 @@ def test_unused_final_state_and_float32():
 
 
 @pytest.mark.parametrize("damped", [False, True])
-def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped):
+def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped, state_policy):
     """Under autocast the inputs are cast to bf16 (the backward runs outside autocast) and the state is summed in fp32."""
     torch.manual_seed(5)
     B, H, T, N, D = 2, 2, 37, 16, 8
@@ -80,7 +89,7 @@ def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped):
 @pytest.mark.parametrize(
     "damped, with_state, T, chunk", list(itertools.product([False, True], [False, True], [13, 16], [1, 4, 5, 16, 32]))
 )
-def test_shared_keys_path_equals_separate_keys_and_the_recurrent_form(damped, with_state, T, chunk):
+def test_shared_keys_path_equals_separate_keys_and_the_recurrent_form(damped, with_state, T, chunk, state_policy):
     """k is q (BDH): one gradient (P + P^T) x; it must equal dq + dk of the general path and of the recurrent form."""
     g = torch.Generator().manual_seed(4)
     B, H, N, D = 2, 3, 6, 5
@@ -123,3 +132,28 @@ def test_the_initial_state_is_not_modified():
     out, state = chunked_lean(x, x, torch.randn(1, 1, 9, 3), chunk_size=4, state=s0)
     (out.sum() + state.sum()).backward()
     assert torch.equal(s0, before)
+
+
+def test_kept_and_recomputed_states_give_identical_bf16_results(monkeypatch):
+    """The kept states are the ones the matmuls read (cast to bf16), so both ways agree bit for bit."""
+    from bdh.model import chunked_lean as module
+
+    g = torch.Generator().manual_seed(6)
+    x = torch.relu(torch.randn(2, 2, 29, 16, generator=g)).bfloat16()
+    v = torch.randn(2, 1, 29, 8, generator=g).bfloat16()
+    w = torch.randn(2, 2, 29, 8, generator=g)
+    res = {}
+    for keep in (True, False):
+        monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T: keep)
+        xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
+        out, state = chunked_lean(xl, xl, vl, chunk_size=8, log_u=torch.log(torch.tensor([0.9, 0.99])))
+        ((out.float() * w).sum() + state.sum()).backward()
+        res[keep] = (out, state, xl.grad, vl.grad)
+    for a, b in zip(res[True], res[False]):
+        assert torch.equal(a, b)
+
+
+def test_states_are_kept_only_when_they_are_no_larger_than_q():
+    from bdh.model.chunked_lean import _keep_states
+
+    assert _keep_states(16, 128, 2048) and not _keep_states(16, 256, 2048)

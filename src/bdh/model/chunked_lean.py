@@ -11,9 +11,11 @@ With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
     dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
     dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
 
-Backward runs two passes over the chunks: forward, re-building S chunk by chunk for the S do part of
-dq; then in reverse, carrying dS for the rest of dq, dk, dv and the gradient of the initial state.
-Inside a chunk everything is the masked C x C form. Memory: one (B, H, N, D) state plus per-chunk
+Backward runs in reverse over the chunks, carrying dS, for dq, dk, dv and the gradient of the initial
+state; it needs the state S_b before each chunk for the S_b do part of dq. Those states are kept by
+the forward pass when they take no more memory than q (T / C chunks x N x D <= T x N, i.e. D <= C);
+otherwise a first, forward pass re-builds them chunk by chunk. Inside a chunk everything is the masked
+C x C form. Memory: at most one more q-sized tensor, or one (B, H, N, D) state plus per-chunk
 temporaries, whatever T is. Under autocast the inputs are cast to its dtype (bf16 matmuls) and the
 state is still summed in fp32.
 
@@ -49,6 +51,18 @@ def _powers(log_u: torch.Tensor | None, C: int, device, dtype):
     tail = torch.exp(lu.view(-1, 1) * (C - i).view(1, -1).to(lu.dtype)).to(dtype)  # H, C
     whole = torch.exp(lu * C).to(dtype)  # H
     return M, head, tail, whole
+
+
+class _Powers:
+    """`_powers` for each chunk length, computed once per call (a call has at most two lengths)."""
+
+    def __init__(self, log_u: torch.Tensor | None, device, dtype):
+        self.args, self.cache = (log_u, device, dtype), {}
+
+    def __call__(self, C: int):
+        if C not in self.cache:
+            self.cache[C] = _powers(self.args[0], C, *self.args[1:])
+        return self.cache[C]
 
 
 class _Chunks:
@@ -102,9 +116,11 @@ def _bmm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: b
         torch.bmm(a3, b3, out=o3)
 
 
-def _heads(v: torch.Tensor, H: int) -> torch.Tensor:
-    """v (B, 1 or H, C, D) with one entry per head (a small copy when shared by the heads)."""
-    return v if v.shape[1] == H else v.expand(-1, H, -1, -1)
+def _keep_states(chunks: int, D: int, T: int) -> bool:
+    """Keep the state before each chunk for backward (instead of recomputing it) when the kept states take
+    no more memory than q: chunks x N x D <= T x N. They are kept as the matmuls read them (in q's dtype),
+    so both ways give the same values."""
+    return chunks * D <= T
 
 
 class ChunkedLinearAttention(torch.autograd.Function):
@@ -119,64 +135,71 @@ class ChunkedLinearAttention(torch.autograd.Function):
         shared = q is k
         qs = _Chunks.of(q, chunk_size)
         ks = qs if shared else _Chunks.of(k, chunk_size)
-        vs = _Chunks.of(v, chunk_size)
+        vs = _Chunks.of(v.expand(B, H, T, D), chunk_size)
+        powers = _Powers(log_u, q.device, q.dtype)
+        kept = q.new_empty(qs.count, B, H, N, D) if _keep_states(qs.count, D, T) else None
         outs = []
         for c in range(qs.count):
             qc, kc, vc = qs[c], ks[c], vs[c]
             C = qc.shape[2]
-            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
+            M, head, tail, whole = powers(C)
+            Sq = S.to(q.dtype)
+            if kept is not None:
+                kept[c] = Sq
             o = ((qc @ kc.mT) * M) @ vc
-            o += ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ S.to(q.dtype)
+            o += ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ Sq
             outs.append(o)
             if whole is not None:
                 S.mul_(whole.view(1, H, 1, 1).to(acc))
             S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)  # fp32 += product
-        ctx.save_for_backward(q, k, v, S0, log_u)
+        ctx.save_for_backward(q, k, v, S0, log_u, kept)
         ctx.chunk_size = chunk_size
         ctx.shared = shared
         return torch.cat(outs, dim=2), S
 
     @staticmethod
     def backward(ctx, d_out, d_S):
-        q, k, v, S0, log_u = ctx.saved_tensors
+        q, k, v, S0, log_u, kept = ctx.saved_tensors
         C0, shared = ctx.chunk_size, ctx.shared
         B, H, T, N = q.shape
         D = v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)
         qs = _Chunks.of(q, C0)
         ks = qs if shared else _Chunks.of(k, C0)
-        vs = _Chunks.of(v, C0)
+        vs = _Chunks.of(v.expand(B, H, T, D), C0)
         dos = _Chunks.of(d_out.to(q.dtype), C0)
         dq = _Chunks.empty(B, H, T, N, C0, q)
         dk = dq if shared else _Chunks.empty(B, H, T, N, C0, q)
         dv = _Chunks.empty(B, H, T, D, C0, q)
-        # pass 1 (forward): rebuild the state S_b before each chunk; dq_t = u^i S_b do_t (+ intra-chunk, pass 2)
-        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
-        for c in range(qs.count):
-            kc, vc, doc = ks[c], vs[c], dos[c]
-            C = kc.shape[2]
-            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
-            doh = doc * head.view(1, H, C, 1) if head is not None else doc
-            _bmm_into(dq[c], doh, S.to(q.dtype).mT, accumulate=False)
-            if whole is not None:
-                S.mul_(whole.view(1, H, 1, 1).to(acc))
-            S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)
+        powers = _Powers(log_u, q.device, q.dtype)
+        if kept is None:
+            # pass 1 (forward): rebuild the state S_b before each chunk for the u^i S_b do_t part of dq
+            S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
+            for c in range(qs.count):
+                kc, vc, doc = ks[c], vs[c], dos[c]
+                M, head, tail, whole = powers(kc.shape[2])
+                C = kc.shape[2]
+                _bmm_into(dq[c], doc * head.view(1, H, C, 1) if head is not None else doc, S.to(q.dtype).mT, False)
+                if whole is not None:
+                    S.mul_(whole.view(1, H, 1, 1).to(acc))
+                S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)
         # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
         dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc, copy=True)
         for c in reversed(range(qs.count)):
             qc, kc, vc, doc = qs[c], ks[c], vs[c], dos[c]
             C = qc.shape[2]
-            M, head, tail, whole = _powers(log_u, C, q.device, q.dtype)
+            M, head, tail, whole = powers(C)
+            if kept is not None:  # the states were kept in forward: the S_b do part of dq here
+                _bmm_into(dq[c], doc * head.view(1, H, C, 1) if head is not None else doc, kept[c].mT, False)
             P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
             A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
             dSq = dS.to(q.dtype)
-            vt = _heads(vc, H) * tail.view(1, H, C, 1) if tail is not None else _heads(vc, H)
             if shared:  # dq + dk of the chunk: (P + P^T) x_c + u^(C-j) v_j dS^T
                 _bmm_into(dq[c], P + P.mT, qc, accumulate=True)
             else:
                 _bmm_into(dq[c], P, kc, accumulate=True)
                 _bmm_into(dk[c], P.mT, qc, accumulate=False)
-            _bmm_into(dk[c], vt, dSq.mT, accumulate=True)
+            _bmm_into(dk[c], vc * tail.view(1, H, C, 1) if tail is not None else vc, dSq.mT, accumulate=True)
             _bmm_into(dv[c], A.mT, doc, accumulate=False)
             _bmm_into(dv[c], kc * tail.view(1, H, C, 1) if tail is not None else kc, dSq, accumulate=True)
             if whole is not None:
