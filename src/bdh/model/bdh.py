@@ -105,6 +105,15 @@ class BDH(PretrainedMixin, nn.Module):
     def _ln(self, z: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(z, (z.shape[-1],), None, None, self.config.ln_eps)
 
+    def _read_in(self, y: torch.Tensor) -> torch.Tensor:
+        """E y for y (B, H, T, N): the n x D matmul as one N x D product per head, summed over the heads.
+
+        The same sum as ``y.transpose(1, 2).reshape(B, 1, T, n) @ E``, without copying y into that layout
+        (one pass over the layer's largest tensor in forward and one in backward). Returns (B, 1, T, D).
+        """
+        cfg = self.config
+        return (y @ self.E.view(cfg.n_head, cfg.N, cfg.n_embd)).sum(dim=1, keepdim=True)
+
     def _host_dropout(self, z: torch.Tensor, capture: bool) -> bool:
         """Whether this training pass draws its dropout masks with `bdh.model.dropout` (CPU, eager)."""
         cfg = self.config
@@ -173,10 +182,10 @@ class BDH(PretrainedMixin, nn.Module):
             if self._host_dropout(z, capture):
                 # dropout's mask zeroes entries inside the fused gate; its 1 / (1 - p) scales y E instead
                 y = relu_mul(z, x, drop_mask(z.shape, cfg.dropout))
-                e = (y.transpose(1, 2).reshape(B, 1, T, cfg.n) @ self.E) * (1.0 / (1.0 - cfg.dropout))
+                e = self._read_in(y) * (1.0 / (1.0 - cfg.dropout))
             else:
                 y = F.relu(z) * x if _compiling() else relu_mul(z, x)  # B, H, T, N
-                e = self.drop(y).transpose(1, 2).reshape(B, 1, T, cfg.n) @ self.E
+                e = self._read_in(self.drop(y))
             v = self._ln(v + self._ln(e))  # B, 1, T, D
             if cap is not None:
                 cap.x.append(x.detach())
