@@ -101,3 +101,20 @@ def test_relu_mul_with_a_drop_mask_equals_the_plain_masked_product(dtype):
     ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
     assert (dz[drop] == 0).all() and (dx[drop] == 0).all() and (fast[drop] == 0).all()
+
+
+def test_rope_apply_in_bf16_rotates_in_fp32_and_rounds_once():
+    """bf16 'rope' goes through the complex fp32 multiply: within one bf16 rounding of the fp32 rotation."""
+    from bdh.model.rope import rope_apply
+
+    N, T = 64, 16
+    cos, sin = rope_tables("rope", official_frequencies(N, 2.0**16), 5, T)
+    torch.manual_seed(6)
+    v = torch.randn(2, 2, T, N)
+    w = torch.randn(2, 2, T, N)
+    fast, (dv,) = _grads(lambda t: rope_apply("rope", t, cos, sin), v.bfloat16(), weight=w)
+    ref, (rv,) = _grads(lambda t: rope_plain("rope", t, cos, sin), v.bfloat16().float(), weight=w)
+    assert fast.dtype == torch.bfloat16 and dv.dtype == torch.bfloat16
+    assert ((fast.float() - ref).abs() <= 2**-8 * ref.abs() + 1e-30).all()
+    # the incoming gradient is rounded to bf16 too: two roundings, of the pair's size
+    assert (dv.float() - rv).abs().max() <= 2 * 2**-8 * rv.abs().max()
