@@ -17,7 +17,8 @@ def test_drop_rate_is_p_within_binomial_noise():
     count = math.prod(shape)
     for p in (0.05, 0.1, 0.5, 0.9):
         rate = drop_mask(shape, p).float().mean().item()
-        assert abs(rate - p) <= 5 * math.sqrt(p * (1 - p) / count), (p, rate)
+        # p is rounded to a multiple of 2^-16 (half a step at most), then binomial noise
+        assert abs(rate - p) <= 2**-17 + 5 * math.sqrt(p * (1 - p) / count), (p, rate)
     assert not drop_mask(shape, 0.0).any()
 
 
@@ -34,8 +35,8 @@ def test_masks_follow_torch_seed_and_generator_state():
     g = torch.Generator().manual_seed(7)
     assert torch.equal(drop_mask((5, 9), 0.5, g), drop_mask((5, 9), 0.5, torch.Generator().manual_seed(7)))
     # odd element counts and the bit layout: entries are independent (no repeated halves)
-    m = drop_mask((1, 10001), 0.5)
-    assert m.shape == (1, 10001) and not torch.equal(m[0, :5000], m[0, 5000:10000])
+    m = drop_mask((1, 10003), 0.5)
+    assert m.shape == (1, 10003) and not torch.equal(m[0, :5000], m[0, 5000:10000])
 
 
 def test_bad_probability_is_rejected():

@@ -152,21 +152,24 @@ class ChunkedLinearAttention(torch.autograd.Function):
             if whole is not None:
                 S.mul_(whole.view(1, H, 1, 1).to(acc))
             S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)  # fp32 += product
-        ctx.save_for_backward(q, k, v, S0, log_u, kept)
+        # the chunk-major copies are kept instead of q, k and v (the same memory; no second copy in backward)
+        ctx.save_for_backward(qs.full, qs.tail, ks.full, ks.tail, vs.full, vs.tail, S0, log_u, kept)
         ctx.chunk_size = chunk_size
         ctx.shared = shared
+        ctx.shapes = (q.shape, v.shape)
         return torch.cat(outs, dim=2), S
 
     @staticmethod
     def backward(ctx, d_out, d_S):
-        q, k, v, S0, log_u, kept = ctx.saved_tensors
+        q_full, q_tail, k_full, k_tail, v_full, v_tail, S0, log_u, kept = ctx.saved_tensors
         C0, shared = ctx.chunk_size, ctx.shared
-        B, H, T, N = q.shape
-        D = v.shape[-1]
+        (B, H, T, N), v_shape = ctx.shapes
+        D = v_shape[-1]
+        qs = _Chunks(q_full, q_tail)
+        ks = qs if shared else _Chunks(k_full, k_tail)
+        vs = _Chunks(v_full, v_tail)
+        q = qs[0]  # dtype and device
         acc = torch.promote_types(q.dtype, torch.float32)
-        qs = _Chunks.of(q, C0)
-        ks = qs if shared else _Chunks.of(k, C0)
-        vs = _Chunks.of(v.expand(B, H, T, D), C0)
         dos = _Chunks.of(d_out.to(q.dtype), C0)
         dq = _Chunks.empty(B, H, T, N, C0, q)
         dk = dq if shared else _Chunks.empty(B, H, T, N, C0, q)
@@ -206,7 +209,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
                 dS.mul_(whole.view(1, H, 1, 1).to(acc))
             dS.add_((qc * head.view(1, H, C, 1) if head is not None else qc).mT @ doc)
         dv_full = dv.joined()
-        if v.shape[1] == 1:
+        if v_shape[1] == 1:
             dv_full = dv_full.sum(dim=1, keepdim=True)
         dS0 = dS.to(S0.dtype) if (S0 is not None and ctx.needs_input_grad[3]) else None
         return dq.joined(), (None if shared else dk.joined()), dv_full, dS0, None, None
