@@ -1,9 +1,9 @@
-"""Memory-lean chunked linear attention: a custom autograd function that recomputes the state in backward.
+"""Memory-lean chunked linear attention: a custom autograd function with a hand-written backward.
 
-The plain chunked form (`bdh.model.attention.chunked`) lets autograd keep the state S (B, H, N, D) of
-every chunk for the backward pass: T / C copies of a matrix as large as a weight matrix, which for
-BDH's large n costs more memory than the parallel form's T x T scores. This function keeps only q, k, v
-(and the initial state) and recomputes what backward needs, one chunk at a time.
+The plain chunked form (`bdh.model.attention.chunked`) lets autograd keep the fp32 state S (B, H, N, D)
+of every chunk, and every intermediate of every chunk, for the backward pass. This function keeps
+q, k, v (as chunk-major copies), the C x C scores, and the per-chunk states only when they are no
+larger than q (in q's dtype); it recomputes the rest in backward. Memory stays linear in T.
 
 With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
 
@@ -11,20 +11,22 @@ With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
     dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
     dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
 
-Backward runs in reverse over the chunks, carrying dS, for dq, dk, dv and the gradient of the initial
-state; it needs the state S_b before each chunk for the S_b do part of dq. Those states are kept by
-the forward pass when they take no more memory than q (T / C chunks x N x D <= T x N, i.e. D <= C);
-otherwise a first, forward pass re-builds them chunk by chunk. Inside a chunk everything is the masked
-C x C form. Memory: at most one more q-sized tensor, or one (B, H, N, D) state plus per-chunk
-temporaries, whatever T is. Under autocast the inputs are cast to its dtype (bf16 matmuls) and the
-state is still summed in fp32.
+Only the state has to be carried from chunk to chunk. Everything else is one batched matmul over all
+chunks at once: the masked C x C scores and their products with v, every chunk's k^T v, every chunk's
+q^T do, and the reads of the states. The states themselves are a scan over the chunks,
+S_{g+1} = u^C S_g + K_g^T V_g (and dS_g = u^C dS_{g+1} + Q_{g+1}^T dO_{g+1} in reverse), summed in
+fp32 one chunk after the other. The state before each chunk is kept for backward when the kept states
+take no more memory than q (T / C chunks x N x D <= T x N, i.e. D <= C); otherwise backward runs the
+forward scan again. Memory: the scores are C x C per chunk; the per-chunk states are (T / C) x N x D
+while a layer's forward or backward runs (kept to its backward only when D <= C).
 
-Two things make it fast on CPU (docs/performance.md):
+Two more things make it fast on CPU (docs/performance.md):
 
 * **Chunk-major copies.** q, k, v are copied once into a (T / C, B, H, C, .) layout, so that every
   chunk is one contiguous tensor. A chunk sliced out of (B, H, T, N) is not, and its transpose (the
   keys in q k^T and k^T v) made each bf16 matmul copy its operand first (measured 2.5x slower per
-  chunk product). The gradients are written chunk by chunk into the same layout and copied back once.
+  chunk product). These copies are kept for backward instead of q, k, v; the gradients are written in
+  the same layout and copied back once.
 * **Shared keys.** BDH's keys are its queries (k = q = the rotated x). When both arguments are the
   same tensor, the intra-chunk terms of dq and dk are one product, (P + P^T) x_c, and autograd gets one
   gradient instead of two to add up.
@@ -66,54 +68,55 @@ class _Powers:
 
 
 class _Chunks:
-    """A (B, H, T, X) tensor as chunks of C tokens, each a contiguous (B, H, C, X) tensor.
+    """A (B, H, T, X) tensor as chunks of C tokens, in groups of equal-length chunks.
 
-    The full chunks live in one (T // C, B, H, C, X) tensor; a shorter last chunk is kept apart.
+    ``groups`` holds one (T // C, B, H, C, X) tensor for the full chunks and, when C does not divide T,
+    a (1, B, H, T % C, X) tensor for the shorter last chunk; each is contiguous.
     """
 
-    def __init__(self, full: torch.Tensor | None, tail: torch.Tensor | None):
-        self.full, self.tail = full, tail
-        self.count = (0 if full is None else full.shape[0]) + (tail is not None)
+    def __init__(self, groups: list[torch.Tensor]):
+        self.groups = groups
 
     @classmethod
     def of(cls, t: torch.Tensor, C: int) -> "_Chunks":
         B, H, T, X = t.shape
         nf = T // C
-        full = t[:, :, : nf * C].reshape(B, H, nf, C, X).permute(2, 0, 1, 3, 4).contiguous() if nf else None
-        tail = t[:, :, nf * C :].contiguous() if T % C else None
-        return cls(full, tail)
-
-    @classmethod
-    def empty(cls, B: int, H: int, T: int, X: int, C: int, like: torch.Tensor) -> "_Chunks":
-        nf = T // C
-        full = like.new_empty(nf, B, H, C, X) if nf else None
-        tail = like.new_empty(B, H, T - nf * C, X) if T % C else None
-        return cls(full, tail)
-
-    def __getitem__(self, c: int) -> torch.Tensor:
-        if self.full is not None and c < self.full.shape[0]:
-            return self.full[c]
-        return self.tail
+        groups = []
+        if nf:
+            groups.append(t[:, :, : nf * C].reshape(B, H, nf, C, X).permute(2, 0, 1, 3, 4).contiguous())
+        if T % C:
+            groups.append(t[:, :, nf * C :].unsqueeze(0).contiguous())
+        return cls(groups)
 
     def joined(self) -> torch.Tensor:
         """The (B, H, T, X) tensor (one copy)."""
-        parts = []
-        if self.full is not None:
-            nf, B, H, C, X = self.full.shape
-            parts.append(self.full.permute(1, 2, 0, 3, 4).reshape(B, H, nf * C, X))
-        if self.tail is not None:
-            parts.append(self.tail)
-        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+        parts = [g.permute(1, 2, 0, 3, 4).flatten(2, 3) for g in self.groups]
+        return parts[0].contiguous() if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
-def _bmm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
-    """out (B, H, M, P) = or += a (B, H, M, K) @ b (B, H, K, P), batched over B x H without a temporary."""
-    B, H, M, P = out.shape
-    o3, a3, b3 = out.view(B * H, M, P), a.reshape(B * H, M, -1), b.reshape(B * H, -1, P)
-    if accumulate:
-        o3.baddbmm_(a3, b3)
-    else:
-        torch.bmm(a3, b3, out=o3)
+def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """out += a @ b for contiguous (..., M, P) out, batched over all leading dims without a temporary."""
+    M, P = out.shape[-2:]
+    out.view(-1, M, P).baddbmm_(a.reshape(-1, M, a.shape[-1]), b.reshape(-1, b.shape[-2], P))
+    return out
+
+
+def _scan(
+    parts: torch.Tensor, S: torch.Tensor, whole: torch.Tensor | None, low: torch.dtype, reverse: bool = False
+) -> torch.Tensor:
+    """The state before each of G chunks, in ``low``: (G, B, H, N, D); ``S`` (fp32) ends as the state after them.
+
+    S_{g+1} = u^C S_g + parts_g, summed in S's dtype (fp32) one chunk after the other, as the recurrence
+    (``reverse``: from the last chunk to the first, for the gradient of the state).
+    """
+    before = parts.new_empty(parts.shape, dtype=low)
+    G = parts.shape[0]
+    for g in (reversed(range(G)) if reverse else range(G)):
+        before[g] = S
+        if whole is not None:
+            S.mul_(whole)
+        S.add_(parts[g])
+    return before
 
 
 def _keep_states(chunks: int, D: int, T: int) -> bool:
@@ -127,92 +130,97 @@ class ChunkedLinearAttention(torch.autograd.Function):
     """o, S_final = f(q, k, v, S0) with state recomputation in backward (see the module docstring)."""
 
     @staticmethod
+    def _states(ks: _Chunks, vs: _Chunks, S0, powers, H: int, acc, low):
+        """The state before every chunk, per group, and the final state (fp32)."""
+        B, N, D = ks.groups[0].shape[1], ks.groups[0].shape[-1], vs.groups[0].shape[-1]
+        S = ks.groups[0].new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
+        befores = []
+        for kg, vg in zip(ks.groups, vs.groups):
+            C = kg.shape[-2]
+            M, head, tail, whole = powers(C)
+            kw = kg * tail.view(1, 1, H, C, 1) if tail is not None else kg
+            befores.append(_scan(kw.mT @ vg, S, None if whole is None else whole.view(1, H, 1, 1).to(acc), low))
+        return befores, S
+
+    @staticmethod
     def forward(ctx, q, k, v, S0, log_u, chunk_size: int):  # noqa: D401 - autograd signature
         B, H, T, N = q.shape
         D = v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)  # the state is summed in fp32 even for bf16 inputs
-        S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
         shared = q is k
         qs = _Chunks.of(q, chunk_size)
         ks = qs if shared else _Chunks.of(k, chunk_size)
         vs = _Chunks.of(v.expand(B, H, T, D), chunk_size)
         powers = _Powers(log_u, q.device, q.dtype)
-        kept = q.new_empty(qs.count, B, H, N, D) if _keep_states(qs.count, D, T) else None
-        outs = []
-        for c in range(qs.count):
-            qc, kc, vc = qs[c], ks[c], vs[c]
-            C = qc.shape[2]
+        # every chunk's state-free work is one batched matmul over all chunks; only the state is scanned
+        befores, S = ChunkedLinearAttention._states(ks, vs, S0, powers, H, acc, q.dtype)
+        outs, scores = [], []
+        for qg, kg, vg, before in zip(qs.groups, ks.groups, vs.groups, befores):
+            C = qg.shape[-2]
             M, head, tail, whole = powers(C)
-            Sq = S.to(q.dtype)
-            if kept is not None:
-                kept[c] = Sq
-            o = ((qc @ kc.mT) * M) @ vc
-            o += ((qc * head.view(1, H, C, 1)) if head is not None else qc) @ Sq
+            A = (qg @ kg.mT) * M  # (G, B, H, C, C): [i, j] = u^(i-j) q_i . k_j
+            o = A @ vg
+            _addmm_(o, qg * head.view(1, 1, H, C, 1) if head is not None else qg, before)
             outs.append(o)
-            if whole is not None:
-                S.mul_(whole.view(1, H, 1, 1).to(acc))
-            S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)  # fp32 += product
+            scores.append(A)
+        kept = befores if _keep_states(sum(g.shape[0] for g in qs.groups), D, T) else [None] * len(befores)
         # the chunk-major copies are kept instead of q, k and v (the same memory; no second copy in backward)
-        ctx.save_for_backward(qs.full, qs.tail, ks.full, ks.tail, vs.full, vs.tail, S0, log_u, kept)
+        n = len(qs.groups)
+        ctx.save_for_backward(S0, log_u, *qs.groups, *(() if shared else ks.groups), *vs.groups, *scores,
+                              *(t for t in kept if t is not None))
+        ctx.layout = (n, shared, kept[0] is not None)
         ctx.chunk_size = chunk_size
-        ctx.shared = shared
         ctx.shapes = (q.shape, v.shape)
-        return torch.cat(outs, dim=2), S
+        return _Chunks(outs).joined(), S
 
     @staticmethod
     def backward(ctx, d_out, d_S):
-        q_full, q_tail, k_full, k_tail, v_full, v_tail, S0, log_u, kept = ctx.saved_tensors
-        C0, shared = ctx.chunk_size, ctx.shared
+        n, shared, has_kept = ctx.layout
+        saved = list(ctx.saved_tensors)
+        S0, log_u = saved[:2]
+        rest = saved[2:]
+        qs = _Chunks(rest[:n])
+        rest = rest[n:]
+        if shared:
+            ks = qs
+        else:
+            ks, rest = _Chunks(rest[:n]), rest[n:]
+        vs, rest = _Chunks(rest[:n]), rest[n:]
+        scores, rest = rest[:n], rest[n:]
         (B, H, T, N), v_shape = ctx.shapes
-        D = v_shape[-1]
-        qs = _Chunks(q_full, q_tail)
-        ks = qs if shared else _Chunks(k_full, k_tail)
-        vs = _Chunks(v_full, v_tail)
-        q = qs[0]  # dtype and device
-        acc = torch.promote_types(q.dtype, torch.float32)
-        dos = _Chunks.of(d_out.to(q.dtype), C0)
-        dq = _Chunks.empty(B, H, T, N, C0, q)
-        dk = dq if shared else _Chunks.empty(B, H, T, N, C0, q)
-        dv = _Chunks.empty(B, H, T, D, C0, q)
-        powers = _Powers(log_u, q.device, q.dtype)
-        if kept is None:
-            # pass 1 (forward): rebuild the state S_b before each chunk for the u^i S_b do_t part of dq
-            S = q.new_zeros(B, H, N, D, dtype=acc) if S0 is None else S0.to(acc, copy=True)
-            for c in range(qs.count):
-                kc, vc, doc = ks[c], vs[c], dos[c]
-                M, head, tail, whole = powers(kc.shape[2])
-                C = kc.shape[2]
-                _bmm_into(dq[c], doc * head.view(1, H, C, 1) if head is not None else doc, S.to(q.dtype).mT, False)
-                if whole is not None:
-                    S.mul_(whole.view(1, H, 1, 1).to(acc))
-                S.add_((kc * tail.view(1, H, C, 1) if tail is not None else kc).mT @ vc)
-        # pass 2 (reverse): carry dS (the gradient of the state after the chunk) backwards
-        dS = q.new_zeros(B, H, N, D, dtype=acc) if d_S is None else d_S.to(acc, copy=True)
-        for c in reversed(range(qs.count)):
-            qc, kc, vc, doc = qs[c], ks[c], vs[c], dos[c]
-            C = qc.shape[2]
+        low = qs.groups[0].dtype
+        acc = torch.promote_types(low, torch.float32)
+        powers = _Powers(log_u, qs.groups[0].device, low)
+        befores = rest if has_kept else ChunkedLinearAttention._states(ks, vs, S0, powers, H, acc, low)[0]
+        dos = _Chunks.of(d_out.to(low), ctx.chunk_size)
+        dS = qs.groups[0].new_zeros(B, H, N, v_shape[-1], dtype=acc) if d_S is None else d_S.to(acc, copy=True)
+        dqs, dks, dvs = [None] * n, [None] * n, [None] * n
+        for i in reversed(range(n)):  # the last group first: dS flows backwards
+            qg, kg, vg, dog, A, before = qs.groups[i], ks.groups[i], vs.groups[i], dos.groups[i], scores[i], befores[i]
+            C = qg.shape[-2]
             M, head, tail, whole = powers(C)
-            if kept is not None:  # the states were kept in forward: the S_b do part of dq here
-                _bmm_into(dq[c], doc * head.view(1, H, C, 1) if head is not None else doc, kept[c].mT, False)
-            P = (doc @ vc.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            A = (qc @ kc.mT) * M  # [i, j] = u^(i-j) q_i . k_j
-            dSq = dS.to(q.dtype)
+            qh = qg * head.view(1, 1, H, C, 1) if head is not None else qg
+            # dS after each chunk: dS_g = u^C dS_{g+1} + (u^i q_i)^T do_i of chunk g + 1, in reverse
+            after = _scan(qh.mT @ dog, dS, None if whole is None else whole.view(1, H, 1, 1).to(acc), low, reverse=True)
+            P = (dog @ vg.mT) * M  # [i, j] = u^(i-j) do_i . v_j
+            doh = dog * head.view(1, 1, H, C, 1) if head is not None else dog
+            vt = vg * tail.view(1, 1, H, C, 1) if tail is not None else vg
+            kt = kg * tail.view(1, 1, H, C, 1) if tail is not None else kg
+            dq = doh @ before.mT  # u^i S_b do_i
             if shared:  # dq + dk of the chunk: (P + P^T) x_c + u^(C-j) v_j dS^T
-                _bmm_into(dq[c], P + P.mT, qc, accumulate=True)
+                _addmm_(dq, P + P.mT, qg)
+                dk = dq
             else:
-                _bmm_into(dq[c], P, kc, accumulate=True)
-                _bmm_into(dk[c], P.mT, qc, accumulate=False)
-            _bmm_into(dk[c], vc * tail.view(1, H, C, 1) if tail is not None else vc, dSq.mT, accumulate=True)
-            _bmm_into(dv[c], A.mT, doc, accumulate=False)
-            _bmm_into(dv[c], kc * tail.view(1, H, C, 1) if tail is not None else kc, dSq, accumulate=True)
-            if whole is not None:
-                dS.mul_(whole.view(1, H, 1, 1).to(acc))
-            dS.add_((qc * head.view(1, H, C, 1) if head is not None else qc).mT @ doc)
-        dv_full = dv.joined()
+                _addmm_(dq, P, kg)
+                dk = P.mT @ qg
+            _addmm_(dk, vt, after.mT)
+            dv = _addmm_(A.mT @ dog, kt, after)
+            dqs[i], dks[i], dvs[i] = dq, dk, dv
+        dv_full = _Chunks(dvs).joined()
         if v_shape[1] == 1:
             dv_full = dv_full.sum(dim=1, keepdim=True)
         dS0 = dS.to(S0.dtype) if (S0 is not None and ctx.needs_input_grad[3]) else None
-        return dq.joined(), (None if shared else dk.joined()), dv_full, dS0, None, None
+        return _Chunks(dqs).joined(), (None if shared else _Chunks(dks).joined()), dv_full, dS0, None, None
 
 
 def chunked_lean(
