@@ -11,8 +11,9 @@ of `bdh.tasks.text.TextTask`), with the same thread count, seed and optimiser:
 * **ours**: `bdh.train.train` with the same settings (constant learning rate, no warmup, no clipping,
   betas 0.9/0.999, no evaluation or checkpoints until the end).
 
-Our model initialises bit-identically to the official one under the same torch seed, so the two loss
-curves can be compared step by step. Tokens/s counts training steps only (after ``--skip`` warm-up steps);
+Our model initialises bit-identically to the official one under the same torch seed and, with
+``--dropout-rng torch`` (the default here), draws the same dropout masks, so the two loss curves can be
+compared step by step. Tokens/s counts training steps only (after ``--skip`` warm-up steps);
 the two loops take turns ``--repeats`` times (the order alternates, since the load of a shared machine
 drifts) and the best of each is reported.
 
@@ -66,7 +67,7 @@ def our_run(args, data: Path) -> tuple[list[float], float]:
     run_dir = Path(tempfile.mkdtemp(prefix="bdh-bench-")) / "run"
     overrides = [
         f"model.n_layer={args.n_layer}", f"model.n_embd={args.n_embd}", f"model.n_head={args.n_head}",
-        f"model.n_neurons={args.n_neurons}", f"model.dropout={args.dropout}",
+        f"model.n_neurons={args.n_neurons}", f"model.dropout={args.dropout}", f"model.dropout_rng={args.dropout_rng}",
         f"task.data={data}", f"task.seq_len={args.seq_len}",
         f"train.batch_size={args.batch}", f"train.max_steps={args.steps}", "train.max_minutes=null", f"train.seed={args.seed}",
         f"train.threads={args.threads}", f"train.compile={str(args.compile).lower()}", "train.precision=fp32",
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-head", type=int, default=4)
     parser.add_argument("--n-neurons", type=int, default=2048, help="total neurons n (official: multiplier x n_embd)")
     parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--dropout-rng", choices=("torch", "auto"), default="torch",
+                        help="our model.dropout_rng: 'torch' draws nn.Dropout's masks, the official ones, so the losses "
+                             "match step for step; 'auto' draws them faster on CPU (other masks: losses differ by noise)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=30)
