@@ -6,36 +6,67 @@ import pytest
 import torch
 
 import bdh.model.bdh as bdh_module
-from bdh.model.dropout import drop_mask
+from bdh.model.dropout import DropMask, drop_mask
 
 from .helpers import tiny_model
 
 
-def test_drop_rate_is_p_within_binomial_noise():
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16, torch.float32])
+def test_drop_rate_is_p_within_binomial_noise(dtype):
     torch.manual_seed(0)
     shape = (4, 8, 128, 64)
     count = math.prod(shape)
     for p in (0.05, 0.1, 0.5, 0.9):
-        rate = drop_mask(shape, p).float().mean().item()
+        rate = drop_mask(shape, p, dtype=dtype).dropped().float().mean().item()
         # p is rounded to a multiple of 2^-16 (half a step at most), then binomial noise
         assert abs(rate - p) <= 2**-17 + 5 * math.sqrt(p * (1 - p) / count), (p, rate)
-    assert not drop_mask(shape, 0.0).any()
+    assert not drop_mask(shape, 0.0, dtype=dtype).dropped().any()
+
+
+@pytest.mark.parametrize("p", [0.001, 0.1, 0.25, 0.5, 0.9, 0.99])
+def test_exactly_round_p_2_16_of_the_16_bit_patterns_are_dropped(p, monkeypatch):
+    """Over all 2^16 equally likely draws, both mask forms drop exactly round(p 2^16): the probability is exact."""
+    import bdh.model.dropout as module
+
+    every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    monkeypatch.setattr(module, "_draws16", lambda count, generator: every)
+    for dtype in (None, torch.bfloat16, torch.float32):
+        mask = drop_mask((2**16,), p, dtype=dtype)
+        assert int(mask.dropped().sum()) == round(p * 2**16), (p, dtype)
+        kept = mask.zero(torch.ones(2**16, dtype=dtype or torch.float32))  # what the kernel actually zeroes
+        assert int((kept == 0).sum()) == round(p * 2**16), (p, dtype)
+    assert drop_mask((2**16,), p, dtype=torch.bfloat16).threshold is not None  # bf16 draws
+
+
+def test_too_large_p_or_other_dtypes_fall_back_to_a_bool_mask():
+    mask = drop_mask((10, 10), 0.999, dtype=torch.bfloat16)  # keeps 66 of 2^16 patterns: fewer than the 254 NaNs
+    assert mask.threshold is None and mask.draws.dtype == torch.bool
+    assert drop_mask((10, 10), 0.1, dtype=torch.float16).threshold is None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_zeroing_with_bf16_draws_equals_masked_fill(dtype):
+    torch.manual_seed(1)
+    mask = drop_mask((3, 40, 50), 0.3, dtype=dtype)
+    assert mask.threshold is not None
+    t = torch.randn(3, 40, 50).to(dtype)
+    assert torch.equal(mask.zero(t.clone()), t.masked_fill(mask.dropped(), 0))
 
 
 def test_masks_follow_torch_seed_and_generator_state():
     torch.manual_seed(1)
-    a, b = drop_mask((3, 1000), 0.3), drop_mask((3, 1000), 0.3)
+    a, b = drop_mask((3, 1000), 0.3).dropped(), drop_mask((3, 1000), 0.3).dropped()
     assert not torch.equal(a, b)  # each call draws a new seed
     torch.manual_seed(1)
-    assert torch.equal(drop_mask((3, 1000), 0.3), a)
+    assert torch.equal(drop_mask((3, 1000), 0.3).dropped(), a)
     state = torch.get_rng_state()
-    c = drop_mask((3, 1000), 0.3)
+    c = drop_mask((3, 1000), 0.3, dtype=torch.bfloat16).dropped()
     torch.set_rng_state(state)  # what a checkpoint restores
-    assert torch.equal(drop_mask((3, 1000), 0.3), c)
+    assert torch.equal(drop_mask((3, 1000), 0.3, dtype=torch.bfloat16).dropped(), c)
     g = torch.Generator().manual_seed(7)
-    assert torch.equal(drop_mask((5, 9), 0.5, g), drop_mask((5, 9), 0.5, torch.Generator().manual_seed(7)))
+    assert torch.equal(drop_mask((5, 9), 0.5, g).dropped(), drop_mask((5, 9), 0.5, torch.Generator().manual_seed(7)).dropped())
     # odd element counts and the bit layout: entries are independent (no repeated halves)
-    m = drop_mask((1, 10003), 0.5)
+    m = drop_mask((1, 10003), 0.5).dropped()
     assert m.shape == (1, 10003) and not torch.equal(m[0, :5000], m[0, 5000:10000])
 
 
@@ -53,9 +84,9 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
     plain.load_state_dict(fast.state_dict())
     masks: list[torch.Tensor] = []
 
-    def recording(shape, prob, generator=None):
+    def recording(shape, prob, generator=None, dtype=None):
         masks.append(torch.rand(shape) < prob)
-        return masks[-1]
+        return DropMask(masks[-1])
 
     monkeypatch.setattr(bdh_module, "drop_mask", recording)
     idx = torch.randint(0, 256, (2, 9))

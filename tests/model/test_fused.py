@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
+from bdh.model.dropout import DropMask, drop_mask
 from bdh.model.fused import relu_mul, rope_rotate
 from bdh.model.naive import naive_official_forward
 from bdh.model.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
@@ -97,7 +98,7 @@ def test_relu_mul_with_a_drop_mask_equals_the_plain_masked_product(dtype):
     x = torch.relu(torch.randn(2, 3, 7, 16, dtype=dtype))
     drop = torch.rand(2, 3, 7, 16) < 0.3
     w = torch.randn(2, 3, 7, 16)
-    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, drop), z, x, weight=w)
+    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, DropMask(drop)), z, x, weight=w)
     ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
     assert (dz[drop] == 0).all() and (dx[drop] == 0).all() and (fast[drop] == 0).all()
@@ -118,3 +119,15 @@ def test_rope_apply_in_bf16_rotates_in_fp32_and_rounds_once():
     assert ((fast.float() - ref).abs() <= 2**-8 * ref.abs() + 1e-30).all()
     # the incoming gradient is rounded to bf16 too: two roundings, of the pair's size
     assert (dv.float() - rv).abs().max() <= 2 * 2**-8 * rv.abs().max()
+
+
+def test_relu_mul_with_bf16_draws_equals_the_plain_masked_product():
+    torch.manual_seed(7)
+    z = torch.randn(2, 3, 7, 16, dtype=torch.bfloat16)
+    x = torch.relu(torch.randn(2, 3, 7, 16, dtype=torch.bfloat16))
+    mask = drop_mask(z.shape, 0.3, dtype=z.dtype)
+    assert mask.threshold is not None
+    w = torch.randn(2, 3, 7, 16)
+    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, mask), z, x, weight=w)
+    ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(mask.dropped(), 0), z, x, weight=w)
+    assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)

@@ -181,7 +181,7 @@ class BDH(PretrainedMixin, nn.Module):
             # y = ReLU(Dy LN(a)) * x; eager: one fused autograd function (same values, bdh.model.fused)
             if self._host_dropout(z, capture):
                 # dropout's mask zeroes entries inside the fused gate; its 1 / (1 - p) scales y E instead
-                y = relu_mul(z, x, drop_mask(z.shape, cfg.dropout))
+                y = relu_mul(z, x, drop_mask(z.shape, cfg.dropout, dtype=z.dtype))
                 e = self._read_in(y) * (1.0 / (1.0 - cfg.dropout))
             else:
                 y = F.relu(z) * x if _compiling() else relu_mul(z, x)  # B, H, T, N

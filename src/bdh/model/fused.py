@@ -7,7 +7,7 @@ the functions here do the same arithmetic in fewer passes and save less for back
 
 * `relu_mul(z, x, drop)` = ReLU(z) * x, with the dropout mask applied in the same function. Plain
   autograd with ``nn.Dropout`` runs relu, mul, bernoulli_, div_ and mul forward and five passes
-  backward. Here the forward is relu, masked_fill_ (dropped entries, the 1 / (1 - p) factor is
+  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.dropout.DropMask`; the 1 / (1 - p) factor is
   applied by the caller to y E, a tensor n / D times smaller) and one multiply; ReLU(z) with the
   dropped entries zeroed and x are kept, and the backward is dz = threshold_backward(g * x, ReLU(z))
   (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes. Without dropout it is bit-identical to
@@ -26,6 +26,8 @@ Under ``torch.compile`` the model uses the plain expressions, which inductor fus
 from __future__ import annotations
 
 import torch
+
+from .dropout import DropMask
 
 
 def _swap(v: torch.Tensor, interleaved: bool) -> torch.Tensor:
@@ -50,10 +52,10 @@ class GateDrop(torch.autograd.Function):
     """ReLU(z) * x, with optional dropped entries zeroed; the backward keeps ReLU(z) (dropped) and x only."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, x: torch.Tensor, drop: torch.Tensor | None) -> torch.Tensor:  # noqa: D401
+    def forward(ctx, z: torch.Tensor, x: torch.Tensor, drop: DropMask | None) -> torch.Tensor:  # noqa: D401
         rz = torch.relu(z)
         if drop is not None:
-            rz.masked_fill_(drop, 0)
+            rz = drop.zero(rz)
         ctx.save_for_backward(rz, x)
         return rz * x
 
@@ -69,15 +71,15 @@ class GateDrop(torch.autograd.Function):
         return dz, dx, None
 
 
-def relu_mul(z: torch.Tensor, x: torch.Tensor, drop: torch.Tensor | None = None) -> torch.Tensor:
+def relu_mul(z: torch.Tensor, x: torch.Tensor, drop: DropMask | None = None) -> torch.Tensor:
     """ReLU(z) * x (the gated activation y of BDH), fused: see the module docstring.
 
-    ``drop`` (bool, True = dropped, z's shape) zeroes those entries of y, without the 1 / (1 - p)
-    rescaling of dropout, which the caller applies to the (much smaller) product y E instead.
+    ``drop`` (a `bdh.model.dropout.DropMask` of z's shape) zeroes those entries of y, without the
+    1 / (1 - p) rescaling of dropout, which the caller applies to the (much smaller) product y E instead.
     """
     if z.shape != x.shape or z.dtype != x.dtype:
         y = torch.relu(z) * x  # broadcasting or mixed dtypes: the plain expression
-        return y if drop is None else y.masked_fill(drop, 0)
+        return y if drop is None else y.masked_fill(drop.dropped(), 0)
     return GateDrop.apply(z, x, drop)
 
 
