@@ -22,6 +22,24 @@ def test_encode_segment_spans_cover_exactly_the_two_texts():
     assert data[s0:s1].decode() == "The euro." and data[t0:t1].decode() == "L'euro é."  # multi-byte é counted in bytes
 
 
+def test_unconditional_losses_score_only_the_target_text():
+    torch.manual_seed(1)
+    model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, dropout=0.0)).eval()
+    segs = [("en", "ignored", "es", "Uno corto."), ("fr", "ignored too", "en", "A rather long sentence here.")]
+    got = merge.unconditional_losses(model, segs)
+    total, count = 0.0, 0
+    for _, _, tgt, text in segs:  # one at a time: the delimiter <T:tgt> is read, not scored
+        data = f"<T:{tgt}>{text}".encode()
+        idx = torch.tensor(list(data))[None]
+        with torch.no_grad():
+            nll = F.cross_entropy(model(idx[:, :-1])[0], idx[0, 1:], reduction="none")
+        start = len(f"<T:{tgt}>") - 1
+        total += float(nll[start:].sum())
+        count += len(data) - 1 - start
+    assert math.isnan(got.source) and got.target_bytes == count == sum(len(t.encode()) for *_, t in segs)
+    assert got.target == pytest.approx(total / count, rel=1e-5)
+
+
 def test_segment_losses_match_a_hand_computed_sum_and_ignore_padding():
     torch.manual_seed(0)
     model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, dropout=0.0)).eval()

@@ -181,17 +181,17 @@ def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[byt
 
 
 @torch.no_grad()
-def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32) -> SideLosses:
-    """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state.
+def coded_losses(
+    model: torch.nn.Module, datas: Sequence[bytes], codes: Sequence[np.ndarray], *, batch_size: int = 32
+) -> tuple[list[float], list[int]]:
+    """Next-byte loss sums and counts of ``model`` per code (0, 1, 2) over byte sequences read from a zero state.
 
-    Sequences of a batch are right-padded; a causal model never looks at the padding.
+    ``codes[i][t]`` labels the prediction of byte t + 1 of ``datas[i]`` (0: not scored). Sequences of a
+    batch are right-padded; a causal model never looks at the padding.
     """
-    if not segments:
-        raise ValueError("segment_losses: no segments")
     device = next(model.parameters()).device
     was = model.training
     model.eval()
-    datas, codes = _side_masks(segments)
     sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
     try:
         for i in range(0, len(datas), batch_size):
@@ -215,6 +215,14 @@ def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, st
                 counts[side] += int(m.sum())
     finally:
         model.train(was)
+    return sums, counts
+
+
+def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32) -> SideLosses:
+    """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state."""
+    if not segments:
+        raise ValueError("segment_losses: no segments")
+    sums, counts = coded_losses(model, *_side_masks(segments), batch_size=batch_size)
     return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from bdh.model.merge import average, concatenate
@@ -45,6 +46,7 @@ from .common import (
     ExperimentConfig,
     Report,
     SideLosses,
+    coded_losses,
     direction_segments,
     mean,
     save_figure,
@@ -145,29 +147,17 @@ def _english_only(path: Path, config: Config) -> Path:
     return path
 
 
-@torch.no_grad()
 def unconditional_losses(model: torch.nn.Module, segments: list[tuple[str, str, str, str]]) -> SideLosses:
     """Target-side losses of ``model`` reading only ``<T:tgt>target`` (no source sentence)."""
-    import torch.nn.functional as F
-
-    from bdh.tasks.base import IGNORE_INDEX
-
-    total, count = 0.0, 0
-    device = next(model.parameters()).device
-    was = model.training
-    model.eval()
-    try:
-        for _, _, tgt, text in segments:
-            data = f"<T:{tgt}>{text}".encode("utf-8")
-            x = torch.tensor(list(data[:-1]), dtype=torch.long)[None]
-            y = torch.tensor(list(data[1:]), dtype=torch.long)[None]
-            y[:, : len(f"<T:{tgt}>") - 1] = IGNORE_INDEX  # the delimiter is not scored
-            logits = model(x.to(device)).float().cpu()
-            total += float(F.cross_entropy(logits[0], y[0], ignore_index=IGNORE_INDEX, reduction="sum"))
-            count += int((y != IGNORE_INDEX).sum())
-    finally:
-        model.train(was)
-    return SideLosses(float("nan"), total / max(count, 1), 0, count)
+    datas, codes = [], []
+    for _, _, tgt, text in segments:
+        data = f"<T:{tgt}>{text}".encode("utf-8")
+        code = np.zeros(len(data) - 1, dtype=np.int64)
+        code[len(f"<T:{tgt}>") - 1:] = 2  # the delimiter is not scored
+        datas.append(data)
+        codes.append(code)
+    sums, counts = coded_losses(model, datas, codes)
+    return SideLosses(float("nan"), sums[2] / max(counts[2], 1), 0, counts[2])
 
 
 def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
