@@ -275,10 +275,9 @@ class BDH(PretrainedMixin, nn.Module):
         costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
         ``temperature=0`` is greedy decoding. ``sparse=True`` (a batch of one sequence, no damping)
         makes each step skip the neurons that do not fire (`bdh.model.sparse_step`); the results are
-        the same. It is off by default: measured on a 2-core CPU with 2 threads, the dense step was
-        as fast or faster (8.1 against 8.3 and 4.6 against 8.2 ms per token; n = 4096, 2% of y
-        firing); with one thread the sparse step was 1.6x faster (docs/performance.md). Measure
-        before turning it on.
+        the same. It is off by default: measured on a 2-core CPU with 2 threads (n = 4096, 2% of y
+        firing), it ran at 0.6x to 1.5x the speed of the dense step from run to run
+        (docs/performance.md). Measure before turning it on.
         """
         if not self.config.causal:
             raise ValueError("BDH.generate: a bidirectional model (causal=false) cannot generate")
@@ -301,7 +300,6 @@ class BDH(PretrainedMixin, nn.Module):
         self.eval()
         try:
             state = self.init_state(prompt.shape[0]) if state is None else state.clone()
-            sparse = bool(sparse)
             logits, state, _ = self._run(prompt, state, "chunked", need_state=True, inplace=True)
             logits = logits[:, -1]
             for i in range(max_new_tokens):

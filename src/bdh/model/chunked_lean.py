@@ -101,6 +101,11 @@ def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     return out
 
 
+def _weighted(t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+    """t (G, B, H, C, X) with row i of head h scaled by w[h, i] (``head`` or ``tail`` of `_powers`); t if w is None."""
+    return t if w is None else t * w.view(1, 1, *w.shape, 1)
+
+
 def _scan(
     parts: torch.Tensor, S: torch.Tensor, whole: torch.Tensor | None, low: torch.dtype, reverse: bool = False
 ) -> torch.Tensor:
@@ -111,6 +116,7 @@ def _scan(
     """
     before = parts.new_empty(parts.shape, dtype=low)
     G = parts.shape[0]
+    whole = None if whole is None else whole.view(1, -1, 1, 1).to(S.dtype)
     for g in (reversed(range(G)) if reverse else range(G)):
         before[g] = S
         if whole is not None:
@@ -127,7 +133,7 @@ def _keep_states(chunks: int, D: int, T: int) -> bool:
 
 
 class ChunkedLinearAttention(torch.autograd.Function):
-    """o, S_final = f(q, k, v, S0) with state recomputation in backward (see the module docstring)."""
+    """o, S_final = f(q, k, v, S0) with a hand-written backward (see the module docstring)."""
 
     @staticmethod
     def _states(ks: _Chunks, vs: _Chunks, S0, powers, H: int, acc, low):
@@ -138,8 +144,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
         for kg, vg in zip(ks.groups, vs.groups):
             C = kg.shape[-2]
             M, head, tail, whole = powers(C)
-            kw = kg * tail.view(1, 1, H, C, 1) if tail is not None else kg
-            befores.append(_scan(kw.mT @ vg, S, None if whole is None else whole.view(1, H, 1, 1).to(acc), low))
+            befores.append(_scan(_weighted(kg, tail).mT @ vg, S, whole, low))
         return befores, S
 
     @staticmethod
@@ -160,15 +165,15 @@ class ChunkedLinearAttention(torch.autograd.Function):
             M, head, tail, whole = powers(C)
             A = (qg @ kg.mT) * M  # (G, B, H, C, C): [i, j] = u^(i-j) q_i . k_j
             o = A @ vg
-            _addmm_(o, qg * head.view(1, 1, H, C, 1) if head is not None else qg, before)
+            _addmm_(o, _weighted(qg, head), before)
             outs.append(o)
             scores.append(A)
-        kept = befores if _keep_states(sum(g.shape[0] for g in qs.groups), D, T) else [None] * len(befores)
+        keep = _keep_states(sum(g.shape[0] for g in qs.groups), D, T)
         # the chunk-major copies are kept instead of q, k and v (the same memory; no second copy in backward)
         n = len(qs.groups)
         ctx.save_for_backward(S0, log_u, *qs.groups, *(() if shared else ks.groups), *vs.groups, *scores,
-                              *(t for t in kept if t is not None))
-        ctx.layout = (n, shared, kept[0] is not None)
+                              *(befores if keep else ()))
+        ctx.layout = (n, shared, keep)
         ctx.chunk_size = chunk_size
         ctx.shapes = (q.shape, v.shape)
         return _Chunks(outs).joined(), S
@@ -199,22 +204,18 @@ class ChunkedLinearAttention(torch.autograd.Function):
             qg, kg, vg, dog, A, before = qs.groups[i], ks.groups[i], vs.groups[i], dos.groups[i], scores[i], befores[i]
             C = qg.shape[-2]
             M, head, tail, whole = powers(C)
-            qh = qg * head.view(1, 1, H, C, 1) if head is not None else qg
             # dS after each chunk: dS_g = u^C dS_{g+1} + (u^i q_i)^T do_i of chunk g + 1, in reverse
-            after = _scan(qh.mT @ dog, dS, None if whole is None else whole.view(1, H, 1, 1).to(acc), low, reverse=True)
+            after = _scan(_weighted(qg, head).mT @ dog, dS, whole, low, reverse=True)
             P = (dog @ vg.mT) * M  # [i, j] = u^(i-j) do_i . v_j
-            doh = dog * head.view(1, 1, H, C, 1) if head is not None else dog
-            vt = vg * tail.view(1, 1, H, C, 1) if tail is not None else vg
-            kt = kg * tail.view(1, 1, H, C, 1) if tail is not None else kg
-            dq = doh @ before.mT  # u^i S_b do_i
+            dq = _weighted(dog, head) @ before.mT  # u^i S_b do_i
             if shared:  # dq + dk of the chunk: (P + P^T) x_c + u^(C-j) v_j dS^T
                 _addmm_(dq, P + P.mT, qg)
                 dk = dq
             else:
                 _addmm_(dq, P, kg)
                 dk = P.mT @ qg
-            _addmm_(dk, vt, after.mT)
-            dv = _addmm_(A.mT @ dog, kt, after)
+            _addmm_(dk, _weighted(vg, tail), after.mT)
+            dv = _addmm_(A.mT @ dog, _weighted(kg, tail), after)
             dqs[i], dks[i], dvs[i] = dq, dk, dv
         dv_full = _Chunks(dvs).joined()
         if v_shape[1] == 1:

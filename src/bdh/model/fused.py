@@ -7,9 +7,9 @@ the functions here do the same arithmetic in fewer passes and save less for back
 
 * `relu_mul(z, x, drop)` = ReLU(z) * x, with the dropout mask applied in the same function. Plain
   autograd with ``nn.Dropout`` runs relu, mul, bernoulli_, div_ and mul forward and five passes
-  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.dropout.DropMask`; the 1 / (1 - p) factor is
-  applied by the caller to y E, a tensor n / D times smaller) and one multiply; ReLU(z) with the
-  dropped entries zeroed and x are kept, and the backward is dz = threshold_backward(g * x, ReLU(z))
+  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.dropout.DropMask`;
+  the 1 / (1 - p) factor is applied by the caller to y E, a tensor n / D times smaller) and one
+  multiply; ReLU(z) with the dropped entries zeroed and x are kept, and the backward is dz = threshold_backward(g * x, ReLU(z))
   (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes. Without dropout it is bit-identical to
   autograd's ReLU(z) * x (the same products).
 * `rope_rotate(v, cos, sin)` = v * cos + rot(v) * sin, with rot the rotation by a quarter turn of each
