@@ -8,8 +8,7 @@
 
 __version__ = "0.1.0"
 
-from .model import BDH, BDHCapture, BDHConfig, BDHState, CheckpointError, load_pretrained  # noqa: E402
-from .model import graph, interop  # noqa: E402
+from .model import BDH, BDHCapture, BDHConfig, BDHState, CheckpointError, graph, interop, load_pretrained  # noqa: E402
 
 load = load_pretrained
 

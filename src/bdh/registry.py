@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable, TypeVar
 
+from bdh.errors import UserError
+
 T = TypeVar("T", bound=type)
 
 MODELS: dict[str, type] = {}
@@ -56,12 +58,12 @@ def load_all() -> None:
 def get_model(name: str) -> type:
     load_all()
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+        raise UserError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
     return MODELS[name]
 
 
 def get_task(name: str) -> type:
     load_all()
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+        raise UserError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
     return TASKS[name]

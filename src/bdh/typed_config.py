@@ -10,6 +10,8 @@ import dataclasses
 import numbers
 from typing import Any
 
+from bdh.errors import UserError
+
 
 def plain(value: Any) -> Any:
     """Tuples (and lists) as lists, recursively: JSON-able values."""
@@ -22,7 +24,7 @@ class TypedConfig:
     """Mixin for config dataclasses: field checks and ``to_dict`` / ``from_dict`` / ``replace``."""
 
     def _fail(self, field: str, message: str) -> None:
-        raise ValueError(f"{type(self).__name__}.{field}: {message}")
+        raise UserError(f"{type(self).__name__}.{field}: {message}")
 
     def _check_int(self, field: str, minimum: int = 1) -> None:
         value = getattr(self, field)
@@ -54,11 +56,11 @@ class TypedConfig:
     def from_dict(cls, data: dict[str, Any]):
         """Build from a mapping, refusing unknown keys with a one-line error."""
         if not isinstance(data, dict):
-            raise ValueError(f"{cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
+            raise UserError(f"{cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"{cls.__name__}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
+            raise UserError(f"{cls.__name__}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
         return cls(**data)
 
     def replace(self, **changes: Any):

@@ -44,7 +44,7 @@ def test_info_reads_a_model_folder_and_a_config_file(tmp_path, capsys):
         (["info", "--attention", "flash"], "invalid choice"),
         (["infoo"], "invalid choice"),
         (["info", "missing.json"], "no such file"),
-        (["info", "--n-layer", "two"], "invalid int value"),
+        (["info", "--n-layer", "two"], "--n-layer: expected an integer"),
     ],
 )
 def test_errors_are_one_line_with_exit_2(argv, match, capsys):

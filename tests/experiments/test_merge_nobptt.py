@@ -180,7 +180,7 @@ def test_experiment_command_errors_are_one_line(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     r = bdh("experiment", "no-bptt", "--quick", "--out", str(tmp_path / "full"))
-    assert r.returncode == 2 and "not empty" in r.stderr
+    assert r.returncode == 2 and "--overwrite" in r.stderr and (tmp_path / "full" / "x").read_text() == "x"
     r = bdh("experiment", "no-bptt", "--quick", "--show-config", "--set", "steps=7")
     assert r.returncode == 0 and json.loads(r.stdout)["steps"] == 7
     r = bdh("experiment", "nonsense")

@@ -17,7 +17,8 @@ import torch
 
 import bdh
 from bdh.viz.export import ViewOptions, build_view
-from bdh.viz.page import render, write_atomic
+from bdh.outputs import write_text
+from bdh.viz.page import render
 
 from .conftest import SUDOKU
 
@@ -46,16 +47,16 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     torch.manual_seed(0)
     text_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, dropout=0.0))
     opts = ViewOptions(hubs=24)
-    out = {"text": write_atomic(folder / "text.html", render(build_view(text_model, list(b"the cat sat on the mat."), options=opts)))}
+    out = {"text": write_text(folder / "text.html", render(build_view(text_model, list(b"the cat sat on the mat."), options=opts)))}
     board_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, vocab_size=5, causal=False, dropout=0.0))
     board = [0] * 36
     board[0], board[35], board[7], board[8] = 2, 3, 1, 1
-    out["board"] = write_atomic(folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts)))
+    out["board"] = write_text(folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts)))
     sudoku_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=10, causal=False, dropout=0.0))
     puzzle = [int(c) if c.isdigit() else 0 for c in SUDOKU]
-    out["sudoku"] = write_atomic(folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts)))
+    out["sudoku"] = write_text(folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts)))
     ids_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=40, dropout=0.0))
-    out["tokens"] = write_atomic(folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts)))
+    out["tokens"] = write_text(folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts)))
     return out
 
 

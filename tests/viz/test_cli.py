@@ -84,9 +84,8 @@ def test_viz_sudoku(sudoku_run, tmp_path, capsys):
         ("board", ["--board", "NOFILE"], "no such board file"),
         ("text", ["--board", "SMALL"], "needs a board pathfinding model"),
         ("sudoku", ["--sudoku", "123"], "81 cells, got 3"),
-        ("text", ["--hubs", "0"], "hubs must be a positive integer"),
+        ("text", ["--hubs", "0"], "--hubs: must be an integer in [1, 4096]"),
         ("text", ["--prompt", ""], "prompt is empty"),
-        ("text", ["--prompt", "ab\udcff"], "not valid UTF-8"),  # an undecodable byte from the shell
     ],
 )
 def test_viz_bad_input_is_one_line_exit_2(which, extra, message, text_run, board_run, sudoku_run, tmp_path, capsys):
@@ -149,7 +148,7 @@ def test_port_in_use_is_one_line_exit_2(text_run, tmp_path, capsys):
                                  "--out", str(tmp_path / "p.html"))
     assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err and err.count("\n") == 1
     code, out, err = run_cli(capsys, "viz", str(text_run), "--serve", "--port", "70000")
-    assert code == 2 and "0..65535" in err
+    assert code == 2 and "[0, 65535]" in err
 
 
 def test_viz_serve_subprocess(text_run, tmp_path):

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bdh.errors import UserError
 from bdh.model import BDH
 
 from . import stats
@@ -55,11 +56,11 @@ def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Te
     block G^(aa), the paper's G*)."""
     cfg = model.config
     if which not in WHICH:
-        raise ValueError(f"which must be 'x' or 'y', got {which!r}")
+        raise UserError(f"which must be 'x' or 'y', got {which!r}")
     b = a if b is None else b
     for h in (a, b):
         if not 0 <= h < cfg.n_head:
-            raise ValueError(f"head {h} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+            raise UserError(f"head {h} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     D = (model.Dx if which == "x" else model.Dy).detach()[a].float()  # (D, N): column j = row j of D_x[a]
     E_b = model.E.detach()[b * cfg.N : (b + 1) * cfg.N].float()  # (N, D): rows = columns of paper E
     with torch.no_grad():
@@ -163,7 +164,7 @@ def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) 
     """The value beta such that G_{>=beta} has (about) m entries, off the diagonal if asked (without
     copying G: the top m + n entries are taken and the diagonal ones dropped)."""
     if m < 1:
-        raise ValueError(f"threshold_for_edges: m must be positive, got {m}")
+        raise UserError(f"threshold_for_edges: m must be positive, got {m}")
     square = exclude_diagonal and G.shape[0] == G.shape[1]
     n_cols = G.shape[1]
     extra = G.shape[0] if square else 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.model.rope import rope_apply, rope_tables
 
@@ -84,7 +85,7 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
     keep = set(range(cfg.n_layer)) if layers is None else set(layers)
     bad = [layer for layer in keep if not 0 <= layer < cfg.n_layer]
     if bad:
-        raise ValueError(f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
     was_training = model.training
     model.eval()
     try:
@@ -124,15 +125,15 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
 def head_neurons(config: BDHConfig, head: int) -> torch.Tensor:
     """Flat indices h * N .. (h + 1) * N - 1 of the neurons of ``head``."""
     if not 0 <= head < config.n_head:
-        raise ValueError(f"head {head} does not exist (the model has {config.n_head} heads: 0..{config.n_head - 1})")
+        raise UserError(f"head {head} does not exist (the model has {config.n_head} heads: 0..{config.n_head - 1})")
     return torch.arange(head * config.N, (head + 1) * config.N)
 
 
 def _check_layer(rec: Recording, layer: int, need_previous: bool) -> None:
     if not 0 <= layer < len(rec.x) or rec.x[layer] is None:
-        raise ValueError(f"layer {layer} was not recorded (recorded layers: {[i for i, t in enumerate(rec.x) if t is not None]})")
+        raise UserError(f"layer {layer} was not recorded (recorded layers: {[i for i, t in enumerate(rec.x) if t is not None]})")
     if need_previous and (layer == 0 or rec.y[layer - 1] is None):
-        raise ValueError(
+        raise UserError(
             f"sigma of layer {layer} needs the y of layer {layer - 1}"
             + (" (layer 0 reads token embeddings, it has no synapse state sigma)" if layer == 0 else ", which was not recorded")
         )
@@ -160,7 +161,7 @@ def _resolve(rec: Recording, t: int | None) -> int:
     T = rec.T
     t = T if t is None else t
     if not 0 <= t <= T:
-        raise ValueError(f"t = {t} is outside the recording (0..{T})")
+        raise UserError(f"t = {t} is outside the recording (0..{T})")
     return t
 
 
@@ -212,7 +213,7 @@ def top_sigma(
     Returns (values, row indices, column indices), largest first; memory is O(block^2 + k).
     """
     if k < 1:
-        raise ValueError(f"top_sigma: k must be positive, got {k}")
+        raise UserError(f"top_sigma: k must be positive, got {k}")
     _check_layer(rec, layer, need_previous=True)
     t = _resolve(rec, t)
     n = rec.config.n

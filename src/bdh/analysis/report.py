@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 
+from ..tasks.repeat import PERIOD, repeat_batch
 from . import neurograph as ng
 from . import sparsity as sp
 from .record import record
-from ..tasks.repeat import PERIOD, repeat_batch
 
 #: default seed of the untrained control model
 CONTROL_SEED = 0
@@ -227,13 +228,13 @@ def inspect_model(
     opts = opts or InspectOptions()
     cfg = model.config
     if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
-        raise ValueError(f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
     if opts.head is not None and not 0 <= opts.head < cfg.n_head:
-        raise ValueError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+        raise UserError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     if tokens.dim() != 2 or tokens.shape[1] < 2:
-        raise ValueError("inspect: the input needs at least 2 tokens")
+        raise UserError("inspect: the input needs at least 2 tokens")
     if int(tokens.max()) >= cfg.vocab_size:
-        raise ValueError(f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)")
+        raise UserError(f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)")
     model = model.eval()
     control = control_model(cfg, opts.control_seed)
     t0 = time.time()

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from bdh.errors import UserError
 from bdh.model import BDHConfig
 
-from .record import Recording
 from ..tasks.repeat import PHASES
+from .record import Recording
 
 
 def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8) -> torch.Tensor | None:
@@ -34,7 +35,7 @@ def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8
     if f.numel() == N // 2 and config.positional != "rope":
         f = torch.cat([f, f])
     if f.numel() != N:
-        raise ValueError(f"frequency_buckets: {f.numel()} frequencies for {N} neurons per head")
+        raise UserError(f"frequency_buckets: {f.numel()} frequencies for {N} neurons per head")
     order = torch.argsort(-f, stable=True)  # fastest (largest frequency) first
     buckets = torch.empty(N, dtype=torch.long)
     buckets[order] = torch.arange(N) * n_buckets // N

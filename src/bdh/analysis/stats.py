@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, special
 
+from bdh.errors import UserError
+
 # ---------------------------------------------------------------------- entry histograms (Fig. 9a)
 
 
@@ -52,9 +54,9 @@ def symmetric_split(values: np.ndarray, n_bins: int = 201, limit: float | None =
     the largest absolute value), with the symmetric/skew decomposition of paper Fig. 9a."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size == 0:
-        raise ValueError("symmetric_split: no values")
+        raise UserError("symmetric_split: no values")
     if n_bins < 3 or n_bins % 2 == 0:
-        raise ValueError(f"symmetric_split: n_bins must be odd and >= 3, got {n_bins}")
+        raise UserError(f"symmetric_split: n_bins must be odd and >= 3, got {n_bins}")
     lim = float(np.abs(v).max()) if limit is None else float(limit)
     lim = lim if lim > 0 else 1.0
     edges = np.linspace(-lim, lim, n_bins + 1)
@@ -71,7 +73,7 @@ def noise_scale(values: np.ndarray) -> float:
     Gaussian part); a heavy tail holding a small share of the entries barely moves it."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size == 0:
-        raise ValueError("noise_scale: no values")
+        raise UserError("noise_scale: no values")
     med = np.median(v)
     return float(1.4826 * np.median(np.abs(v - med)))
 
@@ -246,7 +248,7 @@ def degree_summary(degrees: np.ndarray) -> dict[str, float]:
     the top 1% of nodes."""
     k = np.asarray(degrees, dtype=np.float64).ravel()
     if k.size == 0:
-        raise ValueError("degree_summary: empty degree sequence")
+        raise UserError("degree_summary: empty degree sequence")
     mean = float(k.mean())
     total = float(k.sum())
     top = max(1, int(math.ceil(0.01 * k.size)))

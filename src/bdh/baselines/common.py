@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..typed_config import TypedConfig
+from bdh.errors import UserError
 
+from ..typed_config import TypedConfig
 
 #: every baseline config mixes in the package's typed-config base
 ModelConfig = TypedConfig
@@ -26,12 +27,12 @@ def check_tokens(name: str, idx, vocab_size: int, seq_len: int | None) -> None:
     import torch
 
     if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
-        raise ValueError(f"{name}: tokens must be a (batch, time) tensor, got {getattr(idx, 'shape', type(idx).__name__)}")
+        raise UserError(f"{name}: tokens must be a (batch, time) tensor, got {getattr(idx, 'shape', type(idx).__name__)}")
     if idx.dtype.is_floating_point or idx.dtype == torch.bool:
-        raise ValueError(f"{name}: tokens must be integers, got {idx.dtype}")
+        raise UserError(f"{name}: tokens must be integers, got {idx.dtype}")
     if idx.shape[1] == 0:
-        raise ValueError(f"{name}: got an empty sequence (T = 0)")
+        raise UserError(f"{name}: got an empty sequence (T = 0)")
     if seq_len is not None and idx.shape[1] > seq_len:
-        raise ValueError(f"{name}: sequence of {idx.shape[1]} tokens is longer than seq_len = {seq_len}")
+        raise UserError(f"{name}: sequence of {idx.shape[1]} tokens is longer than seq_len = {seq_len}")
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= vocab_size):
-        raise ValueError(f"{name}: token ids must lie in [0, {vocab_size}), got {int(idx.min())}..{int(idx.max())}")
+        raise UserError(f"{name}: token ids must lie in [0, {vocab_size}), got {int(idx.min())}..{int(idx.max())}")

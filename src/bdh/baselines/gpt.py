@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bdh.errors import UserError
+
 from ..model.io import PretrainedMixin
 from ..registry import register_model
 from .common import ModelConfig, check_tokens, count_params
@@ -189,9 +191,9 @@ class GPT(PretrainedMixin, nn.Module):
         passes = cfg.n_layer if n_layer is None else n_layer
         if n_layer is not None:
             if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
-                raise ValueError(f"GPT: n_layer must be a positive integer, got {n_layer!r}")
+                raise UserError(f"GPT: n_layer must be a positive integer, got {n_layer!r}")
             if not cfg.share_layers and n_layer != cfg.n_layer:
-                raise ValueError(f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
+                raise UserError(f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
         B, T = idx.shape
         h = self.embed(idx)
         if self.pos is not None:
@@ -211,9 +213,9 @@ def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
     n_embd runs over multiples of n_head (times 2 for RoPE).
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
+        raise UserError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
     if "n_embd" in fields:
-        raise ValueError("gpt_config_for_params: n_embd is what is sized; do not give it")
+        raise UserError("gpt_config_for_params: n_embd is what is sized; do not give it")
     base = GPTConfig(**fields)
     step = base.n_head * (2 if base.positional == "rope" else 1)
     best, best_err = None, math.inf

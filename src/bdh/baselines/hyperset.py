@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bdh.errors import UserError
+
 from ..model.io import PretrainedMixin
 from ..registry import register_model
 from .common import ModelConfig, check_tokens, count_params
@@ -200,7 +202,7 @@ class HyperSET(PretrainedMixin, nn.Module):
         check_tokens("HyperSET", idx, cfg.vocab_size, cfg.seq_len)
         passes = cfg.n_recur if n_layer is None else n_layer
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
-            raise ValueError(f"HyperSET: n_layer must be a positive integer, got {n_layer!r}")
+            raise UserError(f"HyperSET: n_layer must be a positive integer, got {n_layer!r}")
         T = idx.shape[1]
         x = self.embed(idx)
         if self.pos is not None:

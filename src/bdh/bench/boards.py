@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bdh.errors import UserError
+
 from .runner import bdh_params, bdh_section, section_of, size_by_params
 
 MODELS = ("bdh", "gpt", "hyperset")
@@ -37,4 +39,4 @@ def board_model_section(model: str, width: int, *, vocab_size: int, seq_len: int
                                                               n_head=n_head, n_recur=n_layer,
                                                               time_freq=time_freq), step=n_head)
         return section_of(cfg, "hyperset")
-    raise ValueError(f"unknown model {model!r} for a board suite (known: {', '.join(MODELS)})")
+    raise UserError(f"unknown model {model!r} for a board suite (known: {', '.join(MODELS)})")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bdh.errors import UserError
+
 from .runner import RunSpec, SuiteDef, bdh_params, bdh_section, section_of, size_by_params
 
 MODELS = ("bdh", "gpt", "baseconv")
@@ -108,7 +110,7 @@ def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> d
         cfg = size_by_params(budget, lambda d: BaseConvConfig(vocab_size=sweep.vocab_size, seq_len=seq_len,
                                                               n_layer=sweep.n_layer, n_embd=d), step=2)
         return section_of(cfg, "baseconv")
-    raise ValueError(f"recall: unknown model {model!r}")
+    raise UserError(f"recall: unknown model {model!r}")
 
 
 def plan(sweep: RecallSweep) -> list[RunSpec]:

@@ -28,16 +28,17 @@ import csv
 import io
 import json
 import math
-import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
+
+from bdh.errors import UserError
+from bdh.outputs import check_output, write_text
 
 #: columns every result row has, in this order (suite-specific setting and metric columns follow)
 BASE_COLUMNS = [
@@ -48,7 +49,7 @@ BASE_COLUMNS = [
 TAIL_COLUMNS = ["lrs_tried", "config", "run_dir"]
 
 
-class BenchError(ValueError):
+class BenchError(UserError):
     """A bench request that cannot be run (bad sweep, existing output folder); one line."""
 
 
@@ -254,19 +255,6 @@ def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[d
     return out
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     """Rows as CSV with ``columns`` first and any other keys after them (atomically)."""
     cols = list(columns) + sorted({k for r in rows for k in r} - set(columns))
@@ -275,7 +263,7 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]
     w.writeheader()
     for r in rows:
         w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
-    atomic_write(path, buf.getvalue())
+    write_text(path, buf.getvalue())
 
 
 def read_csv(path: Path) -> list[dict[str, Any]]:
@@ -328,16 +316,18 @@ class BenchOptions:
     device: str = "cpu"
     threads: int | None = None
     plots: bool = True
+    overwrite: bool = False
 
 
 def prepare_out(opts: BenchOptions) -> None:
-    out = opts.out
-    if out.exists() and not out.is_dir():
-        raise BenchError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not opts.resume:
-        raise BenchError(f"--out {out}: already exists and is not empty; add --resume to continue it, or pick another folder")
+    """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
+    ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
+    out = check_output(opts.out, overwrite=opts.resume or opts.overwrite, folder=True,
+                       how="add --resume to continue it or --overwrite to replace it")
     if opts.resume and out.is_dir() and any(out.iterdir()) and not (out / "runs.csv").is_file():
         raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
+    if opts.overwrite and out.is_dir():
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -383,7 +373,7 @@ def run_suite(suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions,
     files.append(out / "runs.csv")
     write_csv(out / "results.csv", results, columns)
     files.append(out / "results.csv")
-    atomic_write(out / "results.md", f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
+    write_text(out / "results.md", f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
                  + markdown_table(results, suite))
     files.append(out / "results.md")
     if finish is not None:

@@ -20,8 +20,10 @@ from typing import Any
 
 import torch
 
+from bdh.outputs import write_text
+
 from .boards import MODELS, board_model_section
-from .runner import BenchError, RunSpec, SuiteDef, atomic_write, write_csv
+from .runner import BenchError, RunSpec, SuiteDef, write_csv
 
 
 @dataclass
@@ -101,7 +103,7 @@ def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
         for i in range(n):
             p, s = task.puzzle(split, i, sweep.data_seed)
             buf.write("".join(str(int(v)) for v in p) + "," + "".join(str(int(v)) for v in s) + "\n")
-        atomic_write(path, buf.getvalue())
+        write_text(path, buf.getvalue())
     return paths
 
 

@@ -2,16 +2,21 @@
 
 Each command group lives in its own module with a ``register(subparsers)`` function that adds its
 commands; every command is a function ``(args) -> int`` stored as ``args.func``. Errors the user can
-fix (bad arguments, files, configs) are printed as one line on stderr with exit status 2.
+fix (`bdh.errors.UserError`: bad arguments, files, configs; and the OS errors of the files the user
+named) are printed as one line on stderr with exit status 2; anything else is a bug, reported in one line
+with exit status 1 and its traceback saved to a file (``bdh --debug`` prints it instead).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from bdh import __version__
+from bdh.errors import UserError, one_line
 
 from . import bench_cmds, data_cmds, dmft_cmds, experiment_cmds, inspect_cmds, model_cmds, synapse_cmds, train_cmds, viz_cmds
 
@@ -19,8 +24,8 @@ from . import bench_cmds, data_cmds, dmft_cmds, experiment_cmds, inspect_cmds, m
 GROUPS = [model_cmds, train_cmds, data_cmds, dmft_cmds, inspect_cmds, viz_cmds, bench_cmds, experiment_cmds, synapse_cmds]
 
 
-class UsageError(Exception):
-    """An error in what the user asked for; printed as one line, exit status 2."""
+class UsageError(UserError):
+    """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,29 +36,66 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bdh", description="The Dragon Hatchling (BDH): train, compare and look inside BDH models.")
     parser.add_argument("--version", action="version", version=f"bdh {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an internal error, print the full traceback instead of one line (also: BDH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for group in GROUPS:
         group.register(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bdh`` console script; returns the exit status."""
-    from bdh.model.io import CheckpointError
+def _os_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return one_line(str(exc)) or type(exc).__name__
 
+
+def _report_bug(exc: BaseException) -> str:
+    """Write the traceback of an unexpected exception to a file; return the file's path."""
+    import tempfile
+    import time
+    import traceback
+
+    from bdh.outputs import write_text
+
+    path = Path(tempfile.gettempdir()) / f"bdh-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    text = f"bdh {__version__}, python {sys.version.split()[0]}, argv {sys.argv!r}\n\n"
+    text += "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    write_text(path, text)
+    return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bdh`` console script; returns the exit status.
+
+    0: done; 2: a mistake in the input (one line on stderr); 1: an internal error, a bug in ``bdh``
+    (one line on stderr naming the file that holds the traceback); 130: interrupted.
+    """
     parser = build_parser()
+    debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")
     try:
         args = parser.parse_args(argv)
+        debug = debug or args.debug
         if not getattr(args, "func", None):
             parser.print_help()
             return 0
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"bdh: error: {exc}", file=sys.stderr)
+    except UserError as exc:
+        print(f"bdh: error: {one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
         return 2
-    except (ValueError, CheckpointError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"bdh: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+    except OSError as exc:  # a file or folder the user named: missing, unreadable, not writable, disk full
+        print(f"bdh: error: {_os_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bdh: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        try:
+            where = f"the traceback is in {_report_bug(exc)}"
+        except OSError:
+            where = "the traceback could not be saved"
+        print(f"bdh: internal error (a bug in bdh, not in your input): {type(exc).__name__}: {one_line(str(exc))}; "
+              f"{where}; rerun with 'bdh --debug ...' to print it", file=sys.stderr)
+        return 1

@@ -8,6 +8,10 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from bdh.devices import DEVICE_HELP
+
+from .checks import device, integer
+
 SUITES = ("recall", "boardpath", "sudoku")
 HELP = {
     "recall": "MQAR sweep (sequence length x pairs x width x learning rate): BDH, GPT, BaseConv",
@@ -34,13 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/bench-{name}-<timestamp>)")
         s.add_argument("--resume", action="store_true", help="continue --out DIR: skip the runs already in its runs.csv")
+        s.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder (its contents are deleted first)")
         s.add_argument("--models", metavar="M1,M2", help="a subset of the suite's models, e.g. bdh,gpt")
-        s.add_argument("--steps", type=int, metavar="N", help="optimiser steps per run")
+        s.add_argument("--steps", type=integer(1), metavar="N", help="optimiser steps per run (default: the suite's)")
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
         s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
-        s.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K or auto")
-        s.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads")
+        s.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
+        s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
         s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
         s.set_defaults(func=cmd_bench)
 
@@ -63,8 +68,6 @@ def build_sweep(args: argparse.Namespace):
     if args.models is not None:
         changes["models"] = tuple(m.strip() for m in parse_list(args.models, str, "--models"))
     if args.steps is not None:
-        if args.steps < 1:
-            raise BenchError(f"--steps: must be at least 1, got {args.steps}")
         changes["steps"] = args.steps
     if args.lrs is not None:
         changes["lrs"] = parse_list(args.lrs, float, "--lrs")
@@ -75,10 +78,9 @@ def build_sweep(args: argparse.Namespace):
         if any(w < 4 or w % 4 for w in widths):
             raise BenchError(f"--widths: widths must be positive multiples of 4, got {args.widths!r}")
         changes["widths"] = widths
-    if args.threads is not None and args.threads < 1:
-        raise BenchError(f"--threads: must be at least 1, got {args.threads}")
-    if args.device != "auto" and not (args.device in ("cpu", "cuda") or args.device.startswith("cuda:")):
-        raise BenchError(f"--device: must be cpu, cuda, cuda:K or auto, got {args.device!r}")
+    device(args.device)
+    if args.resume and args.overwrite:
+        raise BenchError("--resume continues --out DIR, --overwrite replaces it: give one of them")
     sweep = dataclasses.replace(sweep, **changes)
     sweep.validate()
     return module, sweep
@@ -89,7 +91,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     module, sweep = build_sweep(args)
     out = Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    opts = runner.BenchOptions(out=out, resume=args.resume, device=args.device, threads=args.threads)
+    opts = runner.BenchOptions(out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite)
     finish = None
     if args.suite == "sudoku":
         suite = module.suite_def(sweep)

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bdh.errors import UserError
+
+from .checks import add_overwrite, integer, number
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -27,9 +31,9 @@ def _positive_int(text: str) -> int:
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gamma", type=float, default=220.0, help="attention inverse temperature gamma (default 220)")
-    p.add_argument("--epsilon", type=float, default=0.02, help="weight of the positional encoding (default 0.02)")
-    p.add_argument("--seed", type=int, default=1, help="weight seed (paper's draw order; default 1 = the paper's network)")
+    p.add_argument("--gamma", type=number(0), default=220.0, help="attention inverse temperature gamma (default 220)")
+    p.add_argument("--epsilon", type=number(0), default=0.02, help="weight of the positional encoding (default 0.02)")
+    p.add_argument("--seed", type=integer(), default=1, help="weight seed (paper's draw order; default 1 = the paper's network)")
     p.add_argument("--init", choices=("continue", "token"), default="continue",
                    help="continue: start every beta from the final window of the largest beta (paper, default); token: from x0 = W^o_1")
 
@@ -46,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "bifurcation.png, bifurcation.npz (beta, m^o trajectories, lambda_1, regimes) and summary.json.")
     b.add_argument("--beta", default="0:3:401", help="START:STOP:NUM or a comma list (default 0:3:401)")
     b.add_argument("--out", required=True, help="output folder")
+    add_overwrite(b, "the --out folder")
     b.add_argument("--steps", type=_positive_int, default=120_000, help="steps per beta (default 120000, as the released configs)")
     b.add_argument("--keep", type=_positive_int, default=20_000, help="steps kept at the end (default 20000)")
     b.add_argument("--lyap-steps", type=_positive_int, default=5_000, help="steps for lambda_1 (default 5000)")
@@ -57,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       description="For each beta write trajectory-beta<B>.png/.npz (paper Figs. 4-5), portraits.png and summary.json.")
     t.add_argument("--beta", required=True, help="a beta, a comma list, or START:STOP:NUM")
     t.add_argument("--out", required=True, help="output folder")
+    add_overwrite(t, "the --out folder")
     t.add_argument("--steps", type=_positive_int, default=120_000)
     t.add_argument("--keep", type=_positive_int, default=20_000)
     t.add_argument("--lyap-steps", type=_positive_int, default=5_000)
@@ -67,12 +73,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = gs.add_parser("convergence", help="finite-size network vs mean field: error against N (expect N^-1/2)",
                       description="Simulate the finite network (exact bit-by-bit output sampling, in its binomial form) for "
                       "several sizes and seeds at one beta, and fit the slope of log error against log N.")
-    c.add_argument("--beta", type=float, default=1.0)
+    c.add_argument("--beta", type=number(0), default=1.0, help="inverse temperature beta (default 1)")
     c.add_argument("--n", default="990,9900,99000,990000", help="semantic sizes N_se, comma list (multiples of 3)")
     c.add_argument("--seeds", type=_positive_int, default=8, help="independent samples per N (default 8)")
     c.add_argument("--steps", type=_positive_int, default=2000)
     c.add_argument("--keep", type=_positive_int, default=1000)
-    c.add_argument("--out", required=True)
+    c.add_argument("--out", required=True, help="output folder")
+    add_overwrite(c, "the --out folder")
     _add_model_args(c)
     c.set_defaults(func=cmd_convergence)
 
@@ -82,13 +89,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "two nearby states. Writes probe.json, probe.npz and probe.png into RUN_DIR/reports/dmft-probe (or --out).")
     p.add_argument("run_dir", help="a save_pretrained model folder, or a run folder with best/ or checkpoints/step-N/")
     p.add_argument("--out", default=None, help="output folder (default RUN_DIR/reports/dmft-probe)")
+    add_overwrite(p, "the --out folder")
     p.add_argument("--temperatures", default="0.5,0.8,1.0,1.3,1.6", help="comma list or START:STOP:NUM (default 0.5,0.8,1.0,1.3,1.6)")
     p.add_argument("--steps", type=_positive_int, default=1000, help="recorded tokens (default 1000)")
-    p.add_argument("--transient", type=int, default=200, help="tokens discarded first (default 200)")
+    p.add_argument("--transient", type=integer(0), default=200, help="tokens discarded first (default 200)")
     p.add_argument("--features", type=_positive_int, default=3, help="readout dimension M (default 3)")
-    p.add_argument("--delta", type=float, default=1e-4, help="relative size of the state perturbation (default 1e-4)")
+    p.add_argument("--delta", type=number(0, 1, low_open=True), default=1e-4, help="relative size of the state perturbation (default 1e-4)")
     p.add_argument("--prompt", default="\n", help="prompt text (UTF-8 bytes, modulo the vocabulary; default newline)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=integer(), default=0, help="sampling seed (default 0)")
     p.add_argument("--threads", type=_positive_int, default=1, help="torch threads (default 1)")
     p.set_defaults(func=cmd_probe)
 
@@ -100,9 +108,16 @@ def _weights_params(args):
     return paper_weights(seed=args.seed, params=params), params
 
 
+def _out(args, path, inputs=()) -> Path:
+    """The checked --out folder (refused if it exists and is not empty, unless --overwrite)."""
+    from bdh.outputs import check_output
+
+    return check_output(path, overwrite=args.overwrite, folder=True, inputs=inputs)
+
+
 def _check_keep(args) -> None:
     if args.keep > args.steps:
-        raise ValueError(f"--keep ({args.keep}) must not exceed --steps ({args.steps})")
+        raise UserError(f"--keep ({args.keep}) must not exceed --steps ({args.steps})")
 
 
 def cmd_bifurcation(args) -> int:
@@ -112,11 +127,12 @@ def cmd_bifurcation(args) -> int:
 
     beta = parse_range(args.beta)
     _check_keep(args)
+    out_dir = _out(args, args.out)
     w, params = _weights_params(args)
     res = run_sweep(beta, n_steps=args.steps, n_keep=args.keep, n_lyap=args.lyap_steps, init=args.init,
                     weights=w, params=params, chunk=args.chunk)
     counts = {r: int((res.regime == r).sum()) for r in ("periodic", "quasi-periodic", "chaotic")}
-    with OutputDir(args.out) as out:
+    with OutputDir.create(out_dir) as out:
         out.npz("bifurcation.npz", beta=res.beta, mo_se=res.mo_se.astype(np.float32), lyap=res.lyap[:, 0],
                 n_distinct=res.n_distinct, regime=res.regime)
         out.figure("bifurcation.png", bifurcation_figure(res.beta, res.mo_se, res.regime, res.lyap[:, 0]))
@@ -135,8 +151,9 @@ def cmd_trajectory(args) -> int:
 
     betas = parse_range(args.beta)
     if betas.size > 12:
-        raise ValueError(f"trajectory: at most 12 betas at a time, got {betas.size} (use 'bdh dmft bifurcation' for sweeps)")
+        raise UserError(f"trajectory: at most 12 betas at a time, got {betas.size} (use 'bdh dmft bifurcation' for sweeps)")
     _check_keep(args)
+    out_dir = _out(args, args.out)
     w, params = _weights_params(args)
     results, summary = [], []
     t0 = time.perf_counter()
@@ -146,7 +163,7 @@ def cmd_trajectory(args) -> int:
     for b in betas:
         results.append(run_trajectory(float(b), n_steps=args.steps, n_keep=args.keep, n_lyap=args.lyap_steps,
                                       max_lag=args.max_lag, init=args.init, weights=w, params=params, start=start))
-    with OutputDir(args.out) as out:
+    with OutputDir.create(out_dir) as out:
         for r in results:
             tag = f"beta{r.beta:g}"
             out.npz(f"trajectory-{tag}.npz", beta=r.beta, t=r.traj.t, mo_se=r.traj.mo_se[0], att=r.traj.att[0],
@@ -174,13 +191,14 @@ def cmd_convergence(args) -> int:
     try:
         ns = [int(v) for v in args.n.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"--n must be a comma list of integers, got {args.n!r}") from None
+        raise UserError(f"--n must be a comma list of integers, got {args.n!r}") from None
     if len(ns) < 2 or min(ns) < 3:
-        raise ValueError("--n needs at least two sizes >= 3")
+        raise UserError("--n needs at least two sizes >= 3")
     _check_keep(args)
+    out_dir = _out(args, args.out)
     w, params = _weights_params(args)
     res = finite_size_errors(w, params, args.beta, ns, n_seeds=args.seeds, n_steps=args.steps, n_keep=args.keep, init=args.init)
-    with OutputDir(args.out) as out:
+    with OutputDir.create(out_dir) as out:
         out.npz("convergence.npz", n=np.array(ns), errors=res["errors"], slope=res["slope"])
         out.figure("convergence.png", convergence_figure(ns, res["errors"], res["slope"], title=rf"finite N vs mean field, $\beta$={args.beta:g}"))
         out.json("summary.json", {k: v for k, v in res.items() if k != "errors"} | {"mean_errors": res["errors"].mean(1).tolist()})
@@ -193,18 +211,18 @@ def cmd_probe(args) -> int:
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import probe_figure
     from bdh.dmft.probe import ProbeConfig, run_probe
-    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model.io import load_pretrained
+    from bdh.train.checkpoint import resolve_model_dir
 
     model_dir = resolve_model_dir(args.run_dir)
     temps = tuple(float(t) for t in parse_range(args.temperatures))
     cfg = ProbeConfig(temperatures=temps, n_transient=args.transient, n_steps=args.steps, n_features=args.features,
                       delta=args.delta, prompt=args.prompt, seed=args.seed, threads=args.threads)
+    out_dir = _out(args, args.out if args.out else Path(args.run_dir) / "reports" / "dmft-probe", inputs=[args.run_dir, model_dir])
     model = load_pretrained(model_dir)
     report, series = run_probe(model, cfg)
     report["model_dir"] = model_dir.name if model_dir == Path(args.run_dir) else str(model_dir.relative_to(args.run_dir))
-    out_dir = Path(args.out) if args.out else Path(args.run_dir) / "reports" / "dmft-probe"
-    with OutputDir(out_dir) as out:
+    with OutputDir.create(out_dir) as out:
         out.json("probe.json", report)
         out.npz("probe.npz", **series)
         out.figure("probe.png", probe_figure(report, series))

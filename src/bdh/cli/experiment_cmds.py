@@ -21,6 +21,8 @@ from typing import Any
 
 from bdh.experiments import EXPERIMENTS
 
+from .checks import integer
+
 HELP = {
     "synapses": "monosemantic synapses (paper section 6.3, Figs. 12-13): search, held-out Mann-Whitney test, nulls",
     "merge": "model merging by concatenation (paper section 7.1, Table 2), with weight averaging and no-shared-base controls",
@@ -49,8 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                        help="change a field of the experiment's config (repeatable); see --show-config")
         s.add_argument("--show-config", action="store_true", help="print the resolved config as JSON and exit")
-        s.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads")
-        s.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
+        s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
+        s.add_argument("--overwrite", "--force", dest="overwrite", action="store_true",
+                       help="replace a non-empty --out folder (its contents are deleted first)")
         s.set_defaults(func=cmd_experiment)
 
 
@@ -90,8 +93,8 @@ def resolve_config(module: Any, quick: bool, overrides: list[str]) -> Any:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from . import UsageError
     from bdh.experiments.common import prepare_out
+
 
     module = experiment_module(args.experiment)
     config = resolve_config(module, args.quick, args.overrides)
@@ -100,10 +103,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
         print(json.dumps(dataclasses.asdict(config), indent=2))
         return 0
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads: must be at least 1, got {args.threads}")
     out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
-    out = prepare_out(out, force=args.force)
+    out = prepare_out(out, overwrite=args.overwrite)
     if args.threads is not None:
         import torch
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from bdh.errors import UserError
+from bdh.outputs import write_text
+
+from .checks import add_overwrite, add_prompt, integer, prompt_bytes
+
+#: the longest prompt (and window) recorded: the recording keeps x and y of every token, layer and neuron
+MAX_PROMPT = 8192
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -28,23 +34,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder")
     p.add_argument("--checkpoint", metavar="step-N", help="inspect this checkpoint of the run instead")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="text to record (UTF-8 bytes); default: the held-out end of the embedded corpus")
+    add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the held-out end of the embedded corpus")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
-    p.add_argument("--tokens", type=int, default=256, help="tokens per recorded window (default 256)")
-    p.add_argument("--windows", type=int, default=4, help="windows of --data / the corpus (default 4)")
-    p.add_argument("--layer", type=int, help="only this layer (0-based) for the sparsity trace and the sigma graph")
-    p.add_argument("--head", type=int, help="only this head for the graph analyses")
-    p.add_argument("--out", help="output folder (must not exist; default RUN_DIR/reports/inspect-<time>)")
-    p.add_argument("--max-nodes", type=int, default=1024, help="nodes of the Louvain subgraph (default 1024)")
-    p.add_argument("--seeds", type=int, default=3, help="Louvain runs per graph, best kept (default 3; the paper used 5)")
-    p.add_argument("--control-seed", type=int, default=0, help="torch seed of the untrained control (default 0)")
+    p.add_argument("--tokens", type=integer(2, MAX_PROMPT), default=256, help="tokens per recorded window (default 256)")
+    p.add_argument("--windows", type=integer(1, 256), default=4, help="windows of --data / the corpus (default 4)")
+    p.add_argument("--layer", type=integer(0), help="only this layer (0-based) for the sparsity trace and the sigma graph")
+    p.add_argument("--head", type=integer(0), help="only this head for the graph analyses")
+    p.add_argument("--out", help="output folder (default RUN_DIR/reports/inspect-<time>)")
+    add_overwrite(p, "the --out folder")
+    p.add_argument("--max-nodes", type=integer(1), default=1024, help="nodes of the Louvain subgraph (default 1024)")
+    p.add_argument("--seeds", type=integer(1), default=3, help="Louvain runs per graph, best kept (default 3; the paper used 5)")
+    p.add_argument("--control-seed", type=integer(), default=0, help="torch seed of the untrained control (default 0)")
     p.add_argument("--no-figures", action="store_true", help="write report.json only")
     p.set_defaults(func=cmd_inspect)
 
 
 def _windows(data: bytes, length: int, count: int) -> torch.Tensor:
     if len(data) < 2:
-        raise ValueError("inspect: the input has fewer than 2 bytes")
+        raise UserError("inspect: the input has fewer than 2 bytes")
     length = min(length, len(data))
     count = max(1, min(count, len(data) // length))
     starts = np.linspace(0, len(data) - length, count).astype(np.int64)
@@ -53,14 +60,10 @@ def _windows(data: bytes, length: int, count: int) -> torch.Tensor:
 
 
 def _input_tokens(args: argparse.Namespace) -> tuple[torch.Tensor, str]:
-    if args.tokens < 2:
-        raise ValueError(f"--tokens must be at least 2, got {args.tokens}")
-    if args.windows < 1:
-        raise ValueError(f"--windows must be positive, got {args.windows}")
-    if args.prompt is not None:
-        data = args.prompt.encode("utf-8")
+    data = prompt_bytes(args, max_bytes=MAX_PROMPT)
+    if data is not None:
         if len(data) < 2:
-            raise ValueError("--prompt needs at least 2 bytes")
+            raise UserError("--prompt needs at least 2 bytes")
         return torch.tensor(list(data), dtype=torch.long).view(1, -1), "prompt"
     if args.data is not None:
         path = Path(args.data)
@@ -74,58 +77,42 @@ def _input_tokens(args: argparse.Namespace) -> tuple[torch.Tensor, str]:
     return _windows(held_out, args.tokens, args.windows), "embedded corpus, last 10%"
 
 
-def _fresh_folder(out: Path) -> Path:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"--out {out}: exists and is not an empty folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from bdh.analysis import figures, report
-    from bdh.model.io import atomic_write_bytes, load_pretrained
     from bdh.model import BDH
-
-    for name in ("max_nodes", "seeds"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    from bdh.model.io import load_pretrained
+    from bdh.outputs import atomic_folder, check_output
     from bdh.train.checkpoint import resolve_model_dir
 
     model_dir = resolve_model_dir(args.run, args.checkpoint)
     tokens, source = _input_tokens(args)
+    out = check_output(args.out if args.out else Path(args.run) / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S"),
+                       overwrite=args.overwrite, folder=True,
+                       inputs=[args.run, model_dir] + [p for p in (args.data, args.prompt_file) if p is not None])
     model = load_pretrained(model_dir)
     if not isinstance(model, BDH):
-        raise ValueError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
+        raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
     cfg = model.config
     if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
-        raise ValueError(f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
     if args.head is not None and not 0 <= args.head < cfg.n_head:
-        raise ValueError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+        raise UserError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     if int(tokens.max()) >= cfg.vocab_size:
-        raise ValueError(f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)")
-    run_root = Path(args.run)
-    out = Path(args.out) if args.out else run_root / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S")
+        raise UserError(f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)")
     opts = report.InspectOptions(layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed)
 
     def log(msg: str) -> None:
         print(f"[inspect] {msg}", file=sys.stderr, flush=True)
 
     log(f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); input: {source}")
-    tmp = _fresh_folder(out)
-    try:
+    with atomic_folder(out) as tmp:
         with torch.no_grad():
             rep, raw = report.inspect_model(model, tokens, opts, log=log)
         rep["source"] = {"model": str(model_dir), "input": source}
-        atomic_write_bytes(tmp / "report.json", (json.dumps(rep, indent=1, allow_nan=False) + "\n").encode())
+        write_text(tmp / "report.json", json.dumps(rep, indent=1, allow_nan=False) + "\n")
         if not args.no_figures:
             log("figures")
             figures.write_all(raw, tmp)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(report.format_table(rep["summary"]))
     print(f"\nreport: {out / 'report.json'} ({rep['seconds']:.0f} s)")
     return 0

@@ -6,8 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
+from bdh.errors import UserError
 from bdh.model.config import ATTENTION_FORMS, POSITIONAL, BDHConfig
 from bdh.model.sizes import describe
+
+from .checks import add_overwrite, integer, number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,16 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of BDHConfig fields, or flags (official defaults otherwise).",
     )
     p.add_argument("source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields")
-    p.add_argument("--n-layer", type=int)
-    p.add_argument("--n-embd", type=int)
-    p.add_argument("--n-head", type=int)
-    p.add_argument("--n-neurons", type=int, help="total neurons n")
-    p.add_argument("--mlp-internal-dim-multiplier", type=int, help="official sizing: n = multiplier * n_embd")
-    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--n-layer", type=integer(1))
+    p.add_argument("--n-embd", type=integer(1))
+    p.add_argument("--n-head", type=integer(1))
+    p.add_argument("--n-neurons", type=integer(1), help="total neurons n")
+    p.add_argument("--mlp-internal-dim-multiplier", type=integer(1), help="official sizing: n = multiplier * n_embd")
+    p.add_argument("--vocab-size", type=integer(1))
     p.add_argument("--attention", choices=ATTENTION_FORMS)
     p.add_argument("--positional", choices=POSITIONAL)
-    p.add_argument("--batch-size", type=int, default=8, help="batch for the memory estimate (default 8)")
-    p.add_argument("--block-size", type=int, default=256, help="tokens per sequence for the memory estimate (default 256)")
+    p.add_argument("--batch-size", type=integer(1), default=8, help="batch for the memory estimate (default 8)")
+    p.add_argument("--block-size", type=integer(1), default=256, help="tokens per sequence for the memory estimate (default 256)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_info)
 
@@ -41,12 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("checkpoint", help="the official .pt file (a state dict, or a dict with 'model')")
     c.add_argument("out_dir", help="the model folder to write")
-    c.add_argument("--n-layer", type=int)
-    c.add_argument("--n-embd", type=int)
-    c.add_argument("--n-head", type=int)
-    c.add_argument("--mlp-internal-dim-multiplier", type=int)
-    c.add_argument("--vocab-size", type=int)
-    c.add_argument("--dropout", type=float)
+    c.add_argument("--n-layer", type=integer(1))
+    c.add_argument("--n-embd", type=integer(1))
+    c.add_argument("--n-head", type=integer(1))
+    c.add_argument("--mlp-internal-dim-multiplier", type=integer(1))
+    c.add_argument("--vocab-size", type=integer(1))
+    c.add_argument("--dropout", type=number(0, 1))
+    add_overwrite(c, "OUT_DIR")
     c.set_defaults(func=cmd_convert)
 
     m = sub.add_parser(
@@ -60,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("b", help="second model")
     m.add_argument("out_dir", help="the model folder to write")
     m.add_argument("--average", action="store_true", help="average the weights instead of concatenating")
-    m.add_argument("--weight", type=float, default=0.5, help="with --average: the weight of B (default 0.5)")
+    m.add_argument("--weight", type=number(0, 1), default=0.5, help="with --average: the weight of B, in [0, 1] (default 0.5)")
+    add_overwrite(m, "OUT_DIR")
     m.set_defaults(func=cmd_merge)
 
 
@@ -74,7 +79,7 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             model_dir = src / "best" if (src / "best" / "config.json").is_file() and not (src / "config.json").is_file() else src
             _, config = read_model_config(model_dir)
             if not isinstance(config, BDHConfig):
-                raise ValueError(f"{src}: not a BDH model folder")
+                raise UserError(f"{src}: not a BDH model folder")
             fields = config.to_dict()
         elif src.is_file():
             data = read_json(src)
@@ -132,7 +137,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from bdh.model.interop import load_official_file
+    from bdh.outputs import atomic_folder, check_output
 
+    out_dir = check_output(args.out_dir, overwrite=args.overwrite, inputs=[args.checkpoint], folder=True, flag="OUT_DIR")
     model = load_official_file(
         args.checkpoint,
         n_layer=args.n_layer,
@@ -142,20 +149,24 @@ def cmd_convert(args: argparse.Namespace) -> int:
         vocab_size=args.vocab_size,
         dropout=args.dropout,
     )
-    out = model.save_pretrained(args.out_dir)
-    print(f"wrote {out} ({model.num_params():,} parameters, n={model.config.n}, D={model.config.n_embd})")
+    with atomic_folder(out_dir) as tmp:
+        model.save_pretrained(tmp)
+    print(f"wrote {out_dir} ({model.num_params():,} parameters, n={model.config.n}, D={model.config.n_embd})")
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model.io import load_pretrained
     from bdh.model.merge import average, concatenate
+    from bdh.outputs import atomic_folder, check_output
+    from bdh.train.checkpoint import resolve_model_dir
 
-    a = load_pretrained(resolve_model_dir(args.a))
-    b = load_pretrained(resolve_model_dir(args.b))
+    dirs = [resolve_model_dir(args.a), resolve_model_dir(args.b)]
+    out = check_output(args.out_dir, overwrite=args.overwrite, inputs=[args.a, args.b, *dirs], folder=True, flag="OUT_DIR")
+    a, b = (load_pretrained(d) for d in dirs)
     merged = average(a, b, args.weight) if args.average else concatenate(a, b)
-    out = merged.save_pretrained(args.out_dir)
+    with atomic_folder(out) as tmp:
+        merged.save_pretrained(tmp)
     how = f"averaged (weight of B {args.weight})" if args.average else f"n = {a.config.n} + {b.config.n} = {merged.config.n}"
     print(f"wrote {out}: {how}, {merged.num_params():,} parameters")
     return 0

@@ -16,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from bdh.errors import UserError
+
+from .checks import add_overwrite, integer
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from bdh.tasks.multilingual import CONCEPTS, LANGUAGES
@@ -33,20 +37,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder")
     p.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run")
     p.add_argument("--concept", default="currency", help=f"the concept ({', '.join(CONCEPTS)}; default currency)")
-    p.add_argument("--layer", type=int, help="l >= 1: synapses from layer l-1 to layer l (default max(1, floor(5 L / 8)))")
-    p.add_argument("--head", type=int, default=0, help="the head (default 0)")
+    p.add_argument("--layer", type=integer(), help="l >= 1: synapses from layer l-1 to layer l (default max(1, floor(5 L / 8)))")
+    p.add_argument("--head", type=integer(), default=0, help="the head (default 0)")
     p.add_argument("--language", default="en", help=f"search and test language ({', '.join(LANGUAGES)}; default en)")
     p.add_argument("--second-language", default="fr", help="the cross-language check (default fr)")
-    p.add_argument("--search", type=int, default=200, help="concept (and as many contrast) sentences to search on (default 200)")
-    p.add_argument("--heldout", type=int, default=50, help="concept and contrast sentences per held-out test (default 50)")
-    p.add_argument("--top", type=int, default=5, help="synapses validated and reported per search (default 5)")
+    p.add_argument("--search", type=integer(), default=200, help="concept (and as many contrast) sentences to search on (default 200)")
+    p.add_argument("--heldout", type=integer(), default=50, help="concept and contrast sentences per held-out test (default 50)")
+    p.add_argument("--top", type=integer(), default=5, help="synapses validated and reported per search (default 5)")
     p.add_argument("--statistic", default="end", help="the headline statistic: end (sigma at the sentence end) or max (largest increment)")
     p.add_argument("--rotate", action="store_true", help="include the RoPE rotation of Eq. 16 in sigma")
     p.add_argument("--no-length-match", action="store_true", help="do not length-match the contrast sentences")
     p.add_argument("--no-prefix", action="store_true", help="feed bare sentences instead of <F:xx>sentence")
-    p.add_argument("--seed", type=int, default=0, help="seeds the sentence sets, the label shuffle and the untrained model (default 0)")
-    p.add_argument("--lexicon-seed", type=int, default=0, help="the lexicon seed of the model's corpus (default 0)")
-    p.add_argument("--out", metavar="DIR", help="output folder (must not exist or be empty; default RUN_DIR/reports/synapses-<time>)")
+    p.add_argument("--seed", type=integer(), default=0, help="seeds the sentence sets, the label shuffle and the untrained model (default 0)")
+    p.add_argument("--lexicon-seed", type=integer(), default=0, help="the lexicon seed of the model's corpus (default 0)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default RUN_DIR/reports/synapses-<time>)")
+    add_overwrite(p, "the --out folder")
     p.set_defaults(func=cmd_synapses)
 
 
@@ -69,26 +74,28 @@ def cmd_synapses(args: argparse.Namespace) -> int:
     from bdh.experiments.synapses import SynapseOptions, analyse
     from bdh.model import BDH
     from bdh.model.io import load_pretrained
+    from bdh.outputs import check_output
     from bdh.train.checkpoint import resolve_model_dir
 
     for name in ("search", "heldout", "top"):
         if getattr(args, name) < (1 if name == "top" else 2):
-            raise ValueError(f"--{name}: must be at least {1 if name == 'top' else 2}, got {getattr(args, name)}")
+            raise UserError(f"--{name}: must be at least {1 if name == 'top' else 2}, got {getattr(args, name)}")
     try:
         opts = SynapseOptions(concept=args.concept, layer=args.layer, head=args.head, language=args.language,
                               second_language=args.second_language, search=args.search, heldout=args.heldout, top_k=args.top,
                               statistic=args.statistic, rotate=args.rotate, match_length=not args.no_length_match,
                               prefix=not args.no_prefix, seed=args.seed, lexicon_seed=args.lexicon_seed)
     except ValueError as exc:
-        raise ValueError(_flag(str(exc))) from None
+        raise UserError(_flag(str(exc))) from None
     model_dir = resolve_model_dir(args.run, args.checkpoint)
+    out = Path(args.out) if args.out else Path(args.run) / "reports" / time.strftime("synapses-%Y%m%d-%H%M%S")
+    check_output(out, overwrite=args.overwrite, folder=True, inputs=[args.run, model_dir])
     model = load_pretrained(model_dir)
     try:
         layer = opts.check_model(model)
     except ValueError as exc:
-        raise ValueError(_flag(str(exc).replace("synapses: ", f"{model_dir}: "))) from None
-    out = Path(args.out) if args.out else Path(args.run) / "reports" / time.strftime("synapses-%Y%m%d-%H%M%S")
-    out = prepare_out(out)
+        raise UserError(_flag(str(exc).replace("synapses: ", f"{model_dir}: "))) from None
+    out = prepare_out(out, overwrite=args.overwrite, inputs=[args.run, model_dir])
     torch.manual_seed(args.seed)
     untrained = BDH(model.config)
     cfg = model.config

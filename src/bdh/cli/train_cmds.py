@@ -8,6 +8,11 @@ import math
 import sys
 from pathlib import Path
 
+from bdh.devices import DEVICE_HELP
+from bdh.errors import UserError
+
+from .checks import add_prompt, device, integer, number, prompt_bytes
+
 EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
 
 
@@ -37,13 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "model folder.",
     )
     g.add_argument("source", metavar="RUN_DIR", help="a run folder or a model folder")
-    g.add_argument("--prompt", default="\n", help="the text to continue (default: a newline)")
-    g.add_argument("--max-new-tokens", type=int, default=500)
-    g.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
-    g.add_argument("--top-k", type=int, default=None)
-    g.add_argument("--seed", type=int, default=None)
+    add_prompt(g.add_mutually_exclusive_group(), "the text to continue (default: a newline)")
+    g.add_argument("--max-new-tokens", type=integer(0), default=500, help="bytes to generate (default 500)")
+    g.add_argument("--temperature", type=number(0), default=0.8, help="sampling temperature, 0 is greedy (default 0.8)")
+    g.add_argument("--top-k", type=integer(1), default=None, help="sample among the k most likely bytes (default: all)")
+    g.add_argument("--seed", type=integer(), default=None, help="sampling seed (default: unseeded)")
     g.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
-    g.add_argument("--device", default="auto")
+    g.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     g.set_defaults(func=cmd_generate)
 
     e = sub.add_parser(
@@ -55,9 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("source", metavar="RUN_DIR", help="a run folder")
     e.add_argument("--data", help="a text file or folder to evaluate on instead of the validation split")
     e.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
-    e.add_argument("--batch-size", type=int, default=8)
-    e.add_argument("--batches", type=int, default=None, help="evaluate only this many batches (default: all)")
-    e.add_argument("--device", default="auto")
+    e.add_argument("--batch-size", type=integer(1), default=8, help="windows per batch (default 8)")
+    e.add_argument("--batches", type=integer(1), default=None, help="evaluate only this many batches (default: all)")
+    e.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     e.set_defaults(func=cmd_eval)
 
     r = sub.add_parser("runs", help="list run folders with their progress and best metrics",
@@ -68,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or resume) a run and report it; a resumed run that is already finished: one line, nothing written."""
     from bdh.train import load_config, train
     from bdh.train.config import RunConfig, apply_overrides
     from bdh.train.distributed import from_environment
@@ -75,13 +81,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.resume:
         if args.config:
-            raise ValueError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
+            raise UserError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
         config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides))
         if args.run_dir:
-            raise ValueError("--run-dir cannot move a resumed run; it continues in its own folder")
+            raise UserError("--run-dir cannot move a resumed run; it continues in its own folder")
     else:
         if args.checkpoint:
-            raise ValueError("--checkpoint needs --resume RUN_DIR")
+            raise UserError("--checkpoint needs --resume RUN_DIR")
         config = load_config(args.config, args.overrides)
         if args.run_dir:
             config.run_dir = args.run_dir
@@ -93,9 +99,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         resume_from = Path(args.resume) / "checkpoints" / args.checkpoint
         if not resume_from.is_dir():
             raise FileNotFoundError(f"{resume_from}: no such checkpoint")
-    result = train(config, resume=args.resume, resume_from=resume_from)
+    # --set train.max_steps / max_tokens on a resume: the new limit wins over a length a time budget fixed
+    replan = bool(args.resume) and any(item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens")
+                                       for item in args.overrides)
+    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan)
     if not from_environment().is_main:
         return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
+    if result.finished_before:
+        print(f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
+              f"bdh train --resume {args.resume} --set train.max_steps=M with M > {result.step})")
+        return 0
     err = sys.stderr
     if result.interrupted is not None:
         print(f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
@@ -118,24 +131,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- using a run
-def _device(name: str):
-    import torch
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
 def _load_model(source: str, checkpoint: str | None, device_name: str):
     from bdh.model.io import load_pretrained
-    from bdh.train.checkpoint import META_NAME, verify
-
-    from bdh.train.checkpoint import resolve_model_dir
+    from bdh.train.checkpoint import META_NAME, resolve_model_dir, verify
 
     folder = resolve_model_dir(source, checkpoint)
     if (folder / META_NAME).is_file():
         verify(folder)
-    return load_pretrained(folder, map_location=_device(device_name)), folder
+    return load_pretrained(folder, map_location=device(device_name)), folder
 
 
 def _stream_bytes(model, prompt: bytes, max_new_tokens: int, temperature: float, top_k: int | None, seed: int | None) -> None:
@@ -151,16 +154,12 @@ def _stream_bytes(model, prompt: bytes, max_new_tokens: int, temperature: float,
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 0:
-        raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    prompt = prompt_bytes(args, default=b"\n")
     model, _ = _load_model(args.source, args.checkpoint, args.device)
     if not hasattr(model, "stream"):
-        raise ValueError(f"{args.source}: this model cannot generate on a recurrent state")
+        raise UserError(f"{args.source}: this model cannot generate on a recurrent state")
     if getattr(model.config, "vocab_size", 256) < 256:
-        raise ValueError(f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
-    prompt = args.prompt.encode("utf-8")
-    if not prompt:
-        raise ValueError("--prompt is empty; give at least one character")
+        raise UserError(f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
     _stream_bytes(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()
@@ -173,25 +172,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from bdh.train.config import RunConfig, build_section_config
     from bdh.train.trainer import evaluate, load_run_config
 
-    if args.batch_size < 1 or (args.batches is not None and args.batches < 1):
-        raise ValueError("--batch-size and --batches must be positive")
     model, folder = _load_model(args.source, args.checkpoint, args.device)
     config = RunConfig.from_dict(load_run_config(args.source)) if (Path(args.source) / "config.yaml").is_file() else None
     if args.data:
         seq_len = config.task.get("seq_len", 256) if config else 256
         task, split = TextTask(TextConfig(data=args.data, seq_len=seq_len), whole=True), "all"
         if getattr(model.config, "vocab_size", 256) < 256:
-            raise ValueError(f"--data is read as bytes; the model's vocabulary has {model.config.vocab_size} tokens")
+            raise UserError(f"--data is read as bytes; the model's vocabulary has {model.config.vocab_size} tokens")
     else:
         if config is None:
-            raise ValueError(f"{args.source}: not a run folder (no config.yaml); give --data FILE to evaluate on")
+            raise UserError(f"{args.source}: not a run folder (no config.yaml); give --data FILE to evaluate on")
         get_task(config.task["name"])
         _, task_config = build_section_config("task", config.task)
         task, split = get_task(config.task["name"])(task_config), "val"
     seed = config.train.seed if config else 0
     metrics = evaluate(model, task, args.batch_size, args.batches, seed, split=split)
     if not metrics:
-        raise ValueError("nothing to evaluate: no scored targets")
+        raise UserError("nothing to evaluate: no scored targets")
     where = args.data or f"{args.source} validation split"
     print(f"model: {folder}")
     print(f"data: {where} ({task.seq_len}-token windows)")

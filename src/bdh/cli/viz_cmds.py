@@ -8,6 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bdh.devices import DEVICE_HELP
+from bdh.errors import UserError
+from bdh.viz.inputs import MAX_TOKENS
+
+from .checks import add_overwrite, add_prompt, integer, prompt_bytes
+from .checks import device as device_of
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,19 +30,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint) or a model folder")
     p.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="text read as UTF-8 bytes (byte-level models)")
-    src.add_argument("--tokens", help="token ids separated by spaces or commas")
+    add_prompt(src, f"text, read as bytes (byte-level models; at most {MAX_TOKENS:,} bytes)")
+    src.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
     src.add_argument("--board", metavar="FILE", help="a pathfinding board file (rows of . # S E; see docs/viz.md)")
     src.add_argument("--sudoku", metavar="CELLS", help="a Sudoku: 81 cells row by row, 0 or . for blanks")
     p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz.html)")
+    add_overwrite(p, "the --out file")
     p.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/ until Ctrl-C")
-    p.add_argument("--port", type=int, default=0, help="port for --serve (default 0: a free port)")
-    p.add_argument("--hubs", type=int, default=48, help="hub neurons in the graph (default 48)")
-    p.add_argument("--edges-per-hub", type=int, default=3, help="strongest edges kept per hub (default 3)")
-    p.add_argument("--heat-neurons", type=int, default=64, help="neurons per heatmap and layer (default 64)")
-    p.add_argument("--attn-top", type=int, default=12, help="attention sources kept per token and layer (default 12)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated board / puzzle and of the graph layout")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
+    p.add_argument("--port", type=integer(0, 65535), default=0, help="port for --serve (default 0: a free port)")
+    p.add_argument("--hubs", type=integer(1, 4096), default=48, help="hub neurons in the graph (default 48)")
+    p.add_argument("--edges-per-hub", type=integer(1, 64), default=3, help="strongest edges kept per hub (default 3)")
+    p.add_argument("--heat-neurons", type=integer(1, 4096), default=64, help="neurons per heatmap and layer (default 64)")
+    p.add_argument("--attn-top", type=integer(1, 256), default=12, help="attention sources kept per token and layer (default 12)")
+    p.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle and of the graph layout")
+    p.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
     p.set_defaults(func=cmd_viz)
 
     q = sub.add_parser(
@@ -51,45 +59,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("run", metavar="RUN_DIR", help="a run folder or a model folder")
     q.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
     qsrc = q.add_mutually_exclusive_group()
-    qsrc.add_argument("--prompt", help="text for the sparsity and heatmap figures (default: a generated board or a short prompt)")
-    qsrc.add_argument("--tokens", help="token ids separated by spaces or commas")
+    add_prompt(qsrc, f"text for the sparsity and heatmap figures (default: a generated board or a short prompt; at most {MAX_TOKENS:,} bytes)")
+    qsrc.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
     qsrc.add_argument("--board", metavar="FILE", help="a pathfinding board file")
     qsrc.add_argument("--sudoku", metavar="CELLS", help="a Sudoku: 81 cells")
     q.add_argument("--bench", action="append", default=[], metavar="CSV", help="bdh bench results (CSV with a suite column); repeatable")
-    q.add_argument("--head", type=int, default=0, help="head whose block of G_x gives the degree distribution (default 0)")
-    q.add_argument("--avg-degree", type=int, default=8, help="average degree of the thresholded graph (default 8)")
-    q.add_argument("--layer", type=int, help="layer of the activation heatmap (default: the last)")
+    q.add_argument("--head", type=integer(0), default=0, help="head whose block of G_x gives the degree distribution (default 0)")
+    q.add_argument("--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)")
+    q.add_argument("--layer", type=integer(0), help="layer of the activation heatmap (default: the last)")
     q.add_argument("--out", help="output folder (default RUN_DIR/reports/plots)")
-    q.add_argument("--seed", type=int, default=0, help="seed of the generated board / puzzle")
-    q.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
+    add_overwrite(q, "the --out folder")
+    q.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle")
+    q.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
     q.set_defaults(func=cmd_plot)
 
 
 # ---------------------------------------------------------------------- shared
 
 
-def _device(name: str):
-    import torch
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"unknown device {name!r}") from None
-
-
 def _load(run: str, checkpoint: str | None, device: str):
     """(model, model folder) of a run or model folder; BDH models only."""
-    from bdh.train.checkpoint import resolve_model_dir
     from bdh.model import BDH
     from bdh.model.io import load_pretrained
+    from bdh.train.checkpoint import resolve_model_dir
 
     folder = resolve_model_dir(run, checkpoint)
-    model = load_pretrained(folder, map_location=_device(device))
+    model = load_pretrained(folder, map_location=device_of(device))
     if not isinstance(model, BDH):
-        raise ValueError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
+        raise UserError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
     return model, folder
+
+
+def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
+    """The files and folders a viz or plot command reads: the model folder, the run, a board or prompt file."""
+    return [Path(args.run), folder] + [Path(p) for p in (args.board, args.prompt_file) if p is not None]
 
 
 def _input(args: argparse.Namespace, model, folder: Path):
@@ -97,8 +100,9 @@ def _input(args: argparse.Namespace, model, folder: Path):
 
     cfg = model.config
     task = inputs.run_task(folder)
-    if args.prompt is not None:
-        return inputs.prompt_tokens(args.prompt, cfg.vocab_size)
+    prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
+    if prompt is not None:
+        return inputs.prompt_tokens(prompt, cfg.vocab_size)
     if args.tokens is not None:
         return inputs.id_tokens(args.tokens, cfg.vocab_size)
     if args.board is not None:
@@ -113,12 +117,19 @@ def _input(args: argparse.Namespace, model, folder: Path):
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
+    from bdh.outputs import check_output, write_text
+    from bdh.train.checkpoint import resolve_model_dir
     from bdh.viz import inputs
     from bdh.viz.export import ViewOptions, build_view
-    from bdh.viz.page import render, write_atomic
+    from bdh.viz.page import render
 
     opts = ViewOptions(hubs=args.hubs, edges_per_hub=args.edges_per_hub, heat_neurons=args.heat_neurons, attn_top=args.attn_top,
                        layout_seed=args.seed)
+    device_of(args.device)
+    prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
+    folder = resolve_model_dir(args.run, args.checkpoint)
+    out = check_output(args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
+                       overwrite=args.overwrite, inputs=_inputs(args, folder))
     server = None
     if args.serve:  # claim the port first: a port in use fails before the model runs
         from bdh.viz.server import make_server
@@ -131,8 +142,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
         view = build_view(model, inp.tokens, kind=inp.kind, board_size=inp.board_size, options=opts,
                           title=f"BDH viewer: {Path(args.run).resolve().name}", source=f"{folder} - {inp.description}")
         page = render(view)
-        out = Path(args.out) if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html"
-        write_atomic(out, page)
+        write_text(out, page)
         size = out.stat().st_size
         print(f"wrote {out} ({size / 1e6:.2f} MB, {len(inp.tokens)} tokens, {time.time() - t0:.1f} s)")
         if server is None:
@@ -159,10 +169,6 @@ def _degree_figure(model, head: int, avg_degree: int, stem: Path) -> list[Path]:
     from bdh.viz.plots import degree_distribution
 
     cfg = model.config
-    if not 0 <= head < cfg.n_head:
-        raise ValueError(f"--head {head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
-    if avg_degree < 1:
-        raise ValueError(f"--avg-degree must be positive, got {avg_degree}")
     G = ng.head_block(model, "x", head)
     res = ng.degree_analysis(G, avg_degree * cfg.N, cfg.n_embd, offset=head * cfg.N)
     del G
@@ -174,67 +180,81 @@ def _degree_figure(model, head: int, avg_degree: int, stem: Path) -> list[Path]:
     )
 
 
+def _check_indices(args: argparse.Namespace, model) -> None:
+    """--head and --layer against the model, before anything is drawn."""
+    cfg = model.config
+    if not 0 <= args.head < cfg.n_head:
+        raise UserError(f"--head {args.head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
+    if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
+        raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
+
+
+def _model_figures(args: argparse.Namespace, model, folder: Path, out: Path) -> list[Path]:
+    """Sparsity per layer, the activation heatmap and the degree distribution of G_x."""
+    import torch
+
+    from bdh.analysis.record import record
+    from bdh.analysis.sparsity import sparsity
+    from bdh.viz import plots
+    from bdh.viz.export import token_labels
+
+    inp = _input(args, model, folder)
+    rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
+    means = sparsity(rec).layer_means()
+    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})")
+    layer = rec.n_layer - 1 if args.layer is None else args.layer
+    made += plots.activation_heatmap(
+        rec.flat("x", layer).numpy(), rec.flat("y", layer).numpy(), token_labels(inp.tokens, inp.kind), out / "heatmap",
+        title=f"layer {layer}: tokens x most active neurons ({inp.description})",
+    )
+    return made + _degree_figure(model, args.head, args.avg_degree, out / "degrees")
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
+    from bdh.outputs import atomic_folder, check_output
     from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
 
     run = Path(args.run)
     if not run.is_dir():
-        raise FileNotFoundError(f"{run}: no such run or model folder")
-    made: list[Path] = []
+        raise UserError(f"{run}: no such run or model folder")
+    device_of(args.device)
+    prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
     model = folder = None
     try:
         model, folder = _load(args.run, args.checkpoint, args.device)
-    except (FileNotFoundError, ValueError) as exc:  # no model in the folder (or none readable): plot the rest
+    except (FileNotFoundError, UserError) as exc:  # no model in the folder (or none readable): plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {exc}")
+    if model is not None:
+        _check_indices(args, model)
     root = inputs.run_dir_of(folder) if folder is not None else run
-    out = Path(args.out) if args.out else root / "reports" / "plots"
+    out = check_output(args.out if args.out else root / "reports" / "plots", overwrite=args.overwrite, folder=True,
+                       inputs=_inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench])
     bench_rows: list[dict[str, Any]] = []
     for csv_path in args.bench:
-        bench_rows += plots.read_rows(csv_path)  # a missing file is an error, before anything is drawn
+        bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn
 
-    metrics = root / "metrics.jsonl"
-    records = read_metrics(metrics)
-    if records:
-        try:
-            made += plots.training_curves(records, out / "curves", title=f"{root.name}: training and validation")
-        except ValueError as exc:
-            skipped.append(f"curves: {exc}")
-    else:
-        skipped.append(f"curves: no records in {metrics}")
-
-    if model is not None:
-        from bdh.analysis.record import record
-        from bdh.analysis.sparsity import sparsity
-
-        import torch
-
-        inp = _input(args, model, folder)
-        rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
-        trace = sparsity(rec)
-        means = trace.layer_means()
-        made += plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})")
-        layer = rec.n_layer - 1 if args.layer is None else args.layer
-        if not 0 <= layer < rec.n_layer:
-            raise ValueError(f"--layer {layer}: the model has {rec.n_layer} layers (0..{rec.n_layer - 1})")
-        from bdh.viz.export import token_labels
-
-        made += plots.activation_heatmap(
-            rec.flat("x", layer).numpy(), rec.flat("y", layer).numpy(), token_labels(inp.tokens, inp.kind), out / "heatmap",
-            title=f"layer {layer}: tokens x most active neurons ({inp.description})",
-        )
-        made += _degree_figure(model, args.head, args.avg_degree, out / "degrees")
-
-    if bench_rows:
-        files, why = plots.bench_plots(bench_rows, out)
-        made += files
-        skipped += why
-    else:
-        skipped.append("bench suites: no results given (--bench CSV from bdh bench)")
-
+    made: list[Path] = []
+    with atomic_folder(out) as tmp:
+        records = read_metrics(root / "metrics.jsonl")
+        if records:
+            try:
+                made += plots.training_curves(records, tmp / "curves", title=f"{root.name}: training and validation")
+            except UserError as exc:
+                skipped.append(f"curves: {exc}")
+        else:
+            skipped.append(f"curves: no records in {root / 'metrics.jsonl'}")
+        if model is not None:
+            made += _model_figures(args, model, folder, tmp)
+        if bench_rows:
+            files, why = plots.bench_plots(bench_rows, tmp)
+            made += files
+            skipped += why
+        else:
+            skipped.append("bench suites: none given (--bench CSV from bdh bench)")
     for path in made:
-        print(f"wrote {path}")
+        print(f"wrote {out / path.relative_to(tmp)}")
     for reason in skipped:
         print(f"skipped {reason}")
     return 0

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bdh.errors import UserError
+
 from .diagnostics import autocorrelation, classify, count_distinct, power_spectrum
 from .lyapunov import lyapunov_spectrum
 from .meanfield import MeanField, MFTrajectory
@@ -37,9 +39,9 @@ def parse_range(text: str) -> np.ndarray:
             if vals.size == 0 or not np.isfinite(vals).all():
                 raise ValueError
     except ValueError:
-        raise ValueError(f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers") from None
+        raise UserError(f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers") from None
     if (vals < 0).any():
-        raise ValueError(f"bad range {text!r}: values must be >= 0")
+        raise UserError(f"bad range {text!r}: values must be >= 0")
     return vals
 
 
@@ -82,9 +84,9 @@ def run_sweep(
     from the token W^o_1.
     """
     if init not in INIT_MODES:
-        raise ValueError(f"init must be one of {INIT_MODES}, got {init!r}")
+        raise UserError(f"init must be one of {INIT_MODES}, got {init!r}")
     if n_keep > n_steps:
-        raise ValueError(f"n_keep ({n_keep}) must not exceed n_steps ({n_steps})")
+        raise UserError(f"n_keep ({n_keep}) must not exceed n_steps ({n_steps})")
     weights = weights or paper_weights()
     mf = MeanField(weights, params)
     beta = np.asarray(beta, dtype=np.float64)
@@ -152,7 +154,7 @@ def run_trajectory(
     if init == "continue":
         window, tstart = start if start is not None else initial_window(mf, beta_top, n_steps)
     elif init != "token":
-        raise ValueError(f"init must be one of {INIT_MODES}, got {init!r}")
+        raise UserError(f"init must be one of {INIT_MODES}, got {init!r}")
     tr = mf.simulate(beta, n_steps, n_keep, window=window, t0=tstart, record=("o", "v", "q", "k"))
     b = np.array([beta], dtype=np.float64)
     K = mf.params.context * mf.params.n_features

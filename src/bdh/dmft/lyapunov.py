@@ -13,6 +13,8 @@ from typing import Callable
 
 import numpy as np
 
+from bdh.errors import UserError
+
 #: ``jvp(state (B, *S), t, tangents (B, K, *S)) -> (new_state, new_tangents)``
 JVPStep = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -51,9 +53,9 @@ def lyapunov_spectrum(
     D = int(np.prod(shape))
     K = int(n_exponents)
     if not 1 <= K <= D:
-        raise ValueError(f"lyapunov_spectrum: n_exponents must be in [1, {D}], got {K}")
+        raise UserError(f"lyapunov_spectrum: n_exponents must be in [1, {D}], got {K}")
     if n_steps < 1:
-        raise ValueError("lyapunov_spectrum: n_steps must be >= 1")
+        raise UserError("lyapunov_spectrum: n_steps must be >= 1")
     rng = np.random.default_rng(seed)
     V = rng.standard_normal((D, K))
     Q, _ = np.linalg.qr(V)

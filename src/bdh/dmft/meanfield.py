@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bdh.errors import UserError
+
 from .weights import PROJECTIONS, DMFTParams, NetworkWeights, position_bits
 
 
@@ -62,7 +64,7 @@ class MeanField:
     def __init__(self, weights: NetworkWeights, params: DMFTParams | None = None):
         self.params = params or DMFTParams(n_features=weights.n_features, n_pe=weights.n_pe)
         if weights.n_features != self.params.n_features or weights.n_pe != self.params.n_pe:
-            raise ValueError("MeanField: weights and params disagree on n_features or n_pe")
+            raise UserError("MeanField: weights and params disagree on n_features or n_pe")
         self.weights = weights
         eps = self.params.epsilon
         # (1-eps) frac_g W^alpha_{g a}: the semantic read-out of each group's magnetisation
@@ -142,10 +144,10 @@ class MeanField:
         beta = np.atleast_1d(np.asarray(beta, dtype=np.float64))
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         if n_steps < 1:
-            raise ValueError(f"MeanField.simulate: n_steps must be >= 1, got {n_steps}")
+            raise UserError(f"MeanField.simulate: n_steps must be >= 1, got {n_steps}")
         n_keep = n_steps if n_keep is None else int(n_keep)
         if not 1 <= n_keep <= n_steps:
-            raise ValueError(f"MeanField.simulate: n_keep must be in [1, n_steps], got {n_keep}")
+            raise UserError(f"MeanField.simulate: n_keep must be in [1, n_steps], got {n_keep}")
         mk = np.zeros((B, L, M))
         mv = np.zeros((B, L, M))
         if window is None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bdh.errors import UserError
+
 from .meanfield import MeanField
 from .weights import DMFTParams, NetworkWeights
 
@@ -41,7 +43,7 @@ class FiniteNetwork(MeanField):
                  sampler: str = "binomial", seed: int = 0):
         super().__init__(weights, params)
         if sampler not in SAMPLERS:
-            raise ValueError(f"FiniteNetwork: sampler must be one of {SAMPLERS}, got {sampler!r}")
+            raise UserError(f"FiniteNetwork: sampler must be one of {SAMPLERS}, got {sampler!r}")
         self.n_se = int(n_se)
         self.sizes = weights.group_sizes(self.n_se)  # (G,)
         self.sampler = sampler

@@ -1,43 +1,41 @@
-"""Writing results: every command's files are written into a fresh temporary folder beside the
-target and moved into place only when all of them are complete (one ``os.replace`` per file), so a
-crash or an interrupt never leaves a half-written file in the output folder."""
+"""Writing results of the mean-field lab: every command's files are assembled in a temporary folder
+and swapped into place together (`bdh.outputs.atomic_folder`), so a crash or an interrupt never
+leaves a half-written file or a mix of old and new files in the output folder."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
+from bdh.outputs import atomic_folder
+
 
 class OutputDir:
-    """``with OutputDir(path) as out: out.json("a.json", {...}); out.npz("b.npz", x=...)``."""
+    """Write named files into a folder being assembled: ``out.json("a.json", {...})``, ``out.npz("b.npz", x=...)``."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"output path {self.path} exists and is not a folder")
-        self.tmp: Path | None = None
-        self.files: list[str] = []
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
 
-    def __enter__(self) -> "OutputDir":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}-tmp-", dir=self.path.parent))
-        return self
+    @classmethod
+    @contextlib.contextmanager
+    def create(cls, path: str | os.PathLike) -> Iterator["OutputDir"]:
+        """``with OutputDir.create(path) as out:`` the folder replaces ``path`` when the block ends without an error.
+        The caller checks the target first (`bdh.outputs.check_output`)."""
+        with atomic_folder(path) as tmp:
+            yield cls(tmp)
 
     def file(self, name: str) -> Path:
-        """A path inside the temporary folder to write ``name`` to."""
-        assert self.tmp is not None
-        self.files.append(name)
+        """A path inside the folder being assembled to write ``name`` to."""
         return self.tmp / name
 
     def json(self, name: str, data: Any) -> None:
-        self.file(name).write_text(json.dumps(data, indent=2, default=_jsonable) + "\n")
+        self.file(name).write_text(json.dumps(data, indent=2, default=_jsonable) + "\n", encoding="utf-8")
 
     def npz(self, name: str, **arrays: np.ndarray) -> None:
         buf = io.BytesIO()
@@ -48,16 +46,6 @@ class OutputDir:
         from .plots import save_figure
 
         save_figure(fig, self.file(name), dpi=dpi)
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        assert self.tmp is not None
-        try:
-            if exc_type is None:
-                self.path.mkdir(parents=True, exist_ok=True)
-                for name in self.files:
-                    os.replace(self.tmp / name, self.path / name)
-        finally:
-            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _jsonable(x: Any) -> Any:

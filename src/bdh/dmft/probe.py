@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bdh.errors import UserError
+
 from .diagnostics import autocorrelation, power_spectrum
 
 
@@ -48,15 +50,15 @@ class ProbeConfig:
 
     def __post_init__(self) -> None:
         if not self.temperatures or any((not math.isfinite(t)) or t < 0 for t in self.temperatures):
-            raise ValueError("probe: temperatures must be finite and >= 0")
+            raise UserError("probe: temperatures must be finite and >= 0")
         if self.n_steps < 8 or self.n_transient < 0:
-            raise ValueError("probe: need n_steps >= 8 and n_transient >= 0")
+            raise UserError("probe: need n_steps >= 8 and n_transient >= 0")
         if not 0 < self.delta < 1:
-            raise ValueError("probe: delta must be in (0, 1)")
+            raise UserError("probe: delta must be in (0, 1)")
         if self.n_features < 1:
-            raise ValueError("probe: n_features must be >= 1")
+            raise UserError("probe: n_features must be >= 1")
         if self.dtype not in ("float32", "float64"):
-            raise ValueError("probe: dtype must be float32 or float64")
+            raise UserError("probe: dtype must be float32 or float64")
 
 
 def feature_directions(model, n_features: int) -> torch.Tensor:
@@ -100,7 +102,7 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     # [2nT, 3nT) perturbed once and left free (finite-perturbation divergence)
     T2 = torch.cat([temps, temps, temps])
     gen = torch.Generator().manual_seed(cfg.seed)
-    prompt = [b % V for b in cfg.prompt.encode("utf-8")] or [0]
+    prompt = [b % V for b in cfg.prompt.encode("utf-8", "surrogateescape")] or [0]
     state = model.init_state(3 * nT)
     state.rho = state.rho.to(dtype)
     idx = torch.tensor(prompt, dtype=torch.long).repeat(3 * nT, 1)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bdh.errors import UserError
+
 #: the four projections of the paper, in the order used everywhere in this package
 PROJECTIONS = ("o", "v", "q", "k")
 
@@ -43,13 +45,13 @@ class DMFTParams:
 
     def __post_init__(self) -> None:
         if self.n_features < 1:
-            raise ValueError(f"DMFTParams: n_features must be >= 1, got {self.n_features}")
+            raise UserError(f"DMFTParams: n_features must be >= 1, got {self.n_features}")
         if self.context < 1:
-            raise ValueError(f"DMFTParams: context must be >= 1, got {self.context}")
+            raise UserError(f"DMFTParams: context must be >= 1, got {self.context}")
         if self.n_pe < 0:
-            raise ValueError(f"DMFTParams: n_pe must be >= 0, got {self.n_pe}")
+            raise UserError(f"DMFTParams: n_pe must be >= 0, got {self.n_pe}")
         if not 0.0 <= self.epsilon <= 1.0:
-            raise ValueError(f"DMFTParams: epsilon must be in [0, 1], got {self.epsilon}")
+            raise UserError(f"DMFTParams: epsilon must be in [0, 1], got {self.epsilon}")
 
     @property
     def gamma_eff(self) -> float:
@@ -90,7 +92,7 @@ class NetworkWeights:
     def __post_init__(self) -> None:
         self.frac = np.asarray(self.frac, dtype=np.float64)
         if self.frac.ndim != 1 or not np.isclose(self.frac.sum(), 1.0) or (self.frac <= 0).any():
-            raise ValueError("NetworkWeights: frac must be positive fractions that sum to 1")
+            raise UserError("NetworkWeights: frac must be positive fractions that sum to 1")
         G = self.frac.shape[0]
         shapes = {a: np.shape(self.W[a]) for a in PROJECTIONS}
         M = shapes["o"][1]
@@ -98,9 +100,9 @@ class NetworkWeights:
             self.W[a] = np.asarray(self.W[a], dtype=np.float64)
             self.P[a] = np.asarray(self.P[a], dtype=np.float64).reshape(-1, M)
             if self.W[a].shape != (G, M):
-                raise ValueError(f"NetworkWeights: W[{a!r}] has shape {self.W[a].shape}, expected {(G, M)}")
+                raise UserError(f"NetworkWeights: W[{a!r}] has shape {self.W[a].shape}, expected {(G, M)}")
             if not np.isin(self.W[a], (-1.0, 1.0)).all() or not np.isin(self.P[a], (-1.0, 1.0)).all():
-                raise ValueError("NetworkWeights: weights must be +1 or -1")
+                raise UserError("NetworkWeights: weights must be +1 or -1")
 
     @property
     def n_features(self) -> int:
@@ -118,7 +120,7 @@ class NetworkWeights:
         """Neurons per group in a finite network of n_se semantic neurons (must divide exactly)."""
         sizes = self.frac * n_se
         if not np.allclose(sizes, np.round(sizes)):
-            raise ValueError(f"NetworkWeights: {n_se} semantic neurons cannot be split into groups of fractions {self.frac}")
+            raise UserError(f"NetworkWeights: {n_se} semantic neurons cannot be split into groups of fractions {self.frac}")
         return np.round(sizes).astype(np.int64)
 
     def full_matrices(self, n_se: int) -> dict[str, np.ndarray]:

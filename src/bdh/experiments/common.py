@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
@@ -29,10 +30,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bdh.model.io import atomic_write_bytes
+from bdh.errors import UserError
+from bdh.outputs import atomic_path, check_output, write_text
 from bdh.tasks.base import IGNORE_INDEX
-from bdh.typed_config import TypedConfig
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
+from bdh.typed_config import TypedConfig
 
 #: the seed offset of held-out evaluation sentences (training streams use small seeds)
 EVAL_SEED = 1_000_003
@@ -61,14 +63,14 @@ class ExperimentConfig(TypedConfig):
     experiment: ClassVar[str] = "experiment"
 
     def _fail(self, field: str, message: str) -> None:
-        raise ValueError(f"{self.experiment}.{field}: {message}")
+        raise UserError(f"{self.experiment}.{field}: {message}")
 
     def _check_size(self) -> None:
         """The model-size fields: positive integers, neurons and width divisible by the heads."""
         for name in ("n_layer", "n_embd", "n_head", "n_neurons"):
             self._check_int(name)
         if self.n_neurons % self.n_head or self.n_embd % self.n_head:
-            raise ValueError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of "
+            raise UserError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of "
                              f"n_head ({self.n_head})")
 
     @property
@@ -221,7 +223,7 @@ def coded_losses(
 def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32) -> SideLosses:
     """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state."""
     if not segments:
-        raise ValueError("segment_losses: no segments")
+        raise UserError("segment_losses: no segments")
     sums, counts = coded_losses(model, *_side_masks(segments), batch_size=batch_size)
     return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
 
@@ -232,7 +234,7 @@ class BigramModel:
     def __init__(self, data: bytes | np.ndarray, alpha: float = 0.1):
         arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, dtype=np.uint8)
         if len(arr) < 2:
-            raise ValueError("BigramModel: need at least two bytes")
+            raise UserError("BigramModel: need at least two bytes")
         counts = np.zeros((256, 256), dtype=np.float64)
         np.add.at(counts, (arr[:-1], arr[1:]), 1.0)
         counts += alpha
@@ -305,8 +307,8 @@ class Report:
         """Write ``report.md`` and ``results.json`` into ``out``; returns the report's path."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out / "results.json", (json.dumps(self.results, indent=2, sort_keys=True, default=_json_default) + "\n").encode())
-        atomic_write_bytes(out / "report.md", self.markdown().encode("utf-8"))
+        write_text(out / "results.json", json.dumps(self.results, indent=2, sort_keys=True, default=_json_default) + "\n")
+        write_text(out / "report.md", self.markdown())
         return out / "report.md"
 
 
@@ -329,17 +331,20 @@ def save_figure(fig: Any, stem: Path) -> str:
 
     stem.parent.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "svg"):
-        fig.savefig(f"{stem}.{ext}", dpi=120)
+        with atomic_path(f"{stem}.{ext}") as tmp:
+            fig.savefig(tmp, format=ext, dpi=120)
     plt.close(fig)
     return f"figures/{stem.name}.png"
 
 
-def prepare_out(out: str | Path, *, force: bool = False) -> Path:
-    """The experiment's output folder: created; an existing non-empty folder is refused unless ``force``."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a folder")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise ValueError(f"{out}: folder exists and is not empty (choose another --out, or --force to overwrite)")
+def prepare_out(out: str | Path, *, overwrite: bool = False, inputs: Sequence[str | Path] = ()) -> Path:
+    """The experiment's output folder, created empty: an existing non-empty folder is refused unless
+    ``overwrite`` (then its contents are deleted first), and one that holds an input always is.
+
+    Experiments write into the folder as they go (their runs can take half an hour), so it is checked
+    and emptied here rather than swapped in at the end; each file in it is written atomically."""
+    out = check_output(out, overwrite=overwrite, inputs=inputs, folder=True)
+    if out.is_dir() and any(out.iterdir()):
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     return out

@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
 from bdh.tasks.multilingual import LANGUAGES
 
@@ -106,9 +107,9 @@ class Config(ExperimentConfig):
         langs = (self.base_language, *self.tune_languages)
         for lang in langs:
             if lang not in LANGUAGES or lang == ENGLISH:
-                raise ValueError(f"merge: languages must be among {', '.join(l for l in LANGUAGES if l != ENGLISH)}; got {lang!r}")
+                raise UserError(f"merge: languages must be among {', '.join(l for l in LANGUAGES if l != ENGLISH)}; got {lang!r}")
         if len(self.tune_languages) != 2 or len(set(langs)) != 3:
-            raise ValueError(f"merge: need a base language and two other, different tune languages; got {langs}")
+            raise UserError(f"merge: need a base language and two other, different tune languages; got {langs}")
         self._check_size()
         for name in ("corpus_bytes", "base_steps", "tune_steps", "batch_size", "seq_len", "eval_segments"):
             self._check_int(name)
@@ -136,14 +137,14 @@ def _english_only(path: Path, config: Config) -> Path:
     """An English-only stream ``<T:en>sentence<T:en>sentence...``: the unconditional English model's data."""
     import random
 
-    from bdh.model.io import atomic_write_bytes
+    from bdh.outputs import write_bytes
     from bdh.tasks.multilingual import Lexicon, _random_concept, make_sentence
 
     lexicon, rng = Lexicon(0), random.Random(f"english-{config.seed}")
     out = bytearray()
     while len(out) < config.corpus_bytes:
         out += f"<T:{ENGLISH}>{make_sentence(rng, _random_concept(rng, 0.5)).render(ENGLISH, lexicon)}".encode()
-    atomic_write_bytes(path, bytes(out[:config.corpus_bytes]))
+    write_bytes(path, bytes(out[:config.corpus_bytes]))
     return path
 
 

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-
+from bdh.errors import UserError
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
-
 from bdh.train.log import read_metrics
 
 from .common import (
@@ -89,7 +88,7 @@ class Config(ExperimentConfig):
         parse_pairs(self.pairs)  # one-line error for a malformed pair
         for a, b in parse_pairs(self.pairs):
             if a not in LANGUAGES or b not in LANGUAGES or a == b:
-                raise ValueError(f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
+                raise UserError(f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
         self._check_size()
         for name in ("corpus_bytes", "steps", "batch_size", "seq_len", "eval_segments", "repeat_batch_size", "repeat_periods",
                      "repeat_eval_batches"):

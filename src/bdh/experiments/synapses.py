@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from bdh.analysis.record import head_neurons, record, recover_sigma
+from bdh.errors import UserError
 from bdh.experiments.common import ModelSize, Report, encode_segment, train_lm, write_corpus
 from bdh.model import BDH
 from bdh.tasks.multilingual import (
@@ -122,47 +123,47 @@ class SynapseOptions:
 
     def __post_init__(self) -> None:
         if self.concept not in CONCEPTS:
-            raise ValueError(f"concept: unknown concept {self.concept!r}; known: {', '.join(CONCEPTS)}")
+            raise UserError(f"concept: unknown concept {self.concept!r}; known: {', '.join(CONCEPTS)}")
         for name in ("language", "second_language"):
             if getattr(self, name) not in LANGUAGES:
-                raise ValueError(f"{name}: unknown language {getattr(self, name)!r}; known: {', '.join(LANGUAGES)}")
+                raise UserError(f"{name}: unknown language {getattr(self, name)!r}; known: {', '.join(LANGUAGES)}")
         if self.language == self.second_language:
-            raise ValueError(f"second_language: must differ from language ({self.language})")
+            raise UserError(f"second_language: must differ from language ({self.language})")
         if self.layer is not None and self.layer < 1:
-            raise ValueError(f"layer: must be at least 1 (layer 0 reads token embeddings and has no sigma), got {self.layer}")
+            raise UserError(f"layer: must be at least 1 (layer 0 reads token embeddings and has no sigma), got {self.layer}")
         if self.head < 0:
-            raise ValueError(f"head: must be non-negative, got {self.head}")
+            raise UserError(f"head: must be non-negative, got {self.head}")
         if self.search < 2:
-            raise ValueError(f"search: need at least 2 sentences per class, got {self.search}")
+            raise UserError(f"search: need at least 2 sentences per class, got {self.search}")
         if self.heldout < 2:
-            raise ValueError(f"heldout: need at least 2 sentences per class, got {self.heldout}")
+            raise UserError(f"heldout: need at least 2 sentences per class, got {self.heldout}")
         if self.top_k < 1:
-            raise ValueError(f"top_k: must be positive, got {self.top_k}")
+            raise UserError(f"top_k: must be positive, got {self.top_k}")
         if self.statistic not in STATISTICS:
-            raise ValueError(f"statistic: must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
+            raise UserError(f"statistic: must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
         if not 0.0 < self.star_fraction < 1.0:
-            raise ValueError(f"star_fraction: must lie in (0, 1), got {self.star_fraction}")
+            raise UserError(f"star_fraction: must lie in (0, 1), got {self.star_fraction}")
 
     def resolved_layer(self, n_layer: int) -> int:
         """The layer to read, checked against a model of ``n_layer`` layers."""
         if n_layer < 2:
-            raise ValueError(f"layer: the model has {n_layer} layer; sigma needs at least 2 layers")
+            raise UserError(f"layer: the model has {n_layer} layer; sigma needs at least 2 layers")
         layer = max(1, (5 * n_layer) // 8) if self.layer is None else self.layer
         if not 1 <= layer < n_layer:
-            raise ValueError(f"layer: {layer} does not exist or has no sigma (the model has {n_layer} layers: 1..{n_layer - 1} have sigma)")
+            raise UserError(f"layer: {layer} does not exist or has no sigma (the model has {n_layer} layers: 1..{n_layer - 1} have sigma)")
         return layer
 
     def check_model(self, model: torch.nn.Module) -> int:
         """Check that ``model`` is a byte-level BDH with this layer and head; returns the layer."""
         if not isinstance(model, BDH):
-            raise ValueError(f"synapses: needs a BDH model, got a {type(model).__name__}")
+            raise UserError(f"synapses: needs a BDH model, got a {type(model).__name__}")
         cfg = model.config
         if cfg.vocab_size < 256:
-            raise ValueError(f"synapses: the model's vocabulary has {cfg.vocab_size} tokens; text needs 256 (bytes)")
+            raise UserError(f"synapses: the model's vocabulary has {cfg.vocab_size} tokens; text needs 256 (bytes)")
         if not cfg.causal:
-            raise ValueError("synapses: the model is not causal; sigma is a causal state")
+            raise UserError("synapses: the model is not causal; sigma is a causal state")
         if self.head >= cfg.n_head:
-            raise ValueError(f"head: {self.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+            raise UserError(f"head: {self.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
         return self.resolved_layer(cfg.n_layer)
 
 
@@ -223,7 +224,7 @@ def length_matched(pos: Sequence[LabelledSentence], pool: Sequence[LabelledSente
     out = []
     for s in pos:
         if not free.any():
-            raise ValueError("length_matched: the pool has fewer sentences than the concept set")
+            raise UserError("length_matched: the pool has fewer sentences than the concept set")
         gap = np.where(free, np.abs(lengths - len(s.text.encode("utf-8"))), np.iinfo(np.int64).max)
         k = int(np.argmin(gap))
         free[k] = False
@@ -248,7 +249,7 @@ def matched_pairs(pos_pool: Sequence[LabelledSentence], neg_pool: Sequence[Label
         neg.append(neg_pool[k])
         if len(pos) == count:
             return pos, neg
-    raise ValueError(f"matched_pairs: only {len(pos)} of {count} concept sentences found a contrast sentence within "
+    raise UserError(f"matched_pairs: only {len(pos)} of {count} concept sentences found a contrast sentence within "
                      f"{tolerance} bytes; use larger pools")
 
 
@@ -343,7 +344,7 @@ def score_sentences(model: BDH, sentences: Sequence[LabelledSentence], layer: in
     ``pairs`` = (rows, cols) within the head restricts the candidates to those synapses (else all N^2).
     """
     if not sentences:
-        raise ValueError("score_sentences: no sentences")
+        raise UserError("score_sentences: no sentences")
     cfg = model.config
     N = cfg.N
     hn = head_neurons(cfg, head)
@@ -420,10 +421,10 @@ def _check_scores(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, n
     scores = np.asarray(scores)
     labels = np.asarray(labels, dtype=bool)
     if scores.ndim != 2 or labels.ndim != 1 or scores.shape[0] != labels.shape[0]:
-        raise ValueError(f"scores must be (sentences, candidates) with one label per sentence, got {scores.shape} and {labels.shape}")
+        raise UserError(f"scores must be (sentences, candidates) with one label per sentence, got {scores.shape} and {labels.shape}")
     n1 = int(labels.sum())
     if n1 == 0 or n1 == len(labels):
-        raise ValueError("need both positive and negative sentences")
+        raise UserError("need both positive and negative sentences")
     return scores, labels
 
 
@@ -436,7 +437,7 @@ def _search_statistics(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 1
     for c0 in range(0, scores.shape[1], chunk):
         block = torch.from_numpy(np.ascontiguousarray(scores[:, c0:c0 + chunk].T))  # candidates, sentences
         if not torch.isfinite(block).all():
-            raise ValueError("scores contain NaN or infinity")
+            raise UserError("scores contain NaN or infinity")
         u[c0:c0 + chunk] = _u_block(block, lab).numpy()
         block = block.double()
         diff = block[:, lab].mean(dim=1) - block[:, ~lab].mean(dim=1)
@@ -1094,32 +1095,32 @@ class Config:
     def __post_init__(self) -> None:
         for name in ("n_layer", "n_embd", "n_head", "n_neurons", "corpus_bytes", "steps", "batch_size", "seq_len"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)!r}")
+                raise UserError(f"{name}: must be a positive integer, got {getattr(self, name)!r}")
         if self.n_neurons % self.n_head:
-            raise ValueError(f"n_neurons: {self.n_neurons} is not divisible by n_head = {self.n_head}")
+            raise UserError(f"n_neurons: {self.n_neurons} is not divisible by n_head = {self.n_head}")
         if self.n_layer < 2:
-            raise ValueError(f"n_layer: sigma links two layers, need at least 2, got {self.n_layer}")
+            raise UserError(f"n_layer: sigma links two layers, need at least 2, got {self.n_layer}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout: must lie in [0, 1), got {self.dropout}")
+            raise UserError(f"dropout: must lie in [0, 1), got {self.dropout}")
         if not self.lr > 0:
-            raise ValueError(f"lr: must be positive, got {self.lr}")
+            raise UserError(f"lr: must be positive, got {self.lr}")
         if not 0.0 < self.concept_rate <= 1.0:
-            raise ValueError(f"concept_rate: must lie in (0, 1], got {self.concept_rate}")
+            raise UserError(f"concept_rate: must lie in (0, 1], got {self.concept_rate}")
         if self.corpus_bytes < 4 * self.seq_len:
-            raise ValueError(f"corpus_bytes: {self.corpus_bytes} is too small for seq_len {self.seq_len}")
+            raise UserError(f"corpus_bytes: {self.corpus_bytes} is too small for seq_len {self.seq_len}")
         if not self.pairs:
-            raise ValueError("pairs: give at least one language pair")
+            raise UserError("pairs: give at least one language pair")
         for p in self.pairs:
             if len(p) != 2 or p[0] == p[1] or any(lang not in LANGUAGES for lang in p):
-                raise ValueError(f"pairs: {p!r} is not a pair of two different known languages ({', '.join(LANGUAGES)})")
+                raise UserError(f"pairs: {p!r} is not a pair of two different known languages ({', '.join(LANGUAGES)})")
         langs = {lang for p in self.pairs for lang in p}
         for name in ("language", "second_language"):
             if getattr(self, name) not in langs:
-                raise ValueError(f"{name}: {getattr(self, name)!r} is not in the corpus pairs ({', '.join(sorted(langs))})")
+                raise UserError(f"{name}: {getattr(self, name)!r} is not in the corpus pairs ({', '.join(sorted(langs))})")
         opts = self.options()  # validates the analysis fields
         opts.resolved_layer(self.n_layer)
         if self.head >= self.n_head:
-            raise ValueError(f"head: {self.head} does not exist (n_head = {self.n_head})")
+            raise UserError(f"head: {self.head} does not exist (n_head = {self.n_head})")
 
     @classmethod
     def quick(cls) -> "Config":

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import torch
 
+from bdh.errors import UserError
+
 from .chunked_lean import chunked_lean
 from .shared_keys import shared_key_attention
 
@@ -39,12 +41,12 @@ FORMS = ("parallel", "chunked", "recurrent")
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> None:
     if q.dim() != 4 or k.shape != q.shape:
-        raise ValueError(f"linear attention: q and k must both be (B, H, T, N), got {tuple(q.shape)} and {tuple(k.shape)}")
+        raise UserError(f"linear attention: q and k must both be (B, H, T, N), got {tuple(q.shape)} and {tuple(k.shape)}")
     B, H, T, N = q.shape
     if v.dim() != 4 or v.shape[0] != B or v.shape[2] != T or v.shape[1] not in (1, H):
-        raise ValueError(f"linear attention: v must be (B, 1 or H, T, D) matching q {tuple(q.shape)}, got {tuple(v.shape)}")
+        raise UserError(f"linear attention: v must be (B, 1 or H, T, D) matching q {tuple(q.shape)}, got {tuple(v.shape)}")
     if state is not None and (state.dim() != 4 or state.shape[:3] != (B, H, N) or state.shape[3] != v.shape[3]):
-        raise ValueError(
+        raise UserError(
             f"linear attention: state must be (B, H, N, D) = {(B, H, N, v.shape[3])}, got {tuple(state.shape)}"
         )
 
@@ -120,7 +122,7 @@ def parallel(
     """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None, scores or None)."""
     _check(q, k, v, state)
     if not causal and (state is not None or need_state):
-        raise ValueError("linear attention: bidirectional attention has no recurrent state")
+        raise UserError("linear attention: bidirectional attention has no recurrent state")
     return _block(q, k, v, log_u, state, need_state, causal, return_scores)
 
 
@@ -167,7 +169,7 @@ def recurrent(
     B, H, T, N = q.shape
     D = v.shape[3]
     if inplace and (state is None or torch.is_grad_enabled()):
-        raise ValueError("linear attention: an in-place update needs a state tensor and torch.no_grad()")
+        raise UserError("linear attention: an in-place update needs a state tensor and torch.no_grad()")
     S = state if state is not None else q.new_zeros(B, H, N, D)
     u = None if log_u is None else torch.exp(log_u).view(1, H, 1, 1)
     outs = []
@@ -213,7 +215,7 @@ def linear_attention(
         (a, state): a is (B, H, T, D); state is (B, H, N, D) or None.
     """
     if not causal and form != "parallel":
-        raise ValueError(f"linear attention: bidirectional attention needs the parallel form, got {form!r}")
+        raise UserError(f"linear attention: bidirectional attention needs the parallel form, got {form!r}")
     if form == "parallel":
         out, new_state, _ = parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
         return out, new_state
@@ -225,4 +227,4 @@ def linear_attention(
         return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
     if form == "recurrent":
         return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)
-    raise ValueError(f"linear attention: form must be one of {', '.join(FORMS)}; got {form!r}")
+    raise UserError(f"linear attention: form must be one of {', '.join(FORMS)}; got {form!r}")

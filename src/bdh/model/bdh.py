@@ -27,12 +27,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bdh.errors import UserError
+
 from ..registry import register_model
 from .attention import linear_attention, parallel, recurrent
 from .config import BDHConfig
-from .io import PretrainedMixin
 from .dropout import drop_mask
 from .fused import relu_mul
+from .io import PretrainedMixin
 from .rope import _compiling, frequencies, rope_apply, rope_tables
 from .sparse_step import sparse_token_step
 from .state import BDHState
@@ -151,9 +153,9 @@ class BDH(PretrainedMixin, nn.Module):
 
         passes = cfg.n_layer if n_layer is None else n_layer
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
-            raise ValueError(f"BDH: n_layer (layer passes) must be a positive integer, got {n_layer!r}")
+            raise UserError(f"BDH: n_layer (layer passes) must be a positive integer, got {n_layer!r}")
         if state is not None and passes != cfg.n_layer:
-            raise ValueError("BDH: a different number of layer passes cannot continue a recurrent state")
+            raise UserError("BDH: a different number of layer passes cannot continue a recurrent state")
         v = self._ln(self.embed(idx)).unsqueeze(1)  # B, 1, T, D
         for layer in range(passes):
             x = F.relu(v @ self.Dx)  # B, H, T, N
@@ -247,7 +249,7 @@ class BDH(PretrainedMixin, nn.Module):
             state is not modified.
         """
         if not self.config.causal:
-            raise ValueError("BDH.step: a bidirectional model (causal=false) has no recurrent state")
+            raise UserError("BDH.step: a bidirectional model (causal=false) has no recurrent state")
         if not isinstance(state, BDHState):
             raise TypeError(f"BDH.step: state must be a BDHState (from model.init_state), got {type(state).__name__}")
         single = tokens.dim() == 1
@@ -280,16 +282,16 @@ class BDH(PretrainedMixin, nn.Module):
         (docs/performance.md). Measure before turning it on.
         """
         if not self.config.causal:
-            raise ValueError("BDH.generate: a bidirectional model (causal=false) cannot generate")
+            raise UserError("BDH.generate: a bidirectional model (causal=false) cannot generate")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"BDH.generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+            raise UserError(f"BDH.generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
         if temperature < 0:
-            raise ValueError(f"BDH.generate: temperature must be >= 0, got {temperature}")
+            raise UserError(f"BDH.generate: temperature must be >= 0, got {temperature}")
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"BDH.generate: top_k must be a positive integer or None, got {top_k!r}")
+            raise UserError(f"BDH.generate: top_k must be a positive integer or None, got {top_k!r}")
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         if prompt.shape[1] == 0:
-            raise ValueError("BDH.generate: the prompt is empty; give at least one token")
+            raise UserError("BDH.generate: the prompt is empty; give at least one token")
         device = self.E.device
         prompt = prompt.to(device)
         gen = None
@@ -336,20 +338,20 @@ class BDH(PretrainedMixin, nn.Module):
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"BDH: tokens must be a torch.Tensor, got {type(idx).__name__}")
         if idx.dim() != 2:
-            raise ValueError(f"BDH: tokens must have shape (batch, time), got {tuple(idx.shape)}")
+            raise UserError(f"BDH: tokens must have shape (batch, time), got {tuple(idx.shape)}")
         if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-            raise ValueError(f"BDH: tokens must be integers, got {idx.dtype}")
+            raise UserError(f"BDH: tokens must be integers, got {idx.dtype}")
         if idx.shape[1] == 0:
-            raise ValueError("BDH: got an empty sequence (T = 0)")
+            raise UserError("BDH: got an empty sequence (T = 0)")
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size):
             bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise ValueError(f"BDH: token {bad} is outside the vocabulary [0, {self.config.vocab_size})")
+            raise UserError(f"BDH: token {bad} is outside the vocabulary [0, {self.config.vocab_size})")
 
     def _check_state(self, state: BDHState, batch_size: int) -> None:
         cfg = self.config
         want = (cfg.n_layer, batch_size, cfg.n_head, cfg.N, cfg.n_embd)
         if tuple(state.rho.shape) != want:
-            raise ValueError(f"BDH: state rho has shape {tuple(state.rho.shape)}, this model and batch need {want}")
+            raise UserError(f"BDH: state rho has shape {tuple(state.rho.shape)}, this model and batch need {want}")
 
 
 def sample(

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from bdh.errors import UserError
+
 from ..typed_config import TypedConfig
 
 POSITIONAL = ("rope", "rope-standard", "none")
@@ -28,7 +30,7 @@ STANDARD_ROPE_THETA = 10000.0
 
 
 def _fail(field_name: str, message: str) -> None:
-    raise ValueError(f"BDHConfig.{field_name}: {message}")
+    raise UserError(f"BDHConfig.{field_name}: {message}")
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bdh.errors import UserError
+
 
 @dataclass(frozen=True)
 class DropMask:
@@ -89,7 +91,7 @@ def drop_mask(
     threshold when one exists (p <= 1 - 254 / 2^16, the share of NaN patterns); otherwise as a bool tensor.
     """
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"drop_mask: p must lie in [0, 1), got {p!r}")
+        raise UserError(f"drop_mask: p must lie in [0, 1), got {p!r}")
     draws = _draws16(math.prod(shape), generator).view(shape)
     drop = round(p * 2**16)
     if dtype in (torch.bfloat16, torch.float32, torch.float64):

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from bdh.errors import UserError
+
 from .attention import parallel
 from .bdh import BDH
 from .rope import rope_apply, rope_tables
@@ -84,14 +86,14 @@ class BDHGraph:
         n = Gx_e.shape[0]
         for name, g in (("Gx_e", Gx_e), ("Gx_i", Gx_i), ("Gy_e", Gy_e), ("Gy_i", Gy_i), ("Gs", Gs), ("U", U)):
             if g is not None and tuple(g.shape) != (n, n):
-                raise ValueError(f"BDHGraph: {name} must be ({n}, {n}), got {tuple(g.shape)}")
+                raise UserError(f"BDHGraph: {name} must be ({n}, {n}), got {tuple(g.shape)}")
         for name, g in (("Gx_e", Gx_e), ("Gx_i", Gx_i), ("Gy_e", Gy_e), ("Gy_i", Gy_i), ("Gs", Gs)):
             if g is not None and bool((g < 0).any()):
-                raise ValueError(f"BDHGraph: {name} must be non-negative (edge weights are rule amplitudes)")
+                raise UserError(f"BDHGraph: {name} must be non-negative (edge weights are rule amplitudes)")
         if n % n_head:
-            raise ValueError(f"BDHGraph: n = {n} neurons must split evenly into n_head = {n_head} heads")
+            raise UserError(f"BDHGraph: n = {n} neurons must split evenly into n_head = {n_head} heads")
         if n_layer < 1:
-            raise ValueError(f"BDHGraph: n_layer must be positive, got {n_layer}")
+            raise UserError(f"BDHGraph: n_layer must be positive, got {n_layer}")
         self.Gx_e, self.Gx_i, self.Gy_e, self.Gy_i = Gx_e, Gx_i, Gy_e, Gy_i
         self.Gs, self.U = Gs, U
         self.n, self.n_layer, self.n_head = n, n_layer, n_head
@@ -187,9 +189,9 @@ class BDHGraph:
 
     def _check_input(self, y0: torch.Tensor) -> tuple[int, int, int]:
         if y0.dim() != 3 or y0.shape[2] != self.n:
-            raise ValueError(f"BDHGraph: input y0 must be (batch, time, {self.n}), got {tuple(y0.shape)}")
+            raise UserError(f"BDHGraph: input y0 must be (batch, time, {self.n}), got {tuple(y0.shape)}")
         if bool((y0 < 0).any()):
-            raise ValueError("BDHGraph: input activations y0 must be non-negative")
+            raise UserError("BDHGraph: input activations y0 must be non-negative")
         return y0.shape[0], y0.shape[1], y0.shape[2]
 
 
@@ -232,12 +234,12 @@ def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
     cfg = model.config
     if cfg.n > max_neurons:
         gib = 4 * cfg.n * cfg.n * 4 / 2**30
-        raise ValueError(
+        raise UserError(
             f"from_gpu: the graph model holds n x n matrices; n = {cfg.n} needs about {gib:.1f} GiB "
             f"(raise max_neurons to force it, or use bdh.analysis, which works blockwise)"
         )
     if not cfg.causal:
-        raise ValueError("from_gpu: the graph model is causal; this BDH-GPU model is bidirectional")
+        raise UserError("from_gpu: the graph model is causal; this BDH-GPU model is bidirectional")
     Dx, Dy, E = flat_decoders(model)
     Gx = Dx @ E
     Gy = Dy @ E
@@ -257,7 +259,7 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
     cfg = model.config
     B, T, n = y0.shape
     if n != cfg.n:
-        raise ValueError(f"normfree_gpu: y0 must have n = {cfg.n} neurons, got {n}")
+        raise UserError(f"normfree_gpu: y0 must have n = {cfg.n} neurons, got {n}")
     H, N = cfg.n_head, cfg.N
     kind = cfg.positional
     cos, sin = rope_tables(kind, model.freqs, 0, T) if kind != "none" else (None, None)

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from bdh.errors import UserError
+
 from .bdh import BDH
 from .config import BDHConfig
 from .io import CheckpointError
@@ -110,12 +112,12 @@ def to_official(model: BDH) -> dict[str, torch.Tensor]:
     """The model's tensors under the official names and shapes (a state dict for pathwaycom/bdh's ``BDH``)."""
     cfg = model.config
     if cfg.positional != "rope" or cfg.damping is not None or not cfg.causal or cfg.theta != 2.0**16:
-        raise ValueError(
+        raise UserError(
             "to_official: the official model has causal attention, official RoPE (theta 2^16) and no damping; "
             "this model differs (positional, rope_theta, damping or causal)"
         )
     if cfg.n % cfg.n_embd:
-        raise ValueError(f"to_official: n = {cfg.n} is not a multiple of n_embd = {cfg.n_embd}, "
+        raise UserError(f"to_official: n = {cfg.n} is not a multiple of n_embd = {cfg.n_embd}, "
                          "so no mlp_internal_dim_multiplier describes it")
     out = {}
     for ours, tensor in model.state_dict().items():

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+
+from bdh.errors import UserError
+from bdh.outputs import write_bytes
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -23,24 +25,8 @@ FORMAT_VERSION = 1
 _MODEL_TYPES: dict[str, type] = {}
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A model folder or weights file that cannot be used; the message names the file and the problem."""
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
@@ -48,7 +34,7 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, meta
     from safetensors.torch import save
 
     clean = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-    atomic_write_bytes(path, save(clean, metadata=metadata))
+    write_bytes(path, save(clean, metadata=metadata))
 
 
 def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -118,7 +104,7 @@ class PretrainedMixin:
         save_tensors(self.state_dict(), directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type})
         config = {"model_type": self.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__}
         config.update(self.config.to_dict())
-        atomic_write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+        write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
         return directory
 
     @classmethod

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from bdh.errors import UserError
+
 from .bdh import BDH
 from .config import BDHConfig
 
@@ -27,16 +29,16 @@ SHARED_FIELDS = ("n_layer", "n_embd", "n_head", "vocab_size", "causal", "positio
 def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
     for model, name in ((a, "first"), (b, "second")):
         if not isinstance(model, BDH):
-            raise ValueError(f"merge: the {name} model is a {type(model).__name__}, not a BDH model")
+            raise UserError(f"merge: the {name} model is a {type(model).__name__}, not a BDH model")
     ca, cb = a.config, b.config
     for f in SHARED_FIELDS:
         va, vb = getattr(ca, f), getattr(cb, f)
         if va != vb:
-            raise ValueError(f"merge: the models differ in {f} ({va!r} vs {vb!r}); they must share {', '.join(SHARED_FIELDS)}")
+            raise UserError(f"merge: the models differ in {f} ({va!r} vs {vb!r}); they must share {', '.join(SHARED_FIELDS)}")
     if same_size and ca.n != cb.n:
-        raise ValueError(f"merge: averaging needs models of the same size, got n = {ca.n} and n = {cb.n}")
+        raise UserError(f"merge: averaging needs models of the same size, got n = {ca.n} and n = {cb.n}")
     if not same_size and ca.positional == "rope-standard":
-        raise ValueError(
+        raise UserError(
             "merge: rope-standard pairs neuron i with i + N/2, which concatenation would break; "
             "merge models with positional 'rope' (official, neighbouring pairs) or 'none'"
         )
@@ -64,7 +66,7 @@ def average(a: BDH, b: BDH, weight: float = 0.5) -> BDH:
     """Plain weight averaging (1 - weight) a + weight b of two models of the same size (the control)."""
     _check_compatible(a, b, same_size=True)
     if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"average: weight must lie in [0, 1], got {weight}")
+        raise UserError(f"average: weight must lie in [0, 1], got {weight}")
     out = BDH(BDHConfig.from_dict(a.config.to_dict())).to(device=a.E.device, dtype=a.E.dtype)
     sb = b.state_dict()
     for name, tensor in a.state_dict().items():

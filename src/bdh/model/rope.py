@@ -18,6 +18,8 @@ import math
 
 import torch
 
+from bdh.errors import UserError
+
 from .config import BDHConfig
 from .fused import rope_rotate
 
@@ -58,7 +60,7 @@ def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tupl
         angles = pos * freqs.view(1, -1)
         cos, sin = torch.cos(angles), torch.sin(angles)
         return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
-    raise ValueError(f"rope: unknown positional scheme {kind!r}")
+    raise UserError(f"rope: unknown positional scheme {kind!r}")
 
 
 def _compiling() -> bool:

@@ -21,6 +21,8 @@ tokens/s by these counts for GFLOP/s and MFU (docs/performance.md).
 
 from __future__ import annotations
 
+from bdh.errors import UserError
+
 from .config import BDHConfig
 
 BYTES = {"fp32": 4, "bf16": 2}
@@ -78,7 +80,7 @@ def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form
 def describe(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> dict[str, float]:
     """Sizes of ``config`` as a dict (what ``bdh info`` prints)."""
     if batch_size < 1 or block_size < 1:
-        raise ValueError(f"sizes: batch size and block size must be positive, got {batch_size} and {block_size}")
+        raise UserError(f"sizes: batch size and block size must be positive, got {batch_size} and {block_size}")
     state = config.state_size()
     return {
         "params": config.num_params(),

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bdh.errors import UserError
+
 from .rope import rope_apply, rope_tables
 from .state import BDHState
 
@@ -32,7 +34,7 @@ def sparse_token_step(model, token: torch.Tensor, state: BDHState, density_thres
     """
     cfg = model.config
     if state.rho.shape[1] != 1 or model.log_u is not None:
-        raise ValueError("sparse_token_step: needs a batch of one sequence and a model without damping")
+        raise UserError("sparse_token_step: needs a batch of one sequence and a model without damping")
     H, n = cfg.n_head, cfg.n
     kind = cfg.positional
     if kind != "none":

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bdh.errors import UserError
+
 
 @dataclass
 class BDHState:
@@ -29,7 +31,7 @@ class BDHState:
         cls, n_layer: int, batch_size: int, n_head: int, N: int, D: int, *, device=None, dtype=torch.float32
     ) -> "BDHState":
         if batch_size < 1:
-            raise ValueError(f"BDHState: batch_size must be a positive integer, got {batch_size}")
+            raise UserError(f"BDHState: batch_size must be a positive integer, got {batch_size}")
         return cls(torch.zeros(n_layer, batch_size, n_head, N, D, device=device, dtype=dtype), 0)
 
     @property

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bdh.errors import UserError
+
 from ..registry import register_task
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
 
@@ -184,7 +186,7 @@ class BoardPath:
                 if len(boards) >= want:
                     break
             else:
-                raise ValueError(
+                raise UserError(
                     f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} boards found "
                     f"({kept} solvable of {drawn} drawn at wall_prob {cfg.wall_prob}); ask for fewer than num_train + num_val = {want}"
                 )
@@ -201,7 +203,7 @@ class BoardPath:
             ids = nv + shuffled_indices(nt, index * batch_size, batch_size, check_seed(seed), stream=8)
         else:
             if index >= self.num_batches("val", batch_size):
-                raise ValueError(f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
+                raise UserError(f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
             ids = np.arange(index * batch_size, min((index + 1) * batch_size, nv))
         return torch.from_numpy(x[ids]), torch.from_numpy(y[ids])
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bdh.errors import UserError
+
 from ..typed_config import TypedConfig
 
 #: split name -> the integer mixed into every seed of that split (train and val never share a stream)
@@ -33,13 +35,13 @@ class TaskConfig(TypedConfig):
 def split_id(split: str) -> int:
     """The integer of a split name; one-line ValueError for anything but ``train`` / ``val``."""
     if split not in SPLIT_IDS:
-        raise ValueError(f"unknown split {split!r}; use 'train' or 'val'")
+        raise UserError(f"unknown split {split!r}; use 'train' or 'val'")
     return SPLIT_IDS[split]
 
 
 def check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise UserError(f"seed must be a non-negative integer, got {seed!r}")
     return int(seed)
 
 
@@ -51,9 +53,9 @@ def rng(*keys: int) -> np.random.Generator:
 def check_batch_args(split: str, index: int, batch_size: int) -> int:
     sid = split_id(split)
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
-        raise ValueError(f"batch index must be a non-negative integer, got {index!r}")
+        raise UserError(f"batch index must be a non-negative integer, got {index!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise UserError(f"batch_size must be a positive integer, got {batch_size!r}")
     return sid
 
 

@@ -15,6 +15,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from bdh.errors import UserError
+
 ModelFn = Callable[[torch.Tensor, int], torch.Tensor]
 
 
@@ -23,7 +25,7 @@ def _as_fn(model: ModelFn | torch.nn.Module) -> ModelFn:
         model.eval()
         return lambda idx, k: model(idx, n_layer=k)
     if not callable(model):
-        raise ValueError(f"depth_sweep: expected a model or a callable (idx, n_layer) -> logits, got {type(model).__name__}")
+        raise UserError(f"depth_sweep: expected a model or a callable (idx, n_layer) -> logits, got {type(model).__name__}")
     return model
 
 
@@ -48,13 +50,13 @@ def depth_sweep(
     """
     fn = _as_fn(model_fn)
     if not passes:
-        raise ValueError("depth_sweep: give at least one pass count")
+        raise UserError("depth_sweep: give at least one pass count")
     for k in passes:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"depth_sweep: pass counts must be positive integers, got {k!r}")
+            raise UserError(f"depth_sweep: pass counts must be positive integers, got {k!r}")
     n = task.num_batches(split, batch_size)
     if n is None and max_batches is None:
-        raise ValueError("depth_sweep: the split is an endless stream; give max_batches")
+        raise UserError("depth_sweep: the split is an endless stream; give max_batches")
     if max_batches is not None:
         n = max_batches if n is None else min(n, max_batches)
     batches = [task.batch(split, i, batch_size, seed) for i in range(n)]

@@ -42,6 +42,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from bdh.errors import UserError
+
 from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, rng
@@ -53,15 +55,15 @@ BLOCK = 1024
 def check_mqar_args(vocab_size: int, input_seq_len: int, num_kv_pairs: int) -> None:
     """Zoology's assertions, as one-line ValueErrors."""
     if input_seq_len % 2:
-        raise ValueError(f"MQAR: input_seq_len must be even, got {input_seq_len}")
+        raise UserError(f"MQAR: input_seq_len must be even, got {input_seq_len}")
     if vocab_size <= input_seq_len:
-        raise ValueError(f"MQAR: vocab_size ({vocab_size}) must be larger than input_seq_len ({input_seq_len})")
+        raise UserError(f"MQAR: vocab_size ({vocab_size}) must be larger than input_seq_len ({input_seq_len})")
     if 4 * num_kv_pairs > input_seq_len:
-        raise ValueError(
+        raise UserError(
             f"MQAR: no room for {num_kv_pairs} key-value pairs and their queries in {input_seq_len} tokens (need 4 * num_kv_pairs <= input_seq_len)"
         )
     if num_kv_pairs > vocab_size // 2 - 1:
-        raise ValueError(f"MQAR: {num_kv_pairs} distinct keys do not fit in the key range [1, {vocab_size // 2})")
+        raise UserError(f"MQAR: {num_kv_pairs} distinct keys do not fit in the key range [1, {vocab_size // 2})")
 
 
 def _distinct(gen: np.random.Generator, n: int, low: int, high: int, k: int) -> np.ndarray:
@@ -293,7 +295,7 @@ class MQAR:
             if index < nb:
                 return s, index
             index -= nb
-        raise ValueError(f"MQAR: validation batch index out of range (the set has {self.num_batches('val', batch_size)} batches)")
+        raise UserError(f"MQAR: validation batch index out of range (the set has {self.num_batches('val', batch_size)} batches)")
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
         """Training: full batches per epoch; validation: batches of all slices (each slice rounded up)."""

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from bdh.errors import UserError
+from bdh.outputs import atomic_file
+
 LANGUAGES = ("en", "es", "fr", "pt", "it", "de")
 ROMANCE = ("es", "fr", "pt", "it")
 CONCEPTS = ("currency", "country")
@@ -130,7 +133,7 @@ class Lexicon:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cognate_fraction <= 1.0:
-            raise ValueError(f"Lexicon.cognate_fraction: must lie in [0, 1], got {self.cognate_fraction}")
+            raise UserError(f"Lexicon.cognate_fraction: must lie in [0, 1], got {self.cognate_fraction}")
         words = DETERMINERS + SUBJECTS + OBJECTS + VERBS + ADJECTIVES + ADVERBS + TOPICS + FUNCTION
         rng = random.Random(f"lexicon-{self.seed}")
         romance, germanic = _cipher(f"romance-{self.seed}"), _cipher(f"germanic-{self.seed}")
@@ -179,7 +182,7 @@ class Sentence:
     def render_with_spans(self, lang: str, lexicon: Lexicon) -> tuple[str, list[tuple[str, int, int]]]:
         """The sentence in ``lang`` and the (kind, start, end) byte spans of its concept words."""
         if lang not in LANGUAGES:
-            raise ValueError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+            raise UserError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
         words: list[tuple[str, str]] = []  # (kind, surface)
         for kind, value in self.items:
             if kind == "currency":
@@ -253,15 +256,15 @@ class StreamConfig:
 
     def __post_init__(self) -> None:
         if not self.pairs:
-            raise ValueError("StreamConfig.pairs: give at least one language pair, e.g. en-es")
+            raise UserError("StreamConfig.pairs: give at least one language pair, e.g. en-es")
         for a, b in self.pairs:
             for lang in (a, b):
                 if lang not in LANGUAGES:
-                    raise ValueError(f"StreamConfig.pairs: unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+                    raise UserError(f"StreamConfig.pairs: unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
             if a == b:
-                raise ValueError(f"StreamConfig.pairs: a pair needs two different languages, got {a}-{b}")
+                raise UserError(f"StreamConfig.pairs: a pair needs two different languages, got {a}-{b}")
         if not 0.0 <= self.concept_rate <= 1.0:
-            raise ValueError(f"StreamConfig.concept_rate: must lie in [0, 1], got {self.concept_rate}")
+            raise UserError(f"StreamConfig.concept_rate: must lie in [0, 1], got {self.concept_rate}")
 
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
@@ -270,7 +273,7 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     for part in text.split(","):
         bits = part.strip().split("-")
         if len(bits) != 2 or not all(bits):
-            raise ValueError(f"language pair {part.strip()!r} is not of the form xx-yy (e.g. en-es)")
+            raise UserError(f"language pair {part.strip()!r} is not of the form xx-yy (e.g. en-es)")
         pairs.append((bits[0], bits[1]))
     return tuple(pairs)
 
@@ -294,7 +297,7 @@ def segment(src: str, src_text: str, tgt: str, tgt_text: str) -> str:
 def translation_stream(config: StreamConfig, size_bytes: int) -> bytes:
     """The first ``size_bytes`` bytes (UTF-8) of the stream; whole pairs, cut at the end."""
     if size_bytes < 1:
-        raise ValueError(f"translation_stream: size must be positive, got {size_bytes}")
+        raise UserError(f"translation_stream: size must be positive, got {size_bytes}")
     out = bytearray()
     for src, s_text, tgt, t_text, _ in pieces(config):
         out += segment(src, s_text, tgt, t_text).encode("utf-8")
@@ -306,27 +309,20 @@ def translation_stream(config: StreamConfig, size_bytes: int) -> bytes:
 def write_stream(path: str | os.PathLike, config: StreamConfig, size_bytes: int, buffer_bytes: int = 1 << 22) -> Path:
     """Write ``size_bytes`` of the stream to ``path`` in pieces (constant memory), atomically."""
     if size_bytes < 1:
-        raise ValueError(f"write_stream: size must be positive, got {size_bytes}")
+        raise UserError(f"write_stream: size must be positive, got {size_bytes}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     written = 0
     buf = bytearray()
-    try:
-        with open(tmp, "wb") as f:
-            for src, s_text, tgt, t_text, _ in pieces(config):
-                buf += segment(src, s_text, tgt, t_text).encode("utf-8")
-                if len(buf) >= buffer_bytes or written + len(buf) >= size_bytes:
-                    take = min(len(buf), size_bytes - written)
-                    f.write(buf[:take])
-                    written += take
-                    buf = bytearray()
-                    if written >= size_bytes:
-                        break
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_file(path, "wb") as f:
+        for src, s_text, tgt, t_text, _ in pieces(config):
+            buf += segment(src, s_text, tgt, t_text).encode("utf-8")
+            if len(buf) >= buffer_bytes or written + len(buf) >= size_bytes:
+                take = min(len(buf), size_bytes - written)
+                f.write(buf[:take])
+                written += take
+                buf = bytearray()
+                if written >= size_bytes:
+                    break
     return path
 
 
@@ -344,9 +340,9 @@ class LabelledSentence:
 def labelled_sentences(concept: str, count: int, language: str, seed: int, positive: bool, lexicon_seed: int = 0) -> list[LabelledSentence]:
     """``count`` sentences in ``language`` that contain ``concept`` (positive) or contain no concept at all."""
     if concept not in CONCEPTS:
-        raise ValueError(f"unknown concept {concept!r}; known: {', '.join(CONCEPTS)}")
+        raise UserError(f"unknown concept {concept!r}; known: {', '.join(CONCEPTS)}")
     if count < 1:
-        raise ValueError(f"count must be positive, got {count}")
+        raise UserError(f"count must be positive, got {count}")
     lexicon = Lexicon(lexicon_seed)
     rng = random.Random(f"labelled-{concept}-{positive}-{language}-{seed}")
     out = []

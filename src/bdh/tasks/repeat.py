@@ -24,6 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bdh.errors import UserError
+
 from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed
@@ -56,7 +58,7 @@ class RepeatBatch:
 def phases(length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Phase codes (0 warm-up, 1 fact, 2 repeat) and period indices of positions 0 .. length-1."""
     if length < 1:
-        raise ValueError(f"repeat: length must be positive, got {length}")
+        raise UserError(f"repeat: length must be positive, got {length}")
     pos = torch.arange(length)
     within = pos % PERIOD
     w = len(WARMUP)
@@ -68,7 +70,7 @@ def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int | Sequence
     """``batch_size`` sequences of ``length`` letters, words drawn from a generator seeded by ``seed``
     (an integer, or a sequence of integers such as (run seed, split, batch index))."""
     if batch_size < 1:
-        raise ValueError(f"repeat: batch_size must be positive, got {batch_size}")
+        raise UserError(f"repeat: batch_size must be positive, got {batch_size}")
     phase, period_index = phases(length)
     n_periods = int(period_index[-1]) + 1
     keys = [int(seed)] if isinstance(seed, (int, np.integer)) else [int(k) for k in seed]

@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bdh.errors import UserError
+
 from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
@@ -63,7 +65,7 @@ class _Board:
             if v:
                 bit = 1 << v
                 if (self.rows[_ROW[i]] | self.cols[_COL[i]] | self.boxes[_BOX[i]]) & bit:
-                    raise ValueError(f"sudoku: digit {v} repeated in the row, column or box of cell {i}")
+                    raise UserError(f"sudoku: digit {v} repeated in the row, column or box of cell {i}")
                 self._set(i, v)
             else:
                 self.empties.append(i)
@@ -122,7 +124,7 @@ def count_solutions(puzzle, limit: int = 2) -> int:
     """Number of solutions of an 81-cell puzzle (0 = blank), counted up to ``limit``."""
     p = [int(v) for v in np.asarray(puzzle).reshape(-1)]
     if len(p) != 81 or any(v < 0 or v > 9 for v in p):
-        raise ValueError("sudoku: a puzzle is 81 cells of 0..9")
+        raise UserError("sudoku: a puzzle is 81 cells of 0..9")
     try:
         return _Board(p).count(limit)
     except ValueError:
@@ -209,7 +211,7 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: file not found")
+        raise UserError(f"{path}: file not found")
     puzzles, solutions = [], []
     with open(path, newline="", encoding="utf-8") as f:
         for lineno, row in enumerate(csv.reader(f), start=1):
@@ -219,18 +221,18 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
             if p is None or s is None:
                 if lineno == 1 or not any(fields):
                     continue  # header or blank line
-                raise ValueError(f"{path}:{lineno}: expected an 81-character puzzle ('.' or '0' blanks) and an 81-digit solution")
+                raise UserError(f"{path}:{lineno}: expected an 81-character puzzle ('.' or '0' blanks) and an 81-digit solution")
             puzzles.append(fields[p].replace(".", "0"))
             solutions.append(fields[s])
             if limit is not None and len(puzzles) >= limit:
                 break
     if not puzzles:
-        raise ValueError(f"{path}: no puzzle,solution rows found")
+        raise UserError(f"{path}: no puzzle,solution rows found")
     P = np.frombuffer("".join(puzzles).encode(), dtype=np.uint8).reshape(-1, 81).astype(np.int64) - 48
     S = np.frombuffer("".join(solutions).encode(), dtype=np.uint8).reshape(-1, 81).astype(np.int64) - 48
     bad = ~valid_solutions(S) | ((P != 0) & (P != S)).any(axis=1)
     if bad.any():
-        raise ValueError(f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution or one that contradicts its givens")
+        raise UserError(f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution or one that contradicts its givens")
     return P, S
 
 
@@ -308,7 +310,7 @@ class Sudoku:
         else:
             P, S = load_sudoku_csv(cfg.train_csv, cfg.num_train + cfg.num_val)  # type: ignore[arg-type]
             if len(P) <= cfg.num_val:
-                raise ValueError(f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles and training puzzles too")
+                raise UserError(f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles and training puzzles too")
             n = len(P) - cfg.num_val
             train, val = (P[:n], S[:n]), (P[n:], S[n:])
         self._csv = {"train": train, "val": val}
@@ -338,7 +340,7 @@ class Sudoku:
             ids = shuffled_indices(n, index * batch_size, batch_size, check_seed(seed), stream=12)
         else:
             if index >= self.num_batches("val", batch_size):
-                raise ValueError(f"Sudoku: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
+                raise UserError(f"Sudoku: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
             ids = np.arange(index * batch_size, min((index + 1) * batch_size, n))
         pairs = [self.puzzle(split, int(i), seed) for i in ids]
         x = np.stack([p for p, _ in pairs])

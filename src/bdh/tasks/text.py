@@ -29,6 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bdh.errors import UserError
+
 from ..registry import register_task
 from .base import IGNORE_INDEX
 
@@ -56,12 +58,12 @@ class TextConfig:
 
     def __post_init__(self) -> None:
         if self.data is not None and (not isinstance(self.data, str) or not self.data):
-            raise ValueError(f"task.data: must be a path or null, got {self.data!r}")
+            raise UserError(f"task.data: must be a path or null, got {self.data!r}")
         if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
-            raise ValueError(f"task.seq_len: must be a positive integer, got {self.seq_len!r}")
+            raise UserError(f"task.seq_len: must be a positive integer, got {self.seq_len!r}")
         vf = self.val_fraction
         if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0.0 < vf < 1.0:
-            raise ValueError(f"task.val_fraction: must be a number in (0, 1), got {vf!r}")
+            raise UserError(f"task.val_fraction: must be a number in (0, 1), got {vf!r}")
 
 
 class ByteStream:
@@ -105,12 +107,12 @@ def open_stream(data: str | None) -> ByteStream:
     elif path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
         if not files:
-            raise ValueError(f"task.data: {data}: the folder holds no files")
+            raise UserError(f"task.data: {data}: the folder holds no files")
     else:
         raise FileNotFoundError(f"task.data: {data}: no such file or folder")
     segments = [np.memmap(f, dtype=np.uint8, mode="r") for f in files if f.stat().st_size > 0]
     if not segments:
-        raise ValueError(f"task.data: {data}: the corpus is empty (0 bytes)")
+        raise UserError(f"task.data: {data}: the corpus is empty (0 bytes)")
     return ByteStream(segments, str(data))
 
 
@@ -134,11 +136,11 @@ class TextTask:
         if whole:
             self.n_train = 0
             if n < need:
-                raise ValueError(f"task.data: the corpus ({n:,} bytes) is shorter than one window of seq_len + 1 = {need} bytes")
+                raise UserError(f"task.data: the corpus ({n:,} bytes) is shorter than one window of seq_len + 1 = {need} bytes")
             return
         self.n_train = int(round(n * (1.0 - self.config.val_fraction)))
         if self.n_train < need or n - self.n_train < need:
-            raise ValueError(
+            raise UserError(
                 f"task.data: the corpus ({n:,} bytes) is shorter than one window: train ({self.n_train:,} bytes) and val "
                 f"({n - self.n_train:,} bytes) each need seq_len + 1 = {need} bytes; use a smaller task.seq_len or more text"
             )
@@ -151,7 +153,7 @@ class TextTask:
             return self.n_train, len(self.stream)
         if split == "all":
             return 0, len(self.stream)
-        raise ValueError(f"text: unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        raise UserError(f"text: unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
     def split_bytes(self, split: str) -> int:
         lo, hi = self._bounds(split)
@@ -204,7 +206,7 @@ class TextTask:
         lane = self.split_bytes(split) // batch_size
         windows = (lane - 1) // self.seq_len
         if windows < 1:
-            raise ValueError(
+            raise UserError(
                 f"task.data: {split} ({self.split_bytes(split):,} bytes) is too short for {batch_size} lanes of "
                 f"seq_len + 1 = {self.seq_len + 1} bytes; lower the batch size or task.seq_len"
             )

@@ -6,6 +6,6 @@
 """
 
 from .config import ConfigError, RunConfig, load_config
-from .trainer import TrainingError, TrainResult, Trainer, train
+from .trainer import Trainer, TrainingError, TrainResult, train
 
 __all__ = ["ConfigError", "RunConfig", "TrainResult", "Trainer", "TrainingError", "load_config", "train"]

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,10 @@ from typing import Any
 
 import torch
 
-from ..model.io import CONFIG_NAME, WEIGHTS_NAME, CheckpointError, atomic_write_bytes, check_state_dict, load_tensors, read_json, save_tensors
+from bdh.errors import UserError
+
+from ..model.io import CONFIG_NAME, WEIGHTS_NAME, CheckpointError, check_state_dict, load_tensors, read_json, save_tensors
+from ..outputs import atomic_folder, write_text
 
 FORMAT = "bdh-train-checkpoint"
 FORMAT_VERSION = 1
@@ -57,7 +59,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -102,26 +104,12 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
 
 def _write_folder(final: Path, model: torch.nn.Module, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
     """Assemble a checkpoint folder under a temporary name, then rename it to ``final``."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    try:
+    with atomic_folder(final) as tmp:
         model.save_pretrained(tmp)
         save_tensors(tensors, tmp / STATE_NAME, metadata={"format": FORMAT})
         meta = dict(meta, format=FORMAT, format_version=FORMAT_VERSION, time=time.time())
         meta["files"] = {name: _sha256(tmp / name) for name in (CONFIG_NAME, WEIGHTS_NAME, STATE_NAME)}
         _write_json(tmp / META_NAME, meta)
-        if final.exists():
-            old = final.with_name(f".{final.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
@@ -167,7 +155,7 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such run or model folder")
     if not src.is_dir():
-        raise ValueError(f"{src}: not a folder (give a run folder or a model folder)")
+        raise UserError(f"{src}: not a folder (give a run folder or a model folder)")
     if checkpoint:
         path = src / "checkpoints" / checkpoint
         if not holds_model(path):
@@ -180,7 +168,7 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
     for path in reversed(list_checkpoints(src)):
         if holds_model(path):
             return path
-    raise ValueError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
+    raise UserError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
 
 
 def verify(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -30,10 +31,14 @@ from typing import Any, Literal
 
 import yaml
 
+from bdh.devices import resolve_device
+from bdh.errors import UserError
+
 from ..registry import get_model, get_task
+from .distributed import from_environment
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A run config that cannot be used; the message names the key."""
 
 
@@ -84,8 +89,10 @@ class TrainConfig:
             measures the time per step and shortens the run (``max_steps``) so that it ends within the
             budget; the learning-rate schedule then decays over the shortened run. The run also stops
             when the budget is spent, and warmup is capped at a tenth of the run. The number of steps
-            chosen is saved in checkpoints, so a resumed run keeps it. Null: no budget (runs are then
-            the same on every machine).
+            chosen is saved in checkpoints, so a resumed run keeps it, unless the resume sets
+            ``train.max_steps`` or ``train.max_tokens`` (``--set``): the run then goes on to that new
+            limit, and the budget counts again from the resume. Null: no budget (runs are then the
+            same on every machine).
         bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
             backprop through time: consecutive windows of one stream, the recurrent state carried across
             steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
@@ -206,8 +213,9 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunConfig":
-        """Build and validate, refusing unknown keys and wrong types (with the key's dotted name)."""
+    def from_dict(cls, data: Any, *, environment: bool = True) -> "RunConfig":
+        """Build and validate, refusing unknown keys and wrong types (with the key's dotted name);
+        ``environment``: see `validate`."""
         if not isinstance(data, dict):
             raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
         known = {f.name: f for f in dataclasses.fields(cls)}
@@ -238,18 +246,38 @@ class RunConfig:
             else:
                 kwargs[name] = section_from_dict(hints[name], value, name)
         config = cls(**kwargs)
-        config.validate()
+        config.validate(environment=environment)
         return config
 
-    def validate(self) -> None:
-        """Cross-field checks, and the model and task sections against their registered classes."""
+    def validate(self, *, environment: bool = True) -> None:
+        """Every check a run makes on its config before it trains, so that loading a config (and
+        ``bdh train --print-config``) refuses what the run would refuse, with one line naming the key.
+
+        ``environment``: also the checks against this machine and process group (``train.device`` exists
+        and is available; the batch splits over the ``WORLD_SIZE`` processes torchrun set); leave it on
+        for a config that is about to train, off to read the config of a run made elsewhere.
+        """
+        for section in ("optim", "train", "eval", "log", "checkpoint", "sample"):
+            check_finite(getattr(self, section), section)
         for section in ("model", "task"):
             spec = getattr(self, section)
             if "name" not in spec or not isinstance(spec["name"], str):
                 raise ConfigError(f"{section}.name: required (a registered {section} name)")
-            build_section_config(section, spec)
-        t, o = self.train, self.optim
-        for key, value in (("train.batch_size", t.batch_size), ("train.max_steps", t.max_steps), ("log.every", self.log.every)):
+            _, built = build_section_config(section, spec)
+            if dataclasses.is_dataclass(built):
+                check_finite(built, section)
+        self._check_counts()
+        self._check_optim()
+        self._check_train_and_sample()
+        batch_layout(self.train, _world_size() if environment else 1)
+        if environment:
+            check_device(self.train.device)
+
+    def _check_counts(self) -> None:
+        """Step counts, batch sizes and intervals: positive, or non-negative where 0 means never."""
+        t = self.train
+        for key, value in (("train.batch_size", t.batch_size), ("train.max_steps", t.max_steps), ("log.every", self.log.every),
+                           ("checkpoint.keep", self.checkpoint.keep)):
             if value < 1:
                 raise ConfigError(f"{key}: must be at least 1, got {value}")
         for key, value in (
@@ -263,26 +291,77 @@ class RunConfig:
             if value is not None and value < 1:
                 raise ConfigError(f"{key}: must be at least 1 or null, got {value}")
         for key, value in (("eval.every", self.eval.every), ("checkpoint.every", self.checkpoint.every),
-                           ("optim.warmup_steps", o.warmup_steps), ("sample.max_new_tokens", self.sample.max_new_tokens)):
+                           ("optim.warmup_steps", self.optim.warmup_steps), ("sample.max_new_tokens", self.sample.max_new_tokens)):
             if value < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
-        if self.checkpoint.keep < 1:
-            raise ConfigError(f"checkpoint.keep: must be at least 1, got {self.checkpoint.keep}")
-        if t.max_minutes is not None and t.max_minutes <= 0:
-            raise ConfigError(f"train.max_minutes: must be positive or null, got {t.max_minutes}")
+
+    def _check_optim(self) -> None:
+        """AdamW's hyper-parameters and the learning-rate range."""
+        o = self.optim
         if o.lr <= 0 or o.min_lr < 0 or o.min_lr > o.lr:
             raise ConfigError(f"optim.min_lr: need 0 <= min_lr <= lr and lr > 0, got lr={o.lr}, min_lr={o.min_lr}")
         if o.weight_decay < 0 or o.eps <= 0 or not all(0 <= b < 1 for b in o.betas):
             raise ConfigError("optim: need weight_decay >= 0, eps > 0 and betas in [0, 1)")
         if o.grad_clip is not None and o.grad_clip <= 0:
             raise ConfigError(f"optim.grad_clip: must be positive or null, got {o.grad_clip}")
-        if self.sample.temperature < 0:
-            raise ConfigError(f"sample.temperature: must be >= 0, got {self.sample.temperature}")
-        if t.device != "auto" and not (t.device == "cpu" or t.device == "cuda" or t.device.startswith("cuda:")):
-            raise ConfigError(f"train.device: must be auto, cpu, cuda or cuda:K, got {t.device!r}")
+
+    def _check_train_and_sample(self) -> None:
+        """The time budget, the seeds and the final sample (which would otherwise fail after training)."""
+        t, s = self.train, self.sample
+        if t.max_minutes is not None and t.max_minutes <= 0:
+            raise ConfigError(f"train.max_minutes: must be positive or null, got {t.max_minutes}")
+        if not 0 <= t.seed < 2**63:
+            raise ConfigError(f"train.seed: must be between 0 and 2**63 - 1, got {t.seed}")
+        if not -(2**63) <= s.seed < 2**64:
+            raise ConfigError(f"sample.seed: must be between -2**63 and 2**64 - 1, got {s.seed}")
+        if s.temperature < 0:
+            raise ConfigError(f"sample.temperature: must be >= 0, got {s.temperature}")
+        if s.max_new_tokens and not s.prompt:
+            raise ConfigError("sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample")
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+# ---------------------------------------------------------------------- checks shared with the trainer
+def check_finite(section: Any, prefix: str) -> None:
+    """A `ConfigError` for the first float field of a section dataclass (or number in a list) that is nan or inf."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ConfigError(f"{prefix}.{f.name}: must be a finite number, got {item}")
+
+
+def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
+    """(rows per process, micro-batch size, micro-batches per step) of the global batch over ``world_size``
+    processes; a `ConfigError` if the batch or the micro-batch does not divide evenly."""
+    W = world_size
+    if train.batch_size % W:
+        raise ConfigError(f"train.batch_size: {train.batch_size} sequences cannot be split evenly over {W} processes")
+    rows = train.batch_size // W
+    micro = train.micro_batch_size or rows
+    if rows % micro:
+        raise ConfigError(
+            f"train.micro_batch_size: {micro} does not divide the {rows} sequences per process "
+            f"(train.batch_size {train.batch_size} over {W} process{'es' if W > 1 else ''})"
+        )
+    return rows, micro, rows // micro
+
+
+def check_device(name: str) -> None:
+    """A `ConfigError` naming ``train.device`` if that device is unknown or not available here."""
+    try:
+        resolve_device(name, what="train.device")
+    except ConfigError:
+        raise
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _world_size() -> int:
+    """The number of processes torchrun started (1 outside torchrun)."""
+    return max(1, from_environment().world_size)
 
 
 # ---------------------------------------------------------------------- typed sections

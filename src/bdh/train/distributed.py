@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from bdh.errors import UserError
+
 
 @dataclass
 class DistEnv:
@@ -39,7 +41,7 @@ def from_environment() -> DistEnv:
         rank = int(os.environ.get("RANK", "0"))
         local = int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError:
-        raise ValueError("WORLD_SIZE, RANK and LOCAL_RANK must be integers (as torchrun sets them)") from None
+        raise UserError("WORLD_SIZE, RANK and LOCAL_RANK must be integers (as torchrun sets them)") from None
     return DistEnv(rank, world, local)
 
 

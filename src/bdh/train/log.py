@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from bdh.outputs import write_text
+
 
 class MetricsLog:
     """Append-only ``metrics.jsonl``: one JSON object per training record or evaluation."""
@@ -28,7 +30,7 @@ class MetricsLog:
                 continue  # a line cut by a crash
             if int(record.get("step", 0)) <= step:
                 keep.append(line)
-        self.path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+        write_text(self.path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as f:

@@ -12,6 +12,8 @@ import os
 
 import torch
 
+from bdh.errors import UserError
+
 from ..model.config import BDHConfig
 from ..model.sizes import train_memory_bytes
 
@@ -52,7 +54,7 @@ def check_fits(model_config, micro_batch: int, seq_len: int, device: torch.devic
         return need
     if need * processes > have:
         each = f" x {processes} processes" if processes > 1 else ""
-        raise ValueError(
+        raise UserError(
             f"train.micro_batch_size: a micro-batch of {micro_batch} x {seq_len} tokens needs about {need / GiB:.1f} GiB{each} "
             f"to train (estimated: weights, gradients, AdamW moments, activations), but only {have / GiB:.1f} GiB is available "
             f"on {device}; lower train.micro_batch_size (gradient accumulation keeps the batch) or task.seq_len, "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from bdh.errors import UserError
+
 
 def learning_rate(step: int, *, lr: float, min_lr: float, warmup_steps: int, total_steps: int, decay: str = "linear") -> float:
     """The learning rate of optimiser step ``step`` (0-based) of ``total_steps``.
@@ -25,4 +27,4 @@ def learning_rate(step: int, *, lr: float, min_lr: float, warmup_steps: int, tot
         return lr + (min_lr - lr) * progress
     if decay == "cosine":
         return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
-    raise ValueError(f"optim.decay: unknown schedule {decay!r}; use linear, cosine or constant")
+    raise UserError(f"optim.decay: unknown schedule {decay!r}; use linear, cosine or constant")

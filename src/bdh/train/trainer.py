@@ -38,12 +38,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bdh import devices
+from bdh.errors import UserError
+from bdh.outputs import write_text
+
 from ..model.io import CheckpointError
 from ..tasks.base import IGNORE_INDEX
 from . import checkpoint as ckpt
 from . import distributed as dist_utils
 from . import rng, runtime
-from .config import RunConfig, build_section_config
+from .config import RunConfig, batch_layout, build_section_config
 from .log import MetricsLog, Progress, TensorBoard
 from .memory import check_fits
 from .schedule import learning_rate
@@ -59,7 +63,7 @@ BUDGET_SHARE = 0.93
 RUNTIME_FIELDS = frozenset({"dropout", "attention", "chunk_size"})
 
 
-class TrainingError(ValueError):
+class TrainingError(UserError):
     """Training cannot go on (NaN loss, a batch that does not fit, a task and model that do not match)."""
 
 
@@ -78,6 +82,7 @@ class TrainResult:
     checkpoint: Path | None = None
     model: nn.Module | None = None
     task: Any = None
+    finished_before: bool = False  # a resumed run that had already reached its end: nothing trained or written
 
 
 class Objective(nn.Module):
@@ -103,14 +108,11 @@ class Objective(nn.Module):
 
 
 def resolve_device(name: str, env: dist_utils.DistEnv) -> torch.device:
-    """``auto``: CUDA (the process's local GPU under torchrun) if available, else CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        name = f"cuda:{env.local_rank}" if env.enabled else "cuda"
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TrainingError(f"train.device: {name} asked for, but CUDA is not available")
+    """The device of this process: ``train.device`` as `bdh.devices.resolve_device` resolves and checks it
+    (``auto``: CUDA if available, else CPU); under torchrun ``auto`` and ``cuda`` mean the local GPU."""
+    device = devices.resolve_device(name, what="train.device")
+    if device.type == "cuda" and device.index is None and env.enabled:
+        device = devices.resolve_device(f"cuda:{env.local_rank}", what=f"train.device (LOCAL_RANK {env.local_rank})")
     return device
 
 
@@ -152,7 +154,11 @@ def _state_tensors(state: Any, prefix: str) -> tuple[dict[str, torch.Tensor], di
 class Trainer:
     """Builds everything a run needs from a `RunConfig` and runs the loop; see the module docstring."""
 
-    def __init__(self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None):
+    def __init__(self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None,
+                 replan: bool = False):
+        """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
+        ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`)."""
+        config.validate()  # every check on the config alone lives there (also run by --print-config)
         self.config = config
         self.env = dist_utils.from_environment()
         t = config.train
@@ -192,17 +198,7 @@ class Trainer:
         config.model = {"name": config.model["name"], **self.model_config.to_dict()}
 
         # batch layout: global batch -> rows of this process -> micro-batches
-        W = self.env.world_size
-        if t.batch_size % W:
-            raise TrainingError(f"train.batch_size: {t.batch_size} sequences cannot be split evenly over {W} processes")
-        self.rows = t.batch_size // W
-        self.micro = t.micro_batch_size or self.rows
-        if self.rows % self.micro:
-            raise TrainingError(
-                f"train.micro_batch_size: {self.micro} does not divide the {self.rows} sequences per process "
-                f"(train.batch_size {t.batch_size} over {W} process{'es' if W > 1 else ''})"
-            )
-        self.accum = self.rows // self.micro
+        self.rows, self.micro, self.accum = batch_layout(t, self.env.world_size)
         self.seq_len = self.task.seq_len
         self.tokens_per_step = t.batch_size * self.seq_len
         total = t.max_steps
@@ -212,6 +208,7 @@ class Trainer:
         self.budget_fixed = t.max_minutes is None
         self.elapsed_before = 0.0  # seconds spent by earlier processes of a resumed run
         self.eval_batch = config.eval.batch_size or self.micro
+        eval_batch_count(self.task, "val", self.eval_batch, config.eval.batches)  # an endless split fails here, not at step N
         self._check_modes()
         if t.check_memory:
             local = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if self.device.type == "cpu" else 1
@@ -241,12 +238,14 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self.run_dir = self._make_run_dir(resume)
         if resume is not None:
-            self._resume(resume_from)
-        if self.env.is_main:
-            self.run_dir.joinpath("config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+            self._resume(resume_from, replan)
+        #: a resumed run that had already reached its end: `fit` returns at once and nothing is written
+        self.finished_before = resume is not None and self.step >= self.total_steps
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
-        if self.env.is_main and resume is not None:
-            self.metrics.truncate_after(self.step)
+        if self.env.is_main and not self.finished_before:
+            write_text(self.run_dir / "config.yaml", config.to_yaml())
+            if resume is not None:
+                self.metrics.truncate_after(self.step)
         self._signal: int | None = None
         self._fit_start = time.time()
 
@@ -303,7 +302,7 @@ class Trainer:
         self.config.run_dir = path
         return Path(path)
 
-    def _resume(self, resume_from: Path | None) -> None:
+    def _resume(self, resume_from: Path | None, replan: bool) -> None:
         found = ckpt.list_checkpoints(self.run_dir)
         path = resume_from or (found[-1] if found else None)
         if path is None:
@@ -317,9 +316,7 @@ class Trainer:
             raise CheckpointError(f"{exc}{hint}") from None
         meta = state.meta
         self.step, self.tokens, self.best = int(meta["step"]), int(meta["tokens"]), meta.get("best")
-        self.elapsed_before = float(meta.get("elapsed", 0.0))
-        if self.config.train.max_minutes is not None and meta.get("budget_fixed"):
-            self.total_steps, self.budget_fixed = int(meta["total_steps"]), True
+        self._resume_length(meta, path, replan)
         self.last_checkpoint = path
         saved_world = int(meta.get("world_size", 1))
         r = self.env.rank
@@ -336,6 +333,21 @@ class Trainer:
             tensors = {k[len(prefix) + 1 :]: v.to(self.device) for k, v in state.tensors.items() if k.startswith(prefix + ".")}
             if tensors:
                 self.carry[j] = self.model.init_state(self.micro).__class__(**tensors, **carry_meta.get(f"{r}.{j}", {}))
+
+    def _resume_length(self, meta: dict[str, Any], path: Path, replan: bool) -> None:
+        """The length of a resumed run: the one a time budget fixed (saved in the checkpoint), unless
+        ``replan`` (the resume sets ``train.max_steps`` or ``train.max_tokens``): then the config's limit,
+        with the time budget counted again from the resume. A limit below the checkpoint's step is refused."""
+        t = self.config.train
+        if self.step_limit < self.step:
+            key = "train.max_tokens" if self.step_limit < t.max_steps else "train.max_steps"
+            raise TrainingError(f"{key}: the run would end at step {self.step_limit}, before its checkpoint {path.name} "
+                                f"at step {self.step}; give a {key} that reaches step {self.step} or more")
+        if replan:
+            return  # total_steps = the new limit; elapsed_before = 0: a fresh time budget
+        self.elapsed_before = float(meta.get("elapsed", 0.0))
+        if t.max_minutes is not None and meta.get("budget_fixed"):
+            self.total_steps, self.budget_fixed = int(meta["total_steps"]), True
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
@@ -452,7 +464,11 @@ class Trainer:
         self._signal = signum
 
     def fit(self) -> TrainResult:
-        """Train until the step, token or target limit, or a signal; always leaves a checkpoint."""
+        """Train until the step, token or target limit, or a signal; always leaves a checkpoint.
+        A resumed run that had already reached its end returns at once, writing nothing."""
+        if self.finished_before:
+            return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, 0.0, {}, self.best,
+                               checkpoint=self.last_checkpoint, model=self.model, task=self.task, finished_before=True)
         cfg = self.config
         main = self.env.is_main
         handlers = {}
@@ -605,6 +621,16 @@ class Trainer:
         dist_utils.shutdown(self.env)
 
 
+def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None) -> int:
+    """How many batches an evaluation of ``split`` reads: ``batches``, at most one pass over the split;
+    a `TrainingError` if the split is endless and ``batches`` is None."""
+    n = task.num_batches(split, batch_size)
+    n = batches if n is None else (n if batches is None else min(n, batches))
+    if n is None:
+        raise TrainingError(f"eval.batches: task {task.name!r} has an endless {split} split; give a number")
+    return n
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, seed: int, autocast=contextlib.nullcontext,
              split: str = "val") -> dict[str, float]:
@@ -612,10 +638,7 @@ def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, 
     (all of them when None): ``val_loss`` (nats per scored token), ``val_bpb`` (bits per token; bits per
     byte for byte-level text) and every metric of ``task.metrics`` as ``val_<name>``."""
     device = next(model.parameters()).device
-    n = task.num_batches(split, batch_size)
-    n = batches if n is None else (n if batches is None else min(n, batches))
-    if n is None:
-        raise TrainingError(f"eval.batches: task {task.name!r} has an endless {split} split; give a number")
+    n = eval_batch_count(task, split, batch_size, batches)
     was_training = model.training
     model.eval()
     loss_sum, count, sums, weights = 0.0, 0, {}, {}
@@ -647,9 +670,12 @@ def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, 
     return out
 
 
-def train(config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None) -> TrainResult:
-    """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``."""
-    trainer = Trainer(config, resume=Path(resume) if resume else None, resume_from=Path(resume_from) if resume_from else None)
+def train(config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None,
+          replan: bool = False) -> TrainResult:
+    """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``.
+    ``replan``: a resume that sets the length of the run anew (see `Trainer._resume_length`)."""
+    trainer = Trainer(config, resume=Path(resume) if resume else None, resume_from=Path(resume_from) if resume_from else None,
+                      replan=replan)
     try:
         return trainer.fit()
     finally:

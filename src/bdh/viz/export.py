@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from bdh.errors import UserError
 from bdh.model import BDH
 from bdh.model.graph import flat_decoders
 
@@ -65,7 +66,7 @@ class ViewOptions:
         for name in ("hubs", "edges_per_hub", "heat_neurons", "attn_top", "lens_top", "block"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"viz: {name} must be a positive integer, got {value!r}")
+                raise UserError(f"viz: {name} must be a positive integer, got {value!r}")
 
 
 # ---------------------------------------------------------------------- the hub graph of G_x
@@ -209,16 +210,16 @@ def build_view(
         title, source: shown in the page header.
     """
     if kind not in KINDS:
-        raise ValueError(f"viz: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise UserError(f"viz: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     opts = options or ViewOptions()
     cfg = model.config
     idx = torch.as_tensor(tokens, dtype=torch.long).reshape(1, -1)
     T = idx.shape[1]
     if T == 0:
-        raise ValueError("viz: the input is empty; give at least one token")
+        raise UserError("viz: the input is empty; give at least one token")
     if kind in ("boardpath", "sudoku"):
         if board_size is None or board_size * board_size != T:
-            raise ValueError(f"viz: a board of {T} cells is not {board_size} x {board_size}")
+            raise UserError(f"viz: a board of {T} cells is not {board_size} x {board_size}")
     device = model.E.device
     t0 = time.time()
     was_training = model.training

@@ -22,7 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from bdh.errors import UserError
+
 BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
+#: the longest input the viewer and the plots draw (the attention panel and the run cost O(T^2))
+MAX_TOKENS = 4096
 DEFAULT_PROMPT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
 
@@ -47,7 +51,7 @@ def run_task(model_dir: Path) -> dict[str, Any] | None:
             try:
                 data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
             except yaml.YAMLError as exc:
-                raise ValueError(f"{cfg}: not valid YAML ({exc})") from None
+                raise UserError(f"{cfg}: not valid YAML ({exc})") from None
             task = data.get("task") if isinstance(data, dict) else None
             return task if isinstance(task, dict) else None
     return None
@@ -61,17 +65,22 @@ def run_dir_of(model_dir: Path) -> Path:
     return model_dir
 
 
-def prompt_tokens(prompt: str, vocab_size: int) -> ViewInput:
-    """The UTF-8 bytes of ``prompt`` as tokens of a byte-level model."""
-    try:
-        data = prompt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("viz: the prompt is not valid UTF-8 text") from None
+def check_length(count: int, what: str) -> None:
+    """Refuse an input longer than `MAX_TOKENS` (the viewer's cost grows with the square of its length)."""
+    if count > MAX_TOKENS:
+        raise UserError(f"{what}: {count:,} tokens; the viewer draws at most {MAX_TOKENS:,} (its cost grows with the square "
+                        "of the length): give a shorter input")
+
+
+def prompt_tokens(prompt: bytes | str, vocab_size: int) -> ViewInput:
+    """The bytes of ``prompt`` (a str is encoded as UTF-8) as tokens of a byte-level model."""
+    data = prompt.encode("utf-8") if isinstance(prompt, str) else bytes(prompt)
     if not data:
-        raise ValueError("viz: the prompt is empty")
+        raise UserError("viz: the prompt is empty")
+    check_length(len(data), "the prompt")
     if vocab_size < 256 and max(data) >= vocab_size:
         bad = max(data)
-        raise ValueError(f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)")
+        raise UserError(f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)")
     return ViewInput(list(data), "text", None, f"prompt of {len(data)} bytes")
 
 
@@ -79,14 +88,15 @@ def id_tokens(text: str, vocab_size: int) -> ViewInput:
     """Token ids given as integers separated by spaces or commas."""
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
-        raise ValueError("viz: --tokens is empty")
+        raise UserError("viz: --tokens is empty")
     try:
         ids = [int(p) for p in parts]
     except ValueError:
-        raise ValueError(f"viz: --tokens must be integers, got {text!r}") from None
+        raise UserError(f"viz: --tokens must be integers, got {text!r}") from None
+    check_length(len(ids), "--tokens")
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
-        raise ValueError(f"viz: token {bad[0]} is outside the model's vocabulary [0, {vocab_size})")
+        raise UserError(f"viz: token {bad[0]} is outside the model's vocabulary [0, {vocab_size})")
     return ViewInput(ids, "tokens", None, f"{len(ids)} token ids")
 
 
@@ -100,21 +110,21 @@ def parse_board(text: str, expected_size: int | None = None) -> tuple[list[int],
         cells = []
         for ch in line.replace(" ", "").replace("\t", ""):
             if ch not in BOARD_CELLS:
-                raise ValueError(f"board line {n}: unknown cell {ch!r} (use . # S E or 0 1 2 3)")
+                raise UserError(f"board line {n}: unknown cell {ch!r} (use . # S E or 0 1 2 3)")
             cells.append(BOARD_CELLS[ch])
         rows.append(cells)
     if not rows:
-        raise ValueError("board: the file has no rows")
+        raise UserError("board: the file has no rows")
     S = len(rows)
     wrong = [i for i, r in enumerate(rows) if len(r) != S]
     if wrong:
-        raise ValueError(f"board: {S} rows but row {wrong[0] + 1} has {len(rows[wrong[0]])} cells (a board is S x S)")
+        raise UserError(f"board: {S} rows but row {wrong[0] + 1} has {len(rows[wrong[0]])} cells (a board is S x S)")
     if expected_size is not None and S != expected_size:
-        raise ValueError(f"board: the board is {S} x {S} but the model was trained on {expected_size} x {expected_size} boards")
+        raise UserError(f"board: the board is {S} x {S} but the model was trained on {expected_size} x {expected_size} boards")
     flat = [c for r in rows for c in r]
     for value, name in ((2, "start (S)"), (3, "end (E)")):
         if flat.count(value) != 1:
-            raise ValueError(f"board: needs exactly one {name} cell, found {flat.count(value)}")
+            raise UserError(f"board: needs exactly one {name} cell, found {flat.count(value)}")
     return flat, S
 
 
@@ -122,10 +132,10 @@ def parse_sudoku(text: str) -> list[int]:
     """81 tokens of a Sudoku puzzle (0 = blank)."""
     s = "".join(text.split())
     if len(s) != 81:
-        raise ValueError(f"sudoku: a puzzle is 81 cells, got {len(s)}")
+        raise UserError(f"sudoku: a puzzle is 81 cells, got {len(s)}")
     bad = [c for c in s if c not in ".0123456789"]
     if bad:
-        raise ValueError(f"sudoku: unknown cell {bad[0]!r} (use 1-9 for givens, 0 or . for blanks)")
+        raise UserError(f"sudoku: unknown cell {bad[0]!r} (use 1-9 for givens, 0 or . for blanks)")
     return [0 if c == "." else int(c) for c in s]
 
 
@@ -134,7 +144,7 @@ def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewIn
     from bdh.tasks.boardpath import VOCAB_SIZE
 
     if vocab_size != VOCAB_SIZE:
-        raise ValueError(f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}")
+        raise UserError(f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}")
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such board file")
@@ -145,7 +155,7 @@ def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewIn
 def sudoku_input(text: str, vocab_size: int) -> ViewInput:
     """A Sudoku puzzle (checked against the model's vocabulary)."""
     if vocab_size != 10:
-        raise ValueError(f"viz: --sudoku needs a Sudoku model (vocabulary 10); this model has {vocab_size}")
+        raise UserError(f"viz: --sudoku needs a Sudoku model (vocabulary 10); this model has {vocab_size}")
     tokens = parse_sudoku(text)
     return ViewInput(tokens, "sudoku", 9, f"sudoku with {sum(t > 0 for t in tokens)} givens")
 
@@ -166,7 +176,7 @@ def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, se
             boards, _ = generate_boards(gen, 8, S, wall)
             if len(boards):
                 return ViewInput(boards[0].tolist(), "boardpath", S, f"generated {S} x {S} board (seed {seed})")
-        raise ValueError("viz: could not generate a solvable board; give one with --board")
+        raise UserError("viz: could not generate a solvable board; give one with --board")
     if name == "sudoku":
         from bdh.tasks.sudoku import generate_puzzle
 
@@ -176,4 +186,4 @@ def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, se
         out = prompt_tokens(DEFAULT_PROMPT, vocab_size)
         out.description = "default prompt"
         return out
-    raise ValueError(f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})")
+    raise UserError(f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})")

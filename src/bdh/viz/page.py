@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 VIEWER_FILES = ("viewer.html", "viewer.js", "viewer.css")
@@ -46,27 +43,3 @@ def render(view: dict[str, Any]) -> str:
         out.append(parts[key])
         i = pos + len(key)
     return "".join(out)
-
-
-def file_mode() -> int:
-    """The mode a new file gets under the current umask (mkstemp would give 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path

@@ -15,14 +15,13 @@ half a figure.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .page import file_mode
+from bdh.errors import UserError, one_line
+from bdh.outputs import atomic_path
 
 #: axes of the ``bdh bench`` suites (columns of their results.csv): suite -> [(x, y, facet or None), ...];
 #: one figure ``bench-<suite>-<x>`` per entry. ``width`` is BDH's n_embd at which every model is
@@ -53,15 +52,8 @@ def save(fig: Any, stem: Path | str) -> list[Path]:
     try:
         for ext in ("png", "svg"):
             path = stem.with_name(stem.name + "." + ext)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(fd)
-            try:
+            with atomic_path(path) as tmp:
                 fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
-                os.chmod(tmp, file_mode())
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
             out.append(path)
     finally:
         plt.close(fig)
@@ -92,7 +84,7 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
     val = [(r["step"], _num(r.get("val_loss"))) for r in evals]
     val = [(s, v) for s, v in val if v is not None]
     if not train and not val:
-        raise ValueError("training_curves: no training or validation loss in the records")
+        raise UserError("training_curves: no training or validation loss in the records")
     others = sorted({k for r in evals for k in r if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None})
     plt = _plt()
     fig, axes = plt.subplots(1, 2 if others else 1, figsize=(10 if others else 6, 3.6), squeeze=False)
@@ -126,7 +118,7 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
 def sparsity_by_layer(x: Sequence[float], y: Sequence[float], stem: Path | str, title: str = "") -> list[Path]:
     """Bars of the fraction of non-zero x and y per layer (values in [0, 1], one per layer)."""
     if len(x) == 0 or len(x) != len(y):
-        raise ValueError("sparsity_by_layer: x and y need one value per layer, and the same number")
+        raise UserError("sparsity_by_layer: x and y need one value per layer, and the same number")
     plt = _plt()
     L = len(x)
     pos = np.arange(L)
@@ -205,7 +197,7 @@ def suite_plot(
         f = r.get(facet) if facet else None
         groups.setdefault(f, {}).setdefault(str(r.get(series, "")), {}).setdefault(xv, []).append(yv)
     if not groups:
-        raise ValueError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
+        raise UserError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
     plt = _plt()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
     fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets) + 1, 3.4), squeeze=False)
@@ -264,9 +256,18 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
 
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such results file")
-    with open(p, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+        raise UserError(f"--bench {p}: no such results file")
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows, columns = list(reader), reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"--bench {p}: not a CSV file ({one_line(exc)})") from None
+    if "suite" not in columns:
+        raise UserError(f"--bench {p}: not bdh bench results (no 'suite' column; give the results.csv that bdh bench wrote)")
+    if not rows:
+        raise UserError(f"--bench {p}: holds no result rows")
+    return rows
 
 
 # ---------------------------------------------------------------------- activation heatmap
@@ -279,7 +280,7 @@ def activation_heatmap(
     chosen separately for x and y), of one layer's x and y, each (T, n)."""
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
     if x.ndim != 2 or x.shape != y.shape or x.shape[0] != len(labels):
-        raise ValueError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
+        raise UserError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
     plt = _plt()
     T = x.shape[0]
     fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))), layout="constrained")

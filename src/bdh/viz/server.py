@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from bdh.errors import UserError
+
 HOST = "127.0.0.1"
 PATHS = ("/", "/index.html", "/viz.html")
 
@@ -46,15 +48,15 @@ def make_server(page: bytes, port: int = 0) -> PageServer:
     """An HTTP server bound to 127.0.0.1:``port`` (0: a free port chosen by the system) that serves
     ``page``. Raises ValueError when the port is in use or not allowed."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"viz: port must be an integer in 0..65535, got {port!r}")
+        raise UserError(f"viz: port must be an integer in 0..65535, got {port!r}")
     try:
         server = PageServer((HOST, port), _Handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise ValueError(f"viz: port {port} on {HOST} is in use; choose another with --port, or 0 for a free one") from None
+            raise UserError(f"viz: port {port} on {HOST} is in use; choose another with --port, or 0 for a free one") from None
         if exc.errno == errno.EACCES:
-            raise ValueError(f"viz: not allowed to listen on port {port}; choose a port above 1023, or 0 for a free one") from None
-        raise ValueError(f"viz: cannot listen on {HOST}:{port} ({exc.strerror})") from None
+            raise UserError(f"viz: not allowed to listen on port {port}; choose a port above 1023, or 0 for a free one") from None
+        raise UserError(f"viz: cannot listen on {HOST}:{port} ({exc.strerror})") from None
     server.page = page
     return server
 

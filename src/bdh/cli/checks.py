@@ -1,0 +1,100 @@
+"""One validation of user-facing values for every command, run before any work.
+
+- argparse ``type=`` functions (`integer`, `number`) refuse a value at parse time with one line that
+  names the flag: ``argument --temperature: must be a finite number >= 0, got 'nan'``;
+- `device` resolves a ``--device`` (`bdh.devices.resolve_device`);
+- `prompt_bytes` reads a prompt as bytes: ``--prompt`` keeps the bytes the shell passed (any byte,
+  also those that are not UTF-8), ``--prompt-file`` reads a file as it is;
+- `add_overwrite` adds the ``--overwrite`` flag of every command that writes an output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+from bdh.errors import UserError
+
+
+def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {_range(low, high)}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(low: float | None = None, high: float | None = None, *, low_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in [low, high] (``(low, high]`` with ``low_open``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        bad = not math.isfinite(value)
+        bad = bad or (low is not None and (value < low or (low_open and value == low))) or (high is not None and value > high)
+        if bad:
+            raise argparse.ArgumentTypeError(f"must be a finite number {_range(low, high, low_open)}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _range(low: float | None, high: float | None, low_open: bool = False) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    return f"<= {high:g}" if high is not None else ""
+
+
+def device(name: str):
+    """The `torch.device` of a ``--device`` value, checked to exist and be available."""
+    from bdh.devices import resolve_device
+
+    return resolve_device(name, what="--device")
+
+
+def add_prompt(parser: argparse._ActionsContainer, help: str) -> None:
+    """``--prompt TEXT`` and ``--prompt-file FILE`` (one or the other) on ``parser`` (a mutually exclusive group)."""
+    parser.add_argument("--prompt", help=help + "; any bytes the shell passes are kept as they are")
+    parser.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE, byte for byte (any bytes)")
+
+
+def prompt_bytes(args: argparse.Namespace, default: bytes | None = None, max_bytes: int | None = None) -> bytes | None:
+    """The prompt as bytes: ``--prompt`` as the shell passed it (``os.fsencode`` undoes Python's decoding, so
+    bytes that are not UTF-8 survive) or the contents of ``--prompt-file``; ``default`` when neither is given."""
+    if getattr(args, "prompt_file", None) is not None:
+        path = Path(args.prompt_file)
+        if not path.is_file():
+            raise UserError(f"--prompt-file {path}: no such file")
+        data = path.read_bytes()
+        flag = f"--prompt-file {path}"
+    elif getattr(args, "prompt", None) is not None:
+        data = os.fsencode(args.prompt)
+        flag = "--prompt"
+    else:
+        return default
+    if not data:
+        raise UserError(f"{flag}: the prompt is empty; give at least one byte")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise UserError(f"{flag}: the prompt has {len(data):,} bytes; at most {max_bytes:,} are allowed here")
+    return data
+
+
+def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output") -> None:
+    """The ``--overwrite`` flag: replace an existing non-empty output instead of refusing."""
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} if it exists (refused otherwise)")
