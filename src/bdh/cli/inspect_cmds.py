@@ -17,7 +17,7 @@ from bdh.outputs import write_text
 from .checks import add_overwrite, add_prompt, integer, prompt_bytes
 
 #: the longest prompt (and window) recorded: the recording keeps x and y of every token, layer and neuron
-MAX_PROMPT = 8192
+MAX_PROMPT = 4096
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the held-out end of the embedded corpus")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
     p.add_argument("--tokens", type=integer(2, MAX_PROMPT), default=256, help="tokens per recorded window (default 256)")
-    p.add_argument("--windows", type=integer(1, 256), default=4, help="windows of --data / the corpus (default 4)")
+    p.add_argument("--windows", type=integer(1, 64), default=4, help="windows of --data / the corpus (default 4)")
     p.add_argument("--layer", type=integer(0), help="only this layer (0-based) for the sparsity trace and the sigma graph")
     p.add_argument("--head", type=integer(0), help="only this head for the graph analyses")
     p.add_argument("--out", help="output folder (default RUN_DIR/reports/inspect-<time>)")

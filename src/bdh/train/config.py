@@ -98,7 +98,8 @@ class TrainConfig:
             steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
             and values detached; paper section 7.2).
         seed: seeds the model initialisation, dropout and the data order.
-        device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K``.
+        device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K`` (or ``mps``); checked to exist and
+            be available here when the config is loaded (`bdh.devices.resolve_device`).
         precision: ``auto`` (bf16 autocast where the device supports it, CUDA; fp32 on CPU), ``bf16`` or ``fp32``.
         compile: wrap the model in ``torch.compile`` (if compiling fails: one warning, then eager).
         keep_freed_memory: on CPU, keep freed memory in the process for reuse instead of returning large

@@ -26,7 +26,7 @@ from bdh.errors import UserError
 
 BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
 #: the longest input the viewer and the plots draw (the attention panel and the run cost O(T^2))
-MAX_TOKENS = 4096
+MAX_TOKENS = 2048
 DEFAULT_PROMPT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
 
