@@ -1,0 +1,82 @@
+"""`bdh.cli.checks` and `bdh.devices`: the one validation of user-facing values."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bdh.cli.checks import integer, number, prompt_bytes
+from bdh.devices import resolve_device
+from bdh.errors import UserError
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "abc", "", "0x10"])
+def test_number_refuses_what_is_not_a_finite_number(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        number(0)(text)
+
+
+def test_number_ranges():
+    assert number(0)("0") == 0.0 and number(0, 1)("1") == 1.0
+    with pytest.raises(argparse.ArgumentTypeError, match=r">= 0"):
+        number(0)("-0.5")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"in \(0, 1\]"):
+        number(0, 1, low_open=True)("0")
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+@settings(max_examples=200, deadline=None)
+def test_number_accepts_exactly_the_finite_values_in_range(x):
+    try:
+        got = number(-1.0, 1.0)(repr(x))
+    except argparse.ArgumentTypeError:
+        assert not (x == x and -1.0 <= x <= 1.0)  # refused: NaN, infinite or out of range
+    else:
+        assert got == x and -1.0 <= got <= 1.0
+
+
+@given(st.text(max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_integer_never_raises_anything_but_its_own_error(text):
+    try:
+        value = integer(1, 100)(text)
+    except argparse.ArgumentTypeError:
+        return
+    assert 1 <= value <= 100
+
+
+@pytest.mark.parametrize("name", ["banana", "cuda:x", "", "gpu", "tpu:0"])
+def test_unknown_devices_are_one_user_error(name):
+    with pytest.raises(UserError, match="--device"):
+        resolve_device(name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.parametrize("name", ["cuda", "cuda:0", "cuda:7"])
+def test_cuda_without_cuda_is_one_user_error(name):
+    with pytest.raises(UserError, match="CUDA is not available"):
+        resolve_device(name, what="train.device")
+
+
+def test_known_devices():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_prompt_bytes_keeps_any_byte_and_reads_files(tmp_path):
+    raw = b"\xff\xfe caf\xc3\xa9 \x00"
+    assert prompt_bytes(argparse.Namespace(prompt=os.fsdecode(raw), prompt_file=None)) == raw
+    (tmp_path / "p.bin").write_bytes(raw)
+    assert prompt_bytes(argparse.Namespace(prompt=None, prompt_file=str(tmp_path / "p.bin"))) == raw
+    assert prompt_bytes(argparse.Namespace(prompt=None, prompt_file=None), default=b"\n") == b"\n"
+    with pytest.raises(UserError, match="at most 4 are allowed"):
+        prompt_bytes(argparse.Namespace(prompt="12345", prompt_file=None), max_bytes=4)
+    with pytest.raises(UserError, match="empty"):
+        prompt_bytes(argparse.Namespace(prompt="", prompt_file=None))
+    with pytest.raises(UserError, match="no such file"):
+        prompt_bytes(argparse.Namespace(prompt=None, prompt_file=str(tmp_path / "missing")))
