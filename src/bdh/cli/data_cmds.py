@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 
 from bdh.errors import UserError
 
@@ -46,7 +47,13 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
     config = StreamConfig(parse_pairs(args.pairs), args.concept_rate, args.seed, args.lexicon_seed)
     size = parse_size(args.size)
-    check_output(args.out, overwrite=args.overwrite, flag="OUT")
+    out = check_output(args.out, overwrite=args.overwrite, flag="OUT")
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    free = shutil.disk_usage(parent).free
+    if size > free:
+        raise UserError(f"--size {args.size}: {size:,} bytes asked for, but only {free:,} are free on the disk of {parent}")
     path = write_stream(args.out, config, size)
     print(f"wrote {path} ({size:,} bytes; pairs {args.pairs}, seed {args.seed})")
     return 0

@@ -23,6 +23,7 @@ n); the paper names by the map between BDH and BDH-GPU (E encodes n to d). Check
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import torch
@@ -154,8 +155,11 @@ def load_official_file(path: str | os.PathLike, **config: int | float) -> BDH:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"{path}: cannot be read as a weights-only PyTorch checkpoint: {reason}") from None
+        if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in str(exc):
+            reason = "not a checkpoint of tensors, or one holding objects that would need unpickling, which is never done"
+        else:
+            reason = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:200]
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint that loads with weights_only=True ({reason})") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, found a {type(obj).__name__}")
     stored_config: dict = {}
