@@ -30,7 +30,11 @@ def test_recording_matches_the_forward_pass_and_chunking_changes_nothing():
         assert torch.allclose(one.x[layer], cap.x[layer]) and torch.allclose(one.y[layer], cap.y[layer])
         for name in ("x", "y", "a", "values"):
             a, b = getattr(one, name)[layer], getattr(chunked, name)[layer]
-            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
+            # chunks of 5 vs one pass: fp32 sums in another order, errors ~3e-7 of the tensor's largest
+            # entry (measured; 'a' reaches 1e2, so near-zero entries of 'a' differ by ~3e-5, more than
+            # a fixed atol of 1e-5 allows); 1e-5 of the scale leaves 20x, a state lost between chunks
+            # changes entries by the scale itself
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5 * b.abs().max().item()), name
     p = torch.softmax(logits[0, 3], -1)[idx[0, 4]]
     assert torch.isclose(one.surprisal[0, 3], -torch.log2(p), atol=1e-4)
     assert torch.isnan(one.surprisal[:, -1]).all()

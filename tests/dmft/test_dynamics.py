@@ -16,7 +16,10 @@ def regimes():
     betas = np.array([0.5, 1.0, 1.27, 1.28, 1.4])
     out = {}
     for init in ("token", "continue"):
-        res = run_sweep(betas, n_steps=8000, n_keep=2000, n_lyap=3000, init=init)
+        # beta = 1.27 has a long chaotic transient before it settles on its periodic orbit, and when it
+        # ends depends on every last-ulp rounding (another CPU, another batch): with 8,000 steps 9 of 200
+        # betas within +-50 ulps of 1.27 (both initial conditions) failed the tests below, with 20,000 none
+        res = run_sweep(betas, n_steps=20_000, n_keep=2000, n_lyap=3000, init=init)
         out[init] = res
     return betas, out
 

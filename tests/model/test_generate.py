@@ -20,7 +20,8 @@ def _rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
 @pytest.mark.parametrize("damping", [None, "alibi"])
 @pytest.mark.parametrize("positional", ["rope", "rope-standard", "none"])
 def test_greedy_generation_equals_rerunning_the_prefix(positional, damping):
-    # larger weights make the output distribution peaked, so argmax ties are not an issue
+    # larger weights make the output distribution peaked, so argmax ties are not an issue: the top two
+    # logits differ by >= 8e-4 of the largest (measured), the two paths' fp32 logits by ~1e-6 of it
     model = tiny_model(seed=1, positional=positional, damping=damping, n_neurons=128)
     with torch.no_grad():
         for p in model.parameters():
@@ -131,7 +132,12 @@ def test_sparse_step_equals_the_dense_step(threshold, positional):
         ref, dense = model.step(idx[:, t], dense)
         got = sparse_token_step(model, idx[:, t], sparse, density_threshold=threshold)
         assert torch.allclose(got, ref, rtol=1e-5, atol=1e-6)
-        assert torch.allclose(sparse.rho, dense.rho, rtol=1e-5, atol=1e-7) and sparse.pos == dense.pos
+        # the state sums signed rank-one updates in another order: near-zero entries carry the fp32
+        # rounding of the large ones (measured 1.2e-7 = 1 ulp at the scale 0.95, already 0.56 of what a
+        # fixed atol of 1e-7 allowed there); 1e-6 of the scale is ~8 ulps, a missed neuron's update is
+        # ~1e-2 or more
+        scale = dense.rho.abs().max().item()
+        assert torch.allclose(sparse.rho, dense.rho, rtol=1e-5, atol=1e-6 * scale) and sparse.pos == dense.pos
 
 
 def test_sparse_generation_gives_the_same_tokens():

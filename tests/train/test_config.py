@@ -77,6 +77,13 @@ def test_missing_and_malformed_files(tmp_path):
         load_config(top)
 
 
+def test_a_binary_file_is_not_a_config(tmp_path):
+    image = tmp_path / "image.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(ConfigError, match="image.png: not a text file"):
+        load_config(image)
+
+
 def test_shipped_example_configs_are_valid():
     from pathlib import Path
 

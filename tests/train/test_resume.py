@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import signal
@@ -100,3 +101,62 @@ def test_corrupted_or_foreign_checkpoint_is_refused_and_the_previous_one_kept(co
     (run / "checkpoints" / "step-99" / "meta.json").write_text('{"format": "something-else"}')
     code, err = cli(capsys, "train", "--resume", str(run))
     assert code == 2 and "not a bdh training checkpoint" in err
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every path under ``folder`` (hidden ones too) with the SHA-256 of its bytes ("dir" for a folder)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def finished(corpus_file, tmp_path, capsys) -> Path:
+    """A run of 6 steps that ran to its end (evaluations, checkpoints and TensorBoard files written)."""
+    run = tmp_path / "done"
+    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=6", "eval.every=3",
+                                                    "checkpoint.every=3", "log.tensorboard=true")))
+    assert code == 0, err
+    return run
+
+
+def test_resuming_a_finished_run_touches_nothing(finished, capsys):
+    before = snapshot(finished)
+    code = main(["train", "--resume", str(finished)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out == (f"{finished}: finished at step 6 of 6; nothing to do (to train longer: "
+                            f"bdh train --resume {finished} --set train.max_steps=M with M > 6)\n")
+    assert snapshot(finished) == before
+
+
+def test_a_step_limit_below_the_checkpoint_is_refused(finished, capsys):
+    before = snapshot(finished)
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=4")
+    assert code == 2 and err.startswith("bdh: error: train.max_steps:") and err.count("\n") == 1, err
+    assert "step 6" in err
+    assert snapshot(finished) == before
+
+
+def test_a_finished_run_trains_on_to_a_larger_step_limit(finished, capsys):
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=9")
+    assert code == 0, err
+    assert sorted(train_losses(finished)) == list(range(1, 10))
+    evals = [json.loads(l)["step"] for l in (finished / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
+    assert evals == [3, 6, 9]
+    assert (finished / "checkpoints" / "step-9" / "meta.json").is_file()
+
+
+def test_a_larger_step_limit_wins_over_the_length_a_time_budget_fixed(corpus_file, tmp_path, capsys):
+    run = tmp_path / "budget"
+    # a time budget: after the calibration steps the length of the run is fixed and saved in checkpoints
+    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=16", "train.max_minutes=30",
+                                                    "eval.every=0")))
+    assert code == 0, err
+    meta = json.loads((run / "checkpoints" / "step-16" / "meta.json").read_text())
+    assert meta["budget_fixed"] and meta["total_steps"] == 16
+    code, out = main(["train", "--resume", str(run)]), capsys.readouterr().out
+    assert code == 0 and "finished at step 16 of 16" in out
+    code, err = cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=20")
+    assert code == 0, err
+    assert sorted(train_losses(run)) == list(range(1, 21))
+    assert json.loads((run / "checkpoints" / "step-20" / "meta.json").read_text())["total_steps"] == 20

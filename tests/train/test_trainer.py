@@ -9,6 +9,7 @@ import torch
 
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import TrainingError, load_config, train
+from bdh.train.config import ConfigError
 from bdh.train.trainer import Trainer
 
 from _train_helpers import tiny, train_losses
@@ -77,7 +78,9 @@ def test_no_bptt_detaches_keys_and_values(corpus_file, tmp_path):
     full = run(corpus_file, tmp_path / "f", "train.max_steps=2", "eval.every=0")
     cut = run(corpus_file, tmp_path / "c", "train.bptt=none", "train.max_steps=2", "eval.every=0")
     lf, lc = train_losses(full.run_dir), train_losses(cut.run_dir)
-    assert lf[1] == lc[1]  # the same forward pass
+    # the same forward pass, but full BPTT may take the shared-keys attention kernel and bptt=none the plain one:
+    # fp32 sums in another order, relative error ~1e-7 on a loss of ~5
+    assert lf[1] == pytest.approx(lc[1], rel=1e-5)
     assert lf[2] != lc[2]  # but another gradient, hence other weights after step 1
     assert any(not torch.equal(p, q) for p, q in zip(full.model.parameters(), cut.model.parameters()))
 
@@ -112,7 +115,7 @@ def test_a_batch_that_does_not_fit_is_refused_before_training(corpus_file, tmp_p
 def test_model_and_task_must_agree(corpus_file, tmp_path):
     with pytest.raises(TrainingError, match="vocab_size"):
         run(corpus_file, tmp_path / "v", "model.vocab_size=100")
-    with pytest.raises(TrainingError, match="micro_batch_size"):
+    with pytest.raises(ConfigError, match="micro_batch_size"):  # refused by the config itself (--print-config too)
         run(corpus_file, tmp_path / "m", "train.micro_batch_size=3")
 
 

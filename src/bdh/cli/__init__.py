@@ -29,6 +29,12 @@ class UsageError(UserError):
 
 
 class _Parser(argparse.ArgumentParser):
+    """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise UsageError(f"{message} (see '{self.prog} --help')")
 

@@ -93,12 +93,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     opts = runner.BenchOptions(out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite)
     finish = None
+    if not args.dry_run:
+        runner.prepare_out(opts)  # before anything is printed or generated
     if args.suite == "sudoku":
         suite = module.suite_def(sweep)
         if args.dry_run:
             specs = module.plan(sweep, (out / "data" / "train.csv", out / "data" / "val.csv"))
         else:
-            runner.prepare_out(opts)
             print(f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True)
             specs = module.plan(sweep, module.make_data(sweep, out / "data"))
             finish = module.finisher(sweep)
@@ -110,7 +111,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     print(f"bench {args.suite}: {len(specs)} runs into {out}", flush=True)
     try:
-        done = runner.run_suite(suite, specs, opts, finish=finish, prepared=args.suite == "sudoku")
+        done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)
     except runner.BenchInterrupted as exc:
         print(f"bdh: bench {args.suite} interrupted; the finished runs are in {out / 'runs.csv'}; continue with "
               f"the same command and --out {out} --resume", file=sys.stderr)

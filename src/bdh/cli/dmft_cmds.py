@@ -214,12 +214,16 @@ def cmd_probe(args) -> int:
     from bdh.model.io import load_pretrained
     from bdh.train.checkpoint import resolve_model_dir
 
+    if not args.prompt:
+        raise UserError("--prompt: the prompt is empty; give at least one character")
     model_dir = resolve_model_dir(args.run_dir)
     temps = tuple(float(t) for t in parse_range(args.temperatures))
     cfg = ProbeConfig(temperatures=temps, n_transient=args.transient, n_steps=args.steps, n_features=args.features,
                       delta=args.delta, prompt=args.prompt, seed=args.seed, threads=args.threads)
     out_dir = _out(args, args.out if args.out else Path(args.run_dir) / "reports" / "dmft-probe", inputs=[args.run_dir, model_dir])
     model = load_pretrained(model_dir)
+    if not hasattr(model, "init_state"):
+        raise UserError(f"{model_dir}: a {type(model).__name__} model; the probe runs BDH models (it needs the recurrent state)")
     report, series = run_probe(model, cfg)
     report["model_dir"] = model_dir.name if model_dir == Path(args.run_dir) else str(model_dir.relative_to(args.run_dir))
     with OutputDir.create(out_dir) as out:

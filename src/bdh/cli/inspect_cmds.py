@@ -49,9 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
-def _windows(data: bytes, length: int, count: int) -> torch.Tensor:
+def _windows(data: bytes, length: int, count: int, what: str) -> torch.Tensor:
     if len(data) < 2:
-        raise UserError("inspect: the input has fewer than 2 bytes")
+        raise UserError(f"{what}: has {len(data)} bytes; inspect needs at least 2")
     length = min(length, len(data))
     count = max(1, min(count, len(data) // length))
     starts = np.linspace(0, len(data) - length, count).astype(np.int64)
@@ -69,12 +69,12 @@ def _input_tokens(args: argparse.Namespace) -> tuple[torch.Tensor, str]:
         path = Path(args.data)
         if not path.is_file():
             raise FileNotFoundError(f"--data {path}: no such file")
-        return _windows(path.read_bytes(), args.tokens, args.windows), f"file {path.name}"
+        return _windows(path.read_bytes(), args.tokens, args.windows, f"--data {path}"), f"file {path.name}"
     from bdh.tasks.text import embedded_corpus
 
     corpus = embedded_corpus()
     held_out = corpus[int(len(corpus) * 0.9) :]
-    return _windows(held_out, args.tokens, args.windows), "embedded corpus, last 10%"
+    return _windows(held_out, args.tokens, args.windows, "the embedded corpus"), "embedded corpus, last 10%"
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -83,7 +83,9 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             fields = config.to_dict()
         elif src.is_file():
             data = read_json(src)
-            if isinstance(data, dict) and "model_type" in data:
+            if not isinstance(data, dict):
+                raise UserError(f"{src}: expected a JSON object of BDHConfig fields, got a JSON {type(data).__name__}")
+            if "model_type" in data:
                 data = {k: v for k, v in data.items() if k not in ("model_type", "format_version", "bdh_version")}
             fields = BDHConfig.from_dict(data).to_dict()
         else:

@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", nargs="?", help="a run config, YAML or JSON (default: the main job)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set optim.lr=3e-4 --set model.n_layer=6 (repeatable)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint (exactly, on CPU)")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run from its latest checkpoint (exactly, on CPU); a finished run is left as it is, "
+                   "--set train.max_steps=M trains it on to step M")
     p.add_argument("--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest")
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
@@ -82,7 +84,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config:
             raise UserError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
-        config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides))
+        config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides), environment=True)
         if args.run_dir:
             raise UserError("--run-dir cannot move a resumed run; it continues in its own folder")
     else:

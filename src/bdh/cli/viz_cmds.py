@@ -180,6 +180,13 @@ def _degree_figure(model, head: int, avg_degree: int, stem: Path) -> list[Path]:
     )
 
 
+def _holds_any_model(run: Path) -> bool:
+    """Whether a folder has a model folder in it (itself, best/ or a checkpoint), readable or not."""
+    from bdh.train.checkpoint import list_checkpoints
+
+    return any((p / "config.json").exists() or (p / "model.safetensors").exists() for p in (run, run / "best", *list_checkpoints(run)))
+
+
 def _check_indices(args: argparse.Namespace, model) -> None:
     """--head and --layer against the model, before anything is drawn."""
     cfg = model.config
@@ -222,11 +229,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
     model = folder = None
-    try:
+    if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
+        skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
+    else:  # a model that is there (or a checkpoint asked for) must load
         model, folder = _load(args.run, args.checkpoint, args.device)
-    except (FileNotFoundError, UserError) as exc:  # no model in the folder (or none readable): plot the rest
-        skipped.append(f"model figures (sparsity, heatmap, degrees): {exc}")
-    if model is not None:
         _check_indices(args, model)
     root = inputs.run_dir_of(folder) if folder is not None else run
     out = check_output(args.out if args.out else root / "reports" / "plots", overwrite=args.overwrite, folder=True,

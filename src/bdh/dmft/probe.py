@@ -59,6 +59,8 @@ class ProbeConfig:
             raise UserError("probe: n_features must be >= 1")
         if self.dtype not in ("float32", "float64"):
             raise UserError("probe: dtype must be float32 or float64")
+        if not self.prompt:
+            raise UserError("probe: the prompt is empty; give at least one character")
 
 
 def feature_directions(model, n_features: int) -> torch.Tensor:

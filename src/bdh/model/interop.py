@@ -159,7 +159,7 @@ def load_official_file(path: str | os.PathLike, **config: int | float) -> BDH:
             reason = "not a checkpoint of tensors, or one holding objects that would need unpickling, which is never done"
         else:
             reason = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:200]
-        raise CheckpointError(f"{path}: not a PyTorch checkpoint that loads with weights_only=True ({reason})") from None
+        raise CheckpointError(f"{path}: cannot be read as a weights-only PyTorch checkpoint ({reason})") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, found a {type(obj).__name__}")
     stored_config: dict = {}

@@ -214,9 +214,10 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, environment: bool = True) -> "RunConfig":
+    def from_dict(cls, data: Any, *, environment: bool = False) -> "RunConfig":
         """Build and validate, refusing unknown keys and wrong types (with the key's dotted name);
-        ``environment``: see `validate`."""
+        ``environment``: also check it against this machine (see `validate`; off by default, so that the
+        config of a run made elsewhere can be read; `load_config` and the trainer check it)."""
         if not isinstance(data, dict):
             raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
         known = {f.name: f for f in dataclasses.fields(cls)}
@@ -307,12 +308,14 @@ class RunConfig:
             raise ConfigError(f"optim.grad_clip: must be positive or null, got {o.grad_clip}")
 
     def _check_train_and_sample(self) -> None:
-        """The time budget, the seeds and the final sample (which would otherwise fail after training)."""
+        """The time budget, seeds, threads and the final sample (which would otherwise fail after training)."""
         t, s = self.train, self.sample
         if t.max_minutes is not None and t.max_minutes <= 0:
             raise ConfigError(f"train.max_minutes: must be positive or null, got {t.max_minutes}")
         if not 0 <= t.seed < 2**63:
             raise ConfigError(f"train.seed: must be between 0 and 2**63 - 1, got {t.seed}")
+        if t.threads is not None and t.threads >= 2**31:
+            raise ConfigError(f"train.threads: must be below 2**31, got {t.threads}")
         if not -(2**63) <= s.seed < 2**64:
             raise ConfigError(f"sample.seed: must be between -2**63 and 2**64 - 1, got {s.seed}")
         if s.temperature < 0:
@@ -354,8 +357,6 @@ def check_device(name: str) -> None:
     """A `ConfigError` naming ``train.device`` if that device is unknown or not available here."""
     try:
         resolve_device(name, what="train.device")
-    except ConfigError:
-        raise
     except UserError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -464,7 +465,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a config is UTF-8 YAML or JSON)") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -505,7 +509,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """The run config: the defaults, updated by a YAML/JSON file, updated by ``--set`` overrides."""
+    """The run config: the defaults, updated by a YAML/JSON file, updated by ``--set`` overrides; checked
+    like a run checks it (`RunConfig.validate`, this machine included)."""
     data = read_config_file(path) if path is not None else {}
     data = apply_overrides(data, overrides or [])
-    return RunConfig.from_dict(data)
+    return RunConfig.from_dict(data, environment=True)

@@ -148,7 +148,10 @@ def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewIn
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such board file")
-    tokens, S = parse_board(p.read_text(encoding="utf-8", errors="replace"), expected_size)
+    try:
+        tokens, S = parse_board(p.read_text(encoding="utf-8", errors="replace"), expected_size)
+    except UserError as exc:
+        raise UserError(f"--board {p}: {exc}") from None
     return ViewInput(tokens, "boardpath", S, f"board {p.name} ({S} x {S})")
 
 
