@@ -18,7 +18,7 @@ from typing import Sequence
 from bdh import __version__
 from bdh.errors import UserError, one_line
 
-from . import bench_cmds, data_cmds, dmft_cmds, experiment_cmds, inspect_cmds, model_cmds, synapse_cmds, train_cmds, viz_cmds
+from . import bench_cmds, data_cmds, dmft_cmds, examples, experiment_cmds, inspect_cmds, model_cmds, synapse_cmds, train_cmds, viz_cmds
 
 #: command-group modules, in the order their commands are listed by ``bdh --help``
 GROUPS = [model_cmds, train_cmds, data_cmds, dmft_cmds, inspect_cmds, viz_cmds, bench_cmds, experiment_cmds, synapse_cmds]
@@ -28,12 +28,33 @@ class UsageError(UserError):
     """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Every default shown (unless the help already says it); example lines (indented) kept as they are."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, [], argparse.SUPPRESS) or isinstance(action, argparse._VersionAction):
+            return text
+        return f"{text} (default: {default})" if text else f"default: {default}"
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for line in text.splitlines():
+            out.append(indent + line if line.startswith("  ") else super()._fill_text(line, width, indent))
+        return "\n".join(out)
+
+
 class _Parser(argparse.ArgumentParser):
-    """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``)."""
+    """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``);
+    defaults shown; an Examples section from `examples.EXAMPLES`."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+        if self.epilog is None:
+            self.epilog = examples.epilog(self.prog)
 
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise UsageError(f"{message} (see '{self.prog} --help')")

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
         s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
-        s.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
+        s.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
         s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
         s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
         s.set_defaults(func=cmd_bench)

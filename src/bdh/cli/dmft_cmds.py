@@ -13,8 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from bdh.errors import UserError
 
 from .checks import add_overwrite, integer, number
@@ -121,6 +119,8 @@ def _check_keep(args) -> None:
 
 
 def cmd_bifurcation(args) -> int:
+    import numpy as np
+
     from bdh.dmft.experiments import parse_range, run_sweep
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import bifurcation_figure
@@ -184,6 +184,8 @@ def cmd_trajectory(args) -> int:
 
 
 def cmd_convergence(args) -> int:
+    import numpy as np
+
     from bdh.dmft.convergence import finite_size_errors
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import convergence_figure

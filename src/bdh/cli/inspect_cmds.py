@@ -8,9 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from bdh.errors import UserError
 from bdh.outputs import write_text
 
@@ -49,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
-def _windows(data: bytes, length: int, count: int, what: str) -> torch.Tensor:
+def _windows(data: bytes, length: int, count: int, what: str):
+    import numpy as np
+    import torch
+
     if len(data) < 2:
         raise UserError(f"{what}: has {len(data)} bytes; inspect needs at least 2")
     length = min(length, len(data))
@@ -59,7 +59,9 @@ def _windows(data: bytes, length: int, count: int, what: str) -> torch.Tensor:
     return torch.from_numpy(np.stack([arr[s : s + length] for s in starts]).astype(np.int64))
 
 
-def _input_tokens(args: argparse.Namespace) -> tuple[torch.Tensor, str]:
+def _input_tokens(args: argparse.Namespace):
+    import torch
+
     data = prompt_bytes(args, max_bytes=MAX_PROMPT)
     if data is not None:
         if len(data) < 2:
@@ -78,6 +80,8 @@ def _input_tokens(args: argparse.Namespace) -> tuple[torch.Tensor, str]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import torch
+
     from bdh.analysis import figures, report
     from bdh.model import BDH
     from bdh.model.io import load_pretrained

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "generate",
         help="generate bytes from a trained model, streamed on the recurrent state",
         description="Read the prompt, then generate one byte at a time on the recurrent state and write each to "
-        "stdout as soon as it is produced. SOURCE is a run folder (its best checkpoint, else the latest) or a "
+        "stdout as soon as it is produced. RUN_DIR is a run folder (its best checkpoint, else the latest) or a "
         "model folder.",
     )
     g.add_argument("source", metavar="RUN_DIR", help="a run folder or a model folder")

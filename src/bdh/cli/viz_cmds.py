@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heat-neurons", type=integer(1, 4096), default=64, help="neurons per heatmap and layer (default 64)")
     p.add_argument("--attn-top", type=integer(1, 256), default=12, help="attention sources kept per token and layer (default 12)")
     p.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle and of the graph layout")
-    p.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_viz)
 
     q = sub.add_parser(
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out", help="output folder (default RUN_DIR/reports/plots)")
     add_overwrite(q, "the --out folder")
     q.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle")
-    q.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu)")
+    q.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     q.set_defaults(func=cmd_plot)
 
 

@@ -1,8 +1,16 @@
-"""The BDH-GPU model: config, forward pass, attention forms, state, save/load, official interop."""
+"""The BDH-GPU model: config, forward pass, attention forms, state, save/load, official interop.
 
-from .bdh import BDH, BDHCapture
-from .config import BDHConfig
-from .io import CheckpointError, load_pretrained
-from .state import BDHState
+The names below are imported on first use (see `bdh._lazy`)."""
+
+from .._lazy import exports
 
 __all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "load_pretrained"]
+
+__getattr__, __dir__ = exports(__name__, {
+    "BDH": ".bdh:BDH",
+    "BDHCapture": ".bdh:BDHCapture",
+    "BDHConfig": ".config:BDHConfig",
+    "BDHState": ".state:BDHState",
+    "CheckpointError": ".io:CheckpointError",
+    "load_pretrained": ".io:load_pretrained",
+}, globals())

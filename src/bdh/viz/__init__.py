@@ -6,7 +6,13 @@ Nothing here trains or analyses on its own terms: the viewer draws the model's o
 pass and the hub graph of G_x; the plots draw the run's metrics and `bdh.analysis` results.
 """
 
-from .export import ViewOptions, build_view, neuron_graph
-from .page import render
+from .._lazy import exports
 
 __all__ = ["ViewOptions", "build_view", "neuron_graph", "render"]
+
+__getattr__, __dir__ = exports(__name__, {
+    "ViewOptions": ".export:ViewOptions",
+    "build_view": ".export:build_view",
+    "neuron_graph": ".export:neuron_graph",
+    "render": ".page:render",
+}, globals())

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bdh.errors import UserError
 
 BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
@@ -166,6 +164,8 @@ def sudoku_input(text: str, vocab_size: int) -> ViewInput:
 def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, seed: int = 0) -> ViewInput:
     """An input when none is given: a board or a puzzle from the run's task generator, else a short
     English prompt for byte-level models."""
+    import numpy as np
+
     name = (task or {}).get("name")
     if name is None and not causal:
         name = {5: "boardpath", 10: "sudoku"}.get(vocab_size)
