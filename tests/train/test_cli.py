@@ -66,6 +66,25 @@ def test_eval_on_validation_and_on_a_file(trained, tmp_path, capsys):
     assert code == 0, err and "bits per byte" in out
 
 
+def test_eval_reports_what_training_reported_and_full_scores_everything(trained, capsys):
+    """By default `bdh eval` scores the batches training scored (same seed): the last eval record's
+    numbers, to the printed digits, since the best checkpoint is the final one of this run or an earlier
+    one whose record is in metrics.jsonl. --full scores every window of the split."""
+    from bdh.train.log import read_metrics
+
+    records = [r for r in read_metrics(trained / "metrics.jsonl") if r.get("kind") == "eval"]
+    code, out, err = cli(capsys, "eval", str(trained))
+    assert code == 0, err
+    bpb = float(out.split("bits per byte ")[1].split()[0])
+    # the same batches and kernels on the same machine, printed to 4 digits
+    assert any(abs(bpb - r["val_bpb"]) < 1e-4 for r in records), (bpb, [r["val_bpb"] for r in records])
+    assert "nats per byte" in out and "the batches training scores" in out
+    code, out, err = cli(capsys, "eval", str(trained), "--full")
+    assert code == 0, err
+    scored, total = out.split("scoring ")[1].split(" batches")[0].split(" of ")
+    assert scored == total
+
+
 def test_runs_lists_run_folders(trained, capsys):
     code, out, _ = cli(capsys, "runs", str(trained.parent))
     assert code == 0
@@ -102,3 +121,14 @@ def test_empty_and_too_short_corpus(tmp_path, capsys):
     short.write_text("To be or not to be.")
     code, _, err = cli(capsys, "train", "--set", f"task.data={short}", "--set", f"run_dir={tmp_path / 'b'}")
     assert code == 2 and "shorter than one window" in err and err.count("\n") == 1
+
+
+def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
+    from bdh.cli import main
+
+    assert main(["train", "--quick", "--set", "eval.every=50", "--print-config"]) == 0
+    text = capsys.readouterr().out
+    assert "max_steps: 300" in text and "max_minutes: 1.5" in text and "every: 50" in text
+    assert "n_neurons: 2048" in text  # the main job's model
+    assert main(["train", "--quick", "--resume", "nowhere"]) == 2
+    assert "--quick starts a new run" in capsys.readouterr().err

@@ -13,6 +13,13 @@ from bdh.errors import UserError
 
 from .checks import add_prompt, device, integer, number, prompt_bytes
 
+#: ``bdh train --quick``: the main job shortened to about a minute (the same model and data)
+QUICK = ("train.max_steps=300", "train.max_minutes=1.5", "optim.warmup_steps=20", "eval.every=100", "eval.batches=8",
+         "checkpoint.every=100", "sample.max_new_tokens=200")
+
+#: batches ``bdh eval`` scores by default where the run does not say (``--full``: all)
+EVAL_BATCHES = 16
+
 EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
 
 
@@ -33,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "--set train.max_steps=M trains it on to step M")
     p.add_argument("--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest")
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
+    p.add_argument("--quick", action="store_true",
+                   help="a first look in about a minute on 2 CPU cores: the main job's model, 300 steps (overrides: "
+                   + " ".join(QUICK) + "; --set wins over them)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     p.set_defaults(func=cmd_train)
 
@@ -56,14 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "eval",
         help="loss and bits per byte of a trained model on held-out data",
-        description="Evaluate a run's model (best checkpoint, else the latest) on its validation split, or on every "
-        "window of --data FILE (a file or folder of text), and print the loss and bits per byte.",
+        description="Evaluate a run's model (best checkpoint, else the latest) on its validation split, or on "
+        "--data FILE (a file or folder of text), and print the loss and bits per byte. By default it scores the "
+        "batches the trainer scores at every evaluation (the run's eval.batches, same seed), so the number is the "
+        "training-time estimate; --full scores every window of the split.",
     )
     e.add_argument("source", metavar="RUN_DIR", help="a run folder")
     e.add_argument("--data", help="a text file or folder to evaluate on instead of the validation split")
     e.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
-    e.add_argument("--batch-size", type=integer(1), default=8, help="windows per batch (default 8)")
-    e.add_argument("--batches", type=integer(1), default=None, help="evaluate only this many batches (default: all)")
+    e.add_argument("--batch-size", type=integer(1), default=None,
+                   help="windows per batch (default: the run's evaluation batch, else 8)")
+    size = e.add_mutually_exclusive_group()
+    size.add_argument("--batches", type=integer(1), default=None,
+                      help=f"score this many batches (default: the run's eval.batches, as training does; else {EVAL_BATCHES})")
+    size.add_argument("--full", action="store_true", help="score every window of the split (slow on a large split)")
     e.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     e.set_defaults(func=cmd_eval)
 
@@ -82,6 +98,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from bdh.train.trainer import load_run_config
 
     if args.resume:
+        if args.quick:
+            raise UserError("--quick starts a new run; a resumed run keeps its own config.yaml")
         if args.config:
             raise UserError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
         config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides), environment=True)
@@ -90,7 +108,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         if args.checkpoint:
             raise UserError("--checkpoint needs --resume RUN_DIR")
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, (list(QUICK) if args.quick else []) + args.overrides)
         if args.run_dir:
             config.run_dir = args.run_dir
     if args.print_config:
@@ -172,7 +190,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from bdh.registry import get_task
     from bdh.tasks.text import TextConfig, TextTask
     from bdh.train.config import RunConfig, build_section_config
-    from bdh.train.trainer import evaluate, load_run_config
+    from bdh.train.trainer import eval_batch_count, evaluate, load_run_config
 
     model, folder = _load_model(args.source, args.checkpoint, args.device)
     config = RunConfig.from_dict(load_run_config(args.source)) if (Path(args.source) / "config.yaml").is_file() else None
@@ -188,13 +206,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _, task_config = build_section_config("task", config.task)
         task, split = get_task(config.task["name"])(task_config), "val"
     seed = config.train.seed if config else 0
-    metrics = evaluate(model, task, args.batch_size, args.batches, seed, split=split)
+    t = config.train if config else None
+    batch_size = args.batch_size or (config and (config.eval.batch_size or t.micro_batch_size or t.batch_size)) or 8
+    batches = None if args.full else args.batches or (config.eval.batches if config else None) or EVAL_BATCHES
+    n = eval_batch_count(task, split, batch_size, batches)
+    total = task.num_batches(split, batch_size)
+    print(f"model: {folder}")
+    print(f"data: {args.data or f'{args.source} validation split'} ({task.seq_len}-token windows)")
+    print(f"scoring {n} of {total if total is not None else 'endless'} batches of {batch_size} windows (seed {seed})"
+          + ("" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"), flush=True)
+    metrics = evaluate(model, task, batch_size, n, seed, split=split)
     if not metrics:
         raise UserError("nothing to evaluate: no scored targets")
-    where = args.data or f"{args.source} validation split"
-    print(f"model: {folder}")
-    print(f"data: {where} ({task.seq_len}-token windows)")
-    print(f"loss {metrics['val_loss']:.4f} nats/token, bits per byte {metrics['val_bpb']:.4f}")
+    unit = "byte" if getattr(task, "vocab_size", None) == 256 else "token"
+    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}")
     for k, v in metrics.items():
         if k not in ("val_loss", "val_bpb"):
             print(f"{k[4:]} {v:.4f}")
