@@ -144,6 +144,35 @@ def test_a_time_budget_shortens_the_run_and_decays_over_it(corpus_file, tmp_path
     assert meta["budget_fixed"] and meta["total_steps"] == result.total_steps
 
 
+def test_a_time_budget_follows_a_machine_that_speeds_up(corpus_file, tmp_path, monkeypatch):
+    """Slow steps at first (a brief load), then fast ones: the plan made early must grow again so that
+    the run uses its budget instead of ending after a fraction of it. A fake clock advances only in
+    training steps (1 s each for 20 steps, then 0.05 s), so the test does not depend on this machine."""
+    import types
+
+    import bdh.train.trainer as trainer_module
+
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(time=lambda: clock.now))
+    trainer = Trainer(load_config(None, tiny(corpus_file, tmp_path / "speedup", "train.max_minutes=1", "train.max_steps=100000",
+                                             "eval.every=0", "checkpoint.every=0", "optim.warmup_steps=2")))
+    real_step, calls = trainer.train_step, []
+
+    def timed_step(step):
+        calls.append(step)
+        clock.now += 1.0 if len(calls) <= 20 else 0.05
+        return real_step(step)
+
+    trainer.train_step = timed_step
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    # 60 s: 20 slow seconds, then ~0.05 s per step; the first plan (1 s/step) allowed about 40 steps
+    assert result.step > 400, result.step
+    assert clock.now > 0.8 * 60, f"the run ended after {clock.now:.0f} of its 60 s"
+
+
 def test_init_from_starts_from_the_given_weights_and_refuses_another_model(corpus_file, tmp_path):
     base = run(corpus_file, tmp_path / "base", "train.max_steps=5", "eval.every=0")
 

@@ -136,8 +136,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return EXIT_SIGNAL.get(result.interrupted, 1)
     m = result.metrics
     print(f"run folder: {result.run_dir}")
-    print(f"trained {result.step} steps, {result.tokens:,} tokens in {result.seconds / 60:.1f} min "
-          f"({result.tokens / max(result.seconds, 1e-9):,.0f} tokens/s)")
+    resumed = result.new_tokens != result.tokens
+    print(f"trained {result.step} steps, {result.tokens:,} tokens"
+          + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
+          + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)")
     if m:
         extra = ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k not in ("val_loss", "val_bpb"))
         print(f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else ""))

@@ -57,6 +57,8 @@ LN2 = math.log(2.0)
 CALIBRATION_STEPS = 12
 #: share of the budget planned for training steps (the rest: evaluations, checkpoints, the final sample)
 BUDGET_SHARE = 0.93
+#: plans of a time budget over the run after the first (one every tenth of the planned steps)
+REPLANS = 10
 
 
 #: model fields that change how a model runs, not what its weights mean (may differ under ``train.init_from``)
@@ -83,6 +85,7 @@ class TrainResult:
     model: nn.Module | None = None
     task: Any = None
     finished_before: bool = False  # a resumed run that had already reached its end: nothing trained or written
+    new_tokens: int = 0  # tokens trained by this process (``tokens`` counts those before a resume too)
 
 
 class Objective(nn.Module):
@@ -478,15 +481,18 @@ class Trainer:
         progress = Progress(self.total_steps, self.step, cfg.log.progress if main else "none")
         board = TensorBoard(self.run_dir / "tensorboard", cfg.log.tensorboard and main)
         start = self._fit_start = time.time()
+        tokens_before = self.tokens
         budget = None if cfg.train.max_minutes is None else cfg.train.max_minutes * 60.0 - self.elapsed_before
         timed_from = None  # (step, training seconds so far) where the current timing started
         step_seconds = 0.0  # time spent in training steps (not evaluations or checkpoints)
-        replans = [1 / 3, 2 / 3]  # fractions of the budget at which the plan is measured again
         metrics: dict[str, float] = {}
         stop = None
         saved_at = self.step if self.last_checkpoint is not None else -1
         evaluated_at = -1
         try:
+            if main and self.step > 0:
+                progress.message(f"resuming {self.run_dir} from step {self.step} of {self.total_steps} "
+                                 f"({self.tokens:,} tokens trained before)")
             if main and self.step == 0:
                 progress.message(
                     f"run {self.run_dir}: {self.config.model['name']} ({sum(p.numel() for p in self.model.parameters()):,} parameters), "
@@ -524,11 +530,7 @@ class Trainer:
                 if budget is not None:
                     if timed_from is None:
                         timed_from = (self.step, step_seconds)  # the first step (warm-up, allocation) is not timed
-                    elif (not self.budget_fixed and self.step - timed_from[0] >= CALIBRATION_STEPS) or (
-                        replans and now - start >= replans[0] * budget and self.step > timed_from[0]
-                    ):
-                        if self.budget_fixed:
-                            replans.pop(0)
+                    elif self.step - timed_from[0] >= self._replan_every():
                         per_step = (step_seconds - timed_from[1]) / (self.step - timed_from[0])
                         self._plan_budget(per_step, now, start, budget, progress)
                         timed_from = (self.step, step_seconds)
@@ -563,7 +565,8 @@ class Trainer:
                 signal.signal(sig, old)
         interrupted = stop if isinstance(stop, int) else None
         return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, time.time() - start, metrics,
-                           self.best, interrupted, self.last_checkpoint, self.model, self.task)
+                           self.best, interrupted, self.last_checkpoint, self.model, self.task,
+                           new_tokens=self.tokens - tokens_before)
 
     def warmup_steps(self) -> int:
         """``optim.warmup_steps``; under a time budget at most a tenth of the (possibly shortened) run."""
@@ -572,11 +575,17 @@ class Trainer:
             warmup = min(warmup, max(1, self.total_steps // 10))
         return warmup
 
+    def _replan_every(self) -> int:
+        """Steps between two plans of a time budget: `CALIBRATION_STEPS` for the first, then a tenth of the
+        planned run, so that a machine whose speed changes (a brief load at the start) is followed before
+        the run ends: each plan uses the time per step since the last one."""
+        return CALIBRATION_STEPS if not self.budget_fixed else max(CALIBRATION_STEPS, self.total_steps // REPLANS)
+
     def _plan_budget(self, per_step: float, now: float, start: float, budget: float, progress: Progress) -> None:
         """Set the length of the run so that it fits the time budget, from the measured time per training step.
 
-        Called once after `CALIBRATION_STEPS` steps, then again at a third and two thirds of the budget
-        (the machine's speed may change); the run may grow back up to ``train.max_steps`` / ``max_tokens``.
+        Called after `CALIBRATION_STEPS` steps, then every tenth of the planned run (`_replan_every`) with
+        the time per step since the last plan; the run may grow back up to ``train.max_steps`` / ``max_tokens``.
         The same plan is made on every process (the time per step is averaged over them).
         """
         per_step = float(dist_utils.all_reduce_sum(torch.tensor([per_step], device=self.device), self.env)[0]) / self.env.world_size
