@@ -57,6 +57,8 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     out["sudoku"] = write_text(folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts)))
     ids_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=40, dropout=0.0))
     out["tokens"] = write_text(folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts)))
+    sparse = ViewOptions(hubs=48, edges_per_hub=1)  # few edges: many hubs without one
+    out["sparse"] = write_text(folder / "sparse.html", render(build_view(text_model, list(b"the cat sat."), options=sparse)))
     return out
 
 
@@ -145,6 +147,28 @@ def test_screenshot_is_not_blank(browser, pages):
         assert shot.shape[0] > 500 and shot.std() > 10.0
         graph = np.asarray(Image.open(io.BytesIO(page.locator("#graph").screenshot())).convert("L"), dtype=np.float32)
         assert graph.std() > 5.0  # the neuron graph itself is drawn
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_graph_panel_uses_its_frame(browser, pages):
+    """The hub graph fills its panel (nodes inside it, the connected part spread over most of it), seen in
+    the DOM and in a screenshot of the panel."""
+    from PIL import Image
+
+    page, errors, _ = open_page(browser, pages["sparse"])
+    try:
+        nodes = page.eval_on_selector_all("#graph circle.node", "cs => cs.map(c => [+c.getAttribute('cx'), +c.getAttribute('cy')])")
+        ends = page.eval_on_selector_all("#graph line", "ls => ls.flatMap(l => [[+l.getAttribute('x1'), +l.getAttribute('y1')], [+l.getAttribute('x2'), +l.getAttribute('y2')]])")
+        xy, linked = np.array(nodes), np.array(ends)
+        assert ((xy >= 0) & (xy <= 420)).all()
+        span = linked.max(0) - linked.min(0)
+        assert (span > 0.6 * 400).all(), span  # the connected hubs are not squeezed into a corner
+        shot = np.asarray(Image.open(io.BytesIO(page.locator("#graph").screenshot())).convert("L"), dtype=np.float32)
+        ink = np.argwhere(shot < shot.max() - 40)  # drawn pixels: edges and nodes on the light background
+        extent = (ink.max(0) - ink.min(0)) / np.array(shot.shape)
+        assert (extent > 0.6).all(), extent
         assert errors == []
     finally:
         page.close()

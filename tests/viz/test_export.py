@@ -153,3 +153,20 @@ def test_size_stays_small_without_n_by_n(monkeypatch):
     assert max(biggest) >= 512 * n  # the blocks were used
     size = len(render(v).encode())
     assert size < 3_000_000, size
+
+
+def test_layout_fills_the_panel_with_the_connected_hubs_and_rows_the_isolated_ones():
+    """Isolated hubs used to be laid out by the spring model too, far out, which squeezed the connected
+    ones into a corner once everything was scaled to the panel."""
+    from bdh.viz.export import ISOLATED_PER_ROW, _layout
+
+    edges = [[0, 1, 1.0], [1, 2, 0.5], [2, 3, 0.2], [3, 0, 0.1], [4, 5, 0.3], [5, 0, 0.3], [6, 6, 0.9]]  # 6: a self-loop only
+    k = 6 + 1 + ISOLATED_PER_ROW + 2  # two rows of isolated hubs
+    pos = torch.tensor(_layout(k, edges, seed=0))
+    assert bool(((pos >= 0.04 - 1e-9) & (pos <= 0.96 + 1e-9)).all())
+    linked, alone = pos[:6], pos[6:]
+    span = linked.max(0).values - linked.min(0).values
+    assert span[0] > 0.9 and span[1] > 0.7  # the connected part fills the width and most of the height
+    assert bool((alone[:, 1] > linked[:, 1].max() - 1e-9).all())  # the isolated hubs lie below it
+    assert len({round(float(y), 3) for y in alone[:, 1]}) == 2  # in two rows
+    assert _layout(3, [], 0) == [[0.193, 0.5], [0.5, 0.5], [0.807, 0.5]]  # no edges at all: one row across the middle

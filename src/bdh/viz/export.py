@@ -93,6 +93,10 @@ def hub_strength(model: BDH, block: int = 2048) -> torch.Tensor:
     return row + col
 
 
+#: isolated hubs per row of the graph panel's bottom band
+ISOLATED_PER_ROW = 12
+
+
 @torch.no_grad()
 def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, seed: int = 0) -> dict[str, Any]:
     """The hub subgraph of G_x: the ``hubs`` neurons of largest weighted degree (`hub_strength`), the
@@ -128,18 +132,30 @@ def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, s
 
 
 def _layout(k: int, edges: list[list[float]], seed: int) -> list[list[float]]:
-    """A spring layout of the hub graph in [0.04, 0.96]^2 (networkx), rounded to 3 decimals."""
+    """Positions of the hubs in [0.04, 0.96]^2, rounded to 3 decimals: a spring layout (networkx) of the
+    hubs that have an edge, scaled to fill the panel, and the hubs without one in rows along its bottom.
+
+    (A spring layout of all hubs pushes the isolated ones far out; scaled together, the connected part
+    shrank into a corner.)"""
     import networkx as nx
 
     g = nx.Graph()
-    g.add_nodes_from(range(k))
-    for s, t, w in edges:
-        g.add_edge(int(s), int(t), weight=float(w))
-    pos = nx.spring_layout(g, k=2.0 / math.sqrt(max(k, 1)), iterations=120, seed=seed)
-    xy = np.array([pos[i] for i in range(k)], dtype=np.float64).reshape(k, 2)
-    lo, hi = xy.min(axis=0), xy.max(axis=0)
-    span = np.where(hi - lo > 1e-9, hi - lo, 1.0)
-    xy = 0.04 + 0.92 * (xy - lo) / span
+    g.add_edges_from((int(s), int(t), {"weight": float(w)}) for s, t, w in edges if int(s) != int(t))
+    linked = sorted(g.nodes)
+    alone = [i for i in range(k) if i not in g]
+    rows = -(-len(alone) // ISOLATED_PER_ROW) if alone else 0
+    top = 0.96 - 0.07 * rows  # the bottom band holds the isolated hubs
+    xy = np.zeros((k, 2), dtype=np.float64)
+    if linked:
+        pos = nx.spring_layout(g, k=2.0 / math.sqrt(len(linked)), iterations=120, seed=seed)
+        part = np.array([pos[i] for i in linked], dtype=np.float64).reshape(-1, 2)
+        lo, hi = part.min(axis=0), part.max(axis=0)
+        unit = np.where(hi - lo > 1e-9, (part - lo) / np.where(hi - lo > 1e-9, hi - lo, 1.0), 0.5)
+        xy[linked] = np.array([0.04, 0.04]) + unit * np.array([0.92, max(top - 0.04, 0.0)])
+    for n, i in enumerate(alone):
+        row, col = divmod(n, ISOLATED_PER_ROW)
+        count = min(ISOLATED_PER_ROW, len(alone) - row * ISOLATED_PER_ROW)
+        xy[i] = (0.04 + 0.92 * (col + 0.5) / count, 0.96 - 0.07 * (rows - 1 - row) if linked else 0.04 + 0.92 * (row + 0.5) / rows)
     return [[round(float(a), 3), round(float(b), 3)] for a, b in xy]
 
 
