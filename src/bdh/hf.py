@@ -1,0 +1,494 @@
+"""BDH as a Hugging Face ``transformers`` causal language model.
+
+``import bdh.hf`` registers BDH with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer`` for
+``model_type = "bdh"``, the type bdh's own ``save_pretrained`` writes into ``config.json``. A folder saved
+by bdh then loads with ``AutoModelForCausalLM.from_pretrained(folder)``, and ``generate``, ``pipeline``
+and lm-evaluation-harness's ``HFLM`` work on it.
+
+Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
+per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
+so far. `BDHCache` holds that state (a `bdh.BDHState`) in ``past_key_values``; after the prompt, each
+step feeds only the new token and costs the same time and memory however long the context (paper
+section 4.1), the same arithmetic as ``bdh.BDH.generate``. The state has no sequence axis, so it cannot
+be cropped or rolled back (assisted/speculative decoding are refused, as for other recurrent models).
+
+Padding (an ``attention_mask`` with zeros): right padding is exact for scoring (attention is causal, so
+trailing pads change nothing before them; this is how lm-evaluation-harness pads) but cannot be
+continued by generation. Left padding (what ``generate`` and pipelines use for a batch) is handled in
+the first call: each row's real tokens are read on their own, starting from an empty state at the
+position of their first token, so pads never enter the state; the logits at pad positions are zeros.
+Holes inside a row are refused.
+
+The GPT baseline (``model_type = "gpt"``) is registered too, without a cache (`GPTForCausalLM`). Only
+this module and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationMixin,
+    PretrainedConfig,
+    PreTrainedModel,
+)
+from transformers.cache_utils import Cache
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from .baselines.gpt import GPT, GPTConfig
+from .hf_tokenizer import BDHByteTokenizer
+from .model.bdh import BDH
+from .model.config import BDHConfig
+from .model.io import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, save_tensors
+from .model.rope import frequencies
+from .model.state import BDHState
+from .outputs import write_bytes
+
+__all__ = [
+    "BDHByteTokenizer", "BDHCache", "BDHForCausalLM", "BDHHFConfig", "GPTForCausalLM", "GPTHFConfig", "model_card", "register",
+]
+
+_BDH_FOLDER_KEYS = ("format_version", "bdh_version")  # written by bdh's save_pretrained, not config fields
+
+
+# ---------------------------------------------------------------------------------------------- configs
+class _FolderConfig(PretrainedConfig):
+    """A bdh typed config (``bdh_config_class``) as a ``PretrainedConfig``: the same fields, under the same
+    names, as attributes. Built from a bdh ``config.json`` as is (its ``format_version`` and
+    ``bdh_version`` keys are dropped); the fields are validated by the bdh config class."""
+
+    bdh_config_class = BDHConfig
+
+    def __init__(self, **kwargs: Any):
+        cls = self.bdh_config_class
+        fields = cls().to_dict()
+        fields.update({k: kwargs.pop(k) for k in list(fields) if k in kwargs})
+        for key in _BDH_FOLDER_KEYS:
+            kwargs.pop(key, None)
+        cls.from_dict(fields)  # validate now, with bdh's one-line messages
+        for key, value in fields.items():
+            setattr(self, key, value)
+        kwargs.setdefault("tie_word_embeddings", False)  # the wrapper ties nothing itself
+        super().__init__(**kwargs)
+
+    @classmethod
+    def from_bdh(cls, config: Any, **kwargs: Any) -> _FolderConfig:
+        return cls(**config.to_dict(), **kwargs)
+
+    def to_bdh(self) -> Any:
+        """The bdh config these attributes describe."""
+        cls = self.bdh_config_class
+        return cls.from_dict({k: getattr(self, k) for k in cls().to_dict()})
+
+
+class BDHHFConfig(_FolderConfig):
+    """`BDHConfig` as a ``PretrainedConfig``. ``hidden_size``, ``num_hidden_layers`` and
+    ``num_attention_heads`` are aliases of D, L and h for tools that look for them."""
+
+    model_type = BDH.model_type  # "bdh", what bdh's save_pretrained writes into config.json
+    bdh_config_class = BDHConfig
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+    }
+
+    def __init__(self, **kwargs: Any):  # transformers 5 gives a config class without its own __init__ a
+        super().__init__(**kwargs)  # generated dataclass one, which would skip _FolderConfig.__init__
+
+
+class GPTHFConfig(_FolderConfig):
+    """The GPT baseline's `GPTConfig` as a ``PretrainedConfig`` (``model_type = "gpt"``)."""
+
+    model_type = GPT.model_type
+    bdh_config_class = GPTConfig
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+        "max_position_embeddings": "seq_len",
+    }
+
+    def __init__(self, **kwargs: Any):  # see BDHHFConfig.__init__
+        super().__init__(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- cache
+class BDHCache(Cache):
+    """``past_key_values`` of BDH: the recurrent state rho of every layer (paper Eq. 8) and the position.
+
+    Unlike a key/value cache it does not grow with the context: L * B * n * D numbers (paper section 4.1).
+    ``state`` is None until the first forward fills it; forwards update it in place under
+    ``torch.no_grad`` (as `bdh.BDH.generate` does) and replace it otherwise.
+    """
+
+    is_compileable = False
+    is_croppable = False
+
+    def __init__(self, state: BDHState | None = None):
+        try:
+            super().__init__(layers=[])
+        except TypeError:  # transformers < 4.54: Cache() takes no arguments
+            super().__init__()
+        self.state = state
+
+    def __repr__(self) -> str:
+        shape = None if self.state is None else tuple(self.state.rho.shape)
+        return f"BDHCache(rho={shape}, pos={self.get_seq_length()})"
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """Tokens read so far (the position of the next token)."""
+        return 0 if self.state is None else self.state.pos
+
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        return -1  # no limit: the state has no sequence axis
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:  # the older name of get_max_length
+        return -1
+
+    @property
+    def batch_size(self) -> int:
+        return -1 if self.state is None else self.state.batch_size
+
+    def reset(self) -> None:
+        self.state = None
+
+    def crop(self, max_length: int) -> None:
+        raise NotImplementedError("BDHCache: a recurrent state cannot be rolled back to an earlier position")
+
+    def _set_rho(self, rho: torch.Tensor) -> None:
+        self.state = BDHState(rho, self.state.pos)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Keep the rows ``beam_idx`` (beam search)."""
+        if self.state is not None:
+            self._set_rho(self.state.rho.index_select(1, beam_idx.to(self.state.rho.device)))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.reorder_cache(indices)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.state is not None:
+            self._set_rho(self.state.rho.repeat_interleave(repeats, dim=1))
+
+
+# ---------------------------------------------------------------------------------------------- padding
+def _padding_side(mask: torch.Tensor) -> str:
+    """``none``, ``left`` or ``right`` for a (B, T) 0/1 attention mask; refuses pads inside a row."""
+    m = mask.to(torch.int8)
+    if bool(m.all()):
+        return "none"
+    if bool((m.cummax(dim=1).values == m).all()):
+        return "left"
+    flipped = m.flip(1)
+    if bool((flipped.cummax(dim=1).values == flipped).all()):
+        return "right"
+    raise ValueError(
+        "the attention_mask must be all ones, left-padded (0...0 1...1 in every row) or "
+        "right-padded (1...1 0...0 in every row)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- models
+class _FolderModel(PreTrainedModel, GenerationMixin):
+    """A bdh model (``self.model``, built from ``config.to_bdh()``) behind the ``transformers`` causal-LM
+    interface, saved in bdh's own folder format (read by ``bdh.load_pretrained`` and by
+    ``AutoModelForCausalLM.from_pretrained``). The weights are those of bdh's ``model.safetensors``
+    under the prefix ``model.`` (``base_model_prefix``: transformers adds it on load)."""
+
+    bdh_model_class = BDH
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: _FolderConfig):
+        super().__init__(config)
+        self.model = self.bdh_model_class(config.to_bdh())
+        self.post_init()
+
+    @classmethod
+    def from_bdh(cls, model: torch.nn.Module) -> _FolderModel:
+        """Wrap a copy of an in-memory bdh model (its weights, not re-drawn)."""
+        wrapper = cls(cls.config_class.from_bdh(model.config))
+        wrapper.model.load_state_dict(model.state_dict())
+        return wrapper.to(next(model.parameters()).device).train(model.training)
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.model.embed
+
+    def set_input_embeddings(self, value: torch.nn.Module) -> None:
+        self.model.embed = value
+
+    def get_output_embeddings(self) -> None:
+        return None  # the wrappers resize and tie nothing
+
+    def _output(self, logits: torch.Tensor, labels: torch.Tensor | None, cache: Cache | None, return_dict: bool | None):
+        loss = None if labels is None else _lm_loss(logits, labels)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=cache)
+        return out if return_dict is not False else out.to_tuple()
+
+    def save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        is_main_process: bool = True,
+        state_dict: dict[str, torch.Tensor] | None = None,
+        push_to_hub: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """Write bdh's folder format (``config.json`` + ``model.safetensors``), the generation config and,
+        if the folder has none, a model card ``README.md``. Other ``transformers`` options (sharding,
+        variants) are ignored; ``push_to_hub=True`` here is refused: use ``model.push_to_hub(repo_id)``
+        or ``huggingface_hub.upload_folder`` on the saved folder."""
+        if push_to_hub:
+            raise NotImplementedError(f"{type(self).__name__}.save_pretrained: push with model.push_to_hub(repo_id)")
+        if not is_main_process:
+            return
+        directory = Path(save_directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = self.model.state_dict() if state_dict is None else _strip_prefix(state_dict)
+        save_tensors(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.config.model_type})
+        write_bytes(directory / CONFIG_NAME, (json.dumps(_bdh_folder_config(self.config), indent=2, sort_keys=True) + "\n").encode())
+        if self.generation_config is not None:
+            self.generation_config.save_pretrained(directory)
+        if not (directory / "README.md").exists():
+            model_card(self.config).save(directory / "README.md")
+
+
+class BDHForCausalLM(_FolderModel):
+    """`bdh.BDH` as a ``transformers`` causal LM whose cache is BDH's recurrent state.
+
+    ``forward(input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None)``
+    returns ``CausalLMOutputWithPast`` with logits (B, T, V). Without a cache the logits are those of
+    ``bdh.BDH.forward`` (the configured attention form); with one, the tokens continue its state. A plain
+    forward builds no state (``use_cache`` defaults to whether ``past_key_values`` was given), so scoring
+    does not pay for L * B * n * D numbers it does not need.
+    """
+
+    config_class = BDHHFConfig
+    bdh_model_class = BDH
+    _is_stateful = True  # no rollback: assisted generation is refused
+    _supports_cache_class = True
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # generate must not make a DynamicCache: the first forward makes a BDHCache
+
+    @torch.no_grad()
+    def _init_weights(self, module: torch.nn.Module) -> None:
+        """Weights missing from a checkpoint: N(0, 0.02) as `bdh.BDH` draws them; buffers recomputed."""
+        if not isinstance(module, BDH):
+            return super()._init_weights(module)
+        for param in (module.E, module.Dx, module.Dy, module.readout):
+            torch.nn.init.normal_(param, std=0.02)  # transformers skips the ones that were loaded
+        if not getattr(module.freqs, "_is_hf_initialized", False):
+            module.freqs.copy_(frequencies(module.config))
+        if module.log_u is not None:  # the damping log u is not saved (non-persistent): always recomputed
+            module.log_u.copy_(torch.tensor(module.config.retention()).log())
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        labels: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> CausalLMOutputWithPast | tuple:
+        """Logits (B, T, V) for ``input_ids`` (B, T); see the class and module docstrings. Other keywords
+        (``position_ids``, ...) are ignored: positions come from the state."""
+        _check_inputs(type(self).__name__, input_ids, inputs_embeds, kwargs)
+        cache = self._cache(past_key_values, use_cache)
+        mask = None if attention_mask is None else attention_mask[:, -input_ids.shape[1]:]
+        side = "none" if mask is None else _padding_side(mask)
+        if side == "left":
+            logits = self._read_left_padded(input_ids, mask, cache)
+        else:
+            if side == "right" and cache is not None:
+                raise ValueError("BDHForCausalLM: a right-padded batch cannot be continued; pad on the left")
+            logits = self._read(input_ids, cache)
+        return self._output(logits, labels, cache, return_dict)
+
+    def _cache(self, past_key_values: Cache | None, use_cache: bool | None) -> BDHCache | None:
+        """The cache to continue: the given BDHCache, a new one, or None (no state wanted)."""
+        if isinstance(past_key_values, BDHCache):
+            return past_key_values
+        if past_key_values is not None and past_key_values.get_seq_length() > 0:
+            raise TypeError(f"BDHForCausalLM: past_key_values must be a BDHCache, got {type(past_key_values).__name__}")
+        wanted = past_key_values is not None if use_cache is None else use_cache
+        return BDHCache() if wanted else None
+
+    def _read(self, idx: torch.Tensor, cache: BDHCache | None) -> torch.Tensor:
+        """Logits of a block of tokens; with a cache, continue its state (as `bdh.BDH.stream` does)."""
+        if cache is None:
+            return self.model(idx)
+        state = cache.state if cache.state is not None else self.model.init_state(idx.shape[0])
+        logits, cache.state = self._advance(idx, state)
+        return logits
+
+    def _advance(self, idx: torch.Tensor, state: BDHState) -> tuple[torch.Tensor, BDHState]:
+        """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the
+        forms `bdh.BDH.generate` uses, so greedy tokens match it exactly), through `BDH._run`, the entry
+        point of `BDH.step` and `BDH.stream`, which can update the state in place (without autograd)."""
+        form = "recurrent" if idx.shape[1] == 1 else "chunked"
+        inplace = not torch.is_grad_enabled()
+        logits, state, _ = self.model._run(idx, state, form, need_state=True, inplace=inplace)
+        return logits, state
+
+    def _read_left_padded(self, idx: torch.Tensor, mask: torch.Tensor, cache: BDHCache | None) -> torch.Tensor:
+        """Each row's real tokens from an empty state at their own position; zeros at the pads."""
+        if cache is not None and cache.state is not None:
+            raise ValueError("BDHForCausalLM: left padding is only supported in the first call (the prompt)")
+        B, T = idx.shape
+        logits = torch.zeros(B, T, self.config.vocab_size, device=idx.device, dtype=self.model.readout.dtype)
+        rows = []
+        for i in range(B):
+            pads = int((mask[i] == 0).sum())
+            state = self.model.init_state(1)
+            state.pos = pads  # the same absolute positions as in the padded batch
+            if pads < T:
+                row_logits, state = self._advance(idx[i : i + 1, pads:], state)
+                logits[i, pads:] = row_logits[0]
+            rows.append(state.rho)
+        if cache is not None:
+            cache.state = BDHState(torch.cat(rows, dim=1), T)
+        return logits
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        use_cache: bool = True,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Feed only the tokens the state has not read yet: the prompt first, then one token per step."""
+        if kwargs.get("inputs_embeds") is not None:
+            raise ValueError("BDHForCausalLM: generation from inputs_embeds is not supported")
+        cache = past_key_values if isinstance(past_key_values, BDHCache) else None
+        seen = 0 if cache is None else cache.get_seq_length()
+        if seen >= input_ids.shape[1]:
+            raise ValueError(f"BDHForCausalLM: the cache has read {seen} tokens, input_ids has only {input_ids.shape[1]}")
+        return {"input_ids": input_ids[:, seen:], "attention_mask": attention_mask, "past_key_values": cache, "use_cache": use_cache}
+
+
+class GPTForCausalLM(_FolderModel):
+    """The GPT baseline (`bdh.baselines.gpt.GPT`) as a ``transformers`` causal LM, without a cache.
+
+    bdh's GPT has no key/value cache, so ``generate`` re-reads the whole sequence for every new token
+    (quadratic; fine for comparisons on short texts). ``attention_mask`` may right-pad a batch (exact for
+    scoring, causal attention); left padding is refused (the learned positions would shift), so batched
+    generation needs prompts of one length.
+    """
+
+    config_class = GPTHFConfig
+    bdh_model_class = GPT
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> CausalLMOutputWithPast | tuple:
+        """Logits (B, T, V) of `GPT.forward`; ``past_key_values`` / ``use_cache`` are accepted and ignored."""
+        _check_inputs(type(self).__name__, input_ids, kwargs.get("inputs_embeds"), kwargs)
+        if attention_mask is not None and _padding_side(attention_mask) == "left":
+            raise ValueError("GPTForCausalLM: left padding is not supported (learned positions); pad on the right")
+        return self._output(self.model(input_ids), labels, None, return_dict)
+
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """The whole sequence every step (there is no cache)."""
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def _check_inputs(name: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, kwargs: dict) -> None:
+    """Refuse what the wrappers cannot give rather than return it empty."""
+    if input_ids is None or inputs_embeds is not None:
+        raise ValueError(f"{name}: give input_ids; inputs_embeds is not supported")
+    if kwargs.get("output_attentions") or kwargs.get("output_hidden_states"):
+        raise ValueError(f"{name}: output_attentions / output_hidden_states are not supported; "
+                         "bdh.BDH's forward(idx, capture=True) returns every layer's activations")
+
+
+def _lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy; label -100 is ignored (the ``transformers`` convention)."""
+    return F.cross_entropy(
+        logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
+    )
+
+
+def _strip_prefix(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    prefix = _FolderModel.base_model_prefix + "."
+    return {k.removeprefix(prefix): v for k, v in state_dict.items()}
+
+
+def _bdh_folder_config(config: _FolderConfig) -> dict[str, Any]:
+    """What bdh's own save_pretrained writes into config.json (and nothing else: bdh refuses unknown keys)."""
+    from bdh import __version__
+
+    return {"model_type": config.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__,
+            **config.to_bdh().to_dict()}
+
+
+# ---------------------------------------------------------------------------------------------- model card
+_CARD_USAGE = """```python
+import bdh.hf  # pip install "bdh[hf]": registers bdh's models with transformers
+from transformers import AutoModelForCausalLM
+from bdh.hf_tokenizer import BDHByteTokenizer
+
+model = AutoModelForCausalLM.from_pretrained("path/or/repo-id")
+tok = BDHByteTokenizer()
+out = model.generate(**tok("To be", return_tensors="pt"), max_new_tokens=50, do_sample=False)
+print(tok.decode(out[0]))
+```
+
+The folder is also read by `bdh.load_pretrained(folder)`."""
+
+
+def model_card(config: _FolderConfig, *, description: str = "", license: str | None = None):
+    """A ``huggingface_hub.ModelCard`` (``README.md`` with YAML metadata) for a bdh model folder."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    cfg = config.to_bdh()
+    tags = ["bdh", "byte-level"] + (["dragon-hatchling", "linear-attention"] if isinstance(cfg, BDHConfig) else ["gpt", "baseline"])
+    data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", license=license, tags=tags)
+    if isinstance(cfg, BDHConfig):
+        title = "BDH (Dragon Hatchling) language model"
+        about = "A BDH-GPU model (Kosowski et al. 2025, *The Dragon Hatchling*, arXiv 2509.26507)."
+        size = (f"L={cfg.n_layer}, D={cfg.n_embd}, h={cfg.n_head}, n={cfg.n}, vocabulary {cfg.vocab_size}; "
+                f"recurrent state of {cfg.n_layer} x {cfg.state_size():,} numbers")
+    else:
+        title = "GPT baseline language model (bdh)"
+        about = "The GPT-2-style Transformer baseline of the bdh toolkit."
+        size = f"L={cfg.n_layer}, d={cfg.n_embd}, heads {cfg.n_head}, context {cfg.seq_len}, vocabulary {cfg.vocab_size}"
+    body = f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{description or about}\n\n" \
+           f"Size: {size}; {cfg.num_params():,} parameters.\n\n{_CARD_USAGE}\n"
+    return ModelCard(body)
+
+
+# ---------------------------------------------------------------------------------------------- registration
+def register() -> None:
+    """Register BDH and the GPT baseline with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer``
+    (idempotent)."""
+    for config_class, model_class in ((BDHHFConfig, BDHForCausalLM), (GPTHFConfig, GPTForCausalLM)):
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModelForCausalLM.register(config_class, model_class, exist_ok=True)
+        try:
+            AutoTokenizer.register(config_class, tokenizer_class=BDHByteTokenizer, exist_ok=True)
+        except TypeError:  # transformers 4.x names it slow_tokenizer_class
+            AutoTokenizer.register(config_class, slow_tokenizer_class=BDHByteTokenizer, exist_ok=True)
+
+
+register()

@@ -1,0 +1,60 @@
+"""`BDHByteTokenizer`: the byte-level tokenizer of BDH language models, as a `transformers` tokenizer.
+
+BDH's language models read raw UTF-8 bytes (``vocab_size = 256``, Kosowski et al. 2025, arXiv 2509.26507,
+section 7): token id ``b`` is the byte ``b``, there is no merge table and nothing to download. Each token is
+the one-character string ``chr(b)``; decoding joins the bytes and decodes them as UTF-8 (an incomplete
+character at the end, e.g. in a cut-off generation, becomes U+FFFD).
+
+There are no BOS/EOS tokens: a 256-byte vocabulary has no spare id, so generation stops at
+``max_new_tokens`` (or at an ``eos_token_id`` the caller chooses, such as ``ord("\\n")``). The pad token is
+the NUL byte (id 0), only so that batches can be padded; the attention mask tells the model which tokens
+are padding. Padding is on the left by default, the side BDH can continue generating from.
+
+Needs the ``hf`` extra (``pip install "bdh[hf]"``); ``import bdh.hf`` registers this class with
+``AutoTokenizer`` for ``model_type = "bdh"`` folders.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from transformers import PreTrainedTokenizer
+
+N_BYTES = 256
+
+
+class BDHByteTokenizer(PreTrainedTokenizer):
+    """Bytes 0..255 <-> token ids 0..255; saved and loaded with ``save_pretrained`` / ``from_pretrained``
+    (a ``tokenizer_config.json``, no vocabulary file)."""
+
+    vocab_files_names: ClassVar[dict[str, str]] = {}
+    model_input_names: ClassVar[list[str]] = ["input_ids", "attention_mask"]
+
+    def __init__(self, pad_token: str = "\x00", padding_side: str = "left", **kwargs):
+        super().__init__(pad_token=pad_token, padding_side=padding_side, **kwargs)
+
+    @property
+    def vocab_size(self) -> int:
+        return N_BYTES
+
+    def get_vocab(self) -> dict[str, int]:
+        return {chr(b): b for b in range(N_BYTES)}
+
+    def _tokenize(self, text: str, **kwargs) -> list[str]:
+        return [chr(b) for b in text.encode("utf-8")]
+
+    def _convert_token_to_id(self, token: str) -> int:
+        if len(token) != 1 or ord(token) >= N_BYTES:
+            raise ValueError(f"BDHByteTokenizer: {token!r} is not a byte token")
+        return ord(token)
+
+    def _convert_id_to_token(self, index: int) -> str:
+        if not 0 <= index < N_BYTES:
+            raise ValueError(f"BDHByteTokenizer: token id {index} is outside the byte range 0..255")
+        return chr(index)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return bytes(ord(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        return ()  # the vocabulary is the byte range itself
