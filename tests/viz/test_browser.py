@@ -79,12 +79,12 @@ def canvas(page, sel: str) -> str:
 
 
 def test_loads_offline_without_console_errors(browser, pages):
-    for path in pages.values():
+    for name, path in pages.items():
         page, errors, requests = open_page(browser, path)
         try:
             assert errors == []
             assert all(u.startswith("file://") for u in requests), requests  # nothing fetched from the network
-            assert page.locator("#graph circle.node").count() == 24
+            assert page.locator("#graph circle.node").count() == (48 if name == "sparse" else 24)
             assert page.locator("#facts tr").count() > 5
             assert page.locator("#lens td").count() > 5  # the logit lens is drawn (a table or a grid)
         finally:

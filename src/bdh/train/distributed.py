@@ -53,7 +53,10 @@ def init(env: DistEnv, device: torch.device) -> None:
 
 
 def shutdown(env: DistEnv) -> None:
+    """Leave the process group once every process has reached this point: a process that tore its group
+    down while another still sent to it aborted at exit ("terminate called without an active exception")."""
     if env.enabled and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

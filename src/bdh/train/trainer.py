@@ -20,6 +20,7 @@ detached (truncated backprop through time, paper appendix B.2), resetting it whe
 from __future__ import annotations
 
 import contextlib
+import gc
 import dataclasses
 import inspect
 import math
@@ -627,6 +628,11 @@ class Trainer:
         return metrics
 
     def close(self) -> None:
+        """Leave the process group. The DistributedDataParallel wrapper goes first: its reducer holds work
+        of the group, and freeing that at interpreter exit, after the group, aborted a process now and then."""
+        if self.env.enabled and self.objective is not self.model:
+            self.objective = None
+            gc.collect()
         dist_utils.shutdown(self.env)
 
 
