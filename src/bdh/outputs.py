@@ -60,6 +60,14 @@ def _is_nonempty(path: Path) -> bool:
     return path.stat().st_size > 0
 
 
+def existing_parent(path: PathLike) -> Path:
+    """The nearest existing folder above ``path`` (where its missing parents would be made)."""
+    parent = Path(path).resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    return parent
+
+
 def check_output(
     path: PathLike,
     *,
@@ -90,9 +98,7 @@ def check_output(
             raise OutputError(f"{name}: exists; {how}, or choose another path")
     elif target.is_symlink():
         raise OutputError(f"{name}: is a broken symbolic link")
-    parent = resolved.parent
-    while not parent.exists():
-        parent = parent.parent
+    parent = existing_parent(target)
     if not parent.is_dir():
         raise OutputError(f"{name}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):

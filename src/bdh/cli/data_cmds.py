@@ -42,15 +42,13 @@ def parse_size(text: str) -> int:
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
-    from bdh.outputs import check_output
+    from bdh.outputs import check_output, existing_parent
     from bdh.tasks.multilingual import StreamConfig, parse_pairs, write_stream
 
     config = StreamConfig(parse_pairs(args.pairs), args.concept_rate, args.seed, args.lexicon_seed)
     size = parse_size(args.size)
     out = check_output(args.out, overwrite=args.overwrite, flag="OUT")
-    parent = out.resolve().parent
-    while not parent.exists():
-        parent = parent.parent
+    parent = existing_parent(out)
     free = shutil.disk_usage(parent).free
     if size > free:
         raise UserError(f"--size {args.size}: {size:,} bytes asked for, but only {free:,} are free on the disk of {parent}")

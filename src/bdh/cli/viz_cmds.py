@@ -77,17 +77,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- shared
 
 
-def _load(run: str, checkpoint: str | None, device: str):
-    """(model, model folder) of a run or model folder; BDH models only."""
+def _load(folder: Path, device):
+    """The BDH model of a model folder (from `resolve_model_dir`), on ``device``; BDH models only."""
     from bdh.model import BDH
     from bdh.model.io import load_pretrained
-    from bdh.train.checkpoint import resolve_model_dir
 
-    folder = resolve_model_dir(run, checkpoint)
-    model = load_pretrained(folder, map_location=device_of(device))
+    model = load_pretrained(folder, map_location=device)
     if not isinstance(model, BDH):
         raise UserError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
-    return model, folder
+    return model
 
 
 def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
@@ -95,12 +93,12 @@ def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
     return [Path(args.run), folder] + [Path(p) for p in (args.board, args.prompt_file) if p is not None]
 
 
-def _input(args: argparse.Namespace, model, folder: Path):
+def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
+    """The tokens to show: ``prompt`` (from `prompt_bytes`), --tokens, --board, --sudoku, or the task's default."""
     from bdh.viz import inputs
 
     cfg = model.config
     task = inputs.run_task(folder)
-    prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     if prompt is not None:
         return inputs.prompt_tokens(prompt, cfg.vocab_size)
     if args.tokens is not None:
@@ -125,8 +123,8 @@ def cmd_viz(args: argparse.Namespace) -> int:
 
     opts = ViewOptions(hubs=args.hubs, edges_per_hub=args.edges_per_hub, heat_neurons=args.heat_neurons, attn_top=args.attn_top,
                        layout_seed=args.seed)
-    device_of(args.device)
-    prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
+    device = device_of(args.device)
+    prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
     folder = resolve_model_dir(args.run, args.checkpoint)
     out = check_output(args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
                        overwrite=args.overwrite, inputs=_inputs(args, folder))
@@ -136,8 +134,8 @@ def cmd_viz(args: argparse.Namespace) -> int:
 
         server = make_server(b"", args.port)
     try:
-        model, folder = _load(args.run, args.checkpoint, args.device)
-        inp = _input(args, model, folder)
+        model = _load(folder, device)
+        inp = _input(args, model, folder, prompt)
         t0 = time.time()
         view = build_view(model, inp.tokens, kind=inp.kind, board_size=inp.board_size, options=opts,
                           title=f"BDH viewer: {Path(args.run).resolve().name}", source=f"{folder} - {inp.description}")
@@ -196,7 +194,7 @@ def _check_indices(args: argparse.Namespace, model) -> None:
         raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
 
 
-def _model_figures(args: argparse.Namespace, model, folder: Path, out: Path) -> list[Path]:
+def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes | None, out: Path) -> list[Path]:
     """Sparsity per layer, the activation heatmap and the degree distribution of G_x."""
     import torch
 
@@ -205,7 +203,7 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, out: Path) -> 
     from bdh.viz import plots
     from bdh.viz.export import token_labels
 
-    inp = _input(args, model, folder)
+    inp = _input(args, model, folder, prompt)
     rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
     means = sparsity(rec).layer_means()
     made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})")
@@ -219,20 +217,22 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, out: Path) -> 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from bdh.outputs import atomic_folder, check_output
+    from bdh.train.checkpoint import resolve_model_dir
     from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
 
     run = Path(args.run)
     if not run.is_dir():
         raise UserError(f"{run}: no such run or model folder")
-    device_of(args.device)
-    prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
+    device = device_of(args.device)
+    prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
     model = folder = None
     if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
     else:  # a model that is there (or a checkpoint asked for) must load
-        model, folder = _load(args.run, args.checkpoint, args.device)
+        folder = resolve_model_dir(args.run, args.checkpoint)
+        model = _load(folder, device)
         _check_indices(args, model)
     root = inputs.run_dir_of(folder) if folder is not None else run
     out = check_output(args.out if args.out else root / "reports" / "plots", overwrite=args.overwrite, folder=True,
@@ -252,7 +252,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         else:
             skipped.append(f"curves: no records in {root / 'metrics.jsonl'}")
         if model is not None:
-            made += _model_figures(args, model, folder, tmp)
+            made += _model_figures(args, model, folder, prompt, tmp)
         if bench_rows:
             files, why = plots.bench_plots(bench_rows, tmp)
             made += files

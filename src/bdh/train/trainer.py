@@ -20,8 +20,8 @@ detached (truncated backprop through time, paper appendix B.2), resetting it whe
 from __future__ import annotations
 
 import contextlib
-import gc
 import dataclasses
+import gc
 import inspect
 import math
 import os
