@@ -33,7 +33,7 @@ Columns:
 
 Generation table (``--contexts``): per new token at a context of C tokens, ``BDH.generate`` on the recurrent
 state, against the official ``generate`` (which re-runs the whole prefix per token), and our re-run of the
-parallel form. Sparse step table: the dense recurrent step against `bdh.model.sparse_step` on a model whose
+parallel form. Sparse step table: the dense recurrent step against `bdh.model.kernels.sparse` on a model whose
 x and y are as sparse as a trained model's (``--live``: the share of neurons whose Dx column is kept; the
 rest never fire, so x fires on about live / 2 of the neurons, as in the paper's trained models).
 """
@@ -207,8 +207,6 @@ def child_generation(spec: dict) -> dict:
 
 def child_sparse(spec: dict) -> dict:
     """Dense against sparse recurrent steps on a model whose neurons fire as sparsely as a trained model's."""
-    from bdh.model.sparse_step import sparse_token_step
-
     torch.set_num_threads(spec["threads"])
     cfg = model_config(spec)
     torch.manual_seed(0)
@@ -224,16 +222,12 @@ def child_sparse(spec: dict) -> dict:
         results = {}
         for name in ("dense", "sparse"):
             state = model.init_state(1)
-            logits, state, _ = model._run(prompt, state, "chunked", need_state=True, inplace=True)
+            logits, state = model.step(prompt, state, mode="chunked", inplace=True)
             tok = logits[:, -1].argmax(-1)
             times = []
             for _ in range(spec["new_tokens"] + 1):
                 t0 = time.perf_counter()
-                if name == "sparse":
-                    logits = sparse_token_step(model, tok, state)
-                else:
-                    logits, state, _ = model._run(tok.view(1, 1), state, "recurrent", need_state=True, inplace=True)
-                    logits = logits[:, -1]
+                logits, state = model.step(tok, state, mode="sparse" if name == "sparse" else "recurrent", inplace=True)
                 times.append(time.perf_counter() - t0)
                 tok = logits.argmax(-1)
             results[name] = statistics.median(times[1:])
@@ -453,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_child("sparse", {**base, "context": args.contexts[0], "new_tokens": args.new_tokens, "live": args.live})
             results["sparse"] = r
             print(f"Sparse step (context {args.contexts[0]}, {args.live:.0%} of the neurons can fire): "
-                  "dense recurrent step vs bdh.model.sparse_step")
+                  "dense recurrent step vs bdh.model.kernels.sparse")
             print(table([{**r, "dense_ms": 1e3 * r["dense_s"], "sparse_ms": 1e3 * r["sparse_s"],
                           "x": r["dense_s"] / r["sparse_s"], "xd": 100 * r["x_density"], "yd": 100 * r["y_density"]}],
                         [("xd", "x density %", ".1f"), ("yd", "y density %", ".1f"), ("dense_ms", "dense ms/token", ".2f"),

@@ -48,7 +48,7 @@ from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
 from .model.io import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, save_tensors
-from .model.rope import frequencies
+from .model.kernels.rope import frequencies
 from .model.state import BDHState
 from .outputs import write_bytes
 
@@ -284,7 +284,7 @@ class BDHForCausalLM(_FolderModel):
         for param in (module.E, module.Dx, module.Dy, module.readout):
             torch.nn.init.normal_(param, std=0.02)  # transformers skips the ones that were loaded
         if not getattr(module.freqs, "_is_hf_initialized", False):
-            module.freqs.copy_(frequencies(module.config))
+            module.freqs.copy_(frequencies(module.config.positional, module.config.N, module.config.theta))
         if module.log_u is not None:  # the damping log u is not saved (non-persistent): always recomputed
             module.log_u.copy_(torch.tensor(module.config.retention()).log())
 
@@ -332,12 +332,10 @@ class BDHForCausalLM(_FolderModel):
 
     def _advance(self, idx: torch.Tensor, state: BDHState) -> tuple[torch.Tensor, BDHState]:
         """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the
-        forms `bdh.BDH.generate` uses, so greedy tokens match it exactly), through `BDH._run`, the entry
-        point of `BDH.step` and `BDH.stream`, which can update the state in place (without autograd)."""
-        form = "recurrent" if idx.shape[1] == 1 else "chunked"
-        inplace = not torch.is_grad_enabled()
-        logits, state, _ = self.model._run(idx, state, form, need_state=True, inplace=inplace)
-        return logits, state
+        forms `bdh.BDH.generate` uses, so greedy tokens match it exactly), updating the state in place
+        when no gradient is wanted."""
+        mode = "recurrent" if idx.shape[1] == 1 else "chunked"
+        return self.model.step(idx, state, mode=mode, inplace=not torch.is_grad_enabled())
 
     def _read_left_padded(self, idx: torch.Tensor, mask: torch.Tensor, cache: BDHCache | None) -> torch.Tensor:
         """Each row's real tokens from an empty state at their own position; zeros at the pads."""

@@ -198,5 +198,5 @@ def test_bad_tokens_are_refused():
     model = GPT(TINY["gpt"][1])
     with pytest.raises(ValueError, match="longer than seq_len"):
         model(torch.zeros(1, 33, dtype=torch.long))
-    with pytest.raises(ValueError, match="token ids"):
+    with pytest.raises(ValueError, match="outside the vocabulary"):
         model(torch.full((1, 3), 64))

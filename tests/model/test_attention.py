@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from bdh.model import attention
-from bdh.model.naive import naive_linear_attention
+from bdh.model.kernels import attention
+from bdh.model.kernels.naive import naive_linear_attention
 
 from .helpers import rel_err
 

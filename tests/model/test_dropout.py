@@ -1,12 +1,12 @@
-"""Host dropout masks (bdh.model.dropout) and the model's use of them against nn.Dropout's arithmetic."""
+"""Host dropout masks (bdh.model.kernels.dropout) and the model's use of them against nn.Dropout's arithmetic."""
 
 import math
 
 import pytest
 import torch
 
-import bdh.model.bdh as bdh_module
-from bdh.model.dropout import DropMask, drop_mask
+import bdh.model.kernels as kernels_module
+from bdh.model.kernels.dropout import DropMask, drop_mask
 
 from .helpers import tiny_model
 
@@ -26,7 +26,7 @@ def test_drop_rate_is_p_within_binomial_noise(dtype):
 @pytest.mark.parametrize("p", [0.001, 0.1, 0.25, 0.5, 0.9, 0.99])
 def test_exactly_round_p_2_16_of_the_16_bit_patterns_are_dropped(p, monkeypatch):
     """Over all 2^16 equally likely draws, both mask forms drop exactly round(p 2^16): the probability is exact."""
-    import bdh.model.dropout as module
+    import bdh.model.kernels.dropout as module
 
     every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
     monkeypatch.setattr(module, "_draws16", lambda count, generator: every)
@@ -88,7 +88,7 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
         masks.append(torch.rand(shape) < prob)
         return DropMask(masks[-1])
 
-    monkeypatch.setattr(bdh_module, "drop_mask", recording)
+    monkeypatch.setattr(kernels_module, "drop_mask", recording)
     idx = torch.randint(0, 256, (2, 9))
     target = torch.randint(0, 256, (2, 9))
     out = fast(idx)
@@ -97,11 +97,10 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
 
     replay = iter(masks)
 
-    class Replay(torch.nn.Module):
-        def forward(self, y):
-            return y.masked_fill(next(replay), 0) / (1 - p)
+    def replay_dropout(y, prob, training=True):
+        return y.masked_fill(next(replay), 0) / (1 - prob)
 
-    plain.drop = Replay()
+    monkeypatch.setattr(kernels_module.F, "dropout", replay_dropout)
     ref = plain(idx)
     torch.nn.functional.cross_entropy(ref.flatten(0, 1), target.flatten()).backward()
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)
@@ -117,4 +116,5 @@ def test_torch_rng_setting_uses_nn_dropout():
     a = model(idx)
     torch.manual_seed(4)
     assert torch.equal(a, model(idx))
-    assert not model._host_dropout(torch.zeros(1), capture=False)
+    assert model.kernels(kernels_module.Pass("parallel", 0, 8)).masks == "torch"
+    assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).masks == "host"

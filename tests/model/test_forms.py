@@ -80,7 +80,7 @@ def test_step_by_pieces_continues_exactly(form, damping):
     for t in range(6, 10):  # single tokens
         logits, state = model.step(idx[:, t], state)
         pieces.append(logits.unsqueeze(1))
-    logits, state = model.step(idx[:, 10:], state, form="chunked")
+    logits, state = model.step(idx[:, 10:], state, mode="chunked")
     pieces.append(logits)
     assert state.pos == 17
     assert rel_err(torch.cat(pieces, dim=1), full) <= 1e-5

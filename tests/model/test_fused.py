@@ -1,14 +1,14 @@
-"""The fused element-wise functions (bdh.model.fused) against the plain expressions: values and gradients."""
+"""The fused element-wise functions (bdh.model.kernels.fused) against the plain expressions: values and gradients."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
-from bdh.model.dropout import DropMask, drop_mask
-from bdh.model.fused import relu_mul, rope_rotate
-from bdh.model.naive import naive_official_forward
-from bdh.model.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.kernels.dropout import DropMask, drop_mask
+from bdh.model.kernels.fused import relu_mul, rope_rotate
+from bdh.model.kernels.naive import naive_official_forward
+from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
 from bdh.model.interop import NAME_MAP, to_official
 
 
@@ -106,7 +106,7 @@ def test_relu_mul_with_a_drop_mask_equals_the_plain_masked_product(dtype):
 
 def test_rope_apply_in_bf16_rotates_in_fp32_and_rounds_once():
     """bf16 'rope' goes through the complex fp32 multiply: within one bf16 rounding of the fp32 rotation."""
-    from bdh.model.rope import rope_apply
+    from bdh.model.kernels import apply_rope as rope_apply
 
     N, T = 64, 16
     cos, sin = rope_tables("rope", official_frequencies(N, 2.0**16), 5, T)

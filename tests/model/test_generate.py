@@ -105,7 +105,7 @@ def test_stream_continues_a_given_state_without_modifying_it():
 
 
 def test_in_place_update_needs_no_grad():
-    from bdh.model import attention
+    from bdh.model.kernels import attention
 
     q = torch.rand(1, 1, 2, 4)
     v = torch.rand(1, 1, 2, 3)
@@ -119,9 +119,10 @@ def test_in_place_update_needs_no_grad():
 
 @pytest.mark.parametrize("threshold", [0.0, 1.0, 0.4])
 @pytest.mark.parametrize("positional", ["rope", "none"])
-def test_sparse_step_equals_the_dense_step(threshold, positional):
-    from bdh.model.sparse_step import sparse_token_step
+def test_sparse_step_equals_the_dense_step(threshold, positional, monkeypatch):
+    from bdh.model.kernels import sparse as sparse_kernels
 
+    monkeypatch.setattr(sparse_kernels, "DENSITY", threshold)  # 0: the dense read and write; 1: row by row
     model = tiny_model(seed=2, positional=positional, n_neurons=128)
     with torch.no_grad():  # make x sparse: most pre-activations negative
         model.Dx.sub_(model.Dx.abs().mean() * 0.8)
@@ -130,7 +131,8 @@ def test_sparse_step_equals_the_dense_step(threshold, positional):
     sparse = dense.clone()
     for t in range(5, 9):
         ref, dense = model.step(idx[:, t], dense)
-        got = sparse_token_step(model, idx[:, t], sparse, density_threshold=threshold)
+        with torch.no_grad():
+            got, sparse = model.step(idx[:, t], sparse, mode="sparse", inplace=True)
         assert torch.allclose(got, ref, rtol=1e-5, atol=1e-6)
         # the state sums signed rank-one updates in another order: near-zero entries carry the fp32
         # rounding of the large ones (measured 1.2e-7 = 1 ulp at the scale 0.95, already 0.56 of what a
@@ -147,10 +149,8 @@ def test_sparse_generation_gives_the_same_tokens():
             p.mul_(20)
     prompt = torch.randint(0, 256, (1, 6))
     assert torch.equal(model.generate(prompt, 25, temperature=0, sparse=True), model.generate(prompt, 25, temperature=0, sparse=False))
-    with pytest.raises(ValueError, match="batch of one"):
-        from bdh.model.sparse_step import sparse_token_step
-
-        sparse_token_step(model, torch.tensor([1, 2]), model.init_state(2))
+    with pytest.raises(ValueError, match="one token of one sequence"), torch.no_grad():
+        model.step(torch.tensor([1, 2]), model.init_state(2), mode="sparse", inplace=True)
 
 
 def test_batched_generation_equals_generating_each_sequence_alone():

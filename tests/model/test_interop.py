@@ -7,7 +7,7 @@ import torch
 
 from bdh import BDH, CheckpointError, interop
 from bdh.cli import main
-from bdh.model.naive import naive_official_forward
+from bdh.model.kernels.naive import naive_official_forward
 
 from .helpers import tiny_model
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bdh import BDHCapture, interop
-from bdh.model.naive import naive_official_forward
+from bdh.model.kernels.naive import naive_official_forward
 
 from .helpers import rel_err, tiny_model
 
@@ -103,7 +103,7 @@ def test_capture_attention_rows_reproduce_the_attention_output():
     model = tiny_model(damping="alibi")
     idx = torch.randint(0, 256, (1, 8))
     _, cap = model(idx, capture=True)
-    v_in = model._ln(model.embed(idx)).unsqueeze(1)  # values of the first layer
+    v_in = model.embed_tokens(idx)  # values of the first layer
     assert rel_err(cap.attention[0] @ v_in, cap.a[0]) <= 1e-5
 
 
@@ -122,7 +122,7 @@ def test_shared_weights_mean_more_layers_cost_no_parameters():
 @pytest.mark.parametrize(
     "idx, match",
     [
-        (torch.tensor([1, 2, 3]), "shape \\(batch, time\\)"),
+        (torch.tensor([1, 2, 3]), "a \\(batch, time\\) tensor"),
         (torch.zeros(1, 0, dtype=torch.long), "empty sequence"),
         (torch.tensor([[1, 256]]), "token 256 is outside the vocabulary"),
         (torch.tensor([[-1, 2]]), "token -1 is outside"),

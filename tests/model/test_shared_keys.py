@@ -1,12 +1,15 @@
-"""The parallel form with keys = queries (bdh.model.shared_keys) against autograd through the plain form."""
+"""The parallel form with keys = queries (bdh.model.kernels.shared_keys) against autograd through the plain form."""
 
 import itertools
 
 import pytest
 import torch
 
-from bdh.model import attention
-from bdh.model.naive import naive_linear_attention
+from bdh import BDH, BDHConfig
+from bdh.model.kernels import attention
+from bdh.model.kernels.attention import causal_weights
+from bdh.model.kernels.naive import naive_linear_attention
+from bdh.model.kernels.shared_keys import shared_key_attention
 
 from .helpers import rel_err
 
@@ -24,7 +27,10 @@ def test_values_and_gradients_equal_separate_keys_and_the_naive_sum(causal, damp
 
     def run(separate: bool):
         xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
-        out, _, _ = attention.parallel(xl, xl.clone() if separate else xl, vl, log_u=log_u, causal=causal)
+        if separate:
+            out, _ = attention.parallel(xl, xl.clone(), vl, log_u=log_u, causal=causal)
+        else:
+            out = shared_key_attention(xl, vl, causal_weights(log_u, T, causal, xl.device, xl.dtype))
         (out * w).sum().backward()
         return out.detach(), xl.grad, vl.grad
 
@@ -36,20 +42,22 @@ def test_values_and_gradients_equal_separate_keys_and_the_naive_sum(causal, damp
 
 
 def test_shared_path_is_taken_only_for_training_without_state(monkeypatch):
-    from bdh.model import shared_keys
+    """`bdh.model.kernels.select` picks the shared-key kernel for a plain training forward, nothing else."""
+    from bdh.model.kernels import shared_keys
 
     calls = []
     original = shared_keys.SharedKeyAttention.apply
     monkeypatch.setattr(shared_keys.SharedKeyAttention, "apply", lambda *a: calls.append(1) or original(*a))
-    x = torch.randn(1, 2, 5, 4, requires_grad=True)
-    v = torch.randn(1, 1, 5, 3)
-    attention.parallel(x, x, v)
-    assert len(calls) == 1
-    attention.parallel(x, x.detach(), v)  # keys cut from the graph (training without BPTT): the plain form
-    attention.parallel(x, x, v, need_state=True)
+    model = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=32, dropout=0.0))
+    idx = torch.randint(0, 32, (1, 6))
+    model(idx)
+    assert len(calls) == 2  # one per layer
+    model(idx, detach_kv=True)  # keys cut from the graph (training without BPTT): the plain form
+    model(idx, mode="chunked")
+    model.step(idx, model.init_state(1), mode="parallel")  # a carried state
     with torch.no_grad():
-        attention.parallel(x, x, v)
-    assert len(calls) == 1
+        model(idx)
+    assert len(calls) == 2
 
 
 def test_bf16_autocast_stays_close_to_fp32():
@@ -61,7 +69,7 @@ def test_bf16_autocast_stays_close_to_fp32():
     for low in (False, True):
         xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
-            out, _, _ = attention.parallel(xl, xl, vl)
+            out = shared_key_attention(xl, vl, causal_weights(None, 33, True, xl.device, xl.dtype))
         (out.float() * w).sum().backward()
         assert xl.grad.dtype == torch.float32 and vl.grad.dtype == torch.float32
         res[low] = (out.float(), xl.grad, vl.grad)

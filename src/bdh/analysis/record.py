@@ -27,7 +27,9 @@ import torch
 
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
-from bdh.model.rope import rope_apply, rope_tables
+from bdh.model.capture import LayerActivations
+from bdh.model.kernels import apply_rope
+from bdh.model.kernels.rope import rope_tables
 
 
 @dataclass
@@ -94,16 +96,19 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
         parts: dict[str, list[list[torch.Tensor]]] = {k: [[] for _ in range(cfg.n_layer)] for k in ("x", "y", "a", "values")}
         logits_parts = []
         state = model.init_state(idx.shape[0]) if cfg.causal else None
+
+        def keep_layer(_model: BDH, layer: int, act: LayerActivations) -> None:
+            if layer in keep:
+                for name in ("x", "y", "a"):
+                    parts[name][layer].append(getattr(act, name).float().cpu())
+                parts["values"][layer].append(act.values.squeeze(1).float().cpu())
+
         for s in range(0, idx.shape[1], chunk_size):
             chunk = idx[:, s : s + chunk_size]
-            logits, state, cap = model._run(chunk, state, "parallel", need_state=cfg.causal, capture=True)
-            first_values = model._ln(model.embed(chunk))
-            for layer in keep:
-                parts["x"][layer].append(cap.x[layer].float().cpu())
-                parts["y"][layer].append(cap.y[layer].float().cpu())
-                parts["a"][layer].append(cap.a[layer].float().cpu())
-                vin = first_values if layer == 0 else cap.v[layer - 1]
-                parts["values"][layer].append(vin.float().cpu())
+            if state is None:
+                logits = model(chunk, mode="parallel", hook=keep_layer)
+            else:
+                logits, state = model.step(chunk, state, mode="parallel", hook=keep_layer)
             logits_parts.append(logits.float().cpu())
     finally:
         model.train(was_training)
@@ -145,7 +150,7 @@ def _rotated_keys(rec: Recording, layer: int, t: int, batch_index: int) -> torch
     x = rec.x[layer][batch_index][:, :t]  # H, t, N
     if cfg.positional != "none":
         cos, sin = rope_tables(cfg.positional, rec.freqs, -t, t)  # positions tau - t
-        x = rope_apply(cfg.positional, x, cos, sin)
+        x = apply_rope(cfg.positional, x, cos, sin)
     return x.transpose(0, 1).reshape(t, -1)
 
 
@@ -252,7 +257,7 @@ def attention_state(rec: Recording, layer: int, head: int, t: int | None = None,
     x = rec.x[layer][batch_index, head, :t]  # t, N
     if cfg.positional != "none":
         cos, sin = rope_tables(cfg.positional, rec.freqs, 0, t)
-        x = rope_apply(cfg.positional, x, cos, sin)
+        x = apply_rope(cfg.positional, x, cos, sin)
     v = rec.values[layer][batch_index, :t]  # t, D
     if rec.log_u is not None:
         w = torch.exp(rec.log_u[head] * (t - torch.arange(t, dtype=torch.float32)))

@@ -8,7 +8,7 @@ __all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "loa
 
 __getattr__, __dir__ = exports(__name__, {
     "BDH": ".bdh:BDH",
-    "BDHCapture": ".bdh:BDHCapture",
+    "BDHCapture": ".capture:BDHCapture",
     "BDHConfig": ".config:BDHConfig",
     "BDHState": ".state:BDHState",
     "CheckpointError": ".io:CheckpointError",

@@ -39,9 +39,10 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
-from .attention import parallel
+from .kernels.attention import parallel
 from .bdh import BDH
-from .rope import rope_apply, rope_tables
+from .kernels import apply_rope
+from .kernels.rope import rope_tables
 
 
 @dataclass
@@ -215,8 +216,8 @@ def state_update_matrix(model: BDH) -> torch.Tensor | None:
     U = torch.eye(n, dtype=dtype, device=model.E.device)
     if rotate:
         cos, sin = rope_tables(cfg.positional, model.freqs, 1, 1)  # (1, N): position 1 = one step
-        R1 = rope_apply(cfg.positional, torch.eye(N, dtype=torch.float32, device=model.E.device), cos, sin)
-        # rope_apply rotates each row of the identity, so R1 holds M_1^T for the rotation matrix M_1 of one
+        R1 = apply_rope(cfg.positional, torch.eye(N, dtype=torch.float32, device=model.E.device), cos, sin)
+        # apply_rope rotates each row of the identity, so R1 holds M_1^T for the rotation matrix M_1 of one
         # step; U = M_1 gives x^T U^k x' = <M_tau x, M_(tau+k) x'>, the relative rotation of RoPE
         U = torch.block_diag(*([R1.T.to(dtype)] * cfg.n_head))
     if model.log_u is not None:
@@ -270,8 +271,8 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
     for _ in range(cfg.n_layer):
         v = (y_prev @ model.E).unsqueeze(1)  # E y_{l-1}: (B, 1, T, D)
         x = x + F.relu(v @ model.Dx)  # (B, H, T, N)
-        xr = rope_apply(kind, x, cos, sin)
-        a, S, _ = parallel(xr, xr, v, log_u=log_u, need_state=True)
+        xr = apply_rope(kind, x, cos, sin)
+        a, S = parallel(xr, xr, v, log_u=log_u, need_state=True)
         y = F.relu(a @ model.Dy) * x
         y_prev = y.transpose(1, 2).reshape(B, T, n)
         xs.append(x.transpose(1, 2).reshape(B, T, n))
@@ -290,7 +291,7 @@ def _absolute_to_relative(S: torch.Tensor, kind: str, freqs: torch.Tensor, T: in
     B, H, N, D = S.shape
     if kind != "none":
         cos, sin = rope_tables(kind, freqs, -T, 1)  # rotation by position -T
-        S = rope_apply(kind, S.transpose(-1, -2), cos, sin).transpose(-1, -2)
+        S = apply_rope(kind, S.transpose(-1, -2), cos, sin).transpose(-1, -2)
     return S.permute(0, 3, 1, 2).reshape(B, D, H * N)
 
 

@@ -54,7 +54,7 @@ def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form
     Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
     y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
     chunked form keeps no scores and no per-chunk states (its backward recomputes them,
-    `bdh.model.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
+    `bdh.model.kernels.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
     recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
     The logits and their gradient add about 3 B T V.
     """

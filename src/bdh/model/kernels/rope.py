@@ -20,8 +20,10 @@ import torch
 
 from bdh.errors import UserError
 
-from .config import BDHConfig
 from .fused import rope_rotate
+
+#: the positional schemes: the official interleaved RoPE, the standard halves layout, none
+SCHEMES = ("rope", "rope-standard", "none")
 
 
 def official_frequencies(N: int, theta: float) -> torch.Tensor:
@@ -37,12 +39,12 @@ def standard_frequencies(N: int, theta: float) -> torch.Tensor:
     return theta ** (-2.0 * i / N)
 
 
-def frequencies(config: BDHConfig) -> torch.Tensor:
-    """The frequency vector of the configured scheme: (N,) turns for ``rope``, (N/2,) radians for ``rope-standard``."""
-    if config.positional == "rope":
-        return official_frequencies(config.N, config.theta)
-    if config.positional == "rope-standard":
-        return standard_frequencies(config.N, config.theta)
+def frequencies(kind: str, N: int, theta: float) -> torch.Tensor:
+    """The frequency vector of a scheme: (N,) turns for ``rope``, (N/2,) radians for ``rope-standard``."""
+    if kind == "rope":
+        return official_frequencies(N, theta)
+    if kind == "rope-standard":
+        return standard_frequencies(N, theta)
     return torch.zeros(0)
 
 
@@ -63,29 +65,31 @@ def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tupl
     raise UserError(f"rope: unknown positional scheme {kind!r}")
 
 
-def _compiling() -> bool:
-    """Under torch.compile the real form is used: inductor fuses it, but has no complex kernels."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+def rotate(kind: str, impl: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the last dimension of v (..., T, N) by the ``kind`` tables (T, N) with the implementation ``impl``.
 
+    ``impl`` is chosen by `bdh.model.kernels.rope_impl`; all give the same values (tests/model/test_fused.py):
 
-def rope_apply(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate the last dimension of v (..., T, N) by the tables (T, N); identity for ``none``."""
-    if kind == "none":
+    * ``none``: the identity (no positional scheme);
+    * ``complex``: interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number
+      v_2k + i v_2k+1, one complex multiply instead of five real passes; bf16 / fp16 have no complex
+      kernels, so they rotate in fp32 and round once;
+    * ``fused``: `bdh.model.kernels.fused.rope_rotate`, one autograd function with the inverse rotation
+      as its backward, tables in v's dtype;
+    * ``plain``: the official code's expression (`rope_plain`), which ``torch.compile`` fuses itself.
+    """
+    if impl == "none" or kind == "none":
         return v
-    if kind == "rope" and v.is_floating_point() and v.is_contiguous() and not _compiling():
-        # Interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number v_2k + i v_2k+1:
-        # one complex multiply instead of five real passes (same values; about 3x faster forward+backward).
-        # bf16 / fp16 have no complex kernels: they rotate in fp32 and round once (measured faster than
-        # the three-pass real form, and closer to the fp32 rotation).
-        work = v if v.dtype in (torch.float32, torch.float64) else v.float()
+    if impl == "complex":
+        work = v.contiguous() if v.dtype in (torch.float32, torch.float64) else v.float()
         phasor = torch.complex(cos[..., ::2].to(work.dtype), sin[..., ::2].to(work.dtype))
         pairs = torch.view_as_complex(work.view(*v.shape[:-1], v.shape[-1] // 2, 2))
         return torch.view_as_real(pairs * phasor).view(v.shape).to(v.dtype)
-    if not _compiling():
-        # one custom autograd function: tables in v's dtype, the inverse rotation as backward (bdh.model.fused)
+    if impl == "fused":
         return rope_rotate(v.contiguous(), cos, sin, interleaved=kind == "rope")
-    return rope_plain(kind, v, cos, sin)
+    if impl == "plain":
+        return rope_plain(kind, v, cos, sin)
+    raise UserError(f"rope: unknown implementation {impl!r}")
 
 
 def rope_plain(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

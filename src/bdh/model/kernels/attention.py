@@ -17,14 +17,14 @@ earlier tokens) and to return the state after the block:
 * ``parallel`` -- the quadratic masked form: (q k^T, strictly lower-triangular, damped) @ v. Cost
   O(T^2 N) per head; keeps T x T scores for backward. The official code's form.
 * ``chunked`` -- the parallel form inside chunks of C tokens, the state carried between chunks.
-  Cost O(T C N + T N D); memory linear in T. When gradients are needed it runs as
-  `bdh.model.chunked_lean`, which recomputes the chunk states in backward instead of keeping them.
+  Cost O(T C N + T N D); memory linear in T. Its autograd keeps every chunk's state; for training,
+  `bdh.model.kernels.chunked_lean` computes the same values with a backward that keeps far less.
 * ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
 
 ``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,
 damped by u^|t - tau|); it has no state, so only the parallel form supports it.
 
-`bdh.model.naive` holds the obviously-correct double loop these are tested against.
+`bdh.model.kernels.naive` holds the obviously-correct double loop these are tested against.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from __future__ import annotations
 import torch
 
 from bdh.errors import UserError
-
-from .chunked_lean import chunked_lean
-from .shared_keys import shared_key_attention
 
 FORMS = ("parallel", "chunked", "recurrent")
 
@@ -61,6 +58,24 @@ def decay_matrix(log_u: torch.Tensor, T: int, causal: bool = True) -> torch.Tens
     return torch.exp(log_u.view(-1, 1, 1) * gap.abs())
 
 
+def causal_weights(log_u: torch.Tensor | None, T: int, causal: bool, device, dtype) -> torch.Tensor | None:
+    """The weights W that multiply the T x T scores: the strict lower triangle (damped by u^(t - tau) when
+    ``log_u`` is given), u^|t - tau| for bidirectional attention, or None (bidirectional, undamped)."""
+    if log_u is not None:
+        return decay_matrix(log_u, T, causal).to(dtype)
+    if causal:
+        return torch.ones(T, T, device=device, dtype=dtype).tril_(-1).unsqueeze(0)
+    return None
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, log_u: torch.Tensor | None = None, causal: bool = True) -> torch.Tensor:
+    """The attention scores (B, H, T, T): u^(t - tau) (q_t . k_tau) on the strict lower triangle (Eq. 4)."""
+    s = q @ k.mT
+    if log_u is None:
+        return s.tril(diagonal=-1) if causal else s
+    return s * decay_matrix(log_u, q.shape[2], causal).to(s.dtype)
+
+
 def _block(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -69,23 +84,10 @@ def _block(
     state: torch.Tensor | None,
     need_state: bool,
     causal: bool,
-    return_scores: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Parallel form on one block, optionally starting from and returning a carried state."""
     T = q.shape[2]
-    if q is k and state is None and not need_state and not return_scores and q.requires_grad and torch.is_grad_enabled():
-        # a training step of BDH (keys = queries): the same values, one product less in backward
-        if log_u is not None:
-            W = decay_matrix(log_u, T, causal)
-        else:
-            W = torch.ones(T, T, device=q.device, dtype=q.dtype).tril_(-1).unsqueeze(0) if causal else None
-        return shared_key_attention(q, v, W), None, None
-    scores = q @ k.mT  # B, H, T, T
-    if log_u is None:
-        scores = scores.tril(diagonal=-1) if causal else scores
-    else:
-        scores = scores * decay_matrix(log_u, T, causal).to(scores.dtype)
-    out = scores @ v
+    out = scores(q, k, log_u, causal) @ v
     if state is not None:
         # a_t += u^t q_t^T S0 for local t = 0 .. T-1 (S0 is the state after the previous token)
         if log_u is None:
@@ -105,7 +107,7 @@ def _block(
             new_state = (k * w.view(1, -1, T, 1).to(k.dtype)).mT @ v
             if state is not None:
                 new_state = new_state + state * torch.exp(log_u * T).view(1, -1, 1, 1).to(state.dtype)
-    return out, new_state, (scores if return_scores else None)
+    return out, new_state
 
 
 def parallel(
@@ -117,13 +119,12 @@ def parallel(
     state: torch.Tensor | None = None,
     need_state: bool = False,
     causal: bool = True,
-    return_scores: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None, scores or None)."""
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None)."""
     _check(q, k, v, state)
     if not causal and (state is not None or need_state):
         raise UserError("linear attention: bidirectional attention has no recurrent state")
-    return _block(q, k, v, log_u, state, need_state, causal, return_scores)
+    return _block(q, k, v, log_u, state, need_state, causal)
 
 
 def chunked(
@@ -143,9 +144,7 @@ def chunked(
     for s in range(0, T, chunk_size):
         e = min(s + chunk_size, T)
         last = e == T
-        out, state, _ = _block(
-            q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], log_u, state, need_state or not last, True
-        )
+        out, state = _block(q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], log_u, state, need_state or not last, True)
         outs.append(out)
     return torch.cat(outs, dim=2), (state if need_state else None)
 
@@ -217,13 +216,8 @@ def linear_attention(
     if not causal and form != "parallel":
         raise UserError(f"linear attention: bidirectional attention needs the parallel form, got {form!r}")
     if form == "parallel":
-        out, new_state, _ = parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
-        return out, new_state
+        return parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
     if form == "chunked":
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, state)):
-            # same values; backward recomputes the per-chunk states instead of keeping them (memory linear in T)
-            out, new_state = chunked_lean(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state)
-            return out, (new_state if need_state else None)
         return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
     if form == "recurrent":
         return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)

@@ -7,7 +7,7 @@ the functions here do the same arithmetic in fewer passes and save less for back
 
 * `relu_mul(z, x, drop)` = ReLU(z) * x, with the dropout mask applied in the same function. Plain
   autograd with ``nn.Dropout`` runs relu, mul, bernoulli_, div_ and mul forward and five passes
-  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.dropout.DropMask`;
+  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.kernels.dropout.DropMask`;
   the 1 / (1 - p) factor is applied by the caller to y E, a tensor n / D times smaller) and one
   multiply; ReLU(z) with the dropped entries zeroed and x are kept, and the backward is dz = threshold_backward(g * x, ReLU(z))
   (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes. Without dropout it is bit-identical to
@@ -74,7 +74,7 @@ class GateDrop(torch.autograd.Function):
 def relu_mul(z: torch.Tensor, x: torch.Tensor, drop: DropMask | None = None) -> torch.Tensor:
     """ReLU(z) * x (the gated activation y of BDH), fused: see the module docstring.
 
-    ``drop`` (a `bdh.model.dropout.DropMask` of z's shape) zeroes those entries of y, without the
+    ``drop`` (a `bdh.model.kernels.dropout.DropMask` of z's shape) zeroes those entries of y, without the
     1 / (1 - p) rescaling of dropout, which the caller applies to the (much smaller) product y E instead.
     """
     if z.shape != x.shape or z.dtype != x.dtype:

@@ -1,0 +1,78 @@
+"""Reading a forward pass layer by layer: the hook protocol, and `BDHCapture`, the hook that keeps everything.
+
+`BDH.forward` and `BDH.step` take ``hook=``: a callable invoked after every layer with the model, the layer
+index and a `LayerActivations`. Hooks see the tensors of the pass itself (detach what you keep); they do
+not change the computation, except that a hooked training pass draws its dropout masks with PyTorch so
+that y is the gate's output before dropout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from .kernels.attention import scores
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """One layer of one pass (B batch, H heads, T tokens, N neurons per head, D embedding).
+
+    Attributes:
+        values: (B, 1, T, D) the layer's input v_{l-1}, the attention values.
+        x: (B, H, T, N) neuron activations ReLU(Dx v_{l-1}), before RoPE.
+        xr: (B, H, T, N) the rotated x, the attention's keys and queries.
+        a: (B, H, T, D) attention outputs, before their LayerNorm.
+        y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout.
+        v: (B, 1, T, D) the layer's output v_l.
+    """
+
+    values: torch.Tensor
+    x: torch.Tensor
+    xr: torch.Tensor
+    a: torch.Tensor
+    y: torch.Tensor
+    v: torch.Tensor
+
+
+class LayerHook(Protocol):
+    def __call__(self, model: torch.nn.Module, layer: int, act: LayerActivations) -> None: ...
+
+
+@dataclass
+class BDHCapture:
+    """A hook that keeps what happened inside a pass, one entry per layer (all detached).
+
+    Shapes (B batch, T tokens, H heads, N neurons per head, D embedding, V vocabulary):
+        x: (B, H, T, N) neuron activations ReLU(Dx v) (before RoPE).
+        y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x (before dropout).
+        attention: (B, H, T, T) attention scores <R x_t, R x_tau> after the causal mask and damping
+            (row t holds what token t reads from each tau of this block).
+        a: (B, H, T, D) attention outputs before their LayerNorm.
+        v: (B, T, D) the residual stream after the layer.
+        logits: (B, T, V) the readout applied after the layer (logit lens); the last equals the output.
+    """
+
+    x: list[torch.Tensor] = field(default_factory=list)
+    y: list[torch.Tensor] = field(default_factory=list)
+    attention: list[torch.Tensor] = field(default_factory=list)
+    a: list[torch.Tensor] = field(default_factory=list)
+    v: list[torch.Tensor] = field(default_factory=list)
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.x)
+
+    @torch.no_grad()
+    def __call__(self, model: torch.nn.Module, layer: int, act: LayerActivations) -> None:
+        log_u = None if model.log_u is None else model.log_u.float()
+        v = act.v.squeeze(1).detach()
+        self.x.append(act.x.detach())
+        self.y.append(act.y.detach())
+        self.attention.append(scores(act.xr, act.xr, log_u, model.config.causal).detach())
+        self.a.append(act.a.detach())
+        self.v.append(v)
+        self.logits.append(v @ model.readout)

@@ -1,0 +1,185 @@
+"""The kernels of BDH-GPU, and `select`: the one place that chooses among them.
+
+Each step of a BDH layer (`bdh.model.bdh.BDH.layer`) has a plain expression and, where it pays, kernels
+that compute the same values faster or in less memory. Every kernel is tested against its plain
+expression or the obviously-correct loops of `naive` (values and gradients):
+
+===============  =======================  ====================================================================
+step             paper                    kernels (module)
+===============  =======================  ====================================================================
+R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`)
+a (attention)    Eq. 4, Eq. 8             ``parallel``, ``shared-keys`` (`shared_keys`), ``chunked``,
+                                          ``chunked-lean`` (`chunked_lean`), ``recurrent``, ``sparse``
+                                          (`sparse`); `attention` holds the three forms
+y = ReLU(z) x    Eq. 8, the gate          ``fused`` (`fused.relu_mul`) or ``plain``; dropout masks from
+                                          ``host`` (`dropout`, CPU) or ``torch`` (``F.dropout``)
+E y              Eq. 8, the read-in       per head, summed over the heads; ``sparse`` for one token
+===============  =======================  ====================================================================
+
+A forward pass asks `select` once, with the attention ``mode`` it was given (``parallel``, ``chunked``,
+``recurrent`` or ``sparse``) and the circumstances of the pass; the returned `Kernels` then runs the
+chosen implementations, and the layer's code names only the paper's operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from bdh.errors import UserError
+
+from .attention import causal_weights, chunked, parallel, recurrent
+from . import chunked_lean as _lean
+from .dropout import drop_mask
+from .fused import relu_mul
+from .rope import rope_tables, rotate
+from .shared_keys import shared_key_attention
+from .sparse import sparse_attention, sparse_read_in
+
+#: the attention modes a forward pass can be asked for
+MODES = ("parallel", "chunked", "recurrent", "sparse")
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing: it fuses the plain expressions itself and has no complex kernels."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+
+
+def rope_impl(kind: str) -> str:
+    """The rotation kernel for a positional scheme (see `rope.rotate`)."""
+    if kind == "none":
+        return "none"
+    if compiling():
+        return "plain"
+    return "complex" if kind == "rope" else "fused"
+
+
+def apply_rope(kind: str, v: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    """Rotate v (..., T, N) by the tables of ``kind`` with the kernel `rope_impl` picks."""
+    return rotate(kind, rope_impl(kind), v, cos, sin)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What a forward pass is asked to do; `select` turns it into kernel choices.
+
+    Attributes:
+        mode: the attention form (one of `MODES`).
+        start, length: the absolute position of the first token and the number of tokens.
+        carried: a recurrent state is given; need_state: the state after the block is wanted.
+        inplace: update the given state in place (inference, no autograd).
+        detach_kv: cut the gradient through keys and values (paper section 7.2).
+        hooked: a hook reads the activations (y must be the gate's output before dropout).
+    """
+
+    mode: str
+    start: int
+    length: int
+    carried: bool = False
+    need_state: bool = False
+    inplace: bool = False
+    detach_kv: bool = False
+    hooked: bool = False
+
+
+class Kernels:
+    """The kernels chosen for one forward pass (by `select`), with the tables they share across layers."""
+
+    def __init__(self, *, kind: str, rope: str, tables, attention: str, log_u, causal: bool, chunk_size: int,
+                 need_state: bool, inplace: bool, detach_kv: bool, gate: str, dropout: float, masks: str, scale: float):
+        self.kind, self.rope, self.tables = kind, rope, tables
+        self.attention, self.log_u, self.causal, self.chunk_size = attention, log_u, causal, chunk_size
+        self.need_state, self.inplace, self.detach_kv = need_state, inplace, detach_kv
+        self.gate_impl, self.dropout, self.masks, self.scale = gate, dropout, masks, scale
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """R x: the RoPE rotation at the pass's positions."""
+        return rotate(self.kind, self.rope, x, *self.tables)
+
+    def attend(self, q: torch.Tensor, v: torch.Tensor, rho: torch.Tensor | None):
+        """(a, rho after the block): linear attention of queries = keys = q over values v, from state rho."""
+        k = q
+        if self.detach_kv:
+            k, v = q.detach(), v.detach()
+        a, rho_next = self._attention(q, k, v, rho)
+        if self.inplace and rho_next is not rho:
+            rho.copy_(rho_next)
+            rho_next = rho
+        return a, rho_next
+
+    def _attention(self, q, k, v, rho):
+        kind, log_u, need = self.attention, self.log_u, self.need_state
+        if kind == "shared-keys":
+            return shared_key_attention(q, v, causal_weights(log_u, q.shape[2], self.causal, q.device, q.dtype)), None
+        if kind == "parallel":
+            return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
+        if kind == "chunked-lean":
+            out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho)
+            return out, (rho_next if need else None)
+        if kind == "chunked":
+            return chunked(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho, need_state=need)
+        if kind == "recurrent":
+            return recurrent(q, k, v, log_u=log_u, state=rho, need_state=need, inplace=self.inplace)
+        return sparse_attention(q, v, rho), rho
+
+    def gate(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled)."""
+        if self.masks == "host":
+            return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
+        return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
+
+    def read_in(self, y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+        """E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over heads -> (B, 1, T, D).
+
+        The same sum as ``y.transpose(1, 2).reshape(B, 1, T, n) @ E``, without copying y into that layout.
+        Dropout: with ``torch`` masks it is applied to y here; with ``host`` masks (applied by `gate`)
+        its 1 / (1 - p) scales the product, a tensor n / D times smaller than y.
+        """
+        if self.attention == "sparse":
+            return sparse_read_in(y, E)
+        if self.masks == "torch":
+            y = F.dropout(y, self.dropout, training=True)
+        H, N = y.shape[1], y.shape[3]
+        e = (y @ E.view(H, N, E.shape[1])).sum(dim=1, keepdim=True)
+        return e * self.scale if self.masks == "host" else e
+
+
+def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
+    if p.mode not in MODES:
+        raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
+    if not causal and p.mode != "parallel":
+        raise UserError(f"BDH: bidirectional attention (causal=false) needs mode 'parallel', got {p.mode!r}")
+    if p.inplace and (not p.carried or torch.is_grad_enabled()):
+        raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
+    if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
+        raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
+    if p.mode == "parallel" and autograd and not (p.carried or p.need_state or p.detach_kv):
+        return "shared-keys"  # keys are the queries: the same values, one T x T x N product less in backward
+    if p.mode == "chunked" and autograd:
+        return "chunked-lean"  # the same values; backward recomputes chunk states instead of keeping them
+    return p.mode
+
+
+def select(p: Pass, *, positional: str, freqs: torch.Tensor, log_u, causal: bool, chunk_size: int,
+           dropout: float, dropout_rng: str, training: bool, autograd: bool, device: torch.device) -> Kernels:
+    """Choose the kernels of one forward pass; the only place where implementations are chosen.
+
+    ``autograd``: gradients will flow to the weights. Under ``torch.compile`` the gate and the rotation are
+    the plain expressions, which inductor fuses itself. Dropout masks come from the fast host generator
+    (`dropout.drop_mask`) for an eager CPU training pass with ``dropout_rng="auto"`` and no hook, from
+    ``F.dropout`` for other training passes, and not at all in eval mode.
+    """
+    kind = positional
+    tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
+    masks = "none"
+    if training and dropout > 0:
+        host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and not compiling()
+        masks = "host" if host else "torch"
+    return Kernels(
+        kind=kind, rope=rope_impl(kind), tables=tables, attention=_attention_kernel(p, causal, log_u, autograd),
+        log_u=log_u, causal=causal, chunk_size=chunk_size, need_state=p.need_state, inplace=p.inplace,
+        detach_kv=p.detach_kv, gate="plain" if compiling() else "fused", dropout=dropout, masks=masks, scale=1.0 / (1.0 - dropout),
+    )

@@ -1,0 +1,50 @@
+"""A recurrent step that touches only the neurons that fire (inference, one sequence, one token).
+
+In a trained BDH few neurons fire: x is sparse and y, gated by x, sparser still (paper section 6.4: a few
+percent of y). In a recurrent step the state read a = q^T S and the write S += k v^T touch only the state
+rows where the rotated x is non-zero (both members of a RoPE pair), and E y only the rows of E where y is
+non-zero. With a fraction f of active neurons the state traffic, n D numbers per layer and the largest cost
+of a step, drops by about 1 / f. Dx and Dy stay dense products (every x must be computed).
+
+`BDH.step(..., mode="sparse", inplace=True)` and ``BDH.generate(..., sparse=True)`` run these in place of
+the dense recurrent kernels; they compute the same values (tests/model/test_generate.py). A head whose x is
+denser than `DENSITY` takes the dense read and write, which is faster there.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bdh.errors import UserError
+
+#: a head's share of non-zero rotated x above which the dense read and write are used instead
+DENSITY = 0.3
+
+
+def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+    """a = q^T S, then S += q v^T in place, reading and writing only the rows where q is non-zero.
+
+    q: (1, H, 1, N) the rotated x (keys = queries); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1, H, 1, D).
+    """
+    if q.shape[0] != 1 or q.shape[2] != 1:
+        raise UserError(f"BDH: mode 'sparse' runs one token of one sequence in place, got (B, T) = {q.shape[0], q.shape[2]}")
+    H, D = q.shape[1], v.shape[-1]
+    qh, vv, Sh = q[0, :, 0], v.reshape(D), S[0]
+    if float((qh != 0).sum()) > DENSITY * qh.numel():
+        a = torch.bmm(qh.unsqueeze(1), Sh)  # H, 1, D
+        Sh.add_(qh.unsqueeze(-1) * vv.view(1, 1, D))
+        return a.view(1, H, 1, D)
+    a = q.new_zeros(H, D)
+    for h in range(H):
+        rows = torch.nonzero(qh[h], as_tuple=True)[0]
+        if rows.numel():
+            a[h] = qh[h, rows] @ Sh[h, rows]
+            Sh[h, rows] += qh[h, rows].unsqueeze(-1) * vv.view(1, D)
+    return a.view(1, H, 1, D)
+
+
+def sparse_read_in(y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """E y for one token, y (1, H, 1, N), from the rows of E (n x D) where y is non-zero. Returns (1, 1, 1, D)."""
+    flat = y[0, :, 0].reshape(-1)  # n, neuron j of head h at h * N + j
+    active = torch.nonzero(flat, as_tuple=True)[0]
+    return (flat[active] @ E[active]).view(1, 1, 1, -1)
