@@ -44,7 +44,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.io import PretrainedMixin
-from ..registry import register_model
 from .common import ModelConfig, check_tokens, count_params
 
 LONG = -1
@@ -223,7 +222,6 @@ class Block(nn.Module):
         return h
 
 
-@register_model("baseconv")
 class BaseConv(PretrainedMixin, nn.Module):
     """BaseConv language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
 

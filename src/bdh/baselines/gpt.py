@@ -28,7 +28,6 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
-from ..registry import register_model
 from .common import ModelConfig, check_tokens, count_params
 
 POSITIONAL = ("learned", "rope", "none")
@@ -143,7 +142,6 @@ class Block(nn.Module):
         return h
 
 
-@register_model("gpt")
 class GPT(PretrainedMixin, nn.Module):
     """GPT-2-style Transformer baseline. ``model(idx) -> logits (B, T, vocab_size)``."""
 

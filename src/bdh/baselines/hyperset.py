@@ -41,7 +41,6 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
-from ..registry import register_model
 from .common import ModelConfig, check_tokens, count_params
 
 
@@ -163,7 +162,6 @@ class StepSizes(nn.Module):
         return self.out(F.gelu(e + cond)).chunk(2, dim=-1)
 
 
-@register_model("hyperset")
 class HyperSET(PretrainedMixin, nn.Module):
     """Hyper-SET (bidirectional). ``model(idx, n_layer=None) -> logits (B, T, vocab_size)``."""
 

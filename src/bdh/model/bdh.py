@@ -26,7 +26,6 @@ from torch import nn
 
 from bdh.errors import UserError
 
-from ..registry import register_model
 from .capture import BDHCapture, LayerActivations, LayerHook
 from .config import BDHConfig
 from .generation import GenerationMixin
@@ -39,7 +38,6 @@ from .tokens import check_tokens
 __all__ = ["BDH", "BDHCapture", "LayerActivations"]
 
 
-@register_model("bdh")
 class BDH(GenerationMixin, PretrainedMixin, nn.Module):
     """The BDH-GPU language model. ``model(idx) -> logits (B, T, vocab_size)``."""
 

@@ -22,9 +22,6 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT_VERSION = 1
 
-_MODEL_TYPES: dict[str, type] = {}
-
-
 class CheckpointError(UserError):
     """A model folder or weights file that cannot be used; the message names the file and the problem."""
 
@@ -83,17 +80,13 @@ def check_state_dict(module: torch.nn.Module, tensors: dict[str, torch.Tensor], 
 class PretrainedMixin:
     """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config.
 
-    A subclass sets ``model_type`` (the name written into config.json) and ``config_class`` (with
-    ``to_dict`` / ``from_dict``), keeps its config in ``self.config``, and is constructed as ``cls(config)``.
+    A subclass sets ``model_type`` (the name written into config.json, its key in `bdh.registry`) and
+    ``config_class`` (with ``to_dict`` / ``from_dict``), keeps its config in ``self.config``, and is
+    constructed as ``cls(config)``.
     """
 
     model_type: ClassVar[str] = ""
     config_class: ClassVar[type]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("model_type"):
-            _MODEL_TYPES[cls.model_type] = cls
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed)."""
@@ -131,16 +124,13 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     model_type = raw.pop("model_type", None)
     version = raw.pop("format_version", None)
     raw.pop("bdh_version", None)
-    if model_type not in _MODEL_TYPES:
-        from bdh.registry import load_all  # the baselines register themselves when imported
+    from bdh import registry
 
-        load_all()
-    if model_type not in _MODEL_TYPES:
-        known = ", ".join(sorted(_MODEL_TYPES)) or "none"
-        raise CheckpointError(f"{path}: unknown model_type {model_type!r} (known: {known})")
+    if model_type not in registry.names("model"):
+        raise CheckpointError(f"{path}: unknown model_type {model_type!r} (known: {', '.join(registry.names('model'))})")
     if version != FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version!r} is not supported (this bdh reads {FORMAT_VERSION})")
-    cls = _MODEL_TYPES[model_type]
+    cls = registry.get_model(model_type)
     try:
         config = cls.config_class.from_dict(raw)
     except (TypeError, ValueError) as exc:

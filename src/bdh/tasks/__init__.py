@@ -1,5 +1,5 @@
 """Tasks: data generators and metrics. Tasks know nothing of models: they make (inputs, targets) and
-score predictions. Each task module registers itself in `bdh.registry` by name."""
+score predictions. `bdh.registry` knows each built-in task by name."""
 
 from .._lazy import exports
 

@@ -39,7 +39,6 @@ import torch
 
 from bdh.errors import UserError
 
-from ..registry import register_task
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
 
 FLOOR, WALL, START, END, PATH = 0, 1, 2, 3, 4
@@ -146,7 +145,6 @@ class BoardPathConfig(TaskConfig):
         self._check_int("num_val")
 
 
-@register_task("boardpath")
 class BoardPath:
     """Shortest paths on boards with walls (bidirectional per-cell labelling)."""
 

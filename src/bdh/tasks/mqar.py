@@ -44,7 +44,6 @@ import torch
 
 from bdh.errors import UserError
 
-from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, rng
 
@@ -205,7 +204,6 @@ class MQARConfig(TaskConfig):
         return tuple(s) if s else ((self.input_seq_len, self.num_kv_pairs),)
 
 
-@register_task("mqar")
 class MQAR:
     """The MQAR task (causal next-token recall); see the module docstring."""
 

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
-from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed
 
@@ -114,7 +113,6 @@ class RepeatConfig(TaskConfig):
         self._check_int("val_batches", 1)
 
 
-@register_task("repeat")
 class RepeatTask:
     """Next-letter prediction on repeated-word sequences; metrics per phase (warm-up, fact, repeat)."""
 

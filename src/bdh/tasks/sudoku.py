@@ -40,7 +40,6 @@ import torch
 
 from bdh.errors import UserError
 
-from ..registry import register_task
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
 
@@ -282,7 +281,6 @@ class SudokuConfig(TaskConfig):
             self._fail("val_csv", "needs train_csv too (the generator makes both splits)")
 
 
-@register_task("sudoku")
 class Sudoku:
     """Sudoku as bidirectional per-cell labelling of the blank cells."""
 

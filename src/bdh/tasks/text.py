@@ -31,7 +31,6 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
-from ..registry import register_task
 from .base import IGNORE_INDEX
 
 #: the name that selects the embedded corpus in ``task.data``
@@ -116,7 +115,6 @@ def open_stream(data: str | None) -> ByteStream:
     return ByteStream(segments, str(data))
 
 
-@register_task("text")
 class TextTask:
     """Next-byte prediction on a byte stream; metrics: loss (nats), bits per byte, accuracy."""
 
