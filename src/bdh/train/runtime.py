@@ -11,7 +11,7 @@ Nothing here assumes a device. Every fast path that exists on some hardware only
   on CPU (the documented default), ``bf16`` turns autocast on (see docs/performance.md for what it gains).
   `keep_freed_memory` stops glibc from returning large blocks to the system after every free: BDH's
   (B, h, T, N) activations are tens of MiB, above glibc's mmap threshold, so without it every such
-  tensor is mapped afresh and page-faulted in at each step (measured: about half of an fp32 CPU step).
+  tensor is mapped afresh and page-faulted in at each step (a large share of an fp32 CPU step; docs/performance.md).
 * ``torch.compile``: `compile_or_eager` wraps a module so that a compile that fails (no C++ compiler, an
   unsupported backend, an inductor error) warns once and runs eager instead.
 """

@@ -2,26 +2,25 @@
 
 Dropout in BDH sits on the gated activations y (B, h, T, N), the largest tensor of a layer, so it
 needs one random number per neuron per token. PyTorch's CPU ``bernoulli_`` draws them from a
-single-threaded Mersenne Twister at about 6-7 ns each: measured on a 2-core CPU it was a fifth of a
-bf16 training step of the benchmark model (docs/performance.md), more than the attention matmuls.
+single-threaded Mersenne Twister, which showed up in the profile of a CPU training step as more than the
+attention matmuls (docs/performance.md has the measurements).
 
 `drop_mask` draws the same Bernoulli mask from NumPy's SFC64 generator instead, 16 random bits per
-entry (about 0.7 ns each). Each call takes a 64-bit seed from PyTorch's default CPU generator (or the
-one given), so the masks are as reproducible as ``nn.Dropout``'s: ``torch.manual_seed`` fixes them,
-and saving and restoring PyTorch's RNG state (as checkpoints do) resumes the same stream. They are
-not the official code's masks: a run that must reproduce ``nn.Dropout`` draw for draw sets the
+entry, an order of magnitude cheaper per draw. Each call takes a 64-bit seed from PyTorch's default CPU
+generator (or the one given), so the masks are as reproducible as ``nn.Dropout``'s: ``torch.manual_seed``
+fixes them, and saving and restoring PyTorch's RNG state (as checkpoints do) resumes the same stream.
+They are not the official code's masks: a run that must reproduce ``nn.Dropout`` draw for draw sets the
 model's ``dropout_rng`` to ``torch``.
 
 An entry is dropped when its 16-bit draw r (uniform on [0, 2^16)) is below round(p 2^16): the drop
 probability is p rounded to a multiple of 2^-16, at most 7.7e-6 away (0.1 becomes 0.1000061).
 
-Applying a bool mask to a bf16 tensor (``masked_fill_``) is a slow mixed-dtype pass on CPU (measured
-7.5 ms for 8M entries, five times a bf16 multiply). `DropMask` can instead hold the 16-bit draws
-*read as bf16 numbers*: every bit pattern is equally likely, and the patterns are ordered by their
-value, so "drop when the draw is at most a threshold" with the threshold chosen such that exactly
-round(p 2^16) of the 2^16 patterns lie at or below it (NaN patterns never do) has the same drop
-probability as the integer comparison. Zeroing the dropped entries is then one same-dtype
-``threshold_backward`` pass (1.5 ms), with no separate comparison.
+Applying a bool mask to a bf16 tensor (``masked_fill_``) is a slow mixed-dtype pass on CPU, several times
+a bf16 multiply. `DropMask` can instead hold the 16-bit draws *read as bf16 numbers*: every bit pattern is
+equally likely, and the patterns are ordered by their value, so "drop when the draw is at most a
+threshold" with the threshold chosen such that exactly round(p 2^16) of the 2^16 patterns lie at or below
+it (NaN patterns never do) has the same drop probability as the integer comparison. Zeroing the dropped
+entries is then one same-dtype ``threshold_backward`` pass, with no separate comparison.
 """
 
 from __future__ import annotations
