@@ -7,6 +7,7 @@ round trip that refuses unknown keys (what ``config.json`` files and run configs
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from typing import Any
 
@@ -37,7 +38,7 @@ class TypedConfig:
 
     def _check_number(self, field: str, low: float, high: float, *, low_open: bool = False, high_open: bool = True) -> None:
         value = getattr(self, field)
-        bad = isinstance(value, bool) or not isinstance(value, numbers.Real)
+        bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value)
         if not bad:
             bad = value < low or value > high or (low_open and value == low) or (high_open and value == high)
         if bad:

@@ -101,12 +101,7 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
         "positional": args.positional,
     }
     given = {k: v for k, v in flags.items() if v is not None}
-    if "n_neurons" in given:
-        fields["mlp_internal_dim_multiplier"] = None
-    if "mlp_internal_dim_multiplier" in given:
-        fields["n_neurons"] = None
-    fields.update(given)
-    return BDHConfig.from_dict(fields)
+    return BDHConfig.from_dict(BDHConfig.merge(fields, given))
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -25,12 +25,12 @@ from ..typed_config import TypedConfig
 POSITIONAL = ("rope", "rope-standard", "none")
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 DROPOUT_RNGS = ("auto", "torch")
+#: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
+SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")
+#: the official code's multiplier, used when neither size field is given
+DEFAULT_MULTIPLIER = 128
 OFFICIAL_ROPE_THETA = 2.0**16
 STANDARD_ROPE_THETA = 10000.0
-
-
-def _fail(field_name: str, message: str) -> None:
-    raise UserError(f"BDHConfig.{field_name}: {message}")
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:
@@ -57,7 +57,7 @@ class BDHConfig(TypedConfig):
         vocab_size: size of the token alphabet (256 for bytes).
         dropout: dropout probability on the gated product x*y (official placement).
         dropout_rng: where training draws the dropout masks of CPU tensors from: ``auto`` (a fast
-            NumPy generator seeded from PyTorch's, `bdh.model.dropout`; on other devices and under
+            NumPy generator seeded from PyTorch's, `bdh.model.kernels.dropout`; on other devices and under
             ``torch.compile``, PyTorch's own) or ``torch`` (``nn.Dropout`` everywhere: the official
             code's masks draw for draw). The masks follow the same distribution either way.
         causal: True for next-token prediction (strictly causal: tau < t, a token never sees
@@ -91,6 +91,9 @@ class BDHConfig(TypedConfig):
     chunk_size: int = 128
     ln_eps: float = 1e-5
     _n: int = field(init=False, repr=False, compare=False, default=0)
+    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
+    #: a trained model may go on training with other values (``train.init_from``)
+    RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
 
     def __post_init__(self) -> None:
         self._validate()
@@ -127,45 +130,32 @@ class BDHConfig(TypedConfig):
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
         for name in ("n_layer", "n_embd", "n_head", "vocab_size", "chunk_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail(name, f"must be a positive integer, got {value!r}")
+            self._check_int(name)
         if self.n_neurons is not None and self.mlp_internal_dim_multiplier is not None:
-            _fail("n_neurons", "give either n_neurons or mlp_internal_dim_multiplier, not both")
+            self._fail("n_neurons", "give either n_neurons or mlp_internal_dim_multiplier, not both")
         if self.n_neurons is not None:
-            if isinstance(self.n_neurons, bool) or not isinstance(self.n_neurons, int) or self.n_neurons < 1:
-                _fail("n_neurons", f"must be a positive integer, got {self.n_neurons!r}")
+            self._check_int("n_neurons")
             n = self.n_neurons
         else:
-            mult = 128 if self.mlp_internal_dim_multiplier is None else self.mlp_internal_dim_multiplier
-            if isinstance(mult, bool) or not isinstance(mult, int) or mult < 1:
-                _fail("mlp_internal_dim_multiplier", f"must be a positive integer, got {mult!r}")
-            n = mult * self.n_embd
+            if self.mlp_internal_dim_multiplier is not None:
+                self._check_int("mlp_internal_dim_multiplier")
+            n = (self.mlp_internal_dim_multiplier or DEFAULT_MULTIPLIER) * self.n_embd
         if n % self.n_head:
-            _fail("n_neurons", f"n = {n} must be divisible by n_head = {self.n_head}")
+            self._fail("n_neurons", f"n = {n} must be divisible by n_head = {self.n_head}")
         self._n = n
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            _fail("dropout", f"must be a number in [0, 1), got {self.dropout!r}")
-        if self.dropout_rng not in DROPOUT_RNGS:
-            _fail("dropout_rng", f"must be one of {', '.join(DROPOUT_RNGS)}; got {self.dropout_rng!r}")
-        if not isinstance(self.causal, bool):
-            _fail("causal", f"must be true or false, got {self.causal!r}")
-        if self.positional not in POSITIONAL:
-            _fail("positional", f"must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
+        self._check_number("dropout", 0.0, 1.0)
+        self._check_choice("dropout_rng", DROPOUT_RNGS)
+        self._check_bool("causal")
+        self._check_choice("positional", POSITIONAL)
         if self.positional != "none" and self.N % 2:
-            _fail("n_neurons", f"RoPE rotates pairs of neurons, so neurons per head must be even, got {self.N}")
+            self._fail("n_neurons", f"RoPE rotates pairs of neurons, so neurons per head must be even, got {self.N}")
         if self.rope_theta is not None:
-            if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 1:
-                _fail("rope_theta", f"must be a number > 1 or null, got {self.rope_theta!r}")
-        if self.attention not in ATTENTION_FORMS:
-            _fail("attention", f"must be one of {', '.join(ATTENTION_FORMS)}; got {self.attention!r}")
+            self._check_number("rope_theta", 1.0, math.inf, low_open=True)
+        self._check_choice("attention", ATTENTION_FORMS)
         if not self.causal and self.attention != "parallel":
-            _fail(
-                "attention",
-                f"bidirectional attention (causal=false) has no recurrent state; use attention='parallel', got {self.attention!r}",
-            )
-        if isinstance(self.ln_eps, bool) or not isinstance(self.ln_eps, (int, float)) or self.ln_eps <= 0:
-            _fail("ln_eps", f"must be a positive number, got {self.ln_eps!r}")
+            self._fail("attention", "bidirectional attention (causal=false) has no recurrent state; "
+                       f"use attention='parallel', got {self.attention!r}")
+        self._check_number("ln_eps", 0.0, math.inf, low_open=True)
         self._validate_damping()
 
     def _validate_damping(self) -> None:
@@ -174,18 +164,18 @@ class BDHConfig(TypedConfig):
             return
         if isinstance(d, str):
             if d != "alibi":
-                _fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+                self._fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
             return
         values = [d] if isinstance(d, (int, float)) and not isinstance(d, bool) else d
         try:
             values = list(values)
         except TypeError:
-            _fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+            self._fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
         if not isinstance(d, (int, float)) and len(values) != self.n_head:
-            _fail("damping", f"a list needs one retention factor per head ({self.n_head}), got {len(values)}")
+            self._fail("damping", f"a list needs one retention factor per head ({self.n_head}), got {len(values)}")
         for u in values:
             if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0.0 < u <= 1.0:
-                _fail("damping", f"retention factors must lie in (0, 1], got {u!r}")
+                self._fail("damping", f"retention factors must lie in (0, 1], got {u!r}")
         if isinstance(d, list):
             self.damping = tuple(float(u) for u in d)
 
@@ -199,15 +189,20 @@ class BDHConfig(TypedConfig):
         return self.n * self.n_embd
 
     # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
+    @staticmethod
+    def merge(fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
+        ``mlp_internal_dim_multiplier``) a value drops the other: the one place this rule lives."""
+        merged = dict(fields)
+        for given, other in (SIZE_FIELDS, SIZE_FIELDS[::-1]):
+            if changes.get(given) is not None:
+                merged.pop(other, None)
+        merged.update(changes)
+        return merged
+
     def replace(self, **changes: Any) -> "BDHConfig":
         """A copy with some fields changed (validated again)."""
-        data = self.to_dict()
-        if "n_neurons" in changes and changes["n_neurons"] is not None:
-            data["mlp_internal_dim_multiplier"] = None
-        if "mlp_internal_dim_multiplier" in changes and changes["mlp_internal_dim_multiplier"] is not None:
-            data["n_neurons"] = None
-        data.update(changes)
-        return BDHConfig.from_dict(data)
+        return BDHConfig.from_dict(BDHConfig.merge(self.to_dict(), changes))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -194,7 +194,7 @@ def linear_attention(
     v: torch.Tensor,
     *,
     form: str = "parallel",
-    chunk_size: int = 64,
+    chunk_size: int | None = None,
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
     need_state: bool = False,
@@ -218,6 +218,8 @@ def linear_attention(
     if form == "parallel":
         return parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
     if form == "chunked":
+        if chunk_size is None:
+            raise UserError("linear attention: the chunked form needs a chunk_size")
         return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
     if form == "recurrent":
         return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)
