@@ -194,3 +194,36 @@ def test_init_from_starts_from_the_given_weights_and_refuses_another_model(corpu
         trainer("bad", "model.n_layer=3", f"train.init_from={base.run_dir}")
     with pytest.raises(FileNotFoundError, match="no such run or model folder"):
         trainer("bad2", f"train.init_from={tmp_path / 'missing'}")
+
+
+def test_init_from_accepts_a_model_that_differs_only_in_how_it_runs(corpus_file, tmp_path):
+    """``BDHConfig.RUNTIME_FIELDS`` (dropout, dropout_rng, attention, chunk_size) may differ from the model
+    ``train.init_from`` starts from: the weights mean the same."""
+    base = run(corpus_file, tmp_path / "base", "train.max_steps=2", "eval.every=0")
+    assert base.model.config.dropout_rng == "auto"
+    for name, extra in [("rng", ["model.dropout_rng=torch"]),
+                        ("forms", ["model.attention=chunked", "model.chunk_size=16", "model.dropout=0.1"])]:
+        trainer = Trainer(load_config(None, tiny(corpus_file, tmp_path / name, "train.max_steps=2", "eval.every=0",
+                                                 f"train.init_from={base.run_dir}", *extra)))
+        try:
+            for key, value in base.model.state_dict().items():
+                assert torch.equal(value, trainer.model.state_dict()[key]), (name, key)
+        finally:
+            trainer.close()
+
+
+def test_tbptt_needs_a_stream_task_and_a_recurrent_model(corpus_file, tmp_path):
+    common = ["train.bptt=tbptt", "train.batch_size=4", "train.max_steps=1", "train.max_minutes=null",
+              "eval.batches=1", "log.progress=none", "log.tensorboard=false", "sample.max_new_tokens=0"]
+    mqar = ["task.name=mqar", "task.vocab_size=64", "task.input_seq_len=32", "task.num_kv_pairs=2",
+            "task.num_train_examples=64", "task.num_val_examples=16", "model.n_layer=1", "model.n_embd=16",
+            "model.n_head=2", "model.n_neurons=64"]
+    with pytest.raises(TrainingError) as info:
+        Trainer(load_config(None, [*common, *mqar, f"run_dir={tmp_path / 'mqar'}"]))
+    assert str(info.value) == "train.bptt: tbptt needs consecutive windows, and task 'mqar' has no stream_batch"
+    gpt = ["model.name=gpt", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "task.seq_len=32",
+           f"task.data={corpus_file}"]
+    with pytest.raises(TrainingError) as info:
+        Trainer(load_config(None, [*common, *gpt, f"run_dir={tmp_path / 'gpt'}"]))
+    assert str(info.value) == "train.bptt: tbptt needs a recurrent model (init_state/step); 'gpt' has none"
+    assert not (tmp_path / "mqar").exists() and not (tmp_path / "gpt").exists()

@@ -22,7 +22,11 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh generate runs/<timestamp> --prompt 'ROMEO:' --max-new-tokens 300 --temperature 0.8 --seed 0",
         "bdh generate my-model --prompt-file prompt.txt --temperature 0   # greedy",
     ],
-    "bdh eval": ["bdh eval runs/<timestamp>", "bdh eval runs/<timestamp> --data other.txt --batches 20"],
+    "bdh eval": [
+        "bdh eval runs/<timestamp>",
+        "bdh eval runs/<timestamp> --data other.txt --batches 20",
+        "bdh eval runs/<timestamp> --carry-state --full   # long context: the state carried across the whole split",
+    ],
     "bdh runs": ["bdh runs", "bdh runs experiments/"],
     "bdh corpus": ["bdh corpus data/en-es.txt --size 10MB", "bdh corpus data/multi.txt --pairs en-es,en-fr --size 50MB --seed 1"],
     "bdh dmft": ["bdh dmft bifurcation --out dmft/sweep", "bdh dmft probe runs/<timestamp>"],

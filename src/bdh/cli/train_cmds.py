@@ -69,17 +69,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Evaluate a run's model (best checkpoint, else the latest) on its validation split, or on "
         "--data FILE (a file or folder of text), and print the loss and bits per byte. By default it scores the "
         "batches the trainer scores at every evaluation (the run's eval.batches, same seed), so the number is the "
-        "training-time estimate; --full scores every window of the split.",
+        "training-time estimate, each window of seq_len tokens on its own; --full scores every window of the split. "
+        "--carry-state (recurrent models such as BDH, text tasks) reads the text as one stream instead: window "
+        "after window with the recurrent state carried across, so every byte is predicted from all the text "
+        "before it.",
     )
     e.add_argument("source", metavar="RUN_DIR", help="a run folder")
     e.add_argument("--data", help="a text file or folder to evaluate on instead of the validation split")
     e.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
+    e.add_argument("--carry-state", action="store_true",
+                   help="long context: carry the recurrent state from each window into the next (default: off, "
+                   "every window starts from an empty context, as training evaluates)")
     e.add_argument("--batch-size", type=integer(1), default=None,
-                   help="windows per batch (default: the run's evaluation batch, else 8)")
+                   help="windows per batch (default: the run's evaluation batch, else 8); with --carry-state: lanes "
+                   "read side by side, each its own stream (default 1: the whole text is one stream)")
     size = e.add_mutually_exclusive_group()
     size.add_argument("--batches", type=integer(1), default=None,
-                      help=f"score this many batches (default: the run's eval.batches, as training does; else {EVAL_BATCHES})")
+                      help="score this many batches (default: the run's eval.batches, as training does; else "
+                      f"{EVAL_BATCHES}); with --carry-state: windows per lane (default: as many windows as the "
+                      "default scores, in all)")
     size.add_argument("--full", action="store_true", help="score every window of the split (slow on a large split)")
+    e.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default="auto",
+                   help="progress of --full and --carry-state on stderr: a bar in a terminal, lines otherwise "
+                   "(default auto)")
     e.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     e.set_defaults(func=cmd_eval)
 
@@ -95,6 +107,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from bdh.train import load_config, train
     from bdh.train.config import RunConfig, apply_overrides
     from bdh.train.distributed import from_environment
+    from bdh.train.recurrent import StreamingModel
     from bdh.train.trainer import load_run_config
 
     if args.resume:
@@ -145,7 +158,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else ""))
     s = config.sample
     task = result.task
-    if s.max_new_tokens and getattr(task, "vocab_size", None) == 256 and getattr(task, "causal", False) and hasattr(result.model, "stream"):
+    if (s.max_new_tokens and getattr(task, "vocab_size", None) == 256 and getattr(task, "causal", False)
+            and isinstance(result.model, StreamingModel)):
         print(f"sample (temperature {s.temperature}, seed {s.seed}):")
         _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
         print()
@@ -177,8 +191,10 @@ def _stream_bytes(model, prompt: bytes, max_new_tokens: int, temperature: float,
 
 def cmd_generate(args: argparse.Namespace) -> int:
     prompt = prompt_bytes(args, default=b"\n")
+    from bdh.train.recurrent import StreamingModel
+
     model, _ = _load_model(args.source, args.checkpoint, args.device)
-    if not hasattr(model, "stream"):
+    if not isinstance(model, StreamingModel):
         raise UserError(f"{args.source}: this model cannot generate on a recurrent state")
     if getattr(model.config, "vocab_size", 256) < 256:
         raise UserError(f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
@@ -189,13 +205,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Score a run's model on its validation split (or --data), windows independent or the state carried."""
     from bdh.registry import get_task
     from bdh.tasks.text import TextConfig, TextTask
     from bdh.train.config import RunConfig, build_section_config
-    from bdh.train.trainer import eval_batch_count, evaluate, load_run_config
+    from bdh.train.evaluate import carried_window_count, check_carry, evaluate, evaluate_carried
+    from bdh.train.log import EvalProgress
+    from bdh.train.trainer import eval_batch_count, load_run_config
 
     model, folder = _load_model(args.source, args.checkpoint, args.device)
-    config = RunConfig.from_dict(load_run_config(args.source)) if (Path(args.source) / "config.yaml").is_file() else None
+    is_run = (Path(args.source) / "config.yaml").is_file()
+    config = RunConfig.from_dict(load_run_config(args.source)) if is_run else None
     if args.data:
         seq_len = config.task.get("seq_len", 256) if config else 256
         task, split = TextTask(TextConfig(data=args.data, seq_len=seq_len), whole=True), "all"
@@ -209,19 +229,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
         task, split = get_task(config.task["name"])(task_config), "val"
     seed = config.train.seed if config else 0
     t = config.train if config else None
-    batch_size = args.batch_size or (config and (config.eval.batch_size or t.micro_batch_size or t.batch_size)) or 8
-    batches = None if args.full else args.batches or (config.eval.batches if config else None) or EVAL_BATCHES
-    n = eval_batch_count(task, split, batch_size, batches)
-    total = task.num_batches(split, batch_size)
-    print(f"model: {folder}")
-    print(f"data: {args.data or f'{args.source} validation split'} ({task.seq_len}-token windows)")
-    print(f"scoring {n} of {total if total is not None else 'endless'} batches of {batch_size} windows (seed {seed})"
-          + ("" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"), flush=True)
-    metrics = evaluate(model, task, batch_size, n, seed, split=split)
+    default_batch = (config and (config.eval.batch_size or t.micro_batch_size or t.batch_size)) or 8
+    default_batches = (config.eval.batches if config else None) or EVAL_BATCHES
+    unit = "byte" if getattr(task, "vocab_size", None) == 256 else "token"
+    data = args.data or f"{args.source} validation split"
+    if args.carry_state:
+        check_carry(model, task)
+        lanes = args.batch_size or 1
+        windows = None if args.full else args.batches or -(-default_batches * default_batch // lanes)
+        n = carried_window_count(task, split, lanes, windows)
+        total = task.lane_windows(split, lanes)
+        context = n * task.seq_len
+        mode = f"state carried across windows, context up to {context:,} {unit}s"
+        print(f"model: {folder}")
+        print(f"data: {data} ({task.seq_len}-{unit} windows)")
+        print(f"mode: {mode} ({lanes} lane{'s' if lanes > 1 else ''}, {n} of {total} windows each, read in order"
+              + ("" if args.full or n == total else "; --full reads each lane to its end") + ")", flush=True)
+        progress = EvalProgress(n, args.progress, unit="windows") if n > 1 else None
+        metrics = evaluate_carried(model, task, lanes, n, seed, split=split, progress=progress)
+    else:
+        batch_size = args.batch_size or default_batch
+        batches = None if args.full else args.batches or default_batches
+        n = eval_batch_count(task, split, batch_size, batches)
+        total = task.num_batches(split, batch_size)
+        mode = f"windows of {task.seq_len} {unit}s, independent"
+        print(f"model: {folder}")
+        print(f"data: {data} ({task.seq_len}-{unit} windows)")
+        print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
+        of = total if total is not None else "endless"
+        note = "" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"
+        print(f"scoring {n} of {of} batches of {batch_size} windows (seed {seed}){note}", flush=True)
+        progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
+        metrics = evaluate(model, task, batch_size, n, seed, split=split, progress=progress)
     if not metrics:
         raise UserError("nothing to evaluate: no scored targets")
-    unit = "byte" if getattr(task, "vocab_size", None) == 256 else "token"
-    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}")
+    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f} ({mode})")
     for k, v in metrics.items():
         if k not in ("val_loss", "val_bpb"):
             print(f"{k[4:]} {v:.4f}")

@@ -3,6 +3,9 @@
 A task is a small object built from a typed config. Its batches are a *pure function* of
 ``(split, index, batch_size, seed)``: the trainer asks for batch number ``index`` and always gets the
 same tensors, which is what makes a resumed run continue exactly (no hidden iterator state to save).
+
+`Task` is what every task has. `StreamTask` declares an optional capability: consecutive windows, which
+truncated backprop through time (``train.bptt=tbptt``) needs; check it with ``isinstance(task, StreamTask)``.
 """
 
 from __future__ import annotations
@@ -44,4 +47,24 @@ class Task(Protocol):
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
         """Task metrics computed on the same predictions the loss sees (logits (B, T, V))."""
+        ...
+
+
+@runtime_checkable
+class StreamTask(Task, Protocol):
+    """A task that also serves consecutive windows (the ``text`` task): what training with truncated backprop
+    through time (``train.bptt=tbptt``) needs. A split is cut into ``batch_size`` lanes read side by side;
+    row b of stream batch ``index + 1`` continues row b of stream batch ``index``."""
+
+    def lane_windows(self, split: str, batch_size: int) -> int:
+        """Windows per lane when ``split`` is cut into ``batch_size`` lanes (a `bdh.errors.UserError` when
+        the split is too short for them)."""
+        ...
+
+    def stream_batch(
+        self, split: str, index: int, batch_size: int, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """Stream batch ``index`` of ``split``: (inputs, targets, reset), ``reset`` True when the batch starts
+        a new pass over the lanes (a carried recurrent state must start from zero). Deterministic in its
+        arguments."""
         ...

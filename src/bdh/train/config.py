@@ -12,7 +12,7 @@ on a 2-core CPU.
     optim:    lr, min_lr, warmup_steps, decay, weight_decay, betas, eps, grad_clip
     train:    batch_size, micro_batch_size, max_steps, max_tokens, target, bptt, seed, device, precision, ...
     eval:     every, batches, batch_size
-    log:      every, progress, tensorboard
+    log:      every, progress, tensorboard, wandb, wandb_project, wandb_mode
     checkpoint: every, keep
     sample:   prompt, max_new_tokens, temperature, top_k, seed
     run_dir:  where the run folder goes (default runs/<timestamp>)
@@ -34,6 +34,7 @@ import yaml
 from bdh.devices import resolve_device
 from bdh.errors import UserError
 
+from ..model.config import BDHConfig
 from ..registry import get_model, get_task
 from .distributed import from_environment
 
@@ -156,11 +157,18 @@ class LogConfig:
         progress: ``auto`` (a progress bar when stderr is a terminal, one line per evaluation otherwise),
             ``bar``, ``lines`` or ``none``.
         tensorboard: write TensorBoard event files to RUN_DIR/tensorboard when ``tensorboard`` is installed.
+        wandb: also log the same scalars to Weights & Biases (needs ``pip install wandb``).
+        wandb_project: the W&B project; null: W&B's default (``WANDB_PROJECT``, else its own).
+        wandb_mode: ``online``, ``offline`` (files under RUN_DIR/wandb, ``wandb sync`` later) or
+            ``disabled``; null: W&B's default (``WANDB_MODE``, else online).
     """
 
     every: int = 1
     progress: Literal["auto", "bar", "lines", "none"] = "auto"
     tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str | None = None
+    wandb_mode: Literal["online", "offline", "disabled"] | None = None
 
 
 @dataclass
@@ -239,9 +247,7 @@ class RunConfig:
                 if "name" in value and value["name"] != default["name"]:
                     merged = dict(value)  # another model or task: its own defaults
                 else:
-                    if name == "model" and ("n_neurons" in value or "mlp_internal_dim_multiplier" in value):
-                        default = {k: v for k, v in default.items() if k not in ("n_neurons", "mlp_internal_dim_multiplier")}
-                    merged = {**default, **value}
+                    merged = BDHConfig.merge(default, value) if name == "model" else {**default, **value}
                 kwargs[name] = merged
             elif name == "run_dir":
                 kwargs[name] = _check(value, hints[name], name)
@@ -272,8 +278,14 @@ class RunConfig:
         self._check_optim()
         self._check_train_and_sample()
         batch_layout(self.train, _world_size() if environment else 1)
+        if self.log.wandb_project is not None and not self.log.wandb_project.strip():
+            raise ConfigError("log.wandb_project: empty; give a project name or null")
         if environment:
             check_device(self.train.device)
+            if self.log.wandb:
+                from .log import check_wandb
+
+                check_wandb()
 
     def _check_counts(self) -> None:
         """Step counts, batch sizes and intervals: positive, or non-negative where 0 means never."""

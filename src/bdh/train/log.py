@@ -1,15 +1,22 @@
-"""What a run reports: ``metrics.jsonl``, a progress bar or plain lines, and TensorBoard when installed."""
+"""What a run reports: ``metrics.jsonl``, a progress bar or plain lines, TensorBoard when installed, and
+Weights & Biases when the run config asks for it (``log.wandb``; the ``wandb`` package is optional)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from bdh.errors import UserError
 from bdh.outputs import write_text
+
+#: RUN_DIR/WANDB_ID_FILE holds the W&B run id, so that ``bdh train --resume`` continues the same W&B run
+WANDB_ID_FILE = "wandb-id"
 
 
 class MetricsLog:
@@ -49,11 +56,18 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-class TensorBoard:
-    """Scalars to ``RUN_DIR/tensorboard`` when the ``tensorboard`` package is installed; a no-op otherwise."""
+def _scalars(values: dict[str, Any]) -> dict[str, float]:
+    """The numeric entries of a record, without its step."""
+    return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
 
-    def __init__(self, folder: Path, enabled: bool):
+
+class TensorBoard:
+    """Scalars to ``RUN_DIR/tensorboard`` when the ``tensorboard`` package is installed (a no-op otherwise),
+    and to Weights & Biases (`WandB`) when ``wandb`` is a run config with ``log.wandb`` on."""
+
+    def __init__(self, folder: Path, enabled: bool, wandb: Any = None):
         self.writer = None
+        self.wandb = WandB(folder.parent, wandb) if wandb is not None and wandb.log.wandb else None
         if enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -62,15 +76,54 @@ class TensorBoard:
             self.writer = SummaryWriter(str(folder))
 
     def scalars(self, prefix: str, values: dict[str, Any], step: int) -> None:
+        if self.wandb is not None:
+            self.wandb.scalars(prefix, values, step)
         if self.writer is None:
             return
-        for key, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step",):
-                self.writer.add_scalar(f"{prefix}/{key}", value, step)
+        for key, value in _scalars(values).items():
+            self.writer.add_scalar(f"{prefix}/{key}", value, step)
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.close()
+
+
+def check_wandb() -> None:
+    """A one-line `UserError` unless the optional ``wandb`` package is installed."""
+    try:
+        found = importlib.util.find_spec("wandb") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UserError("log.wandb: the wandb package is not installed; pip install wandb (or set log.wandb=false)")
+
+
+class WandB:
+    """Scalars to a Weights & Biases run (``log.wandb: true``), named after the run folder, with the resolved
+    run config as its config. ``log.wandb_mode`` / ``log.wandb_project`` (null: W&B's own defaults and
+    environment, ``WANDB_MODE``, ``WANDB_PROJECT``); its files go to ``WANDB_DIR`` if set, else RUN_DIR/wandb.
+    The W&B run id is kept in RUN_DIR/wandb-id, so a resumed run logs into the same W&B run."""
+
+    def __init__(self, run_dir: Path, config: Any):
+        check_wandb()
+        import wandb
+
+        log = config.log
+        id_file = run_dir / WANDB_ID_FILE
+        run_id = id_file.read_text(encoding="utf-8").strip() if id_file.is_file() else None
+        folder = None if os.environ.get("WANDB_DIR") else str(run_dir)  # W&B writes its files to <dir>/wandb
+        self.run = wandb.init(project=log.wandb_project, mode=log.wandb_mode, dir=folder, name=run_dir.name, id=run_id,
+                              resume="allow" if run_id else None, config=config.to_dict())
+        if run_id is None and not getattr(self.run, "disabled", False) and getattr(self.run, "id", None):
+            write_text(id_file, f"{self.run.id}\n")
+
+    def scalars(self, prefix: str, values: dict[str, Any], step: int) -> None:
+        self.run.log({f"{prefix}/{k}": v for k, v in _scalars(values).items()}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
 
 
 class Progress:
@@ -120,6 +173,46 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class EvalProgress:
+    """Progress of a long evaluation (``bdh eval --full``), shown like training's: a tqdm bar in a
+    terminal, or plain lines (about every tenth of the work, with the elapsed time and an ETA) otherwise.
+
+    ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal); ``unit``: what
+    is counted, plural (``batches``, ``windows``).
+    """
+
+    def __init__(self, total: int, mode: str = "auto", stream: TextIO | None = None, unit: str = "batches",
+                 desc: str = "eval"):
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "bar" if getattr(self.stream, "isatty", lambda: False)() else "lines"
+        self.mode, self.total, self.unit, self.desc = mode, total, unit, desc
+        self.start_time = time.time()
+        self.every = max(1, math.ceil(total / 10))
+        self.shown = 0
+        self.bar = None
+        if mode == "bar":
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=self.stream, unit=unit, dynamic_ncols=True, desc=desc)
+
+    def update(self, done: int) -> None:
+        """``done`` of ``total`` units are finished."""
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+        elif self.mode == "lines" and (done - self.shown >= self.every or done == self.total) and done > self.shown:
+            self.shown = done
+            elapsed = time.time() - self.start_time
+            eta = "" if done >= self.total else f", ETA {_hms(elapsed / done * (self.total - done))}"
+            print(f"{self.desc}: {done}/{self.total} {self.unit}, {_hms(elapsed)} elapsed{eta}", file=self.stream,
+                  flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def _hms(seconds: float) -> str:

@@ -119,7 +119,7 @@ class CompiledOrEager(nn.Module):
         self.failed: str | None = None
         try:
             self.compiled = torch.compile(module, **compile_kwargs)
-        except Exception as exc:  # noqa: BLE001 - any failure of the compiler means: run eager
+        except Exception as exc:  # any failure of the compiler means: run eager
             self._fall_back(exc)
             self.compiled = None
 
@@ -132,7 +132,7 @@ class CompiledOrEager(nn.Module):
             return self.eager(*args, **kwargs)
         try:
             return self.compiled(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out = self.eager(*args, **kwargs)  # raises here if the input itself is bad
             self.compiled = None
             self._fall_back(exc)

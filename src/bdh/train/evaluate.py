@@ -1,0 +1,162 @@
+"""Evaluation of a model on a task's held-out split: the loop behind ``Trainer.evaluate`` and ``bdh eval``.
+
+Two ways to read a split:
+
+* `evaluate` — windows of ``seq_len`` tokens, each scored on its own from an empty context (what the
+  trainer estimates at every evaluation: the first token of a window has no context, the last one
+  ``seq_len - 1`` tokens).
+* `evaluate_carried` — long context, for a recurrent model (``init_state``/``step``, e.g. BDH) on a task
+  with consecutive windows (``stream_batch``, the ``text`` task): the split is cut into ``lanes`` lanes,
+  each read window after window with the recurrent state carried from one window into the next, so every
+  token is predicted from all the text before it in its lane. With one lane that is all the text of the
+  split before it. It is the same computation as one forward pass over the whole lane (tested), with memory
+  that does not grow with the context.
+
+Both report ``val_loss`` (nats per scored token) and ``val_bpb`` (bits per token: bits per byte for
+byte-level text), token-weighted, and every metric of ``task.metrics`` as ``val_<name>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bdh.errors import UserError
+
+from ..tasks.base import IGNORE_INDEX
+
+LN2 = math.log(2.0)
+
+
+class Ticker(Protocol):
+    """What the evaluation loops report progress to (`bdh.train.log.EvalProgress`)."""
+
+    def update(self, done: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Scores:
+    """Token-weighted sums of the loss and the task's metrics over scored batches."""
+
+    def __init__(self, task: Any):
+        self.task = task
+        self.loss_sum, self.count = 0.0, 0
+        self.sums: dict[str, float] = {}
+        self.weights: dict[str, int] = {}
+
+    def add(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> None:
+        logits = logits.float()
+        c = int((targets != IGNORE_INDEX).sum())
+        if c == 0:
+            return
+        self.loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                               ignore_index=IGNORE_INDEX, reduction="sum"))
+        self.count += c
+        for key, value in self.task.metrics(logits, targets, inputs).items():
+            # weighted by the scored tokens of the batches that report the key (per-slice metrics
+            # appear only in their slice's batches)
+            self.sums[key] = self.sums.get(key, 0.0) + float(value) * c
+            self.weights[key] = self.weights.get(key, 0) + c
+
+    def result(self) -> dict[str, float]:
+        if self.count == 0:
+            return {}
+        out = {f"val_{k}": v / self.weights[k] for k, v in self.sums.items()}
+        out["val_loss"] = self.loss_sum / self.count
+        out["val_bpb"] = out["val_loss"] / LN2
+        return out
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, seed: int,
+             autocast=contextlib.nullcontext, split: str = "val", progress: Ticker | None = None) -> dict[str, float]:
+    """Token-weighted validation metrics of ``model`` over the first ``batches`` batches of ``split``
+    (all of them when None), every window scored on its own: ``val_loss`` (nats per scored token),
+    ``val_bpb`` (bits per token; bits per byte for byte-level text) and every metric of ``task.metrics``
+    as ``val_<name>``. ``progress`` is told the number of batches done after each batch."""
+    from .trainer import eval_batch_count  # trainer imports this module
+
+    device = next(model.parameters()).device
+    n = eval_batch_count(task, split, batch_size, batches)
+    was_training = model.training
+    model.eval()
+    scores = _Scores(task)
+    try:
+        for i in range(n):
+            inputs, targets = task.batch(split, i, batch_size, seed)
+            inputs, targets = inputs.to(device), targets.to(device)
+            with autocast():
+                logits = model(inputs)
+            scores.add(logits, targets, inputs)
+            if progress is not None:
+                progress.update(i + 1)
+    finally:
+        model.train(was_training)
+        if progress is not None:
+            progress.close()
+    return scores.result()
+
+
+def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> None:
+    """A one-line `UserError` unless ``model`` has a recurrent state and ``task`` consecutive windows."""
+    kind = type(model).__name__
+    if not (callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))):
+        raise UserError(f"{name}: the model ({kind}) has no recurrent state to carry across windows "
+                        "(no init_state/step); it can only be scored on independent windows")
+    if not getattr(getattr(model, "config", None), "causal", True):
+        raise UserError(f"{name}: a bidirectional model (causal=false) has no recurrent state to carry")
+    if not callable(getattr(task, "stream_batch", None)):
+        raise UserError(f"{name}: task {getattr(task, 'name', type(task).__name__)!r} has no consecutive windows "
+                        "(stream_batch); only a text task can be read as one stream")
+
+
+def carried_window_count(task: Any, split: str, lanes: int, windows: int | None) -> int:
+    """Windows read per lane by `evaluate_carried`: ``windows``, at most the lane's length (all when None)."""
+    available = task.lane_windows(split, lanes)
+    return available if windows is None else min(windows, available)
+
+
+@torch.no_grad()
+def evaluate_carried(model: nn.Module, task: Any, lanes: int, windows: int | None, seed: int,
+                     autocast=contextlib.nullcontext, split: str = "val",
+                     progress: Ticker | None = None) -> dict[str, float]:
+    """Validation metrics with the recurrent state carried across windows (long context).
+
+    ``split`` is cut into ``lanes`` lanes (`TextTask.stream_batch`, the batches truncated backprop
+    through time trains on, pass 0 with ``seed``); the first ``windows`` windows of every lane (all when
+    None) are read in order with ``model.step``, the state of window ``w`` carried into window ``w + 1``.
+    Token ``t`` of a lane is predicted from the ``t`` tokens before it, so the context reaches
+    ``windows * seq_len`` tokens. Same keys as `evaluate`; ``progress`` is told the windows done per lane.
+    """
+    check_carry(model, task, "evaluate_carried")
+    device = next(model.parameters()).device
+    n = carried_window_count(task, split, lanes, windows)
+    was_training = model.training
+    model.eval()
+    scores = _Scores(task)
+    try:
+        state = model.init_state(lanes)  # on the model's device
+        for i in range(n):
+            inputs, targets, reset = task.stream_batch(split, i, lanes, seed)
+            if reset and i > 0:  # cannot happen for i < lane_windows; a guard against a changed task
+                raise RuntimeError(f"evaluate_carried: the stream of {split} started over at window {i}")
+            inputs, targets = inputs.to(device), targets.to(device)
+            with autocast():
+                logits, state = model.step(inputs, state)
+            scores.add(logits, targets, inputs)
+            if progress is not None:
+                progress.update(i + 1)
+    finally:
+        model.train(was_training)
+        if progress is not None:
+            progress.close()
+    return scores.result()
+
+
+__all__ = ["carried_window_count", "check_carry", "evaluate", "evaluate_carried"]

@@ -1,0 +1,132 @@
+"""Truncated backprop through time (``train.bptt=tbptt``, paper appendix B.2): what it needs from the task and
+the model, and the recurrent states it carries from step to step.
+
+* the task serves consecutive windows (`bdh.tasks.base.StreamTask`): row b of batch s + 1 continues row b
+  of batch s, and a batch says when the stream starts over;
+* the model has a recurrent state (`Recurrent`): ``init_state`` makes an empty one, ``step`` reads a window
+  from a state and returns the logits and the state after it.
+
+`TruncatedBPTT` keeps one state per micro-batch of this process, detached after each step (the gradient stops
+at the start of the window), and starts from an empty state when the stream starts over. Carried states are
+part of a checkpoint, so that a resumed run continues exactly. `check_tbptt` refuses a task or a model that
+cannot do it, before anything is trained.
+
+`StreamingModel` declares the other use of a recurrent state: generating token by token (``bdh generate``
+and the sample after training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from ..tasks.base import StreamTask
+from . import distributed as dist_utils
+from .errors import TrainingError
+
+
+@runtime_checkable
+class Recurrent(Protocol):
+    """A model with a recurrent state (`bdh.model.BDH`): what ``train.bptt=tbptt`` needs.
+
+    The state is a dataclass whose tensor fields hold the state and whose other fields are plain values
+    (a position), with a ``detach()`` that returns the same state cut from the autograd graph.
+    """
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        """An empty state for ``batch_size`` sequences on the model's device."""
+        ...
+
+    def step(self, tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """(logits, the state after ``tokens``) for a (B, T) window read from ``state``; gradients flow."""
+        ...
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """A model that generates on its recurrent state, one token at a time (`bdh.model.BDH.stream`)."""
+
+    def stream(self, prompt: torch.Tensor, max_new_tokens: int, **options: Any) -> Iterator[torch.Tensor]:
+        """Read ``prompt``, then yield (B,) sampled tokens one at a time."""
+        ...
+
+
+def check_tbptt(task: Any, model_cls: type, model_name: str, batch_size: int) -> None:
+    """A `TrainingError` unless ``task`` is a `StreamTask` and ``model_cls`` is `Recurrent`; a training split
+    too short for ``batch_size`` lanes fails here too, not at step N."""
+    if not isinstance(task, StreamTask):
+        raise TrainingError(f"train.bptt: tbptt needs consecutive windows, and task {task.name!r} has no stream_batch")
+    if not issubclass(model_cls, Recurrent):
+        raise TrainingError(f"train.bptt: tbptt needs a recurrent model (init_state/step); {model_name!r} has none")
+    task.lane_windows("train", batch_size)
+
+
+def _state_tensors(state: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A recurrent state dataclass as tensors (its tensor fields, detached) and plain values (the rest)."""
+    tensors, scalars = {}, {}
+    for f in dataclasses.fields(state):
+        value = getattr(state, f.name)
+        if isinstance(value, torch.Tensor):
+            tensors[f.name] = value.detach()
+        else:
+            scalars[f.name] = value
+    return tensors, scalars
+
+
+class TruncatedBPTT:
+    """The recurrent states a run carries from step to step: ``carry[j]`` for micro-batch ``j`` of this process
+    (None: none yet). Only ``train.bptt=tbptt`` trains with them; a run resumed in another mode keeps the
+    states its checkpoint carried and writes them on."""
+
+    def __init__(self, task: Any, model: Any, micro: int, accum: int) -> None:
+        """``task``: a `StreamTask` (in tbptt mode); ``model``: the `Recurrent` model itself (not a wrapper);
+        ``micro``: sequences per micro-batch; ``accum``: micro-batches per step on this process."""
+        self.task = task
+        self.model = model
+        self.micro = micro
+        self.carry: list[Any] = [None] * accum
+
+    def batch(self, step: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """Global batch ``step`` of consecutive training windows: (inputs, targets, reset)."""
+        return self.task.stream_batch("train", step, batch_size, seed)
+
+    def state(self, j: int, reset: bool) -> Any:
+        """The state micro-batch ``j`` starts from: empty when the stream starts over (``reset``) or at the
+        start, else the one the previous step left."""
+        return self.model.init_state(self.micro) if (reset or self.carry[j] is None) else self.carry[j]
+
+    def keep(self, j: int, state: Any) -> None:
+        """Carry ``state`` (after micro-batch ``j``) to the next step, cut from the autograd graph."""
+        self.carry[j] = state.detach()
+
+    # ------------------------------------------------------------------ checkpoints
+    def gather(self, env: dist_utils.DistEnv) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The carried states of every process, for a checkpoint (every process takes part): tensors named
+        ``carry.<rank>.<j>.<field>`` and the plain fields by ``<rank>.<j>``."""
+        tensors: dict[str, torch.Tensor] = {}
+        meta: dict[str, Any] = {}
+        for j, state in enumerate(self.carry):
+            if state is None:
+                continue
+            ts, scalars = _state_tensors(state)
+            for name, value in ts.items():
+                for r, v in enumerate(dist_utils.gather(value, env)):
+                    tensors[f"carry.{r}.{j}.{name}"] = v.cpu()
+            for r in range(env.world_size):
+                meta[f"{r}.{j}"] = scalars  # positions advance identically on every process
+        return tensors, meta
+
+    def restore(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any], rank: int,
+                device: torch.device) -> None:
+        """Take this process's carried states from a checkpoint's ``tensors`` and ``meta`` (see `gather`)."""
+        for j in range(len(self.carry)):
+            prefix = f"carry.{rank}.{j}"
+            mine = {k[len(prefix) + 1 :]: v.to(device) for k, v in tensors.items() if k.startswith(prefix + ".")}
+            if mine:
+                self.carry[j] = type(self.model.init_state(self.micro))(**mine, **meta.get(f"{rank}.{j}", {}))
+
+
+__all__ = ["Recurrent", "StreamingModel", "TruncatedBPTT", "check_tbptt"]
