@@ -1,4 +1,5 @@
-"""Figures of the brain-view report (matplotlib, imported lazily; small PNGs).
+"""Figures of the brain-view report (small PNGs, written by `bdh.plotting`: matplotlib imported lazily, each
+file atomically).
 
 * ``entries_<x|y>.png`` — paper Fig. 9a: entry histogram of a diagonal block of D E in units of the
   noise scale sigma_Q, split into symmetric part and skew, model against untrained control.
@@ -18,16 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..plotting import pyplot, save_file
 from ..tasks.repeat import describe_phases
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _ccdf(ax, k: np.ndarray, label: str, **kw) -> None:
@@ -40,7 +33,7 @@ def _ccdf(ax, k: np.ndarray, label: str, **kw) -> None:
 
 
 def entries(raw: dict[str, Any], which: str, path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
     for name, color in (("trained", "C0"), ("control", "C7")):
         split = raw["entries"][name]
@@ -49,18 +42,16 @@ def entries(raw: dict[str, Any], which: str, path: Path) -> Path:
         ax.semilogy(c, np.maximum(split.symmetric, 0.5), color=color, lw=1, ls="--", label=f"{name}: symmetric")
         sk = np.where(split.skew > 0, split.skew, np.nan)
         ax.semilogy(c, sk, color=color, lw=1.5, label=f"{name}: skew")
-    ax.set_xlabel(r"entry of $G_%s$ block / $\sigma_Q$" % which)
+    ax.set_xlabel(rf"entry of $G_{which}$ block / $\sigma_Q$")
     ax.set_ylabel("count")
     ax.set_title(f"G_{which} = D_{which} E, diagonal head block (cf. Fig. 9a)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
     for name, color in (("trained", "C0"), ("control", "C7")):
         sw = raw["modularity"][name]
@@ -68,7 +59,8 @@ def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
         ax.semilogx(e, [s["Q"] for s in sw], "o-", color=color, label=f"{name}")
         if name == "trained":
             ax.semilogx(e, [s["Q_er"] for s in sw], "s--", color="C1", label="Erdos-Renyi, same edges")
-            ax.semilogx([s["lowrank_edges"] for s in sw], [s["Q_lowrank"] for s in sw], "^--", color="C2", label="random low-rank, same entries")
+            ax.semilogx([s["lowrank_edges"] for s in sw], [s["Q_lowrank"] for s in sw], "^--", color="C2",
+                        label="random low-rank, same entries")
     neg = raw["modularity"].get("trained_negative")
     if neg:
         ax.semilogx([s["edges"] for s in neg], [s["Q"] for s in neg], "v", color="C3", label="trained, |G <= -beta|")
@@ -77,15 +69,13 @@ def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
     ax.set_title(f"thresholded G_{which} (cf. Fig. 9b)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def degrees(raw: dict[str, Any], which: str, path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), dpi=90)
-    for ax, d in zip(axes, ("in", "out")):
+    for ax, d in zip(axes, ("in", "out"), strict=True):
         _ccdf(ax, raw["degrees"]["trained"][d], "trained", color="C0")
         _ccdf(ax, raw["degrees"]["control"][d], "control", color="C7")
         _ccdf(ax, raw["degrees"]["trained"][f"lowrank_{d}"], "random low-rank", color="C2", ls="--")
@@ -94,13 +84,11 @@ def degrees(raw: dict[str, Any], which: str, path: Path) -> Path:
         ax.legend(fontsize=7)
     fig.suptitle(f"degrees of thresholded G_{which} (cf. Fig. 10)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def sigma(raw: dict[str, Any], path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.3), dpi=90)
     for name, color in (("trained", "C0"), ("trained_unrotated", "C1"), ("control", "C7")):
         r = raw.get(name)
@@ -119,13 +107,11 @@ def sigma(raw: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize=7)
     fig.suptitle("sigma graph (Eq. 16), cf. Fig. 11", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     tr, ctl, phase = raw["trained"], raw["control"], raw["phase"]
     L, T = tr.y_token.shape
     fig, axes = plt.subplots(3, 1, figsize=(9, 7), dpi=80, sharex=True)
@@ -145,7 +131,8 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
         cmap = plt.get_cmap("viridis")
         for b in range(K):
             lo, hi = tr.periods[b] if tr.periods else (0, 0)
-            axes[1].plot(tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)), label=f"freq{b}: {lo:.0f}-{hi:.0f}")
+            axes[1].plot(tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)),
+                         label=f"freq{b}: {lo:.0f}-{hi:.0f}")
         axes[1].set_ylabel(f"% y non-zero, layer {bl}")
         axes[1].legend(fontsize=5, ncol=4, title="period (tokens)", title_fontsize=6)
     axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")
@@ -155,13 +142,11 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
     axes[2].legend(fontsize=6)
     fig.suptitle("activity on the repeated-word sequence (cf. Fig. 14)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def sparsity_data(raw: dict[str, Any], path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     tr, ctl = raw["trained"], raw["control"]
     L, T = tr.y_token.shape
     fig, axes = plt.subplots(2, 1, figsize=(9, 4.6), dpi=80, sharex=True)
@@ -174,9 +159,7 @@ def sparsity_data(raw: dict[str, Any], path: Path) -> Path:
     axes[1].set_ylabel("surprisal (bits)")
     axes[1].set_xlabel("token")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_file(fig, path)
 
 
 def write_all(raw: dict[str, Any], folder: Path) -> list[Path]:

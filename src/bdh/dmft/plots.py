@@ -1,38 +1,21 @@
-"""Figures of the mean-field lab (matplotlib is imported lazily, only when a figure is drawn)."""
+"""Figures of the mean-field lab (matplotlib is imported lazily by `bdh.plotting`, only when a figure is drawn)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from bdh.outputs import atomic_path
+from bdh.plotting import pyplot, save_file
 
 REGIME_COLOURS = {"periodic": "black", "quasi-periodic": "tab:orange", "chaotic": "tab:purple"}
 
 
-def _plt():
-    try:
-        import matplotlib
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("bdh dmft figures need matplotlib (pip install matplotlib)") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig, path: str | os.PathLike, dpi: int = 90) -> Path:
-    """Save a figure atomically (temporary file in the same folder, then rename)."""
-    plt = _plt()
-    path = Path(path)
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, format="png")
-    finally:
-        plt.close(fig)
-    return path
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 90) -> Path:
+    """Save a figure as PNG atomically (temporary file in the same folder, then rename) and close it."""
+    return save_file(fig, path, fmt="png", dpi=dpi)
 
 
 def _points_per_beta(x: np.ndarray, cap: int) -> np.ndarray:
@@ -46,7 +29,7 @@ def bifurcation_figure(beta, mo_se, regime, lyap=None, *, feature: int = 0, sect
                        tol: float = 1e-3, cap: int = 400, title: str = ""):
     """Fig. 3 of the paper: all values of m^o_1 per beta (black periodic, yellow otherwise), points on the
     Poincare section m^o_2 = 0 (orange quasi-periodic, purple chaotic), and lambda_1 below."""
-    plt = _plt()
+    plt = pyplot()
     rows = 2 if lyap is not None else 1
     fig, axes = plt.subplots(rows, 1, figsize=(7.5, 5.5 if rows == 2 else 3.6), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1.3][:rows]})
@@ -77,7 +60,7 @@ def bifurcation_figure(beta, mo_se, regime, lyap=None, *, feature: int = 0, sect
 
 def trajectory_figure(res, *, title: str = ""):
     """Figs. 4-5 of the paper for one beta: phase portrait m^o_1 vs m^o_2, time series, spectrum and ACF."""
-    plt = _plt()
+    plt = pyplot()
     mo = res.traj.mo_se[0]
     fig, axes = plt.subplots(2, 2, figsize=(8, 6))
     ax = axes[0, 0]
@@ -109,12 +92,12 @@ def trajectory_figure(res, *, title: str = ""):
 
 def portraits_figure(results, *, title: str = ""):
     """Fig. 4 of the paper: phase portraits m^o_1 vs m^o_2 for several betas."""
-    plt = _plt()
+    plt = pyplot()
     n = len(results)
     cols = min(3, n)
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
-    for ax, res in zip(axes.flat, results):
+    for ax, res in zip(axes.flat, results, strict=False):  # the grid may have spare axes
         mo = res.traj.mo_se[0]
         big = res.n_distinct < 100
         ax.plot(mo[:, 0], mo[:, 1], "o" if big else ",", ms=3 if big else 1, color="black", rasterized=True)
@@ -130,14 +113,15 @@ def portraits_figure(results, *, title: str = ""):
 
 def convergence_figure(n_values, errors, slope: float, *, title: str = ""):
     """Finite-size error against N on log-log axes, with the fitted slope."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
     n_values = np.asarray(n_values, float)
     err = np.asarray(errors)
     ax.loglog(n_values, err.mean(1), "o-", color="black", label=f"mean over seeds, slope {slope:.3f}")
     for j in range(err.shape[1]):
         ax.loglog(n_values, err[:, j], ".", color="grey", ms=3)
-    ax.loglog(n_values, err.mean(1)[0] * (n_values / n_values[0]) ** -0.5, "--", color="tab:red", lw=0.8, label=r"$N^{-1/2}$")
+    ax.loglog(n_values, err.mean(1)[0] * (n_values / n_values[0]) ** -0.5, "--", color="tab:red", lw=0.8,
+              label=r"$N^{-1/2}$")
     ax.set_xlabel("N (semantic neurons)")
     ax.set_ylabel(r"RMS($m^o_{N}$ - $m^o_{MF}$)")
     ax.legend(fontsize=8)
@@ -149,7 +133,7 @@ def convergence_figure(n_values, errors, slope: float, *, title: str = ""):
 def probe_figure(report: dict, series: dict, *, title: str = ""):
     """The BDH probe: readout trajectory (first two components), ACF, spectrum per temperature, and
     lambda_1 against temperature."""
-    plt = _plt()
+    plt = pyplot()
     temps = report["temperatures"]
     fig, axes = plt.subplots(2, 2, figsize=(8.5, 6))
     cmap = plt.get_cmap("viridis")

@@ -22,16 +22,18 @@ import json
 import math
 import random
 import shutil
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from bdh.errors import UserError
-from bdh.outputs import atomic_path, check_output, write_text
+from bdh.outputs import check_output, write_text
+from bdh.plotting import save
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
 from bdh.typed_config import TypedConfig
@@ -70,8 +72,8 @@ class ExperimentConfig(TypedConfig):
         for name in ("n_layer", "n_embd", "n_head", "n_neurons"):
             self._check_int(name)
         if self.n_neurons % self.n_head or self.n_embd % self.n_head:
-            raise UserError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be multiples of "
-                             f"n_head ({self.n_head})")
+            raise UserError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be "
+                            f"multiples of n_head ({self.n_head})")
 
     @property
     def size(self) -> ModelSize:
@@ -118,8 +120,8 @@ def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[by
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, steps: int, batch_size: int, seq_len: int,
-             lr: float, seed: int = 0, bptt: str = "window", init_from: str | Path | None = None,
+def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, steps: int, batch_size: int,
+             seq_len: int, lr: float, seed: int = 0, bptt: str = "window", init_from: str | Path | None = None,
              warmup_steps: int | None = None, threads: int | None = None, progress: str = "none",
              device: str = "cpu", task: dict[str, Any] | None = None) -> Any:
     """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
@@ -135,7 +137,8 @@ def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, s
     config = RunConfig.from_dict({
         "model": size.section(),
         "task": task,
-        "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10)},
+        "optim": {"lr": lr, "min_lr": lr / 10,
+                  "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10)},
         "train": {"batch_size": batch_size, "max_steps": steps, "max_minutes": None, "seed": seed, "device": device,
                   "precision": "fp32", "threads": threads, "check_memory": False, "bptt": bptt,
                   "init_from": str(init_from) if init_from is not None else None},
@@ -202,7 +205,7 @@ def coded_losses(
             x = torch.zeros(len(chunk), T, dtype=torch.long)
             y = torch.full((len(chunk), T), IGNORE_INDEX, dtype=torch.long)
             c = torch.zeros(len(chunk), T, dtype=torch.long)
-            for b, (d, code) in enumerate(zip(chunk, chunk_codes)):
+            for b, (d, code) in enumerate(zip(chunk, chunk_codes, strict=True)):
                 arr = torch.tensor(list(d), dtype=torch.long)
                 x[b, :len(d) - 1] = arr[:-1]
                 y[b, :len(d) - 1] = arr[1:]
@@ -220,7 +223,8 @@ def coded_losses(
     return sums, counts
 
 
-def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32) -> SideLosses:
+def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *,
+                   batch_size: int = 32) -> SideLosses:
     """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state."""
     if not segments:
         raise UserError("segment_losses: no segments")
@@ -232,7 +236,10 @@ class BigramModel:
     """The letter-bigram model of a byte stream: P(b | a) from counts with add-``alpha`` smoothing."""
 
     def __init__(self, data: bytes | np.ndarray, alpha: float = 0.1):
-        arr = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, dtype=np.uint8)
+        if isinstance(data, (bytes, bytearray)):
+            arr = np.frombuffer(data, dtype=np.uint8)
+        else:
+            arr = np.asarray(data, dtype=np.uint8)
         if len(arr) < 2:
             raise UserError("BigramModel: need at least two bytes")
         counts = np.zeros((256, 256), dtype=np.float64)
@@ -244,7 +251,7 @@ class BigramModel:
         """Source- and target-side losses (nats per byte) on the positions `segment_losses` scores."""
         datas, codes = _side_masks(segments)
         sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
-        for d, code in zip(datas, codes):
+        for d, code in zip(datas, codes, strict=True):
             arr = np.frombuffer(d, dtype=np.uint8)
             nll = -self.logp[arr[:-1], arr[1:]]
             for side in (1, 2):
@@ -294,7 +301,8 @@ class Report:
 
     def findings(self, found: Sequence[tuple[str, bool | None, str]]) -> None:
         """The "what matched" table: (claim, held: True / False / None = undecidable, the numbers behind it)."""
-        self.table(["claim", "held here", "numbers"], [[c, {True: "yes", False: "no", None: "n/a"}[h], n] for c, h, n in found])
+        held = {True: "yes", False: "no", None: "n/a"}
+        self.table(["claim", "held here", "numbers"], [[c, held[h], n] for c, h, n in found])
 
     def figure(self, path: str, caption: str) -> None:
         """A figure, by its path relative to the report."""
@@ -307,7 +315,8 @@ class Report:
         """Write ``report.md`` and ``results.json`` into ``out``; returns the report's path."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        write_text(out / "results.json", json.dumps(self.results, indent=2, sort_keys=True, default=_json_default) + "\n")
+        results = json.dumps(self.results, indent=2, sort_keys=True, default=_json_default)
+        write_text(out / "results.json", results + "\n")
         write_text(out / "report.md", self.markdown())
         return out / "report.md"
 
@@ -325,15 +334,9 @@ def _json_default(value: Any) -> Any:
 
 
 def save_figure(fig: Any, stem: Path) -> str:
-    """Write a matplotlib figure as ``stem.png`` and ``stem.svg``, close it, and return the png's path
-    relative to the report (``figures/<name>.png``)."""
-    import matplotlib.pyplot as plt
-
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "svg"):
-        with atomic_path(f"{stem}.{ext}") as tmp:
-            fig.savefig(tmp, format=ext, dpi=120)
-    plt.close(fig)
+    """Write a matplotlib figure as ``stem.png`` and ``stem.svg`` (`bdh.plotting.save`), close it, and return
+    the png's path relative to the report (``figures/<name>.png``)."""
+    save(fig, stem, dpi=120, tight=False)
     return f"figures/{stem.name}.png"
 
 

@@ -31,15 +31,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
 from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
+from bdh.plotting import pyplot
 from bdh.tasks.multilingual import LANGUAGES
 
 from .common import (
@@ -107,7 +108,8 @@ class Config(ExperimentConfig):
         langs = (self.base_language, *self.tune_languages)
         for lang in langs:
             if lang not in LANGUAGES or lang == ENGLISH:
-                raise UserError(f"merge: languages must be among {', '.join(l for l in LANGUAGES if l != ENGLISH)}; got {lang!r}")
+                known = ", ".join(x for x in LANGUAGES if x != ENGLISH)
+                raise UserError(f"merge: languages must be among {known}; got {lang!r}")
         if len(self.tune_languages) != 2 or len(set(langs)) != 3:
             raise UserError(f"merge: need a base language and two other, different tune languages; got {langs}")
         self._check_size()
@@ -119,10 +121,10 @@ class Config(ExperimentConfig):
             self._check_number(name, 0, 1, low_open=True)
 
     @classmethod
-    def quick(cls) -> "Config":
+    def quick(cls) -> Config:
         """A smoke test of about a minute."""
-        return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, base_steps=30, tune_steps=15, uncond_steps=15,
-                   joint_steps=5, seq_len=128, eval_segments=24)
+        return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, base_steps=30, tune_steps=15,
+                   uncond_steps=15, joint_steps=5, seq_len=128, eval_segments=24)
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -152,7 +154,7 @@ def unconditional_losses(model: torch.nn.Module, segments: list[tuple[str, str, 
     """Target-side losses of ``model`` reading only ``<T:tgt>target`` (no source sentence)."""
     datas, codes = [], []
     for _, _, tgt, text in segments:
-        data = f"<T:{tgt}>{text}".encode("utf-8")
+        data = f"<T:{tgt}>{text}".encode()
         code = np.zeros(len(data) - 1, dtype=np.int64)
         code[len(f"<T:{tgt}>") - 1:] = 2  # the delimiter is not scored
         datas.append(data)
@@ -179,7 +181,8 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
     timings: dict[str, float] = {}
 
-    def trained(name: str, lang: str, steps: int, *, lr: float, seed: int, init_from: Path | None = None) -> tuple[torch.nn.Module, Path]:
+    def trained(name: str, lang: str, steps: int, *, lr: float, seed: int,
+                init_from: Path | None = None) -> tuple[torch.nn.Module, Path]:
         t0 = time.time()
         log(f"merge: training {name} ({steps} steps on en-{lang}{', from ' + init_from.name if init_from else ''})")
         result = train_lm(out / "runs" / name, corpus(lang), size, steps=steps, lr=lr, seed=seed, init_from=init_from,
@@ -189,14 +192,16 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
     models: dict[str, torch.nn.Module] = {}
     models["base"], base_dir = trained("base", base_lang, config.base_steps, lr=config.lr, seed=config.seed)
-    models[f"tuned-{la}"], _ = trained(f"tuned-{la}", la, config.tune_steps, lr=config.tune_lr, seed=config.seed, init_from=base_dir)
-    models[f"tuned-{lb}"], _ = trained(f"tuned-{lb}", lb, config.tune_steps, lr=config.tune_lr, seed=config.seed, init_from=base_dir)
+    for x in (la, lb):
+        models[f"tuned-{x}"], _ = trained(f"tuned-{x}", x, config.tune_steps, lr=config.tune_lr, seed=config.seed,
+                                          init_from=base_dir)
     models["merged"] = concatenate(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
     models["merged"].save_pretrained(out / "runs" / "merged")
     if config.controls:
         models["averaged"] = average(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
         _, base2_dir = trained("base-2", base_lang, config.base_steps, lr=config.lr, seed=config.seed + 1)
-        other, _ = trained(f"tuned-{lb}-from-base-2", lb, config.tune_steps, lr=config.tune_lr, seed=config.seed + 1, init_from=base2_dir)
+        other, _ = trained(f"tuned-{lb}-from-base-2", lb, config.tune_steps, lr=config.tune_lr, seed=config.seed + 1,
+                           init_from=base2_dir)
         models["merged, no shared base"] = concatenate(models[f"tuned-{la}"], other).eval()
     uncond = None
     if config.uncond_steps:
@@ -215,7 +220,8 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
         merged_size = dataclasses.replace(size, n_neurons=2 * config.n_neurons)
         models[f"merged + {config.joint_steps} joint steps"] = train_lm(
             out / "runs" / "merged-joint", joint_data, merged_size, steps=config.joint_steps, lr=config.tune_lr,
-            seed=config.seed, init_from=out / "runs" / "merged", warmup_steps=max(1, config.joint_steps // 10), **common,
+            seed=config.seed, init_from=out / "runs" / "merged", warmup_steps=max(1, config.joint_steps // 10),
+            **common,
         ).model.eval()
         timings["merged-joint"] = time.time() - t0
 
@@ -228,7 +234,8 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
         table[name] = {f"{s}>{t}": segment_losses(model, segs).target for (s, t), segs in segments.items()}
     if uncond is not None:
         table["unconditional English (no source)"] = {
-            f"{s}>{t}": (unconditional_losses(uncond, segs).target if t == ENGLISH else float("nan")) for (s, t), segs in segments.items()
+            f"{s}>{t}": (unconditional_losses(uncond, segs).target if t == ENGLISH else float("nan"))
+            for (s, t), segs in segments.items()
         }
     bigram_data = b"".join(corpus(x).read_bytes()[: config.corpus_bytes // 3] for x in config.languages)
     bigram = BigramModel(bigram_data)
@@ -252,9 +259,10 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     merged = table["merged"]
     spec = {la: table[f"tuned-{la}"], lb: table[f"tuned-{lb}"]}
     out: list[tuple[str, bool | None, str]] = []
-    base_known, base_unknown = table["base"][f"{config.base_language}>en"], mean([table["base"][f"{x}>en"] for x in (la, lb)])
-    out.append((f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is below its "
-                f"loss from the languages it has not seen)", base_known < base_unknown - TOL,
+    base_known = table["base"][f"{config.base_language}>en"]
+    base_unknown = mean([table["base"][f"{x}>en"] for x in (la, lb)])
+    out.append((f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is "
+                f"below its loss from the languages it has not seen)", base_known < base_unknown - TOL,
                 f"base: {config.base_language}->en {base_known:.3f}, {la}/{lb}->en {base_unknown:.3f}"))
     uncond = table.get("unconditional English (no source)")
     for x in (la, lb):
@@ -264,8 +272,9 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
         if uncond is not None:
             u = uncond[key]
             held = m - s <= 0.5 * (u - s) if u > s else None
-            out.append((f"merged {x}->en is close to the specialist (closes at least half the gap from the unconditional "
-                        "model to the specialist) and below the unconditional model", held, line + f", unconditional {u:.3f}"))
+            out.append((f"merged {x}->en is close to the specialist (closes at least half the gap from the "
+                        "unconditional model to the specialist) and below the unconditional model", held,
+                        line + f", unconditional {u:.3f}"))
         else:
             out.append((f"merged {x}->en is close to the specialist", None, line))
     for x in (la, lb):
@@ -283,7 +292,8 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     if joint is not None:
         en_x = [f"en>{x}" for x in (la, lb)]
         before, after = mean([merged[k] for k in en_x]), mean([table[joint][k] for k in en_x])
-        out.append((f"a short joint fine-tune ({joint.split('+ ')[1]}) lowers the en->X loss of the merged model", after < before - TOL,
+        out.append((f"a short joint fine-tune ({joint.split('+ ')[1]}) lowers the en->X loss of the merged model",
+                    after < before - TOL,
                     f"mean en->{la}/{lb}: {before:.3f} before, {after:.3f} after"))
     tuned_keys = [f"{x}>en" for x in (la, lb)] + [f"en>{x}" for x in (la, lb)]
     if "averaged" in table:
@@ -303,11 +313,12 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
     keys = [f"{s}>{t}" for s, t in config.directions()]
     report = Report("Model merging by concatenation (paper section 7.1, Table 2)")
     report.text(
-        f"Base model on en-{config.base_language} ({config.base_steps} steps), fine-tuned separately on en-{la} and en-{lb} "
-        f"({config.tune_steps} steps each, learning rate {config.tune_lr:g}); the two fine-tunes merged by concatenating their "
-        f"neurons head by head (E, Dx, Dy, RoPE frequencies) and averaging the embeddings and readout, with no training after "
-        f"the merge. Model: L = {config.n_layer}, D = {config.n_embd}, h = {config.n_head}, n = {config.n_neurons} per parent "
-        f"(the merge has n = {2 * config.n_neurons}); batch {config.batch_size} x {config.seq_len} bytes, seed {config.seed}. "
+        f"Base model on en-{config.base_language} ({config.base_steps} steps), fine-tuned separately on en-{la} and "
+        f"en-{lb} ({config.tune_steps} steps each, learning rate {config.tune_lr:g}); the two fine-tunes merged by "
+        "concatenating their neurons head by head (E, Dx, Dy, RoPE frequencies) and averaging the embeddings and "
+        f"readout, with no training after the merge. Model: L = {config.n_layer}, D = {config.n_embd}, "
+        f"h = {config.n_head}, n = {config.n_neurons} per parent (the merge has n = {2 * config.n_neurons}); "
+        f"batch {config.batch_size} x {config.seq_len} bytes, seed {config.seed}. "
         f"Total wall time {seconds / 60:.1f} min, "
         f"process CPU time {cpu_seconds / 60:.1f} min."
     )
@@ -324,25 +335,21 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
     found = findings(config, table)
     report.findings(found)
     report.text(
-        "Paper (Table 2, 19M-parameter parents on Europarl): merged X→En 0.39–0.43 against 0.34–0.36 for the specialists "
-        "and 0.65 for an unconditional English model; En→X of the merge between the specialists and the non-specialists "
-        "(0.77–1.45). The controls (weight averaging, no shared base) are not in the paper."
+        "Paper (Table 2, 19M-parameter parents on Europarl): merged X→En 0.39–0.43 against 0.34–0.36 for the "
+        "specialists and 0.65 for an unconditional English model; En→X of the merge between the specialists and the "
+        "non-specialists (0.77–1.45). The controls (weight averaging, no shared base) are not in the paper."
     )
     report.heading("Training time")
     report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
     report.figure(_plot(config, table, out / "figures" / "merge-losses"), "Target-side loss per direction and model")
     report.results = {"config": dataclasses.asdict(config), "losses": table, "params": params, "timings_s": timings,
-                      "seconds": seconds, "cpu_seconds": cpu_seconds, "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
+                      "seconds": seconds, "cpu_seconds": cpu_seconds,
+                      "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
     return report.write(out)
 
 
 def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
+    plt = pyplot()
     keys = [f"{s}>{t}" for s, t in config.directions()]
     names = [n for n in table if not n.startswith("bigram")]
     fig, ax = plt.subplots(figsize=(10, 4))

@@ -8,20 +8,21 @@
 * `activation_heatmap` — tokens x the most active neurons of a layer, x and y side by side.
 
 Each function takes plain data (lists, arrays, dicts) and an output *stem* (a path without suffix) and
-returns the files it wrote. Files are written to a temporary name and renamed, so a reader never sees
-half a figure.
+returns the files it wrote (`bdh.plotting.save`: each file written to a temporary name and renamed, so a
+reader never sees half a figure).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from bdh.errors import UserError, one_line
-from bdh.outputs import atomic_path
+from bdh.plotting import pyplot, save
 
 #: axes of the ``bdh bench`` suites (columns of their results.csv): suite -> [(x, y, facet or None), ...];
 #: one figure ``bench-<suite>-<x>`` per entry. ``width`` is BDH's n_embd at which every model is
@@ -31,33 +32,6 @@ SUITE_AXES: dict[str, list[tuple[str, str, str | None]]] = {
     "boardpath": [("width", "path_validity", "setting"), ("state_size", "path_validity", "setting")],
     "sudoku": [("width", "cell_accuracy", None), ("state_size", "cell_accuracy", None)],
 }
-
-
-def _plt():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save(fig: Any, stem: Path | str) -> list[Path]:
-    """Write ``fig`` as ``stem.png`` and ``stem.svg`` (each atomically) and close it."""
-    plt = _plt()
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    out = []
-    try:
-        for ext in ("png", "svg"):
-            path = stem.with_name(stem.name + "." + ext)
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
-            out.append(path)
-    finally:
-        plt.close(fig)
-    return out
 
 
 def _num(v: Any) -> float | None:
@@ -85,14 +59,15 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
     val = [(s, v) for s, v in val if v is not None]
     if not train and not val:
         raise UserError("training_curves: no training or validation loss in the records")
-    others = sorted({k for r in evals for k in r if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None})
-    plt = _plt()
+    others = sorted({k for r in evals for k in r
+                     if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None})
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2 if others else 1, figsize=(10 if others else 6, 3.6), squeeze=False)
     ax = axes[0][0]
     if train:
-        ax.plot(*zip(*train), lw=1, color="C0", label="train loss")
+        ax.plot(*zip(*train, strict=True), lw=1, color="C0", label="train loss")
     if val:
-        ax.plot(*zip(*val), "o-", ms=3, lw=1.4, color="C3", label="validation loss")
+        ax.plot(*zip(*val, strict=True), "o-", ms=3, lw=1.4, color="C3", label="validation loss")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats / token)")
     ax.grid(alpha=0.3)
@@ -103,7 +78,7 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
             pts = [(r["step"], _num(r.get(k))) for r in evals]
             pts = [(s, v) for s, v in pts if v is not None]
             if pts:
-                ax2.plot(*zip(*pts), "o-", ms=3, lw=1.2, color=f"C{i % 10}", label=k)
+                ax2.plot(*zip(*pts, strict=True), "o-", ms=3, lw=1.2, color=f"C{i % 10}", label=k)
         ax2.set_xlabel("step")
         ax2.set_ylabel("validation metric")
         ax2.grid(alpha=0.3)
@@ -119,7 +94,7 @@ def sparsity_by_layer(x: Sequence[float], y: Sequence[float], stem: Path | str, 
     """Bars of the fraction of non-zero x and y per layer (values in [0, 1], one per layer)."""
     if len(x) == 0 or len(x) != len(y):
         raise UserError("sparsity_by_layer: x and y need one value per layer, and the same number")
-    plt = _plt()
+    plt = pyplot()
     L = len(x)
     pos = np.arange(L)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * L + 2), 3.4))
@@ -152,9 +127,9 @@ def degree_distribution(
     ``reference`` (optional) draws the degrees of a control graph in grey."""
     from scipy import special
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, d in zip(axes, ("in", "out")):
+    for ax, d in zip(axes, ("in", "out"), strict=True):
         k = np.asarray(degrees[d]).ravel()
         kv, p = _pmf(k)
         if kv.size:
@@ -198,10 +173,10 @@ def suite_plot(
         groups.setdefault(f, {}).setdefault(str(r.get(series, "")), {}).setdefault(xv, []).append(yv)
     if not groups:
         raise UserError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
-    plt = _plt()
+    plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
     fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets) + 1, 3.4), squeeze=False)
-    for ax, f in zip(axes[0], facets):
+    for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
             xs = np.array(sorted(pts))
             mean = np.array([np.mean(pts[v]) for v in xs])
@@ -225,7 +200,8 @@ def suite_plot(
 
 
 def bench_plots(
-    rows: Iterable[dict[str, Any]], folder: Path | str, axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None
+    rows: Iterable[dict[str, Any]], folder: Path | str,
+    axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None,
 ) -> tuple[list[Path], list[str]]:
     """For each suite found in the rows' ``suite`` column, one `suite_plot` per entry of its axes
     (default `SUITE_AXES`), written as ``bench-<suite>-<x>``; a facet is dropped when the rows lack it.
@@ -244,7 +220,8 @@ def bench_plots(
             if facet and not any(facet in r for r in rs):
                 facet = None
             try:
-                files += suite_plot(rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet, title=f"{suite}: {y} against {x}")
+                files += suite_plot(rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet,
+                                    title=f"{suite}: {y} against {x}")
             except ValueError as exc:
                 skipped.append(f"bench suite {suite!r} ({y} against {x}): {exc}")
     return files, skipped
@@ -264,7 +241,8 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
     except (UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"--bench {p}: not a CSV file ({one_line(exc)})") from None
     if "suite" not in columns:
-        raise UserError(f"--bench {p}: not bdh bench results (no 'suite' column; give the results.csv that bdh bench wrote)")
+        raise UserError(f"--bench {p}: not bdh bench results (no 'suite' column; give the results.csv that bdh bench "
+                        "wrote)")
     if not rows:
         raise UserError(f"--bench {p}: holds no result rows")
     return rows
@@ -281,7 +259,7 @@ def activation_heatmap(
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
     if x.ndim != 2 or x.shape != y.shape or x.shape[0] != len(labels):
         raise UserError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
-    plt = _plt()
+    plt = pyplot()
     T = x.shape[0]
     fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))), layout="constrained")
     for ax, a, name, cmap in ((axes[0], x, "x", "Blues"), (axes[1], y, "y", "Oranges")):

@@ -1,0 +1,142 @@
+"""``bdh experiment synapses``: write a translation corpus, train a small BDH on it, and `analyse` it
+(paper section 6.3, Figs. 12-13, appendix B.3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bdh.experiments.common import ModelSize, train_lm, write_corpus
+from bdh.model import BDH
+from bdh.tasks.multilingual import LANGUAGES
+
+from .analysis import analyse
+from .options import Log, SynapseOptions
+
+
+@dataclass(frozen=True)
+class Config(SynapseOptions):
+    """``bdh experiment synapses``: the analysis (every field of `SynapseOptions`, inherited, so that
+    ``--set search=100`` and ``Config(head=1)`` name them directly) plus the corpus, the model and training.
+
+    The options' ``seed`` also seeds the corpus and training (so the untrained null is the trained model's
+    initialisation), and their ``lexicon_seed`` also makes the corpus (so the analysis reads the words the
+    model was trained on).
+
+    Attributes:
+        n_layer, n_embd, n_head, n_neurons, dropout: the model (the paper, appendix B.3: 8 layers,
+            d = 256, 4 heads, n = 49152).
+        pairs: language pairs of the translation stream (the paper: Europarl en-es, en-pt, en-fr).
+        corpus_bytes: bytes of the stream; concept_rate: the share of its sentences that name a concept.
+        steps, batch_size, seq_len, lr: training (AdamW, warmup and linear decay; `train_lm`).
+    """
+
+    # model
+    n_layer: int = 4
+    n_embd: int = 64
+    n_head: int = 4
+    n_neurons: int = 2048
+    dropout: float = 0.0
+    # corpus
+    pairs: tuple[tuple[str, str], ...] = (("en", "es"), ("en", "fr"), ("en", "pt"))
+    corpus_bytes: int = 4_000_000
+    concept_rate: float = 0.5
+    # training
+    steps: int = 400
+    batch_size: int = 16
+    seq_len: int = 128
+    lr: float = 3e-3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the analysis fields
+        for name in ("n_layer", "n_embd", "n_head", "n_neurons", "corpus_bytes", "steps", "batch_size", "seq_len"):
+            self._check_integer(name, 1, "must be a positive integer")
+        if self.n_neurons % self.n_head:
+            self._fail("n_neurons", f"{self.n_neurons} is not divisible by n_head = {self.n_head}")
+        if self.n_layer < 2:
+            self._fail("n_layer", f"sigma links two layers, need at least 2, got {self.n_layer}")
+        self._check_real("dropout", lambda v: 0.0 <= v < 1.0, "must lie in [0, 1)")
+        self._check_real("lr", lambda v: v > 0, "must be positive")
+        self._check_real("concept_rate", lambda v: 0.0 < v <= 1.0, "must lie in (0, 1]")
+        if self.corpus_bytes < 4 * self.seq_len:
+            self._fail("corpus_bytes", f"{self.corpus_bytes} is too small for seq_len {self.seq_len}")
+        self._check_pairs()
+        self.resolved_layer(self.n_layer)
+        if self.head >= self.n_head:
+            self._fail("head", f"{self.head} does not exist (n_head = {self.n_head})")
+
+    def _check_pairs(self) -> None:
+        """Pairs of two different known languages that include the analysis languages."""
+        if not isinstance(self.pairs, (tuple, list)):
+            self._fail("pairs", f"must be a list of language pairs such as [[en, fr]], got {self.pairs!r}")
+        if not self.pairs:
+            self._fail("pairs", "give at least one language pair")
+        for p in self.pairs:
+            if not isinstance(p, (tuple, list)) or len(p) != 2 or p[0] == p[1] or any(x not in LANGUAGES for x in p):
+                self._fail("pairs", f"{p!r} is not a pair of two different known languages ({', '.join(LANGUAGES)})")
+        langs = {lang for p in self.pairs for lang in p}
+        for name in ("language", "second_language"):
+            if getattr(self, name) not in langs:
+                self._fail(name, f"{getattr(self, name)!r} is not in the corpus pairs ({', '.join(sorted(langs))})")
+
+    @classmethod
+    def quick(cls) -> Config:
+        """A smoke test: a tiny model, few steps, small sets."""
+        return cls(n_layer=2, n_embd=32, n_head=2, n_neurons=256, corpus_bytes=200_000, steps=30, batch_size=8,
+                   seq_len=64, search=24, heldout=12, top_k=3)
+
+    @property
+    def size(self) -> ModelSize:
+        return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
+
+    def options(self) -> SynapseOptions:
+        """The analysis part of this config: its `SynapseOptions` fields."""
+        return SynapseOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SynapseOptions)})
+
+
+def _setup_rows(config: Config, train_s: float, metrics: dict[str, float]) -> list[tuple[str, Any]]:
+    """The rows of the report's settings table that describe the corpus, the model and its training."""
+    pairs = ", ".join("-".join(p) for p in config.pairs)
+    val_loss, val_bpb = metrics.get("val_loss", float("nan")), metrics.get("val_bpb", float("nan"))
+    return [
+        ("model", f"BDH-GPU, {config.n_layer} layers, d = {config.n_embd}, {config.n_head} heads, "
+                  f"n = {config.n_neurons}"),
+        ("corpus", f"{config.corpus_bytes:,} bytes, pairs {pairs}, concept rate {config.concept_rate}"),
+        ("training", f"{config.steps} steps x {config.batch_size} x {config.seq_len} bytes, lr {config.lr}, "
+                     f"seed {config.seed}, {train_s / 60:.1f} min"),
+        ("validation loss", f"{val_loss:.3f} nats/byte ({val_bpb:.3f} bits/byte)"),
+    ]
+
+
+def run(config: Config, out: Path, *, log: Log = print) -> Path:
+    """Write the corpus, train the model, and `analyse` it (with the untrained model of the same seed as
+    the null); returns the path of ``report.md``."""
+    t_start = time.time()
+    out = Path(out)
+    log(f"[synapses] corpus: {config.corpus_bytes:,} bytes of {', '.join('-'.join(p) for p in config.pairs)}")
+    data = write_corpus(out / "data" / "corpus.txt", config.pairs, config.corpus_bytes, seed=config.seed,
+                        lexicon_seed=config.lexicon_seed, concept_rate=config.concept_rate)
+    t0 = time.time()
+    log(f"[synapses] training {config.steps} steps of {config.batch_size} x {config.seq_len} bytes")
+    result = train_lm(out / "runs" / "bdh", data, config.size, steps=config.steps, batch_size=config.batch_size,
+                      seq_len=config.seq_len, lr=config.lr, seed=config.seed, progress="auto")
+    train_s = time.time() - t0
+    model = result.model
+    torch.manual_seed(config.seed)  # the trainer initialises the model right after this seed
+    untrained = BDH(model.config)
+    metrics = {k: float(v) for k, v in (result.metrics or {}).items()}
+    report = analyse(model, config.options(), out, untrained=untrained, log=log,
+                     setup=_setup_rows(config, train_s, metrics),
+                     title="Monosemantic synapses (paper section 6.3): bdh experiment synapses")
+    report.results["config"] = dataclasses.asdict(config)
+    report.results["training"] = {"metrics": metrics, "steps": result.step, "run": "runs/bdh"}
+    timings = report.results["timings"]
+    timings.update(training_s=round(train_s, 1), total_s=round(time.time() - t_start, 1))
+    report.text(f"Wall time: {(time.time() - t_start) / 60:.1f} min in all ({train_s / 60:.1f} min training, "
+                f"{timings['analysis_s'] / 60:.1f} min analysis), {torch.get_num_threads()} PyTorch thread(s).")
+    return report.write(out)

@@ -1,0 +1,138 @@
+"""What the synapse analysis searches and tests (`SynapseOptions`), and the constants of the procedure."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bdh.errors import UserError
+from bdh.model import BDH
+from bdh.tasks.multilingual import CONCEPTS, COUNTRIES, CURRENCIES, LANGUAGES
+from bdh.typed_config import TypedConfig
+
+#: the paper's numbers (section 6.3): U of the currency synapse, U_opt = 50 * 50, the p bound, r as printed
+PAPER = {"U": 2368, "U_opt": 2500, "p_below": 1e-14, "r_reported": 0.86}
+#: sentence statistics of a synapse: its value at the sentence end, its largest Hebbian increment
+STATISTICS = ("end", "max")
+#: seeds of the labelled sets (offsets of the options' seed): search, held-out, figure examples
+SEARCH_SEED, HELDOUT_SEED, EXAMPLE_SEED = 10_000, 20_000, 30_000
+#: with length matching, contrast sentences are chosen from a pool this many times larger than the set,
+#: concept sentences from one POS_POOL times larger, pairs within MATCH_TOLERANCE bytes of each other
+POOL, POS_POOL, MATCH_TOLERANCE = 30, 4, 2
+#: surface forms per concept (concept key -> language -> text)
+SURFACES = {"currency": CURRENCIES, "country": COUNTRIES}
+
+Log = Callable[[str], None]
+
+
+def no_log(msg: str) -> None:
+    """A `Log` that says nothing."""
+
+
+@dataclass(frozen=True)
+class SynapseOptions(TypedConfig):
+    """What `analyse` searches and tests (the options of ``bdh synapses``; `Config` extends them).
+
+    Every error names the field first (``head: ...``), which ``bdh synapses`` turns into its flag.
+
+    Attributes:
+        concept: ``currency`` or ``country``.
+        layer: l >= 1 (0-based): synapses from the y of layer l-1 to the x of layer l; None picks
+            max(1, floor(5 L / 8)) (the paper reads layer 5 of 8).
+        head: the head whose N x N block of sigma is searched.
+        language / second_language: the search and main test language, and the cross-language check.
+        search: concept sentences and as many contrast sentences in the search set.
+        heldout: concept and contrast sentences in each held-out set (the paper: 50 + 50).
+        top_k: synapses validated and reported per search.
+        statistic: the sentence score the headline synapse is chosen by (``end`` or ``max``); both are
+            searched and reported.
+        rotate: include the RoPE rotation of Eq. 16 in the end-of-sentence value.
+        match_length: draw the contrast (and other-concept) sentences length-matched to the concept
+            sentences from a larger pool (`length_matched`).
+        prefix: read each sentence after its ``<F:xx>`` language tag (else the bare sentence).
+        seed: seeds the sentence sets, the label shuffle and the untrained model.
+        lexicon_seed: the word mappings the model's corpus was made with.
+        star_fraction: steps larger than this fraction of the largest step are marked ``*`` (Fig. 12).
+    """
+
+    concept: str = "currency"
+    layer: int | None = None
+    head: int = 0
+    language: str = "en"
+    second_language: str = "fr"
+    search: int = 200
+    heldout: int = 50
+    top_k: int = 5
+    statistic: str = "end"
+    rotate: bool = False
+    match_length: bool = True
+    prefix: bool = True
+    seed: int = 0
+    lexicon_seed: int = 0
+    star_fraction: float = 0.05
+
+    def _fail(self, field: str, message: str) -> None:
+        raise UserError(f"{field}: {message}")
+
+    def _check_integer(self, field: str, minimum: int, rule: str) -> None:
+        """An integer of at least ``minimum``; ``rule`` says why when it is smaller."""
+        value = getattr(self, field)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            self._fail(field, f"must be an integer, got {value!r}")
+        if value < minimum:
+            self._fail(field, f"{rule}, got {value}")
+
+    def _check_real(self, field: str, ok: Callable[[float], bool], rule: str) -> None:
+        """A finite number for which ``ok`` holds; ``rule`` says what it must be."""
+        value = getattr(self, field)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+            self._fail(field, f"{rule}, got {value!r}")
+
+    def __post_init__(self) -> None:
+        if self.concept not in CONCEPTS:
+            self._fail("concept", f"unknown concept {self.concept!r}; known: {', '.join(CONCEPTS)}")
+        for name in ("language", "second_language"):
+            if getattr(self, name) not in LANGUAGES:
+                self._fail(name, f"unknown language {getattr(self, name)!r}; known: {', '.join(LANGUAGES)}")
+        if self.language == self.second_language:
+            self._fail("second_language", f"must differ from language ({self.language})")
+        if self.layer is not None:
+            self._check_integer("layer", 1, "must be at least 1 (layer 0 reads token embeddings and has no sigma)")
+        self._check_integer("head", 0, "must be non-negative")
+        self._check_integer("search", 2, "need at least 2 sentences per class")
+        self._check_integer("heldout", 2, "need at least 2 sentences per class")
+        self._check_integer("top_k", 1, "must be positive")
+        self._check_integer("seed", 0, "must be non-negative")
+        self._check_integer("lexicon_seed", 0, "must be non-negative")
+        if self.statistic not in STATISTICS:
+            self._fail("statistic", f"must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
+        for name in ("rotate", "match_length", "prefix"):
+            self._check_bool(name)
+        self._check_real("star_fraction", lambda v: 0.0 < v < 1.0, "must lie in (0, 1)")
+
+    def resolved_layer(self, n_layer: int) -> int:
+        """The layer to read, checked against a model of ``n_layer`` layers."""
+        if n_layer < 2:
+            raise UserError(f"layer: the model has {n_layer} layer; sigma needs at least 2 layers")
+        layer = max(1, (5 * n_layer) // 8) if self.layer is None else self.layer
+        if not 1 <= layer < n_layer:
+            raise UserError(f"layer: {layer} does not exist or has no sigma (the model has {n_layer} layers: "
+                            f"1..{n_layer - 1} have sigma)")
+        return layer
+
+    def check_model(self, model: torch.nn.Module) -> int:
+        """Check that ``model`` is a byte-level BDH with this layer and head; returns the layer."""
+        if not isinstance(model, BDH):
+            raise UserError(f"synapses: needs a BDH model, got a {type(model).__name__}")
+        cfg = model.config
+        if cfg.vocab_size < 256:
+            raise UserError(f"synapses: the model's vocabulary has {cfg.vocab_size} tokens; text needs 256 (bytes)")
+        if not cfg.causal:
+            raise UserError("synapses: the model is not causal; sigma is a causal state")
+        if self.head >= cfg.n_head:
+            raise UserError(f"head: {self.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+        return self.resolved_layer(cfg.n_layer)
