@@ -25,17 +25,22 @@ import sys
 import time
 
 import torch
+from _shared import peak as peak_kib
+from _shared import reset_peak
 
 from bdh import BDH, BDHConfig
 from bdh.model.sizes import train_memory_bytes
 
-from _shared import peak as peak_kib, reset_peak
-
 
 def model_config(args: argparse.Namespace, **extra) -> BDHConfig:
     return BDHConfig(
-        n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head, n_neurons=args.n_neurons,
-        dropout=0.0, chunk_size=args.chunk_size, **extra,
+        n_layer=args.n_layer,
+        n_embd=args.n_embd,
+        n_head=args.n_head,
+        n_neurons=args.n_neurons,
+        dropout=0.0,
+        chunk_size=args.chunk_size,
+        **extra,
     )
 
 
@@ -63,8 +68,14 @@ def bench_generation(args: argparse.Namespace) -> list[dict]:
                 idx = torch.cat([idx, nxt], dim=1)
         rerun_s = statistics.median(rerun)
         rows.append(
-            {"context": ctx, "state_ms_per_token": 1e3 * state_s, "rerun_ms_per_token": 1e3 * rerun_s,
-             "state_tokens_per_s": 1 / state_s, "rerun_tokens_per_s": 1 / rerun_s, "speedup": rerun_s / state_s}
+            {
+                "context": ctx,
+                "state_ms_per_token": 1e3 * state_s,
+                "rerun_ms_per_token": 1e3 * rerun_s,
+                "state_tokens_per_s": 1 / state_s,
+                "rerun_tokens_per_s": 1 / rerun_s,
+                "speedup": rerun_s / state_s,
+            }
         )
     return rows
 
@@ -106,7 +117,10 @@ def bench_training(args: argparse.Namespace) -> list[dict]:
         for form in ("parallel", "chunked"):
             spec = {
                 "config": model_config(args, attention=form).to_dict(),
-                "batch": args.batch, "block": T, "repeats": args.repeats, "threads": torch.get_num_threads(),
+                "batch": args.batch,
+                "block": T,
+                "repeats": args.repeats,
+                "threads": torch.get_num_threads(),
             }
             out = subprocess.run(
                 [sys.executable, __file__, "_child", json.dumps(spec)], capture_output=True, text=True, check=True
@@ -155,26 +169,48 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     cfg = model_config(args)
-    print(f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), "
-          f"chunk {cfg.chunk_size}; torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores\n")
+    print(
+        f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), "
+        f"chunk {cfg.chunk_size}; torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores\n"
+    )
     results = {}
     if args.which in ("all", "generation"):
         rows = bench_generation(args)
         results["generation"] = rows
         print("Generation: per new token, on the recurrent state vs re-running the parallel form on the prefix")
-        print(table(rows, [("context", "context", "d"), ("state_ms_per_token", "state ms/token", ".2f"),
-                           ("rerun_ms_per_token", "re-run ms/token", ".1f"), ("state_tokens_per_s", "state tokens/s", ".1f"),
-                           ("speedup", "speed-up", ".0f")]))
+        print(
+            table(
+                rows,
+                [
+                    ("context", "context", "d"),
+                    ("state_ms_per_token", "state ms/token", ".2f"),
+                    ("rerun_ms_per_token", "re-run ms/token", ".1f"),
+                    ("state_tokens_per_s", "state tokens/s", ".1f"),
+                    ("speedup", "speed-up", ".0f"),
+                ],
+            )
+        )
         print()
     if args.which in ("all", "training"):
         rows = bench_training(args)
         results["training"] = rows
         print(f"Training step (forward + backward), batch {args.batch}: parallel vs chunked form")
-        print(table(rows, [("block", "T", "d"), ("parallel_tokens_per_s", "parallel tok/s", ".0f"),
-                           ("chunked_tokens_per_s", "chunked tok/s", ".0f"), ("speed_ratio", "chunked/parallel speed", ".2f"),
-                           ("parallel_peak_mib", "parallel peak MiB", ".0f"), ("chunked_peak_mib", "chunked peak MiB", ".0f"),
-                           ("memory_ratio", "chunked/parallel memory", ".2f"),
-                           ("parallel_estimate_mib", "parallel estimate MiB", ".0f"), ("chunked_estimate_mib", "chunked estimate MiB", ".0f")]))
+        print(
+            table(
+                rows,
+                [
+                    ("block", "T", "d"),
+                    ("parallel_tokens_per_s", "parallel tok/s", ".0f"),
+                    ("chunked_tokens_per_s", "chunked tok/s", ".0f"),
+                    ("speed_ratio", "chunked/parallel speed", ".2f"),
+                    ("parallel_peak_mib", "parallel peak MiB", ".0f"),
+                    ("chunked_peak_mib", "chunked peak MiB", ".0f"),
+                    ("memory_ratio", "chunked/parallel memory", ".2f"),
+                    ("parallel_estimate_mib", "parallel estimate MiB", ".0f"),
+                    ("chunked_estimate_mib", "chunked estimate MiB", ".0f"),
+                ],
+            )
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

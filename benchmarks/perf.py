@@ -51,19 +51,26 @@ import time
 from pathlib import Path
 
 import torch
+from _shared import load_official, reset_peak
+from _shared import peak as peak_kib
 
 from bdh import BDH, BDHConfig
 from bdh.model.sizes import forward_flops_per_token, train_flops_per_token
-
-from _shared import load_official, reset_peak, peak as peak_kib
 
 SETTINGS = ("fp32", "bf16", "bf16+compile", "fp32+compile")
 
 
 # --------------------------------------------------------------------------- memory (as benchmarks/core.py)
 def model_config(spec: dict, **extra) -> BDHConfig:
-    return BDHConfig(n_layer=spec["n_layer"], n_embd=spec["n_embd"], n_head=spec["n_head"], n_neurons=spec["n_neurons"],
-                     dropout=spec["dropout"], chunk_size=spec["chunk_size"], **extra)
+    return BDHConfig(
+        n_layer=spec["n_layer"],
+        n_embd=spec["n_embd"],
+        n_head=spec["n_head"],
+        n_neurons=spec["n_neurons"],
+        dropout=spec["dropout"],
+        chunk_size=spec["chunk_size"],
+        **extra,
+    )
 
 
 def best_form(cfg: BDHConfig, T: int) -> str:
@@ -103,12 +110,24 @@ def child_train_ours(spec: dict) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="bdh-perf-")) / "run"
     T, B = spec["block"], spec["batch"]
     overrides = [
-        f"model.n_layer={spec['n_layer']}", f"model.n_embd={spec['n_embd']}", f"model.n_head={spec['n_head']}",
-        f"model.n_neurons={spec['n_neurons']}", f"model.dropout={spec['dropout']}", f"model.attention={spec['form']}",
-        f"model.chunk_size={spec['chunk_size']}", f"task.seq_len={T}", f"train.batch_size={B}",
-        f"train.threads={spec['threads']}", f"train.precision={precision}",
-        f"train.compile={str(setting.endswith('compile')).lower()}", "train.max_minutes=null", "train.check_memory=false",
-        "optim.warmup_steps=0", "log.progress=none", "log.tensorboard=false", f"run_dir={run_dir}",
+        f"model.n_layer={spec['n_layer']}",
+        f"model.n_embd={spec['n_embd']}",
+        f"model.n_head={spec['n_head']}",
+        f"model.n_neurons={spec['n_neurons']}",
+        f"model.dropout={spec['dropout']}",
+        f"model.attention={spec['form']}",
+        f"model.chunk_size={spec['chunk_size']}",
+        f"task.seq_len={T}",
+        f"train.batch_size={B}",
+        f"train.threads={spec['threads']}",
+        f"train.precision={precision}",
+        f"train.compile={str(setting.endswith('compile')).lower()}",
+        "train.max_minutes=null",
+        "train.check_memory=false",
+        "optim.warmup_steps=0",
+        "log.progress=none",
+        "log.tensorboard=false",
+        f"run_dir={run_dir}",
     ]
     trainer = Trainer(load_config(None, overrides))
     trainer.model.train()
@@ -117,7 +136,9 @@ def child_train_ours(spec: dict) -> dict:
         trainer.train_step(i)
 
     if spec.get("profile"):
-        return {"profile": _profile(step, spec["profile_rows"], f"ours, {setting}, {spec['form']} form, T={T}, batch {B}")}
+        return {
+            "profile": _profile(step, spec["profile_rows"], f"ours, {setting}, {spec['form']} form, T={T}, batch {B}")
+        }
     times, base, peak = _timed(step, spec["warmup"], spec["steps"])
     return {"seconds": times, "peak_kib": peak - base}
 
@@ -128,8 +149,14 @@ def child_train_official(spec: dict) -> dict:
     torch.set_num_threads(spec["threads"])
     module = load_official(Path(spec["official"]))
     torch.manual_seed(1337)
-    cfg = module.BDHConfig(n_layer=spec["n_layer"], n_embd=spec["n_embd"], dropout=spec["dropout"], n_head=spec["n_head"],
-                           mlp_internal_dim_multiplier=spec["n_neurons"] // spec["n_embd"], vocab_size=256)
+    cfg = module.BDHConfig(
+        n_layer=spec["n_layer"],
+        n_embd=spec["n_embd"],
+        dropout=spec["dropout"],
+        n_head=spec["n_head"],
+        mlp_internal_dim_multiplier=spec["n_neurons"] // spec["n_embd"],
+        vocab_size=256,
+    )
     model = module.BDH(cfg)
     if spec["setting"].endswith("compile"):
         model = torch.compile(model)
@@ -234,13 +261,20 @@ def child_sparse(spec: dict) -> dict:
     return {"x_density": x_density, "y_density": y_density, "dense_s": results["dense"], "sparse_s": results["sparse"]}
 
 
-CHILDREN = {"ours": child_train_ours, "official": child_train_official, "peak": child_peak,
-            "generation": child_generation, "sparse": child_sparse}
+CHILDREN = {
+    "ours": child_train_ours,
+    "official": child_train_official,
+    "peak": child_peak,
+    "generation": child_generation,
+    "sparse": child_sparse,
+}
 
 
 def run_child(kind: str, spec: dict) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
-    out = subprocess.run([sys.executable, __file__, "_child", kind, json.dumps(spec)], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "_child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
+    )
     if out.returncode:
         raise SystemExit(f"error: the {kind} measurement failed:\n{out.stderr.strip()[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -276,26 +310,41 @@ def training_rows(args: argparse.Namespace, base: dict) -> list[dict]:
         loops += [("ours", s, form) for s in args.settings]
         best: dict[tuple[str, str], dict] = {}
         for r in range(args.rounds):
-            for loop, setting, f in (loops if r % 2 == 0 else loops[::-1]):
+            for loop, setting, f in loops if r % 2 == 0 else loops[::-1]:
                 spec = {**base, "block": T, "batch": batch, "form": f, "setting": setting}
                 if loop == "official":
                     spec["official"] = str(args.official)
                 res = run_child(loop, spec)
                 tok_s = batch * T / statistics.median(res["seconds"])
-                print(f"  measured T={T} {loop} {setting} (round {r + 1}): {tok_s:.0f} tok/s", file=sys.stderr, flush=True)
+                print(
+                    f"  measured T={T} {loop} {setting} (round {r + 1}): {tok_s:.0f} tok/s", file=sys.stderr, flush=True
+                )
                 old = best.get((loop, setting))
                 if old is None or tok_s > old["tok_s"]:
-                    best[(loop, setting)] = {"tok_s": tok_s, "peak_kib": max(res["peak_kib"], old["peak_kib"] if old else 0)}
+                    best[(loop, setting)] = {
+                        "tok_s": tok_s,
+                        "peak_kib": max(res["peak_kib"], old["peak_kib"] if old else 0),
+                    }
                 else:
                     old["peak_kib"] = max(old["peak_kib"], res["peak_kib"])
         off = best.get(("official", "fp32"))
         for loop, setting, f in loops:
             b = best[(loop, setting)]
             flops = train_flops_per_token(cfg, T, f)
-            rows.append({"T": T, "batch": batch, "loop": loop, "setting": setting, "form": f, "tok_s": b["tok_s"],
-                         "gflops": b["tok_s"] * flops / 1e9, "peak_mib": b["peak_kib"] / 1024,
-                         "mib_per_1k": b["peak_kib"] / 1024 / (batch * T / 1000),
-                         "vs_official": b["tok_s"] / off["tok_s"] if off else None})
+            rows.append(
+                {
+                    "T": T,
+                    "batch": batch,
+                    "loop": loop,
+                    "setting": setting,
+                    "form": f,
+                    "tok_s": b["tok_s"],
+                    "gflops": b["tok_s"] * flops / 1e9,
+                    "peak_mib": b["peak_kib"] / 1024,
+                    "mib_per_1k": b["peak_kib"] / 1024 / (batch * T / 1000),
+                    "vs_official": b["tok_s"] / off["tok_s"] if off else None,
+                }
+            )
     return rows
 
 
@@ -308,23 +357,31 @@ def targets(rows: list[dict], args: argparse.Namespace) -> list[str]:
         if got:
             best = max(got, key=lambda r: r["vs_official"])
             verdict = "met" if best["vs_official"] >= want else f"missed by {want / best['vs_official']:.2f}x"
-            out.append(f"- training tokens/s >= {want:.0f}x official at T={T}: {best['vs_official']:.2f}x "
-                       f"({best['setting']}) -- {verdict}")
+            out.append(
+                f"- training tokens/s >= {want:.0f}x official at T={T}: {best['vs_official']:.2f}x "
+                f"({best['setting']}) -- {verdict}"
+            )
         else:
-            out.append(f"- training tokens/s >= {want:.0f}x official at T={T}: not measured "
-                       f"(needs the official checkout and T={T} in --blocks)")
+            out.append(
+                f"- training tokens/s >= {want:.0f}x official at T={T}: not measured "
+                f"(needs the official checkout and T={T} in --blocks)"
+            )
     for setting in args.settings:
         mfus = [r["mfu"] for r in ours if r["setting"] == setting]
         if mfus:
             verdict = "met" if min(mfus) >= 40 else f"missed (lowest {min(mfus):.0f}%)"
-            out.append(f"- MFU >= 40% of the same-dtype matmul peak, {setting}: {min(mfus):.0f}-{max(mfus):.0f}% -- {verdict}")
+            out.append(
+                f"- MFU >= 40% of the same-dtype matmul peak, {setting}: {min(mfus):.0f}-{max(mfus):.0f}% -- {verdict}"
+            )
     for setting in args.settings:
         per = [(r["T"], r["mib_per_1k"]) for r in ours if r["setting"] == setting]
         if len(per) > 1:
             growth = per[-1][1] / max(per[0][1], 1e-9)
             verdict = "met" if growth <= 1.5 else "missed"
-            out.append(f"- peak memory linear in T, {setting}: MiB per 1k tokens x{growth:.2f} from T={per[0][0]} to "
-                       f"T={per[-1][0]} (linear: about x1) -- {verdict}")
+            out.append(
+                f"- peak memory linear in T, {setting}: MiB per 1k tokens x{growth:.2f} from T={per[0][0]} to "
+                f"T={per[-1][0]} (linear: about x1) -- {verdict}"
+            )
     return out
 
 
@@ -344,19 +401,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-size", type=int, default=128)
     p.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096], help="windows T")
     p.add_argument("--tokens-per-step", type=int, default=2048, help="batch = max(1, this / T)")
-    p.add_argument("--settings", nargs="+", default=["fp32", "bf16", "bf16+compile"], help=f"ours: {', '.join(SETTINGS)}")
+    p.add_argument(
+        "--settings", nargs="+", default=["fp32", "bf16", "bf16+compile"], help=f"ours: {', '.join(SETTINGS)}"
+    )
     p.add_argument("--form", choices=["auto", "parallel", "chunked"], default="auto", help="our attention form")
     p.add_argument("--official-compile", action="store_true", help="also the official loop under torch.compile")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     p.add_argument("--steps", type=int, default=2, help="timed steps")
-    p.add_argument("--rounds", type=int, default=1, help="measure every loop this many times, alternating, and keep the best")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="measure every loop this many times, alternating, and keep the best"
+    )
     p.add_argument("--peak-size", type=int, default=2048, help="square matmul size of the peak")
     p.add_argument("--contexts", type=int, nargs="*", default=[1024], help="generation contexts (none: skip)")
     p.add_argument("--new-tokens", type=int, default=16)
     p.add_argument("--rerun-tokens", type=int, default=2)
     p.add_argument("--live", type=float, default=0.1, help="sparse step: share of neurons that can fire (0: skip)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--profile", action="store_true", help="print torch.profiler top entries of one step instead of the tables")
+    p.add_argument(
+        "--profile", action="store_true", help="print torch.profiler top entries of one step instead of the tables"
+    )
     p.add_argument("--profile-rows", type=int, default=15)
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
@@ -366,7 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in args.settings if s not in SETTINGS]
     if bad:
         p.error(f"--settings: unknown {', '.join(bad)}; choose from {', '.join(SETTINGS)}")
-    for name in ("threads", "steps", "rounds", "tokens_per_step", "peak_size", "new_tokens", "rerun_tokens", "chunk_size"):
+    for name in (
+        "threads",
+        "steps",
+        "rounds",
+        "tokens_per_step",
+        "peak_size",
+        "new_tokens",
+        "rerun_tokens",
+        "chunk_size",
+    ):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be a positive integer")
     if any(T < 2 for T in args.blocks) or any(C < 1 for C in args.contexts):
@@ -374,37 +446,62 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.live <= 1:
         p.error("--live must lie in [0, 1]")
     try:
-        cfg = BDHConfig(n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head, n_neurons=args.n_neurons,
-                        dropout=args.dropout, chunk_size=args.chunk_size)
+        cfg = BDHConfig(
+            n_layer=args.n_layer,
+            n_embd=args.n_embd,
+            n_head=args.n_head,
+            n_neurons=args.n_neurons,
+            dropout=args.dropout,
+            chunk_size=args.chunk_size,
+        )
     except ValueError as exc:
         p.error(str(exc))
     if args.official is not None and cfg.n % cfg.n_embd:
         p.error("--n-neurons must be a multiple of --n-embd for the official model (n = multiplier x D)")
-    base = {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "n_neurons": args.n_neurons,
-            "dropout": args.dropout, "chunk_size": args.chunk_size, "threads": args.threads, "warmup": args.warmup,
-            "steps": args.steps}
+    base = {
+        "n_layer": args.n_layer,
+        "n_embd": args.n_embd,
+        "n_head": args.n_head,
+        "n_neurons": args.n_neurons,
+        "dropout": args.dropout,
+        "chunk_size": args.chunk_size,
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "steps": args.steps,
+    }
 
-    head = (f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), dropout "
-            f"{cfg.dropout}, chunk {cfg.chunk_size}; batch = {args.tokens_per_step} tokens / T (at least 1); "
-            f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} cores; median of {args.steps} steps "
-            f"after {args.warmup} warm-up, best of {args.rounds} round(s)")
+    head = (
+        f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), dropout "
+        f"{cfg.dropout}, chunk {cfg.chunk_size}; batch = {args.tokens_per_step} tokens / T (at least 1); "
+        f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} cores; median of {args.steps} steps "
+        f"after {args.warmup} warm-up, best of {args.rounds} round(s)"
+    )
     print(head + "\n")
 
     if args.profile:
         T = args.blocks[0]
         batch = max(1, args.tokens_per_step // T)
         form = best_form(cfg, T) if args.form == "auto" else args.form
-        jobs = [("official", {**base, "official": str(args.official), "setting": "fp32", "form": "parallel"})] if args.official else []
+        jobs = (
+            [("official", {**base, "official": str(args.official), "setting": "fp32", "form": "parallel"})]
+            if args.official
+            else []
+        )
         jobs += [("ours", {**base, "setting": s, "form": form}) for s in args.settings]
         for kind, spec in jobs:
-            res = run_child(kind, {**spec, "block": T, "batch": batch, "profile": True, "profile_rows": args.profile_rows})
+            res = run_child(
+                kind, {**spec, "block": T, "batch": batch, "profile": True, "profile_rows": args.profile_rows}
+            )
             print(res["profile"] + "\n")
         return 0
 
     results: dict = {"config": base, "blocks": args.blocks}
+
     def measure_peaks() -> dict[str, float]:
-        return {d: run_child("peak", {"threads": args.threads, "size": args.peak_size, "dtype": d, "repeats": 3})["gflops"]
-                for d in ("fp32", "bf16")}
+        return {
+            d: run_child("peak", {"threads": args.threads, "size": args.peak_size, "dtype": d, "repeats": 3})["gflops"]
+            for d in ("fp32", "bf16")
+        }
 
     # the peak is measured before and after the training rows and the higher kept, so that MFU is not
     # inflated by a peak taken in a slow spell of the machine
@@ -416,13 +513,29 @@ def main(argv: list[str] | None = None) -> int:
         row["mfu"] = 100 * row["gflops"] / peaks["bf16" if row["setting"].startswith("bf16") else "fp32"]
     results["peak_gflops"] = peaks
     results["training"] = rows
-    print(f"Matmul peak ({args.peak_size}x{args.peak_size}, same threads, the higher of before and after the training rows): fp32 {peaks['fp32']:.0f} GFLOP/s, "
-          f"bf16 {peaks['bf16']:.0f} GFLOP/s\n")
+    print(
+        f"Matmul peak ({args.peak_size}x{args.peak_size}, same threads, the higher of before and after the training rows): fp32 {peaks['fp32']:.0f} GFLOP/s, "
+        f"bf16 {peaks['bf16']:.0f} GFLOP/s\n"
+    )
     print("Training step (Trainer.train_step for ours; the official train.py loop)")
-    print(table(rows, [("T", "T", "d"), ("batch", "batch", "d"), ("loop", "loop", ""), ("setting", "setting", ""),
-                       ("form", "form", ""), ("tok_s", "tokens/s", ",.0f"), ("gflops", "GFLOP/s", ".1f"),
-                       ("mfu", "MFU %", ".0f"), ("peak_mib", "peak MiB", ",.0f"), ("mib_per_1k", "MiB / 1k tokens", ".0f"),
-                       ("vs_official", "x official", ".2f")]))
+    print(
+        table(
+            rows,
+            [
+                ("T", "T", "d"),
+                ("batch", "batch", "d"),
+                ("loop", "loop", ""),
+                ("setting", "setting", ""),
+                ("form", "form", ""),
+                ("tok_s", "tokens/s", ",.0f"),
+                ("gflops", "GFLOP/s", ".1f"),
+                ("mfu", "MFU %", ".0f"),
+                ("peak_mib", "peak MiB", ",.0f"),
+                ("mib_per_1k", "MiB / 1k tokens", ".0f"),
+                ("vs_official", "x official", ".2f"),
+            ],
+        )
+    )
     print()
     if args.contexts:
         gen = []
@@ -431,27 +544,62 @@ def main(argv: list[str] | None = None) -> int:
             if args.official:
                 spec["official"] = str(args.official)
             r = run_child("generation", spec)
-            row = {"context": C, "state_ms": 1e3 * r["state_s"], "rerun_ms": 1e3 * r["rerun_s"],
-                   "vs_rerun": r["rerun_s"] / r["state_s"]}
+            row = {
+                "context": C,
+                "state_ms": 1e3 * r["state_s"],
+                "rerun_ms": 1e3 * r["rerun_s"],
+                "vs_rerun": r["rerun_s"] / r["state_s"],
+            }
             if "official_s" in r:
                 row["official_ms"] = 1e3 * r["official_s"]
                 row["vs_official"] = r["official_s"] / r["state_s"]
             gen.append(row)
         results["generation"] = gen
         print("Generation, per new token (batch 1): our state vs re-running the prefix (ours; the official generate)")
-        print(table(gen, [("context", "context", "d"), ("state_ms", "state ms/token", ".2f"),
-                          ("rerun_ms", "our re-run ms/token", ".1f"), ("official_ms", "official generate ms/token", ".1f"),
-                          ("vs_rerun", "x our re-run", ".0f"), ("vs_official", "x official", ".0f")]))
+        print(
+            table(
+                gen,
+                [
+                    ("context", "context", "d"),
+                    ("state_ms", "state ms/token", ".2f"),
+                    ("rerun_ms", "our re-run ms/token", ".1f"),
+                    ("official_ms", "official generate ms/token", ".1f"),
+                    ("vs_rerun", "x our re-run", ".0f"),
+                    ("vs_official", "x official", ".0f"),
+                ],
+            )
+        )
         print()
         if args.live > 0:
-            r = run_child("sparse", {**base, "context": args.contexts[0], "new_tokens": args.new_tokens, "live": args.live})
+            r = run_child(
+                "sparse", {**base, "context": args.contexts[0], "new_tokens": args.new_tokens, "live": args.live}
+            )
             results["sparse"] = r
-            print(f"Sparse step (context {args.contexts[0]}, {args.live:.0%} of the neurons can fire): "
-                  "dense recurrent step vs bdh.model.kernels.sparse")
-            print(table([{**r, "dense_ms": 1e3 * r["dense_s"], "sparse_ms": 1e3 * r["sparse_s"],
-                          "x": r["dense_s"] / r["sparse_s"], "xd": 100 * r["x_density"], "yd": 100 * r["y_density"]}],
-                        [("xd", "x density %", ".1f"), ("yd", "y density %", ".1f"), ("dense_ms", "dense ms/token", ".2f"),
-                         ("sparse_ms", "sparse ms/token", ".2f"), ("x", "speed-up", ".1f")]))
+            print(
+                f"Sparse step (context {args.contexts[0]}, {args.live:.0%} of the neurons can fire): "
+                "dense recurrent step vs bdh.model.kernels.sparse"
+            )
+            print(
+                table(
+                    [
+                        {
+                            **r,
+                            "dense_ms": 1e3 * r["dense_s"],
+                            "sparse_ms": 1e3 * r["sparse_s"],
+                            "x": r["dense_s"] / r["sparse_s"],
+                            "xd": 100 * r["x_density"],
+                            "yd": 100 * r["y_density"],
+                        }
+                    ],
+                    [
+                        ("xd", "x density %", ".1f"),
+                        ("yd", "y density %", ".1f"),
+                        ("dense_ms", "dense ms/token", ".2f"),
+                        ("sparse_ms", "sparse ms/token", ".2f"),
+                        ("x", "speed-up", ".1f"),
+                    ],
+                )
+            )
             print()
     print("Targets")
     print("\n".join(targets(rows, args)))

@@ -54,13 +54,17 @@ def main() -> None:
     py = sys.executable
     empty = wall([py, "-c", "pass"], args.runs)
     torch_import = wall([py, "-c", "import torch"], args.runs)
-    print(f"baselines: python -c pass {empty:.3f} s, python -c 'import torch' {torch_import:.3f} s ({args.runs} runs each)\n")
-    print(f"| command | median s | x python | x import torch |\n|---|---:|---:|---:|")
+    print(
+        f"baselines: python -c pass {empty:.3f} s, python -c 'import torch' {torch_import:.3f} s ({args.runs} runs each)\n"
+    )
+    print("| command | median s | x python | x import torch |\n|---|---:|---:|---:|")
     worst = 0.0
     for words in commands():
         t = wall([py, "-m", "bdh", *words, "--help"], args.runs)
         worst = max(worst, t)
-        print(f"| bdh {' '.join(words + ['--help'])} | {t:.3f} | {t / empty:.1f} | {t / torch_import:.2f} |", flush=True)
+        print(
+            f"| bdh {' '.join(words + ['--help'])} | {t:.3f} | {t / empty:.1f} | {t / torch_import:.2f} |", flush=True
+        )
     print(f"\nslowest: {worst:.3f} s (target <= 0.5 s)")
 
 

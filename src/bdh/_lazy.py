@@ -5,10 +5,13 @@ PyTorch until a model is actually needed."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def exports(package: str, table: dict[str, str], namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def exports(
+    package: str, table: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``; ``table`` maps a name to ``"module"`` (the module
     itself) or ``"module:attribute"``, relative to ``package``."""
 

@@ -36,7 +36,9 @@ def resolve_device(name: str, *, what: str = "--device") -> torch.device:
             raise UserError(f"{what}: {name!r} asked for, but CUDA is not available on this machine (use cpu or auto)")
         count = torch.cuda.device_count()
         if device.index is not None and device.index >= count:
-            raise UserError(f"{what}: {name!r} asked for, but this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})")
+            raise UserError(
+                f"{what}: {name!r} asked for, but this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})"
+            )
         return device
     if device.type == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):

@@ -53,7 +53,14 @@ from .model.state import BDHState
 from .outputs import write_bytes
 
 __all__ = [
-    "BDHByteTokenizer", "BDHCache", "BDHForCausalLM", "BDHHFConfig", "GPTForCausalLM", "GPTHFConfig", "model_card", "register",
+    "BDHByteTokenizer",
+    "BDHCache",
+    "BDHForCausalLM",
+    "BDHHFConfig",
+    "GPTForCausalLM",
+    "GPTHFConfig",
+    "model_card",
+    "register",
 ]
 
 _BDH_FOLDER_KEYS = ("format_version", "bdh_version")  # written by bdh's save_pretrained, not config fields
@@ -96,7 +103,9 @@ class BDHHFConfig(_FolderConfig):
     model_type = BDH.model_type  # "bdh", what bdh's save_pretrained writes into config.json
     bdh_config_class = BDHConfig
     attribute_map: ClassVar[dict[str, str]] = {
-        "hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
     }
 
     def __init__(self, **kwargs: Any):  # transformers 5 gives a config class without its own __init__ a
@@ -109,7 +118,9 @@ class GPTHFConfig(_FolderConfig):
     model_type = GPT.model_type
     bdh_config_class = GPTConfig
     attribute_map: ClassVar[dict[str, str]] = {
-        "hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
         "max_position_embeddings": "seq_len",
     }
 
@@ -250,7 +261,10 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         directory.mkdir(parents=True, exist_ok=True)
         tensors = self.model.state_dict() if state_dict is None else _strip_prefix(state_dict)
         save_tensors(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.config.model_type})
-        write_bytes(directory / CONFIG_NAME, (json.dumps(_bdh_folder_config(self.config), indent=2, sort_keys=True) + "\n").encode())
+        write_bytes(
+            directory / CONFIG_NAME,
+            (json.dumps(_bdh_folder_config(self.config), indent=2, sort_keys=True) + "\n").encode(),
+        )
         if self.generation_config is not None:
             self.generation_config.save_pretrained(directory)
         if not (directory / "README.md").exists():
@@ -303,7 +317,7 @@ class BDHForCausalLM(_FolderModel):
         (``position_ids``, ...) are ignored: positions come from the state."""
         _check_inputs(type(self).__name__, input_ids, inputs_embeds, kwargs)
         cache = self._cache(past_key_values, use_cache)
-        mask = None if attention_mask is None else attention_mask[:, -input_ids.shape[1]:]
+        mask = None if attention_mask is None else attention_mask[:, -input_ids.shape[1] :]
         side = "none" if mask is None else _padding_side(mask)
         if side == "left":
             logits = self._read_left_padded(input_ids, mask, cache)
@@ -370,8 +384,15 @@ class BDHForCausalLM(_FolderModel):
         cache = past_key_values if isinstance(past_key_values, BDHCache) else None
         seen = 0 if cache is None else cache.get_seq_length()
         if seen >= input_ids.shape[1]:
-            raise ValueError(f"BDHForCausalLM: the cache has read {seen} tokens, input_ids has only {input_ids.shape[1]}")
-        return {"input_ids": input_ids[:, seen:], "attention_mask": attention_mask, "past_key_values": cache, "use_cache": use_cache}
+            raise ValueError(
+                f"BDHForCausalLM: the cache has read {seen} tokens, input_ids has only {input_ids.shape[1]}"
+            )
+        return {
+            "input_ids": input_ids[:, seen:],
+            "attention_mask": attention_mask,
+            "past_key_values": cache,
+            "use_cache": use_cache,
+        }
 
 
 class GPTForCausalLM(_FolderModel):
@@ -416,8 +437,10 @@ def _check_inputs(name: str, input_ids: torch.Tensor | None, inputs_embeds: torc
     if input_ids is None or inputs_embeds is not None:
         raise ValueError(f"{name}: give input_ids; inputs_embeds is not supported")
     if kwargs.get("output_attentions") or kwargs.get("output_hidden_states"):
-        raise ValueError(f"{name}: output_attentions / output_hidden_states are not supported; "
-                         "bdh.BDH's forward(idx, capture=True) returns every layer's activations")
+        raise ValueError(
+            f"{name}: output_attentions / output_hidden_states are not supported; "
+            "bdh.BDH's forward(idx, capture=True) returns every layer's activations"
+        )
 
 
 def _lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -436,8 +459,12 @@ def _bdh_folder_config(config: _FolderConfig) -> dict[str, Any]:
     """What bdh's own save_pretrained writes into config.json (and nothing else: bdh refuses unknown keys)."""
     from bdh import __version__
 
-    return {"model_type": config.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__,
-            **config.to_bdh().to_dict()}
+    return {
+        "model_type": config.model_type,
+        "format_version": FORMAT_VERSION,
+        "bdh_version": __version__,
+        **config.to_bdh().to_dict(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- model card
@@ -460,19 +487,27 @@ def model_card(config: _FolderConfig, *, description: str = "", license: str | N
     from huggingface_hub import ModelCard, ModelCardData
 
     cfg = config.to_bdh()
-    tags = ["bdh", "byte-level"] + (["dragon-hatchling", "linear-attention"] if isinstance(cfg, BDHConfig) else ["gpt", "baseline"])
+    tags = ["bdh", "byte-level"] + (
+        ["dragon-hatchling", "linear-attention"] if isinstance(cfg, BDHConfig) else ["gpt", "baseline"]
+    )
     data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", license=license, tags=tags)
     if isinstance(cfg, BDHConfig):
         title = "BDH (Dragon Hatchling) language model"
         about = "A BDH-GPU model (Kosowski et al. 2025, *The Dragon Hatchling*, arXiv 2509.26507)."
-        size = (f"L={cfg.n_layer}, D={cfg.n_embd}, h={cfg.n_head}, n={cfg.n}, vocabulary {cfg.vocab_size}; "
-                f"recurrent state of {cfg.n_layer} x {cfg.state_size():,} numbers")
+        size = (
+            f"L={cfg.n_layer}, D={cfg.n_embd}, h={cfg.n_head}, n={cfg.n}, vocabulary {cfg.vocab_size}; "
+            f"recurrent state of {cfg.n_layer} x {cfg.state_size():,} numbers"
+        )
     else:
         title = "GPT baseline language model (bdh)"
         about = "The GPT-2-style Transformer baseline of the bdh toolkit."
-        size = f"L={cfg.n_layer}, d={cfg.n_embd}, heads {cfg.n_head}, context {cfg.seq_len}, vocabulary {cfg.vocab_size}"
-    body = f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{description or about}\n\n" \
-           f"Size: {size}; {cfg.num_params():,} parameters.\n\n{_CARD_USAGE}\n"
+        size = (
+            f"L={cfg.n_layer}, d={cfg.n_embd}, heads {cfg.n_head}, context {cfg.seq_len}, vocabulary {cfg.vocab_size}"
+        )
+    body = (
+        f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{description or about}\n\n"
+        f"Size: {size}; {cfg.num_params():,} parameters.\n\n{_CARD_USAGE}\n"
+    )
     return ModelCard(body)
 
 

@@ -21,8 +21,9 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO
 
 from bdh.errors import UserError
 
@@ -134,7 +135,9 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_file(path: PathLike, mode: str = "wb", encoding: str | None = None, newline: str | None = None) -> Iterator[IO]:
+def atomic_file(
+    path: PathLike, mode: str = "wb", encoding: str | None = None, newline: str | None = None
+) -> Iterator[IO]:
     """``with atomic_file(p, "w") as f:`` an open file whose contents replace ``p`` only when the block ends
     without an error (for writers that stream in pieces)."""
     with atomic_path(path) as tmp:

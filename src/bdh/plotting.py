@@ -41,8 +41,14 @@ def _write(fig: Any, path: Path, fmt: str, dpi: float | str, tight: bool) -> Pat
     return path
 
 
-def save(fig: Any, stem: str | os.PathLike, formats: Sequence[str] = ("png", "svg"), *, dpi: float | str = 110,
-         tight: bool = True) -> list[Path]:
+def save(
+    fig: Any,
+    stem: str | os.PathLike,
+    formats: Sequence[str] = ("png", "svg"),
+    *,
+    dpi: float | str = 110,
+    tight: bool = True,
+) -> list[Path]:
     """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails).
 
     ``dpi`` is matplotlib's (``"figure"``: the figure's own); ``tight`` crops the margins
@@ -55,8 +61,9 @@ def save(fig: Any, stem: str | os.PathLike, formats: Sequence[str] = ("png", "sv
         pyplot().close(fig)
 
 
-def save_file(fig: Any, path: str | os.PathLike, *, fmt: str | None = None, dpi: float | str = "figure",
-              tight: bool = False) -> Path:
+def save_file(
+    fig: Any, path: str | os.PathLike, *, fmt: str | None = None, dpi: float | str = "figure", tight: bool = False
+) -> Path:
     """Write ``fig`` to ``path`` (format ``fmt``, else the path's suffix) and close it; returns ``path``."""
     path = Path(path)
     try:

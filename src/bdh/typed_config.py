@@ -36,7 +36,9 @@ class TypedConfig:
         if not isinstance(getattr(self, field), bool):
             self._fail(field, f"must be true or false, got {getattr(self, field)!r}")
 
-    def _check_number(self, field: str, low: float, high: float, *, low_open: bool = False, high_open: bool = True) -> None:
+    def _check_number(
+        self, field: str, low: float, high: float, *, low_open: bool = False, high_open: bool = True
+    ) -> None:
         value = getattr(self, field)
         bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value)
         if not bad:

@@ -61,7 +61,25 @@ def test_inspect_writes_report_and_figures(run_dir, tmp_path, capsys):
 
 def test_inspect_narrowed_by_layer_and_head(run_dir, tmp_path):
     out = tmp_path / "narrow"
-    assert main(["inspect", str(run_dir), "--out", str(out), "--layer", "1", "--head", "1", "--prompt", "to be or not to be, that is the question", "--no-figures", *FAST[:4]]) == 0
+    assert (
+        main(
+            [
+                "inspect",
+                str(run_dir),
+                "--out",
+                str(out),
+                "--layer",
+                "1",
+                "--head",
+                "1",
+                "--prompt",
+                "to be or not to be, that is the question",
+                "--no-figures",
+                *FAST[:4],
+            ]
+        )
+        == 0
+    )
     rep = json.loads((out / "report.json").read_text())
     assert rep["sparsity"]["data"]["trained"]["layers"] == [1]
     assert set(rep["graphs"]["x"]["entries"]["trained"]) == {"1"} and rep["graphs"]["x"]["head"] == 1

@@ -37,7 +37,9 @@ def test_head_block_is_the_block_of_Dx_E():
     full = Dx @ E
     for a in range(2):
         for b in range(2):
-            assert torch.allclose(ng.head_block(m, "x", a, b), full[a * N : (a + 1) * N, b * N : (b + 1) * N], atol=1e-6)
+            assert torch.allclose(
+                ng.head_block(m, "x", a, b), full[a * N : (a + 1) * N, b * N : (b + 1) * N], atol=1e-6
+            )
     assert torch.allclose(ng.head_block(m, "y", 1), (Dy @ E)[N:, N:], atol=1e-6)
     with pytest.raises(ValueError):
         ng.head_block(m, "x", 2)

@@ -69,8 +69,13 @@ def test_sigma_by_eq16_equals_the_graph_models_sigma():
         tokens=torch.zeros(1, 9, dtype=torch.long),
         x=[split(trace.x[layer]) for layer in range(3)],
         y=[split(trace.y[layer]) for layer in range(3)],
-        a=[None] * 3, values=[None] * 3, logits=torch.zeros(1, 9, 1), surprisal=torch.zeros(1, 9),
-        config=model.config, freqs=model.freqs.float(), log_u=model.log_u.float(),
+        a=[None] * 3,
+        values=[None] * 3,
+        logits=torch.zeros(1, 9, 1),
+        surprisal=torch.zeros(1, 9),
+        config=model.config,
+        freqs=model.freqs.float(),
+        log_u=model.log_u.float(),
     )
     for layer in (1, 2):
         sig = recover_sigma(rec, layer, rotate=True)

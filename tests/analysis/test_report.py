@@ -45,8 +45,14 @@ def test_repeat_part_under_a_small_budget_keeps_phases_aligned(monkeypatch):
 
 
 def test_summary_table_lists_model_and_control():
-    rep = {"sparsity": {"data": {"trained": {"x_nonzero": [0.3], "y_nonzero": [0.1], "y_surprisal_spearman": [0.2]},
-                                 "control": {"x_nonzero": [0.5], "y_nonzero": [0.25], "y_surprisal_spearman": [0.0]}}}}
+    rep = {
+        "sparsity": {
+            "data": {
+                "trained": {"x_nonzero": [0.3], "y_nonzero": [0.1], "y_surprisal_spearman": [0.2]},
+                "control": {"x_nonzero": [0.5], "y_nonzero": [0.25], "y_surprisal_spearman": [0.0]},
+            }
+        }
+    }
     rows = report.summary_rows(rep)
     assert rows[0][1] == "[0.3]" and rows[0][2] == "[0.5]"
     text = report.format_table(rows)

@@ -52,15 +52,24 @@ def test_hyperset_learns_a_bidirectional_batch():
 
 
 def test_gpt_param_formula():
-    for kw in [{}, dict(bias=False), dict(mlp_ratio=0), dict(positional="rope", tie_embeddings=False),
-               dict(share_layers=True, mlp_ratio=2.5), dict(positional="none", n_head=8)]:
+    for kw in [
+        {},
+        dict(bias=False),
+        dict(mlp_ratio=0),
+        dict(positional="rope", tie_embeddings=False),
+        dict(share_layers=True, mlp_ratio=2.5),
+        dict(positional="none", n_head=8),
+    ]:
         cfg = GPTConfig(vocab_size=97, seq_len=40, n_layer=3, n_embd=48, n_head=4).replace(**kw)
         assert GPT(cfg).num_params() == cfg.num_params(), kw
     # GPT-2 small (124M: tied readout, learned positions, biases): 124,439,808 parameters
     gpt2 = GPTConfig(vocab_size=50257, seq_len=1024, n_layer=12, n_embd=768, n_head=12)
     assert gpt2.num_params() == 124_439_808
     d = 48  # by hand, one block of the default: 12 d^2 + 13 d plus the LayerNorms
-    assert GPTConfig(vocab_size=10, seq_len=5, n_layer=1, n_embd=d, n_head=4).num_params() == 10 * d + 5 * d + 12 * d * d + 13 * d + 2 * d
+    assert (
+        GPTConfig(vocab_size=10, seq_len=5, n_layer=1, n_embd=d, n_head=4).num_params()
+        == 10 * d + 5 * d + 12 * d * d + 13 * d + 2 * d
+    )
 
 
 def test_gpt_sizing_by_budget():
@@ -72,7 +81,11 @@ def test_gpt_sizing_by_budget():
 
 
 def test_baseconv_param_formula_and_state():
-    for kw in [{}, dict(long_filter="explicit", mlp_ratio=0), dict(kernel_sizes=[3, 5, -1], n_layer=3, positional="learned")]:
+    for kw in [
+        {},
+        dict(long_filter="explicit", mlp_ratio=0),
+        dict(kernel_sizes=[3, 5, -1], n_layer=3, positional="learned"),
+    ]:
         cfg = BaseConvConfig(vocab_size=97, seq_len=40, n_embd=24).replace(**kw)
         assert BaseConv(cfg).num_params() == cfg.num_params(), kw
     d, V, T = 24, 97, 40  # by hand: short-3 layer and explicit long layer, no MLP

@@ -22,8 +22,18 @@ def _rows():
     for (m, w), by_lr in table.items():
         for lr, accs in by_lr.items():
             for seed, acc in enumerate(accs):
-                rows.append({"suite": "recall", "model": m, "setting": "N64-D4", "width": str(w), "lr": str(lr),
-                             "seed": str(seed), "accuracy": str(acc), "loss": str(1 - lr)})
+                rows.append(
+                    {
+                        "suite": "recall",
+                        "model": m,
+                        "setting": "N64-D4",
+                        "width": str(w),
+                        "lr": str(lr),
+                        "seed": str(seed),
+                        "accuracy": str(acc),
+                        "loss": str(1 - lr),
+                    }
+                )
     return rows
 
 
@@ -38,15 +48,27 @@ def test_best_over_lr_picks_the_best_mean_per_model_setting_width():
 
 
 def test_best_over_lr_breaks_ties_on_the_next_score_column_then_the_smaller_lr():
-    rows = [{"model": "m", "setting": "s", "width": 8, "lr": lr, "seed": 0, "a": 0.5, "b": b}
-            for lr, b in ((1e-3, 0.1), (3e-3, 0.7), (1e-2, 0.7))]
+    rows = [
+        {"model": "m", "setting": "s", "width": 8, "lr": lr, "seed": 0, "a": 0.5, "b": b}
+        for lr, b in ((1e-3, 0.1), (3e-3, 0.7), (1e-2, 0.7))
+    ]
     assert float(best_over_lr(rows, ["a", "b"])[0]["lr"]) == 3e-3
     assert float(best_over_lr(rows, ["a"])[0]["lr"]) == 1e-3
 
 
 def test_run_key_normalises_csv_text():
-    row = {"model": "bdh", "setting": "S4", "width": "16", "lr": "0.003", "seed": "0", "steps": "20", "batch_size": "16"}
-    assert run_key(row) == run_key({"model": "bdh", "setting": "S4", "width": 16, "lr": 3e-3, "seed": 0, "steps": 20.0, "batch_size": 16})
+    row = {
+        "model": "bdh",
+        "setting": "S4",
+        "width": "16",
+        "lr": "0.003",
+        "seed": "0",
+        "steps": "20",
+        "batch_size": "16",
+    }
+    assert run_key(row) == run_key(
+        {"model": "bdh", "setting": "S4", "width": 16, "lr": 3e-3, "seed": 0, "steps": 20.0, "batch_size": 16}
+    )
     assert run_key(row) != run_key({**row, "steps": "40"}) and run_key(row) != run_key({**row, "lr": "0.001"})
 
 
@@ -75,8 +97,17 @@ class _RecallOnShort(torch.nn.Module):
 def test_evaluate_examples_keeps_mqar_slices_apart():
     from bdh.tasks.mqar import MQAR, MQARConfig
 
-    task = MQAR(MQARConfig(vocab_size=64, input_seq_len=32, num_kv_pairs=2, val_slices=[[16, 2], [32, 4]],
-                           num_val_examples=24, num_train_examples=64, random_non_queries=False))
+    task = MQAR(
+        MQARConfig(
+            vocab_size=64,
+            input_seq_len=32,
+            num_kv_pairs=2,
+            val_slices=[[16, 2], [32, 4]],
+            num_val_examples=24,
+            num_train_examples=64,
+            random_non_queries=False,
+        )
+    )
     model = _RecallOnShort(task.vocab_size, task.pad_id)
     got = evaluate_examples(model, task, batch_size=10, batches=None, seed=0)
     assert got["accuracy_kv2_len16"] == pytest.approx(1.0)
@@ -94,8 +125,16 @@ def test_markdown_table_has_one_line_per_row_and_the_suite_columns():
     assert len(lines) == 2 + len(best)
 
 
-@pytest.mark.parametrize("text,kind,msg", [("1e-3,x", float, "not a number"), ("", float, "comma-separated"),
-                                           ("-1e-3", float, "positive"), ("1,1", int, "repeated"), ("a", int, "integer")])
+@pytest.mark.parametrize(
+    "text,kind,msg",
+    [
+        ("1e-3,x", float, "not a number"),
+        ("", float, "comma-separated"),
+        ("-1e-3", float, "positive"),
+        ("1,1", int, "repeated"),
+        ("a", int, "integer"),
+    ],
+)
 def test_parse_list_refuses_bad_lists(text, kind, msg):
     with pytest.raises(BenchError, match=msg):
         parse_list(text, kind, "--x")

@@ -20,11 +20,14 @@ def _drawn(path):
 QUICK = ["--quick", "--steps", "3", "--threads", "1"]
 
 
-@pytest.mark.parametrize("suite,models,metric,setting_cols", [
-    ("recall", ["bdh", "gpt", "baseconv"], "accuracy", ["seq_len", "num_pairs"]),
-    ("boardpath", ["bdh", "gpt", "hyperset"], "path_validity", ["board_size"]),
-    ("sudoku", ["bdh", "gpt", "hyperset"], "cell_accuracy", ["givens"]),
-])
+@pytest.mark.parametrize(
+    "suite,models,metric,setting_cols",
+    [
+        ("recall", ["bdh", "gpt", "baseconv"], "accuracy", ["seq_len", "num_pairs"]),
+        ("boardpath", ["bdh", "gpt", "hyperset"], "path_validity", ["board_size"]),
+        ("sudoku", ["bdh", "gpt", "hyperset"], "cell_accuracy", ["givens"]),
+    ],
+)
 def test_suite_end_to_end(tmp_path, capsys, suite, models, metric, setting_cols):
     out = tmp_path / "bench"
     code = main(["bench", suite, *QUICK, "--lrs", "1e-3,3e-3", "--out", str(out)])
@@ -38,14 +41,22 @@ def test_suite_end_to_end(tmp_path, capsys, suite, models, metric, setting_cols)
         assert col in header, col
     for r in results:
         assert r["suite"] == suite and r["lrs_tried"] == "0.001;0.003"
-        assert int(r["params"]) > 0 and int(r["state_size"]) > 0 and float(r["tok_per_s"]) > 0 and float(r["wall_s"]) > 0
+        assert (
+            int(r["params"]) > 0 and int(r["state_size"]) > 0 and float(r["tok_per_s"]) > 0 and float(r["wall_s"]) > 0
+        )
         assert int(r["steps"]) == 3 and r["seed"] == "0"
         assert 0.0 <= float(r[metric]) <= 1.0
         assert (out / r["run_dir"] / "config.yaml").is_file()
         # the kept row is the learning rate with the best score among this model's runs
         mine = [x for x in runs if x["model"] == r["model"]]
-        score = [c for c in {"recall": ["accuracy"], "boardpath": ["path_validity", "cell_accuracy"],
-                             "sudoku": ["board_accuracy", "cell_accuracy"]}[suite]]
+        score = [
+            c
+            for c in {
+                "recall": ["accuracy"],
+                "boardpath": ["path_validity", "cell_accuracy"],
+                "sudoku": ["board_accuracy", "cell_accuracy"],
+            }[suite]
+        ]
         best = max(mine, key=lambda x: (tuple(float(x[c]) for c in score), -float(x["lr"])))
         assert r["lr"] == best["lr"]
     # parameter matching: the baselines are within 15% of BDH's count at the same width
@@ -73,31 +84,55 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
     # without --resume an existing folder is refused
     assert main(["bench", "recall", *QUICK, "--models", "bdh", "--out", str(out)]) == 2
     assert "--resume" in capsys.readouterr().err
-    assert main(["bench", "recall", *QUICK, "--models", "bdh", "--lrs", "1e-3,3e-3", "--out", str(out), "--resume"]) == 0
+    assert (
+        main(["bench", "recall", *QUICK, "--models", "bdh", "--lrs", "1e-3,3e-3", "--out", str(out), "--resume"]) == 0
+    )
     err = capsys.readouterr().err
     assert "1 run(s) already in" in err and err.count("bench recall [") == 1  # only the new learning rate trained
     runs = _rows(out / "runs.csv")
     assert len(runs) == 2 and runs[0] == first[0]
     assert _rows(out / "results.csv")[0]["lrs_tried"] == "0.001;0.003"
     # another run length is another result: trained again, and only rows of this length are reported
-    assert main(["bench", "recall", "--quick", "--steps", "2", "--threads", "1", "--models", "bdh", "--lrs", "3e-3",
-                 "--out", str(out), "--resume"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "recall",
+                "--quick",
+                "--steps",
+                "2",
+                "--threads",
+                "1",
+                "--models",
+                "bdh",
+                "--lrs",
+                "3e-3",
+                "--out",
+                str(out),
+                "--resume",
+            ]
+        )
+        == 0
+    )
     assert len(_rows(out / "runs.csv")) == 3
     assert [r["steps"] for r in _rows(out / "results.csv")] == ["2"]
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["bench", "recall", "--models", "bdh,hyperset"], "not in the recall suite"),
-    (["bench", "boardpath", "--models", "baseconv"], "not in the boardpath suite"),
-    (["bench", "recall", "--lrs", "fast"], "not a number"),
-    (["bench", "sudoku", "--seeds", "0,x"], "not an integer"),
-    (["bench", "recall", "--steps", "0"], "--steps"),
-    (["bench", "recall", "--widths", "10"], "multiples of 4"),
-    (["bench", "recall", "--quick", "--full"], "not allowed with"),
-    (["bench", "recall", "--device", "tpu"], "--device"),
-    (["bench", "nosuch"], "invalid choice"),
-    (["bench"], "give a suite"),
-])
+@pytest.mark.parametrize(
+    "argv,msg",
+    [
+        (["bench", "recall", "--models", "bdh,hyperset"], "not in the recall suite"),
+        (["bench", "boardpath", "--models", "baseconv"], "not in the boardpath suite"),
+        (["bench", "recall", "--lrs", "fast"], "not a number"),
+        (["bench", "sudoku", "--seeds", "0,x"], "not an integer"),
+        (["bench", "recall", "--steps", "0"], "--steps"),
+        (["bench", "recall", "--widths", "10"], "multiples of 4"),
+        (["bench", "recall", "--quick", "--full"], "not allowed with"),
+        (["bench", "recall", "--device", "tpu"], "--device"),
+        (["bench", "nosuch"], "invalid choice"),
+        (["bench"], "give a suite"),
+    ],
+)
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, msg):
     assert main([*argv, "--out", str(tmp_path / "o")] if len(argv) > 2 else argv) == 2
     err = capsys.readouterr().err

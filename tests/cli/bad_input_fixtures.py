@@ -42,15 +42,29 @@ TINY_MODEL = {"n_layer": 2, "n_embd": 16, "n_head": 2, "n_neurons": 64, "vocab_s
 
 #: ``--set`` overrides of a tiny, quick training run (2 steps, no sample, no tensorboard)
 TINY_TRAIN = [
-    "model.n_layer=2", "model.n_embd=16", "model.n_head=2", "model.n_neurons=64", "model.dropout=0.0",
-    "task.seq_len=16", "train.batch_size=2", "train.threads=1", "optim.warmup_steps=1", "train.max_steps=2",
-    "eval.batches=1", "eval.every=2", "checkpoint.every=2", "log.progress=none", "sample.max_new_tokens=0",
-    "log.tensorboard=false", "train.max_minutes=null", "train.device=cpu",
+    "model.n_layer=2",
+    "model.n_embd=16",
+    "model.n_head=2",
+    "model.n_neurons=64",
+    "model.dropout=0.0",
+    "task.seq_len=16",
+    "train.batch_size=2",
+    "train.threads=1",
+    "optim.warmup_steps=1",
+    "train.max_steps=2",
+    "eval.batches=1",
+    "eval.every=2",
+    "checkpoint.every=2",
+    "log.progress=none",
+    "sample.max_new_tokens=0",
+    "log.tensorboard=false",
+    "train.max_minutes=null",
+    "train.device=cpu",
 ]
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64)) * 4
 
-TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n" * 40)
+TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n" * 40
 
 
 def set_args(overrides: list[str]) -> list[str]:
@@ -76,11 +90,15 @@ def _train_run(run_dir: Path) -> None:
     train(config)
 
 
-def _model_folder_with(root: Path, name: str, good: Path, *, weights: bytes | None = None, config: bytes | None = None) -> None:
+def _model_folder_with(
+    root: Path, name: str, good: Path, *, weights: bytes | None = None, config: bytes | None = None
+) -> None:
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "config.json").write_bytes(config if config is not None else (good / "config.json").read_bytes())
-    (folder / "model.safetensors").write_bytes(weights if weights is not None else (good / "model.safetensors").read_bytes())
+    (folder / "model.safetensors").write_bytes(
+        weights if weights is not None else (good / "model.safetensors").read_bytes()
+    )
 
 
 def build_fixtures(root: Path) -> Path:

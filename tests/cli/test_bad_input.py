@@ -172,7 +172,9 @@ case("convert-missing-checkpoint", "missing", "convert fx/nope.pt out/c", "nope.
 case("convert-png-as-pt", "corrupt", f"convert {PNG_PT} out/c", "image.pt", CONV_FLAGS)
 case("convert-empty-pt", "empty", f"convert {EMPTY_PT} out/c", "empty.pt", CONV_FLAGS)
 case("convert-truncated-pt", "corrupt", f"convert {TRUNC_PT} out/c", "truncated.pt", CONV_FLAGS)
-case("convert-safetensors-as-pt", "corrupt", f"convert {BDH_A}/model.safetensors out/c", "model.safetensors", CONV_FLAGS)
+case(
+    "convert-safetensors-as-pt", "corrupt", f"convert {BDH_A}/model.safetensors out/c", "model.safetensors", CONV_FLAGS
+)
 case("convert-folder-as-checkpoint", "missing", f"convert {BDH_A} out/c", "models/bdh", CONV_FLAGS)
 case("convert-wrong-size-flags", "value", f"convert {OFFICIAL} out/c --n-embd 32 --n-head 2", "official.pt")
 case("convert-dropout-nan", "number", f"convert {OFFICIAL} out/c --dropout nan", "--dropout")
@@ -183,8 +185,15 @@ case("convert-out-existing-file", "exists", f"convert {OFFICIAL} {PRECIOUS}", "p
 case("convert-out-is-the-checkpoint", "is-input", f"convert {OFFICIAL} {OFFICIAL} --overwrite", "input", CONV_FLAGS)
 case("convert-out-contains-the-checkpoint", "is-input", f"convert {OFFICIAL} fx --overwrite", "input", CONV_FLAGS)
 case("convert-out-under-a-file", "readonly", f"convert {OFFICIAL} {PRECIOUS}/out", "precious.txt", CONV_FLAGS)
-case("convert-out-readonly-folder", "readonly", f"convert {OFFICIAL} {RO}/out", "readonly", CONV_FLAGS,
-     root_skip=True, setup=_readonly_folder)
+case(
+    "convert-out-readonly-folder",
+    "readonly",
+    f"convert {OFFICIAL} {RO}/out",
+    "readonly",
+    CONV_FLAGS,
+    root_skip=True,
+    setup=_readonly_folder,
+)
 
 # ---- merge
 ok("merge-ok", f"merge {BDH_A} {BDH_B} out/merged")
@@ -202,8 +211,14 @@ case("merge-spacey-out-is-input", "odd-path", ["merge", SPACEY, BDH_B, SPACEY, "
 case("merge-out-nonempty-folder", "exists", f"merge {BDH_A} {BDH_B} {FULL}", "fx/full", also=EXISTS)
 case("merge-out-existing-file", "exists", f"merge {BDH_A} {BDH_B} {PRECIOUS}", "precious.txt")
 case("merge-out-under-a-file", "readonly", f"merge {BDH_A} {BDH_B} {PRECIOUS}/out", "precious.txt")
-case("merge-out-readonly-folder", "readonly", f"merge {BDH_A} {BDH_B} {RO}/out", "readonly",
-     root_skip=True, setup=_readonly_folder)
+case(
+    "merge-out-readonly-folder",
+    "readonly",
+    f"merge {BDH_A} {BDH_B} {RO}/out",
+    "readonly",
+    root_skip=True,
+    setup=_readonly_folder,
+)
 case("merge-missing-a", "missing", f"merge fx/nope {BDH_B} out/m", "fx/nope")
 case("merge-missing-b", "missing", f"merge {BDH_A} fx/gone out/m", "fx/gone")
 case("merge-missing-nonascii", "odd-path", ["merge", "fx/my models/absent ü", BDH_B, "out/m"], "absent ü")
@@ -231,8 +246,12 @@ case("train-lr-non-numeric", "set", f"train --set optim.lr=fast {PC}", "optim.lr
 case("train-device-cuda", "device", f"train --set train.device=cuda {PC}", "CUDA", also=("train.device",))
 case("train-device-banana", "device", f"train --set train.device=banana {PC}", "banana", also=("train.device",))
 case("train-device-cuda-7", "device", f"train --set train.device=cuda:7 {PC}", "cuda:7", also=("train.device",))
-case("train-micro-batch-not-divisor", "set", f"train --set train.batch_size=8 --set train.micro_batch_size=3 {PC}",
-     "micro_batch_size")
+case(
+    "train-micro-batch-not-divisor",
+    "set",
+    f"train --set train.batch_size=8 --set train.micro_batch_size=3 {PC}",
+    "micro_batch_size",
+)
 case("train-batch-size-zero", "set", f"train --set train.batch_size=0 {PC}", "batch_size")
 case("train-max-steps-negative", "set", f"train --set train.max_steps=-5 {PC}", "max_steps")
 case("train-max-minutes-nan", "set", f"train --set train.max_minutes=nan {PC}", "max_minutes")
@@ -253,14 +272,24 @@ case("train-config-wrong-type", "set", f"train fx/cfg/wrong-type.yaml {PC}", "ma
 case("train-config-not-a-mapping", "corrupt", f"train fx/cfg/list.yaml {PC}", "list.yaml")
 case("train-data-missing", "missing", "train", "nope.txt", TINY_SET, "--set task.data=fx/nope.txt --run-dir out/r")
 case("train-data-empty", "empty", "train", "empty.txt", TINY_SET, f"--set task.data={EMPTY_TXT} --run-dir out/r")
-case("train-init-from-missing", "missing", "train", "fx/gone", TINY_SET, "--set train.init_from=fx/gone --run-dir out/r")
+case(
+    "train-init-from-missing", "missing", "train", "fx/gone", TINY_SET, "--set train.init_from=fx/gone --run-dir out/r"
+)
 case("train-run-dir-nonempty", "exists", "train", "fx/full", TINY_SET, f"--run-dir {FULL}")
 case("train-run-dir-nonempty-via-set", "exists", "train", "fx/full", TINY_SET, f"--set run_dir={FULL}")
 case("train-run-dir-is-a-run", "exists", "train", "fx/run", TINY_SET, f"--run-dir {RUN}")
 case("train-run-dir-is-a-file", "exists", "train", "precious.txt", TINY_SET, f"--run-dir {PRECIOUS}")
 case("train-run-dir-under-a-file", "readonly", "train", "precious.txt", TINY_SET, f"--run-dir {PRECIOUS}/run")
-case("train-run-dir-readonly", "readonly", "train", "readonly", TINY_SET, f"--run-dir {RO}/run",
-     root_skip=True, setup=_readonly_folder)
+case(
+    "train-run-dir-readonly",
+    "readonly",
+    "train",
+    "readonly",
+    TINY_SET,
+    f"--run-dir {RO}/run",
+    root_skip=True,
+    setup=_readonly_folder,
+)
 case("train-resume-missing", "missing", "train --resume fx/nope", "fx/nope")
 case("train-resume-model-folder", "missing", f"train --resume {BDH_A}", "models/bdh")
 case("train-resume-with-config", "flag", f"train fx/cfg/ok.yaml --resume {RUN}", "--resume")
@@ -272,10 +301,22 @@ ok("train-print-config-ok", f"train {PC}", TINY_SET)
 
 # ---- generate
 ok("generate-ok", f"generate {RUN} --prompt hi", GEN)
-ok("generate-non-utf8-prompt-ok", ["generate", RUN, "--prompt", NON_UTF8], GEN,
-   check=lambda out, err, cwd: _assert(out.startswith(b"\xff\xfe"), f"stdout should start with the prompt bytes: {out[:20]!r}"))
-ok("generate-prompt-file-ok", f"generate {RUN} --prompt-file {PROMPT_BIN}", GEN,
-   check=lambda out, err, cwd: _assert(out.startswith(b"\xff\xfe ROMEO\xc3"), f"stdout should start with the file's bytes: {out[:20]!r}"))
+ok(
+    "generate-non-utf8-prompt-ok",
+    ["generate", RUN, "--prompt", NON_UTF8],
+    GEN,
+    check=lambda out, err, cwd: _assert(
+        out.startswith(b"\xff\xfe"), f"stdout should start with the prompt bytes: {out[:20]!r}"
+    ),
+)
+ok(
+    "generate-prompt-file-ok",
+    f"generate {RUN} --prompt-file {PROMPT_BIN}",
+    GEN,
+    check=lambda out, err, cwd: _assert(
+        out.startswith(b"\xff\xfe ROMEO\xc3"), f"stdout should start with the file's bytes: {out[:20]!r}"
+    ),
+)
 ok("generate-spacey-model-ok", ["generate", SPACEY, "--prompt", "é"], GEN)
 case("generate-temperature-nan", "number", f"generate {RUN} --temperature nan", "--temperature", GEN)
 case("generate-temperature-inf", "number", f"generate {RUN} --temperature inf", "--temperature", GEN)
@@ -284,9 +325,18 @@ case("generate-temperature-non-numeric", "number", f"generate {RUN} --temperatur
 case("generate-top-k-zero", "number", f"generate {RUN} --top-k 0", "--top-k", GEN)
 case("generate-top-k-negative", "number", f"generate {RUN} --top-k -3", "--top-k", GEN)
 case("generate-top-k-fraction", "number", f"generate {RUN} --top-k 1.5", "--top-k", GEN)
-case("generate-max-new-tokens-negative", "number", f"generate {RUN} --device cpu --max-new-tokens -1", "--max-new-tokens")
-case("generate-max-new-tokens-non-numeric", "number", f"generate {RUN} --device cpu --max-new-tokens many", "--max-new-tokens")
-case("generate-max-new-tokens-1e400", "number", f"generate {RUN} --device cpu --max-new-tokens 1e400", "--max-new-tokens")
+case(
+    "generate-max-new-tokens-negative", "number", f"generate {RUN} --device cpu --max-new-tokens -1", "--max-new-tokens"
+)
+case(
+    "generate-max-new-tokens-non-numeric",
+    "number",
+    f"generate {RUN} --device cpu --max-new-tokens many",
+    "--max-new-tokens",
+)
+case(
+    "generate-max-new-tokens-1e400", "number", f"generate {RUN} --device cpu --max-new-tokens 1e400", "--max-new-tokens"
+)
 case("generate-seed-non-numeric", "number", f"generate {RUN} --seed lucky", "--seed", GEN)
 case("generate-device-banana", "device", f"generate {RUN} --max-new-tokens 2 --device banana", "banana")
 case("generate-device-cuda", "device", f"generate {RUN} --max-new-tokens 2 --device cuda", "CUDA")
@@ -295,9 +345,16 @@ case("generate-empty-prompt", "empty", ["generate", RUN, "--prompt", ""], "--pro
 case("generate-prompt-file-missing", "missing", f"generate {RUN} --prompt-file fx/nope.bin", "nope.bin", GEN)
 case("generate-prompt-file-empty", "empty", f"generate {RUN} --prompt-file {EMPTY_TXT}", "empty.txt", GEN)
 case("generate-prompt-file-is-a-folder", "missing", f"generate {RUN} --prompt-file {FULL}", "fx/full", GEN)
-case("generate-prompt-file-nonascii-missing", "odd-path", ["generate", RUN, "--prompt-file", "fx/my models/invite é.txt"],
-     "invite é.txt", GEN)
-case("generate-prompt-and-prompt-file", "flag", f"generate {RUN} --prompt hi --prompt-file {PROMPT_BIN}", "--prompt", GEN)
+case(
+    "generate-prompt-file-nonascii-missing",
+    "odd-path",
+    ["generate", RUN, "--prompt-file", "fx/my models/invite é.txt"],
+    "invite é.txt",
+    GEN,
+)
+case(
+    "generate-prompt-and-prompt-file", "flag", f"generate {RUN} --prompt hi --prompt-file {PROMPT_BIN}", "--prompt", GEN
+)
 case("generate-missing-run", "missing", "generate fx/nope", "fx/nope", GEN)
 case("generate-missing-spacey-run", "odd-path", ["generate", "fx/my models/nope é"], "nope é", GEN)
 case("generate-source-is-a-file", "missing", f"generate {PRECIOUS}", "precious.txt", GEN)
@@ -337,17 +394,34 @@ case("runs-folder-is-a-file", "missing", f"runs {PRECIOUS}", "precious.txt")
 case("runs-unknown-flag", "flag", "runs fx --all", "--all")
 
 # ---- corpus
-ok("corpus-ok", "corpus out/new.txt --size 1KB",
-   check=lambda out, err, cwd: _assert((cwd / "out/new.txt").stat().st_size >= 1000, "out/new.txt should hold >= 1 KB"))
+ok(
+    "corpus-ok",
+    "corpus out/new.txt --size 1KB",
+    check=lambda out, err, cwd: _assert(
+        (cwd / "out/new.txt").stat().st_size >= 1000, "out/new.txt should hold >= 1 KB"
+    ),
+)
 ok("corpus-spacey-path-ok", ["corpus", "out/mes corpus/é ü.txt", "--size", "1KB"])
-ok("corpus-overwrite-ok", f"corpus {NOTES} --size 1KB --overwrite", changes=("notes.txt",),
-   check=lambda out, err, cwd: _assert(b"my notes" not in (cwd / NOTES).read_bytes(), "--overwrite should replace notes.txt"))
+ok(
+    "corpus-overwrite-ok",
+    f"corpus {NOTES} --size 1KB --overwrite",
+    changes=("notes.txt",),
+    check=lambda out, err, cwd: _assert(
+        b"my notes" not in (cwd / NOTES).read_bytes(), "--overwrite should replace notes.txt"
+    ),
+)
 case("corpus-existing-file", "exists", f"corpus {NOTES} --size 1KB", "notes.txt", also=EXISTS)
 case("corpus-existing-spacey-file", "odd-path", ["corpus", SPACEY_NOTES, "--size", "1KB"], "notes ü.txt", also=EXISTS)
 case("corpus-out-is-a-folder", "exists", f"corpus {FULL} --size 1KB", "fx/full")
 case("corpus-out-under-a-file", "readonly", f"corpus {PRECIOUS}/c.txt --size 1KB", "precious.txt")
-case("corpus-out-readonly-folder", "readonly", f"corpus {RO}/c.txt --size 1KB", "readonly",
-     root_skip=True, setup=_readonly_folder)
+case(
+    "corpus-out-readonly-folder",
+    "readonly",
+    f"corpus {RO}/c.txt --size 1KB",
+    "readonly",
+    root_skip=True,
+    setup=_readonly_folder,
+)
 case("corpus-size-words", "number", "corpus out/c.txt --size huge", "--size")
 case("corpus-size-zero", "number", "corpus out/c.txt --size 0", "--size")
 case("corpus-size-negative", "number", "corpus out/c.txt --size -1KB", "--size")
@@ -366,10 +440,23 @@ case("dmft-bifurcation-missing-out", "flag", "dmft bifurcation", "--out", BIF)
 case("dmft-bifurcation-out-nonempty", "exists", f"dmft bifurcation --out {FULL}", "fx/full", BIF, also=EXISTS)
 case("dmft-bifurcation-out-is-a-file", "exists", f"dmft bifurcation --out {PRECIOUS}", "precious.txt", BIF)
 case("dmft-bifurcation-out-under-a-file", "readonly", f"dmft bifurcation --out {PRECIOUS}/d", "precious.txt", BIF)
-case("dmft-bifurcation-out-readonly", "readonly", f"dmft bifurcation --out {RO}/d", "readonly", BIF,
-     root_skip=True, setup=_readonly_folder)
-case("dmft-bifurcation-out-spacey-nonempty", "odd-path", ["dmft", "bifurcation", "--out", "fx/my models"], "my models", BIF,
-     also=EXISTS)
+case(
+    "dmft-bifurcation-out-readonly",
+    "readonly",
+    f"dmft bifurcation --out {RO}/d",
+    "readonly",
+    BIF,
+    root_skip=True,
+    setup=_readonly_folder,
+)
+case(
+    "dmft-bifurcation-out-spacey-nonempty",
+    "odd-path",
+    ["dmft", "bifurcation", "--out", "fx/my models"],
+    "my models",
+    BIF,
+    also=EXISTS,
+)
 case("dmft-bifurcation-beta-nan", "number", "dmft bifurcation --out out/d", "nan", BIF, "--beta nan")
 case("dmft-bifurcation-beta-negative", "number", "dmft bifurcation --out out/d", "-1", BIF, "--beta -1")
 case("dmft-bifurcation-beta-reversed", "number", "dmft bifurcation --out out/d", "3:0:5", BIF, "--beta 3:0:5")
@@ -380,7 +467,9 @@ case("dmft-bifurcation-steps-non-numeric", "number", "dmft bifurcation --out out
 case("dmft-bifurcation-keep-over-steps", "number", "dmft bifurcation --out out/d", "--keep", BIF, "--keep 50")
 case("dmft-bifurcation-gamma-nan", "number", "dmft bifurcation --out out/d", "--gamma", BIF, "--gamma nan")
 case("dmft-bifurcation-gamma-inf", "number", "dmft bifurcation --out out/d", "--gamma", BIF, "--gamma inf")
-case("dmft-bifurcation-epsilon-non-numeric", "number", "dmft bifurcation --out out/d", "--epsilon", BIF, "--epsilon tiny")
+case(
+    "dmft-bifurcation-epsilon-non-numeric", "number", "dmft bifurcation --out out/d", "--epsilon", BIF, "--epsilon tiny"
+)
 case("dmft-bifurcation-chunk-zero", "number", "dmft bifurcation --out out/d", "--chunk", BIF, "--chunk 0")
 case("dmft-bifurcation-init-bad-choice", "value", "dmft bifurcation --out out/d", "random", BIF, "--init random")
 case("dmft-trajectory-missing-beta", "flag", "dmft trajectory --out out/t --steps 20 --keep 10", "--beta")
@@ -408,7 +497,7 @@ case("dmft-probe-steps-zero", "number", f"dmft probe {RUN} --out out/p", "--step
 case("dmft-probe-transient-negative", "number", f"dmft probe {RUN} --out out/p", "--transient", PROBE, "--transient -1")
 case("dmft-probe-delta-nan", "number", f"dmft probe {RUN} --out out/p", "--delta", PROBE, "--delta nan")
 case("dmft-probe-delta-zero", "number", f"dmft probe {RUN} --out out/p", "--delta", PROBE, "--delta 0")
-case("dmft-probe-empty-prompt", "empty", [ "dmft", "probe", RUN, "--out", "out/p", "--prompt", ""], "--prompt", PROBE)
+case("dmft-probe-empty-prompt", "empty", ["dmft", "probe", RUN, "--out", "out/p", "--prompt", ""], "--prompt", PROBE)
 case("dmft-probe-out-nonempty", "exists", f"dmft probe {RUN} --out {FULL}", "fx/full", PROBE, also=EXISTS)
 case("dmft-probe-out-is-the-run", "is-input", f"dmft probe {RUN} --out {RUN} --overwrite", "input", PROBE)
 case("dmft-probe-out-contains-the-run", "is-input", f"dmft probe {RUN} --out fx --overwrite", "input", PROBE)
@@ -437,11 +526,28 @@ case("inspect-data-missing", "missing", f"inspect {RUN} --out out/i --data fx/no
 case("inspect-data-empty", "empty", f"inspect {RUN} --out out/i --data {EMPTY_TXT}", "empty.txt", INSPECT)
 case("inspect-data-is-a-folder", "missing", f"inspect {RUN} --out out/i --data {FULL}", "fx/full", INSPECT)
 case("inspect-prompt-one-byte", "empty", f"inspect {RUN} --out out/i --prompt a", "--prompt", INSPECT)
-case("inspect-prompt-too-long", "number", ["inspect", RUN, "--out", "out/i", "--prompt", LONG_PROMPT], "--prompt", INSPECT,
-     check=lambda out, err, cwd: _limit_in_help("inspect", err))
-case("inspect-prompt-file-too-long", "number", f"inspect {RUN} --out out/i --prompt-file {LONG_FILE}", "long-prompt.txt",
-     INSPECT)
-case("inspect-prompt-file-missing", "missing", f"inspect {RUN} --out out/i --prompt-file fx/nope.txt", "nope.txt", INSPECT)
+case(
+    "inspect-prompt-too-long",
+    "number",
+    ["inspect", RUN, "--out", "out/i", "--prompt", LONG_PROMPT],
+    "--prompt",
+    INSPECT,
+    check=lambda out, err, cwd: _limit_in_help("inspect", err),
+)
+case(
+    "inspect-prompt-file-too-long",
+    "number",
+    f"inspect {RUN} --out out/i --prompt-file {LONG_FILE}",
+    "long-prompt.txt",
+    INSPECT,
+)
+case(
+    "inspect-prompt-file-missing",
+    "missing",
+    f"inspect {RUN} --out out/i --prompt-file fx/nope.txt",
+    "nope.txt",
+    INSPECT,
+)
 case("inspect-prompt-and-data", "flag", f"inspect {RUN} --out out/i --prompt ab --data {TEXT}", "--data", INSPECT)
 
 # ---- viz
@@ -460,14 +566,30 @@ case("viz-device-banana", "device", f"viz {RUN} --out out/v.html --device banana
 case("viz-device-cuda", "device", f"viz {RUN} --out out/v.html --device cuda", "CUDA")
 case("viz-device-cuda-7", "device", f"viz {RUN} --out out/v.html --device cuda:7", "cuda:7")
 case("viz-out-existing-file", "exists", f"viz {RUN} --out {PRECIOUS} --prompt hi", "precious.txt", also=EXISTS)
-case("viz-out-existing-spacey-file", "odd-path", ["viz", SPACEY, "--out", SPACEY_NOTES, "--prompt", "hi"], "notes ü.txt",
-     also=EXISTS)
+case(
+    "viz-out-existing-spacey-file",
+    "odd-path",
+    ["viz", SPACEY, "--out", SPACEY_NOTES, "--prompt", "hi"],
+    "notes ü.txt",
+    also=EXISTS,
+)
 case("viz-out-is-a-folder", "exists", f"viz {RUN} --out {FULL} --prompt hi", "fx/full")
-case("viz-out-is-the-weights", "is-input", f"viz {RUN} --out {RUN}/best/model.safetensors --prompt hi", "model.safetensors")
+case(
+    "viz-out-is-the-weights",
+    "is-input",
+    f"viz {RUN} --out {RUN}/best/model.safetensors --prompt hi",
+    "model.safetensors",
+)
 case("viz-out-is-the-run", "is-input", f"viz {RUN} --out {RUN} --overwrite --prompt hi", "fx/run")
 case("viz-out-under-a-file", "readonly", f"viz {RUN} --out {PRECIOUS}/out.html --prompt hi", "precious.txt")
-case("viz-out-readonly-folder", "readonly", f"viz {RUN} --out {RO}/v.html --prompt hi", "readonly",
-     root_skip=True, setup=_readonly_folder)
+case(
+    "viz-out-readonly-folder",
+    "readonly",
+    f"viz {RUN} --out {RO}/v.html --prompt hi",
+    "readonly",
+    root_skip=True,
+    setup=_readonly_folder,
+)
 case("viz-empty-prompt", "empty", ["viz", RUN, "--out", "out/v.html", "--prompt", ""], "--prompt")
 case("viz-tokens-words", "value", f"viz {RUN} --out out/v.html --tokens 'a b'", "--tokens")
 case("viz-token-out-of-vocab", "value", f"viz {RUN} --out out/v.html --tokens 999", "999")
@@ -498,13 +620,26 @@ def _limit_in_help(command: str, err: str) -> None:
     said = {int(n.replace(",", "").replace("_", "")) for n in re.findall(r"\d[\d,_]*\d|\d", err)}
     documented = {int(n.replace(",", "").replace("_", "")) for n in re.findall(r"\d[\d,_]*\d|\d", help_text)}
     limits = {n for n in said if 0 < n < 20_000 and n in documented}
-    _assert(bool(limits), f"the error should name a limit below 20,000 that 'bdh {command} --help' documents; error: {err!r}")
+    _assert(
+        bool(limits),
+        f"the error should name a limit below 20,000 that 'bdh {command} --help' documents; error: {err!r}",
+    )
 
 
-case("viz-prompt-too-long", "number", ["viz", RUN, "--out", "out/v.html", "--prompt", LONG_PROMPT], "--prompt",
-     check=lambda out, err, cwd: _limit_in_help("viz", err))
-case("viz-prompt-file-too-long", "number", f"viz {RUN} --out out/v.html --prompt-file {LONG_FILE}", "long-prompt.txt",
-     check=lambda out, err, cwd: _limit_in_help("viz", err))
+case(
+    "viz-prompt-too-long",
+    "number",
+    ["viz", RUN, "--out", "out/v.html", "--prompt", LONG_PROMPT],
+    "--prompt",
+    check=lambda out, err, cwd: _limit_in_help("viz", err),
+)
+case(
+    "viz-prompt-file-too-long",
+    "number",
+    f"viz {RUN} --out out/v.html --prompt-file {LONG_FILE}",
+    "long-prompt.txt",
+    check=lambda out, err, cwd: _limit_in_help("viz", err),
+)
 
 # ---- plot
 ok("plot-ok", f"plot {RUN} --out out/plots")
@@ -563,15 +698,30 @@ for name in ("synapses", "merge", "no-bptt"):
     case(f"experiment-{name}-unknown-field", "set", f"{e} --show-config --set stepz=1", "stepz")
 ok("experiment-merge-show-config-ok", "experiment merge --quick --show-config")
 case("experiment-merge-out-under-a-file", "readonly", f"experiment merge --quick --out {PRECIOUS}/e", "precious.txt")
-case("experiment-merge-out-readonly", "readonly", f"experiment merge --quick --out {RO}/e", "readonly",
-     root_skip=True, setup=_readonly_folder)
-case("experiment-merge-spacey-out-nonempty", "odd-path", ["experiment", "merge", "--quick", "--out", "fx/my models"],
-     "my models", also=EXISTS)
+case(
+    "experiment-merge-out-readonly",
+    "readonly",
+    f"experiment merge --quick --out {RO}/e",
+    "readonly",
+    root_skip=True,
+    setup=_readonly_folder,
+)
+case(
+    "experiment-merge-spacey-out-nonempty",
+    "odd-path",
+    ["experiment", "merge", "--quick", "--out", "fx/my models"],
+    "my models",
+    also=EXISTS,
+)
 case("experiment-no-bptt-set-without-equals", "set", "experiment no-bptt --quick --show-config --set steps", "steps")
 case("experiment-no-bptt-lr-nan", "set", "experiment no-bptt --quick --show-config --set lr=nan", "lr")
-case("experiment-no-bptt-n-head-not-divisor", "set", "experiment no-bptt --quick --show-config --set n_head=3", "n_head")
+case(
+    "experiment-no-bptt-n-head-not-divisor", "set", "experiment no-bptt --quick --show-config --set n_head=3", "n_head"
+)
 case("experiment-no-bptt-pairs-bad", "set", "experiment no-bptt --quick --show-config --set pairs=en-en", "pairs")
-case("experiment-merge-steps-negative", "set", "experiment merge --quick --show-config --set base_steps=-1", "base_steps")
+case(
+    "experiment-merge-steps-negative", "set", "experiment merge --quick --show-config --set base_steps=-1", "base_steps"
+)
 case("experiment-merge-threads-zero", "number", "experiment merge --quick --out out/e --threads 0", "--threads")
 
 # ---- synapses
@@ -583,8 +733,13 @@ case("synapses-one-layer-model", "value", f"synapses {BDH_1L} --out out/s", "--l
 case("synapses-missing-checkpoint", "missing", f"synapses {RUN} --checkpoint step-99 --out out/s", "step-99", SYN)
 case("synapses-concept-unknown", "value", f"synapses {RUN} --out out/s --concept weather", "weather", SYN)
 case("synapses-language-unknown", "value", f"synapses {RUN} --out out/s --language xx", "xx", SYN)
-case("synapses-same-languages", "value", f"synapses {RUN} --out out/s --language fr --second-language fr",
-     "--second-language", SYN)
+case(
+    "synapses-same-languages",
+    "value",
+    f"synapses {RUN} --out out/s --language fr --second-language fr",
+    "--second-language",
+    SYN,
+)
 case("synapses-layer-zero", "number", f"synapses {RUN} --out out/s --layer 0", "--layer", SYN)
 case("synapses-head-out-of-range", "number", f"synapses {RUN} --out out/s --head 9", "--head", SYN)
 case("synapses-head-negative", "number", f"synapses {RUN} --out out/s --head -1", "--head", SYN)
@@ -686,7 +841,9 @@ def fixtures_named(argv: Sequence[str]) -> set[str] | None:
                 parts = [x for x in piece[3:].split("/") if x]
                 if parts:
                     wanted.add("/".join(parts[:2] if parts[0] in GROUPS and len(parts) > 1 else parts[:1]))
-    return {w for w in wanted if not any(w.startswith(o + "/") for o in wanted)}  # a folder copied whole covers its entries
+    return {
+        w for w in wanted if not any(w.startswith(o + "/") for o in wanted)
+    }  # a folder copied whole covers its entries
 
 
 def make_workdir(pristine: Path, cwd: Path, monkeypatch, argv: Sequence[str] | None = None) -> Path:
@@ -822,10 +979,30 @@ def test_table_is_large_and_ids_are_unique():
     assert all(c.name for c in errors), "every error case names what the message must contain"
     # every subcommand of `bdh --help` (and of its groups) has cases
     commands = {c.command for c in CASES}
-    for want in ("info", "convert", "merge", "train", "generate", "eval", "runs", "corpus", "dmft bifurcation",
-                 "dmft trajectory", "dmft convergence", "dmft probe", "inspect", "viz", "plot", "bench recall",
-                 "bench boardpath", "bench sudoku", "experiment synapses", "experiment merge", "experiment no-bptt",
-                 "synapses"):
+    for want in (
+        "info",
+        "convert",
+        "merge",
+        "train",
+        "generate",
+        "eval",
+        "runs",
+        "corpus",
+        "dmft bifurcation",
+        "dmft trajectory",
+        "dmft convergence",
+        "dmft probe",
+        "inspect",
+        "viz",
+        "plot",
+        "bench recall",
+        "bench boardpath",
+        "bench sudoku",
+        "experiment synapses",
+        "experiment merge",
+        "experiment no-bptt",
+        "synapses",
+    ):
         assert want in commands, want
 
 
@@ -850,7 +1027,9 @@ def _traceback_file(line: str) -> Path | None:
     ],
     ids=["info-keyerror", "merge-plain-valueerror", "generate-runtimeerror", "corpus-zerodivision"],
 )
-def test_internal_error_is_exit_1_with_the_traceback_in_a_file(module, func, argv, exc, workdir, monkeypatch, capsysbinary):
+def test_internal_error_is_exit_1_with_the_traceback_in_a_file(
+    module, func, argv, exc, workdir, monkeypatch, capsysbinary
+):
     import importlib
     import tempfile
 
@@ -938,7 +1117,9 @@ def _bdh_process(args: Sequence[bytes | str], cwd: Path) -> subprocess.Completed
 
 def test_process_generate_keeps_prompt_bytes_that_are_not_utf8(workdir):
     before = snapshot(workdir / "fx")
-    proc = _bdh_process([b"generate", RUN, b"--prompt", b"\xff\xfe\x80", b"--max-new-tokens", b"2", b"--device", b"cpu"], workdir)
+    proc = _bdh_process(
+        [b"generate", RUN, b"--prompt", b"\xff\xfe\x80", b"--max-new-tokens", b"2", b"--device", b"cpu"], workdir
+    )
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     assert proc.stdout.startswith(b"\xff\xfe\x80"), proc.stdout[:20]
     assert b"Traceback" not in proc.stderr
@@ -975,12 +1156,19 @@ except ImportError:  # pragma: no cover - hypothesis is a test-only extra
     given = None
 
 if given is not None:
-    PROPERTY = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    PROPERTY = settings(
+        max_examples=12,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
 
     NON_FINITE = st.sampled_from(["nan", "NaN", ".nan", "inf", "-inf", ".inf", "-.inf", "1e400", "-1e400", "Infinity"])
     NEGATIVE = st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False).map(repr)
-    WORDS = st.text(alphabet="abcdfghjklmopqrstuvwxz", min_size=1, max_size=10)  # no 'e', 'i', 'n', 'y': never a number or bool
+    WORDS = st.text(
+        alphabet="abcdfghjklmopqrstuvwxz", min_size=1, max_size=10
+    )  # no 'e', 'i', 'n', 'y': never a number or bool
 
     def _user_mistake(capsysbinary, argv: Sequence[str], name: str) -> None:
         capsysbinary.readouterr()
@@ -999,7 +1187,9 @@ if given is not None:
         parsed = yaml.safe_load(value)
         negative = isinstance(parsed, float) and parsed < 0 and parsed > float("-inf")
         # a negative lr may be reported through the min_lr <= lr rule, which names 'lr=<value>'
-        _user_mistake(capsysbinary, ["train", "--set", f"optim.lr={value}", "--print-config"], "lr" if negative else "optim.lr")
+        _user_mistake(
+            capsysbinary, ["train", "--set", f"optim.lr={value}", "--print-config"], "lr" if negative else "optim.lr"
+        )
 
     @PROPERTY
     @given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=2, max_size=12))
@@ -1030,7 +1220,11 @@ if given is not None:
         assert not (workdir / "out" / "m").exists()
 
     @PROPERTY
-    @given(field=st.sampled_from(["steps", "lr", "batch_size", "seq_len", "n_layer", "corpus_bytes"]),
-           value=st.one_of(NON_FINITE, WORDS, st.just("-3")))
+    @given(
+        field=st.sampled_from(["steps", "lr", "batch_size", "seq_len", "n_layer", "corpus_bytes"]),
+        value=st.one_of(NON_FINITE, WORDS, st.just("-3")),
+    )
     def test_property_experiment_refuses_bad_field_values(field, value, workdir, capsysbinary):
-        _user_mistake(capsysbinary, ["experiment", "no-bptt", "--quick", "--show-config", "--set", f"{field}={value}"], field)
+        _user_mistake(
+            capsysbinary, ["experiment", "no-bptt", "--quick", "--show-config", "--set", f"{field}={value}"], field
+        )

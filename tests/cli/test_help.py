@@ -26,8 +26,10 @@ COMMANDS = list(_commands(build_parser()))
 def test_building_the_help_imports_neither_torch_nor_numpy():
     """What makes `bdh --help` instant: the parser is built without importing PyTorch (measured in
     benchmarks/startup.py)."""
-    code = ("import sys; from bdh.cli import build_parser; p = build_parser(); p.format_help(); "
-            "print(sorted(m for m in ('torch', 'numpy', 'scipy', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys; from bdh.cli import build_parser; p = build_parser(); p.format_help(); "
+        "print(sorted(m for m in ('torch', 'numpy', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -35,7 +37,9 @@ def test_building_the_help_imports_neither_torch_nor_numpy():
 @pytest.mark.parametrize("words, parser", COMMANDS, ids=[" ".join(w) or "bdh" for w, _ in COMMANDS])
 def test_help_shows_defaults_and_examples(words, parser):
     text = parser.format_help()
-    assert "examples:\n  bdh" in text or "examples:\n  torchrun" in text, f"bdh {' '.join(words)} --help has no examples"
+    assert "examples:\n  bdh" in text or "examples:\n  torchrun" in text, (
+        f"bdh {' '.join(words)} --help has no examples"
+    )
     for action in parser._actions:
         if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
             assert "default" in parser._get_formatter()._get_help_string(action), (words, action.option_strings)

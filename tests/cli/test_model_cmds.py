@@ -18,7 +18,27 @@ def test_info_defaults_are_the_official_model(capsys):
 
 
 def test_info_json_and_flags(capsys):
-    assert main(["info", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--n-neurons", "256", "--json", "--batch-size", "4", "--block-size", "64"]) == 0
+    assert (
+        main(
+            [
+                "info",
+                "--n-layer",
+                "2",
+                "--n-embd",
+                "32",
+                "--n-head",
+                "2",
+                "--n-neurons",
+                "256",
+                "--json",
+                "--batch-size",
+                "4",
+                "--block-size",
+                "64",
+            ]
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     cfg = BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256)
     assert info["params"] == 3 * 256 * 32 + 2 * 256 * 32

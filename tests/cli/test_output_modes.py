@@ -32,7 +32,20 @@ def test_outputs_follow_the_umask(tmp_path, monkeypatch, umask_022, capsys):
         "merged": ["merge", "a", "a", "merged"],
         "corpus.txt": ["corpus", "corpus.txt", "--size", "2KB"],
         "viz.html": ["viz", "a", "--prompt", "hello", "--out", "viz.html"],
-        "dmft": ["dmft", "convergence", "--n", "30,60", "--seeds", "2", "--steps", "40", "--keep", "20", "--out", "dmft"],
+        "dmft": [
+            "dmft",
+            "convergence",
+            "--n",
+            "30,60",
+            "--seeds",
+            "2",
+            "--steps",
+            "40",
+            "--keep",
+            "20",
+            "--out",
+            "dmft",
+        ],
     }
     for target, argv in commands.items():
         assert main(argv) == 0, capsys.readouterr().err

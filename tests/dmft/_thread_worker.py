@@ -22,4 +22,11 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256))
     _, probe = run_probe(model, ProbeConfig(temperatures=(0.7, 1.2), n_transient=10, n_steps=40, threads=threads))
-    np.savez(sys.argv[1], mo=sweep.mo_se, lyap=sweep.lyap, net=net.mo_se, readout=probe["readout"], growth=probe["log_growth"])
+    np.savez(
+        sys.argv[1],
+        mo=sweep.mo_se,
+        lyap=sweep.lyap,
+        net=net.mo_se,
+        readout=probe["readout"],
+        growth=probe["log_growth"],
+    )

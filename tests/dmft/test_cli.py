@@ -21,7 +21,25 @@ def _one_line_error(capsys, argv):
 
 def test_bifurcation_writes_outputs(tmp_path, capsys):
     out = tmp_path / "bif"
-    assert main(["dmft", "bifurcation", "--beta", "0.5:1.5:5", "--steps", "600", "--keep", "200", "--lyap-steps", "200", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "dmft",
+                "bifurcation",
+                "--beta",
+                "0.5:1.5:5",
+                "--steps",
+                "600",
+                "--keep",
+                "200",
+                "--lyap-steps",
+                "200",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert {p.name for p in out.iterdir()} == {"bifurcation.png", "bifurcation.npz", "summary.json"}
     with np.load(out / "bifurcation.npz") as z:
         assert z["mo_se"].shape == (5, 200, 3) and z["lyap"].shape == (5,)
@@ -32,23 +50,52 @@ def test_bifurcation_writes_outputs(tmp_path, capsys):
 
 def test_trajectory_writes_outputs(tmp_path, capsys):
     out = tmp_path / "tr"
-    assert main(["dmft", "trajectory", "--beta", "1.27,1.4", "--steps", "800", "--keep", "300", "--lyap-steps", "300", "--out", str(out), "--init", "token"]) == 0
+    assert (
+        main(
+            [
+                "dmft",
+                "trajectory",
+                "--beta",
+                "1.27,1.4",
+                "--steps",
+                "800",
+                "--keep",
+                "300",
+                "--lyap-steps",
+                "300",
+                "--out",
+                str(out),
+                "--init",
+                "token",
+            ]
+        )
+        == 0
+    )
     names = {p.name for p in out.iterdir()}
-    assert {"trajectory-beta1.27.png", "trajectory-beta1.27.npz", "trajectory-beta1.4.npz", "portraits.png", "summary.json"} <= names
+    assert {
+        "trajectory-beta1.27.png",
+        "trajectory-beta1.27.npz",
+        "trajectory-beta1.4.npz",
+        "portraits.png",
+        "summary.json",
+    } <= names
     with np.load(out / "trajectory-beta1.4.npz") as z:
         assert z["lyapunov"].shape == (12,) and np.all(np.diff(z["lyapunov"]) <= 1e-12)
         assert z["acf"][0] == pytest.approx(1.0)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
 
 
-@pytest.mark.parametrize("argv", [
-    ["dmft", "bifurcation", "--beta", "3:0:x", "--out", "X"],
-    ["dmft", "bifurcation", "--beta", "0:3:0", "--out", "X"],
-    ["dmft", "trajectory", "--beta", "1.27", "--steps", "10", "--keep", "20", "--out", "X"],
-    ["dmft", "trajectory", "--beta", "abc", "--out", "X"],
-    ["dmft", "bifurcation", "--steps", "-5", "--out", "X"],
-    ["dmft", "probe", "does/not/exist"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dmft", "bifurcation", "--beta", "3:0:x", "--out", "X"],
+        ["dmft", "bifurcation", "--beta", "0:3:0", "--out", "X"],
+        ["dmft", "trajectory", "--beta", "1.27", "--steps", "10", "--keep", "20", "--out", "X"],
+        ["dmft", "trajectory", "--beta", "abc", "--out", "X"],
+        ["dmft", "bifurcation", "--steps", "-5", "--out", "X"],
+        ["dmft", "probe", "does/not/exist"],
+    ],
+)
 def test_bad_arguments(tmp_path, capsys, argv):
     argv = [a if a != "X" else str(tmp_path / "x") for a in argv]
     _one_line_error(capsys, argv)

@@ -74,7 +74,10 @@ def test_lyapunov_estimator_on_logistic_map():
     for _ in range(200):
         x0, _ = jvp(x0, 0, np.zeros((2, 1, 1)))
     lam, _ = lyapunov_spectrum(jvp, x0, 0, 20000)
-    a, b = (r[1] + 1 + np.sqrt((r[1] + 1) * (r[1] - 3))) / (2 * r[1]), (r[1] + 1 - np.sqrt((r[1] + 1) * (r[1] - 3))) / (2 * r[1])
+    a, b = (
+        (r[1] + 1 + np.sqrt((r[1] + 1) * (r[1] - 3))) / (2 * r[1]),
+        (r[1] + 1 - np.sqrt((r[1] + 1) * (r[1] - 3))) / (2 * r[1]),
+    )
     theory = np.log(abs(r[1] * (1 - 2 * a) * r[1] * (1 - 2 * b))) / 2
     assert lam[0, 0] == pytest.approx(np.log(2), abs=0.02)
     assert lam[1, 0] == pytest.approx(theory, abs=1e-3)
@@ -100,11 +103,17 @@ def test_diagnostics_on_known_signals():
     f, s = power_spectrum(x)
     assert f[np.argmax(s)] == pytest.approx(0.125)
     acf = autocorrelation(x, 16)
-    np.testing.assert_allclose(acf, np.cos(2 * np.pi * 0.125 * np.arange(17)) * (4000 - np.arange(17)) / 4000, atol=1e-3)
+    np.testing.assert_allclose(
+        acf, np.cos(2 * np.pi * 0.125 * np.arange(17)) * (4000 - np.arange(17)) / 4000, atol=1e-3
+    )
     assert count_distinct(np.stack([np.sign(x), np.zeros_like(x)], -1)[None])[0] == 2
     y = np.sin(2 * np.pi * 0.125 * t)
     assert set(np.round(poincare_section(x, y), 6)) == {1.0, -1.0}
-    assert classify(np.array([4, 3000, 3000]), np.array([-0.1, 0.0, 0.1]), 4000).tolist() == ["periodic", "quasi-periodic", "chaotic"]
+    assert classify(np.array([4, 3000, 3000]), np.array([-0.1, 0.0, 0.1]), 4000).tolist() == [
+        "periodic",
+        "quasi-periodic",
+        "chaotic",
+    ]
 
 
 def test_parse_range():

@@ -12,7 +12,10 @@ def test_paper_weights_correlations():
     # appendix C: with 3 segments every pair correlation is +-1 or +-1/3
     for a in PROJECTIONS:
         c = w.pair_correlation(a)
-        assert np.allclose(np.abs(c) * 3, np.round(np.abs(c) * 3)) and set(np.round(np.abs(c) * 3).ravel()) <= {1.0, 3.0}
+        assert np.allclose(np.abs(c) * 3, np.round(np.abs(c) * 3)) and set(np.round(np.abs(c) * 3).ravel()) <= {
+            1.0,
+            3.0,
+        }
     # the seed-1 correlations recorded in the implementation notes (hyperset_dmft.md, B.2)
     ref = np.array([[1, 1, 3], [3, -1, 1], [-1, -1, 1]]) / 3
     assert np.allclose(w.pair_correlation("v"), ref)

@@ -10,7 +10,9 @@ from bdh.dmft.weights import paper_weights
 
 
 def test_error_falls_like_inverse_sqrt_n_at_beta_1():
-    res = finite_size_errors(paper_weights(), None, 1.0, [990, 9_900, 99_000, 990_000], n_seeds=6, n_steps=600, n_keep=300)
+    res = finite_size_errors(
+        paper_weights(), None, 1.0, [990, 9_900, 99_000, 990_000], n_seeds=6, n_steps=600, n_keep=300
+    )
     assert -0.6 < res["slope"] < -0.4
     # every size is closer to the mean field than the previous one, for the seed average
     assert np.all(np.diff(res["errors"].mean(1)) < 0)

@@ -43,7 +43,10 @@ def test_unconditional_losses_score_only_the_target_text():
 def test_segment_losses_match_a_hand_computed_sum_and_ignore_padding():
     torch.manual_seed(0)
     model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, dropout=0.0)).eval()
-    segs = [("en", "A short one.", "es", "Uno corto."), ("es", "Una frase bastante larga aqui.", "en", "A rather long sentence here.")]
+    segs = [
+        ("en", "A short one.", "es", "Uno corto."),
+        ("es", "Una frase bastante larga aqui.", "en", "A rather long sentence here."),
+    ]
     got = common.segment_losses(model, segs, batch_size=2)
     sums, counts = {1: 0.0, 2: 0.0}, {1: 0, 2: 0}
     for seg in segs:  # one at a time, no padding
@@ -52,7 +55,7 @@ def test_segment_losses_match_a_hand_computed_sum_and_ignore_padding():
         with torch.no_grad():
             nll = F.cross_entropy(model(idx[:, :-1])[0], idx[0, 1:], reduction="none")
         for side, (a, b) in ((1, (s0, s1)), (2, (t0, t1))):
-            sums[side] += float(nll[a - 1:b - 1].sum())
+            sums[side] += float(nll[a - 1 : b - 1].sum())
             counts[side] += b - a
     assert got.source_bytes == counts[1] and got.target_bytes == counts[2]
     assert got.source == pytest.approx(sums[1] / counts[1], rel=1e-5)
@@ -112,8 +115,16 @@ def test_merge_experiment_quick_end_to_end(tmp_path):
     text = report.read_text()
     results = json.loads((out / "results.json").read_text())
     losses = results["losses"]
-    assert set(losses) >= {"base", "tuned-fr", "tuned-pt", "merged", "averaged", "merged, no shared base",
-                           "unconditional English (no source)", "bigram (all pairs' bytes)"}
+    assert set(losses) >= {
+        "base",
+        "tuned-fr",
+        "tuned-pt",
+        "merged",
+        "averaged",
+        "merged, no shared base",
+        "unconditional English (no source)",
+        "bigram (all pairs' bytes)",
+    }
     assert set(losses["merged"]) == {"es>en", "fr>en", "pt>en", "en>es", "en>fr", "en>pt"}
     assert all(math.isfinite(v) for v in losses["merged"].values())
     assert results["params"]["merged"] > results["params"]["tuned-fr"]  # twice the neurons
@@ -126,10 +137,12 @@ def test_merge_findings_follow_the_numbers():
     cfg = merge.Config.quick()
     good = {"es>en": 0.4, "fr>en": 0.4, "pt>en": 0.4, "en>es": 1.0, "en>fr": 0.5, "en>pt": 0.5}
     table = {
-        "base": {**good, "es>en": 0.3}, "tuned-fr": {**good, "fr>en": 0.35, "en>fr": 0.3, "en>pt": 2.0, "pt>en": 0.7},
+        "base": {**good, "es>en": 0.3},
+        "tuned-fr": {**good, "fr>en": 0.35, "en>fr": 0.3, "en>pt": 2.0, "pt>en": 0.7},
         "tuned-pt": {**good, "pt>en": 0.35, "en>pt": 0.3, "en>fr": 2.0, "fr>en": 0.7},
         "merged": {**good, "fr>en": 0.38, "pt>en": 0.38, "en>fr": 0.8, "en>pt": 0.9},
-        "averaged": {k: 2.0 for k in good}, "merged, no shared base": {k: 1.5 for k in good},
+        "averaged": {k: 2.0 for k in good},
+        "merged, no shared base": {k: 1.5 for k in good},
         "unconditional English (no source)": {**{k: 0.65 for k in good}},
     }
     found = {c: h for c, h, _ in merge.findings(cfg, table)}
@@ -161,7 +174,10 @@ def test_nobptt_findings_follow_the_numbers():
         return {k: {"source": src, "target": tgt} for k in keys}
 
     lang = {"bptt": arm(0.5, 0.3), "no-bptt": arm(0.6, 0.9), "bigram": arm(2.4, 2.4)}
-    rep = {"bptt": {"repeat_accuracy": 0.95, "warmup_accuracy": 0.99}, "no-bptt": {"repeat_accuracy": 0.05, "warmup_accuracy": 0.98}}
+    rep = {
+        "bptt": {"repeat_accuracy": 0.95, "warmup_accuracy": 0.99},
+        "no-bptt": {"repeat_accuracy": 0.05, "warmup_accuracy": 0.98},
+    }
     found = nobptt.findings(lang, rep, {"bptt": 0.5, "no-bptt": 0.8}, 2.4)
     assert all(h for _, h, _ in found)
     rep["no-bptt"]["repeat_accuracy"] = 0.9
@@ -174,7 +190,11 @@ def test_experiment_command_errors_are_one_line(tmp_path):
         return subprocess.run([sys.executable, "-m", "bdh", *args], capture_output=True, text=True)
 
     r = bdh("experiment", "merge", "--set", "nope=1", "--out", str(tmp_path / "a"))
-    assert r.returncode == 2 and r.stderr.startswith("bdh: error: --set: unknown field 'nope'") and r.stderr.count("\n") == 1
+    assert (
+        r.returncode == 2
+        and r.stderr.startswith("bdh: error: --set: unknown field 'nope'")
+        and r.stderr.count("\n") == 1
+    )
     r = bdh("experiment", "merge", "--set", "base_steps=0", "--out", str(tmp_path / "b"))
     assert r.returncode == 2 and "merge.base_steps" in r.stderr and r.stderr.count("\n") == 1
     (tmp_path / "full").mkdir()

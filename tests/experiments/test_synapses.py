@@ -135,7 +135,9 @@ def test_sentence_sets_are_disjoint_length_matched_and_seeded():
     assert not any(s.has_concept for s in sets.search_neg + sets.heldout_neg + sets.second_neg)
     assert all(s.language == "fr" for s in sets.second_pos + sets.second_neg)
     lengths = S.length_baseline(sets, prefix=True)
-    unmatched = S.length_baseline(S.sentence_sets(S.SynapseOptions(search=40, heldout=20, match_length=False)), prefix=True)
+    unmatched = S.length_baseline(
+        S.sentence_sets(S.SynapseOptions(search=40, heldout=20, match_length=False)), prefix=True
+    )
     assert abs(lengths["en"] - 0.5) < abs(unmatched["en"] - 0.5)
     again = S.sentence_sets(opts)
     assert [s.text for s in again.search] == [s.text for s in sets.search]
@@ -178,8 +180,16 @@ def tiny_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("syn")
     data = write_corpus(root / "corpus.txt", [("en", "fr")], 60_000, seed=0)
-    train_lm(root / "run", data, ModelSize(n_layer=2, n_embd=16, n_head=2, n_neurons=128), steps=6, batch_size=4,
-             seq_len=48, lr=3e-3, threads=1)
+    train_lm(
+        root / "run",
+        data,
+        ModelSize(n_layer=2, n_embd=16, n_head=2, n_neurons=128),
+        steps=6,
+        batch_size=4,
+        seq_len=48,
+        lr=3e-3,
+        threads=1,
+    )
     return root / "run"
 
 
@@ -200,14 +210,17 @@ def test_synapses_command_on_a_trained_model(tiny_run, tmp_path, capsys):
     assert "U/U_opt" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--layer", "2"], "--layer"),
-    (["--layer", "0"], "--layer"),
-    (["--head", "2"], "--head"),
-    (["--concept", "weather"], "--concept"),
-    (["--second-language", "en"], "--second-language"),
-    (["--search", "1"], "--search"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--layer", "2"], "--layer"),
+        (["--layer", "0"], "--layer"),
+        (["--head", "2"], "--head"),
+        (["--concept", "weather"], "--concept"),
+        (["--second-language", "en"], "--second-language"),
+        (["--search", "1"], "--search"),
+    ],
+)
 def test_synapses_command_errors(tiny_run, tmp_path, capsys, extra, message):
     assert main(["synapses", str(tiny_run), "--out", str(tmp_path / "x"), *extra]) == 2
     err = capsys.readouterr().err.strip()
@@ -231,8 +244,26 @@ def test_synapses_command_needs_a_bdh_model(tmp_path, capsys):
 
 def test_experiment_synapses_quick_end_to_end(tmp_path):
     out = tmp_path / "exp"
-    assert main(["experiment", "synapses", "--quick", "--threads", "1", "--out", str(out),
-                 "--set", "search=16", "--set", "heldout=8", "--set", "steps=10"]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                "synapses",
+                "--quick",
+                "--threads",
+                "1",
+                "--out",
+                str(out),
+                "--set",
+                "search=16",
+                "--set",
+                "heldout=8",
+                "--set",
+                "steps=10",
+            ]
+        )
+        == 0
+    )
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["steps"] == 10 and res["training"]["steps"] == 10
     assert {"training_s", "analysis_s", "total_s"} <= set(res["timings"])

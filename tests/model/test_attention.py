@@ -40,7 +40,9 @@ def test_final_states_and_gradients_agree_across_forms(damped):
     results = {}
     for form in attention.FORMS:
         leaves = [t.clone().requires_grad_() for t in (q, k, v, s)]
-        out, state = attention.linear_attention(*leaves[:3], form=form, chunk_size=5, log_u=log_u, state=leaves[3], need_state=True)
+        out, state = attention.linear_attention(
+            *leaves[:3], form=form, chunk_size=5, log_u=log_u, state=leaves[3], need_state=True
+        )
         w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
         ((out * w).sum() + state.square().sum()).backward()
         results[form] = (out.detach(), state.detach(), [t.grad for t in leaves])

@@ -64,7 +64,9 @@ def test_masks_follow_torch_seed_and_generator_state():
     torch.set_rng_state(state)  # what a checkpoint restores
     assert torch.equal(drop_mask((3, 1000), 0.3, dtype=torch.bfloat16).dropped(), c)
     g = torch.Generator().manual_seed(7)
-    assert torch.equal(drop_mask((5, 9), 0.5, g).dropped(), drop_mask((5, 9), 0.5, torch.Generator().manual_seed(7)).dropped())
+    assert torch.equal(
+        drop_mask((5, 9), 0.5, g).dropped(), drop_mask((5, 9), 0.5, torch.Generator().manual_seed(7)).dropped()
+    )
     # odd element counts and the bit layout: entries are independent (no repeated halves)
     m = drop_mask((1, 10003), 0.5).dropped()
     assert m.shape == (1, 10003) and not torch.equal(m[0, :5000], m[0, 5000:10000])

@@ -44,7 +44,11 @@ def _run(model, idx, form):
     return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("case", _random_configs(), ids=lambda c: f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}")
+@pytest.mark.parametrize(
+    "case",
+    _random_configs(),
+    ids=lambda c: f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}",
+)
 def test_three_forms_equal_logits_and_gradients(case):
     case = dict(case)
     B, T = case.pop("batch"), case.pop("T")

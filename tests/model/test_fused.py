@@ -5,11 +5,11 @@ import torch
 import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
+from bdh.model.interop import NAME_MAP, to_official
 from bdh.model.kernels.dropout import DropMask, drop_mask
 from bdh.model.kernels.fused import relu_mul, rope_rotate
 from bdh.model.kernels.naive import naive_official_forward
 from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
-from bdh.model.interop import NAME_MAP, to_official
 
 
 def _grads(fn, *inputs, weight):
@@ -85,7 +85,9 @@ def test_model_with_fused_ops_still_matches_the_official_math():
     target = torch.randint(0, 256, (2, 11))
     F.cross_entropy(model(idx).view(-1, 256), target.view(-1)).backward()
     ref_sd = {k: v.detach().clone().requires_grad_() for k, v in sd.items()}
-    F.cross_entropy(naive_official_forward(ref_sd, idx, cfg.n_layer, cfg.n_head).view(-1, 256), target.view(-1)).backward()
+    F.cross_entropy(
+        naive_official_forward(ref_sd, idx, cfg.n_layer, cfg.n_head).view(-1, 256), target.view(-1)
+    ).backward()
     for name, p in model.named_parameters():
         ref = ref_sd[NAME_MAP[name]].grad
         assert torch.allclose(p.grad, ref.view(p.shape), atol=1e-6, rtol=1e-4), name

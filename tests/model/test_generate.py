@@ -148,7 +148,9 @@ def test_sparse_generation_gives_the_same_tokens():
         for p in model.parameters():
             p.mul_(20)
     prompt = torch.randint(0, 256, (1, 6))
-    assert torch.equal(model.generate(prompt, 25, temperature=0, sparse=True), model.generate(prompt, 25, temperature=0, sparse=False))
+    assert torch.equal(
+        model.generate(prompt, 25, temperature=0, sparse=True), model.generate(prompt, 25, temperature=0, sparse=False)
+    )
     with pytest.raises(ValueError, match="one token of one sequence"), torch.no_grad():
         model.step(torch.tensor([1, 2]), model.init_state(2), mode="sparse", inplace=True)
 

@@ -14,7 +14,9 @@ CASES = list(itertools.product(["none", "rope"], [None, "alibi", 0.8], [1, 2]))
 
 def _model(positional, damping, heads, seed=0):
     torch.manual_seed(seed)
-    cfg = BDHConfig(n_layer=3, n_embd=8, n_head=heads, n_neurons=32, dropout=0.0, positional=positional, damping=damping)
+    cfg = BDHConfig(
+        n_layer=3, n_embd=8, n_head=heads, n_neurons=32, dropout=0.0, positional=positional, damping=damping
+    )
     model = BDH(cfg).double()
     with torch.no_grad():  # weights large enough that the ReLUs cut and the dynamics is not trivial
         for p in model.parameters():

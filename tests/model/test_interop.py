@@ -16,7 +16,9 @@ SMALL = dict(n_layer=2, n_embd=16, n_head=2, mlp_internal_dim_multiplier=4, voca
 
 def _sd():
     torch.manual_seed(5)
-    model = interop.from_official(interop.to_official(tiny_model(n_neurons=None, mlp_internal_dim_multiplier=4, n_head=2, n_embd=16)), **SMALL)
+    model = interop.from_official(
+        interop.to_official(tiny_model(n_neurons=None, mlp_internal_dim_multiplier=4, n_head=2, n_embd=16)), **SMALL
+    )
     return interop.to_official(model)
 
 
@@ -45,13 +47,17 @@ def test_compile_prefix_is_stripped_and_lm_gate_ignored():
     sd["_orig_mod.lm_gate"] = torch.zeros(16, 1)
     model = interop.from_official(sd, **SMALL).eval()
     idx = torch.randint(0, 256, (1, 12))
-    assert torch.allclose(model(idx), naive_official_forward(interop.to_official(model), idx, 2, 2), rtol=1e-5, atol=1e-6)
+    assert torch.allclose(
+        model(idx), naive_official_forward(interop.to_official(model), idx, 2, 2), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_checkpoint_without_freqs_buffer_loads():
     sd = _sd()
     del sd["attn.freqs"]
-    assert torch.equal(interop.from_official(sd, **SMALL).freqs, BDH(interop.from_official(_sd(), **SMALL).config).freqs)
+    assert torch.equal(
+        interop.from_official(sd, **SMALL).freqs, BDH(interop.from_official(_sd(), **SMALL).config).freqs
+    )
 
 
 @pytest.mark.parametrize(
@@ -76,7 +82,10 @@ def test_to_official_refuses_models_the_official_code_cannot_express():
 
 def test_convert_command_writes_a_model_folder(tmp_path, capsys):
     sd = _sd()
-    torch.save({"model": sd, "config": {"n_layer": 2, "n_embd": 16, "n_head": 2, "mlp_internal_dim_multiplier": 4}}, tmp_path / "ckpt.pt")
+    torch.save(
+        {"model": sd, "config": {"n_layer": 2, "n_embd": 16, "n_head": 2, "mlp_internal_dim_multiplier": 4}},
+        tmp_path / "ckpt.pt",
+    )
     assert main(["convert", str(tmp_path / "ckpt.pt"), str(tmp_path / "out"), "--dropout", "0"]) == 0
     assert "wrote" in capsys.readouterr().out
     model = BDH.from_pretrained(tmp_path / "out")

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from bdh.model.kernels.naive import naive_rope_interleaved
 from bdh.model.kernels import apply_rope as rope_apply
+from bdh.model.kernels.naive import naive_rope_interleaved
 from bdh.model.kernels.rope import official_frequencies, rope_tables, standard_frequencies
 
 

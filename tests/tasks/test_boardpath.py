@@ -48,7 +48,9 @@ def test_boards_are_unique_and_splits_disjoint(task):
     x, _ = task.dataset(0)
     assert len({r.tobytes() for r in x}) == len(x)
     val = {r.tobytes() for i in range(task.num_batches("val", 32)) for r in task.batch("val", i, 32, 0)[0].numpy()}
-    epoch = [r.tobytes() for i in range(task.num_batches("train", 60)) for r in task.batch("train", i, 60, 0)[0].numpy()]
+    epoch = [
+        r.tobytes() for i in range(task.num_batches("train", 60)) for r in task.batch("train", i, 60, 0)[0].numpy()
+    ]
     assert len(val) == 100 and len(set(epoch)) == 600 == len(epoch)  # one epoch visits every training board once
     assert not val & set(epoch)
 
@@ -97,7 +99,9 @@ def test_metrics_on_logits_and_registry(task):
     assert task.causal is False and task.seq_len == 64
 
 
-@pytest.mark.parametrize("kw, msg", [(dict(board_size=1), "board_size"), (dict(wall_prob=1.0), "wall_prob"), (dict(num_val=0), "num_val")])
+@pytest.mark.parametrize(
+    "kw, msg", [(dict(board_size=1), "board_size"), (dict(wall_prob=1.0), "wall_prob"), (dict(num_val=0), "num_val")]
+)
 def test_bad_config_is_one_line(kw, msg):
     with pytest.raises(ValueError, match=f"BoardPathConfig.{msg}") as err:
         BoardPathConfig(**kw)

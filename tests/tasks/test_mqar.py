@@ -48,7 +48,9 @@ def test_random_fillers_leave_context_and_queries():
 
 def test_first_query_slot_follows_the_power_law():
     N, D, a = 64, 2, 0.5
-    x, y = generate_mqar(rng(2), 40_000, vocab_size=512, input_seq_len=N, num_kv_pairs=D, power_a=a, random_non_queries=False)
+    x, y = generate_mqar(
+        rng(2), 40_000, vocab_size=512, input_seq_len=N, num_kv_pairs=D, power_a=a, random_non_queries=False
+    )
     # the slot of key 0 is the first draw: exactly distributed as p
     key0 = x[:, 0]
     slot = np.array([np.flatnonzero(row[2 * D :] == k)[0] // 2 for row, k in zip(x, key0)])

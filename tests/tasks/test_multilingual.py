@@ -40,7 +40,11 @@ def test_translations_are_aligned_and_not_word_for_word():
     for _ in range(50):
         src, s_text, tgt, t_text, sentence = next(gen)
         assert sentence.render(src, lexicon) == s_text and sentence.render(tgt, lexicon) == t_text
-        assert len(s_text.split()) == len(t_text.split()) or "currency" in sentence.concepts or "country" in sentence.concepts
+        assert (
+            len(s_text.split()) == len(t_text.split())
+            or "currency" in sentence.concepts
+            or "country" in sentence.concepts
+        )
     # adjectives follow nouns in the Romance-like languages
     from bdh.tasks.multilingual import Sentence
 
@@ -105,7 +109,9 @@ def test_corpus_command(tmp_path, capsys):
     from bdh.cli import main
 
     assert main(["corpus", str(tmp_path / "c.txt"), "--pairs", "en-fr,en-pt", "--size", "20KB", "--seed", "2"]) == 0
-    assert (tmp_path / "c.txt").read_bytes() == translation_stream(StreamConfig(pairs=(("en", "fr"), ("en", "pt")), seed=2), 20_000)
+    assert (tmp_path / "c.txt").read_bytes() == translation_stream(
+        StreamConfig(pairs=(("en", "fr"), ("en", "pt")), seed=2), 20_000
+    )
     for argv, match in (
         (["--size", "lots"], "not a size"),
         (["--pairs", "en"], "not of the form"),

@@ -101,7 +101,9 @@ def test_csv_loader_formats(tmp_path):
     task = Sudoku(SudokuConfig(train_csv=str(rrn), num_train=2, num_val=1))
     assert task.size("train") == 2 and task.size("val") == 1
     x, y = task.batch("val", 0, 8, 0)
-    assert (x[0] == torch.from_numpy(digits(PUZZLE))).all() and (y[0][x[0] == 0] == torch.from_numpy(digits(SOLUTION))[x[0] == 0]).all()
+    assert (x[0] == torch.from_numpy(digits(PUZZLE))).all() and (
+        y[0][x[0] == 0] == torch.from_numpy(digits(SOLUTION))[x[0] == 0]
+    ).all()
 
 
 @pytest.mark.parametrize(

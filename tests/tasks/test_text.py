@@ -42,7 +42,9 @@ def test_train_and_val_do_not_overlap(tmp_path):
         x, y = task.batch("train", i, 8, seed=0)
         for row_x, row_y in zip(x, y):  # locate each window: it must lie inside [0, n_train)
             row = torch.cat([row_x, row_y[-1:]]).numpy()
-            starts = [s for s in range(0, len(stream) - 16) if stream[s] == row[0] and np.array_equal(stream[s : s + 17], row)]
+            starts = [
+                s for s in range(0, len(stream) - 16) if stream[s] == row[0] and np.array_equal(stream[s : s + 17], row)
+            ]
             assert len(starts) == 1 and starts[0] + 17 <= task.n_train
     n = task.num_batches("val", 8)
     seen = torch.cat([task.batch("val", i, 8, seed=0)[0] for i in range(n)])

@@ -9,12 +9,21 @@ import sys
 from pathlib import Path
 
 TINY = [
-    "model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.n_neurons=256", "model.dropout=0.0",
-    "task.seq_len=32", "train.batch_size=4", "train.threads=1", "optim.warmup_steps=5",
-    "eval.batches=2", "log.progress=none", "sample.max_new_tokens=0", "log.tensorboard=false",
+    "model.n_layer=2",
+    "model.n_embd=32",
+    "model.n_head=2",
+    "model.n_neurons=256",
+    "model.dropout=0.0",
+    "task.seq_len=32",
+    "train.batch_size=4",
+    "train.threads=1",
+    "optim.warmup_steps=5",
+    "eval.batches=2",
+    "log.progress=none",
+    "sample.max_new_tokens=0",
+    "log.tensorboard=false",
     "train.max_minutes=null",
 ]
-
 
 
 def tiny(data: Path, run_dir: Path, *extra: str) -> list[str]:

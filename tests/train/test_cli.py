@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from _train_helpers import set_args, tiny
 
 from bdh.cli import main
-from _train_helpers import set_args, tiny
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -25,8 +25,21 @@ def trained(tmp_path_factory, corpus_file):
 
 def test_train_reports_bits_per_byte_and_a_sample(tmp_path, corpus_file, capfdbinary):
     run = tmp_path / "r"
-    code = main(["train", *set_args(tiny(corpus_file, run, "train.max_steps=4", "sample.max_new_tokens=12",
-                                         "sample.prompt=KING", "log.progress=lines"))])
+    code = main(
+        [
+            "train",
+            *set_args(
+                tiny(
+                    corpus_file,
+                    run,
+                    "train.max_steps=4",
+                    "sample.max_new_tokens=12",
+                    "sample.prompt=KING",
+                    "log.progress=lines",
+                )
+            ),
+        ]
+    )
     captured = capfdbinary.readouterr()
     out, err = captured.out.decode("utf-8", "replace"), captured.err.decode()
     assert code == 0, err
@@ -46,10 +59,36 @@ def test_config_file_and_print_config(tmp_path, corpus_file, capsys):
 
 
 def test_generate_streams_bytes(trained, capfdbinary):
-    code = main(["generate", str(trained), "--prompt", "ROMEO:", "--max-new-tokens", "25", "--seed", "3", "--temperature", "0.7"])
+    code = main(
+        [
+            "generate",
+            str(trained),
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "25",
+            "--seed",
+            "3",
+            "--temperature",
+            "0.7",
+        ]
+    )
     out = capfdbinary.readouterr().out
     assert code == 0 and out.startswith(b"ROMEO:") and len(out) == len(b"ROMEO:") + 25 + 1
-    main(["generate", str(trained), "--prompt", "ROMEO:", "--max-new-tokens", "25", "--seed", "3", "--temperature", "0.7"])
+    main(
+        [
+            "generate",
+            str(trained),
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "25",
+            "--seed",
+            "3",
+            "--temperature",
+            "0.7",
+        ]
+    )
     assert capfdbinary.readouterr().out == out  # the same seed, the same bytes
     code = main(["generate", str(trained), "--prompt", "A", "--max-new-tokens", "5", "--temperature", "0"])
     assert code == 0
@@ -61,7 +100,7 @@ def test_eval_on_validation_and_on_a_file(trained, tmp_path, capsys):
     bpb = float(out.split("bits per byte ")[1].split()[0])
     assert 0 < bpb < 8
     other = tmp_path / "other.txt"
-    other.write_bytes("Ünïcödé and bytes \xff\n".encode("utf-8") * 50 + b"\xff\xfe\x00" * 100)
+    other.write_bytes("Ünïcödé and bytes \xff\n".encode() * 50 + b"\xff\xfe\x00" * 100)
     code, out, err = cli(capsys, "eval", str(trained), "--data", str(other))
     assert code == 0, err and "bits per byte" in out
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from _train_helpers import run_bdh, set_args, subprocess_env, tiny, train_losses
 
 

@@ -44,13 +44,30 @@ def test_per_slice_metrics_are_not_diluted_by_other_slices():
 
 
 def _mqar_gpt(tmp_path, *extra):
-    return load_config(None, [
-        "model.name=gpt", "model.n_layer=1", "model.n_embd=16", "model.n_head=2",
-        "task.name=mqar", "task.vocab_size=64", "task.input_seq_len=32", "task.num_kv_pairs=2",
-        "task.num_train_examples=64", "task.num_val_examples=16",
-        "train.batch_size=4", "train.max_steps=1", "train.max_minutes=null", "eval.batches=1",
-        "log.progress=none", "log.tensorboard=false", "sample.max_new_tokens=0", f"run_dir={tmp_path / 'run'}", *extra,
-    ])
+    return load_config(
+        None,
+        [
+            "model.name=gpt",
+            "model.n_layer=1",
+            "model.n_embd=16",
+            "model.n_head=2",
+            "task.name=mqar",
+            "task.vocab_size=64",
+            "task.input_seq_len=32",
+            "task.num_kv_pairs=2",
+            "task.num_train_examples=64",
+            "task.num_val_examples=16",
+            "train.batch_size=4",
+            "train.max_steps=1",
+            "train.max_minutes=null",
+            "eval.batches=1",
+            "log.progress=none",
+            "log.tensorboard=false",
+            "sample.max_new_tokens=0",
+            f"run_dir={tmp_path / 'run'}",
+            *extra,
+        ],
+    )
 
 
 def test_sequence_length_comes_from_the_task(tmp_path):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _train_helpers import tiny
 
 from bdh.cli import main
 from bdh.train import load_config
 from bdh.train.config import ConfigError
 from bdh.train.trainer import Trainer, TrainingError
-
-from _train_helpers import tiny
 
 NOT_FINITE = [
     ("optim.lr=nan", "optim.lr: must be a finite number, got nan"),
@@ -63,8 +62,19 @@ def test_an_absent_device_is_refused_by_print_config(device, capsys):
 
 
 def test_finite_numbers_still_pass(capsys):
-    code, out, err = cli(capsys, "train", "--set", "optim.lr=1e-3", "--set", "train.max_minutes=null",
-                         "--set", "sample.temperature=0", "--set", "train.device=cpu", "--print-config")
+    code, out, err = cli(
+        capsys,
+        "train",
+        "--set",
+        "optim.lr=1e-3",
+        "--set",
+        "train.max_minutes=null",
+        "--set",
+        "sample.temperature=0",
+        "--set",
+        "train.device=cpu",
+        "--print-config",
+    )
     assert code == 0, err
     assert "lr: 0.001" in out
 
@@ -73,9 +83,13 @@ def test_micro_batches_are_checked_against_the_processes_of_the_environment(monk
     monkeypatch.setenv("WORLD_SIZE", "2")
     code, _, err = cli(capsys, "train", "--set", "train.batch_size=5", "--print-config")
     assert code == 2 and "train.batch_size: 5 sequences cannot be split evenly over 2 processes" in err
-    code, _, err = cli(capsys, "train", "--set", "train.batch_size=8", "--set", "train.micro_batch_size=8", "--print-config")
+    code, _, err = cli(
+        capsys, "train", "--set", "train.batch_size=8", "--set", "train.micro_batch_size=8", "--print-config"
+    )
     assert code == 2 and "train.micro_batch_size: 8 does not divide the 4 sequences per process" in err
-    code, _, err = cli(capsys, "train", "--set", "train.batch_size=8", "--set", "train.micro_batch_size=2", "--print-config")
+    code, _, err = cli(
+        capsys, "train", "--set", "train.batch_size=8", "--set", "train.micro_batch_size=2", "--print-config"
+    )
     assert code == 0, err
 
 

@@ -11,17 +11,26 @@ import time
 from pathlib import Path
 
 import pytest
+from _train_helpers import bdh_cmd, run_bdh, set_args, subprocess_env, tiny, train_losses
 
 from bdh.cli import main
-from _train_helpers import bdh_cmd, run_bdh, set_args, subprocess_env, tiny, train_losses
 
 STEPS = 120
 
 
 def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
     # dropout on, so that resuming must also restore the RNG; evaluations and periodic checkpoints mid-run
-    return tiny(corpus_file, run_dir, f"train.max_steps={STEPS}", "model.dropout=0.1", f"train.bptt={bptt}",
-                "train.micro_batch_size=2", "eval.every=50", "checkpoint.every=40", "train.deterministic=true")
+    return tiny(
+        corpus_file,
+        run_dir,
+        f"train.max_steps={STEPS}",
+        "model.dropout=0.1",
+        f"train.bptt={bptt}",
+        "train.micro_batch_size=2",
+        "eval.every=50",
+        "checkpoint.every=40",
+        "train.deterministic=true",
+    )
 
 
 def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> int:
@@ -51,8 +60,13 @@ def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_
     assert sorted(expected) == list(range(1, STEPS + 1))
 
     run = tmp_path / "interrupted"
-    proc = subprocess.Popen(bdh_cmd("train", *set_args(overrides(corpus_file, run, bptt))), env=subprocess_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        bdh_cmd("train", *set_args(overrides(corpus_file, run, bptt))),
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_step(run, 45, proc)  # between the periodic checkpoints at 40 and 80
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
@@ -67,7 +81,9 @@ def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_
     got = train_losses(run)
     assert sorted(got) == list(range(1, STEPS + 1))
     after = [s for s in got if s > stopped]
-    assert after and all(got[s] == expected[s] for s in after), "losses after resuming differ from the uninterrupted run"
+    assert after and all(got[s] == expected[s] for s in after), (
+        "losses after resuming differ from the uninterrupted run"
+    )
     assert all(got[s] == expected[s] for s in got)
 
 
@@ -79,7 +95,13 @@ def cli(capsys, *args: str) -> tuple[int, str]:
 
 def test_corrupted_or_foreign_checkpoint_is_refused_and_the_previous_one_kept(corpus_file, tmp_path, capsys):
     run = tmp_path / "r"
-    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=20", "checkpoint.every=10", "checkpoint.keep=3", "eval.every=0")))
+    code, err = cli(
+        capsys,
+        "train",
+        *set_args(
+            tiny(corpus_file, run, "train.max_steps=20", "checkpoint.every=10", "checkpoint.keep=3", "eval.every=0")
+        ),
+    )
     assert code == 0, err
     latest = run / "checkpoints" / "step-20"
     weights = latest / "model.safetensors"
@@ -93,7 +115,9 @@ def test_corrupted_or_foreign_checkpoint_is_refused_and_the_previous_one_kept(co
     assert code == 0, err
 
     other = tmp_path / "other"
-    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, other, "train.max_steps=5", "model.n_embd=16", "eval.every=0")))
+    code, err = cli(
+        capsys, "train", *set_args(tiny(corpus_file, other, "train.max_steps=5", "model.n_embd=16", "eval.every=0"))
+    )
     assert code == 0, err
     shutil.copytree(other / "checkpoints" / "step-5", run / "checkpoints" / "step-99")
     code, err = cli(capsys, "train", "--resume", str(run))
@@ -105,16 +129,23 @@ def test_corrupted_or_foreign_checkpoint_is_refused_and_the_previous_one_kept(co
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every path under ``folder`` (hidden ones too) with the SHA-256 of its bytes ("dir" for a folder)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 @pytest.fixture
 def finished(corpus_file, tmp_path, capsys) -> Path:
     """A run of 6 steps that ran to its end (evaluations, checkpoints and TensorBoard files written)."""
     run = tmp_path / "done"
-    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=6", "eval.every=3",
-                                                    "checkpoint.every=3", "log.tensorboard=true")))
+    code, err = cli(
+        capsys,
+        "train",
+        *set_args(
+            tiny(corpus_file, run, "train.max_steps=6", "eval.every=3", "checkpoint.every=3", "log.tensorboard=true")
+        ),
+    )
     assert code == 0, err
     return run
 
@@ -124,8 +155,10 @@ def test_resuming_a_finished_run_touches_nothing(finished, capsys):
     code = main(["train", "--resume", str(finished)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert captured.out == (f"{finished}: finished at step 6 of 6; nothing to do (to train longer: "
-                            f"bdh train --resume {finished} --set train.max_steps=M with M > 6)\n")
+    assert captured.out == (
+        f"{finished}: finished at step 6 of 6; nothing to do (to train longer: "
+        f"bdh train --resume {finished} --set train.max_steps=M with M > 6)\n"
+    )
     assert snapshot(finished) == before
 
 
@@ -149,8 +182,9 @@ def test_a_finished_run_trains_on_to_a_larger_step_limit(finished, capsys):
 def test_a_larger_step_limit_wins_over_the_length_a_time_budget_fixed(corpus_file, tmp_path, capsys):
     run = tmp_path / "budget"
     # a time budget: after the calibration steps the length of the run is fixed and saved in checkpoints
-    code, err = cli(capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=16", "train.max_minutes=30",
-                                                    "eval.every=0")))
+    code, err = cli(
+        capsys, "train", *set_args(tiny(corpus_file, run, "train.max_steps=16", "train.max_minutes=30", "eval.every=0"))
+    )
     assert code == 0, err
     meta = json.loads((run / "checkpoints" / "step-16" / "meta.json").read_text())
     assert meta["budget_fixed"] and meta["total_steps"] == 16

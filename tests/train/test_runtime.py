@@ -7,13 +7,11 @@ import warnings
 
 import pytest
 import torch
+from _train_helpers import tiny, train_losses
 from torch import nn
 
-from bdh.train import load_config, train
-from bdh.train import runtime
+from bdh.train import load_config, runtime, train
 from bdh.train.trainer import autocast_dtype
-
-from _train_helpers import tiny, train_losses
 
 
 # --------------------------------------------------------------------------- capabilities
@@ -104,8 +102,11 @@ def test_a_bad_input_raises_the_eager_error_not_a_fallback(monkeypatch):
 def test_the_trainer_falls_back_to_eager_when_compile_fails(monkeypatch, corpus_file, tmp_path):
     monkeypatch.setattr(torch, "compile", lambda module, **kw: _Broken())
     with pytest.warns(RuntimeWarning, match="torch.compile failed"):
-        result = train(load_config(None, tiny(corpus_file, tmp_path / "run", "train.max_steps=2", "train.compile=true",
-                                                "eval.every=0")))
+        result = train(
+            load_config(
+                None, tiny(corpus_file, tmp_path / "run", "train.max_steps=2", "train.compile=true", "eval.every=0")
+            )
+        )
     assert result.step == 2
 
 
@@ -134,10 +135,14 @@ def test_bf16_autocast_keeps_fp32_master_weights_and_the_losses_of_fp32(corpus_f
     common = ["train.max_steps=30", "eval.every=0", "optim.warmup_steps=3", "optim.lr=3e-3"]
     runs = {}
     for precision in ("fp32", "bf16"):
-        result = train(load_config(None, tiny(corpus_file, tmp_path / precision, *common, f"train.precision={precision}")))
+        result = train(
+            load_config(None, tiny(corpus_file, tmp_path / precision, *common, f"train.precision={precision}"))
+        )
         runs[precision] = train_losses(result.run_dir)
         assert all(p.dtype == torch.float32 for p in result.model.parameters())  # master weights stay fp32
-    other = train(load_config(None, tiny(corpus_file, tmp_path / "seed", *common, "train.precision=fp32", "train.seed=7")))
+    other = train(
+        load_config(None, tiny(corpus_file, tmp_path / "seed", *common, "train.precision=fp32", "train.seed=7"))
+    )
     other_losses = train_losses(other.run_dir)
     f32, b16 = runs["fp32"], runs["bf16"]
     assert f32[30] < f32[1] - 1.0  # it learns

@@ -6,13 +6,12 @@ import json
 
 import pytest
 import torch
+from _train_helpers import tiny, train_losses
 
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import TrainingError, load_config, train
 from bdh.train.config import ConfigError
 from bdh.train.trainer import Trainer
-
-from _train_helpers import tiny, train_losses
 
 
 def run(corpus_file, run_dir, *extra):
@@ -20,7 +19,15 @@ def run(corpus_file, run_dir, *extra):
 
 
 def test_a_short_run_learns_and_writes_a_run_folder(corpus_file, tmp_path):
-    result = run(corpus_file, tmp_path / "r", "train.max_steps=60", "optim.lr=3e-3", "eval.every=30", "checkpoint.every=20", "checkpoint.keep=2")
+    result = run(
+        corpus_file,
+        tmp_path / "r",
+        "train.max_steps=60",
+        "optim.lr=3e-3",
+        "eval.every=30",
+        "checkpoint.every=20",
+        "checkpoint.keep=2",
+    )
     losses = train_losses(result.run_dir)
     assert sorted(losses) == list(range(1, 61))
     assert sum(list(losses.values())[-10:]) / 10 < sum(list(losses.values())[:10]) / 10 - 0.5
@@ -28,7 +35,11 @@ def test_a_short_run_learns_and_writes_a_run_folder(corpus_file, tmp_path):
     names = sorted(p.name for p in (result.run_dir / "checkpoints").iterdir())
     assert names == ["step-40", "step-60"]  # the last two kept
     for folder in ("checkpoints/step-60", "best"):
-        assert {p.name for p in (result.run_dir / folder).iterdir()} >= {"config.json", "model.safetensors", "meta.json"}
+        assert {p.name for p in (result.run_dir / folder).iterdir()} >= {
+            "config.json",
+            "model.safetensors",
+            "meta.json",
+        }
     saved = (result.run_dir / "config.yaml").read_text()
     assert "n_neurons: 256" in saved and "ln_eps" in saved  # the resolved config, model fields filled in
     evals = [json.loads(l) for l in (result.run_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
@@ -48,8 +59,20 @@ def test_gradient_accumulation_matches_one_big_batch(corpus_file, tmp_path):
 
 
 def test_tbptt_carries_the_state_across_consecutive_windows(corpus_file, tmp_path):
-    config = load_config(None, tiny(corpus_file, tmp_path / "t", "train.bptt=tbptt", "train.max_steps=3", "optim.lr=1e-12", "optim.min_lr=0",
-                                    "optim.warmup_steps=0", "optim.weight_decay=0", "eval.every=0"))
+    config = load_config(
+        None,
+        tiny(
+            corpus_file,
+            tmp_path / "t",
+            "train.bptt=tbptt",
+            "train.max_steps=3",
+            "optim.lr=1e-12",
+            "optim.min_lr=0",
+            "optim.warmup_steps=0",
+            "optim.weight_decay=0",
+            "eval.every=0",
+        ),
+    )
     trainer = Trainer(config)
     result = trainer.fit()
     trainer.close()
@@ -88,15 +111,25 @@ def test_no_bptt_detaches_keys_and_values(corpus_file, tmp_path):
 def test_stop_at_a_token_budget_and_at_a_target(corpus_file, tmp_path):
     result = run(corpus_file, tmp_path / "tok", "train.max_steps=1000", "train.max_tokens=640", "eval.every=0")
     assert result.step == 5 and result.tokens == 640  # 640 tokens / (4 x 32) per step
-    result = run(corpus_file, tmp_path / "tgt", "train.max_steps=1000", "train.target=7.99", "eval.every=2", "optim.lr=3e-3")
+    result = run(
+        corpus_file, tmp_path / "tgt", "train.max_steps=1000", "train.target=7.99", "eval.every=2", "optim.lr=3e-3"
+    )
     assert result.step < 1000 and result.metrics["val_bpb"] <= 7.99
     assert result.checkpoint.name == f"step-{result.step}"
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(corpus_file, tmp_path):
     with pytest.raises(TrainingError) as info:
-        run(corpus_file, tmp_path / "nan", "train.max_steps=50", "optim.lr=1e30", "optim.warmup_steps=0",
-            "optim.grad_clip=null", "checkpoint.every=1", "eval.every=0")
+        run(
+            corpus_file,
+            tmp_path / "nan",
+            "train.max_steps=50",
+            "optim.lr=1e30",
+            "optim.warmup_steps=0",
+            "optim.grad_clip=null",
+            "checkpoint.every=1",
+            "eval.every=0",
+        )
     message = str(info.value)
     assert "loss is nan at step" in message and "last good checkpoint is step-" in message
     step = int(message.split("at step ")[1].split(";")[0])
@@ -133,8 +166,14 @@ def test_tensorboard_event_files_when_installed(corpus_file, tmp_path):
 
 
 def test_a_time_budget_shortens_the_run_and_decays_over_it(corpus_file, tmp_path):
-    result = run(corpus_file, tmp_path / "budget", "train.max_minutes=0.05", "train.max_steps=1000000", "eval.every=0",
-                 "optim.warmup_steps=2")
+    result = run(
+        corpus_file,
+        tmp_path / "budget",
+        "train.max_minutes=0.05",
+        "train.max_steps=1000000",
+        "eval.every=0",
+        "optim.warmup_steps=2",
+    )
     assert result.total_steps < 1000000 and result.step <= result.total_steps
     assert result.seconds < 3 * 60 * 0.05 + 10
     records = [json.loads(l) for l in (result.run_dir / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
@@ -154,8 +193,20 @@ def test_a_time_budget_follows_a_machine_that_speeds_up(corpus_file, tmp_path, m
 
     clock = types.SimpleNamespace(now=0.0)
     monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(time=lambda: clock.now))
-    trainer = Trainer(load_config(None, tiny(corpus_file, tmp_path / "speedup", "train.max_minutes=1", "train.max_steps=100000",
-                                             "eval.every=0", "checkpoint.every=0", "optim.warmup_steps=2")))
+    trainer = Trainer(
+        load_config(
+            None,
+            tiny(
+                corpus_file,
+                tmp_path / "speedup",
+                "train.max_minutes=1",
+                "train.max_steps=100000",
+                "eval.every=0",
+                "checkpoint.every=0",
+                "optim.warmup_steps=2",
+            ),
+        )
+    )
     real_step, calls = trainer.train_step, []
 
     def timed_step(step):
@@ -177,7 +228,9 @@ def test_init_from_starts_from_the_given_weights_and_refuses_another_model(corpu
     base = run(corpus_file, tmp_path / "base", "train.max_steps=5", "eval.every=0")
 
     def trainer(name, *extra):
-        return Trainer(load_config(None, tiny(corpus_file, tmp_path / name, "train.max_steps=3", "eval.every=0", *extra)))
+        return Trainer(
+            load_config(None, tiny(corpus_file, tmp_path / name, "train.max_steps=3", "eval.every=0", *extra))
+        )
 
     tuned = trainer("tuned", f"train.init_from={base.run_dir}", "train.seed=99", "model.dropout=0.0")
     fresh = trainer("fresh", "train.seed=99")
@@ -201,10 +254,23 @@ def test_init_from_accepts_a_model_that_differs_only_in_how_it_runs(corpus_file,
     ``train.init_from`` starts from: the weights mean the same."""
     base = run(corpus_file, tmp_path / "base", "train.max_steps=2", "eval.every=0")
     assert base.model.config.dropout_rng == "auto"
-    for name, extra in [("rng", ["model.dropout_rng=torch"]),
-                        ("forms", ["model.attention=chunked", "model.chunk_size=16", "model.dropout=0.1"])]:
-        trainer = Trainer(load_config(None, tiny(corpus_file, tmp_path / name, "train.max_steps=2", "eval.every=0",
-                                                 f"train.init_from={base.run_dir}", *extra)))
+    for name, extra in [
+        ("rng", ["model.dropout_rng=torch"]),
+        ("forms", ["model.attention=chunked", "model.chunk_size=16", "model.dropout=0.1"]),
+    ]:
+        trainer = Trainer(
+            load_config(
+                None,
+                tiny(
+                    corpus_file,
+                    tmp_path / name,
+                    "train.max_steps=2",
+                    "eval.every=0",
+                    f"train.init_from={base.run_dir}",
+                    *extra,
+                ),
+            )
+        )
         try:
             for key, value in base.model.state_dict().items():
                 assert torch.equal(value, trainer.model.state_dict()[key]), (name, key)
@@ -213,16 +279,39 @@ def test_init_from_accepts_a_model_that_differs_only_in_how_it_runs(corpus_file,
 
 
 def test_tbptt_needs_a_stream_task_and_a_recurrent_model(corpus_file, tmp_path):
-    common = ["train.bptt=tbptt", "train.batch_size=4", "train.max_steps=1", "train.max_minutes=null",
-              "eval.batches=1", "log.progress=none", "log.tensorboard=false", "sample.max_new_tokens=0"]
-    mqar = ["task.name=mqar", "task.vocab_size=64", "task.input_seq_len=32", "task.num_kv_pairs=2",
-            "task.num_train_examples=64", "task.num_val_examples=16", "model.n_layer=1", "model.n_embd=16",
-            "model.n_head=2", "model.n_neurons=64"]
+    common = [
+        "train.bptt=tbptt",
+        "train.batch_size=4",
+        "train.max_steps=1",
+        "train.max_minutes=null",
+        "eval.batches=1",
+        "log.progress=none",
+        "log.tensorboard=false",
+        "sample.max_new_tokens=0",
+    ]
+    mqar = [
+        "task.name=mqar",
+        "task.vocab_size=64",
+        "task.input_seq_len=32",
+        "task.num_kv_pairs=2",
+        "task.num_train_examples=64",
+        "task.num_val_examples=16",
+        "model.n_layer=1",
+        "model.n_embd=16",
+        "model.n_head=2",
+        "model.n_neurons=64",
+    ]
     with pytest.raises(TrainingError) as info:
         Trainer(load_config(None, [*common, *mqar, f"run_dir={tmp_path / 'mqar'}"]))
     assert str(info.value) == "train.bptt: tbptt needs consecutive windows, and task 'mqar' has no stream_batch"
-    gpt = ["model.name=gpt", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "task.seq_len=32",
-           f"task.data={corpus_file}"]
+    gpt = [
+        "model.name=gpt",
+        "model.n_layer=1",
+        "model.n_embd=16",
+        "model.n_head=2",
+        "task.seq_len=32",
+        f"task.data={corpus_file}",
+    ]
     with pytest.raises(TrainingError) as info:
         Trainer(load_config(None, [*common, *gpt, f"run_dir={tmp_path / 'gpt'}"]))
     assert str(info.value) == "train.bptt: tbptt needs a recurrent model (init_state/step); 'gpt' has none"

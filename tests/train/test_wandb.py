@@ -40,8 +40,9 @@ def _history(path: Path) -> list[dict[str, float]]:
             record.ParseFromString(b"".join(parts))
             parts = []
             if record.WhichOneof("record_type") == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
+                rows.append(
+                    {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                )
         elif kind == 0 and length == 0:
             parts = []
     return rows
@@ -51,9 +52,14 @@ def _history(path: Path) -> list[dict[str, float]]:
 def offline(tmp_path, monkeypatch) -> Path:
     """W&B in offline mode with all its folders in tmp_path; returns WANDB_DIR."""
     folder = tmp_path / "wandb-dir"
-    for key, value in {"WANDB_MODE": "offline", "WANDB_DIR": folder, "WANDB_CONFIG_DIR": tmp_path / "wandb-config",
-                       "WANDB_CACHE_DIR": tmp_path / "wandb-cache", "WANDB_DATA_DIR": tmp_path / "wandb-data",
-                       "WANDB_SILENT": "true"}.items():
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": folder,
+        "WANDB_CONFIG_DIR": tmp_path / "wandb-config",
+        "WANDB_CACHE_DIR": tmp_path / "wandb-cache",
+        "WANDB_DATA_DIR": tmp_path / "wandb-data",
+        "WANDB_SILENT": "true",
+    }.items():
         monkeypatch.setenv(key, str(value))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     folder.mkdir()
@@ -63,8 +69,10 @@ def offline(tmp_path, monkeypatch) -> Path:
 def test_offline_run_logs_the_metrics(tmp_path, corpus_file, offline):
     wandb = pytest.importorskip("wandb")
     run = tmp_path / "run"
-    config = load_config(None, tiny(corpus_file, run, "train.max_steps=4", "eval.every=2", "log.wandb=true",
-                                    "log.wandb_project=bdh-test"))
+    config = load_config(
+        None,
+        tiny(corpus_file, run, "train.max_steps=4", "eval.every=2", "log.wandb=true", "log.wandb_project=bdh-test"),
+    )
     try:
         train(config)
     finally:

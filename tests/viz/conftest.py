@@ -22,9 +22,7 @@ S..#....
 ...#...E
 """
 
-SUDOKU = (
-    "53..7...." "6..195..." ".98....6." "8...6...3" "4..8.3..1" "7...2...6" ".6....28." "...419..5" "....8..79"
-)
+SUDOKU = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
 
 
 def make_run(root: Path, config: bdh.BDHConfig, task: dict, seed: int = 0, steps: int = 20) -> Path:
@@ -38,8 +36,18 @@ def make_run(root: Path, config: bdh.BDHConfig, task: dict, seed: int = 0, steps
         for s in range(1, steps + 1):
             f.write(json.dumps({"kind": "train", "step": s, "loss": 5.0 * math.exp(-s / 10) + 0.5, "lr": 1e-3}) + "\n")
             if s % 5 == 0:
-                f.write(json.dumps({"kind": "eval", "step": s, "val_loss": 5.2 * math.exp(-s / 10) + 0.6,
-                                    "val_bpb": 1.0, "val_accuracy": s / steps}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "kind": "eval",
+                            "step": s,
+                            "val_loss": 5.2 * math.exp(-s / 10) + 0.6,
+                            "val_bpb": 1.0,
+                            "val_accuracy": s / steps,
+                        }
+                    )
+                    + "\n"
+                )
     return root
 
 

@@ -16,17 +16,26 @@ import pytest
 import torch
 
 import bdh
-from bdh.viz.export import ViewOptions, build_view
 from bdh.outputs import write_text
+from bdh.viz.export import ViewOptions, build_view
 from bdh.viz.page import render
 
 from .conftest import SUDOKU
 
 CHROMIUM = os.environ.get("BDH_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)"
+)
 if not os.path.isfile(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set BDH_CHROMIUM)", allow_module_level=True)
 
@@ -47,18 +56,34 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     torch.manual_seed(0)
     text_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, dropout=0.0))
     opts = ViewOptions(hubs=24)
-    out = {"text": write_text(folder / "text.html", render(build_view(text_model, list(b"the cat sat on the mat."), options=opts)))}
-    board_model = bdh.BDH(bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, vocab_size=5, causal=False, dropout=0.0))
+    out = {
+        "text": write_text(
+            folder / "text.html", render(build_view(text_model, list(b"the cat sat on the mat."), options=opts))
+        )
+    }
+    board_model = bdh.BDH(
+        bdh.BDHConfig(n_layer=3, n_embd=32, n_head=2, n_neurons=256, vocab_size=5, causal=False, dropout=0.0)
+    )
     board = [0] * 36
     board[0], board[35], board[7], board[8] = 2, 3, 1, 1
-    out["board"] = write_text(folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts)))
-    sudoku_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=10, causal=False, dropout=0.0))
+    out["board"] = write_text(
+        folder / "board.html", render(build_view(board_model, board, kind="boardpath", board_size=6, options=opts))
+    )
+    sudoku_model = bdh.BDH(
+        bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=10, causal=False, dropout=0.0)
+    )
     puzzle = [int(c) if c.isdigit() else 0 for c in SUDOKU]
-    out["sudoku"] = write_text(folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts)))
+    out["sudoku"] = write_text(
+        folder / "sudoku.html", render(build_view(sudoku_model, puzzle, kind="sudoku", board_size=9, options=opts))
+    )
     ids_model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, vocab_size=40, dropout=0.0))
-    out["tokens"] = write_text(folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts)))
+    out["tokens"] = write_text(
+        folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts))
+    )
     sparse = ViewOptions(hubs=48, edges_per_hub=1)  # few edges: many hubs without one
-    out["sparse"] = write_text(folder / "sparse.html", render(build_view(text_model, list(b"the cat sat."), options=sparse)))
+    out["sparse"] = write_text(
+        folder / "sparse.html", render(build_view(text_model, list(b"the cat sat."), options=sparse))
+    )
     return out
 
 
@@ -159,8 +184,13 @@ def test_graph_panel_uses_its_frame(browser, pages):
 
     page, errors, _ = open_page(browser, pages["sparse"])
     try:
-        nodes = page.eval_on_selector_all("#graph circle.node", "cs => cs.map(c => [+c.getAttribute('cx'), +c.getAttribute('cy')])")
-        ends = page.eval_on_selector_all("#graph line", "ls => ls.flatMap(l => [[+l.getAttribute('x1'), +l.getAttribute('y1')], [+l.getAttribute('x2'), +l.getAttribute('y2')]])")
+        nodes = page.eval_on_selector_all(
+            "#graph circle.node", "cs => cs.map(c => [+c.getAttribute('cx'), +c.getAttribute('cy')])"
+        )
+        ends = page.eval_on_selector_all(
+            "#graph line",
+            "ls => ls.flatMap(l => [[+l.getAttribute('x1'), +l.getAttribute('y1')], [+l.getAttribute('x2'), +l.getAttribute('y2')]])",
+        )
         xy, linked = np.array(nodes), np.array(ends)
         assert ((xy >= 0) & (xy <= 420)).all()
         span = linked.max(0) - linked.min(0)

@@ -144,8 +144,18 @@ def test_port_in_use_is_one_line_exit_2(text_run, tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        code, out, err = run_cli(capsys, "viz", str(text_run), "--prompt", "hi", "--serve", "--port", str(port),
-                                 "--out", str(tmp_path / "p.html"))
+        code, out, err = run_cli(
+            capsys,
+            "viz",
+            str(text_run),
+            "--prompt",
+            "hi",
+            "--serve",
+            "--port",
+            str(port),
+            "--out",
+            str(tmp_path / "p.html"),
+        )
     assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err and err.count("\n") == 1
     code, out, err = run_cli(capsys, "viz", str(text_run), "--serve", "--port", "70000")
     assert code == 2 and "[0, 65535]" in err
@@ -156,8 +166,22 @@ def test_viz_serve_subprocess(text_run, tmp_path):
     out_file = tmp_path / "served.html"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bdh", "viz", str(text_run), "--prompt", "served page", "--serve", "--out", str(out_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "bdh",
+            "viz",
+            str(text_run),
+            "--prompt",
+            "served page",
+            "--serve",
+            "--out",
+            str(out_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, "")], daemon=True)

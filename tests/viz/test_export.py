@@ -160,7 +160,15 @@ def test_layout_fills_the_panel_with_the_connected_hubs_and_rows_the_isolated_on
     ones into a corner once everything was scaled to the panel."""
     from bdh.viz.export import ISOLATED_PER_ROW, _layout
 
-    edges = [[0, 1, 1.0], [1, 2, 0.5], [2, 3, 0.2], [3, 0, 0.1], [4, 5, 0.3], [5, 0, 0.3], [6, 6, 0.9]]  # 6: a self-loop only
+    edges = [
+        [0, 1, 1.0],
+        [1, 2, 0.5],
+        [2, 3, 0.2],
+        [3, 0, 0.1],
+        [4, 5, 0.3],
+        [5, 0, 0.3],
+        [6, 6, 0.9],
+    ]  # 6: a self-loop only
     k = 6 + 1 + ISOLATED_PER_ROW + 2  # two rows of isolated hubs
     pos = torch.tensor(_layout(k, edges, seed=0))
     assert bool(((pos >= 0.04 - 1e-9) & (pos <= 0.96 + 1e-9)).all())

@@ -57,18 +57,38 @@ def test_degree_distribution_draws_the_fitted_power_law(tmp_path):
 
 def test_bench_plots_from_rows(tmp_path):
     rows = [
-        {"suite": "recall", "model": m, "setting": f"N{L}-D{p}", "width": str(w), "state_size": str(w * k),
-         "accuracy": str(acc), "seed": str(s)}
-        for m, base, k in (("bdh", 0.9, 16), ("gpt", 0.8, 4)) for p, L in ((4, 64), (8, 128)) for w in (32, 64, 128)
-        for s in (0, 1) for acc in [base - 0.001 * L / p + 0.01 * s + w / 1000]
+        {
+            "suite": "recall",
+            "model": m,
+            "setting": f"N{L}-D{p}",
+            "width": str(w),
+            "state_size": str(w * k),
+            "accuracy": str(acc),
+            "seed": str(s),
+        }
+        for m, base, k in (("bdh", 0.9, 16), ("gpt", 0.8, 4))
+        for p, L in ((4, 64), (8, 128))
+        for w in (32, 64, 128)
+        for s in (0, 1)
+        for acc in [base - 0.001 * L / p + 0.01 * s + w / 1000]
     ]
-    rows += [{"suite": "sudoku", "model": "bdh", "width": str(d), "state_size": str(16 * d * d), "cell_accuracy": str(d / 100)}
-             for d in (16, 32, 64)]
+    rows += [
+        {
+            "suite": "sudoku",
+            "model": "bdh",
+            "width": str(d),
+            "state_size": str(16 * d * d),
+            "cell_accuracy": str(d / 100),
+        }
+        for d in (16, 32, 64)
+    ]
     rows += [{"suite": "boardpath", "model": "bdh", "width": "x", "state_size": "", "path_validity": ""}]
     rows += [{"suite": "unknown", "model": "bdh"}]
     files, skipped = plots.bench_plots(rows, tmp_path)
     names = sorted(p.name for p in files)
-    assert names == sorted(f"bench-{s}-{x}.{e}" for s in ("recall", "sudoku") for x in ("width", "state_size") for e in ("png", "svg"))
+    assert names == sorted(
+        f"bench-{s}-{x}.{e}" for s in ("recall", "sudoku") for x in ("width", "state_size") for e in ("png", "svg")
+    )
     drawn([tmp_path / "bench-recall-width.png", tmp_path / "bench-recall-state_size.svg"])
     assert sum("'boardpath'" in s and "no rows with numeric" in s for s in skipped) == 2  # both of its figures
     assert any("'unknown'" in s and "no axes known" in s for s in skipped)
@@ -79,7 +99,10 @@ def test_bench_plots_from_rows(tmp_path):
 
 def test_bdh_plot_run(text_run, tmp_path, capsys):
     csv = tmp_path / "bench.csv"
-    csv.write_text("suite,model,width,state_size,cell_accuracy\nsudoku,bdh,16,4096,0.1\nsudoku,bdh,32,16384,0.3\n", encoding="utf-8")
+    csv.write_text(
+        "suite,model,width,state_size,cell_accuracy\nsudoku,bdh,16,4096,0.1\nsudoku,bdh,32,16384,0.3\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "plots"
     code = main(["plot", str(text_run), "--prompt", "a short prompt", "--bench", str(csv), "--out", str(out)])
     stdout, err = capsys.readouterr()

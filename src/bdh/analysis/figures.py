@@ -59,8 +59,13 @@ def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
         ax.semilogx(e, [s["Q"] for s in sw], "o-", color=color, label=f"{name}")
         if name == "trained":
             ax.semilogx(e, [s["Q_er"] for s in sw], "s--", color="C1", label="Erdos-Renyi, same edges")
-            ax.semilogx([s["lowrank_edges"] for s in sw], [s["Q_lowrank"] for s in sw], "^--", color="C2",
-                        label="random low-rank, same entries")
+            ax.semilogx(
+                [s["lowrank_edges"] for s in sw],
+                [s["Q_lowrank"] for s in sw],
+                "^--",
+                color="C2",
+                label="random low-rank, same entries",
+            )
     neg = raw["modularity"].get("trained_negative")
     if neg:
         ax.semilogx([s["edges"] for s in neg], [s["Q"] for s in neg], "v", color="C3", label="trained, |G <= -beta|")
@@ -131,8 +136,9 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
         cmap = plt.get_cmap("viridis")
         for b in range(K):
             lo, hi = tr.periods[b] if tr.periods else (0, 0)
-            axes[1].plot(tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)),
-                         label=f"freq{b}: {lo:.0f}-{hi:.0f}")
+            axes[1].plot(
+                tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)), label=f"freq{b}: {lo:.0f}-{hi:.0f}"
+            )
         axes[1].set_ylabel(f"% y non-zero, layer {bl}")
         axes[1].legend(fontsize=5, ncol=4, title="period (tokens)", title_fontsize=6)
     axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")

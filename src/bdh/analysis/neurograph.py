@@ -124,7 +124,9 @@ def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: in
     counts[0] += float((G < -lim).sum())
     counts[-1] += float((G > lim).sum())
     sym = np.minimum(counts, counts[::-1])
-    split = stats.SymmetricSplit(edges.numpy(), counts.astype(np.int64), sym.astype(np.int64), (counts - sym).astype(np.int64))
+    split = stats.SymmetricSplit(
+        edges.numpy(), counts.astype(np.int64), sym.astype(np.int64), (counts - sym).astype(np.int64)
+    )
     tails = {}
     n = G.numel()
     for k in (3.0, 4.0, 6.0, 8.0):
@@ -148,7 +150,13 @@ def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]
         t = st.tails[k]
         above, below = t["above"], t["below"]
         kind = "excitatory" if above > 2 * below + 10 else "inhibitory" if below > 2 * above + 10 else "symmetric"
-        heads[str(h)] = {"above": above, "below": below, "gaussian_expected": t["gaussian_expected"], "pos_neg_ratio": (above + 1.0) / (below + 1.0), "kind": kind}
+        heads[str(h)] = {
+            "above": above,
+            "below": below,
+            "gaussian_expected": t["gaussian_expected"],
+            "pos_neg_ratio": (above + 1.0) / (below + 1.0),
+            "kind": kind,
+        }
     return {
         "k_sigma": float(k),
         "heads": heads,
@@ -252,12 +260,22 @@ def modularity_sweep(
         beta_p = threshold_for_edges(P, m)
         e_p = undirected_edges(P, beta_p)
         q_lr, _ = louvain_modularity(n, e_p, seeds, seed)
-        out.append({
-            "avg_degree_target": k, "directed_entries": m, "edges": int(len(e)), "beta": beta,
-            "beta_over_sigma_q": None if not sigma_q else beta / sigma_q,
-            "Q": q, "communities": c, "Q_er": q_er, "Q_lowrank": q_lr, "lowrank_edges": int(len(e_p)),
-            "gap_er": q - q_er, "gap_lowrank": q - q_lr,
-        })
+        out.append(
+            {
+                "avg_degree_target": k,
+                "directed_entries": m,
+                "edges": int(len(e)),
+                "beta": beta,
+                "beta_over_sigma_q": None if not sigma_q else beta / sigma_q,
+                "Q": q,
+                "communities": c,
+                "Q_er": q_er,
+                "Q_lowrank": q_lr,
+                "lowrank_edges": int(len(e_p)),
+                "gap_er": q - q_er,
+                "gap_lowrank": q - q_lr,
+            }
+        )
     return out
 
 
@@ -341,8 +359,13 @@ def sigma_graph(
     fr_y = firing_rates(rec, "y", layer - 1, rows)
     fr_x = firing_rates(rec, "x", layer, cols)
     out: dict[str, Any] = {
-        "layer": layer, "head": head, "rotate": rotate, "rows": int(len(rows)), "cols": int(len(cols)),
-        "tokens": int(rec.T), "positive_share": float(pos.numel() / max(S.numel(), 1)),
+        "layer": layer,
+        "head": head,
+        "rotate": rotate,
+        "rows": int(len(rows)),
+        "cols": int(len(cols)),
+        "tokens": int(rec.T),
+        "positive_share": float(pos.numel() / max(S.numel(), 1)),
         "negative_share": float((S < 0).sum() / max(S.numel(), 1)),
         "firing_rate_y": {"mean": float(fr_y.mean()), "silent_share": float((fr_y == 0).mean())},
         "firing_rate_x": {"mean": float(fr_x.mean()), "silent_share": float((fr_x == 0).mean())},
@@ -356,12 +379,24 @@ def sigma_graph(
         A = S > theta
         k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
         k_in = A.sum(dim=0).numpy()  # per x-neuron (column)
-        out["thresholds"].append({
-            "quantile": qv, "theta": theta, "edges": int(A.sum()),
-            "out": {"summary": stats.degree_summary(k_out), "fit": _fit(k_out), "spearman_with_firing_rate": stats.spearman(k_out, fr_y)},
-            "in": {"summary": stats.degree_summary(k_in), "fit": _fit(k_in), "spearman_with_firing_rate": stats.spearman(k_in, fr_x)},
-            "_degrees": {"out": k_out, "in": k_in},
-        })
+        out["thresholds"].append(
+            {
+                "quantile": qv,
+                "theta": theta,
+                "edges": int(A.sum()),
+                "out": {
+                    "summary": stats.degree_summary(k_out),
+                    "fit": _fit(k_out),
+                    "spearman_with_firing_rate": stats.spearman(k_out, fr_y),
+                },
+                "in": {
+                    "summary": stats.degree_summary(k_in),
+                    "fit": _fit(k_in),
+                    "spearman_with_firing_rate": stats.spearman(k_in, fr_x),
+                },
+                "_degrees": {"out": k_out, "in": k_in},
+            }
+        )
     out["_firing"] = {"y": fr_y, "x": fr_x}
     return out
 

@@ -87,13 +87,17 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
     keep = set(range(cfg.n_layer)) if layers is None else set(layers)
     bad = [layer for layer in keep if not 0 <= layer < cfg.n_layer]
     if bad:
-        raise UserError(f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(
+            f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
+        )
     was_training = model.training
     model.eval()
     try:
         device = model.E.device
         idx = idx.to(device)
-        parts: dict[str, list[list[torch.Tensor]]] = {k: [[] for _ in range(cfg.n_layer)] for k in ("x", "y", "a", "values")}
+        parts: dict[str, list[list[torch.Tensor]]] = {
+            k: [[] for _ in range(cfg.n_layer)] for k in ("x", "y", "a", "values")
+        }
         logits_parts = []
         state = model.init_state(idx.shape[0]) if cfg.causal else None
 
@@ -121,8 +125,15 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
         nxt = tokens[:, 1:].unsqueeze(-1)
         surprisal[:, :-1] = -logp[:, :-1].gather(-1, nxt).squeeze(-1) / math.log(2)
     return Recording(
-        tokens=tokens, x=cat["x"], y=cat["y"], a=cat["a"], values=cat["values"], logits=logits,
-        surprisal=surprisal, config=cfg, freqs=model.freqs.detach().float().cpu(),
+        tokens=tokens,
+        x=cat["x"],
+        y=cat["y"],
+        a=cat["a"],
+        values=cat["values"],
+        logits=logits,
+        surprisal=surprisal,
+        config=cfg,
+        freqs=model.freqs.detach().float().cpu(),
         log_u=None if model.log_u is None else model.log_u.detach().float().cpu(),
     )
 
@@ -136,11 +147,17 @@ def head_neurons(config: BDHConfig, head: int) -> torch.Tensor:
 
 def _check_layer(rec: Recording, layer: int, need_previous: bool) -> None:
     if not 0 <= layer < len(rec.x) or rec.x[layer] is None:
-        raise UserError(f"layer {layer} was not recorded (recorded layers: {[i for i, t in enumerate(rec.x) if t is not None]})")
+        raise UserError(
+            f"layer {layer} was not recorded (recorded layers: {[i for i, t in enumerate(rec.x) if t is not None]})"
+        )
     if need_previous and (layer == 0 or rec.y[layer - 1] is None):
         raise UserError(
             f"sigma of layer {layer} needs the y of layer {layer - 1}"
-            + (" (layer 0 reads token embeddings, it has no synapse state sigma)" if layer == 0 else ", which was not recorded")
+            + (
+                " (layer 0 reads token embeddings, it has no synapse state sigma)"
+                if layer == 0
+                else ", which was not recorded"
+            )
         )
 
 

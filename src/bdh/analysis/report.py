@@ -84,7 +84,9 @@ def _fit_sequences(config: BDHConfig, tokens: torch.Tensor, layers: int) -> torc
 # ---------------------------------------------------------------------- pieces
 
 
-def _sparsity_part(model: BDH, tokens: torch.Tensor, opts: InspectOptions) -> tuple[dict[str, Any], sp.SparsityTrace, Any]:
+def _sparsity_part(
+    model: BDH, tokens: torch.Tensor, opts: InspectOptions
+) -> tuple[dict[str, Any], sp.SparsityTrace, Any]:
     layers = None if opts.layer is None else sorted({opts.layer} | ({opts.layer - 1} if opts.layer >= 1 else set()))
     rec = record(model, tokens, layers=layers)
     trace = sp.sparsity(rec)
@@ -105,7 +107,9 @@ def _sparsity_part(model: BDH, tokens: torch.Tensor, opts: InspectOptions) -> tu
     return part, trace, rec
 
 
-def _repeat_part(model: BDH, opts: InspectOptions) -> tuple[dict[str, Any] | None, sp.SparsityTrace | None, torch.Tensor | None]:
+def _repeat_part(
+    model: BDH, opts: InspectOptions
+) -> tuple[dict[str, Any] | None, sp.SparsityTrace | None, torch.Tensor | None]:
     if model.config.vocab_size <= ord("z"):
         return None, None, None
     rb = repeat_batch(opts.repeat_sequences, 3 * PERIOD, seed=opts.seed)
@@ -147,7 +151,12 @@ def _degree_edges(st: ng.EntryStats, G: torch.Tensor, N: int) -> int:
 
 
 def _graphs(
-    trained: BDH, control: BDH, opts: InspectOptions, log, chosen: int, entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]]
+    trained: BDH,
+    control: BDH,
+    opts: InspectOptions,
+    log,
+    chosen: int,
+    entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     cfg = trained.config
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
@@ -161,11 +170,17 @@ def _graphs(
             st_t, raw_t = _entries(trained, which, heads, opts.seed)
         st_c, raw_c = _entries(control, which, heads, opts.seed)
         part: dict[str, Any] = {
-            "entries": {"trained": {str(h): s.to_dict() for h, s in st_t.items()}, "control": {str(h): s.to_dict() for h, s in st_c.items()}},
+            "entries": {
+                "trained": {str(h): s.to_dict() for h, s in st_t.items()},
+                "control": {str(h): s.to_dict() for h, s in st_c.items()},
+            },
             "polarity": {"trained": ng.head_polarity(st_t), "control": ng.head_polarity(st_c)},
             "head": chosen,
         }
-        raw[which] = {"entries": {"trained": raw_t[chosen], "control": raw_c[chosen]}, "sigma_q": {"trained": st_t[chosen].sigma_q, "control": st_c[chosen].sigma_q}}
+        raw[which] = {
+            "entries": {"trained": raw_t[chosen], "control": raw_c[chosen]},
+            "sigma_q": {"trained": st_t[chosen].sigma_q, "control": st_c[chosen].sigma_q},
+        }
         # Fig. 9b on an induced subgraph of the chosen head
         nodes = ng.subsample_nodes(cfg.N, opts.max_nodes, opts.seed)
         sweeps = {}
@@ -173,13 +188,22 @@ def _graphs(
             log(f"G_{which}: modularity sweep ({name}, {len(nodes)} nodes, {opts.seeds} Louvain seeds)")
             G = ng.head_block(model, which, chosen)
             sub = G[nodes][:, nodes].contiguous()
-            sweeps[name] = ng.modularity_sweep(sub, cfg.n_embd, opts.avg_degrees, opts.seeds, opts.seed, st[chosen].sigma_q)
+            sweeps[name] = ng.modularity_sweep(
+                sub, cfg.n_embd, opts.avg_degrees, opts.seeds, opts.seed, st[chosen].sigma_q
+            )
             if name == "trained":
                 # the inhibitory side |G_{<=-beta}| at the middle density
                 mid = (opts.avg_degrees[len(opts.avg_degrees) // 2],)
-                sweeps["trained_negative"] = ng.modularity_sweep(-sub, cfg.n_embd, mid, opts.seeds, opts.seed, st[chosen].sigma_q)
+                sweeps["trained_negative"] = ng.modularity_sweep(
+                    -sub, cfg.n_embd, mid, opts.seeds, opts.seed, st[chosen].sigma_q
+                )
             del G, sub
-        part["modularity"] = {"nodes": int(len(nodes)), "seeds": opts.seeds, "graph": "unweighted, undirected (edge if either direction passes)", **sweeps}
+        part["modularity"] = {
+            "nodes": int(len(nodes)),
+            "seeds": opts.seeds,
+            "graph": "unweighted, undirected (edge if either direction passes)",
+            **sweeps,
+        }
         # Fig. 10 on the full diagonal block
         log(f"G_{which}: degree distributions (head {chosen})")
         G = ng.head_block(trained, which, chosen)
@@ -189,7 +213,11 @@ def _graphs(
         G = ng.head_block(control, which, chosen)
         deg_c = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
         del G
-        part["degrees"] = {"edges_rule": "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count", "trained": ng.strip_private(deg_t), "control": ng.strip_private(deg_c)}
+        part["degrees"] = {
+            "edges_rule": "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count",
+            "trained": ng.strip_private(deg_t),
+            "control": ng.strip_private(deg_c),
+        }
         raw[which]["degrees"] = {"trained": deg_t["_degrees"], "control": deg_c["_degrees"]}
         raw[which]["modularity"] = sweeps
         report[which] = part
@@ -228,19 +256,24 @@ def inspect_model(
     opts = opts or InspectOptions()
     cfg = model.config
     if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
-        raise UserError(f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(
+            f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
+        )
     if opts.head is not None and not 0 <= opts.head < cfg.n_head:
         raise UserError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     if tokens.dim() != 2 or tokens.shape[1] < 2:
         raise UserError("inspect: the input needs at least 2 tokens")
     if int(tokens.max()) >= cfg.vocab_size:
-        raise UserError(f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)")
+        raise UserError(
+            f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)"
+        )
     model = model.eval()
     control = control_model(cfg, opts.control_seed)
     t0 = time.time()
     tokens = _fit_sequences(cfg, tokens, cfg.n_layer)
     report: dict[str, Any] = {
-        "format": "bdh-inspect", "format_version": 1,
+        "format": "bdh-inspect",
+        "format_version": 1,
         "model": {"config": cfg.to_dict(), "n": cfg.n, "N": cfg.N, "parameters": model.num_params()},
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items()},
         "control": {"seed": opts.control_seed, "what": "an untrained BDH(config) built after torch.manual_seed(seed)"},
@@ -332,41 +365,108 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
 
     spd = _get(report, "sparsity", "data")
     if spd:
-        add("x non-zero, per layer", _get(spd, "trained", "x_nonzero"), _get(spd, "control", "x_nonzero"), "~5% (sec. 4.1)")
-        add("y non-zero, per layer", _get(spd, "trained", "y_nonzero"), _get(spd, "control", "y_nonzero"), "~5% (sec. 1.3)")
-        add("corr(y activity, surprisal)", _get(spd, "trained", "y_surprisal_spearman"), _get(spd, "control", "y_surprisal_spearman"), "positive (sec. 6.4)")
+        add(
+            "x non-zero, per layer",
+            _get(spd, "trained", "x_nonzero"),
+            _get(spd, "control", "x_nonzero"),
+            "~5% (sec. 4.1)",
+        )
+        add(
+            "y non-zero, per layer",
+            _get(spd, "trained", "y_nonzero"),
+            _get(spd, "control", "y_nonzero"),
+            "~5% (sec. 1.3)",
+        )
+        add(
+            "corr(y activity, surprisal)",
+            _get(spd, "trained", "y_surprisal_spearman"),
+            _get(spd, "control", "y_surprisal_spearman"),
+            "positive (sec. 6.4)",
+        )
     rep = _get(report, "sparsity", "repeat")
     if rep:
-        add("repeat task: y non-zero, fact / repeat tokens (ratio), per layer", _get(rep, "trained", "y", "fact_over_repeat"),
-            _get(rep, "control", "y", "fact_over_repeat"), "ratio 1.6-3 (4-7.5% vs 2.5%, layer 2)")
-        add("repeat task: surprisal fact/repeat (bits)", [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
-            [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")], "repeat predictable")
+        add(
+            "repeat task: y non-zero, fact / repeat tokens (ratio), per layer",
+            _get(rep, "trained", "y", "fact_over_repeat"),
+            _get(rep, "control", "y", "fact_over_repeat"),
+            "ratio 1.6-3 (4-7.5% vs 2.5%, layer 2)",
+        )
+        add(
+            "repeat task: surprisal fact/repeat (bits)",
+            [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
+            [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")],
+            "repeat predictable",
+        )
     for which in ("x", "y"):
         g = _get(report, "graphs", which)
         if not g:
             continue
         h = str(g["head"])
-        add(f"G_{which} head {h}: beta_1 / sigma_Q", _get(g, "entries", "trained", h, "beta1_over_sigma_q"), _get(g, "entries", "control", h, "beta1_over_sigma_q"), "tail beyond noise (Fig. 9a)")
-        add(f"G_{which} head {h}: >6 sigma_Q above / below",
-            [_get(g, "entries", "trained", h, "tails", "6", "above"), _get(g, "entries", "trained", h, "tails", "6", "below")],
-            [_get(g, "entries", "control", h, "tails", "6", "above"), _get(g, "entries", "control", h, "tails", "6", "below")], "right tail (Fig. 9a)")
-        add(f"G_{which}: inhibitory-looking heads", _get(g, "polarity", "trained", "inhibitory_looking"), _get(g, "polarity", "control", "inhibitory_looking"), "1 of 4 (G_x)")
+        add(
+            f"G_{which} head {h}: beta_1 / sigma_Q",
+            _get(g, "entries", "trained", h, "beta1_over_sigma_q"),
+            _get(g, "entries", "control", h, "beta1_over_sigma_q"),
+            "tail beyond noise (Fig. 9a)",
+        )
+        add(
+            f"G_{which} head {h}: >6 sigma_Q above / below",
+            [
+                _get(g, "entries", "trained", h, "tails", "6", "above"),
+                _get(g, "entries", "trained", h, "tails", "6", "below"),
+            ],
+            [
+                _get(g, "entries", "control", h, "tails", "6", "above"),
+                _get(g, "entries", "control", h, "tails", "6", "below"),
+            ],
+            "right tail (Fig. 9a)",
+        )
+        add(
+            f"G_{which}: inhibitory-looking heads",
+            _get(g, "polarity", "trained", "inhibitory_looking"),
+            _get(g, "polarity", "control", "inhibitory_looking"),
+            "1 of 4 (G_x)",
+        )
         sw_t, sw_c = _get(g, "modularity", "trained") or [], _get(g, "modularity", "control") or []
         for i, s in enumerate(sw_t):
             c = sw_c[i] if i < len(sw_c) else {}
-            add(f"G_{which}: Q - Q_ER / Q - Q_lowrank, deg {s['avg_degree_target']:g}", [s["gap_er"], s["gap_lowrank"]], [c.get("gap_er"), c.get("gap_lowrank")], "gap > 0 (Fig. 9b)")
+            add(
+                f"G_{which}: Q - Q_ER / Q - Q_lowrank, deg {s['avg_degree_target']:g}",
+                [s["gap_er"], s["gap_lowrank"]],
+                [c.get("gap_er"), c.get("gap_lowrank")],
+                "gap > 0 (Fig. 9b)",
+            )
         for d in ("in", "out"):
-            add(f"G_{which}: {d}-degree CV (lowrank CV) / fit",
-                [_get(g, "degrees", "trained", d, "summary", "cv"), _get(g, "degrees", "trained", f"lowrank_{d}", "cv"), _get(g, "degrees", "trained", d, "fit", "preferred")],
-                [_get(g, "degrees", "control", d, "summary", "cv"), _get(g, "degrees", "control", f"lowrank_{d}", "cv"), _get(g, "degrees", "control", d, "fit", "preferred")],
-                "heavy-tailed (Fig. 10)")
+            add(
+                f"G_{which}: {d}-degree CV (lowrank CV) / fit",
+                [
+                    _get(g, "degrees", "trained", d, "summary", "cv"),
+                    _get(g, "degrees", "trained", f"lowrank_{d}", "cv"),
+                    _get(g, "degrees", "trained", d, "fit", "preferred"),
+                ],
+                [
+                    _get(g, "degrees", "control", d, "summary", "cv"),
+                    _get(g, "degrees", "control", f"lowrank_{d}", "cv"),
+                    _get(g, "degrees", "control", d, "fit", "preferred"),
+                ],
+                "heavy-tailed (Fig. 10)",
+            )
     sg = _get(report, "sigma")
     if sg and "trained" in sg:
         for d in ("out", "in"):
-            add(f"sigma L{sg['layer']} h{sg['head']}: {d}-degree CV / fit / rho(firing)",
-                [_get(sg, "trained", "thresholds", -1, d, "summary", "cv"), _get(sg, "trained", "thresholds", -1, d, "fit", "preferred"), _get(sg, "trained", "thresholds", -1, d, "spearman_with_firing_rate")],
-                [_get(sg, "control", "thresholds", -1, d, "summary", "cv"), _get(sg, "control", "thresholds", -1, d, "fit", "preferred"), _get(sg, "control", "thresholds", -1, d, "spearman_with_firing_rate")],
-                "heavy-tailed (Fig. 11)")
+            add(
+                f"sigma L{sg['layer']} h{sg['head']}: {d}-degree CV / fit / rho(firing)",
+                [
+                    _get(sg, "trained", "thresholds", -1, d, "summary", "cv"),
+                    _get(sg, "trained", "thresholds", -1, d, "fit", "preferred"),
+                    _get(sg, "trained", "thresholds", -1, d, "spearman_with_firing_rate"),
+                ],
+                [
+                    _get(sg, "control", "thresholds", -1, d, "summary", "cv"),
+                    _get(sg, "control", "thresholds", -1, d, "fit", "preferred"),
+                    _get(sg, "control", "thresholds", -1, d, "spearman_with_firing_rate"),
+                ],
+                "heavy-tailed (Fig. 11)",
+            )
     return rows
 
 

@@ -42,7 +42,9 @@ def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8
     return buckets
 
 
-def bucket_periods(config: BDHConfig, freqs: torch.Tensor, buckets: torch.Tensor, n_buckets: int) -> list[tuple[float, float]]:
+def bucket_periods(
+    config: BDHConfig, freqs: torch.Tensor, buckets: torch.Tensor, n_buckets: int
+) -> list[tuple[float, float]]:
     """(shortest, longest) RoPE period in tokens of each bucket (the paper labels buckets by these)."""
     f = freqs.detach().float().cpu().abs()
     if f.numel() != config.N:
@@ -97,7 +99,8 @@ def sparsity(rec: Recording, n_buckets: int = 8) -> SparsityTrace:
         warnings.simplefilter("ignore", RuntimeWarning)  # position 0 has no surprisal
         surprisal = np.nanmean(arrived, axis=0) if arrived.shape[0] > 1 else arrived[0]
     return SparsityTrace(
-        np.stack(xs), np.stack(ys),
+        np.stack(xs),
+        np.stack(ys),
         np.stack(xb) if buckets is not None else None,
         np.stack(yb) if buckets is not None else None,
         surprisal,

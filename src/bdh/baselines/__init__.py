@@ -8,12 +8,16 @@ from .._lazy import exports
 
 __all__ = ["BaseConv", "BaseConvConfig", "GPT", "GPTConfig", "HyperSET", "HyperSETConfig", "gpt_config_for_params"]
 
-__getattr__, __dir__ = exports(__name__, {
-    "BaseConv": ".baseconv:BaseConv",
-    "BaseConvConfig": ".baseconv:BaseConvConfig",
-    "GPT": ".gpt:GPT",
-    "GPTConfig": ".gpt:GPTConfig",
-    "gpt_config_for_params": ".gpt:gpt_config_for_params",
-    "HyperSET": ".hyperset:HyperSET",
-    "HyperSETConfig": ".hyperset:HyperSETConfig",
-}, globals())
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "BaseConv": ".baseconv:BaseConv",
+        "BaseConvConfig": ".baseconv:BaseConvConfig",
+        "GPT": ".gpt:GPT",
+        "GPTConfig": ".gpt:GPTConfig",
+        "gpt_config_for_params": ".gpt:gpt_config_for_params",
+        "HyperSET": ".hyperset:HyperSET",
+        "HyperSETConfig": ".hyperset:HyperSETConfig",
+    },
+    globals(),
+)

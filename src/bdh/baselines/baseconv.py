@@ -36,8 +36,8 @@ a long-filter layer keeps the whole input history (d T at seq_len).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -106,8 +106,11 @@ class BaseConvConfig(ModelConfig):
         if self.filter_emb_dim % 2 == 0:
             self._fail("filter_emb_dim", f"must be odd (time plus cosine/sine pairs), got {self.filter_emb_dim}")
         ks = self.kernel_sizes
-        if isinstance(ks, (str, bytes)) or not isinstance(ks, Sequence) or not ks or any(
-            isinstance(k, bool) or not isinstance(k, int) or not (k == LONG or k >= 1) for k in ks
+        if (
+            isinstance(ks, (str, bytes))
+            or not isinstance(ks, Sequence)
+            or not ks
+            or any(isinstance(k, bool) or not isinstance(k, int) or not (k == LONG or k >= 1) for k in ks)
         ):
             self._fail("kernel_sizes", f"must be a non-empty list of positive sizes or -1 (long), got {ks!r}")
         self.kernel_sizes = tuple(ks)

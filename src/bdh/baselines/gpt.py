@@ -82,7 +82,10 @@ class GPTConfig(ModelConfig):
         if self.n_embd % self.n_head:
             self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
         if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
-            self._fail("n_head", f"RoPE rotates pairs, so the head size n_embd / n_head must be even, got {self.n_embd // self.n_head}")
+            self._fail(
+                "n_head",
+                f"RoPE rotates pairs, so the head size n_embd / n_head must be even, got {self.n_embd // self.n_head}",
+            )
 
     @property
     def hidden(self) -> int:
@@ -191,13 +194,17 @@ class GPT(PretrainedMixin, nn.Module):
             if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
                 raise UserError(f"GPT: n_layer must be a positive integer, got {n_layer!r}")
             if not cfg.share_layers and n_layer != cfg.n_layer:
-                raise UserError(f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)")
+                raise UserError(
+                    f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)"
+                )
         B, T = idx.shape
         h = self.embed(idx)
         if self.pos is not None:
             h = h + self.pos(torch.arange(T, device=idx.device))
         h = self.drop(h)
-        rot = rope_cos_sin(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device) if cfg.positional == "rope" else None
+        rot = (
+            rope_cos_sin(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device) if cfg.positional == "rope" else None
+        )
         for i in range(passes):
             h = self.blocks[0 if cfg.share_layers else i](h, rot)
         h = self.ln_f(h)

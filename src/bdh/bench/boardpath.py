@@ -49,17 +49,40 @@ class BoardPathSweep:
     eval_batch_size: int = 128
 
     @classmethod
-    def quick(cls) -> "BoardPathSweep":
+    def quick(cls) -> BoardPathSweep:
         """Tiny sizes for smoke tests."""
-        return cls(board_sizes=(4,), widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, num_train=256, num_val=64,
-                   n_layer=2, n_head=2, neuron_mult=8, time_freq=16,
-                   eval_batch_size=64)
+        return cls(
+            board_sizes=(4,),
+            widths=(16,),
+            lrs=(1e-3, 3e-3),
+            steps=20,
+            batch_size=16,
+            num_train=256,
+            num_val=64,
+            n_layer=2,
+            n_head=2,
+            neuron_mult=8,
+            time_freq=16,
+            eval_batch_size=64,
+        )
 
     @classmethod
-    def full(cls) -> "BoardPathSweep":
+    def full(cls) -> BoardPathSweep:
         """krychu/bdh's 10 x 10 boards and larger models, for a GPU."""
-        return cls(board_sizes=(6, 8, 10), widths=(64, 128, 256), lrs=(3e-4, 1e-3, 3e-3), seeds=(0, 1), steps=20000,
-                   batch_size=64, num_train=8000, num_val=500, n_layer=8, neuron_mult=32, time_freq=512, eval_batch_size=256)
+        return cls(
+            board_sizes=(6, 8, 10),
+            widths=(64, 128, 256),
+            lrs=(3e-4, 1e-3, 3e-3),
+            seeds=(0, 1),
+            steps=20000,
+            batch_size=64,
+            num_train=8000,
+            num_val=500,
+            n_layer=8,
+            neuron_mult=32,
+            time_freq=512,
+            eval_batch_size=256,
+        )
 
     def validate(self) -> None:
         bad = [m for m in self.models if m not in MODELS]
@@ -74,19 +97,50 @@ def plan(sweep: BoardPathSweep) -> list[RunSpec]:
     sweep.validate()
     specs = []
     for S in sweep.board_sizes:
-        task = {"name": "boardpath", "board_size": S, "wall_prob": sweep.wall_prob, "num_train": sweep.num_train,
-                "num_val": sweep.num_val, "data_seed": sweep.data_seed}
+        task = {
+            "name": "boardpath",
+            "board_size": S,
+            "wall_prob": sweep.wall_prob,
+            "num_train": sweep.num_train,
+            "num_val": sweep.num_val,
+            "data_seed": sweep.data_seed,
+        }
         for w in sweep.widths:
             for m in sweep.models:
-                section = board_model_section(m, w, vocab_size=5, seq_len=S * S, n_layer=sweep.n_layer,
-                                              n_head=sweep.n_head, neuron_mult=sweep.neuron_mult,
-                                              time_freq=sweep.time_freq)
+                section = board_model_section(
+                    m,
+                    w,
+                    vocab_size=5,
+                    seq_len=S * S,
+                    n_layer=sweep.n_layer,
+                    n_head=sweep.n_head,
+                    neuron_mult=sweep.neuron_mult,
+                    time_freq=sweep.time_freq,
+                )
                 for lr in sweep.lrs:
                     for s in sweep.seeds:
-                        specs.append(RunSpec("boardpath", m, f"S{S}", {"board_size": S}, w, lr, s, section, task,
-                                             sweep.steps, sweep.batch_size, sweep.eval_batch_size))
+                        specs.append(
+                            RunSpec(
+                                "boardpath",
+                                m,
+                                f"S{S}",
+                                {"board_size": S},
+                                w,
+                                lr,
+                                s,
+                                section,
+                                task,
+                                sweep.steps,
+                                sweep.batch_size,
+                                sweep.eval_batch_size,
+                            )
+                        )
     return specs
 
 
-SUITE = SuiteDef(name="boardpath", setting_columns=["board_size"], metrics=["path_validity", "board_accuracy", "cell_accuracy"],
-                 score=["path_validity", "cell_accuracy"])
+SUITE = SuiteDef(
+    name="boardpath",
+    setting_columns=["board_size"],
+    metrics=["path_validity", "board_accuracy", "cell_accuracy"],
+    score=["path_validity", "cell_accuracy"],
+)

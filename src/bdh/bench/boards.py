@@ -18,8 +18,17 @@ from .runner import bdh_params, bdh_section, section_of, size_by_params
 MODELS = ("bdh", "gpt", "hyperset")
 
 
-def board_model_section(model: str, width: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int,
-                        neuron_mult: int, time_freq: int = 512) -> dict[str, Any]:
+def board_model_section(
+    model: str,
+    width: int,
+    *,
+    vocab_size: int,
+    seq_len: int,
+    n_layer: int,
+    n_head: int,
+    neuron_mult: int,
+    time_freq: int = 512,
+) -> dict[str, Any]:
     """The model section of one run of a board suite (``time_freq``: Hyper-SET's F, whose F d parameters
     are a large share of a small model)."""
     bdh = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=False)
@@ -29,14 +38,19 @@ def board_model_section(model: str, width: int, *, vocab_size: int, seq_len: int
     if model == "gpt":
         from bdh.baselines.gpt import gpt_config_for_params
 
-        cfg = gpt_config_for_params(budget, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len,
-                                    causal=False)
+        cfg = gpt_config_for_params(
+            budget, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=False
+        )
         return section_of(cfg, "gpt")
     if model == "hyperset":
         from bdh.baselines.hyperset import HyperSETConfig
 
-        cfg = size_by_params(budget, lambda d: HyperSETConfig(vocab_size=vocab_size, seq_len=seq_len, n_embd=d,
-                                                              n_head=n_head, n_recur=n_layer,
-                                                              time_freq=time_freq), step=n_head)
+        cfg = size_by_params(
+            budget,
+            lambda d: HyperSETConfig(
+                vocab_size=vocab_size, seq_len=seq_len, n_embd=d, n_head=n_head, n_recur=n_layer, time_freq=time_freq
+            ),
+            step=n_head,
+        )
         return section_of(cfg, "hyperset")
     raise UserError(f"unknown model {model!r} for a board suite (known: {', '.join(MODELS)})")

@@ -61,18 +61,41 @@ class RecallSweep:
     eval_batch_size: int = 128
 
     @classmethod
-    def quick(cls) -> "RecallSweep":
+    def quick(cls) -> RecallSweep:
         """Tiny sizes for smoke tests: one setting, one width, a few steps."""
-        return cls(seq_lens=(32,), num_pairs=(2,), widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, vocab_size=64,
-                   num_train_examples=512, num_val_examples=64, neuron_mult=8, eval_batch_size=64)
+        return cls(
+            seq_lens=(32,),
+            num_pairs=(2,),
+            widths=(16,),
+            lrs=(1e-3, 3e-3),
+            steps=20,
+            batch_size=16,
+            vocab_size=64,
+            num_train_examples=512,
+            num_val_examples=64,
+            neuron_mult=8,
+            eval_batch_size=64,
+        )
 
     @classmethod
-    def full(cls) -> "RecallSweep":
+    def full(cls) -> RecallSweep:
         """Zoology-like sizes for a GPU: V = 8192, N up to 512, D up to 64, widths 64..512, four learning rates."""
-        return cls(seq_lens=(64, 128, 256, 512), num_pairs=(4, 8, 16, 32, 64), widths=(64, 128, 256, 512),
-                   lrs=(1e-4, 4.6e-4, 2.2e-3, 1e-2), seeds=(0,), steps=10000, batch_size=64, vocab_size=8192,
-                   num_train_examples=100_000, num_val_examples=3_000, n_layer=2, n_head=4, neuron_mult=32,
-                   eval_batch_size=256)
+        return cls(
+            seq_lens=(64, 128, 256, 512),
+            num_pairs=(4, 8, 16, 32, 64),
+            widths=(64, 128, 256, 512),
+            lrs=(1e-4, 4.6e-4, 2.2e-3, 1e-2),
+            seeds=(0,),
+            steps=10000,
+            batch_size=64,
+            vocab_size=8192,
+            num_train_examples=100_000,
+            num_val_examples=3_000,
+            n_layer=2,
+            n_head=4,
+            neuron_mult=32,
+            eval_batch_size=256,
+        )
 
     def settings(self) -> list[tuple[int, int]]:
         """The (N, D) pairs of the sweep (4 D <= N and D distinct keys fit the vocabulary)."""
@@ -101,14 +124,23 @@ def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> d
     if model == "gpt":
         from bdh.baselines.gpt import gpt_config_for_params
 
-        cfg = gpt_config_for_params(budget, n_layer=sweep.n_layer, n_head=sweep.n_head, vocab_size=sweep.vocab_size,
-                                    seq_len=seq_len, causal=True)
+        cfg = gpt_config_for_params(
+            budget,
+            n_layer=sweep.n_layer,
+            n_head=sweep.n_head,
+            vocab_size=sweep.vocab_size,
+            seq_len=seq_len,
+            causal=True,
+        )
         return section_of(cfg, "gpt")
     if model == "baseconv":
         from bdh.baselines.baseconv import BaseConvConfig
 
-        cfg = size_by_params(budget, lambda d: BaseConvConfig(vocab_size=sweep.vocab_size, seq_len=seq_len,
-                                                              n_layer=sweep.n_layer, n_embd=d), step=2)
+        cfg = size_by_params(
+            budget,
+            lambda d: BaseConvConfig(vocab_size=sweep.vocab_size, seq_len=seq_len, n_layer=sweep.n_layer, n_embd=d),
+            step=2,
+        )
         return section_of(cfg, "baseconv")
     raise UserError(f"recall: unknown model {model!r}")
 
@@ -118,16 +150,36 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
     sweep.validate()
     specs = []
     for N, D in sweep.settings():
-        task = {"name": "mqar", "vocab_size": sweep.vocab_size, "input_seq_len": N, "num_kv_pairs": D,
-                "num_train_examples": sweep.num_train_examples, "num_val_examples": sweep.num_val_examples,
-                "data_seed": sweep.data_seed}
+        task = {
+            "name": "mqar",
+            "vocab_size": sweep.vocab_size,
+            "input_seq_len": N,
+            "num_kv_pairs": D,
+            "num_train_examples": sweep.num_train_examples,
+            "num_val_examples": sweep.num_val_examples,
+            "data_seed": sweep.data_seed,
+        }
         for w in sweep.widths:
             for m in sweep.models:
                 section = model_section(m, w, sweep, N)
                 for lr in sweep.lrs:
                     for s in sweep.seeds:
-                        specs.append(RunSpec("recall", m, f"N{N}-D{D}", {"seq_len": N, "num_pairs": D}, w, lr, s,
-                                             section, task, sweep.steps, sweep.batch_size, sweep.eval_batch_size))
+                        specs.append(
+                            RunSpec(
+                                "recall",
+                                m,
+                                f"N{N}-D{D}",
+                                {"seq_len": N, "num_pairs": D},
+                                w,
+                                lr,
+                                s,
+                                section,
+                                task,
+                                sweep.steps,
+                                sweep.batch_size,
+                                sweep.eval_batch_size,
+                            )
+                        )
     return specs
 
 

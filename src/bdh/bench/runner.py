@@ -31,9 +31,10 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -42,8 +43,22 @@ from bdh.outputs import check_output, write_text
 
 #: columns every result row has, in this order (suite-specific setting and metric columns follow)
 BASE_COLUMNS = [
-    "suite", "model", "setting", "width", "n_embd", "n_layer", "params", "state_size", "lr", "seed",
-    "steps", "batch_size", "tokens", "wall_s", "tok_per_s", "cpu_s_per_step",
+    "suite",
+    "model",
+    "setting",
+    "width",
+    "n_embd",
+    "n_layer",
+    "params",
+    "state_size",
+    "lr",
+    "seed",
+    "steps",
+    "batch_size",
+    "tokens",
+    "wall_s",
+    "tok_per_s",
+    "cpu_s_per_step",
 ]
 #: columns written after the metrics
 TAIL_COLUMNS = ["lrs_tried", "config", "run_dir"]
@@ -95,8 +110,17 @@ class RunSpec:
 
     def key(self) -> tuple[str, ...]:
         """What identifies the run in ``runs.csv`` (used to skip it on resume)."""
-        return run_key({"model": self.model, "setting": self.setting, "width": self.width, "lr": self.lr, "seed": self.seed,
-                        "steps": self.steps, "batch_size": self.batch_size})
+        return run_key(
+            {
+                "model": self.model,
+                "setting": self.setting,
+                "width": self.width,
+                "lr": self.lr,
+                "seed": self.seed,
+                "steps": self.steps,
+                "batch_size": self.batch_size,
+            }
+        )
 
     def run_name(self) -> str:
         return f"{self.setting}-w{self.width}-lr{self.lr:g}-s{self.seed}-{self.steps}x{self.batch_size}"
@@ -105,8 +129,15 @@ class RunSpec:
 def run_key(row: dict[str, Any]) -> tuple[str, ...]:
     """The identity of a run row: model, setting, width, learning rate, seed, steps and batch size,
     normalised as text (a run of another length is another result)."""
-    return (str(row["model"]), str(row["setting"]), str(int(float(row["width"]))), f"{float(row['lr']):.6g}",
-            str(int(float(row["seed"]))), str(int(float(row["steps"]))), str(int(float(row["batch_size"]))))
+    return (
+        str(row["model"]),
+        str(row["setting"]),
+        str(int(float(row["width"]))),
+        f"{float(row['lr']):.6g}",
+        str(int(float(row["seed"]))),
+        str(int(float(row["steps"]))),
+        str(int(float(row["batch_size"]))),
+    )
 
 
 @dataclass
@@ -131,12 +162,22 @@ class SuiteDef:
     extra_columns: list[str] = field(default_factory=list)
 
     def columns(self) -> list[str]:
-        return BASE_COLUMNS[:3] + self.setting_columns + BASE_COLUMNS[3:] + ["val_loss"] + self.metrics + self.extra_columns + TAIL_COLUMNS
+        return (
+            BASE_COLUMNS[:3]
+            + self.setting_columns
+            + BASE_COLUMNS[3:]
+            + ["val_loss"]
+            + self.metrics
+            + self.extra_columns
+            + TAIL_COLUMNS
+        )
 
 
 # ---------------------------------------------------------------------- one run
 @torch.no_grad()
-def evaluate_examples(model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int) -> dict[str, float]:
+def evaluate_examples(
+    model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int
+) -> dict[str, float]:
     """The task's validation metrics, each batch weighted by its number of examples, plus ``val_loss``
     (nats per scored token). Batches are taken in order; MQAR validation batches never mix slices,
     so a per-slice metric is averaged only over the batches of its own slice."""
@@ -159,8 +200,11 @@ def evaluate_examples(model: torch.nn.Module, task: Any, batch_size: int, batche
             logits = model(x).float()
             c = int((y != IGNORE_INDEX).sum())
             if c:
-                loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                                  ignore_index=IGNORE_INDEX, reduction="sum"))
+                loss_sum += float(
+                    F.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+                    )
+                )
                 count += c
             for k, v in task.metrics(logits, y, x).items():
                 if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -174,8 +218,9 @@ def evaluate_examples(model: torch.nn.Module, task: Any, batch_size: int, batche
     return out
 
 
-def train_one(spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None,
-              suite: SuiteDef | None = None) -> dict[str, Any]:
+def train_one(
+    spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None, suite: SuiteDef | None = None
+) -> dict[str, Any]:
     """Train one run with the public trainer, evaluate it, and return its result row."""
     from bdh.train import RunConfig, Trainer
 
@@ -183,8 +228,15 @@ def train_one(spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int
         "model": dict(spec.model_section),
         "task": dict(spec.task_section),
         "optim": {"lr": spec.lr, "min_lr": spec.lr / 10, "warmup_steps": max(1, spec.steps // 10)},
-        "train": {"batch_size": spec.batch_size, "max_steps": spec.steps, "max_minutes": None, "seed": spec.seed,
-                  "device": device, "threads": threads, "check_memory": False},
+        "train": {
+            "batch_size": spec.batch_size,
+            "max_steps": spec.steps,
+            "max_minutes": None,
+            "seed": spec.seed,
+            "device": device,
+            "threads": threads,
+            "check_memory": False,
+        },
         "eval": {"every": 0, "batches": 1, "batch_size": spec.eval_batch_size},
         "log": {"every": max(1, spec.steps // 20), "progress": "none", "tensorboard": False},
         "checkpoint": {"every": 0, "keep": 1},
@@ -208,15 +260,28 @@ def train_one(spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int
     wall = time.time() - start
     resolved = config.to_dict()
     row: dict[str, Any] = {
-        "suite": spec.suite, "model": spec.model, "setting": spec.setting, **spec.setting_columns,
-        "width": spec.width, "n_embd": resolved["model"].get("n_embd", ""),
+        "suite": spec.suite,
+        "model": spec.model,
+        "setting": spec.setting,
+        **spec.setting_columns,
+        "width": spec.width,
+        "n_embd": resolved["model"].get("n_embd", ""),
         "n_layer": resolved["model"].get("n_layer", resolved["model"].get("n_recur", "")),
-        "params": sum(p.numel() for p in model.parameters()), "state_size": int(model.state_size()),
-        "lr": spec.lr, "seed": spec.seed, "steps": result.step, "batch_size": spec.batch_size, "tokens": result.tokens,
-        "wall_s": round(wall, 2), "tok_per_s": round(result.tokens / max(train_seconds, 1e-9), 1),
+        "params": sum(p.numel() for p in model.parameters()),
+        "state_size": int(model.state_size()),
+        "lr": spec.lr,
+        "seed": spec.seed,
+        "steps": result.step,
+        "batch_size": spec.batch_size,
+        "tokens": result.tokens,
+        "wall_s": round(wall, 2),
+        "tok_per_s": round(result.tokens / max(train_seconds, 1e-9), 1),
         "cpu_s_per_step": round(cpu_train / max(result.step, 1), 4),
-        **metrics, **extra,
-        "config": json.dumps({"model": resolved["model"], "task": resolved["task"]}, sort_keys=True, separators=(",", ":")),
+        **metrics,
+        **extra,
+        "config": json.dumps(
+            {"model": resolved["model"], "task": resolved["task"]}, sort_keys=True, separators=(",", ":")
+        ),
         "run_dir": "",
     }
     return row
@@ -289,11 +354,30 @@ def _fmt(v: Any) -> str:
 
 def markdown_table(rows: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
     """The result rows as a markdown table (the setting, sizes, chosen learning rate, metrics, speed)."""
-    cols = ["model", *suite.setting_columns, "width", "n_embd", "params", "state_size", "lr", "seed",
-            "val_loss", *suite.metrics, "wall_s", "tok_per_s"]
+    cols = [
+        "model",
+        *suite.setting_columns,
+        "width",
+        "n_embd",
+        "params",
+        "state_size",
+        "lr",
+        "seed",
+        "val_loss",
+        *suite.metrics,
+        "wall_s",
+        "tok_per_s",
+    ]
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    order = sorted(rows, key=lambda r: ([_float(r.get(c)) for c in suite.setting_columns], _float(r.get("width")),
-                                        str(r.get("model")), _float(r.get("seed"))))
+    order = sorted(
+        rows,
+        key=lambda r: (
+            [_float(r.get(c)) for c in suite.setting_columns],
+            _float(r.get("width")),
+            str(r.get("model")),
+            _float(r.get("seed")),
+        ),
+    )
     body = "".join("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |\n" for r in order)
     return head + body
 
@@ -322,8 +406,12 @@ class BenchOptions:
 def prepare_out(opts: BenchOptions) -> None:
     """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
     ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
-    out = check_output(opts.out, overwrite=opts.resume or opts.overwrite, folder=True,
-                       how="add --resume to continue it or --overwrite to replace it")
+    out = check_output(
+        opts.out,
+        overwrite=opts.resume or opts.overwrite,
+        folder=True,
+        how="add --resume to continue it or --overwrite to replace it",
+    )
     if opts.resume and out.is_dir() and any(out.iterdir()) and not (out / "runs.csv").is_file():
         raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
     if opts.overwrite and out.is_dir():
@@ -331,10 +419,14 @@ def prepare_out(opts: BenchOptions) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def run_suite(suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions,
-              log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
-              finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None = None,
-              prepared: bool = False) -> dict[str, Any]:
+def run_suite(
+    suite: SuiteDef,
+    specs: Sequence[RunSpec],
+    opts: BenchOptions,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None = None,
+    prepared: bool = False,
+) -> dict[str, Any]:
     """Train every spec not yet in ``runs.csv``, then write results.csv, results.md and the plots.
 
     Returns ``{"runs": rows, "results": best rows, "files": written files, "skipped": run count skipped}``.
@@ -357,11 +449,15 @@ def run_suite(suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions,
         run_dir = out / rel
         if run_dir.exists():  # an interrupted earlier attempt: start it again
             shutil.rmtree(run_dir)
-        log(f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} lr {spec.lr:g} seed {spec.seed}")
+        log(
+            f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} lr {spec.lr:g} seed {spec.seed}"
+        )
         row = train_one(spec, run_dir, device=opts.device, threads=opts.threads, suite=suite)
         row["run_dir"] = rel.as_posix()
         shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
-        log(f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; {row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s")
+        log(
+            f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; {row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
+        )
         rows.append(row)
         write_csv(out / "runs.csv", rows, columns)
     wanted = {s.key() for s in specs}
@@ -373,8 +469,10 @@ def run_suite(suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions,
     files.append(out / "runs.csv")
     write_csv(out / "results.csv", results, columns)
     files.append(out / "results.csv")
-    write_text(out / "results.md", f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
-                 + markdown_table(results, suite))
+    write_text(
+        out / "results.md",
+        f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n" + markdown_table(results, suite),
+    )
     files.append(out / "results.md")
     if finish is not None:
         files += finish(results, out)
@@ -389,7 +487,9 @@ def run_suite(suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions,
 
 
 # ---------------------------------------------------------------------- sizing helpers
-def size_by_params(budget: int, make: Callable[[int], Any], step: int, start: int | None = None, limit: int = 4096) -> Any:
+def size_by_params(
+    budget: int, make: Callable[[int], Any], step: int, start: int | None = None, limit: int = 4096
+) -> Any:
     """The config ``make(d)`` (d a multiple of ``step``) whose ``num_params()`` is closest to ``budget``."""
     best, err = None, math.inf
     d = start or step
@@ -408,8 +508,15 @@ def size_by_params(budget: int, make: Callable[[int], Any], step: int, start: in
 
 def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, causal: bool) -> dict[str, Any]:
     """BDH's model section at a width: ``n_embd = width``, ``n_neurons = neuron_mult * width``."""
-    return {"name": "bdh", "n_layer": n_layer, "n_embd": width, "n_head": n_head, "n_neurons": neuron_mult * width,
-            "dropout": 0.0, "causal": causal}
+    return {
+        "name": "bdh",
+        "n_layer": n_layer,
+        "n_embd": width,
+        "n_head": n_head,
+        "n_neurons": neuron_mult * width,
+        "dropout": 0.0,
+        "causal": causal,
+    }
 
 
 def bdh_params(section: dict[str, Any], vocab_size: int) -> int:

@@ -63,18 +63,44 @@ class SudokuSweep:
     eval_batch_size: int = 100
 
     @classmethod
-    def quick(cls) -> "SudokuSweep":
+    def quick(cls) -> SudokuSweep:
         """Tiny sizes for smoke tests (easy puzzles, a few steps)."""
-        return cls(widths=(16,), lrs=(1e-3, 3e-3), steps=20, batch_size=16, num_train=64, num_val=32, min_givens=45,
-                   max_givens=50, n_layer=2, depth_passes=(1, 2, 4), n_head=2, neuron_mult=8, time_freq=16,
-                   eval_batch_size=32)
+        return cls(
+            widths=(16,),
+            lrs=(1e-3, 3e-3),
+            steps=20,
+            batch_size=16,
+            num_train=64,
+            num_val=32,
+            min_givens=45,
+            max_givens=50,
+            n_layer=2,
+            depth_passes=(1, 2, 4),
+            n_head=2,
+            neuron_mult=8,
+            time_freq=16,
+            eval_batch_size=32,
+        )
 
     @classmethod
-    def full(cls) -> "SudokuSweep":
+    def full(cls) -> SudokuSweep:
         """Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU."""
-        return cls(widths=(64, 128, 256), lrs=(3e-4, 1e-3, 3e-3), seeds=(0, 1), steps=20000, batch_size=64,
-                   num_train=9000, num_val=1000, min_givens=24, max_givens=34, n_layer=12,
-                   depth_passes=(6, 12, 18, 24, 36), neuron_mult=32, time_freq=512, eval_batch_size=250)
+        return cls(
+            widths=(64, 128, 256),
+            lrs=(3e-4, 1e-3, 3e-3),
+            seeds=(0, 1),
+            steps=20000,
+            batch_size=64,
+            num_train=9000,
+            num_val=1000,
+            min_givens=24,
+            max_givens=34,
+            n_layer=12,
+            depth_passes=(6, 12, 18, 24, 36),
+            neuron_mult=32,
+            time_freq=512,
+            eval_batch_size=250,
+        )
 
     def validate(self) -> None:
         bad = [m for m in self.models if m not in MODELS]
@@ -95,8 +121,15 @@ def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
     paths = folder / "train.csv", folder / "val.csv"
     if all(p.is_file() for p in paths):
         return paths
-    task = Sudoku(SudokuConfig(num_train=sweep.num_train, num_val=sweep.num_val, min_givens=sweep.min_givens,
-                               max_givens=sweep.max_givens, data_seed=sweep.data_seed))
+    task = Sudoku(
+        SudokuConfig(
+            num_train=sweep.num_train,
+            num_val=sweep.num_val,
+            min_givens=sweep.min_givens,
+            max_givens=sweep.max_givens,
+            data_seed=sweep.data_seed,
+        )
+    )
     for split, path, n in (("train", paths[0], sweep.num_train), ("val", paths[1], sweep.num_val)):
         buf = io.StringIO()
         buf.write("puzzle,solution\n")
@@ -110,17 +143,44 @@ def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
 def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
     """Every run of the sweep, on the puzzle files ``data`` (from `make_data`)."""
     sweep.validate()
-    task = {"name": "sudoku", "train_csv": str(data[0]), "val_csv": str(data[1]), "num_train": sweep.num_train,
-            "num_val": sweep.num_val}
+    task = {
+        "name": "sudoku",
+        "train_csv": str(data[0]),
+        "val_csv": str(data[1]),
+        "num_train": sweep.num_train,
+        "num_val": sweep.num_val,
+    }
     specs = []
     for w in sweep.widths:
         for m in sweep.models:
-            section = board_model_section(m, w, vocab_size=10, seq_len=81, n_layer=sweep.n_layer, n_head=sweep.n_head,
-                                          neuron_mult=sweep.neuron_mult, time_freq=sweep.time_freq)
+            section = board_model_section(
+                m,
+                w,
+                vocab_size=10,
+                seq_len=81,
+                n_layer=sweep.n_layer,
+                n_head=sweep.n_head,
+                neuron_mult=sweep.neuron_mult,
+                time_freq=sweep.time_freq,
+            )
             for lr in sweep.lrs:
                 for s in sweep.seeds:
-                    specs.append(RunSpec("sudoku", m, sweep.setting, {"givens": f"{sweep.min_givens}-{sweep.max_givens}"},
-                                         w, lr, s, section, task, sweep.steps, sweep.batch_size, sweep.eval_batch_size))
+                    specs.append(
+                        RunSpec(
+                            "sudoku",
+                            m,
+                            sweep.setting,
+                            {"givens": f"{sweep.min_givens}-{sweep.max_givens}"},
+                            w,
+                            lr,
+                            s,
+                            section,
+                            task,
+                            sweep.steps,
+                            sweep.batch_size,
+                            sweep.eval_batch_size,
+                        )
+                    )
     return specs
 
 
@@ -139,11 +199,17 @@ def depth_columns(sweep: SudokuSweep):
         if not weight_shared(model):
             return {"depth": ""}
         device = next(model.parameters()).device
-        curve = depth_sweep(model, task, list(sweep.depth_passes), batch_size=sweep.eval_batch_size, seed=spec.seed,
-                            device=device)
+        curve = depth_sweep(
+            model, task, list(sweep.depth_passes), batch_size=sweep.eval_batch_size, seed=spec.seed, device=device
+        )
         model.train()
-        return {"depth": json.dumps({str(k): {m: round(v, 4) for m, v in c.items()} for k, c in curve.items()},
-                                    sort_keys=True, separators=(",", ":"))}
+        return {
+            "depth": json.dumps(
+                {str(k): {m: round(v, 4) for m, v in c.items()} for k, c in curve.items()},
+                sort_keys=True,
+                separators=(",", ":"),
+            )
+        }
 
     return extra
 
@@ -156,8 +222,18 @@ def depth_rows(results: list[dict[str, Any]], trained: int) -> list[dict[str, An
         if not text:
             continue
         for k, m in sorted(json.loads(text).items(), key=lambda kv: int(kv[0])):
-            out.append({"suite": "sudoku-depth", "model": r["model"], "width": r["width"], "lr": r["lr"], "seed": r["seed"],
-                        "trained_passes": trained, "passes": int(k), **m})
+            out.append(
+                {
+                    "suite": "sudoku-depth",
+                    "model": r["model"],
+                    "width": r["width"],
+                    "lr": r["lr"],
+                    "seed": r["seed"],
+                    "trained_passes": trained,
+                    "passes": int(k),
+                    **m,
+                }
+            )
     return out
 
 
@@ -169,19 +245,35 @@ def finisher(sweep: SudokuSweep):
         if not rows:
             return []
         path = out / "depth.csv"
-        write_csv(path, rows, ["suite", "model", "width", "lr", "seed", "trained_passes", "passes", "cell_accuracy", "board_accuracy"])
+        write_csv(
+            path,
+            rows,
+            ["suite", "model", "width", "lr", "seed", "trained_passes", "passes", "cell_accuracy", "board_accuracy"],
+        )
         files = [path]
         from bdh.viz import plots
 
         for r in rows:
             r["series"] = f"{r['model']} w{r['width']}"
-        files += plots.suite_plot(rows, out / "plots" / "depth-sudoku", "passes", "cell_accuracy", series="series",
-                                  title=f"sudoku: cell accuracy against test-time layer passes (trained with {sweep.n_layer})")
+        files += plots.suite_plot(
+            rows,
+            out / "plots" / "depth-sudoku",
+            "passes",
+            "cell_accuracy",
+            series="series",
+            title=f"sudoku: cell accuracy against test-time layer passes (trained with {sweep.n_layer})",
+        )
         return files
 
     return finish
 
 
 def suite_def(sweep: SudokuSweep) -> SuiteDef:
-    return SuiteDef(name="sudoku", setting_columns=["givens"], metrics=["board_accuracy", "cell_accuracy"],
-                    score=["board_accuracy", "cell_accuracy"], extra=depth_columns(sweep), extra_columns=["depth"])
+    return SuiteDef(
+        name="sudoku",
+        setting_columns=["givens"],
+        metrics=["board_accuracy", "cell_accuracy"],
+        score=["board_accuracy", "cell_accuracy"],
+        extra=depth_columns(sweep),
+        extra_columns=["depth"],
+    )

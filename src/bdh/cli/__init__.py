@@ -12,16 +12,37 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bdh import __version__
 from bdh.errors import UserError, one_line
 
-from . import bench_cmds, data_cmds, dmft_cmds, examples, experiment_cmds, inspect_cmds, model_cmds, synapse_cmds, train_cmds, viz_cmds
+from . import (
+    bench_cmds,
+    data_cmds,
+    dmft_cmds,
+    examples,
+    experiment_cmds,
+    inspect_cmds,
+    model_cmds,
+    synapse_cmds,
+    train_cmds,
+    viz_cmds,
+)
 
 #: command-group modules, in the order their commands are listed by ``bdh --help``
-GROUPS = [model_cmds, train_cmds, data_cmds, dmft_cmds, inspect_cmds, viz_cmds, bench_cmds, experiment_cmds, synapse_cmds]
+GROUPS = [
+    model_cmds,
+    train_cmds,
+    data_cmds,
+    dmft_cmds,
+    inspect_cmds,
+    viz_cmds,
+    bench_cmds,
+    experiment_cmds,
+    synapse_cmds,
+]
 
 
 class UsageError(UserError):
@@ -34,7 +55,11 @@ class _Formatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or default in (None, False, [], argparse.SUPPRESS) or isinstance(action, argparse._VersionAction):
+        if (
+            "default" in text
+            or default in (None, False, [], argparse.SUPPRESS)
+            or isinstance(action, argparse._VersionAction)
+        ):
             return text
         return f"{text} (default: {default})" if text else f"default: {default}"
 
@@ -63,8 +88,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bdh", description="The Dragon Hatchling (BDH): train, compare and look inside BDH models.")
     parser.add_argument("--version", action="version", version=f"bdh {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="on an internal error, print the full traceback instead of one line (also: BDH_DEBUG=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an internal error, print the full traceback instead of one line (also: BDH_DEBUG=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for group in GROUPS:
         group.register(sub)
@@ -123,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = f"the traceback is in {_report_bug(exc)}"
         except OSError:
             where = "the traceback could not be saved"
-        print(f"bdh: internal error (a bug in bdh, not in your input): {type(exc).__name__}: {one_line(str(exc))}; "
-              f"{where}; rerun with 'bdh --debug ...' to print it", file=sys.stderr)
+        print(
+            f"bdh: internal error (a bug in bdh, not in your input): {type(exc).__name__}: {one_line(str(exc))}; "
+            f"{where}; rerun with 'bdh --debug ...' to print it",
+            file=sys.stderr,
+        )
         return 1

@@ -37,8 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
         size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/bench-{name}-<timestamp>)")
-        s.add_argument("--resume", action="store_true", help="continue --out DIR: skip the runs already in its runs.csv")
-        s.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder (its contents are deleted first)")
+        s.add_argument(
+            "--resume", action="store_true", help="continue --out DIR: skip the runs already in its runs.csv"
+        )
+        s.add_argument(
+            "--overwrite", action="store_true", help="replace a non-empty --out folder (its contents are deleted first)"
+        )
         s.add_argument("--models", metavar="M1,M2", help="a subset of the suite's models, e.g. bdh,gpt")
         s.add_argument("--steps", type=integer(1), metavar="N", help="optimiser steps per run (default: the suite's)")
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
@@ -62,7 +66,9 @@ def build_sweep(args: argparse.Namespace):
     from bdh.bench.runner import BenchError, parse_list
 
     module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[args.suite]
-    cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[args.suite]
+    cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[
+        args.suite
+    ]
     sweep = cls.full() if args.full else cls.quick() if args.quick else cls()
     changes = {}
     if args.models is not None:
@@ -90,8 +96,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from bdh.bench import runner
 
     module, sweep = build_sweep(args)
-    out = Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    opts = runner.BenchOptions(out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite)
+    out = (
+        Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    )
+    opts = runner.BenchOptions(
+        out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite
+    )
     finish = None
     if not args.dry_run:
         runner.prepare_out(opts)  # before anything is printed or generated
@@ -100,7 +110,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.dry_run:
             specs = module.plan(sweep, (out / "data" / "train.csv", out / "data" / "val.csv"))
         else:
-            print(f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True)
+            print(
+                f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True
+            )
             specs = module.plan(sweep, module.make_data(sweep, out / "data"))
             finish = module.finisher(sweep)
     else:
@@ -113,8 +125,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)
     except runner.BenchInterrupted as exc:
-        print(f"bdh: bench {args.suite} interrupted; the finished runs are in {out / 'runs.csv'}; continue with "
-              f"the same command and --out {out} --resume", file=sys.stderr)
+        print(
+            f"bdh: bench {args.suite} interrupted; the finished runs are in {out / 'runs.csv'}; continue with "
+            f"the same command and --out {out} --resume",
+            file=sys.stderr,
+        )
         return {2: 130, 15: 143}.get(exc.signum, 1)
     for path in done["files"]:
         print(f"wrote {path}")
@@ -142,5 +157,9 @@ def _print_plan(specs) -> None:
         section.setdefault("vocab_size", vocab)
         section.setdefault("causal", causal)
         _, cfg = build_section_config("model", section)
-        print(f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}")
-    print(f"{len(specs)} runs ({len(seen)} model x setting x width, x {len(specs) // max(len(seen), 1)} learning rates and seeds)")
+        print(
+            f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}"
+        )
+    print(
+        f"{len(specs)} runs ({len(seen)} model x setting x width, x {len(specs) // max(len(seen), 1)} learning rates and seeds)"
+    )

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bdh.errors import UserError
 
@@ -44,7 +44,11 @@ def number(low: float | None = None, high: float | None = None, *, low_open: boo
         except (TypeError, ValueError):
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         bad = not math.isfinite(value)
-        bad = bad or (low is not None and (value < low or (low_open and value == low))) or (high is not None and value > high)
+        bad = (
+            bad
+            or (low is not None and (value < low or (low_open and value == low)))
+            or (high is not None and value > high)
+        )
         if bad:
             raise argparse.ArgumentTypeError(f"must be a finite number {_range(low, high, low_open)}, got {text!r}")
         return value

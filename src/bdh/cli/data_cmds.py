@@ -21,10 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("out", help="the file to write")
     p.add_argument("--pairs", default="en-es", help="language pairs, e.g. en-es,en-fr (languages: en es fr pt it de)")
-    p.add_argument("--size", default="1MB", help="bytes to write: a number with an optional KB, MB or GB suffix (default 1MB)")
-    p.add_argument("--concept-rate", type=number(0, 1), default=0.5, help="fraction of sentences with concept slots (default 0.5)")
+    p.add_argument(
+        "--size", default="1MB", help="bytes to write: a number with an optional KB, MB or GB suffix (default 1MB)"
+    )
+    p.add_argument(
+        "--concept-rate", type=number(0, 1), default=0.5, help="fraction of sentences with concept slots (default 0.5)"
+    )
     p.add_argument("--seed", type=integer(), default=0, help="seed of the sentence stream (default 0)")
-    p.add_argument("--lexicon-seed", type=integer(), default=0, help="seed of the word mappings that make the languages (default 0)")
+    p.add_argument(
+        "--lexicon-seed",
+        type=integer(),
+        default=0,
+        help="seed of the word mappings that make the languages (default 0)",
+    )
     add_overwrite(p, "OUT")
     p.set_defaults(func=cmd_corpus)
 
@@ -51,7 +60,9 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     parent = existing_parent(out)
     free = shutil.disk_usage(parent).free
     if size > free:
-        raise UserError(f"--size {args.size}: {size:,} bytes asked for, but only {free:,} are free on the disk of {parent}")
+        raise UserError(
+            f"--size {args.size}: {size:,} bytes asked for, but only {free:,} are free on the disk of {parent}"
+        )
     path = write_stream(args.out, config, size)
     print(f"wrote {path} ({size:,} bytes; pairs {args.pairs}, seed {args.seed})")
     return 0

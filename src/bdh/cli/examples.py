@@ -8,8 +8,15 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh generate runs/<timestamp> --prompt 'ROMEO:'",
         "bdh CMD --help                              # every command has its own examples",
     ],
-    "bdh info": ["bdh info", "bdh info --n-layer 6 --n-embd 256 --n-neurons 32768 --block-size 2048", "bdh info runs/<timestamp> --json"],
-    "bdh convert": ["bdh convert ckpt.pt my-model", "bdh convert ckpt.pt my-model --n-layer 6 --n-embd 256 --overwrite"],
+    "bdh info": [
+        "bdh info",
+        "bdh info --n-layer 6 --n-embd 256 --n-neurons 32768 --block-size 2048",
+        "bdh info runs/<timestamp> --json",
+    ],
+    "bdh convert": [
+        "bdh convert ckpt.pt my-model",
+        "bdh convert ckpt.pt my-model --n-layer 6 --n-embd 256 --overwrite",
+    ],
     "bdh merge": ["bdh merge runs/en-es runs/en-fr merged", "bdh merge a b averaged --average --weight 0.5"],
     "bdh train": [
         "bdh train                                   # the main job",
@@ -28,28 +35,65 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh eval runs/<timestamp> --carry-state --full   # long context: the state carried across the whole split",
     ],
     "bdh runs": ["bdh runs", "bdh runs experiments/"],
-    "bdh corpus": ["bdh corpus data/en-es.txt --size 10MB", "bdh corpus data/multi.txt --pairs en-es,en-fr --size 50MB --seed 1"],
+    "bdh corpus": [
+        "bdh corpus data/en-es.txt --size 10MB",
+        "bdh corpus data/multi.txt --pairs en-es,en-fr --size 50MB --seed 1",
+    ],
     "bdh dmft": ["bdh dmft bifurcation --out dmft/sweep", "bdh dmft probe runs/<timestamp>"],
-    "bdh dmft bifurcation": ["bdh dmft bifurcation --out dmft/sweep", "bdh dmft bifurcation --beta 0.5:2:151 --steps 20000 --keep 5000 --out dmft/quick"],
-    "bdh dmft trajectory": ["bdh dmft trajectory --beta 1.27 --out dmft/traj", "bdh dmft trajectory --beta 0.9,1.27,1.6 --out dmft/three"],
-    "bdh dmft convergence": ["bdh dmft convergence --out dmft/conv", "bdh dmft convergence --n 990,9900 --seeds 4 --out dmft/small"],
-    "bdh dmft probe": ["bdh dmft probe runs/<timestamp>", "bdh dmft probe runs/<timestamp> --temperatures 0.5:1.5:5 --out probe"],
-    "bdh inspect": ["bdh inspect runs/<timestamp>", "bdh inspect runs/<timestamp> --layer 2 --head 0 --data held-out.txt --out report"],
+    "bdh dmft bifurcation": [
+        "bdh dmft bifurcation --out dmft/sweep",
+        "bdh dmft bifurcation --beta 0.5:2:151 --steps 20000 --keep 5000 --out dmft/quick",
+    ],
+    "bdh dmft trajectory": [
+        "bdh dmft trajectory --beta 1.27 --out dmft/traj",
+        "bdh dmft trajectory --beta 0.9,1.27,1.6 --out dmft/three",
+    ],
+    "bdh dmft convergence": [
+        "bdh dmft convergence --out dmft/conv",
+        "bdh dmft convergence --n 990,9900 --seeds 4 --out dmft/small",
+    ],
+    "bdh dmft probe": [
+        "bdh dmft probe runs/<timestamp>",
+        "bdh dmft probe runs/<timestamp> --temperatures 0.5:1.5:5 --out probe",
+    ],
+    "bdh inspect": [
+        "bdh inspect runs/<timestamp>",
+        "bdh inspect runs/<timestamp> --layer 2 --head 0 --data held-out.txt --out report",
+    ],
     "bdh viz": [
         "bdh viz runs/<timestamp> --prompt 'To be, or not to be'",
         "bdh viz runs/<timestamp> --prompt-file page.txt --out viewer.html --overwrite",
         "bdh viz runs/boards --board board.txt --serve",
     ],
-    "bdh plot": ["bdh plot runs/<timestamp>", "bdh plot runs/<timestamp> --bench runs/bench-recall-<timestamp>/results.csv --out figures"],
+    "bdh plot": [
+        "bdh plot runs/<timestamp>",
+        "bdh plot runs/<timestamp> --bench runs/bench-recall-<timestamp>/results.csv --out figures",
+    ],
     "bdh bench": ["bdh bench recall --quick", "bdh bench recall --models bdh,gpt --seeds 0,1 --out runs/recall"],
-    "bdh bench recall": ["bdh bench recall --quick", "bdh bench recall --out runs/recall", "bdh bench recall --out runs/recall --resume --seeds 0,1,2"],
-    "bdh bench boardpath": ["bdh bench boardpath --quick", "bdh bench boardpath --models bdh,gpt --steps 2000 --out runs/boards"],
+    "bdh bench recall": [
+        "bdh bench recall --quick",
+        "bdh bench recall --out runs/recall",
+        "bdh bench recall --out runs/recall --resume --seeds 0,1,2",
+    ],
+    "bdh bench boardpath": [
+        "bdh bench boardpath --quick",
+        "bdh bench boardpath --models bdh,gpt --steps 2000 --out runs/boards",
+    ],
     "bdh bench sudoku": ["bdh bench sudoku --quick", "bdh bench sudoku --dry-run"],
     "bdh experiment": ["bdh experiment merge --quick", "bdh experiment synapses --out runs/synapses"],
-    "bdh experiment synapses": ["bdh experiment synapses --quick", "bdh experiment synapses --set steps=2000 --out runs/synapses"],
+    "bdh experiment synapses": [
+        "bdh experiment synapses --quick",
+        "bdh experiment synapses --set steps=2000 --out runs/synapses",
+    ],
     "bdh experiment merge": ["bdh experiment merge --quick", "bdh experiment merge --out runs/merge --show-config"],
-    "bdh experiment no-bptt": ["bdh experiment no-bptt --quick", "bdh experiment no-bptt --out runs/no-bptt --threads 2"],
-    "bdh synapses": ["bdh synapses runs/en-es --concept currency", "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses"],
+    "bdh experiment no-bptt": [
+        "bdh experiment no-bptt --quick",
+        "bdh experiment no-bptt --out runs/no-bptt --threads 2",
+    ],
+    "bdh synapses": [
+        "bdh synapses runs/en-es --concept currency",
+        "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses",
+    ],
 }
 
 

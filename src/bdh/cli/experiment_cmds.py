@@ -48,12 +48,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         s = names.add_parser(name, help=HELP[name], description=HELP[name] + ".")
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/experiment-{name}-<timestamp>)")
         s.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of a minute or two")
-        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                       help="change a field of the experiment's config (repeatable); see --show-config")
+        s.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="FIELD=VALUE",
+            help="change a field of the experiment's config (repeatable); see --show-config",
+        )
         s.add_argument("--show-config", action="store_true", help="print the resolved config as JSON and exit")
         s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
-        s.add_argument("--overwrite", "--force", dest="overwrite", action="store_true",
-                       help="replace a non-empty --out folder (its contents are deleted first)")
+        s.add_argument(
+            "--overwrite",
+            "--force",
+            dest="overwrite",
+            action="store_true",
+            help="replace a non-empty --out folder (its contents are deleted first)",
+        )
         s.set_defaults(func=cmd_experiment)
 
 
@@ -94,7 +105,6 @@ def resolve_config(module: Any, quick: bool, overrides: list[str]) -> Any:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from bdh.experiments.common import prepare_out
-
 
     module = experiment_module(args.experiment)
     config = resolve_config(module, args.quick, args.overrides)

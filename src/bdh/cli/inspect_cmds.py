@@ -28,19 +28,27 @@ def register(sub: argparse._SubParsersAction) -> None:
             "computed on an untrained model of the same configuration (the control)."
         ),
     )
-    p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder")
+    p.add_argument(
+        "run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder"
+    )
     p.add_argument("--checkpoint", metavar="step-N", help="inspect this checkpoint of the run instead")
     src = p.add_mutually_exclusive_group()
     add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the held-out end of the embedded corpus")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
-    p.add_argument("--tokens", type=integer(2, MAX_PROMPT), default=256, help="tokens per recorded window (default 256)")
+    p.add_argument(
+        "--tokens", type=integer(2, MAX_PROMPT), default=256, help="tokens per recorded window (default 256)"
+    )
     p.add_argument("--windows", type=integer(1, 64), default=4, help="windows of --data / the corpus (default 4)")
-    p.add_argument("--layer", type=integer(0), help="only this layer (0-based) for the sparsity trace and the sigma graph")
+    p.add_argument(
+        "--layer", type=integer(0), help="only this layer (0-based) for the sparsity trace and the sigma graph"
+    )
     p.add_argument("--head", type=integer(0), help="only this head for the graph analyses")
     p.add_argument("--out", help="output folder (default RUN_DIR/reports/inspect-<time>)")
     add_overwrite(p, "the --out folder")
     p.add_argument("--max-nodes", type=integer(1), default=1024, help="nodes of the Louvain subgraph (default 1024)")
-    p.add_argument("--seeds", type=integer(1), default=3, help="Louvain runs per graph, best kept (default 3; the paper used 5)")
+    p.add_argument(
+        "--seeds", type=integer(1), default=3, help="Louvain runs per graph, best kept (default 3; the paper used 5)"
+    )
     p.add_argument("--control-seed", type=integer(), default=0, help="torch seed of the untrained control (default 0)")
     p.add_argument("--no-figures", action="store_true", help="write report.json only")
     p.set_defaults(func=cmd_inspect)
@@ -90,25 +98,36 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     model_dir = resolve_model_dir(args.run, args.checkpoint)
     tokens, source = _input_tokens(args)
-    out = check_output(args.out if args.out else Path(args.run) / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S"),
-                       overwrite=args.overwrite, folder=True,
-                       inputs=[args.run, model_dir] + [p for p in (args.data, args.prompt_file) if p is not None])
+    out = check_output(
+        args.out if args.out else Path(args.run) / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S"),
+        overwrite=args.overwrite,
+        folder=True,
+        inputs=[args.run, model_dir] + [p for p in (args.data, args.prompt_file) if p is not None],
+    )
     model = load_pretrained(model_dir)
     if not isinstance(model, BDH):
         raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
     cfg = model.config
     if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
-        raise UserError(f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})")
+        raise UserError(
+            f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
+        )
     if args.head is not None and not 0 <= args.head < cfg.n_head:
         raise UserError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     if int(tokens.max()) >= cfg.vocab_size:
-        raise UserError(f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)")
-    opts = report.InspectOptions(layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed)
+        raise UserError(
+            f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)"
+        )
+    opts = report.InspectOptions(
+        layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed
+    )
 
     def log(msg: str) -> None:
         print(f"[inspect] {msg}", file=sys.stderr, flush=True)
 
-    log(f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); input: {source}")
+    log(
+        f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); input: {source}"
+    )
     with atomic_folder(out) as tmp:
         with torch.no_grad():
             rep, raw = report.inspect_model(model, tokens, opts, log=log)

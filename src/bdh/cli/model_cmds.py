@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "estimate of training memory for a batch and window. The model comes from a model folder, a JSON file "
         "of BDHConfig fields, or flags (official defaults otherwise).",
     )
-    p.add_argument("source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields")
+    p.add_argument(
+        "source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields"
+    )
     p.add_argument("--n-layer", type=integer(1))
     p.add_argument("--n-embd", type=integer(1))
     p.add_argument("--n-head", type=integer(1))
@@ -31,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", choices=ATTENTION_FORMS)
     p.add_argument("--positional", choices=POSITIONAL)
     p.add_argument("--batch-size", type=integer(1), default=8, help="batch for the memory estimate (default 8)")
-    p.add_argument("--block-size", type=integer(1), default=256, help="tokens per sequence for the memory estimate (default 256)")
+    p.add_argument(
+        "--block-size", type=integer(1), default=256, help="tokens per sequence for the memory estimate (default 256)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_info)
 
@@ -64,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("b", help="second model")
     m.add_argument("out_dir", help="the model folder to write")
     m.add_argument("--average", action="store_true", help="average the weights instead of concatenating")
-    m.add_argument("--weight", type=number(0, 1), default=0.5, help="with --average: the weight of B, in [0, 1] (default 0.5)")
+    m.add_argument(
+        "--weight", type=number(0, 1), default=0.5, help="with --average: the weight of B, in [0, 1] (default 0.5)"
+    )
     add_overwrite(m, "OUT_DIR")
     m.set_defaults(func=cmd_merge)
 
@@ -76,7 +82,11 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
     if args.source:
         src = Path(args.source)
         if src.is_dir():
-            model_dir = src / "best" if (src / "best" / "config.json").is_file() and not (src / "config.json").is_file() else src
+            model_dir = (
+                src / "best"
+                if (src / "best" / "config.json").is_file() and not (src / "config.json").is_file()
+                else src
+            )
             _, config = read_model_config(model_dir)
             if not isinstance(config, BDHConfig):
                 raise UserError(f"{src}: not a BDH model folder")
@@ -136,7 +146,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from bdh.model.interop import load_official_file
     from bdh.outputs import atomic_folder, check_output
 
-    out_dir = check_output(args.out_dir, overwrite=args.overwrite, inputs=[args.checkpoint], folder=True, flag="OUT_DIR")
+    out_dir = check_output(
+        args.out_dir, overwrite=args.overwrite, inputs=[args.checkpoint], folder=True, flag="OUT_DIR"
+    )
     model = load_official_file(
         args.checkpoint,
         n_layer=args.n_layer,
@@ -159,12 +171,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from bdh.train.checkpoint import resolve_model_dir
 
     dirs = [resolve_model_dir(args.a), resolve_model_dir(args.b)]
-    out = check_output(args.out_dir, overwrite=args.overwrite, inputs=[args.a, args.b, *dirs], folder=True, flag="OUT_DIR")
+    out = check_output(
+        args.out_dir, overwrite=args.overwrite, inputs=[args.a, args.b, *dirs], folder=True, flag="OUT_DIR"
+    )
     a, b = (load_pretrained(d) for d in dirs)
     merged = average(a, b, args.weight) if args.average else concatenate(a, b)
     with atomic_folder(out) as tmp:
         merged.save_pretrained(tmp)
-    how = f"averaged (weight of B {args.weight})" if args.average else f"n = {a.config.n} + {b.config.n} = {merged.config.n}"
+    how = (
+        f"averaged (weight of B {args.weight})"
+        if args.average
+        else f"n = {a.config.n} + {b.config.n} = {merged.config.n}"
+    )
     print(f"wrote {out}: {how}, {merged.num_params():,} parameters")
     return 0
 

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "synapses",
         help="search a trained BDH for synapses that separate concept sentences (paper sec. 6.3), "
-             "with held-out tests and nulls",
+        "with held-out tests and nulls",
         description=(
             "Rank every synapse sigma[i, j] (y-neuron i of layer l-1 to x-neuron j of layer l, one head; Eq. 16) "
             "by how well its value separates sentences naming a concept from contrast sentences, test the best on "
@@ -36,38 +36,63 @@ def register(sub: argparse._SubParsersAction) -> None:
             "into --out."
         ),
     )
-    p.add_argument("run", metavar="RUN_DIR",
-                   help="a run folder (best/ or the newest checkpoint is used) or a model folder")
+    p.add_argument(
+        "run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint is used) or a model folder"
+    )
     p.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run")
     p.add_argument("--concept", default="currency", help=f"the concept ({', '.join(CONCEPTS)}; default currency)")
-    p.add_argument("--layer", type=integer(),
-                   help="l >= 1: synapses from layer l-1 to layer l (default max(1, floor(5 L / 8)))")
+    p.add_argument(
+        "--layer", type=integer(), help="l >= 1: synapses from layer l-1 to layer l (default max(1, floor(5 L / 8)))"
+    )
     p.add_argument("--head", type=integer(), default=0, help="the head (default 0)")
     p.add_argument("--language", default="en", help=f"search and test language ({', '.join(LANGUAGES)}; default en)")
     p.add_argument("--second-language", default="fr", help="the cross-language check (default fr)")
-    p.add_argument("--search", type=integer(), default=200,
-                   help="concept (and as many contrast) sentences to search on (default 200)")
-    p.add_argument("--heldout", type=integer(), default=50,
-                   help="concept and contrast sentences per held-out test (default 50)")
+    p.add_argument(
+        "--search",
+        type=integer(),
+        default=200,
+        help="concept (and as many contrast) sentences to search on (default 200)",
+    )
+    p.add_argument(
+        "--heldout", type=integer(), default=50, help="concept and contrast sentences per held-out test (default 50)"
+    )
     p.add_argument("--top", type=integer(), default=5, help="synapses validated and reported per search (default 5)")
-    p.add_argument("--statistic", default="end",
-                   help="the headline statistic: end (sigma at the sentence end) or max (largest increment)")
+    p.add_argument(
+        "--statistic",
+        default="end",
+        help="the headline statistic: end (sigma at the sentence end) or max (largest increment)",
+    )
     p.add_argument("--rotate", action="store_true", help="include the RoPE rotation of Eq. 16 in sigma")
     p.add_argument("--no-length-match", action="store_true", help="do not length-match the contrast sentences")
     p.add_argument("--no-prefix", action="store_true", help="feed bare sentences instead of <F:xx>sentence")
-    p.add_argument("--seed", type=integer(), default=0,
-                   help="seeds the sentence sets, the label shuffle and the untrained model (default 0)")
-    p.add_argument("--lexicon-seed", type=integer(), default=0,
-                   help="the lexicon seed of the model's corpus (default 0)")
+    p.add_argument(
+        "--seed",
+        type=integer(),
+        default=0,
+        help="seeds the sentence sets, the label shuffle and the untrained model (default 0)",
+    )
+    p.add_argument(
+        "--lexicon-seed", type=integer(), default=0, help="the lexicon seed of the model's corpus (default 0)"
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default RUN_DIR/reports/synapses-<time>)")
     add_overwrite(p, "the --out folder")
     p.set_defaults(func=cmd_synapses)
 
 
 #: option field -> command-line flag, for error messages
-FLAGS = {"concept": "--concept", "layer": "--layer", "head": "--head", "language": "--language",
-         "second_language": "--second-language", "search": "--search", "heldout": "--heldout", "top_k": "--top",
-         "statistic": "--statistic", "seed": "--seed", "lexicon_seed": "--lexicon-seed"}
+FLAGS = {
+    "concept": "--concept",
+    "layer": "--layer",
+    "head": "--head",
+    "language": "--language",
+    "second_language": "--second-language",
+    "search": "--search",
+    "heldout": "--heldout",
+    "top_k": "--top",
+    "statistic": "--statistic",
+    "seed": "--seed",
+    "lexicon_seed": "--lexicon-seed",
+}
 
 
 def _flag(message: str) -> str:
@@ -90,11 +115,22 @@ def cmd_synapses(args: argparse.Namespace) -> int:
         if getattr(args, name) < (1 if name == "top" else 2):
             raise UserError(f"--{name}: must be at least {1 if name == 'top' else 2}, got {getattr(args, name)}")
     try:
-        opts = SynapseOptions(concept=args.concept, layer=args.layer, head=args.head, language=args.language,
-                              second_language=args.second_language, search=args.search, heldout=args.heldout,
-                              top_k=args.top, statistic=args.statistic, rotate=args.rotate,
-                              match_length=not args.no_length_match, prefix=not args.no_prefix, seed=args.seed,
-                              lexicon_seed=args.lexicon_seed)
+        opts = SynapseOptions(
+            concept=args.concept,
+            layer=args.layer,
+            head=args.head,
+            language=args.language,
+            second_language=args.second_language,
+            search=args.search,
+            heldout=args.heldout,
+            top_k=args.top,
+            statistic=args.statistic,
+            rotate=args.rotate,
+            match_length=not args.no_length_match,
+            prefix=not args.no_prefix,
+            seed=args.seed,
+            lexicon_seed=args.lexicon_seed,
+        )
     except ValueError as exc:
         raise UserError(_flag(str(exc))) from None
     model_dir = resolve_model_dir(args.run, args.checkpoint)
@@ -109,17 +145,25 @@ def cmd_synapses(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     untrained = BDH(model.config)
     cfg = model.config
-    setup = [("model", f"{model_dir.name} of {Path(args.run).name}: BDH-GPU, {cfg.n_layer} layers, d = {cfg.n_embd}, "
-                       f"{cfg.n_head} heads, n = {cfg.n}")]
+    setup = [
+        (
+            "model",
+            f"{model_dir.name} of {Path(args.run).name}: BDH-GPU, {cfg.n_layer} layers, d = {cfg.n_embd}, "
+            f"{cfg.n_head} heads, n = {cfg.n}",
+        )
+    ]
     start = time.time()
-    report = analyse(model, opts, out, untrained=untrained, setup=setup,
-                     log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    report = analyse(
+        model, opts, out, untrained=untrained, setup=setup, log=lambda msg: print(msg, file=sys.stderr, flush=True)
+    )
     report.results["model_dir"] = model_dir.name
     path = report.write(out)
     head = report.results["headline"]
     top = head[opts.language]
-    print(f"layer {layer}, head {opts.head}: synapse {tuple(head['synapse_in_head'])} held-out U = {top['U']:.0f} of "
-          f"{top['U_opt']:.0f} (U/U_opt {top['auc']:.3f}, p {top['p']:.2g}); {opts.second_language}: "
-          f"U/U_opt {head[opts.second_language]['auc']:.3f}")
+    print(
+        f"layer {layer}, head {opts.head}: synapse {tuple(head['synapse_in_head'])} held-out U = {top['U']:.0f} of "
+        f"{top['U_opt']:.0f} (U/U_opt {top['auc']:.3f}, p {top['p']:.2g}); {opts.second_language}: "
+        f"U/U_opt {head[opts.second_language]['auc']:.3f}"
+    )
     print(f"{path}  ({(time.time() - start) / 60:.1f} min)")
     return 0

@@ -14,8 +14,15 @@ from bdh.errors import UserError
 from .checks import add_prompt, device, integer, number, prompt_bytes
 
 #: ``bdh train --quick``: the main job shortened to about a minute (the same model and data)
-QUICK = ("train.max_steps=300", "train.max_minutes=1.5", "optim.warmup_steps=20", "eval.every=100", "eval.batches=8",
-         "checkpoint.every=100", "sample.max_new_tokens=200")
+QUICK = (
+    "train.max_steps=300",
+    "train.max_minutes=1.5",
+    "optim.warmup_steps=20",
+    "eval.every=100",
+    "eval.batches=8",
+    "checkpoint.every=100",
+    "sample.max_new_tokens=200",
+)
 
 #: batches ``bdh eval`` scores by default where the run does not say (``--full``: all)
 EVAL_BATCHES = 16
@@ -33,16 +40,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Data-parallel: torchrun --nproc_per_node=K -m bdh train ...",
     )
     p.add_argument("config", nargs="?", help="a run config, YAML or JSON (default: the main job)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set optim.lr=3e-4 --set model.n_layer=6 (repeatable)")
-    p.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue a run from its latest checkpoint (exactly, on CPU); a finished run is left as it is, "
-                   "--set train.max_steps=M trains it on to step M")
-    p.add_argument("--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set optim.lr=3e-4 --set model.n_layer=6 (repeatable)",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run from its latest checkpoint (exactly, on CPU); a finished run is left as it is, "
+        "--set train.max_steps=M trains it on to step M",
+    )
+    p.add_argument(
+        "--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest"
+    )
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
-    p.add_argument("--quick", action="store_true",
-                   help="a first look in about a minute on 2 CPU cores: the main job's model, 300 steps (overrides: "
-                   + " ".join(QUICK) + "; --set wins over them)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a first look in about a minute on 2 CPU cores: the main job's model, 300 steps (overrides: "
+        + " ".join(QUICK)
+        + "; --set wins over them)",
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     p.set_defaults(func=cmd_train)
 
@@ -77,26 +99,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("source", metavar="RUN_DIR", help="a run folder")
     e.add_argument("--data", help="a text file or folder to evaluate on instead of the validation split")
     e.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
-    e.add_argument("--carry-state", action="store_true",
-                   help="long context: carry the recurrent state from each window into the next (default: off, "
-                   "every window starts from an empty context, as training evaluates)")
-    e.add_argument("--batch-size", type=integer(1), default=None,
-                   help="windows per batch (default: the run's evaluation batch, else 8); with --carry-state: lanes "
-                   "read side by side, each its own stream (default 1: the whole text is one stream)")
+    e.add_argument(
+        "--carry-state",
+        action="store_true",
+        help="long context: carry the recurrent state from each window into the next (default: off, "
+        "every window starts from an empty context, as training evaluates)",
+    )
+    e.add_argument(
+        "--batch-size",
+        type=integer(1),
+        default=None,
+        help="windows per batch (default: the run's evaluation batch, else 8); with --carry-state: lanes "
+        "read side by side, each its own stream (default 1: the whole text is one stream)",
+    )
     size = e.add_mutually_exclusive_group()
-    size.add_argument("--batches", type=integer(1), default=None,
-                      help="score this many batches (default: the run's eval.batches, as training does; else "
-                      f"{EVAL_BATCHES}); with --carry-state: windows per lane (default: as many windows as the "
-                      "default scores, in all)")
+    size.add_argument(
+        "--batches",
+        type=integer(1),
+        default=None,
+        help="score this many batches (default: the run's eval.batches, as training does; else "
+        f"{EVAL_BATCHES}); with --carry-state: windows per lane (default: as many windows as the "
+        "default scores, in all)",
+    )
     size.add_argument("--full", action="store_true", help="score every window of the split (slow on a large split)")
-    e.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default="auto",
-                   help="progress of --full and --carry-state on stderr: a bar in a terminal, lines otherwise "
-                   "(default auto)")
+    e.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "none"),
+        default="auto",
+        help="progress of --full and --carry-state on stderr: a bar in a terminal, lines otherwise (default auto)",
+    )
     e.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     e.set_defaults(func=cmd_eval)
 
-    r = sub.add_parser("runs", help="list run folders with their progress and best metrics",
-                       description="List the run folders under DIR (default: runs) with steps, tokens and best metrics.")
+    r = sub.add_parser(
+        "runs",
+        help="list run folders with their progress and best metrics",
+        description="List the run folders under DIR (default: runs) with steps, tokens and best metrics.",
+    )
     r.add_argument("dir", nargs="?", default="runs")
     r.set_defaults(func=cmd_runs)
 
@@ -133,33 +172,47 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not resume_from.is_dir():
             raise FileNotFoundError(f"{resume_from}: no such checkpoint")
     # --set train.max_steps / max_tokens on a resume: the new limit wins over a length a time budget fixed
-    replan = bool(args.resume) and any(item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens")
-                                       for item in args.overrides)
+    replan = bool(args.resume) and any(
+        item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens") for item in args.overrides
+    )
     result = train(config, resume=args.resume, resume_from=resume_from, replan=replan)
     if not from_environment().is_main:
         return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
     if result.finished_before:
-        print(f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
-              f"bdh train --resume {args.resume} --set train.max_steps=M with M > {result.step})")
+        print(
+            f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
+            f"bdh train --resume {args.resume} --set train.max_steps=M with M > {result.step})"
+        )
         return 0
     err = sys.stderr
     if result.interrupted is not None:
-        print(f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
-              f"continue with: bdh train --resume {result.run_dir}", file=err)
+        print(
+            f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
+            f"continue with: bdh train --resume {result.run_dir}",
+            file=err,
+        )
         return EXIT_SIGNAL.get(result.interrupted, 1)
     m = result.metrics
     print(f"run folder: {result.run_dir}")
     resumed = result.new_tokens != result.tokens
-    print(f"trained {result.step} steps, {result.tokens:,} tokens"
-          + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
-          + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)")
+    print(
+        f"trained {result.step} steps, {result.tokens:,} tokens"
+        + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
+        + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)"
+    )
     if m:
         extra = ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k not in ("val_loss", "val_bpb"))
-        print(f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else ""))
+        print(
+            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else "")
+        )
     s = config.sample
     task = result.task
-    if (s.max_new_tokens and getattr(task, "vocab_size", None) == 256 and getattr(task, "causal", False)
-            and isinstance(result.model, StreamingModel)):
+    if (
+        s.max_new_tokens
+        and getattr(task, "vocab_size", None) == 256
+        and getattr(task, "causal", False)
+        and isinstance(result.model, StreamingModel)
+    ):
         print(f"sample (temperature {s.temperature}, seed {s.seed}):")
         _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
         print()
@@ -177,7 +230,9 @@ def _load_model(source: str, checkpoint: str | None, device_name: str):
     return load_pretrained(folder, map_location=device(device_name)), folder
 
 
-def _stream_bytes(model, prompt: bytes, max_new_tokens: int, temperature: float, top_k: int | None, seed: int | None) -> None:
+def _stream_bytes(
+    model, prompt: bytes, max_new_tokens: int, temperature: float, top_k: int | None, seed: int | None
+) -> None:
     import torch
 
     out = sys.stdout.buffer
@@ -197,7 +252,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not isinstance(model, StreamingModel):
         raise UserError(f"{args.source}: this model cannot generate on a recurrent state")
     if getattr(model.config, "vocab_size", 256) < 256:
-        raise UserError(f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
+        raise UserError(
+            f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}"
+        )
     _stream_bytes(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()
@@ -243,8 +300,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         mode = f"state carried across windows, context up to {context:,} {unit}s"
         print(f"model: {folder}")
         print(f"data: {data} ({task.seq_len}-{unit} windows)")
-        print(f"mode: {mode} ({lanes} lane{'s' if lanes > 1 else ''}, {n} of {total} windows each, read in order"
-              + ("" if args.full or n == total else "; --full reads each lane to its end") + ")", flush=True)
+        print(
+            f"mode: {mode} ({lanes} lane{'s' if lanes > 1 else ''}, {n} of {total} windows each, read in order"
+            + ("" if args.full or n == total else "; --full reads each lane to its end")
+            + ")",
+            flush=True,
+        )
         progress = EvalProgress(n, args.progress, unit="windows") if n > 1 else None
         metrics = evaluate_carried(model, task, lanes, n, seed, split=split, progress=progress)
     else:
@@ -278,7 +339,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
-    folders = [root] if (root / "config.yaml").is_file() else sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+    folders = (
+        [root]
+        if (root / "config.yaml").is_file()
+        else sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+    )
     if not folders:
         print(f"no run folders in {root}")
         return 0
@@ -309,11 +374,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 total = json.loads((ckpts[-1] / "meta.json").read_text(encoding="utf-8")).get("total_steps", total)
             except (OSError, ValueError):
                 pass
-        rows.append((
-            run.name, str((cfg.get("model") or {}).get("name", "?")), str((cfg.get("task") or {}).get("name", "?")),
-            f"{step}/{total}", f"{tokens:,}", best, "-" if last is None or not math.isfinite(last) else f"{last:.4f}",
-            ckpts[-1].name if ckpts else "-",
-        ))
+        rows.append(
+            (
+                run.name,
+                str((cfg.get("model") or {}).get("name", "?")),
+                str((cfg.get("task") or {}).get("name", "?")),
+                f"{step}/{total}",
+                f"{tokens:,}",
+                best,
+                "-" if last is None or not math.isfinite(last) else f"{last:.4f}",
+                ckpts[-1].name if ckpts else "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

@@ -40,9 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=integer(0, 65535), default=0, help="port for --serve (default 0: a free port)")
     p.add_argument("--hubs", type=integer(1, 4096), default=48, help="hub neurons in the graph (default 48)")
     p.add_argument("--edges-per-hub", type=integer(1, 64), default=3, help="strongest edges kept per hub (default 3)")
-    p.add_argument("--heat-neurons", type=integer(1, 4096), default=64, help="neurons per heatmap and layer (default 64)")
-    p.add_argument("--attn-top", type=integer(1, 256), default=12, help="attention sources kept per token and layer (default 12)")
-    p.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle and of the graph layout")
+    p.add_argument(
+        "--heat-neurons", type=integer(1, 4096), default=64, help="neurons per heatmap and layer (default 64)"
+    )
+    p.add_argument(
+        "--attn-top", type=integer(1, 256), default=12, help="attention sources kept per token and layer (default 12)"
+    )
+    p.add_argument(
+        "--seed", type=integer(), default=0, help="seed of the generated board / puzzle and of the graph layout"
+    )
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_viz)
 
@@ -59,13 +65,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("run", metavar="RUN_DIR", help="a run folder or a model folder")
     q.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
     qsrc = q.add_mutually_exclusive_group()
-    add_prompt(qsrc, f"text for the sparsity and heatmap figures (default: a generated board or a short prompt; at most {MAX_TOKENS:,} bytes)")
+    add_prompt(
+        qsrc,
+        f"text for the sparsity and heatmap figures (default: a generated board or a short prompt; at most {MAX_TOKENS:,} bytes)",
+    )
     qsrc.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
     qsrc.add_argument("--board", metavar="FILE", help="a pathfinding board file")
     qsrc.add_argument("--sudoku", metavar="CELLS", help="a Sudoku: 81 cells")
-    q.add_argument("--bench", action="append", default=[], metavar="CSV", help="bdh bench results (CSV with a suite column); repeatable")
-    q.add_argument("--head", type=integer(0), default=0, help="head whose block of G_x gives the degree distribution (default 0)")
-    q.add_argument("--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)")
+    q.add_argument(
+        "--bench",
+        action="append",
+        default=[],
+        metavar="CSV",
+        help="bdh bench results (CSV with a suite column); repeatable",
+    )
+    q.add_argument(
+        "--head", type=integer(0), default=0, help="head whose block of G_x gives the degree distribution (default 0)"
+    )
+    q.add_argument(
+        "--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)"
+    )
     q.add_argument("--layer", type=integer(0), help="layer of the activation heatmap (default: the last)")
     q.add_argument("--out", help="output folder (default RUN_DIR/reports/plots)")
     add_overwrite(q, "the --out folder")
@@ -121,13 +140,21 @@ def cmd_viz(args: argparse.Namespace) -> int:
     from bdh.viz.export import ViewOptions, build_view
     from bdh.viz.page import render
 
-    opts = ViewOptions(hubs=args.hubs, edges_per_hub=args.edges_per_hub, heat_neurons=args.heat_neurons, attn_top=args.attn_top,
-                       layout_seed=args.seed)
+    opts = ViewOptions(
+        hubs=args.hubs,
+        edges_per_hub=args.edges_per_hub,
+        heat_neurons=args.heat_neurons,
+        attn_top=args.attn_top,
+        layout_seed=args.seed,
+    )
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
     folder = resolve_model_dir(args.run, args.checkpoint)
-    out = check_output(args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
-                       overwrite=args.overwrite, inputs=_inputs(args, folder))
+    out = check_output(
+        args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
+        overwrite=args.overwrite,
+        inputs=_inputs(args, folder),
+    )
     server = None
     if args.serve:  # claim the port first: a port in use fails before the model runs
         from bdh.viz.server import make_server
@@ -137,8 +164,15 @@ def cmd_viz(args: argparse.Namespace) -> int:
         model = _load(folder, device)
         inp = _input(args, model, folder, prompt)
         t0 = time.time()
-        view = build_view(model, inp.tokens, kind=inp.kind, board_size=inp.board_size, options=opts,
-                          title=f"BDH viewer: {Path(args.run).resolve().name}", source=f"{folder} - {inp.description}")
+        view = build_view(
+            model,
+            inp.tokens,
+            kind=inp.kind,
+            board_size=inp.board_size,
+            options=opts,
+            title=f"BDH viewer: {Path(args.run).resolve().name}",
+            source=f"{folder} - {inp.description}",
+        )
         page = render(view)
         write_text(out, page)
         size = out.stat().st_size
@@ -172,7 +206,9 @@ def _degree_figure(model, head: int, avg_degree: int, stem: Path) -> list[Path]:
     del G
     raw = res["_degrees"]
     return degree_distribution(
-        {"in": raw["in"], "out": raw["out"]}, {"in": res["in"]["fit"], "out": res["out"]["fit"]}, stem,
+        {"in": raw["in"], "out": raw["out"]},
+        {"in": res["in"]["fit"], "out": res["out"]["fit"]},
+        stem,
         title=f"G_x head {head} ({cfg.N} neurons), entries >= {res['beta']:.3g} (average degree {avg_degree})",
         reference={"in": raw["lowrank_in"], "out": raw["lowrank_out"]},
     )
@@ -182,7 +218,10 @@ def _holds_any_model(run: Path) -> bool:
     """Whether a folder has a model folder in it (itself, best/ or a checkpoint), readable or not."""
     from bdh.train.checkpoint import list_checkpoints
 
-    return any((p / "config.json").exists() or (p / "model.safetensors").exists() for p in (run, run / "best", *list_checkpoints(run)))
+    return any(
+        (p / "config.json").exists() or (p / "model.safetensors").exists()
+        for p in (run, run / "best", *list_checkpoints(run))
+    )
 
 
 def _check_indices(args: argparse.Namespace, model) -> None:
@@ -206,10 +245,15 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes 
     inp = _input(args, model, folder, prompt)
     rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
     means = sparsity(rec).layer_means()
-    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})")
+    made = plots.sparsity_by_layer(
+        means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})"
+    )
     layer = rec.n_layer - 1 if args.layer is None else args.layer
     made += plots.activation_heatmap(
-        rec.flat("x", layer).numpy(), rec.flat("y", layer).numpy(), token_labels(inp.tokens, inp.kind), out / "heatmap",
+        rec.flat("x", layer).numpy(),
+        rec.flat("y", layer).numpy(),
+        token_labels(inp.tokens, inp.kind),
+        out / "heatmap",
         title=f"layer {layer}: tokens x most active neurons ({inp.description})",
     )
     return made + _degree_figure(model, args.head, args.avg_degree, out / "degrees")
@@ -235,8 +279,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
         model = _load(folder, device)
         _check_indices(args, model)
     root = inputs.run_dir_of(folder) if folder is not None else run
-    out = check_output(args.out if args.out else root / "reports" / "plots", overwrite=args.overwrite, folder=True,
-                       inputs=_inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench])
+    out = check_output(
+        args.out if args.out else root / "reports" / "plots",
+        overwrite=args.overwrite,
+        folder=True,
+        inputs=_inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench],
+    )
     bench_rows: list[dict[str, Any]] = []
     for csv_path in args.bench:
         bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn

@@ -31,7 +31,22 @@ from .network import FiniteNetwork
 from .weights import DMFTParams, NetworkWeights, paper_weights, position_bits, random_segment_weights
 
 __all__ = [
-    "DMFTParams", "FiniteNetwork", "MFTrajectory", "MeanField", "NetworkWeights", "autocorrelation", "classify",
-    "count_distinct", "largest_lyapunov_two_runs", "lyapunov_spectrum", "paper_weights", "parse_range",
-    "poincare_section", "position_bits", "power_spectrum", "random_segment_weights", "run_sweep", "run_trajectory",
+    "DMFTParams",
+    "FiniteNetwork",
+    "MFTrajectory",
+    "MeanField",
+    "NetworkWeights",
+    "autocorrelation",
+    "classify",
+    "count_distinct",
+    "largest_lyapunov_two_runs",
+    "lyapunov_spectrum",
+    "paper_weights",
+    "parse_range",
+    "poincare_section",
+    "position_bits",
+    "power_spectrum",
+    "random_segment_weights",
+    "run_sweep",
+    "run_trajectory",
 ]

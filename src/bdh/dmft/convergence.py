@@ -41,5 +41,14 @@ def finite_size_errors(
         tr = net.simulate(np.full(n_seeds, float(beta)), n_steps, n_keep, window=window, t0=t0)
         errs[i] = np.sqrt(((tr.mo_se - ref[None]) ** 2).mean(axis=(1, 2)))
     slope = float(np.polyfit(np.log(sizes), np.log(errs.mean(1)), 1)[0])
-    return {"beta": float(beta), "sizes": list(map(int, sizes)), "n_seeds": n_seeds, "errors": errs, "slope": slope,
-            "n_steps": n_steps, "n_keep": n_keep, "init": init, "sampler": sampler}
+    return {
+        "beta": float(beta),
+        "sizes": list(map(int, sizes)),
+        "n_seeds": n_seeds,
+        "errors": errs,
+        "slope": slope,
+        "n_steps": n_steps,
+        "n_keep": n_keep,
+        "init": init,
+        "sampler": sampler,
+    }

@@ -39,7 +39,9 @@ def parse_range(text: str) -> np.ndarray:
             if vals.size == 0 or not np.isfinite(vals).all():
                 raise ValueError
     except ValueError:
-        raise UserError(f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers") from None
+        raise UserError(
+            f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers"
+        ) from None
     if (vals < 0).any():
         raise UserError(f"bad range {text!r}: values must be >= 0")
     return vals
@@ -104,7 +106,9 @@ def run_sweep(
         t1 = time.perf_counter()
         tr = mf.simulate(b, n_steps, n_keep, window=window, t0=tstart)
         t2 = time.perf_counter()
-        lam, _ = lyapunov_spectrum(lambda w, t, T: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents)
+        lam, _ = lyapunov_spectrum(
+            lambda w, t, T: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents
+        )
         t3 = time.perf_counter()
         t_sim += t2 - t1
         t_lyap += t3 - t2
@@ -114,8 +118,15 @@ def run_sweep(
     lam = np.concatenate(lyap)
     nd = count_distinct(mo_se)
     secs.update(simulate=t_sim, lyapunov=t_lyap, total=time.perf_counter() - t0)
-    cfg = dict(n_steps=n_steps, n_keep=n_keep, n_lyap=n_lyap, init=init, params=vars(mf.params).copy(),
-               gamma_eff=mf.params.gamma_eff, weights=dict(weights.meta))
+    cfg = dict(
+        n_steps=n_steps,
+        n_keep=n_keep,
+        n_lyap=n_lyap,
+        init=init,
+        params=vars(mf.params).copy(),
+        gamma_eff=mf.params.gamma_eff,
+        weights=dict(weights.meta),
+    )
     return SweepResult(beta, mo_se, lam, nd, classify(nd, lam[:, 0], n_keep), secs, cfg)
 
 
@@ -162,5 +173,13 @@ def run_trajectory(
     x = tr.mo_se[0, :, 0]
     freq, spec = power_spectrum(x)
     nd = int(count_distinct(tr.mo_se)[0])
-    return TrajectoryResult(float(beta), tr, lam[0], autocorrelation(x, max_lag), freq, spec, nd,
-                            str(classify(np.array([nd]), lam[:, 0], n_keep)[0]))
+    return TrajectoryResult(
+        float(beta),
+        tr,
+        lam[0],
+        autocorrelation(x, max_lag),
+        freq,
+        spec,
+        nd,
+        str(classify(np.array([nd]), lam[:, 0], n_keep)[0]),
+    )

@@ -9,7 +9,7 @@ per inverse temperature).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

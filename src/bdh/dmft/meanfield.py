@@ -73,8 +73,10 @@ class MeanField:
         period = self.params.period
         pbits = position_bits(np.arange(period), self.params.n_pe)  # (period, N_P)
         n_pe = max(self.params.n_pe, 1)
-        self._pe = {a: eps * (pbits @ weights.P[a]) / n_pe if self.params.n_pe else np.zeros((1, weights.n_features))
-                    for a in PROJECTIONS}
+        self._pe = {
+            a: eps * (pbits @ weights.P[a]) / n_pe if self.params.n_pe else np.zeros((1, weights.n_features))
+            for a in PROJECTIONS
+        }
         self._So = weights.W["o"]  # (G, M) rows sigma_g of W^o
 
     # ------------------------------------------------------------------ building blocks
@@ -215,7 +217,9 @@ class MeanField:
         att = np.einsum("bd,bdm->bm", p, mv)
         return np.concatenate([att[:, None], window[:, :-1]], axis=1)
 
-    def window_map_jvp(self, window: np.ndarray, beta: np.ndarray, t: int, tangents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def window_map_jvp(
+        self, window: np.ndarray, beta: np.ndarray, t: int, tangents: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The window map and its exact derivative applied to tangent vectors.
 
         Args:

@@ -39,8 +39,15 @@ class FiniteNetwork(MeanField):
     samples. Random draws come from one ``numpy.random.Generator`` seeded with ``seed``.
     """
 
-    def __init__(self, weights: NetworkWeights, n_se: int, params: DMFTParams | None = None, *,
-                 sampler: str = "binomial", seed: int = 0):
+    def __init__(
+        self,
+        weights: NetworkWeights,
+        n_se: int,
+        params: DMFTParams | None = None,
+        *,
+        sampler: str = "binomial",
+        seed: int = 0,
+    ):
         super().__init__(weights, params)
         if sampler not in SAMPLERS:
             raise UserError(f"FiniteNetwork: sampler must be one of {SAMPLERS}, got {sampler!r}")

@@ -8,8 +8,9 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ class OutputDir:
 
     @classmethod
     @contextlib.contextmanager
-    def create(cls, path: str | os.PathLike) -> Iterator["OutputDir"]:
+    def create(cls, path: str | os.PathLike) -> Iterator[OutputDir]:
         """``with OutputDir.create(path) as out:`` the folder replaces ``path`` when the block ends without an error.
         The caller checks the target first (`bdh.outputs.check_output`)."""
         with atomic_folder(path) as tmp:

@@ -25,14 +25,25 @@ def _points_per_beta(x: np.ndarray, cap: int) -> np.ndarray:
     return u
 
 
-def bifurcation_figure(beta, mo_se, regime, lyap=None, *, feature: int = 0, section_feature: int = 1,
-                       tol: float = 1e-3, cap: int = 400, title: str = ""):
+def bifurcation_figure(
+    beta,
+    mo_se,
+    regime,
+    lyap=None,
+    *,
+    feature: int = 0,
+    section_feature: int = 1,
+    tol: float = 1e-3,
+    cap: int = 400,
+    title: str = "",
+):
     """Fig. 3 of the paper: all values of m^o_1 per beta (black periodic, yellow otherwise), points on the
     Poincare section m^o_2 = 0 (orange quasi-periodic, purple chaotic), and lambda_1 below."""
     plt = pyplot()
     rows = 2 if lyap is not None else 1
-    fig, axes = plt.subplots(rows, 1, figsize=(7.5, 5.5 if rows == 2 else 3.6), sharex=True,
-                             gridspec_kw={"height_ratios": [3, 1.3][:rows]})
+    fig, axes = plt.subplots(
+        rows, 1, figsize=(7.5, 5.5 if rows == 2 else 3.6), sharex=True, gridspec_kw={"height_ratios": [3, 1.3][:rows]}
+    )
     axes = np.atleast_1d(axes)
     ax = axes[0]
     for i, b in enumerate(beta):
@@ -120,8 +131,9 @@ def convergence_figure(n_values, errors, slope: float, *, title: str = ""):
     ax.loglog(n_values, err.mean(1), "o-", color="black", label=f"mean over seeds, slope {slope:.3f}")
     for j in range(err.shape[1]):
         ax.loglog(n_values, err[:, j], ".", color="grey", ms=3)
-    ax.loglog(n_values, err.mean(1)[0] * (n_values / n_values[0]) ** -0.5, "--", color="tab:red", lw=0.8,
-              label=r"$N^{-1/2}$")
+    ax.loglog(
+        n_values, err.mean(1)[0] * (n_values / n_values[0]) ** -0.5, "--", color="tab:red", lw=0.8, label=r"$N^{-1/2}$"
+    )
     ax.set_xlabel("N (semantic neurons)")
     ax.set_ylabel(r"RMS($m^o_{N}$ - $m^o_{MF}$)")
     ax.legend(fontsize=8)

@@ -159,34 +159,49 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     for i, T in enumerate(cfg.temperatures):
         below = np.nonzero(acf[i] < math.exp(-1))[0]
         k = int(np.argmax(spec[i][1:]) + 1) if spec.shape[1] > 1 else 0
-        per.append({
-            "temperature": float(T),
-            "beta": (1.0 / T) if T > 0 else None,
-            "lyapunov": float(lam[i]),
-            "lyapunov_same_tokens": float(log_growth[i][~differ[i]].mean()) if (~differ[i]).any() else None,
-            "token_divergence_rate": float(differ[i].mean()),
-            "free_pair": {
-                "first_token_divergence": int(np.argmax(free_differ[i])) if free_differ[i].any() else None,
-                "token_disagreement": float(free_differ[i].mean()),
-                "final_log_separation": float(free_growth[i, -1]),
-            },
-            "acf_decay_lag": int(below[0]) if below.size else None,
-            "spectrum_peak_frequency": float(freq[k]),
-            "distinct_tokens": int(np.unique(tokens[i]).size),
-            "readout_std": [float(v) for v in readout[i].std(0)],
-            "mean_entropy_nats": float(entropy[i].mean()),
-        })
+        per.append(
+            {
+                "temperature": float(T),
+                "beta": (1.0 / T) if T > 0 else None,
+                "lyapunov": float(lam[i]),
+                "lyapunov_same_tokens": float(log_growth[i][~differ[i]].mean()) if (~differ[i]).any() else None,
+                "token_divergence_rate": float(differ[i].mean()),
+                "free_pair": {
+                    "first_token_divergence": int(np.argmax(free_differ[i])) if free_differ[i].any() else None,
+                    "token_disagreement": float(free_differ[i].mean()),
+                    "final_log_separation": float(free_growth[i, -1]),
+                },
+                "acf_decay_lag": int(below[0]) if below.size else None,
+                "spectrum_peak_frequency": float(freq[k]),
+                "distinct_tokens": int(np.unique(tokens[i]).size),
+                "readout_std": [float(v) for v in readout[i].std(0)],
+                "mean_entropy_nats": float(entropy[i].mean()),
+            }
+        )
     report = {
         "temperatures": [float(t) for t in cfg.temperatures],
         "per_temperature": per,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
         "readout": "expected next-token embedding projected on the top principal directions of the embedding table",
         "lyapunov_method": "two nearby recurrent states, common random numbers, renormalised every token (per token, natural log)",
-        "model": {"n_layer": model.config.n_layer, "n_embd": model.config.n_embd, "n_head": model.config.n_head,
-                  "n_neurons": model.config.n, "vocab_size": V},
+        "model": {
+            "n_layer": model.config.n_layer,
+            "n_embd": model.config.n_embd,
+            "n_head": model.config.n_head,
+            "n_neurons": model.config.n,
+            "vocab_size": V,
+        },
     }
-    series = {"readout": readout, "log_growth": log_growth, "acf": acf, "freq": freq, "spectrum": spec,
-              "tokens": tokens, "differ": differ, "free_log_separation": free_growth, "free_differ": free_differ,
-              "temperatures": np.array(cfg.temperatures)}
+    series = {
+        "readout": readout,
+        "log_growth": log_growth,
+        "acf": acf,
+        "freq": freq,
+        "spectrum": spec,
+        "tokens": tokens,
+        "differ": differ,
+        "free_log_separation": free_growth,
+        "free_differ": free_differ,
+        "temperatures": np.array(cfg.temperatures),
+    }
     return report, series
-

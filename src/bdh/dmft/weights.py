@@ -120,7 +120,9 @@ class NetworkWeights:
         """Neurons per group in a finite network of n_se semantic neurons (must divide exactly)."""
         sizes = self.frac * n_se
         if not np.allclose(sizes, np.round(sizes)):
-            raise UserError(f"NetworkWeights: {n_se} semantic neurons cannot be split into groups of fractions {self.frac}")
+            raise UserError(
+                f"NetworkWeights: {n_se} semantic neurons cannot be split into groups of fractions {self.frac}"
+            )
         return np.round(sizes).astype(np.int64)
 
     def full_matrices(self, n_se: int) -> dict[str, np.ndarray]:
@@ -129,11 +131,17 @@ class NetworkWeights:
         return {a: np.vstack([np.repeat(self.W[a], sizes, axis=0), self.P[a]]) for a in PROJECTIONS}
 
 
-def segment_weights(signs: dict[str, np.ndarray], pe: dict[str, np.ndarray], meta: dict | None = None) -> NetworkWeights:
+def segment_weights(
+    signs: dict[str, np.ndarray], pe: dict[str, np.ndarray], meta: dict | None = None
+) -> NetworkWeights:
     """Weights made of equal segments (paper appendix C): ``signs[alpha]`` is (n_segments, M)."""
     n_seg = np.shape(signs["o"])[0]
-    return NetworkWeights(np.full(n_seg, 1.0 / n_seg), {a: np.array(signs[a], float) for a in PROJECTIONS},
-                          {a: np.array(pe[a], float) for a in PROJECTIONS}, dict(meta or {}))
+    return NetworkWeights(
+        np.full(n_seg, 1.0 / n_seg),
+        {a: np.array(signs[a], float) for a in PROJECTIONS},
+        {a: np.array(pe[a], float) for a in PROJECTIONS},
+        dict(meta or {}),
+    )
 
 
 def random_segment_weights(seed: int, params: DMFTParams | None = None, n_segments: int = 3) -> NetworkWeights:
@@ -146,7 +154,9 @@ def random_segment_weights(seed: int, params: DMFTParams | None = None, n_segmen
     return segment_weights(signs, pe, {"source": "random_segment_weights", "seed": seed, "n_segments": n_segments})
 
 
-def paper_weights(seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DMFTParams | None = None) -> NetworkWeights:
+def paper_weights(
+    seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DMFTParams | None = None
+) -> NetworkWeights:
     """The weight configuration of the paper's figures (appendix C, seed 1).
 
     The authors draw, with numpy's legacy global generator seeded with ``seed``: a (M, n_se) random
@@ -162,10 +172,12 @@ def paper_weights(seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DM
     rs = np.random.RandomState(seed)
     rs.randint(2, size=(M, n_se))  # drawn first and discarded
     full = {a: rs.randint(2, size=(M, n_se)) * 2 - 1 for a in PROJECTIONS}
-    pe = {a: full[a][:, n_se - n_pe:].T.astype(float) for a in PROJECTIONS}  # (N_P, M)
+    pe = {a: full[a][:, n_se - n_pe :].T.astype(float) for a in PROJECTIONS}  # (N_P, M)
     signs = {a: np.zeros((n_segments, M)) for a in PROJECTIONS}
     for a in PROJECTIONS:
         for feat in range(M):
             for s in range(n_segments):
                 signs[a][s, feat] = float(rs.randint(2, size=1)[0] * 2 - 1)
-    return segment_weights(signs, pe, {"source": "paper_weights", "seed": seed, "n_se_draw": n_se, "n_segments": n_segments})
+    return segment_weights(
+        signs, pe, {"source": "paper_weights", "seed": seed, "n_se_draw": n_se, "n_segments": n_segments}
+    )

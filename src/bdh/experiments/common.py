@@ -72,8 +72,10 @@ class ExperimentConfig(TypedConfig):
         for name in ("n_layer", "n_embd", "n_head", "n_neurons"):
             self._check_int(name)
         if self.n_neurons % self.n_head or self.n_embd % self.n_head:
-            raise UserError(f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be "
-                            f"multiples of n_head ({self.n_head})")
+            raise UserError(
+                f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be "
+                f"multiples of n_head ({self.n_head})"
+            )
 
     @property
     def size(self) -> ModelSize:
@@ -86,16 +88,25 @@ def mean(values: Sequence[float]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ corpora
-def write_corpus(path: str | Path, pairs: Sequence[tuple[str, str]], size_bytes: int, *, seed: int = 0,
-                 lexicon_seed: int = 0, concept_rate: float = 0.5) -> Path:
+def write_corpus(
+    path: str | Path,
+    pairs: Sequence[tuple[str, str]],
+    size_bytes: int,
+    *,
+    seed: int = 0,
+    lexicon_seed: int = 0,
+    concept_rate: float = 0.5,
+) -> Path:
     """Write ``size_bytes`` of the translation stream of ``pairs`` to ``path`` (atomically)."""
-    config = StreamConfig(pairs=tuple(tuple(p) for p in pairs), seed=seed, lexicon_seed=lexicon_seed,
-                          concept_rate=concept_rate)
+    config = StreamConfig(
+        pairs=tuple(tuple(p) for p in pairs), seed=seed, lexicon_seed=lexicon_seed, concept_rate=concept_rate
+    )
     return write_stream(path, config, size_bytes)
 
 
-def direction_segments(src: str, tgt: str, count: int, *, seed: int = 0, lexicon_seed: int = 0,
-                       concept_rate: float = 0.5) -> list[tuple[str, str, str, str]]:
+def direction_segments(
+    src: str, tgt: str, count: int, *, seed: int = 0, lexicon_seed: int = 0, concept_rate: float = 0.5
+) -> list[tuple[str, str, str, str]]:
     """``count`` held-out (source language, source text, target language, target text) tuples of one
     direction, from a generator seeded apart from every training stream."""
     from bdh.tasks.multilingual import _random_concept
@@ -120,10 +131,24 @@ def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[by
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, steps: int, batch_size: int,
-             seq_len: int, lr: float, seed: int = 0, bptt: str = "window", init_from: str | Path | None = None,
-             warmup_steps: int | None = None, threads: int | None = None, progress: str = "none",
-             device: str = "cpu", task: dict[str, Any] | None = None) -> Any:
+def train_lm(
+    run_dir: str | Path,
+    data: str | Path | None,
+    size: ModelSize,
+    *,
+    steps: int,
+    batch_size: int,
+    seq_len: int,
+    lr: float,
+    seed: int = 0,
+    bptt: str = "window",
+    init_from: str | Path | None = None,
+    warmup_steps: int | None = None,
+    threads: int | None = None,
+    progress: str = "none",
+    device: str = "cpu",
+    task: dict[str, Any] | None = None,
+) -> Any:
     """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
 
     AdamW with a warmup of a tenth of the run (or ``warmup_steps``) and linear decay to a tenth of
@@ -134,20 +159,34 @@ def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, *, s
 
     if task is None:
         task = {"name": "text", "data": str(data), "seq_len": seq_len, "val_fraction": 0.02}
-    config = RunConfig.from_dict({
-        "model": size.section(),
-        "task": task,
-        "optim": {"lr": lr, "min_lr": lr / 10,
-                  "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10)},
-        "train": {"batch_size": batch_size, "max_steps": steps, "max_minutes": None, "seed": seed, "device": device,
-                  "precision": "fp32", "threads": threads, "check_memory": False, "bptt": bptt,
-                  "init_from": str(init_from) if init_from is not None else None},
-        "eval": {"every": 0, "batches": 4},
-        "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
-        "checkpoint": {"every": 0, "keep": 1},
-        "sample": {"max_new_tokens": 0},
-        "run_dir": str(run_dir),
-    })
+    config = RunConfig.from_dict(
+        {
+            "model": size.section(),
+            "task": task,
+            "optim": {
+                "lr": lr,
+                "min_lr": lr / 10,
+                "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10),
+            },
+            "train": {
+                "batch_size": batch_size,
+                "max_steps": steps,
+                "max_minutes": None,
+                "seed": seed,
+                "device": device,
+                "precision": "fp32",
+                "threads": threads,
+                "check_memory": False,
+                "bptt": bptt,
+                "init_from": str(init_from) if init_from is not None else None,
+            },
+            "eval": {"every": 0, "batches": 4},
+            "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
+            "checkpoint": {"every": 0, "keep": 1},
+            "sample": {"max_new_tokens": 0},
+            "run_dir": str(run_dir),
+        }
+    )
     result = train(config)
     if result.interrupted is not None:
         raise KeyboardInterrupt
@@ -178,8 +217,8 @@ def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[byt
     for seg in segments:
         data, (s0, s1), (t0, t1) = encode_segment(*seg)
         code = np.zeros(len(data) - 1, dtype=np.int64)
-        code[s0 - 1:s1 - 1] = 1
-        code[t0 - 1:t1 - 1] = 2
+        code[s0 - 1 : s1 - 1] = 1
+        code[t0 - 1 : t1 - 1] = 2
         datas.append(data)
         codes.append(code)
     return datas, codes
@@ -200,19 +239,20 @@ def coded_losses(
     sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
     try:
         for i in range(0, len(datas), batch_size):
-            chunk, chunk_codes = datas[i:i + batch_size], codes[i:i + batch_size]
+            chunk, chunk_codes = datas[i : i + batch_size], codes[i : i + batch_size]
             T = max(len(d) for d in chunk) - 1
             x = torch.zeros(len(chunk), T, dtype=torch.long)
             y = torch.full((len(chunk), T), IGNORE_INDEX, dtype=torch.long)
             c = torch.zeros(len(chunk), T, dtype=torch.long)
             for b, (d, code) in enumerate(zip(chunk, chunk_codes, strict=True)):
                 arr = torch.tensor(list(d), dtype=torch.long)
-                x[b, :len(d) - 1] = arr[:-1]
-                y[b, :len(d) - 1] = arr[1:]
-                c[b, :len(d) - 1] = torch.from_numpy(code)
+                x[b, : len(d) - 1] = arr[:-1]
+                y[b, : len(d) - 1] = arr[1:]
+                c[b, : len(d) - 1] = torch.from_numpy(code)
             logits = model(x.to(device)).float().cpu()
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX,
-                                  reduction="none").view_as(y)
+            nll = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
+            ).view_as(y)
             valid = y != IGNORE_INDEX
             for side in (1, 2):
                 m = valid & (c == side)
@@ -223,8 +263,9 @@ def coded_losses(
     return sums, counts
 
 
-def segment_losses(model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *,
-                   batch_size: int = 32) -> SideLosses:
+def segment_losses(
+    model: torch.nn.Module, segments: Sequence[tuple[str, str, str, str]], *, batch_size: int = 32
+) -> SideLosses:
     """Source- and target-side next-byte losses of ``model`` on ``segments``, each read from a zero state."""
     if not segments:
         raise UserError("segment_losses: no segments")

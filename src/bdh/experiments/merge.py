@@ -123,8 +123,18 @@ class Config(ExperimentConfig):
     @classmethod
     def quick(cls) -> Config:
         """A smoke test of about a minute."""
-        return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, base_steps=30, tune_steps=15,
-                   uncond_steps=15, joint_steps=5, seq_len=128, eval_segments=24)
+        return cls(
+            n_layer=2,
+            n_embd=32,
+            n_neurons=256,
+            corpus_bytes=200_000,
+            base_steps=30,
+            tune_steps=15,
+            uncond_steps=15,
+            joint_steps=5,
+            seq_len=128,
+            eval_segments=24,
+        )
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -146,7 +156,7 @@ def _english_only(path: Path, config: Config) -> Path:
     out = bytearray()
     while len(out) < config.corpus_bytes:
         out += f"<T:{ENGLISH}>{make_sentence(rng, _random_concept(rng, 0.5)).render(ENGLISH, lexicon)}".encode()
-    write_bytes(path, bytes(out[:config.corpus_bytes]))
+    write_bytes(path, bytes(out[: config.corpus_bytes]))
     return path
 
 
@@ -156,7 +166,7 @@ def unconditional_losses(model: torch.nn.Module, segments: list[tuple[str, str, 
     for _, _, tgt, text in segments:
         data = f"<T:{tgt}>{text}".encode()
         code = np.zeros(len(data) - 1, dtype=np.int64)
-        code[len(f"<T:{tgt}>") - 1:] = 2  # the delimiter is not scored
+        code[len(f"<T:{tgt}>") - 1 :] = 2  # the delimiter is not scored
         datas.append(data)
         codes.append(code)
     sums, counts = coded_losses(model, datas, codes)
@@ -181,35 +191,59 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
 
     timings: dict[str, float] = {}
 
-    def trained(name: str, lang: str, steps: int, *, lr: float, seed: int,
-                init_from: Path | None = None) -> tuple[torch.nn.Module, Path]:
+    def trained(
+        name: str, lang: str, steps: int, *, lr: float, seed: int, init_from: Path | None = None
+    ) -> tuple[torch.nn.Module, Path]:
         t0 = time.time()
         log(f"merge: training {name} ({steps} steps on en-{lang}{', from ' + init_from.name if init_from else ''})")
-        result = train_lm(out / "runs" / name, corpus(lang), size, steps=steps, lr=lr, seed=seed, init_from=init_from,
-                          warmup_steps=max(1, steps // 10), **common)
+        result = train_lm(
+            out / "runs" / name,
+            corpus(lang),
+            size,
+            steps=steps,
+            lr=lr,
+            seed=seed,
+            init_from=init_from,
+            warmup_steps=max(1, steps // 10),
+            **common,
+        )
         timings[name] = time.time() - t0
         return result.model.eval(), result.run_dir
 
     models: dict[str, torch.nn.Module] = {}
     models["base"], base_dir = trained("base", base_lang, config.base_steps, lr=config.lr, seed=config.seed)
     for x in (la, lb):
-        models[f"tuned-{x}"], _ = trained(f"tuned-{x}", x, config.tune_steps, lr=config.tune_lr, seed=config.seed,
-                                          init_from=base_dir)
+        models[f"tuned-{x}"], _ = trained(
+            f"tuned-{x}", x, config.tune_steps, lr=config.tune_lr, seed=config.seed, init_from=base_dir
+        )
     models["merged"] = concatenate(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
     models["merged"].save_pretrained(out / "runs" / "merged")
     if config.controls:
         models["averaged"] = average(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
         _, base2_dir = trained("base-2", base_lang, config.base_steps, lr=config.lr, seed=config.seed + 1)
-        other, _ = trained(f"tuned-{lb}-from-base-2", lb, config.tune_steps, lr=config.tune_lr, seed=config.seed + 1,
-                           init_from=base2_dir)
+        other, _ = trained(
+            f"tuned-{lb}-from-base-2",
+            lb,
+            config.tune_steps,
+            lr=config.tune_lr,
+            seed=config.seed + 1,
+            init_from=base2_dir,
+        )
         models["merged, no shared base"] = concatenate(models[f"tuned-{la}"], other).eval()
     uncond = None
     if config.uncond_steps:
         t0 = time.time()
         log(f"merge: training the unconditional English model ({config.uncond_steps} steps)")
         data = _english_only(out / "data" / "en-only.txt", config)
-        uncond = train_lm(out / "runs" / "unconditional-en", data, size, steps=config.uncond_steps, lr=config.lr,
-                          seed=config.seed, **common).model.eval()
+        uncond = train_lm(
+            out / "runs" / "unconditional-en",
+            data,
+            size,
+            steps=config.uncond_steps,
+            lr=config.lr,
+            seed=config.seed,
+            **common,
+        ).model.eval()
         timings["unconditional-en"] = time.time() - t0
     if config.joint_steps:
         t0 = time.time()
@@ -219,8 +253,14 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
         log(f"merge: joint fine-tune of the merged model ({config.joint_steps} steps on all pairs)")
         merged_size = dataclasses.replace(size, n_neurons=2 * config.n_neurons)
         models[f"merged + {config.joint_steps} joint steps"] = train_lm(
-            out / "runs" / "merged-joint", joint_data, merged_size, steps=config.joint_steps, lr=config.tune_lr,
-            seed=config.seed, init_from=out / "runs" / "merged", warmup_steps=max(1, config.joint_steps // 10),
+            out / "runs" / "merged-joint",
+            joint_data,
+            merged_size,
+            steps=config.joint_steps,
+            lr=config.tune_lr,
+            seed=config.seed,
+            init_from=out / "runs" / "merged",
+            warmup_steps=max(1, config.joint_steps // 10),
             **common,
         ).model.eval()
         timings["merged-joint"] = time.time() - t0
@@ -261,9 +301,14 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     out: list[tuple[str, bool | None, str]] = []
     base_known = table["base"][f"{config.base_language}>en"]
     base_unknown = mean([table["base"][f"{x}>en"] for x in (la, lb)])
-    out.append((f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is "
-                f"below its loss from the languages it has not seen)", base_known < base_unknown - TOL,
-                f"base: {config.base_language}->en {base_known:.3f}, {la}/{lb}->en {base_unknown:.3f}"))
+    out.append(
+        (
+            f"precondition: the models use the source sentence (the base's {config.base_language}->en loss is "
+            f"below its loss from the languages it has not seen)",
+            base_known < base_unknown - TOL,
+            f"base: {config.base_language}->en {base_known:.3f}, {la}/{lb}->en {base_unknown:.3f}",
+        )
+    )
     uncond = table.get("unconditional English (no source)")
     for x in (la, lb):
         key = f"{x}>en"
@@ -272,43 +317,78 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
         if uncond is not None:
             u = uncond[key]
             held = m - s <= 0.5 * (u - s) if u > s else None
-            out.append((f"merged {x}->en is close to the specialist (closes at least half the gap from the "
-                        "unconditional model to the specialist) and below the unconditional model", held,
-                        line + f", unconditional {u:.3f}"))
+            out.append(
+                (
+                    f"merged {x}->en is close to the specialist (closes at least half the gap from the "
+                    "unconditional model to the specialist) and below the unconditional model",
+                    held,
+                    line + f", unconditional {u:.3f}",
+                )
+            )
         else:
             out.append((f"merged {x}->en is close to the specialist", None, line))
     for x in (la, lb):
         key, other = f"en>{x}", lb if x == la else la
         m, s, n = merged[key], spec[x][key], spec[other][key]
         lo, hi = min(s, n), max(s, n)
-        out.append((f"merged en->{x} lies between the specialist and the non-specialist parent", lo <= m <= hi,
-                    f"merged {m:.3f}; tuned-{x} {s:.3f}, tuned-{other} {n:.3f}"))
+        out.append(
+            (
+                f"merged en->{x} lies between the specialist and the non-specialist parent",
+                lo <= m <= hi,
+                f"merged {m:.3f}; tuned-{x} {s:.3f}, tuned-{other} {n:.3f}",
+            )
+        )
     keys = list(merged)
     avg = {name: mean([table[name][k] for k in keys]) for name in ("merged", f"tuned-{la}", f"tuned-{lb}")}
-    out.append(("the merged model beats either parent on the mean over all directions",
-                avg["merged"] < min(avg[f"tuned-{la}"], avg[f"tuned-{lb}"]) - TOL,
-                ", ".join(f"{k} {v:.3f}" for k, v in avg.items())))
+    out.append(
+        (
+            "the merged model beats either parent on the mean over all directions",
+            avg["merged"] < min(avg[f"tuned-{la}"], avg[f"tuned-{lb}"]) - TOL,
+            ", ".join(f"{k} {v:.3f}" for k, v in avg.items()),
+        )
+    )
     joint = next((name for name in table if name.startswith("merged + ")), None)
     if joint is not None:
         en_x = [f"en>{x}" for x in (la, lb)]
         before, after = mean([merged[k] for k in en_x]), mean([table[joint][k] for k in en_x])
-        out.append((f"a short joint fine-tune ({joint.split('+ ')[1]}) lowers the en->X loss of the merged model",
-                    after < before - TOL,
-                    f"mean en->{la}/{lb}: {before:.3f} before, {after:.3f} after"))
+        out.append(
+            (
+                f"a short joint fine-tune ({joint.split('+ ')[1]}) lowers the en->X loss of the merged model",
+                after < before - TOL,
+                f"mean en->{la}/{lb}: {before:.3f} before, {after:.3f} after",
+            )
+        )
     tuned_keys = [f"{x}>en" for x in (la, lb)] + [f"en>{x}" for x in (la, lb)]
     if "averaged" in table:
         m, a = mean([merged[k] for k in tuned_keys]), mean([table["averaged"][k] for k in tuned_keys])
-        out.append(("control: concatenation beats plain weight averaging on the fine-tuned directions", m < a - TOL,
-                    f"mean over {', '.join(tuned_keys)}: merged {m:.3f}, averaged {a:.3f}"))
+        out.append(
+            (
+                "control: concatenation beats plain weight averaging on the fine-tuned directions",
+                m < a - TOL,
+                f"mean over {', '.join(tuned_keys)}: merged {m:.3f}, averaged {a:.3f}",
+            )
+        )
     if "merged, no shared base" in table:
         m, u = mean([merged[k] for k in tuned_keys]), mean([table["merged, no shared base"][k] for k in tuned_keys])
-        out.append(("control: a shared base matters (merging unrelated models is worse)", m < u - TOL,
-                    f"mean over the same directions: shared base {m:.3f}, no shared base {u:.3f}"))
+        out.append(
+            (
+                "control: a shared base matters (merging unrelated models is worse)",
+                m < u - TOL,
+                f"mean over the same directions: shared base {m:.3f}, no shared base {u:.3f}",
+            )
+        )
     return out
 
 
-def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]], params: dict[str, int],
-                  timings: dict[str, float], seconds: float, cpu_seconds: float) -> Path:
+def _write_report(
+    config: Config,
+    out: Path,
+    table: dict[str, dict[str, float]],
+    params: dict[str, int],
+    timings: dict[str, float],
+    seconds: float,
+    cpu_seconds: float,
+) -> Path:
     la, lb = config.tune_languages
     keys = [f"{s}>{t}" for s, t in config.directions()]
     report = Report("Model merging by concatenation (paper section 7.1, Table 2)")
@@ -328,8 +408,15 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
         "`<F:src>source<T:tgt>target` per direction, each read from a zero state (delimiters not scored). "
         "The unconditional English model reads only `<T:en>target`."
     )
-    rows = [[name, f"{params[name]:,}" if name in params else "", *[table[name][k] for k in keys],
-             mean([v for v in table[name].values() if not math.isnan(v)])] for name in table]
+    rows = [
+        [
+            name,
+            f"{params[name]:,}" if name in params else "",
+            *[table[name][k] for k in keys],
+            mean([v for v in table[name].values() if not math.isnan(v)]),
+        ]
+        for name in table
+    ]
     report.table(["model", "parameters", *[k.replace(">", " → ") for k in keys], "mean"], rows)
     report.heading("What matched the paper")
     found = findings(config, table)
@@ -342,9 +429,15 @@ def _write_report(config: Config, out: Path, table: dict[str, dict[str, float]],
     report.heading("Training time")
     report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
     report.figure(_plot(config, table, out / "figures" / "merge-losses"), "Target-side loss per direction and model")
-    report.results = {"config": dataclasses.asdict(config), "losses": table, "params": params, "timings_s": timings,
-                      "seconds": seconds, "cpu_seconds": cpu_seconds,
-                      "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
+    report.results = {
+        "config": dataclasses.asdict(config),
+        "losses": table,
+        "params": params,
+        "timings_s": timings,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found],
+    }
     return report.write(out)
 
 

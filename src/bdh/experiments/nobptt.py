@@ -89,11 +89,20 @@ class Config(ExperimentConfig):
         parse_pairs(self.pairs)  # one-line error for a malformed pair
         for a, b in parse_pairs(self.pairs):
             if a not in LANGUAGES or b not in LANGUAGES or a == b:
-                raise UserError(f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among "
-                                f"{', '.join(LANGUAGES)}")
+                raise UserError(
+                    f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}"
+                )
         self._check_size()
-        for name in ("corpus_bytes", "steps", "batch_size", "seq_len", "eval_segments", "repeat_batch_size",
-                     "repeat_periods", "repeat_eval_batches"):
+        for name in (
+            "corpus_bytes",
+            "steps",
+            "batch_size",
+            "seq_len",
+            "eval_segments",
+            "repeat_batch_size",
+            "repeat_periods",
+            "repeat_eval_batches",
+        ):
             self._check_int(name)
         for name in ("repeat_steps", "seed"):
             self._check_int(name, 0)
@@ -102,8 +111,18 @@ class Config(ExperimentConfig):
     @classmethod
     def quick(cls) -> Config:
         """A smoke test of about a minute."""
-        return cls(n_layer=2, n_embd=32, n_neurons=256, corpus_bytes=200_000, steps=30, seq_len=128, eval_segments=24,
-                   repeat_steps=30, repeat_batch_size=8, repeat_eval_batches=2)
+        return cls(
+            n_layer=2,
+            n_embd=32,
+            n_neurons=256,
+            corpus_bytes=200_000,
+            steps=30,
+            seq_len=128,
+            eval_segments=24,
+            repeat_steps=30,
+            repeat_batch_size=8,
+            repeat_eval_batches=2,
+        )
 
     def directions(self) -> list[tuple[str, str]]:
         return [d for a, b in parse_pairs(self.pairs) for d in ((a, b), (b, a))]
@@ -133,9 +152,18 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     for arm in ARMS:
         t0 = time.time()
         log(f"no-bptt: training the {arm} arm on the translation stream ({config.steps} steps)")
-        result = train_lm(out / "runs" / f"text-{arm}", data, config.size, steps=config.steps,
-                          batch_size=config.batch_size, seq_len=config.seq_len, lr=config.lr, seed=config.seed,
-                          bptt=MODE[arm], threads=threads)
+        result = train_lm(
+            out / "runs" / f"text-{arm}",
+            data,
+            config.size,
+            steps=config.steps,
+            batch_size=config.batch_size,
+            seq_len=config.seq_len,
+            lr=config.lr,
+            seed=config.seed,
+            bptt=MODE[arm],
+            threads=threads,
+        )
         timings[f"text-{arm}"] = time.time() - t0
         curves[arm] = _curve(result.run_dir)
         lang[arm] = {}
@@ -154,54 +182,100 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
         for arm in ARMS:
             t0 = time.time()
             log(f"no-bptt: training the {arm} arm on the repeated-word task ({config.repeat_steps} steps)")
-            result = train_lm(out / "runs" / f"repeat-{arm}", None, config.size, steps=config.repeat_steps,
-                              batch_size=config.repeat_batch_size, seq_len=task.seq_len, lr=config.lr, seed=config.seed,
-                              bptt=MODE[arm], threads=threads, task=task_section)
+            result = train_lm(
+                out / "runs" / f"repeat-{arm}",
+                None,
+                config.size,
+                steps=config.repeat_steps,
+                batch_size=config.repeat_batch_size,
+                seq_len=task.seq_len,
+                lr=config.lr,
+                seed=config.seed,
+                bptt=MODE[arm],
+                threads=threads,
+                task=task_section,
+            )
             timings[f"repeat-{arm}"] = time.time() - t0
             metrics = evaluate(result.model, task, config.repeat_batch_size, config.repeat_eval_batches, config.seed)
-            rep[arm] = {k[len("val_"):]: v for k, v in metrics.items() if k != "val_bpb"}
+            rep[arm] = {k[len("val_") :]: v for k, v in metrics.items() if k != "val_bpb"}
 
-    report = _write_report(config, out, lang, rep, curves, bigram, data, timings, time.time() - start,
-                           time.process_time() - cpu_start)
+    report = _write_report(
+        config, out, lang, rep, curves, bigram, data, timings, time.time() - start, time.process_time() - cpu_start
+    )
     log(f"no-bptt: done in {(time.time() - start) / 60:.1f} min")
     return report
 
 
 # ---------------------------------------------------------------------- report
-def findings(lang: dict[str, dict[str, dict[str, float]]], rep: dict[str, dict[str, float]],
-             final_train: dict[str, float], bigram_train: float) -> list[tuple[str, bool | None, str]]:
+def findings(
+    lang: dict[str, dict[str, dict[str, float]]],
+    rep: dict[str, dict[str, float]],
+    final_train: dict[str, float],
+    bigram_train: float,
+) -> list[tuple[str, bool | None, str]]:
     """The paper's section 7.2 claims as checks on the numbers: (claim, held?, numbers)."""
     out: list[tuple[str, bool | None, str]] = []
     keys = list(lang["bptt"])
     side = {arm: {s: mean([lang[arm][k][s] for k in keys]) for s in ("source", "target")} for arm in (*ARMS, "bigram")}
-    out.append(("without BPTT the model still trains past the letter-bigram loss",
-                all(side["no-bptt"][s] < side["bigram"][s] for s in ("source", "target")),
-                f"no-BPTT source {side['no-bptt']['source']:.3f} / target {side['no-bptt']['target']:.3f}; bigram "
-                f"{side['bigram']['source']:.3f} / {side['bigram']['target']:.3f} (final training loss "
-                f"{final_train['no-bptt']:.3f}, bigram of the training bytes {bigram_train:.3f})"))
-    out.append(("its loss is worse than with BPTT", side["no-bptt"]["target"] > side["bptt"]["target"] + 0.01,
-                f"target side: BPTT {side['bptt']['target']:.3f}, no BPTT {side['no-bptt']['target']:.3f}; "
-                f"source side: BPTT {side['bptt']['source']:.3f}, no BPTT {side['no-bptt']['source']:.3f}"))
+    out.append(
+        (
+            "without BPTT the model still trains past the letter-bigram loss",
+            all(side["no-bptt"][s] < side["bigram"][s] for s in ("source", "target")),
+            f"no-BPTT source {side['no-bptt']['source']:.3f} / target {side['no-bptt']['target']:.3f}; bigram "
+            f"{side['bigram']['source']:.3f} / {side['bigram']['target']:.3f} (final training loss "
+            f"{final_train['no-bptt']:.3f}, bigram of the training bytes {bigram_train:.3f})",
+        )
+    )
+    out.append(
+        (
+            "its loss is worse than with BPTT",
+            side["no-bptt"]["target"] > side["bptt"]["target"] + 0.01,
+            f"target side: BPTT {side['bptt']['target']:.3f}, no BPTT {side['no-bptt']['target']:.3f}; "
+            f"source side: BPTT {side['bptt']['source']:.3f}, no BPTT {side['no-bptt']['source']:.3f}",
+        )
+    )
     gap_t = side["no-bptt"]["target"] - side["bptt"]["target"]
     gap_s = side["no-bptt"]["source"] - side["bptt"]["source"]
-    out.append(("the gap is larger on the target side (where the source sentence must be matched)",
-                gap_t > gap_s + 0.01,
-                f"no-BPTT minus BPTT: target {gap_t:+.3f}, source {gap_s:+.3f}"))
+    out.append(
+        (
+            "the gap is larger on the target side (where the source sentence must be matched)",
+            gap_t > gap_s + 0.01,
+            f"no-BPTT minus BPTT: target {gap_t:+.3f}, source {gap_s:+.3f}",
+        )
+    )
     if rep:
         b, n = rep["bptt"], rep["no-bptt"]
-        out.append(("copying the repeated word fails without BPTT (repeat accuracy far below the BPTT arm)",
-                    n.get("repeat_accuracy", 0) < b.get("repeat_accuracy", 0) - 0.2,
-                    f"repeat accuracy: BPTT {b.get('repeat_accuracy', float('nan')):.3f}, no BPTT "
-                    f"{n.get('repeat_accuracy', float('nan')):.3f} (chance 1/26 = 0.038)"))
-        out.append(("the fixed warm-up (no look-back needed) is learnt by both arms",
-                    min(b.get("warmup_accuracy", 0), n.get("warmup_accuracy", 0)) > 0.8,
-                    f"warm-up accuracy: BPTT {b.get('warmup_accuracy', float('nan')):.3f}, "
-                    f"no BPTT {n.get('warmup_accuracy', float('nan')):.3f}"))
+        out.append(
+            (
+                "copying the repeated word fails without BPTT (repeat accuracy far below the BPTT arm)",
+                n.get("repeat_accuracy", 0) < b.get("repeat_accuracy", 0) - 0.2,
+                f"repeat accuracy: BPTT {b.get('repeat_accuracy', float('nan')):.3f}, no BPTT "
+                f"{n.get('repeat_accuracy', float('nan')):.3f} (chance 1/26 = 0.038)",
+            )
+        )
+        out.append(
+            (
+                "the fixed warm-up (no look-back needed) is learnt by both arms",
+                min(b.get("warmup_accuracy", 0), n.get("warmup_accuracy", 0)) > 0.8,
+                f"warm-up accuracy: BPTT {b.get('warmup_accuracy', float('nan')):.3f}, "
+                f"no BPTT {n.get('warmup_accuracy', float('nan')):.3f}",
+            )
+        )
     return out
 
 
-def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramModel, data: Path,
-                  timings: dict[str, float], seconds: float, cpu_seconds: float) -> Path:
+def _write_report(
+    config: Config,
+    out: Path,
+    lang,
+    rep,
+    curves,
+    bigram: BigramModel,
+    data: Path,
+    timings: dict[str, float],
+    seconds: float,
+    cpu_seconds: float,
+) -> Path:
     import numpy as np
 
     arr = np.frombuffer(data.read_bytes()[: 1 << 20], dtype=np.uint8)
@@ -228,8 +302,10 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
         for s in ("source", "target"):
             rows.append([arm, s, *[lang[arm][k][s] for k in keys], mean([lang[arm][k][s] for k in keys])])
     report.table(["model", "side", *[k.replace(">", " → ") for k in keys], "mean"], rows)
-    report.text(f"Final training loss (mean of the last records): BPTT {final_train['bptt']:.3f}, no BPTT "
-                f"{final_train['no-bptt']:.3f}; bigram loss of the training bytes {bigram_train:.3f}.")
+    report.text(
+        f"Final training loss (mean of the last records): BPTT {final_train['bptt']:.3f}, no BPTT "
+        f"{final_train['no-bptt']:.3f}; bigram loss of the training bytes {bigram_train:.3f}."
+    )
     if rep:
         report.heading("Repeated-word task (section 6.4): accuracy and loss per phase")
         report.text(
@@ -239,9 +315,17 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
             "letters need a look back at the fact."
         )
         names = ["warmup", "fact", "repeat"]
-        report.table(["arm", *[f"{n} accuracy" for n in names], *[f"{n} loss" for n in names]],
-                     [[arm, *[rep[arm].get(f"{n}_accuracy", float("nan")) for n in names],
-                       *[rep[arm].get(f"{n}_loss", float("nan")) for n in names]] for arm in ARMS])
+        report.table(
+            ["arm", *[f"{n} accuracy" for n in names], *[f"{n} loss" for n in names]],
+            [
+                [
+                    arm,
+                    *[rep[arm].get(f"{n}_accuracy", float("nan")) for n in names],
+                    *[rep[arm].get(f"{n}_loss", float("nan")) for n in names],
+                ]
+                for arm in ARMS
+            ],
+        )
     report.heading("What matched the paper")
     found = findings(lang, rep, final_train, bigram_train)
     report.findings(found)
@@ -252,14 +336,22 @@ def _write_report(config: Config, out: Path, lang, rep, curves, bigram: BigramMo
         "sharp version of its claim."
     )
     fig = _plot(curves, bigram_train, out / "figures" / "nobptt-curves")
-    report.figure(fig, "Training loss of both arms on the translation stream, with the bigram loss of the training "
-                       "bytes")
+    report.figure(
+        fig, "Training loss of both arms on the translation stream, with the bigram loss of the training bytes"
+    )
     report.heading("Training time")
     report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
-    report.results = {"config": dataclasses.asdict(config), "translation": lang, "repeat": rep,
-                      "final_train_loss": final_train, "bigram_train_loss": bigram_train, "timings_s": timings,
-                      "seconds": seconds, "cpu_seconds": cpu_seconds,
-                      "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found]}
+    report.results = {
+        "config": dataclasses.asdict(config),
+        "translation": lang,
+        "repeat": rep,
+        "final_train_loss": final_train,
+        "bigram_train_loss": bigram_train,
+        "timings_s": timings,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found],
+    }
     return report.write(out)
 
 

@@ -6,11 +6,15 @@ from .._lazy import exports
 
 __all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "load_pretrained"]
 
-__getattr__, __dir__ = exports(__name__, {
-    "BDH": ".bdh:BDH",
-    "BDHCapture": ".capture:BDHCapture",
-    "BDHConfig": ".config:BDHConfig",
-    "BDHState": ".state:BDHState",
-    "CheckpointError": ".io:CheckpointError",
-    "load_pretrained": ".io:load_pretrained",
-}, globals())
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "BDH": ".bdh:BDH",
+        "BDHCapture": ".capture:BDHCapture",
+        "BDHConfig": ".config:BDHConfig",
+        "BDHState": ".state:BDHState",
+        "CheckpointError": ".io:CheckpointError",
+        "load_pretrained": ".io:load_pretrained",
+    },
+    globals(),
+)

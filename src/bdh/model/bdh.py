@@ -90,8 +90,14 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         v_out = self.ln(v + self.ln(k.read_in(y, self.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
         return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out)
 
-    def run(self, idx: torch.Tensor, state: BDHState | None, p: Pass, hook: LayerHook | None = None,
-            n_layer: int | None = None) -> tuple[torch.Tensor, BDHState | None]:
+    def run(
+        self,
+        idx: torch.Tensor,
+        state: BDHState | None,
+        p: Pass,
+        hook: LayerHook | None = None,
+        n_layer: int | None = None,
+    ) -> tuple[torch.Tensor, BDHState | None]:
         """Logits (B, T, V) of the layers over v_0, continuing ``state``; the state after (``p.need_state``)."""
         check_tokens("BDH", idx, self.config.vocab_size)
         if state is not None:
@@ -116,14 +122,30 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         """The kernels of a pass (`bdh.model.kernels.select`, the one place they are chosen)."""
         cfg = self.config
         return select(
-            p, positional=cfg.positional, freqs=self.freqs, log_u=None if self.log_u is None else self.log_u.float(),
-            causal=cfg.causal, chunk_size=cfg.chunk_size, dropout=cfg.dropout, dropout_rng=cfg.dropout_rng,
-            training=self.training, autograd=torch.is_grad_enabled() and self.E.requires_grad, device=self.E.device,
+            p,
+            positional=cfg.positional,
+            freqs=self.freqs,
+            log_u=None if self.log_u is None else self.log_u.float(),
+            causal=cfg.causal,
+            chunk_size=cfg.chunk_size,
+            dropout=cfg.dropout,
+            dropout_rng=cfg.dropout_rng,
+            training=self.training,
+            autograd=torch.is_grad_enabled() and self.E.requires_grad,
+            device=self.E.device,
         )
 
     # ------------------------------------------------------------------ entry points
-    def forward(self, idx: torch.Tensor, *, mode: str | None = None, capture: bool = False,
-                hook: LayerHook | None = None, detach_kv: bool = False, n_layer: int | None = None):
+    def forward(
+        self,
+        idx: torch.Tensor,
+        *,
+        mode: str | None = None,
+        capture: bool = False,
+        hook: LayerHook | None = None,
+        detach_kv: bool = False,
+        n_layer: int | None = None,
+    ):
         """Logits for a batch of token sequences.
 
         Args:
@@ -150,8 +172,16 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         device = self.E.device if device is None else device
         return BDHState.zeros(cfg.n_layer, batch_size, cfg.n_head, cfg.N, cfg.n_embd, device=device)
 
-    def step(self, tokens: torch.Tensor, state: BDHState, *, mode: str | None = None, inplace: bool = False,
-             detach_kv: bool = False, hook: LayerHook | None = None) -> tuple[torch.Tensor, BDHState]:
+    def step(
+        self,
+        tokens: torch.Tensor,
+        state: BDHState,
+        *,
+        mode: str | None = None,
+        inplace: bool = False,
+        detach_kv: bool = False,
+        hook: LayerHook | None = None,
+    ) -> tuple[torch.Tensor, BDHState]:
         """Advance the state by one token per sequence or by a chunk of tokens.
 
         Args:
@@ -171,8 +201,16 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens
         mode = mode or ("recurrent" if _length(idx) == 1 else self.config.attention)
-        p = Pass(mode, state.pos, _length(idx), carried=True, need_state=True, inplace=inplace,
-                 detach_kv=detach_kv, hooked=hook is not None)
+        p = Pass(
+            mode,
+            state.pos,
+            _length(idx),
+            carried=True,
+            need_state=True,
+            inplace=inplace,
+            detach_kv=detach_kv,
+            hooked=hook is not None,
+        )
         logits, new_state = self.run(idx, state, p, hook)
         return (logits[:, -1] if single else logits), new_state
 

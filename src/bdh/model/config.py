@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
-
-from bdh.errors import UserError
+from typing import Any
 
 from ..typed_config import TypedConfig
 
@@ -105,7 +104,7 @@ class BDHConfig(TypedConfig):
         return self._n
 
     @property
-    def N(self) -> int:  # noqa: N802 - the paper's name
+    def N(self) -> int:
         """Neurons per head, N = n / h."""
         return self._n // self.n_head
 
@@ -153,8 +152,11 @@ class BDHConfig(TypedConfig):
             self._check_number("rope_theta", 1.0, math.inf, low_open=True)
         self._check_choice("attention", ATTENTION_FORMS)
         if not self.causal and self.attention != "parallel":
-            self._fail("attention", "bidirectional attention (causal=false) has no recurrent state; "
-                       f"use attention='parallel', got {self.attention!r}")
+            self._fail(
+                "attention",
+                "bidirectional attention (causal=false) has no recurrent state; "
+                f"use attention='parallel', got {self.attention!r}",
+            )
         self._check_number("ln_eps", 0.0, math.inf, low_open=True)
         self._validate_damping()
 
@@ -164,13 +166,18 @@ class BDHConfig(TypedConfig):
             return
         if isinstance(d, str):
             if d != "alibi":
-                self._fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+                self._fail(
+                    "damping",
+                    f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}",
+                )
             return
         values = [d] if isinstance(d, (int, float)) and not isinstance(d, bool) else d
         try:
             values = list(values)
         except TypeError:
-            self._fail("damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}")
+            self._fail(
+                "damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}"
+            )
         if not isinstance(d, (int, float)) and len(values) != self.n_head:
             self._fail("damping", f"a list needs one retention factor per head ({self.n_head}), got {len(values)}")
         for u in values:
@@ -200,7 +207,7 @@ class BDHConfig(TypedConfig):
         merged.update(changes)
         return merged
 
-    def replace(self, **changes: Any) -> "BDHConfig":
+    def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""
         return BDHConfig.from_dict(BDHConfig.merge(self.to_dict(), changes))
 

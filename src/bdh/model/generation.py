@@ -6,7 +6,7 @@ time and memory do not depend on the context length. The state is updated in pla
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -100,4 +100,3 @@ def sample(
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator).view(-1)
-

@@ -39,9 +39,9 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
-from .kernels.attention import parallel
 from .bdh import BDH
 from .kernels import apply_rope
+from .kernels.attention import parallel
 from .kernels.rope import rope_tables
 
 
@@ -245,8 +245,14 @@ def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
     Gx = Dx @ E
     Gy = Dy @ E
     return BDHGraph(
-        F.relu(Gx), F.relu(-Gx), F.relu(Gy), F.relu(-Gy), n_layer=cfg.n_layer, n_head=cfg.n_head,
-        Gs=None, U=state_update_matrix(model),
+        F.relu(Gx),
+        F.relu(-Gx),
+        F.relu(Gy),
+        F.relu(-Gy),
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        Gs=None,
+        U=state_update_matrix(model),
     )
 
 
@@ -298,4 +304,3 @@ def _absolute_to_relative(S: torch.Tensor, kind: str, freqs: torch.Tensor, T: in
 def sigma_to_rho(model: BDH, sigma: torch.Tensor) -> torch.Tensor:
     """E sigma (Eq. 9): (..., n, n) synapse states to (..., D, n) attention states."""
     return model.E.detach().T @ sigma
-

@@ -50,7 +50,7 @@ IGNORED_OFFICIAL = ("lm_gate",)
 def strip_compile_prefix(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Remove the ``_orig_mod.`` prefix that ``torch.compile`` adds to parameter names."""
     prefix = "_orig_mod."
-    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in state_dict.items()}
+    return {(k[len(prefix) :] if k.startswith(prefix) else k): v for k, v in state_dict.items()}
 
 
 def from_official(
@@ -87,7 +87,9 @@ def from_official(
         if key in IGNORED_OFFICIAL:
             continue
         if key not in inverse:
-            raise CheckpointError(f"official checkpoint: unexpected tensor {key!r} (known: {', '.join(sorted(inverse))})")
+            raise CheckpointError(
+                f"official checkpoint: unexpected tensor {key!r} (known: {', '.join(sorted(inverse))})"
+            )
         if not isinstance(tensor, torch.Tensor):
             raise CheckpointError(f"official checkpoint: {key!r} is a {type(tensor).__name__}, not a tensor")
         ours = inverse[key]
@@ -118,8 +120,10 @@ def to_official(model: BDH) -> dict[str, torch.Tensor]:
             "this model differs (positional, rope_theta, damping or causal)"
         )
     if cfg.n % cfg.n_embd:
-        raise UserError(f"to_official: n = {cfg.n} is not a multiple of n_embd = {cfg.n_embd}, "
-                         "so no mlp_internal_dim_multiplier describes it")
+        raise UserError(
+            f"to_official: n = {cfg.n} is not a multiple of n_embd = {cfg.n_embd}, "
+            "so no mlp_internal_dim_multiplier describes it"
+        )
     out = {}
     for ours, tensor in model.state_dict().items():
         official = NAME_MAP[ours]
@@ -156,7 +160,9 @@ def load_official_file(path: str | os.PathLike, **config: int | float) -> BDH:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in str(exc):
-            reason = "not a checkpoint of tensors, or one holding objects that would need unpickling, which is never done"
+            reason = (
+                "not a checkpoint of tensors, or one holding objects that would need unpickling, which is never done"
+            )
         else:
             reason = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:200]
         raise CheckpointError(f"{path}: cannot be read as a weights-only PyTorch checkpoint ({reason})") from None

@@ -22,11 +22,14 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT_VERSION = 1
 
+
 class CheckpointError(UserError):
     """A model folder or weights file that cannot be used; the message names the file and the problem."""
 
 
-def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+def save_tensors(
+    tensors: dict[str, torch.Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None
+) -> None:
     """Save tensors to a safetensors file atomically (contiguous CPU copies; shared storage is split)."""
     from safetensors.torch import save
 
@@ -94,7 +97,9 @@ class PretrainedMixin:
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_tensors(self.state_dict(), directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type})
+        save_tensors(
+            self.state_dict(), directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type}
+        )
         config = {"model_type": self.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__}
         config.update(self.config.to_dict())
         write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
@@ -127,7 +132,9 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     from bdh import registry
 
     if model_type not in registry.names("model"):
-        raise CheckpointError(f"{path}: unknown model_type {model_type!r} (known: {', '.join(registry.names('model'))})")
+        raise CheckpointError(
+            f"{path}: unknown model_type {model_type!r} (known: {', '.join(registry.names('model'))})"
+        )
     if version != FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version!r} is not supported (this bdh reads {FORMAT_VERSION})")
     cls = registry.get_model(model_type)

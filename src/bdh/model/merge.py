@@ -34,7 +34,9 @@ def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
     for f in SHARED_FIELDS:
         va, vb = getattr(ca, f), getattr(cb, f)
         if va != vb:
-            raise UserError(f"merge: the models differ in {f} ({va!r} vs {vb!r}); they must share {', '.join(SHARED_FIELDS)}")
+            raise UserError(
+                f"merge: the models differ in {f} ({va!r} vs {vb!r}); they must share {', '.join(SHARED_FIELDS)}"
+            )
     if same_size and ca.n != cb.n:
         raise UserError(f"merge: averaging needs models of the same size, got n = {ca.n} and n = {cb.n}")
     if not same_size and ca.positional == "rope-standard":

@@ -48,7 +48,9 @@ def train_flops_per_token(config: BDHConfig, block_size: int, form: str | None =
     return 3.0 * forward_flops_per_token(config, block_size, form)
 
 
-def train_memory_bytes(config: BDHConfig, batch_size: int, block_size: int, form: str | None = None, dtype: str = "fp32") -> int:
+def train_memory_bytes(
+    config: BDHConfig, batch_size: int, block_size: int, form: str | None = None, dtype: str = "fp32"
+) -> int:
     """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations.
 
     Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),

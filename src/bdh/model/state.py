@@ -29,7 +29,7 @@ class BDHState:
     @classmethod
     def zeros(
         cls, n_layer: int, batch_size: int, n_head: int, N: int, D: int, *, device=None, dtype=torch.float32
-    ) -> "BDHState":
+    ) -> BDHState:
         if batch_size < 1:
             raise UserError(f"BDHState: batch_size must be a positive integer, got {batch_size}")
         return cls(torch.zeros(n_layer, batch_size, n_head, N, D, device=device, dtype=dtype), 0)
@@ -38,14 +38,14 @@ class BDHState:
     def batch_size(self) -> int:
         return self.rho.shape[1]
 
-    def detach(self) -> "BDHState":
+    def detach(self) -> BDHState:
         """The same state cut from the autograd graph (truncated backprop through time)."""
         return BDHState(self.rho.detach(), self.pos)
 
-    def to(self, *args, **kwargs) -> "BDHState":
+    def to(self, *args, **kwargs) -> BDHState:
         return BDHState(self.rho.to(*args, **kwargs), self.pos)
 
-    def clone(self) -> "BDHState":
+    def clone(self) -> BDHState:
         return BDHState(self.rho.clone(), self.pos)
 
     def nbytes(self) -> int:

@@ -94,7 +94,9 @@ def trace_paths(dist: np.ndarray, end: np.ndarray) -> np.ndarray:
         d = np.where(active, d - 1, d)
 
 
-def generate_boards(gen: np.random.Generator, n: int, board_size: int, wall_prob: float) -> tuple[np.ndarray, np.ndarray]:
+def generate_boards(
+    gen: np.random.Generator, n: int, board_size: int, wall_prob: float
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` candidate boards (inputs, targets), (n, S*S) int64 each, solvable ones only (fewer than n
     may come back; unsolvable draws are dropped)."""
     S = board_size
@@ -139,7 +141,11 @@ class BoardPathConfig(TaskConfig):
     def __post_init__(self) -> None:
         self._check_data_seed()
         self._check_int("board_size", 2)
-        if isinstance(self.wall_prob, bool) or not isinstance(self.wall_prob, (int, float)) or not 0 <= self.wall_prob < 1:
+        if (
+            isinstance(self.wall_prob, bool)
+            or not isinstance(self.wall_prob, (int, float))
+            or not 0 <= self.wall_prob < 1
+        ):
             self._fail("wall_prob", f"must be a number in [0, 1), got {self.wall_prob!r}")
         self._check_int("num_train")
         self._check_int("num_val")
@@ -201,7 +207,9 @@ class BoardPath:
             ids = nv + shuffled_indices(nt, index * batch_size, batch_size, check_seed(seed), stream=8)
         else:
             if index >= self.num_batches("val", batch_size):
-                raise UserError(f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
+                raise UserError(
+                    f"BoardPath: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)"
+                )
             ids = np.arange(index * batch_size, min((index + 1) * batch_size, nv))
         return torch.from_numpy(x[ids]), torch.from_numpy(y[ids])
 
@@ -244,7 +252,9 @@ def path_valid(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, 
     return floor_only & right_length & connected
 
 
-def boardpath_metrics(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int) -> dict[str, float]:
+def boardpath_metrics(
+    pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int
+) -> dict[str, float]:
     """Metrics of predicted tokens ``pred`` (B, S^2) against ``targets`` (see the module docstring)."""
     mask = targets != -100
     right = (pred == targets) | ~mask

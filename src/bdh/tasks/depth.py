@@ -11,7 +11,7 @@ then ``model(idx, n_layer=k)`` is called, in eval mode.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -25,7 +25,9 @@ def _as_fn(model: ModelFn | torch.nn.Module) -> ModelFn:
         model.eval()
         return lambda idx, k: model(idx, n_layer=k)
     if not callable(model):
-        raise UserError(f"depth_sweep: expected a model or a callable (idx, n_layer) -> logits, got {type(model).__name__}")
+        raise UserError(
+            f"depth_sweep: expected a model or a callable (idx, n_layer) -> logits, got {type(model).__name__}"
+        )
     return model
 
 

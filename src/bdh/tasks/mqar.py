@@ -36,8 +36,8 @@ reports exactly one slice key ``accuracy_kv{D}_len{N}``.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -134,13 +134,15 @@ def generate_mqar(
     return inputs, labels
 
 
-def _as_slices(value: object, field: str, cfg: "MQARConfig") -> tuple[tuple[int, int], ...] | None:
+def _as_slices(value: object, field: str, cfg: MQARConfig) -> tuple[tuple[int, int], ...] | None:
     """A list of [input_seq_len, num_kv_pairs] pairs as a tuple of int pairs (None stays None)."""
     if value is None:
         return None
     pairs = list(value) if isinstance(value, (list, tuple)) else []
     good = bool(pairs) and all(
-        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in p)
+        isinstance(p, (list, tuple))
+        and len(p) == 2
+        and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in p)
         for p in pairs
     )
     if not good:
@@ -189,7 +191,11 @@ class MQARConfig(TaskConfig):
         self._check_bool("random_non_queries")
         self.train_slices = _as_slices(self.train_slices, "train_slices", self)
         self.val_slices = _as_slices(self.val_slices, "val_slices", self)
-        for field, slices in (("input_seq_len", [(self.input_seq_len, self.num_kv_pairs)]), ("train_slices", self.train_slices), ("val_slices", self.val_slices)):
+        for field, slices in (
+            ("input_seq_len", [(self.input_seq_len, self.num_kv_pairs)]),
+            ("train_slices", self.train_slices),
+            ("val_slices", self.val_slices),
+        ):
             for N, D in slices or ():
                 if N < 2 or D < 1:
                     self._fail(field, f"input_seq_len must be >= 2 and num_kv_pairs >= 1, got [{N}, {D}]")
@@ -241,8 +247,13 @@ class MQAR:
         total = self._sizes(split)[slice_id]
         count = min(BLOCK, total - block * BLOCK)
         x, y = generate_mqar(
-            rng(seed, sid, slice_id, block), count, vocab_size=cfg.vocab_size, input_seq_len=N,
-            num_kv_pairs=D, power_a=cfg.power_a, random_non_queries=cfg.random_non_queries,
+            rng(seed, sid, slice_id, block),
+            count,
+            vocab_size=cfg.vocab_size,
+            input_seq_len=N,
+            num_kv_pairs=D,
+            power_a=cfg.power_a,
+            random_non_queries=cfg.random_non_queries,
         )
         if N < self.seq_len:
             x = np.concatenate([x, np.full((count, self.seq_len - N), self.pad_id, np.int64)], axis=1)
@@ -293,7 +304,9 @@ class MQAR:
             if index < nb:
                 return s, index
             index -= nb
-        raise UserError(f"MQAR: validation batch index out of range (the set has {self.num_batches('val', batch_size)} batches)")
+        raise UserError(
+            f"MQAR: validation batch index out of range (the set has {self.num_batches('val', batch_size)} batches)"
+        )
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
         """Training: full batches per epoch; validation: batches of all slices (each slice rounded up)."""

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from bdh.errors import UserError
 from bdh.outputs import atomic_file
@@ -38,20 +38,76 @@ CONCEPTS = ("currency", "country")
 # ------------------------------------------------------------------------------------------ lexicon
 DETERMINERS = ["the", "a", "this", "every", "our"]
 SUBJECTS = [
-    "committee", "parliament", "council", "commission", "government", "minister", "president",
-    "rapporteur", "member", "delegation", "presidency", "group", "speaker", "agency", "court",
+    "committee",
+    "parliament",
+    "council",
+    "commission",
+    "government",
+    "minister",
+    "president",
+    "rapporteur",
+    "member",
+    "delegation",
+    "presidency",
+    "group",
+    "speaker",
+    "agency",
+    "court",
 ]
 OBJECTS = [
-    "report", "proposal", "budget", "market", "law", "treaty", "debate", "agreement", "programme",
-    "strategy", "directive", "resolution", "reform", "policy", "framework", "decision", "amendment",
+    "report",
+    "proposal",
+    "budget",
+    "market",
+    "law",
+    "treaty",
+    "debate",
+    "agreement",
+    "programme",
+    "strategy",
+    "directive",
+    "resolution",
+    "reform",
+    "policy",
+    "framework",
+    "decision",
+    "amendment",
 ]
 VERBS = [
-    "discussed", "approved", "rejected", "supports", "proposed", "announced", "criticised", "requested",
-    "examined", "adopted", "welcomed", "questioned", "presented", "defended", "delayed",
+    "discussed",
+    "approved",
+    "rejected",
+    "supports",
+    "proposed",
+    "announced",
+    "criticised",
+    "requested",
+    "examined",
+    "adopted",
+    "welcomed",
+    "questioned",
+    "presented",
+    "defended",
+    "delayed",
 ]
 ADJECTIVES = [
-    "new", "important", "european", "national", "economic", "public", "difficult", "clear", "final",
-    "social", "common", "strong", "recent", "political", "regional", "financial", "open",
+    "new",
+    "important",
+    "european",
+    "national",
+    "economic",
+    "public",
+    "difficult",
+    "clear",
+    "final",
+    "social",
+    "common",
+    "strong",
+    "recent",
+    "political",
+    "regional",
+    "financial",
+    "open",
 ]
 ADVERBS = ["today", "yesterday", "again", "finally", "carefully", "quickly", "openly"]
 TOPICS = ["citizens", "workers", "farmers", "students", "regions", "families", "companies", "consumers"]
@@ -60,30 +116,87 @@ FUNCTION = ["in", "with", "for", "about", "of", "and", "on", "by", "to", "from",
 #: concept surface forms, per language (real names, several of them multi-word)
 CURRENCIES: dict[str, dict[str, str]] = {
     "euro": {"en": "euro", "es": "euro", "fr": "euro", "pt": "euro", "it": "euro", "de": "Euro"},
-    "pound": {"en": "British pound", "es": "libra esterlina", "fr": "livre sterling", "pt": "libra esterlina",
-              "it": "sterlina britannica", "de": "britisches Pfund"},
+    "pound": {
+        "en": "British pound",
+        "es": "libra esterlina",
+        "fr": "livre sterling",
+        "pt": "libra esterlina",
+        "it": "sterlina britannica",
+        "de": "britisches Pfund",
+    },
     "dollar": {"en": "dollar", "es": "dólar", "fr": "dollar", "pt": "dólar", "it": "dollaro", "de": "Dollar"},
-    "franc": {"en": "Swiss franc", "es": "franco suizo", "fr": "franc suisse", "pt": "franco suíço",
-              "it": "franco svizzero", "de": "Schweizer Franken"},
-    "krona": {"en": "Swedish krona", "es": "corona sueca", "fr": "couronne suédoise", "pt": "coroa sueca",
-              "it": "corona svedese", "de": "schwedische Krone"},
-    "zloty": {"en": "Polish zloty", "es": "esloti polaco", "fr": "zloty polonais", "pt": "zlóti polaco",
-              "it": "zloty polacco", "de": "polnischer Zloty"},
-    "koruna": {"en": "Czech koruna", "es": "corona checa", "fr": "couronne tchèque", "pt": "coroa checa",
-               "it": "corona ceca", "de": "tschechische Krone"},
+    "franc": {
+        "en": "Swiss franc",
+        "es": "franco suizo",
+        "fr": "franc suisse",
+        "pt": "franco suíço",
+        "it": "franco svizzero",
+        "de": "Schweizer Franken",
+    },
+    "krona": {
+        "en": "Swedish krona",
+        "es": "corona sueca",
+        "fr": "couronne suédoise",
+        "pt": "coroa sueca",
+        "it": "corona svedese",
+        "de": "schwedische Krone",
+    },
+    "zloty": {
+        "en": "Polish zloty",
+        "es": "esloti polaco",
+        "fr": "zloty polonais",
+        "pt": "zlóti polaco",
+        "it": "zloty polacco",
+        "de": "polnischer Zloty",
+    },
+    "koruna": {
+        "en": "Czech koruna",
+        "es": "corona checa",
+        "fr": "couronne tchèque",
+        "pt": "coroa checa",
+        "it": "corona ceca",
+        "de": "tschechische Krone",
+    },
 }
 COUNTRIES: dict[str, dict[str, str]] = {
     "spain": {"en": "Spain", "es": "España", "fr": "Espagne", "pt": "Espanha", "it": "Spagna", "de": "Spanien"},
     "france": {"en": "France", "es": "Francia", "fr": "France", "pt": "França", "it": "Francia", "de": "Frankreich"},
-    "portugal": {"en": "Portugal", "es": "Portugal", "fr": "Portugal", "pt": "Portugal", "it": "Portogallo", "de": "Portugal"},
-    "germany": {"en": "Germany", "es": "Alemania", "fr": "Allemagne", "pt": "Alemanha", "it": "Germania", "de": "Deutschland"},
+    "portugal": {
+        "en": "Portugal",
+        "es": "Portugal",
+        "fr": "Portugal",
+        "pt": "Portugal",
+        "it": "Portogallo",
+        "de": "Portugal",
+    },
+    "germany": {
+        "en": "Germany",
+        "es": "Alemania",
+        "fr": "Allemagne",
+        "pt": "Alemanha",
+        "it": "Germania",
+        "de": "Deutschland",
+    },
     "poland": {"en": "Poland", "es": "Polonia", "fr": "Pologne", "pt": "Polónia", "it": "Polonia", "de": "Polen"},
     "sweden": {"en": "Sweden", "es": "Suecia", "fr": "Suède", "pt": "Suécia", "it": "Svezia", "de": "Schweden"},
     "italy": {"en": "Italy", "es": "Italia", "fr": "Italie", "pt": "Itália", "it": "Italia", "de": "Italien"},
     "greece": {"en": "Greece", "es": "Grecia", "fr": "Grèce", "pt": "Grécia", "it": "Grecia", "de": "Griechenland"},
-    "finland": {"en": "Finland", "es": "Finlandia", "fr": "Finlande", "pt": "Finlândia", "it": "Finlandia", "de": "Finnland"},
-    "britain": {"en": "Britain", "es": "Gran Bretaña", "fr": "Grande-Bretagne", "pt": "Grã-Bretanha",
-                "it": "Gran Bretagna", "de": "Großbritannien"},
+    "finland": {
+        "en": "Finland",
+        "es": "Finlandia",
+        "fr": "Finlande",
+        "pt": "Finlândia",
+        "it": "Finlandia",
+        "de": "Finnland",
+    },
+    "britain": {
+        "en": "Britain",
+        "es": "Gran Bretaña",
+        "fr": "Grande-Bretagne",
+        "pt": "Grã-Bretanha",
+        "it": "Gran Bretagna",
+        "de": "Großbritannien",
+    },
 }
 
 _ENDINGS = {
@@ -215,7 +328,11 @@ def _np(rng: random.Random, nouns: list[str], with_adj: bool = True) -> tuple[st
 
 def make_sentence(rng: random.Random, concept: str | None) -> Sentence:
     """One sentence containing ``concept`` ('currency', 'country', 'both') or none (a contrast sentence)."""
-    items: list[tuple[str, str]] = [_np(rng, SUBJECTS, rng.random() < 0.5), ("word", rng.choice(VERBS)), _np(rng, OBJECTS)]
+    items: list[tuple[str, str]] = [
+        _np(rng, SUBJECTS, rng.random() < 0.5),
+        ("word", rng.choice(VERBS)),
+        _np(rng, OBJECTS),
+    ]
     concepts: set[str] = set()
     if concept in ("country", "both"):
         items += [("word", rng.choice(["in", "for", "from"])), ("country", rng.choice(sorted(COUNTRIES)))]
@@ -227,8 +344,14 @@ def make_sentence(rng: random.Random, concept: str | None) -> Sentence:
         elif form == 1:
             items += [("word", "on"), ("word", "prices"), ("word", "in"), ("currency", rng.choice(sorted(CURRENCIES)))]
         else:
-            items += [("word", "about"), ("word", "the"), ("word", "value"), ("word", "of"), ("word", "the"),
-                      ("currency", rng.choice(sorted(CURRENCIES)))]
+            items += [
+                ("word", "about"),
+                ("word", "the"),
+                ("word", "value"),
+                ("word", "of"),
+                ("word", "the"),
+                ("currency", rng.choice(sorted(CURRENCIES))),
+            ]
         concepts.add("currency")
     if concept is None or rng.random() < 0.5:
         items += [("word", rng.choice(["for", "with", "about"])), ("word", rng.choice(TOPICS))]
@@ -337,7 +460,9 @@ class LabelledSentence:
     concept_spans: tuple[tuple[int, int], ...]  # byte ranges of the concept's surface forms
 
 
-def labelled_sentences(concept: str, count: int, language: str, seed: int, positive: bool, lexicon_seed: int = 0) -> list[LabelledSentence]:
+def labelled_sentences(
+    concept: str, count: int, language: str, seed: int, positive: bool, lexicon_seed: int = 0
+) -> list[LabelledSentence]:
     """``count`` sentences in ``language`` that contain ``concept`` (positive) or contain no concept at all."""
     if concept not in CONCEPTS:
         raise UserError(f"unknown concept {concept!r}; known: {', '.join(CONCEPTS)}")
@@ -353,11 +478,15 @@ def labelled_sentences(concept: str, count: int, language: str, seed: int, posit
     return out
 
 
-def concept_sentences(concept: str, count: int, language: str = "en", seed: int = 0, lexicon_seed: int = 0) -> list[LabelledSentence]:
+def concept_sentences(
+    concept: str, count: int, language: str = "en", seed: int = 0, lexicon_seed: int = 0
+) -> list[LabelledSentence]:
     """Sentences that mention ``concept`` (e.g. a currency)."""
     return labelled_sentences(concept, count, language, seed, True, lexicon_seed)
 
 
-def contrast_sentences(concept: str, count: int, language: str = "en", seed: int = 0, lexicon_seed: int = 0) -> list[LabelledSentence]:
+def contrast_sentences(
+    concept: str, count: int, language: str = "en", seed: int = 0, lexicon_seed: int = 0
+) -> list[LabelledSentence]:
     """Sentences on the same topics without any concept slot (the paper's contrast set)."""
     return labelled_sentences(concept, count, language, seed, False, lexicon_seed)

@@ -17,8 +17,8 @@ which is what training without backprop through time (paper section 7.2) is expe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -77,8 +77,12 @@ def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int | Sequence
     letters = np.frombuffer(ALPHABET.encode(), dtype=np.uint8)
     warm = np.frombuffer(WARMUP.encode(), dtype=np.uint8)
     # one draw per period, in order, so a longer sequence extends a shorter one with the same seed
-    words = np.stack([letters[rng.integers(0, len(letters), size=(batch_size, WORD_LEN))] for _ in range(n_periods)], axis=1)
-    one = np.concatenate([np.broadcast_to(warm, (batch_size, n_periods, len(warm))), np.tile(words, (1, 1, REPEATS))], axis=2)
+    words = np.stack(
+        [letters[rng.integers(0, len(letters), size=(batch_size, WORD_LEN))] for _ in range(n_periods)], axis=1
+    )
+    one = np.concatenate(
+        [np.broadcast_to(warm, (batch_size, n_periods, len(warm))), np.tile(words, (1, 1, REPEATS))], axis=2
+    )
     seq = one.reshape(batch_size, n_periods * PERIOD)[:, :length]
     return RepeatBatch(torch.from_numpy(seq.astype(np.int64)), phase, period_index)
 
@@ -142,8 +146,12 @@ class RepeatTask:
         T = targets.shape[1]
         phase = phases(T + 1)[0][1:].to(targets.device)
         valid = targets != IGNORE_INDEX
-        nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX,
-                              reduction="none").view_as(targets)
+        nll = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]),
+            targets.reshape(-1),
+            ignore_index=IGNORE_INDEX,
+            reduction="none",
+        ).view_as(targets)
         correct = logits.argmax(-1) == targets
         out: dict[str, float] = {}
         for code, name in enumerate(PHASES):

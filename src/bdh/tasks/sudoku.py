@@ -172,7 +172,9 @@ def dig(solution: list[int], target_givens: int, gen: np.random.Generator) -> li
     return puzzle
 
 
-def generate_puzzle(gen: np.random.Generator, min_givens: int, max_givens: int, attempts: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def generate_puzzle(
+    gen: np.random.Generator, min_givens: int, max_givens: int, attempts: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """(puzzle, solution), 81 int64 each: a unique-solution puzzle with a number of givens drawn
     uniformly from [min_givens, max_givens] (or the fewest reached in ``attempts`` diggings)."""
     target = int(gen.integers(min_givens, max_givens + 1))
@@ -198,7 +200,9 @@ def valid_solutions(solutions: np.ndarray) -> np.ndarray:
     g = solutions.reshape(-1, 9, 9)
     boxes = g.reshape(-1, 3, 3, 3, 3).transpose(0, 1, 3, 2, 4).reshape(-1, 9, 9)
     want = np.arange(1, 10)
-    return np.stack([(np.sort(a, axis=2) == want).all(axis=(1, 2)) for a in (g, g.transpose(0, 2, 1), boxes)]).all(axis=0)
+    return np.stack([(np.sort(a, axis=2) == want).all(axis=(1, 2)) for a in (g, g.transpose(0, 2, 1), boxes)]).all(
+        axis=0
+    )
 
 
 def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -216,11 +220,17 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
         for lineno, row in enumerate(csv.reader(f), start=1):
             fields = [c.strip() for c in row]
             p = next((j for j, c in enumerate(fields) if _PUZZLE.match(c)), None)
-            s = next((j for j, c in enumerate(fields) if j != p and _SOLUTION.match(c)), None) if p is not None else None
+            s = (
+                next((j for j, c in enumerate(fields) if j != p and _SOLUTION.match(c)), None)
+                if p is not None
+                else None
+            )
             if p is None or s is None:
                 if lineno == 1 or not any(fields):
                     continue  # header or blank line
-                raise UserError(f"{path}:{lineno}: expected an 81-character puzzle ('.' or '0' blanks) and an 81-digit solution")
+                raise UserError(
+                    f"{path}:{lineno}: expected an 81-character puzzle ('.' or '0' blanks) and an 81-digit solution"
+                )
             puzzles.append(fields[p].replace(".", "0"))
             solutions.append(fields[s])
             if limit is not None and len(puzzles) >= limit:
@@ -231,7 +241,9 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
     S = np.frombuffer("".join(solutions).encode(), dtype=np.uint8).reshape(-1, 81).astype(np.int64) - 48
     bad = ~valid_solutions(S) | ((P != 0) & (P != S)).any(axis=1)
     if bad.any():
-        raise UserError(f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution or one that contradicts its givens")
+        raise UserError(
+            f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution or one that contradicts its givens"
+        )
     return P, S
 
 
@@ -308,7 +320,9 @@ class Sudoku:
         else:
             P, S = load_sudoku_csv(cfg.train_csv, cfg.num_train + cfg.num_val)  # type: ignore[arg-type]
             if len(P) <= cfg.num_val:
-                raise UserError(f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles and training puzzles too")
+                raise UserError(
+                    f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles and training puzzles too"
+                )
             n = len(P) - cfg.num_val
             train, val = (P[:n], S[:n]), (P[n:], S[n:])
         self._csv = {"train": train, "val": val}
@@ -338,7 +352,9 @@ class Sudoku:
             ids = shuffled_indices(n, index * batch_size, batch_size, check_seed(seed), stream=12)
         else:
             if index >= self.num_batches("val", batch_size):
-                raise UserError(f"Sudoku: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)")
+                raise UserError(
+                    f"Sudoku: validation batch {index} out of range ({self.num_batches('val', batch_size)} batches)"
+                )
             ids = np.arange(index * batch_size, min((index + 1) * batch_size, n))
         pairs = [self.puzzle(split, int(i), seed) for i in ids]
         x = np.stack([p for p, _ in pairs])

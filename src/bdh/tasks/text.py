@@ -79,7 +79,9 @@ class ByteStream:
     def read(self, start: int, length: int) -> np.ndarray:
         """Bytes [start, start + length) as a uint8 array (copied; may span several files)."""
         if start < 0 or start + length > len(self):
-            raise IndexError(f"{self.source}: bytes [{start}, {start + length}) are outside the {len(self)}-byte stream")
+            raise IndexError(
+                f"{self.source}: bytes [{start}, {start + length}) are outside the {len(self)}-byte stream"
+            )
         i = int(np.searchsorted(self.starts, start, side="right")) - 1
         parts, need, pos = [], length, start - int(self.starts[i])
         while need > 0:
@@ -104,7 +106,11 @@ def open_stream(data: str | None) -> ByteStream:
     if path.is_file():
         files = [path]
     elif path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
         if not files:
             raise UserError(f"task.data: {data}: the folder holds no files")
     else:
@@ -134,7 +140,9 @@ class TextTask:
         if whole:
             self.n_train = 0
             if n < need:
-                raise UserError(f"task.data: the corpus ({n:,} bytes) is shorter than one window of seq_len + 1 = {need} bytes")
+                raise UserError(
+                    f"task.data: the corpus ({n:,} bytes) is shorter than one window of seq_len + 1 = {need} bytes"
+                )
             return
         self.n_train = int(round(n * (1.0 - self.config.val_fraction)))
         if self.n_train < need or n - self.n_train < need:
@@ -194,7 +202,9 @@ class TextTask:
         count = int(scored.sum())
         if count == 0:
             return {}
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX
+        )
         acc = (logits.argmax(-1) == targets)[scored].float().mean()
         return {"loss": float(loss), "bpb": float(loss) / LN2, "acc": float(acc)}
 
@@ -210,7 +220,9 @@ class TextTask:
             )
         return windows
 
-    def stream_batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    def stream_batch(
+        self, split: str, index: int, batch_size: int, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor, bool]:
         """Batch ``index`` of consecutive windows: row b continues row b of batch ``index - 1``.
 
         Returns (inputs, targets, reset): ``reset`` is True when this batch starts a new pass over the

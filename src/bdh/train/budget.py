@@ -33,8 +33,9 @@ class TimeBudget:
     for the evaluations that the planned steps bring.
     """
 
-    def __init__(self, minutes: float | None, *, eval_every: int, eval_batches: int, eval_batch: int,
-                 train_rows: int) -> None:
+    def __init__(
+        self, minutes: float | None, *, eval_every: int, eval_batches: int, eval_batch: int, train_rows: int
+    ) -> None:
         self.minutes = minutes
         self.eval_every = eval_every
         self.eval_batches = eval_batches

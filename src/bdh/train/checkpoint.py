@@ -27,7 +27,15 @@ import torch
 
 from bdh.errors import UserError
 
-from ..model.io import CONFIG_NAME, WEIGHTS_NAME, CheckpointError, check_state_dict, load_tensors, read_json, save_tensors
+from ..model.io import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    CheckpointError,
+    check_state_dict,
+    load_tensors,
+    read_json,
+    save_tensors,
+)
 from ..outputs import atomic_folder, write_text
 
 FORMAT = "bdh-train-checkpoint"
@@ -77,7 +85,9 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch
     return tensors, {"param_groups": groups, "scalars": scalars}
 
 
-def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any], source: str) -> None:
+def load_optimizer(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any], source: str
+) -> None:
     """Inverse of `optimizer_tensors`, with one-line errors for a state that does not fit."""
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
@@ -93,13 +103,17 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
     try:
         optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, KeyError, RuntimeError) as exc:
-        raise CheckpointError(f"{source}: optimiser state does not fit this model ({str(exc).splitlines()[0]})") from None
+        raise CheckpointError(
+            f"{source}: optimiser state does not fit this model ({str(exc).splitlines()[0]})"
+        ) from None
     params = [p for g in optimizer.param_groups for p in g["params"]]
     for i, p in enumerate(params):
         st = optimizer.state.get(p, {})
         for name, value in st.items():
             if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != p.shape:
-                raise CheckpointError(f"{source}: optimiser tensor {name} of parameter {i} has shape {tuple(value.shape)}, expected {tuple(p.shape)}")
+                raise CheckpointError(
+                    f"{source}: optimiser tensor {name} of parameter {i} has shape {tuple(value.shape)}, expected {tuple(p.shape)}"
+                )
 
 
 def _write_folder(final: Path, model: torch.nn.Module, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
@@ -114,12 +128,22 @@ def _write_folder(final: Path, model: torch.nn.Module, tensors: dict[str, torch.
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    state: dict[str, torch.Tensor], meta: dict[str, Any], keep: int,
+    run_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, torch.Tensor],
+    meta: dict[str, Any],
+    keep: int,
 ) -> Path:
     """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints."""
     opt_tensors, opt_meta = optimizer_tensors(optimizer)
-    path = _write_folder(run_dir / "checkpoints" / f"step-{step}", model, {**opt_tensors, **state}, dict(meta, step=step, optimizer=opt_meta))
+    path = _write_folder(
+        run_dir / "checkpoints" / f"step-{step}",
+        model,
+        {**opt_tensors, **state},
+        dict(meta, step=step, optimizer=opt_meta),
+    )
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return path
@@ -180,7 +204,9 @@ def verify(path: Path) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a bdh training checkpoint ({META_NAME} has no format {FORMAT!r}; foreign?)")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported (this bdh reads {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported (this bdh reads {FORMAT_VERSION})"
+        )
     for name, digest in meta.get("files", {}).items():
         file = path / name
         if not file.is_file():
@@ -190,21 +216,31 @@ def verify(path: Path) -> dict[str, Any]:
     return meta
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device) -> Checkpoint:
+def load_checkpoint(
+    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device
+) -> Checkpoint:
     """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest."""
     meta = verify(path)
     config = read_json(path / CONFIG_NAME)
     expected = {"model_type": getattr(model, "model_type", None), **model.config.to_dict()}
     theirs = {k: v for k, v in config.items() if k not in ("format_version", "bdh_version")}
     if theirs != json.loads(json.dumps(expected)):
-        diff = sorted(k for k in set(theirs) | set(expected) if theirs.get(k) != json.loads(json.dumps(expected)).get(k))
-        raise CheckpointError(f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; foreign checkpoint?)")
+        diff = sorted(
+            k for k in set(theirs) | set(expected) if theirs.get(k) != json.loads(json.dumps(expected)).get(k)
+        )
+        raise CheckpointError(
+            f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; foreign checkpoint?)"
+        )
     weights = load_tensors(path / WEIGHTS_NAME)
     check_state_dict(model, weights, str(path / WEIGHTS_NAME))
     model.load_state_dict(weights)
     tensors = load_tensors(path / STATE_NAME, device="cpu")
     if optimizer is not None:
-        opt = {k: v.to(device) if k.endswith(("exp_avg", "exp_avg_sq")) else v for k, v in tensors.items() if k.startswith("optimizer.")}
+        opt = {
+            k: v.to(device) if k.endswith(("exp_avg", "exp_avg_sq")) else v
+            for k, v in tensors.items()
+            if k.startswith("optimizer.")
+        }
         load_optimizer(optimizer, opt, meta["optimizer"], str(path / STATE_NAME))
     return Checkpoint(path, meta, {k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
 

@@ -222,7 +222,7 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, environment: bool = False) -> "RunConfig":
+    def from_dict(cls, data: Any, *, environment: bool = False) -> RunConfig:
         """Build and validate, refusing unknown keys and wrong types (with the key's dotted name);
         ``environment``: also check it against this machine (see `validate`; off by default, so that the
         config of a run made elsewhere can be read; `load_config` and the trainer check it)."""
@@ -290,8 +290,12 @@ class RunConfig:
     def _check_counts(self) -> None:
         """Step counts, batch sizes and intervals: positive, or non-negative where 0 means never."""
         t = self.train
-        for key, value in (("train.batch_size", t.batch_size), ("train.max_steps", t.max_steps), ("log.every", self.log.every),
-                           ("checkpoint.keep", self.checkpoint.keep)):
+        for key, value in (
+            ("train.batch_size", t.batch_size),
+            ("train.max_steps", t.max_steps),
+            ("log.every", self.log.every),
+            ("checkpoint.keep", self.checkpoint.keep),
+        ):
             if value < 1:
                 raise ConfigError(f"{key}: must be at least 1, got {value}")
         for key, value in (
@@ -304,8 +308,12 @@ class RunConfig:
         ):
             if value is not None and value < 1:
                 raise ConfigError(f"{key}: must be at least 1 or null, got {value}")
-        for key, value in (("eval.every", self.eval.every), ("checkpoint.every", self.checkpoint.every),
-                           ("optim.warmup_steps", self.optim.warmup_steps), ("sample.max_new_tokens", self.sample.max_new_tokens)):
+        for key, value in (
+            ("eval.every", self.eval.every),
+            ("checkpoint.every", self.checkpoint.every),
+            ("optim.warmup_steps", self.optim.warmup_steps),
+            ("sample.max_new_tokens", self.sample.max_new_tokens),
+        ):
             if value < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
 
@@ -333,7 +341,9 @@ class RunConfig:
         if s.temperature < 0:
             raise ConfigError(f"sample.temperature: must be >= 0, got {s.temperature}")
         if s.max_new_tokens and not s.prompt:
-            raise ConfigError("sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample")
+            raise ConfigError(
+                "sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample"
+            )
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
@@ -461,7 +471,9 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
         known = {f.name for f in dataclasses.fields(config_class) if f.init}
         for key in fields:
             if key not in known:
-                raise ConfigError(f"{section}.{key}: unknown key for {section} {spec['name']!r}; known keys: {', '.join(sorted(known))}")
+                raise ConfigError(
+                    f"{section}.{key}: unknown key for {section} {spec['name']!r}; known keys: {', '.join(sorted(known))}"
+                )
     try:
         config = config_class.from_dict(fields) if hasattr(config_class, "from_dict") else config_class(**fields)
     except ConfigError:

@@ -55,8 +55,11 @@ class _Scores:
         c = int((targets != IGNORE_INDEX).sum())
         if c == 0:
             return
-        self.loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                               ignore_index=IGNORE_INDEX, reduction="sum"))
+        self.loss_sum += float(
+            F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+            )
+        )
         self.count += c
         for key, value in self.task.metrics(logits, targets, inputs).items():
             # weighted by the scored tokens of the batches that report the key (per-slice metrics
@@ -74,8 +77,16 @@ class _Scores:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Any, batch_size: int, batches: int | None, seed: int,
-             autocast=contextlib.nullcontext, split: str = "val", progress: Ticker | None = None) -> dict[str, float]:
+def evaluate(
+    model: nn.Module,
+    task: Any,
+    batch_size: int,
+    batches: int | None,
+    seed: int,
+    autocast=contextlib.nullcontext,
+    split: str = "val",
+    progress: Ticker | None = None,
+) -> dict[str, float]:
     """Token-weighted validation metrics of ``model`` over the first ``batches`` batches of ``split``
     (all of them when None), every window scored on its own: ``val_loss`` (nats per scored token),
     ``val_bpb`` (bits per token; bits per byte for byte-level text) and every metric of ``task.metrics``
@@ -107,13 +118,17 @@ def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> Non
     """A one-line `UserError` unless ``model`` has a recurrent state and ``task`` consecutive windows."""
     kind = type(model).__name__
     if not (callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))):
-        raise UserError(f"{name}: the model ({kind}) has no recurrent state to carry across windows "
-                        "(no init_state/step); it can only be scored on independent windows")
+        raise UserError(
+            f"{name}: the model ({kind}) has no recurrent state to carry across windows "
+            "(no init_state/step); it can only be scored on independent windows"
+        )
     if not getattr(getattr(model, "config", None), "causal", True):
         raise UserError(f"{name}: a bidirectional model (causal=false) has no recurrent state to carry")
     if not callable(getattr(task, "stream_batch", None)):
-        raise UserError(f"{name}: task {getattr(task, 'name', type(task).__name__)!r} has no consecutive windows "
-                        "(stream_batch); only a text task can be read as one stream")
+        raise UserError(
+            f"{name}: task {getattr(task, 'name', type(task).__name__)!r} has no consecutive windows "
+            "(stream_batch); only a text task can be read as one stream"
+        )
 
 
 def carried_window_count(task: Any, split: str, lanes: int, windows: int | None) -> int:
@@ -123,9 +138,16 @@ def carried_window_count(task: Any, split: str, lanes: int, windows: int | None)
 
 
 @torch.no_grad()
-def evaluate_carried(model: nn.Module, task: Any, lanes: int, windows: int | None, seed: int,
-                     autocast=contextlib.nullcontext, split: str = "val",
-                     progress: Ticker | None = None) -> dict[str, float]:
+def evaluate_carried(
+    model: nn.Module,
+    task: Any,
+    lanes: int,
+    windows: int | None,
+    seed: int,
+    autocast=contextlib.nullcontext,
+    split: str = "val",
+    progress: Ticker | None = None,
+) -> dict[str, float]:
     """Validation metrics with the recurrent state carried across windows (long context).
 
     ``split`` is cut into ``lanes`` lanes (`TextTask.stream_batch`, the batches truncated backprop

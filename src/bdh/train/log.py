@@ -114,8 +114,15 @@ class WandB:
         id_file = run_dir / WANDB_ID_FILE
         run_id = id_file.read_text(encoding="utf-8").strip() if id_file.is_file() else None
         folder = None if os.environ.get("WANDB_DIR") else str(run_dir)  # W&B writes its files to <dir>/wandb
-        self.run = wandb.init(project=log.wandb_project, mode=log.wandb_mode, dir=folder, name=run_dir.name, id=run_id,
-                              resume="allow" if run_id else None, config=config.to_dict())
+        self.run = wandb.init(
+            project=log.wandb_project,
+            mode=log.wandb_mode,
+            dir=folder,
+            name=run_dir.name,
+            id=run_id,
+            resume="allow" if run_id else None,
+            config=config.to_dict(),
+        )
         if run_id is None and not getattr(self.run, "disabled", False) and getattr(self.run, "id", None):
             write_text(id_file, f"{self.run.id}\n")
 
@@ -142,7 +149,9 @@ class Progress:
         if mode == "bar":
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, file=self.stream, unit="step", dynamic_ncols=True, desc="train")
+            self.bar = tqdm(
+                total=total, initial=initial, file=self.stream, unit="step", dynamic_ncols=True, desc="train"
+            )
 
     def update(self, step: int, loss: float, tok_per_s: float) -> None:
         if self.bar is not None:
@@ -183,8 +192,9 @@ class EvalProgress:
     is counted, plural (``batches``, ``windows``).
     """
 
-    def __init__(self, total: int, mode: str = "auto", stream: TextIO | None = None, unit: str = "batches",
-                 desc: str = "eval"):
+    def __init__(
+        self, total: int, mode: str = "auto", stream: TextIO | None = None, unit: str = "batches", desc: str = "eval"
+    ):
         self.stream = stream or sys.stderr
         if mode == "auto":
             mode = "bar" if getattr(self.stream, "isatty", lambda: False)() else "lines"
@@ -206,8 +216,11 @@ class EvalProgress:
             self.shown = done
             elapsed = time.time() - self.start_time
             eta = "" if done >= self.total else f", ETA {_hms(elapsed / done * (self.total - done))}"
-            print(f"{self.desc}: {done}/{self.total} {self.unit}, {_hms(elapsed)} elapsed{eta}", file=self.stream,
-                  flush=True)
+            print(
+                f"{self.desc}: {done}/{self.total} {self.unit}, {_hms(elapsed)} elapsed{eta}",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

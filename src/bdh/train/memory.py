@@ -38,15 +38,26 @@ def available_bytes(device: torch.device) -> int | None:
         return None
 
 
-def estimate_bytes(model_config, micro_batch: int, seq_len: int, amp_dtype: torch.dtype | None, form: str | None = None) -> int | None:
+def estimate_bytes(
+    model_config, micro_batch: int, seq_len: int, amp_dtype: torch.dtype | None, form: str | None = None
+) -> int | None:
     """Estimated peak training memory of one process (None for models without an estimate)."""
     if not isinstance(model_config, BDHConfig):
         return None
-    return train_memory_bytes(model_config, micro_batch, seq_len, form=form, dtype="bf16" if amp_dtype == torch.bfloat16 else "fp32")
+    return train_memory_bytes(
+        model_config, micro_batch, seq_len, form=form, dtype="bf16" if amp_dtype == torch.bfloat16 else "fp32"
+    )
 
 
-def check_fits(model_config, micro_batch: int, seq_len: int, device: torch.device, amp_dtype: torch.dtype | None,
-               processes: int = 1, form: str | None = None) -> int | None:
+def check_fits(
+    model_config,
+    micro_batch: int,
+    seq_len: int,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    processes: int = 1,
+    form: str | None = None,
+) -> int | None:
     """Raise a one-line ValueError if ``processes`` x the estimate exceeds the available memory."""
     need = estimate_bytes(model_config, micro_batch, seq_len, amp_dtype, form)
     have = available_bytes(device)

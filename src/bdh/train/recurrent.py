@@ -119,8 +119,7 @@ class TruncatedBPTT:
                 meta[f"{r}.{j}"] = scalars  # positions advance identically on every process
         return tensors, meta
 
-    def restore(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any], rank: int,
-                device: torch.device) -> None:
+    def restore(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any], rank: int, device: torch.device) -> None:
         """Take this process's carried states from a checkpoint's ``tensors`` and ``meta`` (see `gather`)."""
         for j in range(len(self.carry)):
             prefix = f"carry.{rank}.{j}"

@@ -37,7 +37,15 @@ def restore(states: dict[str, torch.Tensor]) -> None:
     random.setstate((int(py[0]), tuple(int(v) for v in py[1:]), None if np.isnan(gauss) else gauss))
     torch.set_rng_state(states["torch_cpu"].to(torch.uint8))
     rest = states["numpy_rest"].tolist()
-    np.random.set_state(("MT19937", states["numpy_keys"].numpy().astype(np.uint32), int(rest[0]), int(rest[1]), float(states["numpy_cached"][0])))
+    np.random.set_state(
+        (
+            "MT19937",
+            states["numpy_keys"].numpy().astype(np.uint32),
+            int(rest[0]),
+            int(rest[1]),
+            float(states["numpy_cached"][0]),
+        )
+    )
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             if f"cuda_{i}" in states:

@@ -57,8 +57,13 @@ def detect(device: torch.device | str) -> Capabilities:
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         ampere = major >= 8
-        return Capabilities("cuda", bf16=bool(torch.cuda.is_bf16_supported()), tf32=ampere, fused_adamw=True,
-                            compute_capability=(major, minor))
+        return Capabilities(
+            "cuda",
+            bf16=bool(torch.cuda.is_bf16_supported()),
+            tf32=ampere,
+            fused_adamw=True,
+            compute_capability=(major, minor),
+        )
     if device.type == "cpu":
         return Capabilities("cpu", bf16=cpu_bf16_supported(), tf32=False, fused_adamw=False)
     return Capabilities(device.type, bf16=False, tf32=False, fused_adamw=False)
@@ -125,7 +130,9 @@ class CompiledOrEager(nn.Module):
 
     def _fall_back(self, exc: BaseException) -> None:
         self.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        warnings.warn(f"torch.compile failed ({self.failed[:300]}); running eager instead", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"torch.compile failed ({self.failed[:300]}); running eager instead", RuntimeWarning, stacklevel=3
+        )
 
     def forward(self, *args, **kwargs):
         if self.compiled is None:

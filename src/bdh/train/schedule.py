@@ -11,7 +11,9 @@ import math
 from bdh.errors import UserError
 
 
-def learning_rate(step: int, *, lr: float, min_lr: float, warmup_steps: int, total_steps: int, decay: str = "linear") -> float:
+def learning_rate(
+    step: int, *, lr: float, min_lr: float, warmup_steps: int, total_steps: int, decay: str = "linear"
+) -> float:
     """The learning rate of optimiser step ``step`` (0-based) of ``total_steps``.
 
     Steps ``0 .. warmup_steps - 1`` ramp linearly up to ``lr`` (step 0 uses ``lr / warmup_steps``, never 0);

@@ -109,8 +109,12 @@ class Objective(nn.Module):
             logits = self.model(inputs, detach_kv=True)
         else:
             logits = self.model(inputs)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                               ignore_index=IGNORE_INDEX, reduction="sum")
+        loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]),
+            targets.reshape(-1),
+            ignore_index=IGNORE_INDEX,
+            reduction="sum",
+        )
         return loss, state
 
 
@@ -169,8 +173,9 @@ class Trainer:
     truncated backprop through time carries (`bdh.train.recurrent.TruncatedBPTT`, ``self.recurrent``).
     """
 
-    def __init__(self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None,
-                 replan: bool = False):
+    def __init__(
+        self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None, replan: bool = False
+    ):
         """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
         ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`)."""
         config.validate()  # every check on the config alone lives there (also run by --print-config)
@@ -243,9 +248,13 @@ class Trainer:
             total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
         self.total_steps = self.step_limit = total
         self.eval_batch = self.config.eval.batch_size or self.micro
-        self.budget = TimeBudget(t.max_minutes, eval_every=self.config.eval.every,
-                                 eval_batches=self.config.eval.batches or 16, eval_batch=self.eval_batch,
-                                 train_rows=self.rows)
+        self.budget = TimeBudget(
+            t.max_minutes,
+            eval_every=self.config.eval.every,
+            eval_batches=self.config.eval.batches or 16,
+            eval_batch=self.eval_batch,
+            train_rows=self.rows,
+        )
 
     def _check_run(self) -> None:
         """What would otherwise fail at step N: an endless validation split without ``eval.batches``, a
@@ -255,8 +264,15 @@ class Trainer:
         self._check_modes()
         if t.check_memory:
             local = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if self.device.type == "cpu" else 1
-            check_fits(self.model_config, self.micro, self.seq_len, self.device, self.amp_dtype, processes=local,
-                       form=getattr(self.model_config, "attention", None))
+            check_fits(
+                self.model_config,
+                self.micro,
+                self.seq_len,
+                self.device,
+                self.amp_dtype,
+                processes=local,
+                form=getattr(self.model_config, "attention", None),
+            )
 
     def _check_modes(self) -> None:
         """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), none a model whose
@@ -296,8 +312,9 @@ class Trainer:
         path = ckpt.resolve_model_dir(source)
         cls, cfg = read_model_config(path)
         if cls is not self.model_cls:
-            raise TrainingError(f"train.init_from: {path} holds a {cls.__name__}, "
-                                f"the run trains a {self.model_cls.__name__}")
+            raise TrainingError(
+                f"train.init_from: {path} holds a {cls.__name__}, the run trains a {self.model_cls.__name__}"
+            )
         mine, theirs, free = self.model_config.to_dict(), cfg.to_dict(), runtime_fields(self.model_config)
         diff = sorted(k for k in set(mine) | set(theirs) if k not in free and mine.get(k) != theirs.get(k))
         if diff:
@@ -336,8 +353,10 @@ class Trainer:
             if self.config.run_dir:
                 p = Path(self.config.run_dir)
                 if p.exists() and any(p.iterdir()):
-                    raise TrainingError(f"run_dir: {p} already exists and is not empty; resume it with --resume {p}, "
-                                        "or pick another run_dir")
+                    raise TrainingError(
+                        f"run_dir: {p} already exists and is not empty; resume it with --resume {p}, "
+                        "or pick another run_dir"
+                    )
             else:
                 base = Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
                 p, k = base, 1
@@ -361,8 +380,12 @@ class Trainer:
             state = ckpt.load_checkpoint(path, self.model, self.optimizer, self.device)
         except CheckpointError as exc:
             previous = ckpt.latest_good(self.run_dir, before=path)
-            hint = (f"; the previous good checkpoint {previous.name} is still there: resume from it with "
-                    f"--checkpoint {previous.name}" if previous else "")
+            hint = (
+                f"; the previous good checkpoint {previous.name} is still there: resume from it with "
+                f"--checkpoint {previous.name}"
+                if previous
+                else ""
+            )
             raise CheckpointError(f"{exc}{hint}") from None
         meta = state.meta
         self.step, self.tokens, self.best = int(meta["step"]), int(meta["tokens"]), meta.get("best")
@@ -371,8 +394,9 @@ class Trainer:
         saved_world = int(meta.get("world_size", 1))
         r = self.env.rank
         if saved_world != self.env.world_size and self.config.train.bptt == "tbptt":
-            raise CheckpointError(f"{path}: written by {saved_world} processes; a tbptt run must resume with the "
-                                  "same number")
+            raise CheckpointError(
+                f"{path}: written by {saved_world} processes; a tbptt run must resume with the same number"
+            )
         rng_states = {k.split(".", 2)[2]: v for k, v in state.tensors.items() if k.startswith(f"rng.{r}.")}
         if rng_states:
             rng.restore(rng_states)
@@ -387,8 +411,10 @@ class Trainer:
         t = self.config.train
         if self.step_limit < self.step:
             key = "train.max_tokens" if self.step_limit < t.max_steps else "train.max_steps"
-            raise TrainingError(f"{key}: the run would end at step {self.step_limit}, before its checkpoint "
-                                f"{path.name} at step {self.step}; give a {key} that reaches step {self.step} or more")
+            raise TrainingError(
+                f"{key}: the run would end at step {self.step_limit}, before its checkpoint "
+                f"{path.name} at step {self.step}; give a {key} that reaches step {self.step} or more"
+            )
         if replan:
             return  # total_steps = the new limit; no time spent before: a fresh time budget
         planned = self.budget.resume(meta)
@@ -449,8 +475,14 @@ class Trainer:
     def evaluate(self, model: nn.Module | None = None, batches: int | None = None) -> dict[str, float]:
         """Validation loss, bits per token and the task's metrics, token-weighted over the eval batches."""
         model = model or self.model
-        return evaluate(model, self.task, self.eval_batch, batches if batches is not None else self.config.eval.batches,
-                        self.config.train.seed, self._autocast)
+        return evaluate(
+            model,
+            self.task,
+            self.eval_batch,
+            batches if batches is not None else self.config.eval.batches,
+            self.config.train.seed,
+            self._autocast,
+        )
 
     # ------------------------------------------------------------------ checkpoints
     def _trainer_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -470,11 +502,19 @@ class Trainer:
         tensors, carry_meta = self._trainer_state()
         path = None
         if self.env.is_main:
-            meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "world_size": self.env.world_size,
-                    "carry": carry_meta, "total_steps": self.total_steps, "budget_fixed": self.budget.fixed,
-                    "elapsed": self.budget.elapsed(time.time())}
-            path = ckpt.save_checkpoint(self.run_dir, self.step, self.model, self.optimizer, tensors, meta,
-                                        self.config.checkpoint.keep)
+            meta = {
+                "step": self.step,
+                "tokens": self.tokens,
+                "best": self.best,
+                "world_size": self.env.world_size,
+                "carry": carry_meta,
+                "total_steps": self.total_steps,
+                "budget_fixed": self.budget.fixed,
+                "elapsed": self.budget.elapsed(time.time()),
+            }
+            path = ckpt.save_checkpoint(
+                self.run_dir, self.step, self.model, self.optimizer, tensors, meta, self.config.checkpoint.keep
+            )
         dist_utils.barrier(self.env)
         self.last_checkpoint = self.run_dir / "checkpoints" / f"step-{self.step}"
         return path
@@ -490,8 +530,11 @@ class Trainer:
         if self.best is None or (value > self.best["value"] if higher else value < self.best["value"]):
             self.best = {"step": self.step, "metric": key, "value": value}
             if self.env.is_main:
-                ckpt.save_best(self.run_dir, self.model, {"step": self.step, "tokens": self.tokens, "metric": key,
-                                                          "value": value, "metrics": metrics})
+                ckpt.save_best(
+                    self.run_dir,
+                    self.model,
+                    {"step": self.step, "tokens": self.tokens, "metric": key, "value": value, "metrics": metrics},
+                )
 
     def _target_reached(self, metrics: dict[str, float]) -> bool:
         """True when ``metrics`` reach ``train.target`` on the task's target metric."""
@@ -507,8 +550,19 @@ class Trainer:
         """Train until the step, token or target limit, the time budget or a signal; always leaves a checkpoint.
         A resumed run that had already reached its end returns at once, writing nothing."""
         if self.finished_before:
-            return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, 0.0, {}, self.best,
-                               checkpoint=self.last_checkpoint, model=self.model, task=self.task, finished_before=True)
+            return TrainResult(
+                self.run_dir,
+                self.step,
+                self.total_steps,
+                self.tokens,
+                0.0,
+                {},
+                self.best,
+                checkpoint=self.last_checkpoint,
+                model=self.model,
+                task=self.task,
+                finished_before=True,
+            )
         with self._signals_caught(), self._fit_session() as run:
             self._announce(run.progress)
             self.model.train()
@@ -531,9 +585,20 @@ class Trainer:
             if run.stop in (None, "budget") and run.evaluated_at != self.step:
                 run.metrics = self._eval_and_log(run.progress, run.board, float("nan"), 0.0)
         interrupted = run.stop if isinstance(run.stop, int) else None
-        return TrainResult(self.run_dir, self.step, self.total_steps, self.tokens, time.time() - run.start, run.metrics,
-                           self.best, interrupted, self.last_checkpoint, self.model, self.task,
-                           new_tokens=self.tokens - run.tokens_before)
+        return TrainResult(
+            self.run_dir,
+            self.step,
+            self.total_steps,
+            self.tokens,
+            time.time() - run.start,
+            run.metrics,
+            self.best,
+            interrupted,
+            self.last_checkpoint,
+            self.model,
+            self.task,
+            new_tokens=self.tokens - run.tokens_before,
+        )
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """The first signal ends the run after the current step; a second one at once (KeyboardInterrupt)."""
@@ -559,8 +624,9 @@ class Trainer:
         """The progress display and TensorBoard of one call of `fit` (closed at its end), its clocks started."""
         main = self.env.is_main
         progress = Progress(self.total_steps, self.step, self.config.log.progress if main else "none")
-        board = TensorBoard(self.run_dir / "tensorboard", self.config.log.tensorboard and main,
-                            wandb=self.config if main else None)
+        board = TensorBoard(
+            self.run_dir / "tensorboard", self.config.log.tensorboard and main, wandb=self.config if main else None
+        )
         start = time.time()
         self.budget.start(start)
         try:
@@ -574,8 +640,10 @@ class Trainer:
         if not self.env.is_main:
             return
         if self.step > 0:
-            progress.message(f"resuming {self.run_dir} from step {self.step} of {self.total_steps} "
-                             f"({self.tokens:,} tokens trained before)")
+            progress.message(
+                f"resuming {self.run_dir} from step {self.step} of {self.total_steps} "
+                f"({self.tokens:,} tokens trained before)"
+            )
             return
         params = sum(p.numel() for p in self.model.parameters())
         processes = f" over {self.env.world_size} processes" if self.env.enabled else ""
@@ -589,8 +657,14 @@ class Trainer:
         """One optimiser step at the scheduled learning rate, checked, counted, shown and logged:
         (loss, tokens per second, the time it ended)."""
         cfg = self.config
-        lr = learning_rate(self.step, lr=cfg.optim.lr, min_lr=cfg.optim.min_lr, warmup_steps=self.warmup_steps(),
-                           total_steps=self.total_steps, decay=cfg.optim.decay)
+        lr = learning_rate(
+            self.step,
+            lr=cfg.optim.lr,
+            min_lr=cfg.optim.min_lr,
+            warmup_steps=self.warmup_steps(),
+            total_steps=self.total_steps,
+            decay=cfg.optim.decay,
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         step_start = time.time()
@@ -604,8 +678,16 @@ class Trainer:
         if self.env.is_main:
             run.progress.update(self.step, loss, tok_s)
             if self.step % cfg.log.every == 0 or self.step == self.total_steps:
-                record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr, "grad_norm": norm,
-                          "tokens": self.tokens, "tok_per_s": tok_s, "time": now - run.start}
+                record = {
+                    "kind": "train",
+                    "step": self.step,
+                    "loss": loss,
+                    "lr": lr,
+                    "grad_norm": norm,
+                    "tokens": self.tokens,
+                    "tok_per_s": tok_s,
+                    "time": now - run.start,
+                }
                 self.metrics.write(record)
                 run.board.scalars("train", record, self.step)
         run.last_time, run.last_step = now, self.step
@@ -631,8 +713,9 @@ class Trainer:
         run.evaluated_at = self.step
         run.last_time = time.time()  # tokens/s measures training, not evaluation
         if self._target_reached(run.metrics):
-            run.progress.message(f"target {self.config.train.target} of val_{self.task.target_metric[0]} reached "
-                                 f"at step {self.step}")
+            run.progress.message(
+                f"target {self.config.train.target} of val_{self.task.target_metric[0]} reached at step {self.step}"
+            )
             run.stop = "target"
 
     def warmup_steps(self) -> int:
@@ -705,12 +788,17 @@ def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None
     return n
 
 
-def train(config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None,
-          replan: bool = False) -> TrainResult:
+def train(
+    config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None, replan: bool = False
+) -> TrainResult:
     """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``.
     ``replan``: a resume that sets the length of the run anew (see `Trainer._resume_length`)."""
-    trainer = Trainer(config, resume=Path(resume) if resume else None,
-                      resume_from=Path(resume_from) if resume_from else None, replan=replan)
+    trainer = Trainer(
+        config,
+        resume=Path(resume) if resume else None,
+        resume_from=Path(resume_from) if resume_from else None,
+        replan=replan,
+    )
     try:
         return trainer.fit()
     finally:

@@ -10,9 +10,13 @@ from .._lazy import exports
 
 __all__ = ["ViewOptions", "build_view", "neuron_graph", "render"]
 
-__getattr__, __dir__ = exports(__name__, {
-    "ViewOptions": ".export:ViewOptions",
-    "build_view": ".export:build_view",
-    "neuron_graph": ".export:neuron_graph",
-    "render": ".page:render",
-}, globals())
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "ViewOptions": ".export:ViewOptions",
+        "build_view": ".export:build_view",
+        "neuron_graph": ".export:neuron_graph",
+        "render": ".page:render",
+    },
+    globals(),
+)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -125,8 +126,7 @@ def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, s
     pos = _layout(k, edges, seed)
     smax = float(strength[top].max()) or 1.0
     nodes = [
-        {"id": int(i), "head": int(i) // cfg.N, "strength": round(float(strength[i]) / smax, 3)}
-        for i in top.tolist()
+        {"id": int(i), "head": int(i) // cfg.N, "strength": round(float(strength[i]) / smax, 3)} for i in top.tolist()
     ]
     return {"nodes": nodes, "edges": edges, "pos": pos, "rule": "positive weighted degree (in + out) of G_x = D_x E"}
 
@@ -155,7 +155,10 @@ def _layout(k: int, edges: list[list[float]], seed: int) -> list[list[float]]:
     for n, i in enumerate(alone):
         row, col = divmod(n, ISOLATED_PER_ROW)
         count = min(ISOLATED_PER_ROW, len(alone) - row * ISOLATED_PER_ROW)
-        xy[i] = (0.04 + 0.92 * (col + 0.5) / count, 0.96 - 0.07 * (rows - 1 - row) if linked else 0.04 + 0.92 * (row + 0.5) / rows)
+        xy[i] = (
+            0.04 + 0.92 * (col + 0.5) / count,
+            0.96 - 0.07 * (rows - 1 - row) if linked else 0.04 + 0.92 * (row + 0.5) / rows,
+        )
     return [[round(float(a), 3), round(float(b), 3)] for a, b in xy]
 
 
@@ -310,9 +313,16 @@ def build_view(
         "vocab": vocab,
         "meta": {
             "config": {k: v for k, v in cfg.to_dict().items() if not k.startswith("_")},
-            "n": n, "N": N, "heads": H, "layers": L, "D": cfg.n_embd, "vocab_size": cfg.vocab_size,
-            "num_params": int(model.num_params()), "state_size": int(model.state_size()),
-            "causal": bool(cfg.causal), "export_seconds": round(seconds, 2),
+            "n": n,
+            "N": N,
+            "heads": H,
+            "layers": L,
+            "D": cfg.n_embd,
+            "vocab_size": cfg.vocab_size,
+            "num_params": int(model.num_params()),
+            "state_size": int(model.state_size()),
+            "causal": bool(cfg.causal),
+            "export_seconds": round(seconds, 2),
         },
         "graph": graph,
         "lit": lit,

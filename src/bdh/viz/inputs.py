@@ -66,8 +66,10 @@ def run_dir_of(model_dir: Path) -> Path:
 def check_length(count: int, what: str) -> None:
     """Refuse an input longer than `MAX_TOKENS` (the viewer's cost grows with the square of its length)."""
     if count > MAX_TOKENS:
-        raise UserError(f"{what}: {count:,} tokens; the viewer draws at most {MAX_TOKENS:,} (its cost grows with the square "
-                        "of the length): give a shorter input")
+        raise UserError(
+            f"{what}: {count:,} tokens; the viewer draws at most {MAX_TOKENS:,} (its cost grows with the square "
+            "of the length): give a shorter input"
+        )
 
 
 def prompt_tokens(prompt: bytes | str, vocab_size: int) -> ViewInput:
@@ -78,7 +80,9 @@ def prompt_tokens(prompt: bytes | str, vocab_size: int) -> ViewInput:
     check_length(len(data), "the prompt")
     if vocab_size < 256 and max(data) >= vocab_size:
         bad = max(data)
-        raise UserError(f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)")
+        raise UserError(
+            f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)"
+        )
     return ViewInput(list(data), "text", None, f"prompt of {len(data)} bytes")
 
 
@@ -118,7 +122,9 @@ def parse_board(text: str, expected_size: int | None = None) -> tuple[list[int],
     if wrong:
         raise UserError(f"board: {S} rows but row {wrong[0] + 1} has {len(rows[wrong[0]])} cells (a board is S x S)")
     if expected_size is not None and S != expected_size:
-        raise UserError(f"board: the board is {S} x {S} but the model was trained on {expected_size} x {expected_size} boards")
+        raise UserError(
+            f"board: the board is {S} x {S} but the model was trained on {expected_size} x {expected_size} boards"
+        )
     flat = [c for r in rows for c in r]
     for value, name in ((2, "start (S)"), (3, "end (E)")):
         if flat.count(value) != 1:
@@ -142,7 +148,9 @@ def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewIn
     from bdh.tasks.boardpath import VOCAB_SIZE
 
     if vocab_size != VOCAB_SIZE:
-        raise UserError(f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}")
+        raise UserError(
+            f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}"
+        )
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such board file")
@@ -189,4 +197,6 @@ def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, se
         out = prompt_tokens(DEFAULT_PROMPT, vocab_size)
         out.description = "default prompt"
         return out
-    raise UserError(f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})")
+    raise UserError(
+        f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})"
+    )

@@ -19,7 +19,13 @@ def embed_json(data: Any) -> str:
     """JSON safe inside a ``<script type="application/json">`` element: ``<``, ``>`` and ``&`` escaped
     as \\u sequences (so no ``</script>`` can close the element), compact separators."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def render(view: dict[str, Any]) -> str:

@@ -59,8 +59,14 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
     val = [(s, v) for s, v in val if v is not None]
     if not train and not val:
         raise UserError("training_curves: no training or validation loss in the records")
-    others = sorted({k for r in evals for k in r
-                     if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None})
+    others = sorted(
+        {
+            k
+            for r in evals
+            for k in r
+            if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None
+        }
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2 if others else 1, figsize=(10 if others else 6, 3.6), squeeze=False)
     ax = axes[0][0]
@@ -119,7 +125,10 @@ def _pmf(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def degree_distribution(
-    degrees: dict[str, np.ndarray], fits: dict[str, dict[str, Any] | None], stem: Path | str, title: str = "",
+    degrees: dict[str, np.ndarray],
+    fits: dict[str, dict[str, Any] | None],
+    stem: Path | str,
+    title: str = "",
     reference: dict[str, np.ndarray] | None = None,
 ) -> list[Path]:
     """P(k) of in- and out-degrees on log-log axes with the fitted power law p(k) ~ k^-alpha on the tail
@@ -143,8 +152,14 @@ def degree_distribution(
             alpha, kmin = float(fit["alpha"]), int(fit["k_min"])
             share = float(fit["n_tail"]) / max(1.0, float(fit["n"]))
             ks = np.unique(np.geomspace(kmin, max(kmin + 1, kv.max()), 60).round())
-            ax.loglog(ks, share * ks**-alpha / special.zeta(alpha, kmin), "-", color="C3", lw=1.5,
-                      label=f"power law alpha={alpha:.2f}, k>={kmin} ({fit.get('preferred', '')})")
+            ax.loglog(
+                ks,
+                share * ks**-alpha / special.zeta(alpha, kmin),
+                "-",
+                color="C3",
+                lw=1.5,
+                label=f"power law alpha={alpha:.2f}, k>={kmin} ({fit.get('preferred', '')})",
+            )
         ax.set_xlabel(f"{d}-degree k")
         ax.set_ylabel("P(k)")
         ax.grid(alpha=0.3, which="both")
@@ -157,8 +172,13 @@ def degree_distribution(
 
 
 def suite_plot(
-    rows: Iterable[dict[str, Any]], stem: Path | str, x: str, y: str, series: str = "model",
-    facet: str | None = None, title: str = "",
+    rows: Iterable[dict[str, Any]],
+    stem: Path | str,
+    x: str,
+    y: str,
+    series: str = "model",
+    facet: str | None = None,
+    title: str = "",
 ) -> list[Path]:
     """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
     several rows with the same (facet, series, x) (e.g. seeds) are averaged with their min-max range.
@@ -200,7 +220,8 @@ def suite_plot(
 
 
 def bench_plots(
-    rows: Iterable[dict[str, Any]], folder: Path | str,
+    rows: Iterable[dict[str, Any]],
+    folder: Path | str,
     axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None,
 ) -> tuple[list[Path], list[str]]:
     """For each suite found in the rows' ``suite`` column, one `suite_plot` per entry of its axes
@@ -220,8 +241,9 @@ def bench_plots(
             if facet and not any(facet in r for r in rs):
                 facet = None
             try:
-                files += suite_plot(rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet,
-                                    title=f"{suite}: {y} against {x}")
+                files += suite_plot(
+                    rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet, title=f"{suite}: {y} against {x}"
+                )
             except ValueError as exc:
                 skipped.append(f"bench suite {suite!r} ({y} against {x}): {exc}")
     return files, skipped
@@ -241,8 +263,9 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
     except (UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"--bench {p}: not a CSV file ({one_line(exc)})") from None
     if "suite" not in columns:
-        raise UserError(f"--bench {p}: not bdh bench results (no 'suite' column; give the results.csv that bdh bench "
-                        "wrote)")
+        raise UserError(
+            f"--bench {p}: not bdh bench results (no 'suite' column; give the results.csv that bdh bench wrote)"
+        )
     if not rows:
         raise UserError(f"--bench {p}: holds no result rows")
     return rows

@@ -23,7 +23,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: PageServer
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         page = self.server.page
         if self.path.split("?", 1)[0] not in PATHS:
             self.send_error(404, "only / is served")
@@ -35,12 +35,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(page)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.send_response(200 if self.path.split("?", 1)[0] in PATHS else 404)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.end_headers()
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args) -> None:
         return
 
 
@@ -53,9 +53,13 @@ def make_server(page: bytes, port: int = 0) -> PageServer:
         server = PageServer((HOST, port), _Handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise UserError(f"viz: port {port} on {HOST} is in use; choose another with --port, or 0 for a free one") from None
+            raise UserError(
+                f"viz: port {port} on {HOST} is in use; choose another with --port, or 0 for a free one"
+            ) from None
         if exc.errno == errno.EACCES:
-            raise UserError(f"viz: not allowed to listen on port {port}; choose a port above 1023, or 0 for a free one") from None
+            raise UserError(
+                f"viz: not allowed to listen on port {port}; choose a port above 1023, or 0 for a free one"
+            ) from None
         raise UserError(f"viz: cannot listen on {HOST}:{port} ({exc.strerror})") from None
     server.page = page
     return server

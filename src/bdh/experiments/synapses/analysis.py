@@ -24,8 +24,9 @@ from .stats import length_baseline, per_concept_word
 from .validation import ModelResult, search_model, validate
 
 
-def _trained_and_shuffled(model: BDH, sets: SentenceSets, opts: SynapseOptions, layer: int,
-                          log: Log) -> tuple[ModelResult, ModelResult]:
+def _trained_and_shuffled(
+    model: BDH, sets: SentenceSets, opts: SynapseOptions, layer: int, log: Log
+) -> tuple[ModelResult, ModelResult]:
     """Search and validate the trained model, and the same with shuffled search labels (one set of scores)."""
     labels = sets.search_labels
     N = model.config.N
@@ -49,8 +50,9 @@ def _untrained_null(untrained: BDH, sets: SentenceSets, opts: SynapseOptions, la
     return null
 
 
-def _headline_growth(model: BDH, trained: ModelResult, sets: SentenceSets, opts: SynapseOptions,
-                     layer: int) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+def _headline_growth(
+    model: BDH, trained: ModelResult, sets: SentenceSets, opts: SynapseOptions, layer: int
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
     """Per language: the headline synapse per concept word, and where it grows (step statistics, trigger words)."""
     st = opts.statistic
     top = trained.pairs[st][0]
@@ -59,13 +61,14 @@ def _headline_growth(model: BDH, trained: ModelResult, sets: SentenceSets, opts:
         breakdown[lang] = per_concept_word(*trained.top_scores[st][lang], pos, opts.concept)
         neg = sets.heldout_neg if lang == opts.language else sets.second_neg
         incs = pair_increments(model, pos + neg, layer, opts.head, top, opts.prefix)
-        steps[lang] = step_statistics(pos, incs[:len(pos)], opts.star_fraction)
+        steps[lang] = step_statistics(pos, incs[: len(pos)], opts.star_fraction)
         steps[lang]["trigger_words"] = trigger_words(pos + neg, incs)
     return breakdown, steps
 
 
-def _plots(model: BDH, models: Sequence[ModelResult], opts: SynapseOptions, layer: int,
-           figs: Path) -> dict[str, list[Path]]:
+def _plots(
+    model: BDH, models: Sequence[ModelResult], opts: SynapseOptions, layer: int, figs: Path
+) -> dict[str, list[Path]]:
     """The three figures of the headline synapse (of ``models[0]``, the trained model) into ``figs``."""
     st = opts.statistic
     top = models[0].pairs[st][0]
@@ -74,14 +77,23 @@ def _plots(model: BDH, models: Sequence[ModelResult], opts: SynapseOptions, laye
     concept = [k for k, e in enumerate(ex) if not e.title.startswith("contrast")]
     return {
         "fig12": plot_synapse_traces(ex, traces, top, layer, opts, figs / "fig12_synapse_trace"),
-        "fig13": plot_mechanism([ex[k] for k in concept], [traces[k] for k in concept], top, layer, opts,
-                                figs / "fig13_mechanism"),
+        "fig13": plot_mechanism(
+            [ex[k] for k in concept], [traces[k] for k in concept], top, layer, opts, figs / "fig13_mechanism"
+        ),
         "search_auc": plot_search_auc({r.name: r.searches[st].auc for r in models}, st, figs / "search_auc"),
     }
 
 
-def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH | None = None, log: Log = no_log,
-            title: str = "Monosemantic synapses (paper section 6.3)", setup: Sequence[tuple[str, Any]] = ()) -> Report:
+def analyse(
+    model: BDH,
+    opts: SynapseOptions,
+    out: str | Path,
+    *,
+    untrained: BDH | None = None,
+    log: Log = no_log,
+    title: str = "Monosemantic synapses (paper section 6.3)",
+    setup: Sequence[tuple[str, Any]] = (),
+) -> Report:
     """Search, validate, test across languages and against the nulls, and plot into ``out/figures``.
 
     ``untrained`` is the untrained null (a model of the same configuration; None builds one with
@@ -112,8 +124,22 @@ def analyse(model: BDH, opts: SynapseOptions, out: str | Path, *, untrained: BDH
     timings["figures_s"] = time.time() - t0
     timings["analysis_s"] = time.time() - t_start
 
-    report = build_report(title, opts, layer, model.config.N, sets, trained, null, shuffled, breakdown, steps, lengths,
-                          fig_files, out, setup)
+    report = build_report(
+        title,
+        opts,
+        layer,
+        model.config.N,
+        sets,
+        trained,
+        null,
+        shuffled,
+        breakdown,
+        steps,
+        lengths,
+        fig_files,
+        out,
+        setup,
+    )
     report.results["timings"] = {k: round(v, 1) for k, v in timings.items()}
     log(f"[synapses] analysis took {timings['analysis_s'] / 60:.1f} min")
     return report

@@ -87,8 +87,19 @@ class Config(SynapseOptions):
     @classmethod
     def quick(cls) -> Config:
         """A smoke test: a tiny model, few steps, small sets."""
-        return cls(n_layer=2, n_embd=32, n_head=2, n_neurons=256, corpus_bytes=200_000, steps=30, batch_size=8,
-                   seq_len=64, search=24, heldout=12, top_k=3)
+        return cls(
+            n_layer=2,
+            n_embd=32,
+            n_head=2,
+            n_neurons=256,
+            corpus_bytes=200_000,
+            steps=30,
+            batch_size=8,
+            seq_len=64,
+            search=24,
+            heldout=12,
+            top_k=3,
+        )
 
     @property
     def size(self) -> ModelSize:
@@ -104,11 +115,16 @@ def _setup_rows(config: Config, train_s: float, metrics: dict[str, float]) -> li
     pairs = ", ".join("-".join(p) for p in config.pairs)
     val_loss, val_bpb = metrics.get("val_loss", float("nan")), metrics.get("val_bpb", float("nan"))
     return [
-        ("model", f"BDH-GPU, {config.n_layer} layers, d = {config.n_embd}, {config.n_head} heads, "
-                  f"n = {config.n_neurons}"),
+        (
+            "model",
+            f"BDH-GPU, {config.n_layer} layers, d = {config.n_embd}, {config.n_head} heads, n = {config.n_neurons}",
+        ),
         ("corpus", f"{config.corpus_bytes:,} bytes, pairs {pairs}, concept rate {config.concept_rate}"),
-        ("training", f"{config.steps} steps x {config.batch_size} x {config.seq_len} bytes, lr {config.lr}, "
-                     f"seed {config.seed}, {train_s / 60:.1f} min"),
+        (
+            "training",
+            f"{config.steps} steps x {config.batch_size} x {config.seq_len} bytes, lr {config.lr}, "
+            f"seed {config.seed}, {train_s / 60:.1f} min",
+        ),
         ("validation loss", f"{val_loss:.3f} nats/byte ({val_bpb:.3f} bits/byte)"),
     ]
 
@@ -119,24 +135,47 @@ def run(config: Config, out: Path, *, log: Log = print) -> Path:
     t_start = time.time()
     out = Path(out)
     log(f"[synapses] corpus: {config.corpus_bytes:,} bytes of {', '.join('-'.join(p) for p in config.pairs)}")
-    data = write_corpus(out / "data" / "corpus.txt", config.pairs, config.corpus_bytes, seed=config.seed,
-                        lexicon_seed=config.lexicon_seed, concept_rate=config.concept_rate)
+    data = write_corpus(
+        out / "data" / "corpus.txt",
+        config.pairs,
+        config.corpus_bytes,
+        seed=config.seed,
+        lexicon_seed=config.lexicon_seed,
+        concept_rate=config.concept_rate,
+    )
     t0 = time.time()
     log(f"[synapses] training {config.steps} steps of {config.batch_size} x {config.seq_len} bytes")
-    result = train_lm(out / "runs" / "bdh", data, config.size, steps=config.steps, batch_size=config.batch_size,
-                      seq_len=config.seq_len, lr=config.lr, seed=config.seed, progress="auto")
+    result = train_lm(
+        out / "runs" / "bdh",
+        data,
+        config.size,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        seq_len=config.seq_len,
+        lr=config.lr,
+        seed=config.seed,
+        progress="auto",
+    )
     train_s = time.time() - t0
     model = result.model
     torch.manual_seed(config.seed)  # the trainer initialises the model right after this seed
     untrained = BDH(model.config)
     metrics = {k: float(v) for k, v in (result.metrics or {}).items()}
-    report = analyse(model, config.options(), out, untrained=untrained, log=log,
-                     setup=_setup_rows(config, train_s, metrics),
-                     title="Monosemantic synapses (paper section 6.3): bdh experiment synapses")
+    report = analyse(
+        model,
+        config.options(),
+        out,
+        untrained=untrained,
+        log=log,
+        setup=_setup_rows(config, train_s, metrics),
+        title="Monosemantic synapses (paper section 6.3): bdh experiment synapses",
+    )
     report.results["config"] = dataclasses.asdict(config)
     report.results["training"] = {"metrics": metrics, "steps": result.step, "run": "runs/bdh"}
     timings = report.results["timings"]
     timings.update(training_s=round(train_s, 1), total_s=round(time.time() - t_start, 1))
-    report.text(f"Wall time: {(time.time() - t_start) / 60:.1f} min in all ({train_s / 60:.1f} min training, "
-                f"{timings['analysis_s'] / 60:.1f} min analysis), {torch.get_num_threads()} PyTorch thread(s).")
+    report.text(
+        f"Wall time: {(time.time() - t_start) / 60:.1f} min in all ({train_s / 60:.1f} min training, "
+        f"{timings['analysis_s'] / 60:.1f} min analysis), {torch.get_num_threads()} PyTorch thread(s)."
+    )
     return report.write(out)

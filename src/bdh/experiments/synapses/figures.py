@@ -26,7 +26,7 @@ def _chars(data: bytes) -> list[str]:
             out.append("")
             continue
         width = 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
-        out.append(data[k:k + width].decode("utf-8", errors="replace"))
+        out.append(data[k : k + width].decode("utf-8", errors="replace"))
     return out
 
 
@@ -51,8 +51,9 @@ def _byte_axis(ax: Any, e: Example, labels: bool) -> None:
     ax.set_xlim(-0.5, len(e.data) - 0.5)
 
 
-def plot_synapse_traces(ex: Sequence[Example], traces: Sequence[Trace], pair: tuple[int, int], layer: int,
-                        opts: SynapseOptions, stem: Path) -> list[Path]:
+def plot_synapse_traces(
+    ex: Sequence[Example], traces: Sequence[Trace], pair: tuple[int, int], layer: int, opts: SynapseOptions, stem: Path
+) -> list[Path]:
     """Fig. 12 analogue: sigma_t[i, j] along the bytes of each example; steps above
     ``star_fraction`` of the largest step (over all examples) marked ``*``."""
     plt = pyplot()
@@ -71,14 +72,18 @@ def plot_synapse_traces(ex: Sequence[Example], traces: Sequence[Trace], pair: tu
         ax.set_ylim(min(0.0, float(tr["sigma"].min())), 1.15 * top if top > 0 else 1.0)
         ax.set_ylabel("sigma", fontsize=8)
         ax.set_title(e.title, fontsize=8, loc="left")
-    fig.suptitle(f"{opts.concept} synapse: sigma[{pair[0]}, {pair[1]}] (y of layer {layer - 1} -> x of layer {layer}, "
-                 f"head {opts.head}); * = step > {opts.star_fraction:g} x largest step (cf. Fig. 12)", fontsize=9)
+    fig.suptitle(
+        f"{opts.concept} synapse: sigma[{pair[0]}, {pair[1]}] (y of layer {layer - 1} -> x of layer {layer}, "
+        f"head {opts.head}); * = step > {opts.star_fraction:g} x largest step (cf. Fig. 12)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return save(fig, stem)
 
 
-def plot_mechanism(ex: Sequence[Example], traces: Sequence[Trace], pair: tuple[int, int], layer: int,
-                   opts: SynapseOptions, stem: Path) -> list[Path]:
+def plot_mechanism(
+    ex: Sequence[Example], traces: Sequence[Trace], pair: tuple[int, int], layer: int, opts: SynapseOptions, stem: Path
+) -> list[Path]:
     """Fig. 13 analogue: per byte, y_{l-1}[i], x_l[j] and their product (the Hebbian increment of sigma[i, j])."""
     plt = pyplot()
     fig, axes = plt.subplots(3 * len(ex), 1, figsize=(_width(ex), 1.45 * 3 * len(ex)), squeeze=False)
@@ -93,8 +98,11 @@ def plot_mechanism(ex: Sequence[Example], traces: Sequence[Trace], pair: tuple[i
             _byte_axis(ax, e, labels=r == 2)
             if r == 0:
                 ax.set_title(e.title, fontsize=8, loc="left")
-    fig.suptitle(f"the {opts.concept} synapse's Hebbian increment y{layer - 1}[{pair[0]}] x{layer}[{pair[1]}] per byte "
-                 "(cf. Fig. 13)", fontsize=9)
+    fig.suptitle(
+        f"the {opts.concept} synapse's Hebbian increment y{layer - 1}[{pair[0]}] x{layer}[{pair[1]}] per byte "
+        "(cf. Fig. 13)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return save(fig, stem)
 

@@ -43,20 +43,21 @@ def _byte_roles(sentence: LabelledSentence) -> np.ndarray:
             _mark_free(roles, words[last + 1], 3)
         if first > 0:
             _mark_free(roles, words[first - 1], 2)
-        roles[words[first][0]:words[last][1]] = 1
+        roles[words[first][0] : words[last][1]] = 1
     return roles
 
 
-def step_statistics(sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray],
-                    star_fraction: float) -> dict[str, Any]:
+def step_statistics(
+    sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray], star_fraction: float
+) -> dict[str, Any]:
     """Where a synapse grows on concept sentences: per role of a byte (`ROLES`: on a concept word, on the
     word before or after it, elsewhere) the share of the total Hebbian increment and the share of bytes;
     and the share of bytes whose increment exceeds ``star_fraction`` of the largest (sparse, step-like)."""
     inc_sum = np.zeros(len(ROLES))
     byte_sum = np.zeros(len(ROLES))
     for s, inc in zip(sentences, incs, strict=False):
-        roles = _byte_roles(s)[:len(inc)]
-        inc_sum += np.bincount(roles, weights=inc[:len(roles)], minlength=len(ROLES))
+        roles = _byte_roles(s)[: len(inc)]
+        inc_sum += np.bincount(roles, weights=inc[: len(roles)], minlength=len(ROLES))
         byte_sum += np.bincount(roles, minlength=len(ROLES))
     peak = max((float(inc.max()) for inc in incs if len(inc)), default=0.0)
     big = sum(int((inc > star_fraction * peak).sum()) for inc in incs) if peak > 0 else 0
@@ -79,8 +80,9 @@ def _word_units(text: bytes, concept_spans: Sequence[tuple[int, int]]) -> list[t
     return merged
 
 
-def trigger_words(sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray],
-                  top: int = 8) -> list[dict[str, Any]]:
+def trigger_words(
+    sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarray], top: int = 8
+) -> list[dict[str, Any]]:
     """The words (a concept's whole surface form counts as one) on whose bytes, trailing space included, a
     synapse's increment accumulates most, over ``sentences``: word, share of the total, occurrences."""
     total: dict[str, float] = {}
@@ -94,5 +96,6 @@ def trigger_words(sentences: Sequence[LabelledSentence], incs: Sequence[np.ndarr
             count[word] = count.get(word, 0) + 1
         grand += float(inc.sum())
     ranked = sorted(total, key=lambda w: -total[w])[:top]
-    return [{"word": w, "share": total[w] / grand if grand > 0 else float("nan"), "occurrences": count[w]}
-            for w in ranked]
+    return [
+        {"word": w, "share": total[w] / grand if grand > 0 else float("nan"), "occurrences": count[w]} for w in ranked
+    ]

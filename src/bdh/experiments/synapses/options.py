@@ -120,8 +120,10 @@ class SynapseOptions(TypedConfig):
             raise UserError(f"layer: the model has {n_layer} layer; sigma needs at least 2 layers")
         layer = max(1, (5 * n_layer) // 8) if self.layer is None else self.layer
         if not 1 <= layer < n_layer:
-            raise UserError(f"layer: {layer} does not exist or has no sigma (the model has {n_layer} layers: "
-                            f"1..{n_layer - 1} have sigma)")
+            raise UserError(
+                f"layer: {layer} does not exist or has no sigma (the model has {n_layer} layers: "
+                f"1..{n_layer - 1} have sigma)"
+            )
         return layer
 
     def check_model(self, model: torch.nn.Module) -> int:

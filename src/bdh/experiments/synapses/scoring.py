@@ -38,16 +38,17 @@ class Scores:
         return self.end if statistic == "end" else self.max
 
 
-def _batched(model: BDH, sentences: Sequence[LabelledSentence], layer: int, prefix: bool,
-             batch_size: int) -> Iterator[tuple[Recording, list[int]]]:
+def _batched(
+    model: BDH, sentences: Sequence[LabelledSentence], layer: int, prefix: bool, batch_size: int
+) -> Iterator[tuple[Recording, list[int]]]:
     """(recording, the sentences' lengths) per batch; sentences right-padded (a causal model never reads
     the padding)."""
     for b0 in range(0, len(sentences), batch_size):
-        chunk = [sentence_bytes(s, prefix)[0] for s in sentences[b0:b0 + batch_size]]
+        chunk = [sentence_bytes(s, prefix)[0] for s in sentences[b0 : b0 + batch_size]]
         T = max(len(c) for c in chunk)
         idx = torch.zeros(len(chunk), T, dtype=torch.long)
         for b, data in enumerate(chunk):
-            idx[b, :len(data)] = torch.tensor(list(data), dtype=torch.long)
+            idx[b, : len(data)] = torch.tensor(list(data), dtype=torch.long)
         yield record(model, idx, layers=[layer - 1, layer]), [len(c) for c in chunk]
 
 
@@ -55,15 +56,24 @@ def _largest_increment(Y: torch.Tensor, X: torch.Tensor, t_chunk: int) -> torch.
     """max_t Y[t, i] X[t, j] for every (i, j), over chunks of ``t_chunk`` steps (never all T at once)."""
     best = torch.full((Y.shape[1], X.shape[1]), -math.inf)
     for t0 in range(0, Y.shape[0], t_chunk):
-        inc = Y[t0:t0 + t_chunk, :, None] * X[t0:t0 + t_chunk, None, :]
+        inc = Y[t0 : t0 + t_chunk, :, None] * X[t0 : t0 + t_chunk, None, :]
         best = torch.maximum(best, inc.amax(dim=0))
     return best
 
 
 @torch.no_grad()
-def score_sentences(model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, *,
-                    rotate: bool = False, prefix: bool = True, pairs: Pairs | None = None, batch_size: int = 32,
-                    t_chunk: int = 16) -> Scores:
+def score_sentences(
+    model: BDH,
+    sentences: Sequence[LabelledSentence],
+    layer: int,
+    head: int,
+    *,
+    rotate: bool = False,
+    prefix: bool = True,
+    pairs: Pairs | None = None,
+    batch_size: int = 32,
+    t_chunk: int = 16,
+) -> Scores:
     """Both sentence statistics of the synapses of ``head`` between layers ``layer - 1`` and ``layer``.
 
     Each sentence is read from a zero state. ``end`` is sigma_{T-1,layer}[i, j] of Eq. 16 after the last
@@ -105,8 +115,9 @@ def score_sentences(model: BDH, sentences: Sequence[LabelledSentence], layer: in
 
 
 @torch.no_grad()
-def synapse_traces(model: BDH, data: bytes, layer: int, head: int, i: int, j: int, *,
-                   rotate: bool = False) -> dict[str, np.ndarray]:
+def synapse_traces(
+    model: BDH, data: bytes, layer: int, head: int, i: int, j: int, *, rotate: bool = False
+) -> dict[str, np.ndarray]:
     """Along the bytes of ``data`` read from a zero state: ``y`` = y_{t,layer-1}[i], ``x`` = x_{t,layer}[j],
     their product ``increment``, and ``sigma`` = sigma_{t,layer}[i, j] after each byte t (Eq. 16)."""
     idx = torch.tensor(list(data), dtype=torch.long).view(1, -1)
@@ -117,16 +128,19 @@ def synapse_traces(model: BDH, data: bytes, layer: int, head: int, i: int, j: in
     if not rotate and rec.log_u is None:
         sigma = torch.cumsum(y * x, dim=0)
     else:
-        sigma = torch.stack([
-            recover_sigma(rec, layer, rows=hn[i:i + 1], cols=hn[j:j + 1], t=t + 1, rotate=rotate)[0, 0]
-            for t in range(idx.shape[1])
-        ])
+        sigma = torch.stack(
+            [
+                recover_sigma(rec, layer, rows=hn[i : i + 1], cols=hn[j : j + 1], t=t + 1, rotate=rotate)[0, 0]
+                for t in range(idx.shape[1])
+            ]
+        )
     return {"y": y.numpy(), "x": x.numpy(), "increment": (y * x).numpy(), "sigma": sigma.numpy()}
 
 
 @torch.no_grad()
-def pair_increments(model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, pair: tuple[int, int],
-                    prefix: bool = True) -> list[np.ndarray]:
+def pair_increments(
+    model: BDH, sentences: Sequence[LabelledSentence], layer: int, head: int, pair: tuple[int, int], prefix: bool = True
+) -> list[np.ndarray]:
     """Per sentence, the Hebbian increments y_{t,layer-1}[i] x_{t,layer}[j] of one synapse on the sentence's
     own bytes (after the prefix), read from a zero state."""
     i, j = pair
@@ -136,6 +150,6 @@ def pair_increments(model: BDH, sentences: Sequence[LabelledSentence], layer: in
     for rec, lens in _batched(model, sentences, layer, prefix, 32):
         inc = rec.y[layer - 1][:, head, :, i] * rec.x[layer][:, head, :, j]  # B, T
         for b, T in enumerate(lens):
-            out.append(inc[b, offsets[k]:T].numpy())
+            out.append(inc[b, offsets[k] : T].numpy())
             k += 1
     return out

@@ -95,8 +95,12 @@ def length_matched(pos: Sequence[LabelledSentence], pool: Sequence[LabelledSente
     return out
 
 
-def matched_pairs(pos_pool: Sequence[LabelledSentence], neg_pool: Sequence[LabelledSentence], count: int,
-                  tolerance: int = MATCH_TOLERANCE) -> tuple[Sentences, Sentences]:
+def matched_pairs(
+    pos_pool: Sequence[LabelledSentence],
+    neg_pool: Sequence[LabelledSentence],
+    count: int,
+    tolerance: int = MATCH_TOLERANCE,
+) -> tuple[Sentences, Sentences]:
     """``count`` concept sentences of ``pos_pool`` (in order) each paired with an unused contrast sentence of
     ``neg_pool`` within ``tolerance`` bytes of its length; concept sentences without a partner are skipped."""
     lengths = _byte_lengths(neg_pool)
@@ -112,8 +116,10 @@ def matched_pairs(pos_pool: Sequence[LabelledSentence], neg_pool: Sequence[Label
         neg.append(neg_pool[k])
         if len(pos) == count:
             return pos, neg
-    raise UserError(f"matched_pairs: only {len(pos)} of {count} concept sentences found a contrast sentence within "
-                    f"{tolerance} bytes; use larger pools")
+    raise UserError(
+        f"matched_pairs: only {len(pos)} of {count} concept sentences found a contrast sentence within "
+        f"{tolerance} bytes; use larger pools"
+    )
 
 
 def sentence_sets(opts: SynapseOptions) -> SentenceSets:
@@ -135,16 +141,22 @@ def sentence_sets(opts: SynapseOptions) -> SentenceSets:
         return matched_pairs(pos, neg, count) if m else (pos[:count], neg[:count])
 
     n, h = opts.search, opts.heldout
-    search_pos, search_neg = pair(concept_sentences(c, POS_POOL * n if m else n, lang, s_seed, ls),
-                                  contrast_sentences(c, POOL * n if m else n, lang, s_seed, ls), n)
+    search_pos, search_neg = pair(
+        concept_sentences(c, POS_POOL * n if m else n, lang, s_seed, ls),
+        contrast_sentences(c, POOL * n if m else n, lang, s_seed, ls),
+        n,
+    )
     seen = {s.text for s in search_pos + search_neg}
     pos, d1 = draw(lambda k: concept_sentences(c, k, lang, h_seed, ls), h, POS_POOL, seen)
     neg, d2 = draw(lambda k: contrast_sentences(c, k, lang, h_seed, ls), h, POOL, seen)
     h_pos, h_neg = pair(pos, neg, h)
     pool, d3 = draw(lambda k: concept_sentences(other_concept(c), k, lang, h_seed, ls), h, POOL, seen)
     other = length_matched(h_pos, pool) if m else pool[:h]
-    second_pos, second_neg = pair(concept_sentences(c, POS_POOL * h if m else h, lang2, h_seed, ls),
-                                  contrast_sentences(c, POOL * h if m else h, lang2, h_seed, ls), h)
+    second_pos, second_neg = pair(
+        concept_sentences(c, POS_POOL * h if m else h, lang2, h_seed, ls),
+        contrast_sentences(c, POOL * h if m else h, lang2, h_seed, ls),
+        h,
+    )
     return SentenceSets(search_pos, search_neg, h_pos, h_neg, second_pos, second_neg, other, d1 + d2 + d3)
 
 

@@ -45,8 +45,9 @@ def _check_scores(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, n
     scores = np.asarray(scores)
     labels = np.asarray(labels, dtype=bool)
     if scores.ndim != 2 or labels.ndim != 1 or scores.shape[0] != labels.shape[0]:
-        raise UserError(f"scores must be (sentences, candidates) with one label per sentence, got {scores.shape} "
-                        f"and {labels.shape}")
+        raise UserError(
+            f"scores must be (sentences, candidates) with one label per sentence, got {scores.shape} and {labels.shape}"
+        )
     n1 = int(labels.sum())
     if n1 == 0 or n1 == len(labels):
         raise UserError("need both positive and negative sentences")
@@ -61,19 +62,18 @@ def _effect_block(block: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.where(sd > 0, diff / torch.where(sd > 0, sd, torch.ones_like(sd)), torch.zeros_like(sd))
 
 
-def _search_statistics(scores: np.ndarray, labels: np.ndarray, *,
-                       chunk: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+def _search_statistics(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 16384) -> tuple[np.ndarray, np.ndarray]:
     """(U, effect size) of every column, in column chunks (the scores are never copied whole)."""
     scores, labels = _check_scores(scores, labels)
     lab = torch.from_numpy(labels)
     u = np.empty(scores.shape[1], dtype=np.float64)
     eff = np.empty(scores.shape[1], dtype=np.float64)
     for c0 in range(0, scores.shape[1], chunk):
-        block = torch.from_numpy(np.ascontiguousarray(scores[:, c0:c0 + chunk].T))  # candidates, sentences
+        block = torch.from_numpy(np.ascontiguousarray(scores[:, c0 : c0 + chunk].T))  # candidates, sentences
         if not torch.isfinite(block).all():
             raise UserError("scores contain NaN or infinity")
-        u[c0:c0 + chunk] = _u_block(block, lab).numpy()
-        eff[c0:c0 + chunk] = _effect_block(block, lab).numpy()
+        u[c0 : c0 + chunk] = _u_block(block, lab).numpy()
+        eff[c0 : c0 + chunk] = _effect_block(block, lab).numpy()
     return u, eff
 
 
@@ -115,12 +115,20 @@ def mann_whitney_test(pos: np.ndarray, neg: np.ndarray) -> dict[str, float]:
     else:
         res = mannwhitneyu(pos, neg, alternative="greater")
         u, p = float(res.statistic), float(res.pvalue)
-    return {"U": u, "U_opt": u_opt, "auc": u / u_opt, "p": p, "r": 2 * u / u_opt - 1,
-            "n_pos": len(pos), "n_neg": len(neg)}
+    return {
+        "U": u,
+        "U_opt": u_opt,
+        "auc": u / u_opt,
+        "p": p,
+        "r": 2 * u / u_opt - 1,
+        "n_pos": len(pos),
+        "n_neg": len(neg),
+    }
 
 
-def per_concept_word(pos_scores: np.ndarray, neg_scores: np.ndarray, sentences: Sequence[LabelledSentence],
-                     concept: str) -> list[dict[str, Any]]:
+def per_concept_word(
+    pos_scores: np.ndarray, neg_scores: np.ndarray, sentences: Sequence[LabelledSentence], concept: str
+) -> list[dict[str, Any]]:
     """AUC of each concept word's sentences against all contrast sentences (one synapse's scores)."""
     keys = [concept_key(s, concept) for s in sentences]
     rows = []
@@ -128,8 +136,14 @@ def per_concept_word(pos_scores: np.ndarray, neg_scores: np.ndarray, sentences: 
         sel = np.array([k == key for k in keys])
         labels = np.r_[np.ones(sel.sum(), bool), np.zeros(len(neg_scores), bool)]
         u = mann_whitney_u(np.r_[pos_scores[sel], neg_scores][:, None], labels)[0]
-        rows.append({"word": key, "surface": SURFACES[concept][key][sentences[0].language], "n": int(sel.sum()),
-                     "auc": float(u / (sel.sum() * len(neg_scores)))})
+        rows.append(
+            {
+                "word": key,
+                "surface": SURFACES[concept][key][sentences[0].language],
+                "n": int(sel.sum()),
+                "auc": float(u / (sel.sum() * len(neg_scores))),
+            }
+        )
     return rows
 
 

@@ -36,8 +36,11 @@ class ModelResult:
         aucs = [t["auc"] for t in tests]
         s = self.searches[statistic]
         return {
-            "top1_search_auc": float(s.auc[s.top[0]]), "top1_heldout_auc": aucs[0], "top1_p": tests[0]["p"],
-            "topk_mean_heldout_auc": float(np.mean(aucs)), "topk_max_heldout_auc": float(np.max(aucs)),
+            "top1_search_auc": float(s.auc[s.top[0]]),
+            "top1_heldout_auc": aucs[0],
+            "top1_p": tests[0]["p"],
+            "topk_mean_heldout_auc": float(np.mean(aucs)),
+            "topk_max_heldout_auc": float(np.max(aucs)),
             **{f"search_{k}": v for k, v in s.counts().items()},
         }
 
@@ -49,13 +52,15 @@ def search_model(name: str, scores: Scores, labels: np.ndarray, opts: SynapseOpt
         s = search(scores.get(st), labels, opts.top_k)
         result.searches[st] = s
         result.pairs[st] = [tuple(int(v) for v in divmod(int(c), N)) for c in s.top]
-        log(f"[synapses] {name}: {st} statistic, best search AUC {s.auc[s.top[0]]:.3f} "
-            f"at synapse {result.pairs[st][0]}")
+        log(
+            f"[synapses] {name}: {st} statistic, best search AUC {s.auc[s.top[0]]:.3f} at synapse {result.pairs[st][0]}"
+        )
     return result
 
 
-def validate(model: BDH, results: Sequence[ModelResult], sets: SentenceSets, opts: SynapseOptions, layer: int,
-              log: Log) -> None:
+def validate(
+    model: BDH, results: Sequence[ModelResult], sets: SentenceSets, opts: SynapseOptions, layer: int, log: Log
+) -> None:
     """Score the held-out sets once on the top synapses of all ``results`` (searches on ``model``) and
     test each top synapse."""
     pairs = sorted({p for result in results for st in STATISTICS for p in result.pairs[st]})
@@ -65,8 +70,9 @@ def validate(model: BDH, results: Sequence[ModelResult], sets: SentenceSets, opt
 
     def scored(group: list[LabelledSentence]) -> Scores:
         if id(group) not in cache:
-            cache[id(group)] = score_sentences(model, group, layer, opts.head, rotate=opts.rotate,
-                                               prefix=opts.prefix, pairs=sel)
+            cache[id(group)] = score_sentences(
+                model, group, layer, opts.head, rotate=opts.rotate, prefix=opts.prefix, pairs=sel
+            )
         return cache[id(group)]
 
     for result in results:
@@ -77,5 +83,7 @@ def validate(model: BDH, results: Sequence[ModelResult], sets: SentenceSets, opt
                 result.tests[st][name] = [mann_whitney_test(sp[:, where[p]], sn[:, where[p]]) for p in result.pairs[st]]
                 top = where[result.pairs[st][0]]
                 result.top_scores[st][name] = (sp[:, top], sn[:, top])
-        log(f"[synapses] {result.name}: held-out U/U_opt of the top synapse: "
-            + ", ".join(f"{st} {result.tests[st][opts.language][0]['auc']:.3f}" for st in STATISTICS))
+        log(
+            f"[synapses] {result.name}: held-out U/U_opt of the top synapse: "
+            + ", ".join(f"{st} {result.tests[st][opts.language][0]['auc']:.3f}" for st in STATISTICS)
+        )

@@ -30,8 +30,8 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
-from .attention import causal_weights, chunked, parallel, recurrent
 from . import chunked_lean as _lean
+from .attention import causal_weights, chunked, parallel, recurrent
 from .dropout import drop_mask
 from .fused import relu_mul
 from .rope import rope_tables, rotate
@@ -88,8 +88,24 @@ class Pass:
 class Kernels:
     """The kernels chosen for one forward pass (by `select`), with the tables they share across layers."""
 
-    def __init__(self, *, kind: str, rope: str, tables, attention: str, log_u, causal: bool, chunk_size: int,
-                 need_state: bool, inplace: bool, detach_kv: bool, gate: str, dropout: float, masks: str, scale: float):
+    def __init__(
+        self,
+        *,
+        kind: str,
+        rope: str,
+        tables,
+        attention: str,
+        log_u,
+        causal: bool,
+        chunk_size: int,
+        need_state: bool,
+        inplace: bool,
+        detach_kv: bool,
+        gate: str,
+        dropout: float,
+        masks: str,
+        scale: float,
+    ):
         self.kind, self.rope, self.tables = kind, rope, tables
         self.attention, self.log_u, self.causal, self.chunk_size = attention, log_u, causal, chunk_size
         self.need_state, self.inplace, self.detach_kv = need_state, inplace, detach_kv
@@ -163,8 +179,20 @@ def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
     return p.mode
 
 
-def select(p: Pass, *, positional: str, freqs: torch.Tensor, log_u, causal: bool, chunk_size: int,
-           dropout: float, dropout_rng: str, training: bool, autograd: bool, device: torch.device) -> Kernels:
+def select(
+    p: Pass,
+    *,
+    positional: str,
+    freqs: torch.Tensor,
+    log_u,
+    causal: bool,
+    chunk_size: int,
+    dropout: float,
+    dropout_rng: str,
+    training: bool,
+    autograd: bool,
+    device: torch.device,
+) -> Kernels:
     """Choose the kernels of one forward pass; the only place where implementations are chosen.
 
     ``autograd``: gradients will flow to the weights. Under ``torch.compile`` the gate and the rotation are
@@ -179,7 +207,18 @@ def select(p: Pass, *, positional: str, freqs: torch.Tensor, log_u, causal: bool
         host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and not compiling()
         masks = "host" if host else "torch"
     return Kernels(
-        kind=kind, rope=rope_impl(kind), tables=tables, attention=_attention_kernel(p, causal, log_u, autograd),
-        log_u=log_u, causal=causal, chunk_size=chunk_size, need_state=p.need_state, inplace=p.inplace,
-        detach_kv=p.detach_kv, gate="plain" if compiling() else "fused", dropout=dropout, masks=masks, scale=1.0 / (1.0 - dropout),
+        kind=kind,
+        rope=rope_impl(kind),
+        tables=tables,
+        attention=_attention_kernel(p, causal, log_u, autograd),
+        log_u=log_u,
+        causal=causal,
+        chunk_size=chunk_size,
+        need_state=p.need_state,
+        inplace=p.inplace,
+        detach_kv=p.detach_kv,
+        gate="plain" if compiling() else "fused",
+        dropout=dropout,
+        masks=masks,
+        scale=1.0 / (1.0 - dropout),
     )

@@ -38,10 +38,14 @@ FORMS = ("parallel", "chunked", "recurrent")
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> None:
     if q.dim() != 4 or k.shape != q.shape:
-        raise UserError(f"linear attention: q and k must both be (B, H, T, N), got {tuple(q.shape)} and {tuple(k.shape)}")
+        raise UserError(
+            f"linear attention: q and k must both be (B, H, T, N), got {tuple(q.shape)} and {tuple(k.shape)}"
+        )
     B, H, T, N = q.shape
     if v.dim() != 4 or v.shape[0] != B or v.shape[2] != T or v.shape[1] not in (1, H):
-        raise UserError(f"linear attention: v must be (B, 1 or H, T, D) matching q {tuple(q.shape)}, got {tuple(v.shape)}")
+        raise UserError(
+            f"linear attention: v must be (B, 1 or H, T, D) matching q {tuple(q.shape)}, got {tuple(v.shape)}"
+        )
     if state is not None and (state.dim() != 4 or state.shape[:3] != (B, H, N) or state.shape[3] != v.shape[3]):
         raise UserError(
             f"linear attention: state must be (B, H, N, D) = {(B, H, N, v.shape[3])}, got {tuple(state.shape)}"

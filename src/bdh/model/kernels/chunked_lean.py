@@ -78,7 +78,7 @@ class _Chunks:
         self.groups = groups
 
     @classmethod
-    def of(cls, t: torch.Tensor, C: int) -> "_Chunks":
+    def of(cls, t: torch.Tensor, C: int) -> _Chunks:
         B, H, T, X = t.shape
         nf = T // C
         groups = []
@@ -117,7 +117,7 @@ def _scan(
     before = parts.new_empty(parts.shape, dtype=low)
     G = parts.shape[0]
     whole = None if whole is None else whole.view(1, -1, 1, 1).to(S.dtype)
-    for g in (reversed(range(G)) if reverse else range(G)):
+    for g in reversed(range(G)) if reverse else range(G):
         before[g] = S
         if whole is not None:
             S.mul_(whole)
@@ -148,7 +148,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
         return befores, S
 
     @staticmethod
-    def forward(ctx, q, k, v, S0, log_u, chunk_size: int):  # noqa: D401 - autograd signature
+    def forward(ctx, q, k, v, S0, log_u, chunk_size: int):
         B, H, T, N = q.shape
         D = v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)  # the state is summed in fp32 even for bf16 inputs
@@ -171,8 +171,9 @@ class ChunkedLinearAttention(torch.autograd.Function):
         keep = _keep_states(sum(g.shape[0] for g in qs.groups), D, T)
         # the chunk-major copies are kept instead of q, k and v (the same memory; no second copy in backward)
         n = len(qs.groups)
-        ctx.save_for_backward(S0, log_u, *qs.groups, *(() if shared else ks.groups), *vs.groups, *scores,
-                              *(befores if keep else ()))
+        ctx.save_for_backward(
+            S0, log_u, *qs.groups, *(() if shared else ks.groups), *vs.groups, *scores, *(befores if keep else ())
+        )
         ctx.layout = (n, shared, keep)
         ctx.chunk_size = chunk_size
         ctx.shapes = (q.shape, v.shape)

@@ -52,7 +52,7 @@ class GateDrop(torch.autograd.Function):
     """ReLU(z) * x, with optional dropped entries zeroed; the backward keeps ReLU(z) (dropped) and x only."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, x: torch.Tensor, drop: DropMask | None) -> torch.Tensor:  # noqa: D401
+    def forward(ctx, z: torch.Tensor, x: torch.Tensor, drop: DropMask | None) -> torch.Tensor:
         rz = torch.relu(z)
         if drop is not None:
             rz = drop.zero(rz)
@@ -87,7 +87,7 @@ class RopeRotate(torch.autograd.Function):
     """v * cos + rot(v) * sin, written as v * cos + swap(v) * signed sin, with the inverse rotation as backward."""
 
     @staticmethod
-    def forward(ctx, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:  # noqa: D401
+    def forward(ctx, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
         c = cos.to(v.dtype)
         s = _signed(sin, interleaved)
         ctx.save_for_backward(c, _swap(s, interleaved).to(v.dtype))

@@ -21,7 +21,7 @@ class SharedKeyAttention(torch.autograd.Function):
     """a = ((x x^T) * W) @ v, the backward as in the module docstring."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:  # noqa: D401
+    def forward(ctx, x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:
         scores = x @ x.mT
         if W is not None:
             scores.mul_(W)

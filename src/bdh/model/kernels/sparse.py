@@ -27,7 +27,9 @@ def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor) -> torch
     q: (1, H, 1, N) the rotated x (keys = queries); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1, H, 1, D).
     """
     if q.shape[0] != 1 or q.shape[2] != 1:
-        raise UserError(f"BDH: mode 'sparse' runs one token of one sequence in place, got (B, T) = {q.shape[0], q.shape[2]}")
+        raise UserError(
+            f"BDH: mode 'sparse' runs one token of one sequence in place, got (B, T) = {q.shape[0], q.shape[2]}"
+        )
     H, D = q.shape[1], v.shape[-1]
     qh, vv, Sh = q[0, :, 0], v.reshape(D), S[0]
     if float((qh != 0).sum()) > DENSITY * qh.numel():
