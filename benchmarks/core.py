@@ -171,7 +171,8 @@ def main() -> None:
     cfg = model_config(args)
     print(
         f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), "
-        f"chunk {cfg.chunk_size}; torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores\n"
+        f"chunk {cfg.chunk_size}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{os.cpu_count()} cores\n"
     )
     results = {}
     if args.which in ("all", "generation"):

@@ -514,7 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     results["peak_gflops"] = peaks
     results["training"] = rows
     print(
-        f"Matmul peak ({args.peak_size}x{args.peak_size}, same threads, the higher of before and after the training rows): fp32 {peaks['fp32']:.0f} GFLOP/s, "
+        f"Matmul peak ({args.peak_size}x{args.peak_size}, same threads, "
+        "the higher of before and after the training rows): "
+        f"fp32 {peaks['fp32']:.0f} GFLOP/s, "
         f"bf16 {peaks['bf16']:.0f} GFLOP/s\n"
     )
     print("Training step (Trainer.train_step for ours; the official train.py loop)")

@@ -55,7 +55,8 @@ def main() -> None:
     empty = wall([py, "-c", "pass"], args.runs)
     torch_import = wall([py, "-c", "import torch"], args.runs)
     print(
-        f"baselines: python -c pass {empty:.3f} s, python -c 'import torch' {torch_import:.3f} s ({args.runs} runs each)\n"
+        f"baselines: python -c pass {empty:.3f} s, python -c 'import torch' {torch_import:.3f} s "
+        f"({args.runs} runs each)\n"
     )
     print("| command | median s | x python | x import torch |\n|---|---:|---:|---:|")
     worst = 0.0

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n_neurons
     params = 3 * n * args.n_embd + 2 * 256 * args.n_embd
     print(
-        f"model L={args.n_layer} D={args.n_embd} h={args.n_head} n={n} ({params / 1e6:.2f}M parameters), dropout {args.dropout}; "
+        f"model L={args.n_layer} D={args.n_embd} h={args.n_head} n={n} ({params / 1e6:.2f}M parameters), "
+        f"dropout {args.dropout}; "
         f"batch {args.batch} x {args.seq_len} bytes; {args.steps} steps; {args.threads} threads; "
         f"compile {'on' if args.compile else 'off'}; best of {args.repeats}"
     )

@@ -201,7 +201,7 @@ def test_loglikelihood_on_a_right_padded_batch(hf_model, saved):
     mask = torch.tensor([[1] * len(s) + [0] * (T - len(s)) for s in seqs])
     with torch.no_grad():
         logp = torch.log_softmax(hf_model(idx, attention_mask=mask).logits, dim=-1)
-        for row, ((context, cont), seq) in enumerate(zip(pairs, seqs)):
+        for row, ((context, _cont), seq) in enumerate(zip(pairs, seqs)):
             start, end = len(context.encode()), len(seq)
             targets = torch.tensor(seq[start:end])
             ours = logp[row, start - 1 : end - 1].gather(-1, targets[:, None]).sum()
@@ -271,3 +271,43 @@ def test_only_the_hf_modules_import_transformers():
         p.relative_to(src).as_posix() for p in src.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))
     )
     assert users == ["hf.py", "hf_tokenizer.py"]
+
+
+# ------------------------------------------------------------------ push_to_hub, without a network
+def test_push_to_hub_uploads_a_folder_that_loads_back(hf_model, saved, tmp_path, monkeypatch):
+    """push_to_hub goes through huggingface_hub's HfApi; its two network calls are replaced by recorders,
+    and the files it would commit are written to a local folder that must load as the same model."""
+    import huggingface_hub
+
+    calls: dict[str, object] = {}
+
+    def create_repo(self, repo_id, **kwargs):
+        calls["repo"] = repo_id
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def create_commit(self, repo_id, operations, commit_message=None, **kwargs):
+        calls["message"] = commit_message
+        out = tmp_path / "pushed"
+        out.mkdir(exist_ok=True)
+        for op in operations:
+            source = op.path_or_fileobj
+            data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source.read()
+            (out / op.path_in_repo).write_bytes(data)
+        return huggingface_hub.CommitInfo(
+            commit_url=f"https://huggingface.co/{repo_id}/commit/{'0' * 40}",
+            commit_message=commit_message or "",
+            commit_description="",
+            oid="0" * 40,
+        )
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
+    hf_model.push_to_hub("someone/bdh-tiny", commit_message="tiny BDH")
+    BDHByteTokenizer().push_to_hub("someone/bdh-tiny", commit_message="tokenizer")
+    assert calls["repo"] == "someone/bdh-tiny" and calls["message"] == "tokenizer"
+    pushed = tmp_path / "pushed"
+    assert {"config.json", "model.safetensors", "README.md"} <= {p.name for p in pushed.iterdir()}
+    back = AutoModelForCausalLM.from_pretrained(pushed)
+    idx = torch.randint(0, 256, (1, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(back(idx).logits, saved[0](idx), atol=ATOL, rtol=0)

@@ -65,7 +65,8 @@ def test_unused_final_state_and_float32():
 
 @pytest.mark.parametrize("damped", [False, True])
 def test_bf16_autocast_runs_backward_and_stays_close_to_fp32(damped, state_policy):
-    """Under autocast the inputs are cast to bf16 (the backward runs outside autocast) and the state is summed in fp32."""
+    """Under autocast the inputs are cast to bf16 (the backward runs outside autocast) and the state is
+    summed in fp32."""
     torch.manual_seed(5)
     B, H, T, N, D = 2, 2, 37, 16, 8
     q = torch.relu(torch.randn(B, H, T, N))
@@ -145,7 +146,7 @@ def test_kept_and_recomputed_states_give_identical_bf16_results(monkeypatch):
     w = torch.randn(2, 2, 29, 8, generator=g)
     res = {}
     for keep in (True, False):
-        monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T: keep)
+        monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T, keep=keep: keep)
         xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
         out, state = chunked_lean(xl, xl, vl, chunk_size=8, log_u=torch.log(torch.tensor([0.9, 0.99])))
         ((out.float() * w).sum() + state.sum()).backward()

@@ -189,7 +189,10 @@ def test_graph_panel_uses_its_frame(browser, pages):
         )
         ends = page.eval_on_selector_all(
             "#graph line",
-            "ls => ls.flatMap(l => [[+l.getAttribute('x1'), +l.getAttribute('y1')], [+l.getAttribute('x2'), +l.getAttribute('y2')]])",
+            (
+                "ls => ls.flatMap(l => [[+l.getAttribute('x1'), +l.getAttribute('y1')], "
+                "[+l.getAttribute('x2'), +l.getAttribute('y2')]])"
+            ),
         )
         xy, linked = np.array(nodes), np.array(ends)
         assert ((xy >= 0) & (xy <= 420)).all()

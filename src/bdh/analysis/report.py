@@ -214,7 +214,9 @@ def _graphs(
         deg_c = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
         del G
         part["degrees"] = {
-            "edges_rule": "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count",
+            "edges_rule": (
+                "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count"
+            ),
             "trained": ng.strip_private(deg_t),
             "control": ng.strip_private(deg_c),
         }
@@ -265,7 +267,8 @@ def inspect_model(
         raise UserError("inspect: the input needs at least 2 tokens")
     if int(tokens.max()) >= cfg.vocab_size:
         raise UserError(
-            f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (byte-level text needs 256)"
+            f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} "
+            "(byte-level text needs 256)"
         )
     model = model.eval()
     control = control_model(cfg, opts.control_seed)

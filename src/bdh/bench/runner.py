@@ -308,12 +308,9 @@ def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[d
     out: list[dict[str, Any]] = []
     for g in groups:
         by_lr = groups[g]
-
-        def mean_score(lr: float) -> tuple[float, ...]:
-            rs = by_lr[lr]
-            return tuple(sum(_float(r.get(c)) for r in rs) / len(rs) for c in score)
-
-        best = max(sorted(by_lr), key=lambda lr: (mean_score(lr), -lr))
+        # mean score over seeds of each learning rate
+        mean_score = {lr: tuple(sum(_float(r.get(c)) for r in rs) / len(rs) for c in score) for lr, rs in by_lr.items()}
+        best = max(sorted(by_lr), key=lambda lr: (mean_score[lr], -lr))
         tried = ";".join(f"{lr:g}" for lr in sorted(by_lr))
         for r in sorted(by_lr[best], key=lambda r: int(float(r["seed"]))):
             out.append({**r, "lrs_tried": tried})
@@ -450,13 +447,15 @@ def run_suite(
         if run_dir.exists():  # an interrupted earlier attempt: start it again
             shutil.rmtree(run_dir)
         log(
-            f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} lr {spec.lr:g} seed {spec.seed}"
+            f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} "
+            f"lr {spec.lr:g} seed {spec.seed}"
         )
         row = train_one(spec, run_dir, device=opts.device, threads=opts.threads, suite=suite)
         row["run_dir"] = rel.as_posix()
         shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
         log(
-            f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; {row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
+            f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; "
+            f"{row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
         )
         rows.append(row)
         write_csv(out / "runs.csv", rows, columns)

@@ -20,6 +20,7 @@ from bdh.errors import UserError, one_line
 
 from . import (
     bench_cmds,
+    completion,
     data_cmds,
     dmft_cmds,
     examples,
@@ -42,6 +43,7 @@ GROUPS = [
     bench_cmds,
     experiment_cmds,
     synapse_cmds,
+    completion,
 ]
 
 

@@ -161,5 +161,6 @@ def _print_plan(specs) -> None:
             f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}"
         )
     print(
-        f"{len(specs)} runs ({len(seen)} model x setting x width, x {len(specs) // max(len(seen), 1)} learning rates and seeds)"
+        f"{len(specs)} runs ({len(seen)} model x setting x width, "
+        f"x {len(specs) // max(len(seen), 1)} learning rates and seeds)"
     )

@@ -38,7 +38,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--init",
         choices=("continue", "token"),
         default="continue",
-        help="continue: start every beta from the final window of the largest beta (paper, default); token: from x0 = W^o_1",
+        help=(
+            "continue: start every beta from the final window of the largest beta (paper, default); "
+            "token: from x0 = W^o_1"
+        ),
     )
 
 
@@ -75,7 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = gs.add_parser(
         "trajectory",
         help="trajectory, phase portrait, autocorrelation, spectrum and Lyapunov spectrum at given betas",
-        description="For each beta write trajectory-beta<B>.png/.npz (paper Figs. 4-5), portraits.png and summary.json.",
+        description=(
+            "For each beta write trajectory-beta<B>.png/.npz (paper Figs. 4-5), portraits.png and summary.json."
+        ),
     )
     t.add_argument("--beta", required=True, help="a beta, a comma list, or START:STOP:NUM")
     t.add_argument("--out", required=True, help="output folder")
@@ -361,7 +366,8 @@ def cmd_probe(args) -> int:
         smooth = r["lyapunov_same_tokens"]
         print(
             f"T={r['temperature']:g}: lambda_1 = {r['lyapunov']:+.5f} per token "
-            f"({'n/a' if smooth is None else f'{smooth:+.5f}'} on agreeing tokens), token flips {r['token_divergence_rate']:.3f}, "
+            f"({'n/a' if smooth is None else f'{smooth:+.5f}'} on agreeing tokens), "
+            f"token flips {r['token_divergence_rate']:.3f}, "
             f"free pair first differs at {r['free_pair']['first_token_divergence']}, ACF decay lag {r['acf_decay_lag']}"
         )
     print(f"wrote {out_dir}", file=sys.stdout)

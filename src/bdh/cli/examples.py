@@ -94,6 +94,10 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh synapses runs/en-es --concept currency",
         "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses",
     ],
+    "bdh completion": [
+        "bdh completion bash > ~/.bdh-completion.bash   # then: source it from ~/.bashrc",
+        'bdh completion zsh > ~/.bdh-completion.zsh     # or: eval "$(bdh completion zsh)" in ~/.zshrc',
+    ],
 }
 
 

@@ -25,8 +25,13 @@ from .checks import integer
 
 HELP = {
     "synapses": "monosemantic synapses (paper section 6.3, Figs. 12-13): search, held-out Mann-Whitney test, nulls",
-    "merge": "model merging by concatenation (paper section 7.1, Table 2), with weight averaging and no-shared-base controls",
-    "no-bptt": "training without backprop through time (paper section 7.2): losses against BPTT and the bigram barrier, and the copy test",
+    "merge": (
+        "model merging by concatenation (paper section 7.1, Table 2), with weight averaging and no-shared-base controls"
+    ),
+    "no-bptt": (
+        "training without backprop through time (paper section 7.2): "
+        "losses against BPTT and the bigram barrier, and the copy test"
+    ),
 }
 
 

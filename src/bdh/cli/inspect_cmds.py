@@ -116,7 +116,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise UserError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
     if int(tokens.max()) >= cfg.vocab_size:
         raise UserError(
-            f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} (text input needs 256)"
+            f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} "
+            "(text input needs 256)"
         )
     opts = report.InspectOptions(
         layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed
@@ -126,7 +127,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"[inspect] {msg}", file=sys.stderr, flush=True)
 
     log(
-        f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); input: {source}"
+        f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); "
+        f"input: {source}"
     )
     with atomic_folder(out) as tmp:
         with torch.no_grad():

@@ -67,7 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     qsrc = q.add_mutually_exclusive_group()
     add_prompt(
         qsrc,
-        f"text for the sparsity and heatmap figures (default: a generated board or a short prompt; at most {MAX_TOKENS:,} bytes)",
+        (
+            "text for the sparsity and heatmap figures (default: a generated board or a short prompt; "
+            f"at most {MAX_TOKENS:,} bytes)"
+        ),
     )
     qsrc.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
     qsrc.add_argument("--board", metavar="FILE", help="a pathfinding board file")

@@ -61,7 +61,8 @@ def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool =
 
 
 def power_spectrum(x: np.ndarray, *, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Frequencies f in [0, 1/2] (cycles per step) and |F_f(x)| / T of the DFT F_f = sum_t x_t e^{-2 pi i f t} (section 4.2)."""
+    """Frequencies f in [0, 1/2] (cycles per step) and |F_f(x)| / T of the DFT
+    F_f = sum_t x_t e^{-2 pi i f t} (section 4.2)."""
     x = np.asarray(x, dtype=np.float64)
     if centre:
         x = x - x.mean(axis=-1, keepdims=True)

@@ -21,7 +21,8 @@ INIT_MODES = ("token", "continue")
 
 
 def parse_range(text: str) -> np.ndarray:
-    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive); ``"a,b,c"`` or ``"a"`` -> those values."""
+    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive);
+    ``"a,b,c"`` or ``"a"`` -> those values."""
     text = str(text).strip()
     try:
         if ":" in text:
@@ -107,7 +108,7 @@ def run_sweep(
         tr = mf.simulate(b, n_steps, n_keep, window=window, t0=tstart)
         t2 = time.perf_counter()
         lam, _ = lyapunov_spectrum(
-            lambda w, t, T: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents
+            lambda w, t, T, b=b: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents
         )
         t3 = time.perf_counter()
         t_sim += t2 - t1

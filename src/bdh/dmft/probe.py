@@ -72,7 +72,8 @@ def feature_directions(model, n_features: int) -> torch.Tensor:
 
 
 def _sample(logits: torch.Tensor, temp: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Probabilities softmax(logits / T) and the token given by inverse-CDF sampling with uniforms u (greedy at T = 0)."""
+    """Probabilities softmax(logits / T) and the token given by inverse-CDF sampling with uniforms u
+    (greedy at T = 0)."""
     greedy = temp <= 0
     t = torch.where(greedy, torch.ones_like(temp), temp)
     p = torch.softmax(logits / t[:, None], dim=-1)
@@ -183,7 +184,9 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
         "per_temperature": per,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
         "readout": "expected next-token embedding projected on the top principal directions of the embedding table",
-        "lyapunov_method": "two nearby recurrent states, common random numbers, renormalised every token (per token, natural log)",
+        "lyapunov_method": (
+            "two nearby recurrent states, common random numbers, renormalised every token (per token, natural log)"
+        ),
         "model": {
             "n_layer": model.config.n_layer,
             "n_embd": model.config.n_embd,

@@ -111,7 +111,8 @@ class PretrainedMixin:
         model = load_pretrained(directory, map_location=map_location)
         if not isinstance(model, cls):
             raise CheckpointError(
-                f"{Path(directory) / CONFIG_NAME}: holds a {type(model).__name__} ({model.model_type!r}), not a {cls.__name__}"
+                f"{Path(directory) / CONFIG_NAME}: holds a {type(model).__name__} ({model.model_type!r}), "
+                f"not a {cls.__name__}"
             )
         return model
 

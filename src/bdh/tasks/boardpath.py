@@ -191,8 +191,9 @@ class BoardPath:
                     break
             else:
                 raise UserError(
-                    f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} boards found "
-                    f"({kept} solvable of {drawn} drawn at wall_prob {cfg.wall_prob}); ask for fewer than num_train + num_val = {want}"
+                    f"BoardPathConfig: only {len(boards)} distinct solvable {cfg.board_size}x{cfg.board_size} "
+                    f"boards found ({kept} solvable of {drawn} drawn at wall_prob {cfg.wall_prob}); "
+                    f"ask for fewer than num_train + num_val = {want}"
                 )
             self._data[seed] = (boards[:want], targets[:want])
         return self._data[seed]

@@ -59,7 +59,8 @@ def check_mqar_args(vocab_size: int, input_seq_len: int, num_kv_pairs: int) -> N
         raise UserError(f"MQAR: vocab_size ({vocab_size}) must be larger than input_seq_len ({input_seq_len})")
     if 4 * num_kv_pairs > input_seq_len:
         raise UserError(
-            f"MQAR: no room for {num_kv_pairs} key-value pairs and their queries in {input_seq_len} tokens (need 4 * num_kv_pairs <= input_seq_len)"
+            f"MQAR: no room for {num_kv_pairs} key-value pairs and their queries in {input_seq_len} tokens "
+            "(need 4 * num_kv_pairs <= input_seq_len)"
         )
     if num_kv_pairs > vocab_size // 2 - 1:
         raise UserError(f"MQAR: {num_kv_pairs} distinct keys do not fit in the key range [1, {vocab_size // 2})")

@@ -242,7 +242,8 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
     bad = ~valid_solutions(S) | ((P != 0) & (P != S)).any(axis=1)
     if bad.any():
         raise UserError(
-            f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution or one that contradicts its givens"
+            f"{path}: puzzle {int(np.flatnonzero(bad)[0]) + 1} has an invalid solution "
+            "or one that contradicts its givens"
         )
     return P, S
 
@@ -321,7 +322,8 @@ class Sudoku:
             P, S = load_sudoku_csv(cfg.train_csv, cfg.num_train + cfg.num_val)  # type: ignore[arg-type]
             if len(P) <= cfg.num_val:
                 raise UserError(
-                    f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles and training puzzles too"
+                    f"{cfg.train_csv}: {len(P)} rows cannot give num_val = {cfg.num_val} validation puzzles "
+                    "and training puzzles too"
                 )
             n = len(P) - cfg.num_val
             train, val = (P[:n], S[:n]), (P[n:], S[n:])

@@ -147,8 +147,9 @@ class TextTask:
         self.n_train = int(round(n * (1.0 - self.config.val_fraction)))
         if self.n_train < need or n - self.n_train < need:
             raise UserError(
-                f"task.data: the corpus ({n:,} bytes) is shorter than one window: train ({self.n_train:,} bytes) and val "
-                f"({n - self.n_train:,} bytes) each need seq_len + 1 = {need} bytes; use a smaller task.seq_len or more text"
+                f"task.data: the corpus ({n:,} bytes) is shorter than one window: train ({self.n_train:,} bytes) "
+                f"and val ({n - self.n_train:,} bytes) each need seq_len + 1 = {need} bytes; "
+                "use a smaller task.seq_len or more text"
             )
 
     # ------------------------------------------------------------------ splits

@@ -112,7 +112,8 @@ def load_optimizer(
         for name, value in st.items():
             if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != p.shape:
                 raise CheckpointError(
-                    f"{source}: optimiser tensor {name} of parameter {i} has shape {tuple(value.shape)}, expected {tuple(p.shape)}"
+                    f"{source}: optimiser tensor {name} of parameter {i} has shape {tuple(value.shape)}, "
+                    f"expected {tuple(p.shape)}"
                 )
 
 
@@ -205,7 +206,8 @@ def verify(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a bdh training checkpoint ({META_NAME} has no format {FORMAT!r}; foreign?)")
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
-            f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported (this bdh reads {FORMAT_VERSION})"
+            f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported "
+            f"(this bdh reads {FORMAT_VERSION})"
         )
     for name, digest in meta.get("files", {}).items():
         file = path / name
@@ -229,7 +231,8 @@ def load_checkpoint(
             k for k in set(theirs) | set(expected) if theirs.get(k) != json.loads(json.dumps(expected)).get(k)
         )
         raise CheckpointError(
-            f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; foreign checkpoint?)"
+            f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; "
+            "foreign checkpoint?)"
         )
     weights = load_tensors(path / WEIGHTS_NAME)
     check_state_dict(model, weights, str(path / WEIGHTS_NAME))

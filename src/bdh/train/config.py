@@ -472,7 +472,8 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
         for key in fields:
             if key not in known:
                 raise ConfigError(
-                    f"{section}.{key}: unknown key for {section} {spec['name']!r}; known keys: {', '.join(sorted(known))}"
+                    f"{section}.{key}: unknown key for {section} {spec['name']!r}; "
+                    f"known keys: {', '.join(sorted(known))}"
                 )
     try:
         config = config_class.from_dict(fields) if hasattr(config_class, "from_dict") else config_class(**fields)

@@ -66,8 +66,10 @@ def check_fits(
     if need * processes > have:
         each = f" x {processes} processes" if processes > 1 else ""
         raise UserError(
-            f"train.micro_batch_size: a micro-batch of {micro_batch} x {seq_len} tokens needs about {need / GiB:.1f} GiB{each} "
-            f"to train (estimated: weights, gradients, AdamW moments, activations), but only {have / GiB:.1f} GiB is available "
+            f"train.micro_batch_size: a micro-batch of {micro_batch} x {seq_len} tokens "
+            f"needs about {need / GiB:.1f} GiB{each} "
+            "to train (estimated: weights, gradients, AdamW moments, activations), "
+            f"but only {have / GiB:.1f} GiB is available "
             f"on {device}; lower train.micro_batch_size (gradient accumulation keeps the batch) or task.seq_len, "
             f"or set train.check_memory=false"
         )

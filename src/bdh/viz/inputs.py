@@ -81,7 +81,8 @@ def prompt_tokens(prompt: bytes | str, vocab_size: int) -> ViewInput:
     if vocab_size < 256 and max(data) >= vocab_size:
         bad = max(data)
         raise UserError(
-            f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens (not a byte-level model)"
+            f"viz: the prompt has byte {bad} but the model's vocabulary has only {vocab_size} tokens "
+            "(not a byte-level model)"
         )
     return ViewInput(list(data), "text", None, f"prompt of {len(data)} bytes")
 

@@ -25,7 +25,8 @@ def _separation(trained: ModelResult, opts: SynapseOptions) -> list[Verdict]:
             f"a synapse found on the search set separates held-out {opts.concept} sentences from contrast sentences "
             f"about as well as the paper's (U/U_opt >= 0.9; paper {paper_auc:.3f}, p < 1e-14)",
             t1["auc"] >= 0.9 and t1["p"] < 1e-6,
-            f"U = {t1['U']:.0f} of {t1['U_opt']:.0f}, U/U_opt = {t1['auc']:.3f}, p = {fmt_p(t1['p'])}, r = {t1['r']:.3f}",
+            f"U = {t1['U']:.0f} of {t1['U_opt']:.0f}, U/U_opt = {t1['auc']:.3f}, "
+            f"p = {fmt_p(t1['p'])}, r = {t1['r']:.3f}",
         ),
         (
             f"the same synapse separates the concept in {l2} (other surface forms; U/U_opt >= 0.8, p < 0.01)",
@@ -59,7 +60,8 @@ def _growth(steps: dict[str, dict[str, Any]], opts: SynapseOptions) -> list[Verd
     after, after_bytes, after_evidence = _shares(s1, "word after")
     return [
         (
-            "updates are sparse and step-like: fewer than 10% of the bytes of concept sentences step above the threshold",
+            "updates are sparse and step-like: fewer than 10% of the bytes of concept sentences "
+            "step above the threshold",
             s1["bytes_above_threshold"] < 0.1,
             f"{100 * s1['bytes_above_threshold']:.1f}% of bytes above {opts.star_fraction:g} of the largest step",
         ),
@@ -87,7 +89,8 @@ def _controls(
     u_auc, s_auc = null.tests[st][l1][0]["auc"], shuffled.tests[st][l1][0]["auc"]
     return [
         (
-            "the nulls (untrained model, shuffled search labels) are clearly weaker on held-out data (by >= 0.1 U/U_opt)",
+            "the nulls (untrained model, shuffled search labels) are clearly weaker on held-out data "
+            "(by >= 0.1 U/U_opt)",
             t1["auc"] - max(u_auc, s_auc) >= 0.1,
             f"trained {t1['auc']:.3f}; untrained {u_auc:.3f}; shuffled labels {s_auc:.3f}",
         ),

@@ -25,8 +25,8 @@ Two more things make it fast on CPU (docs/performance.md):
 * **Chunk-major copies.** q, k, v are copied once into a (T / C, B, H, C, .) layout, so that every
   chunk is one contiguous tensor. A chunk sliced out of (B, H, T, N) is not, and its transpose (the
   keys in q k^T and k^T v) made each bf16 matmul copy its operand first (several times slower per
-  chunk product; docs/performance.md). These copies are kept for backward instead of q, k, v; the gradients are written in
-  the same layout and copied back once.
+  chunk product; docs/performance.md). These copies are kept for backward instead of q, k, v; the
+  gradients are written in the same layout and copied back once.
 * **Shared keys.** BDH's keys are its queries (k = q = the rotated x). When both arguments are the
   same tensor, the intra-chunk terms of dq and dk are one product, (P + P^T) x_c, and autograd gets one
   gradient instead of two to add up.

@@ -9,9 +9,9 @@ the functions here do the same arithmetic in fewer passes and save less for back
   autograd with ``nn.Dropout`` runs relu, mul, bernoulli_, div_ and mul forward and five passes
   backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.kernels.dropout.DropMask`;
   the 1 / (1 - p) factor is applied by the caller to y E, a tensor n / D times smaller) and one
-  multiply; ReLU(z) with the dropped entries zeroed and x are kept, and the backward is dz = threshold_backward(g * x, ReLU(z))
-  (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes. Without dropout it is bit-identical to
-  autograd's ReLU(z) * x (the same products).
+  multiply; ReLU(z) with the dropped entries zeroed and x are kept, and the backward is
+  dz = threshold_backward(g * x, ReLU(z)) (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes.
+  Without dropout it is bit-identical to autograd's ReLU(z) * x (the same products).
 * `rope_rotate(v, cos, sin)` = v * cos + rot(v) * sin, with rot the rotation by a quarter turn of each
   pair (interleaved (2k, 2k+1) for ``rope``, (i, i + N/2) for ``rope-standard``). rot(v) is written
   swap(v) * sign, the sign folded into the sin table, so the forward is three passes (mul, the
