@@ -80,3 +80,24 @@ def test_prompt_bytes_keeps_any_byte_and_reads_files(tmp_path):
         prompt_bytes(argparse.Namespace(prompt="", prompt_file=None))
     with pytest.raises(UserError, match="no such file"):
         prompt_bytes(argparse.Namespace(prompt=None, prompt_file=str(tmp_path / "missing")))
+
+
+def test_config_flags_are_generated_from_the_fields():
+    import argparse
+
+    from bdh.cli.checks import config_flags, config_values, field_help, flag_errors
+    from bdh.errors import UserError
+    from bdh.model.config import BDHConfig
+
+    helps = field_help(BDHConfig)
+    assert helps["n_layer"].startswith("L, the number of layer passes") and "attention" in helps
+    parser = argparse.ArgumentParser()
+    names = ["n_layer", "n_neurons", "dropout", "attention"]
+    config_flags(parser, BDHConfig, names)
+    args = parser.parse_args(["--n-layer", "3", "--attention", "chunked"])
+    assert config_values(args, names) == {"n_layer": 3, "attention": "chunked"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--attention", "flash"])  # choices from BDHConfig.CHOICES
+    with pytest.raises(UserError, match=r"^argument --n-layer: must be an integer >= 1, got 0$"):
+        with flag_errors(BDHConfig, {"n_layer": 0}):
+            BDHConfig(n_layer=0)

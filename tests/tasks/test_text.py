@@ -76,7 +76,7 @@ def test_bad_data_gives_one_line_errors(tmp_path):
     (tmp_path / "hollow").mkdir()
     with pytest.raises(ValueError, match="no files"):
         TextTask(TextConfig(data=str(tmp_path / "hollow")))
-    with pytest.raises(ValueError, match="task.seq_len"):
+    with pytest.raises(ValueError, match="TextConfig.seq_len"):
         TextConfig(seq_len=0)
 
 

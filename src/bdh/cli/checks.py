@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -102,3 +103,55 @@ def prompt_bytes(args: argparse.Namespace, default: bytes | None = None, max_byt
 def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output") -> None:
     """The ``--overwrite`` flag: replace an existing non-empty output instead of refusing."""
     parser.add_argument("--overwrite", action="store_true", help=f"replace {what} if it exists (refused otherwise)")
+
+
+def field_help(config_class: type) -> dict[str, str]:
+    """The first sentence of each field's entry under ``Attributes:`` in a config class's docstring."""
+    out: dict[str, str] = {}
+    name = None
+    for line in (config_class.__doc__ or "").splitlines():
+        text = line.strip()
+        head, sep, rest = text.partition(": ")
+        if sep and head.isidentifier() and line.startswith(" " * 8) and not line.startswith(" " * 12):
+            name, out[head] = head, rest
+        elif name and text and line.startswith(" " * 12):
+            out[name] += " " + text
+        elif not text:
+            name = None
+    return {k: v.split(". ")[0].rstrip(".") for k, v in out.items()}
+
+
+def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
+    """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass, generated from
+    the fields: the type from the type hint, choices from the class's ``CHOICES``, help from its docstring.
+    A flag left out is None (see `config_values`); the config itself checks the values it is given."""
+    import typing
+
+    hints = typing.get_type_hints(config_class)
+    helps = field_help(config_class)
+    choices = getattr(config_class, "CHOICES", {})
+    for name in names:
+        args = [a for a in typing.get_args(hints[name]) if a is not type(None)] or [hints[name]]
+        kind = {int: integer(), float: number(), str: str}.get(args[0], str)
+        parser.add_argument(
+            "--" + name.replace("_", "-"), dest=name, type=kind, choices=choices.get(name), help=helps.get(name)
+        )
+
+
+def config_values(args: argparse.Namespace, names: list[str]) -> dict:
+    """The config fields given as flags by `config_flags` (those left out are not in the mapping)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+@contextlib.contextmanager
+def flag_errors(config_class: type, given: dict):
+    """Report a config's refusal of a value given as a `config_flags` flag under the flag's name:
+    ``BDHConfig.n_head: must be ...`` becomes ``argument --n-head: must be ...``."""
+    try:
+        yield
+    except UserError as exc:
+        head, sep, rest = str(exc).partition(": ")
+        prefix, _, name = head.partition(".")
+        if sep and prefix == config_class.__name__ and name in given:
+            raise UserError(f"argument --{name.replace('_', '-')}: {rest}") from None
+        raise

@@ -7,10 +7,23 @@ import json
 from pathlib import Path
 
 from bdh.errors import UserError
-from bdh.model.config import ATTENTION_FORMS, POSITIONAL, BDHConfig
+from bdh.model.config import BDHConfig
 from bdh.model.sizes import describe
 
-from .checks import add_overwrite, integer, number
+from .checks import add_overwrite, config_flags, config_values, flag_errors, integer, number
+
+#: the BDHConfig fields `bdh info` and `bdh convert` take as flags (generated from the fields)
+INFO_FIELDS = [
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "n_neurons",
+    "mlp_internal_dim_multiplier",
+    "vocab_size",
+    "attention",
+    "positional",
+]
+CONVERT_FIELDS = ["n_layer", "n_embd", "n_head", "mlp_internal_dim_multiplier", "vocab_size", "dropout"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,14 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields"
     )
-    p.add_argument("--n-layer", type=integer(1))
-    p.add_argument("--n-embd", type=integer(1))
-    p.add_argument("--n-head", type=integer(1))
-    p.add_argument("--n-neurons", type=integer(1), help="total neurons n")
-    p.add_argument("--mlp-internal-dim-multiplier", type=integer(1), help="official sizing: n = multiplier * n_embd")
-    p.add_argument("--vocab-size", type=integer(1))
-    p.add_argument("--attention", choices=ATTENTION_FORMS)
-    p.add_argument("--positional", choices=POSITIONAL)
+    config_flags(p, BDHConfig, INFO_FIELDS)
     p.add_argument("--batch-size", type=integer(1), default=8, help="batch for the memory estimate (default 8)")
     p.add_argument(
         "--block-size", type=integer(1), default=256, help="tokens per sequence for the memory estimate (default 256)"
@@ -48,12 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("checkpoint", help="the official .pt file (a state dict, or a dict with 'model')")
     c.add_argument("out_dir", help="the model folder to write")
-    c.add_argument("--n-layer", type=integer(1))
-    c.add_argument("--n-embd", type=integer(1))
-    c.add_argument("--n-head", type=integer(1))
-    c.add_argument("--mlp-internal-dim-multiplier", type=integer(1))
-    c.add_argument("--vocab-size", type=integer(1))
-    c.add_argument("--dropout", type=number(0, 1))
+    config_flags(c, BDHConfig, CONVERT_FIELDS)
     add_overwrite(c, "OUT_DIR")
     c.set_defaults(func=cmd_convert)
 
@@ -100,18 +101,9 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             fields = BDHConfig.from_dict(data).to_dict()
         else:
             raise FileNotFoundError(f"{src}: no such file or folder")
-    flags = {
-        "n_layer": args.n_layer,
-        "n_embd": args.n_embd,
-        "n_head": args.n_head,
-        "n_neurons": args.n_neurons,
-        "mlp_internal_dim_multiplier": args.mlp_internal_dim_multiplier,
-        "vocab_size": args.vocab_size,
-        "attention": args.attention,
-        "positional": args.positional,
-    }
-    given = {k: v for k, v in flags.items() if v is not None}
-    return BDHConfig.from_dict(BDHConfig.merge(fields, given))
+    given = config_values(args, INFO_FIELDS)
+    with flag_errors(BDHConfig, given):
+        return BDHConfig.from_dict(BDHConfig.merge(fields, given))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -149,15 +141,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     out_dir = check_output(
         args.out_dir, overwrite=args.overwrite, inputs=[args.checkpoint], folder=True, flag="OUT_DIR"
     )
-    model = load_official_file(
-        args.checkpoint,
-        n_layer=args.n_layer,
-        n_embd=args.n_embd,
-        n_head=args.n_head,
-        mlp_internal_dim_multiplier=args.mlp_internal_dim_multiplier,
-        vocab_size=args.vocab_size,
-        dropout=args.dropout,
-    )
+    given = config_values(args, CONVERT_FIELDS)
+    with flag_errors(BDHConfig, given):
+        model = load_official_file(args.checkpoint, **given)
     with atomic_folder(out_dir) as tmp:
         model.save_pretrained(tmp)
     print(f"wrote {out_dir} ({model.num_params():,} parameters, n={model.config.n}, D={model.config.n_embd})")

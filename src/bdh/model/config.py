@@ -93,6 +93,8 @@ class BDHConfig(TypedConfig):
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
     #: a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
+    #: the allowed values of the string fields (checked here; command-line flags offer them as choices)
+    CHOICES = {"attention": ATTENTION_FORMS, "positional": POSITIONAL, "dropout_rng": DROPOUT_RNGS}
 
     def __post_init__(self) -> None:
         self._validate()
@@ -143,14 +145,14 @@ class BDHConfig(TypedConfig):
             self._fail("n_neurons", f"n = {n} must be divisible by n_head = {self.n_head}")
         self._n = n
         self._check_number("dropout", 0.0, 1.0)
-        self._check_choice("dropout_rng", DROPOUT_RNGS)
+        self._check_choice("dropout_rng", self.CHOICES["dropout_rng"])
         self._check_bool("causal")
-        self._check_choice("positional", POSITIONAL)
+        self._check_choice("positional", self.CHOICES["positional"])
         if self.positional != "none" and self.N % 2:
             self._fail("n_neurons", f"RoPE rotates pairs of neurons, so neurons per head must be even, got {self.N}")
         if self.rope_theta is not None:
             self._check_number("rope_theta", 1.0, math.inf, low_open=True)
-        self._check_choice("attention", ATTENTION_FORMS)
+        self._check_choice("attention", self.CHOICES["attention"])
         if not self.causal and self.attention != "parallel":
             self._fail(
                 "attention",

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from bdh.errors import UserError
 
 from .base import IGNORE_INDEX
+from .common import TaskConfig
 
 #: the name that selects the embedded corpus in ``task.data``
 EMBEDDED = "shakespeare"
@@ -41,7 +42,7 @@ LN2 = math.log(2.0)
 
 
 @dataclass
-class TextConfig:
+class TextConfig(TaskConfig):
     """Configuration of the byte-level text task.
 
     Attributes:
@@ -57,12 +58,9 @@ class TextConfig:
 
     def __post_init__(self) -> None:
         if self.data is not None and (not isinstance(self.data, str) or not self.data):
-            raise UserError(f"task.data: must be a path or null, got {self.data!r}")
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
-            raise UserError(f"task.seq_len: must be a positive integer, got {self.seq_len!r}")
-        vf = self.val_fraction
-        if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0.0 < vf < 1.0:
-            raise UserError(f"task.val_fraction: must be a number in (0, 1), got {vf!r}")
+            self._fail("data", f"must be a path or null, got {self.data!r}")
+        self._check_int("seq_len")
+        self._check_number("val_fraction", 0.0, 1.0, low_open=True)
 
 
 class ByteStream:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from bdh.errors import UserError
 
 from ..model.config import BDHConfig
 from ..registry import get_model, get_task
+from ..typed_config import TypedConfig, check_value
 from .distributed import from_environment
 
 
@@ -52,7 +52,7 @@ def _default_task() -> dict[str, Any]:
 
 
 @dataclass
-class OptimConfig:
+class OptimConfig(TypedConfig):
     """AdamW with linear warmup, then linear or cosine decay to ``min_lr`` (paper: 1e-3 -> 1e-4, wd 0.1).
 
     Attributes:
@@ -76,7 +76,7 @@ class OptimConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(TypedConfig):
     """How long and how to train.
 
     Attributes:
@@ -134,7 +134,7 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(TypedConfig):
     """Held-out evaluation.
 
     Attributes:
@@ -149,7 +149,7 @@ class EvalConfig:
 
 
 @dataclass
-class LogConfig:
+class LogConfig(TypedConfig):
     """Progress and logs.
 
     Attributes:
@@ -172,7 +172,7 @@ class LogConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointConfig(TypedConfig):
     """Checkpoints in RUN_DIR/checkpoints/step-N (also written at the end and on SIGINT/SIGTERM).
 
     Attributes:
@@ -185,7 +185,7 @@ class CheckpointConfig:
 
 
 @dataclass
-class SampleConfig:
+class SampleConfig(TypedConfig):
     """The sample generated at the end of a run (language tasks); ``max_new_tokens: 0`` for none."""
 
     prompt: str = "ROMEO:"
@@ -249,10 +249,8 @@ class RunConfig:
                 else:
                     merged = BDHConfig.merge(default, value) if name == "model" else {**default, **value}
                 kwargs[name] = merged
-            elif name == "run_dir":
-                kwargs[name] = _check(value, hints[name], name)
             else:
-                kwargs[name] = section_from_dict(hints[name], value, name)
+                kwargs[name] = _typed(value, hints[name], name)
         config = cls(**kwargs)
         config.validate(environment=environment)
         return config
@@ -388,76 +386,14 @@ def _world_size() -> int:
     return max(1, from_environment().world_size)
 
 
-# ---------------------------------------------------------------------- typed sections
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return " or ".join(_type_name(a) for a in args) + " or null"
-    if origin is tuple:
-        return f"a list of {len(typing.get_args(tp))} numbers"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
-
-
-def _check(value: Any, tp: Any, key: str) -> Any:
-    """``value`` converted to type ``tp`` or a `ConfigError` naming ``key``."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check(value, arg, key)
-            except ConfigError:
-                pass
-    elif origin is Literal:
-        if value in typing.get_args(tp):
-            return value
-    elif origin is tuple:
-        args = typing.get_args(tp)
-        if isinstance(value, (list, tuple)) and len(value) == len(args):
-            return tuple(_check(v, a, key) for v, a in zip(value, args))
-    elif tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-            return int(value)  # 1e6 in a config means one million steps
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
-
-
-def section_from_dict(cls: type, data: Any, prefix: str) -> Any:
-    """A section dataclass from a mapping, every key checked against the field's type hint."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in data.items():
-        if key not in hints:
-            raise ConfigError(f"{prefix}.{key}: unknown key; known keys: {', '.join(names)}")
-        kwargs[key] = _check(value, hints[key], f"{prefix}.{key}")
-    return cls(**kwargs)
+def _typed(value: Any, tp: Any, key: str) -> Any:
+    """`bdh.typed_config.check_value` (a section: `TypedConfig.from_dict`), its errors as `ConfigError`."""
+    try:
+        return check_value(value, tp, key)
+    except ConfigError:
+        raise
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def build_section_config(section: str, spec: dict[str, Any]) -> Any:
