@@ -349,8 +349,10 @@ def cmd_probe(args) -> int:
     out_dir = _out(
         args, args.out if args.out else Path(args.run_dir) / "reports" / "dmft-probe", inputs=[args.run_dir, model_dir]
     )
+    from bdh.train.recurrent import Recurrent
+
     model = load_pretrained(model_dir)
-    if not hasattr(model, "init_state"):
+    if not isinstance(model, Recurrent):
         raise UserError(
             f"{model_dir}: a {type(model).__name__} model; the probe runs BDH models (it needs the recurrent state)"
         )

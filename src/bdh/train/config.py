@@ -86,7 +86,7 @@ class TrainConfig(TypedConfig):
         max_steps: stop after this many optimiser steps.
         max_tokens: or stop after this many training tokens (whichever comes first); null for no limit.
         target: or stop once the task's target metric on validation reaches this value; null for none.
-        max_minutes: a time budget for the run. After the first ``CALIBRATION_STEPS`` steps the trainer
+        max_minutes: a time budget for the run. After the first few steps (`bdh.train.budget`) the trainer
             measures the time per step and shortens the run (``max_steps``) so that it ends within the
             budget; the learning-rate schedule then decays over the shortened run. The run also stops
             when the budget is spent, and warmup is capped at a tenth of the run. The number of steps
