@@ -73,3 +73,25 @@ def test_an_extension_registers_once_and_loads_from_its_folder(tmp_path):
 def test_a_model_without_model_type_is_refused():
     with pytest.raises(UserError, match="has no model_type"):
         registry.register_model(type("Nameless", (), {}))
+
+
+def test_a_task_added_as_contributing_md_says_trains(tmp_path):
+    """CONTRIBUTING.md's recipe: a task class (here: the repeat task under a new name) plus one registration."""
+    from bdh.tasks.repeat import RepeatTask
+    from bdh.train import load_config, train
+
+    class MyTask(RepeatTask):
+        name = "test-mytask"
+
+    registry.register_task("test-mytask", MyTask)
+    try:
+        overrides = [
+            "task.name=test-mytask", "task.seq_len=32", "model.n_layer=1", "model.n_embd=16", "model.n_head=2",
+            "model.n_neurons=64", "train.max_steps=3", "train.batch_size=2", "train.max_minutes=null",
+            "eval.batches=1", "log.progress=none", "log.tensorboard=false", "sample.max_new_tokens=0",
+            f"run_dir={tmp_path / 'run'}",
+        ]  # fmt: skip
+        result = train(load_config(None, overrides))
+        assert result.step == 3 and "val_repeat_accuracy" in result.metrics
+    finally:
+        registry._ADDED["task"].pop("test-mytask", None)
