@@ -165,7 +165,7 @@ class TypedConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The constructor fields as plain JSON-able values (derived fields are not stored)."""
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}
 
     @classmethod
     def from_dict(cls, data: Any, prefix: str | None = None):
@@ -176,7 +176,7 @@ class TypedConfig:
         prefix = prefix or cls.__name__
         if not isinstance(data, dict):
             raise UserError(f"{prefix}: expected a mapping of fields, got {type(data).__name__}")
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
         unknown = sorted(set(data) - set(fields))
         if unknown:
             key = unknown[0]
