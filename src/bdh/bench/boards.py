@@ -9,13 +9,45 @@ their parameter count is closest to BDH's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from bdh.errors import UserError
 
-from .runner import bdh_params, bdh_section, section_of, size_by_params
+from .runner import Sweep, bdh_params, bdh_section, section_of, size_by_params
 
 MODELS = ("bdh", "gpt", "hyperset")
+
+
+@dataclass
+class BoardSweep(Sweep):
+    """The sweep of a board suite: `Sweep`'s fields (``n_layer``: BDH layer passes, GPT blocks, Hyper-SET
+    iterations), plus
+
+    Attributes:
+        num_train, num_val: the boards of the training and validation sets.
+        time_freq: Hyper-SET's F (sinusoid features of the iteration index; the paper: 512).
+    """
+
+    MODELS = MODELS
+
+    models: tuple[str, ...] = MODELS
+    num_train: int = 2000
+    num_val: int = 200
+    time_freq: int = 64
+
+    def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
+        """The model section of one run (`board_model_section` with the sweep's sizes)."""
+        return board_model_section(
+            model,
+            width,
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            neuron_mult=self.neuron_mult,
+            time_freq=self.time_freq,
+        )
 
 
 def board_model_section(

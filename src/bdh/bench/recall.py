@@ -18,62 +18,56 @@ from typing import Any
 
 from bdh.errors import UserError
 
-from .runner import RunSpec, SuiteDef, bdh_params, bdh_section, section_of, size_by_params
+from .runner import (
+    FULL,
+    QUICK,
+    BenchError,
+    RunSpec,
+    SuiteDef,
+    Sweep,
+    bdh_params,
+    bdh_section,
+    section_of,
+    size_by_params,
+)
 
 MODELS = ("bdh", "gpt", "baseconv")
 
 
 @dataclass
-class RecallSweep:
-    """The MQAR sweep.
+class RecallSweep(Sweep):
+    """The MQAR sweep: the fields of `Sweep` (``n_layer``: layers of every model, BDH's weight-shared layer
+    passes; ``n_head``: BDH's and GPT's heads), plus
 
     Attributes:
         seq_lens: sequence lengths N.
         num_pairs: key-value pairs D (combined with every N where 4 D <= N).
-        widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
-        models: any of ``bdh``, ``gpt``, ``baseconv``.
-        lrs: the learning rates swept (the best is reported).
-        seeds: run seeds (model initialisation and data order; the data sets come from ``data_seed``).
-        steps, batch_size: optimiser steps and sequences per step of every run.
         vocab_size: MQAR's V (Zoology: 8192).
         num_train_examples, num_val_examples: the fixed data sets per setting.
-        n_layer: layers of every model (BDH: weight-shared layer passes).
-        n_head: BDH's and GPT's heads.
-        neuron_mult: BDH's n = neuron_mult * n_embd.
-        data_seed: the seed of the data sets.
     """
 
+    suite = "recall"
+    MODELS = MODELS
+
+    models: tuple[str, ...] = MODELS
+    steps: int = 150
+    n_layer: int = 2
     seq_lens: tuple[int, ...] = (64, 128)
     num_pairs: tuple[int, ...] = (4, 8)
-    widths: tuple[int, ...] = (32, 64)
-    models: tuple[str, ...] = MODELS
-    lrs: tuple[float, ...] = (1e-3, 3e-3)
-    seeds: tuple[int, ...] = (0,)
-    steps: int = 150
-    batch_size: int = 32
     vocab_size: int = 512
     num_train_examples: int = 8192
     num_val_examples: int = 512
-    n_layer: int = 2
-    n_head: int = 4
-    neuron_mult: int = 16
-    data_seed: int = 0
-    eval_batch_size: int = 128
 
     @classmethod
     def quick(cls) -> RecallSweep:
         """Tiny sizes for smoke tests: one setting, one width, a few steps."""
         return cls(
+            **QUICK,
             seq_lens=(32,),
             num_pairs=(2,),
-            widths=(16,),
-            lrs=(1e-3, 3e-3),
-            steps=20,
-            batch_size=16,
             vocab_size=64,
             num_train_examples=512,
             num_val_examples=64,
-            neuron_mult=8,
             eval_batch_size=64,
         )
 
@@ -81,19 +75,15 @@ class RecallSweep:
     def full(cls) -> RecallSweep:
         """Zoology-like sizes for a GPU: V = 8192, N up to 512, D up to 64, widths 64..512, four learning rates."""
         return cls(
+            **FULL,
             seq_lens=(64, 128, 256, 512),
             num_pairs=(4, 8, 16, 32, 64),
             widths=(64, 128, 256, 512),
             lrs=(1e-4, 4.6e-4, 2.2e-3, 1e-2),
-            seeds=(0,),
             steps=10000,
-            batch_size=64,
             vocab_size=8192,
             num_train_examples=100_000,
             num_val_examples=3_000,
-            n_layer=2,
-            n_head=4,
-            neuron_mult=32,
             eval_batch_size=256,
         )
 
@@ -102,11 +92,7 @@ class RecallSweep:
         return [(N, D) for N in self.seq_lens for D in self.num_pairs if 4 * D <= N and D <= self.vocab_size // 2 - 1]
 
     def validate(self) -> None:
-        from .runner import BenchError
-
-        bad = [m for m in self.models if m not in MODELS]
-        if bad:
-            raise BenchError(f"--models: {', '.join(bad)} not in the recall suite (known: {', '.join(MODELS)})")
+        super().validate()
         if not self.settings():
             raise BenchError("recall: no (seq_len, num_pairs) setting with 4 * num_pairs <= seq_len")
         if max(self.seq_lens) >= self.vocab_size:
@@ -161,25 +147,9 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
         }
         for w in sweep.widths:
             for m in sweep.models:
-                section = model_section(m, w, sweep, N)
-                for lr in sweep.lrs:
-                    for s in sweep.seeds:
-                        specs.append(
-                            RunSpec(
-                                "recall",
-                                m,
-                                f"N{N}-D{D}",
-                                {"seq_len": N, "num_pairs": D},
-                                w,
-                                lr,
-                                s,
-                                section,
-                                task,
-                                sweep.steps,
-                                sweep.batch_size,
-                                sweep.eval_batch_size,
-                            )
-                        )
+                specs += sweep.runs(
+                    m, w, f"N{N}-D{D}", {"seq_len": N, "num_pairs": D}, model_section(m, w, sweep, N), task
+                )
     return specs
 
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -138,6 +138,80 @@ def run_key(row: dict[str, Any]) -> tuple[str, ...]:
         str(int(float(row["steps"]))),
         str(int(float(row["batch_size"]))),
     )
+
+
+@dataclass
+class Sweep:
+    """What the sweep of every suite has; each suite's sweep adds its task settings and data sets.
+
+    Attributes:
+        widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
+        models: any of the suite's `MODELS`.
+        lrs, seeds: the learning rates (the best is reported) and run seeds (model initialisation and data
+            order; the data sets come from ``data_seed``).
+        steps, batch_size: optimiser steps and examples per step of every run.
+        n_layer, n_head: layers (the suite says which) and heads of every model.
+        neuron_mult: BDH's n = neuron_mult * n_embd.
+        data_seed: the seed of the data sets.
+        eval_batch_size: examples per batch of the validation pass after training.
+    """
+
+    #: the suite's name (its runs and errors) and the models it knows
+    suite: ClassVar[str]
+    MODELS: ClassVar[tuple[str, ...]]
+
+    widths: tuple[int, ...] = (32, 64)
+    models: tuple[str, ...] = ()
+    lrs: tuple[float, ...] = (1e-3, 3e-3)
+    seeds: tuple[int, ...] = (0,)
+    steps: int = 300
+    batch_size: int = 32
+    n_layer: int = 4
+    n_head: int = 4
+    neuron_mult: int = 16
+    data_seed: int = 0
+    eval_batch_size: int = 128
+
+    def validate(self) -> None:
+        bad = [m for m in self.models if m not in self.MODELS]
+        if bad:
+            raise BenchError(
+                f"--models: {', '.join(bad)} not in the {self.suite} suite (known: {', '.join(self.MODELS)})"
+            )
+
+    def runs(
+        self,
+        model: str,
+        width: int,
+        setting: str,
+        setting_columns: dict[str, Any],
+        model_section: dict[str, Any],
+        task_section: dict[str, Any],
+    ) -> list[RunSpec]:
+        """The runs of one model, setting and width: one per learning rate and seed."""
+        return [
+            RunSpec(
+                self.suite,
+                model,
+                setting,
+                setting_columns,
+                width,
+                lr,
+                seed,
+                model_section,
+                task_section,
+                self.steps,
+                self.batch_size,
+                self.eval_batch_size,
+            )
+            for lr in self.lrs
+            for seed in self.seeds
+        ]
+
+
+#: the smoke-test (``--quick``) and GPU-sized (``--full``) values every suite's sweep shares
+QUICK = {"widths": (16,), "steps": 20, "batch_size": 16, "neuron_mult": 8}
+FULL = {"batch_size": 64, "neuron_mult": 32}
 
 
 @dataclass

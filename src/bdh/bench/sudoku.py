@@ -22,54 +22,32 @@ import torch
 
 from bdh.outputs import write_text
 
-from .boards import MODELS, board_model_section
-from .runner import BenchError, RunSpec, SuiteDef, write_csv
+from .boards import BoardSweep
+from .runner import FULL, QUICK, BenchError, RunSpec, SuiteDef, write_csv
 
 
 @dataclass
-class SudokuSweep:
-    """The Sudoku sweep.
+class SudokuSweep(BoardSweep):
+    """The Sudoku sweep: the fields of `BoardSweep` (``num_train``, ``num_val``: generated puzzles;
+    ``n_layer``: the trained depth), plus
 
     Attributes:
-        widths: BDH's ``n_embd``; GPT and Hyper-SET are matched to BDH's parameter count.
-        models: any of ``bdh``, ``gpt``, ``hyperset``.
-        lrs, seeds: the learning rates (best reported) and seeds.
-        steps, batch_size: optimiser steps and puzzles per step.
-        num_train, num_val: generated puzzles.
         min_givens, max_givens: the generator's range of givens.
-        n_layer: BDH layer passes, GPT blocks, Hyper-SET iterations (the trained depth).
         depth_passes: the layer counts of the test-time depth sweep.
-        n_head, neuron_mult: heads; BDH's n = neuron_mult * n_embd.
-        time_freq: Hyper-SET's F (sinusoid features of the iteration index; the paper: 512).
-        data_seed: the seed of the generated puzzles.
     """
 
-    widths: tuple[int, ...] = (32, 64)
-    models: tuple[str, ...] = MODELS
-    lrs: tuple[float, ...] = (1e-3, 3e-3)
-    seeds: tuple[int, ...] = (0,)
-    steps: int = 300
-    batch_size: int = 32
-    num_train: int = 2000
-    num_val: int = 200
+    suite = "sudoku"
+
+    eval_batch_size: int = 100
     min_givens: int = 30
     max_givens: int = 40
-    n_layer: int = 4
     depth_passes: tuple[int, ...] = (2, 4, 6, 8)
-    n_head: int = 4
-    neuron_mult: int = 16
-    time_freq: int = 64
-    data_seed: int = 0
-    eval_batch_size: int = 100
 
     @classmethod
     def quick(cls) -> SudokuSweep:
         """Tiny sizes for smoke tests (easy puzzles, a few steps)."""
         return cls(
-            widths=(16,),
-            lrs=(1e-3, 3e-3),
-            steps=20,
-            batch_size=16,
+            **QUICK,
             num_train=64,
             num_val=32,
             min_givens=45,
@@ -77,7 +55,6 @@ class SudokuSweep:
             n_layer=2,
             depth_passes=(1, 2, 4),
             n_head=2,
-            neuron_mult=8,
             time_freq=16,
             eval_batch_size=32,
         )
@@ -86,26 +63,23 @@ class SudokuSweep:
     def full(cls) -> SudokuSweep:
         """Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU."""
         return cls(
+            **FULL,
             widths=(64, 128, 256),
             lrs=(3e-4, 1e-3, 3e-3),
             seeds=(0, 1),
             steps=20000,
-            batch_size=64,
             num_train=9000,
             num_val=1000,
             min_givens=24,
             max_givens=34,
             n_layer=12,
             depth_passes=(6, 12, 18, 24, 36),
-            neuron_mult=32,
             time_freq=512,
             eval_batch_size=250,
         )
 
     def validate(self) -> None:
-        bad = [m for m in self.models if m not in MODELS]
-        if bad:
-            raise BenchError(f"--models: {', '.join(bad)} not in the sudoku suite (known: {', '.join(MODELS)})")
+        super().validate()
         if not 17 <= self.min_givens <= self.max_givens <= 81:
             raise BenchError("sudoku: need 17 <= min_givens <= max_givens <= 81")
 
@@ -153,34 +127,10 @@ def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
     specs = []
     for w in sweep.widths:
         for m in sweep.models:
-            section = board_model_section(
-                m,
-                w,
-                vocab_size=10,
-                seq_len=81,
-                n_layer=sweep.n_layer,
-                n_head=sweep.n_head,
-                neuron_mult=sweep.neuron_mult,
-                time_freq=sweep.time_freq,
+            section = sweep.model_section(m, w, vocab_size=10, seq_len=81)
+            specs += sweep.runs(
+                m, w, sweep.setting, {"givens": f"{sweep.min_givens}-{sweep.max_givens}"}, section, task
             )
-            for lr in sweep.lrs:
-                for s in sweep.seeds:
-                    specs.append(
-                        RunSpec(
-                            "sudoku",
-                            m,
-                            sweep.setting,
-                            {"givens": f"{sweep.min_givens}-{sweep.max_givens}"},
-                            w,
-                            lr,
-                            s,
-                            section,
-                            task,
-                            sweep.steps,
-                            sweep.batch_size,
-                            sweep.eval_batch_size,
-                        )
-                    )
     return specs
 
 

@@ -16,6 +16,20 @@ from .checks import add_overwrite, add_prompt, integer, prompt_bytes
 from .checks import device as device_of
 
 
+def _add_model_and_input(
+    p: argparse.ArgumentParser, run_help: str, prompt_help: str, board_help: str, sudoku_help: str
+) -> None:
+    """The arguments ``viz`` and ``plot`` share: RUN_DIR, --checkpoint, and one input to read (--prompt, --tokens,
+    --board or --sudoku)."""
+    p.add_argument("run", metavar="RUN_DIR", help=run_help)
+    p.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
+    src = p.add_mutually_exclusive_group()
+    add_prompt(src, prompt_help)
+    src.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
+    src.add_argument("--board", metavar="FILE", help=board_help)
+    src.add_argument("--sudoku", metavar="CELLS", help=sudoku_help)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "viz",
@@ -27,13 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "layers and a selector over tokens. --serve also serves it on 127.0.0.1."
         ),
     )
-    p.add_argument("run", metavar="RUN_DIR", help="a run folder (best/ or the newest checkpoint) or a model folder")
-    p.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
-    src = p.add_mutually_exclusive_group()
-    add_prompt(src, f"text, read as bytes (byte-level models; at most {MAX_TOKENS:,} bytes)")
-    src.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
-    src.add_argument("--board", metavar="FILE", help="a pathfinding board file (rows of . # S E; see docs/viz.md)")
-    src.add_argument("--sudoku", metavar="CELLS", help="a Sudoku: 81 cells row by row, 0 or . for blanks")
+    _add_model_and_input(
+        p,
+        "a run folder (best/ or the newest checkpoint) or a model folder",
+        f"text, read as bytes (byte-level models; at most {MAX_TOKENS:,} bytes)",
+        "a pathfinding board file (rows of . # S E; see docs/viz.md)",
+        "a Sudoku: 81 cells row by row, 0 or . for blanks",
+    )
     p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz.html)")
     add_overwrite(p, "the --out file")
     p.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/ until Ctrl-C")
@@ -62,19 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             "results given with --bench. Says which figures it skipped and why."
         ),
     )
-    q.add_argument("run", metavar="RUN_DIR", help="a run folder or a model folder")
-    q.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
-    qsrc = q.add_mutually_exclusive_group()
-    add_prompt(
-        qsrc,
-        (
-            "text for the sparsity and heatmap figures (default: a generated board or a short prompt; "
-            f"at most {MAX_TOKENS:,} bytes)"
-        ),
+    _add_model_and_input(
+        q,
+        "a run folder or a model folder",
+        "text for the sparsity and heatmap figures (default: a generated board or a short prompt; "
+        f"at most {MAX_TOKENS:,} bytes)",
+        "a pathfinding board file",
+        "a Sudoku: 81 cells",
     )
-    qsrc.add_argument("--tokens", help=f"token ids separated by spaces or commas (at most {MAX_TOKENS:,})")
-    qsrc.add_argument("--board", metavar="FILE", help="a pathfinding board file")
-    qsrc.add_argument("--sudoku", metavar="CELLS", help="a Sudoku: 81 cells")
     q.add_argument(
         "--bench",
         action="append",

@@ -40,6 +40,8 @@ from bdh.typed_config import TypedConfig
 
 #: the seed offset of held-out evaluation sentences (training streams use small seeds)
 EVAL_SEED = 1_000_003
+#: the model and corpus of every experiment's smoke test (``--quick``): a tiny model on a small corpus
+QUICK = {"n_layer": 2, "n_embd": 32, "n_neurons": 256, "corpus_bytes": 200_000}
 
 
 # ------------------------------------------------------------------------------------------ model size

@@ -44,6 +44,7 @@ from bdh.plotting import pyplot
 from bdh.tasks.multilingual import LANGUAGES
 
 from .common import (
+    QUICK,
     BigramModel,
     ExperimentConfig,
     Report,
@@ -124,10 +125,7 @@ class Config(ExperimentConfig):
     def quick(cls) -> Config:
         """A smoke test of about a minute."""
         return cls(
-            n_layer=2,
-            n_embd=32,
-            n_neurons=256,
-            corpus_bytes=200_000,
+            **QUICK,
             base_steps=30,
             tune_steps=15,
             uncond_steps=15,

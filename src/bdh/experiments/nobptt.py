@@ -34,6 +34,7 @@ from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.log import read_metrics
 
 from .common import (
+    QUICK,
     BigramModel,
     ExperimentConfig,
     Report,
@@ -112,10 +113,7 @@ class Config(ExperimentConfig):
     def quick(cls) -> Config:
         """A smoke test of about a minute."""
         return cls(
-            n_layer=2,
-            n_embd=32,
-            n_neurons=256,
-            corpus_bytes=200_000,
+            **QUICK,
             steps=30,
             seq_len=128,
             eval_segments=24,
@@ -149,22 +147,31 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     lang: dict[str, dict[str, dict[str, float]]] = {}
     curves: dict[str, list[tuple[int, float]]] = {}
     timings: dict[str, float] = {}
-    for arm in ARMS:
+
+    def train_arm(
+        arm: str, run: str, what: str, stream: Path | None, steps: int, batch_size: int, seq_len: int, task=None
+    ):
+        """Train ``arm`` on ``stream`` (or the ``task`` section) into ``runs/<run>-<arm>``, timed as ``<run>-<arm>``."""
         t0 = time.time()
-        log(f"no-bptt: training the {arm} arm on the translation stream ({config.steps} steps)")
+        log(f"no-bptt: training the {arm} arm on the {what} ({steps} steps)")
         result = train_lm(
-            out / "runs" / f"text-{arm}",
-            data,
+            out / "runs" / f"{run}-{arm}",
+            stream,
             config.size,
-            steps=config.steps,
-            batch_size=config.batch_size,
-            seq_len=config.seq_len,
+            steps=steps,
+            batch_size=batch_size,
+            seq_len=seq_len,
             lr=config.lr,
             seed=config.seed,
             bptt=MODE[arm],
             threads=threads,
+            task=task,
         )
-        timings[f"text-{arm}"] = time.time() - t0
+        timings[f"{run}-{arm}"] = time.time() - t0
+        return result
+
+    for arm in ARMS:
+        result = train_arm(arm, "text", "translation stream", data, config.steps, config.batch_size, config.seq_len)
         curves[arm] = _curve(result.run_dir)
         lang[arm] = {}
         for (s, t), segs in segments.items():
@@ -180,22 +187,16 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
         task_section = {"name": "repeat", "seq_len": config.repeat_periods * PERIOD}
         task = RepeatTask(RepeatConfig(seq_len=config.repeat_periods * PERIOD))
         for arm in ARMS:
-            t0 = time.time()
-            log(f"no-bptt: training the {arm} arm on the repeated-word task ({config.repeat_steps} steps)")
-            result = train_lm(
-                out / "runs" / f"repeat-{arm}",
+            result = train_arm(
+                arm,
+                "repeat",
+                "repeated-word task",
                 None,
-                config.size,
-                steps=config.repeat_steps,
-                batch_size=config.repeat_batch_size,
-                seq_len=task.seq_len,
-                lr=config.lr,
-                seed=config.seed,
-                bptt=MODE[arm],
-                threads=threads,
+                config.repeat_steps,
+                config.repeat_batch_size,
+                task.seq_len,
                 task=task_section,
             )
-            timings[f"repeat-{arm}"] = time.time() - t0
             metrics = evaluate(result.model, task, config.repeat_batch_size, config.repeat_eval_batches, config.seed)
             rep[arm] = {k[len("val_") :]: v for k, v in metrics.items() if k != "val_bpb"}
 

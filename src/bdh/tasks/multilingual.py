@@ -113,91 +113,41 @@ ADVERBS = ["today", "yesterday", "again", "finally", "carefully", "quickly", "op
 TOPICS = ["citizens", "workers", "farmers", "students", "regions", "families", "companies", "consumers"]
 FUNCTION = ["in", "with", "for", "about", "of", "and", "on", "by", "to", "from", "paid", "prices", "value", "rate"]
 
+
+def _per_language(**names: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """``{key: {language: name}}`` from ``key=(one name per language, in the order of LANGUAGES)``."""
+    return {key: dict(zip(LANGUAGES, per_key, strict=True)) for key, per_key in names.items()}
+
+
 #: concept surface forms, per language (real names, several of them multi-word)
-CURRENCIES: dict[str, dict[str, str]] = {
-    "euro": {"en": "euro", "es": "euro", "fr": "euro", "pt": "euro", "it": "euro", "de": "Euro"},
-    "pound": {
-        "en": "British pound",
-        "es": "libra esterlina",
-        "fr": "livre sterling",
-        "pt": "libra esterlina",
-        "it": "sterlina britannica",
-        "de": "britisches Pfund",
-    },
-    "dollar": {"en": "dollar", "es": "dólar", "fr": "dollar", "pt": "dólar", "it": "dollaro", "de": "Dollar"},
-    "franc": {
-        "en": "Swiss franc",
-        "es": "franco suizo",
-        "fr": "franc suisse",
-        "pt": "franco suíço",
-        "it": "franco svizzero",
-        "de": "Schweizer Franken",
-    },
-    "krona": {
-        "en": "Swedish krona",
-        "es": "corona sueca",
-        "fr": "couronne suédoise",
-        "pt": "coroa sueca",
-        "it": "corona svedese",
-        "de": "schwedische Krone",
-    },
-    "zloty": {
-        "en": "Polish zloty",
-        "es": "esloti polaco",
-        "fr": "zloty polonais",
-        "pt": "zlóti polaco",
-        "it": "zloty polacco",
-        "de": "polnischer Zloty",
-    },
-    "koruna": {
-        "en": "Czech koruna",
-        "es": "corona checa",
-        "fr": "couronne tchèque",
-        "pt": "coroa checa",
-        "it": "corona ceca",
-        "de": "tschechische Krone",
-    },
-}
-COUNTRIES: dict[str, dict[str, str]] = {
-    "spain": {"en": "Spain", "es": "España", "fr": "Espagne", "pt": "Espanha", "it": "Spagna", "de": "Spanien"},
-    "france": {"en": "France", "es": "Francia", "fr": "France", "pt": "França", "it": "Francia", "de": "Frankreich"},
-    "portugal": {
-        "en": "Portugal",
-        "es": "Portugal",
-        "fr": "Portugal",
-        "pt": "Portugal",
-        "it": "Portogallo",
-        "de": "Portugal",
-    },
-    "germany": {
-        "en": "Germany",
-        "es": "Alemania",
-        "fr": "Allemagne",
-        "pt": "Alemanha",
-        "it": "Germania",
-        "de": "Deutschland",
-    },
-    "poland": {"en": "Poland", "es": "Polonia", "fr": "Pologne", "pt": "Polónia", "it": "Polonia", "de": "Polen"},
-    "sweden": {"en": "Sweden", "es": "Suecia", "fr": "Suède", "pt": "Suécia", "it": "Svezia", "de": "Schweden"},
-    "italy": {"en": "Italy", "es": "Italia", "fr": "Italie", "pt": "Itália", "it": "Italia", "de": "Italien"},
-    "greece": {"en": "Greece", "es": "Grecia", "fr": "Grèce", "pt": "Grécia", "it": "Grecia", "de": "Griechenland"},
-    "finland": {
-        "en": "Finland",
-        "es": "Finlandia",
-        "fr": "Finlande",
-        "pt": "Finlândia",
-        "it": "Finlandia",
-        "de": "Finnland",
-    },
-    "britain": {
-        "en": "Britain",
-        "es": "Gran Bretaña",
-        "fr": "Grande-Bretagne",
-        "pt": "Grã-Bretanha",
-        "it": "Gran Bretagna",
-        "de": "Großbritannien",
-    },
-}
+CURRENCIES: dict[str, dict[str, str]] = _per_language(
+    euro=("euro", "euro", "euro", "euro", "euro", "Euro"),
+    pound=(
+        "British pound",
+        "libra esterlina",
+        "livre sterling",
+        "libra esterlina",
+        "sterlina britannica",
+        "britisches Pfund",
+    ),
+    dollar=("dollar", "dólar", "dollar", "dólar", "dollaro", "Dollar"),
+    franc=("Swiss franc", "franco suizo", "franc suisse", "franco suíço", "franco svizzero", "Schweizer Franken"),
+    krona=("Swedish krona", "corona sueca", "couronne suédoise", "coroa sueca", "corona svedese", "schwedische Krone"),
+    zloty=("Polish zloty", "esloti polaco", "zloty polonais", "zlóti polaco", "zloty polacco", "polnischer Zloty"),
+    koruna=("Czech koruna", "corona checa", "couronne tchèque", "coroa checa", "corona ceca", "tschechische Krone"),
+)
+COUNTRIES: dict[str, dict[str, str]] = _per_language(
+    spain=("Spain", "España", "Espagne", "Espanha", "Spagna", "Spanien"),
+    france=("France", "Francia", "France", "França", "Francia", "Frankreich"),
+    portugal=("Portugal", "Portugal", "Portugal", "Portugal", "Portogallo", "Portugal"),
+    germany=("Germany", "Alemania", "Allemagne", "Alemanha", "Germania", "Deutschland"),
+    poland=("Poland", "Polonia", "Pologne", "Polónia", "Polonia", "Polen"),
+    sweden=("Sweden", "Suecia", "Suède", "Suécia", "Svezia", "Schweden"),
+    italy=("Italy", "Italia", "Italie", "Itália", "Italia", "Italien"),
+    greece=("Greece", "Grecia", "Grèce", "Grécia", "Grecia", "Griechenland"),
+    finland=("Finland", "Finlandia", "Finlande", "Finlândia", "Finlandia", "Finnland"),
+    britain=("Britain", "Gran Bretaña", "Grande-Bretagne", "Grã-Bretanha", "Gran Bretagna", "Großbritannien"),
+)
 
 _ENDINGS = {
     "es": {"noun": ["o", "a", "ión"], "verb": ["ó", "aron"], "adj": ["o", "al"], "other": ["e", "a"]},

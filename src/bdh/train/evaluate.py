@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
@@ -77,6 +78,30 @@ class _Scores:
 
 
 @torch.no_grad()
+def _score(
+    model: nn.Module,
+    task: Any,
+    windows: Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    progress: Ticker | None,
+) -> dict[str, float]:
+    """The evaluation loop of `evaluate` and `evaluate_carried`: ``model`` in eval mode (restored after), no
+    gradients, ``(logits, targets, inputs)`` of every window of ``windows`` scored, and ``progress`` told the
+    windows done after each one (and closed at the end)."""
+    was_training = model.training
+    model.eval()
+    scores = _Scores(task)
+    try:
+        for done, (logits, targets, inputs) in enumerate(windows, 1):
+            scores.add(logits, targets, inputs)
+            if progress is not None:
+                progress.update(done)
+    finally:
+        model.train(was_training)
+        if progress is not None:
+            progress.close()
+    return scores.result()
+
+
 def evaluate(
     model: nn.Module,
     task: Any,
@@ -95,23 +120,16 @@ def evaluate(
 
     device = next(model.parameters()).device
     n = eval_batch_count(task, split, batch_size, batches)
-    was_training = model.training
-    model.eval()
-    scores = _Scores(task)
-    try:
+
+    def windows() -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         for i in range(n):
             inputs, targets = task.batch(split, i, batch_size, seed)
             inputs, targets = inputs.to(device), targets.to(device)
             with autocast():
                 logits = model(inputs)
-            scores.add(logits, targets, inputs)
-            if progress is not None:
-                progress.update(i + 1)
-    finally:
-        model.train(was_training)
-        if progress is not None:
-            progress.close()
-    return scores.result()
+            yield logits, targets, inputs
+
+    return _score(model, task, windows(), progress)
 
 
 def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> None:
@@ -137,7 +155,6 @@ def carried_window_count(task: Any, split: str, lanes: int, windows: int | None)
     return available if windows is None else min(windows, available)
 
 
-@torch.no_grad()
 def evaluate_carried(
     model: nn.Module,
     task: Any,
@@ -159,10 +176,8 @@ def evaluate_carried(
     check_carry(model, task, "evaluate_carried")
     device = next(model.parameters()).device
     n = carried_window_count(task, split, lanes, windows)
-    was_training = model.training
-    model.eval()
-    scores = _Scores(task)
-    try:
+
+    def carried() -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         state = model.init_state(lanes)  # on the model's device
         for i in range(n):
             inputs, targets, reset = task.stream_batch(split, i, lanes, seed)
@@ -171,14 +186,9 @@ def evaluate_carried(
             inputs, targets = inputs.to(device), targets.to(device)
             with autocast():
                 logits, state = model.step(inputs, state)
-            scores.add(logits, targets, inputs)
-            if progress is not None:
-                progress.update(i + 1)
-    finally:
-        model.train(was_training)
-        if progress is not None:
-            progress.close()
-    return scores.result()
+            yield logits, targets, inputs
+
+    return _score(model, task, carried(), progress)
 
 
 __all__ = ["carried_window_count", "check_carry", "evaluate", "evaluate_carried"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from bdh.experiments.common import ModelSize, train_lm, write_corpus
+from bdh.experiments.common import QUICK, ModelSize, train_lm, write_corpus
 from bdh.model import BDH
 from bdh.tasks.multilingual import LANGUAGES
 
@@ -88,11 +88,8 @@ class Config(SynapseOptions):
     def quick(cls) -> Config:
         """A smoke test: a tiny model, few steps, small sets."""
         return cls(
-            n_layer=2,
-            n_embd=32,
+            **QUICK,
             n_head=2,
-            n_neurons=256,
-            corpus_bytes=200_000,
             steps=30,
             batch_size=8,
             seq_len=64,
