@@ -90,6 +90,13 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh experiment no-bptt --quick",
         "bdh experiment no-bptt --out runs/no-bptt --threads 2",
     ],
+    "bdh experiment scaling": [
+        "bdh experiment scaling --quick",
+        "bdh experiment scaling --out runs/scaling --threads 2   # CPU default, under 30 minutes on 2 cores",
+        "bdh experiment scaling --out runs/scaling --resume      # continue: finished runs are reused",
+        "bdh experiment scaling --full --show-config             # the 10M-100M GPU ladder and its estimated cost",
+        "bdh experiment scaling --set data=translation --out runs/scaling-translation",
+    ],
     "bdh synapses": [
         "bdh synapses runs/en-es --concept currency",
         "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses",

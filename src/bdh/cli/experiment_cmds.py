@@ -1,8 +1,10 @@
-"""``bdh experiment synapses|merge|no-bptt``: the paper's section 6.3 and section 7 experiments, end to end.
+"""``bdh experiment synapses|merge|no-bptt|scaling``: the paper's section 4.2, 6.3 and 7 experiments, end to end.
 
     bdh experiment merge --out DIR                   CPU default (under 30 minutes on 2 cores)
     bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
     bdh experiment synapses --set steps=2000 ...     change a field of the experiment's config
+    bdh experiment scaling --out DIR --resume        continue a ladder, reusing the runs already finished
+    bdh experiment scaling --full --show-config      the GPU ladder's config and estimated cost
 
 Each writes ``report.md``, ``results.json`` and figures into ``--out`` (and the trained models under
 ``--out/runs``).
@@ -32,7 +34,13 @@ HELP = {
         "training without backprop through time (paper section 7.2): "
         "losses against BPTT and the bigram barrier, and the copy test"
     ),
+    "scaling": (
+        "BDH-GPU against a GPT-2-style Transformer at equal parameters across sizes (paper section 4.2, Fig. 7): "
+        "loss against parameters and FLOPs, power-law fits, verdicts against the seed spread"
+    ),
 }
+#: experiments with a GPU-sized preset (``Config.full``) and resumable runs (``run(..., resume=True)``)
+LADDERS = ("scaling",)
 
 
 def experiment_module(name: str):
@@ -43,7 +51,7 @@ def experiment_module(name: str):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "experiment",
-        help="reproduce the paper's synapse, merging and no-BPTT experiments at laptop scale",
+        help="reproduce the paper's synapse, merging, no-BPTT and scaling experiments at laptop scale",
         description="Train the models an experiment needs, measure, and write report.md, results.json and figures "
         "into --out. The default sizes finish in under 30 minutes on 2 CPU cores; --quick is a smoke test.",
     )
@@ -53,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         s = names.add_parser(name, help=HELP[name], description=HELP[name] + ".")
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/experiment-{name}-<timestamp>)")
         s.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of a minute or two")
+        if name in LADDERS:
+            s.add_argument("--full", action="store_true", help="the GPU-sized preset (see --show-config for its plan)")
+            s.add_argument(
+                "--resume",
+                action="store_true",
+                help="continue --out DIR: runs already finished there are not trained again",
+            )
         s.add_argument(
             "--set",
             dest="overrides",
@@ -79,13 +94,16 @@ def _usage() -> int:
     raise UsageError(f"experiment: give a name ({', '.join(EXPERIMENTS)})")
 
 
-def resolve_config(module: Any, quick: bool, overrides: list[str]) -> Any:
-    """The experiment's config: its default (or ``quick``) with ``FIELD=VALUE`` overrides (values in YAML)."""
+def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = False) -> Any:
+    """The experiment's config: its default (or ``quick``, or ``full``) with ``FIELD=VALUE`` overrides (values in
+    YAML)."""
     import yaml
 
     from . import UsageError
 
-    config = module.Config.quick() if quick else module.Config()
+    if quick and full:
+        raise UsageError("--quick and --full: give one of them")
+    config = module.Config.quick() if quick else module.Config.full() if full else module.Config()
     fields = {f.name: f for f in dataclasses.fields(config)}
     changes: dict[str, Any] = {}
     for item in overrides:
@@ -108,23 +126,34 @@ def resolve_config(module: Any, quick: bool, overrides: list[str]) -> Any:
     return dataclasses.replace(config, **changes) if changes else config
 
 
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     from bdh.experiments.common import prepare_out
 
+    from . import UsageError
+
     module = experiment_module(args.experiment)
-    config = resolve_config(module, args.quick, args.overrides)
+    resume = getattr(args, "resume", False)
+    config = resolve_config(module, args.quick, args.overrides, getattr(args, "full", False))
     if args.show_config:
         import json
 
         print(json.dumps(dataclasses.asdict(config), indent=2))
+        if hasattr(module, "describe_plan"):
+            print(module.describe_plan(config), file=sys.stderr)
         return 0
+    if resume and (args.overwrite or not args.out):
+        raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
     out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
-    out = prepare_out(out, overwrite=args.overwrite)
+    out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite)
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)
     start = time.time()
-    report = module.run(config, out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
     print(f"{report}  ({(time.time() - start) / 60:.1f} min)")
     return 0

@@ -1,4 +1,4 @@
-"""Reproductions of the paper's section 6.3 and section 7 experiments at laptop scale.
+"""Reproductions of the paper's section 4.2, section 6.3 and section 7 experiments at laptop scale.
 
 Each experiment is a module with a typed config (a CPU default and a ``quick`` size for smoke tests) and
 a ``run(config, out)`` that trains what it needs, measures, and writes ``report.md``, ``results.json``
@@ -6,8 +6,10 @@ and figures into ``out``. The command line is ``bdh experiment NAME``.
 
 * `bdh.experiments.synapses` — monosemantic synapses (section 6.3, Figs. 12-13);
 * `bdh.experiments.merge` — model merging by concatenation (section 7.1, Table 2);
-* `bdh.experiments.nobptt` — training without backprop through time (section 7.2).
+* `bdh.experiments.nobptt` — training without backprop through time (section 7.2);
+* `bdh.experiments.scaling` — BDH-GPU against a GPT-2-style Transformer at equal parameters, across sizes
+  (section 4.2, Fig. 7).
 """
 
 #: experiment name (as typed on the command line) -> module under bdh.experiments
-EXPERIMENTS = {"synapses": "synapses", "merge": "merge", "no-bptt": "nobptt"}
+EXPERIMENTS = {"synapses": "synapses", "merge": "merge", "no-bptt": "nobptt", "scaling": "scaling"}

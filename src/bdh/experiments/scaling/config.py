@@ -1,0 +1,218 @@
+"""`Config` of ``bdh experiment scaling``: the ladder of sizes, the data, the training budget and the
+learning-rate sweep (paper section 4.2, Fig. 7, appendix B.2).
+
+Three presets: the CPU default (five sizes, 2 seeds, under half an hour on 2 cores), `Config.quick` (a
+smoke test: two tiny sizes, one seed) and `Config.full` (the paper's shape from 10M to 100M parameters,
+for a GPU; ``bdh experiment scaling --full --show-config`` prints its plan without training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from bdh.experiments.common import ExperimentConfig
+from bdh.typed_config import check_value
+
+#: the values of ``data`` that are not paths
+DATA_CHOICES = ("shakespeare", "translation")
+ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
+GPT_POSITIONAL = ("learned", "rope", "none")
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    """The scaling experiment. The defaults are the CPU default.
+
+    Attributes:
+        data: ``shakespeare`` (the embedded byte corpus of the ``text`` task), ``translation`` (the synthetic
+            translation stream of `bdh.tasks.multilingual`, the paper's setting, with per-direction
+            target-side losses) or the path of a text file or folder.
+        pairs, corpus_bytes: the language pairs and size of the translation stream (``data: translation``).
+        n_neurons: BDH's neuron count n at each size of the ladder; the paper scales BDH in n only
+            (appendix B.2, Table 5), so ``n_layer``, ``n_embd`` and ``n_head`` are fixed for every size.
+        n_layer, n_embd, n_head: BDH's L, D and h.
+        bdh_attention: the form BDH computes attention in (the same model either way).
+        gpt_layers, gpt_heads: the Transformer's depth and heads at each size; its width is then chosen to
+            match BDH's parameter count (the paper scales GPTXL in depth and width, Table 4).
+        gpt_positional: the Transformer's positions (GPT-2: ``learned``).
+        dropout: dropout of both models.
+        match_tolerance: the largest relative parameter mismatch accepted between the two models of a size.
+        lrs: the learning rates swept at the smallest size; each model's best is then used at every size.
+        seeds: run seeds (initialisation and data order; the two models of a seed see the same batches).
+        steps, batch_size, seq_len: every run's optimiser steps, sequences per step and bytes per sequence
+            (the token budget, equal for all runs, is their product).
+        micro_batch_size: sequences per forward/backward (gradient accumulation), null for none.
+        val_fraction: the share of the corpus held out for validation.
+        curve_points, curve_eval_batches: validations during a run (the loss curve) and batches each.
+        eval_batches: validation batches of the final loss.
+        eval_segments: held-out segments per direction (``data: translation``).
+        inference_context: the context length of the inference-cost columns (state size, FLOPs per token).
+        device, precision: the trainer's device and precision.
+        plan_tflops: the sustained training throughput (TFLOP/s) assumed by the plan's time estimates.
+    """
+
+    data: str = "shakespeare"
+    pairs: str = "en-es,en-fr"
+    corpus_bytes: int = 4_000_000
+    n_neurons: tuple[int, ...] = (512, 1024, 2048, 4096, 8192)
+    n_layer: int = 4
+    n_embd: int = 64
+    n_head: int = 4
+    bdh_attention: str = "parallel"
+    gpt_layers: tuple[int, ...] = (2, 2, 3, 3, 4)
+    gpt_heads: tuple[int, ...] = (4, 4, 4, 4, 4)
+    gpt_positional: str = "learned"
+    dropout: float = 0.0
+    match_tolerance: float = 0.05
+    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    seeds: tuple[int, ...] = (0, 1)
+    steps: int = 220
+    batch_size: int = 8
+    seq_len: int = 256
+    micro_batch_size: int | None = None
+    val_fraction: float = 0.1
+    curve_points: int = 10
+    curve_eval_batches: int = 4
+    eval_batches: int = 16
+    eval_segments: int = 100
+    inference_context: int = 4096
+    device: str = "cpu"
+    precision: str = "fp32"
+    plan_tflops: float = 0.15
+
+    experiment = "scaling"
+
+    def __post_init__(self) -> None:
+        self._coerce()
+        for name in ("n_layer", "n_embd", "n_head", "steps", "batch_size", "seq_len", "corpus_bytes"):
+            self._check_int(name)
+        for name in ("curve_points", "curve_eval_batches", "eval_batches", "eval_segments", "inference_context"):
+            self._check_int(name)
+        self._check_data()
+        self._check_ladder()
+        self._check_sweep()
+        if self.micro_batch_size is not None:
+            self._check_int("micro_batch_size")
+            if self.batch_size % self.micro_batch_size:
+                self._fail("micro_batch_size", f"{self.micro_batch_size} does not divide batch_size {self.batch_size}")
+        self._check_number("dropout", 0.0, 1.0)
+        self._check_number("match_tolerance", 0.0, 1.0, low_open=True)
+        self._check_number("val_fraction", 0.0, 0.5, low_open=True, high_open=False)
+        self._check_number("plan_tflops", 0.0, math.inf, low_open=True)
+        self._check_choice("bdh_attention", ATTENTION_FORMS)
+        self._check_choice("gpt_positional", GPT_POSITIONAL)
+        self._check_choice("precision", PRECISIONS)
+        if not isinstance(self.device, str) or not self.device:
+            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+
+    def _coerce(self) -> None:
+        """Every field converted to its type hint (``--set`` values arrive as YAML: ``1e-3`` is a string there,
+        a single number may stand for a list of one); a one-line error naming the field otherwise."""
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value, hint = getattr(self, f.name), hints[f.name]
+            if typing.get_origin(hint) is tuple and not isinstance(value, (list, tuple)):
+                value = (value,)
+            object.__setattr__(self, f.name, check_value(value, hint, f"{self.experiment}.{f.name}"))
+
+    def _check_data(self) -> None:
+        from bdh.tasks.multilingual import LANGUAGES, parse_pairs
+
+        if self.data not in DATA_CHOICES and not Path(self.data).expanduser().exists():
+            self._fail("data", f"{self.data!r} is neither {' nor '.join(DATA_CHOICES)} nor an existing file or folder")
+        for a, b in parse_pairs(self.pairs):
+            if a not in LANGUAGES or b not in LANGUAGES or a == b:
+                self._fail("pairs", f"{a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
+
+    def _check_ladder(self) -> None:
+        """Sizes in increasing order, n divisible by h with an even N (RoPE), one GPT shape per size."""
+        if not self.n_neurons:
+            self._fail("n_neurons", "give at least one size")
+        for n in self.n_neurons:
+            if n < 1 or n % self.n_head or (n // self.n_head) % 2:
+                self._fail("n_neurons", f"{n} must be a positive multiple of 2 * n_head = {2 * self.n_head}")
+        if any(b <= a for a, b in zip(self.n_neurons, self.n_neurons[1:])):
+            self._fail("n_neurons", f"sizes must increase, got {list(self.n_neurons)}")
+        if self.n_embd % self.n_head:
+            self._fail("n_embd", f"{self.n_embd} is not divisible by n_head = {self.n_head}")
+        for name in ("gpt_layers", "gpt_heads"):
+            values = getattr(self, name)
+            if len(values) != len(self.n_neurons):
+                self._fail(name, f"give one value per size ({len(self.n_neurons)}), got {len(values)}")
+            if any(v < 1 for v in values):
+                self._fail(name, f"must be positive integers, got {list(values)}")
+
+    def _check_sweep(self) -> None:
+        if not self.lrs or any(not 0 < lr < 1 for lr in self.lrs):
+            self._fail("lrs", f"give one or more learning rates in (0, 1), got {list(self.lrs)}")
+        if not self.seeds or any(s < 0 for s in self.seeds):
+            self._fail("seeds", f"give one or more seeds >= 0, got {list(self.seeds)}")
+        for name in ("lrs", "seeds"):
+            if len(set(getattr(self, name))) != len(getattr(self, name)):
+                self._fail(name, f"repeated values in {list(getattr(self, name))}")
+
+    @property
+    def tokens_per_run(self) -> int:
+        """Training tokens of every run: steps x batch_size x seq_len."""
+        return self.steps * self.batch_size * self.seq_len
+
+    @property
+    def curve_every(self) -> int:
+        """Steps between the validations of the loss curve."""
+        return max(1, self.steps // self.curve_points)
+
+    @classmethod
+    def quick(cls) -> Config:
+        """A smoke test: two tiny sizes, one seed, two learning rates, a few dozen steps."""
+        return cls(
+            n_neurons=(128, 256),
+            n_layer=2,
+            n_embd=32,
+            n_head=2,
+            gpt_layers=(1, 1),
+            gpt_heads=(2, 2),
+            corpus_bytes=200_000,
+            lrs=(3e-3, 1e-2),
+            seeds=(0,),
+            steps=24,
+            batch_size=4,
+            seq_len=64,
+            curve_points=3,
+            curve_eval_batches=2,
+            eval_batches=4,
+            eval_segments=16,
+        )
+
+    @classmethod
+    def full(cls) -> Config:
+        """The GPU ladder: BDH with the paper's L = 8, D = 256, h = 4 and n from 16384 to 131072 (about 13M to
+        100M parameters), the Transformer shaped as the paper's GPTXL (Table 4), on the translation stream."""
+        return cls(
+            data="translation",
+            corpus_bytes=400_000_000,
+            n_neurons=(16384, 32768, 65536, 131072),
+            n_layer=8,
+            n_embd=256,
+            n_head=4,
+            gpt_layers=(6, 9, 12, 15),
+            gpt_heads=(4, 5, 6, 8),
+            lrs=(3e-4, 1e-3, 3e-3),
+            seeds=(0, 1),
+            steps=6000,
+            batch_size=32,
+            micro_batch_size=4,
+            seq_len=1024,
+            val_fraction=0.01,
+            curve_points=20,
+            curve_eval_batches=8,
+            eval_batches=64,
+            eval_segments=200,
+            device="auto",
+            precision="auto",
+            plan_tflops=150.0,
+        )

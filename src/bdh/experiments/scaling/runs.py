@@ -1,0 +1,187 @@
+"""One training run of the scaling experiment: a model at a size, a learning rate and a seed, trained
+through the public trainer (`bdh.train`) and validated; its record kept in its own folder so that
+``--resume`` reuses it (paper appendix B.2: "the same training regime for all models at all sizes").
+
+Each run lives in ``runs/<model>/size<i>-lr<lr>-s<seed>/``: the trainer's run folder (config.yaml,
+metrics.jsonl, the checkpoint) plus ``result.json``, written last and atomically. With ``resume`` a run
+whose ``result.json`` holds the same spec (model section, task, budget, schedule, evaluation) is not
+trained again; any other folder of that name is an unfinished or different run, and is trained anew.
+
+The two models of a seed read the same batches in the same order: the text task draws a training
+batch as a pure function of (seed, batch index), and every run has the same batch size and length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bdh.outputs import write_text
+
+#: the file that marks a finished run and holds its record
+RESULT = "result.json"
+#: how the trainer's error for a non-finite loss begins (`bdh.train.trainer.Trainer._check_loss`): the run
+#: diverged at its learning rate, a result rather than a mistake
+DIVERGED = "loss is "
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What identifies a run (and its result on resume).
+
+    ``task`` is the run's ``task`` section; ``data_id`` names the data independently of where the
+    output folder lies (the translation stream is written into it).
+    """
+
+    model: str
+    size: int
+    lr: float
+    seed: int
+    section: dict[str, Any]
+    task: dict[str, Any]
+    data_id: str
+    steps: int
+    batch_size: int
+    micro_batch_size: int | None
+    curve_every: int
+    curve_eval_batches: int
+    eval_batches: int
+    device: str
+    precision: str
+
+    @property
+    def eval_batch_size(self) -> int:
+        """Sequences per validation batch: the micro-batch (what fits in memory), else the batch."""
+        return self.micro_batch_size or self.batch_size
+
+    def name(self) -> str:
+        return f"{self.model}/size{self.size}-lr{self.lr:g}-s{self.seed}"
+
+    def identity(self) -> dict[str, Any]:
+        """The spec as JSON values, without the data's location."""
+        d = asdict(self)
+        d["task"] = {k: v for k, v in self.task.items() if k != "data"}
+        return json.loads(json.dumps(d))
+
+    def run_config(self, run_dir: Path) -> Any:
+        """The trainer's `RunConfig`: AdamW (weight decay 0.1, the trainer's default), warmup over a tenth of
+        the run and linear decay to a tenth of the peak, as `bdh.experiments.common.train_lm`."""
+        from bdh.train import RunConfig
+
+        return RunConfig.from_dict(
+            {
+                "model": dict(self.section),
+                "task": dict(self.task),
+                "optim": {"lr": self.lr, "min_lr": self.lr / 10, "warmup_steps": max(1, self.steps // 10)},
+                "train": {
+                    "batch_size": self.batch_size,
+                    "micro_batch_size": self.micro_batch_size,
+                    "max_steps": self.steps,
+                    "max_minutes": None,
+                    "seed": self.seed,
+                    "device": self.device,
+                    "precision": self.precision,
+                    "check_memory": self.device != "cpu",
+                },
+                "eval": {
+                    "every": self.curve_every,
+                    "batches": self.curve_eval_batches,
+                    "batch_size": self.eval_batch_size,
+                },
+                "log": {"every": max(1, self.steps // 50), "progress": "none", "tensorboard": False},
+                "checkpoint": {"every": 0, "keep": 1},
+                "sample": {"max_new_tokens": 0},
+                "run_dir": str(run_dir),
+            }
+        )
+
+
+def read_finished(run_dir: Path, spec: RunSpec) -> dict[str, Any] | None:
+    """The record of a finished run of ``spec`` in ``run_dir``, or None."""
+    try:
+        record = json.loads((run_dir / RESULT).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if record.get("spec") == spec.identity() else None
+
+
+def curves(run_dir: Path) -> dict[str, list[list[float]]]:
+    """The run's loss curves from its metrics.jsonl: ``val`` [step, tokens, val_loss] and ``train`` [step, loss]."""
+    from bdh.train.log import read_metrics
+
+    records = read_metrics(run_dir / "metrics.jsonl")
+    val = [[r["step"], r["tokens"], r["val_loss"]] for r in records if r.get("kind") == "eval" and "val_loss" in r]
+    train = [[r["step"], r["loss"]] for r in records if r.get("kind") == "train"]
+    return {"val": val, "train": train}
+
+
+def train_run(
+    spec: RunSpec,
+    out: Path,
+    *,
+    resume: bool,
+    segments: dict[str, Sequence[tuple[str, str, str, str]]] | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train (or, with ``resume``, reuse) one run; returns its record (``reused`` says which)."""
+    run_dir = out / "runs" / spec.name()
+    if resume:
+        found = read_finished(run_dir, spec)
+        if found is not None:
+            return {**found, "reused": True}
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    record = _train(spec, run_dir, segments or {}, log)
+    write_text(run_dir / RESULT, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return {**record, "reused": False}
+
+
+def _train(
+    spec: RunSpec, run_dir: Path, segments: dict[str, Sequence[tuple[str, str, str, str]]], log: Callable[[str], None]
+) -> dict[str, Any]:
+    from bdh.train import TrainingError, train
+    from bdh.train.trainer import evaluate
+
+    start, cpu = time.time(), time.process_time()
+    record: dict[str, Any] = {"spec": spec.identity(), "model": spec.model, "size": spec.size}
+    record.update(lr=spec.lr, seed=spec.seed, diverged=False, error="")
+    try:
+        result = train(spec.run_config(run_dir))
+    except TrainingError as e:
+        if not str(e).startswith(DIVERGED):
+            raise  # a configuration the trainer refuses: the user's to fix, not a result
+        log(f"    diverged: {e}")
+        record.update(diverged=True, error=str(e), val_loss=math.nan, val_bpb=math.nan, params=0, tokens=0, steps=0)
+        record.update(curve=curves(run_dir), wall_s=time.time() - start, tok_per_s=math.nan, directions={})
+        return record
+    if result.interrupted is not None:
+        raise KeyboardInterrupt
+    model, task = result.model, result.task
+    final = evaluate(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
+    record.update(
+        params=sum(p.numel() for p in model.parameters()),
+        tokens=result.tokens,
+        steps=result.step,
+        val_loss=final["val_loss"],
+        val_bpb=final["val_bpb"],
+        curve=curves(run_dir),
+        directions=_direction_losses(model, segments),
+        train_s=result.seconds,
+        tok_per_s=result.tokens / max(result.seconds, 1e-9),
+        wall_s=time.time() - start,
+        cpu_s=time.process_time() - cpu,
+    )
+    return record
+
+
+def _direction_losses(model: Any, segments: dict[str, Sequence[tuple[str, str, str, str]]]) -> dict[str, float]:
+    """Target-side loss per translation direction (paper Table 2's measure), each segment from a zero state."""
+    from bdh.experiments.common import segment_losses
+
+    return {key: segment_losses(model, segs).target for key, segs in segments.items() if segs}
