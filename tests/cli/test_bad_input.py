@@ -691,7 +691,7 @@ case("bench-recall-full-and-quick", "flag", "bench recall --out out/b --full --q
 case("bench-sudoku-lrs-inf", "number", "bench sudoku --out out/b", "--lrs", BENCH, "--lrs inf")
 
 # ---- experiment synapses / merge / no-bptt
-for name in ("synapses", "merge", "no-bptt"):
+for name in ("synapses", "merge", "no-bptt", "scaling"):
     e = f"experiment {name} --quick"
     case(f"experiment-{name}-out-nonempty", "exists", f"{e} --out {FULL}", "fx/full", also=EXISTS)
     case(f"experiment-{name}-out-is-a-file", "exists", f"{e} --out {PRECIOUS}", "precious.txt")
@@ -722,6 +722,9 @@ case("experiment-no-bptt-pairs-bad", "set", "experiment no-bptt --quick --show-c
 case(
     "experiment-merge-steps-negative", "set", "experiment merge --quick --show-config --set base_steps=-1", "base_steps"
 )
+case("experiment-scaling-resume-needs-out", "flag", "experiment scaling --quick --resume", "--resume")
+case("experiment-scaling-quick-and-full", "flag", "experiment scaling --quick --full", "--full")
+case("experiment-scaling-lr-inf", "set", "experiment scaling --quick --show-config --set lrs=[inf]", "lrs")
 case("experiment-merge-threads-zero", "number", "experiment merge --quick --out out/e --threads 0", "--threads")
 
 # ---- synapses
