@@ -205,3 +205,17 @@ def test_experiment_command_errors_are_one_line(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["steps"] == 7
     r = bdh("experiment", "nonsense")
     assert r.returncode == 2 and r.stderr.startswith("bdh: error:")
+
+
+def test_results_json_takes_numpy_scalars(tmp_path):
+    """results.json of an experiment may hold NumPy booleans, integers and floats (the scaling run's fits did)."""
+    import json
+
+    import numpy as np
+
+    from bdh.experiments.common import Report
+
+    rep = Report("t")
+    rep.results = {"ok": np.bool_(True), "n": np.int64(3), "x": np.float32(0.5), "v": np.arange(2)}
+    rep.write(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == {"ok": True, "n": 3, "x": 0.5, "v": [0, 1]}

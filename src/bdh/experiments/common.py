@@ -365,7 +365,7 @@ class Report:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.floating, np.integer)):
+    if isinstance(value, np.generic):  # NumPy scalars: floats, integers, booleans
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()

@@ -273,9 +273,13 @@ def write_report(
     rep.heading("Every run")
     runs_table(rep, records)
     estimate = sum(r["est_s_per_run"] * r["runs"] for r in plan_rows)
+    trained = sum(r.get("wall_s", 0.0) for r in records)
+    reused = sum(1 for r in records if r.get("reused"))
     rep.text(
-        f"Wall time {seconds / 60:.1f} min, process CPU time {cpu_seconds / 60:.1f} min (the plan estimated "
-        f"{estimate / 60:.1f} min of training at {config.plan_tflops:g} TFLOP/s)."
+        f"Training wall time, summed over the {len(records)} runs as each measured it when it ran: "
+        f"{trained / 60:.1f} min (the plan estimated {estimate / 60:.1f} min at {config.plan_tflops:g} TFLOP/s). "
+        f"This invocation: wall time {seconds / 60:.1f} min, process CPU time {cpu_seconds / 60:.1f} min"
+        + (f", {reused} runs reused from an earlier invocation (--resume)." if reused else ".")
     )
     rep.results = _results(config, rungs, records, chosen, plan_rows, segments, summary, seconds, cpu_seconds)
     return rep.write(out)
