@@ -316,7 +316,7 @@ class BDHForCausalLM(_FolderModel):
         """Logits (B, T, V) for ``input_ids`` (B, T); see the class and module docstrings. Other keywords
         (``position_ids``, ...) are ignored: positions come from the state."""
         _check_inputs(type(self).__name__, input_ids, inputs_embeds, kwargs)
-        cache = self._cache(past_key_values, use_cache)
+        cache = self._cache(_given_cache(past_key_values, kwargs), use_cache)
         mask = None if attention_mask is None else attention_mask[:, -input_ids.shape[1] :]
         side = "none" if mask is None else _padding_side(mask)
         if side == "left":
@@ -381,7 +381,8 @@ class BDHForCausalLM(_FolderModel):
         """Feed only the tokens the state has not read yet: the prompt first, then one token per step."""
         if kwargs.get("inputs_embeds") is not None:
             raise ValueError("BDHForCausalLM: generation from inputs_embeds is not supported")
-        cache = past_key_values if isinstance(past_key_values, BDHCache) else None
+        given = _given_cache(past_key_values, kwargs)
+        cache = given if isinstance(given, BDHCache) else None
         seen = 0 if cache is None else cache.get_seq_length()
         if seen >= input_ids.shape[1]:
             raise ValueError(
@@ -430,6 +431,11 @@ class GPTForCausalLM(_FolderModel):
     ) -> dict[str, Any]:
         """The whole sequence every step (there is no cache)."""
         return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def _given_cache(past_key_values: Any, kwargs: dict) -> Any:
+    """The cache a caller passed: ``past_key_values``, or ``cache``, its name from transformers 5.24 on."""
+    return past_key_values if past_key_values is not None else kwargs.pop("cache", None)
 
 
 def _check_inputs(name: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, kwargs: dict) -> None:
