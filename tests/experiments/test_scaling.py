@@ -229,3 +229,18 @@ def test_a_diverged_run_is_recorded_and_a_refused_config_is_raised(tmp_path, mon
     monkeypatch.setattr(bdh.train, "train", refuse)
     with pytest.raises(bdh.train.TrainingError, match="model.causal"):
         train_run(spec, tmp_path, resume=False, log=lambda m: None)
+
+
+def test_quick_on_the_translation_stream_reports_per_direction_target_losses(tmp_path, capsys):
+    """data=translation (the paper's setting): every run scores held-out segments, target side, per direction."""
+    from bdh.cli import main
+
+    out = tmp_path / "tr"
+    argv = ["experiment", "scaling", "--quick", "--set", "data=translation", "--set", "seq_len=192", "--out", str(out)]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    for run in results["runs"]:
+        directions = run["directions"]
+        assert set(directions) == {"en>es", "en>fr", "es>en", "fr>en"}
+        assert all(math.isfinite(v) and 0 < v < 8 for v in directions.values())
+    assert "target-side loss per direction" in (out / "report.md").read_text()
