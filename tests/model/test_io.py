@@ -118,3 +118,22 @@ def test_load_finds_registered_baselines_without_importing_them(tmp_path):
     code = f"import bdh, sys; m = bdh.load({str(tmp_path)!r}); print(type(m).__name__, 'bdh.baselines' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["GPT", "True"]
+
+
+def test_runtime_options_are_chosen_at_load_and_the_architecture_is_not(tmp_path):
+    import bdh
+    from bdh.errors import UserError
+
+    torch.manual_seed(0)
+    model = bdh.BDH(bdh.BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=32)).eval()
+    folder = model.save_pretrained(tmp_path / "m")
+    chunked = bdh.load_pretrained(folder, attention="chunked", chunk_size=4)
+    assert chunked.config.attention == "chunked" and chunked.config.chunk_size == 4
+    idx = torch.randint(0, 32, (2, 11))
+    with torch.no_grad():
+        # the same weights through another attention form: equal up to float summation order
+        torch.testing.assert_close(chunked(idx), model(idx), atol=1e-5, rtol=1e-5)
+    with pytest.raises(UserError, match="'n_layer' is not a runtime option of BDH"):
+        bdh.load_pretrained(folder, n_layer=3)
+    with pytest.raises(UserError, match="BDHConfig.attention"):
+        bdh.load_pretrained(folder, attention="flash")

@@ -146,10 +146,26 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     return cls, config
 
 
-def load_pretrained(directory: str | os.PathLike, map_location: str | torch.device = "cpu") -> torch.nn.Module:
-    """Load any registered model from a ``save_pretrained`` folder, in eval mode."""
+def load_pretrained(
+    directory: str | os.PathLike, map_location: str | torch.device = "cpu", **runtime: Any
+) -> torch.nn.Module:
+    """Load any registered model from a ``save_pretrained`` folder, in eval mode.
+
+    ``runtime`` changes how the model runs, not what its weights mean: only the fields its config class
+    declares in ``RUNTIME_FIELDS`` (BDH: ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``), e.g.
+    ``load_pretrained(folder, attention="chunked")``; anything else is refused in one line.
+    """
     directory = Path(directory)
     cls, config = read_model_config(directory)
+    if runtime:
+        allowed = getattr(cls.config_class, "RUNTIME_FIELDS", frozenset())
+        bad = sorted(set(runtime) - allowed)
+        if bad:
+            raise UserError(
+                f"load_pretrained: {bad[0]!r} is not a runtime option of {cls.__name__} "
+                f"(those are: {', '.join(sorted(allowed)) or 'none'}); the architecture comes from config.json"
+            )
+        config = config.replace(**runtime)
     tensors = load_tensors(directory / WEIGHTS_NAME)
     model = cls(config)
     check_state_dict(model, tensors, str(directory / WEIGHTS_NAME))
