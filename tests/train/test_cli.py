@@ -59,36 +59,12 @@ def test_config_file_and_print_config(tmp_path, corpus_file, capsys):
 
 
 def test_generate_streams_bytes(trained, capfdbinary):
-    code = main(
-        [
-            "generate",
-            str(trained),
-            "--prompt",
-            "ROMEO:",
-            "--max-new-tokens",
-            "25",
-            "--seed",
-            "3",
-            "--temperature",
-            "0.7",
-        ]
-    )
+    argv = ["generate", str(trained), "--prompt", "ROMEO:", "--max-new-tokens", "25", "--seed", "3"]
+    argv += ["--temperature", "0.7"]
+    code = main(argv)
     out = capfdbinary.readouterr().out
     assert code == 0 and out.startswith(b"ROMEO:") and len(out) == len(b"ROMEO:") + 25 + 1
-    main(
-        [
-            "generate",
-            str(trained),
-            "--prompt",
-            "ROMEO:",
-            "--max-new-tokens",
-            "25",
-            "--seed",
-            "3",
-            "--temperature",
-            "0.7",
-        ]
-    )
+    main(argv)
     assert capfdbinary.readouterr().out == out  # the same seed, the same bytes
     code = main(["generate", str(trained), "--prompt", "A", "--max-new-tokens", "5", "--temperature", "0"])
     assert code == 0

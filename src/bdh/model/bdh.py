@@ -239,4 +239,9 @@ def _chain(hooks: list[LayerHook]) -> LayerHook | None:
     """One hook calling each of ``hooks`` in turn, or None."""
     if len(hooks) < 2:
         return hooks[0] if hooks else None
-    return lambda model, layer, act: [h(model, layer, act) for h in hooks] and None
+
+    def every(model: nn.Module, layer: int, act: LayerActivations) -> None:
+        for hook in hooks:
+            hook(model, layer, act)
+
+    return every

@@ -85,31 +85,23 @@ class Pass:
     hooked: bool = False
 
 
+@dataclass(frozen=True)
 class Kernels:
     """The kernels chosen for one forward pass (by `select`), with the tables they share across layers."""
 
-    def __init__(
-        self,
-        *,
-        kind: str,
-        rope: str,
-        tables,
-        attention: str,
-        log_u,
-        causal: bool,
-        chunk_size: int,
-        need_state: bool,
-        inplace: bool,
-        detach_kv: bool,
-        gate: str,
-        dropout: float,
-        masks: str,
-        scale: float,
-    ):
-        self.kind, self.rope, self.tables = kind, rope, tables
-        self.attention, self.log_u, self.causal, self.chunk_size = attention, log_u, causal, chunk_size
-        self.need_state, self.inplace, self.detach_kv = need_state, inplace, detach_kv
-        self.gate_impl, self.dropout, self.masks, self.scale = gate, dropout, masks, scale
+    kind: str  # the positional scheme
+    rope: str  # the rotation kernel (`rope_impl`)
+    tables: tuple[torch.Tensor | None, torch.Tensor | None]  # cos, sin at the pass's positions
+    attention: str  # the attention kernel
+    log_u: torch.Tensor | None
+    causal: bool
+    chunk_size: int
+    need_state: bool
+    inplace: bool
+    detach_kv: bool
+    gate_impl: str  # ``fused`` or ``plain``
+    dropout: float
+    masks: str  # ``none``, ``host`` or ``torch``
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """R x: the RoPE rotation at the pass's positions."""
@@ -160,7 +152,7 @@ class Kernels:
             y = F.dropout(y, self.dropout, training=True)
         H, N = y.shape[1], y.shape[3]
         e = (y @ E.view(H, N, E.shape[1])).sum(dim=1, keepdim=True)
-        return e * self.scale if self.masks == "host" else e
+        return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
 
 
 def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
@@ -217,8 +209,7 @@ def select(
         need_state=p.need_state,
         inplace=p.inplace,
         detach_kv=p.detach_kv,
-        gate="plain" if compiling() else "fused",
+        gate_impl="plain" if compiling() else "fused",
         dropout=dropout,
         masks=masks,
-        scale=1.0 / (1.0 - dropout),
     )
