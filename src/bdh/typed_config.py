@@ -1,23 +1,36 @@
 """`TypedConfig`: the one configuration mechanism of the package (models, baselines, tasks, run sections,
-experiments).
+experiments, analysis options).
 
 A config is a dataclass that mixes in `TypedConfig`. `TypedConfig.from_dict` (what ``config.json`` files,
 YAML run configs and ``--set`` overrides go through) checks every key against the field's type hint with
 `check_value`: an unknown key, a value of the wrong type, NaN or infinity are refused with one line that
 names the key (``optim.lr: expected a finite number, got 'fast'``); nested config dataclasses are checked
-the same way under their own prefix. Rules that types cannot say (ranges, fields that exclude each other)
-live in the class's ``__post_init__``, written with the ``_check_*`` helpers below, so they hold however
-the object is built.
+the same way under their own prefix.
+
+The values a field accepts beyond its type are declared on the field, with `bounded` (numbers, or every
+number of a list) or `one_of` (a list of choices)::
+
+    lr: float = bounded(1e-3, gt=0)                      # optim.lr: must be a number > 0, got -1
+    dropout: float = bounded(0.0, ge=0, lt=1)            # ... must be a number in [0, 1), got 1.5
+    micro_batch_size: int | None = bounded(None, ge=1)   # ... must be an integer >= 1 or null, got 0
+    positional: str = one_of("rope", POSITIONAL)         # ... must be one of rope, none; got 'alibi'
+
+`TypedConfig.__post_init__` checks every declared range (`TypedConfig.check_ranges`), so they hold however
+the object is built (``from_dict``, the constructor, ``dataclasses.replace``). A class's own ``__post_init__``
+calls ``super().__post_init__()`` first and then checks only what a declaration cannot say: rules that relate
+several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derived values, formats.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 import types
 import typing
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from bdh.errors import UserError
@@ -133,35 +146,189 @@ def _sequence(value: Any, tp: Any, key: str) -> Any:
     return items if typing.get_origin(tp) is list else tuple(items)
 
 
+# ---------------------------------------------------------------------- declared ranges
+#: the key of a field's `Range` in its dataclass metadata
+RANGE = "bdh.range"
+
+
+@dataclass(frozen=True)
+class Range:
+    """What a config field accepts beyond its type hint (declare it with `bounded` or `one_of`).
+
+    Attributes:
+        ge, gt, le, lt: bounds on a number (on every item of a list of numbers): at most one lower bound
+            (``ge`` or ``gt``) and one upper bound (``le`` or ``lt``).
+        choices: the values allowed (instead of bounds).
+        why: said after the rule when a value is refused (``must be an integer >= 2 (sigma links two layers)``).
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple[Any, ...] | None = None
+    why: str | None = None
+
+    def __post_init__(self) -> None:
+        bounds = (self.ge, self.gt, self.le, self.lt)
+        if (self.ge is not None and self.gt is not None) or (self.le is not None and self.lt is not None):
+            raise TypeError("Range: give at most one lower bound (ge or gt) and one upper bound (le or lt)")
+        if (self.choices is None) == all(b is None for b in bounds):
+            raise TypeError("Range: give bounds or choices (one of the two)")
+
+    def contains(self, value: Any, integer: bool) -> bool:
+        """Whether ``value`` (one value, not a list) is in the range; ``integer``: it must be an integer."""
+        if self.choices is not None:
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if not isinstance(value, numbers.Integral) and (integer or not math.isfinite(value)):
+            return False
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
+        )
+
+    def bounds(self) -> str:
+        """The bounds in words: ``>= 1``, ``> 0``, ``in [0, 1)``, ``<= 81``."""
+        low = ("[", ">=", self.ge) if self.ge is not None else ("(", ">", self.gt) if self.gt is not None else None
+        high = ("]", "<=", self.le) if self.le is not None else (")", "<", self.lt) if self.lt is not None else None
+        if low and high:
+            return f"in {low[0]}{_show(low[2])}, {_show(high[2])}{high[0]}"
+        edge = low or high
+        return f"{edge[1]} {_show(edge[2])}"
+
+
+def _show(bound: float) -> str:
+    """A bound as an error message writes it: ``0``, ``0.5``, ``1000000``, ``2**63``."""
+    if isinstance(bound, float) and not bound.is_integer():
+        return repr(bound)
+    whole = int(bound)
+    size = abs(whole)
+    if size >= 2**16 and size & (size - 1) == 0:
+        return f"{'-' if whole < 0 else ''}2**{size.bit_length() - 1}"
+    return str(whole)
+
+
+def bounded(
+    default: Any = dataclasses.MISSING,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    why: str | None = None,
+) -> Any:
+    """A dataclass field whose number (or every number of a list) must lie within the bounds, e.g.
+    ``lr: float = bounded(1e-3, gt=0)``; null passes when the type hint allows it (``int | None``)."""
+    return dataclasses.field(default=default, metadata={RANGE: Range(ge=ge, gt=gt, le=le, lt=lt, why=why)})
+
+
+def one_of(default: Any, choices: Sequence[Any], *, why: str | None = None) -> Any:
+    """A dataclass field whose value must be one of ``choices``, e.g. ``positional: str = one_of("rope",
+    POSITIONAL)``; null passes when the type hint allows it."""
+    return dataclasses.field(default=default, metadata={RANGE: Range(choices=tuple(choices), why=why)})
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A field with a declared `Range`, and what its type hint says about it.
+
+    Attributes:
+        name: the field.
+        range: its `Range`.
+        integer: the hint is ``int`` (or a list of ints): numbers must be integers.
+        items: the hint is a list or tuple: the range holds for every item.
+        nullable: the hint allows None, which passes.
+    """
+
+    name: str
+    range: Range
+    integer: bool
+    items: bool
+    nullable: bool
+
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` is in the range."""
+        if value is None and self.nullable:
+            return True
+        if self.items:
+            return isinstance(value, (list, tuple)) and all(self.range.contains(v, self.integer) for v in value)
+        return self.range.contains(value, self.integer)
+
+    def message(self, value: Any) -> str:
+        """Why ``value`` is refused: ``must be an integer >= 1, got 0``."""
+        r = self.range
+        if r.choices is not None:
+            rule = "one of " + ", ".join(str(c) for c in r.choices)
+        elif self.items:
+            rule = f"{'integers' if self.integer else 'numbers'} {r.bounds()}"
+        else:
+            rule = f"{'an integer' if self.integer else 'a number'} {r.bounds()}"
+        rule += " or null" if self.nullable else ""
+        rule += f" ({r.why})" if r.why else ""
+        shown = list(value) if self.items and isinstance(value, tuple) else value
+        return f"must be {rule}{';' if r.choices is not None else ','} got {shown!r}"
+
+
+@functools.cache
+def declared_ranges(cls: type) -> tuple[Declared, ...]:
+    """The fields of the config dataclass ``cls`` that declare a `Range` (`bounded`, `one_of`), in order."""
+    fields = [f for f in dataclasses.fields(cls) if RANGE in f.metadata]
+    hints = typing.get_type_hints(cls) if fields else {}  # only a class that declares ranges needs its hints
+    out = []
+    for f in fields:
+        declared = f.metadata[RANGE]
+        hint, nullable = hints[f.name], False
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(hint) if a is not type(None)]
+            nullable = len(args) < len(typing.get_args(hint))
+            if len(args) != 1:
+                raise TypeError(f"{cls.__name__}.{f.name}: a range needs one type (and maybe None), got {hint}")
+            hint = args[0]
+        items = typing.get_origin(hint) is tuple or typing.get_origin(hint) in (list, Sequence)
+        if items:
+            args = {a for a in typing.get_args(hint) if a is not Ellipsis}
+            if len(args) != 1:
+                raise TypeError(f"{cls.__name__}.{f.name}: a range on a list needs one item type, got {hint}")
+            hint = args.pop()
+        if declared.choices is None and hint not in (int, float):
+            raise TypeError(f"{cls.__name__}.{f.name}: bounds need an int or float field, got {hint}")
+        out.append(Declared(f.name, declared, hint is int, items, nullable))
+    return tuple(out)
+
+
 class TypedConfig:
-    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace`` and field checks."""
+    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace`` and the declared ranges."""
+
+    def __post_init__(self) -> None:
+        """Check the declared ranges; a subclass with its own ``__post_init__`` calls this first."""
+        self.check_ranges()
+
+    @classmethod
+    def _key(cls, field: str) -> str:
+        """How errors name a field of this class: ``BDHConfig.n_layer`` (a subclass may name it otherwise)."""
+        return f"{cls.__name__}.{field}"
 
     def _fail(self, field: str, message: str) -> None:
-        raise UserError(f"{type(self).__name__}.{field}: {message}")
+        raise UserError(f"{self._key(field)}: {message}")
 
-    def _check_int(self, field: str, minimum: int = 1) -> None:
-        value = getattr(self, field)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-            self._fail(field, f"must be an integer >= {minimum}, got {value!r}")
+    def check_ranges(self, prefix: str | None = None) -> None:
+        """A one-line `UserError` for the first field outside its declared range (`bounded`, `one_of`).
+
+        ``prefix`` names a field ``prefix.field`` (a run config's section: ``optim.lr``); default `_key`.
+        """
+        for declared in declared_ranges(type(self)):
+            value = getattr(self, declared.name)
+            if not declared.admits(value):
+                key = f"{prefix}.{declared.name}" if prefix else self._key(declared.name)
+                raise UserError(f"{key}: {declared.message(value)}")
 
     def _check_bool(self, field: str) -> None:
         if not isinstance(getattr(self, field), bool):
             self._fail(field, f"must be true or false, got {getattr(self, field)!r}")
-
-    def _check_number(
-        self, field: str, low: float, high: float, *, low_open: bool = False, high_open: bool = True
-    ) -> None:
-        value = getattr(self, field)
-        bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value)
-        if not bad:
-            bad = value < low or value > high or (low_open and value == low) or (high_open and value == high)
-        if bad:
-            lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-            self._fail(field, f"must be a number in {lo}{low}, {high}{hi}, got {value!r}")
-
-    def _check_choice(self, field: str, choices: tuple[str, ...]) -> None:
-        if getattr(self, field) not in choices:
-            self._fail(field, f"must be one of {', '.join(choices)}; got {getattr(self, field)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The constructor fields as plain JSON-able values (derived fields are not stored)."""
@@ -171,18 +338,27 @@ class TypedConfig:
     def from_dict(cls, data: Any, prefix: str | None = None):
         """Build from a mapping, every key checked against its field's type hint (see `check_value`).
 
-        ``prefix`` names the mapping in errors (``optim``, ``model``); default: the class name.
+        ``prefix`` names the mapping in errors (``optim``, ``model``: ``optim.lr``); default: the class's own
+        names (`_key`: ``BDHConfig.n_layer``). The declared ranges of the given keys are checked under the
+        same names before the object is built.
         """
-        prefix = prefix or cls.__name__
         if not isinstance(data, dict):
-            raise UserError(f"{prefix}: expected a mapping of fields, got {type(data).__name__}")
+            raise UserError(f"{prefix or cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
+
+        def key_of(name: str) -> str:
+            return f"{prefix}.{name}" if prefix else cls._key(name)
+
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
         unknown = sorted(set(data) - set(fields))
         if unknown:
             key = unknown[0]
-            raise UserError(f"{prefix}.{key}: unknown field {key!r}; known fields: {', '.join(sorted(fields))}")
+            raise UserError(f"{key_of(key)}: unknown field {key!r}; known fields: {', '.join(sorted(fields))}")
         hints = typing.get_type_hints(cls)
-        return cls(**{key: check_value(value, hints[key], f"{prefix}.{key}") for key, value in data.items()})
+        values = {key: check_value(value, hints[key], key_of(key)) for key, value in data.items()}
+        for declared in declared_ranges(cls):
+            if declared.name in values and not declared.admits(values[declared.name]):
+                raise UserError(f"{key_of(declared.name)}: {declared.message(data[declared.name])}")  # as given
+        return cls(**values)
 
     def replace(self, **changes: Any):
         """A copy with some fields changed (validated again)."""

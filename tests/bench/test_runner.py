@@ -1,4 +1,5 @@
-"""The bench runner's pieces: best over learning rates, per-slice evaluation, tables, argument parsing."""
+"""The bench runner's pieces: best over learning rates, per-slice evaluation, the summary over seeds and its
+winner rule, tables, argument parsing."""
 
 import math
 
@@ -6,8 +7,21 @@ import pytest
 import torch
 
 from bdh.bench import runner
-from bdh.bench.recall import SUITE as RECALL
-from bdh.bench.runner import BenchError, best_over_lr, evaluate_examples, markdown_table, parse_list, run_key
+from bdh.bench.recall import RecallSweep, suite_def
+from bdh.bench.runner import (
+    NO_WINNER,
+    BenchError,
+    best_over_lr,
+    evaluate_examples,
+    markdown_table,
+    parse_list,
+    pick_winner,
+    results_markdown,
+    run_key,
+    summarize,
+)
+
+RECALL = suite_def(RecallSweep())
 
 
 def _rows():
@@ -117,12 +131,104 @@ def test_evaluate_examples_keeps_mqar_slices_apart():
     assert math.isfinite(got["val_loss"])
 
 
-def test_markdown_table_has_one_line_per_row_and_the_suite_columns():
+def test_markdown_table_has_one_line_per_model_setting_width_and_the_suite_columns():
     best = best_over_lr(_rows(), ["accuracy"])
-    text = markdown_table(best, RECALL)
+    text = markdown_table(summarize(best, RECALL), RECALL)
     lines = text.strip().splitlines()
-    assert lines[0].startswith("| model | seq_len | num_pairs | width |") and "accuracy" in lines[0]
-    assert len(lines) == 2 + len(best)
+    assert lines[0].startswith("| model | seq_len | num_pairs | longer_len | width |")
+    assert "| accuracy | accuracy_longer |" in lines[0] and lines[0].endswith("| winner |")
+    assert len(lines) == 2 + 4  # (bdh, gpt) x (32, 64), over two seeds each
+
+
+def _seed_rows(table, setting="N64-D4", **extra):
+    """Result rows (one per seed) of one learning rate from {(model, width): (accuracy per seed)}."""
+    return [
+        {
+            "suite": "recall",
+            "model": m,
+            "setting": setting,
+            "seq_len": 64,
+            "num_pairs": 4,
+            "width": w,
+            "params": 1000,
+            "lr": 1e-3,
+            "seed": seed,
+            "accuracy": acc,
+            "val_loss": 2.0 + seed,
+            "wall_s": 10.0 * (seed + 1),
+            "tok_per_s": 100.0,
+            **extra,
+        }
+        for (m, w), accs in table.items()
+        for seed, acc in enumerate(accs)
+    ]
+
+
+@pytest.mark.parametrize(
+    "scores,expected",
+    [
+        # gpt's lowest seed beats bdh's and baseconv's highest: a winner beyond the spread
+        ({"bdh": [0.2, 0.4], "gpt": [0.5, 0.6], "baseconv": [0.1, 0.45]}, ("gpt", "beyond the spread")),
+        # the best mean (gpt, 0.55) overlaps bdh's range: no winner
+        ({"bdh": [0.3, 0.55], "gpt": [0.5, 0.6]}, (None, "within the spread")),
+        # touching ranges are within the spread (the min must exceed the other max)
+        ({"bdh": [0.3, 0.5], "gpt": [0.5, 0.6]}, (None, "within the spread")),
+        # equal means are always within the spread
+        ({"bdh": [0.5, 0.5], "gpt": [0.5, 0.5]}, (None, "within the spread")),
+        # one seed: no spread, however large the gap
+        ({"bdh": [0.9], "gpt": [0.1]}, (None, "one seed: no spread")),
+        ({"bdh": [0.9, 0.95]}, (None, "one model")),
+        # a NaN or missing seed counts as -inf: that model cannot win, and the others are compared to it
+        ({"bdh": [0.9, float("nan")], "gpt": [0.5, 0.6]}, (None, "within the spread")),
+        ({"bdh": [0.1, ""], "gpt": [0.5, 0.6]}, ("gpt", "beyond the spread")),
+        ({"bdh": [float("nan")] * 2, "gpt": [None, None]}, (None, "no score")),
+    ],
+)
+def test_pick_winner_declares_a_winner_only_beyond_the_spread(scores, expected):
+    assert pick_winner(scores) == expected
+
+
+def test_summarize_gives_mean_min_max_over_seeds_and_the_winner_per_setting_width():
+    rows = _seed_rows(
+        {
+            ("bdh", 32): (0.80, 0.90),  # wins width 32: 0.80 > gpt's 0.60
+            ("gpt", 32): (0.50, 0.60),
+            ("bdh", 64): (0.40, 0.70),  # best mean at width 64, but within gpt's range
+            ("gpt", 64): (0.50, 0.55),
+        }
+    )
+    summary = summarize(rows, RECALL)
+    by = {(r["model"], r["width"]): r for r in summary}
+    assert [(r["model"], r["width"]) for r in summary] == [("bdh", 32), ("gpt", 32), ("bdh", 64), ("gpt", 64)]
+    b = by[("bdh", 32)]
+    assert b["accuracy_mean"] == pytest.approx(0.85) and b["accuracy_min"] == 0.8 and b["accuracy_max"] == 0.9
+    assert b["val_loss_mean"] == pytest.approx(2.5) and b["wall_s_min"] == 10.0 and b["wall_s_max"] == 20.0
+    assert b["seeds"] == "0;1" and b["params"] == 1000 and b["lr"] == 1e-3
+    assert b["accuracy_longer_mean"] == ""  # no such column in these rows: empty, not an error
+    assert {r["winner"] for r in summary if r["width"] == 32} == {"bdh"}
+    assert {(r["winner"], r["winner_note"]) for r in summary if r["width"] == 64} == {(NO_WINNER, "within the spread")}
+    # the columns of summary.csv hold every key of a summary row
+    assert set(summary[0]) == set(RECALL.summary_columns())
+
+    text = results_markdown(summary, RECALL)
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(lines) == 1 + 4 and "One seed: no spread" not in text
+    cells = [line.split(" | ") for line in lines]
+    acc, win = cells[0].index("accuracy"), cells[0].index("winner |")
+    assert cells[1][0] == "| bdh" and cells[1][acc] == "**0.850 (0.800–0.900)**" and cells[1][win] == "bdh |"
+    assert cells[2][acc] == "0.550 (0.500–0.600)"  # the loser is not bold
+    assert cells[3][acc] == "0.550 (0.400–0.700)" and cells[3][win] == f"{NO_WINNER} (within the spread) |"
+    assert "**" not in lines[3] + lines[4]
+
+
+def test_one_seed_declares_no_winner_and_says_so():
+    summary = summarize(_seed_rows({("bdh", 32): (0.9,), ("gpt", 32): (0.1,)}), RECALL)
+    assert [(r["winner"], r["seeds"]) for r in summary] == [(NO_WINNER, "0"), (NO_WINNER, "0")]
+    assert summary[0]["accuracy_min"] == summary[0]["accuracy_max"] == 0.9
+    text = results_markdown(summary, RECALL)
+    assert "One seed: no spread" in text and "**0.900" not in text
+    assert "| 0.900 |" in text and "(0.900–0.900)" not in text  # one value, no range
+    assert f"{NO_WINNER} (one seed: no spread)" in text
 
 
 @pytest.mark.parametrize(

@@ -34,8 +34,13 @@ def test_suite_end_to_end(tmp_path, capsys, suite, models, metric, setting_cols)
     stdout, err = capsys.readouterr()
     assert code == 0, err
     runs, results = _rows(out / "runs.csv"), _rows(out / "results.csv")
-    assert len(runs) == 2 * len(models)  # every model at both learning rates
-    assert sorted(r["model"] for r in results) == sorted(models)  # one row per (model, setting, width)
+    assert len(runs) == 2 * len(models)  # every model at both learning rates; the trivial row is not a run
+    # one row per (model, setting, width), and the trivial answer's reference row
+    assert sorted(r["model"] for r in results) == sorted([*models, "trivial"])
+    (trivial,) = [r for r in results if r["model"] == "trivial"]
+    results = [r for r in results if r["model"] != "trivial"]
+    assert trivial["params"] == trivial["state_size"] == "0" and trivial["lr"] == "" and trivial["seed"] == "0"
+    assert trivial["reference"].startswith("trivial (") and 0.0 <= float(trivial[metric]) <= 1.0
     header = list(results[0])
     for col in BASE_COLUMNS + setting_cols + [metric, "val_loss", "config", "run_dir", "lrs_tried"]:
         assert col in header, col
@@ -63,8 +68,20 @@ def test_suite_end_to_end(tmp_path, capsys, suite, models, metric, setting_cols)
     bdh = next(int(r["params"]) for r in results if r["model"] == "bdh")
     for r in results:
         assert abs(int(r["params"]) - bdh) / bdh < 0.15, (r["model"], r["params"], bdh)
+    # one seed (--quick): the summary has one row per model, and no winner is declared
+    summary = _rows(out / "summary.csv")
+    assert [r["model"] for r in summary] == [*sorted(models), "trivial"]  # the reference row last
+    for r in summary:
+        assert r["seeds"] == "0" and r["winner"] == "—" and r["winner_note"] == "one seed: no spread"
+        mine = next(x for x in [*results, trivial] if x["model"] == r["model"])
+        assert (
+            float(r[f"{metric}_mean"]) == float(r[f"{metric}_min"]) == float(r[f"{metric}_max"]) == float(mine[metric])
+        )
+    assert summary[-1]["reference"] == trivial["reference"]
     table = (out / "results.md").read_text()
-    assert table.count("\n| ") == 1 + len(models) and metric in table.splitlines()[2]
+    head = next(line for line in table.splitlines() if line.startswith("| model |"))
+    assert table.count("\n| ") == 2 + len(models) and metric in head and "One seed: no spread" in table
+    assert f"\n| {trivial['reference']} |" in table
     for x in ("width", "state_size"):
         _drawn(out / "plots" / f"bench-{suite}-{x}.png")
     if suite == "sudoku":
@@ -115,7 +132,7 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
         == 0
     )
     assert len(_rows(out / "runs.csv")) == 3
-    assert [r["steps"] for r in _rows(out / "results.csv")] == ["2"]
+    assert [(r["model"], r["steps"]) for r in _rows(out / "results.csv")] == [("bdh", "2"), ("trivial", "0")]
 
 
 @pytest.mark.parametrize(
@@ -143,9 +160,10 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, msg):
 def test_dry_run_lists_the_runs_without_training(tmp_path, capsys):
     assert main(["bench", "recall", "--dry-run", "--out", str(tmp_path / "o")]) == 0
     stdout = capsys.readouterr().out
-    assert "48 runs (24 model x setting x width" in stdout  # 4 settings x 2 widths x 3 models, x 2 learning rates
-    assert stdout.count("width   32:") == 12 and "'name': 'baseconv'" in stdout
-    assert "81,920 params" in stdout  # BDH at width 32: 3 n D + 2 V D with n = 512, V = 512
+    # 3 settings (D = 2, 4, 8 at N = 32) x 1 width x 3 models, x 1 learning rate x 2 seeds
+    assert "18 runs (9 model x setting x width" in stdout
+    assert stdout.count("width   32:") == 9 and "'name': 'baseconv'" in stdout
+    assert "57,344 params" in stdout  # BDH at width 32: 3 n D + 2 V D with n = 512, V = 128
     assert not (tmp_path / "o").exists()
 
 
@@ -170,4 +188,36 @@ def test_an_interrupted_run_is_not_recorded_and_resume_trains_it(tmp_path, capsy
     assert not (out / "results.csv").exists()
     assert main([*argv, "--resume"]) == 0
     assert calls == [1e-3, 3e-3, 3e-3]  # only the interrupted run is trained again
-    assert len(_rows(out / "runs.csv")) == 2 and len(_rows(out / "results.csv")) == 1
+    assert len(_rows(out / "runs.csv")) == 2 and [r["model"] for r in _rows(out / "results.csv")] == ["bdh", "trivial"]
+
+
+def test_recall_with_two_seeds_and_the_longer_evaluation(tmp_path, capsys):
+    """Two seeds: results.csv keeps one row per seed, summary.csv and results.md their mean and range; the
+    longer evaluation adds longer_len and accuracy_longer, and GPT and BaseConv take that length."""
+    import dataclasses
+
+    from bdh.bench import recall, runner
+
+    sweep = dataclasses.replace(
+        recall.RecallSweep.quick(), vocab_size=128, eval_length_factor=2, seeds=(0, 1), lrs=(3e-3,), steps=2
+    )
+    out = tmp_path / "bench"
+    done = runner.run_suite(
+        recall.suite_def(sweep), recall.plan(sweep), runner.BenchOptions(out=out, threads=1, plots=False)
+    )
+    results, summary = _rows(out / "results.csv"), _rows(out / "summary.csv")
+    assert len(results) == 8 and sorted((r["model"], r["seed"]) for r in results) == sorted(
+        (m, s) for m in ("bdh", "gpt", "baseconv", "trivial") for s in ("0", "1")
+    )
+    for r in results:
+        assert r["longer_len"] == "64" and 0.0 <= float(r["accuracy_longer"]) <= 1.0
+    assert len(summary) == 4 and len(done["summary"]) == 4 and summary[-1]["model"] == "trivial"
+    for r in summary:
+        mine = [float(x["accuracy_longer"]) for x in results if x["model"] == r["model"]]
+        assert r["seeds"] == "0;1" and r["longer_len"] == "64"
+        assert float(r["accuracy_longer_mean"]) == pytest.approx(sum(mine) / 2)
+        assert float(r["accuracy_longer_min"]) == min(mine) and float(r["accuracy_longer_max"]) == max(mine)
+        assert r["winner"] in ("—", "bdh", "gpt", "baseconv")
+    assert len({r["winner"] for r in summary}) == 1  # one (setting, width): one verdict
+    table = (out / "results.md").read_text()
+    assert "accuracy_longer" in table and "–" in table and "One seed: no spread" not in table

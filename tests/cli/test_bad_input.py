@@ -241,7 +241,7 @@ PC = "--print-config"
 case("train-lr-nan", "set", f"train --set optim.lr=nan {PC}", "optim.lr")
 case("train-lr-inf", "set", f"train --set optim.lr=inf {PC}", "optim.lr")
 case("train-lr-1e400", "set", f"train --set optim.lr=1e400 {PC}", "optim.lr")
-case("train-lr-negative", "set", f"train --set optim.lr=-0.001 {PC}", "lr=-0.001")
+case("train-lr-negative", "set", f"train --set optim.lr=-0.001 {PC}", "optim.lr", also=("> 0, got -0.001",))
 case("train-lr-non-numeric", "set", f"train --set optim.lr=fast {PC}", "optim.lr")
 case("train-device-cuda", "device", f"train --set train.device=cuda {PC}", "CUDA", also=("train.device",))
 case("train-device-banana", "device", f"train --set train.device=banana {PC}", "banana", also=("train.device",))

@@ -97,7 +97,7 @@ def test_config_flags_are_generated_from_the_fields():
     args = parser.parse_args(["--n-layer", "3", "--attention", "chunked"])
     assert config_values(args, names) == {"n_layer": 3, "attention": "chunked"}
     with pytest.raises(SystemExit):
-        parser.parse_args(["--attention", "flash"])  # choices from BDHConfig.CHOICES
+        parser.parse_args(["--attention", "flash"])  # choices declared on BDHConfig.attention
     with pytest.raises(UserError, match=r"^argument --n-layer: must be an integer >= 1, got 0$"):
         with flag_errors(BDHConfig, {"n_layer": 0}):
             BDHConfig(n_layer=0)

@@ -82,6 +82,15 @@ def test_memory_estimate_grows_linearly_for_chunked_and_quadratically_for_parall
     assert (parallel[2] - parallel[1]) / (parallel[1] - parallel[0]) > 2.2
 
 
+def test_memory_estimate_of_a_sharded_process_keeps_a_share_of_the_optimiser_state():
+    """FSDP (train.parallel: fsdp): 16 / W bytes per parameter at rest, plus the gathered weights and gradients."""
+    cfg = BDHConfig(n_layer=2, n_embd=64, n_head=4, n_neurons=4096)
+    params = cfg.num_params()
+    one = train_memory_bytes(cfg, 1, 64)
+    for W in (2, 4, 8):
+        assert one - train_memory_bytes(cfg, 1, 64, shards=W) == 16 * params - (16 * params // W + 8 * params)
+
+
 def test_python_dash_m_bdh_runs():
     out = subprocess.run([sys.executable, "-m", "bdh", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("bdh ")

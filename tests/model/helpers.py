@@ -1,6 +1,8 @@
-"""Small model builders shared by the model tests."""
+"""Small model builders and comparison helpers shared by the model tests (CPU) and the GPU tests (tests/cuda)."""
 
 from __future__ import annotations
+
+import random
 
 import torch
 
@@ -23,3 +25,72 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     denom = b.abs().max().item()
     diff = (a - b).abs().max().item()
     return diff if denom == 0 else diff / denom
+
+
+def random_configs(count: int = 12, seed: int = 1234) -> list[dict]:
+    """Random small model configs covering every positional scheme, damping on and off, batch > 1 and T not a
+    multiple of the chunk (with ``batch`` and ``T`` of the input)."""
+    rng = random.Random(seed)
+    configs = []
+    positional = ["rope", "rope-standard", "none"]
+    damping = [None, 0.9, "alibi"]
+    for i in range(count):
+        heads = rng.choice([1, 2, 4])
+        configs.append(
+            dict(
+                n_layer=rng.choice([1, 2, 3]),
+                n_embd=rng.choice([8, 16, 24]),
+                n_head=heads,
+                n_neurons=heads * 2 * rng.randint(2, 12),
+                positional=positional[i % 3],
+                damping=damping[(i // 3) % 3],
+                chunk_size=rng.choice([1, 3, 4, 7]),
+                vocab_size=rng.choice([7, 64, 256]),
+                batch=rng.randint(2, 3),
+                T=rng.choice([9, 13, 22]),
+            )
+        )
+    return configs
+
+
+def config_id(case: dict) -> str:
+    """A readable test id of a `random_configs` case."""
+    c = case
+    return f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}"
+
+
+def logits_and_grads(model: BDH, idx: torch.Tensor, form: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Logits of ``form`` and the gradient of every parameter of a fixed weighted sum of them."""
+    model.config.attention = form
+    model.zero_grad()
+    logits = model(idx)
+    weights = torch.linspace(-1, 1, logits.numel(), device=logits.device).view_as(logits)
+    (logits.float() * weights).sum().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def values_and_grads(fn, *inputs: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """fn(*inputs) and the gradients of every input of sum(fn(*inputs) * weight)."""
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = fn(*leaves)
+    (out.float() * weight).sum().backward()
+    return out.detach(), [t.grad for t in leaves]
+
+
+def attention_inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, seed=0, device="cpu"):
+    """q (ReLU'd), k, v and an optional state in float64, drawn on the CPU (the same numbers on every device)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu()
+    k = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
+    v = torch.randn(B, 1 if shared_v else H, T, D, generator=g, dtype=torch.float64)
+    s = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else None
+    return tuple(None if t is None else t.to(device) for t in (q, k, v, s))
+
+
+def rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+    """What the official generate does: the whole prefix through the parallel form for every token."""
+    idx = prompt
+    for _ in range(steps):
+        nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx

@@ -8,16 +8,7 @@ import torch
 from bdh.model.kernels import attention
 from bdh.model.kernels.naive import naive_linear_attention
 
-from .helpers import rel_err
-
-
-def _inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu()
-    k = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
-    v = torch.randn(B, 1 if shared_v else H, T, D, generator=g, dtype=torch.float64)
-    s = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else None
-    return q, k, v, s
+from .helpers import attention_inputs, rel_err
 
 
 @pytest.mark.parametrize(
@@ -25,7 +16,7 @@ def _inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, seed=0):
     list(itertools.product(["parallel", "chunked", "recurrent"], [False, True], [False, True], [True, False])),
 )
 def test_forms_equal_the_naive_sum(form, damped, with_state, shared_v):
-    q, k, v, s = _inputs(with_state=with_state, shared_v=shared_v)
+    q, k, v, s = attention_inputs(with_state=with_state, shared_v=shared_v)
     retention = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64) if damped else None
     log_u = None if retention is None else retention.log()
     out, _ = attention.linear_attention(q, k, v, form=form, chunk_size=4, log_u=log_u, state=s)
@@ -35,7 +26,7 @@ def test_forms_equal_the_naive_sum(form, damped, with_state, shared_v):
 
 @pytest.mark.parametrize("damped", [False, True])
 def test_final_states_and_gradients_agree_across_forms(damped):
-    q, k, v, s = _inputs(T=13, with_state=True)
+    q, k, v, s = attention_inputs(T=13, with_state=True)
     log_u = torch.tensor([0.8, 0.95, 0.6], dtype=torch.float64).log() if damped else None
     results = {}
     for form in attention.FORMS:
@@ -56,7 +47,7 @@ def test_final_states_and_gradients_agree_across_forms(damped):
 
 
 def test_state_is_the_sum_of_damped_outer_products():
-    q, k, v, _ = _inputs(B=1, H=1, T=6)
+    q, k, v, _ = attention_inputs(B=1, H=1, T=6)
     u = 0.7
     _, state = attention.recurrent(q, k, v, log_u=torch.tensor([u], dtype=torch.float64).log(), need_state=True)
     expected = sum(u ** (6 - j) * torch.outer(k[0, 0, j], v[0, 0, j]) for j in range(6))
@@ -64,7 +55,7 @@ def test_state_is_the_sum_of_damped_outer_products():
 
 
 def test_strictly_causal_a_token_never_sees_itself():
-    q, k, v, _ = _inputs(T=7)
+    q, k, v, _ = attention_inputs(T=7)
     out, _ = attention.linear_attention(q, k, v)
     assert torch.all(out[:, :, 0] == 0)  # nothing before the first token
     v2 = v.clone()
@@ -77,7 +68,7 @@ def test_strictly_causal_a_token_never_sees_itself():
 
 @pytest.mark.parametrize("damped", [False, True])
 def test_bidirectional_equals_naive(damped):
-    q, k, v, _ = _inputs()
+    q, k, v, _ = attention_inputs()
     retention = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64) if damped else None
     out, _ = attention.linear_attention(q, k, v, causal=False, log_u=None if retention is None else retention.log())
     assert rel_err(out, naive_linear_attention(q, k, v, retention, causal=False)) < 1e-12
@@ -85,13 +76,13 @@ def test_bidirectional_equals_naive(damped):
 
 @pytest.mark.parametrize("form", ["chunked", "recurrent"])
 def test_bidirectional_refused_outside_parallel(form):
-    q, k, v, _ = _inputs()
+    q, k, v, _ = attention_inputs()
     with pytest.raises(ValueError, match="bidirectional"):
         attention.linear_attention(q, k, v, form=form, causal=False)
 
 
 def test_shape_errors_are_one_line():
-    q, k, v, s = _inputs(with_state=True)
+    q, k, v, s = attention_inputs(with_state=True)
     with pytest.raises(ValueError, match=r"v must be \(B, 1 or H, T, D\)"):
         attention.linear_attention(q, k, v[:, :, :5])
     with pytest.raises(ValueError, match="state must be"):

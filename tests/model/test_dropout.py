@@ -120,3 +120,30 @@ def test_torch_rng_setting_uses_nn_dropout():
     assert torch.equal(a, model(idx))
     assert model.kernels(kernels_module.Pass("parallel", 0, 8)).masks == "torch"
     assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).masks == "host"
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps", "meta"])
+def test_host_masks_are_chosen_for_cpu_tensors_only(device):
+    """The NumPy masks live on the host: `select` must give every other device F.dropout (checked on the CPU by
+    handing `select` the device; no GPU needed to make the choice)."""
+    model = tiny_model(dropout=0.5).train()
+
+    def masks(dev: torch.device, **kw) -> str:
+        k = kernels_module.select(
+            kernels_module.Pass("parallel", 0, 8, **kw),
+            positional=model.config.positional,
+            freqs=model.freqs,
+            log_u=None,
+            causal=True,
+            chunk_size=4,
+            dropout=0.5,
+            dropout_rng="auto",
+            training=True,
+            autograd=True,
+            device=dev,
+        )
+        return k.masks
+
+    assert masks(torch.device("cpu")) == "host"
+    assert masks(torch.device(device)) == "torch"
+    assert masks(torch.device("cpu"), hooked=True) == "torch"  # a hook reads y before dropout

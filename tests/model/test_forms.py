@@ -1,70 +1,31 @@
 """The model's three attention forms give the same logits and gradients (fp32), and the recurrent
 interface (init_state / step) continues a sequence exactly."""
 
-import random
-
 import pytest
 import torch
 
 from bdh import BDH
 
-from .helpers import rel_err, tiny_config
+from .helpers import config_id, logits_and_grads, random_configs, rel_err, tiny_config
 
 
-def _random_configs(count=12, seed=1234):
-    rng = random.Random(seed)
-    configs = []
-    positional = ["rope", "rope-standard", "none"]
-    damping = [None, 0.9, "alibi"]
-    for i in range(count):
-        heads = rng.choice([1, 2, 4])
-        configs.append(
-            dict(
-                n_layer=rng.choice([1, 2, 3]),
-                n_embd=rng.choice([8, 16, 24]),
-                n_head=heads,
-                n_neurons=heads * 2 * rng.randint(2, 12),
-                positional=positional[i % 3],
-                damping=damping[(i // 3) % 3],
-                chunk_size=rng.choice([1, 3, 4, 7]),
-                vocab_size=rng.choice([7, 64, 256]),
-                batch=rng.randint(2, 3),
-                T=rng.choice([9, 13, 22]),
-            )
-        )
-    return configs
-
-
-def _run(model, idx, form):
-    model.config.attention = form
-    model.zero_grad()
-    logits = model(idx)
-    weights = torch.linspace(-1, 1, logits.numel()).view_as(logits)
-    (logits * weights).sum().backward()
-    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
-
-
-@pytest.mark.parametrize(
-    "case",
-    _random_configs(),
-    ids=lambda c: f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}",
-)
+@pytest.mark.parametrize("case", random_configs(), ids=config_id)
 def test_three_forms_equal_logits_and_gradients(case):
     case = dict(case)
     B, T = case.pop("batch"), case.pop("T")
     torch.manual_seed(0)
     model = BDH(tiny_config(**case))
     idx = torch.randint(0, model.config.vocab_size, (B, T))
-    ref_logits, ref_grads = _run(model, idx, "parallel")
+    ref_logits, ref_grads = logits_and_grads(model, idx, "parallel")
     for form in ("chunked", "recurrent"):
-        logits, grads = _run(model, idx, form)
+        logits, grads = logits_and_grads(model, idx, form)
         assert rel_err(logits, ref_logits) <= 1e-5, form
         for name in ref_grads:
             assert rel_err(grads[name], ref_grads[name]) <= 1e-5, (form, name)
 
 
 def test_random_configs_cover_the_hard_cases():
-    cases = _random_configs()
+    cases = random_configs()
     assert any(c["T"] % c["chunk_size"] for c in cases)  # T not a multiple of the chunk
     assert {c["positional"] for c in cases} == {"rope", "rope-standard", "none"}
     assert {c["damping"] for c in cases} == {None, 0.9, "alibi"}

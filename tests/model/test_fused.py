@@ -11,12 +11,7 @@ from bdh.model.kernels.fused import relu_mul, rope_rotate
 from bdh.model.kernels.naive import naive_official_forward
 from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
 
-
-def _grads(fn, *inputs, weight):
-    leaves = [t.detach().clone().requires_grad_() for t in inputs]
-    out = fn(*leaves)
-    (out.float() * weight).sum().backward()
-    return out.detach(), [t.grad for t in leaves]
+from .helpers import values_and_grads
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -26,8 +21,8 @@ def test_relu_mul_is_bit_identical_to_autograd(dtype):
     z[0, 0, 0, :4] = 0.0  # the kink: ReLU'(0) = 0 in both
     x = torch.relu(torch.randn(2, 3, 7, 16, dtype=dtype))
     w = torch.randn(2, 3, 7, 16)
-    fast, (dz, dx) = _grads(relu_mul, z, x, weight=w)
-    ref, (rz, rx) = _grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
+    fast, (dz, dx) = values_and_grads(relu_mul, z, x, weight=w)
+    ref, (rz, rx) = values_and_grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
 
 
@@ -36,8 +31,8 @@ def test_relu_mul_in_bf16_and_with_one_input_frozen():
     z = torch.randn(4, 32, dtype=torch.bfloat16)
     x = torch.randn(4, 32, dtype=torch.bfloat16)
     w = torch.randn(4, 32)
-    fast, (dz, dx) = _grads(relu_mul, z, x, weight=w)
-    ref, (rz, rx) = _grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
+    fast, (dz, dx) = values_and_grads(relu_mul, z, x, weight=w)
+    ref, (rz, rx) = values_and_grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
     zl = z.clone().requires_grad_()
     (relu_mul(zl, x) * w).sum().backward()  # x needs no gradient
@@ -53,8 +48,8 @@ def test_rope_rotate_equals_the_plain_rotation(kind, dtype):
     torch.manual_seed(2)
     v = torch.randn(2, 2, T, N, dtype=dtype)
     w = torch.randn(2, 2, T, N)
-    fast, (dv,) = _grads(lambda t: rope_rotate(t, cos, sin, kind == "rope"), v, weight=w)
-    ref, (rv,) = _grads(lambda t: rope_plain(kind, t, cos.to(dtype), sin.to(dtype)), v, weight=w)
+    fast, (dv,) = values_and_grads(lambda t: rope_rotate(t, cos, sin, kind == "rope"), v, weight=w)
+    ref, (rv,) = values_and_grads(lambda t: rope_plain(kind, t, cos.to(dtype), sin.to(dtype)), v, weight=w)
     tol = 1e-6 if dtype == torch.float32 else 1e-13
     assert torch.allclose(fast, ref, atol=tol, rtol=0) and torch.allclose(dv, rv, atol=tol, rtol=0)
 
@@ -65,8 +60,8 @@ def test_rope_rotate_in_bf16_stays_within_bf16_rounding():
     torch.manual_seed(3)
     v = torch.randn(2, 2, T, N)
     w = torch.randn(2, 2, T, N)
-    fast, (dv,) = _grads(lambda t: rope_rotate(t, cos, sin, True), v.bfloat16(), weight=w)
-    ref, (rv,) = _grads(lambda t: rope_plain("rope", t, cos, sin), v, weight=w)  # fp32 reference
+    fast, (dv,) = values_and_grads(lambda t: rope_rotate(t, cos, sin, True), v.bfloat16(), weight=w)
+    ref, (rv,) = values_and_grads(lambda t: rope_plain("rope", t, cos, sin), v, weight=w)  # fp32 reference
     assert fast.dtype == torch.bfloat16 and dv.dtype == torch.bfloat16
     # bf16 keeps 8 significant bits: relative error 2^-8 per rounding, a few roundings per value
     assert (fast.float() - ref).abs().max() <= 4 * 2**-8 * ref.abs().max()
@@ -100,8 +95,8 @@ def test_relu_mul_with_a_drop_mask_equals_the_plain_masked_product(dtype):
     x = torch.relu(torch.randn(2, 3, 7, 16, dtype=dtype))
     drop = torch.rand(2, 3, 7, 16) < 0.3
     w = torch.randn(2, 3, 7, 16)
-    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, DropMask(drop)), z, x, weight=w)
-    ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
+    fast, (dz, dx) = values_and_grads(lambda a, b: relu_mul(a, b, DropMask(drop)), z, x, weight=w)
+    ref, (rz, rx) = values_and_grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
     assert (dz[drop] == 0).all() and (dx[drop] == 0).all() and (fast[drop] == 0).all()
 
@@ -115,8 +110,8 @@ def test_rope_apply_in_bf16_rotates_in_fp32_and_rounds_once():
     torch.manual_seed(6)
     v = torch.randn(2, 2, T, N)
     w = torch.randn(2, 2, T, N)
-    fast, (dv,) = _grads(lambda t: rope_apply("rope", t, cos, sin), v.bfloat16(), weight=w)
-    ref, (rv,) = _grads(lambda t: rope_plain("rope", t, cos, sin), v.bfloat16().float(), weight=w)
+    fast, (dv,) = values_and_grads(lambda t: rope_apply("rope", t, cos, sin), v.bfloat16(), weight=w)
+    ref, (rv,) = values_and_grads(lambda t: rope_plain("rope", t, cos, sin), v.bfloat16().float(), weight=w)
     assert fast.dtype == torch.bfloat16 and dv.dtype == torch.bfloat16
     assert ((fast.float() - ref).abs() <= 2**-8 * ref.abs() + 1e-30).all()
     # the incoming gradient is rounded to bf16 too: two roundings, of the pair's size
@@ -130,6 +125,6 @@ def test_relu_mul_with_bf16_draws_equals_the_plain_masked_product():
     mask = drop_mask(z.shape, 0.3, dtype=z.dtype)
     assert mask.threshold is not None
     w = torch.randn(2, 3, 7, 16)
-    fast, (dz, dx) = _grads(lambda a, b: relu_mul(a, b, mask), z, x, weight=w)
-    ref, (rz, rx) = _grads(lambda a, b: (torch.relu(a) * b).masked_fill(mask.dropped(), 0), z, x, weight=w)
+    fast, (dz, dx) = values_and_grads(lambda a, b: relu_mul(a, b, mask), z, x, weight=w)
+    ref, (rz, rx) = values_and_grads(lambda a, b: (torch.relu(a) * b).masked_fill(mask.dropped(), 0), z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)

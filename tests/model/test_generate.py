@@ -5,16 +5,7 @@ import torch
 
 from bdh import BDH
 
-from .helpers import tiny_config, tiny_model
-
-
-def _rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-    """What the official generate does: the whole prefix through the parallel form for every token."""
-    idx = prompt
-    for _ in range(steps):
-        nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
-        idx = torch.cat([idx, nxt], dim=1)
-    return idx
+from .helpers import rerun_greedy, tiny_config, tiny_model
 
 
 @pytest.mark.parametrize("damping", [None, "alibi"])
@@ -28,7 +19,7 @@ def test_greedy_generation_equals_rerunning_the_prefix(positional, damping):
             p.mul_(20)
     prompt = torch.randint(0, 256, (3, 5))
     ours = model.generate(prompt, 30, temperature=0)
-    assert torch.equal(ours, _rerun_greedy(model, prompt, 30))
+    assert torch.equal(ours, rerun_greedy(model, prompt, 30))
 
 
 def test_sampling_is_reproducible_with_a_seed():

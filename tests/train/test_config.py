@@ -47,6 +47,7 @@ def test_json_file_and_round_trip(tmp_path):
         ("train.batch_size=true", "train.batch_size"),
         ("train.batch_size=2.5", "train.batch_size"),
         ("train.bptt=sometimes", "train.bptt"),
+        ("train.parallel=zero3", "train.parallel"),
         ("optim.betas=[0.9]", "optim.betas"),
         ("model.name=transformer9000", "transformer9000"),
         ("train.batch_size=0", "train.batch_size"),

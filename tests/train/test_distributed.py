@@ -1,11 +1,14 @@
-"""Data parallel: ``torchrun --nproc_per_node=2 -m bdh train`` on CPU (gloo) matches one process."""
+"""Data parallel: ``torchrun --nproc_per_node=2 -m bdh train`` on CPU (gloo) matches one process, with
+DistributedDataParallel (``train.parallel: ddp``) and with FSDP2 (``fsdp``)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
+import torch
 from _train_helpers import run_bdh, set_args, subprocess_env, tiny, train_losses
 
 
@@ -53,6 +56,83 @@ def test_two_processes_match_one_in_tbptt_mode(corpus_file, tmp_path):
     two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *common)))
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = train_losses(single), train_losses(ddp)
+    assert sorted(a) == sorted(b) == list(range(1, 7))
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=2e-4, abs=1e-5), step
+
+
+# --------------------------------------------------------------------------- FSDP2 (train.parallel: fsdp)
+def test_fsdp_matches_one_process_and_writes_full_checkpoints_that_load_anywhere(corpus_file, tmp_path):
+    """Two processes shard the weights, gradients and AdamW moments (gloo); the losses are those of one process,
+    the checkpoint holds full tensors (loadable by load_pretrained, resumable by one process or by FSDP)."""
+    import shutil
+
+    import bdh
+    from bdh.model.io import load_tensors
+
+    common = ["train.max_steps=12", "eval.every=6", "checkpoint.every=6", "train.micro_batch_size=1"]
+    single = tmp_path / "single"
+    one = run_bdh("train", *set_args(tiny(corpus_file, single, *common)))
+    assert one.returncode == 0, one.stderr
+    fsdp = tmp_path / "fsdp"
+    # micro-batches of 1 of the 2 rows per process: gradients accumulate locally before the reduce-scatter
+    two = _torchrun("train", *set_args(tiny(corpus_file, fsdp, *common, "train.parallel=fsdp")))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("run folder:") == 1 and "parallel: fsdp" in (fsdp / "config.yaml").read_text()
+
+    a, b = train_losses(single), train_losses(fsdp)
+    assert sorted(a) == sorted(b) == list(range(1, 13))
+    for step in a:  # the same sums in another order: fp32 rounding only
+        assert b[step] == pytest.approx(a[step], rel=2e-4, abs=1e-5), step
+
+    step12 = fsdp / "checkpoints" / "step-12"
+    model = bdh.load_pretrained(step12)  # a plain model: the full tensors, not one process's shards
+    ref = load_tensors(single / "checkpoints" / "step-12" / "model.safetensors")
+    for name, value in model.state_dict().items():
+        assert value.shape == ref[name].shape and torch.allclose(value, ref[name], atol=1e-5, rtol=1e-4), name
+    state = load_tensors(step12 / "trainer_state.safetensors")
+    assert state["optimizer.0.exp_avg"].shape == model.E.shape  # the AdamW moments are full too
+    assert json.loads((step12 / "meta.json").read_text())["parallel"] == "fsdp"  # written by the sharded path
+    assert (fsdp / "best" / "model.safetensors").is_file()
+
+    # resumed by FSDP and, from a copy, by one process: the same next steps
+    copy = tmp_path / "copy"
+    shutil.copytree(fsdp, copy)
+    more = _torchrun("train", "--resume", str(fsdp), "--set", "train.max_steps=14")
+    assert more.returncode == 0, more.stderr[-3000:]
+    alone = run_bdh("train", "--resume", str(copy), "--set", "train.max_steps=14")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    c, d = train_losses(fsdp), train_losses(copy)
+    assert sorted(c) == sorted(d) == list(range(1, 15))
+    for step in (13, 14):
+        assert c[step] == pytest.approx(d[step], rel=2e-4, abs=1e-5), step
+
+
+def _overrides(corpus_file, run_dir, extra: list[str]) -> list[str]:
+    """A tiny run with ``extra``; for another model than BDH, without the BDH fields of the tiny run."""
+    args = tiny(corpus_file, run_dir, *extra)
+    if any(item.startswith("model.name=") for item in extra):
+        mine = {item.split("=", 1)[0] for item in extra}
+        args = [a for a in args if not a.startswith("model.") or a.split("=", 1)[0] in mine]
+    return set_args(args)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["train.bptt=tbptt", "eval.every=0"],  # model.step gathers the weights like forward
+        # the GPT baseline: one FSDP unit per block, the root holds the (tied) embedding
+        ["model.name=gpt", "model.n_layer=2", "model.n_embd=32", "model.n_head=2", "eval.every=3"],
+    ],
+    ids=["bdh-tbptt", "gpt"],
+)
+def test_fsdp_matches_one_process_in_tbptt_mode_and_for_the_gpt_baseline(corpus_file, tmp_path, extra):
+    single, fsdp = tmp_path / "single", tmp_path / "fsdp"
+    one = run_bdh("train", *_overrides(corpus_file, single, ["train.max_steps=6", *extra, "train.micro_batch_size=2"]))
+    assert one.returncode == 0, one.stderr
+    two = _torchrun("train", *_overrides(corpus_file, fsdp, ["train.max_steps=6", *extra, "train.parallel=fsdp"]))
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = train_losses(single), train_losses(fsdp)
     assert sorted(a) == sorted(b) == list(range(1, 7))
     for step in a:
         assert b[step] == pytest.approx(a[step], rel=2e-4, abs=1e-5), step

@@ -1,10 +1,14 @@
-"""Evaluation weights metrics per key; the trainer sizes a model's sequence length from the task."""
+"""Evaluation weights metrics per example and per key; the trainer sizes a model's sequence length from the task
+and counts tokens at the task's training length."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from bdh.bench.runner import evaluate_examples
+from bdh.tasks.mqar import MQAR, MQARConfig
 from bdh.train import TrainingError, load_config
 from bdh.train.trainer import Trainer, evaluate
 
@@ -39,8 +43,78 @@ class _Constant(torch.nn.Module):
 def test_per_slice_metrics_are_not_diluted_by_other_slices():
     out = evaluate(_Constant(), _Sliced(), batch_size=2, batches=None, seed=0)
     assert out["val_slice_a"] == pytest.approx(0.25) and out["val_slice_b"] == pytest.approx(0.75)
-    # a key present in every batch is weighted by scored tokens: (2 * 1.0 + 4 * 0.5) * 2 / (6 * 2)
-    assert out["val_acc"] == pytest.approx((2 * 1.0 * 2 + 4 * 0.5 * 2) / 12)
+    # a key present in every batch is weighted by the batch's examples (2 rows each), not by its scored
+    # tokens (2 in slice a, 4 in slice b), which would give (2 * 1.0 + 4 * 0.5) * 2 / 12 = 2/3
+    assert out["val_acc"] == pytest.approx((2 * 1.0 + 2 * 0.5) * 2 / 8)
+
+
+class _SlicedPerToken(_Sliced):
+    """The same task, declaring ``acc`` a mean over scored tokens."""
+
+    per_token_metrics = frozenset({"acc"})
+
+
+def test_a_per_token_metric_is_weighted_by_scored_tokens():
+    out = evaluate(_Constant(), _SlicedPerToken(), batch_size=2, batches=None, seed=0)
+    assert out["val_acc"] == pytest.approx((2 * 1.0 + 4 * 0.5) * 2 / 12)
+    assert out["val_slice_a"] == pytest.approx(0.25) and out["val_slice_b"] == pytest.approx(0.75)
+
+
+class _RecallOnLength(torch.nn.Module):
+    """Solves MQAR exactly on the examples of one unpadded length (each position predicts the token after the
+    first earlier occurrence of its own token) and answers with zero logits on the others."""
+
+    def __init__(self, vocab: int, pad: int, length: int):
+        super().__init__()
+        self.vocab, self.pad, self.length = vocab, pad, length
+        self.dummy = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        B, T = idx.shape
+        hit = (idx[:, :, None] == idx[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril(-1)
+        first = hit.int().argmax(dim=2)  # the first earlier position holding the same token
+        after = torch.gather(idx, 1, (first + 1).clamp(max=T - 1))
+        on = hit.any(dim=2) & ((idx != self.pad).sum(dim=1, keepdim=True) == self.length)
+        logits = torch.zeros(B, T, self.vocab)
+        logits.scatter_(2, after[..., None], on[..., None].float())
+        return logits + self.dummy
+
+
+def _two_slice_mqar() -> MQAR:
+    return MQAR(
+        MQARConfig(
+            vocab_size=256,
+            input_seq_len=64,
+            num_kv_pairs=4,
+            val_slices=[[64, 4], [128, 16]],
+            num_val_examples=20,
+            num_train_examples=64,
+            random_non_queries=False,
+        )
+    )
+
+
+def test_mqar_accuracy_is_the_mean_over_examples_of_mixed_slices():
+    """Right only on the D = 4 slice of (64, 4) + (128, 16): Zoology's per-example mean is 1/2, where
+    weighting batches by scored tokens gives 4 / (4 + 16) = 0.2."""
+    task = _two_slice_mqar()
+    model = _RecallOnLength(task.vocab_size, task.pad_id, 64)
+    out = evaluate(model, task, batch_size=8, batches=None, seed=0)
+    assert out["val_accuracy_kv4_len64"] == pytest.approx(1.0)
+    assert out["val_accuracy_kv16_len128"] == pytest.approx(0.0)
+    assert out["val_accuracy"] == pytest.approx(0.5)
+    # the loss stays per scored token: the mean over every labelled position of the split
+    n = task.num_batches("val", 8)
+    x = torch.cat([task.batch("val", i, 8, 0)[0] for i in range(n)])
+    y = torch.cat([task.batch("val", i, 8, 0)[1] for i in range(n)])
+    with torch.no_grad():
+        logits = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+    assert out["val_loss"] == pytest.approx(float(loss), rel=1e-5)
+    # the bench's evaluation is the same code, without the val_ prefix
+    got = evaluate_examples(model, task, batch_size=8, batches=None, seed=0)
+    want = {k.removeprefix("val_"): v for k, v in out.items() if k not in ("val_loss", "val_bpb")}
+    assert got == pytest.approx({**want, "val_loss": out["val_loss"]})
 
 
 def _mqar_gpt(tmp_path, *extra):
@@ -78,3 +152,20 @@ def test_sequence_length_comes_from_the_task(tmp_path):
         trainer.close()
     with pytest.raises(TrainingError, match="model.seq_len: 16 is shorter"):
         Trainer(_mqar_gpt(tmp_path, "model.seq_len=16"))
+
+
+def test_training_batches_keep_their_length_under_longer_validation(tmp_path):
+    """MQAR trains on 32-token examples and validates on 64: the model is sized to 64, training batches are not
+    padded and the trainer counts the tokens it trains on."""
+    config = _mqar_gpt(
+        tmp_path, "task.vocab_size=128", "task.val_slices=[[32,2],[64,4]]", "train.max_steps=2", "eval.batches=null"
+    )
+    trainer = Trainer(config)
+    try:
+        assert trainer.model_config.seq_len == 64 and trainer.task.train_seq_len == 32
+        assert trainer.task.batch("train", 0, 4, 0)[0].shape == (4, 32)
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    assert result.tokens == 2 * 4 * 32
+    assert {"val_accuracy_kv2_len32", "val_accuracy_kv4_len64"} <= set(result.metrics)

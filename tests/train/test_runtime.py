@@ -11,7 +11,8 @@ from _train_helpers import tiny, train_losses
 from torch import nn
 
 from bdh.train import load_config, runtime, train
-from bdh.train.trainer import autocast_dtype
+from bdh.train.distributed import DistEnv
+from bdh.train.trainer import autocast_dtype, resolve_device
 
 
 # --------------------------------------------------------------------------- capabilities
@@ -25,6 +26,26 @@ def test_cuda_capabilities_come_from_the_device(monkeypatch, capability, bf16):
     assert caps.tf32 is (capability[0] >= 8)
     assert caps.fused_adamw
     assert autocast_dtype("auto", torch.device("cuda")) == (torch.bfloat16 if bf16 else None)
+
+
+@pytest.mark.parametrize(
+    "name, env, want",
+    [
+        ("auto", DistEnv(), "cuda:1"),  # one process: the current device
+        ("cuda", DistEnv(), "cuda:1"),
+        ("cuda", DistEnv(rank=3, world_size=4, local_rank=0), "cuda:0"),  # torchrun: the local rank's GPU
+        ("auto", DistEnv(rank=1, world_size=2, local_rank=1), "cuda:1"),
+        ("cuda:0", DistEnv(), "cuda:0"),  # given: kept
+    ],
+)
+def test_the_training_device_of_cuda_always_has_an_index(monkeypatch, name, env, want):
+    """torch.cuda.set_device refuses a bare 'cuda' (ValueError: expected an index): the trainer must resolve one."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device(name, env) == torch.device(want)
+    with pytest.raises(ValueError, match="cuda:2"):  # a LOCAL_RANK beyond the GPUs is one line naming it
+        resolve_device("cuda", DistEnv(rank=2, world_size=3, local_rank=2))
 
 
 def test_tf32_is_switched_on_only_where_the_device_has_it(monkeypatch):

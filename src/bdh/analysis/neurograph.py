@@ -53,7 +53,8 @@ WHICH = ("x", "y")
 def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Tensor:
     """G^(ab) = D[a] E[:, V_b] (N x N, float32): rows = neurons of head a of D_x (``which='x'``) or D_y
     (``'y'``), columns = neurons of head b as sources through E. ``b`` defaults to ``a`` (the diagonal
-    block G^(aa), the paper's G*)."""
+    block G^(aa), the paper's G*). Computed on the model's device and returned on the CPU, where the
+    statistics of this module run (NumPy): a model on a GPU gives the same block."""
     cfg = model.config
     if which not in WHICH:
         raise UserError(f"which must be 'x' or 'y', got {which!r}")
@@ -64,7 +65,7 @@ def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Te
     D = (model.Dx if which == "x" else model.Dy).detach()[a].float()  # (D, N): column j = row j of D_x[a]
     E_b = model.E.detach()[b * cfg.N : (b + 1) * cfg.N].float()  # (N, D): rows = columns of paper E
     with torch.no_grad():
-        return D.T @ E_b.T
+        return (D.T @ E_b.T).cpu()
 
 
 def low_rank_baseline(n_rows: int, n_cols: int, d: int, seed: int) -> torch.Tensor:

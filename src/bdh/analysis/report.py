@@ -22,6 +22,7 @@ from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 
 from ..tasks.repeat import PERIOD, repeat_batch
+from ..typed_config import TypedConfig, bounded
 from . import neurograph as ng
 from . import sparsity as sp
 from .record import record
@@ -33,7 +34,7 @@ RECORD_BUDGET = 1 << 30
 
 
 @dataclass
-class InspectOptions:
+class InspectOptions(TypedConfig):
     """What `inspect_model` computes.
 
     Attributes:
@@ -50,10 +51,10 @@ class InspectOptions:
         repeat_sequences: sequences of the section 6.4 task (3 periods each).
     """
 
-    layer: int | None = None
-    head: int | None = None
-    max_nodes: int = 1024
-    seeds: int = 3
+    layer: int | None = bounded(None, ge=0)
+    head: int | None = bounded(None, ge=0)
+    max_nodes: int = bounded(1024, ge=1)
+    seeds: int = bounded(3, ge=1)
     avg_degrees: tuple[float, ...] = (2.0, 8.0, 32.0)
     sigma_rows: int = 8192
     control_seed: int = CONTROL_SEED

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.io import PretrainedMixin
+from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
 LONG = -1
@@ -84,25 +85,23 @@ class BaseConvConfig(ModelConfig):
         ln_eps: LayerNorm epsilon.
     """
 
-    vocab_size: int = 256
-    seq_len: int = 256
-    n_layer: int = 2
-    n_embd: int = 128
+    vocab_size: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(128, ge=1)
     kernel_sizes: Sequence[int] = (3, LONG)
-    long_filter: str = "implicit"
-    filter_emb_dim: int = 3
-    filter_hidden: int = 16
-    mlp_ratio: float = 4.0
-    embed_dropout: float = 0.1
-    dropout: float = 0.0
-    positional: str = "none"
+    long_filter: str = one_of("implicit", LONG_FILTERS)
+    filter_emb_dim: int = bounded(3, ge=3)
+    filter_hidden: int = bounded(16, ge=1)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    positional: str = one_of("none", ("none", "learned"))
     causal: bool = True
-    ln_eps: float = 1e-5
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "seq_len", "n_layer", "n_embd", "filter_hidden"):
-            self._check_int(name)
-        self._check_int("filter_emb_dim", 3)
+        super().__post_init__()  # the declared ranges
         if self.filter_emb_dim % 2 == 0:
             self._fail("filter_emb_dim", f"must be odd (time plus cosine/sine pairs), got {self.filter_emb_dim}")
         ks = self.kernel_sizes
@@ -114,14 +113,8 @@ class BaseConvConfig(ModelConfig):
         ):
             self._fail("kernel_sizes", f"must be a non-empty list of positive sizes or -1 (long), got {ks!r}")
         self.kernel_sizes = tuple(ks)
-        self._check_choice("long_filter", LONG_FILTERS)
-        self._check_number("mlp_ratio", 0.0, 1e6)
-        self._check_number("embed_dropout", 0.0, 1.0)
-        self._check_number("dropout", 0.0, 1.0)
-        self._check_choice("positional", ("none", "learned"))
         if self.causal is not True:
             self._fail("causal", "BaseConv's convolutions are causal; it has no bidirectional form")
-        self._check_number("ln_eps", 0.0, 1.0, low_open=True)
 
     def kernel_size(self, layer: int) -> int:
         return self.kernel_sizes[layer % len(self.kernel_sizes)]

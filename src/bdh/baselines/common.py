@@ -1,8 +1,8 @@
 """Pieces shared by the baseline models: the typed-config mixin and the parameter count helper.
 
 Every baseline config is a dataclass with `ModelConfig` mixed in: ``to_dict`` / ``from_dict`` (refusing
-unknown keys) as `PretrainedMixin` needs, and checks that raise one-line
-``ValueError("GPTConfig.n_head: ...")``.
+unknown keys) as `PretrainedMixin` needs, ranges declared on the fields (`bdh.typed_config.bounded`,
+`bdh.typed_config.one_of`) and checks, all raising one-line ``ValueError("GPTConfig.n_head: ...")``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
+from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
 POSITIONAL = ("learned", "rope", "none")
@@ -54,31 +55,25 @@ class GPTConfig(ModelConfig):
         ln_eps: LayerNorm epsilon.
     """
 
-    vocab_size: int = 256
-    seq_len: int = 256
-    n_layer: int = 4
-    n_embd: int = 128
-    n_head: int = 4
-    mlp_ratio: float = 4.0
-    dropout: float = 0.0
+    vocab_size: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    n_layer: int = bounded(4, ge=1)
+    n_embd: int = bounded(128, ge=1)
+    n_head: int = bounded(4, ge=1)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    dropout: float = bounded(0.0, ge=0, lt=1)
     causal: bool = True
-    positional: str = "learned"
-    rope_theta: float = 10000.0
+    positional: str = one_of("learned", POSITIONAL)
+    rope_theta: float = bounded(10000.0, gt=1)
     bias: bool = True
     tie_embeddings: bool = True
     share_layers: bool = False
-    ln_eps: float = 1e-5
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "seq_len", "n_layer", "n_embd", "n_head"):
-            self._check_int(name)
-        self._check_number("mlp_ratio", 0.0, 1e6)
-        self._check_number("dropout", 0.0, 1.0)
+        super().__post_init__()  # the declared ranges
         for name in ("causal", "bias", "tie_embeddings", "share_layers"):
             self._check_bool(name)
-        self._check_choice("positional", POSITIONAL)
-        self._check_number("rope_theta", 1.0, math.inf, low_open=True)
-        self._check_number("ln_eps", 0.0, 1.0, low_open=True)
         if self.n_embd % self.n_head:
             self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
         if self.positional == "rope" and (self.n_embd // self.n_head) % 2:

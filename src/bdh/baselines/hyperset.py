@@ -41,6 +41,7 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
+from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
 
@@ -64,32 +65,27 @@ class HyperSETConfig(ModelConfig):
         rms_eps: RMSNorm epsilon.
     """
 
-    vocab_size: int = 10
-    seq_len: int = 81
-    n_embd: int = 128
-    n_head: int = 4
-    ff_mult: int = 4
-    n_recur: int = 24
-    time_freq: int = 512
-    step_condition: str = "x0"
-    embed_dropout: float = 0.1
-    positional: str = "learned"
+    vocab_size: int = bounded(10, ge=1)
+    seq_len: int = bounded(81, ge=1)
+    n_embd: int = bounded(128, ge=1)
+    n_head: int = bounded(4, ge=1)
+    ff_mult: int = bounded(4, ge=1)
+    n_recur: int = bounded(24, ge=1)
+    time_freq: int = bounded(512, ge=1)
+    step_condition: str = one_of("x0", ("x0", "xt"))
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    positional: str = one_of("learned", ("learned", "sinusoidal", "none"))
     causal: bool = False
-    rms_eps: float = 1e-6
+    rms_eps: float = bounded(1e-6, gt=0, lt=1)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "seq_len", "n_embd", "n_head", "ff_mult", "n_recur", "time_freq"):
-            self._check_int(name)
+        super().__post_init__()  # the declared ranges
         if self.n_embd % self.n_head:
             self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
         if self.time_freq % 2:
             self._fail("time_freq", f"must be even (sine and cosine pairs), got {self.time_freq}")
-        self._check_choice("step_condition", ("x0", "xt"))
-        self._check_number("embed_dropout", 0.0, 1.0)
-        self._check_choice("positional", ("learned", "sinusoidal", "none"))
         if self.causal is not False:
             self._fail("causal", "Hyper-SET's row+column softmax attention is bidirectional; it has no causal form")
-        self._check_number("rms_eps", 0.0, 1.0, low_open=True)
 
     @property
     def head_size(self) -> int:

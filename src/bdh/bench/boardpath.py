@@ -4,14 +4,20 @@ The sweep is board size x model width x learning rate x seed. Each board size ha
 unique boards (from ``data_seed``) shared by every run. Reported per (model, board size, width): the
 learning rate with the best path validity (ties: cell accuracy), with cell and board accuracy; the plots
 show path validity against the width and against the state size. Widths: see `bdh.bench.boards`.
+
+The reference row ``trivial (predict no path)`` scores the trivial answer: each cell's most frequent training
+target given its input token, which is the input board with no PATH cell (`bdh.bench.runner.trivial_rows`). Its
+path validity is the share of boards whose START and END touch (the empty path is then a shortest path), its
+cell accuracy the share of cells off the path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .boards import BoardSweep
-from .runner import FULL, QUICK, BenchError, RunSpec, SuiteDef
+from .runner import FULL, QUICK, BenchError, RunSpec, SuiteDef, Trivial
 
 
 @dataclass
@@ -25,7 +31,9 @@ class BoardPathSweep(BoardSweep):
 
     suite = "boardpath"
 
-    steps: int = 600
+    # the CPU default (docs/bench.md): one width, long enough for BDH to leave the trivial answer
+    widths: tuple[int, ...] = (32,)
+    steps: int = 2000
     num_train: int = 4000
     num_val: int = 256
     board_sizes: tuple[int, ...] = (6,)
@@ -81,9 +89,21 @@ def plan(sweep: BoardPathSweep) -> list[RunSpec]:
     return specs
 
 
+def train_size(task: Any) -> int:
+    """The boards of a boardpath task's training set."""
+    return int(task.config.num_train)
+
+
 SUITE = SuiteDef(
     name="boardpath",
     setting_columns=["board_size"],
     metrics=["path_validity", "board_accuracy", "cell_accuracy"],
     score=["path_validity", "cell_accuracy"],
+    # every cell's most frequent training target given its input token: the input board, no PATH cell
+    trivial=Trivial("trivial (predict no path)", train_size),
 )
+
+
+def suite_def(sweep: BoardPathSweep) -> SuiteDef:
+    """The boardpath suite (the same for every sweep)."""
+    return SUITE

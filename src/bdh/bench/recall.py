@@ -6,6 +6,11 @@ training set and a fixed validation set drawn from ``data_seed``, shared by ever
 reports, the table keeps, per (model, setting, width), the learning rate with the best validation
 accuracy; the plots show accuracy against the width and against the recurrent-state size.
 
+Length generalisation: with ``eval_length_factor`` k > 1, every trained run is also evaluated on a second
+validation set, of length k N (same D, same vocabulary, from ``data_seed``; never trained on): the columns
+``longer_len`` and ``accuracy_longer``. GPT's position table and BaseConv's long filter are therefore
+sized to k N; GPT's positions beyond N are never trained, while BDH uses RoPE.
+
 Widths: the width w is BDH's ``n_embd`` (with ``n_neurons = neuron_mult * w``). GPT (``gpt_config_for_params``)
 and BaseConv are sized to BDH's parameter count at that width, with the same number of layers, by
 choosing their ``n_embd``.
@@ -13,8 +18,12 @@ choosing their ``n_embd``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from bdh.errors import UserError
 
@@ -25,8 +34,10 @@ from .runner import (
     RunSpec,
     SuiteDef,
     Sweep,
+    Trivial,
     bdh_params,
     bdh_section,
+    evaluate_examples,
     section_of,
     size_by_params,
 )
@@ -44,23 +55,33 @@ class RecallSweep(Sweep):
         num_pairs: key-value pairs D (combined with every N where 4 D <= N).
         vocab_size: MQAR's V (Zoology: 8192).
         num_train_examples, num_val_examples: the fixed data sets per setting.
+        eval_length_factor: k; after training at length N, each run is also evaluated on a validation set
+            of length k N (same D and vocabulary): ``accuracy_longer``. 0 or 1: no longer evaluation.
     """
 
     suite = "recall"
     MODELS = MODELS
 
+    # The CPU default (docs/bench.md, "Sizing the recall default"): short sequences, a small vocabulary and
+    # thousands of steps, so that attention gets through MQAR's plateau (about 0.25 accuracy with 4 pairs:
+    # a value of the context, not the right one) within the budget; the pairs D separate the models.
     models: tuple[str, ...] = MODELS
-    steps: int = 150
+    widths: tuple[int, ...] = (32,)
+    lrs: tuple[float, ...] = (1e-3,)  # the best rate of every model in benchmarks/recall_probe.py
+    steps: int = 3000
+    batch_size: int = 64
     n_layer: int = 2
-    seq_lens: tuple[int, ...] = (64, 128)
-    num_pairs: tuple[int, ...] = (4, 8)
-    vocab_size: int = 512
-    num_train_examples: int = 8192
+    seq_lens: tuple[int, ...] = (32,)
+    num_pairs: tuple[int, ...] = (2, 4, 8)
+    vocab_size: int = 128
+    num_train_examples: int = 20_000
     num_val_examples: int = 512
+    eval_length_factor: int = 2
 
     @classmethod
     def quick(cls) -> RecallSweep:
-        """Tiny sizes for smoke tests: one setting, one width, a few steps."""
+        """Tiny sizes for smoke tests: one setting, one width, one seed, a few steps; no longer evaluation
+        (MQAR needs vocab_size > the length, and 2 N = 64 is not below V = 64)."""
         return cls(
             **QUICK,
             seq_lens=(32,),
@@ -69,6 +90,7 @@ class RecallSweep(Sweep):
             num_train_examples=512,
             num_val_examples=64,
             eval_batch_size=64,
+            eval_length_factor=0,
         )
 
     @classmethod
@@ -91,18 +113,35 @@ class RecallSweep(Sweep):
         """The (N, D) pairs of the sweep (4 D <= N and D distinct keys fit the vocabulary)."""
         return [(N, D) for N in self.seq_lens for D in self.num_pairs if 4 * D <= N and D <= self.vocab_size // 2 - 1]
 
+    def longer_len(self, seq_len: int) -> int | None:
+        """The length of the longer evaluation of a run trained at ``seq_len`` (None: none)."""
+        return self.eval_length_factor * seq_len if self.eval_length_factor > 1 else None
+
+    def model_len(self, seq_len: int) -> int:
+        """The longest length a model trained at ``seq_len`` sees (its ``seq_len`` in the model section)."""
+        return self.longer_len(seq_len) or seq_len
+
     def validate(self) -> None:
         super().validate()
+        f = self.eval_length_factor
+        if isinstance(f, bool) or not isinstance(f, int) or f < 0:
+            raise BenchError(f"recall: eval_length_factor must be an integer >= 0 (0 or 1: off), got {f!r}")
         if not self.settings():
             raise BenchError("recall: no (seq_len, num_pairs) setting with 4 * num_pairs <= seq_len")
-        if max(self.seq_lens) >= self.vocab_size:
-            raise BenchError(f"recall: vocab_size {self.vocab_size} must exceed every sequence length")
+        longest = max(self.model_len(N) for N in self.seq_lens)
+        if longest >= self.vocab_size:
+            how = f" (eval_length_factor {f} x seq_len {longest // f})" if longest > max(self.seq_lens) else ""
+            raise BenchError(
+                f"recall: vocab_size {self.vocab_size} must exceed every evaluated sequence length; "
+                f"the longest is {longest}{how}"
+            )
         if any(N % 2 for N in self.seq_lens):
             raise BenchError("recall: sequence lengths must be even")
 
 
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
-    """The model section of one run: BDH at ``width``, or a baseline sized to BDH's parameter count."""
+    """The model section of one run: BDH at ``width``, or a baseline sized to BDH's parameter count.
+    ``seq_len`` is the longest length the model sees (GPT's position table, BaseConv's long filter)."""
     bdh = bdh_section(width, n_layer=sweep.n_layer, n_head=sweep.n_head, neuron_mult=sweep.neuron_mult, causal=True)
     if model == "bdh":
         return bdh
@@ -147,10 +186,54 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
         }
         for w in sweep.widths:
             for m in sweep.models:
-                specs += sweep.runs(
-                    m, w, f"N{N}-D{D}", {"seq_len": N, "num_pairs": D}, model_section(m, w, sweep, N), task
-                )
+                section = model_section(m, w, sweep, sweep.model_len(N))
+                specs += sweep.runs(m, w, f"N{N}-D{D}", {"seq_len": N, "num_pairs": D}, section, task)
     return specs
 
 
-SUITE = SuiteDef(name="recall", setting_columns=["seq_len", "num_pairs"], metrics=["accuracy"], score=["accuracy"])
+def longer_columns(sweep: RecallSweep) -> Callable[[RunSpec, torch.nn.Module, Any], dict[str, Any]]:
+    """The suite's ``extra`` hook: the trained model's accuracy on a validation set of ``longer_len(N)``
+    tokens with the run's D, vocabulary, validation size and ``data_seed`` (one MQAR task per length and
+    D, shared by the runs)."""
+    from bdh.tasks.mqar import MQAR, MQARConfig
+
+    tasks: dict[str, MQAR] = {}
+
+    def extra(spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
+        length = sweep.longer_len(int(spec.setting_columns["seq_len"]))
+        if length is None:
+            return {}
+        fields = {k: v for k, v in spec.task_section.items() if k != "name"}
+        fields["input_seq_len"] = length
+        key = json.dumps(fields, sort_keys=True)
+        if key not in tasks:
+            tasks[key] = MQAR(MQARConfig(**fields))
+        got = evaluate_examples(model, tasks[key], spec.eval_batch_size, spec.eval_batches, spec.seed)
+        return {"longer_len": length, "accuracy_longer": got.get("accuracy", float("nan"))}
+
+    return extra
+
+
+def train_size(task: Any) -> int:
+    """The examples of an MQAR task's training set (the suite's tasks have one slice)."""
+    sizes = task.config.sizes("train")
+    if len(sizes) != 1:
+        raise BenchError(f"recall: the trivial answer needs one training slice, got {len(sizes)}")
+    return int(sizes[0])
+
+
+def suite_def(sweep: RecallSweep) -> SuiteDef:
+    """The recall suite; with a longer evaluation, its columns ``longer_len`` and ``accuracy_longer``. Its
+    reference row is chance: each key's most frequent value in training (values are drawn per example)."""
+    longer = sweep.eval_length_factor > 1
+    return SuiteDef(
+        name="recall",
+        setting_columns=["seq_len", "num_pairs"],
+        metrics=["accuracy"],
+        score=["accuracy"],
+        extra=longer_columns(sweep) if longer else None,
+        extra_columns=["longer_len", "accuracy_longer"] if longer else [],
+        extra_metrics=["accuracy_longer"] if longer else [],
+        extra_settings=["longer_len"] if longer else [],
+        trivial=Trivial("trivial (chance: the most frequent value of each key)", train_size),
+    )

@@ -7,14 +7,20 @@ sections it needs. `run_suite` trains them one after the other through the publi
 (`bdh.train.Trainer`), evaluates each trained model on the task's validation set itself (per example,
 so metrics of different validation slices are never mixed), and appends one row per run to
 ``runs.csv``. From those rows `best_over_lr` keeps, for every (model, setting, width), the learning
-rate with the best mean score over seeds, as Zoology reports its sweeps; those rows are
-``results.csv`` and ``results.md``, and the plots are drawn from them by `bdh.viz.plots.bench_plots`.
+rate with the best mean score over seeds, as Zoology reports its sweeps; those rows (one per seed) are
+``results.csv``, and the plots are drawn from them by `bdh.viz.plots.bench_plots`. `summarize` turns them
+into one row per (model, setting, width) with the mean, min and max over seeds of every metric, and marks
+the winner of each (setting, width) only where it wins beyond the spread of the seeds (`pick_winner`);
+those rows are ``summary.csv`` and ``results.md``. Each board suite (and recall) adds reference rows, model
+``trivial``: the score of the trivial answer (`Trivial`, `trivial_rows`), by the same evaluation code, shown in
+every output next to the models but never a winner.
 
 Output folder (``--out``)::
 
     runs.csv           one row per training run (every learning rate); the resume ledger
     results.csv        the rows of the best learning rate per (model, setting, width), one per seed
-    results.md         the same as a markdown table
+    summary.csv        one row per (model, setting, width): mean, min and max over seeds, and the winner
+    results.md         the summary as a markdown table (mean and min-max range of each metric, winners)
     plots/             bench-<suite>-<x>.png/.svg (accuracy against width and against state size)
     runs/<model>/...   the trainer's run folder of every run (config.yaml, metrics.jsonl, checkpoint)
 
@@ -62,6 +68,12 @@ BASE_COLUMNS = [
 ]
 #: columns written after the metrics
 TAIL_COLUMNS = ["lrs_tried", "config", "run_dir"]
+#: speed columns summarised over seeds (results.md shows their mean)
+SPEED_COLUMNS = ["wall_s", "tok_per_s"]
+#: the ``winner`` of a (setting, width) where no model wins beyond the spread
+NO_WINNER = "—"
+#: the ``model`` of the reference rows: the score of the trivial answer (never trained, never a winner)
+TRIVIAL = "trivial"
 
 
 class BenchError(UserError):
@@ -148,7 +160,8 @@ class Sweep:
         widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
         models: any of the suite's `MODELS`.
         lrs, seeds: the learning rates (the best is reported) and run seeds (model initialisation and data
-            order; the data sets come from ``data_seed``).
+            order; the data sets come from ``data_seed``). Two seeds by default, so that the results show
+            a spread and a winner can be declared beyond it.
         steps, batch_size: optimiser steps and examples per step of every run.
         n_layer, n_head: layers (the suite says which) and heads of every model.
         neuron_mult: BDH's n = neuron_mult * n_embd.
@@ -163,7 +176,7 @@ class Sweep:
     widths: tuple[int, ...] = (32, 64)
     models: tuple[str, ...] = ()
     lrs: tuple[float, ...] = (1e-3, 3e-3)
-    seeds: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0, 1)
     steps: int = 300
     batch_size: int = 32
     n_layer: int = 4
@@ -209,8 +222,27 @@ class Sweep:
         ]
 
 
-#: the smoke-test (``--quick``) and GPU-sized (``--full``) values every suite's sweep shares
-QUICK = {"widths": (16,), "steps": 20, "batch_size": 16, "neuron_mult": 8}
+@dataclass(frozen=True)
+class Trivial:
+    """The trivial answer of a suite, scored as a reference row (`trivial_rows`).
+
+    The answer reads each position alone: it predicts the target seen most often in training with that
+    position's input token (`fit_token_prior`). On boardpath that is the input board with no path cell, on
+    Sudoku one digit for every blank, on MQAR one value per key (chance).
+
+    Attributes:
+        label: how results.md names the row (``model`` is `TRIVIAL` in the CSV files), e.g.
+            ``trivial (predict no path)``.
+        train_size: the number of training examples of a task (the first that many examples of its training
+            stream are the training set, each once).
+    """
+
+    label: str
+    train_size: Callable[[Any], int]
+
+
+#: the smoke-test (``--quick``, one seed) and GPU-sized (``--full``) values every suite's sweep shares
+QUICK = {"widths": (16,), "seeds": (0,), "steps": 20, "batch_size": 16, "neuron_mult": 8}
 FULL = {"batch_size": 64, "neuron_mult": 32}
 
 
@@ -224,8 +256,13 @@ class SuiteDef:
         metrics: the metric columns (validation metrics computed after training), in table order.
         score: the columns compared (in this order, higher is better) to pick the best learning rate.
         extra: optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model
-            (the Sudoku depth sweep).
+            (the Sudoku depth sweep, the recall suite's longer evaluation).
         extra_columns: the names of those extra columns.
+        extra_metrics: those of the extra columns that are metrics: summarised over seeds and shown in
+            results.md like ``metrics`` (e.g. ``accuracy_longer``).
+        extra_settings: those of the extra columns that describe the setting, the same for every seed
+            (e.g. ``longer_len``): copied into the summary and shown next to the setting.
+        trivial: the suite's reference row, the score of the trivial answer (`Trivial`); None: no such row.
     """
 
     name: str
@@ -234,6 +271,9 @@ class SuiteDef:
     score: list[str]
     extra: Callable[[RunSpec, torch.nn.Module, Any], dict[str, Any]] | None = None
     extra_columns: list[str] = field(default_factory=list)
+    extra_metrics: list[str] = field(default_factory=list)
+    extra_settings: list[str] = field(default_factory=list)
+    trivial: Trivial | None = None
 
     def columns(self) -> list[str]:
         return (
@@ -246,50 +286,35 @@ class SuiteDef:
             + TAIL_COLUMNS
         )
 
+    def summarised(self) -> list[str]:
+        """The columns summarised over seeds (mean, min, max): the loss, the metrics, the speed."""
+        return ["val_loss", *self.metrics, *self.extra_metrics, *SPEED_COLUMNS]
+
+    def summary_columns(self) -> list[str]:
+        """The columns of summary.csv, in order."""
+        return (
+            BASE_COLUMNS[:3]
+            + self.setting_columns
+            + self.extra_settings
+            + ["width", "n_embd", "n_layer", "params", "state_size", "lr", "lrs_tried", "steps", "batch_size"]
+            + ["seeds"]
+            + [f"{c}_{s}" for c in self.summarised() for s in ("mean", "min", "max")]
+            + ["winner", "winner_note", "reference"]
+        )
+
 
 # ---------------------------------------------------------------------- one run
-@torch.no_grad()
 def evaluate_examples(
     model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int
 ) -> dict[str, float]:
-    """The task's validation metrics, each batch weighted by its number of examples, plus ``val_loss``
-    (nats per scored token). Batches are taken in order; MQAR validation batches never mix slices,
-    so a per-slice metric is averaged only over the batches of its own slice."""
-    import torch.nn.functional as F
+    """The task's validation metrics under their own names plus ``val_loss`` (nats per scored token; NaN
+    when nothing was scored): the trainer's evaluation (`bdh.train.evaluate.evaluate_metrics`), each batch
+    weighted by its number of examples and each key averaged only over the batches that report it, so an
+    MQAR per-slice accuracy is not diluted by the other slices' batches."""
+    from bdh.train.evaluate import evaluate_metrics
 
-    from bdh.tasks.base import IGNORE_INDEX
-
-    device = next(model.parameters()).device
-    n = task.num_batches("val", batch_size)
-    n = n if batches is None else min(n, batches)
-    was = model.training
-    model.eval()
-    sums: dict[str, float] = {}
-    weights: dict[str, int] = {}
-    loss_sum, count = 0.0, 0
-    try:
-        for i in range(n):
-            x, y = task.batch("val", i, batch_size, seed)
-            x, y = x.to(device), y.to(device)
-            logits = model(x).float()
-            c = int((y != IGNORE_INDEX).sum())
-            if c:
-                loss_sum += float(
-                    F.cross_entropy(
-                        logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-                    )
-                )
-                count += c
-            for k, v in task.metrics(logits, y, x).items():
-                if v is None or (isinstance(v, float) and math.isnan(v)):
-                    continue
-                sums[k] = sums.get(k, 0.0) + float(v) * len(x)
-                weights[k] = weights.get(k, 0) + len(x)
-    finally:
-        model.train(was)
-    out = {k: sums[k] / weights[k] for k in sums}
-    out["val_loss"] = loss_sum / count if count else float("nan")
-    return out
+    metrics, loss = evaluate_metrics(model, task, batch_size, batches, seed)
+    return {**metrics, "val_loss": loss}
 
 
 def train_one(
@@ -361,6 +386,125 @@ def train_one(
     return row
 
 
+# ---------------------------------------------------------------------- the trivial answer
+class TokenPrior(torch.nn.Module):
+    """The trivial answer as a model: the logits at a position depend only on that position's input token.
+
+    ``log_probs[t]`` is the log of the distribution of the targets seen with input token ``t`` (`fit_token_prior`),
+    so the argmax at every position is that token's most frequent target, and the loss is the cross-entropy of
+    a model that reads each position alone. It has no trainable parameter (the table is frozen).
+    """
+
+    def __init__(self, log_probs: torch.Tensor):
+        super().__init__()
+        self.table = torch.nn.Embedding.from_pretrained(log_probs, freeze=True)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.table(idx)
+
+    def predictions(self) -> torch.Tensor:
+        """(V,) the target predicted for each input token (the argmax of its row; ties: the smallest id)."""
+        return self.table.weight.argmax(dim=-1)
+
+    def state_size(self) -> int:
+        return 0
+
+
+def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) -> TokenPrior:
+    """The `TokenPrior` of a task's training set: for every input token, the counts of the scored targets
+    (targets other than ``IGNORE_INDEX``) seen with it at the same position, add-one smoothed over the
+    ``task.vocab_size`` classes.
+
+    The training set is read as the first ``train_size`` examples of the training stream (``task.batch("train",
+    ...)`` in batches of ``chunk``, the last one cut short): each training example once, for the tasks whose
+    training batches walk an epoch of the whole set (boardpath, Sudoku, MQAR with one slice).
+    """
+    import numpy as np
+
+    from bdh.tasks.base import IGNORE_INDEX
+
+    if train_size < 1:
+        raise BenchError(f"trivial answer: the task {task.name!r} has no training example")
+    V = int(task.vocab_size)
+    codes = []
+    for i in range(-(-train_size // chunk)):
+        x, y = task.batch("train", i, chunk, seed)
+        keep = min(chunk, train_size - i * chunk)
+        x, y = x[:keep], y[:keep]
+        scored = y != IGNORE_INDEX
+        codes.append((x[scored].long() * V + y[scored].long()).numpy())
+    pairs, counts = np.unique(np.concatenate(codes), return_counts=True)
+    table = torch.zeros(V * V)  # float32 counts are exact below 2**24, far above any task's counts here
+    table[torch.from_numpy(pairs)] = torch.from_numpy(counts).float()
+    table = table.view(V, V).add_(1.0)
+    return TokenPrior(table.div_(table.sum(dim=1, keepdim=True)).log_())
+
+
+def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu") -> list[dict[str, Any]]:
+    """The reference rows of ``suite.trivial`` (none when it is None): one per (setting, width, seed) of
+    ``specs``, with ``model`` `TRIVIAL`, ``reference`` the label, no training (``params``, ``state_size``,
+    ``steps`` and ``tokens`` 0; ``lr`` empty) and the task's metrics scored by the models' own evaluation
+    (`evaluate_examples`, then the suite's ``extra`` hook) on the `TokenPrior` of the training set, on
+    ``device`` (the device of the runs).
+
+    The score does not depend on the width, so it is computed once per task, data seed and evaluation batch size,
+    and copied to every width."""
+    if suite.trivial is None:
+        return []
+    from bdh.devices import resolve_device
+    from bdh.train.config import build_section_config
+
+    dev = resolve_device(device)
+    tasks: dict[str, Any] = {}
+    scores: dict[tuple[Any, ...], dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, int, int]] = set()
+    for spec in specs:
+        if (spec.setting, spec.width, spec.seed) in seen:
+            continue
+        seen.add((spec.setting, spec.width, spec.seed))
+        text = json.dumps(spec.task_section, sort_keys=True)
+        if text not in tasks:
+            cls, config = build_section_config("task", spec.task_section)
+            tasks[text] = cls(config)
+        task = tasks[text]
+        key = (text, task.config.data_seed_for(spec.seed), spec.eval_batch_size, spec.eval_batches)
+        if key not in scores:
+            model = fit_token_prior(task, suite.trivial.train_size(task), spec.seed).to(dev)
+            got = evaluate_examples(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
+            if suite.extra is not None:
+                got.update(suite.extra(spec, model, task))
+            scores[key] = got
+        rows.append(
+            {
+                "suite": spec.suite,
+                "model": TRIVIAL,
+                "setting": spec.setting,
+                **spec.setting_columns,
+                "width": spec.width,
+                "params": 0,
+                "state_size": 0,
+                "lr": "",
+                "seed": spec.seed,
+                "steps": 0,
+                "tokens": 0,
+                **scores[key],
+                "lrs_tried": "",
+                "config": json.dumps(
+                    {"model": {"name": TRIVIAL}, "task": spec.task_section}, sort_keys=True, separators=(",", ":")
+                ),
+                "run_dir": "",
+                "reference": suite.trivial.label,
+            }
+        )
+    return rows
+
+
+def is_reference(row: dict[str, Any]) -> bool:
+    """Whether a result row is a reference row (the trivial answer), not a trained model."""
+    return str(row.get("model", "")) == TRIVIAL
+
+
 # ---------------------------------------------------------------------- rows and files
 def _float(v: Any) -> float:
     try:
@@ -374,9 +518,13 @@ def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[d
     """For each (model, setting, width): the rows (one per seed) of the learning rate whose mean
     score over seeds is highest. ``score`` names the columns compared in order (ties on the first go
     to the next); missing or NaN values count as -inf; a full tie goes to the smaller learning rate.
-    Each kept row gets ``lrs_tried`` (the learning rates compared, ';'-separated)."""
+    Each kept row gets ``lrs_tried`` (the learning rates compared, ';'-separated). Reference rows
+    (`is_reference`: the trivial answer, no learning rate) are kept as they are, after the others."""
     groups: dict[tuple[str, str, str], dict[float, list[dict[str, Any]]]] = {}
+    references = [{**r, "lrs_tried": ""} for r in rows if is_reference(r)]
     for r in rows:
+        if is_reference(r):
+            continue
         g = (str(r["model"]), str(r["setting"]), str(int(float(r["width"]))))
         groups.setdefault(g, {}).setdefault(float(r["lr"]), []).append(r)
     out: list[dict[str, Any]] = []
@@ -388,7 +536,7 @@ def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[d
         tried = ";".join(f"{lr:g}" for lr in sorted(by_lr))
         for r in sorted(by_lr[best], key=lambda r: int(float(r["seed"]))):
             out.append({**r, "lrs_tried": tried})
-    return out
+    return out + references
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -423,34 +571,175 @@ def _fmt(v: Any) -> str:
     return f"{f:.3f}" if abs(f) < 100 else f"{f:,.0f}"
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
-    """The result rows as a markdown table (the setting, sizes, chosen learning rate, metrics, speed)."""
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _seed(r: dict[str, Any]) -> int:
+    return int(float(r["seed"]))
+
+
+def pick_winner(scores: dict[str, Sequence[Any]]) -> tuple[str | None, str]:
+    """The winner of one (setting, width) from each model's scores over seeds (higher is better).
+
+    The model with the best mean wins only beyond the spread: when its lowest seed exceeds every other
+    model's highest seed. A missing or NaN score counts as minus infinity (so that model cannot win).
+    Returns ``(model, "beyond the spread")`` or ``(None, why)``, ``why`` one of ``"one model"``,
+    ``"one seed: no spread"`` (a model has fewer than two seeds), ``"no score"``, ``"within the spread"``.
+    """
+    if len(scores) < 2:
+        return None, "one model"
+    if any(len(v) < 2 for v in scores.values()):
+        return None, "one seed: no spread"
+    values = {m: [_float(x) for x in v] for m, v in scores.items()}
+    mean = {m: sum(v) / len(v) for m, v in values.items()}
+    best = max(sorted(mean), key=lambda m: mean[m])
+    if mean[best] == float("-inf"):
+        return None, "no score"
+    if all(min(values[best]) > max(v) for m, v in values.items() if m != best):
+        return best, "beyond the spread"
+    return None, "within the spread"
+
+
+def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[str, Any]]:
+    """One row per (model, setting, width) from the chosen rows (one per seed): the shared columns, the
+    ``seeds`` (';'-separated), ``<c>_mean``, ``<c>_min`` and ``<c>_max`` over seeds of every summarised
+    column (NaN and missing values left out; empty when none is left), and the ``winner`` of the row's
+    (setting, width) by `pick_winner` on the first score column (the model's name, or `NO_WINNER`)
+    with ``winner_note`` saying why. A reference row (`is_reference`, the trivial answer) is summarised like a
+    model and gets its (setting, width)'s verdict, but it never competes: the winner is picked among the models
+    only, so it is never the winner and does not count as a model. ``reference`` holds its label (empty for the
+    models), and it comes after the models of its (setting, width)."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((str(r["model"]), str(r["setting"]), int(float(r["width"]))), []).append(r)
+    shared = [
+        *BASE_COLUMNS[:3],
+        *suite.setting_columns,
+        *suite.extra_settings,
+        "width",
+        "n_embd",
+        "n_layer",
+        "params",
+        "state_size",
+        "lr",
+        "lrs_tried",
+        "steps",
+        "batch_size",
+    ]
+    out: list[dict[str, Any]] = []
+    scores: dict[tuple[str, int], dict[str, list[Any]]] = {}
+    for (model, setting, width), rs in groups.items():
+        rs = sorted(rs, key=_seed)
+        row: dict[str, Any] = {c: rs[0].get(c, "") for c in shared}
+        row["seeds"] = ";".join(str(_seed(r)) for r in rs)
+        for c in suite.summarised():
+            vals = [f for f in (_finite(r.get(c)) for r in rs) if f is not None]
+            stats = (sum(vals) / len(vals), min(vals), max(vals)) if vals else ("", "", "")
+            row.update({f"{c}_{k}": v for k, v in zip(("mean", "min", "max"), stats, strict=True)})
+        row["reference"] = rs[0].get("reference") or (model if is_reference(rs[0]) else "")
+        out.append(row)
+        competing = scores.setdefault((setting, width), {})
+        if not is_reference(rs[0]):
+            competing[model] = [r.get(suite.score[0]) for r in rs]
+    winners = {g: pick_winner(s) for g, s in scores.items()}
+    for row in out:
+        name, note = winners[(str(row["setting"]), int(float(row["width"])))]
+        row["winner"], row["winner_note"] = name or NO_WINNER, note
+    return sorted(
+        out,
+        key=lambda r: (
+            [_float(r.get(c)) for c in suite.setting_columns],
+            str(r["setting"]),
+            _float(r.get("width")),
+            is_reference(r),
+            str(r["model"]),
+        ),
+    )
+
+
+def _metric(row: dict[str, Any], column: str) -> str:
+    """``mean (min–max)`` of a summarised column (only the mean for one seed), three decimals."""
+    mean, lo, hi = (_finite(row.get(f"{column}_{k}")) for k in ("mean", "min", "max"))
+    if mean is None:
+        return ""
+    if len(str(row.get("seeds", "")).split(";")) < 2 or lo is None or hi is None:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} ({lo:.3f}–{hi:.3f})"
+
+
+def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
+    """The summary rows (`summarize`) as a markdown table: the setting, sizes, chosen learning rate and
+    seeds, each metric as ``mean (min–max)`` over seeds, the mean speed, and the winner of the row's
+    (setting, width), whose first score is bold; ``— (why)`` where there is no winner beyond the spread. A reference
+    row (the trivial answer) is named by its ``reference`` label and says ``reference`` in the winner column."""
+    metrics = ["val_loss", *suite.metrics, *suite.extra_metrics]
     cols = [
         "model",
         *suite.setting_columns,
+        *suite.extra_settings,
         "width",
         "n_embd",
         "params",
         "state_size",
         "lr",
-        "seed",
-        "val_loss",
-        *suite.metrics,
-        "wall_s",
-        "tok_per_s",
+        "seeds",
+        *metrics,
+        *SPEED_COLUMNS,
+        "winner",
     ]
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    order = sorted(
-        rows,
-        key=lambda r: (
-            [_float(r.get(c)) for c in suite.setting_columns],
-            _float(r.get("width")),
-            str(r.get("model")),
-            _float(r.get("seed")),
-        ),
+    lines = []
+    for r in summary:
+        cells = []
+        for c in cols:
+            if c in metrics:
+                cell = _metric(r, c)
+                if c == suite.score[0] and r.get("winner") == r.get("model") and cell:
+                    cell = f"**{cell}**"
+            elif c in SPEED_COLUMNS:
+                cell = _fmt(r.get(f"{c}_mean"))
+            elif c == "model" and is_reference(r):
+                cell = str(r.get("reference") or r["model"])
+            elif c == "winner" and is_reference(r):
+                cell = "reference"
+            elif c == "winner":
+                won = r.get("winner") not in (None, "", NO_WINNER)
+                cell = str(r["winner"]) if won else f"{NO_WINNER} ({r.get('winner_note', '')})"
+            else:
+                cell = _fmt(r.get(c))
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |\n")
+    return head + "".join(lines)
+
+
+def results_markdown(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
+    """results.md: a title, how to read the table (spread and winner rule) and `markdown_table`."""
+    seeds = sorted({int(s) for r in summary for s in str(r.get("seeds", "")).split(";") if s})
+    most = max((len(str(r.get("seeds", "")).split(";")) for r in summary), default=0)
+    text = (
+        f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
+        f"Seeds: {', '.join(map(str, seeds)) or 'none'}. Each metric is the mean over seeds with its range "
+        "(min–max over seeds) in brackets; results.csv has one row per seed, summary.csv these rows.\n\n"
+        f"Winner of a (setting, width): the model with the best mean `{suite.score[0]}`, declared (and bold) "
+        "only when its lowest seed exceeds every other model's highest seed; otherwise the winner column "
+        f"says {NO_WINNER} and why (within the spread, one seed: no spread, one model).\n\n"
     )
-    body = "".join("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |\n" for r in order)
-    return head + body
+    labels = sorted({str(r.get("reference") or r["model"]) for r in summary if is_reference(r)})
+    if labels:
+        text += (
+            f"Reference: the row `{'`, `'.join(labels)}` is the score of the trivial answer, computed by the same "
+            "evaluation as the models: each position's most frequent training target given its own input token, "
+            "with no training. A model has learned something only where it is above it. It is never a winner "
+            "and does not count as a model.\n\n"
+        )
+    if most < 2:
+        text += "**One seed: no spread**, so no winner can be declared beyond it.\n\n"
+    return text + markdown_table(summary, suite)
 
 
 # ---------------------------------------------------------------------- the suite loop
@@ -498,9 +787,11 @@ def run_suite(
     finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None = None,
     prepared: bool = False,
 ) -> dict[str, Any]:
-    """Train every spec not yet in ``runs.csv``, then write results.csv, results.md and the plots.
+    """Train every spec not yet in ``runs.csv``, then write results.csv, summary.csv, results.md and the plots.
+    results.csv also holds the suite's reference rows (`trivial_rows`, not in runs.csv: they are recomputed).
 
-    Returns ``{"runs": rows, "results": best rows, "files": written files, "skipped": run count skipped}``.
+    Returns ``{"runs": rows, "results": best rows (one per seed), "summary": `summarize` rows, "files": written
+    files, "skipped": run count skipped}``.
     ``finish(results, out)`` may write suite-specific files (the Sudoku depth table) and returns them.
     ``prepared``: `prepare_out` was already called (the suite wrote its data into the folder first).
     """
@@ -536,27 +827,33 @@ def run_suite(
     wanted = {s.key() for s in specs}
     chosen = [r for r in rows if run_key(r) in wanted]
     results = best_over_lr(chosen, suite.score)
+    if results:
+        reference = trivial_rows(suite, specs, opts.device)
+        for (label, setting), row in {(r["reference"], r["setting"]): r for r in reference}.items():
+            shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
+            log(f"bench {suite.name}: {label}, {setting}: {shown}")
+        results += reference
+    summary = summarize(results, suite)
     files: list[Path] = []
     if not rows:
         write_csv(out / "runs.csv", rows, columns)
     files.append(out / "runs.csv")
     write_csv(out / "results.csv", results, columns)
     files.append(out / "results.csv")
-    write_text(
-        out / "results.md",
-        f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n" + markdown_table(results, suite),
-    )
+    write_csv(out / "summary.csv", summary, suite.summary_columns())
+    files.append(out / "summary.csv")
+    write_text(out / "results.md", results_markdown(summary, suite))
     files.append(out / "results.md")
     if finish is not None:
         files += finish(results, out)
     if opts.plots and results:
         from bdh.viz import plots
 
-        made, why = plots.bench_plots(results, out / "plots")
+        made, why = plots.bench_plots(results, out / "plots", reference=TRIVIAL)
         files += made
         for reason in why:
             log(f"bench {suite.name}: plot skipped: {reason}")
-    return {"runs": rows, "results": results, "files": files, "skipped": skipped}
+    return {"runs": rows, "results": results, "summary": summary, "files": files, "skipped": skipped}
 
 
 # ---------------------------------------------------------------------- sizing helpers

@@ -8,6 +8,10 @@ weight-shared model (BDH; Hyper-SET; GPT only with ``share_layers``) is also eva
 counts than it was trained with (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3 protocol): the
 ``depth`` column of each row, ``depth.csv`` for the chosen learning rates and the plot
 ``plots/depth-sudoku``. Widths: see `bdh.bench.boards`.
+
+The reference row ``trivial (predict the most frequent digit)`` scores the trivial answer: every blank gets the
+digit that fills the training puzzles' blanks most often (`bdh.bench.runner.trivial_rows`), about 1/9 of the
+cells and no board.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import torch
 from bdh.outputs import write_text
 
 from .boards import BoardSweep
-from .runner import FULL, QUICK, BenchError, RunSpec, SuiteDef, write_csv
+from .runner import FULL, QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, write_csv
 
 
 @dataclass
@@ -38,9 +42,14 @@ class SudokuSweep(BoardSweep):
 
     suite = "sudoku"
 
+    # The CPU default (docs/bench.md): easy puzzles (11-21 blanks), so that whole boards get solved within
+    # the budget; one width and the learning rate that won the old default for every model.
+    widths: tuple[int, ...] = (32,)
+    lrs: tuple[float, ...] = (3e-3,)
+    steps: int = 2000
     eval_batch_size: int = 100
-    min_givens: int = 30
-    max_givens: int = 40
+    min_givens: int = 60
+    max_givens: int = 70
     depth_passes: tuple[int, ...] = (2, 4, 6, 8)
 
     @classmethod
@@ -194,6 +203,8 @@ def finisher(sweep: SudokuSweep):
         rows = depth_rows(results, sweep.n_layer)
         if not rows:
             return []
+        # the trivial answer has no depth: a horizontal line at its cell accuracy
+        reference = [{"series": TRIVIAL, "cell_accuracy": r["cell_accuracy"]} for r in results if r["model"] == TRIVIAL]
         path = out / "depth.csv"
         write_csv(
             path,
@@ -206,19 +217,26 @@ def finisher(sweep: SudokuSweep):
         for r in rows:
             r["series"] = f"{r['model']} w{r['width']}"
         files += plots.suite_plot(
-            rows,
+            rows + reference,
             out / "plots" / "depth-sudoku",
             "passes",
             "cell_accuracy",
             series="series",
             title=f"sudoku: cell accuracy against test-time layer passes (trained with {sweep.n_layer})",
+            reference=TRIVIAL,
         )
         return files
 
     return finish
 
 
+def train_size(task: Any) -> int:
+    """The puzzles of a Sudoku task's training set."""
+    return int(task.size("train"))
+
+
 def suite_def(sweep: SudokuSweep) -> SuiteDef:
+    """The Sudoku suite, with the depth sweep of ``sweep`` and the trivial answer (one digit on every blank)."""
     return SuiteDef(
         name="sudoku",
         setting_columns=["givens"],
@@ -226,4 +244,6 @@ def suite_def(sweep: SudokuSweep) -> SuiteDef:
         score=["board_accuracy", "cell_accuracy"],
         extra=depth_columns(sweep),
         extra_columns=["depth"],
+        # the blank token's most frequent training target: one digit, the same on every blank
+        trivial=Trivial("trivial (predict the most frequent digit)", train_size),
     )

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="side-by-side benchmark suites: recall (MQAR), boardpath, sudoku",
         description="Train BDH and parameter-matched baselines on a sweep, keep the best learning rate per "
-        "(model, setting, width), and write runs.csv, results.csv, results.md and plots into --out. "
+        "(model, setting, width), and write runs.csv, results.csv (one row per seed), summary.csv and results.md "
+        "(mean and min-max over seeds; a winner only beyond that spread) and plots into --out. "
         "The default sizes are CPU-sized (under 30 minutes on 2 cores); --full is for bigger machines; "
         "--quick is a smoke test of a minute or two.",
     )
@@ -116,7 +117,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             specs = module.plan(sweep, module.make_data(sweep, out / "data"))
             finish = module.finisher(sweep)
     else:
-        suite = module.SUITE
+        suite = module.suite_def(sweep)
         specs = module.plan(sweep)
     if args.dry_run:
         _print_plan(specs)

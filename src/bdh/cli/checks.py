@@ -123,13 +123,16 @@ def field_help(config_class: type) -> dict[str, str]:
 
 def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
     """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass, generated from
-    the fields: the type from the type hint, choices from the class's ``CHOICES``, help from its docstring.
-    A flag left out is None (see `config_values`); the config itself checks the values it is given."""
+    the fields: the type from the type hint, choices from the field's declared `bdh.typed_config.one_of`, help
+    from its docstring. A flag left out is None (see `config_values`); the config itself checks the values it
+    is given."""
     import typing
+
+    from bdh.typed_config import declared_ranges
 
     hints = typing.get_type_hints(config_class)
     helps = field_help(config_class)
-    choices = getattr(config_class, "CHOICES", {})
+    choices = {d.name: d.range.choices for d in declared_ranges(config_class) if d.range.choices is not None}
     for name in names:
         args = [a for a in typing.get_args(hints[name]) if a is not type(None)] or [hints[name]]
         kind = {int: integer(), float: number(), str: str}.get(args[0], str)

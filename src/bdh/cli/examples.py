@@ -24,6 +24,7 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh train configs/mqar.yaml --print-config  # check a config without training",
         "bdh train --resume runs/<timestamp>          # continue (after Ctrl-C, or --set train.max_steps=M to extend)",
         "torchrun --nproc_per_node=2 -m bdh train    # data-parallel",
+        "torchrun --nproc_per_node=2 -m bdh train --set train.parallel=fsdp   # weights and optimiser state sharded",
     ],
     "bdh generate": [
         "bdh generate runs/<timestamp> --prompt 'ROMEO:' --max-new-tokens 300 --temperature 0.8 --seed 0",

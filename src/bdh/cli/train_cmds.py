@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train a model. Without arguments: the main job, a small BDH language model on the embedded "
         "Shakespeare corpus (about 10 minutes on a 2-core CPU); it prints the validation bits per byte and a sample. "
         "CONFIG (YAML or JSON) and --set overrides change anything; unknown keys and wrong types are refused. "
-        "Data-parallel: torchrun --nproc_per_node=K -m bdh train ...",
+        "Data-parallel: torchrun --nproc_per_node=K -m bdh train ... (--set train.parallel=fsdp shards the model).",
     )
     p.add_argument("config", nargs="?", help="a run config, YAML or JSON (default: the main job)")
     p.add_argument(

@@ -30,37 +30,45 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bdh.errors import UserError
+from bdh.typed_config import TypedConfig, bounded, one_of
 
 from .diagnostics import autocorrelation, power_spectrum
 
 
 @dataclass
-class ProbeConfig:
-    temperatures: tuple[float, ...] = (0.5, 0.8, 1.0, 1.3, 1.6)
-    n_transient: int = 200
-    n_steps: int = 1000
-    n_features: int = 3
-    delta: float = 1e-4  # relative size of the state perturbation
+class ProbeConfig(TypedConfig):
+    """What `run_probe` runs (the options of ``bdh dmft probe``).
+
+    Attributes:
+        temperatures: the sampling temperatures (the control parameter); 0 is greedy.
+        n_transient: tokens generated and discarded before recording.
+        n_steps: tokens recorded per temperature.
+        n_features: M, the readout dimension (top principal directions of the embedding table).
+        delta: relative size of the state perturbation of the Lyapunov estimate.
+        prompt: the prompt text.
+        seed: the sampling seed.
+        max_lag: lags of the autocorrelation.
+        dtype: the precision of the run, ``float32`` or ``float64``.
+        threads: torch intra-op threads (1 is fastest for small models on a shared machine).
+    """
+
+    temperatures: tuple[float, ...] = bounded((0.5, 0.8, 1.0, 1.3, 1.6), ge=0)
+    n_transient: int = bounded(200, ge=0)
+    n_steps: int = bounded(1000, ge=8)
+    n_features: int = bounded(3, ge=1)
+    delta: float = bounded(1e-4, gt=0, lt=1)
     prompt: str = "\n"
     seed: int = 0
     max_lag: int = 100
-    dtype: str = "float64"
-    threads: int = 1  # torch intra-op threads (1 is fastest for small models on a shared machine)
+    dtype: str = one_of("float64", ("float32", "float64"))
+    threads: int = 1
 
     def __post_init__(self) -> None:
-        if not self.temperatures or any((not math.isfinite(t)) or t < 0 for t in self.temperatures):
-            raise UserError("probe: temperatures must be finite and >= 0")
-        if self.n_steps < 8 or self.n_transient < 0:
-            raise UserError("probe: need n_steps >= 8 and n_transient >= 0")
-        if not 0 < self.delta < 1:
-            raise UserError("probe: delta must be in (0, 1)")
-        if self.n_features < 1:
-            raise UserError("probe: n_features must be >= 1")
-        if self.dtype not in ("float32", "float64"):
-            raise UserError("probe: dtype must be float32 or float64")
+        super().__post_init__()  # the declared ranges
+        if not self.temperatures:
+            self._fail("temperatures", "give at least one temperature")
         if not self.prompt:
-            raise UserError("probe: the prompt is empty; give at least one character")
+            self._fail("prompt", "empty; give at least one character")
 
 
 def feature_directions(model, n_features: int) -> torch.Tensor:

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bdh.errors import UserError
+from bdh.typed_config import TypedConfig, bounded
 
 #: the four projections of the paper, in the order used everywhere in this package
 PROJECTIONS = ("o", "v", "q", "k")
 
 
 @dataclass(frozen=True)
-class DMFTParams:
+class DMFTParams(TypedConfig):
     """Scalar parameters of the model (paper section 4, the values of its figures by default).
 
     Attributes:
@@ -37,21 +38,11 @@ class DMFTParams:
             the softmax multiplies m^q . m^k by gamma / sqrt(M) (`gamma_eff`).
     """
 
-    n_features: int = 3
-    context: int = 4
-    n_pe: int = 2
-    epsilon: float = 0.02
+    n_features: int = bounded(3, ge=1)
+    context: int = bounded(4, ge=1)
+    n_pe: int = bounded(2, ge=0)
+    epsilon: float = bounded(0.02, ge=0, le=1)
     gamma: float = 220.0
-
-    def __post_init__(self) -> None:
-        if self.n_features < 1:
-            raise UserError(f"DMFTParams: n_features must be >= 1, got {self.n_features}")
-        if self.context < 1:
-            raise UserError(f"DMFTParams: context must be >= 1, got {self.context}")
-        if self.n_pe < 0:
-            raise UserError(f"DMFTParams: n_pe must be >= 0, got {self.n_pe}")
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise UserError(f"DMFTParams: epsilon must be in [0, 1], got {self.epsilon}")
 
     @property
     def gamma_eff(self) -> float:

@@ -66,13 +66,12 @@ class ExperimentConfig(TypedConfig):
     #: the experiment's command-line name, which prefixes every error
     experiment: ClassVar[str] = "experiment"
 
-    def _fail(self, field: str, message: str) -> None:
-        raise UserError(f"{self.experiment}.{field}: {message}")
+    @classmethod
+    def _key(cls, field: str) -> str:
+        return f"{cls.experiment}.{field}"
 
     def _check_size(self) -> None:
-        """The model-size fields: positive integers, neurons and width divisible by the heads."""
-        for name in ("n_layer", "n_embd", "n_head", "n_neurons"):
-            self._check_int(name)
+        """Neurons and width divisible by the heads (their ranges are declared on the fields)."""
         if self.n_neurons % self.n_head or self.n_embd % self.n_head:
             raise UserError(
                 f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be "

@@ -42,6 +42,7 @@ from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
 from bdh.plotting import pyplot
 from bdh.tasks.multilingual import LANGUAGES
+from bdh.typed_config import bounded
 
 from .common import (
     QUICK,
@@ -85,27 +86,28 @@ class Config(ExperimentConfig):
 
     base_language: str = "es"
     tune_languages: tuple[str, str] = ("fr", "pt")
-    n_layer: int = 4
-    n_embd: int = 64
-    n_head: int = 4
-    n_neurons: int = 1024
+    n_layer: int = bounded(4, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    n_head: int = bounded(4, ge=1)
+    n_neurons: int = bounded(1024, ge=1)
     dropout: float = 0.0
-    corpus_bytes: int = 4_000_000
-    base_steps: int = 400
-    tune_steps: int = 200
-    uncond_steps: int = 600
-    joint_steps: int = 40
-    batch_size: int = 8
-    seq_len: int = 192
-    lr: float = 3e-3
-    tune_lr: float = 1e-3
-    eval_segments: int = 200
+    corpus_bytes: int = bounded(4_000_000, ge=1)
+    base_steps: int = bounded(400, ge=1)
+    tune_steps: int = bounded(200, ge=1)
+    uncond_steps: int = bounded(600, ge=0)
+    joint_steps: int = bounded(40, ge=0)
+    batch_size: int = bounded(8, ge=1)
+    seq_len: int = bounded(192, ge=1)
+    lr: float = bounded(3e-3, gt=0, lt=1)
+    tune_lr: float = bounded(1e-3, gt=0, lt=1)
+    eval_segments: int = bounded(200, ge=1)
     controls: bool = True
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
 
     experiment = "merge"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
         langs = (self.base_language, *self.tune_languages)
         for lang in langs:
             if lang not in LANGUAGES or lang == ENGLISH:
@@ -114,12 +116,6 @@ class Config(ExperimentConfig):
         if len(self.tune_languages) != 2 or len(set(langs)) != 3:
             raise UserError(f"merge: need a base language and two other, different tune languages; got {langs}")
         self._check_size()
-        for name in ("corpus_bytes", "base_steps", "tune_steps", "batch_size", "seq_len", "eval_segments"):
-            self._check_int(name)
-        for name in ("uncond_steps", "joint_steps", "seed"):
-            self._check_int(name, 0)
-        for name in ("lr", "tune_lr"):
-            self._check_number(name, 0, 1, low_open=True)
 
     @classmethod
     def quick(cls) -> Config:

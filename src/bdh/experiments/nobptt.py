@@ -32,6 +32,7 @@ from bdh.plotting import pyplot
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.log import read_metrics
+from bdh.typed_config import bounded
 
 from .common import (
     QUICK,
@@ -67,26 +68,27 @@ class Config(ExperimentConfig):
     """
 
     pairs: str = "en-es,en-fr"
-    n_layer: int = 4
-    n_embd: int = 64
-    n_head: int = 4
-    n_neurons: int = 1024
+    n_layer: int = bounded(4, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    n_head: int = bounded(4, ge=1)
+    n_neurons: int = bounded(1024, ge=1)
     dropout: float = 0.0
-    corpus_bytes: int = 4_000_000
-    steps: int = 400
-    batch_size: int = 8
-    seq_len: int = 192
-    lr: float = 3e-3
-    eval_segments: int = 200
-    repeat_steps: int = 300
-    repeat_batch_size: int = 8
-    repeat_periods: int = 2
-    repeat_eval_batches: int = 16
-    seed: int = 0
+    corpus_bytes: int = bounded(4_000_000, ge=1)
+    steps: int = bounded(400, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    seq_len: int = bounded(192, ge=1)
+    lr: float = bounded(3e-3, gt=0, lt=1)
+    eval_segments: int = bounded(200, ge=1)
+    repeat_steps: int = bounded(300, ge=0)
+    repeat_batch_size: int = bounded(8, ge=1)
+    repeat_periods: int = bounded(2, ge=1)
+    repeat_eval_batches: int = bounded(16, ge=1)
+    seed: int = bounded(0, ge=0)
 
     experiment = "no-bptt"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
         parse_pairs(self.pairs)  # one-line error for a malformed pair
         for a, b in parse_pairs(self.pairs):
             if a not in LANGUAGES or b not in LANGUAGES or a == b:
@@ -94,20 +96,6 @@ class Config(ExperimentConfig):
                     f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}"
                 )
         self._check_size()
-        for name in (
-            "corpus_bytes",
-            "steps",
-            "batch_size",
-            "seq_len",
-            "eval_segments",
-            "repeat_batch_size",
-            "repeat_periods",
-            "repeat_eval_batches",
-        ):
-            self._check_int(name)
-        for name in ("repeat_steps", "seed"):
-            self._check_int(name, 0)
-        self._check_number("lr", 0, 1, low_open=True)
 
     @classmethod
     def quick(cls) -> Config:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..typed_config import TypedConfig
+from ..typed_config import TypedConfig, bounded, one_of
 
 POSITIONAL = ("rope", "rope-standard", "none")
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
@@ -74,29 +74,28 @@ class BDHConfig(TypedConfig):
         ln_eps: epsilon of the parameter-free LayerNorm (PyTorch's default, as the official code).
     """
 
-    n_layer: int = 6
-    n_embd: int = 256
-    n_head: int = 4
-    n_neurons: int | None = None
-    mlp_internal_dim_multiplier: int | None = None
-    vocab_size: int = 256
-    dropout: float = 0.1
-    dropout_rng: str = "auto"
+    n_layer: int = bounded(6, ge=1)
+    n_embd: int = bounded(256, ge=1)
+    n_head: int = bounded(4, ge=1)
+    n_neurons: int | None = bounded(None, ge=1)
+    mlp_internal_dim_multiplier: int | None = bounded(None, ge=1)
+    vocab_size: int = bounded(256, ge=1)
+    dropout: float = bounded(0.1, ge=0, lt=1)
+    dropout_rng: str = one_of("auto", DROPOUT_RNGS)
     causal: bool = True
-    positional: str = "rope"
-    rope_theta: float | None = None
+    positional: str = one_of("rope", POSITIONAL)
+    rope_theta: float | None = bounded(None, gt=1)
     damping: float | Sequence[float] | str | None = None
-    attention: str = "parallel"
-    chunk_size: int = 128
-    ln_eps: float = 1e-5
+    attention: str = one_of("parallel", ATTENTION_FORMS)
+    chunk_size: int = bounded(128, ge=1)
+    ln_eps: float = bounded(1e-5, gt=0)
     _n: int = field(init=False, repr=False, compare=False, default=0)
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
     #: a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
-    #: the allowed values of the string fields (checked here; command-line flags offer them as choices)
-    CHOICES = {"attention": ATTENTION_FORMS, "positional": POSITIONAL, "dropout_rng": DROPOUT_RNGS}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
         self._validate()
 
     # ------------------------------------------------------------------ derived sizes
@@ -130,36 +129,25 @@ class BDHConfig(TypedConfig):
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        for name in ("n_layer", "n_embd", "n_head", "vocab_size", "chunk_size"):
-            self._check_int(name)
+        """What the declared ranges cannot say: the rules between fields, the neuron count n, the damping."""
         if self.n_neurons is not None and self.mlp_internal_dim_multiplier is not None:
             self._fail("n_neurons", "give either n_neurons or mlp_internal_dim_multiplier, not both")
         if self.n_neurons is not None:
-            self._check_int("n_neurons")
             n = self.n_neurons
         else:
-            if self.mlp_internal_dim_multiplier is not None:
-                self._check_int("mlp_internal_dim_multiplier")
             n = (self.mlp_internal_dim_multiplier or DEFAULT_MULTIPLIER) * self.n_embd
         if n % self.n_head:
             self._fail("n_neurons", f"n = {n} must be divisible by n_head = {self.n_head}")
         self._n = n
-        self._check_number("dropout", 0.0, 1.0)
-        self._check_choice("dropout_rng", self.CHOICES["dropout_rng"])
         self._check_bool("causal")
-        self._check_choice("positional", self.CHOICES["positional"])
         if self.positional != "none" and self.N % 2:
             self._fail("n_neurons", f"RoPE rotates pairs of neurons, so neurons per head must be even, got {self.N}")
-        if self.rope_theta is not None:
-            self._check_number("rope_theta", 1.0, math.inf, low_open=True)
-        self._check_choice("attention", self.CHOICES["attention"])
         if not self.causal and self.attention != "parallel":
             self._fail(
                 "attention",
                 "bidirectional attention (causal=false) has no recurrent state; "
                 f"use attention='parallel', got {self.attention!r}",
             )
-        self._check_number("ln_eps", 0.0, math.inf, low_open=True)
         self._validate_damping()
 
     def _validate_damping(self) -> None:

@@ -91,15 +91,18 @@ class PretrainedMixin:
     model_type: ClassVar[str] = ""
     config_class: ClassVar[type]
 
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed)."""
+    def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed).
+
+        ``state_dict``: the weights to write instead of ``self.state_dict()`` (the full tensors gathered from
+        a sharded model, `bdh.train.sharded.full_state_dict`).
+        """
         from bdh import __version__
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_tensors(
-            self.state_dict(), directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type}
-        )
+        weights = self.state_dict() if state_dict is None else state_dict
+        save_tensors(weights, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type})
         config = {"model_type": self.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__}
         config.update(self.config.to_dict())
         write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())

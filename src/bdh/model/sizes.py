@@ -49,9 +49,19 @@ def train_flops_per_token(config: BDHConfig, block_size: int, form: str | None =
 
 
 def train_memory_bytes(
-    config: BDHConfig, batch_size: int, block_size: int, form: str | None = None, dtype: str = "fp32"
+    config: BDHConfig,
+    batch_size: int,
+    block_size: int,
+    form: str | None = None,
+    dtype: str = "fp32",
+    shards: int = 1,
 ) -> int:
     """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations.
+
+    Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
+    process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.sharded`): it keeps 16 / shards bytes
+    per parameter, plus the whole weights and their unsharded gradients while a step runs (8 bytes: BDH's
+    weights are shared by all layers, so the model is one FSDP unit).
 
     Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
     y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
@@ -66,6 +76,8 @@ def train_memory_bytes(
     act = BYTES[dtype]
     params = config.num_params()
     weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
+    if shards > 1:
+        weights = weights // shards + params * 4 * 2
     per_layer = 5 * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
     temporaries = 2 * B * T * n * act
     if form == "parallel":

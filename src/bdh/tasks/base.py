@@ -28,6 +28,13 @@ class Task(Protocol):
         seq_len: tokens per example (the model's window T).
         causal: True for next-token tasks; False for whole-board tasks read bidirectionally.
         target_metric: the metric ``best/`` checkpoints are chosen by, and whether higher is better.
+
+    Optional attributes (read with ``getattr``, so they are not protocol members):
+        train_seq_len: tokens per training example when shorter than ``seq_len`` (MQAR trains on short
+            slices and validates on longer ones); the trainer counts training tokens with it.
+        per_token_metrics: names of metrics that are means over scored tokens with a number of scored
+            tokens that differs between examples; evaluation weights them by a batch's scored tokens, every
+            other metric by the batch's examples (`bdh.train.evaluate`).
     """
 
     name: str

@@ -39,6 +39,7 @@ import torch
 
 from bdh.errors import UserError
 
+from ..typed_config import bounded
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
 
 FLOOR, WALL, START, END, PATH = 0, 1, 2, 3, 4
@@ -132,23 +133,11 @@ class BoardPathConfig(TaskConfig):
             different seeds share one training and validation set); null: the run's seed.
     """
 
-    board_size: int = 10
-    wall_prob: float = 0.3
-    num_train: int = 8000
-    num_val: int = 500
-    data_seed: int | None = None
-
-    def __post_init__(self) -> None:
-        self._check_data_seed()
-        self._check_int("board_size", 2)
-        if (
-            isinstance(self.wall_prob, bool)
-            or not isinstance(self.wall_prob, (int, float))
-            or not 0 <= self.wall_prob < 1
-        ):
-            self._fail("wall_prob", f"must be a number in [0, 1), got {self.wall_prob!r}")
-        self._check_int("num_train")
-        self._check_int("num_val")
+    board_size: int = bounded(10, ge=2)
+    wall_prob: float = bounded(0.3, ge=0, lt=1)
+    num_train: int = bounded(8000, ge=1)
+    num_val: int = bounded(500, ge=1)
+    data_seed: int | None = bounded(None, ge=0)
 
 
 class BoardPath:
@@ -221,7 +210,11 @@ class BoardPath:
         return -(-self.config.num_val // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """cell_accuracy, board_accuracy and path_validity (module docstring)."""
+        """cell_accuracy, board_accuracy and path_validity (module docstring).
+
+        board_accuracy and path_validity are means over boards; cell_accuracy is a mean over cells, and every
+        board has ``board_size**2`` labelled cells, so the evaluation's weighting of a batch by its boards
+        (`bdh.train.evaluate`) is exact for all three."""
         return boardpath_metrics(logits.argmax(dim=-1), targets, inputs, self.config.board_size)
 
 

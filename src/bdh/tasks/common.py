@@ -1,7 +1,8 @@
 """Small helpers shared by the task modules: typed configs and per-batch random generators.
 
 Every task config is a dataclass with `TaskConfig` mixed in: ``to_dict`` / ``from_dict`` (refusing
-unknown keys with one line) and field checks that raise ``ValueError("MQARConfig.power_a: ...")``.
+unknown keys with one line) and ranges declared on the fields (`bdh.typed_config.bounded`), checked with
+one-line errors such as ``ValueError("MQARConfig.power_a: must be a number > 0, got 0")``.
 Randomness is always drawn from a numpy ``Generator`` seeded by a ``SeedSequence`` of integers
 (the run seed, a split id, an index, ...), so a batch is a pure function of its arguments.
 """
@@ -19,12 +20,8 @@ SPLIT_IDS = {"train": 0, "val": 1}
 
 
 class TaskConfig(TypedConfig):
-    """Typed config of a task: the package's config mixin plus the data-seed helpers."""
-
-    def _check_data_seed(self) -> None:
-        value = getattr(self, "data_seed", None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
-            self._fail("data_seed", f"must be a non-negative integer or null, got {value!r}")
+    """Typed config of a task: the package's config mixin plus the data-seed helper (a task with a
+    ``data_seed`` field declares it ``data_seed: int | None = bounded(None, ge=0)``)."""
 
     def data_seed_for(self, seed: int) -> int:
         """The seed the data sets are drawn from: ``data_seed`` when set, else the run's seed."""

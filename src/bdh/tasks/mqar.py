@@ -21,16 +21,37 @@ Sampling D distinct slots without replacement in draw order is done for all exam
 the Gumbel-top-k trick (sorting ``log p + Gumbel noise`` gives exactly the sequential draw order of
 ``np.random.choice(replace=False, p=p)``), which is what makes 100k examples take well under a second.
 
-Data: the training set is a fixed set of ``num_train_examples`` per slice, walked in order, epoch
-after epoch (Zoology does not shuffle); the validation set is a fixed set of ``num_val_examples`` per
-slice. Examples are generated in blocks of `BLOCK` from ``SeedSequence(seed, split, slice, block)``, so
-train and validation come from disjoint seed streams and any batch is a pure function of
+Data: the training set is a fixed set of ``num_train_examples`` examples per slice (one count for every
+slice, or one per slice: Zoology's configs give 100,000 to the first slice and 20,000 to the others);
+the validation set is a fixed set of ``num_val_examples`` per slice. Examples are generated in blocks of
+`BLOCK` from ``SeedSequence(seed, split, slice, block)``, so train and validation come from disjoint seed
+streams, a slice's first examples do not depend on its size, and any batch is a pure function of
 ``(split, index, batch_size, seed)``.
 
+Training batches never span a slice boundary (Zoology batches each segment on its own). Each slice is
+walked in order in full batches of consecutive examples, ``max(n_s // batch_size, 1)`` batches per epoch
+(the rest of a slice, less than a batch, starts its next epoch's first batch: the slice's examples are
+read as an endless stream in order, as with a single slice). The batches of the slices are interleaved in
+one fixed order per epoch (`MQAR.train_order`): slice s's k-th batch sits at ``(k + u_s) / c_s`` of the
+epoch, with ``c_s`` its batches and ``u_s`` in [0, 1) drawn from the seed, so by a fraction f of the epoch
+each slice has had ``f c_s`` batches give or take one (a share proportional to its size) and a short run
+sees every slice. Zoology walks its segments one after the other (no shuffling), each ending in a short
+batch; the trainer takes batches of one size, hence the wrap, and a proportional order keeps a run that
+stops early (``train.target``, a time budget, a few hundred steps on a CPU) from having seen only the
+first slice.
+
+Lengths: each split is as long as its longest slice (``train_seq_len`` for training, ``val_seq_len`` for
+validation; ``seq_len``, the model's length, is the longer of the two); only a split that mixes lengths is
+right-padded, with a PAD token (id V, vocabulary V + 1), labelled -100. Training on slices of one length is
+thus never padded to a longer validation length.
+
 Metric (Zoology's ``compute_metrics``): per example, the fraction of its query positions where the
-argmax over the full vocabulary equals the value; then the mean over examples, overall and per slice
-(``num_kv_pairs``, ``input_seq_len``). Validation batches never mix slices, so each validation batch
-reports exactly one slice key ``accuracy_kv{D}_len{N}``.
+argmax over the vocabulary equals the value; then the mean over examples, overall and per slice
+(``num_kv_pairs``, ``input_seq_len``). The argmax leaves out the PAD column, so a PAD prediction never
+counts (it is never a label either; without padding the argmax is over every column, as in Zoology).
+Validation batches never mix slices, so each validation batch reports exactly one slice key
+``accuracy_kv{D}_len{N}``; the trainer's evaluation weights each batch by its examples, which makes
+``accuracy`` the mean over all validation examples, as Zoology's.
 """
 
 from __future__ import annotations
@@ -44,11 +65,15 @@ import torch
 
 from bdh.errors import UserError
 
+from ..typed_config import bounded
 from .base import IGNORE_INDEX
-from .common import TaskConfig, check_batch_args, rng
+from .common import SPLIT_IDS, TaskConfig, check_batch_args, rng
 
 #: examples generated together from one seed (the unit of the in-memory memo)
 BLOCK = 1024
+#: the last key of the seed of the training order's offsets, ``(seed, 0, 0, 0, ORDER_STREAM)``: five keys,
+#: so it is never the seed of a data block ``(seed, split, slice, block)``
+ORDER_STREAM = 1
 
 
 def check_mqar_args(vocab_size: int, input_seq_len: int, num_kv_pairs: int) -> None:
@@ -161,34 +186,33 @@ class MQARConfig(TaskConfig):
         num_kv_pairs: D key-value pairs per example (4 D <= N).
         power_a: exponent a of the query-slot power law p_i ∝ a i^(a-1) (Zoology code: 0.01).
         random_non_queries: fillers are uniform random tokens (True, Zoology's default) or token 0.
-        num_train_examples: size of the fixed training set, per slice (Zoology: 100,000).
+        num_train_examples: size of the fixed training set of each train slice: one integer for every
+            slice, or a list with one count per train slice (Zoology's configs: 100,000 for the first
+            slice, 20,000 for each other one).
         num_val_examples: size of the fixed validation set, per slice (Zoology: 3,000).
-        train_slices: optional list of [input_seq_len, num_kv_pairs] to train on a mixture
-            (each slice gets num_train_examples); default: the single (input_seq_len, num_kv_pairs).
+        train_slices: optional list of [input_seq_len, num_kv_pairs] to train on a mixture; default: the
+            single (input_seq_len, num_kv_pairs).
         val_slices: the same for validation (e.g. [[64, 4], [128, 8], [256, 16]]).
         data_seed: draw the data sets from this seed instead of the run's seed (so runs with
             different seeds share one training and validation set); null: the run's seed.
-    When slices have different lengths, shorter examples are right-padded with a PAD token (id V, so
-    the task's vocabulary is V + 1) whose labels are -100; a causal model never sees the padding.
+    When the slices of a split have different lengths, its shorter examples are right-padded with a PAD
+    token (id V, so the task's vocabulary is V + 1) whose labels are -100; a causal model never sees the
+    padding.
     """
 
-    vocab_size: int = 8192
-    input_seq_len: int = 64
-    num_kv_pairs: int = 4
-    power_a: float = 0.01
+    vocab_size: int = bounded(8192, ge=1)
+    input_seq_len: int = bounded(64, ge=1)
+    num_kv_pairs: int = bounded(4, ge=1)
+    power_a: float = bounded(0.01, gt=0)
     random_non_queries: bool = True
-    num_train_examples: int = 100_000
-    num_val_examples: int = 3_000
+    num_train_examples: int | Sequence[int] = 100_000
+    num_val_examples: int = bounded(3_000, ge=1)
     train_slices: Sequence[Sequence[int]] | None = None
     val_slices: Sequence[Sequence[int]] | None = None
-    data_seed: int | None = None
+    data_seed: int | None = bounded(None, ge=0)
 
     def __post_init__(self) -> None:
-        self._check_data_seed()
-        for name in ("vocab_size", "input_seq_len", "num_kv_pairs", "num_train_examples", "num_val_examples"):
-            self._check_int(name)
-        if isinstance(self.power_a, bool) or not isinstance(self.power_a, (int, float)) or not 0 < self.power_a:
-            self._fail("power_a", f"must be a positive number, got {self.power_a!r}")
+        super().__post_init__()  # the declared ranges
         self._check_bool("random_non_queries")
         self.train_slices = _as_slices(self.train_slices, "train_slices", self)
         self.val_slices = _as_slices(self.val_slices, "val_slices", self)
@@ -204,11 +228,44 @@ class MQARConfig(TaskConfig):
                     check_mqar_args(self.vocab_size, N, D)
                 except ValueError as exc:
                     self._fail(field, str(exc).removeprefix("MQAR: "))
+        self._check_train_sizes()
+
+    def _check_train_sizes(self) -> None:
+        """``num_train_examples``: a positive integer, or a list of them with one per train slice (kept as a
+        tuple)."""
+        value, n = self.num_train_examples, len(self.slices("train"))
+
+        def positive(v: object) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+
+        if isinstance(value, (list, tuple)):
+            if not all(positive(v) for v in value):
+                self._fail("num_train_examples", f"every count must be an integer >= 1, got {list(value)!r}")
+            if len(value) != n:
+                self._fail(
+                    "num_train_examples",
+                    f"has {len(value)} counts for {n} train slice(s); give one count per train slice "
+                    "or one integer for all",
+                )
+            self.num_train_examples = tuple(int(v) for v in value)
+        elif not positive(value):
+            self._fail(
+                "num_train_examples",
+                f"must be an integer >= 1 or a list of them (one per train slice), got {value!r}",
+            )
 
     def slices(self, split: str) -> tuple[tuple[int, int], ...]:
         """The (input_seq_len, num_kv_pairs) slices of a split, in order."""
         s = self.train_slices if split == "train" else self.val_slices
         return tuple(s) if s else ((self.input_seq_len, self.num_kv_pairs),)
+
+    def sizes(self, split: str) -> tuple[int, ...]:
+        """The number of examples of each slice of a split's fixed set, in the order of `slices`."""
+        n = len(self.slices(split))
+        if split != "train":
+            return (int(self.num_val_examples),) * n
+        value = self.num_train_examples
+        return tuple(int(v) for v in value) if isinstance(value, (list, tuple)) else (int(value),) * n
 
 
 class MQAR:
@@ -224,18 +281,26 @@ class MQAR:
         if not isinstance(self.config, MQARConfig):
             raise TypeError(f"MQAR: expected an MQARConfig, got {type(self.config).__name__}")
         cfg = self.config
-        lengths = [N for split in ("train", "val") for N, _ in cfg.slices(split)]
-        self.seq_len = max(lengths)
-        self.padded = min(lengths) < self.seq_len
-        #: PAD token id (only used when slices have different lengths)
+        train_lens = [N for N, _ in cfg.slices("train")]
+        val_lens = [N for N, _ in cfg.slices("val")]
+        #: tokens per training / validation example: the longest slice of the split
+        self.train_seq_len, self.val_seq_len = max(train_lens), max(val_lens)
+        #: the model's length: the longest slice of either split
+        self.seq_len = max(self.train_seq_len, self.val_seq_len)
+        #: a split mixes lengths, so its shorter examples are padded with PAD
+        self.padded = min(train_lens) < self.train_seq_len or min(val_lens) < self.val_seq_len
+        #: PAD token id (only used when the slices of a split have different lengths)
         self.pad_id = cfg.vocab_size
         self.vocab_size = cfg.vocab_size + (1 if self.padded else 0)
         self._memo: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._order: tuple[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ data
-    def _sizes(self, split: str) -> list[int]:
-        n = self.config.num_train_examples if split == "train" else self.config.num_val_examples
-        return [n] * len(self.config.slices(split))
+    def _sizes(self, split: str) -> tuple[int, ...]:
+        return self.config.sizes(split)
+
+    def _split_len(self, sid: int) -> int:
+        return self.train_seq_len if sid == SPLIT_IDS["train"] else self.val_seq_len
 
     def _block(self, seed: int, sid: int, slice_id: int, block: int) -> tuple[np.ndarray, np.ndarray]:
         key = (seed, sid, slice_id, block)
@@ -243,7 +308,7 @@ class MQAR:
             self._memo.move_to_end(key)
             return self._memo[key]
         cfg = self.config
-        split = "train" if sid == 0 else "val"
+        split = "train" if sid == SPLIT_IDS["train"] else "val"
         N, D = cfg.slices(split)[slice_id]
         total = self._sizes(split)[slice_id]
         count = min(BLOCK, total - block * BLOCK)
@@ -256,9 +321,10 @@ class MQAR:
             power_a=cfg.power_a,
             random_non_queries=cfg.random_non_queries,
         )
-        if N < self.seq_len:
-            x = np.concatenate([x, np.full((count, self.seq_len - N), self.pad_id, np.int64)], axis=1)
-            y = np.concatenate([y, np.full((count, self.seq_len - N), IGNORE_INDEX, np.int64)], axis=1)
+        T = self._split_len(sid)
+        if N < T:
+            x = np.concatenate([x, np.full((count, T - N), self.pad_id, np.int64)], axis=1)
+            y = np.concatenate([y, np.full((count, T - N), IGNORE_INDEX, np.int64)], axis=1)
         self._memo[key] = (x.astype(np.int32), y.astype(np.int32))  # half the memory; widened on gather
         while len(self._memo) > 8:
             self._memo.popitem(last=False)
@@ -266,7 +332,7 @@ class MQAR:
 
     def _gather(self, sid: int, slice_ids: np.ndarray, local: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``local`` of slices ``slice_ids`` of a fixed set (one block generated per distinct block)."""
-        x = np.empty((len(local), self.seq_len), dtype=np.int64)
+        x = np.empty((len(local), self._split_len(sid)), dtype=np.int64)
         y = np.empty_like(x)
         blocks = local // BLOCK
         for s, b in sorted(set(zip(slice_ids.tolist(), blocks.tolist()))):
@@ -282,17 +348,41 @@ class MQAR:
         local = np.arange(start, stop)
         return self._gather(sid, np.full_like(local, slice_id), local, self.config.data_seed_for(seed))
 
+    def train_order(self, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fixed order of one training epoch: ``(slice_of, within, per_slice)``, where batch ``p`` of the
+        epoch is batch ``within[p]`` of slice ``slice_of[p]`` and slice s has ``per_slice[s] =
+        max(n_s // batch_size, 1)`` batches per epoch.
+
+        Slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` (ties: lower slice first), with ``u_s`` in
+        [0, 1) drawn from the data seed: a proportional interleave, the same every epoch. A pure function of
+        ``(batch_size, seed)`` (``seed`` is the data seed); the last one is kept.
+        """
+        if self._order is not None and self._order[0] == (batch_size, seed):
+            return self._order[1]
+        per_slice = np.array([max(n // batch_size, 1) for n in self._sizes("train")], dtype=np.int64)
+        offsets = rng(seed, SPLIT_IDS["train"], 0, 0, ORDER_STREAM).random(len(per_slice))
+        slice_of = np.repeat(np.arange(len(per_slice)), per_slice)
+        within = np.concatenate([np.arange(c) for c in per_slice])
+        order = np.lexsort((slice_of, (within + offsets[slice_of]) / per_slice[slice_of]))
+        plan = (slice_of[order], within[order], per_slice)
+        self._order = ((batch_size, seed), plan)
+        return plan
+
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch ``index`` (the fixed training set in order, wrapping around epoch after epoch;
-        slices concatenated) or validation batch ``index`` (each slice in whole batches, the last one short)."""
+        """Training batch ``index``: ``batch_size`` consecutive examples of one slice, the slices' batches
+        interleaved in the fixed order of `train_order`, epoch after epoch (each slice's examples read as an
+        endless stream in order); validation batch ``index``: each slice in whole batches, the last one short.
+        Training batches are ``(batch_size, train_seq_len)``, validation ones ``(<= batch_size, val_seq_len)``."""
         sid = check_batch_args(split, index, batch_size)
         seed = self.config.data_seed_for(seed)
         sizes = self._sizes(split)
         if split == "train":
-            bounds = np.cumsum([0] + sizes)
-            ids = (index * batch_size + np.arange(batch_size)) % bounds[-1]
-            slice_ids = np.searchsorted(bounds, ids, side="right") - 1
-            x, y = self._gather(sid, slice_ids, ids - bounds[slice_ids], seed)
+            slice_of, within, per_slice = self.train_order(batch_size, seed)
+            epoch, pos = divmod(int(index), len(slice_of))
+            s = int(slice_of[pos])
+            j = epoch * int(per_slice[s]) + int(within[pos])  # the slice's batch number since the start
+            local = (j * batch_size + np.arange(batch_size, dtype=np.int64)) % sizes[s]
+            x, y = self._gather(sid, np.full_like(local, s), local, seed)
         else:
             s, b = self._val_locate(index, batch_size)
             local = np.arange(b * batch_size, min((b + 1) * batch_size, sizes[s]))
@@ -310,26 +400,42 @@ class MQAR:
         )
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
-        """Training: full batches per epoch; validation: batches of all slices (each slice rounded up)."""
+        """Training: batches per epoch, ``max(n_s // batch_size, 1)`` summed over the slices (`train_order`);
+        validation: batches of all slices (each slice rounded up)."""
         check_batch_args(split, 0, batch_size)
         sizes = self._sizes(split)
         if split == "train":
-            return max(sum(sizes) // batch_size, 1)
+            return sum(max(n // batch_size, 1) for n in sizes)
         return sum(-(-n // batch_size) for n in sizes)
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``accuracy``: Zoology's per-example query accuracy (argmax over the full vocabulary), averaged
-        over examples; plus ``accuracy_kv{D}_len{N}`` for each slice present in the batch."""
+        """``accuracy``: Zoology's per-example query accuracy (argmax over the vocabulary, the PAD column left
+        out), averaged over examples; plus ``accuracy_kv{D}_len{N}`` for each slice present in the batch.
+        Means over examples: the evaluation weights each batch by its examples (`bdh.train.evaluate`)."""
         return mqar_metrics(logits, targets, inputs, pad_id=self.pad_id if self.padded else None)
+
+
+def predictions(logits: torch.Tensor, pad_id: int | None = None) -> torch.Tensor:
+    """The argmax of ``logits`` (B, T, V') over its last axis, leaving out column ``pad_id`` (MQAR's PAD, V;
+    None: every column), so PAD is never predicted. Ties go to the lowest id, as ``argmax``; no copy of the
+    logits."""
+    if pad_id is None or pad_id >= logits.shape[-1]:
+        return logits.argmax(dim=-1)
+    best, pred = logits[..., :pad_id].max(dim=-1)
+    if logits.shape[-1] > pad_id + 1:  # a model vocabulary wider than the task's: columns after PAD count
+        best_after, after = logits[..., pad_id + 1 :].max(dim=-1)
+        pred = torch.where(best_after > best, after + pad_id + 1, pred)
+    return pred
 
 
 def mqar_metrics(
     logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, pad_id: int | None = None
 ) -> dict[str, float]:
-    """Per-example accuracy over labelled positions, averaged; per slice (num labels, unpadded length)."""
+    """Per-example accuracy over labelled positions, averaged; per slice (num labels, unpadded length).
+    With ``pad_id`` the argmax leaves out the PAD column (`predictions`)."""
     mask = targets != IGNORE_INDEX
-    correct = (logits.argmax(dim=-1) == targets) & mask
+    correct = (predictions(logits, pad_id) == targets) & mask
     n_lab = mask.sum(dim=1)
     keep = n_lab > 0
     per_ex = correct.sum(dim=1).float() / n_lab.clamp(min=1).float()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bdh.errors import UserError
 from bdh.outputs import atomic_file
+from bdh.typed_config import TypedConfig, bounded
 
 LANGUAGES = ("en", "es", "fr", "pt", "it", "de")
 ROMANCE = ("es", "fr", "pt", "it")
@@ -318,26 +319,32 @@ def _random_concept(rng: random.Random, concept_rate: float) -> str | None:
 
 # ------------------------------------------------------------------------------------------ streams
 @dataclass(frozen=True)
-class StreamConfig:
-    """A translation stream: language pairs, how many sentences carry concepts, and the seed."""
+class StreamConfig(TypedConfig):
+    """A translation stream (what ``bdh corpus`` writes; the experiments' corpora).
+
+    Attributes:
+        pairs: language pairs, e.g. ``(("en", "es"), ("en", "fr"))``.
+        concept_rate: the share of sentences that name a concept.
+        seed: seeds the sentences and the order of the pairs.
+        lexicon_seed, cognate_fraction: the word mappings (`Lexicon`).
+    """
 
     pairs: tuple[tuple[str, str], ...] = (("en", "es"),)
-    concept_rate: float = 0.5
+    concept_rate: float = bounded(0.5, ge=0, le=1)
     seed: int = 0
     lexicon_seed: int = 0
-    cognate_fraction: float = 0.3
+    cognate_fraction: float = bounded(0.3, ge=0, le=1)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
         if not self.pairs:
-            raise UserError("StreamConfig.pairs: give at least one language pair, e.g. en-es")
+            self._fail("pairs", "give at least one language pair, e.g. en-es")
         for a, b in self.pairs:
             for lang in (a, b):
                 if lang not in LANGUAGES:
-                    raise UserError(f"StreamConfig.pairs: unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+                    self._fail("pairs", f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
             if a == b:
-                raise UserError(f"StreamConfig.pairs: a pair needs two different languages, got {a}-{b}")
-        if not 0.0 <= self.concept_rate <= 1.0:
-            raise UserError(f"StreamConfig.concept_rate: must lie in [0, 1], got {self.concept_rate}")
+                self._fail("pairs", f"a pair needs two different languages, got {a}-{b}")
 
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
+from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed
 
@@ -109,12 +110,8 @@ class RepeatConfig(TaskConfig):
         val_batches: batches in one pass over the validation split (it is endless otherwise).
     """
 
-    seq_len: int = 2 * PERIOD
-    val_batches: int = 8
-
-    def __post_init__(self) -> None:
-        self._check_int("seq_len", 2)
-        self._check_int("val_batches", 1)
+    seq_len: int = bounded(2 * PERIOD, ge=2)
+    val_batches: int = bounded(8, ge=1)
 
 
 class RepeatTask:
@@ -142,7 +139,10 @@ class RepeatTask:
         return None if split == "train" else self.config.val_batches
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) for the warm-up, fact and repeat letters."""
+        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) for the warm-up, fact and repeat letters.
+
+        Per-token means over a phase; every sequence has the same positions in each phase, so the evaluation's
+        weighting of a batch by its sequences (`bdh.train.evaluate`) equals weighting by tokens."""
         T = targets.shape[1]
         phase = phases(T + 1)[0][1:].to(targets.device)
         valid = targets != IGNORE_INDEX

@@ -40,6 +40,7 @@ import torch
 
 from bdh.errors import UserError
 
+from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
 
@@ -266,24 +267,17 @@ class SudokuConfig(TaskConfig):
             different seeds share one training and validation set); null: the run's seed.
     """
 
-    num_train: int = 9000
-    num_val: int = 1000
-    min_givens: int = 24
-    max_givens: int = 34
-    dig_attempts: int = 3
+    num_train: int = bounded(9000, ge=1)
+    num_val: int = bounded(1000, ge=1)
+    min_givens: int = bounded(24, ge=17)
+    max_givens: int = bounded(34, ge=17, le=81)
+    dig_attempts: int = bounded(3, ge=1)
     train_csv: str | None = None
     val_csv: str | None = None
-    data_seed: int | None = None
+    data_seed: int | None = bounded(None, ge=0)
 
     def __post_init__(self) -> None:
-        self._check_data_seed()
-        self._check_int("num_train")
-        self._check_int("num_val")
-        self._check_int("min_givens", 17)
-        self._check_int("max_givens", 17)
-        self._check_int("dig_attempts")
-        if self.max_givens > 81:
-            self._fail("max_givens", f"must be at most 81, got {self.max_givens}")
+        super().__post_init__()  # the declared ranges
         if self.min_givens > self.max_givens:
             self._fail("min_givens", f"must not exceed max_givens = {self.max_givens}, got {self.min_givens}")
         for name in ("train_csv", "val_csv"):
@@ -303,6 +297,9 @@ class Sudoku:
     vocab_size = 10
     seq_len = 81
     target_metric = ("board_accuracy", True)
+    #: metrics that are means over scored cells (blanks), whose number differs from puzzle to puzzle:
+    #: evaluation weights them by a batch's scored cells, the others (board_accuracy) by its puzzles
+    per_token_metrics = frozenset({"cell_accuracy"})
 
     def __init__(self, config: SudokuConfig | None = None):
         self.config = SudokuConfig() if config is None else config
@@ -369,7 +366,8 @@ class Sudoku:
         return max(n // batch_size, 1) if split == "train" else -(-n // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """cell_accuracy over blank cells and board_accuracy (every blank cell right)."""
+        """cell_accuracy over blank cells (pooled over the batch's blanks; a per-token metric, see
+        ``per_token_metrics``) and board_accuracy (every blank cell right; a mean over puzzles)."""
         return sudoku_metrics(logits.argmax(dim=-1), targets)
 
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
+from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig
 
@@ -53,14 +54,13 @@ class TextConfig(TaskConfig):
     """
 
     data: str | None = None
-    seq_len: int = 256
-    val_fraction: float = 0.1
+    seq_len: int = bounded(256, ge=1)
+    val_fraction: float = bounded(0.1, gt=0, lt=1)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
         if self.data is not None and (not isinstance(self.data, str) or not self.data):
             self._fail("data", f"must be a path or null, got {self.data!r}")
-        self._check_int("seq_len")
-        self._check_number("val_fraction", 0.0, 1.0, low_open=True)
 
 
 class ByteStream:
@@ -196,7 +196,10 @@ class TextTask:
         return -(-self._seq_windows(split) // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions."""
+        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions.
+
+        Per-token means; every window has ``seq_len`` scored positions, so the evaluation's weighting of
+        a batch by its windows (`bdh.train.evaluate`) gives the same average as weighting by tokens."""
         scored = targets != IGNORE_INDEX
         count = int(scored.sum())
         if count == 0:

@@ -37,6 +37,7 @@ from ..model.io import (
     save_tensors,
 )
 from ..outputs import atomic_folder, write_text
+from .sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
 
 FORMAT = "bdh-train-checkpoint"
 FORMAT_VERSION = 1
@@ -70,9 +71,14 @@ def _write_json(path: Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """An optimiser's state dict split into tensors (``optimizer.{param}.{name}``) and JSON (the rest)."""
-    sd = optimizer.state_dict()
+def optimizer_tensors(
+    optimizer: torch.optim.Optimizer, state_dict: dict[str, Any] | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """An optimiser's state dict split into tensors (``optimizer.{param}.{name}``) and JSON (the rest).
+
+    ``state_dict``: the one to split instead of ``optimizer.state_dict()`` (the full moments gathered from a
+    sharded optimiser, `bdh.train.sharded.full_optimizer_state`)."""
+    sd = optimizer.state_dict() if state_dict is None else state_dict
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for idx, state in sd["state"].items():
@@ -117,10 +123,17 @@ def load_optimizer(
                 )
 
 
-def _write_folder(final: Path, model: torch.nn.Module, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
-    """Assemble a checkpoint folder under a temporary name, then rename it to ``final``."""
+def _write_folder(
+    final: Path,
+    model: torch.nn.Module,
+    tensors: dict[str, torch.Tensor],
+    meta: dict[str, Any],
+    weights: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Assemble a checkpoint folder under a temporary name, then rename it to ``final``; ``weights``: the full
+    tensors of a sharded model (else the model's own state dict)."""
     with atomic_folder(final) as tmp:
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, state_dict=weights)
         save_tensors(tensors, tmp / STATE_NAME, metadata={"format": FORMAT})
         meta = dict(meta, format=FORMAT, format_version=FORMAT_VERSION, time=time.time())
         meta["files"] = {name: _sha256(tmp / name) for name in (CONFIG_NAME, WEIGHTS_NAME, STATE_NAME)}
@@ -136,23 +149,32 @@ def save_checkpoint(
     state: dict[str, torch.Tensor],
     meta: dict[str, Any],
     keep: int,
+    weights: dict[str, torch.Tensor] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints."""
-    opt_tensors, opt_meta = optimizer_tensors(optimizer)
+    """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints.
+
+    ``weights`` and ``optimizer_state``: the full tensors gathered from a sharded model and optimiser
+    (`bdh.train.sharded`), written in place of their own (sharded) state dicts."""
+    opt_tensors, opt_meta = optimizer_tensors(optimizer, optimizer_state)
     path = _write_folder(
         run_dir / "checkpoints" / f"step-{step}",
         model,
         {**opt_tensors, **state},
         dict(meta, step=step, optimizer=opt_meta),
+        weights,
     )
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return path
 
 
-def save_best(run_dir: Path, model: torch.nn.Module, meta: dict[str, Any]) -> Path:
-    """Write ``best/`` (a model folder plus meta.json with the metric) atomically."""
-    return _write_folder(run_dir / "best", model, {}, meta)
+def save_best(
+    run_dir: Path, model: torch.nn.Module, meta: dict[str, Any], weights: dict[str, torch.Tensor] | None = None
+) -> Path:
+    """Write ``best/`` (a model folder plus meta.json with the metric) atomically; ``weights`` as in
+    `save_checkpoint`."""
+    return _write_folder(run_dir / "best", model, {}, meta, weights)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -236,7 +258,11 @@ def load_checkpoint(
         )
     weights = load_tensors(path / WEIGHTS_NAME)
     check_state_dict(model, weights, str(path / WEIGHTS_NAME))
-    model.load_state_dict(weights)
+    sharded = is_sharded(model)  # full tensors (any process count wrote them) cut into this process's shards
+    if sharded:
+        load_full_state_dict(model, weights)
+    else:
+        model.load_state_dict(weights)
     tensors = load_tensors(path / STATE_NAME, device="cpu")
     if optimizer is not None:
         opt = {
@@ -244,6 +270,8 @@ def load_checkpoint(
             for k, v in tensors.items()
             if k.startswith("optimizer.")
         }
+        if sharded:
+            opt = shard_optimizer_tensors(optimizer, opt)
         load_optimizer(optimizer, opt, meta["optimizer"], str(path / STATE_NAME))
     return Checkpoint(path, meta, {k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
 

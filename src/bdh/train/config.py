@@ -3,14 +3,16 @@
 A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
 fields of their own config classes (validated by those classes); the other sections are the dataclasses
 below. Every key is checked: an unknown key or a value of the wrong type is refused with one line that
-names the key (``optim.lr: expected a number, got 'fast'``). The defaults are the main job, what
-``bdh train`` runs without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes
-on a 2-core CPU.
+names the key (``optim.lr: expected a finite number, got 'fast'``), and so is a value outside the range
+declared on its field (``optim.lr: must be a number > 0, got -1``; `bdh.typed_config.bounded`). The
+defaults are the main job, what ``bdh train`` runs without arguments: a small BDH on the embedded
+Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
     task:     {name: text, seq_len: 128, data: null, ...}    fields of the task's config class
     optim:    lr, min_lr, warmup_steps, decay, weight_decay, betas, eps, grad_clip
-    train:    batch_size, micro_batch_size, max_steps, max_tokens, target, bptt, seed, device, precision, ...
+    train:    batch_size, micro_batch_size, max_steps, max_tokens, target, bptt, seed, device, precision,
+              parallel, ...
     eval:     every, batches, batch_size
     log:      every, progress, tensorboard, wandb, wandb_project, wandb_mode
     checkpoint: every, keep
@@ -35,7 +37,7 @@ from bdh.errors import UserError
 
 from ..model.config import BDHConfig
 from ..registry import get_model, get_task
-from ..typed_config import TypedConfig, check_value
+from ..typed_config import TypedConfig, bounded, check_value
 from .distributed import from_environment
 
 
@@ -65,14 +67,14 @@ class OptimConfig(TypedConfig):
         grad_clip: clip the global gradient norm to this value; null for no clipping.
     """
 
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int = 100
+    lr: float = bounded(1e-3, gt=0)
+    min_lr: float = bounded(1e-4, ge=0)
+    warmup_steps: int = bounded(100, ge=0)
     decay: Literal["linear", "cosine", "constant"] = "linear"
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    grad_clip: float | None = 1.0
+    weight_decay: float = bounded(0.1, ge=0)
+    betas: tuple[float, float] = bounded((0.9, 0.95), ge=0, lt=1)
+    eps: float = bounded(1e-8, gt=0)
+    grad_clip: float | None = bounded(1.0, gt=0)
 
 
 @dataclass
@@ -109,27 +111,32 @@ class TrainConfig(TypedConfig):
         threads: CPU threads for PyTorch; null keeps PyTorch's default.
         check_memory: estimate the training memory of a micro-batch first and refuse batches that do not fit.
         deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
+        parallel: how several processes (torchrun) share the work: ``ddp`` (DistributedDataParallel: every
+            process holds the whole model and optimiser state) or ``fsdp`` (FSDP2 ``fully_shard``: each holds
+            1/W of the weights, gradients and AdamW moments, for models that do not fit one GPU;
+            `bdh.train.sharded`). Checkpoints are full safetensors either way. No effect in one process.
         init_from: fine-tuning: a model folder or run folder (resolved like every other command: ``best/``,
             else the newest checkpoint) whose weights replace the fresh initialisation. Its model must be
             the run's model with the same configuration; only the weights are taken (not the optimiser,
             step or schedule). A resumed run ignores it (the checkpoint's weights win).
     """
 
-    batch_size: int = 8
-    micro_batch_size: int | None = None
-    max_steps: int = 2000
-    max_tokens: int | None = None
+    batch_size: int = bounded(8, ge=1)
+    micro_batch_size: int | None = bounded(None, ge=1)
+    max_steps: int = bounded(2000, ge=1)
+    max_tokens: int | None = bounded(None, ge=1)
     target: float | None = None
-    max_minutes: float | None = 10.0
+    max_minutes: float | None = bounded(10.0, gt=0)
     bptt: Literal["window", "tbptt", "none"] = "window"
-    seed: int = 1337
+    seed: int = bounded(1337, ge=0, lt=2**63)
     device: str = "auto"
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     compile: bool = False
     keep_freed_memory: bool = True
-    threads: int | None = None
+    threads: int | None = bounded(None, ge=1, lt=2**31)
     check_memory: bool = True
     deterministic: bool = False
+    parallel: Literal["ddp", "fsdp"] = "ddp"
     init_from: str | None = None
 
 
@@ -143,9 +150,9 @@ class EvalConfig(TypedConfig):
         batch_size: sequences per validation batch; null takes the training micro-batch size.
     """
 
-    every: int = 250
-    batches: int | None = 16
-    batch_size: int | None = None
+    every: int = bounded(250, ge=0)
+    batches: int | None = bounded(16, ge=1)
+    batch_size: int | None = bounded(None, ge=1)
 
 
 @dataclass
@@ -163,7 +170,7 @@ class LogConfig(TypedConfig):
             ``disabled``; null: W&B's default (``WANDB_MODE``, else online).
     """
 
-    every: int = 1
+    every: int = bounded(1, ge=1)
     progress: Literal["auto", "bar", "lines", "none"] = "auto"
     tensorboard: bool = True
     wandb: bool = False
@@ -180,8 +187,8 @@ class CheckpointConfig(TypedConfig):
         keep: keep the last this many (the best is kept apart in RUN_DIR/best).
     """
 
-    every: int = 250
-    keep: int = 2
+    every: int = bounded(250, ge=0)
+    keep: int = bounded(2, ge=1)
 
 
 @dataclass
@@ -189,10 +196,14 @@ class SampleConfig(TypedConfig):
     """The sample generated at the end of a run (language tasks); ``max_new_tokens: 0`` for none."""
 
     prompt: str = "ROMEO:"
-    max_new_tokens: int = 300
-    temperature: float = 0.8
-    top_k: int | None = None
-    seed: int = 0
+    max_new_tokens: int = bounded(300, ge=0)
+    temperature: float = bounded(0.8, ge=0)
+    top_k: int | None = bounded(None, ge=1)
+    seed: int = bounded(0, ge=-(2**63), lt=2**64)
+
+
+#: the run config's sections that are `TypedConfig` dataclasses (``model`` and ``task`` are mappings)
+SECTIONS = ("optim", "train", "eval", "log", "checkpoint", "sample")
 
 
 @dataclass
@@ -263,8 +274,9 @@ class RunConfig:
         and is available; the batch splits over the ``WORLD_SIZE`` processes torchrun set); leave it on
         for a config that is about to train, off to read the config of a run made elsewhere.
         """
-        for section in ("optim", "train", "eval", "log", "checkpoint", "sample"):
+        for section in SECTIONS:
             check_finite(getattr(self, section), section)
+            check_ranges(getattr(self, section), section)
         for section in ("model", "task"):
             spec = getattr(self, section)
             if "name" not in spec or not isinstance(spec["name"], str):
@@ -272,9 +284,12 @@ class RunConfig:
             _, built = build_section_config(section, spec)
             if dataclasses.is_dataclass(built):
                 check_finite(built, section)
-        self._check_counts()
-        self._check_optim()
-        self._check_train_and_sample()
+        if self.optim.min_lr > self.optim.lr:
+            raise ConfigError(f"optim.min_lr: must not exceed lr = {self.optim.lr}, got {self.optim.min_lr}")
+        if self.sample.max_new_tokens and not self.sample.prompt:
+            raise ConfigError(
+                "sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample"
+            )
         batch_layout(self.train, _world_size() if environment else 1)
         if self.log.wandb_project is not None and not self.log.wandb_project.strip():
             raise ConfigError("log.wandb_project: empty; give a project name or null")
@@ -285,69 +300,20 @@ class RunConfig:
 
                 check_wandb()
 
-    def _check_counts(self) -> None:
-        """Step counts, batch sizes and intervals: positive, or non-negative where 0 means never."""
-        t = self.train
-        for key, value in (
-            ("train.batch_size", t.batch_size),
-            ("train.max_steps", t.max_steps),
-            ("log.every", self.log.every),
-            ("checkpoint.keep", self.checkpoint.keep),
-        ):
-            if value < 1:
-                raise ConfigError(f"{key}: must be at least 1, got {value}")
-        for key, value in (
-            ("train.micro_batch_size", t.micro_batch_size),
-            ("train.max_tokens", t.max_tokens),
-            ("train.threads", t.threads),
-            ("eval.batches", self.eval.batches),
-            ("eval.batch_size", self.eval.batch_size),
-            ("sample.top_k", self.sample.top_k),
-        ):
-            if value is not None and value < 1:
-                raise ConfigError(f"{key}: must be at least 1 or null, got {value}")
-        for key, value in (
-            ("eval.every", self.eval.every),
-            ("checkpoint.every", self.checkpoint.every),
-            ("optim.warmup_steps", self.optim.warmup_steps),
-            ("sample.max_new_tokens", self.sample.max_new_tokens),
-        ):
-            if value < 0:
-                raise ConfigError(f"{key}: must be >= 0, got {value}")
-
-    def _check_optim(self) -> None:
-        """AdamW's hyper-parameters and the learning-rate range."""
-        o = self.optim
-        if o.lr <= 0 or o.min_lr < 0 or o.min_lr > o.lr:
-            raise ConfigError(f"optim.min_lr: need 0 <= min_lr <= lr and lr > 0, got lr={o.lr}, min_lr={o.min_lr}")
-        if o.weight_decay < 0 or o.eps <= 0 or not all(0 <= b < 1 for b in o.betas):
-            raise ConfigError("optim: need weight_decay >= 0, eps > 0 and betas in [0, 1)")
-        if o.grad_clip is not None and o.grad_clip <= 0:
-            raise ConfigError(f"optim.grad_clip: must be positive or null, got {o.grad_clip}")
-
-    def _check_train_and_sample(self) -> None:
-        """The time budget, seeds, threads and the final sample (which would otherwise fail after training)."""
-        t, s = self.train, self.sample
-        if t.max_minutes is not None and t.max_minutes <= 0:
-            raise ConfigError(f"train.max_minutes: must be positive or null, got {t.max_minutes}")
-        if not 0 <= t.seed < 2**63:
-            raise ConfigError(f"train.seed: must be between 0 and 2**63 - 1, got {t.seed}")
-        if t.threads is not None and t.threads >= 2**31:
-            raise ConfigError(f"train.threads: must be below 2**31, got {t.threads}")
-        if not -(2**63) <= s.seed < 2**64:
-            raise ConfigError(f"sample.seed: must be between -2**63 and 2**64 - 1, got {s.seed}")
-        if s.temperature < 0:
-            raise ConfigError(f"sample.temperature: must be >= 0, got {s.temperature}")
-        if s.max_new_tokens and not s.prompt:
-            raise ConfigError(
-                "sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample"
-            )
-
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
 
 
 # ---------------------------------------------------------------------- checks shared with the trainer
+def check_ranges(section: TypedConfig, prefix: str) -> None:
+    """A `ConfigError` for the first field of a section outside its declared range (`TypedConfig.check_ranges`):
+    the sections check them when they are built, and again here for a config changed after loading."""
+    try:
+        section.check_ranges(prefix)
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def check_finite(section: Any, prefix: str) -> None:
     """A `ConfigError` for the first float field of a section dataclass (or number in a list) that is nan or inf."""
     for f in dataclasses.fields(section):

@@ -13,7 +13,20 @@ Two ways to read a split:
   that does not grow with the context.
 
 Both report ``val_loss`` (nats per scored token) and ``val_bpb`` (bits per token: bits per byte for
-byte-level text), token-weighted, and every metric of ``task.metrics`` as ``val_<name>``.
+byte-level text), token-weighted, and every metric of ``task.metrics`` as ``val_<name>``. `evaluate_metrics`
+is `evaluate` returned as ``(metrics, loss)`` with the task's own metric names (what ``bdh bench`` records).
+
+How the task's metrics are averaged over batches: each batch's value is weighted by the batch's number of
+examples (rows), and a key is averaged only over the batches that report it. For a metric that is a mean
+over examples (MQAR's ``accuracy``, Zoology's per-example mean; board and path accuracies) this is exactly
+the mean over all examples of the evaluated batches, and a per-slice key (MQAR's ``accuracy_kv{D}_len{N}``,
+reported only by the validation batches of its own slice, which never mix slices) is the mean over that
+slice's examples, not diluted by the other slices. A metric that is a mean over scored tokens gives the same
+average as token weighting when every example has the same number of scored tokens (the ``text`` task's
+``loss``/``bpb``/``acc`` over full windows, ``repeat``'s per-phase metrics, boardpath's ``cell_accuracy``).
+A task whose per-token metric has a varying number of scored tokens per example lists it in an optional
+attribute ``per_token_metrics`` (Sudoku's ``cell_accuracy``: blanks differ from puzzle to puzzle); those keys
+are weighted by the batch's scored tokens instead, which makes them the pooled mean over every scored token.
 """
 
 from __future__ import annotations
@@ -43,15 +56,19 @@ class Ticker(Protocol):
 
 
 class _Scores:
-    """Token-weighted sums of the loss and the task's metrics over scored batches."""
+    """Sums over scored batches: the loss per scored token, and each task metric weighted by the batch's
+    examples (or by its scored tokens for a key in the task's ``per_token_metrics``); see the module
+    docstring."""
 
     def __init__(self, task: Any):
         self.task = task
+        self.per_token = frozenset(getattr(task, "per_token_metrics", ()))
         self.loss_sum, self.count = 0.0, 0
         self.sums: dict[str, float] = {}
         self.weights: dict[str, int] = {}
 
     def add(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> None:
+        """Score one batch; a batch without scored targets is skipped (it has neither loss nor metrics)."""
         logits = logits.float()
         c = int((targets != IGNORE_INDEX).sum())
         if c == 0:
@@ -62,17 +79,27 @@ class _Scores:
             )
         )
         self.count += c
+        rows = int(targets.shape[0])
         for key, value in self.task.metrics(logits, targets, inputs).items():
-            # weighted by the scored tokens of the batches that report the key (per-slice metrics
-            # appear only in their slice's batches)
-            self.sums[key] = self.sums.get(key, 0.0) + float(value) * c
-            self.weights[key] = self.weights.get(key, 0) + c
+            # only the batches that report a key count for it (per-slice metrics appear only in their slice's)
+            w = c if key in self.per_token else rows
+            self.sums[key] = self.sums.get(key, 0.0) + float(value) * w
+            self.weights[key] = self.weights.get(key, 0) + w
+
+    def metrics(self) -> dict[str, float]:
+        """The task's metrics under their own names, averaged over the batches that report each."""
+        return {k: v / self.weights[k] for k, v in self.sums.items()}
+
+    def loss(self) -> float:
+        """Nats per scored token (NaN when nothing was scored)."""
+        return self.loss_sum / self.count if self.count else float("nan")
 
     def result(self) -> dict[str, float]:
+        """``val_loss``, ``val_bpb`` and ``val_<name>`` for every task metric; empty when nothing was scored."""
         if self.count == 0:
             return {}
-        out = {f"val_{k}": v / self.weights[k] for k, v in self.sums.items()}
-        out["val_loss"] = self.loss_sum / self.count
+        out = {f"val_{k}": v for k, v in self.metrics().items()}
+        out["val_loss"] = self.loss()
         out["val_bpb"] = out["val_loss"] / LN2
         return out
 
@@ -83,7 +110,7 @@ def _score(
     task: Any,
     windows: Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     progress: Ticker | None,
-) -> dict[str, float]:
+) -> _Scores:
     """The evaluation loop of `evaluate` and `evaluate_carried`: ``model`` in eval mode (restored after), no
     gradients, ``(logits, targets, inputs)`` of every window of ``windows`` scored, and ``progress`` told the
     windows done after each one (and closed at the end)."""
@@ -99,23 +126,20 @@ def _score(
         model.train(was_training)
         if progress is not None:
             progress.close()
-    return scores.result()
+    return scores
 
 
-def evaluate(
+def _independent(
     model: nn.Module,
     task: Any,
     batch_size: int,
     batches: int | None,
     seed: int,
-    autocast=contextlib.nullcontext,
-    split: str = "val",
-    progress: Ticker | None = None,
-) -> dict[str, float]:
-    """Token-weighted validation metrics of ``model`` over the first ``batches`` batches of ``split``
-    (all of them when None), every window scored on its own: ``val_loss`` (nats per scored token),
-    ``val_bpb`` (bits per token; bits per byte for byte-level text) and every metric of ``task.metrics``
-    as ``val_<name>``. ``progress`` is told the number of batches done after each batch."""
+    autocast,
+    split: str,
+    progress: Ticker | None,
+) -> _Scores:
+    """The scores of the first ``batches`` batches of ``split`` (all of them when None), each window on its own."""
     from .trainer import eval_batch_count  # trainer imports this module
 
     device = next(model.parameters()).device
@@ -130,6 +154,40 @@ def evaluate(
             yield logits, targets, inputs
 
     return _score(model, task, windows(), progress)
+
+
+def evaluate(
+    model: nn.Module,
+    task: Any,
+    batch_size: int,
+    batches: int | None,
+    seed: int,
+    autocast=contextlib.nullcontext,
+    split: str = "val",
+    progress: Ticker | None = None,
+) -> dict[str, float]:
+    """Validation metrics of ``model`` over the first ``batches`` batches of ``split`` (all of them when
+    None), every window scored on its own: ``val_loss`` (nats per scored token), ``val_bpb`` (bits per token;
+    bits per byte for byte-level text) and every metric of ``task.metrics`` as ``val_<name>``, each batch
+    weighted by its examples (module docstring). Empty when no target was scored. ``progress`` is told the
+    number of batches done after each batch."""
+    return _independent(model, task, batch_size, batches, seed, autocast, split, progress).result()
+
+
+def evaluate_metrics(
+    model: nn.Module,
+    task: Any,
+    batch_size: int,
+    batches: int | None,
+    seed: int,
+    autocast=contextlib.nullcontext,
+    split: str = "val",
+    progress: Ticker | None = None,
+) -> tuple[dict[str, float], float]:
+    """The same evaluation as `evaluate`, returned as ``(metrics, loss)``: the task's metrics under their own
+    names (no ``val_`` prefix) and the loss in nats per scored token (NaN when nothing was scored)."""
+    scores = _independent(model, task, batch_size, batches, seed, autocast, split, progress)
+    return scores.metrics(), scores.loss()
 
 
 def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> None:
@@ -188,7 +246,7 @@ def evaluate_carried(
                 logits, state = model.step(inputs, state)
             yield logits, targets, inputs
 
-    return _score(model, task, carried(), progress)
+    return _score(model, task, carried(), progress).result()
 
 
-__all__ = ["carried_window_count", "check_carry", "evaluate", "evaluate_carried"]
+__all__ = ["carried_window_count", "check_carry", "evaluate", "evaluate_carried", "evaluate_metrics"]

@@ -39,14 +39,19 @@ def available_bytes(device: torch.device) -> int | None:
 
 
 def estimate_bytes(
-    model_config, micro_batch: int, seq_len: int, amp_dtype: torch.dtype | None, form: str | None = None
+    model_config,
+    micro_batch: int,
+    seq_len: int,
+    amp_dtype: torch.dtype | None,
+    form: str | None = None,
+    shards: int = 1,
 ) -> int | None:
-    """Estimated peak training memory of one process (None for models without an estimate)."""
+    """Estimated peak training memory of one process (None for models without an estimate); ``shards``: the
+    processes a fully sharded run splits the weights and optimiser state over (1: each holds them all)."""
     if not isinstance(model_config, BDHConfig):
         return None
-    return train_memory_bytes(
-        model_config, micro_batch, seq_len, form=form, dtype="bf16" if amp_dtype == torch.bfloat16 else "fp32"
-    )
+    dtype = "bf16" if amp_dtype == torch.bfloat16 else "fp32"
+    return train_memory_bytes(model_config, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
 
 
 def check_fits(
@@ -57,9 +62,11 @@ def check_fits(
     amp_dtype: torch.dtype | None,
     processes: int = 1,
     form: str | None = None,
+    shards: int = 1,
 ) -> int | None:
-    """Raise a one-line ValueError if ``processes`` x the estimate exceeds the available memory."""
-    need = estimate_bytes(model_config, micro_batch, seq_len, amp_dtype, form)
+    """Raise a one-line ValueError if ``processes`` x the estimate exceeds the available memory (``shards``: see
+    `estimate_bytes`)."""
+    need = estimate_bytes(model_config, micro_batch, seq_len, amp_dtype, form, shards)
     have = available_bytes(device)
     if need is None or have is None:
         return need

@@ -5,7 +5,8 @@ Per optimiser step ``s`` (0-based):
 1. the learning rate of step ``s`` (`bdh.train.schedule`),
 2. the global batch ``task.batch("train", s, batch_size, seed)`` (a pure function of ``s``, so the data
    position of a run is just its step); each process takes its rows and walks them in micro-batches,
-   accumulating gradients (DistributedDataParallel averages them over processes),
+   accumulating gradients (DistributedDataParallel, or FSDP2 with ``train.parallel: fsdp``, averages them over
+   processes; `bdh.train.sharded`),
 3. loss = cross-entropy summed over the scored targets / the number of scored targets of the global batch,
    so one process with accumulation and K processes compute the same gradient,
 4. gradient clipping, AdamW (weight decay on matrices only), a NaN check,
@@ -51,7 +52,7 @@ from ..registry import get_model
 from ..tasks.base import IGNORE_INDEX
 from . import checkpoint as ckpt
 from . import distributed as dist_utils
-from . import rng, runtime
+from . import rng, runtime, sharded
 from .budget import TimeBudget
 from .config import RunConfig, batch_layout, build_section_config
 from .errors import TrainingError
@@ -120,10 +121,15 @@ class Objective(nn.Module):
 
 def resolve_device(name: str, env: dist_utils.DistEnv) -> torch.device:
     """The device of this process: ``train.device`` as `bdh.devices.resolve_device` resolves and checks it
-    (``auto``: CUDA if available, else CPU); under torchrun ``auto`` and ``cuda`` mean the local GPU."""
+    (``auto``: CUDA if available, else CPU). A CUDA device always gets its index (``torch.cuda.set_device``
+    refuses a bare ``cuda``): under torchrun ``auto`` and ``cuda`` mean the local GPU, otherwise the current one."""
     device = devices.resolve_device(name, what="train.device")
-    if device.type == "cuda" and device.index is None and env.enabled:
-        device = devices.resolve_device(f"cuda:{env.local_rank}", what=f"train.device (LOCAL_RANK {env.local_rank})")
+    if device.type == "cuda" and device.index is None:
+        if env.enabled:
+            index, what = env.local_rank, f"train.device (LOCAL_RANK {env.local_rank})"
+        else:
+            index, what = torch.cuda.current_device(), "train.device"
+        device = devices.resolve_device(f"cuda:{index}", what=what)
     return device
 
 
@@ -206,6 +212,8 @@ class Trainer:
         if self.device.type == "cpu" and t.keep_freed_memory:
             runtime.keep_freed_memory()
         dist_utils.init(self.env, self.device)
+        #: FSDP2 over the processes (``train.parallel: fsdp`` under torchrun), else DDP or a single process
+        self.sharded = self.env.enabled and t.parallel == "fsdp"
         self.amp_dtype = autocast_dtype(t.precision, self.device)
 
     def _setup_task_and_model_config(self) -> None:
@@ -241,7 +249,9 @@ class Trainer:
         step and token limits), the evaluation batch and the time budget."""
         t = self.config.train
         self.rows, self.micro, self.accum = batch_layout(t, self.env.world_size)
-        self.seq_len = self.task.seq_len
+        # tokens per training example: a task may train on shorter sequences than it validates on (MQAR's
+        # train_seq_len); the model is sized to task.seq_len, the longest (_setup_task_and_model_config)
+        self.seq_len = getattr(self.task, "train_seq_len", self.task.seq_len)
         self.tokens_per_step = t.batch_size * self.seq_len
         total = t.max_steps
         if t.max_tokens is not None:
@@ -272,6 +282,7 @@ class Trainer:
                 self.amp_dtype,
                 processes=local,
                 form=getattr(self.model_config, "attention", None),
+                shards=self.env.world_size if self.sharded else 1,
             )
 
     def _check_modes(self) -> None:
@@ -295,9 +306,11 @@ class Trainer:
             self._init_from(init_from)
         if self.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * self.env.rank)
+        if self.sharded:  # before the optimiser: sharding replaces the parameters by DTensors
+            sharded.shard(self.model, self.device, self.env.world_size)
         self.optimizer = make_optimizer(self.model, self.config, self.caps.fused_adamw)
         self.objective: nn.Module = Objective(runtime.compile_or_eager(self.model) if t.compile else self.model, t.bptt)
-        if self.env.enabled:
+        if self.env.enabled and not self.sharded:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -433,6 +446,13 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
+    def _gradient_sync(self, sync: bool) -> contextlib.AbstractContextManager:
+        """Nothing for the last micro-batch of a step (gradients are averaged over the processes then); for the
+        others, DDP's ``no_sync`` or FSDP's local accumulation, so that each step communicates once."""
+        if sync or not self.env.enabled:
+            return contextlib.nullcontext()
+        return sharded.no_sync(self.model) if self.sharded else self.objective.no_sync()
+
     def train_step(self, step: int) -> tuple[float, float]:
         """One optimiser step on global batch ``step``; returns (loss, gradient norm before clipping)."""
         t = self.config.train
@@ -446,15 +466,13 @@ class Trainer:
             raise TrainingError(f"task {self.task.name!r}: batch {step} has no scored targets")
         lo = self.env.rank * self.rows
         inputs, targets = inputs[lo : lo + self.rows].to(self.device), targets[lo : lo + self.rows].to(self.device)
-        scale = self.env.world_size / count  # DDP averages over processes, so each sums its share x W
+        scale = self.env.world_size / count  # DDP and FSDP average over processes, so each sums its share x W
         total = torch.zeros((), device=self.device)
         for j in range(self.accum):
             x = inputs[j * self.micro : (j + 1) * self.micro]
             y = targets[j * self.micro : (j + 1) * self.micro]
             state = self.recurrent.state(j, reset) if tbptt else None
-            sync = j == self.accum - 1 or not self.env.enabled
-            ctx = contextlib.nullcontext() if sync else self.objective.no_sync()
-            with ctx:
+            with self._gradient_sync(j == self.accum - 1):
                 with self._autocast():
                     loss_sum, new_state = self.objective(x, y, state)
                 (loss_sum * scale).backward()
@@ -473,7 +491,8 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self, model: nn.Module | None = None, batches: int | None = None) -> dict[str, float]:
-        """Validation loss, bits per token and the task's metrics, token-weighted over the eval batches."""
+        """Validation loss and bits per token (per scored token) and the task's metrics (each batch weighted by
+        its examples) over the eval batches (`bdh.train.evaluate`)."""
         model = model or self.model
         return evaluate(
             model,
@@ -500,6 +519,10 @@ class Trainer:
     def save(self) -> Path | None:
         """Write checkpoints/step-N (rank 0); every process takes part in gathering the state."""
         tensors, carry_meta = self._trainer_state()
+        weights = optimizer_state = None
+        if self.sharded:  # gathered by every process, written by rank 0: full tensors that load anywhere
+            weights = sharded.full_state_dict(self.model, keep=self.env.is_main)
+            optimizer_state = sharded.full_optimizer_state(self.optimizer, keep=self.env.is_main)
         path = None
         if self.env.is_main:
             meta = {
@@ -507,13 +530,22 @@ class Trainer:
                 "tokens": self.tokens,
                 "best": self.best,
                 "world_size": self.env.world_size,
+                "parallel": ("fsdp" if self.sharded else "ddp") if self.env.enabled else "none",
                 "carry": carry_meta,
                 "total_steps": self.total_steps,
                 "budget_fixed": self.budget.fixed,
                 "elapsed": self.budget.elapsed(time.time()),
             }
             path = ckpt.save_checkpoint(
-                self.run_dir, self.step, self.model, self.optimizer, tensors, meta, self.config.checkpoint.keep
+                self.run_dir,
+                self.step,
+                self.model,
+                self.optimizer,
+                tensors,
+                meta,
+                self.config.checkpoint.keep,
+                weights=weights,
+                optimizer_state=optimizer_state,
             )
         dist_utils.barrier(self.env)
         self.last_checkpoint = self.run_dir / "checkpoints" / f"step-{self.step}"
@@ -529,11 +561,13 @@ class Trainer:
         value = metrics[key]
         if self.best is None or (value > self.best["value"] if higher else value < self.best["value"]):
             self.best = {"step": self.step, "metric": key, "value": value}
+            weights = sharded.full_state_dict(self.model, keep=self.env.is_main) if self.sharded else None
             if self.env.is_main:
                 ckpt.save_best(
                     self.run_dir,
                     self.model,
                     {"step": self.step, "tokens": self.tokens, "metric": key, "value": value, "metrics": metrics},
+                    weights=weights,
                 )
 
     def _target_reached(self, metrics: dict[str, float]) -> bool:
@@ -559,7 +593,7 @@ class Trainer:
                 {},
                 self.best,
                 checkpoint=self.last_checkpoint,
-                model=self.model,
+                model=self.result_model(),
                 task=self.task,
                 finished_before=True,
             )
@@ -595,10 +629,23 @@ class Trainer:
             self.best,
             interrupted,
             self.last_checkpoint,
-            self.model,
+            self.result_model(),
             self.task,
             new_tokens=self.tokens - run.tokens_before,
         )
+
+    def result_model(self) -> nn.Module | None:
+        """The trained model a `TrainResult` hands over: the model itself, or for a sharded run (whose shards
+        need every process) a plain copy with the gathered weights, on the CPU of rank 0 (None elsewhere),
+        usable after the process group is gone (the sample after training, `bdh.experiments`)."""
+        if not self.sharded:
+            return self.model
+        weights = sharded.full_state_dict(self.model, keep=self.env.is_main)
+        if not self.env.is_main:
+            return None
+        model = self.model_cls(self.model_config)
+        model.load_state_dict(weights)
+        return model.train(self.model.training)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """The first signal ends the run after the current step; a second one at once (KeyboardInterrupt)."""
@@ -647,6 +694,7 @@ class Trainer:
             return
         params = sum(p.numel() for p in self.model.parameters())
         processes = f" over {self.env.world_size} processes" if self.env.enabled else ""
+        processes += " (fully sharded)" if self.sharded else ""
         progress.message(
             f"run {self.run_dir}: {self.config.model['name']} ({params:,} parameters), task {self.task.name}, "
             f"{self.total_steps} steps of {self.config.train.batch_size} x {self.seq_len} tokens{processes}, "
@@ -756,10 +804,15 @@ class Trainer:
     def _eval_and_log(self, progress: Progress, board: TensorBoard, loss: float, tok_s: float) -> dict[str, float]:
         """Evaluate (rank 0), log and show the result, share it with every process and keep the best."""
         metrics: dict[str, float] = {}
-        if self.env.is_main:
+        if self.sharded:  # a sharded forward gathers the weights from every process: all evaluate, rank 0 logs
             self.model.eval()
             metrics = self.evaluate()
             self.model.train()
+        if self.env.is_main:
+            if not self.sharded:
+                self.model.eval()
+                metrics = self.evaluate()
+                self.model.train()
             record = {"kind": "eval", "step": self.step, "tokens": self.tokens, **metrics}
             self.metrics.write(record)
             board.scalars("eval", metrics, self.step)

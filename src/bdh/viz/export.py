@@ -32,6 +32,7 @@ import torch
 from bdh.errors import UserError
 from bdh.model import BDH
 from bdh.model.graph import flat_decoders
+from bdh.typed_config import TypedConfig, bounded
 
 #: kinds of input the viewer knows how to draw
 KINDS = ("text", "tokens", "boardpath", "sudoku")
@@ -42,7 +43,7 @@ FORMAT_VERSION = 1
 
 
 @dataclass
-class ViewOptions:
+class ViewOptions(TypedConfig):
     """How much of a run goes into the viewer.
 
     Attributes:
@@ -55,19 +56,13 @@ class ViewOptions:
         layout_seed: seed of the force layout of the hub graph.
     """
 
-    hubs: int = 48
-    edges_per_hub: int = 3
-    heat_neurons: int = 64
-    attn_top: int = 12
-    lens_top: int = 5
-    block: int = 2048
+    hubs: int = bounded(48, ge=1)
+    edges_per_hub: int = bounded(3, ge=1)
+    heat_neurons: int = bounded(64, ge=1)
+    attn_top: int = bounded(12, ge=1)
+    lens_top: int = bounded(5, ge=1)
+    block: int = bounded(2048, ge=1)
     layout_seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("hubs", "edges_per_hub", "heat_neurons", "attn_top", "lens_top", "block"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"viz: {name} must be a positive integer, got {value!r}")
 
 
 # ---------------------------------------------------------------------- the hub graph of G_x

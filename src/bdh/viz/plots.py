@@ -179,17 +179,28 @@ def suite_plot(
     series: str = "model",
     facet: str | None = None,
     title: str = "",
+    reference: str | None = None,
 ) -> list[Path]:
     """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
-    several rows with the same (facet, series, x) (e.g. seeds) are averaged with their min-max range.
-    Rows are dicts (e.g. CSV rows, values may be strings)."""
+    several rows with the same (facet, series, x) (e.g. seeds) are averaged, and their min-max range is
+    drawn as a band between the points and as a bar at each point. Rows are dicts (e.g. CSV rows, values
+    may be strings).
+
+    The rows whose ``series`` is ``reference`` (the bench's ``trivial`` answer) are not a line: the mean of
+    their ``y`` is a horizontal dashed line labelled with that name, in each panel where they have a value
+    (their ``x`` is not needed)."""
     rows = list(rows)
     groups: dict[Any, dict[Any, dict[float, list[float]]]] = {}
+    levels: dict[Any, list[float]] = {}
     for r in rows:
+        f = r.get(facet) if facet else None
         xv, yv = _num(r.get(x)), _num(r.get(y))
+        if reference is not None and str(r.get(series, "")) == reference:
+            if yv is not None:
+                levels.setdefault(f, []).append(yv)
+            continue
         if xv is None or yv is None:
             continue
-        f = r.get(facet) if facet else None
         groups.setdefault(f, {}).setdefault(str(r.get(series, "")), {}).setdefault(xv, []).append(yv)
     if not groups:
         raise UserError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
@@ -203,12 +214,17 @@ def suite_plot(
             lo = np.array([np.min(pts[v]) for v in xs])
             hi = np.array([np.max(pts[v]) for v in xs])
             ax.plot(xs, mean, "o-", ms=3, color=f"C{i % 10}", label=name)
-            if np.any(hi > lo):
+            if np.any(hi > lo):  # the seeds' range: a band between the points, a bar at each (one x: no band)
                 ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
+                ax.errorbar(
+                    xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=f"C{i % 10}", elinewidth=0.8, capsize=2
+                )
         if len(set(v for s in groups[f].values() for v in s)) > 2 and min(v for s in groups[f].values() for v in s) > 0:
             xs_all = [v for s in groups[f].values() for v in s]
             if max(xs_all) / min(xs_all) >= 8:
                 ax.set_xscale("log", base=2)
+        if levels.get(f):
+            ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=reference)
         ax.set_xlabel(x)
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
@@ -223,10 +239,12 @@ def bench_plots(
     rows: Iterable[dict[str, Any]],
     folder: Path | str,
     axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None,
+    reference: str | None = "trivial",
 ) -> tuple[list[Path], list[str]]:
     """For each suite found in the rows' ``suite`` column, one `suite_plot` per entry of its axes
     (default `SUITE_AXES`), written as ``bench-<suite>-<x>``; a facet is dropped when the rows lack it.
-    Returns (files, skipped reasons)."""
+    The rows of the model ``reference`` (the bench's trivial answer, ``model`` ``trivial``) are drawn as a
+    horizontal dashed line in each panel (`suite_plot`). Returns (files, skipped reasons)."""
     axes = SUITE_AXES if axes is None else axes
     by_suite: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -242,7 +260,13 @@ def bench_plots(
                 facet = None
             try:
                 files += suite_plot(
-                    rs, Path(folder) / f"bench-{suite}-{x}", x, y, facet=facet, title=f"{suite}: {y} against {x}"
+                    rs,
+                    Path(folder) / f"bench-{suite}-{x}",
+                    x,
+                    y,
+                    facet=facet,
+                    title=f"{suite}: {y} against {x}",
+                    reference=reference,
                 )
             except ValueError as exc:
                 skipped.append(f"bench suite {suite!r} ({y} against {x}): {exc}")

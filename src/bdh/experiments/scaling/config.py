@@ -9,13 +9,12 @@ for a GPU; ``bdh experiment scaling --full --show-config`` prints its plan witho
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from bdh.experiments.common import ExperimentConfig
-from bdh.typed_config import check_value
+from bdh.typed_config import bounded, check_value, one_of
 
 #: the values of ``data`` that are not paths
 DATA_CHOICES = ("shakespeare", "translation")
@@ -58,55 +57,43 @@ class Config(ExperimentConfig):
 
     data: str = "shakespeare"
     pairs: str = "en-es,en-fr"
-    corpus_bytes: int = 4_000_000
+    corpus_bytes: int = bounded(4_000_000, ge=1)
     n_neurons: tuple[int, ...] = (512, 1024, 2048, 4096, 8192)
-    n_layer: int = 4
-    n_embd: int = 64
-    n_head: int = 4
-    bdh_attention: str = "parallel"
-    gpt_layers: tuple[int, ...] = (2, 2, 3, 3, 4)
-    gpt_heads: tuple[int, ...] = (4, 4, 4, 4, 4)
-    gpt_positional: str = "learned"
-    dropout: float = 0.0
-    match_tolerance: float = 0.05
-    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
-    seeds: tuple[int, ...] = (0, 1)
-    steps: int = 220
-    batch_size: int = 8
-    seq_len: int = 256
-    micro_batch_size: int | None = None
-    val_fraction: float = 0.1
-    curve_points: int = 10
-    curve_eval_batches: int = 4
-    eval_batches: int = 16
-    eval_segments: int = 100
-    inference_context: int = 4096
+    n_layer: int = bounded(4, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    n_head: int = bounded(4, ge=1)
+    bdh_attention: str = one_of("parallel", ATTENTION_FORMS)
+    gpt_layers: tuple[int, ...] = bounded((2, 2, 3, 3, 4), ge=1)
+    gpt_heads: tuple[int, ...] = bounded((4, 4, 4, 4, 4), ge=1)
+    gpt_positional: str = one_of("learned", GPT_POSITIONAL)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    match_tolerance: float = bounded(0.05, gt=0, lt=1)
+    lrs: tuple[float, ...] = bounded((1e-3, 3e-3, 1e-2), gt=0, lt=1)
+    seeds: tuple[int, ...] = bounded((0, 1), ge=0)
+    steps: int = bounded(220, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    micro_batch_size: int | None = bounded(None, ge=1)
+    val_fraction: float = bounded(0.1, gt=0, le=0.5)
+    curve_points: int = bounded(10, ge=1)
+    curve_eval_batches: int = bounded(4, ge=1)
+    eval_batches: int = bounded(16, ge=1)
+    eval_segments: int = bounded(100, ge=1)
+    inference_context: int = bounded(4096, ge=1)
     device: str = "cpu"
-    precision: str = "fp32"
-    plan_tflops: float = 0.15
+    precision: str = one_of("fp32", PRECISIONS)
+    plan_tflops: float = bounded(0.15, gt=0)
 
     experiment = "scaling"
 
     def __post_init__(self) -> None:
         self._coerce()
-        for name in ("n_layer", "n_embd", "n_head", "steps", "batch_size", "seq_len", "corpus_bytes"):
-            self._check_int(name)
-        for name in ("curve_points", "curve_eval_batches", "eval_batches", "eval_segments", "inference_context"):
-            self._check_int(name)
+        super().__post_init__()  # the declared ranges, on the coerced values
         self._check_data()
         self._check_ladder()
         self._check_sweep()
-        if self.micro_batch_size is not None:
-            self._check_int("micro_batch_size")
-            if self.batch_size % self.micro_batch_size:
-                self._fail("micro_batch_size", f"{self.micro_batch_size} does not divide batch_size {self.batch_size}")
-        self._check_number("dropout", 0.0, 1.0)
-        self._check_number("match_tolerance", 0.0, 1.0, low_open=True)
-        self._check_number("val_fraction", 0.0, 0.5, low_open=True, high_open=False)
-        self._check_number("plan_tflops", 0.0, math.inf, low_open=True)
-        self._check_choice("bdh_attention", ATTENTION_FORMS)
-        self._check_choice("gpt_positional", GPT_POSITIONAL)
-        self._check_choice("precision", PRECISIONS)
+        if self.micro_batch_size is not None and self.batch_size % self.micro_batch_size:
+            self._fail("micro_batch_size", f"{self.micro_batch_size} does not divide batch_size {self.batch_size}")
         if not isinstance(self.device, str) or not self.device:
             self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
 
@@ -118,7 +105,7 @@ class Config(ExperimentConfig):
             value, hint = getattr(self, f.name), hints[f.name]
             if typing.get_origin(hint) is tuple and not isinstance(value, (list, tuple)):
                 value = (value,)
-            object.__setattr__(self, f.name, check_value(value, hint, f"{self.experiment}.{f.name}"))
+            object.__setattr__(self, f.name, check_value(value, hint, self._key(f.name)))
 
     def _check_data(self) -> None:
         from bdh.tasks.multilingual import LANGUAGES, parse_pairs
@@ -144,14 +131,12 @@ class Config(ExperimentConfig):
             values = getattr(self, name)
             if len(values) != len(self.n_neurons):
                 self._fail(name, f"give one value per size ({len(self.n_neurons)}), got {len(values)}")
-            if any(v < 1 for v in values):
-                self._fail(name, f"must be positive integers, got {list(values)}")
 
     def _check_sweep(self) -> None:
-        if not self.lrs or any(not 0 < lr < 1 for lr in self.lrs):
-            self._fail("lrs", f"give one or more learning rates in (0, 1), got {list(self.lrs)}")
-        if not self.seeds or any(s < 0 for s in self.seeds):
-            self._fail("seeds", f"give one or more seeds >= 0, got {list(self.seeds)}")
+        """One or more learning rates and seeds (their ranges are declared), none repeated."""
+        for name, what in (("lrs", "learning rates in (0, 1)"), ("seeds", "seeds >= 0")):
+            if not getattr(self, name):
+                self._fail(name, f"give one or more {what}, got []")
         for name in ("lrs", "seeds"):
             if len(set(getattr(self, name))) != len(getattr(self, name)):
                 self._fail(name, f"repeated values in {list(getattr(self, name))}")

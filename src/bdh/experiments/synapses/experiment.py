@@ -14,6 +14,7 @@ import torch
 from bdh.experiments.common import QUICK, ModelSize, train_lm, write_corpus
 from bdh.model import BDH
 from bdh.tasks.multilingual import LANGUAGES
+from bdh.typed_config import bounded
 
 from .analysis import analyse
 from .options import Log, SynapseOptions
@@ -37,32 +38,25 @@ class Config(SynapseOptions):
     """
 
     # model
-    n_layer: int = 4
-    n_embd: int = 64
-    n_head: int = 4
-    n_neurons: int = 2048
-    dropout: float = 0.0
+    n_layer: int = bounded(4, ge=2, why="sigma links two layers")
+    n_embd: int = bounded(64, ge=1)
+    n_head: int = bounded(4, ge=1)
+    n_neurons: int = bounded(2048, ge=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
     # corpus
     pairs: tuple[tuple[str, str], ...] = (("en", "es"), ("en", "fr"), ("en", "pt"))
-    corpus_bytes: int = 4_000_000
-    concept_rate: float = 0.5
+    corpus_bytes: int = bounded(4_000_000, ge=1)
+    concept_rate: float = bounded(0.5, gt=0, le=1)
     # training
-    steps: int = 400
-    batch_size: int = 16
-    seq_len: int = 128
-    lr: float = 3e-3
+    steps: int = bounded(400, ge=1)
+    batch_size: int = bounded(16, ge=1)
+    seq_len: int = bounded(128, ge=1)
+    lr: float = bounded(3e-3, gt=0)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the analysis fields
-        for name in ("n_layer", "n_embd", "n_head", "n_neurons", "corpus_bytes", "steps", "batch_size", "seq_len"):
-            self._check_integer(name, 1, "must be a positive integer")
+        super().__post_init__()  # the declared ranges (of the analysis fields too) and their checks
         if self.n_neurons % self.n_head:
             self._fail("n_neurons", f"{self.n_neurons} is not divisible by n_head = {self.n_head}")
-        if self.n_layer < 2:
-            self._fail("n_layer", f"sigma links two layers, need at least 2, got {self.n_layer}")
-        self._check_real("dropout", lambda v: 0.0 <= v < 1.0, "must lie in [0, 1)")
-        self._check_real("lr", lambda v: v > 0, "must be positive")
-        self._check_real("concept_rate", lambda v: 0.0 < v <= 1.0, "must lie in (0, 1]")
         if self.corpus_bytes < 4 * self.seq_len:
             self._fail("corpus_bytes", f"{self.corpus_bytes} is too small for seq_len {self.seq_len}")
         self._check_pairs()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,7 +10,7 @@ import torch
 from bdh.errors import UserError
 from bdh.model import BDH
 from bdh.tasks.multilingual import CONCEPTS, COUNTRIES, CURRENCIES, LANGUAGES
-from bdh.typed_config import TypedConfig
+from bdh.typed_config import TypedConfig, bounded, one_of
 
 #: the paper's numbers (section 6.3): U of the currency synapse, U_opt = 50 * 50, the p bound, r as printed
 PAPER = {"U": 2368, "U_opt": 2500, "p_below": 1e-14, "r_reported": 0.86}
@@ -59,60 +57,32 @@ class SynapseOptions(TypedConfig):
         star_fraction: steps larger than this fraction of the largest step are marked ``*`` (Fig. 12).
     """
 
-    concept: str = "currency"
-    layer: int | None = None
-    head: int = 0
-    language: str = "en"
-    second_language: str = "fr"
-    search: int = 200
-    heldout: int = 50
-    top_k: int = 5
-    statistic: str = "end"
+    concept: str = one_of("currency", CONCEPTS)
+    layer: int | None = bounded(None, ge=1, why="layer 0 reads token embeddings and has no sigma")
+    head: int = bounded(0, ge=0)
+    language: str = one_of("en", LANGUAGES)
+    second_language: str = one_of("fr", LANGUAGES)
+    search: int = bounded(200, ge=2, why="sentences per class")
+    heldout: int = bounded(50, ge=2, why="sentences per class")
+    top_k: int = bounded(5, ge=1)
+    statistic: str = one_of("end", STATISTICS)
     rotate: bool = False
     match_length: bool = True
     prefix: bool = True
-    seed: int = 0
-    lexicon_seed: int = 0
-    star_fraction: float = 0.05
+    seed: int = bounded(0, ge=0)
+    lexicon_seed: int = bounded(0, ge=0)
+    star_fraction: float = bounded(0.05, gt=0, lt=1)
 
-    def _fail(self, field: str, message: str) -> None:
-        raise UserError(f"{field}: {message}")
-
-    def _check_integer(self, field: str, minimum: int, rule: str) -> None:
-        """An integer of at least ``minimum``; ``rule`` says why when it is smaller."""
-        value = getattr(self, field)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            self._fail(field, f"must be an integer, got {value!r}")
-        if value < minimum:
-            self._fail(field, f"{rule}, got {value}")
-
-    def _check_real(self, field: str, ok: Callable[[float], bool], rule: str) -> None:
-        """A finite number for which ``ok`` holds; ``rule`` says what it must be."""
-        value = getattr(self, field)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
-            self._fail(field, f"{rule}, got {value!r}")
+    @classmethod
+    def _key(cls, field: str) -> str:
+        return field  # ``bdh synapses`` turns the field into its flag
 
     def __post_init__(self) -> None:
-        if self.concept not in CONCEPTS:
-            self._fail("concept", f"unknown concept {self.concept!r}; known: {', '.join(CONCEPTS)}")
-        for name in ("language", "second_language"):
-            if getattr(self, name) not in LANGUAGES:
-                self._fail(name, f"unknown language {getattr(self, name)!r}; known: {', '.join(LANGUAGES)}")
+        super().__post_init__()  # the declared ranges
         if self.language == self.second_language:
             self._fail("second_language", f"must differ from language ({self.language})")
-        if self.layer is not None:
-            self._check_integer("layer", 1, "must be at least 1 (layer 0 reads token embeddings and has no sigma)")
-        self._check_integer("head", 0, "must be non-negative")
-        self._check_integer("search", 2, "need at least 2 sentences per class")
-        self._check_integer("heldout", 2, "need at least 2 sentences per class")
-        self._check_integer("top_k", 1, "must be positive")
-        self._check_integer("seed", 0, "must be non-negative")
-        self._check_integer("lexicon_seed", 0, "must be non-negative")
-        if self.statistic not in STATISTICS:
-            self._fail("statistic", f"must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
         for name in ("rotate", "match_length", "prefix"):
             self._check_bool(name)
-        self._check_real("star_fraction", lambda v: 0.0 < v < 1.0, "must lie in (0, 1)")
 
     def resolved_layer(self, n_layer: int) -> int:
         """The layer to read, checked against a model of ``n_layer`` layers."""

@@ -69,16 +69,17 @@ def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_lay
         var = ((z - mu) ** 2).mean(-1, keepdim=True)
         return (z - mu) / torch.sqrt(var + 1e-5)
 
-    i = torch.arange(N, dtype=torch.float32)
+    dev = idx.device  # the reference runs where its inputs are (a GPU test compares on the GPU)
+    i = torch.arange(N, dtype=torch.float32, device=dev)
     freqs = 1.0 / (2.0**16) ** ((torch.floor(i / 2) * 2) / N) / (2 * math.pi)
-    phases = (torch.arange(T, dtype=torch.float32).view(-1, 1) * freqs.view(1, -1)) % 1 * (2 * math.pi)
+    phases = (torch.arange(T, dtype=torch.float32, device=dev).view(-1, 1) * freqs.view(1, -1)) % 1 * (2 * math.pi)
     cos, sin = torch.cos(phases), torch.sin(phases)
 
     def rope(z: torch.Tensor) -> torch.Tensor:
         return naive_rope_interleaved(z, cos, sin)
 
     x = ln(sd["embed.weight"][idx]).unsqueeze(1)  # B, 1, T, D
-    causal = torch.ones(T, T).tril(diagonal=-1)
+    causal = torch.ones(T, T, device=dev).tril(diagonal=-1)
     for _ in range(n_layer):
         xs = F.relu(x @ encoder)  # B, h, T, N
         xr = rope(xs)

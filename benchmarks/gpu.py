@@ -1,0 +1,521 @@
+"""BDH on one GPU: our training step against the official pathwaycom/bdh loop, a GPT of the same size as the MFU
+yardstick, and generation on the recurrent state against the official ``generate``.
+
+    python benchmarks/gpu.py [PATH/TO/pathwaycom-bdh] [--quick] [--compile] [--out FILE]
+    python benchmarks/gpu.py --device cpu --quick      # the same code at tiny sizes: a check of the script
+
+Without CUDA (and without ``--device cpu --quick``) it exits at once with one line and status 2.
+
+Sizes (the table `FULL`): the paper's model (L = 6, D = 256, h = 4, n = 32768; 25.3M parameters), windows
+T = 512, 2048 and 8192 with batch 16384 / T sequences (32 at T = 512, as the official ``train.py``), the median
+of 5 timed steps after 2 warm-up ones. ``--quick`` (`QUICK_GPU`): T = 512 and 2048, batch 8192 / T, 2 steps
+after 1; generation at batch 1 and 8. ``--device cpu --quick`` (`QUICK_CPU`): a model of 41k parameters.
+
+Training table, per window T, every cell measured in this run:
+
+* **official**: the model class of a pathwaycom/bdh checkout (``bdh.py`` loaded from the path given, as
+  ``benchmarks/perf.py`` does; nothing of it is copied) in its ``train.py`` loop on CUDA: bf16 autocast,
+  ``logits, loss = model(x, y)``, backward, AdamW step, ``zero_grad``; with ``--compile`` also under
+  ``torch.compile``, as its ``train.py`` runs it. A cell that runs out of GPU memory reads ``OOM``.
+* **ours**: one optimiser step of `bdh.train.Trainer` (``train_step``: batch, forward, loss, backward,
+  clipping, fused AdamW) in bf16 autocast, the attention form with fewer analytic FLOPs at that T
+  (``--form``); with ``--compile`` also under ``torch.compile``.
+* **gpt**: the GPT baseline (`bdh.baselines.gpt`, ``F.scaled_dot_product_attention``: flash attention on
+  GPUs that have it) with about as many parameters as the BDH model (`gpt_config`), in the same
+  trainer and precision (also compiled with ``--compile``): the yardstick of what this GPU gives a
+  well-understood model at the same T.
+
+Columns: tokens/s (batch x T / the median step time); model TFLOP/s = tokens/s x the
+analytic training FLOPs per token of the work the loop does (BDH: `bdh.model.sizes.train_flops_per_token`
+of its form; GPT: 6 P + 12 L T d, the PaLM / nanoGPT count); MFU = model TFLOP/s / the TFLOP/s of a square
+bf16 matmul (8192 x 8192) measured in this run (the higher of before and after the training rows);
+peak GiB = ``torch.cuda.max_memory_allocated`` during the cell (weights, optimiser state and activations;
+on the CPU the growth of the resident set); x official = tokens/s over the official loop's at that T.
+
+Generation table: tokens/s of ``BDH.stream`` (a prompt of 512 tokens read once, then one recurrent step
+per token, greedy; the median over 64 tokens) at batch 1, 8 and 64, against the official ``generate`` (one
+full forward of the whole prefix per new token, top-1), both in fp32 with TF32 matmuls (as the official
+``train.py`` sets).
+
+Results, with the command and the GPU that made them, belong in docs/performance.md ("GPU").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from itertools import count, takewhile
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from _shared import load_official, reset_peak
+from _shared import peak as peak_kib
+
+from bdh import BDH, BDHConfig
+from bdh.baselines.gpt import GPTConfig
+from bdh.model.sizes import forward_flops_per_token, train_flops_per_token
+
+OOM = "OOM"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Everything that differs between the full run, ``--quick`` on a GPU and ``--quick`` on the CPU."""
+
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_neurons: int
+    blocks: tuple[int, ...]
+    tokens_per_step: int
+    batches: tuple[int, ...]  # generation batch sizes
+    context: int  # generation prompt length
+    new_tokens: int  # generated tokens timed on our state
+    official_tokens: int  # generated tokens timed with the official generate (each re-runs the prefix)
+    warmup: int
+    steps: int
+    peak_size: int
+    gpt_layers: int
+    gpt_heads: int
+
+
+FULL = Sizes(6, 256, 4, 32768, (512, 2048, 8192), 16384, (1, 8, 64), 512, 64, 4, 2, 5, 8192, 6, 8)
+QUICK_GPU = Sizes(6, 256, 4, 32768, (512, 2048), 8192, (1, 8), 256, 16, 2, 1, 2, 8192, 6, 8)
+QUICK_CPU = Sizes(2, 32, 2, 256, (32, 64), 128, (1, 2), 16, 4, 2, 1, 1, 128, 2, 2)
+
+
+# --------------------------------------------------------------------------- the device
+class Device:
+    """Synchronisation and peak memory on CUDA (allocator statistics) or the CPU (resident set growth)."""
+
+    def __init__(self, name: str):
+        self.device = torch.device(name)
+        self.cuda = self.device.type == "cuda"
+        self._base_kib = 0
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def reset_peak(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._base_kib = reset_peak()
+
+    def peak_gib(self) -> float:
+        if self.cuda:
+            return torch.cuda.max_memory_allocated(self.device) / 2**30
+        return max(0, peak_kib() - self._base_kib) / 2**20
+
+    def free(self) -> None:
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def describe(self) -> str:
+        if self.cuda:
+            props = torch.cuda.get_device_properties(self.device)
+            return f"{props.name}, {props.total_memory / 2**30:.0f} GiB, torch {torch.__version__}"
+        return f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def timed(dev: Device, step: Callable[[int], None], warmup: int, steps: int) -> dict:
+    """Median seconds per call of ``step`` after ``warmup`` calls, and the peak memory of all calls."""
+    dev.reset_peak()
+    for i in range(warmup):
+        step(i)
+    dev.sync()
+    times = []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        step(warmup + i)
+        dev.sync()
+        times.append(time.perf_counter() - t0)
+    return {"seconds": statistics.median(times), "peak_gib": dev.peak_gib()}
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the GPU running out of memory: the allocator's error, or one wrapping it (a compiled
+    region re-raises it inside its own error types; cuBLAS reports a failed workspace allocation)."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return "out of memory" in text.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in text
+
+
+def guarded(dev: Device, measure: Callable[[], dict]) -> dict:
+    """``measure()``, or ``{"oom": True}`` when the GPU runs out of memory. Every cell starts clean: the cached
+    memory of the one before is released and compiled graphs are dropped (so that each compiled cell compiles
+    its own model, not the graphs of an earlier one up to dynamo's recompilation limit)."""
+    try:
+        result = measure()
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
+        if not out_of_memory(exc):
+            raise
+        result = {"oom": True}
+    # after the except block: the traceback (and the tensors its frames hold) is gone
+    torch.compiler.reset()
+    dev.free()
+    return result
+
+
+def matmul_tflops(dev: Device, size: int, repeats: int = 10) -> float:
+    """TFLOP/s of a square bf16 matmul (best of ``repeats``): the peak MFU is measured against."""
+    a = torch.randn(size, size, device=dev.device).bfloat16()
+    b = torch.randn(size, size, device=dev.device).bfloat16()
+    a @ b
+    dev.sync()
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        dev.sync()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size**3 / best / 1e12
+
+
+# --------------------------------------------------------------------------- training loops
+def bdh_config(sizes: Sizes, args: argparse.Namespace) -> BDHConfig:
+    return BDHConfig(
+        n_layer=sizes.n_layer,
+        n_embd=sizes.n_embd,
+        n_head=sizes.n_head,
+        n_neurons=sizes.n_neurons,
+        dropout=args.dropout,
+        chunk_size=args.chunk_size,
+    )
+
+
+def official_fields(cfg: BDHConfig) -> dict:
+    """The official ``BDHConfig`` fields of ``cfg`` (`bdh.model.interop.official_config` reads only the config)."""
+    from bdh.model.interop import official_config
+
+    return official_config(SimpleNamespace(config=cfg))
+
+
+def best_form(cfg: BDHConfig, T: int) -> str:
+    """The attention form with fewer analytic forward FLOPs at window T."""
+    return min(("parallel", "chunked"), key=lambda f: forward_flops_per_token(cfg, T, f))
+
+
+def gpt_config(sizes: Sizes, params: int, T: int) -> GPTConfig:
+    """The GPT whose parameter count is closest to ``params``, its width a multiple of 8 x heads (a head
+    dimension that flash attention kernels take); RoPE, so no position table and the same size at every T."""
+    base = GPTConfig(n_layer=sizes.gpt_layers, n_head=sizes.gpt_heads, positional="rope", seq_len=T, dropout=0.0)
+    step = 8 * base.n_head
+    candidates = (base.replace(n_embd=d) for d in count(step, step))  # parameters grow with the width
+    return min(
+        takewhile(lambda c: c.num_params() <= 2 * params, candidates), key=lambda c: abs(c.num_params() - params)
+    )
+
+
+def gpt_train_flops_per_token(cfg: GPTConfig, T: int) -> float:
+    """6 P (forward and backward of every weight) + 12 L T d (the attention scores and their use), per token."""
+    return 6.0 * cfg.num_params() + 12.0 * cfg.n_layer * T * cfg.n_embd
+
+
+def trainer_step(dev: Device, model: list[str], T: int, batch: int, compile_: bool, run_dir: Path):
+    """A `bdh.train.Trainer` of ``model`` overrides (bf16 autocast) and its one-step function."""
+    from bdh.train import Trainer, load_config
+
+    overrides = [
+        *model,
+        f"task.seq_len={T}",
+        f"train.batch_size={batch}",
+        f"train.device={dev.device}",
+        "train.precision=bf16",
+        f"train.compile={str(compile_).lower()}",
+        "train.max_minutes=null",
+        "train.check_memory=false",
+        "optim.warmup_steps=0",
+        "eval.batches=1",
+        "log.progress=none",
+        "log.tensorboard=false",
+        "sample.max_new_tokens=0",
+        f"run_dir={run_dir}",
+    ]
+    trainer = Trainer(load_config(None, overrides))
+    trainer.model.train()
+    return trainer, trainer.train_step
+
+
+def measure_trainer(dev: Device, model: list[str], T: int, batch: int, compile_: bool, sizes: Sizes) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bdh-gpu-") as tmp:
+        trainer, step = trainer_step(dev, model, T, batch, compile_, Path(tmp) / "run")
+        try:
+            out = timed(dev, step, sizes.warmup, sizes.steps)
+            failed = getattr(trainer.objective.model, "failed", None)  # a compile that fell back to eager
+            if failed:
+                out["note"] = "compile fell back to eager"
+            return out
+        finally:
+            trainer.close()
+
+
+def measure_official(dev: Device, module, cfg: BDHConfig, T: int, batch: int, compile_: bool, sizes: Sizes) -> dict:
+    """The official train.py loop: bf16 autocast where the device has it, AdamW lr 1e-3 wd 0.1."""
+    from bdh.tasks.text import TextConfig, TextTask
+
+    torch.manual_seed(1337)
+    model = module.BDH(module.BDHConfig(**official_fields(cfg))).to(dev.device)
+    if compile_:
+        model = torch.compile(model)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    task = TextTask(TextConfig(data=None, seq_len=T))
+    autocast = torch.autocast(device_type=dev.device.type, dtype=torch.bfloat16)
+
+    def step(i: int) -> None:
+        x, y = task.batch("train", i, batch, 1337)
+        with autocast:
+            _, loss = model(x.to(dev.device), y.to(dev.device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return timed(dev, step, sizes.warmup, sizes.steps)
+
+
+def training_rows(dev: Device, args: argparse.Namespace, sizes: Sizes, module) -> list[dict]:
+    """One row per window T and loop (official, ours, gpt; each also compiled with ``--compile``)."""
+    cfg = bdh_config(sizes, args)
+    compiles = (False, True) if args.compile else (False,)
+    ours = [
+        f"model.n_layer={cfg.n_layer}",
+        f"model.n_embd={cfg.n_embd}",
+        f"model.n_head={cfg.n_head}",
+        f"model.n_neurons={cfg.n}",
+        f"model.dropout={cfg.dropout}",
+        f"model.chunk_size={cfg.chunk_size}",
+    ]
+    rows = []
+    for T in sizes.blocks:
+        batch = max(1, sizes.tokens_per_step // T)
+        form = best_form(cfg, T) if args.form == "auto" else args.form
+        g = gpt_config(sizes, cfg.num_params(), T)
+        gpt = ["model.name=gpt", *(f"model.{k}={getattr(g, k)}" for k in ("n_layer", "n_embd", "n_head", "dropout"))]
+        gpt.append(f"model.positional={g.positional}")
+        cells: list[tuple[str, str, str, float, Callable[[], dict]]] = []
+        for c in compiles:
+            setting = "bf16+compile" if c else "bf16"
+            if module is not None:
+                measure = partial(measure_official, dev, module, cfg, T, batch, c, sizes)
+                cells.append(("official", setting, "parallel", train_flops_per_token(cfg, T, "parallel"), measure))
+            measure = partial(measure_trainer, dev, [*ours, f"model.attention={form}"], T, batch, c, sizes)
+            cells.append(("ours", setting, form, train_flops_per_token(cfg, T, form), measure))
+            measure = partial(measure_trainer, dev, gpt, T, batch, c, sizes)
+            cells.append(("gpt", setting, "sdpa", gpt_train_flops_per_token(g, T), measure))
+        for loop, setting, f, flops, measure in cells:
+            res = guarded(dev, measure)
+            row = {"T": T, "batch": batch, "loop": loop, "setting": setting, "form": f, "flops_per_token": flops}
+            if res.get("oom"):
+                row["tok_s"] = OOM
+            else:
+                tok_s = batch * T / res["seconds"]
+                row.update(tok_s=tok_s, tflops=tok_s * flops / 1e12, peak_gib=res["peak_gib"], note=res.get("note"))
+            shown = row["tok_s"] if row["tok_s"] == OOM else f"{row['tok_s']:,.0f}"
+            print(f"  measured T={T} {loop} {setting}: {shown} tokens/s", file=sys.stderr, flush=True)
+            rows.append(row)
+        official = {r["setting"]: r["tok_s"] for r in rows if r["T"] == T and r["loop"] == "official"}
+        for r in rows:
+            base = official.get(r["setting"], official.get("bf16"))
+            if r["T"] == T and isinstance(r["tok_s"], float) and isinstance(base, float):
+                r["vs_official"] = r["tok_s"] / base
+    return rows
+
+
+# --------------------------------------------------------------------------- generation
+def generate_ours(dev: Device, cfg: BDHConfig, B: int, sizes: Sizes) -> dict:
+    """Seconds per new token of ``BDH.stream`` at batch B after a prompt of ``sizes.context`` tokens."""
+    torch.manual_seed(0)
+    model = BDH(cfg).to(dev.device).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (B, sizes.context), device=dev.device)
+    dev.reset_peak()
+    stamps = []
+    for _ in model.stream(prompt, sizes.new_tokens + 2, temperature=0):
+        dev.sync()
+        stamps.append(time.perf_counter())
+    # the gaps between tokens after the prefill, the first one left out as a warm-up
+    return {"seconds": statistics.median(b - a for a, b in zip(stamps[1:], stamps[2:])), "peak_gib": dev.peak_gib()}
+
+
+def generate_official(dev: Device, module, cfg: BDHConfig, B: int, sizes: Sizes) -> dict:
+    """Seconds per new token of the official ``generate`` (it re-runs the whole prefix for every token)."""
+    torch.manual_seed(0)
+    model = module.BDH(module.BDHConfig(**official_fields(cfg))).to(dev.device).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (B, sizes.context), device=dev.device)
+    model.generate(prompt, max_new_tokens=1, top_k=1)  # warm-up
+    dev.sync()
+    t0 = time.perf_counter()
+    model.generate(prompt, max_new_tokens=sizes.official_tokens, top_k=1)
+    dev.sync()
+    return {"seconds": (time.perf_counter() - t0) / sizes.official_tokens}
+
+
+def generation_rows(dev: Device, args: argparse.Namespace, sizes: Sizes, module) -> list[dict]:
+    """One row per batch size: our tokens/s on the state and the official generate's."""
+    cfg = bdh_config(sizes, args)
+    rows = []
+    for B in sizes.batches:
+        row: dict = {"batch": B, "context": sizes.context}
+        res = guarded(dev, partial(generate_ours, dev, cfg, B, sizes))
+        if res.get("oom"):
+            row["ours_tok_s"] = OOM
+        else:
+            row.update(ours_tok_s=B / res["seconds"], ours_ms=1e3 * res["seconds"], peak_gib=res["peak_gib"])
+        if module is not None:
+            res = guarded(dev, partial(generate_official, dev, module, cfg, B, sizes))
+            row["official_tok_s"] = OOM if res.get("oom") else B / res["seconds"]
+            if isinstance(row["ours_tok_s"], float) and isinstance(row["official_tok_s"], float):
+                row["vs_official"] = row["ours_tok_s"] / row["official_tok_s"]
+        shown = {k: row[k] for k in ("ours_tok_s", "official_tok_s") if k in row}
+        print(f"  measured generation at batch {B}: {shown}", file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- output
+def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A Markdown table; a cell is blank where the row has no value, the text itself where it is not a number."""
+
+    def cell(row: dict, key: str, fmt: str) -> str:
+        value = row.get(key)
+        if value is None:
+            return ""
+        return format(value, fmt) if fmt and isinstance(value, (int, float)) else str(value)
+
+    head = "| " + " | ".join(c[1] for c in columns) + " |"
+    sep = "|" + "|".join("---" if not c[2] else "---:" for c in columns) + "|"
+    return "\n".join([head, sep, *("| " + " | ".join(cell(r, c[0], c[2]) for c in columns) + " |" for r in rows)])
+
+
+TRAIN_COLUMNS = [
+    ("T", "T", "d"),
+    ("batch", "batch", "d"),
+    ("loop", "loop", ""),
+    ("setting", "setting", ""),
+    ("form", "attention", ""),
+    ("tok_s", "tokens/s", ",.0f"),
+    ("tflops", "model TFLOP/s", ".1f"),
+    ("mfu", "MFU %", ".0f"),
+    ("peak_gib", "peak GiB", ".2f"),
+    ("vs_official", "x official", ".2f"),
+    ("note", "note", ""),
+]
+GEN_COLUMNS = [
+    ("batch", "batch", "d"),
+    ("context", "context", "d"),
+    ("ours_tok_s", "ours tokens/s", ",.0f"),
+    ("ours_ms", "ours ms/step", ".2f"),
+    ("peak_gib", "ours peak GiB", ".2f"),
+    ("official_tok_s", "official tokens/s", ",.1f"),
+    ("vs_official", "x official", ".0f"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("official", nargs="?", type=Path, help="path of a pathwaycom/bdh checkout (omit: no official rows)")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:K, or cpu (with --quick only: tiny sizes)")
+    p.add_argument("--quick", action="store_true", help="fewer windows, batches and steps (on the CPU: tiny sizes)")
+    p.add_argument("--compile", action="store_true", help="also ours and the official loop under torch.compile")
+    p.add_argument("--form", choices=["auto", "parallel", "chunked"], default="auto", help="our attention form")
+    p.add_argument("--chunk-size", type=int, default=256, help="chunk of the chunked form")
+    p.add_argument("--dropout", type=float, default=0.1, help="BDH dropout (the official default)")
+    p.add_argument("--out", type=Path, help="also write the results as JSON to this file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    args = p.parse_args(argv)
+
+    def fail(message: str) -> int:
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        return fail(f"--device {args.device!r}: not a device name (cuda, cuda:K or cpu)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return fail(
+            "benchmarks/gpu.py needs a CUDA GPU and torch.cuda.is_available() is False here "
+            "(python benchmarks/gpu.py --device cpu --quick checks the script on the CPU)"
+        )
+    if device.type not in ("cuda", "cpu"):
+        return fail(f"--device {args.device!r}: only cuda and cpu are supported")
+    if device.type == "cpu" and not args.quick:
+        return fail("--device cpu runs only with --quick (tiny sizes: a check of the script, not a benchmark)")
+    if args.official is not None and not (args.official / "bdh.py").is_file():
+        return fail(f"{args.official}: no bdh.py (give the path of a pathwaycom/bdh checkout)")
+    if args.chunk_size < 1 or not 0 <= args.dropout < 1:
+        return fail("--chunk-size must be positive and --dropout in [0, 1)")
+    if args.out is not None:
+        from bdh.errors import UserError
+        from bdh.outputs import check_output
+
+        try:
+            check_output(args.out, overwrite=args.overwrite)
+        except UserError as exc:
+            return fail(str(exc))
+    sizes = QUICK_CPU if device.type == "cpu" else (QUICK_GPU if args.quick else FULL)
+    dev = Device(str(device))
+    if dev.cuda:
+        torch.cuda.set_device(dev.device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the official train.py sets, and our trainer on Ampere+
+        torch.backends.cudnn.allow_tf32 = True
+    module = load_official(args.official) if args.official is not None else None
+    cfg = bdh_config(sizes, args)
+
+    print(
+        f"BDH L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), dropout "
+        f"{cfg.dropout}, chunk {cfg.chunk_size}; batch = {sizes.tokens_per_step} tokens / T; median of {sizes.steps} "
+        f"steps after {sizes.warmup} warm-up; {dev.describe()}"
+        + ("" if module is not None else "; no official checkout given: official rows left out")
+        + "\n"
+    )
+    before = matmul_tflops(dev, sizes.peak_size)
+    train = training_rows(dev, args, sizes, module)
+    peak = max(before, matmul_tflops(dev, sizes.peak_size))
+    for row in train:
+        if isinstance(row.get("tflops"), float):
+            row["mfu"] = 100 * row["tflops"] / peak
+    gen = generation_rows(dev, args, sizes, module)
+    g = gpt_config(sizes, cfg.num_params(), sizes.blocks[0])
+    print(
+        f"bf16 matmul peak ({sizes.peak_size} x {sizes.peak_size}, the higher of before and after): {peak:.1f} TFLOP/s"
+    )
+    print(f"GPT yardstick: L={g.n_layer} d={g.n_embd} heads={g.n_head}, {g.num_params():,} parameters\n")
+    print("Training step (bf16 autocast)")
+    print(table(train, TRAIN_COLUMNS) + "\n")
+    print("Generation on the recurrent state (greedy, fp32 + TF32) against the official generate")
+    print(table(gen, GEN_COLUMNS))
+    if args.out is not None:
+        from bdh.outputs import write_text
+
+        results = {
+            "device": dev.describe(),
+            "sizes": asdict(sizes),
+            "bdh": cfg.to_dict(),
+            "gpt": g.to_dict(),
+            "peak_tflops": peak,
+            "training": train,
+            "generation": gen,
+            "argv": sys.argv[1:] if argv is None else argv,
+        }
+        write_text(args.out, json.dumps(results, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())

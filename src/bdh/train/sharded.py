@@ -1,0 +1,147 @@
+"""Fully sharded data parallel training (FSDP2, ``torch.distributed.fsdp.fully_shard``): ``train.parallel: fsdp``.
+
+Under torchrun with ``train.parallel: fsdp`` each of the W processes keeps 1/W of every parameter, of its
+gradient and of its AdamW moments (ZeRO stage 3), where DistributedDataParallel keeps a full copy of all
+three on every process: a model whose weights and optimiser state do not fit one GPU can train on several.
+The parameters become DTensors sharded along their first dimension. An FSDP unit gathers its full weights
+for its forward and again for its backward and frees them afterwards; gradients are reduce-scattered,
+averaged over the processes as DistributedDataParallel averages them, so the loss of a step is the same.
+
+**Units.** BDH shares E, Dx and Dy across all its layers (paper section 3, Eq. 8 with the same weights in
+every layer), so the whole model is one unit: its full weights are gathered for every forward and backward,
+and what stays sharded is the copy at rest, the gradients after the step and the AdamW moments. Per
+process that is about 8 + 16 / W bytes per parameter while a step runs (the gathered fp32 weights and
+their unsharded gradients, plus the shards) instead of 16. A model with a ``blocks`` list of distinct
+layers (the GPT baseline) gets one unit per block, so only one block is whole at a time.
+
+**Checkpoints stay whole.** `full_state_dict` gathers every tensor into a plain CPU tensor (a collective:
+every process calls it), and the trainer writes the same ``model.safetensors`` a single process writes;
+the optimiser moments are gathered the same way (`full_optimizer_state`). A checkpoint written under FSDP
+therefore loads anywhere (``bdh.load_pretrained``, one process, DDP, FSDP with another process count);
+`load_full_state_dict` and `shard_optimizer_tensors` cut full tensors back into this process's shards.
+
+Backends: NCCL on CUDA, gloo on CPU (`bdh.train.distributed.init`); the CPU/gloo path is tested with two
+processes (tests/train/test_distributed.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+def _dtensor_type() -> type | None:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a build without distributed support
+        return None
+    return DTensor
+
+
+def is_sharded(module: nn.Module) -> bool:
+    """Whether ``module``'s parameters are FSDP shards (DTensors)."""
+    dtensor = _dtensor_type()
+    return dtensor is not None and any(isinstance(p, dtensor) for p in module.parameters())
+
+
+def units(model: nn.Module) -> list[nn.Module]:
+    """The submodules sharded as units of their own before the root: each member of a ``blocks`` module list
+    that is applied once per forward (not with ``share_layers``). BDH has none: its weights are shared."""
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList) or getattr(getattr(model, "config", None), "share_layers", False):
+        return []
+    return list(blocks)
+
+
+def shard(model: nn.Module, device: torch.device, world_size: int) -> nn.Module:
+    """Shard ``model`` in place over ``world_size`` processes of the current process group (FSDP2).
+
+    Call before the optimiser is built (the parameters are replaced by DTensors). ``step``, a recurrent
+    model's second entry point, gathers the weights like ``forward`` (``register_fsdp_forward_method``).
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+
+    mesh = init_device_mesh(device.type, (world_size,))
+    for unit in units(model):
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    if callable(getattr(model, "step", None)):
+        register_fsdp_forward_method(model, "step")
+    return model
+
+
+@contextlib.contextmanager
+def no_sync(model: nn.Module) -> Iterator[None]:
+    """Accumulate gradients locally (no reduce-scatter) inside the block: micro-batches before the last."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
+
+
+def _full(value, keep: bool):
+    dtensor = _dtensor_type()
+    if dtensor is not None and isinstance(value, dtensor):
+        value = value.full_tensor()  # all-gather: every process takes part
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.detach().cpu() if keep else None
+
+
+def full_state_dict(module: nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
+    """``module.state_dict()`` with every shard gathered into a full CPU tensor (every process must call it).
+
+    ``keep=False`` (processes that do not write) takes part in the gathers and returns an empty dict.
+    """
+    out = {name: _full(value, keep) for name, value in module.state_dict().items()}
+    return out if keep else {}
+
+
+def load_full_state_dict(module: nn.Module, tensors: dict[str, torch.Tensor]) -> None:
+    """Load full tensors (a checkpoint written by any process count) into a sharded ``module``."""
+    from torch.distributed.tensor import distribute_tensor
+
+    dtensor = _dtensor_type()
+    current = module.state_dict()
+    pieces = {}
+    for name, value in tensors.items():
+        target = current.get(name)
+        if dtensor is not None and isinstance(target, dtensor):
+            value = value.to(device=target.device, dtype=target.dtype)
+            value = distribute_tensor(value, target.device_mesh, target.placements)
+        pieces[name] = value
+    module.load_state_dict(pieces)
+
+
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The parameters in the order of ``optimizer.state_dict()``'s integer keys."""
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def full_optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict:
+    """``optimizer.state_dict()`` with the sharded moments gathered into full CPU tensors (every process
+    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.checkpoint` writes it as is."""
+    sd = optimizer.state_dict()
+    state = {idx: {name: _full(value, keep) for name, value in entry.items()} for idx, entry in sd["state"].items()}
+    return {"state": state, "param_groups": sd["param_groups"]} if keep else {}
+
+
+def shard_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> dict:
+    """Checkpoint tensors ``optimizer.{index}.{name}`` of full size cut into the shards of their parameters."""
+    from torch.distributed.tensor import distribute_tensor
+
+    dtensor = _dtensor_type()
+    params = _params(optimizer)
+    out = {}
+    for key, value in tensors.items():
+        _, idx, _name = key.split(".", 2)
+        p = params[int(idx)] if idx.isdigit() and int(idx) < len(params) else None
+        if dtensor is not None and isinstance(p, dtensor) and value.dim() > 0:
+            value = distribute_tensor(value.to(device=p.device, dtype=p.dtype), p.device_mesh, p.placements)
+        out[key] = value
+    return out

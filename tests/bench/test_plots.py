@@ -1,0 +1,128 @@
+"""The bench plots draw the mean over seeds as a line and the seeds' min–max range as a band."""
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pytest
+
+from bdh.viz import plots
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures `bench_plots` makes, by file stem (nothing is written)."""
+    figs = {}
+
+    def keep(fig, stem):
+        figs[stem.name] = fig
+        return [stem]
+
+    monkeypatch.setattr(plots, "save", keep)
+    yield figs
+    from bdh.plotting import pyplot
+
+    for fig in figs.values():
+        pyplot().close(fig)
+
+
+def _rows(accs):
+    """Recall result rows from {(model, width): accuracy per seed}, as CSV text."""
+    return [
+        {
+            "suite": "recall",
+            "model": m,
+            "setting": "N64-D4",
+            "width": str(w),
+            "state_size": str(8 * w),
+            "seed": str(seed),
+            "accuracy": str(a),
+        }
+        for (m, w), per_seed in accs.items()
+        for seed, a in enumerate(per_seed)
+    ]
+
+
+def _range(points):
+    """{x: (low, high)} of (x, y) points."""
+    out = {}
+    for x, y in points:
+        lo, hi = out.get(float(x), (np.inf, -np.inf))
+        out[float(x)] = (min(lo, float(y)), max(hi, float(y)))
+    return out
+
+
+def _band(ax, color):
+    """{x: (low, high)} of the band filled in ``color``."""
+    from matplotlib.collections import PolyCollection
+
+    rgb = mcolors.to_rgb(color)
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection) and np.allclose(c.get_facecolor()[0][:3], rgb)]
+    assert len(bands) == 1
+    return _range(bands[0].get_paths()[0].vertices)
+
+
+def _bars(ax, color):
+    """{x: (low, high)} of the error bars drawn in ``color``."""
+    from matplotlib.collections import LineCollection
+
+    rgb = mcolors.to_rgb(color)
+    bars = [c for c in ax.collections if isinstance(c, LineCollection) and np.allclose(c.get_color()[0][:3], rgb)]
+    assert len(bars) == 1
+    return _range(v for seg in bars[0].get_segments() for v in seg)
+
+
+def test_bench_plots_draw_the_seed_mean_and_its_min_max_band(drawn):
+    accs = {("bdh", 32): (0.2, 0.4), ("bdh", 64): (0.5, 0.9), ("gpt", 32): (0.1, 0.3), ("gpt", 64): (0.6, 0.6)}
+    files, skipped = plots.bench_plots(_rows(accs), "plots")
+    assert skipped == [] and sorted(drawn) == ["bench-recall-state_size", "bench-recall-width"]
+    ax = drawn["bench-recall-width"].axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert sorted(lines) == ["bdh", "gpt"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bdh", "gpt"]
+    for model in ("bdh", "gpt"):
+        line = lines[model]
+        assert list(line.get_xdata()) == [32.0, 64.0]
+        means = [np.mean(accs[(model, w)]) for w in (32, 64)]
+        assert np.allclose(line.get_ydata(), means)
+        band, bars = _band(ax, line.get_color()), _bars(ax, line.get_color())
+        for w in (32, 64):
+            assert band[float(w)] == pytest.approx((min(accs[(model, w)]), max(accs[(model, w)])))
+            assert bars[float(w)] == pytest.approx((min(accs[(model, w)]), max(accs[(model, w)])))
+
+
+def test_a_single_width_shows_the_range_as_a_bar(drawn):
+    plots.bench_plots(_rows({("bdh", 32): (0.2, 0.6)}), "plots")
+    ax = drawn["bench-recall-width"].axes[0]
+    (line,) = [line for line in ax.get_lines() if line.get_label() == "bdh"]
+    assert _bars(ax, line.get_color()) == {32.0: pytest.approx((0.2, 0.6))}
+
+
+def test_one_seed_draws_no_band(drawn):
+    plots.bench_plots(_rows({("bdh", 32): (0.2,), ("bdh", 64): (0.5,)}), "plots")
+    ax = drawn["bench-recall-width"].axes[0]
+    assert len(ax.get_lines()) == 1 and len(ax.collections) == 0
+
+
+def test_the_trivial_row_is_a_dashed_line_in_each_panel(drawn):
+    rows = _rows({("bdh", 32): (0.2, 0.4), ("bdh", 64): (0.5, 0.9)})
+    rows += [{**r, "setting": "N128-D4"} for r in rows]
+    # the trivial answer: no training, state size 0, the same score at every width and seed of a setting
+    for setting, acc in (("N64-D4", 0.05), ("N128-D4", 0.1)):
+        rows += [
+            {"suite": "recall", "model": "trivial", "setting": setting, "width": str(w), "state_size": "0",
+             "seed": str(s), "accuracy": str(acc)}
+            for w in (32, 64) for s in (0, 1)
+        ]  # fmt: skip
+    plots.bench_plots(rows, "plots")
+    for stem in ("bench-recall-width", "bench-recall-state_size"):
+        for ax, acc in zip(drawn[stem].axes, (0.1, 0.05), strict=True):  # panels sorted by setting: N128, N64
+            (ref,) = [line for line in ax.get_lines() if line.get_label() == "trivial"]
+            assert ref.get_linestyle() == "--" and list(ref.get_ydata()) == [acc, acc]
+            assert "trivial" in [t.get_text() for t in ax.get_legend().get_texts()]
+            # it is not a series: the bdh line keeps its points, and no point sits at state size 0
+            (line,) = [line for line in ax.get_lines() if line.get_label() == "bdh"]
+            assert 0.0 not in list(line.get_xdata())
+    # without a trivial row there is no dashed line
+    drawn.clear()
+    plots.bench_plots(_rows({("bdh", 32): (0.2, 0.4)}), "plots")
+    lines = drawn["bench-recall-width"].axes[0].get_lines()
+    assert "trivial" not in [line.get_label() for line in lines] and "--" not in [x.get_linestyle() for x in lines]
