@@ -5,6 +5,7 @@ Everything runs offline: the folders are local, and ``HF_HUB_OFFLINE`` is on for
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -229,6 +230,22 @@ def test_save_pretrained_round_trips_to_bdh(hf_model, saved, tmp_path):
     card = ModelCard.load(tmp_path / "README.md")
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "text-generation"
     assert "bdh" in card.data.tags and "2509.26507" in card.text
+
+
+def test_saved_config_holds_the_architecture_and_runtime_options_are_chosen_at_load(hf_model, saved, tmp_path):
+    """As ``attn_implementation`` in transformers: config.json holds no runtime field; they are given at load."""
+    hf_model.save_pretrained(tmp_path / "m")
+    stored = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert stored["model_type"] == "bdh" and not set(stored) & BDHConfig.RUNTIME_FIELDS
+    chunked = AutoModelForCausalLM.from_pretrained(tmp_path / "m", attention="chunked", chunk_size=4)
+    assert (chunked.model.config.attention, chunked.model.config.chunk_size) == ("chunked", 4)
+    idx = torch.randint(0, 256, (2, 9))
+    with torch.no_grad():  # the chunked form on the same weights: equal up to float summation order
+        torch.testing.assert_close(chunked(idx).logits, saved[0](idx), atol=ATOL, rtol=0)
+    # a folder written before (runtime fields in config.json) loads with its values
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**stored, "attention": "recurrent", "chunk_size": 3}))
+    old = AutoModelForCausalLM.from_pretrained(tmp_path / "m")
+    assert (old.model.config.attention, old.model.config.chunk_size) == ("recurrent", 3)
 
 
 def test_offline_repo_id_resolves_to_a_local_hub_cache(saved, tmp_path):

@@ -25,9 +25,7 @@ this module and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra).
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -47,10 +45,9 @@ from .baselines.gpt import GPT, GPTConfig
 from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
-from .model.io import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, save_tensors
+from .model.io import write_model_folder
 from .model.kernels.rope import frequencies
 from .model.state import BDHState
-from .outputs import write_bytes
 
 __all__ = [
     "BDHByteTokenizer",
@@ -70,7 +67,12 @@ _BDH_FOLDER_KEYS = ("format_version", "bdh_version")  # written by bdh's save_pr
 class _FolderConfig(PretrainedConfig):
     """A bdh typed config (``bdh_config_class``) as a ``PretrainedConfig``: the same fields, under the same
     names, as attributes. Built from a bdh ``config.json`` as is (its ``format_version`` and
-    ``bdh_version`` keys are dropped); the fields are validated by the bdh config class."""
+    ``bdh_version`` keys are dropped); the fields are validated by the bdh config class.
+
+    A bdh ``config.json`` holds the architecture only: the runtime fields (BDH's ``attention``,
+    ``chunk_size``, ``dropout``, ``dropout_rng``) take their defaults, or what an older file stored, unless
+    given at load like ``attn_implementation``: ``AutoModelForCausalLM.from_pretrained(folder,
+    attention="chunked")``."""
 
     bdh_config_class = BDHConfig
 
@@ -249,22 +251,17 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         push_to_hub: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Write bdh's folder format (``config.json`` + ``model.safetensors``), the generation config and,
-        if the folder has none, a model card ``README.md``. Other ``transformers`` options (sharding,
-        variants) are ignored; ``push_to_hub=True`` here is refused: use ``model.push_to_hub(repo_id)``
-        or ``huggingface_hub.upload_folder`` on the saved folder."""
+        """Write bdh's folder format (``config.json``, the architecture only, and ``model.safetensors``:
+        `bdh.model.io.write_model_folder`), the generation config and, if the folder has none, a model card
+        ``README.md``. Other ``transformers`` options (sharding, variants) are ignored; ``push_to_hub=True``
+        here is refused: use ``model.push_to_hub(repo_id)`` or ``huggingface_hub.upload_folder`` on the saved
+        folder."""
         if push_to_hub:
             raise NotImplementedError(f"{type(self).__name__}.save_pretrained: push with model.push_to_hub(repo_id)")
         if not is_main_process:
             return
-        directory = Path(save_directory)
-        directory.mkdir(parents=True, exist_ok=True)
         tensors = self.model.state_dict() if state_dict is None else _strip_prefix(state_dict)
-        save_tensors(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.config.model_type})
-        write_bytes(
-            directory / CONFIG_NAME,
-            (json.dumps(_bdh_folder_config(self.config), indent=2, sort_keys=True) + "\n").encode(),
-        )
+        directory = write_model_folder(save_directory, self.config.model_type, self.config.to_bdh(), tensors)
         if self.generation_config is not None:
             self.generation_config.save_pretrained(directory)
         if not (directory / "README.md").exists():
@@ -459,18 +456,6 @@ def _lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def _strip_prefix(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     prefix = _FolderModel.base_model_prefix + "."
     return {k.removeprefix(prefix): v for k, v in state_dict.items()}
-
-
-def _bdh_folder_config(config: _FolderConfig) -> dict[str, Any]:
-    """What bdh's own save_pretrained writes into config.json (and nothing else: bdh refuses unknown keys)."""
-    from bdh import __version__
-
-    return {
-        "model_type": config.model_type,
-        "format_version": FORMAT_VERSION,
-        "bdh_version": __version__,
-        **config.to_bdh().to_dict(),
-    }
 
 
 # ---------------------------------------------------------------------------------------------- model card

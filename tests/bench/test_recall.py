@@ -7,7 +7,8 @@ import torch
 
 from bdh.bench import recall
 from bdh.bench.recall import RecallSweep
-from bdh.bench.runner import BenchError, evaluate_examples
+from bdh.bench.runner import evaluate_examples
+from bdh.errors import UserError
 
 
 class _Solver(torch.nn.Module):
@@ -73,12 +74,16 @@ def test_suite_columns_follow_the_factor():
     [
         ({"vocab_size": 64}, "vocab_size 64 must exceed every evaluated sequence length; the longest is 64"),
         ({"vocab_size": 64, "eval_length_factor": 0, "seq_lens": (64,)}, "the longest is 64"),
-        ({"eval_length_factor": -1}, "eval_length_factor must be an integer >= 0"),
-        ({"eval_length_factor": 1.5}, "eval_length_factor must be an integer >= 0"),
+        ({"eval_length_factor": -1}, r"^recall\.eval_length_factor: must be an integer >= 0 \(0 or 1: no longer"),
+        ({"eval_length_factor": 1.5}, r"^recall\.eval_length_factor: must be an integer >= 0 .*, got 1\.5$"),
+        ({"seq_lens": (32, 33)}, "sequence lengths must be even"),
+        ({"num_pairs": (16,)}, r"no \(seq_len, num_pairs\) setting with 4 \* num_pairs <= seq_len"),
     ],
 )
 def test_bad_sweeps_are_one_line_errors(changes, msg):
-    with pytest.raises(BenchError, match=msg) as err:
+    """Out of a declared range: refused when the sweep is built (a UserError); a rule between fields: by
+    ``validate`` (a BenchError, which is a UserError too)."""
+    with pytest.raises(UserError, match=msg) as err:
         _sweep(**changes).validate()
     assert "\n" not in str(err.value)
 

@@ -138,8 +138,8 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv,msg",
     [
-        (["bench", "recall", "--models", "bdh,hyperset"], "not in the recall suite"),
-        (["bench", "boardpath", "--models", "baseconv"], "not in the boardpath suite"),
+        (["bench", "recall", "--models", "bdh,hyperset"], "--models: must be one of bdh, gpt, baseconv (the recall"),
+        (["bench", "boardpath", "--models", "baseconv"], "--models: must be one of bdh, gpt, hyperset (the board"),
         (["bench", "recall", "--lrs", "fast"], "not a number"),
         (["bench", "sudoku", "--seeds", "0,x"], "not an integer"),
         (["bench", "recall", "--steps", "0"], "--steps"),

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import bdh
-from bdh import BDH, CheckpointError
+from bdh import BDH, BDHConfig, CheckpointError
+from bdh.model.io import architecture
 
 from .helpers import tiny_model
 
@@ -16,7 +17,7 @@ def test_round_trip_gives_identical_logits(tmp_path):
     model.save_pretrained(tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
     again = BDH.from_pretrained(tmp_path / "m")
-    assert again.config == model.config
+    assert architecture(again.config) == architecture(model.config)  # the runtime fields are chosen at load
     idx = torch.randint(0, 256, (2, 10))
     assert torch.equal(again(idx), model(idx))
     assert torch.equal(bdh.load(tmp_path / "m")(idx), model(idx))
@@ -137,3 +138,41 @@ def test_runtime_options_are_chosen_at_load_and_the_architecture_is_not(tmp_path
         bdh.load_pretrained(folder, n_layer=3)
     with pytest.raises(UserError, match="BDHConfig.attention"):
         bdh.load_pretrained(folder, attention="flash")
+
+
+#: runtime fields, none at its default (BDHConfig: dropout 0.1, dropout_rng auto, attention parallel, chunk 128)
+RUNTIME = {"attention": "chunked", "chunk_size": 4, "dropout": 0.25, "dropout_rng": "torch"}
+
+
+def test_config_json_holds_the_architecture_and_no_runtime_field(tmp_path):
+    assert set(RUNTIME) == BDHConfig.RUNTIME_FIELDS and all(getattr(BDHConfig(), k) != v for k, v in RUNTIME.items())
+    model = tiny_model(**RUNTIME)
+    folder = model.save_pretrained(tmp_path / "m")
+    saved = json.loads((folder / "config.json").read_text())
+    assert not set(saved) & BDHConfig.RUNTIME_FIELDS
+    assert set(saved) == {"model_type", "format_version", "bdh_version"} | set(architecture(model.config))
+    assert set(architecture(model.config)) == set(model.config.to_dict()) - BDHConfig.RUNTIME_FIELDS
+    back = bdh.load_pretrained(folder)  # nothing chosen at load: the defaults
+    assert {k: getattr(back.config, k) for k in RUNTIME} == {k: getattr(BDHConfig(), k) for k in RUNTIME}
+    assert architecture(back.config) == architecture(model.config)
+
+
+def test_an_old_config_json_with_runtime_fields_loads_with_their_values(tmp_path):
+    """A folder written before config.json held the architecture only: every field, runtime ones too."""
+    model = tiny_model(**RUNTIME)
+    folder = tmp_path / "old"
+    model.save_pretrained(folder)
+    old = {"model_type": "bdh", "format_version": 1, "bdh_version": "0.1.0", **model.config.to_dict()}
+    assert set(RUNTIME) <= set(old)
+    (folder / "config.json").write_text(json.dumps(old, indent=2, sort_keys=True))
+    loaded = bdh.load_pretrained(folder)
+    assert {k: getattr(loaded.config, k) for k in RUNTIME} == RUNTIME
+    assert loaded.config == model.config
+    overridden = bdh.load_pretrained(folder, attention="recurrent", dropout=0.0)  # the load overrides the file
+    assert (overridden.config.attention, overridden.config.dropout) == ("recurrent", 0.0)
+    assert (overridden.config.chunk_size, overridden.config.dropout_rng) == (4, "torch")  # the others: the file's
+    idx = torch.randint(0, 256, (2, 9))
+    with torch.no_grad():  # the same weights through the recurrent form: equal up to float summation order
+        torch.testing.assert_close(overridden(idx), model(idx), atol=1e-5, rtol=1e-5)
+    again = overridden.save_pretrained(tmp_path / "again")  # saved again: the architecture only
+    assert not set(json.loads((again / "config.json").read_text())) & BDHConfig.RUNTIME_FIELDS

@@ -147,3 +147,19 @@ def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
     assert "n_neurons: 2048" in text  # the main job's model
     assert main(["train", "--quick", "--resume", "nowhere"]) == 2
     assert "--quick starts a new run" in capsys.readouterr().err
+
+
+def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
+    """The checkpoint's config.json holds the architecture only; a run folder adds the runtime fields of its
+    config.yaml (the attention form, the chunk size), a model folder alone takes the defaults."""
+    from bdh.cli.train_cmds import _load_model
+
+    run = tmp_path / "chunked"
+    extra = ("train.max_steps=2", "eval.every=0", "model.attention=chunked", "model.chunk_size=8")
+    assert main(["train", *set_args(tiny(corpus_file, run, *extra))]) == 0
+    model, folder = _load_model(str(run), None, "cpu")
+    assert folder.parent in (run, run / "checkpoints")
+    assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)
+    alone, _ = _load_model(str(folder), None, "cpu")
+    assert (alone.config.attention, alone.config.chunk_size) == ("parallel", 128)
+    assert alone.config.n == model.config.n

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from _train_helpers import bdh_cmd, run_bdh, set_args, subprocess_env, tiny, train_losses
 
 from bdh.cli import main
@@ -177,6 +178,33 @@ def test_a_finished_run_trains_on_to_a_larger_step_limit(finished, capsys):
     evals = [json.loads(l)["step"] for l in (finished / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
     assert evals == [3, 6, 9]
     assert (finished / "checkpoints" / "step-9" / "meta.json").is_file()
+
+
+def test_checkpoints_hold_the_architecture_and_an_old_style_checkpoint_resumes(finished, capsys):
+    """config.json of a checkpoint holds no runtime field (the run's config.yaml does); one written before,
+    with runtime fields, even ones other than the run's, resumes: they say how the model runs, not what it is."""
+    from bdh import BDHConfig
+
+    latest = finished / "checkpoints" / "step-6"
+    stored = json.loads((latest / "config.json").read_text())
+    assert stored["model_type"] == "bdh" and not set(stored) & BDHConfig.RUNTIME_FIELDS
+    run_model = yaml.safe_load((finished / "config.yaml").read_text())["model"]
+    assert BDHConfig.RUNTIME_FIELDS <= set(run_model)
+    old = {**stored, **{k: run_model[k] for k in BDHConfig.RUNTIME_FIELDS}, "attention": "chunked", "chunk_size": 3}
+    (latest / "config.json").write_text(json.dumps(old, indent=2, sort_keys=True))
+    meta = json.loads((latest / "meta.json").read_text())
+    meta["files"]["config.json"] = hashlib.sha256((latest / "config.json").read_bytes()).hexdigest()
+    (latest / "meta.json").write_text(json.dumps(meta))
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=8")
+    assert code == 0, err
+    assert sorted(train_losses(finished)) == list(range(1, 9))
+    assert json.loads((finished / "checkpoints" / "step-8" / "config.json").read_text()) == stored
+    (latest / "config.json").write_text(json.dumps({**old, "n_layer": old["n_layer"] + 1}))  # the architecture differs
+    meta["files"]["config.json"] = hashlib.sha256((latest / "config.json").read_bytes()).hexdigest()
+    (latest / "meta.json").write_text(json.dumps(meta))
+    shutil.rmtree(finished / "checkpoints" / "step-8")
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=8")
+    assert code == 2 and "another model" in err and "n_layer" in err
 
 
 def test_a_larger_step_limit_wins_over_the_length_a_time_budget_fixed(corpus_file, tmp_path, capsys):

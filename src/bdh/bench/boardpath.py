@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bdh.typed_config import bounded
+
 from .boards import BoardSweep
-from .runner import FULL, QUICK, BenchError, RunSpec, SuiteDef, Trivial
+from .runner import FULL, QUICK, RunSpec, SuiteDef, Trivial, redefault
 
 
 @dataclass
@@ -32,12 +34,12 @@ class BoardPathSweep(BoardSweep):
     suite = "boardpath"
 
     # the CPU default (docs/bench.md): one width, long enough for BDH to leave the trivial answer
-    widths: tuple[int, ...] = (32,)
-    steps: int = 2000
-    num_train: int = 4000
-    num_val: int = 256
-    board_sizes: tuple[int, ...] = (6,)
-    wall_prob: float = 0.3
+    widths: tuple[int, ...] = redefault(BoardSweep, "widths", (32,))
+    steps: int = redefault(BoardSweep, "steps", 2000)
+    num_train: int = redefault(BoardSweep, "num_train", 4000)
+    num_val: int = redefault(BoardSweep, "num_val", 256)
+    board_sizes: tuple[int, ...] = bounded((6,), ge=2)
+    wall_prob: float = bounded(0.3, ge=0, lt=1)
 
     @classmethod
     def quick(cls) -> BoardPathSweep:
@@ -62,11 +64,6 @@ class BoardPathSweep(BoardSweep):
             time_freq=512,
             eval_batch_size=256,
         )
-
-    def validate(self) -> None:
-        super().validate()
-        if any(s < 2 for s in self.board_sizes):
-            raise BenchError("boardpath: board sizes must be at least 2")
 
 
 def plan(sweep: BoardPathSweep) -> list[RunSpec]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bdh.errors import UserError
+from bdh.typed_config import bounded, one_of
 
 from .runner import Sweep, bdh_params, bdh_section, section_of, size_by_params
 
@@ -31,10 +32,10 @@ class BoardSweep(Sweep):
 
     MODELS = MODELS
 
-    models: tuple[str, ...] = MODELS
-    num_train: int = 2000
-    num_val: int = 200
-    time_freq: int = 64
+    models: tuple[str, ...] = one_of(MODELS, MODELS, why="the board suites' models")
+    num_train: int = bounded(2000, ge=1)
+    num_val: int = bounded(200, ge=1)
+    time_freq: int = bounded(64, ge=1)
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run (`board_model_section` with the sweep's sizes)."""

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from bdh.errors import UserError
+from bdh.typed_config import bounded, one_of
 
 from .runner import (
     FULL,
@@ -38,6 +39,7 @@ from .runner import (
     bdh_params,
     bdh_section,
     evaluate_examples,
+    redefault,
     section_of,
     size_by_params,
 )
@@ -65,18 +67,18 @@ class RecallSweep(Sweep):
     # The CPU default (docs/bench.md, "Sizing the recall default"): short sequences, a small vocabulary and
     # thousands of steps, so that attention gets through MQAR's plateau (about 0.25 accuracy with 4 pairs:
     # a value of the context, not the right one) within the budget; the pairs D separate the models.
-    models: tuple[str, ...] = MODELS
-    widths: tuple[int, ...] = (32,)
-    lrs: tuple[float, ...] = (1e-3,)  # the best rate of every model in benchmarks/recall_probe.py
-    steps: int = 3000
-    batch_size: int = 64
-    n_layer: int = 2
-    seq_lens: tuple[int, ...] = (32,)
-    num_pairs: tuple[int, ...] = (2, 4, 8)
-    vocab_size: int = 128
-    num_train_examples: int = 20_000
-    num_val_examples: int = 512
-    eval_length_factor: int = 2
+    models: tuple[str, ...] = one_of(MODELS, MODELS, why="the recall suite's models")
+    widths: tuple[int, ...] = redefault(Sweep, "widths", (32,))
+    lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))  # the best rate of every model in recall_probe.py
+    steps: int = redefault(Sweep, "steps", 3000)
+    batch_size: int = redefault(Sweep, "batch_size", 64)
+    n_layer: int = redefault(Sweep, "n_layer", 2)
+    seq_lens: tuple[int, ...] = bounded((32,), ge=1)
+    num_pairs: tuple[int, ...] = bounded((2, 4, 8), ge=1)
+    vocab_size: int = bounded(128, ge=1)
+    num_train_examples: int = bounded(20_000, ge=1)
+    num_val_examples: int = bounded(512, ge=1)
+    eval_length_factor: int = bounded(2, ge=0, why="0 or 1: no longer evaluation")
 
     @classmethod
     def quick(cls) -> RecallSweep:
@@ -122,10 +124,9 @@ class RecallSweep(Sweep):
         return self.longer_len(seq_len) or seq_len
 
     def validate(self) -> None:
+        """The rules between fields: a setting with 4 D <= N, sequences shorter than the vocabulary, even lengths."""
         super().validate()
         f = self.eval_length_factor
-        if isinstance(f, bool) or not isinstance(f, int) or f < 0:
-            raise BenchError(f"recall: eval_length_factor must be an integer >= 0 (0 or 1: off), got {f!r}")
         if not self.settings():
             raise BenchError("recall: no (seq_len, num_pairs) setting with 4 * num_pairs <= seq_len")
         longest = max(self.model_len(N) for N in self.seq_lens)

@@ -31,6 +31,7 @@ Every file is written to a temporary name and renamed. With ``resume`` the runs 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -46,6 +47,7 @@ import torch
 
 from bdh.errors import UserError
 from bdh.outputs import check_output, write_text
+from bdh.typed_config import TypedConfig, bounded
 
 #: columns every result row has, in this order (suite-specific setting and metric columns follow)
 BASE_COLUMNS = [
@@ -153,8 +155,12 @@ def run_key(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 @dataclass
-class Sweep:
+class Sweep(TypedConfig):
     """What the sweep of every suite has; each suite's sweep adds its task settings and data sets.
+
+    A `TypedConfig`: every field declares its range (checked however the sweep is built, the constructor,
+    ``dataclasses.replace`` or ``from_dict``; errors name the field as ``<suite>.<field>``); `validate` checks
+    the rules between fields. A suite that changes a default keeps the range with `redefault`.
 
     Attributes:
         widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
@@ -173,24 +179,34 @@ class Sweep:
     suite: ClassVar[str]
     MODELS: ClassVar[tuple[str, ...]]
 
-    widths: tuple[int, ...] = (32, 64)
+    widths: tuple[int, ...] = bounded((32, 64), ge=1)
     models: tuple[str, ...] = ()
-    lrs: tuple[float, ...] = (1e-3, 3e-3)
-    seeds: tuple[int, ...] = (0, 1)
-    steps: int = 300
-    batch_size: int = 32
-    n_layer: int = 4
-    n_head: int = 4
-    neuron_mult: int = 16
-    data_seed: int = 0
-    eval_batch_size: int = 128
+    lrs: tuple[float, ...] = bounded((1e-3, 3e-3), gt=0)
+    seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
+    steps: int = bounded(300, ge=1)
+    batch_size: int = bounded(32, ge=1)
+    n_layer: int = bounded(4, ge=1)
+    n_head: int = bounded(4, ge=1)
+    neuron_mult: int = bounded(16, ge=1)
+    data_seed: int = bounded(0, ge=0)
+    eval_batch_size: int = bounded(128, ge=1)
+
+    @classmethod
+    def _key(cls, field: str) -> str:
+        """Errors name a field ``recall.lrs`` (the suite), or ``Sweep.lrs`` for a class without a suite."""
+        return f"{getattr(cls, 'suite', cls.__name__)}.{field}"
 
     def validate(self) -> None:
-        bad = [m for m in self.models if m not in self.MODELS]
-        if bad:
-            raise BenchError(
-                f"--models: {', '.join(bad)} not in the {self.suite} suite (known: {', '.join(self.MODELS)})"
-            )
+        """A one-line `BenchError` for a rule between fields (a suite adds its own; the declared ranges are
+        checked when the sweep is built): BDH's n = neuron_mult * width neurons must split into ``n_head``
+        heads of an even size (RoPE rotates pairs of neurons) at every width."""
+        for w in self.widths:
+            n = self.neuron_mult * w
+            if n % (2 * self.n_head):
+                raise BenchError(
+                    f"{self._key('widths')}: at width {w} BDH has n = neuron_mult x width = {n} neurons, not a "
+                    f"multiple of 2 x n_head = {2 * self.n_head} (each head needs an even share: RoPE rotates pairs)"
+                )
 
     def runs(
         self,
@@ -220,6 +236,13 @@ class Sweep:
             for lr in self.lrs
             for seed in self.seeds
         ]
+
+
+def redefault(base: type, name: str, default: Any) -> Any:
+    """The field ``name`` of the sweep class ``base`` with another default and the same declared range, for a
+    suite's sweep (a dataclass field declared again in a subclass replaces the base's, range included), e.g.
+    ``steps: int = redefault(Sweep, "steps", 3000)``."""
+    return dataclasses.field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
 @dataclass(frozen=True)
@@ -744,23 +767,34 @@ def results_markdown(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
 
 # ---------------------------------------------------------------------- the suite loop
 @dataclass
-class BenchOptions:
-    """How a suite is run (not what it sweeps).
+class BenchOptions(TypedConfig):
+    """How a suite is run (not what it sweeps); a `TypedConfig` (ranges declared on the fields).
 
     Attributes:
-        out: the output folder.
+        out: the output folder (a string is taken as a path; ``bdh bench`` gives runs/bench-<suite>-<time>).
         resume: skip the runs already in ``out/runs.csv`` (otherwise ``out`` must be new or empty).
         device: the trainer's device (``cpu`` by default, so timings are CPU timings).
         threads: PyTorch CPU threads (None: PyTorch's default).
         plots: draw the plots.
+        overwrite: empty a non-empty ``out`` first (not with ``resume``, which continues it).
     """
 
-    out: Path
+    out: Path = Path("runs/bench")
     resume: bool = False
     device: str = "cpu"
-    threads: int | None = None
+    threads: int | None = bounded(None, ge=1)
     plots: bool = True
     overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        if not isinstance(self.out, (str, Path)):
+            self._fail("out", f"expected a folder path, got {self.out!r}")
+        self.out = Path(self.out)
+        for name in ("resume", "plots", "overwrite"):
+            self._check_bool(name)
+        if self.resume and self.overwrite:
+            self._fail("overwrite", "resume continues the output folder, overwrite replaces it: give one of them")
 
 
 def prepare_out(opts: BenchOptions) -> None:

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 
 from bdh.outputs import write_text
+from bdh.typed_config import bounded
 
 from .boards import BoardSweep
-from .runner import FULL, QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, write_csv
+from .runner import FULL, QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault, write_csv
 
 
 @dataclass
@@ -44,13 +45,13 @@ class SudokuSweep(BoardSweep):
 
     # The CPU default (docs/bench.md): easy puzzles (11-21 blanks), so that whole boards get solved within
     # the budget; one width and the learning rate that won the old default for every model.
-    widths: tuple[int, ...] = (32,)
-    lrs: tuple[float, ...] = (3e-3,)
-    steps: int = 2000
-    eval_batch_size: int = 100
-    min_givens: int = 60
-    max_givens: int = 70
-    depth_passes: tuple[int, ...] = (2, 4, 6, 8)
+    widths: tuple[int, ...] = redefault(BoardSweep, "widths", (32,))
+    lrs: tuple[float, ...] = redefault(BoardSweep, "lrs", (3e-3,))
+    steps: int = redefault(BoardSweep, "steps", 2000)
+    eval_batch_size: int = redefault(BoardSweep, "eval_batch_size", 100)
+    min_givens: int = bounded(60, ge=17, le=81)
+    max_givens: int = bounded(70, ge=17, le=81)
+    depth_passes: tuple[int, ...] = bounded((2, 4, 6, 8), ge=1)
 
     @classmethod
     def quick(cls) -> SudokuSweep:
@@ -88,9 +89,13 @@ class SudokuSweep(BoardSweep):
         )
 
     def validate(self) -> None:
+        """The rules between fields: those of `Sweep`, and min_givens <= max_givens."""
         super().validate()
-        if not 17 <= self.min_givens <= self.max_givens <= 81:
-            raise BenchError("sudoku: need 17 <= min_givens <= max_givens <= 81")
+        if self.min_givens > self.max_givens:
+            raise BenchError(
+                f"{self._key('min_givens')}: must not exceed max_givens = {self.max_givens} "
+                f"(need 17 <= min_givens <= max_givens <= 81), got {self.min_givens}"
+            )
 
     @property
     def setting(self) -> str:

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
+from bdh.errors import UserError
 
 from .checks import device, integer
 
@@ -88,7 +89,14 @@ def build_sweep(args: argparse.Namespace):
     device(args.device)
     if args.resume and args.overwrite:
         raise BenchError("--resume continues --out DIR, --overwrite replaces it: give one of them")
-    sweep = dataclasses.replace(sweep, **changes)
+    try:
+        sweep = dataclasses.replace(sweep, **changes)  # the sweep checks the declared ranges of its fields
+    except UserError as exc:  # a flag's value refused: named by the flag (recall.models -> --models)
+        head, sep, rest = str(exc).partition(": ")
+        name = head.rpartition(".")[2]
+        if sep and name in changes:
+            raise BenchError(f"--{name.replace('_', '-')}: {rest}") from None
+        raise
     sweep.validate()
     return module, sweep
 

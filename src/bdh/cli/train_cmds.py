@@ -221,13 +221,23 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- using a run
 def _load_model(source: str, checkpoint: str | None, device_name: str):
-    from bdh.model.io import load_pretrained
+    """The model of a run or model folder and the folder it came from. A model folder's config.json holds the
+    architecture only; the model of a run folder runs as the run ran it (the runtime fields of the ``model``
+    section of its config.yaml: the attention form, the chunk size), that of a model folder with the defaults."""
+    from bdh.model.io import load_pretrained, read_model_config, runtime_fields
     from bdh.train.checkpoint import META_NAME, resolve_model_dir, verify
+    from bdh.train.trainer import load_run_config
 
     folder = resolve_model_dir(source, checkpoint)
     if (folder / META_NAME).is_file():
         verify(folder)
-    return load_pretrained(folder, map_location=device(device_name)), folder
+    runtime = {}
+    if folder != Path(source) and (Path(source) / "config.yaml").is_file():
+        section = load_run_config(source).get("model")
+        cls, _ = read_model_config(folder)
+        if isinstance(section, dict):
+            runtime = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
+    return load_pretrained(folder, map_location=device(device_name), **runtime), folder
 
 
 def _stream_bytes(

@@ -4,6 +4,13 @@ Every model class of the package inherits `PretrainedMixin` and names its ``mode
 folder's ``config.json`` records it, so `load_pretrained` can rebuild any registered model. Nothing
 is unpickled: weights are safetensors, the config is JSON. Files are written atomically (a temporary
 file in the same folder, then a rename), so an interrupted save never leaves a half-written file.
+
+``config.json`` holds the architecture only (`architecture`): the fields a config class declares in
+``RUNTIME_FIELDS`` (BDH: the attention form, ``chunk_size``, ``dropout``, ``dropout_rng``) say how the model
+runs, not what its weights mean, and are chosen at load (``load_pretrained(folder, attention="chunked")``)
+or take their defaults, as ``transformers`` chooses ``attn_implementation`` at load. A ``config.json``
+written before this rule, with runtime fields in it, still loads, and its values are used unless the load
+overrides them. Every writer of a model folder goes through `write_model_folder`.
 """
 
 from __future__ import annotations
@@ -80,6 +87,45 @@ def check_state_dict(module: torch.nn.Module, tensors: dict[str, torch.Tensor], 
             raise CheckpointError(f"{source}: tensor {name!r} has dtype {got.dtype}, expected {ref.dtype}")
 
 
+def runtime_fields(config_class: type) -> frozenset[str]:
+    """The fields of ``config_class`` that change how the model runs, not what its weights mean (its
+    ``RUNTIME_FIELDS``; none for a class that declares none)."""
+    return frozenset(getattr(config_class, "RUNTIME_FIELDS", frozenset()))
+
+
+def architecture(config: Any) -> dict[str, Any]:
+    """The fields of a model config that a model folder stores: its ``to_dict()`` without the runtime
+    fields (`runtime_fields`), which are chosen when the model is loaded."""
+    runtime = runtime_fields(type(config))
+    return {k: v for k, v in config.to_dict().items() if k not in runtime}
+
+
+def folder_config(model_type: str, config: Any) -> dict[str, Any]:
+    """What a model folder's ``config.json`` holds: ``model_type``, the format tags and the `architecture`."""
+    from bdh import __version__
+
+    return {
+        "model_type": model_type,
+        "format_version": FORMAT_VERSION,
+        "bdh_version": __version__,
+        **architecture(config),
+    }
+
+
+def write_model_folder(
+    directory: str | os.PathLike, model_type: str, config: Any, tensors: dict[str, torch.Tensor]
+) -> Path:
+    """Write ``config.json`` (`folder_config`) and ``model.safetensors`` into ``directory`` (created if needed),
+    each atomically: the one writer of model folders (``save_pretrained``, checkpoints, the ``transformers``
+    wrappers)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_tensors(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": model_type})
+    text = json.dumps(folder_config(model_type, config), indent=2, sort_keys=True) + "\n"
+    write_bytes(directory / CONFIG_NAME, text.encode())
+    return directory
+
+
 class PretrainedMixin:
     """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config.
 
@@ -92,21 +138,14 @@ class PretrainedMixin:
     config_class: ClassVar[type]
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed).
+        """Write ``config.json`` (the architecture, without the runtime fields) and ``model.safetensors`` into
+        ``directory`` (created if needed), with `write_model_folder`.
 
         ``state_dict``: the weights to write instead of ``self.state_dict()`` (the full tensors gathered from
         a sharded model, `bdh.train.sharded.full_state_dict`).
         """
-        from bdh import __version__
-
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         weights = self.state_dict() if state_dict is None else state_dict
-        save_tensors(weights, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": self.model_type})
-        config = {"model_type": self.model_type, "format_version": FORMAT_VERSION, "bdh_version": __version__}
-        config.update(self.config.to_dict())
-        write_bytes(directory / CONFIG_NAME, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
-        return directory
+        return write_model_folder(directory, self.model_type, self.config, weights)
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, map_location: str | torch.device = "cpu"):
@@ -121,7 +160,8 @@ class PretrainedMixin:
 
 
 def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
-    """The model class and the validated config stored in a model folder."""
+    """The model class and the validated config stored in a model folder: its architecture, and the runtime
+    fields that an older ``config.json`` holds (defaults for those it does not)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such model folder")
@@ -156,12 +196,13 @@ def load_pretrained(
 
     ``runtime`` changes how the model runs, not what its weights mean: only the fields its config class
     declares in ``RUNTIME_FIELDS`` (BDH: ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``), e.g.
-    ``load_pretrained(folder, attention="chunked")``; anything else is refused in one line.
+    ``load_pretrained(folder, attention="chunked")``; anything else is refused in one line. A runtime field
+    not given takes the value of an older ``config.json`` that stored it, else the config class's default.
     """
     directory = Path(directory)
     cls, config = read_model_config(directory)
     if runtime:
-        allowed = getattr(cls.config_class, "RUNTIME_FIELDS", frozenset())
+        allowed = runtime_fields(cls.config_class)
         bad = sorted(set(runtime) - allowed)
         if bad:
             raise UserError(

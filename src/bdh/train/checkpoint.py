@@ -1,9 +1,10 @@
 """Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``.
 
-A checkpoint folder is a model folder (``config.json`` + ``model.safetensors``, loadable with
-`bdh.load_pretrained`) plus ``trainer_state.safetensors`` (optimiser moments, RNG states of every
-process, the carried recurrent state of truncated BPTT) and ``meta.json`` (step, tokens, optimiser
-hyper-parameters, best metric, and the SHA-256 of every file). Nothing is pickled.
+A checkpoint folder is a model folder (``config.json`` with the architecture, + ``model.safetensors``,
+loadable with `bdh.load_pretrained`; the run's ``config.yaml`` keeps how the model ran) plus
+``trainer_state.safetensors`` (optimiser moments, RNG states of every process, the carried recurrent state
+of truncated BPTT) and ``meta.json`` (step, tokens, optimiser hyper-parameters, best metric, and the
+SHA-256 of every file). Nothing is pickled.
 
 Writes are atomic: the folder is assembled under a temporary name and renamed into place, so a crash
 or a signal while saving leaves the previous checkpoints untouched; old ones are removed only after
@@ -31,9 +32,11 @@ from ..model.io import (
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
+    architecture,
     check_state_dict,
     load_tensors,
     read_json,
+    runtime_fields,
     save_tensors,
 )
 from ..outputs import atomic_folder, write_text
@@ -243,15 +246,19 @@ def verify(path: Path) -> dict[str, Any]:
 def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device
 ) -> Checkpoint:
-    """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest."""
+    """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest.
+
+    Its ``config.json`` must hold the architecture of the run's model (`bdh.model.io.architecture`); runtime
+    fields, which an older checkpoint stored there, are the run's to choose and not compared."""
     meta = verify(path)
     config = read_json(path / CONFIG_NAME)
-    expected = {"model_type": getattr(model, "model_type", None), **model.config.to_dict()}
-    theirs = {k: v for k, v in config.items() if k not in ("format_version", "bdh_version")}
-    if theirs != json.loads(json.dumps(expected)):
-        diff = sorted(
-            k for k in set(theirs) | set(expected) if theirs.get(k) != json.loads(json.dumps(expected)).get(k)
-        )
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path / CONFIG_NAME}: expected a JSON object")
+    free = runtime_fields(type(model.config))
+    expected = json.loads(json.dumps({"model_type": getattr(model, "model_type", None), **architecture(model.config)}))
+    theirs = {k: v for k, v in config.items() if k not in ("format_version", "bdh_version") and k not in free}
+    if theirs != expected:
+        diff = sorted(k for k in set(theirs) | set(expected) if theirs.get(k) != expected.get(k))
         raise CheckpointError(
             f"{path}: written for another model ({', '.join(diff[:3])} differ from the run's config; "
             "foreign checkpoint?)"
