@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-from bdh.bench import runner
 from bdh.bench.recall import RecallSweep, suite_def
 from bdh.bench.runner import (
     NO_WINNER,
@@ -20,6 +19,7 @@ from bdh.bench.runner import (
     run_key,
     summarize,
 )
+from bdh.errors import UserError
 
 RECALL = suite_def(RecallSweep())
 
@@ -247,9 +247,12 @@ def test_parse_list_refuses_bad_lists(text, kind, msg):
     assert parse_list("1e-3, 3e-3", float, "--lrs") == (1e-3, 3e-3)
 
 
-def test_size_by_params_finds_the_closest_width():
+def test_closest_by_params_finds_the_closest_width():
     from bdh.baselines.baseconv import BaseConvConfig
+    from bdh.sizing import closest_by_params
 
     budget = BaseConvConfig(vocab_size=64, seq_len=32, n_embd=40).num_params() + 3
-    cfg = runner.size_by_params(budget, lambda d: BaseConvConfig(vocab_size=64, seq_len=32, n_embd=d), step=8)
+    cfg = closest_by_params(budget, lambda d: BaseConvConfig(vocab_size=64, seq_len=32, n_embd=d), step=8)
     assert cfg.n_embd == 40
+    with pytest.raises(UserError, match="no width fits a budget of 1 parameters"):
+        closest_by_params(1, lambda d: BaseConvConfig(vocab_size=64, seq_len=32, n_embd=d), step=8, start=8192)

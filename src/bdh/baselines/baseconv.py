@@ -38,12 +38,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
@@ -141,6 +143,20 @@ class BaseConvConfig(ModelConfig):
             if m:
                 total += 2 * d + 2 * d * m + m + d
         return total
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> BaseConvConfig:
+        """The BaseConv of ``n_layer`` layers whose parameter count is closest to ``params``: n_embd over multiples
+        of 2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). It has no heads
+        (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
+        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params,
+            lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
+            step=2,
+        )
 
     def layer_state_size(self, layer: int) -> int:
         k = self.kernel_size(layer)

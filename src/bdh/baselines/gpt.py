@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,7 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
@@ -96,6 +98,17 @@ class GPTConfig(ModelConfig):
             per_block = 4 * d * d + d * (1 + b) + b * 4 * d
         emb = V * d + (self.seq_len * d if self.positional == "learned" else 0) + (0 if self.tie_embeddings else V * d)
         return emb + (1 if self.share_layers else self.n_layer) * per_block + d * (1 + b)
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> GPTConfig:
+        """The GPT of ``n_layer`` distinct blocks whose parameter count is closest to ``params``: n_embd over
+        multiples of n_head (`gpt_config_for_params`); ``extra``: other fields (the defaults otherwise).
+        The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return gpt_config_for_params(
+            params, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=causal, **extra
+        )
 
 
 def rope_cos_sin(T: int, dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -218,13 +231,4 @@ def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
         raise UserError("gpt_config_for_params: n_embd is what is sized; do not give it")
     base = GPTConfig(**fields)
     step = base.n_head * (2 if base.positional == "rope" else 1)
-    best, best_err = None, math.inf
-    d = step
-    while True:
-        cfg = base.replace(n_embd=d)
-        n = cfg.num_params()
-        if abs(n - budget) < best_err:
-            best, best_err = cfg, abs(n - budget)
-        if n > budget:
-            return best  # type: ignore[return-value]
-        d += step
+    return closest_by_params(budget, lambda d: base.replace(n_embd=d), step=step, limit=None)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,7 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
 
@@ -102,6 +104,22 @@ class HyperSETConfig(ModelConfig):
         total += d * d + d * M + p + M
         total += (Fq * d + d) + (d * d + d) + (2 * d * d + 2 * d)
         return total + d + V * d
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> HyperSETConfig:
+        """The Hyper-SET iterating its one layer ``n_layer`` times (``n_recur``) whose parameter count is closest
+        to ``params``: n_embd over multiples of n_head (`bdh.sizing.closest_by_params`); ``extra``: other fields,
+        e.g. ``time_freq`` (the defaults otherwise). Bidirectional only (``causal=True`` is refused). The
+        protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params,
+            lambda d: cls(
+                vocab_size=vocab_size, seq_len=seq_len, n_embd=d, n_head=n_head, n_recur=n_layer, causal=causal, **extra
+            ),
+            step=n_head,
+        )
 
 
 def sinusoid(t: torch.Tensor, dim: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ GPT and Hyper-SET sized to BDH's parameter count at that width.
 BDH is bidirectional here (``causal: false``) with ``n_layer`` weight-shared layer passes; GPT has
 ``n_layer`` distinct bidirectional blocks; Hyper-SET has one weight-tied layer iterated
 ``n_layer`` times (``n_recur``). The widths of GPT and Hyper-SET are their ``n_embd`` chosen so that
-their parameter count is closest to BDH's.
+their parameter count is closest to BDH's: each config class's ``for_budget``, reached through `bdh.registry`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bdh.errors import UserError
 from bdh.typed_config import bounded, one_of
 
-from .runner import Sweep, bdh_params, bdh_section, section_of, size_by_params
+from .runner import Sweep, sized_section, suite_models
 
-MODELS = ("bdh", "gpt", "hyperset")
+#: the registered models the board suites compare (each but BDH sized to BDH's parameter count by its config's
+#: for_budget)
+MODELS = suite_models("boards", "bdh", "gpt", "hyperset")
 
 
 @dataclass
@@ -62,28 +63,17 @@ def board_model_section(
     neuron_mult: int,
     time_freq: int = 512,
 ) -> dict[str, Any]:
-    """The model section of one run of a board suite (``time_freq``: Hyper-SET's F, whose F d parameters
-    are a large share of a small model)."""
-    bdh = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=False)
-    if model == "bdh":
-        return bdh
-    budget = bdh_params(bdh, vocab_size)
-    if model == "gpt":
-        from bdh.baselines.gpt import gpt_config_for_params
-
-        cfg = gpt_config_for_params(
-            budget, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=False
-        )
-        return section_of(cfg, "gpt")
-    if model == "hyperset":
-        from bdh.baselines.hyperset import HyperSETConfig
-
-        cfg = size_by_params(
-            budget,
-            lambda d: HyperSETConfig(
-                vocab_size=vocab_size, seq_len=seq_len, n_embd=d, n_head=n_head, n_recur=n_layer, time_freq=time_freq
-            ),
-            step=n_head,
-        )
-        return section_of(cfg, "hyperset")
-    raise UserError(f"unknown model {model!r} for a board suite (known: {', '.join(MODELS)})")
+    """The model section of one run of a board suite: BDH at ``width`` (bidirectional), or a registered model
+    sized to BDH's parameter count (`bdh.bench.runner.sized_section`); ``time_freq``: Hyper-SET's F, whose F d
+    parameters are a large share of a small model."""
+    return sized_section(
+        model,
+        width,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        n_layer=n_layer,
+        n_head=n_head,
+        neuron_mult=neuron_mult,
+        causal=False,
+        options={"hyperset": {"time_freq": time_freq}},
+    )

@@ -11,9 +11,9 @@ validation set, of length k N (same D, same vocabulary, from ``data_seed``; neve
 ``longer_len`` and ``accuracy_longer``. GPT's position table and BaseConv's long filter are therefore
 sized to k N; GPT's positions beyond N are never trained, while BDH uses RoPE.
 
-Widths: the width w is BDH's ``n_embd`` (with ``n_neurons = neuron_mult * w``). GPT (``gpt_config_for_params``)
-and BaseConv are sized to BDH's parameter count at that width, with the same number of layers, by
-choosing their ``n_embd``.
+Widths: the width w is BDH's ``n_embd`` (with ``n_neurons = neuron_mult * w``). GPT and BaseConv are sized to
+BDH's parameter count at that width, with the same number of layers, by choosing their ``n_embd``: each
+config class's ``for_budget``, reached through `bdh.registry`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 
-from bdh.errors import UserError
 from bdh.typed_config import bounded, one_of
 
 from .runner import (
@@ -36,15 +35,14 @@ from .runner import (
     SuiteDef,
     Sweep,
     Trivial,
-    bdh_params,
-    bdh_section,
     evaluate_examples,
     redefault,
-    section_of,
-    size_by_params,
+    sized_section,
+    suite_models,
 )
 
-MODELS = ("bdh", "gpt", "baseconv")
+#: the registered models the suite compares (each but BDH sized to BDH's parameter count by its config's for_budget)
+MODELS = suite_models("recall", "bdh", "gpt", "baseconv")
 
 
 @dataclass
@@ -141,34 +139,19 @@ class RecallSweep(Sweep):
 
 
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
-    """The model section of one run: BDH at ``width``, or a baseline sized to BDH's parameter count.
-    ``seq_len`` is the longest length the model sees (GPT's position table, BaseConv's long filter)."""
-    bdh = bdh_section(width, n_layer=sweep.n_layer, n_head=sweep.n_head, neuron_mult=sweep.neuron_mult, causal=True)
-    if model == "bdh":
-        return bdh
-    budget = bdh_params(bdh, sweep.vocab_size)
-    if model == "gpt":
-        from bdh.baselines.gpt import gpt_config_for_params
-
-        cfg = gpt_config_for_params(
-            budget,
-            n_layer=sweep.n_layer,
-            n_head=sweep.n_head,
-            vocab_size=sweep.vocab_size,
-            seq_len=seq_len,
-            causal=True,
-        )
-        return section_of(cfg, "gpt")
-    if model == "baseconv":
-        from bdh.baselines.baseconv import BaseConvConfig
-
-        cfg = size_by_params(
-            budget,
-            lambda d: BaseConvConfig(vocab_size=sweep.vocab_size, seq_len=seq_len, n_layer=sweep.n_layer, n_embd=d),
-            step=2,
-        )
-        return section_of(cfg, "baseconv")
-    raise UserError(f"recall: unknown model {model!r}")
+    """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
+    (`bdh.bench.runner.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position table,
+    BaseConv's long filter)."""
+    return sized_section(
+        model,
+        width,
+        vocab_size=sweep.vocab_size,
+        seq_len=seq_len,
+        n_layer=sweep.n_layer,
+        n_head=sweep.n_head,
+        neuron_mult=sweep.neuron_mult,
+        causal=True,
+    )
 
 
 def plan(sweep: RecallSweep) -> list[RunSpec]:

@@ -890,24 +890,70 @@ def run_suite(
     return {"runs": rows, "results": results, "summary": summary, "files": files, "skipped": skipped}
 
 
-# ---------------------------------------------------------------------- sizing helpers
-def size_by_params(
-    budget: int, make: Callable[[int], Any], step: int, start: int | None = None, limit: int = 4096
+# ---------------------------------------------------------------------- sizing the models
+#: the model every suite sizes the others to: built from the width (`bdh_section`), its count is the budget
+REFERENCE = "bdh"
+
+
+def suite_models(suite: str, *names: str) -> tuple[str, ...]:
+    """The models a suite compares (the suite's choice), checked against `bdh.registry`: a one-line
+    `BenchError` for a name it does not know. The reference (`REFERENCE`) is built from the width; every other
+    model is sized to its parameter count by its config class's ``for_budget`` (`budget_config`)."""
+    from bdh.registry import names as registered
+
+    unknown = [n for n in names if n not in registered("model")]
+    if unknown:
+        raise BenchError(f"{suite}: {', '.join(map(repr, unknown))} is not a registered model")
+    return names
+
+
+def budget_config(
+    model: str, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
 ) -> Any:
-    """The config ``make(d)`` (d a multiple of ``step``) whose ``num_params()`` is closest to ``budget``."""
-    best, err = None, math.inf
-    d = start or step
-    while d <= limit:
-        cfg = make(d)
-        n = cfg.num_params()
-        if abs(n - budget) < err:
-            best, err = cfg, abs(n - budget)
-        if n > budget:
-            break
-        d += step
-    if best is None:
-        raise BenchError(f"no width fits a budget of {budget} parameters")
-    return best
+    """The config of the registered ``model`` whose parameter count is closest to ``params``: its config class's
+    ``for_budget`` (the protocol `bdh.sizing.BudgetSized`); ``extra``: the model's own options."""
+    from bdh.registry import get_model
+
+    config_class = get_model(model).config_class
+    if not callable(getattr(config_class, "for_budget", None)):
+        raise BenchError(
+            f"model {model!r}: {config_class.__name__} has no for_budget classmethod, so the bench cannot size it "
+            "to BDH's parameter count (CONTRIBUTING.md, 'Adding a model')"
+        )
+    return config_class.for_budget(
+        params, vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_head=n_head, causal=causal, **extra
+    )
+
+
+def sized_section(
+    model: str,
+    width: int,
+    *,
+    vocab_size: int,
+    seq_len: int,
+    n_layer: int,
+    n_head: int,
+    neuron_mult: int,
+    causal: bool,
+    options: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The model section of one run: the reference (BDH) at ``width`` (`bdh_section`), or ``model`` sized to
+    the reference's parameter count by `budget_config`, with ``options[model]`` as its own fields (e.g.
+    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees."""
+    reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
+    if model == REFERENCE:
+        return reference
+    cfg = budget_config(
+        model,
+        bdh_params(reference, vocab_size),
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        n_layer=n_layer,
+        n_head=n_head,
+        causal=causal,
+        **(options or {}).get(model, {}),
+    )
+    return section_of(cfg, model)
 
 
 def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, causal: bool) -> dict[str, Any]:

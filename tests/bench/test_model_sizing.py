@@ -1,0 +1,137 @@
+"""The bench sizes every model through the registry (``config_class.for_budget``): the same configs as a direct
+search over the width, and the sections of the default and ``--quick`` sweeps pinned."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from bdh import registry
+from bdh.baselines.baseconv import BaseConvConfig
+from bdh.baselines.gpt import gpt_config_for_params
+from bdh.baselines.hyperset import HyperSETConfig
+from bdh.bench import boardpath, boards, recall, sudoku
+from bdh.bench.runner import (
+    REFERENCE,
+    BenchError,
+    bdh_params,
+    bdh_section,
+    budget_config,
+    section_of,
+    sized_section,
+    suite_models,
+)
+from bdh.errors import UserError
+from bdh.sizing import closest_by_params
+
+#: every model a suite compares: (suite's models, causal)
+SUITES = [(recall.MODELS, True), (boards.MODELS, False)]
+
+
+def direct(model: str, budget: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool):
+    """The config each model got from the bench before the registry path: a search written out per model."""
+    if model == "gpt":
+        return gpt_config_for_params(
+            budget, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=causal
+        )
+    if model == "baseconv":
+        return closest_by_params(
+            budget, lambda d: BaseConvConfig(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d), 2
+        )
+    if model == "hyperset":
+        return closest_by_params(
+            budget,
+            lambda d: HyperSETConfig(
+                vocab_size=vocab_size, seq_len=seq_len, n_embd=d, n_head=n_head, n_recur=n_layer, time_freq=64
+            ),
+            step=n_head,
+        )
+    raise AssertionError(f"no direct search for {model!r}")
+
+
+def test_every_suite_model_is_registered_and_sized_by_one_classmethod():
+    signatures = set()
+    for models, _ in SUITES:
+        assert REFERENCE in models
+        for m in models:
+            assert m in registry.names("model")
+            if m != REFERENCE:
+                method = registry.get_model(m).config_class.for_budget
+                signatures.add(tuple(map(str, inspect.signature(method).parameters.values())))
+    assert len(signatures) == 1, signatures  # the same parameters on every config class (their own return type)
+
+
+@pytest.mark.parametrize(
+    "width,n_layer,n_head,neuron_mult", [(16, 2, 4, 8), (32, 2, 4, 16), (64, 4, 4, 16), (48, 3, 2, 8)]
+)
+def test_the_registry_path_gives_the_config_of_a_direct_search(width, n_layer, n_head, neuron_mult):
+    for models, causal in SUITES:
+        for model in models:
+            if model == REFERENCE:
+                continue
+            vocab, seq_len = (128, 64) if causal else (10, 81)
+            sizes = dict(vocab_size=vocab, seq_len=seq_len, n_layer=n_layer, n_head=n_head)
+            reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
+            budget = bdh_params(reference, vocab)
+            want = direct(model, budget, **sizes, causal=causal)
+            options = {"hyperset": {"time_freq": 64}}
+            assert budget_config(model, budget, **sizes, causal=causal, **options.get(model, {})) == want
+            got = sized_section(model, width, **sizes, neuron_mult=neuron_mult, causal=causal, options=options)
+            assert got == section_of(want, model)
+
+
+def _sections(specs) -> dict[str, tuple[int, int | None]]:
+    """model -> (n_embd, parameter count of a baseline section; None for BDH)."""
+    out = {}
+    for s in specs:
+        fields = {k: v for k, v in s.model_section.items() if k != "name"}
+        n = None if s.model == REFERENCE else registry.get_model(s.model).config_class(**fields).num_params()
+        out[s.model] = (fields["n_embd"], n)
+    return out
+
+
+# the sections of `bdh bench <suite> [--quick] --dry-run` when the registry path was introduced
+@pytest.mark.parametrize(
+    "suite,quick,want",
+    [
+        ("recall", False, {"bdh": (32, None), "gpt": (44, 56_144), "baseconv": (52, 57_680)}),
+        ("recall", True, {"bdh": (16, None), "gpt": (16, 8_128), "baseconv": (18, 7_840)}),
+        ("boardpath", False, {"bdh": (32, None), "gpt": (32, 52_192), "hyperset": (72, 50_058)}),
+        ("boardpath", True, {"bdh": (16, None), "gpt": (16, 6_928), "hyperset": (26, 6_747)}),
+        ("sudoku", False, {"bdh": (32, None), "gpt": (32, 53_792), "hyperset": (68, 48_841)}),
+        ("sudoku", True, {"bdh": (16, None), "gpt": (14, 6_370), "hyperset": (22, 6_655)}),
+    ],
+)
+def test_the_default_sweeps_sections_are_pinned(suite, quick, want):
+    module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[suite]
+    sweep_class = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}
+    sweep = sweep_class[suite].quick() if quick else sweep_class[suite]()
+    specs = module.plan(sweep, (Path("train.csv"), Path("val.csv"))) if suite == "sudoku" else module.plan(sweep)
+    assert _sections(specs) == want
+
+
+def test_a_suite_names_only_registered_models():
+    with pytest.raises(BenchError, match="'nosuch' is not a registered model"):
+        suite_models("recall", "bdh", "nosuch")
+
+
+def test_a_model_without_for_budget_is_refused_in_one_line(monkeypatch):
+    class Plain:
+        """A config class that cannot be sized to a budget."""
+
+    class NoBudget:
+        model_type = "nobudget"
+        config_class = Plain
+
+    monkeypatch.setitem(registry._ADDED["model"], "nobudget", NoBudget)
+    with pytest.raises(BenchError, match="Plain has no for_budget"):
+        budget_config("nobudget", 1000, vocab_size=8, seq_len=8, n_layer=1, n_head=1, causal=True)
+
+
+def test_a_model_refuses_the_form_it_does_not_have():
+    with pytest.raises(UserError, match="causal"):
+        BaseConvConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=False)
+    with pytest.raises(UserError, match="causal"):
+        HyperSETConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=True)
