@@ -18,8 +18,8 @@ from typing import Any
 
 from bdh.typed_config import bounded
 
-from .boards import BoardSweep
-from .runner import FULL, QUICK, RunSpec, SuiteDef, Trivial, redefault
+from .boards import BOARD_FULL, BoardSweep
+from .runner import QUICK, RunSpec, SuiteDef, Trivial, redefault
 
 
 @dataclass
@@ -52,16 +52,11 @@ class BoardPathSweep(BoardSweep):
     def full(cls) -> BoardPathSweep:
         """krychu/bdh's 10 x 10 boards and larger models, for a GPU."""
         return cls(
-            **FULL,
+            **BOARD_FULL,
             board_sizes=(6, 8, 10),
-            widths=(64, 128, 256),
-            lrs=(3e-4, 1e-3, 3e-3),
-            seeds=(0, 1),
-            steps=20000,
             num_train=8000,
             num_val=500,
             n_layer=8,
-            time_freq=512,
             eval_batch_size=256,
         )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from bdh.typed_config import bounded, one_of
 
-from .runner import Sweep, sized_section, suite_models
+from .runner import FULL, Sweep, sized_section, suite_models
 
 #: the registered models the board suites compare (each but BDH sized to BDH's parameter count by its config's
 #: for_budget)
@@ -39,8 +39,10 @@ class BoardSweep(Sweep):
     time_freq: int = bounded(64, ge=1)
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
-        """The model section of one run (`board_model_section` with the sweep's sizes)."""
-        return board_model_section(
+        """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to
+        BDH's parameter count (`bdh.bench.runner.sized_section`), Hyper-SET with the sweep's ``time_freq``
+        (its F d parameters are a large share of a small model)."""
+        return sized_section(
             model,
             width,
             vocab_size=vocab_size,
@@ -48,32 +50,10 @@ class BoardSweep(Sweep):
             n_layer=self.n_layer,
             n_head=self.n_head,
             neuron_mult=self.neuron_mult,
-            time_freq=self.time_freq,
+            causal=False,
+            options={"hyperset": {"time_freq": self.time_freq}},
         )
 
 
-def board_model_section(
-    model: str,
-    width: int,
-    *,
-    vocab_size: int,
-    seq_len: int,
-    n_layer: int,
-    n_head: int,
-    neuron_mult: int,
-    time_freq: int = 512,
-) -> dict[str, Any]:
-    """The model section of one run of a board suite: BDH at ``width`` (bidirectional), or a registered model
-    sized to BDH's parameter count (`bdh.bench.runner.sized_section`); ``time_freq``: Hyper-SET's F, whose F d
-    parameters are a large share of a small model."""
-    return sized_section(
-        model,
-        width,
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        n_layer=n_layer,
-        n_head=n_head,
-        neuron_mult=neuron_mult,
-        causal=False,
-        options={"hyperset": {"time_freq": time_freq}},
-    )
+#: the ``--full`` values both board suites share (GPU-sized: three widths and learning rates, long runs)
+BOARD_FULL = {**FULL, "widths": (64, 128, 256), "lrs": (3e-4, 1e-3, 3e-3), "steps": 20000, "time_freq": 512}

@@ -313,13 +313,19 @@ class SuiteDef:
         """The columns summarised over seeds (mean, min, max): the loss, the metrics, the speed."""
         return ["val_loss", *self.metrics, *self.extra_metrics, *SPEED_COLUMNS]
 
-    def summary_columns(self) -> list[str]:
-        """The columns of summary.csv, in order."""
+    def shared_columns(self) -> list[str]:
+        """The columns of summary.csv that every seed of a (model, setting, width) shares, in order."""
         return (
             BASE_COLUMNS[:3]
             + self.setting_columns
             + self.extra_settings
             + ["width", "n_embd", "n_layer", "params", "state_size", "lr", "lrs_tried", "steps", "batch_size"]
+        )
+
+    def summary_columns(self) -> list[str]:
+        """The columns of summary.csv, in order."""
+        return (
+            self.shared_columns()
             + ["seeds"]
             + [f"{c}_{s}" for c in self.summarised() for s in ("mean", "min", "max")]
             + ["winner", "winner_note", "reference"]
@@ -640,20 +646,7 @@ def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[s
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((str(r["model"]), str(r["setting"]), int(float(r["width"]))), []).append(r)
-    shared = [
-        *BASE_COLUMNS[:3],
-        *suite.setting_columns,
-        *suite.extra_settings,
-        "width",
-        "n_embd",
-        "n_layer",
-        "params",
-        "state_size",
-        "lr",
-        "lrs_tried",
-        "steps",
-        "batch_size",
-    ]
+    shared = suite.shared_columns()
     out: list[dict[str, Any]] = []
     scores: dict[tuple[str, int], dict[str, list[Any]]] = {}
     for (model, setting, width), rs in groups.items():

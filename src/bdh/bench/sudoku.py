@@ -27,8 +27,8 @@ import torch
 from bdh.outputs import write_text
 from bdh.typed_config import bounded
 
-from .boards import BoardSweep
-from .runner import FULL, QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault, write_csv
+from .boards import BOARD_FULL, BoardSweep
+from .runner import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault, write_csv
 
 
 @dataclass
@@ -73,18 +73,13 @@ class SudokuSweep(BoardSweep):
     def full(cls) -> SudokuSweep:
         """Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU."""
         return cls(
-            **FULL,
-            widths=(64, 128, 256),
-            lrs=(3e-4, 1e-3, 3e-3),
-            seeds=(0, 1),
-            steps=20000,
+            **BOARD_FULL,
             num_train=9000,
             num_val=1000,
             min_givens=24,
             max_givens=34,
             n_layer=12,
             depth_passes=(6, 12, 18, 24, 36),
-            time_freq=512,
             eval_batch_size=250,
         )
 
