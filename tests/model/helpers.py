@@ -33,7 +33,7 @@ def random_configs(count: int = 12, seed: int = 1234) -> list[dict]:
     rng = random.Random(seed)
     configs = []
     positional = ["rope", "rope-standard", "none"]
-    damping = [None, 0.9, "alibi"]
+    damping = [None, 0.9, "alibi", "multiscale"]
     for i in range(count):
         heads = rng.choice([1, 2, 4])
         configs.append(

@@ -1,7 +1,10 @@
+import math
+
 import pytest
 
 from bdh import BDHConfig
-from bdh.model.config import alibi_retention
+from bdh.errors import UserError
+from bdh.model.config import alibi_retention, multiscale_retention
 
 
 def test_defaults_are_the_official_model():
@@ -88,3 +91,15 @@ def test_damping_forms():
     assert alibi == alibi_retention(4)
     assert all(0 < u < 1 for u in alibi) and list(alibi) == sorted(alibi)  # slower decay for later heads
     assert BDHConfig().retention() is None
+
+
+def test_multiscale_damping_spreads_half_lives():
+    """The ``multiscale`` preset: half-lives geometric from 16 to 16384 tokens over the heads (u^h = 1/2)."""
+    u = BDHConfig(damping="multiscale").retention()
+    assert u == multiscale_retention(4)
+    half_lives = [math.log(0.5) / math.log(x) for x in u]
+    assert half_lives == pytest.approx([16.0, 16.0 * 1024 ** (1 / 3), 16.0 * 1024 ** (2 / 3), 16384.0], rel=1e-9)
+    assert len(BDHConfig(n_head=1, n_neurons=64, damping="multiscale").retention()) == 1
+    assert math.log(0.5) / math.log(multiscale_retention(1)[0]) == pytest.approx(512.0)
+    with pytest.raises(UserError, match="'alibi' or 'multiscale'"):
+        BDHConfig(damping="slow")

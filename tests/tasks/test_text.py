@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from bdh.errors import UserError
 from bdh.registry import get_task
 from bdh.tasks.text import TextConfig, TextTask, embedded_corpus
 
@@ -92,3 +93,24 @@ def test_stream_batches_continue_each_other(tmp_path):
     _, _, reset_next = task.stream_batch("train", windows, 4, seed=3)
     assert reset_next  # a new pass over the lanes
     assert all(int(x.max()) < 256 for x in (x0, x1))
+
+
+def test_random_streams_restart_every_k_windows(tmp_path):
+    """``stream_windows`` K: rows continue each other within a stream of K windows, a new stream starts every K
+    batches (reset) somewhere else, and every batch is a pure function of its index (exact resume)."""
+    path = tmp_path / "t.txt"
+    path.write_bytes(embedded_corpus()[:50_000])
+    task = TextTask(TextConfig(data=str(path), seq_len=32, val_fraction=0.1))
+    batches = [task.stream_batch("train", i, 4, seed=3, stream_windows=3) for i in range(7)]
+    assert [b[2] for b in batches] == [True, False, False, True, False, False, True]
+    for i in (0, 1, 3, 4):
+        assert torch.equal(batches[i][1][:, -1], batches[i + 1][0][:, 0])  # within a stream: continued
+    assert not torch.equal(batches[2][1][:, -1], batches[3][0][:, 0])  # a new stream: elsewhere
+    again = task.stream_batch("train", 4, 4, seed=3, stream_windows=3)
+    assert torch.equal(again[0], batches[4][0]) and again[2] == batches[4][2]
+    other = task.stream_batch("train", 4, 4, seed=4, stream_windows=3)
+    assert not torch.equal(other[0], batches[4][0])
+    rows = {bytes(r.tolist()) for r in batches[0][0]}
+    assert len(rows) == 4  # each row its own place
+    with pytest.raises(UserError, match="train.tbptt_windows: a stream of 10000 windows"):
+        task.stream_batch("train", 0, 4, seed=3, stream_windows=10_000)

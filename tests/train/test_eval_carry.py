@@ -101,22 +101,26 @@ def test_eval_prints_its_mode(trained, capsys):
     independent = float(out.split("bits per byte ")[1].split()[0])
     code, out, err = cli(capsys, "eval", str(trained), "--carry-state", "--batches", "3", "--progress", "none")
     assert code == 0, err
-    result = [line for line in out.splitlines() if "bits per byte" in line][0]
-    assert "state carried across windows, context up to 96 bytes" in result  # 3 windows of 32 bytes
-    assert "1 lane, 3 of" in out and err == ""
+    result = [line for line in out.splitlines() if line.startswith("loss ")][0]
+    assert "state carried (context up to 96)" in result  # 3 windows of 32 bytes
+    assert "of 96 bytes, each read in order" in out and err == ""
     carried = float(result.split("bits per byte ")[1].split()[0])
     assert 0 < carried < 9 and carried != independent
     code, out, err = cli(capsys, "eval", str(trained), "--carry-state", "--batch-size", "4", "--full")
     assert code == 0, err
-    assert "4 lanes, " in out and "windows each, read in order)" in out
+    assert "4 lanes of " in out and "each read in order" in out
 
 
 def test_eval_carry_state_refuses_a_model_without_state(gpt_run, capsys):
     code, out, err = cli(capsys, "eval", str(gpt_run), "--carry-state")
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("bdh: error: --carry-state: the model (GPT) has no recurrent state")
+    assert "--sliding reads long text through a window" in err
     code, out, err = cli(capsys, "eval", str(gpt_run), "--batches", "1")  # independent windows work
     assert code == 0, err
+    code, out, err = cli(capsys, "eval", str(gpt_run), "--sliding", "--length", "128", "--progress", "none")
+    assert code == 0, err  # the advice works: the GPT's curve through a window of its trained context
+    assert "context cut to 32" in out and "| positions (bytes) | 0-32 | 32-64 | 64-128 | all |" in out
 
 
 def test_full_shows_progress(trained, capsys):

@@ -20,13 +20,16 @@ STEPS = 120
 
 
 def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
-    # dropout on, so that resuming must also restore the RNG; evaluations and periodic checkpoints mid-run
+    # dropout on, so that resuming must also restore the RNG; evaluations and periodic checkpoints mid-run;
+    # "tbptt-streams": streams of 7 windows at random places, so the interruption falls inside a stream
+    bptt, _, streams = bptt.partition("-")
     return tiny(
         corpus_file,
         run_dir,
         f"train.max_steps={STEPS}",
         "model.dropout=0.1",
         f"train.bptt={bptt}",
+        *(["train.tbptt_windows=7", "model.damping=alibi"] if streams else []),
         "train.micro_batch_size=2",
         "eval.every=50",
         "checkpoint.every=40",
@@ -52,7 +55,9 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: flo
     raise AssertionError("the run did not get going")
 
 
-@pytest.mark.parametrize("bptt, sig", [("window", signal.SIGINT), ("tbptt", signal.SIGTERM)])
+@pytest.mark.parametrize(
+    "bptt, sig", [("window", signal.SIGINT), ("tbptt", signal.SIGTERM), ("tbptt-streams", signal.SIGTERM)]
+)
 def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_path, bptt, sig):
     ref = tmp_path / "uninterrupted"
     done = run_bdh("train", *set_args(overrides(corpus_file, ref, bptt)))

@@ -8,6 +8,7 @@ import pytest
 import torch
 from _train_helpers import tiny, train_losses
 
+from bdh.errors import UserError
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import TrainingError, load_config, train
 from bdh.train.config import ConfigError
@@ -95,6 +96,48 @@ def test_tbptt_carries_the_state_across_consecutive_windows(corpus_file, tmp_pat
     with torch.no_grad():
         fresh = float(torch.nn.functional.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1)))
     assert abs(fresh - expected[1]) > 1e-4
+
+
+def test_tbptt_streams_start_from_an_empty_state_every_k_steps(corpus_file, tmp_path):
+    """``train.tbptt_windows``: the trainer reads the task's random streams and resets the carried state every
+    K steps: its losses are those of the model run by hand on the same streams."""
+    config = load_config(
+        None,
+        tiny(
+            corpus_file,
+            tmp_path / "t",
+            "train.bptt=tbptt",
+            "train.tbptt_windows=2",
+            "train.max_steps=4",
+            "optim.lr=1e-12",
+            "optim.min_lr=0",
+            "optim.warmup_steps=0",
+            "optim.weight_decay=0",
+            "eval.every=0",
+        ),
+    )
+    trainer = Trainer(config)
+    result = trainer.fit()
+    trainer.close()
+    losses = train_losses(result.run_dir)
+    task = TextTask(TextConfig(data=str(corpus_file), seq_len=32))
+    expected, state = [], None
+    with torch.no_grad():
+        for step in range(4):
+            x, y, reset = task.stream_batch("train", step, 4, config.train.seed, stream_windows=2)
+            assert reset == (step % 2 == 0)
+            logits, state = result.model.step(x, result.model.init_state(4) if reset else state)
+            expected.append(float(torch.nn.functional.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))))
+    assert [losses[s] for s in (1, 2, 3, 4)] == pytest.approx(expected, rel=1e-4)
+    assert trainer.carry[0].pos == 2 * 32  # the state restarted at step 3
+
+
+def test_tbptt_windows_longer_than_the_split_are_refused(corpus_file, tmp_path):
+    config = load_config(
+        None, tiny(corpus_file, tmp_path / "t", "train.bptt=tbptt", "train.tbptt_windows=100000", "eval.every=0")
+    )
+    with pytest.raises(UserError, match="train.tbptt_windows: a stream of 100000 windows"):
+        Trainer(config)
 
 
 def test_no_bptt_detaches_keys_and_values(corpus_file, tmp_path):

@@ -38,9 +38,13 @@ HELP = {
         "BDH-GPU against a GPT-2-style Transformer at equal parameters across sizes (paper section 4.2, Fig. 7): "
         "loss against parameters and FLOPs, power-law fits, verdicts against the seed spread"
     ),
+    "long-context": (
+        "BDH past its training window: loss by position on long streams, the state's gain, recall far back and "
+        "long generation, for each training recipe against a GPT with a sliding window"
+    ),
 }
 #: experiments with a GPU-sized preset (``Config.full``) and resumable runs (``run(..., resume=True)``)
-LADDERS = ("scaling",)
+LADDERS = ("scaling", "long-context")
 
 
 def experiment_module(name: str):

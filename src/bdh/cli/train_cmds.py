@@ -26,7 +26,10 @@ QUICK = (
 
 #: batches ``bdh eval`` scores by default where the run does not say (``--full``: all)
 EVAL_BATCHES = 16
+#: bytes per lane ``bdh eval --carry-state`` / ``--sliding`` reads by default (a whole play)
+LONG_LENGTH = 65536
 
+LN2 = math.log(2.0)
 EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
 
 
@@ -112,16 +115,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="windows per batch (default: the run's evaluation batch, else 8); with --carry-state: lanes "
         "read side by side, each its own stream (default 1: the whole text is one stream)",
     )
+    e.add_argument(
+        "--sliding",
+        action="store_true",
+        help="long context through a window: every byte predicted from at most the trained context before it "
+        "(the context cropped, as nanoGPT's generate does); any model, the yardstick of --carry-state. Both "
+        "together: the two curves on the same streams and the state's gain",
+    )
     size = e.add_mutually_exclusive_group()
     size.add_argument(
         "--batches",
         type=integer(1),
         default=None,
         help="score this many batches (default: the run's eval.batches, as training does; else "
-        f"{EVAL_BATCHES}); with --carry-state: windows per lane (default: as many windows as the "
-        "default scores, in all)",
+        f"{EVAL_BATCHES}); with --carry-state/--sliding: windows per lane",
+    )
+    size.add_argument(
+        "--length",
+        type=integer(1),
+        default=None,
+        help=f"with --carry-state/--sliding: bytes per lane (default {LONG_LENGTH:,}, or the whole split if shorter)",
     )
     size.add_argument("--full", action="store_true", help="score every window of the split (slow on a large split)")
+    e.add_argument(
+        "--stride",
+        type=integer(1),
+        default=None,
+        help="with --sliding: bytes the window advances by (default a quarter of the trained context)",
+    )
+    e.add_argument("--figure", metavar="FILE.png", help="with --carry-state/--sliding: draw the loss by position")
     e.add_argument(
         "--progress",
         choices=("auto", "bar", "lines", "none"),
@@ -276,7 +298,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from bdh.registry import get_task
     from bdh.tasks.text import TextConfig, TextTask
     from bdh.train.config import RunConfig, build_section_config
-    from bdh.train.evaluate import carried_window_count, check_carry, evaluate, evaluate_carried
+    from bdh.train.evaluate import evaluate
     from bdh.train.log import EvalProgress
     from bdh.train.trainer import eval_batch_count, load_run_config
 
@@ -300,44 +322,93 @@ def cmd_eval(args: argparse.Namespace) -> int:
     default_batches = (config.eval.batches if config else None) or EVAL_BATCHES
     unit = "byte" if getattr(task, "vocab_size", None) == 256 else "token"
     data = args.data or f"{args.source} validation split"
-    if args.carry_state:
-        check_carry(model, task)
-        lanes = args.batch_size or 1
-        windows = None if args.full else args.batches or -(-default_batches * default_batch // lanes)
-        n = carried_window_count(task, split, lanes, windows)
-        total = task.lane_windows(split, lanes)
-        context = n * task.seq_len
-        mode = f"state carried across windows, context up to {context:,} {unit}s"
-        print(f"model: {folder}")
-        print(f"data: {data} ({task.seq_len}-{unit} windows)")
-        print(
-            f"mode: {mode} ({lanes} lane{'s' if lanes > 1 else ''}, {n} of {total} windows each, read in order"
-            + ("" if args.full or n == total else "; --full reads each lane to its end")
-            + ")",
-            flush=True,
-        )
-        progress = EvalProgress(n, args.progress, unit="windows") if n > 1 else None
-        metrics = evaluate_carried(model, task, lanes, n, seed, split=split, progress=progress)
-    else:
-        batch_size = args.batch_size or default_batch
-        batches = None if args.full else args.batches or default_batches
-        n = eval_batch_count(task, split, batch_size, batches)
-        total = task.num_batches(split, batch_size)
-        mode = f"windows of {task.seq_len} {unit}s, independent"
-        print(f"model: {folder}")
-        print(f"data: {data} ({task.seq_len}-{unit} windows)")
-        print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
-        of = total if total is not None else "endless"
-        note = "" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"
-        print(f"scoring {n} of {of} batches of {batch_size} windows (seed {seed}){note}", flush=True)
-        progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
-        metrics = evaluate(model, task, batch_size, n, seed, split=split, progress=progress)
+    if args.carry_state or args.sliding:
+        return _eval_long(args, model, folder, task, split, config, data, unit)
+    if args.figure or args.stride:
+        raise UserError("--figure and --stride go with --carry-state or --sliding")
+    batch_size = args.batch_size or default_batch
+    batches = None if args.full else args.batches or default_batches
+    n = eval_batch_count(task, split, batch_size, batches)
+    total = task.num_batches(split, batch_size)
+    mode = f"windows of {task.seq_len} {unit}s, independent"
+    print(f"model: {folder}")
+    print(f"data: {data} ({task.seq_len}-{unit} windows)")
+    print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
+    of = total if total is not None else "endless"
+    note = "" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"
+    print(f"scoring {n} of {of} batches of {batch_size} windows (seed {seed}){note}", flush=True)
+    progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
+    metrics = evaluate(model, task, batch_size, n, seed, split=split, progress=progress)
     if not metrics:
         raise UserError("nothing to evaluate: no scored targets")
     print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f} ({mode})")
     for k, v in metrics.items():
         if k not in ("val_loss", "val_bpb"):
             print(f"{k[4:]} {v:.4f}")
+    return 0
+
+
+def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config, data: str, unit: str) -> int:
+    """``bdh eval --carry-state`` / ``--sliding``: loss by context position on long streams (`bdh.train.context`)."""
+    from bdh.train.context import (
+        carried_curve,
+        curve_table,
+        figure,
+        plan_streams,
+        sliding_curve,
+        sliding_steps,
+        task_streams,
+        trained_context,
+    )
+    from bdh.train.evaluate import check_carry
+    from bdh.train.log import EvalProgress
+
+    if args.carry_state:
+        check_carry(model, task)
+    T = task.seq_len
+    trained = trained_context(config) if config is not None else None
+    length = None if args.full else (args.batches * T if args.batches else args.length or LONG_LENGTH)
+    lanes, length = plan_streams(task, split, length, args.batch_size)
+    tokens = task_streams(task, split, lanes, length, config.train.seed if config else 0)
+    print(f"model: {folder}")
+    print(f"data: {data}: {lanes} lane{'s' if lanes > 1 else ''} of {length:,} {unit}s, each read in order")
+    if trained is None:
+        print("trained context: unknown (not a run folder); buckets of the task's window")
+    elif length > trained:
+        print(
+            f"note: the streams ({length:,} {unit}s) are longer than any context the model met in training "
+            f"({trained:,} {unit}s): past that, the loss measures how it extrapolates"
+        )
+    window = trained if trained and trained < length else T
+    curves = []
+    if args.carry_state:
+        chunks = -(-length // T)
+        progress = EvalProgress(chunks, args.progress, unit="windows") if chunks > 1 else None
+        curve = carried_curve(model, tokens, window, chunk=T, progress=progress and progress.update)
+        if progress is not None:
+            progress.close()
+        curves.append((f"state carried (context up to {length:,})", curve))
+    if args.sliding:
+        cut = trained or T
+        steps = sliding_steps(length, cut, args.stride)
+        progress = EvalProgress(steps, args.progress, unit="windows", desc="sliding") if steps > 1 else None
+        curve = sliding_curve(model, tokens, window, cut, args.stride, progress=progress and progress.update)
+        if progress is not None:
+            progress.close()
+        curves.append((f"context cut to {cut:,} ({curve.how.split('(')[1].rstrip(')')})", curve))
+    print(f"bits per {unit} by position:")
+    print(curve_table(curves, unit))
+    if len(curves) == 2:
+        gains = [b - a for a, b in zip(curves[0][1].bits(), curves[1][1].bits())]
+        print(
+            "the state's gain over the cut context (bits, positive: the state helps): "
+            + ", ".join(f"{label} {g:+.3f}" for label, g in zip(curves[0][1].labels, gains))
+        )
+    for name, curve in curves:
+        print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
+    if args.figure:
+        figure(curves, args.figure, trained, title=f"{folder}: loss by context position")
+        print(f"figure: {args.figure}")
     return 0
 
 

@@ -8,8 +8,15 @@ and figures into ``out``. The command line is ``bdh experiment NAME``.
 * `bdh.experiments.merge` — model merging by concatenation (section 7.1, Table 2);
 * `bdh.experiments.nobptt` — training without backprop through time (section 7.2);
 * `bdh.experiments.scaling` — BDH-GPU against a GPT-2-style Transformer at equal parameters, across sizes
-  (section 4.2, Fig. 7).
+  (section 4.2, Fig. 7);
+* `bdh.experiments.longcontext` — BDH past its training window: recipes that keep the recurrent state reading.
 """
 
 #: experiment name (as typed on the command line) -> module under bdh.experiments
-EXPERIMENTS = {"synapses": "synapses", "merge": "merge", "no-bptt": "nobptt", "scaling": "scaling"}
+EXPERIMENTS = {
+    "synapses": "synapses",
+    "merge": "merge",
+    "no-bptt": "nobptt",
+    "scaling": "scaling",
+    "long-context": "longcontext",
+}

@@ -149,46 +149,50 @@ def train_lm(
     progress: str = "none",
     device: str = "cpu",
     task: dict[str, Any] | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
     """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
 
     AdamW with a warmup of a tenth of the run (or ``warmup_steps``) and linear decay to a tenth of
     ``lr`` (the paper's schedule, appendix B.3, compressed), fp32, a fixed number of steps. ``task``
-    replaces the text task on ``data`` by another task section (e.g. ``{"name": "repeat"}``).
+    replaces the text task on ``data`` by another task section (e.g. ``{"name": "repeat"}``); ``size`` is a
+    `ModelSize` or a whole ``model`` section (another registered model). ``sections``: fields that replace
+    those of the sections built here, by section (``{"model": {"damping": "alibi"}, "train": {...}}``).
     """
     from bdh.train import RunConfig, train
 
     if task is None:
-        task = {"name": "text", "data": str(data), "seq_len": seq_len, "val_fraction": 0.02}
-    config = RunConfig.from_dict(
-        {
-            "model": size.section(),
-            "task": task,
-            "optim": {
-                "lr": lr,
-                "min_lr": lr / 10,
-                "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10),
-            },
-            "train": {
-                "batch_size": batch_size,
-                "max_steps": steps,
-                "max_minutes": None,
-                "seed": seed,
-                "device": device,
-                "precision": "fp32",
-                "threads": threads,
-                "check_memory": False,
-                "bptt": bptt,
-                "init_from": str(init_from) if init_from is not None else None,
-            },
-            "eval": {"every": 0, "batches": 4},
-            "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
-            "checkpoint": {"every": 0, "keep": 1},
-            "sample": {"max_new_tokens": 0},
-            "run_dir": str(run_dir),
-        }
-    )
-    result = train(config)
+        task = {"name": "text", "data": None if data is None else str(data), "seq_len": seq_len, "val_fraction": 0.02}
+    model = dict(size) if isinstance(size, dict) else size.section()
+    raw = {
+        "model": model,
+        "task": task,
+        "optim": {
+            "lr": lr,
+            "min_lr": lr / 10,
+            "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10),
+        },
+        "train": {
+            "batch_size": batch_size,
+            "max_steps": steps,
+            "max_minutes": None,
+            "seed": seed,
+            "device": device,
+            "precision": "fp32",
+            "threads": threads,
+            "check_memory": False,
+            "bptt": bptt,
+            "init_from": str(init_from) if init_from is not None else None,
+        },
+        "eval": {"every": 0, "batches": 4},
+        "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
+        "checkpoint": {"every": 0, "keep": 1},
+        "sample": {"max_new_tokens": 0},
+        "run_dir": str(run_dir),
+    }
+    for section, fields in (sections or {}).items():
+        raw[section] = {**raw[section], **fields}
+    result = train(RunConfig.from_dict(raw))
     if result.interrupted is not None:
         raise KeyboardInterrupt
     return result

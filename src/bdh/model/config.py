@@ -43,6 +43,23 @@ def alibi_retention(n_head: int) -> tuple[float, ...]:
     return tuple(math.exp(-(2.0 ** (-8.0 * (h + 1) / n_head))) for h in range(n_head))
 
 
+#: the half-lives (in tokens) of the fastest and the slowest head of the ``multiscale`` damping
+MULTISCALE_HALF_LIVES = (16.0, 16384.0)
+#: the named per-head damping presets
+DAMPING_PRESETS = ("alibi", "multiscale")
+
+
+def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCALE_HALF_LIVES) -> tuple[float, ...]:
+    """Per-head retention factors u_h with half-lives spread geometrically from ``half_lives[0]`` to
+    ``half_lives[1]`` tokens (u_h = 2^(-1 / half-life_h)), as RetNet spreads its decays over heads, but over
+    a wider range: fast heads read the last words, the slowest keeps most of what it read ten thousand
+    tokens ago. One head takes the geometric mean."""
+    lo, hi = half_lives
+    if n_head == 1:
+        return (2.0 ** (-1.0 / math.sqrt(lo * hi)),)
+    return tuple(2.0 ** (-1.0 / (lo * (hi / lo) ** (h / (n_head - 1)))) for h in range(n_head))
+
+
 @dataclass
 class BDHConfig(TypedConfig):
     """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
@@ -66,7 +83,8 @@ class BDHConfig(TypedConfig):
         rope_theta: the RoPE base; ``None`` takes 2^16 for ``rope`` and 10000 for ``rope-standard``.
         damping: the diagonal state damping U of Eq. 8 as a retention factor u in (0, 1]:
             ``None`` (no damping, the official model), one float for all heads, one float per
-            head, or ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`).
+            head, ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`), or ``"multiscale"``
+            for half-lives spread from 16 to 16384 tokens over the heads (`multiscale_retention`).
         attention: which of the three equivalent forms computes linear attention:
             ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
             ``recurrent`` (token by token on the state rho).
@@ -122,7 +140,7 @@ class BDHConfig(TypedConfig):
         if d is None:
             return None
         if isinstance(d, str):
-            return alibi_retention(self.n_head)
+            return alibi_retention(self.n_head) if d == "alibi" else multiscale_retention(self.n_head)
         if isinstance(d, (int, float)):
             return (float(d),) * self.n_head
         return tuple(float(u) for u in d)
@@ -154,20 +172,16 @@ class BDHConfig(TypedConfig):
         d = self.damping
         if d is None:
             return
+        expected = "must be null, a retention factor in (0, 1], a list of one per head, 'alibi' or 'multiscale'"
         if isinstance(d, str):
-            if d != "alibi":
-                self._fail(
-                    "damping",
-                    f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}",
-                )
+            if d not in DAMPING_PRESETS:
+                self._fail("damping", f"{expected}; got {d!r}")
             return
         values = [d] if isinstance(d, (int, float)) and not isinstance(d, bool) else d
         try:
             values = list(values)
         except TypeError:
-            self._fail(
-                "damping", f"must be null, a retention factor in (0, 1], a list of one per head, or 'alibi'; got {d!r}"
-            )
+            self._fail("damping", f"{expected}; got {d!r}")
         if not isinstance(d, (int, float)) and len(values) != self.n_head:
             self._fail("damping", f"a list needs one retention factor per head ({self.n_head}), got {len(values)}")
         for u in values:

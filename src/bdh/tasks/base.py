@@ -69,9 +69,10 @@ class StreamTask(Task, Protocol):
         ...
 
     def stream_batch(
-        self, split: str, index: int, batch_size: int, seed: int
+        self, split: str, index: int, batch_size: int, seed: int, stream_windows: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, bool]:
         """Stream batch ``index`` of ``split``: (inputs, targets, reset), ``reset`` True when the batch starts
-        a new pass over the lanes (a carried recurrent state must start from zero). Deterministic in its
+        new streams (a carried recurrent state must start from zero): a new pass over the lanes, or, with
+        ``stream_windows`` K, every K batches (streams of K windows at random places). Deterministic in its
         arguments."""
         ...

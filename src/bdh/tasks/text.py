@@ -223,14 +223,23 @@ class TextTask:
         return windows
 
     def stream_batch(
-        self, split: str, index: int, batch_size: int, seed: int
+        self, split: str, index: int, batch_size: int, seed: int, stream_windows: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, bool]:
         """Batch ``index`` of consecutive windows: row b continues row b of batch ``index - 1``.
 
-        Returns (inputs, targets, reset): ``reset`` is True when this batch starts a new pass over the
-        lanes, i.e. a carried recurrent state must start from zero. Each pass shifts the lanes by a
-        random offset (seeded by ``seed`` and the pass number), so passes see different window cuts.
+        Returns (inputs, targets, reset): ``reset`` is True when this batch starts new streams, i.e. a
+        carried recurrent state must start from zero.
+
+        * ``stream_windows`` None: the split is cut into ``batch_size`` lanes read to their end; a new pass
+          over the lanes starts the streams again, shifted by a random offset (seeded by ``seed`` and the
+          pass number), so passes see different window cuts.
+        * ``stream_windows`` K: streams of K windows, each row at its own random place in the split (seeded
+          by ``seed`` and the stream number ``index // K``): every K batches the streams start over
+          somewhere else, so consecutive batches are as varied as random windows while the state is
+          carried over K windows.
         """
+        if stream_windows is not None:
+            return self._random_streams(split, index, batch_size, seed, stream_windows)
         lo, hi = self._bounds(split)
         lane = (hi - lo) // batch_size
         windows = self.lane_windows(split, batch_size)
@@ -238,5 +247,22 @@ class TextTask:
         slack = lane - 1 - windows * self.seq_len
         shift = int(np.random.Generator(np.random.PCG64([seed, epoch, 0x57E4])).integers(0, slack + 1))
         starts = lo + np.arange(batch_size) * lane + shift + w * self.seq_len
+        inputs, targets = self._windows(starts)
+        return inputs, targets, w == 0
+
+    def _random_streams(
+        self, split: str, index: int, batch_size: int, seed: int, stream_windows: int
+    ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """`stream_batch` with streams of ``stream_windows`` windows at random places (see there)."""
+        lo, hi = self._bounds(split)
+        span = stream_windows * self.seq_len + 1
+        if span > hi - lo:
+            raise UserError(
+                f"train.tbptt_windows: a stream of {stream_windows} windows of {self.seq_len} bytes is longer than "
+                f"the {split} split ({hi - lo:,} bytes); use fewer windows"
+            )
+        stream, w = divmod(index, stream_windows)
+        rng = np.random.Generator(np.random.PCG64([seed, stream, 0x5A7E]))
+        starts = lo + rng.integers(0, hi - lo - span + 1, size=batch_size) + w * self.seq_len
         inputs, targets = self._windows(starts)
         return inputs, targets, w == 0

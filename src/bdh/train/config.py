@@ -100,6 +100,10 @@ class TrainConfig(TypedConfig):
             backprop through time: consecutive windows of one stream, the recurrent state carried across
             steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
             and values detached; paper section 7.2).
+        tbptt_windows: with ``bptt: tbptt``, the length of the streams the state is carried over, in windows:
+            null reads the training split in ``batch_size`` lanes to their end (one stream per lane and
+            pass); K starts every row on a new stream at a random place every K steps, from an empty state
+            (streams of K x seq_len tokens; consecutive batches as varied as random windows).
         seed: seeds the model initialisation, dropout and the data order.
         device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K`` (or ``mps``); checked to exist and
             be available here when the config is loaded (`bdh.devices.resolve_device`).
@@ -128,6 +132,7 @@ class TrainConfig(TypedConfig):
     target: float | None = None
     max_minutes: float | None = bounded(10.0, gt=0)
     bptt: Literal["window", "tbptt", "none"] = "window"
+    tbptt_windows: int | None = bounded(None, ge=1, lt=2**31)
     seed: int = bounded(1337, ge=0, lt=2**63)
     device: str = "auto"
     precision: Literal["auto", "bf16", "fp32"] = "auto"

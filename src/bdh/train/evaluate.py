@@ -196,7 +196,7 @@ def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> Non
     if not (callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))):
         raise UserError(
             f"{name}: the model ({kind}) has no recurrent state to carry across windows "
-            "(no init_state/step); it can only be scored on independent windows"
+            "(no init_state/step); --sliding reads long text through a window of its trained context"
         )
     if not getattr(getattr(model, "config", None), "causal", True):
         raise UserError(f"{name}: a bidirectional model (causal=false) has no recurrent state to carry")

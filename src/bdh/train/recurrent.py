@@ -54,14 +54,20 @@ class StreamingModel(Protocol):
         ...
 
 
-def check_tbptt(task: Any, model_cls: type, model_name: str, batch_size: int) -> None:
+def check_tbptt(
+    task: Any, model_cls: type, model_name: str, batch_size: int, stream_windows: int | None = None
+) -> None:
     """A `TrainingError` unless ``task`` is a `StreamTask` and ``model_cls`` is `Recurrent`; a training split
-    too short for ``batch_size`` lanes fails here too, not at step N."""
+    too short for ``batch_size`` lanes (or for one stream of ``stream_windows`` windows) fails here too, not
+    at step N."""
     if not isinstance(task, StreamTask):
         raise TrainingError(f"train.bptt: tbptt needs consecutive windows, and task {task.name!r} has no stream_batch")
     if not issubclass(model_cls, Recurrent):
         raise TrainingError(f"train.bptt: tbptt needs a recurrent model (init_state/step); {model_name!r} has none")
-    task.lane_windows("train", batch_size)
+    if stream_windows is None:
+        task.lane_windows("train", batch_size)
+    else:
+        task.stream_batch("train", 0, 1, 0, stream_windows=stream_windows)
 
 
 def _state_tensors(state: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -81,17 +87,21 @@ class TruncatedBPTT:
     (None: none yet). Only ``train.bptt=tbptt`` trains with them; a run resumed in another mode keeps the
     states its checkpoint carried and writes them on."""
 
-    def __init__(self, task: Any, model: Any, micro: int, accum: int) -> None:
+    def __init__(self, task: Any, model: Any, micro: int, accum: int, stream_windows: int | None = None) -> None:
         """``task``: a `StreamTask` (in tbptt mode); ``model``: the `Recurrent` model itself (not a wrapper);
-        ``micro``: sequences per micro-batch; ``accum``: micro-batches per step on this process."""
+        ``micro``: sequences per micro-batch; ``accum``: micro-batches per step on this process;
+        ``stream_windows``: windows per stream (``train.tbptt_windows``; None: lanes read to their end)."""
         self.task = task
         self.model = model
         self.micro = micro
+        self.stream_windows = stream_windows
         self.carry: list[Any] = [None] * accum
 
     def batch(self, step: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
         """Global batch ``step`` of consecutive training windows: (inputs, targets, reset)."""
-        return self.task.stream_batch("train", step, batch_size, seed)
+        if self.stream_windows is None:
+            return self.task.stream_batch("train", step, batch_size, seed)
+        return self.task.stream_batch("train", step, batch_size, seed, stream_windows=self.stream_windows)
 
     def state(self, j: int, reset: bool) -> Any:
         """The state micro-batch ``j`` starts from: empty when the stream starts over (``reset``) or at the

@@ -290,7 +290,7 @@ class Trainer:
         forward can detach attention keys and values."""
         bptt, name = self.config.train.bptt, self.config.model["name"]
         if bptt == "tbptt":
-            check_tbptt(self.task, self.model_cls, name, self.config.train.batch_size)
+            check_tbptt(self.task, self.model_cls, name, self.config.train.batch_size, self.config.train.tbptt_windows)
         if bptt == "none" and "detach_kv" not in inspect.signature(self.model_cls.forward).parameters:
             raise TrainingError(f"train.bptt: none needs a model whose forward takes detach_kv; {name!r} does not")
 
@@ -315,7 +315,7 @@ class Trainer:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.objective = DDP(self.objective, device_ids=ids)
-        self.recurrent = TruncatedBPTT(self.task, self.model, self.micro, self.accum)
+        self.recurrent = TruncatedBPTT(self.task, self.model, self.micro, self.accum, t.tbptt_windows)
 
     def _init_from(self, source: str) -> None:
         """Replace the fresh weights by those of a trained model of the same class and configuration (its

@@ -1,0 +1,175 @@
+"""The long-context experiment's config and its recipes.
+
+A recipe is a way to train the main job's model (L=4, D=128, h=4, n=2048 on Shakespeare, windows of
+T = 128 bytes) so that its recurrent state keeps reading past T: a named set of run-config fields, each an
+option of `bdh.model.BDHConfig` or `bdh.train.config.TrainConfig` with its own tests.
+
+================  ==========================================================================================
+recipe            what changes (``section.field: value``)
+================  ==========================================================================================
+official          nothing: window training, no damping (the official model)
+alibi             ``model.damping: alibi`` (U of Eq. 8 with ALiBi's per-head slopes), window training
+tbptt             ``train.bptt: tbptt`` (the state carried over whole lanes of the training split)
+tbptt-streams     ``train.bptt: tbptt``, ``train.tbptt_windows: 16`` (streams of 2k bytes at random places)
+alibi-tbptt       ``model.damping: alibi`` and tbptt over streams of 16 windows
+multiscale        ``model.damping: multiscale`` (half-lives 16 to 16k bytes over the heads), tbptt over
+                  streams of 32 windows (4k bytes)
+gpt               the yardstick: a GPT of the same parameter count, windows of T, read with its context
+                  cropped to T (a sliding window)
+================  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bdh.errors import UserError
+from bdh.typed_config import bounded
+
+from ..common import ExperimentConfig
+
+#: recipe -> the run-config fields it changes, by section
+RECIPES: dict[str, dict[str, dict[str, Any]]] = {
+    "official": {},
+    "alibi": {"model": {"damping": "alibi"}},
+    "tbptt": {"train": {"bptt": "tbptt"}},
+    "tbptt-streams": {"train": {"bptt": "tbptt", "tbptt_windows": 16}},
+    "alibi-tbptt": {"model": {"damping": "alibi"}, "train": {"bptt": "tbptt", "tbptt_windows": 16}},
+    "multiscale": {"model": {"damping": "multiscale"}, "train": {"bptt": "tbptt", "tbptt_windows": 32}},
+    "gpt": {},
+}
+#: recipes that train a model without a recurrent state (read through a sliding window only)
+WINDOW_ONLY = ("gpt",)
+
+
+def parse_list(text: str, kind: type, name: str) -> list:
+    """``"a,b,c"`` -> [a, b, c] of ``kind``, with a one-line error naming the field."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    try:
+        values = [kind(t) for t in items]
+    except ValueError:
+        raise UserError(
+            f"long-context.{name}: expected a comma-separated list of {kind.__name__}, got {text!r}"
+        ) from None
+    if not values:
+        raise UserError(f"long-context.{name}: give at least one value")
+    return values
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    """The long-context experiment. The defaults are the CPU default (about 90 minutes on 2 cores).
+
+    Attributes:
+        recipes: comma-separated recipe names (`RECIPES`).
+        seeds: comma-separated training seeds; every recipe is trained once per seed.
+        n_layer, n_embd, n_head, n_neurons, dropout: the model (the main job's).
+        steps, batch_size, seq_len, lr: training (AdamW, warmup a tenth, linear decay to lr / 10).
+        eval_lanes, eval_length: held-out streams: lanes of the validation split and bytes read per lane.
+        cut_stride: stride of the cut-context (sliding window) yardstick, bytes.
+        recall_distances: bytes between the fact and its question in the recall probe.
+        recall_trials: trials per distance.
+        generate_bytes: bytes of the long generation scored first against last thousand.
+        ngram: order of the byte n-gram judge of generations.
+        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default).
+    """
+
+    recipes: str = "official,alibi,tbptt,tbptt-streams,alibi-tbptt,multiscale,gpt"
+    seeds: str = "0,1"
+    n_layer: int = bounded(4, ge=1)
+    n_embd: int = bounded(128, ge=1)
+    n_head: int = bounded(4, ge=1)
+    n_neurons: int = bounded(2048, ge=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    steps: int = bounded(1000, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    seq_len: int = bounded(128, ge=2)
+    lr: float = bounded(1e-3, gt=0, lt=1)
+    eval_lanes: int = bounded(4, ge=1)
+    eval_length: int = bounded(65536, ge=2)
+    cut_stride: int = bounded(64, ge=1)
+    recall_distances: str = "64,256,1024,4096,16384"
+    recall_trials: int = bounded(32, ge=1)
+    generate_bytes: int = bounded(10000, ge=2000)
+    ngram: int = bounded(5, ge=1, le=7)
+    threads: int | None = bounded(None, ge=1)
+
+    experiment = "long-context"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        self._check_size()
+        unknown = [r for r in self.recipe_list if r not in RECIPES]
+        if unknown:
+            raise UserError(f"long-context.recipes: unknown recipe {unknown[0]!r}; known: {', '.join(RECIPES)}")
+        if len(set(self.recipe_list)) != len(self.recipe_list):
+            raise UserError(f"long-context.recipes: a recipe is named twice in {self.recipes!r}")
+        if any(s < 0 for s in self.seed_list):
+            raise UserError(f"long-context.seeds: seeds must be >= 0, got {self.seeds!r}")
+        if any(d < 1 for d in self.distances):
+            raise UserError(f"long-context.recall_distances: distances must be >= 1, got {self.recall_distances!r}")
+        if self.cut_stride > self.seq_len:
+            raise UserError(f"long-context.cut_stride: at most seq_len ({self.seq_len}), got {self.cut_stride}")
+
+    @property
+    def recipe_list(self) -> list[str]:
+        return parse_list(self.recipes, str, "recipes")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return parse_list(self.seeds, int, "seeds")
+
+    @property
+    def distances(self) -> list[int]:
+        return parse_list(self.recall_distances, int, "recall_distances")
+
+    @classmethod
+    def quick(cls) -> Config:
+        """A smoke test of a minute or two: a tiny model, short streams, one seed, three recipes."""
+        return cls(
+            recipes="official,alibi-tbptt,gpt",
+            seeds="0",
+            n_layer=2,
+            n_embd=32,
+            n_neurons=256,
+            steps=30,
+            seq_len=32,
+            eval_lanes=2,
+            eval_length=2048,
+            cut_stride=16,
+            recall_distances="16,256,1024",
+            recall_trials=4,
+            generate_bytes=2000,
+            ngram=3,
+        )
+
+    @classmethod
+    def full(cls) -> Config:
+        """For a GPU: the main job's full length of training (2,000 steps), more lanes, more trials."""
+        return cls(steps=2000, eval_lanes=7, recall_trials=128)
+
+    def sections(self, recipe: str, seed: int) -> dict[str, dict[str, Any]]:
+        """The run-config fields of one run: the recipe's, and the model section (a GPT for ``gpt``)."""
+        changes = {k: dict(v) for k, v in RECIPES[recipe].items()}
+        if recipe == "gpt":
+            changes["model"] = self.gpt_section()
+        return changes
+
+    def gpt_section(self) -> dict[str, Any]:
+        """The GPT with the parameter count closest to the BDH's (`GPTConfig.for_budget`)."""
+        import dataclasses
+
+        from bdh.baselines.gpt import GPTConfig
+        from bdh.model import BDHConfig
+
+        bdh = BDHConfig(n_layer=self.n_layer, n_embd=self.n_embd, n_head=self.n_head, n_neurons=self.n_neurons)
+        gpt = GPTConfig.for_budget(
+            bdh.num_params(),
+            vocab_size=256,
+            seq_len=self.seq_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            causal=True,
+        )
+        return {"name": "gpt", **{k: v for k, v in dataclasses.asdict(gpt).items() if not k.startswith("_")}}

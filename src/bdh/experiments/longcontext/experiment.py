@@ -1,0 +1,183 @@
+"""``bdh experiment long-context``: every recipe trained per seed, then measured on long held-out streams.
+
+Per run (recipe, seed), into ``runs/<recipe>-s<seed>`` and ``results/<recipe>-s<seed>.json``:
+
+* ``windowed`` — windows of T from an empty state (what training evaluates), on the same streams;
+* ``carried`` — the streams read with the state carried (`bdh.train.context.carried_curve`);
+* ``cut`` — every byte predicted from at most T bytes before it (`bdh.train.context.sliding_curve`): the
+  same model with its context cut to T, so that ``cut - carried`` is what the state adds, by distance;
+* ``recall`` — the recall probe (`probes.recall_accuracy`) through the state and through the cut context;
+* ``generation`` — ``generate_bytes`` bytes sampled on the state, first and last thousand scored by a byte
+  n-gram model of the training split and by zlib;
+* ``speed`` — tokens/s of the carried pass against the windowed pass (the same tokens).
+
+A run whose result file exists is not trained again under ``--resume``; a run interrupted before its result
+was written is trained again from the start (runs take minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bdh.errors import UserError
+from bdh.outputs import check_output, write_text
+
+from ..common import train_lm
+from .config import WINDOW_ONLY, Config
+from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials
+
+#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
+MARKER = "long-context.json"
+#: bytes of held-out text before the recall probe's fact
+RECALL_LEAD = 256
+#: bytes of held-out text that prompt the long generation
+PROMPT_BYTES = 256
+
+Log = Callable[[str], None]
+
+
+def prepare_resume(out: str | Path) -> Path:
+    """The output folder of ``--resume``: new, empty, or an earlier long-context folder (kept as it is)."""
+    out = check_output(out, overwrite=True, folder=True)
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UserError(f"--resume: {out} is not a long-context experiment folder (no {MARKER}); give another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _check_marker(config: Config, out: Path, resume: bool) -> None:
+    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
+    path = out / MARKER
+    mine = {"experiment": "long-context", "config": config.to_dict()}
+    if resume and path.is_file():
+        theirs = json.loads(path.read_text(encoding="utf-8")).get("config")
+        if theirs != mine["config"]:
+            changed = sorted(k for k in mine["config"] if mine["config"].get(k) != (theirs or {}).get(k))
+            raise UserError(
+                f"--resume: {out} was made with another config (differs in {', '.join(changed) or 'fields'}); "
+                "give the same --set values or another --out"
+            )
+    write_text(path, json.dumps(mine, indent=1) + "\n")
+
+
+class Data:
+    """What every run is measured on: the held-out streams, the filler of the recall probe, the n-gram judge."""
+
+    def __init__(self, config: Config):
+        from bdh.tasks.text import TextConfig, TextTask
+        from bdh.train.context import plan_streams, task_streams
+
+        self.task = TextTask(TextConfig(seq_len=config.seq_len, val_fraction=0.1))
+        lanes, length = plan_streams(self.task, "val", config.eval_length, config.eval_lanes)
+        if lanes < config.eval_lanes or length < config.eval_length:
+            raise UserError(
+                f"long-context: the validation split holds {lanes} lanes of {length:,} bytes, "
+                f"not {config.eval_lanes} of {config.eval_length:,}; lower eval_lanes or eval_length"
+            )
+        self.streams = task_streams(self.task, "val", lanes, length)
+        lo = self.task.n_train
+        self.held_out = self.task.stream.read(lo, len(self.task.stream) - lo)
+        self.judge = NGramModel(self.task.stream.read(0, lo), config.ngram)
+        self.prompt = self.held_out[:PROMPT_BYTES].tobytes()
+        healthy = self.held_out[PROMPT_BYTES : PROMPT_BYTES + config.generate_bytes].tobytes()
+        self.reference = generation_scores(self.judge, healthy)
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start
+
+
+def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data, seed: int) -> dict[str, Any]:
+    """Every measurement of one trained model (module docstring)."""
+    from bdh.train.context import carried_curve, sliding_curve
+
+    T, streams = config.seq_len, data.streams
+    windowed, t_win = _timed(lambda: sliding_curve(model, streams, T, T, T))
+    cut = sliding_curve(model, streams, T, T, config.cut_stride)
+    out: dict[str, Any] = {"windowed": windowed.to_dict(), "cut": cut.to_dict(), "recall": []}
+    filler = data.held_out
+    for d in config.distances:
+        trials = recall_trials(filler, d, config.recall_trials, RECALL_LEAD, seed=1000 + seed)
+        row = {"distance": d, "cut": recall_accuracy(model, trials, T)}
+        if recurrent:
+            row["carried"] = recall_accuracy(model, trials, None, chunk=T)
+        out["recall"].append(row)
+    if recurrent:
+        carried, t_car = _timed(lambda: carried_curve(model, streams, T, chunk=T))
+        out["carried"] = carried.to_dict()
+        tokens = streams.shape[0] * (streams.shape[1] - 1)
+        out["speed"] = {"windowed_tokens_per_s": tokens / t_win, "carried_tokens_per_s": tokens / t_car}
+        out["state_bytes"] = model.init_state(1).nbytes()
+        text = generate_bytes(model, data.prompt, config.generate_bytes, seed=seed)
+        out["generation"] = {**generation_scores(data.judge, text), "sample_end": text[-300:].decode("latin-1")}
+    return out
+
+
+def train_and_measure(config: Config, out: Path, recipe: str, seed: int, data: Data, log: Log) -> dict[str, Any]:
+    """Train one run of ``recipe`` (into ``runs/<recipe>-s<seed>``, replacing an unfinished one) and measure it."""
+    run_dir = out / "runs" / f"{recipe}-s{seed}"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an earlier attempt that did not finish: its result file was never written
+    log(f"long-context: training {recipe} (seed {seed}, {config.steps} steps)")
+    start = time.time()
+    task = {"name": "text", "data": None, "seq_len": config.seq_len, "val_fraction": 0.1}
+    result = train_lm(
+        run_dir,
+        None,
+        config.size,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        seq_len=config.seq_len,
+        lr=config.lr,
+        seed=seed,
+        threads=config.threads,
+        task=task,
+        sections=config.sections(recipe, seed),
+    )
+    train_s = time.time() - start
+    log(f"long-context: measuring {recipe} (seed {seed})")
+    record = measure(result.model, recipe not in WINDOW_ONLY, config, data, seed)
+    record.update(recipe=recipe, seed=seed, train_seconds=train_s, measure_seconds=time.time() - start - train_s)
+    return record
+
+
+def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
+    """Train and measure every (recipe, seed), reusing finished ones with ``resume``; write the report."""
+    from .report import write_report
+
+    out = Path(out)
+    _check_marker(config, out, resume)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    start = time.time()
+    data = Data(config)
+    records = []
+    for recipe in config.recipe_list:
+        for seed in config.seed_list:
+            path = out / "results" / f"{recipe}-s{seed}.json"
+            if resume and path.is_file():
+                log(f"long-context: {recipe} (seed {seed}) already measured, reused")
+                records.append(json.loads(path.read_text(encoding="utf-8")))
+                continue
+            record = train_and_measure(config, out, recipe, seed, data, log)
+            write_text(path, json.dumps(record, indent=1, default=_plain) + "\n")
+            records.append(record)
+    report = write_report(config, out, records, data.reference, time.time() - start)
+    log(f"long-context: done in {(time.time() - start) / 60:.1f} min")
+    return report
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")

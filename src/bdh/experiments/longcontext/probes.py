@@ -1,0 +1,204 @@
+"""The long-context probes: recall through the state, and long generation scored without a neural model.
+
+* `recall_probe` — a fact read once, asked for later. Each trial is held-out text with a sentence
+  ``The word for KEY is VALUE.`` (KEY and VALUE random lowercase words) placed ``distance`` bytes before
+  the question ``The word for KEY is `` near the end; the model's greedy predictions of VALUE's letters
+  (teacher-forced) are scored. The same trials without the fact sentence (the filler in its place) are the
+  control: what the model guesses from the question alone. Recall is the accuracy with the fact minus the
+  control; a model whose context does not reach back ``distance`` bytes scores the control.
+* `NGramModel` — an interpolated (Witten-Bell) byte n-gram model of a corpus: the loss of generated text
+  under it measures whether the text still looks like the corpus, with no neural network in the judge.
+  `generation_scores` scores the first and the last thousand bytes of a long generation under it, with
+  the zlib compression ratio beside (repetitive text such as ``anenenene`` compresses far better than prose).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from bdh.errors import UserError
+
+VALUE_LETTERS = 5
+KEY_LETTERS = 5
+LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+
+
+def _word(rng: np.random.Generator, n: int) -> bytes:
+    return bytes(rng.choice(LETTERS, size=n).tolist())
+
+
+@dataclass
+class RecallTrials:
+    """A batch of recall trials of one distance: ``tokens`` (B, L) and where VALUE's letters stand."""
+
+    tokens: torch.Tensor
+    control: torch.Tensor  # the same trials with the fact sentence replaced by filler
+    value_at: int  # position of VALUE's first letter in every row (the question ends at value_at - 1)
+    distance: int
+
+
+def recall_trials(filler: np.ndarray, distance: int, trials: int, lead: int, seed: int) -> RecallTrials:
+    """``trials`` rows of ``lead`` bytes of text, the fact, ``distance`` bytes of text, the question and the
+    value; the text is taken from ``filler`` (held-out bytes) at random places."""
+    rng = np.random.Generator(np.random.PCG64([seed, distance, 0x2EC0]))
+    rows, controls = [], []
+    for _ in range(trials):
+        key, value = _word(rng, KEY_LETTERS), _word(rng, VALUE_LETTERS)
+        fact = b" The word for " + key + b" is " + value + b". "
+        question = b" The word for " + key + b" is "
+        need = lead + len(fact) + distance
+        if need > len(filler):
+            raise UserError(
+                f"recall probe: {need:,} bytes of filler text needed, the held-out text has {len(filler):,}"
+            )
+        start = int(rng.integers(0, len(filler) - need + 1))
+        text = filler[start : start + need].tobytes()
+        before, after = text[:lead], text[lead + len(fact) :]
+        rows.append(before + fact + after + question + value + b".")
+        controls.append(text[: lead + len(fact)] + after + question + value + b".")
+    value_at = len(rows[0]) - VALUE_LETTERS - 1
+    return RecallTrials(_as_tensor(rows), _as_tensor(controls), value_at, distance)
+
+
+def _as_tensor(rows: list[bytes]) -> torch.Tensor:
+    """Equal-length byte rows as a (B, L) long tensor."""
+    return torch.tensor(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1), dtype=torch.long)
+
+
+@torch.no_grad()
+def _value_hits(model: nn.Module, tokens: torch.Tensor, value_at: int, context: int | None, chunk: int) -> torch.Tensor:
+    """(B, VALUE_LETTERS) booleans: greedy next-byte predictions of the value's letters, reading every byte
+    before (the state carried, ``context`` None) or only the last ``context`` bytes (a cropped window)."""
+    device = next(model.parameters()).device
+    end = value_at + VALUE_LETTERS
+    if context is None:
+        state = model.init_state(tokens.shape[0])
+        for start in range(0, value_at - 1, chunk):  # everything before the question's last byte
+            _, state = model.step(tokens[:, start : min(start + chunk, value_at - 1)].to(device), state)
+        logits, _ = model.step(tokens[:, value_at - 1 : end - 1].to(device), state)
+        preds = logits.argmax(-1).cpu()
+    else:
+        preds = []
+        for i in range(VALUE_LETTERS):
+            t = value_at - 1 + i  # predicts the byte at t + 1
+            window = tokens[:, max(0, t + 1 - context) : t + 1].to(device)
+            preds.append(model(window)[:, -1].argmax(-1).cpu())
+        preds = torch.stack(preds, dim=1)
+    return preds == tokens[:, value_at:end]
+
+
+def recall_accuracy(model: nn.Module, trials: RecallTrials, context: int | None, chunk: int = 256) -> dict:
+    """Per-letter accuracy on VALUE with the fact and without it (control), and their difference."""
+    was = model.training
+    model.eval()
+    try:
+        hit = _value_hits(model, trials.tokens, trials.value_at, context, chunk).float()
+        ctl = _value_hits(model, trials.control, trials.value_at, context, chunk).float()
+    finally:
+        model.train(was)
+    return {
+        "distance": trials.distance,
+        "accuracy": float(hit.mean()),
+        "control": float(ctl.mean()),
+        "recall": float(hit.mean() - ctl.mean()),
+        "first_letter": float(hit[:, 0].mean()),
+        "trials": int(hit.shape[0]),
+    }
+
+
+# ------------------------------------------------------------------------------------------ n-gram judge
+class NGramModel:
+    """Interpolated Witten-Bell byte n-gram model of ``data`` (orders 0 .. n - 1 bytes of context).
+
+    P_k(w | h) = (c(h w) + T(h) P_{k-1}(w | h')) / (c(h) + T(h)), with T(h) the number of distinct bytes
+    seen after h and h' the context without its oldest byte; a context never seen takes P_{k-1}; order 0 is
+    the add-one unigram.
+    """
+
+    def __init__(self, data: bytes | np.ndarray, n: int = 5):
+        if not 1 <= n <= 7:
+            raise UserError(f"n-gram order must lie in [1, 7], got {n}")
+        a = np.frombuffer(bytes(data), dtype=np.uint8).astype(np.int64) if isinstance(data, bytes) else data
+        a = np.asarray(a, dtype=np.int64)
+        self.n = n
+        self.unigram = (np.bincount(a, minlength=256) + 1.0) / (len(a) + 256.0)
+        self.tables = []
+        for k in range(1, n):
+            ctx = _context_codes(a, k)[:-1] if len(a) > k else np.zeros(0, dtype=np.int64)
+            nxt = a[k:]
+            keys, counts = np.unique(ctx * 256 + nxt, return_counts=True)
+            hs, h_counts = np.unique(keys // 256, return_counts=True)  # distinct followers per context
+            h_totals = np.zeros(len(hs))
+            np.add.at(h_totals, np.searchsorted(hs, keys // 256), counts)
+            self.tables.append((keys, counts, hs, h_counts, h_totals))
+
+    def bits(self, text: bytes | np.ndarray) -> float:
+        """Bits per byte of ``text`` (every byte after the first n - 1, each from its n - 1 bytes before)."""
+        a = np.asarray(np.frombuffer(bytes(text), dtype=np.uint8), dtype=np.int64)
+        if len(a) < self.n:
+            raise UserError(f"n-gram: need at least {self.n} bytes, got {len(a)}")
+        target = a[self.n - 1 :]
+        p = self.unigram[target]
+        for k, (keys, counts, hs, h_counts, h_totals) in enumerate(self.tables, 1):
+            ctx = _context_codes(a, k)[self.n - 1 - k : len(a) - k]
+            c_hw = _lookup(keys, counts, ctx * 256 + target)
+            i = np.clip(np.searchsorted(hs, ctx), 0, max(len(hs) - 1, 0))
+            seen = (hs[i] == ctx) if len(hs) else np.zeros(len(ctx), dtype=bool)
+            t_h = np.where(seen, h_counts[i] if len(hs) else 0, 0)
+            c_h = np.where(seen, h_totals[i] if len(hs) else 0, 0)
+            p = np.where(seen, (c_hw + t_h * p) / np.maximum(c_h + t_h, 1), p)
+        return float(-np.log2(p).mean())
+
+
+def _context_codes(a: np.ndarray, k: int) -> np.ndarray:
+    """codes[i] = the k bytes a[i .. i + k - 1] as one integer (oldest byte most significant)."""
+    codes = np.zeros(len(a) - k + 1, dtype=np.int64)
+    for j in range(k):
+        codes = codes * 256 + a[j : len(a) - k + 1 + j]
+    return codes
+
+
+def _lookup(keys: np.ndarray, counts: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if not len(keys):
+        return np.zeros(len(query))
+    i = np.clip(np.searchsorted(keys, query), 0, len(keys) - 1)
+    return np.where(keys[i] == query, counts[i], 0).astype(np.float64)
+
+
+def compression_ratio(text: bytes) -> float:
+    """zlib-compressed size over raw size (lower: more repetitive)."""
+    return len(zlib.compress(text, 9)) / max(1, len(text))
+
+
+def generation_scores(judge: NGramModel, text: bytes, part: int = 1000) -> dict:
+    """The n-gram bits per byte and the compression ratio of the first and the last ``part`` bytes."""
+    first, last = text[:part], text[-part:]
+    return {
+        "ngram_first": judge.bits(first),
+        "ngram_last": judge.bits(last),
+        "zlib_first": compression_ratio(first),
+        "zlib_last": compression_ratio(last),
+    }
+
+
+def generate_bytes(model: nn.Module, prompt: bytes, length: int, seed: int, temperature: float = 0.8) -> bytes:
+    """``length`` bytes sampled after ``prompt`` on the recurrent state (`bdh.model.BDH.stream`)."""
+    tokens = torch.tensor(list(prompt), dtype=torch.long)
+    out = [int(t[0]) for t in model.stream(tokens, length, temperature=temperature, seed=seed)]
+    return bytes(out)
+
+
+__all__ = [
+    "NGramModel",
+    "RecallTrials",
+    "compression_ratio",
+    "generate_bytes",
+    "generation_scores",
+    "recall_accuracy",
+    "recall_trials",
+]

@@ -1,0 +1,249 @@
+"""The long-context report: tables by recipe (mean over seeds, min–max), figures, and the verdict on the
+targets (carried loss far out at or below the windowed loss at T, the state's gain, recall far back)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..common import Report, mean, save_figure
+from .config import RECIPES, Config
+
+#: the carried-loss columns: buckets that end at these positions (bytes)
+CARRIED_AT = (1024, 4096, 16384, 65536)
+#: allowed windowed cost of a recipe against ``official`` (bits per byte), and the state's required gain
+WINDOW_COST, STATE_GAIN = 0.05, 0.05
+
+
+def _bucket(curve: dict, hi: int) -> float:
+    """Bits in the bucket of ``curve`` that ends at ``hi`` (NaN if none does)."""
+    for edge, bits in zip(curve["edges"][1:], curve["bits"]):
+        if edge == hi:
+            return bits
+    return float("nan")
+
+
+def _span(curve: dict, lo: int, hi: int) -> float:
+    """Bits over the buckets inside [lo, hi), weighted by their counts (NaN if none)."""
+    total = count = 0.0
+    for a, b, bits, c in zip(curve["edges"][:-1], curve["edges"][1:], curve["bits"], curve["count"]):
+        if a >= lo and b <= hi and c:
+            total, count = total + bits * c, count + c
+    return total / count if count else float("nan")
+
+
+def _stat(values: Sequence[float]) -> str:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return f"{vals[0]:.3f}"
+    return f"{mean(vals):.3f} ({min(vals):.3f}–{max(vals):.3f})"
+
+
+def by_recipe(records: Sequence[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r["recipe"], []).append(r)
+    return out
+
+
+def summary(runs: list[dict], length: int) -> dict[str, float]:
+    """Seed means of the headline numbers of one recipe."""
+    far_lo = min(16384, length // 4)
+    s = {"windowed": mean([r["windowed"]["total_bits"] for r in runs])}
+    if "carried" in runs[0]:
+        s["carried_far"] = mean([_span(r["carried"], far_lo, length) for r in runs])
+        s["gain_1k_4k"] = mean([_span(r["cut"], 1024, 4096) - _span(r["carried"], 1024, 4096) for r in runs])
+    return s
+
+
+def carried_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    report.table(
+        ["recipe", "windowed (T)", *(f"carried at {h // 1024}k" for h in CARRIED_AT), "cut to T, 1k–4k"],
+        [
+            [
+                name,
+                _stat([r["windowed"]["total_bits"] for r in runs]),
+                *(_stat([_bucket(r["carried"], h) for r in runs]) if "carried" in runs[0] else "-" for h in CARRIED_AT),
+                _stat([_span(r["cut"], 1024, 4096) for r in runs]),
+            ]
+            for name, runs in groups.items()
+        ],
+    )
+
+
+def gain_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    labels = next(iter(groups.values()))[0]["cut"]["buckets"]
+    rows = []
+    for name, runs in groups.items():
+        if "carried" not in runs[0]:
+            continue
+        gains = [[c - k for c, k in zip(r["cut"]["bits"], r["carried"]["bits"])] for r in runs]
+        rows.append([name, *(_stat([g[i] for g in gains]) for i in range(len(labels)))])
+    report.table(["recipe", *labels], rows)
+
+
+def recall_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    distances = [row["distance"] for row in next(iter(groups.values()))[0]["recall"]]
+    rows = []
+    for name, runs in groups.items():
+        for via in ("carried", "cut"):
+            if via not in runs[0]["recall"][0]:
+                continue
+            cells = [_stat([r["recall"][i][via]["recall"] for r in runs]) for i in range(len(distances))]
+            ctl = _stat([mean([row[via]["control"] for row in r["recall"]]) for r in runs])
+            rows.append([name, "state" if via == "carried" else "cut to T", *cells, ctl])
+    report.table(["recipe", "read by", *(f"{d:,}" for d in distances), "control accuracy"], rows)
+
+
+def generation_table(report: Report, groups: dict[str, list[dict]], reference: dict) -> None:
+    keys = ("ngram_first", "ngram_last", "zlib_first", "zlib_last")
+    rows = [["held-out text", *(f"{reference[k]:.3f}" for k in keys)]]
+    for name, runs in groups.items():
+        if "generation" in runs[0]:
+            rows.append([name, *(_stat([r["generation"][k] for r in runs]) for k in keys)])
+    report.table(
+        ["recipe", "n-gram bits, first 1k", "n-gram bits, last 1k", "zlib ratio, first", "zlib ratio, last"], rows
+    )
+
+
+def speed_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    rows = []
+    for name, runs in groups.items():
+        if "speed" in runs[0]:
+            ratio = [r["speed"]["carried_tokens_per_s"] / r["speed"]["windowed_tokens_per_s"] for r in runs]
+            rows.append(
+                [name, _stat([r["speed"]["carried_tokens_per_s"] for r in runs]), _stat(ratio), runs[0]["state_bytes"]]
+            )
+    report.table(["recipe", "carried tokens/s", "carried / windowed", "state bytes per stream"], rows)
+
+
+def curves_figure(out: Path, groups: dict[str, list[dict]], T: int) -> str:
+    from bdh.plotting import pyplot
+
+    plt = pyplot()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 5.5))
+    for name, runs in groups.items():
+        key = "carried" if "carried" in runs[0] else "cut"
+        edges = runs[0][key]["edges"]
+        mids = [max(1.0, (a + b) / 2) for a, b in zip(edges[:-1], edges[1:])]
+        ax.plot(
+            mids,
+            [mean([r[key]["bits"][i] for r in runs]) for i in range(len(mids))],
+            marker="o",
+            label=name + ("" if key == "carried" else " (context cut to T)"),
+        )
+        if key == "carried":
+            gain = [mean([r["cut"]["bits"][i] - r["carried"]["bits"][i] for r in runs]) for i in range(len(mids))]
+            bx.plot(mids, gain, marker="o", label=name)
+    for a, title, ylabel in (
+        (ax, "loss by position, state carried (GPT: sliding window)", "bits per byte"),
+        (bx, "what the state adds over a context cut to T", "cut-to-T bits - carried bits"),
+    ):
+        a.axvline(T, color="grey", linestyle=":", label=f"T = {T}")
+        a.set_xscale("log", base=2)
+        a.set_xlabel("position in the stream (bytes)", fontsize=12)
+        a.set_ylabel(ylabel, fontsize=12)
+        a.set_title(title, fontsize=13)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=10)
+    bx.axhline(0, color="black", linewidth=0.8)
+    return save_figure(fig, out / "figures" / "context")
+
+
+def recall_figure(out: Path, groups: dict[str, list[dict]]) -> str:
+    from bdh.plotting import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for name, runs in groups.items():
+        via = "carried" if "carried" in runs[0]["recall"][0] else "cut"
+        ds = [row["distance"] for row in runs[0]["recall"]]
+        ax.plot(
+            ds,
+            [mean([r["recall"][i][via]["recall"] for r in runs]) for i in range(len(ds))],
+            marker="o",
+            label=name + (" (state)" if via == "carried" else " (window)"),
+        )
+    ax.axhline(0, color="black", linewidth=0.8, label="no recall (the control)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("bytes between the fact and the question", fontsize=12)
+    ax.set_ylabel("recall: accuracy - control accuracy", fontsize=12)
+    ax.set_title("a fact read once, asked for later", fontsize=13)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=10)
+    return save_figure(fig, out / "figures" / "recall")
+
+
+def verdicts(groups: dict[str, list[dict]], length: int) -> list[tuple[str, bool | None, str]]:
+    """Per BDH recipe: flat far out (carried at 16k-64k <= windowed), cost against official, the state's gain."""
+    base = summary(groups["official"], length)["windowed"] if "official" in groups else None
+    found = []
+    for name, runs in groups.items():
+        if "carried" not in runs[0]:
+            continue
+        s = summary(runs, length)
+        cost = None if base is None else s["windowed"] - base
+        flat = s["carried_far"] <= s["windowed"]
+        cheap = None if cost is None else cost <= WINDOW_COST
+        pays = s["gain_1k_4k"] >= STATE_GAIN
+        ok = flat and pays and (cheap is not False)
+        found.append(
+            (
+                f"{name}: reads past T, costs <= {WINDOW_COST} at T, the state pays >= {STATE_GAIN} at 1k–4k",
+                ok,
+                f"carried far {s['carried_far']:.3f} vs windowed {s['windowed']:.3f}; "
+                + ("" if cost is None else f"cost {cost:+.3f}; ")
+                + f"gain at 1k–4k {s['gain_1k_4k']:+.3f}",
+            )
+        )
+    return found
+
+
+def write_report(config: Config, out: Path, records: list[dict], reference: dict, seconds: float) -> Path:
+    groups = by_recipe(records)
+    report = Report("BDH past its training window: recipes side by side")
+    report.text(
+        f"Main-job model (L={config.n_layer}, D={config.n_embd}, h={config.n_head}, n={config.n_neurons}), "
+        f"{config.steps} steps of {config.batch_size} x {config.seq_len} bytes of Shakespeare per run, seeds "
+        f"{config.seeds}. Measured on {config.eval_lanes} held-out streams of {config.eval_length:,} bytes "
+        f"(the validation split). Bits per byte; mean over seeds (min–max). Total time {seconds / 60:.1f} min."
+    )
+    report.heading("Loss by position")
+    report.text(
+        "windowed: windows of T from an empty state; carried: the state carried from the stream's start; "
+        "cut to T: every byte from at most T bytes before it (stride "
+        f"{config.cut_stride})."
+    )
+    carried_table(report, groups)
+    report.figure(curves_figure(out, groups, config.seq_len), "loss by position, and what the state adds")
+    report.heading("What the state adds: cut-to-T bits minus carried bits, by position")
+    gain_table(report, groups)
+    report.heading("Recall through the state")
+    report.text("Accuracy on the value's letters with the fact minus without it (the control), by distance.")
+    recall_table(report, groups)
+    report.figure(recall_figure(out, groups), "recall by distance")
+    report.heading("Long generation")
+    report.text(
+        f"{config.generate_bytes:,} bytes sampled at temperature 0.8 after {256} bytes of held-out text; "
+        f"the first and last 1,000 scored by a {config.ngram}-gram model of the training split and by zlib."
+    )
+    generation_table(report, groups, reference)
+    report.heading("Speed and memory")
+    speed_table(report, groups)
+    report.heading("Verdict")
+    report.findings(verdicts(groups, config.eval_length))
+    report.results = {
+        "config": config.to_dict(),
+        "recipes": {k: v for k, v in RECIPES.items() if k in groups},
+        "runs": records,
+        "summary": {k: summary(v, config.eval_length) for k, v in groups.items()},
+        "reference_text": reference,
+        "seconds": seconds,
+    }
+    return report.write(out)
+
+
+__all__ = ["write_report"]

@@ -1,0 +1,163 @@
+"""Loss by context position (`bdh.train.context`): the carried curve is one long forward, the sliding window
+gives every token exactly its cropped context, buckets add up, and ``bdh eval`` prints and draws them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _train_helpers import set_args, tiny
+
+from bdh.baselines.gpt import GPT, GPTConfig
+from bdh.cli import main
+from bdh.errors import UserError
+from bdh.model import BDH, BDHConfig
+from bdh.tasks.text import TextConfig, TextTask
+from bdh.train.config import RunConfig
+from bdh.train.context import (
+    ContextCurve,
+    carried_curve,
+    plan_streams,
+    position_edges,
+    sliding_curve,
+    sliding_steps,
+    task_streams,
+    trained_context,
+)
+
+LN2 = math.log(2.0)
+
+
+def tiny_bdh(**kw) -> BDH:
+    torch.manual_seed(0)
+    return BDH(BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, dropout=0.0, **kw)).eval()
+
+
+def token_losses(model, tokens) -> torch.Tensor:
+    with torch.no_grad():
+        logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+
+
+def test_position_edges():
+    assert position_edges(128, 1000) == [0, 128, 256, 512, 1000]
+    assert position_edges(128, 128) == [0, 128]
+    assert position_edges(128, 100) == [0, 100]
+    assert position_edges(32, 4096) == [0, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    with pytest.raises(UserError):
+        position_edges(0, 10)
+
+
+def test_curve_buckets_add_up():
+    curve = ContextCurve(position_edges(4, 10), 4, "test")
+    losses = torch.arange(20, dtype=torch.float32).view(2, 10)  # positions 0..9 of two streams
+    curve.add(losses[:, :6], 0)
+    curve.add(losses[:, 6:], 6)
+    assert curve.count == [8, 8, 4]
+    assert curve.loss_sum == [float(losses[:, 0:4].sum()), float(losses[:, 4:8].sum()), float(losses[:, 8:].sum())]
+    assert curve.total_bits() == pytest.approx(float(losses.mean()) / LN2)
+    assert curve.at(4) == pytest.approx(float(losses[:, 4:].mean()) / LN2)
+    assert curve.labels == ["0-4", "4-8", "8-10"]
+
+
+@pytest.mark.parametrize("damping", [None, "alibi"])
+def test_carried_curve_is_one_long_forward(damping):
+    """Carrying the state chunk by chunk is the same computation as one parallel forward over the stream; both
+    sum the same terms in another order, so they differ by float32 rounding (about 1e-7 relative on losses
+    near ln 256 = 5.5); 1e-4 bits per bucket is far above that and far below what a lost state changes."""
+    model = tiny_bdh(damping=damping)
+    tokens = torch.randint(0, 256, (2, 161), generator=torch.Generator().manual_seed(1))
+    curve = carried_curve(model, tokens, 16, chunk=24)
+    want = token_losses(model, tokens)
+    for lo, hi, bits in zip(curve.edges[:-1], curve.edges[1:], curve.bits()):
+        assert bits == pytest.approx(float(want[:, lo:hi].mean()) / LN2, abs=1e-4)
+    assert sum(curve.count) == 2 * 160 and curve.edges == [0, 16, 32, 64, 128, 160]
+
+
+def test_sliding_curve_gives_each_token_its_cropped_context():
+    """Every scored token must see exactly the ``context`` tokens ending with itself (fewer at the start):
+    checked against a brute-force loop over positions, one forward per token."""
+    model = tiny_bdh()
+    tokens = torch.randint(0, 256, (2, 61), generator=torch.Generator().manual_seed(2))
+    context, L = 12, 60
+    want = torch.zeros(2, L)
+    with torch.no_grad():
+        for t in range(L):
+            begin = max(0, t + 1 - context)
+            logits = model(tokens[:, begin : t + 1])[:, -1]
+            want[:, t] = F.cross_entropy(logits, tokens[:, t + 1], reduction="none")
+    for stride in (1, 5, 12):
+        curve = sliding_curve(model, tokens, 8, context, stride)
+        assert sum(curve.count) == 2 * L
+        if stride == 1:  # stride 1: each token sees exactly its last `context` tokens
+            for lo, hi, bits in zip(curve.edges[:-1], curve.edges[1:], curve.bits()):
+                assert bits == pytest.approx(float(want[:, lo:hi].mean()) / LN2, abs=1e-4)
+    # stride = context: independent windows of `context` tokens, what training evaluates
+    windows = sliding_curve(model, tokens, 8, context, context)
+    independent = torch.cat([token_losses(model, tokens[:, i : i + context + 1]) for i in range(0, L, context)], dim=1)
+    assert windows.total_bits() == pytest.approx(float(independent.mean()) / LN2, abs=1e-4)
+    assert sliding_steps(L, context, 5) == 1 + math.ceil((L - context) / 5)
+    with pytest.raises(UserError, match="stride"):
+        sliding_curve(model, tokens, 8, context, context + 1)
+
+
+def test_a_model_without_state_reads_through_the_window_only():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_embd=16, n_head=2)).eval()
+    tokens = torch.randint(0, 256, (1, 65))
+    curve = sliding_curve(gpt, tokens, 16)
+    assert sum(curve.count) == 64 and all(math.isfinite(b) for b in curve.bits())
+    with pytest.raises(UserError, match="no recurrent state"):
+        carried_curve(gpt, tokens, 16)
+
+
+def test_task_streams_are_the_lanes_text(corpus_file):
+    task = TextTask(TextConfig(data=str(corpus_file), seq_len=32))
+    tokens = task_streams(task, "val", 2, 100)
+    assert tokens.shape == (2, 101)
+    lo, lane = task.n_train, task.split_bytes("val") // 2
+    first, _, _ = task.stream_batch("val", 0, 2, 0)
+    start = int(first[1, 0])  # the lanes start at a seeded shift; row 1 begins one lane later
+    raw = bytes(task.stream.read(lo, task.split_bytes("val")))
+    assert bytes(tokens[0].tolist()) in raw and bytes(tokens[1].tolist()) in raw
+    assert raw.index(bytes(tokens[1].tolist())) - raw.index(bytes(tokens[0].tolist())) == lane
+    assert int(tokens[1, 0]) == start
+    with pytest.raises(UserError, match="more text than the split has"):
+        task_streams(task, "val", 2, 10**7)
+    assert plan_streams(task, "val", 1000, None) == (min(8, task.lane_windows("val", 1) * 32 // 1000), 1000)
+    assert plan_streams(task, "val", None, 3)[0] == 3
+
+
+def test_trained_context():
+    base = {"task": {"name": "text", "seq_len": 64}}
+    assert trained_context(RunConfig.from_dict(base)) == 64
+    tb = RunConfig.from_dict({**base, "train": {"bptt": "tbptt", "tbptt_windows": 8}})
+    assert trained_context(tb) == 512
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, corpus_file):
+    run = tmp_path_factory.mktemp("runs") / "bdh"
+    assert main(["train", *set_args(tiny(corpus_file, run, "train.max_steps=5", "eval.every=0"))]) == 0
+    return run
+
+
+def test_eval_prints_the_curve_and_draws_it(trained, tmp_path, capsys):
+    fig = tmp_path / "curve.png"
+    code = main(
+        ["eval", str(trained), "--carry-state", "--sliding", "--length", "256", "--progress", "none", "--figure", str(fig)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "longer than any context the model met in training (32 bytes)" in out
+    assert "| positions (bytes) | 0-32 | 32-64 | 64-128 | 128-256 | all |" in out
+    assert "state carried (context up to 256)" in out and "context cut to 32" in out
+    assert "the state's gain over the cut context" in out
+    assert fig.is_file() and fig.stat().st_size > 10_000
+
+
+def test_eval_long_refuses_figure_without_a_curve(trained, capsys):
+    assert main(["eval", str(trained), "--figure", "x.png"]) == 2
+    assert "--figure and --stride go with --carry-state or --sliding" in capsys.readouterr().err
