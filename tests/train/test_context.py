@@ -147,7 +147,18 @@ def trained(tmp_path_factory, corpus_file):
 def test_eval_prints_the_curve_and_draws_it(trained, tmp_path, capsys):
     fig = tmp_path / "curve.png"
     code = main(
-        ["eval", str(trained), "--carry-state", "--sliding", "--length", "256", "--progress", "none", "--figure", str(fig)]
+        [
+            "eval",
+            str(trained),
+            "--carry-state",
+            "--sliding",
+            "--length",
+            "256",
+            "--progress",
+            "none",
+            "--figure",
+            str(fig),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0

@@ -80,8 +80,15 @@ class ContextCurve:
         self.loss_sum = self.loss_sum or [0.0] * n
         self.count = self.count or [0] * n
 
+    def keep_tokens(self, batch: int) -> None:
+        """Also keep every token's loss (``self.token_loss``, (batch, L) nats) for probes by token."""
+        self.token_loss = torch.full((batch, self.edges[-1]), float("nan"))
+
     def add(self, losses: torch.Tensor, start: int) -> None:
         """Add per-token losses (B, t) (nats) of positions ``start .. start + t - 1`` of every stream."""
+        kept = getattr(self, "token_loss", None)
+        if kept is not None:
+            kept[:, start : start + losses.shape[1]] = losses.float().cpu()
         per_pos = losses.float().sum(dim=0).cpu()
         rows = losses.shape[0]
         for i, (lo, hi) in enumerate(zip(self.edges[:-1], self.edges[1:])):
@@ -156,14 +163,17 @@ def carried_curve(
     chunk: int | None = None,
     progress: Callable[[int], None] | None = None,
     autocast=contextlib.nullcontext,
+    keep: bool = False,
 ) -> ContextCurve:
     """Loss by position of ``tokens`` (B, L + 1) read with the recurrent state carried (chunks of ``chunk``
     tokens, default ``window``), each position predicted from every token before it. Memory does not grow
-    with L: only the state and one chunk are held."""
+    with L: only the state and one chunk are held (``keep``: and every token's loss, `ContextCurve.keep_tokens`)."""
     _need_state(model)
     device = next(model.parameters()).device
     L = tokens.shape[1] - 1
     curve = ContextCurve(position_edges(window, L), window, "carried")
+    if keep:
+        curve.keep_tokens(tokens.shape[0])
     chunk = chunk or window
     was_training = model.training
     model.eval()
@@ -190,10 +200,11 @@ def sliding_curve(
     stride: int | None = None,
     progress: Callable[[int], None] | None = None,
     autocast=contextlib.nullcontext,
+    keep: bool = False,
 ) -> ContextCurve:
     """Loss by position of ``tokens`` (B, L + 1) with the context cut to ``context`` tokens (default
     ``window``): windows of ``context`` tokens every ``stride`` tokens (default ``context // 4``), each
-    scoring its last ``stride`` tokens from an empty state (module docstring)."""
+    scoring its last ``stride`` tokens from an empty state (module docstring); ``keep`` as `carried_curve`."""
     context = context or window
     stride = stride or max(1, context // 4)
     if not 1 <= stride <= context:
@@ -201,6 +212,8 @@ def sliding_curve(
     device = next(model.parameters()).device
     L = tokens.shape[1] - 1
     curve = ContextCurve(position_edges(window, L), window, f"sliding (context {context}, stride {stride})")
+    if keep:
+        curve.keep_tokens(tokens.shape[0])
     was_training = model.training
     model.eval()
     try:

@@ -75,7 +75,7 @@ class Config(ExperimentConfig):
         threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default).
     """
 
-    recipes: str = "official,alibi,tbptt,tbptt-streams,alibi-tbptt,multiscale,gpt"
+    recipes: str = "official,alibi,tbptt-streams,alibi-tbptt,multiscale,gpt"
     seeds: str = "0,1"
     n_layer: int = bounded(4, ge=1)
     n_embd: int = bounded(128, ge=1)
@@ -86,11 +86,11 @@ class Config(ExperimentConfig):
     batch_size: int = bounded(8, ge=1)
     seq_len: int = bounded(128, ge=2)
     lr: float = bounded(1e-3, gt=0, lt=1)
-    eval_lanes: int = bounded(4, ge=1)
+    eval_lanes: int = bounded(2, ge=1)
     eval_length: int = bounded(65536, ge=2)
     cut_stride: int = bounded(64, ge=1)
     recall_distances: str = "64,256,1024,4096,16384"
-    recall_trials: int = bounded(32, ge=1)
+    recall_trials: int = bounded(16, ge=1)
     generate_bytes: int = bounded(10000, ge=2000)
     ngram: int = bounded(5, ge=1, le=7)
     threads: int | None = bounded(None, ge=1)
@@ -147,14 +147,17 @@ class Config(ExperimentConfig):
     @classmethod
     def full(cls) -> Config:
         """For a GPU: the main job's full length of training (2,000 steps), more lanes, more trials."""
-        return cls(steps=2000, eval_lanes=7, recall_trials=128)
+        return cls(recipes=",".join(RECIPES), steps=2000, eval_lanes=7, recall_trials=128)
 
-    def sections(self, recipe: str, seed: int) -> dict[str, dict[str, Any]]:
-        """The run-config fields of one run: the recipe's, and the model section (a GPT for ``gpt``)."""
-        changes = {k: dict(v) for k, v in RECIPES[recipe].items()}
+    def model_section(self, recipe: str) -> dict[str, Any]:
+        """The ``model`` section of a recipe's runs: the BDH with the recipe's model fields, or the GPT."""
         if recipe == "gpt":
-            changes["model"] = self.gpt_section()
-        return changes
+            return self.gpt_section()
+        return {**self.size.section(), **RECIPES[recipe].get("model", {})}
+
+    def sections(self, recipe: str) -> dict[str, dict[str, Any]]:
+        """The other run-config fields a recipe changes, by section."""
+        return {k: dict(v) for k, v in RECIPES[recipe].items() if k != "model"}
 
     def gpt_section(self) -> dict[str, Any]:
         """The GPT with the parameter count closest to the BDH's (`GPTConfig.for_budget`)."""

@@ -31,11 +31,14 @@ from bdh.errors import UserError
 from bdh.outputs import check_output, write_text
 
 from ..common import train_lm
+from .cause import cause_record
 from .config import WINDOW_ONLY, Config
-from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials
+from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials, word_recall
 
 #: the file that marks an output folder as this experiment's (what ``--resume`` continues)
 MARKER = "long-context.json"
+#: config fields that only choose which runs are made: a resumed folder may add recipes or seeds
+SELECTORS = ("recipes", "seeds", "threads")
 #: bytes of held-out text before the recall probe's fact
 RECALL_LEAD = 256
 #: bytes of held-out text that prompt the long generation
@@ -58,11 +61,11 @@ def _check_marker(config: Config, out: Path, resume: bool) -> None:
     path = out / MARKER
     mine = {"experiment": "long-context", "config": config.to_dict()}
     if resume and path.is_file():
-        theirs = json.loads(path.read_text(encoding="utf-8")).get("config")
-        if theirs != mine["config"]:
-            changed = sorted(k for k in mine["config"] if mine["config"].get(k) != (theirs or {}).get(k))
+        theirs = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+        changed = sorted(k for k in mine["config"] if k not in SELECTORS and mine["config"].get(k) != theirs.get(k))
+        if changed:
             raise UserError(
-                f"--resume: {out} was made with another config (differs in {', '.join(changed) or 'fields'}); "
+                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
                 "give the same --set values or another --out"
             )
     write_text(path, json.dumps(mine, indent=1) + "\n")
@@ -103,7 +106,7 @@ def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data,
 
     T, streams = config.seq_len, data.streams
     windowed, t_win = _timed(lambda: sliding_curve(model, streams, T, T, T))
-    cut = sliding_curve(model, streams, T, T, config.cut_stride)
+    cut = sliding_curve(model, streams, T, T, config.cut_stride, keep=True)
     out: dict[str, Any] = {"windowed": windowed.to_dict(), "cut": cut.to_dict(), "recall": []}
     filler = data.held_out
     for d in config.distances:
@@ -113,11 +116,14 @@ def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data,
             row["carried"] = recall_accuracy(model, trials, None, chunk=T)
         out["recall"].append(row)
     if recurrent:
-        carried, t_car = _timed(lambda: carried_curve(model, streams, T, chunk=T))
+        carried, t_car = _timed(lambda: carried_curve(model, streams, T, chunk=T, keep=True))
         out["carried"] = carried.to_dict()
+        out["words"] = word_recall(streams, carried.token_loss, cut.token_loss, T)
         tokens = streams.shape[0] * (streams.shape[1] - 1)
         out["speed"] = {"windowed_tokens_per_s": tokens / t_win, "carried_tokens_per_s": tokens / t_car}
         out["state_bytes"] = model.init_state(1).nbytes()
+        if getattr(model, "log_u", None) is None:  # undamped: why does its state break?
+            out["cause"] = cause_record(model, streams, T)
         text = generate_bytes(model, data.prompt, config.generate_bytes, seed=seed)
         out["generation"] = {**generation_scores(data.judge, text), "sample_end": text[-300:].decode("latin-1")}
     return out
@@ -134,7 +140,7 @@ def train_and_measure(config: Config, out: Path, recipe: str, seed: int, data: D
     result = train_lm(
         run_dir,
         None,
-        config.size,
+        config.model_section(recipe),
         steps=config.steps,
         batch_size=config.batch_size,
         seq_len=config.seq_len,
@@ -142,7 +148,7 @@ def train_and_measure(config: Config, out: Path, recipe: str, seed: int, data: D
         seed=seed,
         threads=config.threads,
         task=task,
-        sections=config.sections(recipe, seed),
+        sections=config.sections(recipe),
     )
     train_s = time.time() - start
     log(f"long-context: measuring {recipe} (seed {seed})")

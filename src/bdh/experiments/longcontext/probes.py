@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -25,6 +27,7 @@ from bdh.errors import UserError
 
 VALUE_LETTERS = 5
 KEY_LETTERS = 5
+LN2 = math.log(2.0)
 LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
 
 
@@ -109,6 +112,63 @@ def recall_accuracy(model: nn.Module, trials: RecallTrials, context: int | None,
         "first_letter": float(hit[:, 0].mean()),
         "trials": int(hit.shape[0]),
     }
+
+
+# ------------------------------------------------------------------------------------------ words read before
+#: distance buckets (bytes from a word's previous occurrence to this one) of `word_recall`, in windows T
+WORD_BUCKETS = (1, 4, 16, 64, 512)
+#: words shorter than this are too common to need a long memory
+WORD_MIN = 5
+#: letters of a word given before its rest is scored
+WORD_GIVEN = 2
+_WORD = re.compile(rb"[A-Za-z]{%d,}" % WORD_MIN)
+
+
+def word_targets(row: bytes, window: int) -> tuple[list[list[int]], list[int]]:
+    """Loss indices of the letters of recurring words, by distance bucket, and of first occurrences.
+
+    A word (``WORD_MIN`` letters or more) whose previous occurrence started ``d`` bytes earlier, with
+    ``d`` > ``window`` (so the cut context cannot see it), falls in bucket i when ``WORD_BUCKETS[i] * window
+    < d <= WORD_BUCKETS[i + 1] * window``. Its letters after the first ``WORD_GIVEN`` are scored: letter j
+    is predicted at loss index j - 1. First occurrences are the control (nothing to recall)."""
+    buckets: list[list[int]] = [[] for _ in WORD_BUCKETS[:-1]]
+    first: list[int] = []
+    last: dict[bytes, int] = {}
+    for m in _WORD.finditer(row):
+        word, start = m.group(), m.start()
+        scored = list(range(start + WORD_GIVEN - 1, m.end() - 1))
+        prev = last.get(word)
+        last[word] = start
+        if prev is None:
+            first += scored
+            continue
+        d = start - prev
+        for i, (lo, hi) in enumerate(zip(WORD_BUCKETS[:-1], WORD_BUCKETS[1:])):
+            if lo * window < d <= hi * window:
+                buckets[i] += scored
+    return buckets, first
+
+
+def word_recall(tokens: torch.Tensor, carried: torch.Tensor, cut: torch.Tensor, window: int) -> list[dict]:
+    """Bits per letter on recurring words (`word_targets`) with the state carried and with the context cut to
+    ``window``, by distance to the previous occurrence; the last row is the first occurrences (control).
+    ``carried`` and ``cut``: every token's loss (B, L) from `bdh.train.context` curves with ``keep``."""
+    rows = [word_targets(bytes(r[:-1].tolist()), window) for r in tokens]
+    labels = [f"{lo * window:,}-{hi * window:,}" for lo, hi in zip(WORD_BUCKETS[:-1], WORD_BUCKETS[1:])]
+    out = []
+    for i, label in enumerate([*labels, "first occurrence"]):
+        b = [torch.tensor(r[0][i] if i < len(labels) else r[1], dtype=torch.long) for r in rows]
+        c, k = (torch.cat([losses[j, idx] for j, idx in enumerate(b)]) for losses in (carried, cut))
+        n = int(c.numel())
+        out.append(
+            {
+                "distance": label,
+                "letters": n,
+                "carried_bits": float(c.mean()) / LN2 if n else float("nan"),
+                "cut_bits": float(k.mean()) / LN2 if n else float("nan"),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------------ n-gram judge
@@ -201,4 +261,6 @@ __all__ = [
     "generation_scores",
     "recall_accuracy",
     "recall_trials",
+    "word_recall",
+    "word_targets",
 ]

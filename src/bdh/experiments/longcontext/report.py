@@ -98,6 +98,53 @@ def recall_table(report: Report, groups: dict[str, list[dict]]) -> None:
     report.table(["recipe", "read by", *(f"{d:,}" for d in distances), "control accuracy"], rows)
 
 
+def words_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    """Bits per letter on recurring words by distance to their previous occurrence: state against cut context."""
+    first = next((runs for runs in groups.values() if "words" in runs[0]), None)
+    if first is None:
+        return
+    labels = [row["distance"] for row in first[0]["words"]]
+    rows = []
+    for name, runs in groups.items():
+        if "words" not in runs[0]:
+            continue
+        gains = [
+            _stat([r["words"][i]["cut_bits"] - r["words"][i]["carried_bits"] for r in runs]) for i in range(len(labels))
+        ]
+        rows.append([name, *gains])
+    rows.append(["letters scored (seed 0 of the first recipe)", *(str(row["letters"]) for row in first[0]["words"])])
+    report.table(["recipe", *labels], rows)
+
+
+def cause_table(report: Report, groups: dict[str, list[dict]]) -> None:
+    """Far share of a_t, and the eval-time damping and position-offset ablations, per undamped recipe."""
+    for name, runs in groups.items():
+        if "cause" not in runs[0]:
+            continue
+        c0 = runs[0]["cause"]
+        labels = c0["far_share"]["buckets"]
+        report.text(f"**{name}** (mean over seeds):")
+        share = [_stat([r["cause"]["far_share"]["share"][i] for r in runs]) for i in range(len(labels))]
+        damped = [_stat([r["cause"]["eval_damping_alibi"]["bits"][i] for r in runs]) for i in range(len(labels))]
+        carried = [_stat([r["carried"]["bits"][i] for r in runs]) for i in range(len(labels))]
+        cut = [_stat([r["cut"]["bits"][i] for r in runs]) for i in range(len(labels))]
+        report.table(
+            ["", *labels],
+            [
+                ["far share, norm(a_far) / norm(a)", *share],
+                ["carried bits", *carried],
+                ["carried bits, ALiBi damping at evaluation only", *damped],
+                ["cut to T bits", *cut],
+            ],
+        )
+        at0 = mean([r["cause"]["offset"]["position_0"]["total_bits"] for r in runs])
+        at50k = mean([r["cause"]["offset"]["position_50000"]["total_bits"] for r in runs])
+        report.text(
+            f"First 2T bytes read from an empty state at position 0: {at0:.4f} bits; at position 50,000: "
+            f"{at50k:.4f} bits (RoPE scores depend on t - tau only)."
+        )
+
+
 def generation_table(report: Report, groups: dict[str, list[dict]], reference: dict) -> None:
     keys = ("ngram_first", "ngram_last", "zlib_first", "zlib_last")
     rows = [["held-out text", *(f"{reference[k]:.3f}" for k in keys)]]
@@ -114,9 +161,8 @@ def speed_table(report: Report, groups: dict[str, list[dict]]) -> None:
     for name, runs in groups.items():
         if "speed" in runs[0]:
             ratio = [r["speed"]["carried_tokens_per_s"] / r["speed"]["windowed_tokens_per_s"] for r in runs]
-            rows.append(
-                [name, _stat([r["speed"]["carried_tokens_per_s"] for r in runs]), _stat(ratio), runs[0]["state_bytes"]]
-            )
+            tps = mean([r["speed"]["carried_tokens_per_s"] for r in runs])
+            rows.append([name, f"{tps:,.0f}", _stat(ratio), f"{runs[0]['state_bytes']:,}"])
     report.table(["recipe", "carried tokens/s", "carried / windowed", "state bytes per stream"], rows)
 
 
@@ -206,7 +252,7 @@ def write_report(config: Config, out: Path, records: list[dict], reference: dict
     groups = by_recipe(records)
     report = Report("BDH past its training window: recipes side by side")
     report.text(
-        f"Main-job model (L={config.n_layer}, D={config.n_embd}, h={config.n_head}, n={config.n_neurons}), "
+        f"Model L={config.n_layer}, D={config.n_embd}, h={config.n_head}, n={config.n_neurons}, "
         f"{config.steps} steps of {config.batch_size} x {config.seq_len} bytes of Shakespeare per run, seeds "
         f"{config.seeds}. Measured on {config.eval_lanes} held-out streams of {config.eval_length:,} bytes "
         f"(the validation split). Bits per byte; mean over seeds (min–max). Total time {seconds / 60:.1f} min."
@@ -221,6 +267,20 @@ def write_report(config: Config, out: Path, records: list[dict], reference: dict
     report.figure(curves_figure(out, groups, config.seq_len), "loss by position, and what the state adds")
     report.heading("What the state adds: cut-to-T bits minus carried bits, by position")
     gain_table(report, groups)
+    report.heading("Why the state breaks")
+    report.text(
+        "far share: the norm of the part of the attention read-out a_t that comes from tokens more than T "
+        "away (before the previous window's start), over the norm of a_t. ALiBi damping at evaluation only: "
+        "the same weights, the far tokens forgotten."
+    )
+    cause_table(report, groups)
+    report.heading("Words read before")
+    report.text(
+        "Bits per letter on words of 5+ letters after their first 2 letters, where the word last occurred the "
+        "given number of bytes earlier (always more than T): cut-to-T bits minus carried bits (positive: the "
+        "state remembers the word). The last column is first occurrences, where there is nothing to remember."
+    )
+    words_table(report, groups)
     report.heading("Recall through the state")
     report.text("Accuracy on the value's letters with the fact minus without it (the control), by distance.")
     recall_table(report, groups)

@@ -1,0 +1,176 @@
+"""``bdh experiment long-context``: the probes against brute force, the config's one-line refusals, and the
+quick experiment end to end, resumed."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from bdh.cli import main
+from bdh.errors import UserError
+from bdh.experiments.longcontext import Config
+from bdh.experiments.longcontext.probes import (
+    KEY_LETTERS,
+    VALUE_LETTERS,
+    NGramModel,
+    compression_ratio,
+    recall_accuracy,
+    recall_trials,
+)
+from bdh.model import BDH, BDHConfig
+
+
+def brute_witten_bell(data: bytes, n: int, text: bytes) -> float:
+    """The Witten-Bell interpolation written out with dictionaries, one byte at a time."""
+    unigram = Counter(data)
+    counts = [Counter(data[i : i + k + 1] for i in range(len(data) - k)) for k in range(1, n)]
+    totals = [Counter() for _ in range(1, n)]
+    followers = [dict() for _ in range(1, n)]
+    for k in range(1, n):
+        for gram, c in counts[k - 1].items():
+            totals[k - 1][gram[:-1]] += c
+            followers[k - 1].setdefault(gram[:-1], set()).add(gram[-1])
+    bits = []
+    for t in range(n - 1, len(text)):
+        w = text[t]
+        p = (unigram[w] + 1) / (len(data) + 256)
+        for k in range(1, n):
+            h = text[t - k : t]
+            if totals[k - 1][h]:
+                t_h = len(followers[k - 1][h])
+                p = (counts[k - 1][h + bytes([w])] + t_h * p) / (totals[k - 1][h] + t_h)
+        bits.append(-math.log2(p))
+    return sum(bits) / len(bits)
+
+
+def test_ngram_matches_brute_force():
+    data = b"to be or not to be, that is the question: whether tis nobler in the mind to suffer" * 3
+    for n in (1, 2, 3, 5):
+        judge = NGramModel(data, n)
+        for text in (b"to be or not to suffer the question", b"xqzj to be zzzz"):
+            assert judge.bits(text) == pytest.approx(brute_witten_bell(data, n, text), rel=1e-9)
+    judge = NGramModel(data, 3)
+    assert judge.bits(b"to be or not to be, that is") < judge.bits(b"zqxv jkwq pqzm, vvvv xq qq")
+    with pytest.raises(UserError):
+        NGramModel(data, 9)
+    assert compression_ratio(b"an" * 500) < compression_ratio(data[:1000])
+
+
+def test_recall_trials_place_the_fact_and_the_question():
+    filler = np.frombuffer(b"".join(b"line %05d of the play.\n" % i for i in range(2000)), dtype=np.uint8)
+    trials = recall_trials(filler, 300, 3, lead=50, seed=0)
+    assert trials.tokens.shape == trials.control.shape and trials.tokens.shape[0] == 3
+    for row, ctl in zip(trials.tokens, trials.control):
+        text, control = bytes(row.tolist()), bytes(ctl.tolist())
+        value = text[trials.value_at : trials.value_at + VALUE_LETTERS]
+        assert text.endswith(b" is " + value + b".") and value.isalpha() and value.islower()
+        key = text[-(len(b" is ") + VALUE_LETTERS + 1 + KEY_LETTERS) :][:KEY_LETTERS]
+        fact = b" The word for " + key + b" is " + value + b". "
+        assert text.index(fact) == 50  # after `lead` bytes of text
+        assert text.index(b" The word for " + key + b" is ", 51) - (50 + len(fact)) == 300  # `distance` bytes later
+        assert fact not in control and control.endswith(b" is " + value + b".") and len(control) == len(text)
+    again = recall_trials(filler, 300, 3, lead=50, seed=0)
+    assert torch.equal(again.tokens, trials.tokens)
+    with pytest.raises(UserError, match="filler text needed"):
+        recall_trials(filler[:100], 300, 1, lead=50, seed=0)
+
+
+def test_recall_through_the_state_and_the_window_agree_inside_the_window():
+    """A fact inside the cropped window is seen by both readings: the carried and the cropped predictions are
+    the same there when the crop reaches back past the fact (the same tokens, float32 rounding aside)."""
+    torch.manual_seed(0)
+    model = BDH(BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, dropout=0.0)).eval()
+    filler = np.frombuffer(bytes(range(32, 127)) * 40, dtype=np.uint8)
+    trials = recall_trials(filler, 20, 4, lead=8, seed=1)
+    carried = recall_accuracy(model, trials, None, chunk=16)
+    cropped = recall_accuracy(model, trials, trials.tokens.shape[1], chunk=16)
+    assert carried["accuracy"] == cropped["accuracy"] and carried["control"] == cropped["control"]
+    assert carried["recall"] == pytest.approx(carried["accuracy"] - carried["control"])
+    assert carried["trials"] == 4 and carried["distance"] == 20
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("recipes", "official,nope", "unknown recipe 'nope'"),
+        ("recipes", "alibi,alibi", "named twice"),
+        ("seeds", "0,x", "comma-separated list of int"),
+        ("recall_distances", "64,-1", "distances must be >= 1"),
+        ("cut_stride", 1000, "at most seq_len"),
+    ],
+)
+def test_bad_config_is_one_line(field, value, message):
+    with pytest.raises(UserError, match=message):
+        Config(**{field: value})
+
+
+def test_quick_experiment_end_to_end_and_resumed(tmp_path, capsys):
+    out = tmp_path / "lc"
+    args = ["experiment", "long-context", "--quick", "--out", str(out), "--threads", "1"]
+    assert main(args) == 0
+    report = (out / "report.md").read_text()
+    results = json.loads((out / "results.json").read_text())
+    assert {r["recipe"] for r in results["runs"]} == {"official", "alibi-tbptt", "gpt"}
+    for name in ("context.png", "recall.png"):
+        assert (out / "figures" / name).stat().st_size > 10_000
+    for heading in ("Loss by position", "What the state adds", "Recall through the state", "Long generation"):
+        assert heading in report
+    gpt = next(r for r in results["runs"] if r["recipe"] == "gpt")
+    assert "carried" not in gpt and "cut" in gpt  # a model without a state: the window only
+    official = next(r for r in results["runs"] if r["recipe"] == "official")
+    assert official["carried"]["edges"] == [0, 32, 64, 128, 256, 512, 1024, 2048]
+    assert all(math.isfinite(b) for b in official["carried"]["bits"])
+    assert set(official["generation"]) >= {"ngram_first", "ngram_last", "zlib_first", "zlib_last"}
+    capsys.readouterr()
+    (out / "results" / "gpt-s0.json").unlink()  # as if interrupted before the last run was measured
+    assert main([*args, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("already measured, reused") == 2 and "training gpt" in err
+    assert main([*args[:-2], "--resume", "--set", "steps=31"]) == 2  # another config: refused
+    assert "was made with another config (differs in steps)" in capsys.readouterr().err
+
+
+def test_cause_measurements():
+    """RoPE scores depend on t - tau only: an empty state at position 50,000 reads as one at 0 (float32 phases
+    at 5e4 turns lose about 1e-3 of a radian's precision on the fastest frequencies; 2e-2 bits is well above
+    the loss change that makes and far below any effect worth reporting). Damping of 1 is no damping. The far
+    share is 0 where nothing is more than T away, positive past it for an undamped model."""
+    from bdh.experiments.longcontext.cause import damped_curve, far_share, offset_curve
+    from bdh.train.context import carried_curve
+
+    torch.manual_seed(0)
+    model = BDH(BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, dropout=0.0)).eval()
+    tokens = torch.randint(0, 256, (2, 129), generator=torch.Generator().manual_seed(3))
+    zero, far = offset_curve(model, tokens, 16, 0), offset_curve(model, tokens, 16, 50_000)
+    assert far.bits() == pytest.approx(zero.bits(), abs=2e-2)
+    same = damped_curve(model, tokens, 16, (1.0, 1.0))
+    assert same.bits() == pytest.approx(carried_curve(model, tokens, 16).bits(), abs=1e-4)
+    assert model.log_u is None  # restored
+    damped = damped_curve(model, tokens, 16, (0.5, 0.5))
+    assert damped.bits() != pytest.approx(same.bits(), abs=1e-3)
+    share = far_share(model, tokens, 16)
+    assert math.isnan(share["share"][0]) and share["share"][1] == 0  # the first two chunks: nothing older
+    assert all(0 < s < 10 for s in share["share"][2:])
+
+
+def test_word_targets_find_recurring_words_by_distance():
+    from bdh.experiments.longcontext.probes import WORD_GIVEN, word_targets
+
+    gap = b" " * 200
+    row = b"Hamlet speaks." + gap + b"Hamlet again; Ophelia." + gap * 3 + b"Ophelia x Hamlet"
+    buckets, first = word_targets(row, 64)
+    h1, h2 = row.index(b"Hamlet"), row.index(b"Hamlet", 1)
+    o1, o2 = row.index(b"Ophelia"), row.rindex(b"Ophelia")
+    h3 = row.rindex(b"Hamlet")
+    # distances: Hamlet 214 (bucket 64-256), Ophelia 617 (256-1024), Hamlet again 624 (256-1024)
+    assert buckets[0] == list(range(h2 + WORD_GIVEN - 1, h2 + 5))
+    assert buckets[1] == list(range(o2 + WORD_GIVEN - 1, o2 + 6)) + list(range(h3 + WORD_GIVEN - 1, h3 + 5))
+    assert first == list(range(h1 + 1, h1 + 5)) + list(range(row.index(b"speaks") + 1, row.index(b"speaks") + 5)) + [
+        i for w in (b"again", b"Ophelia") for i in range(row.index(w) + 1, row.index(w) + len(w) - 1)
+    ]
+    assert o1 > 0
