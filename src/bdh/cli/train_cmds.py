@@ -11,7 +11,7 @@ from pathlib import Path
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
 
-from .checks import add_prompt, device, integer, number, prompt_bytes
+from .checks import add_overwrite, add_prompt, device, integer, number, prompt_bytes
 
 #: ``bdh train --quick``: the main job shortened to about a minute (the same model and data)
 QUICK = (
@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest"
     )
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
+    add_overwrite(p, "the run folder (--run-dir or the config's run_dir) with a new run")
     p.add_argument(
         "--quick",
         action="store_true",
@@ -157,6 +158,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides), environment=True)
         if args.run_dir:
             raise UserError("--run-dir cannot move a resumed run; it continues in its own folder")
+        if args.overwrite:
+            raise UserError("--overwrite starts a run anew; --resume continues one: give one of them")
     else:
         if args.checkpoint:
             raise UserError("--checkpoint needs --resume RUN_DIR")
@@ -175,7 +178,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     replan = bool(args.resume) and any(
         item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens") for item in args.overrides
     )
-    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan)
+    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
     if not from_environment().is_main:
         return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
     if result.finished_before:

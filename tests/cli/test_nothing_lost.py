@@ -1,0 +1,233 @@
+"""Nothing lost, part two (issue 30): one writer per folder, every load verified, damaged files refused or
+repaired, advice that works when followed, bounded inputs, leftovers of interrupted writes cleaned.
+
+Each test drives the real command line (``bdh.cli.main`` in this process, or ``python -m bdh`` in a subprocess
+where two processes or a kill are the point) on a tiny run built once per module (2 steps, `TINY_TRAIN`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bdh.cli import main
+from bdh.outputs import LOCK_NAME, FolderBusy, folder_lock
+
+from .bad_input_fixtures import TINY_TRAIN, set_args
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def bdh(*argv: str, capsys=None) -> tuple[int, str, str]:
+    """``bdh ARGV`` in this process: (exit status, stdout, stderr)."""
+    code = main(list(argv))
+    if capsys is None:
+        return code, "", ""
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(err: str, *names: str) -> str:
+    """The single ``bdh: error:`` line of ``err``, checked to name each of ``names``."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bdh: error: "), err
+    assert "Traceback" not in err
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    e["PYTHONPATH"] = str(SRC) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
+def spawn(cwd: Path, *argv: str) -> subprocess.Popen:
+    """``python -m bdh ARGV`` in the background (its own process group, text output captured)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bdh", *argv],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate, proc: subprocess.Popen | None = None, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended first: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def lock_holder(folder: Path) -> bool:
+    lock = folder / LOCK_NAME
+    return lock.is_file() and "pid=" in lock.read_text(errors="replace")
+
+
+#: a tiny run that trains for a long time (until stopped): the process holds its folder meanwhile
+ENDLESS = set_args([*TINY_TRAIN, "train.max_steps=1000000", "checkpoint.every=0", "eval.every=0"])
+
+
+@pytest.fixture(scope="module")
+def pristine_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("nothing-lost")
+    assert main(["train", "--run-dir", str(root / "run"), *set_args(TINY_TRAIN)]) == 0
+    return root / "run"
+
+
+@pytest.fixture
+def run(pristine_run, tmp_path, monkeypatch) -> Path:
+    """A fresh copy of the tiny run, the cwd its parent."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(pristine_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+# ---------------------------------------------------------------------------------------------- 1. one writer
+
+
+LOCKER = """
+import sys, time
+from bdh.outputs import folder_lock
+with folder_lock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_process_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(tmp_path):
+    folder = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", LOCKER, str(folder)], env=env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(FolderBusy, match=f"pid {holder.pid} on host"):
+            with folder_lock(folder):
+                pass
+    finally:
+        holder.kill()  # SIGKILL: no cleanup, the lock file stays
+        holder.wait()
+    assert (folder / LOCK_NAME).is_file() and f"pid={holder.pid}" in (folder / LOCK_NAME).read_text()
+    with folder_lock(folder):  # the kernel dropped the dead holder's lock: taken over
+        assert f"pid={os.getpid()}" in (folder / LOCK_NAME).read_text()
+    assert not (folder / LOCK_NAME).exists()
+
+
+def test_a_lock_file_of_a_dead_pid_is_taken_over_and_the_lock_nests_in_one_process(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / LOCK_NAME).write_text("pid=999999999\nhost=elsewhere\ncommand=bdh train\ntime=0\n")
+    with folder_lock(folder):
+        with folder_lock(folder):  # the same process again (bdh bench, then its run_suite): nests
+            pass
+        assert (folder / LOCK_NAME).is_file()
+    assert folder.is_dir() and not any(folder.iterdir())
+
+
+def test_two_real_trainings_on_one_run_folder_one_is_refused_in_one_line(run, tmp_path):
+    first = spawn(tmp_path, "train", "--run-dir", "busy", *ENDLESS)
+    try:
+        wait_for(lambda: lock_holder(tmp_path / "busy"), first)
+        second = subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--run-dir", "busy", *ENDLESS],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 2, second.stderr
+        one_error(second.stderr, "busy", f"pid {first.pid}", "one writer at a time")
+        resumed = subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--resume", "busy"],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 2
+        one_error(resumed.stderr, f"pid {first.pid}")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    # killed without a word: its lock is taken over, and the run, which had no checkpoint yet, trains again
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--resume", "busy", "--set", "train.max_steps=2"],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            timeout=120,
+        ).returncode
+        == 0
+    )
+    assert (tmp_path / "busy" / "checkpoints" / "step-2").is_dir() and not (tmp_path / "busy" / LOCK_NAME).exists()
+
+
+def test_two_trainings_started_together_only_one_trains(tmp_path):
+    procs = [spawn(tmp_path, "train", "--run-dir", "x", *set_args([*TINY_TRAIN, f"train.seed={s}"])) for s in (1, 2)]
+    results = [p.communicate(timeout=240) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], results
+    refused = results[[p.returncode for p in procs].index(2)][1]
+    assert "one writer at a time" in refused or "already exists" in refused, refused
+    seeds = {line for line in (tmp_path / "x" / "config.yaml").read_text().splitlines() if "seed:" in line}
+    assert len(seeds) >= 1
+    steps = [line for line in (tmp_path / "x" / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
+    assert len(steps) == 2  # one run's records, not both
+
+
+def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(tmp_path / "b")], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        bench = ["bench", "recall", "--quick", "--models", "bdh", "--steps", "1", "--seeds", "0", "--lrs", "1e-3"]
+        code, _, err = bdh(*bench, "--widths", "8", "--out", "b", "--resume", capsys=capsys)
+        assert code == 2
+        one_error(err, f"pid {holder.pid}")
+        code, _, err = bdh("experiment", "scaling", "--quick", "--out", "b", "--resume", capsys=capsys)
+        assert code == 2
+        one_error(err, f"pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---------------------------------------------------------------------------------------------- 4. dead ends
+
+
+def test_advice_after_a_kill_before_the_first_checkpoint_works_when_followed(run, tmp_path, capsys):
+    """A run killed before its first checkpoint: a plain rerun advises --resume or --overwrite; both work."""
+    shutil.rmtree(run / "checkpoints")
+    shutil.rmtree(run / "best")
+    code, _, err = bdh("train", "--run-dir", "run", *set_args(TINY_TRAIN), capsys=capsys)
+    assert code == 2
+    line = one_error(err, "bdh train --resume run", "--overwrite")
+    assert "resume" in line
+    code, _, err = bdh("train", "--resume", "run", capsys=capsys)  # followed: trains it from step 0
+    assert code == 0, err
+    assert "no checkpoint yet" in err and (run / "checkpoints" / "step-2").is_dir()
+    code, _, err = bdh("train", "--run-dir", "run", "--overwrite", *set_args(TINY_TRAIN), capsys=capsys)
+    assert code == 0, err  # the other advice: start anew in the same folder
+    assert (run / "checkpoints" / "step-2").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    code, _, err = bdh("train", "--resume", "run", "--overwrite", capsys=capsys)
+    assert code == 2
+    one_error(err, "--overwrite", "--resume")
