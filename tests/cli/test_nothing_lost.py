@@ -26,12 +26,12 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def bdh(*argv: str, capsys=None) -> tuple[int, str, str]:
-    """``bdh ARGV`` in this process: (exit status, stdout, stderr)."""
+    """``bdh ARGV`` in this process: (exit status, stdout, stderr); ``capsys``: pytest's capsysbinary."""
     code = main(list(argv))
     if capsys is None:
         return code, "", ""
     out, err = capsys.readouterr()
-    return code, out, err
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def one_error(err: str, *names: str) -> str:
@@ -192,7 +192,7 @@ def test_two_trainings_started_together_only_one_trains(tmp_path):
     assert len(steps) == 2  # one run's records, not both
 
 
-def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, capsys):
+def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, capsysbinary):
     monkeypatch.chdir(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c", LOCKER, str(tmp_path / "b")], env=env(), stdout=subprocess.PIPE, text=True
@@ -200,10 +200,10 @@ def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, c
     try:
         assert holder.stdout.readline().strip() == "locked"
         bench = ["bench", "recall", "--quick", "--models", "bdh", "--steps", "1", "--seeds", "0", "--lrs", "1e-3"]
-        code, _, err = bdh(*bench, "--widths", "8", "--out", "b", "--resume", capsys=capsys)
+        code, _, err = bdh(*bench, "--widths", "8", "--out", "b", "--resume", capsys=capsysbinary)
         assert code == 2
         one_error(err, f"pid {holder.pid}")
-        code, _, err = bdh("experiment", "scaling", "--quick", "--out", "b", "--resume", capsys=capsys)
+        code, _, err = bdh("experiment", "scaling", "--quick", "--out", "b", "--resume", capsys=capsysbinary)
         assert code == 2
         one_error(err, f"pid {holder.pid}")
     finally:
@@ -211,23 +211,127 @@ def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, c
         holder.wait()
 
 
+# ---------------------------------------------------------------------------------------------- 2. every load verified
+
+#: every command that loads weights, on the run folder ``run`` (small settings: quick if a check is missing)
+LOADERS = {
+    "generate": ["generate", "run", "--prompt", "hi", "--max-new-tokens", "2", "--device", "cpu"],
+    "eval": ["eval", "run", "--batches", "1", "--device", "cpu"],
+    "viz": ["viz", "run", "--out", "out/v.html", "--prompt", "hi", "--device", "cpu"],
+    "plot": ["plot", "run", "--out", "out/p", "--device", "cpu"],
+    "inspect": [
+        "inspect",
+        "run",
+        "--out",
+        "out/i",
+        "--no-figures",
+        "--tokens",
+        "8",
+        "--windows",
+        "1",
+        "--max-nodes",
+        "16",
+        "--seeds",
+        "1",
+    ],
+    "merge": ["merge", "run", "run", "out/m"],
+    "dmft-probe": [
+        "dmft",
+        "probe",
+        "run",
+        "--out",
+        "out/d",
+        "--prompt",
+        "hi",
+        "--temperatures",
+        "1",
+        "--steps",
+        "8",
+        "--transient",
+        "2",
+        "--features",
+        "2",
+    ],
+}
+
+
+def _flip_bytes(run: Path) -> str:
+    weights = run / "best" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = bytes(8 * [0x7F])  # still a readable safetensors file, not the recorded bytes
+    weights.write_bytes(bytes(data))
+    return "does not match its checksum"
+
+
+def _missing_weights(run: Path) -> str:
+    (run / "best" / "model.safetensors").unlink()
+    return "model.safetensors: is missing"
+
+
+def _looping_weights(run: Path) -> str:
+    (run / "best" / "model.safetensors").unlink()
+    (run / "best" / "model.safetensors").symlink_to("model.safetensors")
+    return "loops"
+
+
+def _config_is_a_folder(run: Path) -> str:
+    (run / "best" / "config.json").unlink()
+    (run / "best" / "config.json").mkdir()
+    return "config.json: is a folder"
+
+
+def _meta_is_a_fifo(run: Path) -> str:
+    (run / "best" / "meta.json").unlink()
+    os.mkfifo(run / "best" / "meta.json")
+    return "meta.json: is a FIFO"
+
+
+DAMAGE = [_flip_bytes, _missing_weights, _looping_weights, _config_is_a_folder, _meta_is_a_fifo]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__.strip("_") for d in DAMAGE])
+@pytest.mark.parametrize("command", list(LOADERS))
+def test_every_loader_refuses_a_damaged_best_instead_of_using_another_model(run, command, damage, capsysbinary):
+    said = damage(run)
+    code, out, err = bdh(*LOADERS[command], capsys=capsysbinary)
+    assert code == 2, (out, err)
+    line = one_error(err, "run/best", said)
+    assert "checkpoints/step-2" in line or "checksum" in line  # how to load the checkpoint on purpose
+    assert not Path("out").exists()
+
+
+@pytest.mark.parametrize("command", list(LOADERS))
+def test_every_loader_verifies_and_names_the_folder_it_loads(run, command, capsysbinary):
+    code, out, err = bdh(*LOADERS[command], capsys=capsysbinary)
+    assert code == 0, err
+    said = f"model: {Path('run') / 'best'}" + ("" if command == "eval" else " (checksums verified)")
+    assert said in (err if command == "generate" else out)
+
+
+def test_the_checkpoint_the_advice_names_loads(run, capsysbinary):
+    _missing_weights(run)
+    bdh(*LOADERS["merge"], capsys=capsysbinary)
+    code, _, err = bdh("merge", "run/checkpoints/step-2", "run/checkpoints/step-2", "out/m", capsys=capsysbinary)
+    assert code == 0, err
+
+
 # ---------------------------------------------------------------------------------------------- 4. dead ends
 
 
-def test_advice_after_a_kill_before_the_first_checkpoint_works_when_followed(run, tmp_path, capsys):
+def test_advice_after_a_kill_before_the_first_checkpoint_works_when_followed(run, tmp_path, capsysbinary):
     """A run killed before its first checkpoint: a plain rerun advises --resume or --overwrite; both work."""
     shutil.rmtree(run / "checkpoints")
     shutil.rmtree(run / "best")
-    code, _, err = bdh("train", "--run-dir", "run", *set_args(TINY_TRAIN), capsys=capsys)
+    code, _, err = bdh("train", "--run-dir", "run", *set_args(TINY_TRAIN), capsys=capsysbinary)
     assert code == 2
     line = one_error(err, "bdh train --resume run", "--overwrite")
     assert "resume" in line
-    code, _, err = bdh("train", "--resume", "run", capsys=capsys)  # followed: trains it from step 0
-    assert code == 0, err
+    code, _, err = bdh("train", "--resume", "run", "--set", "log.progress=lines", capsys=capsysbinary)
+    assert code == 0, err  # followed: trains it from step 0
     assert "no checkpoint yet" in err and (run / "checkpoints" / "step-2").is_dir()
-    code, _, err = bdh("train", "--run-dir", "run", "--overwrite", *set_args(TINY_TRAIN), capsys=capsys)
+    code, _, err = bdh("train", "--run-dir", "run", "--overwrite", *set_args(TINY_TRAIN), capsys=capsysbinary)
     assert code == 0, err  # the other advice: start anew in the same folder
     assert (run / "checkpoints" / "step-2").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) == 3
-    code, _, err = bdh("train", "--resume", "run", "--overwrite", capsys=capsys)
+    code, _, err = bdh("train", "--resume", "run", "--overwrite", capsys=capsysbinary)
     assert code == 2
     one_error(err, "--overwrite", "--resume")
