@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -87,6 +88,22 @@ def empty_folder(path: PathLike) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def file_problem(path: Path) -> str | None:
+    """What keeps ``path`` from being read as a regular file ("is missing", "is a symbolic link that loops",
+    "is a folder", ...), or None when it is one. Nothing is opened (a FIFO would block)."""
+    if not os.path.lexists(path):
+        return "is missing"
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        what = "loops" if exc.errno == errno.ELOOP else "points nowhere"
+        return f"is a symbolic link that {what}" if path.is_symlink() else f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return "is " + next((name for test, name in kinds if test(mode)), "a device, not a regular file")
 
 
 def existing_parent(path: PathLike) -> Path:

@@ -315,6 +315,77 @@ def test_the_checkpoint_the_advice_names_loads(run, capsysbinary):
     assert code == 0, err
 
 
+# ---------------------------------------------------------------------------------------------- 3. damaged files
+
+
+def _cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("damage", ["half", "empty", "line-boundary", "mid-value"])
+def test_a_cut_config_yaml_is_refused_on_resume_not_filled_with_defaults(run, capsysbinary, damage):
+    cfg = run / "config.yaml"
+    text = cfg.read_text()
+    if damage == "half":
+        _cut_in_half(cfg)
+    elif damage == "empty":
+        cfg.write_bytes(b"")
+    elif damage == "line-boundary":  # whole lines lost: still valid YAML
+        cfg.write_text("".join(text.splitlines(keepends=True)[:40]))
+    else:  # cut inside a value: seed 1337 would read as 13
+        cfg.write_text(text[: text.index("seed: 1337") + len("seed: 13")])
+    before = cfg.read_bytes()
+    code, _, err = bdh("train", "--resume", "run", "--set", "train.max_steps=3", capsys=capsysbinary)
+    assert code == 2
+    line = one_error(err, "config.yaml")
+    said = {"half": "not valid YAML", "empty": "is empty", "line-boundary": "cut short", "mid-value": "cut short"}
+    assert said[damage] in line and "checkpoint" not in line
+    assert cfg.read_bytes() == before and not (run / "checkpoints" / "step-3").exists()
+
+
+def test_a_bad_byte_in_config_yaml_is_one_line_for_every_reader(run, capsysbinary):
+    cfg = run / "config.yaml"
+    cfg.write_bytes(cfg.read_bytes().replace(b"seed: 1337", b"seed: 13\xff7"))
+    for argv in (["train", "--resume", "run"], LOADERS["viz"], LOADERS["eval"]):
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+        assert code == 2, argv
+        one_error(err, "config.yaml", "not a text file")
+
+
+def _bad_byte_in_metrics(run: Path) -> None:
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    metrics.write_bytes(lines[0].replace(b'"kind"', b'"k\xffind"') + b"".join(lines[1:]))
+
+
+def test_a_bad_byte_in_metrics_is_skipped_with_a_count_and_repaired_on_resume(run, capsysbinary):
+    _bad_byte_in_metrics(run)
+    code, out, err = bdh("runs", ".", capsys=capsysbinary)
+    assert code == 0 and "run" in out
+    assert "bdh: warning:" in err and "1 damaged line(s) skipped" in err
+    code, out, err = bdh(*LOADERS["plot"], capsys=capsysbinary)
+    assert code == 0 and "1 damaged line(s) skipped" in err
+    code, _, err = bdh("train", "--resume", "run", "--set", "train.max_steps=3", capsys=capsysbinary)
+    assert code == 0, err
+    assert "1 damaged line(s) dropped (repaired" in err
+    records = (run / "metrics.jsonl").read_bytes().splitlines()
+    assert b"\xff" not in b"".join(records) and len(records) == 4  # step 2: train + eval; step 3 likewise
+    assert bdh("runs", ".", capsys=capsysbinary)[2] == ""  # repaired: no warning any more
+
+
+def test_a_fifo_in_place_of_metrics_is_refused_without_hanging(run, capsysbinary):
+    (run / "metrics.jsonl").unlink()
+    os.mkfifo(run / "metrics.jsonl")
+    cfg = (run / "config.yaml").read_bytes()
+    for argv in (["train", "--resume", "run", "--set", "train.max_steps=3"], LOADERS["plot"], ["runs", "run"]):
+        start = time.time()
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+        assert code == 2 and time.time() - start < 30, argv
+        one_error(err, "metrics.jsonl", "is a FIFO")
+    assert (run / "config.yaml").read_bytes() == cfg
+
+
 # ---------------------------------------------------------------------------------------------- 4. dead ends
 
 

@@ -14,13 +14,11 @@ refuses a corrupted or foreign checkpoint with one line that also names the prev
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
 import shutil
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,7 @@ from ..model.io import (
     runtime_fields,
     save_tensors,
 )
-from ..outputs import atomic_folder, write_text
+from ..outputs import atomic_folder, file_problem, write_text
 from .sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
 
 FORMAT = "bdh-train-checkpoint"
@@ -194,22 +192,6 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 def holds_model(folder: Path) -> bool:
     """Whether ``folder`` is a complete model folder (config.json and model.safetensors)."""
     return (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file()
-
-
-def file_problem(path: Path) -> str | None:
-    """What keeps ``path`` from being read as a regular file ("is missing", "is a symbolic link that loops",
-    "is a folder", ...), or None when it is one. Nothing is opened (a FIFO would block)."""
-    if not os.path.lexists(path):
-        return "is missing"
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        what = "loops" if exc.errno == errno.ELOOP else "points nowhere"
-        return f"is a symbolic link that {what}" if path.is_symlink() else f"cannot be read ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-    return "is " + next((name for test, name in kinds if test(mode)), "a device, not a regular file")
 
 
 def _model_files(folder: Path, fallback: str) -> bool:

@@ -366,9 +366,9 @@ class Trainer:
         self.finished_before = resume is not None and self.step >= self.total_steps
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         if self.env.is_main and not self.finished_before:
-            write_text(self.run_dir / "config.yaml", self.config.to_yaml())
-            if resume is not None:
+            if resume is not None:  # first: a metrics.jsonl that must be refused leaves config.yaml as it was
                 self.metrics.truncate_after(self.step)
+            write_text(self.run_dir / "config.yaml", self.config.to_yaml())
 
     def _make_run_dir(self, resume: Path | None, overwrite: bool) -> Path:
         """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty, or ``overwrite``), else
@@ -895,9 +895,18 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run folder")
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
-    return read_config_file(path)
+    data = read_config_file(path)
+    keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
+    missing = [k for k in keys if k not in data]
+    if missing:
+        what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
+        raise TrainingError(
+            f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: restore the file, "
+            f"or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+        )
+    return data
 
 
 __all__ = ["Objective", "TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]
