@@ -406,3 +406,49 @@ def test_advice_after_a_kill_before_the_first_checkpoint_works_when_followed(run
     code, _, err = bdh("train", "--resume", "run", "--overwrite", capsys=capsysbinary)
     assert code == 2
     one_error(err, "--overwrite", "--resume")
+
+
+# ---------------------------------------------------------------------------------------------- 6. leftovers
+
+#: a writer killed (SIGKILL, by itself) inside an atomic folder swap: after the old folder was moved aside
+#: (``.old``) and before the new one (``.tmp``, complete) was renamed into place, so best/ is gone
+KILLED_MID_SWAP = """
+import os, signal, sys
+from bdh import outputs
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if str(dst).endswith("/x"):
+        os.kill(os.getpid(), signal.SIGKILL)
+outputs.os.replace = replace
+with outputs.atomic_folder(sys.argv[1]) as tmp:
+    (tmp / "config.json").write_text("new")
+"""
+
+#: a writer killed while it fills a temporary file and a temporary folder
+KILLED_WHILE_WRITING = """
+import sys, time
+from bdh import outputs
+with outputs.atomic_folder(sys.argv[1] + "/checkpoints/step-9") as tmp, outputs.atomic_path(sys.argv[1] + "/x.json"):
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_leftovers_of_killed_writes_are_cleaned_by_the_next_run_and_nothing_is_lost(run, tmp_path, capsysbinary):
+    best = (run / "best" / "model.safetensors").read_bytes()
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SWAP, str(run / "best")], env=env())
+    assert killed.returncode == -signal.SIGKILL and not (run / "best").exists()
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_WRITING, str(run)], env=env(), stdout=subprocess.PIPE)
+    assert writer.stdout.readline().strip() == b"writing"
+    writer.kill()
+    writer.wait()
+    leftovers = sorted(p.name for p in [*run.iterdir(), *(run / "checkpoints").iterdir()] if p.name.startswith("."))
+    assert len(leftovers) == 4, leftovers  # best's .old and .tmp, step-9's .tmp, x.json's .tmp
+    other = run / f".notes.txt.{os.getpid()}-abc.tmp"  # a live process's temporary: not a leftover
+    other.write_text("mine")
+    code, out, err = bdh("train", "--resume", "run", capsys=capsysbinary)  # finished: nothing to train, all cleaned
+    assert code == 0 and "nothing to do" in out, err
+    left = sorted(p.name for p in [*run.iterdir(), *(run / "checkpoints").iterdir()] if p.name.startswith("."))
+    assert left == [other.name]
+    assert (run / "best" / "model.safetensors").read_bytes() == best  # the old best/ was put back
