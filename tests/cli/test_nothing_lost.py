@@ -452,3 +452,73 @@ def test_leftovers_of_killed_writes_are_cleaned_by_the_next_run_and_nothing_is_l
     left = sorted(p.name for p in [*run.iterdir(), *(run / "checkpoints").iterdir()] if p.name.startswith("."))
     assert left == [other.name]
     assert (run / "best" / "model.safetensors").read_bytes() == best  # the old best/ was put back
+
+
+# ---------------------------------------------------------------------------------------------- 5. bounded inputs
+
+
+def test_a_long_prompt_is_read_in_chunks_with_the_same_result():
+    """Reading the prompt into the state chunk by chunk continues as reading it whole (greedy tokens equal:
+    the logits agree to float rounding, far below the gaps between a random model's top logits)."""
+    import torch
+
+    import bdh as bdh_pkg
+
+    torch.manual_seed(0)
+    model = bdh_pkg.BDH(bdh_pkg.BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, dropout=0.0))
+    prompt = torch.randint(0, 256, (100,))
+    whole = list(model.stream(prompt, 8, temperature=0, prompt_chunk=10**6))
+    chunked = list(model.stream(prompt, 8, temperature=0, prompt_chunk=7))
+    assert [int(t) for t in whole] == [int(t) for t in chunked]
+
+
+PEAK = """
+import resource, sys
+from bdh.cli import main
+code = main(["generate", "run", "--prompt-file", sys.argv[1], "--max-new-tokens", "1", "--device", "cpu"])
+print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_generate_memory_does_not_grow_with_the_prompt(run):
+    def peak(n: int) -> int:
+        Path(f"p{n}.txt").write_bytes(b"to be or not " * (n // 13))
+        done = subprocess.run([sys.executable, "-c", PEAK, f"p{n}.txt"], env=env(), capture_output=True, timeout=300)
+        code, kib = done.stderr.decode().splitlines()[-1].split()
+        assert code == "0", done.stderr
+        return int(kib)
+
+    small, large = peak(4_000), peak(400_000)  # read whole, 400 kB of prompt took several GB before
+    assert large - small < 150_000, (small, large)  # KiB
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--set", "optim.weight_decay=" + "9" * 400], "optim.weight_decay"),
+        (["--set", "train.max_steps=" + "9" * 400], "train.max_steps"),
+        (["--set", "sample.seed=" + "9" * 30], "sample.seed"),
+    ],
+)
+def test_numbers_too_large_for_their_type_are_one_line(tmp_path, monkeypatch, capsysbinary, argv, flag):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = bdh("train", "--run-dir", "r", *set_args(TINY_TRAIN), *argv, capsys=capsysbinary)
+    assert code == 2
+    one_error(err, flag)
+    assert not Path("r").exists()
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--seed", str(2**64)], "--seed"),
+        (["--seed", "-1"], "--seed"),
+        (["--top-k", "257"], "--top-k"),
+        (["--temperature", "1e-30"], "--temperature"),
+        (["--temperature", "1e30"], "--temperature"),
+    ],
+)
+def test_generate_refuses_absurd_sampling_settings(run, capsysbinary, argv, flag):
+    code, out, err = bdh(*LOADERS["generate"], *argv, capsys=capsysbinary)
+    assert code == 2 and out == ""
+    one_error(err, flag)

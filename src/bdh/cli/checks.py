@@ -61,6 +61,20 @@ def number(low: float | None = None, high: float | None = None, *, low_open: boo
     return parse
 
 
+#: a sampling temperature is 0 (greedy) or in this range: below it the logits overflow, above it all is noise
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-2, 1e2
+
+
+def temperature(text: str) -> float:
+    """An argparse type: a sampling temperature, 0 (greedy) or in [`MIN_TEMPERATURE`, `MAX_TEMPERATURE`]."""
+    value = number(0, MAX_TEMPERATURE)(text)
+    if 0 < value < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}], got {text!r}"
+        )
+    return value
+
+
 def _range(low: float | None, high: float | None, low_open: bool = False) -> str:
     if low is not None and high is not None:
         return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
