@@ -104,8 +104,8 @@ def check_value(value: Any, tp: Any, key: str) -> Any:
             return value
     elif tp is int:
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            if not -(2**63) <= int(value) < 2**63:  # what a tensor, a seed or a file offset can hold
-                raise UserError(f"{key}: {len(str(abs(int(value))))}-digit integer, too large (at most 2^63 - 1)")
+            if abs(int(value)) > 2**64:  # beyond every seed and count (the declared ranges refuse less)
+                raise UserError(f"{key}: a {len(str(abs(int(value))))}-digit integer, too large (at most 2^64)")
             return int(value)
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
             return int(value)
