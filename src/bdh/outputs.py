@@ -13,14 +13,29 @@ Then writing is atomic: a file is written to a temporary file beside it and rena
 name and swapped in (`atomic_folder`). An interrupted command leaves the old target or the new one,
 never a half-written one. Files and folders get the modes the user's umask gives (``tempfile`` would
 make them private), so every command's outputs look alike.
+
+A folder that a command writes into as it goes (a run folder, a bench or experiment output folder) has one
+writer at a time: `folder_lock` takes ``FOLDER/.bdh.lock`` (an exclusive ``flock``, with the pid, host and
+command of its holder written in it); a second writer is refused with one line naming the holder. The kernel
+drops the lock when its process dies, so a crash never leaves a folder stuck; a lock file left by a dead
+process is simply taken over. The holder of a folder's lock also removes the temporaries that interrupted
+atomic writes of dead processes left there (`clean_leftovers`); temporary names carry the writer's pid
+(``.NAME.PID-XXXX.tmp``) so that nothing of a live process is ever taken for a leftover.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
+import re
 import shutil
+import socket
+import stat
+import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -57,8 +72,38 @@ def _overlaps(target: Path, source: Path) -> bool:
 
 def _is_nonempty(path: Path) -> bool:
     if path.is_dir():
-        return any(path.iterdir())
+        return any(p.name != LOCK_NAME for p in path.iterdir())
     return path.stat().st_size > 0
+
+
+def folder_entries(path: PathLike) -> list[Path]:
+    """What a folder holds, without its lock file (`folder_lock`): a folder holding only that is empty."""
+    return [p for p in Path(path).iterdir() if p.name != LOCK_NAME]
+
+
+def empty_folder(path: PathLike) -> None:
+    """Delete everything in a folder but its lock file (the folder's writer holds that lock)."""
+    for entry in folder_entries(path):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def file_problem(path: Path) -> str | None:
+    """What keeps ``path`` from being read as a regular file ("is missing", "is a symbolic link that loops",
+    "is a folder", ...), or None when it is one. Nothing is opened (a FIFO would block)."""
+    if not os.path.lexists(path):
+        return "is missing"
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        what = "loops" if exc.errno == errno.ELOOP else "points nowhere"
+        return f"is a symbolic link that {what}" if path.is_symlink() else f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return "is " + next((name for test, name in kinds if test(mode)), "a device, not a regular file")
 
 
 def existing_parent(path: PathLike) -> Path:
@@ -99,12 +144,22 @@ def check_output(
             raise OutputError(f"{name}: exists; {how}, or choose another path")
     elif target.is_symlink():
         raise OutputError(f"{name}: is a broken symbolic link")
+    _check_parent(target, name)
+    return target
+
+
+def _check_parent(target: Path, name: str) -> None:
+    """Refuse a target whose nearest existing parent is a file, or a folder this process cannot write in."""
     parent = existing_parent(target)
     if not parent.is_dir():
         raise OutputError(f"{name}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{name}: cannot write in {parent} (permission denied)")
-    return target
+
+
+def _temp_prefix(path: Path) -> str:
+    """The start of a temporary name beside ``path``: ``.NAME.PID-`` (`clean_leftovers` reads the pid back)."""
+    return f".{path.name}.{os.getpid()}-"
 
 
 def _make_parent(path: Path) -> None:
@@ -120,7 +175,7 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     it becomes ``p`` with the umask's mode, on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -163,12 +218,12 @@ def atomic_folder(path: PathLike) -> Iterator[Path]:
     folder, if any, is removed after the swap), on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
     try:
         yield tmp
         os.chmod(tmp, folder_mode())
         if path.is_dir() and not path.is_symlink():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old", dir=path.parent))
             os.replace(path, old / "x")
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -179,3 +234,143 @@ def atomic_folder(path: PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- one writer per folder
+LOCK_NAME = ".bdh.lock"
+
+#: the folders this process holds: resolved path -> [lock file descriptor, depth of nesting]
+_HELD: dict[Path, list[int]] = {}
+
+
+class FolderBusy(OutputError):
+    """A folder another process is writing into (its lock is held)."""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by someone else
+    return pid > 0
+
+
+def _holder(fd: int) -> str:
+    """Who holds a lock, from its file: ``pid 123 on host h (bdh train ...) since 12:00:01``."""
+    try:
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    if "pid" not in fields:
+        return "another process (it has not written its name yet)"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(fields.get("time", 0) or 0)))
+    return f"pid {fields['pid']} on host {fields.get('host', '?')} ({fields.get('command', '?')}), since {since}"
+
+
+def _lock_file(lock: Path, folder: Path) -> int:
+    """An open descriptor of ``lock`` holding its exclusive flock, or `FolderBusy` naming the holder."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, file_mode())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _holder(fd)
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise FolderBusy(
+                f"{folder}: in use by {holder}; one writer at a time: wait for it to end, or stop that process"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else the holder removed the file while we waited on the old one: take the new one
+            return fd
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def folder_lock(path: PathLike) -> Iterator[Path]:
+    """``with folder_lock(folder):`` be the one writer of ``folder`` (made if needed) for the block.
+
+    The lock is ``folder/.bdh.lock``, an exclusive ``flock`` (released by the kernel if the process dies, so
+    a lock file left by a dead process is taken over) holding ``pid``, ``host``, ``command`` and ``time``.
+    A second writer, in another process, gets `FolderBusy` naming the holder; in this process the lock
+    nests. On leaving, the lock file is removed, and the folder too if the block left it empty.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{folder}: exists and is not a folder")
+    key = folder.resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield folder
+        finally:
+            _HELD[key][1] -= 1
+        return
+    created = not folder.exists()
+    if created:
+        _check_parent(folder, str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / LOCK_NAME
+    fd = _lock_file(lock, folder)
+    command = " ".join(["bdh", *sys.argv[1:]])[:200].replace("\n", " ")
+    info = f"pid={os.getpid()}\nhost={socket.gethostname()}\ncommand={command}\ntime={time.time()}\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, info.encode("utf-8", "replace"), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        clean_leftovers(folder)
+        yield folder
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if the block left it empty
+
+
+def holds_lock(path: PathLike) -> bool:
+    """Whether this process holds the `folder_lock` of ``path``."""
+    return Path(path).resolve() in _HELD
+
+
+#: a temporary of `atomic_path` / `atomic_folder`: ``.NAME.PID-XXXX.tmp`` or ``.old``
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[^.]+\.(?P<kind>tmp|old)$")
+
+
+def clean_leftovers(folder: PathLike, depth: int = 2) -> list[Path]:
+    """Remove what interrupted atomic writes of dead processes left in ``folder`` and its subfolders (to
+    ``depth`` levels): ``.NAME.PID-XXXX.tmp`` files and folders, whose pid no longer runs on this machine.
+
+    A ``.old`` folder holds the previous version of NAME while a folder is swapped in; if NAME is gone (the
+    writer died between the two renames) that version is put back first, so nothing is lost. Returns what
+    was removed. Called by the holder of the folder's lock, so no other writer can be at work there."""
+    removed: list[Path] = []
+    folder = Path(folder)
+    if not folder.is_dir() or folder.is_symlink():
+        return removed
+    for entry in sorted(folder.iterdir()):
+        match = _LEFTOVER.match(entry.name)
+        if match is None or pid_alive(int(match["pid"])):
+            if depth > 1 and entry.is_dir() and not entry.is_symlink() and match is None:
+                removed += clean_leftovers(entry, depth - 1)
+            continue
+        target = folder / match["name"]
+        kept = entry / "x"
+        if match["kind"] == "old" and kept.is_dir() and not os.path.lexists(target):
+            os.replace(kept, target)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed

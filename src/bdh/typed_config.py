@@ -104,6 +104,8 @@ def check_value(value: Any, tp: Any, key: str) -> Any:
             return value
     elif tp is int:
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if abs(int(value)) > 2**64:  # beyond every seed and count (the declared ranges refuse less)
+                raise UserError(f"{key}: a {len(str(abs(int(value))))}-digit integer, too large (at most 2^64)")
             return int(value)
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
             return int(value)
@@ -129,7 +131,10 @@ def _number(value: Any) -> float | None:
         except ValueError:
             return None
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond every float: as infinite, refused as such
+            return math.inf if value > 0 else -math.inf
     return None
 
 

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import torch
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, write_text
+from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 from bdh.typed_config import TypedConfig, bounded
 
 #: columns every result row has, in this order (suite-specific setting and metric columns follow)
@@ -799,10 +799,12 @@ def prepare_out(opts: BenchOptions) -> None:
         folder=True,
         how="add --resume to continue it or --overwrite to replace it",
     )
-    if opts.resume and out.is_dir() and any(out.iterdir()) and not (out / "runs.csv").is_file():
-        raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
+    own = {"runs", "data"}  # what a bench writes before its first run is recorded in runs.csv
+    if opts.resume and out.is_dir() and not (out / "runs.csv").is_file():
+        if any(p.name not in own for p in folder_entries(out)):
+            raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
     if opts.overwrite and out.is_dir():
-        shutil.rmtree(out)
+        empty_folder(out)
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -822,13 +824,21 @@ def run_suite(
     ``finish(results, out)`` may write suite-specific files (the Sudoku depth table) and returns them.
     ``prepared``: `prepare_out` was already called (the suite wrote its data into the folder first).
     """
-    if not prepared:
-        prepare_out(opts)
+    with folder_lock(opts.out):  # nests when the caller holds it (bdh bench)
+        if not prepared:
+            prepare_out(opts)
+        rows, skipped = _train_missing(suite, specs, opts, log)
+        return _write_results(suite, specs, opts, rows, skipped, log, finish)
+
+
+def _train_missing(
+    suite: SuiteDef, specs: Sequence[RunSpec], opts: BenchOptions, log: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], int]:
+    """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
     columns = suite.columns()
-    rows = read_csv(out / "runs.csv") if opts.resume else []
+    rows = read_csv(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
     done = {run_key(r) for r in rows}
-    skipped = 0
     todo = [s for s in specs if s.key() not in done]
     skipped = len(specs) - len(todo)
     if skipped:
@@ -851,6 +861,20 @@ def run_suite(
         )
         rows.append(row)
         write_csv(out / "runs.csv", rows, columns)
+    return rows, skipped
+
+
+def _write_results(
+    suite: SuiteDef,
+    specs: Sequence[RunSpec],
+    opts: BenchOptions,
+    rows: list[dict[str, Any]],
+    skipped: int,
+    log: Callable[[str], None],
+    finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None,
+) -> dict[str, Any]:
+    """results.csv, summary.csv, results.md, the suite's own files and the plots, from the rows of the runs."""
+    out, columns = opts.out, suite.columns()
     wanted = {s.key() for s in specs}
     chosen = [r for r in rows if run_key(r) in wanted]
     results = best_over_lr(chosen, suite.score)

@@ -103,6 +103,7 @@ def build_sweep(args: argparse.Namespace):
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from bdh.bench import runner
+    from bdh.outputs import folder_lock
 
     module, sweep = build_sweep(args)
     out = (
@@ -111,25 +112,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     opts = runner.BenchOptions(
         out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite
     )
-    finish = None
-    if not args.dry_run:
-        runner.prepare_out(opts)  # before anything is printed or generated
-    if args.suite == "sudoku":
-        suite = module.suite_def(sweep)
-        if args.dry_run:
-            specs = module.plan(sweep, (out / "data" / "train.csv", out / "data" / "val.csv"))
-        else:
-            print(
-                f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True
-            )
-            specs = module.plan(sweep, module.make_data(sweep, out / "data"))
-            finish = module.finisher(sweep)
-    else:
-        suite = module.suite_def(sweep)
-        specs = module.plan(sweep)
     if args.dry_run:
-        _print_plan(specs)
+        module.suite_def(sweep)  # the suite's own checks, as a real run makes them
+        paths = (out / "data" / "train.csv", out / "data" / "val.csv")
+        _print_plan(module.plan(sweep, paths) if args.suite == "sudoku" else module.plan(sweep))
         return 0
+    with folder_lock(out):  # one bench at a time in a folder
+        runner.prepare_out(opts)  # before anything is printed or generated
+        return _run_bench(args, module, sweep, opts)
+
+
+def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
+    """Generate the suite's data (Sudoku), train its runs into ``opts.out`` and print what it wrote."""
+    from bdh.bench import runner
+
+    out, finish = opts.out, None
+    suite = module.suite_def(sweep)
+    if args.suite == "sudoku":
+        print(f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True)
+        specs = module.plan(sweep, module.make_data(sweep, out / "data"))
+        finish = module.finisher(sweep)
+    else:
+        specs = module.plan(sweep)
     print(f"bench {args.suite}: {len(specs)} runs into {out}", flush=True)
     try:
         done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)

@@ -5,7 +5,8 @@
 - `device` resolves a ``--device`` (`bdh.devices.resolve_device`);
 - `prompt_bytes` reads a prompt as bytes: ``--prompt`` keeps the bytes the shell passed (any byte,
   also those that are not UTF-8), ``--prompt-file`` reads a file as it is;
-- `add_overwrite` adds the ``--overwrite`` flag of every command that writes an output.
+- `add_overwrite` adds the ``--overwrite`` flag of every command that writes an output;
+- `checked_model_dir` is the model folder every command that loads weights loads (checked, verified, named).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import argparse
 import contextlib
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bdh.errors import UserError
 
@@ -56,6 +59,20 @@ def number(low: float | None = None, high: float | None = None, *, low_open: boo
 
     parse.__name__ = "number"
     return parse
+
+
+#: a sampling temperature is 0 (greedy) or in this range: below it the logits overflow, above it all is noise
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-2, 1e2
+
+
+def temperature(text: str) -> float:
+    """An argparse type: a sampling temperature, 0 (greedy) or in [`MIN_TEMPERATURE`, `MAX_TEMPERATURE`]."""
+    value = number(0, MAX_TEMPERATURE)(text)
+    if 0 < value < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}], got {text!r}"
+        )
+    return value
 
 
 def _range(low: float | None, high: float | None, low_open: bool = False) -> str:
@@ -158,3 +175,31 @@ def flag_errors(config_class: type, given: dict):
         if sep and prefix == config_class.__name__ and name in given:
             raise UserError(f"argument --{name.replace('_', '-')}: {rest}") from None
         raise
+
+
+def checked_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
+    """The model folder a command loads for ``source`` (a run or model folder; ``checkpoint``: a step-N of the
+    run), by `bdh.train.checkpoint.resolve_model_dir`: damaged files refused, checksums verified. Every command
+    that loads weights finds its folder here and loads it with `load_model`."""
+    from bdh.train.checkpoint import resolve_model_dir
+
+    return resolve_model_dir(source, checkpoint)
+
+
+def load_model(folder: Path, map_location: Any = "cpu", announce: bool = True, **runtime: Any) -> Any:
+    """The model of a folder from `checked_model_dir` (`bdh.model.io.load_pretrained`), the folder named on
+    stdout once it has loaded (`announce_loaded`; ``announce=False``: the caller names it, or says it otherwise)."""
+    from bdh.model.io import load_pretrained
+
+    model = load_pretrained(folder, map_location=map_location, **runtime)
+    if announce:
+        announce_loaded(folder)
+    return model
+
+
+def announce_loaded(folder: Path, stream: Any = None) -> None:
+    """``model: run/best (checksums verified)`` on ``stream`` (stdout; stderr where stdout is data)."""
+    from bdh.train.checkpoint import META_NAME
+
+    how = "checksums verified" if (folder / META_NAME).is_file() else "a model folder, no checksums to verify"
+    print(f"model: {folder} ({how})", file=stream or sys.stdout, flush=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bdh.errors import UserError
 
-from .checks import add_overwrite, integer, number
+from .checks import add_overwrite, checked_model_dir, integer, load_model, number
 
 
 def _positive_int(text: str) -> int:
@@ -329,12 +329,10 @@ def cmd_probe(args) -> int:
     from bdh.dmft.output import OutputDir
     from bdh.dmft.plots import probe_figure
     from bdh.dmft.probe import ProbeConfig, run_probe
-    from bdh.model.io import load_pretrained
-    from bdh.train.checkpoint import resolve_model_dir
 
     if not args.prompt:
         raise UserError("--prompt: the prompt is empty; give at least one character")
-    model_dir = resolve_model_dir(args.run_dir)
+    model_dir = checked_model_dir(args.run_dir)
     temps = tuple(float(t) for t in parse_range(args.temperatures))
     cfg = ProbeConfig(
         temperatures=temps,
@@ -351,7 +349,7 @@ def cmd_probe(args) -> int:
     )
     from bdh.train.recurrent import Recurrent
 
-    model = load_pretrained(model_dir)
+    model = load_model(model_dir)
     if not isinstance(model, Recurrent):
         raise UserError(
             f"{model_dir}: a {type(model).__name__} model; the probe runs BDH models (it needs the recurrent state)"

@@ -136,6 +136,7 @@ def _log(message: str) -> None:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from bdh.experiments.common import prepare_out
+    from bdh.outputs import folder_lock
 
     from . import UsageError
 
@@ -152,12 +153,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if resume and (args.overwrite or not args.out):
         raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
     out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
-    out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite)
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)
     start = time.time()
-    report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
+    with folder_lock(out):  # one experiment at a time in a folder
+        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite)
+        report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
     print(f"{report}  ({(time.time() - start) / 60:.1f} min)")
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from bdh.errors import UserError
 from bdh.outputs import write_text
 
-from .checks import add_overwrite, add_prompt, integer, prompt_bytes
+from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 
 #: the longest prompt (and window) recorded: the recording keeps x and y of every token, layer and neuron
 MAX_PROMPT = 4096
@@ -92,11 +92,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     from bdh.analysis import figures, report
     from bdh.model import BDH
-    from bdh.model.io import load_pretrained
     from bdh.outputs import atomic_folder, check_output
-    from bdh.train.checkpoint import resolve_model_dir
 
-    model_dir = resolve_model_dir(args.run, args.checkpoint)
+    model_dir = checked_model_dir(args.run, args.checkpoint)
     tokens, source = _input_tokens(args)
     out = check_output(
         args.out if args.out else Path(args.run) / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S"),
@@ -104,7 +102,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         folder=True,
         inputs=[args.run, model_dir] + [p for p in (args.data, args.prompt_file) if p is not None],
     )
-    model = load_pretrained(model_dir)
+    model = load_model(model_dir)
     if not isinstance(model, BDH):
         raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
     cfg = model.config

@@ -10,7 +10,16 @@ from bdh.errors import UserError
 from bdh.model.config import BDHConfig
 from bdh.model.sizes import describe
 
-from .checks import add_overwrite, config_flags, config_values, flag_errors, integer, number
+from .checks import (
+    add_overwrite,
+    checked_model_dir,
+    config_flags,
+    config_values,
+    flag_errors,
+    integer,
+    load_model,
+    number,
+)
 
 #: the BDHConfig fields `bdh info` and `bdh convert` take as flags (generated from the fields)
 INFO_FIELDS = [
@@ -153,16 +162,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from bdh.model.io import load_pretrained
     from bdh.model.merge import average, concatenate
     from bdh.outputs import atomic_folder, check_output
-    from bdh.train.checkpoint import resolve_model_dir
 
-    dirs = [resolve_model_dir(args.a), resolve_model_dir(args.b)]
+    dirs = [checked_model_dir(args.a), checked_model_dir(args.b)]
     out = check_output(
         args.out_dir, overwrite=args.overwrite, inputs=[args.a, args.b, *dirs], folder=True, flag="OUT_DIR"
     )
-    a, b = (load_pretrained(d) for d in dirs)
+    a, b = (load_model(d) for d in dirs)
     merged = average(a, b, args.weight) if args.average else concatenate(a, b)
     with atomic_folder(out) as tmp:
         merged.save_pretrained(tmp)

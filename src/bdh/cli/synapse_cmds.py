@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bdh.errors import UserError
 
-from .checks import add_overwrite, integer
+from .checks import add_overwrite, checked_model_dir, integer, load_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -107,9 +107,7 @@ def cmd_synapses(args: argparse.Namespace) -> int:
     from bdh.experiments.common import prepare_out
     from bdh.experiments.synapses import SynapseOptions, analyse
     from bdh.model import BDH
-    from bdh.model.io import load_pretrained
     from bdh.outputs import check_output
-    from bdh.train.checkpoint import resolve_model_dir
 
     for name in ("search", "heldout", "top"):
         if getattr(args, name) < (1 if name == "top" else 2):
@@ -133,10 +131,10 @@ def cmd_synapses(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UserError(_flag(str(exc))) from None
-    model_dir = resolve_model_dir(args.run, args.checkpoint)
+    model_dir = checked_model_dir(args.run, args.checkpoint)
     out = Path(args.out) if args.out else Path(args.run) / "reports" / time.strftime("synapses-%Y%m%d-%H%M%S")
     check_output(out, overwrite=args.overwrite, folder=True, inputs=[args.run, model_dir])
-    model = load_pretrained(model_dir)
+    model = load_model(model_dir)
     try:
         layer = opts.check_model(model)
     except ValueError as exc:

@@ -11,7 +11,19 @@ from pathlib import Path
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
 
-from .checks import add_prompt, device, integer, number, prompt_bytes
+from .checks import (
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    add_overwrite,
+    add_prompt,
+    announce_loaded,
+    checked_model_dir,
+    device,
+    integer,
+    load_model,
+    prompt_bytes,
+    temperature,
+)
 
 #: ``bdh train --quick``: the main job shortened to about a minute (the same model and data)
 QUICK = (
@@ -61,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", metavar="step-N", help="with --resume: resume from this checkpoint instead of the latest"
     )
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
+    add_overwrite(p, "the run folder (--run-dir or the config's run_dir) with a new run")
     p.add_argument(
         "--quick",
         action="store_true",
@@ -81,9 +94,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("source", metavar="RUN_DIR", help="a run folder or a model folder")
     add_prompt(g.add_mutually_exclusive_group(), "the text to continue (default: a newline)")
     g.add_argument("--max-new-tokens", type=integer(0), default=500, help="bytes to generate (default 500)")
-    g.add_argument("--temperature", type=number(0), default=0.8, help="sampling temperature, 0 is greedy (default 0.8)")
-    g.add_argument("--top-k", type=integer(1), default=None, help="sample among the k most likely bytes (default: all)")
-    g.add_argument("--seed", type=integer(), default=None, help="sampling seed (default: unseeded)")
+    g.add_argument(
+        "--temperature",
+        type=temperature,
+        default=0.8,
+        help=f"sampling temperature, 0 is greedy, else in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (default 0.8)",
+    )
+    g.add_argument(
+        "--top-k", type=integer(1, 256), default=None, help="sample among the k most likely bytes (default: all)"
+    )
+    g.add_argument("--seed", type=integer(0, 2**63 - 1), default=None, help="sampling seed (default: unseeded)")
     g.add_argument("--checkpoint", metavar="step-N", help="use this checkpoint of the run instead of the best")
     g.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     g.set_defaults(func=cmd_generate)
@@ -179,6 +199,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides), environment=True)
         if args.run_dir:
             raise UserError("--run-dir cannot move a resumed run; it continues in its own folder")
+        if args.overwrite:
+            raise UserError("--overwrite starts a run anew; --resume continues one: give one of them")
     else:
         if args.checkpoint:
             raise UserError("--checkpoint needs --resume RUN_DIR")
@@ -197,7 +219,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     replan = bool(args.resume) and any(
         item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens") for item in args.overrides
     )
-    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan)
+    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
     if not from_environment().is_main:
         return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
     if result.finished_before:
@@ -246,20 +268,17 @@ def _load_model(source: str, checkpoint: str | None, device_name: str):
     """The model of a run or model folder and the folder it came from. A model folder's config.json holds the
     architecture only; the model of a run folder runs as the run ran it (the runtime fields of the ``model``
     section of its config.yaml: the attention form, the chunk size), that of a model folder with the defaults."""
-    from bdh.model.io import load_pretrained, read_model_config, runtime_fields
-    from bdh.train.checkpoint import META_NAME, resolve_model_dir, verify
+    from bdh.model.io import read_model_config, runtime_fields
     from bdh.train.trainer import load_run_config
 
-    folder = resolve_model_dir(source, checkpoint)
-    if (folder / META_NAME).is_file():
-        verify(folder)
+    folder = checked_model_dir(source, checkpoint)
     runtime = {}
     if folder != Path(source) and (Path(source) / "config.yaml").is_file():
         section = load_run_config(source).get("model")
         cls, _ = read_model_config(folder)
         if isinstance(section, dict):
             runtime = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
-    return load_pretrained(folder, map_location=device(device_name), **runtime), folder
+    return load_model(folder, map_location=device(device_name), announce=False, **runtime), folder
 
 
 def _stream_bytes(
@@ -280,13 +299,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     prompt = prompt_bytes(args, default=b"\n")
     from bdh.train.recurrent import StreamingModel
 
-    model, _ = _load_model(args.source, args.checkpoint, args.device)
+    model, folder = _load_model(args.source, args.checkpoint, args.device)
     if not isinstance(model, StreamingModel):
         raise UserError(f"{args.source}: this model cannot generate on a recurrent state")
     if getattr(model.config, "vocab_size", 256) < 256:
         raise UserError(
             f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}"
         )
+    if args.top_k is not None and args.top_k > model.config.vocab_size:
+        raise UserError(f"--top-k {args.top_k}: the model has {model.config.vocab_size} tokens; give at most that")
+    announce_loaded(folder, sys.stderr)  # stdout holds the generated bytes
     _stream_bytes(model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()

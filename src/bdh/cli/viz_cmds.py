@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
 from bdh.viz.inputs import MAX_TOKENS
 
-from .checks import add_overwrite, add_prompt, integer, prompt_bytes
+from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
 
 
@@ -111,9 +112,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _load(folder: Path, device):
     """The BDH model of a model folder (from `resolve_model_dir`), on ``device``; BDH models only."""
     from bdh.model import BDH
-    from bdh.model.io import load_pretrained
 
-    model = load_pretrained(folder, map_location=device)
+    model = load_model(folder, map_location=device)
     if not isinstance(model, BDH):
         raise UserError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
     return model
@@ -147,7 +147,6 @@ def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
 
 def cmd_viz(args: argparse.Namespace) -> int:
     from bdh.outputs import check_output, write_text
-    from bdh.train.checkpoint import resolve_model_dir
     from bdh.viz import inputs
     from bdh.viz.export import ViewOptions, build_view
     from bdh.viz.page import render
@@ -161,7 +160,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     )
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
-    folder = resolve_model_dir(args.run, args.checkpoint)
+    folder = checked_model_dir(args.run, args.checkpoint)
     out = check_output(
         args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
         overwrite=args.overwrite,
@@ -231,7 +230,7 @@ def _holds_any_model(run: Path) -> bool:
     from bdh.train.checkpoint import list_checkpoints
 
     return any(
-        (p / "config.json").exists() or (p / "model.safetensors").exists()
+        os.path.lexists(p / "config.json") or os.path.lexists(p / "model.safetensors")
         for p in (run, run / "best", *list_checkpoints(run))
     )
 
@@ -273,7 +272,6 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from bdh.outputs import atomic_folder, check_output
-    from bdh.train.checkpoint import resolve_model_dir
     from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
 
@@ -287,7 +285,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
     else:  # a model that is there (or a checkpoint asked for) must load
-        folder = resolve_model_dir(args.run, args.checkpoint)
+        folder = checked_model_dir(args.run, args.checkpoint)
         model = _load(folder, device)
         _check_indices(args, model)
     root = inputs.run_dir_of(folder) if folder is not None else run

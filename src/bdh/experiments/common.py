@@ -21,7 +21,6 @@ import dataclasses
 import json
 import math
 import random
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, write_text
+from bdh.outputs import check_output, empty_folder, write_text
 from bdh.plotting import save
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
@@ -393,7 +392,7 @@ def prepare_out(out: str | Path, *, overwrite: bool = False, inputs: Sequence[st
     Experiments write into the folder as they go (their runs can take half an hour), so it is checked
     and emptied here rather than swapped in at the end; each file in it is written atomically."""
     out = check_output(out, overwrite=overwrite, inputs=inputs, folder=True)
-    if out.is_dir() and any(out.iterdir()):
-        shutil.rmtree(out)
+    if out.is_dir():
+        empty_folder(out)  # all but the lock of a caller that holds it (`bdh.outputs.folder_lock`)
     out.mkdir(parents=True, exist_ok=True)
     return out

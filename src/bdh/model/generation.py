@@ -14,6 +14,9 @@ from bdh.errors import UserError
 
 from .state import BDHState
 
+#: prompt tokens read into the state per chunk by `GenerationMixin.stream` (bounds its memory)
+PROMPT_CHUNK = 1024
+
 
 class GenerationMixin:
     """Sampling from a model with ``step(tokens, state, mode=..., inplace=...)`` and ``init_state``."""
@@ -29,10 +32,12 @@ class GenerationMixin:
         seed: int | None = None,
         state: BDHState | None = None,
         sparse: bool = False,
+        prompt_chunk: int = PROMPT_CHUNK,
     ) -> Iterator[torch.Tensor]:
         """Yield (B,) sampled tokens one at a time, generating on the recurrent state.
 
-        The prompt is read with the chunked form (memory linear in its length); each new token then
+        The prompt is read with the chunked form, ``prompt_chunk`` tokens at a time into the state, so memory
+        does not grow with its length (any prompt length reads in bounded memory); each new token then
         costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
         ``temperature=0`` is greedy decoding. ``sparse=True`` (a batch of one sequence, no damping)
         makes each step skip the neurons that do not fire (`bdh.model.kernels.sparse`); the results are
@@ -60,7 +65,8 @@ class GenerationMixin:
         self.eval()
         try:
             state = self.init_state(prompt.shape[0]) if state is None else state.clone()
-            logits, state = self.step(prompt, state, mode="chunked", inplace=True)
+            for start in range(0, prompt.shape[1], prompt_chunk):
+                logits, state = self.step(prompt[:, start : start + prompt_chunk], state, mode="chunked", inplace=True)
             logits = logits[:, -1]
             for i in range(max_new_tokens):
                 nxt = sample(logits, temperature, top_k, gen)

@@ -39,7 +39,7 @@ from ..model.io import (
     runtime_fields,
     save_tensors,
 )
-from ..outputs import atomic_folder, write_text
+from ..outputs import atomic_folder, file_problem, write_text
 from .sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
 
 FORMAT = "bdh-train-checkpoint"
@@ -194,12 +194,38 @@ def holds_model(folder: Path) -> bool:
     return (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file()
 
 
+def _model_files(folder: Path, fallback: str) -> bool:
+    """Whether ``folder`` holds a model: True when config.json and model.safetensors are regular files, False
+    when neither is there; a damaged one (missing beside the other, a loop, not a regular file) is refused with
+    one line rather than passed over for another model (``fallback`` says how to load another on purpose)."""
+    problems = {name: file_problem(folder / name) for name in (CONFIG_NAME, WEIGHTS_NAME)}
+    if all(p == "is missing" for p in problems.values()):
+        return False
+    for name, problem in problems.items():
+        if problem is not None:
+            raise CheckpointError(f"{folder / name}: {problem}; {folder} cannot be loaded{fallback}")
+    return True
+
+
+def _verified(folder: Path) -> Path:
+    """``folder`` after checking the checksums its meta.json records (a plain model folder has none)."""
+    problem = file_problem(folder / META_NAME)
+    if problem == "is missing":
+        return folder
+    if problem is not None:
+        raise CheckpointError(f"{folder / META_NAME}: {problem}; the checksums of {folder} cannot be checked")
+    verify(folder)
+    return folder
+
+
 def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
-    """The model folder that a command given ``source`` should load.
+    """The model folder that a command given ``source`` should load, its checksums verified.
 
     ``source`` is a model folder (config.json + model.safetensors) or a run folder; for a run folder:
-    ``checkpoints/<checkpoint>`` when ``checkpoint`` is given, else ``best/``, else the newest complete
-    ``checkpoints/step-N``. Every command that takes a trained model resolves it here.
+    ``checkpoints/<checkpoint>`` when ``checkpoint`` is given, else ``best/``, else (no best/ yet) the newest
+    complete ``checkpoints/step-N``. A damaged model file (missing, looping, not a regular file) is refused, never
+    passed over for another checkpoint; a folder with a meta.json must match its checksums (`verify`). Every
+    command that takes a trained model resolves it here.
     """
     src = Path(source)
     if not src.exists():
@@ -208,24 +234,31 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         raise UserError(f"{src}: not a folder (give a run folder or a model folder)")
     if checkpoint:
         path = src / "checkpoints" / checkpoint
-        if not holds_model(path):
+        if not path.is_dir() or not _model_files(path, ""):
             raise FileNotFoundError(f"{path}: no such checkpoint (or it is incomplete)")
-        return path
-    if holds_model(src):
-        return src
-    if holds_model(src / "best"):
-        return src / "best"
-    for path in reversed(list_checkpoints(src)):
-        if holds_model(path):
-            return path
+        return _verified(path)
+    found = [p for p in list_checkpoints(src) if holds_model(p)]
+    fallback = f"; to load a checkpoint instead, give {found[-1]}" if found else ""
+    if _model_files(src, ""):
+        return _verified(src)
+    best = src / "best"
+    if os.path.lexists(best):
+        if not best.is_dir() or not _model_files(best, fallback):
+            raise CheckpointError(f"{best}: {file_problem(best) or 'holds no model'}; not loaded{fallback}")
+        return _verified(best)
+    if found:
+        return _verified(found[-1])
     raise UserError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
 
 
 def verify(path: Path) -> dict[str, Any]:
     """The meta.json of a checkpoint folder after checking its format tag and file checksums."""
     meta_path = path / META_NAME
-    if not meta_path.is_file():
+    problem = file_problem(meta_path)
+    if problem == "is missing":
         raise CheckpointError(f"{path}: not a bdh training checkpoint (no {META_NAME}; incomplete or foreign)")
+    if problem is not None:
+        raise CheckpointError(f"{meta_path}: {problem}; not a bdh training checkpoint")
     meta = read_json(meta_path)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a bdh training checkpoint ({META_NAME} has no format {FORMAT!r}; foreign?)")
@@ -234,10 +267,14 @@ def verify(path: Path) -> dict[str, Any]:
             f"{path}: checkpoint format_version {meta.get('format_version')!r} is not supported "
             f"(this bdh reads {FORMAT_VERSION})"
         )
-    for name, digest in meta.get("files", {}).items():
+    files = meta.get("files")
+    if not isinstance(files, dict) or not {CONFIG_NAME, WEIGHTS_NAME} <= set(files):
+        raise CheckpointError(f"{meta_path}: records no checksums of {CONFIG_NAME} and {WEIGHTS_NAME} (damaged?)")
+    for name, digest in files.items():
         file = path / name
-        if not file.is_file():
-            raise CheckpointError(f"{path}: {name} is missing")
+        problem = file_problem(file)
+        if problem is not None:
+            raise CheckpointError(f"{file}: {problem}; the checkpoint {path} is damaged")
         if _sha256(file) != digest:
             raise CheckpointError(f"{path}: {name} does not match its checksum (corrupted)")
     return meta

@@ -34,6 +34,7 @@ import yaml
 
 from bdh.devices import resolve_device
 from bdh.errors import UserError
+from bdh.outputs import file_problem
 
 from ..model.config import BDHConfig
 from ..registry import get_model, get_task
@@ -395,8 +396,11 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping in a YAML or JSON file (one-line errors for a missing or malformed file)."""
     path = Path(path)
-    if not path.is_file():
+    problem = file_problem(path)
+    if problem == "is missing":
         raise FileNotFoundError(f"{path}: no such config file")
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}; a config is a YAML or JSON file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

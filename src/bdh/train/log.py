@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bdh.errors import UserError
-from bdh.outputs import write_text
+from bdh.outputs import file_problem, write_text
 
 #: RUN_DIR/WANDB_ID_FILE holds the W&B run id, so that ``bdh train --resume`` continues the same W&B run
 WANDB_ID_FILE = "wandb-id"
@@ -26,17 +26,14 @@ class MetricsLog:
         self.path = path
 
     def truncate_after(self, step: int) -> None:
-        """Drop records of steps after ``step`` (a resumed run rewrites what the lost steps had logged)."""
-        if not self.path.is_file():
+        """Drop records of steps after ``step`` (a resumed run rewrites what the lost steps had logged), and
+        damaged lines (one warning says how many)."""
+        if not os.path.lexists(self.path):
             return
-        keep = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash
-            if int(record.get("step", 0)) <= step:
-                keep.append(line)
+        lines, damaged = _metric_lines(self.path)
+        keep = [line for line, record in lines if int(record.get("step", 0)) <= step]
+        if damaged:
+            _warn(f"{self.path}: {damaged} damaged line(s) dropped (repaired; {len(keep)} records kept)")
         write_text(self.path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -44,16 +41,42 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
 
 
+def _warn(message: str) -> None:
+    print(f"bdh: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _metric_lines(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+    """The good lines of a metrics.jsonl with their records, and the count of damaged ones (bytes that are not
+    UTF-8, not JSON, not an object with a numeric step: a line cut by a crash, a flipped byte). A path that is
+    not a regular file (a FIFO would block) is refused."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}; metrics.jsonl must be a regular file")
+    good, damaged = [], 0
+    for raw in path.read_bytes().split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("step", 0), int):
+                raise ValueError("not a record")
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            damaged += 1
+            continue
+        good.append((line, record))
+    return good, damaged
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics.jsonl (unreadable lines are skipped)."""
-    out = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    """The records of a metrics.jsonl ([] if there is none); damaged lines are skipped with one warning that
+    says how many, a path that is not a regular file is refused."""
+    if not os.path.lexists(path):
+        return []
+    lines, damaged = _metric_lines(path)
+    if damaged:
+        _warn(f"{path}: {damaged} damaged line(s) skipped ({len(lines)} records read)")
+    return [record for _, record in lines]
 
 
 def _scalars(values: dict[str, Any]) -> dict[str, float]:

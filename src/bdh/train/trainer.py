@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bdh import devices
-from bdh.outputs import write_text
+from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
 from ..model.config import BDHConfig
 from ..model.io import CheckpointError
@@ -180,10 +180,17 @@ class Trainer:
     """
 
     def __init__(
-        self, config: RunConfig, *, resume: Path | None = None, resume_from: Path | None = None, replan: bool = False
+        self,
+        config: RunConfig,
+        *,
+        resume: Path | None = None,
+        resume_from: Path | None = None,
+        replan: bool = False,
+        overwrite: bool = False,
     ):
         """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
-        ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`)."""
+        ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
+        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
         config.validate()  # every check on the config alone lives there (also run by --print-config)
         self.config = config
         self.env = dist_utils.from_environment()
@@ -192,7 +199,13 @@ class Trainer:
         self._setup_layout()
         self._check_run()
         self._setup_model(init_from=config.train.init_from if resume is None else None)
-        self._setup_run_dir(resume, resume_from, replan)
+        #: the run folder's lock (`bdh.outputs.folder_lock`, rank 0), held until `close`
+        self._lock = contextlib.ExitStack()
+        try:
+            self._setup_run_dir(resume, resume_from, replan, overwrite)
+        except BaseException:
+            self._lock.close()
+            raise
         self._signal: int | None = None
         self.budget.start(time.time())
 
@@ -340,43 +353,47 @@ class Trainer:
             raise TrainingError(f"train.init_from: {exc}") from None
         self.model.load_state_dict(tensors)
 
-    def _setup_run_dir(self, resume: Path | None, resume_from: Path | None, replan: bool) -> None:
-        """The run folder (a new one, or the resumed one with the state of its checkpoint), its metrics log and
-        its config.yaml."""
+    def _setup_run_dir(self, resume: Path | None, resume_from: Path | None, replan: bool, overwrite: bool) -> None:
+        """The run folder (a new one, or the resumed one with the state of its checkpoint), locked, its metrics
+        log and its config.yaml."""
         self.step, self.tokens, self.best = 0, 0, None
         self.last_checkpoint: Path | None = None
-        self.run_dir = self._make_run_dir(resume)
+        self.restarted = False  # a resume of a run that had no checkpoint yet: it starts again from step 0
+        self.run_dir = self._make_run_dir(resume, overwrite)
         if resume is not None:
             self._resume(resume_from, replan)
         #: a resumed run that had already reached its end: `fit` returns at once and nothing is written
         self.finished_before = resume is not None and self.step >= self.total_steps
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         if self.env.is_main and not self.finished_before:
-            write_text(self.run_dir / "config.yaml", self.config.to_yaml())
-            if resume is not None:
+            if resume is not None:  # first: a metrics.jsonl that must be refused leaves config.yaml as it was
                 self.metrics.truncate_after(self.step)
+            write_text(self.run_dir / "config.yaml", self.config.to_yaml())
 
-    def _make_run_dir(self, resume: Path | None) -> Path:
-        """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty), else runs/<timestamp>;
-        made by rank 0, its path broadcast to every process and written to the run config."""
-        if resume is not None:
-            return Path(resume)
+    def _make_run_dir(self, resume: Path | None, overwrite: bool) -> Path:
+        """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty, or ``overwrite``), else
+        runs/<timestamp>; made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder), its
+        path broadcast to every process and written to the run config."""
         path = None
         if self.env.is_main:
-            if self.config.run_dir:
+            if resume is not None:
+                p = Path(resume)
+            elif self.config.run_dir:
                 p = Path(self.config.run_dir)
-                if p.exists() and any(p.iterdir()):
-                    raise TrainingError(
-                        f"run_dir: {p} already exists and is not empty; resume it with --resume {p}, "
-                        "or pick another run_dir"
-                    )
             else:
                 base = Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
                 p, k = base, 1
                 while p.exists():
                     k += 1
                     p = base.with_name(f"{base.name}-{k}")
-            p.mkdir(parents=True, exist_ok=True)
+            self._lock.enter_context(folder_lock(p))
+            if resume is None and folder_entries(p):
+                if not overwrite:
+                    raise TrainingError(
+                        f"run_dir: {p} already exists and is not empty; continue it with bdh train --resume {p}, "
+                        "start it anew with --overwrite, or pick another run_dir"
+                    )
+                empty_folder(p)
             path = str(p)
         path = dist_utils.broadcast_object(path, self.env)
         self.config.run_dir = path
@@ -387,8 +404,11 @@ class Trainer:
         the length of the run, this process's random streams and carried recurrent states."""
         found = ckpt.list_checkpoints(self.run_dir)
         path = resume_from or (found[-1] if found else None)
-        if path is None:
-            raise CheckpointError(f"{self.run_dir}: no checkpoint to resume from (checkpoints/step-N)")
+        if path is None:  # stopped before its first checkpoint: its config.yaml is all there is, start again
+            self.restarted = True
+            if self.config.train.init_from is not None:
+                self._init_from(self.config.train.init_from)
+            return
         try:
             state = ckpt.load_checkpoint(path, self.model, self.optimizer, self.device)
         except CheckpointError as exc:
@@ -692,6 +712,8 @@ class Trainer:
                 f"({self.tokens:,} tokens trained before)"
             )
             return
+        if self.restarted:
+            progress.message(f"{self.run_dir} has no checkpoint yet: training it from step 0 with its config.yaml")
         params = sum(p.numel() for p in self.model.parameters())
         processes = f" over {self.env.world_size} processes" if self.env.enabled else ""
         processes += " (fully sharded)" if self.sharded else ""
@@ -829,6 +851,7 @@ class Trainer:
             self.objective = None
             gc.collect()
         dist_utils.shutdown(self.env)
+        self._lock.close()
 
 
 def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None) -> int:
@@ -842,15 +865,22 @@ def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None
 
 
 def train(
-    config: RunConfig, *, resume: str | Path | None = None, resume_from: str | Path | None = None, replan: bool = False
+    config: RunConfig,
+    *,
+    resume: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    replan: bool = False,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``.
-    ``replan``: a resume that sets the length of the run anew (see `Trainer._resume_length`)."""
+    ``replan``: a resume that sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
+    start anew in a non-empty ``run_dir``."""
     trainer = Trainer(
         config,
         resume=Path(resume) if resume else None,
         resume_from=Path(resume_from) if resume_from else None,
         replan=replan,
+        overwrite=overwrite,
     )
     try:
         return trainer.fit()
@@ -865,9 +895,18 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run folder")
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
-    return read_config_file(path)
+    data = read_config_file(path)
+    keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
+    missing = [k for k in keys if k not in data]
+    if missing:
+        what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
+        raise TrainingError(
+            f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: restore the file, "
+            f"or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+        )
+    return data
 
 
 __all__ = ["Objective", "TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]

@@ -41,16 +41,12 @@ class ViewInput:
 def run_task(model_dir: Path) -> dict[str, Any] | None:
     """The ``task`` section of the run config next to a model folder (the folder itself, RUN_DIR/best or
     RUN_DIR/checkpoints/step-N), or None when no config.yaml is found."""
-    import yaml
+    from bdh.train.config import read_config_file
 
     for folder in (model_dir, model_dir.parent, model_dir.parent.parent):
         cfg = folder / "config.yaml"
         if cfg.is_file():
-            try:
-                data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
-            except yaml.YAMLError as exc:
-                raise UserError(f"{cfg}: not valid YAML ({exc})") from None
-            task = data.get("task") if isinstance(data, dict) else None
+            task = read_config_file(cfg).get("task")
             return task if isinstance(task, dict) else None
     return None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, write_text
+from bdh.outputs import check_output, folder_entries, write_text
 
 from .config import Config
 from .ladder import MODELS, Rung, build_ladder, plan, plan_text
@@ -26,7 +26,7 @@ Log = Callable[[str], None]
 def prepare_resume(out: str | Path) -> Path:
     """The output folder of ``--resume``: new, empty, or an earlier scaling folder (kept as it is)."""
     out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
         raise UserError(f"--resume: {out} is not a scaling experiment folder (no {MARKER}); give another --out")
     out.mkdir(parents=True, exist_ok=True)
     return out

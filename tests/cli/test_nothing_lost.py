@@ -1,0 +1,524 @@
+"""Nothing lost, part two (issue 30): one writer per folder, every load verified, damaged files refused or
+repaired, advice that works when followed, bounded inputs, leftovers of interrupted writes cleaned.
+
+Each test drives the real command line (``bdh.cli.main`` in this process, or ``python -m bdh`` in a subprocess
+where two processes or a kill are the point) on a tiny run built once per module (2 steps, `TINY_TRAIN`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bdh.cli import main
+from bdh.outputs import LOCK_NAME, FolderBusy, folder_lock
+
+from .bad_input_fixtures import TINY_TRAIN, set_args
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def bdh(*argv: str, capsys=None) -> tuple[int, str, str]:
+    """``bdh ARGV`` in this process: (exit status, stdout, stderr); ``capsys``: pytest's capsysbinary."""
+    code = main(list(argv))
+    if capsys is None:
+        return code, "", ""
+    out, err = capsys.readouterr()
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def one_error(err: str, *names: str) -> str:
+    """The single ``bdh: error:`` line of ``err``, checked to name each of ``names``."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bdh: error: "), err
+    assert "Traceback" not in err
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    e["PYTHONPATH"] = str(SRC) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
+def spawn(cwd: Path, *argv: str) -> subprocess.Popen:
+    """``python -m bdh ARGV`` in the background (its own process group, text output captured)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bdh", *argv],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate, proc: subprocess.Popen | None = None, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended first: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def lock_holder(folder: Path) -> bool:
+    lock = folder / LOCK_NAME
+    return lock.is_file() and "pid=" in lock.read_text(errors="replace")
+
+
+#: a tiny run that trains for a long time (until stopped): the process holds its folder meanwhile
+ENDLESS = set_args([*TINY_TRAIN, "train.max_steps=1000000", "checkpoint.every=0", "eval.every=0"])
+
+
+@pytest.fixture(scope="module")
+def pristine_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("nothing-lost")
+    assert main(["train", "--run-dir", str(root / "run"), *set_args(TINY_TRAIN)]) == 0
+    return root / "run"
+
+
+@pytest.fixture
+def run(pristine_run, tmp_path, monkeypatch) -> Path:
+    """A fresh copy of the tiny run, the cwd its parent."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(pristine_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+# ---------------------------------------------------------------------------------------------- 1. one writer
+
+
+LOCKER = """
+import sys, time
+from bdh.outputs import folder_lock
+with folder_lock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_process_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(tmp_path):
+    folder = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", LOCKER, str(folder)], env=env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(FolderBusy, match=f"pid {holder.pid} on host"):
+            with folder_lock(folder):
+                pass
+    finally:
+        holder.kill()  # SIGKILL: no cleanup, the lock file stays
+        holder.wait()
+    assert (folder / LOCK_NAME).is_file() and f"pid={holder.pid}" in (folder / LOCK_NAME).read_text()
+    with folder_lock(folder):  # the kernel dropped the dead holder's lock: taken over
+        assert f"pid={os.getpid()}" in (folder / LOCK_NAME).read_text()
+    assert not (folder / LOCK_NAME).exists()
+
+
+def test_a_lock_file_of_a_dead_pid_is_taken_over_and_the_lock_nests_in_one_process(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / LOCK_NAME).write_text("pid=999999999\nhost=elsewhere\ncommand=bdh train\ntime=0\n")
+    with folder_lock(folder):
+        with folder_lock(folder):  # the same process again (bdh bench, then its run_suite): nests
+            pass
+        assert (folder / LOCK_NAME).is_file()
+    assert folder.is_dir() and not any(folder.iterdir())
+
+
+def test_two_real_trainings_on_one_run_folder_one_is_refused_in_one_line(run, tmp_path):
+    first = spawn(tmp_path, "train", "--run-dir", "busy", *ENDLESS)
+    try:
+        wait_for(lambda: lock_holder(tmp_path / "busy"), first)
+        second = subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--run-dir", "busy", *ENDLESS],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 2, second.stderr
+        one_error(second.stderr, "busy", f"pid {first.pid}", "one writer at a time")
+        resumed = subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--resume", "busy"],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 2
+        one_error(resumed.stderr, f"pid {first.pid}")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    # killed without a word: its lock is taken over, and the run, which had no checkpoint yet, trains again
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "bdh", "train", "--resume", "busy", "--set", "train.max_steps=2"],
+            cwd=tmp_path,
+            env=env(),
+            capture_output=True,
+            timeout=120,
+        ).returncode
+        == 0
+    )
+    assert (tmp_path / "busy" / "checkpoints" / "step-2").is_dir() and not (tmp_path / "busy" / LOCK_NAME).exists()
+
+
+def test_two_trainings_started_together_only_one_trains(tmp_path):
+    procs = [spawn(tmp_path, "train", "--run-dir", "x", *set_args([*TINY_TRAIN, f"train.seed={s}"])) for s in (1, 2)]
+    results = [p.communicate(timeout=240) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], results
+    refused = results[[p.returncode for p in procs].index(2)][1]
+    assert "one writer at a time" in refused or "already exists" in refused, refused
+    seeds = {line for line in (tmp_path / "x" / "config.yaml").read_text().splitlines() if "seed:" in line}
+    assert len(seeds) >= 1
+    steps = [line for line in (tmp_path / "x" / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
+    assert len(steps) == 2  # one run's records, not both
+
+
+def test_bench_and_experiment_output_folders_are_locked(tmp_path, monkeypatch, capsysbinary):
+    monkeypatch.chdir(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(tmp_path / "b")], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        bench = ["bench", "recall", "--quick", "--models", "bdh", "--steps", "1", "--seeds", "0", "--lrs", "1e-3"]
+        code, _, err = bdh(*bench, "--widths", "8", "--out", "b", "--resume", capsys=capsysbinary)
+        assert code == 2
+        one_error(err, f"pid {holder.pid}")
+        code, _, err = bdh("experiment", "scaling", "--quick", "--out", "b", "--resume", capsys=capsysbinary)
+        assert code == 2
+        one_error(err, f"pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---------------------------------------------------------------------------------------------- 2. every load verified
+
+#: every command that loads weights, on the run folder ``run`` (small settings: quick if a check is missing)
+LOADERS = {
+    "generate": ["generate", "run", "--prompt", "hi", "--max-new-tokens", "2", "--device", "cpu"],
+    "eval": ["eval", "run", "--batches", "1", "--device", "cpu"],
+    "viz": ["viz", "run", "--out", "out/v.html", "--prompt", "hi", "--device", "cpu"],
+    "plot": ["plot", "run", "--out", "out/p", "--device", "cpu"],
+    "inspect": [
+        "inspect",
+        "run",
+        "--out",
+        "out/i",
+        "--no-figures",
+        "--tokens",
+        "8",
+        "--windows",
+        "1",
+        "--max-nodes",
+        "16",
+        "--seeds",
+        "1",
+    ],
+    "merge": ["merge", "run", "run", "out/m"],
+    "dmft-probe": [
+        "dmft",
+        "probe",
+        "run",
+        "--out",
+        "out/d",
+        "--prompt",
+        "hi",
+        "--temperatures",
+        "1",
+        "--steps",
+        "8",
+        "--transient",
+        "2",
+        "--features",
+        "2",
+    ],
+}
+
+
+def _flip_bytes(run: Path) -> str:
+    weights = run / "best" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = bytes(8 * [0x7F])  # still a readable safetensors file, not the recorded bytes
+    weights.write_bytes(bytes(data))
+    return "does not match its checksum"
+
+
+def _missing_weights(run: Path) -> str:
+    (run / "best" / "model.safetensors").unlink()
+    return "model.safetensors: is missing"
+
+
+def _looping_weights(run: Path) -> str:
+    (run / "best" / "model.safetensors").unlink()
+    (run / "best" / "model.safetensors").symlink_to("model.safetensors")
+    return "loops"
+
+
+def _config_is_a_folder(run: Path) -> str:
+    (run / "best" / "config.json").unlink()
+    (run / "best" / "config.json").mkdir()
+    return "config.json: is a folder"
+
+
+def _meta_is_a_fifo(run: Path) -> str:
+    (run / "best" / "meta.json").unlink()
+    os.mkfifo(run / "best" / "meta.json")
+    return "meta.json: is a FIFO"
+
+
+DAMAGE = [_flip_bytes, _missing_weights, _looping_weights, _config_is_a_folder, _meta_is_a_fifo]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__.strip("_") for d in DAMAGE])
+@pytest.mark.parametrize("command", list(LOADERS))
+def test_every_loader_refuses_a_damaged_best_instead_of_using_another_model(run, command, damage, capsysbinary):
+    said = damage(run)
+    code, out, err = bdh(*LOADERS[command], capsys=capsysbinary)
+    assert code == 2, (out, err)
+    line = one_error(err, "run/best", said)
+    assert "checkpoints/step-2" in line or "checksum" in line  # how to load the checkpoint on purpose
+    assert not Path("out").exists()
+
+
+@pytest.mark.parametrize("command", list(LOADERS))
+def test_every_loader_verifies_and_names_the_folder_it_loads(run, command, capsysbinary):
+    code, out, err = bdh(*LOADERS[command], capsys=capsysbinary)
+    assert code == 0, err
+    said = f"model: {Path('run') / 'best'}" + ("" if command == "eval" else " (checksums verified)")
+    assert said in (err if command == "generate" else out)
+
+
+def test_the_checkpoint_the_advice_names_loads(run, capsysbinary):
+    _missing_weights(run)
+    bdh(*LOADERS["merge"], capsys=capsysbinary)
+    code, _, err = bdh("merge", "run/checkpoints/step-2", "run/checkpoints/step-2", "out/m", capsys=capsysbinary)
+    assert code == 0, err
+
+
+# ---------------------------------------------------------------------------------------------- 3. damaged files
+
+
+def _cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("damage", ["half", "empty", "line-boundary", "mid-value"])
+def test_a_cut_config_yaml_is_refused_on_resume_not_filled_with_defaults(run, capsysbinary, damage):
+    cfg = run / "config.yaml"
+    text = cfg.read_text()
+    if damage == "half":
+        _cut_in_half(cfg)
+    elif damage == "empty":
+        cfg.write_bytes(b"")
+    elif damage == "line-boundary":  # whole lines lost: still valid YAML
+        cfg.write_text("".join(text.splitlines(keepends=True)[:40]))
+    else:  # cut inside a value: seed 1337 would read as 13
+        cfg.write_text(text[: text.index("seed: 1337") + len("seed: 13")])
+    before = cfg.read_bytes()
+    code, _, err = bdh("train", "--resume", "run", "--set", "train.max_steps=3", capsys=capsysbinary)
+    assert code == 2
+    line = one_error(err, "config.yaml")
+    said = {"half": "not valid YAML", "empty": "is empty", "line-boundary": "cut short", "mid-value": "cut short"}
+    assert said[damage] in line and "checkpoint" not in line
+    assert cfg.read_bytes() == before and not (run / "checkpoints" / "step-3").exists()
+
+
+def test_a_bad_byte_in_config_yaml_is_one_line_for_every_reader(run, capsysbinary):
+    cfg = run / "config.yaml"
+    cfg.write_bytes(cfg.read_bytes().replace(b"seed: 1337", b"seed: 13\xff7"))
+    for argv in (["train", "--resume", "run"], LOADERS["viz"], LOADERS["eval"]):
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+        assert code == 2, argv
+        one_error(err, "config.yaml", "not a text file")
+
+
+def _bad_byte_in_metrics(run: Path) -> None:
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    metrics.write_bytes(lines[0].replace(b'"kind"', b'"k\xffind"') + b"".join(lines[1:]))
+
+
+def test_a_bad_byte_in_metrics_is_skipped_with_a_count_and_repaired_on_resume(run, capsysbinary):
+    _bad_byte_in_metrics(run)
+    code, out, err = bdh("runs", ".", capsys=capsysbinary)
+    assert code == 0 and "run" in out
+    assert "bdh: warning:" in err and "1 damaged line(s) skipped" in err
+    code, out, err = bdh(*LOADERS["plot"], capsys=capsysbinary)
+    assert code == 0 and "1 damaged line(s) skipped" in err
+    code, _, err = bdh("train", "--resume", "run", "--set", "train.max_steps=3", capsys=capsysbinary)
+    assert code == 0, err
+    assert "1 damaged line(s) dropped (repaired" in err
+    records = (run / "metrics.jsonl").read_bytes().splitlines()
+    assert b"\xff" not in b"".join(records) and len(records) == 4  # step 2: train + eval; step 3 likewise
+    assert bdh("runs", ".", capsys=capsysbinary)[2] == ""  # repaired: no warning any more
+
+
+def test_a_fifo_in_place_of_metrics_is_refused_without_hanging(run, capsysbinary):
+    (run / "metrics.jsonl").unlink()
+    os.mkfifo(run / "metrics.jsonl")
+    cfg = (run / "config.yaml").read_bytes()
+    for argv in (["train", "--resume", "run", "--set", "train.max_steps=3"], LOADERS["plot"], ["runs", "run"]):
+        start = time.time()
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+        assert code == 2 and time.time() - start < 30, argv
+        one_error(err, "metrics.jsonl", "is a FIFO")
+    assert (run / "config.yaml").read_bytes() == cfg
+
+
+# ---------------------------------------------------------------------------------------------- 4. dead ends
+
+
+def test_advice_after_a_kill_before_the_first_checkpoint_works_when_followed(run, tmp_path, capsysbinary):
+    """A run killed before its first checkpoint: a plain rerun advises --resume or --overwrite; both work."""
+    shutil.rmtree(run / "checkpoints")
+    shutil.rmtree(run / "best")
+    code, _, err = bdh("train", "--run-dir", "run", *set_args(TINY_TRAIN), capsys=capsysbinary)
+    assert code == 2
+    line = one_error(err, "bdh train --resume run", "--overwrite")
+    assert "resume" in line
+    code, _, err = bdh("train", "--resume", "run", "--set", "log.progress=lines", capsys=capsysbinary)
+    assert code == 0, err  # followed: trains it from step 0
+    assert "no checkpoint yet" in err and (run / "checkpoints" / "step-2").is_dir()
+    code, _, err = bdh("train", "--run-dir", "run", "--overwrite", *set_args(TINY_TRAIN), capsys=capsysbinary)
+    assert code == 0, err  # the other advice: start anew in the same folder
+    assert (run / "checkpoints" / "step-2").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    code, _, err = bdh("train", "--resume", "run", "--overwrite", capsys=capsysbinary)
+    assert code == 2
+    one_error(err, "--overwrite", "--resume")
+
+
+# ---------------------------------------------------------------------------------------------- 6. leftovers
+
+#: a writer killed (SIGKILL, by itself) inside an atomic folder swap: after the old folder was moved aside
+#: (``.old``) and before the new one (``.tmp``, complete) was renamed into place, so best/ is gone
+KILLED_MID_SWAP = """
+import os, signal, sys
+from bdh import outputs
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if str(dst).endswith("/x"):
+        os.kill(os.getpid(), signal.SIGKILL)
+outputs.os.replace = replace
+with outputs.atomic_folder(sys.argv[1]) as tmp:
+    (tmp / "config.json").write_text("new")
+"""
+
+#: a writer killed while it fills a temporary file and a temporary folder
+KILLED_WHILE_WRITING = """
+import sys, time
+from bdh import outputs
+with outputs.atomic_folder(sys.argv[1] + "/checkpoints/step-9") as tmp, outputs.atomic_path(sys.argv[1] + "/x.json"):
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_leftovers_of_killed_writes_are_cleaned_by_the_next_run_and_nothing_is_lost(run, tmp_path, capsysbinary):
+    best = (run / "best" / "model.safetensors").read_bytes()
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SWAP, str(run / "best")], env=env())
+    assert killed.returncode == -signal.SIGKILL and not (run / "best").exists()
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_WRITING, str(run)], env=env(), stdout=subprocess.PIPE)
+    assert writer.stdout.readline().strip() == b"writing"
+    writer.kill()
+    writer.wait()
+    leftovers = sorted(p.name for p in [*run.iterdir(), *(run / "checkpoints").iterdir()] if p.name.startswith("."))
+    assert len(leftovers) == 4, leftovers  # best's .old and .tmp, step-9's .tmp, x.json's .tmp
+    other = run / f".notes.txt.{os.getpid()}-abc.tmp"  # a live process's temporary: not a leftover
+    other.write_text("mine")
+    code, out, err = bdh("train", "--resume", "run", capsys=capsysbinary)  # finished: nothing to train, all cleaned
+    assert code == 0 and "nothing to do" in out, err
+    left = sorted(p.name for p in [*run.iterdir(), *(run / "checkpoints").iterdir()] if p.name.startswith("."))
+    assert left == [other.name]
+    assert (run / "best" / "model.safetensors").read_bytes() == best  # the old best/ was put back
+
+
+# ---------------------------------------------------------------------------------------------- 5. bounded inputs
+
+
+def test_a_long_prompt_is_read_in_chunks_with_the_same_result():
+    """Reading the prompt into the state chunk by chunk continues as reading it whole (greedy tokens equal:
+    the logits agree to float rounding, far below the gaps between a random model's top logits)."""
+    import torch
+
+    import bdh as bdh_pkg
+
+    torch.manual_seed(0)
+    model = bdh_pkg.BDH(bdh_pkg.BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, dropout=0.0))
+    prompt = torch.randint(0, 256, (100,))
+    whole = list(model.stream(prompt, 8, temperature=0, prompt_chunk=10**6))
+    chunked = list(model.stream(prompt, 8, temperature=0, prompt_chunk=7))
+    assert [int(t) for t in whole] == [int(t) for t in chunked]
+
+
+PEAK = """
+import resource, sys
+from bdh.cli import main
+code = main(["generate", "run", "--prompt-file", sys.argv[1], "--max-new-tokens", "1", "--device", "cpu"])
+print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_generate_memory_does_not_grow_with_the_prompt(run):
+    def peak(n: int) -> int:
+        Path(f"p{n}.txt").write_bytes(b"to be or not " * (n // 13))
+        done = subprocess.run([sys.executable, "-c", PEAK, f"p{n}.txt"], env=env(), capture_output=True, timeout=300)
+        code, kib = done.stderr.decode().splitlines()[-1].split()
+        assert code == "0", done.stderr
+        return int(kib)
+
+    small, large = peak(4_000), peak(400_000)  # read whole, 400 kB of prompt took several GB before
+    assert large - small < 150_000, (small, large)  # KiB
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--set", "optim.weight_decay=" + "9" * 400], "optim.weight_decay"),
+        (["--set", "train.max_steps=" + "9" * 400], "train.max_steps"),
+        (["--set", "sample.seed=" + "9" * 30], "sample.seed"),
+    ],
+)
+def test_numbers_too_large_for_their_type_are_one_line(tmp_path, monkeypatch, capsysbinary, argv, flag):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = bdh("train", "--run-dir", "r", *set_args(TINY_TRAIN), *argv, capsys=capsysbinary)
+    assert code == 2
+    one_error(err, flag)
+    assert not Path("r").exists()
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--seed", str(2**64)], "--seed"),
+        (["--seed", "-1"], "--seed"),
+        (["--top-k", "257"], "--top-k"),
+        (["--temperature", "1e-30"], "--temperature"),
+        (["--temperature", "1e30"], "--temperature"),
+    ],
+)
+def test_generate_refuses_absurd_sampling_settings(run, capsysbinary, argv, flag):
+    code, out, err = bdh(*LOADERS["generate"], *argv, capsys=capsysbinary)
+    assert code == 2 and out == ""
+    one_error(err, flag)
