@@ -23,8 +23,8 @@ INFO_FIELDS = [
     "attention",
     "positional",
 ]
-#: architecture only: the folder's config.json holds no runtime field (dropout, attention form: chosen at load)
-CONVERT_FIELDS = ["n_layer", "n_embd", "n_head", "mlp_internal_dim_multiplier", "vocab_size"]
+#: the official config's fields (the attention form and chunk size are chosen when the folder is loaded)
+CONVERT_FIELDS = ["n_layer", "n_embd", "n_head", "mlp_internal_dim_multiplier", "vocab_size", "dropout"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="convert an official pathwaycom/bdh checkpoint into a model folder",
         description="Read an official checkpoint (.pt, loaded with weights_only=True: nothing is unpickled) and "
         "write a save_pretrained folder (config.json + model.safetensors). Config fields not stored in the "
-        "file default to the official BDHConfig defaults; config.json holds the architecture only (the attention "
-        "form, chunk size and dropout are chosen when the folder is loaded).",
+        "file default to the official BDHConfig defaults; config.json keeps every field (the attention form and "
+        "chunk size may be chosen again when the folder is loaded).",
     )
     c.add_argument("checkpoint", help="the official .pt file (a state dict, or a dict with 'model')")
     c.add_argument("out_dir", help="the model folder to write")

@@ -221,9 +221,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- using a run
 def _load_model(source: str, checkpoint: str | None, device_name: str):
-    """The model of a run or model folder and the folder it came from. A model folder's config.json holds the
-    architecture only; the model of a run folder runs as the run ran it (the runtime fields of the ``model``
-    section of its config.yaml: the attention form, the chunk size), that of a model folder with the defaults."""
+    """The model of a run or model folder and the folder it came from. The model of a run folder runs as the run
+    ran it (the runtime fields of the ``model`` section of its config.yaml: the attention form, the chunk size;
+    the same as its config.json unless that was written by an older bdh, which kept the architecture only), that
+    of a model folder as its config.json says."""
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
     from bdh.train.checkpoint import META_NAME, resolve_model_dir, verify
     from bdh.train.trainer import load_run_config
