@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a pathfinding board file (rows of . # S E; see docs/viz.md)",
         "a Sudoku: 81 cells row by row, 0 or . for blanks",
     )
-    p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz.html)")
+    p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz-<input>.html, named after the input)")
     add_overwrite(p, "the --out file")
     p.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/ until Ctrl-C")
     p.add_argument("--port", type=integer(0, 65535), default=0, help="port for --serve (default 0: a free port)")
@@ -70,7 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "plot",
         help="figures of a run: training curves, sparsity, degree distribution, activation heatmap, bench suites",
         description=(
-            "Write PNG and SVG figures into RUN_DIR/reports/plots/ (or --out): training and validation curves "
+            "Write PNG and SVG figures into RUN_DIR/reports/plots-<input>/ (or --out), named after the input the "
+            "model reads: training and validation curves "
             "(metrics.jsonl), per-layer sparsity of x and y and an activation heatmap for a prompt, the degree "
             "distribution of a head block of G_x with its fitted power law, and the suite plots of bdh bench "
             "results given with --bench. Says which figures it skipped and why."
@@ -98,7 +99,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)"
     )
     q.add_argument("--layer", type=integer(0), help="layer of the activation heatmap (default: the last)")
-    q.add_argument("--out", help="output folder (default RUN_DIR/reports/plots)")
+    q.add_argument(
+        "--out",
+        help="output folder (default RUN_DIR/reports/plots-<input>, named after the input; plots without a model)",
+    )
     add_overwrite(q, "the --out folder")
     q.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle")
     q.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
@@ -124,6 +128,13 @@ def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
     return [Path(args.run), folder] + [Path(p) for p in (args.board, args.prompt_file) if p is not None]
 
 
+def _output(args: argparse.Namespace, default: Path, inputs: list[Path], folder: bool = False) -> Path:
+    """The output path (`bdh.outputs.check_output`): --out, else ``default`` in the run's reports folder."""
+    from bdh.outputs import check_output
+
+    return check_output(args.out or default, overwrite=args.overwrite, folder=folder, inputs=inputs)
+
+
 def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
     """The tokens to show: ``prompt`` (from `prompt_bytes`), --tokens, --board, --sudoku, or the task's default."""
     from bdh.viz import inputs
@@ -146,7 +157,7 @@ def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from bdh.outputs import check_output, write_text
+    from bdh.outputs import write_text
     from bdh.train.checkpoint import resolve_model_dir
     from bdh.viz import inputs
     from bdh.viz.export import ViewOptions, build_view
@@ -162,11 +173,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
     folder = resolve_model_dir(args.run, args.checkpoint)
-    out = check_output(
-        args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
-        overwrite=args.overwrite,
-        inputs=_inputs(args, folder),
-    )
+    out = _output(args, Path(args.out), _inputs(args, folder)) if args.out else None  # before the model is read
     server = None
     if args.serve:  # claim the port first: a port in use fails before the model runs
         from bdh.viz.server import make_server
@@ -175,6 +182,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
     try:
         model = _load(folder, device)
         inp = _input(args, model, folder, prompt)
+        if out is None:
+            default = inputs.run_dir_of(folder) / "reports" / f"viz-{inputs.output_stem(inp)}.html"
+            out = _output(args, default, _inputs(args, folder))
         t0 = time.time()
         view = build_view(
             model,
@@ -245,8 +255,9 @@ def _check_indices(args: argparse.Namespace, model) -> None:
         raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
 
 
-def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes | None, out: Path) -> list[Path]:
-    """Sparsity per layer, the activation heatmap and the degree distribution of G_x."""
+def _model_figures(args: argparse.Namespace, model, inp, out: Path) -> list[Path]:
+    """Sparsity per layer, the activation heatmap and the degree distribution of G_x, of the model reading the
+    input ``inp`` (`_input`)."""
     import torch
 
     from bdh.analysis.record import record
@@ -254,7 +265,6 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes 
     from bdh.viz import plots
     from bdh.viz.export import token_labels
 
-    inp = _input(args, model, folder, prompt)
     rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
     means = sparsity(rec).layer_means()
     made = plots.sparsity_by_layer(
@@ -272,7 +282,7 @@ def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes 
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from bdh.outputs import atomic_folder, check_output
+    from bdh.outputs import atomic_folder
     from bdh.train.checkpoint import resolve_model_dir
     from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
@@ -283,20 +293,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
-    model = folder = None
+    model = folder = inp = None
     if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
     else:  # a model that is there (or a checkpoint asked for) must load
         folder = resolve_model_dir(args.run, args.checkpoint)
         model = _load(folder, device)
         _check_indices(args, model)
+        inp = _input(args, model, folder, prompt)
     root = inputs.run_dir_of(folder) if folder is not None else run
-    out = check_output(
-        args.out if args.out else root / "reports" / "plots",
-        overwrite=args.overwrite,
-        folder=True,
-        inputs=_inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench],
-    )
+    name = "plots" if inp is None else f"plots-{inputs.output_stem(inp)}"
+    read = _inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench]
+    out = _output(args, root / "reports" / name, read, folder=True)
     bench_rows: list[dict[str, Any]] = []
     for csv_path in args.bench:
         bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn
@@ -312,13 +320,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
         else:
             skipped.append(f"curves: no records in {root / 'metrics.jsonl'}")
         if model is not None:
-            made += _model_figures(args, model, folder, prompt, tmp)
+            made += _model_figures(args, model, inp, tmp)
         if bench_rows:
             files, why = plots.bench_plots(bench_rows, tmp)
             made += files
             skipped += why
-        else:
-            skipped.append("bench suites: none given (--bench CSV from bdh bench)")
     for path in made:
         print(f"wrote {out / path.relative_to(tmp)}")
     for reason in skipped:

@@ -92,6 +92,8 @@ class TrainResult:
     task: Any = None
     finished_before: bool = False  # a resumed run that had already reached its end: nothing trained or written
     new_tokens: int = 0  # tokens trained by this process (``tokens`` counts those before a resume too)
+    step_limit: int = 0  # the steps the run's step and token limits allow
+    budget_cut: bool = False  # the time budget (train.max_minutes) ended the run before step_limit
 
 
 class Objective(nn.Module):
@@ -357,7 +359,8 @@ class Trainer:
                 self.metrics.truncate_after(self.step)
 
     def _make_run_dir(self, resume: Path | None) -> Path:
-        """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty), else runs/<timestamp>;
+        """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty), else runs/<timestamp>
+        (followed by ``-<name>`` when the config names the run);
         made by rank 0, its path broadcast to every process and written to the run config."""
         if resume is not None:
             return Path(resume)
@@ -371,7 +374,8 @@ class Trainer:
                         "or pick another run_dir"
                     )
             else:
-                base = Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                base = Path("runs") / (f"{stamp}-{self.config.name}" if self.config.name else stamp)
                 p, k = base, 1
                 while p.exists():
                     k += 1
@@ -619,6 +623,8 @@ class Trainer:
             if run.stop in (None, "budget") and run.evaluated_at != self.step:
                 run.metrics = self._eval_and_log(run.progress, run.board, float("nan"), 0.0)
         interrupted = run.stop if isinstance(run.stop, int) else None
+        # the budget either stopped the run or planned fewer steps than its limits allow (then run.stop is None)
+        budget_cut = run.stop == "budget" or (run.stop is None and self.step < self.step_limit)
         return TrainResult(
             self.run_dir,
             self.step,
@@ -632,6 +638,8 @@ class Trainer:
             self.result_model(),
             self.task,
             new_tokens=self.tokens - run.tokens_before,
+            step_limit=self.step_limit,
+            budget_cut=budget_cut,
         )
 
     def result_model(self) -> nn.Module | None:

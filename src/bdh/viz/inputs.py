@@ -38,6 +38,22 @@ class ViewInput:
     description: str = ""
 
 
+def output_stem(inp: ViewInput) -> str:
+    """A file name for what is drawn of ``inp``: the first words of a text (ASCII, lower case; else the input's
+    kind) and a hash of its tokens, e.g. ``to-be-or-not-to-be-3f2a1c``. Another input writes beside the
+    first; the same input again names the same file."""
+    import hashlib
+    import re
+    import unicodedata
+
+    digest = hashlib.sha256(",".join(map(str, inp.tokens)).encode()).hexdigest()[:6]
+    words = ""
+    if inp.kind == "text":
+        text = unicodedata.normalize("NFKD", bytes(inp.tokens).decode("utf-8", "replace"))
+        words = re.sub(r"[^a-z0-9]+", "-", text.encode("ascii", "ignore").decode().lower())[:24].strip("-")
+    return f"{words or inp.kind}-{digest}"
+
+
 def run_task(model_dir: Path) -> dict[str, Any] | None:
     """The ``task`` section of the run config next to a model folder (the folder itself, RUN_DIR/best or
     RUN_DIR/checkpoints/step-N), or None when no config.yaml is found."""
