@@ -15,6 +15,9 @@ from bdh.viz.inputs import MAX_TOKENS
 from .checks import add_overwrite, add_prompt, integer, prompt_bytes
 from .checks import device as device_of
 
+#: tokens of the activation heatmap of `bdh plot` (rows that stay readable)
+HEATMAP_TOKENS = 64
+
 
 def _add_model_and_input(
     p: argparse.ArgumentParser, run_help: str, prompt_help: str, board_help: str, sudoku_help: str
@@ -93,7 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="bdh bench results (CSV with a suite column); repeatable",
     )
     q.add_argument(
-        "--head", type=integer(0), default=0, help="head whose block of G_x gives the degree distribution (default 0)"
+        "--head",
+        type=integer(0),
+        default=None,
+        help="head whose block of G_x gives the degree distribution (default: the head bdh inspect analyses, "
+        "the one with the heaviest positive tail of G_x)",
     )
     q.add_argument(
         "--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)"
@@ -193,7 +200,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
             board_size=inp.board_size,
             options=opts,
             title=f"BDH viewer: {Path(args.run).resolve().name}",
-            source=f"{folder} - {inp.description}",
+            source=f"{folder} - {inp.description}" + (" (window 1 shown)" if inp.windows else ""),
         )
         page = render(view)
         write_text(out, page)
@@ -249,36 +256,40 @@ def _holds_any_model(run: Path) -> bool:
 def _check_indices(args: argparse.Namespace, model) -> None:
     """--head and --layer against the model, before anything is drawn."""
     cfg = model.config
-    if not 0 <= args.head < cfg.n_head:
+    if args.head is not None and not 0 <= args.head < cfg.n_head:
         raise UserError(f"--head {args.head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
     if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
         raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
 
 
 def _model_figures(args: argparse.Namespace, model, inp, out: Path) -> list[Path]:
-    """Sparsity per layer, the activation heatmap and the degree distribution of G_x, of the model reading the
-    input ``inp`` (`_input`)."""
+    """Sparsity per layer (on every window of the probe, as `bdh inspect` measures it), the activation heatmap
+    (its first `HEATMAP_TOKENS` tokens) and the degree distribution of G_x, of the model reading ``inp``."""
     import torch
 
+    from bdh.analysis import neurograph as ng
     from bdh.analysis.record import record
     from bdh.analysis.sparsity import sparsity
     from bdh.viz import plots
     from bdh.viz.export import token_labels
 
-    rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
-    means = sparsity(rec).layer_means()
-    made = plots.sparsity_by_layer(
-        means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})"
-    )
+    rows = inp.windows or [inp.tokens]
+    means = sparsity(record(model, torch.tensor(rows, dtype=torch.long))).layer_means()
+    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", subtitle=inp.description)
+    shown = inp.tokens[:HEATMAP_TOKENS]
+    rec = record(model, torch.tensor([shown], dtype=torch.long))
     layer = rec.n_layer - 1 if args.layer is None else args.layer
+    first = f"first {len(shown)} tokens" + (" of window 1" if inp.windows else f" of {len(inp.tokens)}")
     made += plots.activation_heatmap(
         rec.flat("x", layer).numpy(),
         rec.flat("y", layer).numpy(),
-        token_labels(inp.tokens, inp.kind),
+        token_labels(shown, inp.kind),
         out / "heatmap",
-        title=f"layer {layer}: tokens x most active neurons ({inp.description})",
+        title=f"layer {layer}: tokens x the most active neurons",
+        subtitle=f"{inp.description} ({first})",
     )
-    return made + _degree_figure(model, args.head, args.avg_degree, out / "degrees")
+    head = ng.default_head(model) if args.head is None else args.head
+    return made + _degree_figure(model, head, args.avg_degree, out / "degrees")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
