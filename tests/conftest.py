@@ -20,3 +20,55 @@ def pytest_collection_modifyitems(config, items):
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def readable_figures(monkeypatch):
+    """Checks of the figures written through `bdh.plotting` during a test, as a person reads them at 100 % zoom:
+    the returned function asserts that each PNG is at least 1200 pixels wide, that no text is under 11 points
+    and that every panel (colour bars aside) has a title and both axis labels; it returns the figures' titles
+    (suptitles) by file name."""
+    import bdh.plotting as plotting
+
+    seen: list[tuple[object, list[str], str]] = []
+    real = plotting._write
+
+    def spy(fig, path, fmt, dpi, tight, min_font=None):
+        written = real(fig, path, fmt, dpi, tight, min_font)
+        if fmt == "png":
+            from matplotlib.text import Text
+            from PIL import Image
+
+            with Image.open(written) as img:  # now: the file may be moved (an atomic folder) after the test
+                width = img.size[0]
+
+            problems = [
+                f"{t.get_text()!r} at {t.get_fontsize()} pt"
+                for t in fig.findobj(Text)
+                if t.get_text() and t.get_visible() and t.get_fontsize() < 11
+            ]
+            for i, ax in enumerate(fig.axes):
+                if ax.get_label() == "<colorbar>" or not ax.get_visible():
+                    continue
+                for what, text in (
+                    ("title", ax.get_title()),
+                    ("x label", ax.get_xlabel()),
+                    ("y label", ax.get_ylabel()),
+                ):
+                    if not text:
+                        problems.append(f"panel {i} has no {what}")
+            title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+            if width < 1200:
+                problems.append(f"{width} px wide")
+            seen.append((written, problems, title))
+        return written
+
+    monkeypatch.setattr(plotting, "_write", spy)
+
+    def check() -> dict[str, str]:
+        assert seen, "no figure was written"
+        for path, problems, _ in seen:
+            assert not problems, f"{path.name}: {'; '.join(problems)}"
+        return {path.name: title for path, _, title in seen}
+
+    return check

@@ -16,6 +16,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("huggingface_hub")
 
 import huggingface_hub.constants
+from model.helpers import EVERY_FIELD  # tests/model/helpers.py
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, pipeline
 
 import bdh
@@ -232,20 +233,29 @@ def test_save_pretrained_round_trips_to_bdh(hf_model, saved, tmp_path):
     assert "bdh" in card.data.tags and "2509.26507" in card.text
 
 
-def test_saved_config_holds_the_architecture_and_runtime_options_are_chosen_at_load(hf_model, saved, tmp_path):
-    """As ``attn_implementation`` in transformers: config.json holds no runtime field; they are given at load."""
-    hf_model.save_pretrained(tmp_path / "m")
-    stored = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert stored["model_type"] == "bdh" and not set(stored) & BDHConfig.RUNTIME_FIELDS
-    chunked = AutoModelForCausalLM.from_pretrained(tmp_path / "m", attention="chunked", chunk_size=4)
-    assert (chunked.model.config.attention, chunked.model.config.chunk_size) == ("chunked", 4)
-    idx = torch.randint(0, 256, (2, 9))
-    with torch.no_grad():  # the chunked form on the same weights: equal up to float summation order
-        torch.testing.assert_close(chunked(idx).logits, saved[0](idx), atol=ATOL, rtol=0)
-    # a folder written before (runtime fields in config.json) loads with its values
-    (tmp_path / "m" / "config.json").write_text(json.dumps({**stored, "attention": "recurrent", "chunk_size": 3}))
-    old = AutoModelForCausalLM.from_pretrained(tmp_path / "m")
-    assert (old.model.config.attention, old.model.config.chunk_size) == ("recurrent", 3)
+def test_saved_config_keeps_every_field_and_runtime_options_may_be_chosen_at_load(tmp_path):
+    """config.json keeps every field (as transformers' keeps dropout); the runtime fields may be changed at load,
+    like ``attn_implementation``."""
+    for i, fields in enumerate(EVERY_FIELD):
+        torch.manual_seed(i)
+        model = BDH(BDHConfig(**fields))
+        BDHForCausalLM.from_bdh(model).save_pretrained(tmp_path / f"m{i}")
+        for back in (AutoModelForCausalLM.from_pretrained(tmp_path / f"m{i}").model, bdh.load(tmp_path / f"m{i}")):
+            assert back.config == model.config and back.config.n == model.config.n
+    folder = tmp_path / "m0"
+    chunked = AutoModelForCausalLM.from_pretrained(folder, attention="recurrent", dropout=0.5)
+    assert (chunked.model.config.attention, chunked.model.config.dropout) == ("recurrent", 0.5)
+    assert chunked.model.config.chunk_size == EVERY_FIELD[0]["chunk_size"]  # the others: the file's
+    idx = torch.randint(0, EVERY_FIELD[0]["vocab_size"], (2, 9))
+    with torch.no_grad():  # the recurrent form on the same weights: equal up to float summation order
+        torch.testing.assert_close(chunked(idx).logits, bdh.load(folder)(idx), atol=ATOL, rtol=0)
+    # a folder written while config.json held the architecture only loads with the runtime defaults
+    stored = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(
+        json.dumps({k: v for k, v in stored.items() if k not in BDHConfig.RUNTIME_FIELDS})
+    )
+    old = AutoModelForCausalLM.from_pretrained(folder)
+    assert (old.model.config.attention, old.model.config.dropout) == ("parallel", BDHConfig().dropout)
 
 
 def test_offline_repo_id_resolves_to_a_local_hub_cache(saved, tmp_path):

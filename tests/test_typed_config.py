@@ -262,3 +262,14 @@ def test_a_run_config_changed_after_loading_is_checked_again():
         config.validate(environment=False)
     with pytest.raises(ConfigError, match=r"^optim\.lr: must be a number > 0, got -1$"):
         RunConfig.from_dict({"optim": {"lr": -1}})
+
+
+def test_an_unknown_field_suggests_the_closest_and_only_a_close_one():
+    from bdh.errors import UserError
+    from bdh.model.config import BDHConfig
+
+    with pytest.raises(UserError, match=r"unknown field 'n_layers' \(did you mean 'n_layer'\?\)"):
+        BDHConfig.from_dict({"n_layers": 3})
+    with pytest.raises(UserError) as info:
+        BDHConfig.from_dict({"zzzz": 3})
+    assert "did you mean" not in str(info.value)

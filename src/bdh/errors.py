@@ -10,6 +10,9 @@ It subclasses `ValueError`, so code that catches ``ValueError`` around a library
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class UserError(ValueError):
     """A mistake in the user's input (config, arguments, files); the message is one line."""
@@ -18,3 +21,12 @@ class UserError(ValueError):
 def one_line(message: object) -> str:
     """A message as one line: its lines joined with '; ' (nothing is cut)."""
     return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``name`` (`difflib`), or ``''`` when
+    none is close (or ``name`` is not a string): the one way the package suggests a key, field or name."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

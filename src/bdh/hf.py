@@ -69,10 +69,9 @@ class _FolderConfig(PretrainedConfig):
     names, as attributes. Built from a bdh ``config.json`` as is (its ``format_version`` and
     ``bdh_version`` keys are dropped); the fields are validated by the bdh config class.
 
-    A bdh ``config.json`` holds the architecture only: the runtime fields (BDH's ``attention``,
-    ``chunk_size``, ``dropout``, ``dropout_rng``) take their defaults, or what an older file stored, unless
-    given at load like ``attn_implementation``: ``AutoModelForCausalLM.from_pretrained(folder,
-    attention="chunked")``."""
+    A bdh ``config.json`` keeps every field, as a ``transformers`` one does; the runtime fields (BDH's
+    ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``) may be given again at load, like
+    ``attn_implementation``: ``AutoModelForCausalLM.from_pretrained(folder, attention="chunked")``."""
 
     bdh_config_class = BDHConfig
 
@@ -251,7 +250,7 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         push_to_hub: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Write bdh's folder format (``config.json``, the architecture only, and ``model.safetensors``:
+        """Write bdh's folder format (``config.json``, every config field, and ``model.safetensors``:
         `bdh.model.io.write_model_folder`), the generation config and, if the folder has none, a model card
         ``README.md``. Other ``transformers`` options (sharding, variants) are ignored; ``push_to_hub=True``
         here is refused: use ``model.push_to_hub(repo_id)`` or ``huggingface_hub.upload_folder`` on the saved

@@ -5,6 +5,9 @@
 * `save` writes a figure under a stem in several formats (``stem.png``, ``stem.svg``) and closes it;
   `save_file` writes it to one path. Each file is written atomically through `bdh.outputs` (a temporary
   file beside it, then a rename), so a reader never sees half a figure; missing parent folders are made.
+* ``min_font`` raises every text of a figure to a readable size as it is written; the figures people read at
+  100 % zoom (`bdh plot`, `bdh inspect`) are written with `READABLE`: `MIN_FONT` points at `DPI` dots per
+  inch, on figures at least `MIN_WIDTH` inches wide (about 1200 pixels).
 
 This module knows figures only; the model package knows nothing of it.
 """
@@ -17,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from bdh.outputs import atomic_path
+
+#: the readable figures' resolution, smallest font (points) and smallest width (inches): 8.5 x 150 = 1275 px
+DPI, MIN_FONT, MIN_WIDTH = 150, 11.0, 8.5
+#: the keywords of `save` / `save_file` for figures read at 100 % zoom
+READABLE: dict[str, Any] = {"dpi": DPI, "min_font": MIN_FONT}
 
 #: backends kept as they are; any other (an interactive one) is replaced by Agg
 _KEEP_BACKENDS = ("agg", "module://matplotlib_inline.backend_inline")
@@ -33,8 +41,24 @@ def pyplot() -> Any:
     return plt
 
 
-def _write(fig: Any, path: Path, fmt: str, dpi: float | str, tight: bool) -> Path:
+def raise_fonts(fig: Any, min_font: float) -> None:
+    """Every text of ``fig`` (titles, labels, ticks, legends, colour bars) at least ``min_font`` points."""
+    from matplotlib.text import Text
+
+    for ax in fig.axes:  # tick labels are made when the figure is drawn: set their size on the axis
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            if any(t.label1.get_fontsize() < min_font for t in ticks):
+                axis.set_tick_params(which="both", labelsize=min_font)
+    for text in fig.findobj(Text):
+        if text.get_text() and text.get_fontsize() < min_font:
+            text.set_fontsize(min_font)
+
+
+def _write(fig: Any, path: Path, fmt: str, dpi: float | str, tight: bool, min_font: float | None = None) -> Path:
     """Write ``fig`` to ``path`` in format ``fmt``, atomically, making the parent folders."""
+    if min_font is not None:
+        raise_fonts(fig, min_font)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight" if tight else None)
@@ -48,25 +72,33 @@ def save(
     *,
     dpi: float | str = 110,
     tight: bool = True,
+    min_font: float | None = None,
 ) -> list[Path]:
     """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails).
 
     ``dpi`` is matplotlib's (``"figure"``: the figure's own); ``tight`` crops the margins
-    (``bbox_inches="tight"``). Returns the paths written, in the order of ``formats``.
+    (``bbox_inches="tight"``); ``min_font``: raise smaller texts to it (`raise_fonts`). Returns the paths
+    written, in the order of ``formats``.
     """
     stem = Path(stem)
     try:
-        return [_write(fig, stem.with_name(f"{stem.name}.{fmt}"), fmt, dpi, tight) for fmt in formats]
+        return [_write(fig, stem.with_name(f"{stem.name}.{fmt}"), fmt, dpi, tight, min_font) for fmt in formats]
     finally:
         pyplot().close(fig)
 
 
 def save_file(
-    fig: Any, path: str | os.PathLike, *, fmt: str | None = None, dpi: float | str = "figure", tight: bool = False
+    fig: Any,
+    path: str | os.PathLike,
+    *,
+    fmt: str | None = None,
+    dpi: float | str = "figure",
+    tight: bool = False,
+    min_font: float | None = None,
 ) -> Path:
     """Write ``fig`` to ``path`` (format ``fmt``, else the path's suffix) and close it; returns ``path``."""
     path = Path(path)
     try:
-        return _write(fig, path, fmt or path.suffix.lstrip(".") or "png", dpi, tight)
+        return _write(fig, path, fmt or path.suffix.lstrip(".") or "png", dpi, tight, min_font)
     finally:
         pyplot().close(fig)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from bdh.errors import UserError
+from bdh.errors import UserError, did_you_mean
 
 #: built-in models: ``model_type`` -> where the class lives
 BUILTIN_MODELS: dict[str, str] = {
@@ -60,7 +60,9 @@ def _get(kind: str, name: object) -> type:
     if isinstance(name, str) and name in _ADDED[kind]:
         return _ADDED[kind][name]
     if not isinstance(name, str) or name not in _BUILTIN[kind]:
-        raise UserError(f"unknown {kind} {name!r}; known {kind}s: {', '.join(names(kind))}")
+        raise UserError(
+            f"unknown {kind} {name!r}{did_you_mean(name, names(kind))}; known {kind}s: {', '.join(names(kind))}"
+        )
     module, attr = _BUILTIN[kind][name].split(":")
     return getattr(importlib.import_module(module), attr)
 

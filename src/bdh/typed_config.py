@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bdh.errors import UserError
+from bdh.errors import UserError, did_you_mean
 
 
 def plain(value: Any) -> Any:
@@ -357,7 +357,10 @@ class TypedConfig:
         unknown = sorted(set(data) - set(fields))
         if unknown:
             key = unknown[0]
-            raise UserError(f"{key_of(key)}: unknown field {key!r}; known fields: {', '.join(sorted(fields))}")
+            raise UserError(
+                f"{key_of(key)}: unknown field {key!r}{did_you_mean(key, fields)}; "
+                f"known fields: {', '.join(sorted(fields))}"
+            )
         hints = typing.get_type_hints(cls)
         values = {key: check_value(value, hints[key], key_of(key)) for key, value in data.items()}
         for declared in declared_ranges(cls):

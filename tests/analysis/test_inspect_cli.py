@@ -105,3 +105,12 @@ def test_missing_run_and_used_out_folder(run_dir, tmp_path, capsys):
     (used / "file").write_text("x")
     assert main(["inspect", str(run_dir), "--out", str(used)]) == 2
     assert (used / "file").read_text() == "x"
+
+
+def test_inspect_figures_are_readable_and_name_the_probe(run_dir, tmp_path, readable_figures):
+    from bdh.analysis.probe import PROBE_NAME
+
+    assert main(["inspect", str(run_dir), "--out", str(tmp_path / "fig"), *FAST]) == 0
+    titles = readable_figures()
+    assert PROBE_NAME in titles["sparsity_data.png"] and PROBE_NAME in titles["sigma.png"]
+    assert len(titles) == 9  # entries, modularity and degrees of G_x and G_y, sigma, the two sparsity traces

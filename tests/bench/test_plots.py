@@ -12,7 +12,7 @@ def drawn(monkeypatch):
     """The figures `bench_plots` makes, by file stem (nothing is written)."""
     figs = {}
 
-    def keep(fig, stem):
+    def keep(fig, stem, **options):
         figs[stem.name] = fig
         return [stem]
 

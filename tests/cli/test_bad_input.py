@@ -178,7 +178,7 @@ case(
 case("convert-folder-as-checkpoint", "missing", f"convert {BDH_A} out/c", "models/bdh", CONV_FLAGS)
 case("convert-wrong-size-flags", "value", f"convert {OFFICIAL} out/c --n-embd 32 --n-head 2", "official.pt")
 case("convert-vocab-size-nan", "number", f"convert {OFFICIAL} out/c --vocab-size nan", "--vocab-size")
-case("convert-dropout-is-not-saved", "flag", f"convert {OFFICIAL} out/c --dropout 0.1", "--dropout")
+case("convert-dropout-out-of-range", "number", f"convert {OFFICIAL} out/c --dropout 1.5", "--dropout")
 case("convert-n-layer-zero", "number", f"convert {OFFICIAL} out/c --n-layer 0", "--n-layer")
 case("convert-out-nonempty-folder", "exists", f"convert {OFFICIAL} {FULL}", "fx/full", CONV_FLAGS, also=EXISTS)
 case("convert-out-existing-file", "exists", f"convert {OFFICIAL} {PRECIOUS}", "precious.txt", CONV_FLAGS)

@@ -94,3 +94,22 @@ def test_memory_estimate_of_a_sharded_process_keeps_a_share_of_the_optimiser_sta
 def test_python_dash_m_bdh_runs():
     out = subprocess.run([sys.executable, "-m", "bdh", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("bdh ")
+
+
+def test_info_of_a_run_estimates_memory_at_the_run_s_own_batch_and_window(tmp_path, capsys):
+    from bdh import BDH
+
+    run = tmp_path / "run"
+    cfg = BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)
+    BDH(cfg).save_pretrained(run / "best")
+    (run / "config.yaml").write_text(
+        "model: {name: bdh}\ntask: {name: text, seq_len: 96}\ntrain: {batch_size: 12, micro_batch_size: 6}\n"
+    )
+    assert main(["info", str(run), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["batch_size"], info["block_size"]) == (6, 96)
+    assert info["train_bytes"] == train_memory_bytes(cfg, 6, 96)
+    assert main(["info", str(run), "--block-size", "32"]) == 0  # a flag wins
+    assert "B=6 T=32" in capsys.readouterr().out
+    assert main(["info", str(run / "best"), "--json"]) == 0  # a model folder alone: the defaults
+    assert (json.loads(capsys.readouterr().out)["block_size"]) == 256

@@ -15,6 +15,30 @@ def tiny_config(**overrides) -> BDHConfig:
     return BDHConfig(**fields)
 
 
+#: two configs that between them give every field of `BDHConfig` a value other than its default: the round trips of
+#: every field through a model folder (tests/model/test_io.py, tests/test_hf.py)
+EVERY_FIELD = (
+    dict(
+        n_layer=2,
+        n_embd=16,
+        n_head=2,
+        n_neurons=64,
+        vocab_size=64,
+        dropout=0.0,
+        dropout_rng="torch",
+        positional="rope-standard",
+        rope_theta=500.0,
+        damping=(0.9, 0.8),
+        attention="chunked",
+        chunk_size=4,
+        ln_eps=1e-6,
+    ),
+    dict(
+        n_layer=3, n_embd=8, n_head=1, mlp_internal_dim_multiplier=4, causal=False, positional="none", damping="alibi"
+    ),
+)
+
+
 def tiny_model(seed: int = 0, **overrides) -> BDH:
     torch.manual_seed(seed)
     return BDH(tiny_config(**overrides)).eval()

@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from bdh import BDH, BDHConfig, CheckpointError, interop
+from bdh import BDH, CheckpointError, interop
 from bdh.cli import main
 from bdh.model.kernels.naive import naive_official_forward
 
@@ -90,7 +90,7 @@ def test_convert_command_writes_a_model_folder(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "ckpt.pt"), str(tmp_path / "out")]) == 0
     assert "wrote" in capsys.readouterr().out
     saved = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert saved["n_layer"] == 2 and not set(saved) & BDHConfig.RUNTIME_FIELDS  # the architecture only
+    assert saved["n_layer"] == 2 and saved["dropout"] == 0.1  # every field: the official dropout default
     model = BDH.from_pretrained(tmp_path / "out")
     idx = torch.randint(0, 256, (2, 9))
     assert torch.allclose(model(idx), naive_official_forward(sd, idx, 2, 2), rtol=1e-5, atol=1e-6)

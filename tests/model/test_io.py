@@ -1,5 +1,6 @@
 """save_pretrained / from_pretrained and their one-line errors."""
 
+import dataclasses
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import bdh
 from bdh import BDH, BDHConfig, CheckpointError
 from bdh.model.io import architecture
 
-from .helpers import tiny_model
+from .helpers import EVERY_FIELD, tiny_model
 
 
 def test_round_trip_gives_identical_logits(tmp_path):
@@ -17,7 +18,7 @@ def test_round_trip_gives_identical_logits(tmp_path):
     model.save_pretrained(tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
     again = BDH.from_pretrained(tmp_path / "m")
-    assert architecture(again.config) == architecture(model.config)  # the runtime fields are chosen at load
+    assert again.config == model.config
     idx = torch.randint(0, 256, (2, 10))
     assert torch.equal(again(idx), model(idx))
     assert torch.equal(bdh.load(tmp_path / "m")(idx), model(idx))
@@ -144,15 +145,32 @@ def test_runtime_options_are_chosen_at_load_and_the_architecture_is_not(tmp_path
 RUNTIME = {"attention": "chunked", "chunk_size": 4, "dropout": 0.25, "dropout_rng": "torch"}
 
 
-def test_config_json_holds_the_architecture_and_no_runtime_field(tmp_path):
-    assert set(RUNTIME) == BDHConfig.RUNTIME_FIELDS and all(getattr(BDHConfig(), k) != v for k, v in RUNTIME.items())
+def _fields(config: BDHConfig) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+
+
+def test_every_field_round_trips_through_a_model_folder(tmp_path):
+    """config.json keeps every field, as Hugging Face's keeps dropout: a model loads as it was saved."""
+    default = _fields(BDHConfig())
+    changed = {k for fields in EVERY_FIELD for k, v in _fields(BDHConfig(**fields)).items() if v != default[k]}
+    assert changed == set(default)  # EVERY_FIELD sets each field (a new field must be added there)
+    for i, fields in enumerate(EVERY_FIELD):
+        model = BDH(BDHConfig(**fields))
+        folder = model.save_pretrained(tmp_path / f"m{i}")
+        saved = json.loads((folder / "config.json").read_text())
+        assert set(saved) == {"model_type", "format_version", "bdh_version"} | set(model.config.to_dict())
+        for back in (BDH.from_pretrained(folder), bdh.load_pretrained(folder)):
+            assert _fields(back.config) == _fields(model.config)
+            assert back.config.n == model.config.n
+
+
+def test_an_architecture_only_config_json_loads_with_the_default_runtime_fields(tmp_path):
+    """A folder written while config.json held the architecture only (no runtime field): their defaults."""
     model = tiny_model(**RUNTIME)
     folder = model.save_pretrained(tmp_path / "m")
     saved = json.loads((folder / "config.json").read_text())
-    assert not set(saved) & BDHConfig.RUNTIME_FIELDS
-    assert set(saved) == {"model_type", "format_version", "bdh_version"} | set(architecture(model.config))
-    assert set(architecture(model.config)) == set(model.config.to_dict()) - BDHConfig.RUNTIME_FIELDS
-    back = bdh.load_pretrained(folder)  # nothing chosen at load: the defaults
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k not in RUNTIME}))
+    back = bdh.load_pretrained(folder)
     assert {k: getattr(back.config, k) for k in RUNTIME} == {k: getattr(BDHConfig(), k) for k in RUNTIME}
     assert architecture(back.config) == architecture(model.config)
 
@@ -174,5 +192,5 @@ def test_an_old_config_json_with_runtime_fields_loads_with_their_values(tmp_path
     idx = torch.randint(0, 256, (2, 9))
     with torch.no_grad():  # the same weights through the recurrent form: equal up to float summation order
         torch.testing.assert_close(overridden(idx), model(idx), atol=1e-5, rtol=1e-5)
-    again = overridden.save_pretrained(tmp_path / "again")  # saved again: the architecture only
-    assert not set(json.loads((again / "config.json").read_text())) & BDHConfig.RUNTIME_FIELDS
+    again = overridden.save_pretrained(tmp_path / "again")  # saved again: every field, as it now runs
+    assert bdh.load_pretrained(again).config == overridden.config

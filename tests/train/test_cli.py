@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from _train_helpers import set_args, tiny
@@ -150,8 +152,8 @@ def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
 
 
 def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
-    """The checkpoint's config.json holds the architecture only; a run folder adds the runtime fields of its
-    config.yaml (the attention form, the chunk size), a model folder alone takes the defaults."""
+    """The run folder's model runs as the run ran it (its config.yaml), and so does its model folder alone (its
+    config.json keeps every field); one an earlier bdh wrote with the architecture only takes the defaults."""
     from bdh.cli.train_cmds import _load_model
 
     run = tmp_path / "chunked"
@@ -161,5 +163,48 @@ def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
     assert folder.parent in (run, run / "checkpoints")
     assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)
     alone, _ = _load_model(str(folder), None, "cpu")
+    assert (alone.config.attention, alone.config.chunk_size) == ("chunked", 8)
+    stored = json.loads((folder / "config.json").read_text())
+    old = {k: v for k, v in stored.items() if k not in ("attention", "chunk_size", "dropout", "dropout_rng")}
+    (folder / "config.json").write_text(json.dumps(old))  # as an earlier bdh wrote it
+    (folder / "meta.json").unlink()  # its checksum no longer holds
+    model, _ = _load_model(str(run), None, "cpu")
+    assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)  # the run's config.yaml
+    alone, _ = _load_model(str(folder), None, "cpu")
     assert (alone.config.attention, alone.config.chunk_size) == ("parallel", 128)
     assert alone.config.n == model.config.n
+
+
+def test_set_with_a_space_suggests_key_equals_value(capsys):
+    code, out, err = cli(capsys, "train", "--set", "optim.lr", "3e-4")
+    assert code == 2 and err.count("\n") == 1
+    assert "--set optim.lr=3e-4" in err and "no such config file" not in err, err
+    code, out, err = cli(capsys, "train", "--set", "optim.lr=", "3e-4")
+    assert code == 2 and "--set optim.lr=3e-4" in err, err
+
+
+def test_name_gives_the_run_folder_a_name(tmp_path, corpus_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    overrides = [s for s in tiny(corpus_file, tmp_path / "unused", "train.max_steps=1", "eval.every=0")]
+    overrides = [s for s in overrides if not s.startswith("run_dir=")]
+    code, out, err = cli(capsys, "train", "--name", "lr-3e-4", *set_args(overrides))
+    assert code == 0, err
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert folder.name.endswith("-lr-3e-4") and folder.name[:8].isdigit()
+    assert f"run folder: {folder.relative_to(tmp_path)}" in out
+    assert yaml.safe_load((folder / "config.yaml").read_text())["name"] == "lr-3e-4"
+    for bad in ("a/b", "..", " "):
+        code, out, err = cli(capsys, "train", "--name", bad, "--print-config")
+        assert code == 2 and "name:" in err and err.count("\n") == 1, (bad, err)
+    code, out, err = cli(capsys, "train", "--name", "x", "--resume", str(folder))
+    assert code == 2 and "--name" in err
+
+
+def test_the_last_line_says_when_the_time_budget_cut_the_run(tmp_path, corpus_file, capsys):
+    extra = ("train.max_steps=1000000", "train.max_minutes=0.02", "eval.every=0", "optim.warmup_steps=2")
+    code, out, err = cli(capsys, "train", *set_args(tiny(corpus_file, tmp_path / "r", *extra)))
+    assert code == 0, err
+    last = out.strip().splitlines()[-1]
+    assert "time budget" in last and "train.max_minutes=0.02" in last and "of 1000000 steps" in last, out
+    code, out, err = cli(capsys, "train", *set_args(tiny(corpus_file, tmp_path / "s", "train.max_steps=2")))
+    assert code == 0 and "time budget" not in out

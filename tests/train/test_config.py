@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -92,3 +93,18 @@ def test_shipped_example_configs_are_valid():
     for name in ("text-tbptt.yaml", "text-paper.yaml"):
         config = load_config(root / name)
         assert config.train.bptt == "tbptt"
+
+
+@pytest.mark.parametrize(
+    "override, suggestion",
+    [
+        ("optim.lrr=1", "did you mean 'lr'?"),
+        ("optm.lr=1", "did you mean 'optim'?"),
+        ("model.n_layers=2", "did you mean 'n_layer'?"),
+        ("task.seqlen=2", "did you mean 'seq_len'?"),
+        ("train.batchsize=2", "did you mean 'batch_size'?"),
+    ],
+)
+def test_an_unknown_key_suggests_the_closest_known_one(override, suggestion):
+    with pytest.raises(ValueError, match=re.escape(suggestion)):
+        load_config(None, [override])

@@ -185,17 +185,18 @@ def test_a_finished_run_trains_on_to_a_larger_step_limit(finished, capsys):
     assert (finished / "checkpoints" / "step-9" / "meta.json").is_file()
 
 
-def test_checkpoints_hold_the_architecture_and_an_old_style_checkpoint_resumes(finished, capsys):
-    """config.json of a checkpoint holds no runtime field (the run's config.yaml does); one written before,
-    with runtime fields, even ones other than the run's, resumes: they say how the model runs, not what it is."""
+def test_checkpoints_keep_every_field_and_other_runtime_fields_resume(finished, capsys):
+    """config.json of a checkpoint keeps every model field of the run; one with other runtime fields (or none,
+    as an earlier bdh wrote it) resumes: they say how the model runs, not what it is."""
     from bdh import BDHConfig
 
     latest = finished / "checkpoints" / "step-6"
     stored = json.loads((latest / "config.json").read_text())
-    assert stored["model_type"] == "bdh" and not set(stored) & BDHConfig.RUNTIME_FIELDS
     run_model = yaml.safe_load((finished / "config.yaml").read_text())["model"]
-    assert BDHConfig.RUNTIME_FIELDS <= set(run_model)
-    old = {**stored, **{k: run_model[k] for k in BDHConfig.RUNTIME_FIELDS}, "attention": "chunked", "chunk_size": 3}
+    assert stored["model_type"] == "bdh" and {k: stored[k] for k in run_model if k != "name"} == {
+        k: v for k, v in run_model.items() if k != "name"
+    }
+    old = {k: v for k, v in stored.items() if k not in BDHConfig.RUNTIME_FIELDS} | {"attention": "chunked"}
     (latest / "config.json").write_text(json.dumps(old, indent=2, sort_keys=True))
     meta = json.loads((latest / "meta.json").read_text())
     meta["files"]["config.json"] = hashlib.sha256((latest / "config.json").read_bytes()).hexdigest()

@@ -321,6 +321,31 @@ def test_init_from_accepts_a_model_that_differs_only_in_how_it_runs(corpus_file,
             trainer.close()
 
 
+def test_the_run_folder_keeps_every_model_field(corpus_file, tmp_path):
+    """best/ and the checkpoints load with the model config the run trained, every field (dropout 0 among them,
+    issue 27), through bdh.load_pretrained and the commands' loader."""
+    import dataclasses
+
+    from bdh import load_pretrained
+    from bdh.cli.train_cmds import _load_model
+
+    model = [
+        "model.dropout_rng=torch",
+        "model.positional=rope-standard",
+        "model.rope_theta=500.0",
+        "model.damping=[0.9, 0.8]",
+        "model.attention=chunked",
+        "model.chunk_size=8",
+        "model.ln_eps=1e-6",
+    ]
+    result = run(corpus_file, tmp_path / "r", "train.max_steps=2", "eval.every=2", "eval.batches=1", *model)
+    trained = {f.name: getattr(result.model.config, f.name) for f in dataclasses.fields(result.model.config) if f.init}
+    assert trained["dropout"] == 0.0 and trained["damping"] == (0.9, 0.8)
+    for folder in (result.run_dir / "best", result.run_dir / "checkpoints" / "step-2"):
+        for loaded in (load_pretrained(folder), _load_model(str(folder), None, "cpu")[0]):
+            assert {k: getattr(loaded.config, k) for k in trained} == trained, folder
+
+
 def test_tbptt_needs_a_stream_task_and_a_recurrent_model(corpus_file, tmp_path):
     common = [
         "train.bptt=tbptt",

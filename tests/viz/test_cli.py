@@ -42,7 +42,7 @@ def page_data(path: Path) -> dict:
 def test_viz_prompt_writes_the_page_into_reports(text_run, capsys):
     code, out, err = run_cli(capsys, "viz", str(text_run), "--prompt", "héllo, world", "--hubs", "12")
     assert code == 0, err
-    path = text_run / "reports" / "viz.html"
+    (path,) = (text_run / "reports").glob("viz-hello-world-*.html")  # named after the prompt
     assert f"wrote {path}" in out
     data = page_data(path)
     assert data["tokens"] == list("héllo, world".encode()) and data["kind"] == "text"
@@ -211,3 +211,20 @@ def test_viz_serve_subprocess(text_run, tmp_path):
             proc.wait(timeout=15)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_viz_and_plot_with_another_prompt_write_beside_the_first(tmp_path, capsys):
+    import bdh
+
+    from .conftest import make_run
+
+    run = make_run(tmp_path / "run", bdh.BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64), {"name": "text"})
+    for command in ("viz", "plot"):
+        for prompt in ("To be, or not", "ROMEO: what"):
+            code, out, err = run_cli(capsys, command, str(run), "--prompt", prompt)
+            assert code == 0, err
+        code, out, err = run_cli(capsys, command, str(run), "--prompt", "ROMEO: what")  # the same one again
+        assert code == 2 and "--overwrite" in err
+    names = sorted(p.name for p in (run / "reports").iterdir())
+    assert len(names) == 4 and sum(n.startswith("viz-to-be-or-not-") for n in names) == 1, names
+    assert sum(n.startswith("plots-romeo-what-") for n in names) == 1, names

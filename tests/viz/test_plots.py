@@ -118,7 +118,7 @@ def test_bdh_plot_says_what_it_skipped(board_run, tmp_path, capsys):
     stdout, err = capsys.readouterr()
     assert code == 0, err
     assert "skipped curves: no records in" not in stdout  # the run's metrics are found from best/
-    assert "skipped bench suites: none given" in stdout
+    assert "bench" not in stdout  # none asked for: nothing to say
     empty = tmp_path / "empty-run"
     empty.mkdir()
     code = main(["plot", str(empty), "--out", str(tmp_path / "q")])
@@ -131,3 +131,31 @@ def test_bdh_plot_says_what_it_skipped(board_run, tmp_path, capsys):
     code = main(["plot", str(board_run), "--bench", str(tmp_path / "none.csv")])
     _, err = capsys.readouterr()
     assert code == 2 and "no such results file" in err
+
+
+def test_plot_figures_are_readable_in_bits_and_name_the_probe_and_the_inspected_head(
+    text_run, tmp_path, capsys, readable_figures
+):
+    """Issue 27: readable at 100 % zoom, losses in bits per byte, the default probe named, the degree plot's
+    legend says what it means, and the head drawn is the one bdh inspect analyses."""
+    import torch
+
+    from bdh import load_pretrained
+    from bdh.analysis import neurograph as ng
+    from bdh.analysis.probe import PROBE_NAME
+    from bdh.analysis.report import InspectOptions, inspect_model
+
+    out = tmp_path / "p"
+    assert main(["plot", str(text_run), "--out", str(out)]) == 0, capsys.readouterr().err
+    titles = readable_figures()
+    assert PROBE_NAME in titles["sparsity.png"] and PROBE_NAME in titles["heatmap.png"]
+    curves = (out / "curves.svg").read_text()
+    assert "bits per byte" in curves and "nats" not in curves
+    degrees = (out / "degrees.svg").read_text()
+    assert "power-law fit, alpha=" in degrees and "tail best described by" in degrees
+    model = load_pretrained(text_run / "best")
+    tokens = torch.randint(0, 256, (1, 32))
+    with torch.no_grad():
+        report, _ = inspect_model(model, tokens, InspectOptions(max_nodes=64, seeds=1))
+    head = report["graphs"]["x"]["head"]
+    assert head == ng.default_head(model) and f"G_x head {head} " in titles["degrees.png"]

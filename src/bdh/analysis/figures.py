@@ -1,5 +1,6 @@
-"""Figures of the brain-view report (small PNGs, written by `bdh.plotting`: matplotlib imported lazily, each
-file atomically).
+"""Figures of the brain-view report (PNGs written by `bdh.plotting`: matplotlib imported lazily, each file
+atomically, readable at 100 % zoom: `bdh.plotting.READABLE`, every panel with a title and axis labels, and the
+input named on each figure that shows activity).
 
 * ``entries_<x|y>.png`` — paper Fig. 9a: entry histogram of a diagonal block of D E in units of the
   noise scale sigma_Q, split into symmetric part and skew, model against untrained control.
@@ -19,8 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from ..plotting import pyplot, save_file
+from ..plotting import MIN_WIDTH, READABLE, pyplot, save_file
 from ..tasks.repeat import describe_phases
+
+
+def _finish(fig, path: Path, title: str, source: str = "") -> Path:
+    """The figure's title (with the input it shows on a second line), laid out and written readable."""
+    fig.suptitle(title + (f"\n{source}" if source else ""), fontsize=13)
+    fig.tight_layout()
+    return save_file(fig, path, **READABLE)
 
 
 def _ccdf(ax, k: np.ndarray, label: str, **kw) -> None:
@@ -34,7 +42,7 @@ def _ccdf(ax, k: np.ndarray, label: str, **kw) -> None:
 
 def entries(raw: dict[str, Any], which: str, path: Path) -> Path:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
+    fig, ax = plt.subplots(figsize=(MIN_WIDTH, 5))
     for name, color in (("trained", "C0"), ("control", "C7")):
         split = raw["entries"][name]
         sq = raw["sigma_q"][name] or 1.0
@@ -44,15 +52,14 @@ def entries(raw: dict[str, Any], which: str, path: Path) -> Path:
         ax.semilogy(c, sk, color=color, lw=1.5, label=f"{name}: skew")
     ax.set_xlabel(rf"entry of $G_{which}$ block / $\sigma_Q$")
     ax.set_ylabel("count")
-    ax.set_title(f"G_{which} = D_{which} E, diagonal head block (cf. Fig. 9a)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save_file(fig, path)
+    ax.set_title("symmetric part and skew of the entries")
+    ax.legend()
+    return _finish(fig, path, f"G_{which} = D_{which} E, diagonal block of head {raw.get('head', '?')} (cf. Fig. 9a)")
 
 
 def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
+    fig, ax = plt.subplots(figsize=(MIN_WIDTH, 5))
     for name, color in (("trained", "C0"), ("control", "C7")):
         sw = raw["modularity"][name]
         e = [s["edges"] for s in sw]
@@ -70,31 +77,29 @@ def modularity(raw: dict[str, Any], which: str, path: Path) -> Path:
     if neg:
         ax.semilogx([s["edges"] for s in neg], [s["Q"] for s in neg], "v", color="C3", label="trained, |G <= -beta|")
     ax.set_xlabel("edges")
-    ax.set_ylabel("Newman modularity (Louvain, best of seeds)")
-    ax.set_title(f"thresholded G_{which} (cf. Fig. 9b)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save_file(fig, path)
+    ax.set_ylabel("Newman modularity Q")
+    ax.set_title("Louvain, best of seeds, against random graphs of the same size")
+    ax.legend()
+    return _finish(fig, path, f"modularity of thresholded G_{which}, head {raw.get('head', '?')} (cf. Fig. 9b)")
 
 
 def degrees(raw: dict[str, Any], which: str, path: Path) -> Path:
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), dpi=90)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, d in zip(axes, ("in", "out"), strict=True):
         _ccdf(ax, raw["degrees"]["trained"][d], "trained", color="C0")
         _ccdf(ax, raw["degrees"]["control"][d], "control", color="C7")
         _ccdf(ax, raw["degrees"]["trained"][f"lowrank_{d}"], "random low-rank", color="C2", ls="--")
-        ax.set_xlabel(f"{d}-degree")
+        ax.set_xlabel(f"{d}-degree k")
         ax.set_ylabel("P(K >= k)")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"degrees of thresholded G_{which} (cf. Fig. 10)", fontsize=9)
-    fig.tight_layout()
-    return save_file(fig, path)
+        ax.set_title(f"{d}-degrees (complementary CDF)")
+        ax.legend()
+    return _finish(fig, path, f"degrees of thresholded G_{which}, head {raw.get('head', '?')} (cf. Fig. 10)")
 
 
-def sigma(raw: dict[str, Any], path: Path) -> Path:
+def sigma(raw: dict[str, Any], path: Path, source: str = "") -> Path:
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3), dpi=90)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
     for name, color in (("trained", "C0"), ("trained_unrotated", "C1"), ("control", "C7")):
         r = raw.get(name)
         if not r or not r["thresholds"]:
@@ -105,21 +110,25 @@ def sigma(raw: dict[str, Any], path: Path) -> Path:
         if r.get("firing") is not None and name != "trained_unrotated":
             fr = r["firing"]["y"]
             axes[2].hist(fr[fr > 0], bins=40, histtype="step", color=color, label=f"{name}: y firing rate", log=True)
-    axes[0].set_xlabel("out-degree (y-neuron)")
-    axes[1].set_xlabel("in-degree (x-neuron)")
-    axes[2].set_xlabel("firing rate of y-neurons")
-    for ax in axes:
-        ax.legend(fontsize=7)
-    fig.suptitle("sigma graph (Eq. 16), cf. Fig. 11", fontsize=9)
-    fig.tight_layout()
-    return save_file(fig, path)
+    for ax, xlabel, ylabel, title in (
+        (axes[0], "out-degree k (y-neuron)", "P(K >= k)", "out-degrees"),
+        (axes[1], "in-degree k (x-neuron)", "P(K >= k)", "in-degrees"),
+        (axes[2], "firing rate of y-neurons", "neurons", "firing rates"),
+    ):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    where = f", layer {raw['layer']}, head {raw['head']}" if "layer" in raw else ""
+    return _finish(fig, path, f"sigma graph (Eq. 16){where}, cf. Fig. 11", source)
 
 
 def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = None) -> Path:
     plt = pyplot()
     tr, ctl, phase = raw["trained"], raw["control"], raw["phase"]
     L, T = tr.y_token.shape
-    fig, axes = plt.subplots(3, 1, figsize=(9, 7), dpi=80, sharex=True)
+    fig, axes = plt.subplots(3, 1, figsize=(13, 11), sharex=True)
     colors = {"warmup": "#eeeeee", "fact": "#ffd8b0", "repeat": "#ffffff"}
     for ax in axes:
         for a, b, name in describe_phases(phase[:T]):
@@ -129,7 +138,8 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
         axes[0].plot(tr.y_token[layer] * 100, lw=1, label=f"layer {layer}")
     axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.8, color="k", ls=":", label="control (mean)")
     axes[0].set_ylabel("% y non-zero")
-    axes[0].legend(fontsize=6, ncol=L + 1)
+    axes[0].set_title("y active per layer")
+    axes[0].legend(ncol=min(L + 1, 5))
     if tr.y_bucket is not None:
         bl = min(2, L - 1) if bucket_layer is None else bucket_layer
         K = tr.y_bucket.shape[1]
@@ -139,37 +149,44 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
             axes[1].plot(
                 tr.y_bucket[bl, b] * 100, lw=0.9, color=cmap(b / max(K - 1, 1)), label=f"freq{b}: {lo:.0f}-{hi:.0f}"
             )
-        axes[1].set_ylabel(f"% y non-zero, layer {bl}")
-        axes[1].legend(fontsize=5, ncol=4, title="period (tokens)", title_fontsize=6)
+        axes[1].set_ylabel("% y non-zero")
+        axes[1].set_title(f"layer {bl}, per RoPE frequency bucket")
+        axes[1].legend(ncol=4, title="period (tokens)")
     axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")
     axes[2].plot(ctl.surprisal, lw=0.8, color="k", ls=":", label="control")
     axes[2].set_ylabel("surprisal (bits)")
     axes[2].set_xlabel("token (shaded: warm-up grey, first presentation of the word orange)")
-    axes[2].legend(fontsize=6)
-    fig.suptitle("activity on the repeated-word sequence (cf. Fig. 14)", fontsize=9)
-    fig.tight_layout()
-    return save_file(fig, path)
+    axes[2].set_title("surprisal of each token")
+    axes[2].legend()
+    for ax in axes[:2]:
+        ax.set_xlabel("token")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    return _finish(fig, path, "activity on the repeated-word sequence (cf. Fig. 14)")
 
 
-def sparsity_data(raw: dict[str, Any], path: Path) -> Path:
+def sparsity_data(raw: dict[str, Any], path: Path, source: str = "") -> Path:
     plt = pyplot()
     tr, ctl = raw["trained"], raw["control"]
     L, T = tr.y_token.shape
-    fig, axes = plt.subplots(2, 1, figsize=(9, 4.6), dpi=80, sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(13, 8), sharex=True)
     for layer in range(L):
-        axes[0].plot(tr.y_token[layer] * 100, lw=0.8, label=f"layer {layer}")
-    axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.8, color="k", ls=":", label="control (mean)")
+        axes[0].plot(tr.y_token[layer] * 100, lw=0.9, label=f"layer {layer}")
+    axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.9, color="k", ls=":", label="control (mean)")
     axes[0].set_ylabel("% y non-zero")
-    axes[0].legend(fontsize=6, ncol=L + 1)
-    axes[1].plot(tr.surprisal, lw=0.7, color="C3")
+    axes[0].set_xlabel("token")
+    axes[0].xaxis.set_tick_params(labelbottom=True)
+    axes[0].set_title("y active per layer (mean over the windows)")
+    axes[0].legend(ncol=min(L + 1, 5))
+    axes[1].plot(tr.surprisal, lw=0.8, color="C3")
     axes[1].set_ylabel("surprisal (bits)")
     axes[1].set_xlabel("token")
-    fig.tight_layout()
-    return save_file(fig, path)
+    axes[1].set_title("surprisal of each token (mean over the windows)")
+    return _finish(fig, path, "sparsity on the inspected text", source)
 
 
-def write_all(raw: dict[str, Any], folder: Path) -> list[Path]:
-    """Every figure the raw results allow, written into ``folder``; returns the paths."""
+def write_all(raw: dict[str, Any], folder: Path, source: str = "") -> list[Path]:
+    """Every figure the raw results allow, written into ``folder``; returns the paths. ``source`` names the
+    inspected text on the figures that show activity on it."""
     folder = Path(folder)
     out: list[Path] = []
     for which, g in raw.get("graphs", {}).items():
@@ -177,9 +194,9 @@ def write_all(raw: dict[str, Any], folder: Path) -> list[Path]:
         out.append(modularity(g, which, folder / f"modularity_{which}.png"))
         out.append(degrees(g, which, folder / f"degrees_{which}.png"))
     if "sigma" in raw:
-        out.append(sigma(raw["sigma"], folder / "sigma.png"))
+        out.append(sigma(raw["sigma"], folder / "sigma.png", source))
     if "sparsity_repeat" in raw:
         out.append(sparsity_repeat(raw["sparsity_repeat"], folder / "sparsity_repeat.png"))
     if "sparsity_data" in raw:
-        out.append(sparsity_data(raw["sparsity_data"], folder / "sparsity_data.png"))
+        out.append(sparsity_data(raw["sparsity_data"], folder / "sparsity_data.png", source))
     return out

@@ -319,6 +319,17 @@ def degree_analysis(G: torch.Tensor, m: int, d: int, offset: int = 0, hubs: int 
     }
 
 
+def pick_head(stats_x: dict[int, EntryStats]) -> int:
+    """The head whose G_x block has the largest excess of positive over negative 4-sigma entries: the head
+    `bdh inspect` analyses and `bdh plot` draws when none is given."""
+    return max(stats_x, key=lambda h: stats_x[h].tails["4"]["above"] - stats_x[h].tails["4"]["below"])
+
+
+def default_head(model: BDH, seed: int = 0) -> int:
+    """`pick_head` over the entry statistics of every head's G_x block of ``model``."""
+    return pick_head({h: entry_stats(head_block(model, "x", h), seed=seed) for h in range(model.config.n_head)})
+
+
 # ---------------------------------------------------------------------- Fig. 11: the sigma graph
 
 

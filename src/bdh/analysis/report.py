@@ -136,11 +136,6 @@ def _entries(model: BDH, which: str, heads: list[int], seed: int) -> tuple[dict[
     return out, raw
 
 
-def _pick_head(stats_x: dict[int, ng.EntryStats]) -> int:
-    """The head whose G_x block has the largest excess of positive over negative 4-sigma entries."""
-    return max(stats_x, key=lambda h: stats_x[h].tails["4"]["above"] - stats_x[h].tails["4"]["below"])
-
-
 def _degree_edges(st: ng.EntryStats, G: torch.Tensor, N: int) -> int:
     """Edges for Fig. 10: the entries >= beta_1 (the tail onset) of the trained block, clipped to an
     average degree in [2, 32]; 8 N when the block has no tail onset."""
@@ -179,6 +174,7 @@ def _graphs(
             "head": chosen,
         }
         raw[which] = {
+            "head": chosen,
             "entries": {"trained": raw_t[chosen], "control": raw_c[chosen]},
             "sigma_q": {"trained": st_t[chosen].sigma_q, "control": st_c[chosen].sigma_q},
         }
@@ -229,7 +225,7 @@ def _graphs(
 
 def _sigma(rec_t, rec_c, opts: InspectOptions, head: int, layer: int) -> tuple[dict[str, Any], dict[str, Any]]:
     out: dict[str, Any] = {"layer": layer, "head": head}
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = {"layer": layer, "head": head}
     for name, rec, rotate in (("trained", rec_t, True), ("trained_unrotated", rec_t, False), ("control", rec_c, True)):
         g = ng.sigma_graph(rec, layer, head, max_rows=opts.sigma_rows, rotate=rotate, seed=opts.seed)
         raw[name] = {"thresholds": [t["_degrees"] for t in g["thresholds"]], "firing": g.get("_firing")}
@@ -301,7 +297,7 @@ def inspect_model(
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
     log(f"G_x = D_x E: entry statistics of {len(heads)} head block(s) of {cfg.N} x {cfg.N}")
     entries_x = _entries(model, "x", heads, opts.seed)
-    head = opts.head if opts.head is not None else _pick_head(entries_x[0])
+    head = opts.head if opts.head is not None else ng.pick_head(entries_x[0])
     if cfg.n_layer >= 2 and sigma_layer >= 1:
         log(f"sigma graph: layer {sigma_layer}, head {head}")
         report["sigma"], raw["sigma"] = _sigma(rec_t, rec_c, opts, head, sigma_layer)

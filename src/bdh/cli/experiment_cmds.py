@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bdh.errors import did_you_mean
 from bdh.experiments import EXPERIMENTS
 
 from .checks import integer
@@ -116,7 +117,7 @@ def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = 
         if not sep or not key:
             raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}")
         if key not in fields:
-            raise UsageError(f"--set: unknown field {key!r}; known: {', '.join(fields)}")
+            raise UsageError(f"--set: unknown field {key!r}{did_you_mean(key, fields)}; known: {', '.join(fields)}")
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError:

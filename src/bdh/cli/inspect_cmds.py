@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
 from bdh.outputs import write_text
 
@@ -33,12 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--checkpoint", metavar="step-N", help="inspect this checkpoint of the run instead")
     src = p.add_mutually_exclusive_group()
-    add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the held-out end of the embedded corpus")
+    add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the probe text (bdh.analysis.probe)")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
     p.add_argument(
-        "--tokens", type=integer(2, MAX_PROMPT), default=256, help="tokens per recorded window (default 256)"
+        "--tokens",
+        type=integer(2, MAX_PROMPT),
+        default=DEFAULT_TOKENS,
+        help=f"tokens per recorded window (default {DEFAULT_TOKENS})",
     )
-    p.add_argument("--windows", type=integer(1, 64), default=4, help="windows of --data / the corpus (default 4)")
+    p.add_argument(
+        "--windows",
+        type=integer(1, 64),
+        default=DEFAULT_WINDOWS,
+        help=f"windows of --data / the probe text (default {DEFAULT_WINDOWS})",
+    )
     p.add_argument(
         "--layer", type=integer(0), help="only this layer (0-based) for the sparsity trace and the sigma graph"
     )
@@ -54,21 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
-def _windows(data: bytes, length: int, count: int, what: str):
-    import numpy as np
-    import torch
-
-    if len(data) < 2:
-        raise UserError(f"{what}: has {len(data)} bytes; inspect needs at least 2")
-    length = min(length, len(data))
-    count = max(1, min(count, len(data) // length))
-    starts = np.linspace(0, len(data) - length, count).astype(np.int64)
-    arr = np.frombuffer(data, dtype=np.uint8)
-    return torch.from_numpy(np.stack([arr[s : s + length] for s in starts]).astype(np.int64))
-
-
 def _input_tokens(args: argparse.Namespace):
     import torch
+
+    from bdh.analysis import probe
 
     data = prompt_bytes(args, max_bytes=MAX_PROMPT)
     if data is not None:
@@ -79,12 +77,8 @@ def _input_tokens(args: argparse.Namespace):
         path = Path(args.data)
         if not path.is_file():
             raise FileNotFoundError(f"--data {path}: no such file")
-        return _windows(path.read_bytes(), args.tokens, args.windows, f"--data {path}"), f"file {path.name}"
-    from bdh.tasks.text import embedded_corpus
-
-    corpus = embedded_corpus()
-    held_out = corpus[int(len(corpus) * 0.9) :]
-    return _windows(held_out, args.tokens, args.windows, "the embedded corpus"), "embedded corpus, last 10%"
+        return probe.windows(path.read_bytes(), args.tokens, args.windows, f"--data {path}"), f"file {path.name}"
+    return probe.probe(args.tokens, args.windows)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -135,7 +129,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         write_text(tmp / "report.json", json.dumps(rep, indent=1, allow_nan=False) + "\n")
         if not args.no_figures:
             log("figures")
-            figures.write_all(raw, tmp)
+            figures.write_all(raw, tmp, source)
     print(report.format_table(rep["summary"]))
     print(f"\nreport: {out / 'report.json'} ({rep['seconds']:.0f} s)")
     return 0

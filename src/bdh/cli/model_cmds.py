@@ -32,8 +32,10 @@ INFO_FIELDS = [
     "attention",
     "positional",
 ]
-#: architecture only: the folder's config.json holds no runtime field (dropout, attention form: chosen at load)
-CONVERT_FIELDS = ["n_layer", "n_embd", "n_head", "mlp_internal_dim_multiplier", "vocab_size"]
+#: the batch and window of `bdh info`'s memory estimate where neither a flag nor a run folder gives them
+DEFAULT_BATCH, DEFAULT_BLOCK = 8, 256
+#: the official config's fields (the attention form and chunk size are chosen when the folder is loaded)
+CONVERT_FIELDS = ["n_layer", "n_embd", "n_head", "mlp_internal_dim_multiplier", "vocab_size", "dropout"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,9 +50,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "source", nargs="?", help="a save_pretrained folder, a run folder, or a JSON file of BDHConfig fields"
     )
     config_flags(p, BDHConfig, INFO_FIELDS)
-    p.add_argument("--batch-size", type=integer(1), default=8, help="batch for the memory estimate (default 8)")
     p.add_argument(
-        "--block-size", type=integer(1), default=256, help="tokens per sequence for the memory estimate (default 256)"
+        "--batch-size",
+        type=integer(1),
+        default=None,
+        help=f"batch for the memory estimate (default: a run folder's micro-batch, else {DEFAULT_BATCH})",
+    )
+    p.add_argument(
+        "--block-size",
+        type=integer(1),
+        default=None,
+        help=f"tokens per sequence for the memory estimate (default: a run folder's seq_len, else {DEFAULT_BLOCK})",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_info)
@@ -60,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="convert an official pathwaycom/bdh checkpoint into a model folder",
         description="Read an official checkpoint (.pt, loaded with weights_only=True: nothing is unpickled) and "
         "write a save_pretrained folder (config.json + model.safetensors). Config fields not stored in the "
-        "file default to the official BDHConfig defaults; config.json holds the architecture only (the attention "
-        "form, chunk size and dropout are chosen when the folder is loaded).",
+        "file default to the official BDHConfig defaults; config.json keeps every field (the attention form and "
+        "chunk size may be chosen again when the folder is loaded).",
     )
     c.add_argument("checkpoint", help="the official .pt file (a state dict, or a dict with 'model')")
     c.add_argument("out_dir", help="the model folder to write")
@@ -117,9 +127,26 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
         return BDHConfig.from_dict(BDHConfig.merge(fields, given))
 
 
+def _run_layout(source: str | None) -> tuple[int | None, int | None]:
+    """(micro-batch, tokens per training sequence) of the run folder ``source`` (its config.yaml), or Nones
+    for anything else."""
+    from bdh.train.trainer import load_run_config
+
+    if source is None or not (Path(source) / "config.yaml").is_file():
+        return None, None
+    run = load_run_config(source)
+    train, task = run.get("train") or {}, run.get("task") or {}
+    batch = train.get("micro_batch_size") or train.get("batch_size")
+    block = task.get("train_seq_len") or task.get("seq_len")
+    return (batch if isinstance(batch, int) else None), (block if isinstance(block, int) else None)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
-    info = describe(config, batch_size=args.batch_size, block_size=args.block_size)
+    run_batch, run_block = _run_layout(args.source)
+    batch = args.batch_size or run_batch or DEFAULT_BATCH
+    block = args.block_size or run_block or DEFAULT_BLOCK
+    info = describe(config, batch_size=batch, block_size=block)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -134,7 +161,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         ("state per layer nD", f"{info['state_per_layer']:,} scalars ({_bytes(info['state_bytes_per_layer'])} fp32)"),
         ("state, all layers", _bytes(info["state_bytes_total"])),
         (
-            f"training memory, B={args.batch_size} T={args.block_size}",
+            f"training memory, B={batch} T={block}",
             f"~{_bytes(info['train_bytes'])} ({config.attention} form, fp32, AdamW)",
         ),
         ("forward+backward FLOPs / token", f"{info['train_flops_per_token']:.3g}"),

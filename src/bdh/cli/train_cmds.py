@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", help="where to write the run folder (default: runs/<timestamp>)")
     add_overwrite(p, "the run folder (--run-dir or the config's run_dir) with a new run")
     p.add_argument(
+        "--name", help="a word that tells the run apart: its folder is runs/<timestamp>-NAME (same as --set name=NAME)"
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="a first look in about a minute on 2 CPU cores: the main job's model, 300 steps (overrides: "
@@ -191,9 +194,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from bdh.train.recurrent import StreamingModel
     from bdh.train.trainer import load_run_config
 
+    _check_set_syntax(args)
     if args.resume:
         if args.quick:
             raise UserError("--quick starts a new run; a resumed run keeps its own config.yaml")
+        if args.name:
+            raise UserError("--name cannot rename a resumed run; it continues in its own folder")
         if args.config:
             raise UserError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
         config = RunConfig.from_dict(apply_overrides(load_run_config(args.resume), args.overrides), environment=True)
@@ -204,7 +210,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         if args.checkpoint:
             raise UserError("--checkpoint needs --resume RUN_DIR")
-        config = load_config(args.config, (list(QUICK) if args.quick else []) + args.overrides)
+        name = [f"name={args.name}"] if args.name is not None else []
+        config = load_config(args.config, (list(QUICK) if args.quick else []) + name + args.overrides)
         if args.run_dir:
             config.run_dir = args.run_dir
     if args.print_config:
@@ -260,14 +267,30 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"sample (temperature {s.temperature}, seed {s.seed}):")
         _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
         print()
+    if result.budget_cut:
+        print(
+            f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
+            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
+        )
     return 0
+
+
+def _check_set_syntax(args: argparse.Namespace) -> None:
+    """``--set KEY VALUE`` (a space for the '='): the shell splits it in two and VALUE lands in CONFIG; say so
+    before CONFIG is read as a file."""
+    stray = args.config if args.config is not None and not Path(args.config).exists() else None
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if stray is not None and (not sep or not value):
+            raise UserError(f"--set {item} {stray}: write KEY=VALUE as one word, --set {key.strip()}={stray}")
 
 
 # ---------------------------------------------------------------------- using a run
 def _load_model(source: str, checkpoint: str | None, device_name: str):
-    """The model of a run or model folder and the folder it came from. A model folder's config.json holds the
-    architecture only; the model of a run folder runs as the run ran it (the runtime fields of the ``model``
-    section of its config.yaml: the attention form, the chunk size), that of a model folder with the defaults."""
+    """The model of a run or model folder and the folder it came from. The model of a run folder runs as the run
+    ran it (the runtime fields of the ``model`` section of its config.yaml: the attention form, the chunk size;
+    the same as its config.json unless that was written by an older bdh, which kept the architecture only), that
+    of a model folder as its config.json says."""
     from bdh.model.io import read_model_config, runtime_fields
     from bdh.train.trainer import load_run_config
 

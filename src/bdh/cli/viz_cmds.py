@@ -16,6 +16,9 @@ from bdh.viz.inputs import MAX_TOKENS
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
 
+#: tokens of the activation heatmap of `bdh plot` (rows that stay readable)
+HEATMAP_TOKENS = 64
+
 
 def _add_model_and_input(
     p: argparse.ArgumentParser, run_help: str, prompt_help: str, board_help: str, sudoku_help: str
@@ -49,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a pathfinding board file (rows of . # S E; see docs/viz.md)",
         "a Sudoku: 81 cells row by row, 0 or . for blanks",
     )
-    p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz.html)")
+    p.add_argument("--out", help="output HTML file (default RUN_DIR/reports/viz-<input>.html, named after the input)")
     add_overwrite(p, "the --out file")
     p.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/ until Ctrl-C")
     p.add_argument("--port", type=integer(0, 65535), default=0, help="port for --serve (default 0: a free port)")
@@ -71,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "plot",
         help="figures of a run: training curves, sparsity, degree distribution, activation heatmap, bench suites",
         description=(
-            "Write PNG and SVG figures into RUN_DIR/reports/plots/ (or --out): training and validation curves "
+            "Write PNG and SVG figures into RUN_DIR/reports/plots-<input>/ (or --out), named after the input the "
+            "model reads: training and validation curves "
             "(metrics.jsonl), per-layer sparsity of x and y and an activation heatmap for a prompt, the degree "
             "distribution of a head block of G_x with its fitted power law, and the suite plots of bdh bench "
             "results given with --bench. Says which figures it skipped and why."
@@ -93,13 +97,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="bdh bench results (CSV with a suite column); repeatable",
     )
     q.add_argument(
-        "--head", type=integer(0), default=0, help="head whose block of G_x gives the degree distribution (default 0)"
+        "--head",
+        type=integer(0),
+        default=None,
+        help="head whose block of G_x gives the degree distribution (default: the head bdh inspect analyses, "
+        "the one with the heaviest positive tail of G_x)",
     )
     q.add_argument(
         "--avg-degree", type=integer(1), default=8, help="average degree of the thresholded graph (default 8)"
     )
     q.add_argument("--layer", type=integer(0), help="layer of the activation heatmap (default: the last)")
-    q.add_argument("--out", help="output folder (default RUN_DIR/reports/plots)")
+    q.add_argument(
+        "--out",
+        help="output folder (default RUN_DIR/reports/plots-<input>, named after the input; plots without a model)",
+    )
     add_overwrite(q, "the --out folder")
     q.add_argument("--seed", type=integer(), default=0, help="seed of the generated board / puzzle")
     q.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
@@ -124,6 +135,13 @@ def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
     return [Path(args.run), folder] + [Path(p) for p in (args.board, args.prompt_file) if p is not None]
 
 
+def _output(args: argparse.Namespace, default: Path, inputs: list[Path], folder: bool = False) -> Path:
+    """The output path (`bdh.outputs.check_output`): --out, else ``default`` in the run's reports folder."""
+    from bdh.outputs import check_output
+
+    return check_output(args.out or default, overwrite=args.overwrite, folder=folder, inputs=inputs)
+
+
 def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
     """The tokens to show: ``prompt`` (from `prompt_bytes`), --tokens, --board, --sudoku, or the task's default."""
     from bdh.viz import inputs
@@ -146,7 +164,7 @@ def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from bdh.outputs import check_output, write_text
+    from bdh.outputs import write_text
     from bdh.viz import inputs
     from bdh.viz.export import ViewOptions, build_view
     from bdh.viz.page import render
@@ -161,11 +179,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
     folder = checked_model_dir(args.run, args.checkpoint)
-    out = check_output(
-        args.out if args.out else inputs.run_dir_of(folder) / "reports" / "viz.html",
-        overwrite=args.overwrite,
-        inputs=_inputs(args, folder),
-    )
+    out = _output(args, Path(args.out), _inputs(args, folder)) if args.out else None  # before the model is read
     server = None
     if args.serve:  # claim the port first: a port in use fails before the model runs
         from bdh.viz.server import make_server
@@ -174,6 +188,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
     try:
         model = _load(folder, device)
         inp = _input(args, model, folder, prompt)
+        if out is None:
+            default = inputs.run_dir_of(folder) / "reports" / f"viz-{inputs.output_stem(inp)}.html"
+            out = _output(args, default, _inputs(args, folder))
         t0 = time.time()
         view = build_view(
             model,
@@ -182,7 +199,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
             board_size=inp.board_size,
             options=opts,
             title=f"BDH viewer: {Path(args.run).resolve().name}",
-            source=f"{folder} - {inp.description}",
+            source=f"{folder} - {inp.description}" + (" (window 1 shown)" if inp.windows else ""),
         )
         page = render(view)
         write_text(out, page)
@@ -238,40 +255,44 @@ def _holds_any_model(run: Path) -> bool:
 def _check_indices(args: argparse.Namespace, model) -> None:
     """--head and --layer against the model, before anything is drawn."""
     cfg = model.config
-    if not 0 <= args.head < cfg.n_head:
+    if args.head is not None and not 0 <= args.head < cfg.n_head:
         raise UserError(f"--head {args.head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
     if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
         raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
 
 
-def _model_figures(args: argparse.Namespace, model, folder: Path, prompt: bytes | None, out: Path) -> list[Path]:
-    """Sparsity per layer, the activation heatmap and the degree distribution of G_x."""
+def _model_figures(args: argparse.Namespace, model, inp, out: Path) -> list[Path]:
+    """Sparsity per layer (on every window of the probe, as `bdh inspect` measures it), the activation heatmap
+    (its first `HEATMAP_TOKENS` tokens) and the degree distribution of G_x, of the model reading ``inp``."""
     import torch
 
+    from bdh.analysis import neurograph as ng
     from bdh.analysis.record import record
     from bdh.analysis.sparsity import sparsity
     from bdh.viz import plots
     from bdh.viz.export import token_labels
 
-    inp = _input(args, model, folder, prompt)
-    rec = record(model, torch.tensor([inp.tokens], dtype=torch.long))
-    means = sparsity(rec).layer_means()
-    made = plots.sparsity_by_layer(
-        means["x"], means["y"], out / "sparsity", title=f"non-zero x and y per layer ({inp.description})"
-    )
+    rows = inp.windows or [inp.tokens]
+    means = sparsity(record(model, torch.tensor(rows, dtype=torch.long))).layer_means()
+    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", subtitle=inp.description)
+    shown = inp.tokens[:HEATMAP_TOKENS]
+    rec = record(model, torch.tensor([shown], dtype=torch.long))
     layer = rec.n_layer - 1 if args.layer is None else args.layer
+    first = f"first {len(shown)} tokens" + (" of window 1" if inp.windows else f" of {len(inp.tokens)}")
     made += plots.activation_heatmap(
         rec.flat("x", layer).numpy(),
         rec.flat("y", layer).numpy(),
-        token_labels(inp.tokens, inp.kind),
+        token_labels(shown, inp.kind),
         out / "heatmap",
-        title=f"layer {layer}: tokens x most active neurons ({inp.description})",
+        title=f"layer {layer}: tokens x the most active neurons",
+        subtitle=f"{inp.description} ({first})",
     )
-    return made + _degree_figure(model, args.head, args.avg_degree, out / "degrees")
+    head = ng.default_head(model) if args.head is None else args.head
+    return made + _degree_figure(model, head, args.avg_degree, out / "degrees")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from bdh.outputs import atomic_folder, check_output
+    from bdh.outputs import atomic_folder
     from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
 
@@ -281,20 +302,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
-    model = folder = None
+    model = folder = inp = None
     if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
     else:  # a model that is there (or a checkpoint asked for) must load
         folder = checked_model_dir(args.run, args.checkpoint)
         model = _load(folder, device)
         _check_indices(args, model)
+        inp = _input(args, model, folder, prompt)
     root = inputs.run_dir_of(folder) if folder is not None else run
-    out = check_output(
-        args.out if args.out else root / "reports" / "plots",
-        overwrite=args.overwrite,
-        folder=True,
-        inputs=_inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench],
-    )
+    name = "plots" if inp is None else f"plots-{inputs.output_stem(inp)}"
+    read = _inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench]
+    out = _output(args, root / "reports" / name, read, folder=True)
     bench_rows: list[dict[str, Any]] = []
     for csv_path in args.bench:
         bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn
@@ -310,13 +329,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
         else:
             skipped.append(f"curves: no records in {root / 'metrics.jsonl'}")
         if model is not None:
-            made += _model_figures(args, model, folder, prompt, tmp)
+            made += _model_figures(args, model, inp, tmp)
         if bench_rows:
             files, why = plots.bench_plots(bench_rows, tmp)
             made += files
             skipped += why
-        else:
-            skipped.append("bench suites: none given (--bench CSV from bdh bench)")
     for path in made:
         print(f"wrote {out / path.relative_to(tmp)}")
     for reason in skipped:

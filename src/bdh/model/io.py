@@ -5,12 +5,14 @@ folder's ``config.json`` records it, so `load_pretrained` can rebuild any regist
 is unpickled: weights are safetensors, the config is JSON. Files are written atomically (a temporary
 file in the same folder, then a rename), so an interrupted save never leaves a half-written file.
 
-``config.json`` holds the architecture only (`architecture`): the fields a config class declares in
-``RUNTIME_FIELDS`` (BDH: the attention form, ``chunk_size``, ``dropout``, ``dropout_rng``) say how the model
-runs, not what its weights mean, and are chosen at load (``load_pretrained(folder, attention="chunked")``)
-or take their defaults, as ``transformers`` chooses ``attn_implementation`` at load. A ``config.json``
-written before this rule, with runtime fields in it, still loads, and its values are used unless the load
-overrides them. Every writer of a model folder goes through `write_model_folder`.
+``config.json`` holds every field of the model's config, as Hugging Face's ``config.json`` does (dropout
+among them): a model loads as it was saved. The fields a config class declares in ``RUNTIME_FIELDS`` (BDH: the
+attention form, ``chunk_size``, ``dropout``, ``dropout_rng``) say how the model runs, not what its weights mean:
+a load may choose other values (``load_pretrained(folder, attention="chunked")``, as ``transformers`` chooses
+``attn_implementation``), and a checkpoint or ``train.init_from`` model may differ from the run in them
+(`architecture` is what must agree). Older files still load: one that an earlier bdh wrote with the
+architecture only takes the defaults of the runtime fields. Every writer of a model folder goes through
+`write_model_folder`.
 """
 
 from __future__ import annotations
@@ -94,21 +96,21 @@ def runtime_fields(config_class: type) -> frozenset[str]:
 
 
 def architecture(config: Any) -> dict[str, Any]:
-    """The fields of a model config that a model folder stores: its ``to_dict()`` without the runtime
-    fields (`runtime_fields`), which are chosen when the model is loaded."""
+    """What the weights of a model config mean: its ``to_dict()`` without the runtime fields (`runtime_fields`),
+    the fields two configs must agree in for one model's weights to load into the other."""
     runtime = runtime_fields(type(config))
     return {k: v for k, v in config.to_dict().items() if k not in runtime}
 
 
 def folder_config(model_type: str, config: Any) -> dict[str, Any]:
-    """What a model folder's ``config.json`` holds: ``model_type``, the format tags and the `architecture`."""
+    """What a model folder's ``config.json`` holds: ``model_type``, the format tags and every config field."""
     from bdh import __version__
 
     return {
         "model_type": model_type,
         "format_version": FORMAT_VERSION,
         "bdh_version": __version__,
-        **architecture(config),
+        **config.to_dict(),
     }
 
 
@@ -138,7 +140,7 @@ class PretrainedMixin:
     config_class: ClassVar[type]
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
-        """Write ``config.json`` (the architecture, without the runtime fields) and ``model.safetensors`` into
+        """Write ``config.json`` (every config field) and ``model.safetensors`` into
         ``directory`` (created if needed), with `write_model_folder`.
 
         ``state_dict``: the weights to write instead of ``self.state_dict()`` (the full tensors gathered from
@@ -160,8 +162,8 @@ class PretrainedMixin:
 
 
 def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
-    """The model class and the validated config stored in a model folder: its architecture, and the runtime
-    fields that an older ``config.json`` holds (defaults for those it does not)."""
+    """The model class and the validated config stored in a model folder (defaults for the fields an older
+    ``config.json`` lacks)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such model folder")
@@ -197,7 +199,7 @@ def load_pretrained(
     ``runtime`` changes how the model runs, not what its weights mean: only the fields its config class
     declares in ``RUNTIME_FIELDS`` (BDH: ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``), e.g.
     ``load_pretrained(folder, attention="chunked")``; anything else is refused in one line. A runtime field
-    not given takes the value of an older ``config.json`` that stored it, else the config class's default.
+    not given takes the value ``config.json`` stores, else (an architecture-only file) the class's default.
     """
     directory = Path(directory)
     cls, config = read_model_config(directory)

@@ -1,7 +1,7 @@
 """Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``.
 
-A checkpoint folder is a model folder (``config.json`` with the architecture, + ``model.safetensors``,
-loadable with `bdh.load_pretrained`; the run's ``config.yaml`` keeps how the model ran) plus
+A checkpoint folder is a model folder (``config.json`` with every field of the run's model config, +
+``model.safetensors``, loadable with `bdh.load_pretrained`) plus
 ``trainer_state.safetensors`` (optimiser moments, RNG states of every process, the carried recurrent state
 of truncated BPTT) and ``meta.json`` (step, tokens, optimiser hyper-parameters, best metric, and the
 SHA-256 of every file). Nothing is pickled.
@@ -285,8 +285,8 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest.
 
-    Its ``config.json`` must hold the architecture of the run's model (`bdh.model.io.architecture`); runtime
-    fields, which an older checkpoint stored there, are the run's to choose and not compared."""
+    Its ``config.json`` must hold the architecture of the run's model (`bdh.model.io.architecture`); its runtime
+    fields (how the model ran) are the resumed run's to choose and not compared."""
     meta = verify(path)
     config = read_json(path / CONFIG_NAME)
     if not isinstance(config, dict):

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import yaml
 
 from bdh.devices import resolve_device
-from bdh.errors import UserError
+from bdh.errors import UserError, did_you_mean
 from bdh.outputs import file_problem
 
 from ..model.config import BDHConfig
@@ -214,7 +214,11 @@ SECTIONS = ("optim", "train", "eval", "log", "checkpoint", "sample")
 
 @dataclass
 class RunConfig:
-    """The whole run. ``model`` and ``task`` are mappings with a ``name`` and that class's fields."""
+    """The whole run. ``model`` and ``task`` are mappings with a ``name`` and that class's fields.
+
+    ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
+    unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
+    """
 
     model: dict[str, Any] = field(default_factory=_default_model)
     task: dict[str, Any] = field(default_factory=_default_task)
@@ -224,6 +228,7 @@ class RunConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
+    name: str | None = None
     run_dir: str | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
@@ -248,7 +253,9 @@ class RunConfig:
         known = {f.name: f for f in dataclasses.fields(cls)}
         for key in data:
             if key not in known:
-                raise ConfigError(f"config: unknown key {key!r}; known sections: {', '.join(known)}")
+                raise ConfigError(
+                    f"config: unknown key {key!r}{did_you_mean(key, known)}; known sections: {', '.join(known)}"
+                )
         kwargs: dict[str, Any] = {}
         hints = typing.get_type_hints(cls)
         for name, f in known.items():
@@ -297,6 +304,10 @@ class RunConfig:
                 "sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample"
             )
         batch_layout(self.train, _world_size() if environment else 1)
+        if self.name is not None and (
+            not self.name.strip() or self.name in (".", "..") or any(c in self.name for c in "/\\\0")
+        ):
+            raise ConfigError(f"name: {self.name!r} cannot be part of a folder name; give a word such as lr-3e-4")
         if self.log.wandb_project is not None and not self.log.wandb_project.strip():
             raise ConfigError("log.wandb_project: empty; give a project name or null")
         if environment:
@@ -380,7 +391,7 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
         for key in fields:
             if key not in known:
                 raise ConfigError(
-                    f"{section}.{key}: unknown key for {section} {spec['name']!r}; "
+                    f"{section}.{key}: unknown key for {section} {spec['name']!r}{did_you_mean(key, known)}; "
                     f"known keys: {', '.join(sorted(known))}"
                 )
     try:

@@ -92,6 +92,8 @@ class TrainResult:
     task: Any = None
     finished_before: bool = False  # a resumed run that had already reached its end: nothing trained or written
     new_tokens: int = 0  # tokens trained by this process (``tokens`` counts those before a resume too)
+    step_limit: int = 0  # the steps the run's step and token limits allow
+    budget_cut: bool = False  # the time budget (train.max_minutes) ended the run before step_limit
 
 
 class Objective(nn.Module):
@@ -372,8 +374,9 @@ class Trainer:
 
     def _make_run_dir(self, resume: Path | None, overwrite: bool) -> Path:
         """The run folder: ``resume``, else ``run_dir`` (refused unless new or empty, or ``overwrite``), else
-        runs/<timestamp>; made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder), its
-        path broadcast to every process and written to the run config."""
+        runs/<timestamp> (followed by ``-<name>`` when the config names the run); made and locked by rank 0
+        (`bdh.outputs.folder_lock`: one writer per run folder), its path broadcast to every process and written
+        to the run config."""
         path = None
         if self.env.is_main:
             if resume is not None:
@@ -381,7 +384,8 @@ class Trainer:
             elif self.config.run_dir:
                 p = Path(self.config.run_dir)
             else:
-                base = Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                base = Path("runs") / (f"{stamp}-{self.config.name}" if self.config.name else stamp)
                 p, k = base, 1
                 while p.exists():
                     k += 1
@@ -639,6 +643,8 @@ class Trainer:
             if run.stop in (None, "budget") and run.evaluated_at != self.step:
                 run.metrics = self._eval_and_log(run.progress, run.board, float("nan"), 0.0)
         interrupted = run.stop if isinstance(run.stop, int) else None
+        # the budget either stopped the run or planned fewer steps than its limits allow (then run.stop is None)
+        budget_cut = run.stop == "budget" or (run.stop is None and self.step < self.step_limit)
         return TrainResult(
             self.run_dir,
             self.step,
@@ -652,6 +658,8 @@ class Trainer:
             self.result_model(),
             self.task,
             new_tokens=self.tokens - run.tokens_before,
+            step_limit=self.step_limit,
+            budget_cut=budget_cut,
         )
 
     def result_model(self) -> nn.Module | None:

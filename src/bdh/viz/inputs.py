@@ -25,7 +25,6 @@ from bdh.errors import UserError
 BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
 #: the longest input the viewer and the plots draw (the attention panel and the run cost O(T^2))
 MAX_TOKENS = 2048
-DEFAULT_PROMPT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
 
 @dataclass
@@ -36,6 +35,24 @@ class ViewInput:
     kind: str
     board_size: int | None = None
     description: str = ""
+    #: every window of a probe whose first window is ``tokens`` (`bdh.analysis.probe`): statistics read them all
+    windows: list[list[int]] | None = None
+
+
+def output_stem(inp: ViewInput) -> str:
+    """A file name for what is drawn of ``inp``: the first words of a text (ASCII, lower case; else the input's
+    kind) and a hash of its tokens, e.g. ``to-be-or-not-to-be-3f2a1c``. Another input writes beside the
+    first; the same input again names the same file."""
+    import hashlib
+    import re
+    import unicodedata
+
+    digest = hashlib.sha256(",".join(map(str, inp.tokens)).encode()).hexdigest()[:6]
+    words = "probe" if inp.windows else ""
+    if inp.kind == "text" and not words:
+        text = unicodedata.normalize("NFKD", bytes(inp.tokens).decode("utf-8", "replace"))
+        words = re.sub(r"[^a-z0-9]+", "-", text.encode("ascii", "ignore").decode().lower())[:24].strip("-")
+    return f"{words or inp.kind}-{digest}"
 
 
 def run_task(model_dir: Path) -> dict[str, Any] | None:
@@ -167,8 +184,8 @@ def sudoku_input(text: str, vocab_size: int) -> ViewInput:
 
 
 def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, seed: int = 0) -> ViewInput:
-    """An input when none is given: a board or a puzzle from the run's task generator, else a short
-    English prompt for byte-level models."""
+    """An input when none is given: a board or a puzzle from the run's task generator, else for byte-level
+    models the probe text of every command (`bdh.analysis.probe`), its first window drawn."""
     import numpy as np
 
     name = (task or {}).get("name")
@@ -191,9 +208,11 @@ def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, se
         puzzle, _ = generate_puzzle(np.random.default_rng(seed), 30, 40)
         return ViewInput(puzzle.tolist(), "sudoku", 9, f"generated sudoku (seed {seed})")
     if vocab_size >= 256:
-        out = prompt_tokens(DEFAULT_PROMPT, vocab_size)
-        out.description = "default prompt"
-        return out
+        from bdh.analysis.probe import probe
+
+        tokens, description = probe()
+        rows = tokens.tolist()
+        return ViewInput(rows[0], "text", None, description, windows=rows)
     raise UserError(
         f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})"
     )

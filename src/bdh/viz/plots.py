@@ -9,7 +9,11 @@
 
 Each function takes plain data (lists, arrays, dicts) and an output *stem* (a path without suffix) and
 returns the files it wrote (`bdh.plotting.save`: each file written to a temporary name and renamed, so a
-reader never sees half a figure).
+reader never sees half a figure). The figures are meant to be read at 100 % zoom: at least
+`bdh.plotting.MIN_WIDTH` inches at `bdh.plotting.DPI` (about 1200 pixels), no text under
+`bdh.plotting.MIN_FONT` points (`bdh.plotting.READABLE`), every panel with a title and axis labels; the
+losses are in bits (per byte for byte-level tasks), the unit of every other number of bdh. A ``subtitle``
+names the input a figure shows (`bdh.analysis.probe` when none was given).
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from typing import Any
 import numpy as np
 
 from bdh.errors import UserError, one_line
-from bdh.plotting import pyplot, save
+from bdh.plotting import MIN_WIDTH, READABLE, pyplot, save
+
+LN2 = math.log(2.0)
+
+
+def _titles(fig: Any, title: str, subtitle: str = "") -> None:
+    """The figure's title, with the input it shows (``subtitle``) on a second, smaller line."""
+    fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=13)
+
 
 #: axes of the ``bdh bench`` suites (columns of their results.csv): suite -> [(x, y, facet or None), ...];
 #: one figure ``bench-<suite>-<x>`` per entry. ``width`` is BDH's n_embd at which every model is
@@ -51,12 +63,15 @@ def _num(v: Any) -> float | None:
 
 def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: str = "") -> list[Path]:
     """Training loss (``kind: train``, key ``loss``) and validation loss (``kind: eval``, ``val_loss``)
-    against the step; a second panel with the other ``val_*`` metrics when there are any."""
+    against the step, in bits (nats / ln 2: bits per byte when the evaluations report ``val_bpb``, a
+    byte-level task; else bits per token); a second panel with the other ``val_*`` metrics when there are
+    any."""
     train = [(r["step"], _num(r.get("loss"))) for r in records if r.get("kind") == "train" and "step" in r]
-    train = [(s, v) for s, v in train if v is not None]
+    train = [(s, v / LN2) for s, v in train if v is not None]
     evals = [r for r in records if r.get("kind") == "eval" and "step" in r]
     val = [(r["step"], _num(r.get("val_loss"))) for r in evals]
-    val = [(s, v) for s, v in val if v is not None]
+    val = [(s, v / LN2) for s, v in val if v is not None]
+    unit = "bits per byte" if any("val_bpb" in r for r in evals) else "bits per token"
     if not train and not val:
         raise UserError("training_curves: no training or validation loss in the records")
     others = sorted(
@@ -68,16 +83,17 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
         }
     )
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2 if others else 1, figsize=(10 if others else 6, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if others else 1, figsize=(13 if others else MIN_WIDTH, 4.8), squeeze=False)
     ax = axes[0][0]
     if train:
-        ax.plot(*zip(*train, strict=True), lw=1, color="C0", label="train loss")
+        ax.plot(*zip(*train, strict=True), lw=1, color="C0", label="training")
     if val:
-        ax.plot(*zip(*val, strict=True), "o-", ms=3, lw=1.4, color="C3", label="validation loss")
+        ax.plot(*zip(*val, strict=True), "o-", ms=4, lw=1.6, color="C3", label="validation")
     ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats / token)")
+    ax.set_ylabel(f"loss ({unit})")
+    ax.set_title("loss")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend()
     if others:
         ax2 = axes[0][1]
         for i, k in enumerate(others):
@@ -87,32 +103,43 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
                 ax2.plot(*zip(*pts, strict=True), "o-", ms=3, lw=1.2, color=f"C{i % 10}", label=k)
         ax2.set_xlabel("step")
         ax2.set_ylabel("validation metric")
+        ax2.set_title("validation metrics")
         ax2.grid(alpha=0.3)
-        ax2.legend(fontsize=8)
-    fig.suptitle(title or "training", fontsize=10)
-    return save(fig, stem)
+        ax2.legend()
+    _titles(fig, title or "training")
+    fig.tight_layout()
+    return save(fig, stem, **READABLE)
 
 
 # ---------------------------------------------------------------------- sparsity
 
 
-def sparsity_by_layer(x: Sequence[float], y: Sequence[float], stem: Path | str, title: str = "") -> list[Path]:
-    """Bars of the fraction of non-zero x and y per layer (values in [0, 1], one per layer)."""
+def sparsity_by_layer(
+    x: Sequence[float], y: Sequence[float], stem: Path | str, title: str = "", subtitle: str = ""
+) -> list[Path]:
+    """Bars of the fraction of non-zero x and y per layer (values in [0, 1], one per layer), each labelled."""
     if len(x) == 0 or len(x) != len(y):
         raise UserError("sparsity_by_layer: x and y need one value per layer, and the same number")
     plt = pyplot()
     L = len(x)
     pos = np.arange(L)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * L + 2), 3.4))
-    ax.bar(pos - 0.2, np.asarray(x) * 100, 0.4, label="x", color="#1f6feb")
-    ax.bar(pos + 0.2, np.asarray(y) * 100, 0.4, label="y", color="#e8590c")
+    fig, ax = plt.subplots(figsize=(max(MIN_WIDTH, 0.9 * L + 3), 4.8))
+    for shift, values, name, color in (
+        (-0.2, x, "x", "#1f6feb"),
+        (0.2, y, "y", "#e8590c"),
+    ):
+        bars = ax.bar(pos + shift, np.asarray(values) * 100, 0.4, label=name, color=color)
+        ax.bar_label(bars, fmt="%.1f", padding=2)
     ax.set_xticks(pos, [str(i) for i in range(L)])
     ax.set_xlabel("layer")
     ax.set_ylabel("non-zero activations (%)")
+    ax.set_ylim(0, max(max(x), max(y), 1e-9) * 100 * 1.3)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or "sparsity of x and y per layer", fontsize=10)
-    return save(fig, stem)
+    ax.legend(loc="upper center", ncol=2)
+    ax.set_title("fraction of neurons active, per layer")
+    _titles(fig, title or "sparsity of x and y", subtitle)
+    fig.tight_layout()
+    return save(fig, stem, **READABLE)
 
 
 # ---------------------------------------------------------------------- degree distribution
@@ -137,7 +164,7 @@ def degree_distribution(
     from scipy import special
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
     for ax, d in zip(axes, ("in", "out"), strict=True):
         k = np.asarray(degrees[d]).ravel()
         kv, p = _pmf(k)
@@ -158,14 +185,27 @@ def degree_distribution(
                 "-",
                 color="C3",
                 lw=1.5,
-                label=f"power law alpha={alpha:.2f}, k>={kmin} ({fit.get('preferred', '')})",
+                label=f"power-law fit, alpha={alpha:.2f} on k >= {kmin}",
             )
+        best = _TAIL_MODELS.get(str((fit or {}).get("preferred", "")), "") if fit and fit.get("alpha") else ""
         ax.set_xlabel(f"{d}-degree k")
         ax.set_ylabel("P(k)")
+        ax.set_title(f"{d}-degrees")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.suptitle(title or "degree distribution", fontsize=10)
-    return save(fig, stem)
+        ax.legend(loc="lower left", title=f"tail best described by: {best}" if best else None)
+    _titles(fig, title or "degree distribution")
+    fig.tight_layout()
+    return save(fig, stem, **READABLE)
+
+
+#: how the degree plot names the model `bdh.analysis.stats.fit_degrees` prefers for the tail
+_TAIL_MODELS = {
+    "power_law": "a power law",
+    "lognormal": "a lognormal",
+    "exponential": "an exponential (not scale-free)",
+    "heavy_tailed": "heavy-tailed (power law or lognormal)",
+    "undecided": "undecided",
+}
 
 
 # ---------------------------------------------------------------------- bench suites
@@ -206,7 +246,7 @@ def suite_plot(
         raise UserError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
     plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
-    fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets) + 1, 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(facets), figsize=(max(MIN_WIDTH, 4.6 * len(facets) + 1), 4.6), squeeze=False)
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
             xs = np.array(sorted(pts))
@@ -228,11 +268,11 @@ def suite_plot(
         ax.set_xlabel(x)
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
-        if facet:
-            ax.set_title(f"{facet} = {f}", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle(title or f"{y} against {x}", fontsize=10)
-    return save(fig, stem)
+        ax.set_title(f"{facet} = {f}" if facet else f"{y} against {x}")
+        ax.legend()
+    _titles(fig, title or f"{y} against {x}")
+    fig.tight_layout()
+    return save(fig, stem, **READABLE)
 
 
 def bench_plots(
@@ -299,7 +339,13 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
 
 
 def activation_heatmap(
-    x: np.ndarray, y: np.ndarray, labels: Sequence[str], stem: Path | str, top: int = 64, title: str = ""
+    x: np.ndarray,
+    y: np.ndarray,
+    labels: Sequence[str],
+    stem: Path | str,
+    top: int = 64,
+    title: str = "",
+    subtitle: str = "",
 ) -> list[Path]:
     """Two heatmaps, tokens (rows) x the ``top`` neurons with the largest total activation (columns,
     chosen separately for x and y), of one layer's x and y, each (T, n)."""
@@ -308,17 +354,19 @@ def activation_heatmap(
         raise UserError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")
     plt = pyplot()
     T = x.shape[0]
-    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.0, min(14.0, 0.16 * T + 1.5))), layout="constrained")
+    step = max(1, math.ceil(T / 64))  # at most 64 labelled rows: each label keeps its line
+    rows = math.ceil(T / step)
+    fig, axes = plt.subplots(1, 2, figsize=(14, max(4.5, min(18.0, 0.22 * rows + 2.5))), layout="constrained")
     for ax, a, name, cmap in ((axes[0], x, "x", "Blues"), (axes[1], y, "y", "Oranges")):
         k = min(top, a.shape[1])
         cols = np.sort(np.argsort(-a.sum(axis=0))[:k])
         im = ax.imshow(a[:, cols], aspect="auto", interpolation="nearest", cmap=cmap)
-        ax.set_xlabel(f"{k} most active neurons")
-        step = max(1, T // 40)
-        ax.set_yticks(range(0, T, step), [labels[i] for i in range(0, T, step)], fontsize=6, family="monospace")
+        ax.set_xlabel(f"neuron index (the {k} most active)")
+        ax.set_ylabel("token")
+        ax.set_yticks(range(0, T, step), [labels[i] for i in range(0, T, step)], family="monospace")
         tick = max(1, k // 8)
-        ax.set_xticks(range(0, k, tick), [str(c) for c in cols[::tick]], fontsize=6, rotation=90)
-        ax.set_title(name, fontsize=9)
-        fig.colorbar(im, ax=ax, fraction=0.04)
-    fig.suptitle(title or "activations", fontsize=10)
-    return save(fig, stem)
+        ax.set_xticks(range(0, k, tick), [str(c) for c in cols[::tick]], rotation=90)
+        ax.set_title(f"{name} activations")
+        fig.colorbar(im, ax=ax, fraction=0.04, label="activation")
+    _titles(fig, title or "activations", subtitle)
+    return save(fig, stem, **READABLE)
