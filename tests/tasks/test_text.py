@@ -114,3 +114,18 @@ def test_random_streams_restart_every_k_windows(tmp_path):
     assert len(rows) == 4  # each row its own place
     with pytest.raises(UserError, match="train.tbptt_windows: a stream of 10000 windows"):
         task.stream_batch("train", 0, 4, seed=3, stream_windows=10_000)
+
+
+@pytest.mark.parametrize("count", [1, 2, 474 * 8 - 3, 3792, 10_007])
+def test_evaluation_order_is_a_permutation_spread_over_the_split(count):
+    """The training-time estimate scores the first batches of the evaluation order: those must be spread over the
+    whole split (not one stretch of one play), and a full pass must still score every window once."""
+    from bdh.tasks.text import spread
+
+    order = spread(np.arange(count), count)
+    assert sorted(order.tolist()) == list(range(count))
+    for k in (16, 128):
+        if k < count:
+            first = np.sort(order[:k])
+            gaps = np.diff(np.concatenate([first, [first[0] + count]]))
+            assert gaps.max() <= 3 * count / k  # golden-ratio points: gaps within a small factor of count / k

@@ -140,7 +140,8 @@ def test_trained_context():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, corpus_file):
     run = tmp_path_factory.mktemp("runs") / "bdh"
-    assert main(["train", *set_args(tiny(corpus_file, run, "train.max_steps=5", "eval.every=0"))]) == 0
+    overrides = tiny(corpus_file, run, "train.max_steps=5", "eval.every=0", "model.damping=null")  # the official model
+    assert main(["train", *set_args(overrides)]) == 0
     return run
 
 
@@ -172,3 +173,26 @@ def test_eval_prints_the_curve_and_draws_it(trained, tmp_path, capsys):
 def test_eval_long_refuses_figure_without_a_curve(trained, capsys):
     assert main(["eval", str(trained), "--figure", "x.png"]) == 2
     assert "--figure and --stride go with --carry-state or --sliding" in capsys.readouterr().err
+
+
+def test_generate_warns_once_past_the_trained_context_without_damping(trained, tmp_path, capsysbinary, corpus_file):
+    args = ["generate", str(trained), "--max-new-tokens", "40", "--seed", "0", "--prompt", "ab"]
+
+    def err_of(argv) -> str:
+        assert main(argv) == 0
+        return capsysbinary.readouterr().err.decode()
+
+    err = err_of(args)
+    assert err.count("warning: this model has no state damping and met contexts of at most 32 bytes") == 1
+    assert "warning" not in err_of([*args[:3], "20", *args[4:]])  # within the trained context: no warning
+    damped = tmp_path / "damped"
+    overrides = tiny(corpus_file, damped, "train.max_steps=2", "eval.every=0", "model.damping=alibi")
+    err_of(["train", *set_args(overrides)])
+    assert "warning" not in err_of(["generate", str(damped), *args[2:]])
+
+
+def test_the_main_job_is_damped_and_the_official_model_one_set_away():
+    config = RunConfig.from_dict({})
+    assert config.model["damping"] == "alibi"
+    official = RunConfig.from_dict({"model": {"damping": None}})
+    assert official.model["damping"] is None and official.model["n_neurons"] == 2048

@@ -119,6 +119,18 @@ def open_stream(data: str | None) -> ByteStream:
     return ByteStream(segments, str(data))
 
 
+def spread(order: np.ndarray, count: int) -> np.ndarray:
+    """The window each place in the evaluation order reads: ``order * g mod count``, with g the integer nearest
+    to ``count`` / golden ratio that is coprime to ``count``. A permutation of the ``count`` windows (a full
+    pass scores each once), whose every prefix is spread evenly over the split (the golden-ratio sequence has
+    low discrepancy), so that the first few batches are an unbiased estimate of the whole split, not one
+    stretch of it."""
+    g = max(1, round(count * 0.6180339887498949))
+    while math.gcd(g, count) != 1:
+        g += 1
+    return (order * g) % count
+
+
 class TextTask:
     """Next-byte prediction on a byte stream; metrics: loss (nats), bits per byte, accuracy."""
 
@@ -176,8 +188,9 @@ class TextTask:
     # ------------------------------------------------------------------ the Task protocol
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the
-        non-overlapping windows ``index * batch_size ...`` of ``val`` (or ``all``) in order; the last batch
-        of a pass is short (each window is scored once), later indices wrap around."""
+        non-overlapping windows ``index * batch_size ...`` of ``val`` (or ``all``) in the evaluation order
+        `spread` (any first batches are spread over the whole split); the last batch of a pass is short (each
+        window is scored once), later indices wrap around."""
         lo, hi = self._bounds(split)
         if split == "train":
             rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
@@ -186,7 +199,7 @@ class TextTask:
             nw = self._seq_windows(split)
             w = index * batch_size + np.arange(batch_size)
             w = w[w < nw] if w[0] < nw else w % nw  # the last batch of a pass is short
-            starts = lo + w * self.seq_len
+            starts = lo + spread(w, nw) * self.seq_len
         return self._windows(starts)
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
