@@ -102,9 +102,11 @@ def test_info_of_a_run_estimates_memory_at_the_run_s_own_batch_and_window(tmp_pa
     run = tmp_path / "run"
     cfg = BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)
     BDH(cfg).save_pretrained(run / "best")
-    (run / "config.yaml").write_text(
-        "model: {name: bdh}\ntask: {name: text, seq_len: 96}\ntrain: {batch_size: 12, micro_batch_size: 6}\n"
-    )
+    from bdh.train.config import RunConfig
+
+    section = {"model": {"name": "bdh"}, "task": {"name": "text", "seq_len": 96}}
+    config = RunConfig.from_dict({**section, "train": {"batch_size": 12, "micro_batch_size": 6}})
+    (run / "config.yaml").write_text(config.to_yaml())  # a whole config.yaml: a cut one is refused
     assert main(["info", str(run), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (info["batch_size"], info["block_size"]) == (6, 96)

@@ -91,6 +91,12 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh experiment no-bptt --quick",
         "bdh experiment no-bptt --out runs/no-bptt --threads 2",
     ],
+    "bdh experiment long-context": [
+        "bdh experiment long-context --quick",
+        "bdh experiment long-context --out runs/long-context --threads 2   # CPU default: recipes x 2 seeds",
+        "bdh experiment long-context --out runs/long-context --resume      # continue: measured runs are reused",
+        "bdh experiment long-context --set recipes=official,alibi --set seeds=0 --out runs/lc-two",
+    ],
     "bdh experiment scaling": [
         "bdh experiment scaling --quick",
         "bdh experiment scaling --out runs/scaling --threads 2   # CPU default, under 30 minutes on 2 cores",
