@@ -325,6 +325,20 @@ case("generate-temperature-non-numeric", "number", f"generate {RUN} --temperatur
 case("generate-top-k-zero", "number", f"generate {RUN} --top-k 0", "--top-k", GEN)
 case("generate-top-k-negative", "number", f"generate {RUN} --top-k -3", "--top-k", GEN)
 case("generate-top-k-fraction", "number", f"generate {RUN} --top-k 1.5", "--top-k", GEN)
+case("generate-top-p-zero", "number", f"generate {RUN} --top-p 0", "--top-p", GEN)
+case("generate-top-p-above-one", "number", f"generate {RUN} --top-p 1.5", "--top-p", GEN)
+case("generate-top-p-nan", "number", f"generate {RUN} --top-p nan", "--top-p", GEN)
+case("generate-penalty-below-one", "number", f"generate {RUN} --repetition-penalty 0.5", "--repetition-penalty", GEN)
+case("generate-penalty-inf", "number", f"generate {RUN} --repetition-penalty inf", "--repetition-penalty", GEN)
+case("generate-stop-empty", "empty", ["generate", RUN, "--stop", ""], "--stop", GEN)
+case("generate-stream-with-value", "flag", f"generate {RUN} --no-stream=1", "--no-stream", GEN)
+ok("generate-sampling-options-ok", f"generate {RUN} --prompt hi --top-p 0.9 --repetition-penalty 1.2 --stop e", GEN)
+ok(
+    "generate-no-stream-ok",
+    f"generate {RUN} --prompt hi --no-stream",
+    GEN,
+    check=lambda out, err, cwd: _assert(out.startswith(b"hi") and "tokens/s" in err, f"{out[:20]!r} {err!r}"),
+)
 case(
     "generate-max-new-tokens-negative", "number", f"generate {RUN} --device cpu --max-new-tokens -1", "--max-new-tokens"
 )

@@ -158,3 +158,175 @@ def test_batched_generation_equals_generating_each_sequence_alone():
     for row in range(4):
         alone = model.generate(prompts[row], 20, temperature=0)
         assert torch.equal(batched[row], alone)
+
+
+# ---- top-p, repetition penalty and stop sequences
+
+
+def _nucleus_by_hand(probs: list[float], p: float) -> set[int]:
+    """The smallest set of tokens whose probability reaches p: the most likely first, until the sum is >= p."""
+    kept, total = set(), 0.0
+    for token in sorted(range(len(probs)), key=lambda t: -probs[t]):
+        kept.add(token)
+        total += probs[token]
+        if total >= p:
+            break
+    return kept
+
+
+@pytest.mark.parametrize("p", [1e-6, 0.1, 0.5, 0.9, 0.99, 1.0])
+def test_top_p_keeps_the_smallest_set_that_reaches_p(p):
+    from bdh.model.generation import _nucleus
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(16, 50, generator=gen) * 2
+    masked = _nucleus(logits, p) if p < 1 else logits
+    for row in range(16):
+        # float64 sums by hand; with random logits no partial sum lies within fp32 rounding of p
+        kept = _nucleus_by_hand(torch.softmax(logits[row].double(), -1).tolist(), p)
+        assert set(torch.nonzero(torch.isfinite(masked[row])).view(-1).tolist()) == kept
+        assert torch.equal(masked[row, sorted(kept)], logits[row, sorted(kept)])  # the kept logits unchanged
+
+
+def test_top_p_samples_the_renormalised_nucleus():
+    from bdh.model.generation import sample
+
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0])
+    probs = torch.softmax(logits, -1)  # 0.48, 0.29, 0.18, 0.06, 0.02, 0.003
+    kept = sorted(_nucleus_by_hand(probs.tolist(), 0.8))
+    assert kept == [0, 1, 2]
+    draws = sample(logits.expand(20_000, -1), 1.0, None, torch.Generator().manual_seed(1), top_p=0.8)
+    freq = torch.bincount(draws, minlength=6).double() / draws.numel()
+    expected = torch.zeros(6, dtype=torch.float64)
+    expected[kept] = probs[kept].double() / probs[kept].sum()
+    # 20,000 draws: the standard error of a frequency near 0.5 is 0.0035; 0.02 is over 5 of them
+    assert freq[3:].sum() == 0 and torch.allclose(freq, expected, atol=0.02)
+
+
+def test_top_p_tiny_is_greedy_and_one_is_off():
+    model = tiny_model()
+    prompt = torch.randint(0, 256, (2, 4))
+    greedy = model.generate(prompt, 10, temperature=0)
+    assert torch.equal(model.generate(prompt, 10, top_p=1e-6, seed=0), greedy)
+    assert torch.equal(model.generate(prompt, 10, top_p=1.0, seed=3), model.generate(prompt, 10, seed=3))
+
+
+def test_top_p_applies_after_top_k():
+    from bdh.model.generation import sample
+
+    # top-k 2 leaves 0.5 / 0.5 of two tokens: top-p 0.4 then keeps one of them, never the third
+    logits = torch.tensor([1.0, 1.0, 0.99, -5.0])
+    draws = sample(logits.expand(2_000, -1), 1.0, 2, torch.Generator().manual_seed(0), top_p=0.4)
+    assert set(draws.tolist()) <= {0, 1} and len(set(draws.tolist())) == 1
+
+
+def test_repetition_penalty_by_hand():
+    from bdh.model.generation import penalize
+
+    logits = torch.tensor([[2.0, -1.0, 0.5, -3.0, 0.0], [2.0, -1.0, 0.5, -3.0, 0.0]])
+    seen = torch.tensor([[True, True, False, False, True], [False, False, True, True, False]])
+    out = penalize(logits, seen, 2.0)
+    assert torch.equal(out[0], torch.tensor([1.0, -2.0, 0.5, -3.0, 0.0]))  # 2 / 2, -1 * 2; unseen unchanged
+    assert torch.equal(out[1], torch.tensor([2.0, -1.0, 0.25, -6.0, 0.0]))
+    assert torch.equal(penalize(logits, seen, 1.0), logits)
+
+
+def _greedy_with_penalty_by_hand(model, prompt: torch.Tensor, n: int, penalty: float) -> torch.Tensor:
+    """Greedy decoding penalising every token of the context so far, the context kept as a list of tokens."""
+    out = prompt.clone()
+    with torch.no_grad():
+        logits, state = model.step(prompt, model.init_state(prompt.shape[0]), mode="chunked", inplace=True)
+        logits = logits[:, -1]
+        for _ in range(n):
+            pen = logits.float().clone()
+            for b in range(out.shape[0]):
+                for t in set(out[b].tolist()):
+                    pen[b, t] = pen[b, t] / penalty if pen[b, t] > 0 else pen[b, t] * penalty
+            nxt = pen.argmax(-1)
+            out = torch.cat([out, nxt.view(-1, 1)], dim=1)
+            logits, state = model.step(nxt, state, mode="recurrent", inplace=True)
+    return out
+
+
+def test_greedy_with_repetition_penalty_equals_the_context_by_hand():
+    # the same steps and logits as `stream` (the same kernels in place): only the penalty's bookkeeping differs
+    model = tiny_model(seed=5, n_neurons=128)
+    prompt = torch.randint(0, 256, (3, 6))
+    ours = model.generate(prompt, 30, temperature=0, repetition_penalty=1.7)
+    assert torch.equal(ours, _greedy_with_penalty_by_hand(model, prompt, 30, 1.7))
+
+
+def test_repetition_penalty_changes_greedy_text_that_repeats():
+    model = tiny_model(seed=1)
+    prompt = torch.tensor([1, 2, 3])
+    plain = model.generate(prompt, 60, temperature=0)
+    assert len(set(plain[3:].tolist())) < 60  # a tiny random model repeats itself
+    penalised = model.generate(prompt, 60, temperature=0, repetition_penalty=3.0)
+    assert not torch.equal(plain, penalised)
+    assert len(set(penalised[3:].tolist())) > len(set(plain[3:].tolist()))
+
+
+def _first_at(seq: list[int], stop: list[int]) -> int:
+    """The index just past the first occurrence of ``stop`` in ``seq`` (-1: none)."""
+    for end in range(len(stop), len(seq) + 1):
+        if seq[end - len(stop) : end] == stop:
+            return end
+    return -1
+
+
+def test_stop_sequences_end_generation_exactly():
+    model = tiny_model(seed=2)
+    prompt = torch.tensor([7, 8, 9])
+    full = model.generate(prompt, 40, temperature=0)[3:].tolist()
+    stop = full[20:22]
+    end = _first_at(full, stop)
+    assert 0 < end <= 22
+    got = model.generate(prompt, 40, temperature=0, stop=[stop])
+    assert got[3:].tolist() == full[:end]  # the stop sequence is included, nothing after it
+    other = full[end - 1 : end + 2] if end + 2 <= 40 else [255, 255, 255]
+    assert model.generate(prompt, 40, temperature=0, stop=[other, bytes(stop)])[3:].tolist() == full[:end]
+    never = [t for t in range(256) if t not in full][:1] * 2
+    assert model.generate(prompt, 40, temperature=0, stop=[never])[3:].tolist() == full  # no stop: all 40
+    streamed = list(model.stream(prompt, 40, temperature=0, stop=[stop]))
+    assert len(streamed) == end
+
+
+def test_a_stop_sequence_does_not_straddle_the_prompt():
+    model = tiny_model(seed=2)
+    prompt = torch.tensor([7, 8, 9])
+    full = model.generate(prompt, 40, temperature=0)[3:].tolist()
+    stop = [9, full[0]]  # the prompt's last token and the first generated one
+    end = _first_at(full, stop)
+    got = model.generate(prompt, 40, temperature=0, stop=[stop])[3:].tolist()
+    assert got == (full if end < 0 else full[:end]) and len(got) > 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_p=float("nan")), "top_p"),
+        (dict(top_p=True), "top_p"),
+        (dict(repetition_penalty=0.5), "repetition_penalty"),
+        (dict(repetition_penalty=float("inf")), "repetition_penalty"),
+        (dict(repetition_penalty=float("nan")), "repetition_penalty"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(stop=b"\n\n"), "list of token sequences"),
+        (dict(stop=["\n"]), "non-empty sequence"),
+        (dict(stop=[[]]), "non-empty sequence"),
+        (dict(stop=[[1, 256]]), r"outside \[0, 256\)"),
+    ],
+)
+def test_bad_sampling_options_are_refused_when_stream_is_called(kwargs, match):
+    from bdh.errors import UserError
+
+    with pytest.raises(UserError, match=match):
+        tiny_model().stream(torch.tensor([1]), 3, **kwargs)  # not iterated: refused at the call
+
+
+def test_stop_needs_a_batch_of_one():
+    from bdh.errors import UserError
+
+    with pytest.raises(UserError, match="batch of one"):
+        tiny_model().generate(torch.tensor([[1], [2]]), 3, stop=[b"a"])

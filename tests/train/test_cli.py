@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pytest
 import yaml
@@ -72,6 +74,52 @@ def test_generate_streams_bytes(trained, capfdbinary):
     assert code == 0
 
 
+def _generate(capfdbinary, trained, *args: str) -> tuple[bytes, str]:
+    code = main(["generate", str(trained), "--prompt", "ROMEO:", "--device", "cpu", *args])
+    captured = capfdbinary.readouterr()
+    assert code == 0, captured.err
+    return captured.out, captured.err.decode()
+
+
+def test_generate_reports_tokens_per_second_on_stderr(trained, capfdbinary):
+    out, err = _generate(capfdbinary, trained, "--max-new-tokens", "12", "--seed", "0")
+    last = err.strip().splitlines()[-1]
+    match = re.fullmatch(
+        r"generated (\d+) tokens in ([\d.]+) s: ([\d,.]+) tokens/s \(reading the prompt included\)", last
+    )
+    assert match and match.group(1) == "12", err
+    assert b"tokens/s" not in out
+
+
+def test_generate_no_stream_writes_the_same_text(trained, capfdbinary):
+    args = ("--max-new-tokens", "20", "--seed", "5", "--top-p", "0.9", "--repetition-penalty", "1.3")
+    streamed, _ = _generate(capfdbinary, trained, *args)
+    whole, _ = _generate(capfdbinary, trained, *args, "--no-stream")
+    assert whole == streamed and len(whole) == len(b"ROMEO:") + 20 + 1
+
+
+def test_generate_top_p_tiny_is_greedy_and_the_penalty_changes_greedy_text(trained, capfdbinary):
+    greedy, _ = _generate(capfdbinary, trained, "--max-new-tokens", "60", "--temperature", "0")
+    nucleus, _ = _generate(capfdbinary, trained, "--max-new-tokens", "60", "--top-p", "1e-6", "--seed", "1")
+    assert nucleus == greedy
+    assert len(set(greedy[6:-1])) < 60  # a model trained for 30 steps repeats itself
+    penalised, _ = _generate(
+        capfdbinary, trained, "--max-new-tokens", "60", "--temperature", "0", "--repetition-penalty", "2"
+    )
+    assert penalised != greedy
+
+
+def test_generate_stops_exactly_after_a_stop_string(trained, capfdbinary):
+    greedy, _ = _generate(capfdbinary, trained, "--max-new-tokens", "40", "--temperature", "0")
+    text = greedy[len(b"ROMEO:") : -1]
+    stop = text[25:28]
+    end = text.index(stop) + len(stop)  # the first place the generated text ends with it
+    args = ("--max-new-tokens", "40", "--temperature", "0", "--stop", "\x00never", "--stop", os.fsdecode(stop))
+    out, err = _generate(capfdbinary, trained, *args)
+    assert out == b"ROMEO:" + text[:end] + b"\n"
+    assert f"generated {end} tokens" in err
+
+
 def test_eval_on_validation_and_on_a_file(trained, tmp_path, capsys):
     code, out, err = cli(capsys, "eval", str(trained))
     assert code == 0, err
@@ -119,6 +167,9 @@ def test_runs_lists_run_folders(trained, capsys):
         (["train", "--sett", "x=1"], "unrecognized arguments"),
         (["train", "missing.yaml"], "no such config file"),
         (["generate", "/nonexistent/run"], "no such run or model folder"),
+        (["generate", "/nonexistent/run", "--top-p", "0"], "--top-p"),
+        (["generate", "/nonexistent/run", "--repetition-penalty", "0.9"], "--repetition-penalty"),
+        (["generate", "/nonexistent/run", "--stop", ""], "--stop"),
         (["eval", "/nonexistent/run"], "no such run or model folder"),
         (["train", "--resume", "/nonexistent/run"], "no such run folder"),
     ],

@@ -29,6 +29,8 @@ EXAMPLES: dict[str, list[str]] = {
     "bdh generate": [
         "bdh generate runs/<timestamp> --prompt 'ROMEO:' --max-new-tokens 300 --temperature 0.8 --seed 0",
         "bdh generate my-model --prompt-file prompt.txt --temperature 0   # greedy",
+        "bdh generate my-model --prompt ROMEO: --top-p 0.9 --repetition-penalty 1.2 --stop $'\\n\\n'  # blank line",
+        "bdh generate my-model --prompt 'ROMEO:' --no-stream > sample.txt   # the text written once, at the end",
     ],
     "bdh eval": [
         "bdh eval runs/<timestamp>",

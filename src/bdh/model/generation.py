@@ -6,7 +6,8 @@ time and memory do not depend on the context length. The state is updated in pla
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -21,7 +22,6 @@ PROMPT_CHUNK = 1024
 class GenerationMixin:
     """Sampling from a model with ``step(tokens, state, mode=..., inplace=...)`` and ``init_state``."""
 
-    @torch.no_grad()
     def stream(
         self,
         prompt: torch.Tensor,
@@ -29,6 +29,9 @@ class GenerationMixin:
         *,
         temperature: float = 1.0,
         top_k: int | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float = 1.0,
+        stop: Sequence[Sequence[int]] | None = None,
         seed: int | None = None,
         state: BDHState | None = None,
         sparse: bool = False,
@@ -39,28 +42,84 @@ class GenerationMixin:
         The prompt is read with the chunked form, ``prompt_chunk`` tokens at a time into the state, so memory
         does not grow with its length (any prompt length reads in bounded memory); each new token then
         costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
-        ``temperature=0`` is greedy decoding. ``sparse=True`` (a batch of one sequence, no damping)
-        makes each step skip the neurons that do not fire (`bdh.model.kernels.sparse`); the results are
-        the same. It is off by default: whether it is faster depends on the machine and on how sparse
-        the model fires (docs/performance.md has measurements). Measure before turning it on.
+        ``sparse=True`` (a batch of one sequence, no damping) makes each step skip the neurons that do not
+        fire (`bdh.model.kernels.sparse`); the results are the same. It is off by default: whether it is
+        faster depends on the machine and on how sparse the model fires (docs/performance.md has
+        measurements). Measure before turning it on.
+
+        Sampling, in this order (as Hugging Face's ``generate`` applies them): ``repetition_penalty`` (>= 1,
+        CTRL's: the logit of every token already in the context, the prompt's and the generated ones, is
+        divided by it where positive and multiplied by it where negative; the tokens seen are a (B, V) mask
+        updated per token, so its cost is O(V) per token whatever the context length; with ``state`` the
+        context before ``prompt`` is not known and does not count), then ``temperature`` (0 is greedy
+        decoding of the penalised logits), ``top_k`` (the k most likely tokens) and ``top_p`` (nucleus
+        sampling, in (0, 1]: the smallest set of the most likely tokens whose probability reaches p; 1 keeps
+        every token). ``stop``: token sequences (for a byte model, ``bytes`` such as ``[b"\\n\\n"]``); the
+        stream ends with the token that completes one of them in the generated tokens (the stop sequence is
+        yielded; one that would straddle the prompt does not count). It needs a batch of one sequence.
+
+        Arguments are checked when ``stream`` is called (a `bdh.errors.UserError`), before any token.
         """
         if not self.config.causal:
             raise UserError("BDH.generate: a bidirectional model (causal=false) cannot generate")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise UserError(f"BDH.generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
-        if temperature < 0:
-            raise UserError(f"BDH.generate: temperature must be >= 0, got {temperature}")
+        if not _is_number(temperature) or temperature < 0:
+            raise UserError(f"BDH.generate: temperature must be a finite number >= 0, got {temperature!r}")
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
             raise UserError(f"BDH.generate: top_k must be a positive integer or None, got {top_k!r}")
+        if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
+            raise UserError(f"BDH.generate: top_p must be a number in (0, 1] or None, got {top_p!r}")
+        if not _is_number(repetition_penalty) or repetition_penalty < 1:
+            raise UserError(
+                f"BDH.generate: repetition_penalty must be a finite number >= 1, got {repetition_penalty!r}"
+            )
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         if prompt.shape[1] == 0:
             raise UserError("BDH.generate: the prompt is empty; give at least one token")
+        stops = _check_stop(stop, self.config.vocab_size, prompt.shape[0])
+        return self._stream(
+            prompt,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            stops=stops,
+            seed=seed,
+            state=state,
+            sparse=sparse,
+            prompt_chunk=prompt_chunk,
+        )
+
+    @torch.no_grad()
+    def _stream(
+        self,
+        prompt: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        repetition_penalty: float,
+        stops: list[tuple[int, ...]],
+        seed: int | None,
+        state: BDHState | None,
+        sparse: bool,
+        prompt_chunk: int,
+    ) -> Iterator[torch.Tensor]:
         device = self.readout.device
         prompt = prompt.to(device)
         gen = None
         if seed is not None:
             gen = torch.Generator(device=device)
             gen.manual_seed(seed)
+        seen = None
+        if repetition_penalty != 1:
+            seen = torch.zeros(prompt.shape[0], self.config.vocab_size, dtype=torch.bool, device=device)
+            seen.scatter_(1, prompt, True)
+        longest = max((len(s) for s in stops), default=0)
+        tail: list[int] = []  # the last `longest` generated tokens (a batch of one)
         was_training = self.training
         self.eval()
         try:
@@ -69,8 +128,16 @@ class GenerationMixin:
                 logits, state = self.step(prompt[:, start : start + prompt_chunk], state, mode="chunked", inplace=True)
             logits = logits[:, -1]
             for i in range(max_new_tokens):
-                nxt = sample(logits, temperature, top_k, gen)
+                if seen is not None:
+                    logits = penalize(logits, seen, repetition_penalty)
+                nxt = sample(logits, temperature, top_k, gen, top_p=top_p)
                 yield nxt
+                if seen is not None:
+                    seen.scatter_(1, nxt.view(-1, 1), True)
+                if stops:
+                    tail = (tail + [int(nxt[0])])[-longest:]
+                    if any(len(s) <= len(tail) and tuple(tail[len(tail) - len(s) :]) == s for s in stops):
+                        return
                 if i + 1 < max_new_tokens:
                     logits, state = self.step(nxt, state, mode="sparse" if sparse else "recurrent", inplace=True)
         finally:
@@ -84,25 +151,81 @@ class GenerationMixin:
         *,
         temperature: float = 1.0,
         top_k: int | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float = 1.0,
+        stop: Sequence[Sequence[int]] | None = None,
         seed: int | None = None,
         sparse: bool = False,
     ) -> torch.Tensor:
-        """The prompt (B, T) or (T,) followed by ``max_new_tokens`` generated tokens, (B, T + new)."""
+        """The prompt (B, T) or (T,) followed by the generated tokens, (B, T + new): ``max_new_tokens`` of them,
+        or fewer when a ``stop`` sequence ends them (the options are `stream`'s)."""
         prompt2 = prompt.view(1, -1) if prompt.dim() == 1 else prompt
-        new = list(self.stream(prompt2, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, sparse=sparse))
+        options = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
+        new = list(self.stream(prompt2, max_new_tokens, **options, stop=stop, seed=seed, sparse=sparse))
         out = torch.cat([prompt2.to(self.readout.device)] + [t.view(-1, 1) for t in new], dim=1)
         return out.view(-1) if prompt.dim() == 1 else out
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_stop(stop: object, vocab_size: int, batch_size: int) -> list[tuple[int, ...]]:
+    """``stop`` as a list of non-empty token tuples, or a `UserError` naming what is wrong."""
+    if stop is None:
+        return []
+    if isinstance(stop, (bytes, bytearray, str)) or not isinstance(stop, Sequence):
+        raise UserError(
+            f"BDH.generate: stop must be a list of token sequences (bytes for a byte model: [b'\\n\\n']), got {stop!r}"
+        )
+    stops = []
+    for s in stop:
+        if isinstance(s, str) or not isinstance(s, Sequence) or len(s) == 0:
+            raise UserError(f"BDH.generate: each stop sequence must be a non-empty sequence of tokens, got {s!r}")
+        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size for t in s):
+            raise UserError(f"BDH.generate: stop sequence {s!r} holds a token outside [0, {vocab_size})")
+        stops.append(tuple(int(t) for t in s))
+    if stops and batch_size != 1:
+        raise UserError(f"BDH.generate: stop sequences need a batch of one prompt, got {batch_size}")
+    return stops
+
+
+def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """CTRL's repetition penalty (Keskar et al. 2019, as Hugging Face applies it) on (B, V) logits: where the
+    (B, V) mask ``seen`` is true, a positive logit is divided by ``penalty`` and a negative one multiplied."""
+    logits = logits.float()
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalised, logits)
+
+
 def sample(
-    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    *,
+    top_p: float | None = None,
 ) -> torch.Tensor:
-    """Draw one token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) over the top k."""
+    """Draw one token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) restricted to
+    the top k, then to the top p of the probability (the smallest set of the most likely tokens whose
+    probability, renormalised after top-k, reaches p)."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        logits = _nucleus(logits, top_p)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator).view(-1)
+
+
+def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(B, V) logits with every token outside the nucleus at -inf: sorted by probability, a token stays when the
+    probability of the tokens before it is below ``top_p`` (so the most likely one always stays)."""
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    before = torch.cumsum(probs, dim=-1) - probs
+    drop = torch.zeros_like(before, dtype=torch.bool).scatter_(-1, order, before >= top_p)
+    return logits.masked_fill(drop, float("-inf"))
