@@ -57,6 +57,8 @@ class RecallSweep(Sweep):
         num_train_examples, num_val_examples: the fixed data sets per setting.
         eval_length_factor: k; after training at length N, each run is also evaluated on a validation set
             of length k N (same D and vocabulary): ``accuracy_longer``. 0 or 1: no longer evaluation.
+        bdh_damping: the state damping U of BDH's runs (`bdh.model.BDHConfig.damping`: ``alibi``,
+            ``multiscale``); null: the official, undamped model (docs/long-context.md).
     """
 
     suite = "recall"
@@ -77,6 +79,7 @@ class RecallSweep(Sweep):
     num_train_examples: int = bounded(20_000, ge=1)
     num_val_examples: int = bounded(512, ge=1)
     eval_length_factor: int = bounded(2, ge=0, why="0 or 1: no longer evaluation")
+    bdh_damping: str | None = one_of(None, ("alibi", "multiscale"), why="BDH's state damping presets")
 
     @classmethod
     def quick(cls) -> RecallSweep:
@@ -141,8 +144,8 @@ class RecallSweep(Sweep):
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
     """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
     (`bdh.bench.runner.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position table,
-    BaseConv's long filter)."""
-    return sized_section(
+    BaseConv's long filter). BDH's damping (``sweep.bdh_damping``) changes no parameter count."""
+    section = sized_section(
         model,
         width,
         vocab_size=sweep.vocab_size,
@@ -152,6 +155,9 @@ def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> d
         neuron_mult=sweep.neuron_mult,
         causal=True,
     )
+    if model == "bdh" and sweep.bdh_damping is not None:
+        section = {**section, "damping": sweep.bdh_damping}
+    return section
 
 
 def plan(sweep: RecallSweep) -> list[RunSpec]:

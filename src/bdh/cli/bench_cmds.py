@@ -50,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
         s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
+        if name == "recall":
+            s.add_argument(
+                "--bdh-damping",
+                choices=("alibi", "multiscale"),
+                help="BDH's state damping U (default: none, the official model; docs/long-context.md)",
+            )
         s.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
         s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
         s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
@@ -86,6 +92,8 @@ def build_sweep(args: argparse.Namespace):
         if any(w < 4 or w % 4 for w in widths):
             raise BenchError(f"--widths: widths must be positive multiples of 4, got {args.widths!r}")
         changes["widths"] = widths
+    if getattr(args, "bdh_damping", None) is not None:
+        changes["bdh_damping"] = args.bdh_damping
     device(args.device)
     if args.resume and args.overwrite:
         raise BenchError("--resume continues --out DIR, --overwrite replaces it: give one of them")
