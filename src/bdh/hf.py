@@ -7,10 +7,13 @@ and lm-evaluation-harness's ``HFLM`` work on it.
 
 Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
 per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
-so far. `BDHCache` holds that state (a `bdh.BDHState`) in ``past_key_values``; after the prompt, each
-step feeds only the new token and costs the same time and memory however long the context (paper
-section 4.1), the same arithmetic as ``bdh.BDH.generate``. The state has no sequence axis, so it cannot
-be cropped or rolled back (assisted/speculative decoding are refused, as for other recurrent models).
+so far. `BDHCache`, a ``transformers`` ``Cache`` (the ``cache`` argument, ``past_key_values`` before
+transformers 5.24; `CACHE_NAME` is the one in use), holds it as one `BDHCacheLayer` per layer (rho (B, H, N,
+D) and the position), as transformers' own recurrent models hold theirs; after the prompt, each step feeds
+only the new token and costs the same time and memory however long the context (paper section 4.1), the
+same arithmetic as ``bdh.BDH.generate``. Beam search reorders its batch rows. The state has no sequence
+axis, so it cannot be cropped or rolled back (``crop`` is refused; assisted/speculative decoding too, as
+for other recurrent models).
 
 Padding (an ``attention_mask`` with zeros): right padding is exact for scoring (attention is causal, so
 trailing pads change nothing before them; this is how lm-evaluation-harness pads) but cannot be
@@ -25,7 +28,10 @@ this module and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -42,6 +48,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .baselines.gpt import GPT, GPTConfig
+from .errors import UserError
 from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
@@ -51,12 +58,15 @@ from .model.state import BDHState
 
 __all__ = [
     "BDHByteTokenizer",
+    "CACHE_NAME",
     "BDHCache",
+    "BDHCacheLayer",
     "BDHForCausalLM",
     "BDHHFConfig",
     "GPTForCausalLM",
     "GPTHFConfig",
     "model_card",
+    "refuse_run_folder",
     "register",
 ]
 
@@ -130,31 +140,194 @@ class GPTHFConfig(_FolderConfig):
 
 
 # ---------------------------------------------------------------------------------------------- cache
-class BDHCache(Cache):
-    """``past_key_values`` of BDH: the recurrent state rho of every layer (paper Eq. 8) and the position.
+def _cache_keyword() -> str:
+    """The name ``transformers`` gives the cache: ``cache`` from 5.24 on, ``past_key_values`` before (the
+    name in ``CausalLMOutputWithPast`` and in what ``prepare_inputs_for_generation`` hands to ``forward``)."""
+    names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+    return "cache" if "cache" in names else "past_key_values"
 
-    Unlike a key/value cache it does not grow with the context: L * B * n * D numbers (paper section 4.1).
-    ``state`` is None until the first forward fills it; forwards update it in place under
-    ``torch.no_grad`` (as `bdh.BDH.generate` does) and replace it otherwise.
+
+CACHE_NAME = _cache_keyword()
+
+try:  # transformers 5: the base of the layers of linear-attention and state-space models (Mamba, Qwen3-Next)
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin as _LayerBase
+except ImportError:  # older transformers: the layer only needs its own methods
+    _LayerBase = object
+
+_NO_CROP = (
+    "BDHCache.crop: BDH's state rho is a sum over every token read (paper Eq. 8) with no sequence axis, so it "
+    "cannot be rolled back to an earlier position; read the shorter prefix again into a new cache"
+)
+
+
+class BDHCacheLayer(_LayerBase):
+    """One layer's part of `BDHCache`: its state rho (B, H, N, D) after the tokens read so far (paper Eq. 8,
+    transposed per head as `bdh.BDHState` holds it) and ``pos``, the number of those tokens.
+
+    Built like ``transformers``' linear-attention layers (``LinearAttentionLayer``, used by Mamba and the
+    other recurrent models in 5.x): one recurrent state, no convolution state, nothing along the sequence,
+    so ``cache.get_recurrent_state(layer)`` returns rho. ``rho`` is None until the first forward.
     """
 
-    is_compileable = False
-    is_croppable = False
+    is_compileable = False  # the state is replaced, not copied into a static buffer
+    is_croppable = False  # a sum over the tokens read cannot be undone (paper Eq. 8)
+    supports_early_init = False
+    is_sliding = False
+    number_of_states = 1
+    record_past = False
 
-    def __init__(self, state: BDHState | None = None):
-        try:
-            super().__init__(layers=[])
-        except TypeError:  # transformers < 4.54: Cache() takes no arguments
-            super().__init__()
-        self.state = state
+    def __init__(self, rho: torch.Tensor | None = None, pos: int = 0):  # not the mixin's: it keeps dicts
+        self.rho = rho
+        self.pos = pos
 
     def __repr__(self) -> str:
-        shape = None if self.state is None else tuple(self.state.rho.shape)
+        shape = None if self.rho is None else tuple(self.rho.shape)
+        return f"BDHCacheLayer(rho={shape}, pos={self.pos})"
+
+    # the LinearAttentionCacheLayerMixin view: state 0 is rho, there is no convolution state
+    @property
+    def recurrent_states(self) -> dict[int, torch.Tensor | None]:
+        return {0: self.rho}
+
+    @property
+    def conv_states(self) -> dict[int, None]:
+        return {0: None}
+
+    @property
+    def is_recurrent_states_initialized(self) -> dict[int, bool]:
+        return {0: self.rho is not None}
+
+    @property
+    def is_conv_states_initialized(self) -> dict[int, bool]:
+        return {0: False}
+
+    @property
+    def has_previous_state(self) -> dict[int, bool]:
+        return {0: self.rho is not None}
+
+    @property
+    def is_initialized(self) -> bool:
+        return self.rho is not None
+
+    @property
+    def device(self) -> torch.device | None:
+        return None if self.rho is None else self.rho.device
+
+    @property
+    def batch_size(self) -> int:
+        return -1 if self.rho is None else self.rho.shape[0]
+
+    def lazy_initialization(self, conv_states=None, recurrent_states=None, state_idx: int = 0, **kwargs) -> None:
+        if recurrent_states is not None and self.rho is None:
+            self.rho = torch.zeros_like(recurrent_states)
+
+    def update_recurrent_state(self, recurrent_states: torch.Tensor, state_idx: int = 0, **kwargs) -> torch.Tensor:
+        self.rho = recurrent_states
+        return recurrent_states
+
+    def update_conv_state(self, conv_states: torch.Tensor, state_idx: int = 0, **kwargs) -> torch.Tensor:
+        raise NotImplementedError("BDHCacheLayer: BDH has no convolution state")
+
+    def get_seq_length(self) -> int:
+        return self.pos
+
+    def get_max_length(self) -> int:
+        return -1  # no sequence axis: no limit
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.pos + query_length, 0
+
+    def reset(self) -> None:
+        self.rho, self.pos = None, 0
+
+    def offload(self) -> None:
+        pass  # the state is small (section 4.1) and read every step: it stays on its device
+
+    def prefetch(self) -> None:
+        pass
+
+    def activate_past_recording(self) -> None:
+        raise NotImplementedError(_NO_CROP)
+
+    def crop(self, max_length: int) -> None:
+        raise NotImplementedError(_NO_CROP)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Keep the rows ``beam_idx`` of the batch (beam search)."""
+        if self.rho is not None:
+            self.rho = self.rho.index_select(0, beam_idx.to(self.rho.device))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.rho is not None:
+            self.rho = self.rho[indices.to(self.rho.device) if isinstance(indices, torch.Tensor) else indices]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.rho is not None:
+            self.rho = self.rho.repeat_interleave(repeats, dim=0)
+
+
+class BDHCache(Cache):
+    """The cache of BDH (``cache``, formerly ``past_key_values``): one `BDHCacheLayer` per layer, each holding
+    that layer's recurrent state rho (B, H, N, D) (paper Eq. 8) and the position.
+
+    Unlike a key/value cache it does not grow with the context: L * B * n * D numbers (paper section 4.1).
+    The layers are empty until the first forward fills them. `state` gives them as one `bdh.BDHState`
+    (rho (L, B, H, N, D)), the form `bdh.BDH.step` advances: under ``torch.no_grad`` it is updated in place
+    (as `bdh.BDH.generate` does: the layers' rho are views of that one tensor), with autograd it is replaced.
+    Beam search reorders the batch (`reorder_cache`); cropping is refused (`crop`).
+    """
+
+    def __init__(self, n_layer: int | BDHState | None = None, state: BDHState | None = None):
+        if isinstance(n_layer, BDHState):  # BDHCache(state), as before the layers
+            n_layer, state = None, n_layer
+        if n_layer is None:
+            if state is None:
+                raise TypeError("BDHCache: give n_layer (the model's config.n_layer) or a BDHState")
+            n_layer = state.rho.shape[0]
+        layers = [BDHCacheLayer() for _ in range(n_layer)]
+        try:
+            super().__init__(layers=layers)
+        except TypeError:  # transformers < 4.54: Cache() takes no arguments
+            super().__init__()
+            self.layers = layers
+        self._rho: torch.Tensor | None = None  # (L, B, H, N, D); layer l's rho is _rho[l] while they agree
+        if state is not None:
+            self.state = state
+
+    def __repr__(self) -> str:
+        rho = self.layers[0].rho if self.layers else None
+        shape = None if rho is None else (len(self.layers), *rho.shape)
         return f"BDHCache(rho={shape}, pos={self.get_seq_length()})"
+
+    @property
+    def state(self) -> BDHState | None:
+        """The layers as one `bdh.BDHState` (rho (L, B, H, N, D), pos), or None before the first forward. While
+        the layers' rho are the views this cache set, it is the same storage (an in-place step updates them);
+        once a layer was given another tensor, the layers are stacked into a new one."""
+        rhos = [layer.rho for layer in self.layers]
+        if any(rho is None for rho in rhos):
+            return None
+        stored = self._rho
+        if stored is None or not all(
+            rho.shape == stored.shape[1:] and rho.data_ptr() == stored[i].data_ptr() for i, rho in enumerate(rhos)
+        ):
+            self.state = BDHState(torch.stack(rhos), self.layers[0].pos)
+        return BDHState(self._rho, self.layers[0].pos)
+
+    @state.setter
+    def state(self, state: BDHState | None) -> None:
+        if state is None:
+            self.reset()
+            return
+        if state.rho.shape[0] != len(self.layers):
+            raise ValueError(f"BDHCache: a state of {state.rho.shape[0]} layers for a cache of {len(self.layers)}")
+        self._rho = state.rho
+        for i, layer in enumerate(self.layers):
+            layer.rho, layer.pos = state.rho[i], state.pos
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """Tokens read so far (the position of the next token)."""
-        return 0 if self.state is None else self.state.pos
+        return self.layers[layer_idx].pos if self.layers else 0
 
     def get_max_length(self, layer_idx: int | None = None) -> int:
         return -1  # no limit: the state has no sequence axis
@@ -162,30 +335,51 @@ class BDHCache(Cache):
     def get_max_cache_shape(self, layer_idx: int = 0) -> int:  # the older name of get_max_length
         return -1
 
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        return self.get_seq_length() + query_length, 0
+
+    def has_previous_state(self, layer_idx: int | None = None, state_idx: int | None = None) -> bool:
+        return self.layers[-1 if layer_idx is None else layer_idx].rho is not None
+
     @property
     def batch_size(self) -> int:
-        return -1 if self.state is None else self.state.batch_size
+        return self.layers[0].batch_size if self.layers else -1
+
+    @property
+    def is_compileable(self) -> bool:
+        return False
+
+    @property
+    def is_croppable(self) -> bool:
+        return False
 
     def reset(self) -> None:
-        self.state = None
+        self._rho = None
+        for layer in self.layers:
+            layer.reset()
 
     def crop(self, max_length: int) -> None:
-        raise NotImplementedError("BDHCache: a recurrent state cannot be rolled back to an earlier position")
+        raise NotImplementedError(_NO_CROP)
 
-    def _set_rho(self, rho: torch.Tensor) -> None:
-        self.state = BDHState(rho, self.state.pos)
+    def activate_past_recording(self) -> None:
+        raise NotImplementedError(_NO_CROP)
+
+    def _rows(self, select) -> None:
+        """Apply ``select`` (a function of rho (L, B, ...) acting on the batch axis 1) to every layer at once."""
+        state = self.state
+        if state is not None:
+            self.state = BDHState(select(state.rho), state.pos)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Keep the rows ``beam_idx`` (beam search)."""
-        if self.state is not None:
-            self._set_rho(self.state.rho.index_select(1, beam_idx.to(self.state.rho.device)))
+        """Keep the rows ``beam_idx`` of the batch, in that order (beam search: each beam continues the state
+        of the beam it extends)."""
+        self._rows(lambda rho: rho.index_select(1, beam_idx.to(rho.device)))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self.reorder_cache(indices)
+        self._rows(lambda rho: rho[:, indices.to(rho.device) if isinstance(indices, torch.Tensor) else indices])
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.state is not None:
-            self._set_rho(self.state.rho.repeat_interleave(repeats, dim=1))
+        self._rows(lambda rho: rho.repeat_interleave(repeats, dim=1))
 
 
 # ---------------------------------------------------------------------------------------------- padding
@@ -222,6 +416,12 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         self.post_init()
 
     @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
+        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`)."""
+        refuse_run_folder(pretrained_model_name_or_path)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    @classmethod
     def from_bdh(cls, model: torch.nn.Module) -> _FolderModel:
         """Wrap a copy of an in-memory bdh model (its weights, not re-drawn)."""
         wrapper = cls(cls.config_class.from_bdh(model.config))
@@ -237,9 +437,16 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
     def get_output_embeddings(self) -> None:
         return None  # the wrappers resize and tie nothing
 
-    def _output(self, logits: torch.Tensor, labels: torch.Tensor | None, cache: Cache | None, return_dict: bool | None):
+    def _output(
+        self,
+        logits: torch.Tensor,
+        labels: torch.Tensor | None,
+        cache: Cache | None,
+        return_dict: bool | None,
+        hidden_states: tuple[torch.Tensor, ...] | None = None,
+    ):
         loss = None if labels is None else _lm_loss(logits, labels)
-        out = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=cache)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, hidden_states=hidden_states, **{CACHE_NAME: cache})
         return out if return_dict is not False else out.to_tuple()
 
     def save_pretrained(
@@ -270,11 +477,14 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 class BDHForCausalLM(_FolderModel):
     """`bdh.BDH` as a ``transformers`` causal LM whose cache is BDH's recurrent state.
 
-    ``forward(input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None)``
-    returns ``CausalLMOutputWithPast`` with logits (B, T, V). Without a cache the logits are those of
-    ``bdh.BDH.forward`` (the configured attention form); with one, the tokens continue its state. A plain
-    forward builds no state (``use_cache`` defaults to whether ``past_key_values`` was given), so scoring
-    does not pay for L * B * n * D numbers it does not need.
+    ``forward(input_ids, attention_mask=None, cache=None, use_cache=None, labels=None,
+    output_hidden_states=None)`` returns ``CausalLMOutputWithPast`` with logits (B, T, V). Without a cache
+    the logits are those of ``bdh.BDH.forward`` (the configured attention form); with one (a `BDHCache`,
+    given as ``cache`` or, its name before transformers 5.24, ``past_key_values``), the tokens continue its
+    state. A plain forward builds no state (``use_cache`` defaults to whether a cache was given), so scoring
+    does not pay for L * B * n * D numbers it does not need. ``output_hidden_states=True`` adds
+    ``hidden_states``: L + 1 tensors (B, T, D), v_0 = LN(embedding) and each layer's output v_l (Eq. 8); the
+    logits are the last times the readout.
     """
 
     config_class = BDHHFConfig
@@ -302,52 +512,61 @@ class BDHForCausalLM(_FolderModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         use_cache: bool | None = None,
         labels: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs: Any,
     ) -> CausalLMOutputWithPast | tuple:
         """Logits (B, T, V) for ``input_ids`` (B, T); see the class and module docstrings. Other keywords
         (``position_ids``, ...) are ignored: positions come from the state."""
         _check_inputs(type(self).__name__, input_ids, inputs_embeds, kwargs)
-        cache = self._cache(_given_cache(past_key_values, kwargs), use_cache)
+        if cache is not None and past_key_values is not None and cache is not past_key_values:
+            raise ValueError("BDHForCausalLM: give the cache once, as cache (or past_key_values), not both")
+        cache = self._cache(cache if cache is not None else past_key_values, use_cache)
+        hidden = _HiddenStates() if output_hidden_states else None
         mask = None if attention_mask is None else attention_mask[:, -input_ids.shape[1] :]
         side = "none" if mask is None else _padding_side(mask)
         if side == "left":
-            logits = self._read_left_padded(input_ids, mask, cache)
+            logits = self._read_left_padded(input_ids, mask, cache, hidden)
         else:
             if side == "right" and cache is not None:
                 raise ValueError("BDHForCausalLM: a right-padded batch cannot be continued; pad on the left")
-            logits = self._read(input_ids, cache)
-        return self._output(logits, labels, cache, return_dict)
+            logits = self._read(input_ids, cache, hidden)
+        return self._output(logits, labels, cache, return_dict, None if hidden is None else hidden.states())
 
-    def _cache(self, past_key_values: Cache | None, use_cache: bool | None) -> BDHCache | None:
+    def _cache(self, given: Cache | None, use_cache: bool | None) -> BDHCache | None:
         """The cache to continue: the given BDHCache, a new one, or None (no state wanted)."""
-        if isinstance(past_key_values, BDHCache):
-            return past_key_values
-        if past_key_values is not None and past_key_values.get_seq_length() > 0:
-            raise TypeError(f"BDHForCausalLM: past_key_values must be a BDHCache, got {type(past_key_values).__name__}")
-        wanted = past_key_values is not None if use_cache is None else use_cache
-        return BDHCache() if wanted else None
+        if isinstance(given, BDHCache):
+            return given
+        if given is not None and given.get_seq_length() > 0:
+            raise TypeError(f"BDHForCausalLM: the cache must be a BDHCache, got {type(given).__name__}")
+        wanted = given is not None if use_cache is None else use_cache
+        return BDHCache(self.config.n_layer) if wanted else None
 
-    def _read(self, idx: torch.Tensor, cache: BDHCache | None) -> torch.Tensor:
+    def _read(self, idx: torch.Tensor, cache: BDHCache | None, hidden: _HiddenStates | None) -> torch.Tensor:
         """Logits of a block of tokens; with a cache, continue its state (as `bdh.BDH.stream` does)."""
         if cache is None:
-            return self.model(idx)
+            return self.model(idx, hook=hidden)
         state = cache.state if cache.state is not None else self.model.init_state(idx.shape[0])
-        logits, cache.state = self._advance(idx, state)
+        logits, cache.state = self._advance(idx, state, hidden)
         return logits
 
-    def _advance(self, idx: torch.Tensor, state: BDHState) -> tuple[torch.Tensor, BDHState]:
+    def _advance(
+        self, idx: torch.Tensor, state: BDHState, hidden: _HiddenStates | None = None
+    ) -> tuple[torch.Tensor, BDHState]:
         """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the
         forms `bdh.BDH.generate` uses, so greedy tokens match it exactly), updating the state in place
         when no gradient is wanted."""
         mode = "recurrent" if idx.shape[1] == 1 else "chunked"
-        return self.model.step(idx, state, mode=mode, inplace=not torch.is_grad_enabled())
+        return self.model.step(idx, state, mode=mode, inplace=not torch.is_grad_enabled(), hook=hidden)
 
-    def _read_left_padded(self, idx: torch.Tensor, mask: torch.Tensor, cache: BDHCache | None) -> torch.Tensor:
+    def _read_left_padded(
+        self, idx: torch.Tensor, mask: torch.Tensor, cache: BDHCache | None, hidden: _HiddenStates | None
+    ) -> torch.Tensor:
         """Each row's real tokens from an empty state at their own position; zeros at the pads."""
         if cache is not None and cache.state is not None:
             raise ValueError("BDHForCausalLM: left padding is only supported in the first call (the prompt)")
@@ -359,8 +578,11 @@ class BDHForCausalLM(_FolderModel):
             state = self.model.init_state(1)
             state.pos = pads  # the same absolute positions as in the padded batch
             if pads < T:
-                row_logits, state = self._advance(idx[i : i + 1, pads:], state)
+                row = None if hidden is None else _HiddenStates()
+                row_logits, state = self._advance(idx[i : i + 1, pads:], state, row)
                 logits[i, pads:] = row_logits[0]
+                if hidden is not None:
+                    hidden.put_row(i, pads, B, T, row)
             rows.append(state.rho)
         if cache is not None:
             cache.state = BDHState(torch.cat(rows, dim=1), T)
@@ -369,27 +591,51 @@ class BDHForCausalLM(_FolderModel):
     def prepare_inputs_for_generation(
         self,
         input_ids: torch.LongTensor,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         use_cache: bool = True,
+        past_key_values: Cache | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Feed only the tokens the state has not read yet: the prompt first, then one token per step."""
+        """Feed only the tokens the state has not read yet: the prompt first, then one token per step. The
+        cache goes to ``forward`` under the name this transformers uses (`CACHE_NAME`)."""
         if kwargs.get("inputs_embeds") is not None:
             raise ValueError("BDHForCausalLM: generation from inputs_embeds is not supported")
-        given = _given_cache(past_key_values, kwargs)
+        given = cache if cache is not None else past_key_values
         cache = given if isinstance(given, BDHCache) else None
         seen = 0 if cache is None else cache.get_seq_length()
         if seen >= input_ids.shape[1]:
             raise ValueError(
                 f"BDHForCausalLM: the cache has read {seen} tokens, input_ids has only {input_ids.shape[1]}"
             )
-        return {
-            "input_ids": input_ids[:, seen:],
-            "attention_mask": attention_mask,
-            "past_key_values": cache,
-            "use_cache": use_cache,
-        }
+        inputs = {"input_ids": input_ids[:, seen:], "attention_mask": attention_mask, CACHE_NAME: cache}
+        inputs["use_cache"] = use_cache
+        if kwargs.get("output_hidden_states"):
+            inputs["output_hidden_states"] = True
+        return inputs
+
+
+class _HiddenStates:
+    """A `bdh.model.capture.LayerHook` keeping what ``output_hidden_states`` returns: v_0, the first layer's
+    input, then every layer's output v_l, each (B, T, D), not detached (as transformers keeps them)."""
+
+    def __init__(self) -> None:
+        self.v: list[torch.Tensor] = []
+
+    def __call__(self, model: torch.nn.Module, layer: int, act: Any) -> None:
+        if layer == 0:
+            self.v.append(act.values.squeeze(1))
+        self.v.append(act.v.squeeze(1))
+
+    def put_row(self, i: int, start: int, B: int, T: int, row: _HiddenStates) -> None:
+        """Row i of a left-padded batch: ``row``'s states at positions start.., zeros at the pads."""
+        if not self.v:
+            self.v = [row.v[0].new_zeros(B, T, row.v[0].shape[-1]) for _ in row.v]
+        for full, part in zip(self.v, row.v):
+            full[i, start:] = part[0]
+
+    def states(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self.v)
 
 
 class GPTForCausalLM(_FolderModel):
@@ -418,6 +664,8 @@ class GPTForCausalLM(_FolderModel):
     ) -> CausalLMOutputWithPast | tuple:
         """Logits (B, T, V) of `GPT.forward`; ``past_key_values`` / ``use_cache`` are accepted and ignored."""
         _check_inputs(type(self).__name__, input_ids, kwargs.get("inputs_embeds"), kwargs)
+        if kwargs.get("output_hidden_states"):
+            raise ValueError("GPTForCausalLM: output_hidden_states is not supported")
         if attention_mask is not None and _padding_side(attention_mask) == "left":
             raise ValueError("GPTForCausalLM: left padding is not supported (learned positions); pad on the right")
         return self._output(self.model(input_ids), labels, None, return_dict)
@@ -429,19 +677,14 @@ class GPTForCausalLM(_FolderModel):
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def _given_cache(past_key_values: Any, kwargs: dict) -> Any:
-    """The cache a caller passed: ``past_key_values``, or ``cache``, its name from transformers 5.24 on."""
-    return past_key_values if past_key_values is not None else kwargs.pop("cache", None)
-
-
 def _check_inputs(name: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, kwargs: dict) -> None:
     """Refuse what the wrappers cannot give rather than return it empty."""
     if input_ids is None or inputs_embeds is not None:
         raise ValueError(f"{name}: give input_ids; inputs_embeds is not supported")
-    if kwargs.get("output_attentions") or kwargs.get("output_hidden_states"):
+    if kwargs.get("output_attentions"):
         raise ValueError(
-            f"{name}: output_attentions / output_hidden_states are not supported; "
-            "bdh.BDH's forward(idx, capture=True) returns every layer's activations"
+            f"{name}: output_attentions is not supported (BDH's attention is linear, its T x T scores are never "
+            "formed when generating); bdh.BDH's forward(idx, capture=True) returns them with every layer's activations"
         )
 
 
@@ -502,9 +745,51 @@ def model_card(config: _FolderConfig, *, description: str = "", license: str | N
 
 
 # ---------------------------------------------------------------------------------------------- registration
+def refuse_run_folder(path: Any) -> None:
+    """Raise `bdh.errors.UserError` naming the folder to pass when ``path`` is a bdh run folder (its
+    ``config.yaml`` and ``best/``, no ``config.json``) rather than a model folder; anything else passes."""
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    folder = Path(path)
+    try:
+        if not folder.is_dir() or (folder / "config.json").exists():
+            return
+        has_best = (folder / "best" / "config.json").is_file()
+        if not (has_best or (folder / "config.yaml").is_file()):
+            return
+    except OSError:  # a repo id such as "someone/model" that is no folder here
+        return
+    if has_best:
+        raise UserError(f"{folder} is a bdh run folder, not a model folder: pass {folder / 'best'} to from_pretrained")
+    raise UserError(
+        f"{folder} is a bdh run folder with no saved model yet (best/ is written at its first evaluation); "
+        "from_pretrained takes a model folder such as RUN/best"
+    )
+
+
+def _guard_from_pretrained(owner: type) -> None:
+    """Make ``owner.from_pretrained`` call `refuse_run_folder` first (idempotent). Only the message of a load
+    that would fail anyway changes: transformers would say the folder has no ``config.json``."""
+    original = owner.__dict__.get("from_pretrained")
+    func = getattr(original, "__func__", None)
+    if func is None or getattr(func, "_bdh_guard", False):
+        return
+
+    @functools.wraps(func)
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        refuse_run_folder(pretrained_model_name_or_path)
+        return func(cls, pretrained_model_name_or_path, *args, **kwargs)
+
+    from_pretrained._bdh_guard = True
+    owner.from_pretrained = classmethod(from_pretrained)
+
+
 def register() -> None:
     """Register BDH and the GPT baseline with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer``
-    (idempotent)."""
+    (idempotent), and make ``AutoConfig.from_pretrained`` (which ``AutoModelForCausalLM`` and pipelines call)
+    and ``AutoTokenizer.from_pretrained`` refuse a bdh run folder in one line naming ``RUN/best``."""
+    for owner in (AutoConfig, AutoTokenizer):
+        _guard_from_pretrained(owner)
     for config_class, model_class in ((BDHHFConfig, BDHForCausalLM), (GPTHFConfig, GPTForCausalLM)):
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModelForCausalLM.register(config_class, model_class, exist_ok=True)
