@@ -560,7 +560,7 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
     for name, curve in curves:
         print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
     if args.figure:
-        figure(curves, args.figure, trained, title=f"{folder}: loss by context position")
+        figure(curves, args.figure, trained, title=f"{Path(args.source).resolve().name}: loss by context position")
         print(f"figure: {args.figure}")
     return 0
 
