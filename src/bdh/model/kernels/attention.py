@@ -98,7 +98,7 @@ def _block(
             out = out + q @ state.to(q.dtype)
         else:
             w = torch.exp(log_u.view(-1, 1, 1) * torch.arange(T, device=q.device, dtype=log_u.dtype).view(1, -1, 1))
-            out = out + (q * w.to(q.dtype)) @ state.to(q.dtype)
+            out = out + w.to(q.dtype) * (q @ state.to(q.dtype))  # w per (head, t): scale the D-wide product
     new_state = None
     if need_state:
         if log_u is None:
@@ -108,7 +108,7 @@ def _block(
             # S_T = u^T S0 + sum_j u^(T - j) k_j v_j^T
             j = torch.arange(T, device=q.device, dtype=log_u.dtype)
             w = torch.exp(log_u.view(-1, 1) * (T - j).view(1, -1))  # H, T
-            new_state = (k * w.view(1, -1, T, 1).to(k.dtype)).mT @ v
+            new_state = k.mT @ (v * w.view(1, -1, T, 1).to(v.dtype))  # the weight on v (D wide), not k (N wide)
             if state is not None:
                 new_state = new_state + state * torch.exp(log_u * T).view(1, -1, 1, 1).to(state.dtype)
     return out, new_state
