@@ -47,6 +47,7 @@ TINY_TRAIN = [
     "model.n_head=2",
     "model.n_neurons=64",
     "model.dropout=0.0",
+    "model.damping=null",  # the official model, as the model folders below (merge takes them together)
     "task.seq_len=16",
     "train.batch_size=2",
     "train.threads=1",
