@@ -59,21 +59,14 @@ def test_gradient_accumulation_matches_one_big_batch(corpus_file, tmp_path):
         torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-5)
 
 
+def frozen_tbptt(corpus_file, tmp_path, *extra: str):
+    """A tiny tbptt run whose weights do not move (lr 1e-12, no decay): its losses are the initial model's."""
+    frozen = ("optim.lr=1e-12", "optim.min_lr=0", "optim.warmup_steps=0", "optim.weight_decay=0", "eval.every=0")
+    return load_config(None, tiny(corpus_file, tmp_path / "t", "train.bptt=tbptt", *extra, *frozen))
+
+
 def test_tbptt_carries_the_state_across_consecutive_windows(corpus_file, tmp_path):
-    config = load_config(
-        None,
-        tiny(
-            corpus_file,
-            tmp_path / "t",
-            "train.bptt=tbptt",
-            "train.max_steps=3",
-            "optim.lr=1e-12",
-            "optim.min_lr=0",
-            "optim.warmup_steps=0",
-            "optim.weight_decay=0",
-            "eval.every=0",
-        ),
-    )
+    config = frozen_tbptt(corpus_file, tmp_path, "train.max_steps=3")
     trainer = Trainer(config)
     result = trainer.fit()
     trainer.close()
@@ -101,21 +94,7 @@ def test_tbptt_carries_the_state_across_consecutive_windows(corpus_file, tmp_pat
 def test_tbptt_streams_start_from_an_empty_state_every_k_steps(corpus_file, tmp_path):
     """``train.tbptt_windows``: the trainer reads the task's random streams and resets the carried state every
     K steps: its losses are those of the model run by hand on the same streams."""
-    config = load_config(
-        None,
-        tiny(
-            corpus_file,
-            tmp_path / "t",
-            "train.bptt=tbptt",
-            "train.tbptt_windows=2",
-            "train.max_steps=4",
-            "optim.lr=1e-12",
-            "optim.min_lr=0",
-            "optim.warmup_steps=0",
-            "optim.weight_decay=0",
-            "eval.every=0",
-        ),
-    )
+    config = frozen_tbptt(corpus_file, tmp_path, "train.tbptt_windows=2", "train.max_steps=4")
     trainer = Trainer(config)
     result = trainer.fit()
     trainer.close()

@@ -501,11 +501,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_curves(curves: list, unit: str) -> None:
+    """The curves by position as a table, the state's gain when both are there, and each curve's total."""
+    from bdh.train.context import curve_table
+
+    print(f"bits per {unit} by position:")
+    print(curve_table(curves, unit))
+    if len(curves) == 2:
+        gains = [b - a for a, b in zip(curves[0][1].bits(), curves[1][1].bits())]
+        print(
+            "the state's gain over the cut context (bits, positive: the state helps): "
+            + ", ".join(f"{label} {g:+.3f}" for label, g in zip(curves[0][1].labels, gains))
+        )
+    for name, curve in curves:
+        print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
+
+
 def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config, data: str, unit: str) -> int:
     """``bdh eval --carry-state`` / ``--sliding``: loss by context position on long streams (`bdh.train.context`)."""
     from bdh.train.context import (
         carried_curve,
-        curve_table,
         figure,
         plan_streams,
         sliding_curve,
@@ -549,16 +564,7 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
         if progress is not None:
             progress.close()
         curves.append((f"context cut to {cut:,} ({curve.how.split('(')[1].rstrip(')')})", curve))
-    print(f"bits per {unit} by position:")
-    print(curve_table(curves, unit))
-    if len(curves) == 2:
-        gains = [b - a for a, b in zip(curves[0][1].bits(), curves[1][1].bits())]
-        print(
-            "the state's gain over the cut context (bits, positive: the state helps): "
-            + ", ".join(f"{label} {g:+.3f}" for label, g in zip(curves[0][1].labels, gains))
-        )
-    for name, curve in curves:
-        print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
+    _print_curves(curves, unit)
     if args.figure:
         figure(curves, args.figure, trained, title=f"{Path(args.source).resolve().name}: loss by context position")
         print(f"figure: {args.figure}")

@@ -74,6 +74,7 @@ class ContextCurve:
     how: str
     loss_sum: list[float] = field(default_factory=list)
     count: list[int] = field(default_factory=list)
+    token_loss: torch.Tensor | None = None  # every token's loss (B, L), when asked for (`keep_tokens`)
 
     def __post_init__(self) -> None:
         n = len(self.edges) - 1
@@ -86,9 +87,8 @@ class ContextCurve:
 
     def add(self, losses: torch.Tensor, start: int) -> None:
         """Add per-token losses (B, t) (nats) of positions ``start .. start + t - 1`` of every stream."""
-        kept = getattr(self, "token_loss", None)
-        if kept is not None:
-            kept[:, start : start + losses.shape[1]] = losses.float().cpu()
+        if self.token_loss is not None:
+            self.token_loss[:, start : start + losses.shape[1]] = losses.float().cpu()
         per_pos = losses.float().sum(dim=0).cpu()
         rows = losses.shape[0]
         for i, (lo, hi) in enumerate(zip(self.edges[:-1], self.edges[1:])):

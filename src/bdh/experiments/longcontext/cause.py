@@ -23,8 +23,8 @@ from bdh.train.context import ContextCurve, carried_curve, position_edges
 
 @torch.no_grad()
 def far_share(model: nn.Module, tokens: torch.Tensor, window: int) -> dict[str, list]:
-    """Mean ||a_far|| / ||a|| by position bucket (module docstring), over layers, heads and streams."""
-    model.eval()
+    """Mean ||a_far|| / ||a|| by position bucket (module docstring), over layers, heads and streams; ``model``
+    in eval mode (the caller's, as `measure` gives it)."""
     L = tokens.shape[1] - 1
     curve = ContextCurve(position_edges(window, L), window, "far share")
     log_u = None if model.log_u is None else model.log_u.float()
@@ -62,8 +62,8 @@ def damped_curve(model: nn.Module, tokens: torch.Tensor, window: int, retention:
 
 @torch.no_grad()
 def offset_curve(model: nn.Module, tokens: torch.Tensor, window: int, offset: int) -> ContextCurve:
-    """The carried loss of the first ``2 * window`` positions read from an empty state at position ``offset``."""
-    model.eval()
+    """The carried loss of the first ``2 * window`` positions read from an empty state at position ``offset``
+    (``model`` in eval mode, as for `far_share`)."""
     part = tokens[:, : 2 * window + 1]
     curve = ContextCurve(position_edges(window, part.shape[1] - 1), window, f"from position {offset}")
     state = model.init_state(tokens.shape[0])
@@ -75,15 +75,24 @@ def offset_curve(model: nn.Module, tokens: torch.Tensor, window: int, offset: in
 
 
 def cause_record(model: nn.Module, tokens: torch.Tensor, window: int) -> dict:
-    """The three measurements on ``tokens`` (the experiment's held-out streams)."""
+    """The three measurements on ``tokens`` (the experiment's held-out streams), ``model`` in eval mode
+    (its mode restored after)."""
+    was_training = model.training
+    model.eval()
+    try:
+        return _cause(model, tokens, window)
+    finally:
+        model.train(was_training)
+
+
+def _cause(model: nn.Module, tokens: torch.Tensor, window: int) -> dict:
     from bdh.model.config import alibi_retention
 
-    n_head = model.config.n_head
     zero = offset_curve(model, tokens, window, 0)
     far = offset_curve(model, tokens, window, 50_000)
     return {
         "far_share": far_share(model, tokens, window),
-        "eval_damping_alibi": damped_curve(model, tokens, window, alibi_retention(n_head)).to_dict(),
+        "eval_damping_alibi": damped_curve(model, tokens, window, alibi_retention(model.config.n_head)).to_dict(),
         "offset": {"position_0": zero.to_dict(), "position_50000": far.to_dict()},
     }
 
