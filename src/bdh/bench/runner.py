@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bdh.errors import UserError
+from bdh.errors import Interrupted, UserError
 from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 from bdh.typed_config import TypedConfig, bounded
 
@@ -82,12 +82,8 @@ class BenchError(UserError):
     """A bench request that cannot be run (bad sweep, existing output folder); one line."""
 
 
-class BenchInterrupted(Exception):
+class BenchInterrupted(Interrupted):
     """A run was stopped by SIGINT/SIGTERM; it is not recorded, so ``--resume`` trains it again."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by signal {signum}")
-        self.signum = signum
 
 
 @dataclass

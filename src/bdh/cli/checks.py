@@ -100,9 +100,9 @@ def prompt_bytes(args: argparse.Namespace, default: bytes | None = None, max_byt
     """The prompt as bytes: ``--prompt`` as the shell passed it (``os.fsencode`` undoes Python's decoding, so
     bytes that are not UTF-8 survive) or the contents of ``--prompt-file``; ``default`` when neither is given."""
     if getattr(args, "prompt_file", None) is not None:
-        path = Path(args.prompt_file)
-        if not path.is_file():
-            raise UserError(f"--prompt-file {path}: no such file")
+        from bdh.outputs import input_file
+
+        path = input_file(args.prompt_file, "--prompt-file")
         data = path.read_bytes()
         flag = f"--prompt-file {path}"
     elif getattr(args, "prompt", None) is not None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError
+from bdh.errors import UserError, exit_status
 
 from .checks import (
     MAX_TEMPERATURE,
@@ -43,7 +43,6 @@ EVAL_BATCHES = 16
 LONG_LENGTH = 65536
 
 LN2 = math.log(2.0)
-EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,7 +84,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         + " ".join(QUICK)
         + "; --set wins over them)",
     )
-    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="make every check the run makes before it writes anything (the config, the device, the data, the "
+        "memory, train.init_from), then print the resolved config as YAML and exit",
+    )
     p.set_defaults(func=cmd_train)
 
     g = sub.add_parser(
@@ -225,7 +229,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from bdh.train.config import RunConfig, apply_overrides
     from bdh.train.distributed import from_environment
     from bdh.train.recurrent import StreamingModel
-    from bdh.train.trainer import load_run_config
+    from bdh.train.trainer import check_run_config, load_run_config
 
     _check_set_syntax(args)
     if args.resume:
@@ -247,8 +251,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = load_config(args.config, (list(QUICK) if args.quick else []) + name + args.overrides)
         if args.run_dir:
             config.run_dir = args.run_dir
-    if args.print_config:
-        print(config.to_yaml(), end="")
+    if args.print_config:  # after every check the run makes before it writes anything
+        print(check_run_config(config, resume=args.resume).to_yaml(), end="")
         return 0
     resume_from = None
     if args.resume and args.checkpoint:
@@ -261,7 +265,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
     if not from_environment().is_main:
-        return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
+        return 0 if result.interrupted is None else exit_status(result.interrupted)
     if result.finished_before:
         print(
             f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
@@ -275,7 +279,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"continue with: bdh train --resume {result.run_dir}",
             file=err,
         )
-        return EXIT_SIGNAL.get(result.interrupted, 1)
+        return exit_status(result.interrupted)
     m = result.metrics
     print(f"run folder: {result.run_dir}")
     resumed = result.new_tokens != result.tokens
@@ -578,6 +582,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     if not root.is_dir():
+        if root.exists():
+            raise UserError(f"{root}: not a folder; give a folder of run folders, or a run folder")
         raise FileNotFoundError(f"{root}: no such folder")
     folders = (
         [root]

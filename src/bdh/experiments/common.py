@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bdh.errors import UserError
+from bdh.errors import Interrupted, UserError
 from bdh.outputs import check_output, empty_folder, write_text
 from bdh.plotting import save
 from bdh.tasks.base import IGNORE_INDEX
@@ -193,7 +193,7 @@ def train_lm(
         raw[section] = {**raw[section], **fields}
     result = train(RunConfig.from_dict(raw))
     if result.interrupted is not None:
-        raise KeyboardInterrupt
+        raise Interrupted(result.interrupted)
     return result
 
 

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bdh import devices
+from bdh.errors import Interrupted
 from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
 from ..model.config import BDHConfig
@@ -189,18 +190,26 @@ class Trainer:
         resume_from: Path | None = None,
         replan: bool = False,
         overwrite: bool = False,
+        check_only: bool = False,
     ):
         """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
         ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
-        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
-        config.validate()  # every check on the config alone lives there (also run by --print-config)
+        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise); ``check_only``:
+        stop after the checks, before the process group, the optimiser and the run folder (`check_run_config`)."""
+        config.validate()  # every check on the config alone lives there
         self.config = config
         self.env = dist_utils.from_environment()
-        self._setup_process()
+        self._setup_process(process_group=not check_only)
         self._setup_task_and_model_config()
         self._setup_layout()
         self._check_run()
-        self._setup_model(init_from=config.train.init_from if resume is None else None)
+        init_from = config.train.init_from if resume is None else None
+        if check_only:  # the model train.init_from names: found, verified, of this class and configuration
+            if init_from is not None:
+                self.model = self.model_cls(self.model_config)
+                self._init_from(init_from)
+            return
+        self._setup_model(init_from=init_from)
         #: the run folder's lock (`bdh.outputs.folder_lock`, rank 0), held until `close`
         self._lock = contextlib.ExitStack()
         try:
@@ -212,8 +221,9 @@ class Trainer:
         self.budget.start(time.time())
 
     # ------------------------------------------------------------------ setup, in the order __init__ runs it
-    def _setup_process(self) -> None:
-        """Threads, determinism, the device and its fast paths, the process group and the autocast dtype."""
+    def _setup_process(self, process_group: bool = True) -> None:
+        """Threads, determinism, the device and its fast paths, the process group (unless not ``process_group``)
+        and the autocast dtype."""
         t = self.config.train
         if t.threads is not None:
             torch.set_num_threads(t.threads)
@@ -226,7 +236,8 @@ class Trainer:
         runtime.apply_backend_flags(self.caps)
         if self.device.type == "cpu" and t.keep_freed_memory:
             runtime.keep_freed_memory()
-        dist_utils.init(self.env, self.device)
+        if process_group:
+            dist_utils.init(self.env, self.device)
         #: FSDP2 over the processes (``train.parallel: fsdp`` under torchrun), else DDP or a single process
         self.sharded = self.env.enabled and t.parallel == "fsdp"
         self.amp_dtype = autocast_dtype(t.precision, self.device)
@@ -676,9 +687,9 @@ class Trainer:
         return model.train(self.model.training)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        """The first signal ends the run after the current step; a second one at once (KeyboardInterrupt)."""
+        """The first signal ends the run after the current step; a second one at once (`Interrupted`)."""
         if self._signal is not None:
-            raise KeyboardInterrupt
+            raise Interrupted(signum)
         self._signal = signum
 
     @contextlib.contextmanager
@@ -896,12 +907,23 @@ def train(
         trainer.close()
 
 
+def check_run_config(config: RunConfig, resume: str | Path | None = None) -> RunConfig:
+    """Every check a run of ``config`` makes before it writes anything, by `Trainer` itself (``check_only``):
+    the config (`RunConfig.validate`), this machine, the task and its data, the memory the model needs,
+    ``train.init_from``. Returns the config as the run resolves it (the model section completed from the task);
+    ``bdh train --print-config`` prints it. ``resume``: the config is that run's (``init_from`` is not read)."""
+    Trainer(config, resume=Path(resume) if resume is not None else None, check_only=True)
+    return config
+
+
 def load_run_config(run_dir: str | Path) -> dict[str, Any]:
     """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
     from .config import read_config_file
 
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
+        if os.path.lexists(run_dir):
+            raise TrainingError(f"{run_dir}: not a folder; give a run folder (it holds config.yaml)")
         raise FileNotFoundError(f"{run_dir}: no such run folder")
     if not os.path.lexists(path):
         raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
@@ -917,4 +939,13 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["Objective", "TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]
+__all__ = [
+    "Objective",
+    "TrainResult",
+    "Trainer",
+    "TrainingError",
+    "check_run_config",
+    "evaluate",
+    "load_run_config",
+    "train",
+]

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bdh.errors import Interrupted
 from bdh.outputs import write_text
 
 #: the file that marks a finished run and holds its record
@@ -161,7 +162,7 @@ def _train(
         record.update(curve=curves(run_dir), wall_s=time.time() - start, tok_per_s=math.nan, directions={})
         return record
     if result.interrupted is not None:
-        raise KeyboardInterrupt
+        raise Interrupted(result.interrupted)
     model, task = result.model, result.task
     final = evaluate(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
     record.update(
