@@ -216,13 +216,22 @@ def _make_parent(path: Path) -> None:
         raise OutputError(f"{path}: {path.parent} exists and is not a folder") from None
 
 
+def _temporary(path: Path, make, suffix: str) -> str:
+    """A temporary beside ``path`` (``make``: `tempfile.mkstemp` or `mkdtemp`); a folder nobody may write in is
+    named in one line (`OutputError`) rather than by the temporary's name."""
+    try:
+        return make(prefix=_temp_prefix(path), suffix=suffix, dir=path.parent)
+    except PermissionError:
+        raise OutputError(f"{path}: cannot write in {path.parent} (permission denied)") from None
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """``with atomic_path(p) as tmp:`` write to ``tmp`` (any writer that wants a file name); on success
     it becomes ``p`` with the umask's mode, on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    fd, name = _temporary(path, tempfile.mkstemp, ".tmp")
     os.close(fd)
     tmp = Path(name)
     try:
@@ -289,7 +298,7 @@ def atomic_folder(path: PathLike) -> Iterator[Path]:
     folder, if any, is removed after the swap), on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
+    tmp = Path(_temporary(path, tempfile.mkdtemp, ".tmp"))
     try:
         yield tmp
         os.chmod(tmp, folder_mode())

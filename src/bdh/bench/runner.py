@@ -582,6 +582,23 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """The rows of a bench folder's ``runs.csv`` (the resume ledger), each with the columns of `run_key`; a file
+    that is not one (binary, another table, a damaged row) is one line naming it, never guessed at."""
+    how = "start anew with --overwrite instead of --resume, or choose another --out"
+    try:
+        rows = read_csv(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BenchError(f"{path}: not a bench runs.csv ({str(exc).splitlines()[0]}); {how}") from None
+    for i, row in enumerate(rows, start=2):
+        try:
+            run_key(row)
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"no column {exc}" if isinstance(exc, KeyError) else "a value that is not a number"
+            raise BenchError(f"{path}: line {i} has {what}; not a bench runs.csv; {how}") from None
+    return rows
+
+
 def _fmt(v: Any) -> str:
     if v is None or v == "":
         return ""
@@ -789,16 +806,23 @@ class BenchOptions(TypedConfig):
 def prepare_out(opts: BenchOptions) -> None:
     """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
     ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
+    ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
+    ours = Path(opts.out).is_dir() and (
+        ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
+    )  # a bench folder, perhaps interrupted before its first run ended
     out = check_output(
         opts.out,
         overwrite=opts.resume or opts.overwrite,
         folder=True,
-        how="add --resume to continue it or --overwrite to replace it",
+        how=f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it",
     )
-    own = {"runs", "data"}  # what a bench writes before its first run is recorded in runs.csv
-    if opts.resume and out.is_dir() and not (out / "runs.csv").is_file():
-        if any(p.name not in own for p in folder_entries(out)):
-            raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
+    if opts.resume and out.is_dir() and not ours:
+        raise BenchError(
+            f"--resume: {out} has no runs.csv (not a bench output folder); pass --overwrite instead of --resume "
+            "to replace it, or choose another --out"
+        )
+    if opts.resume and ledger.is_file():
+        read_ledger(ledger)  # refused before anything is written
     if opts.overwrite and out.is_dir():
         empty_folder(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -833,7 +857,7 @@ def _train_missing(
     """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
     columns = suite.columns()
-    rows = read_csv(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
+    rows = read_ledger(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
     done = {run_key(r) for r in rows}
     todo = [s for s in specs if s.key() not in done]
     skipped = len(specs) - len(todo)

@@ -22,9 +22,12 @@ from typing import Any
 
 from bdh.errors import UserError
 
+#: the largest integer a flag takes (a signed 64-bit integer: what PyTorch, NumPy and the configs hold)
+MAX_INT = 2**63 - 1
+
 
 def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]."""
+    """An argparse type: an integer in [low, high] (never above `MAX_INT`)."""
 
     def parse(text: str) -> int:
         try:
@@ -33,6 +36,8 @@ def integer(low: int | None = None, high: int | None = None) -> Callable[[str], 
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if (low is not None and value < low) or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be an integer {_range(low, high)}, got {text!r}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(f"too large: at most 2^63 - 1, got {text!r}")
         return value
 
     parse.__name__ = "integer"

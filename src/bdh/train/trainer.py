@@ -55,7 +55,7 @@ from . import checkpoint as ckpt
 from . import distributed as dist_utils
 from . import rng, runtime, sharded
 from .budget import TimeBudget
-from .config import RunConfig, batch_layout, build_section_config
+from .config import ConfigError, RunConfig, batch_layout, build_section_config
 from .errors import TrainingError
 from .evaluate import evaluate
 from .log import MetricsLog, Progress, TensorBoard
@@ -927,15 +927,16 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{run_dir}: no such run folder")
     if not os.path.lexists(path):
         raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
-    data = read_config_file(path)
+    anew = f"restore the file, or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+    try:
+        data = read_config_file(path)
+    except ConfigError as exc:  # not YAML, not text, not a regular file: damaged
+        raise TrainingError(f"{exc}; {anew}") from None
     keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
     missing = [k for k in keys if k not in data]
     if missing:
         what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
-        raise TrainingError(
-            f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: restore the file, "
-            f"or start the run anew with bdh train --run-dir {run_dir} --overwrite"
-        )
+        raise TrainingError(f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: {anew}")
     return data
 
 

@@ -107,9 +107,9 @@ def read_finished(run_dir: Path, spec: RunSpec) -> dict[str, Any] | None:
     """The record of a finished run of ``spec`` in ``run_dir``, or None."""
     try:
         record = json.loads((run_dir / RESULT).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # missing, damaged (not UTF-8, not JSON): trained again
         return None
-    return record if record.get("spec") == spec.identity() else None
+    return record if isinstance(record, dict) and record.get("spec") == spec.identity() else None
 
 
 def curves(run_dir: Path) -> dict[str, list[list[float]]]:
