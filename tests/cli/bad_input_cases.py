@@ -50,7 +50,7 @@ class Case:
     exit: int = 2
     also: tuple[str, ...] = ()  # more substrings the error line must hold
     changes: tuple[str, ...] = ()  # fixture paths (relative to fx/) a successful control may replace
-    root_skip: bool = False  # chmod does not stop root
+    root_skip: bool = False  # a read-only folder: skipped where nothing stops this user (root without chattr)
     setup: Callable[[Path], Callable[[], None] | None] | None = None  # may return its own cleanup
     check: Check | None = None
     follow: Callable[[str, Case], Sequence[str]] | None = None  # (error line, case) -> the advised argv
@@ -80,8 +80,9 @@ class CaseTable:
             args += shlex.split(more) if isinstance(more, str) else list(more)
         self.cases.append(Case(id, kind, tuple(args), name, **kw))
 
-    def ok(self, id: str, argv: str | Sequence[str], *extra: str | Sequence[str], **kw) -> None:
-        self.case(id, "ok", argv, None, *extra, exit=0, **kw)
+    def ok(self, id: str, argv: str | Sequence[str], *extra: str | Sequence[str], kind: str = "ok", **kw) -> None:
+        """Add a control that succeeds (exit status 0)."""
+        self.case(id, kind, argv, None, *extra, exit=0, **kw)
 
     def counts(self) -> dict[str, int]:
         """Cases by kind, in the order the kinds first appear."""
@@ -91,12 +92,62 @@ class CaseTable:
         return out
 
 
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _chattr(path: Path, flag: str) -> bool:
+    """``chattr +i``/``-i``: the immutable attribute, which stops root too (where the file system and the
+    process's capabilities allow it)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["chattr", flag, str(path)], capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+_CAN_STOP_ROOT: list[bool] = []
+
+
+def readonly_stops_this_user() -> bool:
+    """Whether `make_readonly` stops this process's writes: always for a user, for root where ``chattr +i`` works."""
+    if not _is_root():
+        return True
+    if not _CAN_STOP_ROOT:
+        probe = Path(tempfile.mkdtemp())
+        works = _chattr(probe, "+i")
+        if works:
+            try:
+                (probe / "x").write_text("x")
+                works = False
+            except OSError:
+                pass
+            _chattr(probe, "-i")
+        shutil.rmtree(probe, ignore_errors=True)
+        _CAN_STOP_ROOT.append(works)
+    return _CAN_STOP_ROOT[0]
+
+
+def make_readonly(path: Path) -> None:
+    """Make a folder nobody may write in: mode 0o555, and immutable when running as root (`unmake_readonly`)."""
+    path.chmod(0o555)
+    if _is_root():
+        _chattr(path, "+i")
+
+
+def unmake_readonly(path: Path) -> None:
+    if _is_root():
+        _chattr(path, "-i")
+    path.chmod(0o755)
+
+
 def readonly_folder(cwd: Path) -> None:
-    """A setup: ``fx/readonly``, a folder nobody may write in (root aside)."""
+    """A setup: ``fx/readonly``, a folder nobody may write in."""
     ro = cwd / RO
     ro.mkdir()
     (ro / "inside.txt").write_text("x\n")
-    ro.chmod(0o555)
+    make_readonly(ro)
 
 
 # ---------------------------------------------------------------------------------------------- advice followed
@@ -198,7 +249,7 @@ def unlock(cwd: Path) -> None:
     """Give the read-only fixture folder its write permission back (so that pytest can remove it)."""
     ro = cwd / RO
     if ro.exists():
-        ro.chmod(0o755)
+        unmake_readonly(ro)
 
 
 def run_main(argv: Sequence[str], limit: float = 60) -> int:
@@ -254,8 +305,8 @@ def skip_if_the_device_exists(case: Case) -> None:
 
 def run_case(case: Case, pristine: Path, cwd: Path, monkeypatch, capsysbinary) -> None:
     """The whole test of one case (see the module doc): skipped where it cannot hold, run, checked, cleaned."""
-    if case.root_skip and hasattr(os, "geteuid") and os.geteuid() == 0:
-        pytest.skip("running as root: chmod does not stop writes")
+    if case.root_skip and not readonly_stops_this_user():
+        pytest.skip("running as root where chattr +i does not work: nothing stops its writes")
     skip_if_the_device_exists(case)
     workdir = make_workdir(pristine, cwd, monkeypatch, case.argv)
     cleanup = case.setup(workdir) if case.setup else None

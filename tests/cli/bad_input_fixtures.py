@@ -185,7 +185,10 @@ def build_fixtures(root: Path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file under ``root`` ('<dir>' for folders, '-> target' for links)."""
+    """relative path -> sha256 of every file under ``root`` ('<dir>' for folders, '-> target' for links,
+    '<not a regular file>' for a FIFO or socket, which is never opened: it would block)."""
+    import stat
+
     out: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
@@ -196,6 +199,8 @@ def snapshot(root: Path) -> dict[str, str]:
             p = base / f
             if p.is_symlink():
                 out[str(p.relative_to(root))] = f"-> {os.readlink(p)}"
+            elif not stat.S_ISREG(p.lstat().st_mode):
+                out[str(p.relative_to(root))] = "<not a regular file>"
             else:
                 out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -243,7 +248,7 @@ def build_sweep_fixtures(fx: Path) -> Path:
     sw/best-no-weights       a run whose best/model.safetensors is gone (its checkpoint is there)
     sw/metrics-folder, metrics-cut   metrics.jsonl a folder / its last line cut in the middle
     sw/foreign-hf            a model folder of another library (config.json of model_type gpt2)
-    sw/foreign-shapes        a BDH config.json with the weights of another BDH (1 layer)
+    sw/foreign-shapes        a BDH config.json with the weights of a GPT
     sw/pt-as-safetensors     an official .pt checkpoint named model.safetensors
     sw/leftovers             a run with the temporaries of a dead writer (a file and a checkpoint folder)
     sw/mid-swap              a run whose writer died while swapping best/ (best/ is in .best.PID-x.old)
@@ -283,7 +288,7 @@ def build_sweep_fixtures(fx: Path) -> Path:
     good = fx / "models" / "bdh"
     hf = json.dumps({"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "vocab_size": 256}).encode()
     _model_folder_with(sw, "foreign-hf", good, config=hf)
-    other = (fx / "models" / "bdh-1layer" / "model.safetensors").read_bytes()
+    other = (fx / "models" / "gpt" / "model.safetensors").read_bytes()
     _model_folder_with(sw, "foreign-shapes", good, weights=other)
     _model_folder_with(sw, "pt-as-safetensors", good, weights=(fx / "official.pt").read_bytes())
     pid = dead_pid()

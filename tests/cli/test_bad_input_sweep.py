@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,17 +34,35 @@ from .bad_input_cases import (
     advised_command,
     follow_adding,
     follow_command,
+    make_readonly,
     one_line_problems,
     readonly_folder,
     run_case,
     run_main,
+    unmake_readonly,
 )
 from .bad_input_fixtures import TINY_TRAIN, build_sweep_fixtures, set_args
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 TABLE = CaseTable()
-case, ok, CASES = TABLE.case, TABLE.ok, TABLE.cases
+case, CASES = TABLE.case, TABLE.cases
+
+#: the kind of a control (a case that succeeds) by the first word of its id
+CONTROL_KINDS = {
+    "interrupted": "interrupted",
+    "damaged": "damaged",
+    "folder": "not-a-file",
+    "concurrent": "concurrent",
+    "missing": "missing",
+    "readonly": "read-only",
+}
+
+
+def ok(id: str, argv: str | Sequence[str], *extra: str | Sequence[str], **kw) -> None:
+    """A control that succeeds, counted with the cases of its kind."""
+    TABLE.ok(id, argv, *extra, kind=CONTROL_KINDS[id.split("-")[0]], **kw)
+
 
 #: fixture paths, relative to each case's cwd
 RUN = "fx/run"
@@ -65,7 +83,11 @@ GEN = ["--max-new-tokens", "2", "--device", "cpu"]
 EVAL = ["--batches", "1", "--device", "cpu"]
 INSPECT = ["--no-figures", "--tokens", "8", "--windows", "1", "--max-nodes", "16", "--seeds", "1"]
 BENCH = ["--quick", "--models", "bdh", "--steps", "1", "--seeds", "0", "--lrs", "1e-3", "--widths", "8"]
-SCALING = ["--quick", "--set", "lrs=[0.003]", "--set", "steps=2", "--set", "curve_points=1"]
+#: the scaling experiment at one size, one learning rate, two steps (a run of each model)
+SCALING = [
+    "--quick",
+    *set_args(["lrs=[0.003]", "steps=2", "curve_points=1", "n_neurons=[128]", "gpt_layers=[1]", "gpt_heads=[2]"]),
+]
 PROBE = ["--temperatures", "1", "--steps", "8", "--transient", "2", "--features", "2"]
 PC = "--print-config"
 
@@ -86,9 +108,8 @@ def readonly(rel: str) -> Callable[[Path], Callable[[], None]]:
     """A setup: ``rel`` (a folder of the case's fixtures) made read-only, its mode given back afterwards."""
 
     def make(cwd: Path) -> Callable[[], None]:
-        path = cwd / rel
-        path.chmod(0o555)
-        return lambda: path.chmod(0o755)
+        make_readonly(cwd / rel)
+        return lambda: unmake_readonly(cwd / rel)
 
     return make
 
@@ -224,13 +245,17 @@ case(
 )
 ok(
     "interrupted-resume-before-checkpoint-ok",
-    "train --resume fx/sw/no-ckpt",
+    "train --resume fx/sw/no-ckpt --set log.progress=lines",
     changes=("sw/no-ckpt",),
     check=stderr_has("no checkpoint yet"),
 )
 case("interrupted-generate-before-checkpoint", "interrupted", "generate fx/sw/no-ckpt", "fx/sw/no-ckpt", GEN)
 case("interrupted-eval-before-checkpoint", "interrupted", "eval fx/sw/no-ckpt", "fx/sw/no-ckpt", EVAL)
-case("interrupted-plot-before-checkpoint", "interrupted", "plot fx/sw/no-ckpt --out out/p", "fx/sw/no-ckpt")
+ok(
+    "interrupted-plot-before-checkpoint-draws-the-curves-ok",
+    "plot fx/sw/no-ckpt --out out/p",
+    check=lambda out, err, cwd: _assert(b"holds no model yet" in out, out),
+)
 ok("interrupted-runs-lists-it-ok", "runs fx/sw/no-ckpt", check=lambda out, err, cwd: _assert(b"no-ckpt" in out, out))
 case(
     "interrupted-bench-first-run",
@@ -291,8 +316,8 @@ case(
     follow_check=exists("fx/sw/cut-config/checkpoints/step-1"),
 )
 case("damaged-empty-config-resume", "damaged", "train --resume fx/sw/empty-config", "is empty")
-case("damaged-empty-config-plot", "damaged", "plot fx/sw/empty-config --out out/p", "config.yaml")
-ok("damaged-cut-config-runs-skips-it-ok", "runs fx/sw")
+case("damaged-empty-config-eval", "damaged", "eval fx/sw/empty-config", "config.yaml", EVAL)
+ok("damaged-cut-config-runs-skips-it-ok", "runs fx/sw/cut-config")
 for name, said in (("ckpt-cut", "model.safetensors"), ("ckpt-state-flipped", "trainer_state"), ("ckpt-meta-bad", "")):
     case(
         f"damaged-{name}-resume",
@@ -450,7 +475,7 @@ for id, argv in (
     ("generate", f"generate {BUSY} --prompt hi {' '.join(GEN)}"),
     ("eval", f"eval {BUSY} {' '.join(EVAL)}"),
     ("runs", f"runs {BUSY}"),
-    ("plot", f"plot {BUSY} --out out/p"),
+    ("viz", f"viz {BUSY} --out out/v.html --prompt hi"),
     ("merge", f"merge {BUSY} {BDH_A} out/m"),
 ):
     ok(f"concurrent-reader-{id}-ok", argv, setup=held(BUSY))
@@ -605,7 +630,7 @@ for id, argv, out in (
     ("merge", f"merge {BDH_A} fx/models/bdh-b {FULL}", "full"),
     ("corpus", f"corpus {NOTES} --size 1KB", "notes.txt"),
     ("viz", f"viz {RUN} --out {PRECIOUS} --prompt hi", "precious.txt"),
-    ("plot", f"plot {RUN} --out {FULL}", "full"),
+    ("inspect", f"inspect {RUN} --out {FULL} {' '.join(INSPECT)}", "full"),
     (
         "convert",
         f"convert {OFFICIAL} {FULL} --n-layer 1 --n-embd 16 --n-head 2 --mlp-internal-dim-multiplier 4",
@@ -713,25 +738,11 @@ SIGNALLED = [
         at="bdh.cli.train_cmds:_stream_bytes",
     ),
     Signalled(
-        "generate-sigint",
-        ("generate", RUN, "--prompt", "hi", *GEN),
-        signal.SIGINT,
-        ("bdh: interrupted (SIGINT)",),
-        at="bdh.cli.train_cmds:_stream_bytes",
-    ),
-    Signalled(
         "eval-sigterm",
         ("eval", RUN, *EVAL),
         signal.SIGTERM,
         ("interrupted (SIGTERM)",),
         at="bdh.train.evaluate:evaluate",
-    ),
-    Signalled(
-        "inspect-sigterm",
-        ("inspect", RUN, "--out", "out/i", *INSPECT),
-        signal.SIGTERM,
-        ("interrupted (SIGTERM)",),
-        at="bdh.analysis.report:write_report",
     ),
     Signalled(
         "train-sigterm-during-setup",
@@ -742,7 +753,7 @@ SIGNALLED = [
     ),
     Signalled(
         "bench-sigterm-during-a-run",
-        ("bench", "recall", "--out", "out/b", *BENCH[:-4], "--lrs", "1e-3", "--widths", "8", "--steps", "400"),
+        ("bench", "recall", "--out", "out/b", *BENCH[:-4], "--lrs", "1e-3", "--widths", "8", "--steps", "150"),
         signal.SIGTERM,
         ("bench recall interrupted (SIGTERM)", "continue with: bdh bench recall"),
         after="bench recall [1/1]",
@@ -769,10 +780,10 @@ SIGNALLED = [
     ),
     Signalled(
         "scaling-sigint-during-a-run",
-        ("experiment", "scaling", "--out", "out/s", *SCALING[:-4], "--set", "steps=300", "--set", "curve_points=1"),
+        ("experiment", "scaling", "--out", "out/s", *SCALING, "--set", "steps=300"),
         signal.SIGINT,
         ("experiment scaling interrupted (SIGINT)", "continue with: bdh experiment scaling"),
-        after="[scaling]",
+        after="scaling plan",
     ),
 ]
 
