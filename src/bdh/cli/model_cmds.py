@@ -115,7 +115,9 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
                 raise UserError(f"{src}: not a BDH model folder")
             fields = config.to_dict()
             _warn_damaged_weights(model_dir)
-        else:  # a file: missing, a folder's stand-in or a FIFO refused by name (read_json)
+        elif not os.path.lexists(src):
+            raise FileNotFoundError(f"{src}: no such file or folder")
+        else:  # a file; a FIFO or device is refused by name (read_json)
             data = read_json(src)
             if not isinstance(data, dict):
                 raise UserError(f"{src}: expected a JSON object of BDHConfig fields, got a JSON {type(data).__name__}")
