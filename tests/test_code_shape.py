@@ -13,15 +13,8 @@ TOOL = Path(__file__).resolve().parents[1] / "tools" / "code_shape.py"
 #: what is still above the limits (its size when it was listed); an entry that no longer breaks a limit fails the
 #: test too, so the list only shrinks
 KNOWN: dict[str, str] = {
-    "cli/dmft_cmds.py:cmd_trajectory": "79 lines",
-    "cli/dmft_cmds.py:register": "93 lines",
-    "cli/synapse_cmds.py:cmd_synapses": "64 lines",
-    "cli/train_cmds.py:cmd_train": "87 lines",
-    "cli/train_cmds.py:register": "170 lines",
-    "cli/viz_cmds.py:register": "81 lines",
+    # the generation code is being rewritten in another change (batched generation on the recurrent state)
     "model/generation.py:GenerationMixin.stream": "69 lines",
-    "cli/train_cmds.py": "632 lines",
-    "bdh.cli <-> bdh.cli.bench_cmds <-> bdh.cli.completion <-> bdh.cli.experiment_cmds": "import cycle",
 }
 
 

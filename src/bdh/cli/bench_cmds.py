@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
-    from . import UsageError
+    from .checks import UsageError
 
     raise UsageError(f"bench: give a suite ({', '.join(SUITES)})")
 
