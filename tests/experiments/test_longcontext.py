@@ -115,7 +115,7 @@ def test_quick_experiment_end_to_end_and_resumed(tmp_path, capsys):
     assert main(args) == 0
     report = (out / "report.md").read_text()
     results = json.loads((out / "results.json").read_text())
-    assert {r["recipe"] for r in results["runs"]} == {"official", "alibi-tbptt", "gpt"}
+    assert {r["recipe"] for r in results["runs"]} == {"official", "facts", "gpt"}
     for name in ("context.png", "recall.png"):
         assert (out / "figures" / name).stat().st_size > 10_000
     for heading in ("Loss by position", "What the state adds", "Recall through the state", "Long generation"):
@@ -174,3 +174,25 @@ def test_word_targets_find_recurring_words_by_distance():
         i for w in (b"again", b"Ophelia") for i in range(row.index(w) + 1, row.index(w) + len(w) - 1)
     ]
     assert o1 > 0
+
+
+def _recall_run(accuracy: float, control: float, trials: int = 16) -> dict:
+    row = {"accuracy": accuracy, "control": control, "recall": accuracy - control, "trials": trials}
+    return {"recall": [{"distance": 64, "carried": row}, {"distance": 4096, "carried": row}]}
+
+
+def test_recall_verdict_needs_two_standard_errors_at_4k():
+    from bdh.experiments.longcontext.report import recall_verdict
+
+    # 2 seeds x 16 trials x 5 letters = 160 letters: 2 SE of (0.03 vs 0.03) is about 0.038
+    assert recall_verdict("r", [_recall_run(0.06, 0.03)] * 2)[1] is False
+    assert recall_verdict("r", [_recall_run(0.20, 0.03)] * 2)[1] is True
+    title, ok, numbers = recall_verdict("r", [{"recall": _recall_run(0.2, 0.0)["recall"][:1]}])
+    assert ok is None and "no recall distance" in numbers
+
+
+def test_facts_recipe_trains_with_the_curriculum():
+    config = Config()
+    assert config.sections("facts")["task"]["facts"] > 0
+    assert config.model_section("gpt-facts")["name"] == "gpt"
+    assert "task" not in config.sections("official")

@@ -26,6 +26,10 @@ from bdh.errors import UserError
 MAX_INT = 2**63 - 1
 
 
+class UsageError(UserError):
+    """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
+
+
 def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in [low, high] (never above `MAX_INT`)."""
 

@@ -35,11 +35,14 @@ from bdh.outputs import input_file
 from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig
+from .facts import MIN_DISTANCE, Overlay, apply_overlays, plan_facts
 
 #: the name that selects the embedded corpus in ``task.data``
 EMBEDDED = "shakespeare"
 EMBEDDED_FILE = "shakespeare.txt.xz"
 SPLITS = ("train", "val", "all")
+#: whole-lane streams (``train.tbptt_windows`` null) plan the recall curriculum's facts per this many windows
+LANE_FACT_WINDOWS = 32
 LN2 = math.log(2.0)
 
 
@@ -52,11 +55,18 @@ class TextConfig(TaskConfig):
             ``shakespeare`` / null for the embedded corpus.
         seq_len: T, tokens per window.
         val_fraction: share of the stream (its end) held out for validation.
+        facts: the recall curriculum (`bdh.tasks.facts`): mean number of fact/question pairs written per
+            1,000 bytes of each training row (a window, or a whole stream of ``train.tbptt_windows``);
+            0 (the default) trains on the corpus alone. Validation text is never changed.
+        fact_reach: the longest distance in bytes between a fact and its question (null: as long as the
+            row allows); distances are drawn log-uniformly from 8 bytes up.
     """
 
     data: str | None = None
     seq_len: int = bounded(256, ge=1)
     val_fraction: float = bounded(0.1, gt=0, lt=1)
+    facts: float = bounded(0.0, ge=0, le=100)
+    fact_reach: int | None = bounded(None, ge=MIN_DISTANCE)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -175,9 +185,16 @@ class TextTask:
         lo, hi = self._bounds(split)
         return hi - lo
 
-    def _windows(self, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def _windows(
+        self, starts: np.ndarray, facts: list[list[Overlay]] | None = None, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows of T + 1 bytes from ``starts``; ``facts[b]`` (planned for a row that starts ``offset`` bytes
+        before this window) is written over row b."""
         T = self.seq_len
-        rows = np.stack([self.stream.read(int(s), T + 1) for s in starts]).astype(np.int64)
+        rows = [self.stream.read(int(s), T + 1) for s in starts]
+        if facts is not None:
+            rows = [apply_overlays(r, f, offset) for r, f in zip(rows, facts, strict=True)]
+        rows = np.stack(rows).astype(np.int64)
         data = torch.from_numpy(rows)
         return data[:, :-1].contiguous(), data[:, 1:].contiguous()
 
@@ -194,6 +211,7 @@ class TextTask:
         if split == "train":
             rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
             starts = lo + rng.integers(0, hi - lo - self.seq_len, size=batch_size)
+            return self._windows(starts, self._plan_facts([seed, index], batch_size, self.seq_len + 1))
         else:
             nw = self._seq_windows(split)
             w = index * batch_size + np.arange(batch_size)
@@ -259,7 +277,10 @@ class TextTask:
         slack = lane - 1 - windows * self.seq_len
         shift = int(np.random.Generator(np.random.PCG64([seed, epoch, 0x57E4])).integers(0, slack + 1))
         starts = lo + np.arange(batch_size) * lane + shift + w * self.seq_len
-        inputs, targets = self._windows(starts)
+        block, at = divmod(w, LANE_FACT_WINDOWS)  # facts are planned per block of windows of a lane
+        length = LANE_FACT_WINDOWS * self.seq_len  # a block's last byte is the next block's first: left alone
+        facts = self._plan_facts([seed, epoch, block], batch_size, length) if split == "train" else None
+        inputs, targets = self._windows(starts, facts, at * self.seq_len)
         return inputs, targets, w == 0
 
     def _random_streams(
@@ -276,5 +297,15 @@ class TextTask:
         stream, w = divmod(index, stream_windows)
         rng = np.random.Generator(np.random.PCG64([seed, stream, 0x5A7E]))
         starts = lo + rng.integers(0, hi - lo - span + 1, size=batch_size) + w * self.seq_len
-        inputs, targets = self._windows(starts)
+        facts = self._plan_facts([seed, stream], batch_size, span) if split == "train" else None
+        inputs, targets = self._windows(starts, facts, w * self.seq_len)
         return inputs, targets, w == 0
+
+    def _plan_facts(self, key: list[int], rows: int, length: int) -> list[list[Overlay]] | None:
+        """The recall curriculum's overlays of ``rows`` training rows of ``length`` bytes (`bdh.tasks.facts`),
+        drawn from a generator seeded by ``key``; None when ``task.facts`` is 0."""
+        if self.config.facts <= 0:
+            return None
+        rng = np.random.Generator(np.random.PCG64([*key, 0xFAC7]))
+        reach = self.config.fact_reach or length
+        return [plan_facts(rng, length, self.config.facts, reach) for _ in range(rows)]

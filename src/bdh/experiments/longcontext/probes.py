@@ -24,15 +24,9 @@ import torch
 from torch import nn
 
 from bdh.errors import UserError
+from bdh.tasks.facts import KEY_LETTERS, VALUE_LETTERS, fact_sentence, question, random_word
 
-VALUE_LETTERS = 5
-KEY_LETTERS = 5
 LN2 = math.log(2.0)
-LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
-
-
-def _word(rng: np.random.Generator, n: int) -> bytes:
-    return bytes(rng.choice(LETTERS, size=n).tolist())
 
 
 @dataclass
@@ -51,9 +45,8 @@ def recall_trials(filler: np.ndarray, distance: int, trials: int, lead: int, see
     rng = np.random.Generator(np.random.PCG64([seed, distance, 0x2EC0]))
     rows, controls = [], []
     for _ in range(trials):
-        key, value = _word(rng, KEY_LETTERS), _word(rng, VALUE_LETTERS)
-        fact = b" The word for " + key + b" is " + value + b". "
-        question = b" The word for " + key + b" is "
+        key, value = random_word(rng, KEY_LETTERS), random_word(rng, VALUE_LETTERS)
+        fact, ask = fact_sentence(key, value), question(key)
         need = lead + len(fact) + distance
         if need > len(filler):
             raise UserError(
@@ -62,8 +55,8 @@ def recall_trials(filler: np.ndarray, distance: int, trials: int, lead: int, see
         start = int(rng.integers(0, len(filler) - need + 1))
         text = filler[start : start + need].tobytes()
         before, after = text[:lead], text[lead + len(fact) :]
-        rows.append(before + fact + after + question + value + b".")
-        controls.append(text[: lead + len(fact)] + after + question + value + b".")
+        rows.append(before + fact + after + ask + value + b".")
+        controls.append(text[: lead + len(fact)] + after + ask + value + b".")
     value_at = len(rows[0]) - VALUE_LETTERS - 1
     return RecallTrials(_as_tensor(rows), _as_tensor(controls), value_at, distance)
 

@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bdh.tasks.facts import VALUE_LETTERS
+
 from ..common import Report, mean, save_figure
 from .config import RECIPES, Config
 
@@ -14,6 +16,8 @@ from .config import RECIPES, Config
 CARRIED_AT = (1024, 4096, 16384, 65536)
 #: allowed windowed cost of a recipe against ``official`` (bits per byte), and the state's required gain
 WINDOW_COST, STATE_GAIN = 0.05, 0.05
+#: the distance (bytes) at which recall through the state must be above chance (issue target: 4k)
+RECALL_AT = 4096
 
 
 def _bucket(curve: dict, hi: int) -> float:
@@ -252,7 +256,25 @@ def verdicts(groups: dict[str, list[dict]], length: int) -> list[tuple[str, bool
                 f"gain {s['gain_1k_4k']:+.3f}",
             )
         )
+        found.append(recall_verdict(name, runs))
     return found
+
+
+def recall_verdict(name: str, runs: list[dict]) -> tuple[str, bool | None, str]:
+    """Recall through the state at the first probed distance of at least `RECALL_AT` bytes: above chance
+    when the accuracy on the value's letters exceeds the control's by more than two standard errors
+    (binomial, the letters of every seed pooled)."""
+    rows = [(i, row) for i, row in enumerate(runs[0]["recall"]) if row["distance"] >= RECALL_AT]
+    title = f"{name}: recall through the state above chance at {RECALL_AT:,} bytes"
+    if not rows:
+        return title, None, f"no recall distance of {RECALL_AT:,} bytes or more was probed"
+    i, row = rows[0]
+    got = [r["recall"][i]["carried"] for r in runs]
+    n = sum(g["trials"] for g in got) * VALUE_LETTERS
+    hit, ctl = mean([g["accuracy"] for g in got]), mean([g["control"] for g in got])
+    se = math.sqrt((hit * (1 - hit) + ctl * (1 - ctl)) / n)
+    numbers = f"at {row['distance']:,} bytes: accuracy {hit:.3f}, control {ctl:.3f} ({n} letters, 2 SE {2 * se:.3f})"
+    return title, hit - ctl > 2 * se, numbers
 
 
 def write_report(config: Config, out: Path, records: list[dict], reference: dict, seconds: float) -> Path:
