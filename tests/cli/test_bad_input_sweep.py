@@ -749,7 +749,7 @@ SIGNALLED = [
         ("train", "--run-dir", "out/r", *TINY),
         signal.SIGTERM,
         ("interrupted (SIGTERM)",),
-        at="bdh.train.trainer:check_fits",
+        at="bdh.train.process:check_fits",
     ),
     Signalled(
         "bench-sigterm-during-a-run",
