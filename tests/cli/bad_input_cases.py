@@ -56,6 +56,7 @@ class Case:
     follow: Callable[[str, Case], Sequence[str]] | None = None  # (error line, case) -> the advised argv
     follow_exit: int = 0
     follow_check: Check | None = None
+    needs: tuple[str, ...] = ()  # fixture paths the advice followed reads besides those the argv names
 
     @property
     def command(self) -> str:
@@ -308,7 +309,7 @@ def run_case(case: Case, pristine: Path, cwd: Path, monkeypatch, capsysbinary) -
     if case.root_skip and not readonly_stops_this_user():
         pytest.skip("running as root where chattr +i does not work: nothing stops its writes")
     skip_if_the_device_exists(case)
-    workdir = make_workdir(pristine, cwd, monkeypatch, case.argv)
+    workdir = make_workdir(pristine, cwd, monkeypatch, [*case.argv, *case.needs])
     cleanup = case.setup(workdir) if case.setup else None
     try:
         check_case(case, workdir, capsysbinary)

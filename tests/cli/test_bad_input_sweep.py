@@ -484,7 +484,16 @@ for id, argv in (
 HUGE = "9" * 30
 for key in ("train.max_steps", "train.batch_size", "eval.batches", "checkpoint.keep", "sample.max_new_tokens"):
     case(f"huge-{key}", "huge-number", "train", key, TINY, f"--set {key}={HUGE} {PC}")
-case("huge-model-n-layer", "huge-number", "train", "model", TINY, f"--set model.n_layer={2**32} {PC}")
+case(
+    "huge-model-n-layer",
+    "huge-number",
+    "train",
+    "model",
+    TINY,
+    f"--set model.n_layer={2**32} {PC}",
+    also=("give a smaller model",),
+    follow=follow_replacing(f"model.n_layer={2**32}", "model.n_layer=2", "model.n_layer"),
+)
 case("huge-model-n-neurons", "huge-number", "train", "model", TINY, f"--set model.n_neurons={2**40} {PC}")
 case(
     "huge-batch-memory",
@@ -600,8 +609,19 @@ case(
     TINY,
     also=(f"bdh train --resume {RUN}",),
     follow=follow_command,
-    follow_check=lambda out, err, cwd: _assert(b"nothing to do" in out, out),
+    follow_check=lambda out, err, cwd: _train_longer(out, cwd),
 )
+
+
+def _train_longer(out: bytes, cwd: Path) -> None:
+    """The next advice, 'nothing to do (to train longer: bdh train --resume R --set train.max_steps=M with M > 2)',
+    followed with M = 3."""
+    line = out.decode()
+    assert "nothing to do" in line, line
+    argv = [w.replace("=M", "=3") for w in advised_command(line.split("to train longer: ")[1].split(" with M")[0])]
+    assert run_main(argv) == 0 and (cwd / RUN / "checkpoints" / "step-3").is_dir(), argv
+
+
 case(
     "advice-resume-shorter-than-checkpoint",
     "advice",
@@ -640,7 +660,23 @@ for id, argv, out in (
 ):
     case(f"advice-{id}-overwrite", "advice", argv, out, also=("--overwrite",), follow=follow_adding("--overwrite"))
 case(
-    "advice-checkpoint-without-resume", "advice", f"train --checkpoint step-2 {PC}", "--checkpoint", also=("--resume",)
+    "advice-checkpoint-without-resume",
+    "advice",
+    f"train --checkpoint step-2 {PC}",
+    "--checkpoint",
+    also=("--resume RUN_DIR",),
+    follow=follow_adding(f"--resume {RUN}"),
+    needs=(RUN,),
+)
+case(
+    "advice-eval-model-folder-needs-data",
+    "advice",
+    f"eval {BDH_A}",
+    "models/bdh",
+    EVAL,
+    also=("--data",),
+    follow=follow_adding(f"--data {TEXT}"),
+    needs=(TEXT,),
 )
 case(
     "advice-scaling-foreign-resume",
