@@ -200,10 +200,11 @@ def select(
     """Choose the kernels of one forward pass; the only place where implementations are chosen.
 
     ``autograd``: gradients will flow to the weights. The chunked form runs the fused Triton kernels on CUDA
-    (`use_triton`), the lean autograd form elsewhere in training and the plain form otherwise. Under ``torch.compile`` the gate and the rotation are
-    the plain expressions, which inductor fuses itself. Dropout masks come from the fast host generator
-    (`dropout.drop_mask`) for an eager CPU training pass with ``dropout_rng="auto"`` and no hook, from
-    ``F.dropout`` for other training passes, and not at all in eval mode.
+    (`use_triton`), elsewhere the lean autograd form in training and the plain form otherwise. Under
+    ``torch.compile`` the gate and the rotation are the plain expressions, which inductor fuses itself. Dropout
+    masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
+    ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
+    mode.
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
