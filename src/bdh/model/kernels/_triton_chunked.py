@@ -84,7 +84,7 @@ def scan_kernel(
         t0 = c * C
         length = tl.minimum(C, T - t0)
         live = rc < length
-        t = t0 + rc
+        t = (t0 + rc).to(tl.int64)
         out = states_ptr + ((bh * NC + c) * N + rn[:, None]) * D + rd[None, :]
         tl.store(out, S.to(states_ptr.dtype.element_ty), mask=tile)
         x = tl.load(
@@ -160,7 +160,7 @@ def read_kernel(
     t0 = c * C
     length = tl.minimum(C, T - t0)
     live = rc < length
-    t = t0 + rc
+    t = (t0 + rc).to(tl.int64)
     acc = tl.zeros((BC, BD), dtype=ACC)
     scores = tl.zeros((BC, BC), dtype=ACC)
     for n0 in range(0, N, BN):
@@ -184,7 +184,7 @@ def read_kernel(
         else:
             acc = acc * tl.exp(log_u * rc.to(ACC))[:, None]
     if BACKWARD:
-        scores = scores * _decay_mask(log_u, rc, rc, HAS_U, ACC).trans()  # [j, i]: u^(i - j) where i > j
+        scores = scores * tl.trans(_decay_mask(log_u, rc, rc, HAS_U, ACC))  # [j, i]: u^(i - j) where i > j
     else:
         scores = scores * _decay_mask(log_u, rc, rc, HAS_U, ACC)
     z = tl.load(
@@ -251,7 +251,7 @@ def grad_keys_kernel(
     t0 = c * C
     length = tl.minimum(C, T - t0)
     live = rc < length
-    t = t0 + rc
+    t = (t0 + rc).to(tl.int64)
     read_q = tl.zeros((BC, BN), dtype=ACC)
     read_k = tl.zeros((BC, BN), dtype=ACC)
     P = tl.zeros((BC, BC), dtype=ACC)

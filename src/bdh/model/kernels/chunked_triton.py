@@ -35,9 +35,10 @@ Where the N x D state lives: in registers during each scan (one tile per program
 D / BD tiles of every head), and in global memory once per chunk boundary, (T / C) x N x D per head in the
 inputs' dtype, D / C times the size of q. It does not stay in registers from chunk to chunk across the whole
 layer, as flash-linear-attention's ``fused_chunk`` kernels keep theirs, because with BDH's N that would cut
-every output row into N / BN partial sums over D: with BN x BD <= 16k fp32 registers per program, about
-N D / 16k x D x 8 bytes of partial outputs per token and head (about 260 KiB at paper size), against
-2 N D / C bytes for writing and reading the chunk states (64 KiB with C = 64). The backward recomputes the
+every output row into N / BN partial sums over D: with a BN x D tile of at most 16k fp32 registers (BN = 64
+at D = 256), N / BN x D fp32 partial outputs per token and head, each written and read once (256 KiB at
+paper size), against N x D / C state entries per token written and read once in bf16 (128 KiB with C = 64),
+and the partial sums would not shrink with a longer chunk. The backward recomputes the
 chunk states instead of keeping them (the forward keeps only q, k, v and the carried state), as
 `bdh.model.kernels.chunked_lean` does when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens:
 the C x C scores of a chunk live in registers, so the register budget sets the chunk, not the model's
