@@ -6,8 +6,6 @@ than the others, masked rows and columns of the tiles, and the options of BDH's 
 tiles of N, D and the chunk are marked slow. On CUDA, tests/cuda/test_cuda.py runs the compiled kernels.
 """
 
-import importlib
-
 import pytest
 import torch
 
@@ -22,16 +20,12 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 
 @pytest.fixture(scope="module")
 def chunked_triton():
-    """`chunked_triton` with its kernels loaded for Triton's CPU interpreter (and reloaded as before afterwards)."""
-    from bdh.model.kernels import _triton_chunked as kernels
-    from bdh.model.kernels.chunked_triton import chunked_triton
+    """`chunked_triton`, its kernels run by Triton's CPU interpreter (tests/conftest.py turns it on without a GPU)."""
+    from bdh.model.kernels.chunked_triton import chunked_triton, interpreting
 
-    patch = pytest.MonkeyPatch()
-    patch.setenv("TRITON_INTERPRET", "1")
-    importlib.reload(kernels)  # triton.jit reads TRITON_INTERPRET when it wraps a kernel
-    yield chunked_triton
-    patch.undo()
-    importlib.reload(kernels)
+    if not interpreting():
+        pytest.skip("Triton's CPU interpreter is off (a GPU is here: tests/cuda runs the compiled kernels)")
+    return chunked_triton
 
 
 def _inputs(B, H, T, N, D, dtype=torch.float64, damped=False, with_state=False, shared_v=True, seed=0):
@@ -114,10 +108,15 @@ def test_several_tiles_of_every_dimension(chunked_triton, case):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_low_precision_stays_as_close_to_fp64_as_the_lean_form(chunked_triton, dtype):
-    """fp32 and bf16 inputs (bf16 through autocast, as training runs): every sum is in fp32, so the error against
-    fp64 is that of the inputs' rounding, no larger than the lean autograd form's (with a margin of 2x for the
-    different order of the sums)."""
+def test_low_precision_stays_close_to_fp64_like_the_lean_form(chunked_triton, dtype):
+    """fp32 and bf16 inputs (bf16 through autocast, as training runs), every sum in fp32: the error against fp64 is
+    that of rounding the inputs and a few intermediates (the chunk states, the scores) to the inputs' dtype.
+
+    Measured at this size (4 seeds): fp32 ~1.5e-7 of the largest value for both forms; bf16 ~1e-2 for these kernels
+    and ~6e-3 for the lean form, whose mean error is half these kernels' here because Triton's CPU interpreter
+    rounds fp32 to bf16 by truncation (half of its conversions differ from round-to-nearest, measured), about twice
+    the error of the rounding to nearest that the GPU and torch use. Bounds: 1e-6 (fp32), 3e-2 (bf16) of the
+    largest value, and a mean error at most 3x the lean form's (2x from truncation, with a margin)."""
     from bdh.model.kernels.chunked_lean import chunked_lean
 
     B, H, T, N, D = 2, 2, 37, 24, 8
@@ -126,34 +125,37 @@ def test_low_precision_stays_as_close_to_fp64_as_the_lean_form(chunked_triton, d
     ref = attention.recurrent(q, q, v, log_u=log_u, need_state=True)
     errors = {}
     for name, fn in [("triton", chunked_triton), ("lean", chunked_lean)]:
-        x, vv = q.float().requires_grad_(), v.float().requires_grad_()
+        x, vv = q.float(), v.float()
+        options = {"need_state": True} if name == "triton" else {}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
-            out, state = fn(
-                x, x, vv, chunk_size=8, log_u=log_u.float(), **({"need_state": True} if name == "triton" else {})
-            )
-        errors[name] = (rel_err(out.double(), ref[0]), rel_err(state.double(), ref[1]))
-    bound = 1e-5 if dtype == torch.float32 else 2e-2
-    assert max(errors["triton"]) < bound, errors
-    assert errors["triton"][0] <= 2 * errors["lean"][0] + 1e-6, errors
+            out, state = fn(x, x, vv, chunk_size=8, log_u=log_u.float(), **options)
+        mean = ((out.double() - ref[0]).abs().mean() / ref[0].abs().mean()).item()
+        errors[name] = (rel_err(out.double(), ref[0]), rel_err(state.double(), ref[1]), mean)
+    bound = 1e-6 if dtype == torch.float32 else 3e-2
+    assert max(errors["triton"][:2]) < bound, errors
+    assert errors["triton"][2] <= 3 * errors["lean"][2] + 1e-7, errors
 
 
-def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_triton, monkeypatch):
-    """`select` swaps the kernels in for the chunked form (forced on the CPU here): the same logits and gradients."""
+@pytest.mark.parametrize("damping, tol", [(None, 1e-10), (0.9, 1e-6)])
+def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_triton, monkeypatch, damping, tol):
+    """`select` swaps the kernels in for the chunked form (forced on the CPU here): the same logits and gradients.
+
+    fp64: undamped, the forms differ only in summation order (1e-10). Damped, the model hands the kernels log u in
+    fp32 and the parallel form takes u^(t - tau) in fp32 too, the kernels in fp64: ~1e-7 of the scale apart."""
     import bdh.model.kernels as kernels
 
     monkeypatch.setattr(kernels, "use_triton", lambda device: True)
     grads = {}
     for mode in ("parallel", "chunked"):
-        model = tiny_model(seed=3, damping=0.9).double()
+        model = tiny_model(seed=3, damping=damping).double()
         idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(0))
         assert model.kernels(Pass(mode, 0, 11)).attention == ("chunked-triton" if mode == "chunked" else "shared-keys")
         logits = model(idx, mode=mode)
         logits.pow(2).mean().backward()
         grads[mode] = (logits.detach(), [p.grad for p in model.parameters()])
-    # fp64: the two forms differ only in summation order
-    assert rel_err(grads["chunked"][0], grads["parallel"][0]) < 1e-10
+    assert rel_err(grads["chunked"][0], grads["parallel"][0]) < tol
     for a, b in zip(grads["chunked"][1], grads["parallel"][1]):
-        assert rel_err(a, b) < 1e-10
+        assert rel_err(a, b) < tol
 
 
 def test_select_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypatch):

@@ -12,6 +12,16 @@ import triton.language as tl
 
 
 @triton.jit
+def _mm(a, b, ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr):
+    """a @ b summed in ACC. WIDEN (Triton's CPU interpreter, whose dot has no bf16 or fp16 path): the operands
+    are widened to fp32 first, which is exact (a product of two bf16 or fp16 numbers is exact in fp32), so the
+    result is the tensor cores' up to the order of the sums."""
+    if WIDEN:
+        return tl.dot(a.to(ACC), b.to(ACC), out_dtype=ACC, input_precision="ieee")
+    return tl.dot(a, b, out_dtype=ACC, input_precision=PRECISION)
+
+
+@triton.jit
 def _decay_mask(log_u, rows, cols, HAS_U: tl.constexpr, ACC: tl.constexpr):
     """M[r, c] = u^(r - c) where r > c, else 0 (the strictly causal, damped mask of Eq. 4, within a chunk)."""
     gap = rows[:, None] - cols[None, :]
@@ -55,6 +65,7 @@ def scan_kernel(
     BD: tl.constexpr,
     ACC: tl.constexpr,
     PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
 ):
     """The state at every chunk boundary, one (BN x BD) tile of it per program, kept in registers.
 
@@ -104,7 +115,7 @@ def scan_kernel(
                 w = tl.exp(log_u * (length - rc).to(ACC))  # u^(len - j): token j's write, damped to the chunk end
             y = (y.to(ACC) * w[:, None]).to(y.dtype)  # the weight on the D-wide operand, not the N-wide one
             S = S * tl.exp(log_u * length.to(ACC))
-        S += tl.dot(tl.trans(x), y, out_dtype=ACC, input_precision=PRECISION)
+        S += _mm(tl.trans(x), y, ACC, PRECISION, WIDEN)
     tl.store(final_ptr + (bh * N + rn[:, None]) * D + rd[None, :], S, mask=tile)
 
 
@@ -145,6 +156,7 @@ def read_kernel(
     BD: tl.constexpr,
     ACC: tl.constexpr,
     PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
 ):
     """One chunk's rows, one BD-wide block of D: out = w * (x @ states[c]) + (M * x y^T) @ z, summed over N in
     BN-wide steps (the chunk's scores x y^T and the state read share the loads of x).
@@ -174,8 +186,8 @@ def read_kernel(
             mask=mn[:, None] & md[None, :],
             other=0.0,
         )
-        acc += tl.dot(x, st, out_dtype=ACC, input_precision=PRECISION)
-        scores += tl.dot(x, tl.trans(y), out_dtype=ACC, input_precision=PRECISION)
+        acc += _mm(x, st, ACC, PRECISION, WIDEN)
+        scores += _mm(x, tl.trans(y), ACC, PRECISION, WIDEN)
     log_u = 0.0
     if HAS_U:
         log_u = tl.load(log_u_ptr + h).to(ACC)
@@ -192,7 +204,7 @@ def read_kernel(
         mask=live[:, None] & md[None, :],
         other=0.0,
     )
-    acc += tl.dot(scores.to(z.dtype), z, out_dtype=ACC, input_precision=PRECISION)
+    acc += _mm(scores.to(z.dtype), z, ACC, PRECISION, WIDEN)
     ptr = out_ptr + b * so_b + h * so_h + t[:, None] * so_t + rd[None, :] * so_d
     tl.store(ptr, acc.to(out_ptr.dtype.element_ty), mask=live[:, None] & md[None, :])
 
@@ -237,6 +249,7 @@ def grad_keys_kernel(
     BD: tl.constexpr,
     ACC: tl.constexpr,
     PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
 ):
     """dq and dk of one chunk's rows and one BN-wide block of N, summed over D in BD-wide steps:
 
@@ -265,9 +278,9 @@ def grad_keys_kernel(
         tile = mn[:, None] & md[None, :]
         before = tl.load(states_ptr + at, mask=tile, other=0.0)
         after = tl.load(dstates_ptr + at, mask=tile, other=0.0)
-        read_q += tl.dot(g, tl.trans(before), out_dtype=ACC, input_precision=PRECISION)
-        read_k += tl.dot(v, tl.trans(after), out_dtype=ACC, input_precision=PRECISION)
-        P += tl.dot(g, tl.trans(v), out_dtype=ACC, input_precision=PRECISION)
+        read_q += _mm(g, tl.trans(before), ACC, PRECISION, WIDEN)
+        read_k += _mm(v, tl.trans(after), ACC, PRECISION, WIDEN)
+        P += _mm(g, tl.trans(v), ACC, PRECISION, WIDEN)
     log_u = 0.0
     if HAS_U:
         log_u = tl.load(log_u_ptr + h).to(ACC)
@@ -281,8 +294,8 @@ def grad_keys_kernel(
     else:
         k = tl.load(k_ptr + b * sk_b + h * sk_h + t[:, None] * sk_t + rn[None, :] * sk_n, mask=rows, other=0.0)
     P_low = P.to(q.dtype)
-    dq = read_q + tl.dot(P_low, k, out_dtype=ACC, input_precision=PRECISION)
-    dk = read_k + tl.dot(tl.trans(P_low), q, out_dtype=ACC, input_precision=PRECISION)
+    dq = read_q + _mm(P_low, k, ACC, PRECISION, WIDEN)
+    dk = read_k + _mm(tl.trans(P_low), q, ACC, PRECISION, WIDEN)
     if SHARED:
         dq += dk
     else:

@@ -99,6 +99,7 @@ class _Plan:
     BD: int
     acc: torch.dtype  # the dtype of every sum (fp32, or fp64 for fp64 inputs)
     precision: str  # ``ieee`` or ``tf32`` (fp32 inputs where torch allows TF32 matmuls)
+    widen: bool  # widen bf16 / fp16 operands to fp32 before a product (the CPU interpreter has no bf16 dot)
 
     def constants(self) -> dict:
         import triton.language as tl
@@ -109,6 +110,7 @@ class _Plan:
             BD=self.BD,
             ACC=tl.float64 if self.acc == torch.float64 else tl.float32,
             PRECISION=self.precision,
+            WIDEN=self.widen,
         )
 
 
@@ -131,6 +133,7 @@ def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
         BD=_pow2(D, 16, 64),
         acc=acc,
         precision="tf32" if tf32 else "ieee",
+        widen=interpreting() and q.dtype in (torch.bfloat16, torch.float16),
     )
 
 
