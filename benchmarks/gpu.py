@@ -21,7 +21,9 @@ Training table, per window T, every cell measured in this run:
   ``torch.compile``, as its ``train.py`` runs it. A cell that runs out of GPU memory reads ``OOM``.
 * **ours**: one optimiser step of `bdh.train.Trainer` (``train_step``: batch, forward, loss, backward,
   clipping, fused AdamW) in bf16 autocast, the attention form with fewer analytic FLOPs at that T
-  (``--form``); with ``--compile`` also under ``torch.compile``.
+  (``--form``); with ``--compile`` also under ``torch.compile``. Where the chunked form runs the fused Triton
+  kernels (`bdh.model.kernels.chunked_triton`, on CUDA), a second row runs it with ``BDH_TRITON=0`` (the lean
+  autograd form, `bdh.model.kernels.chunked_lean`): the A/B of the kernels in the same run.
 * **gpt**: the GPT baseline (`bdh.baselines.gpt`, ``F.scaled_dot_product_attention``: flash attention on
   GPUs that have it) with about as many parameters as the BDH model (`gpt_config`), in the same
   trainer and precision (also compiled with ``--compile``): the yardstick of what this GPU gives a
@@ -53,6 +55,7 @@ import contextlib
 import gc
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -345,29 +348,57 @@ def ours_overrides(cfg: BDHConfig, form: str) -> list[str]:
     ]
 
 
+def without_triton(measure: Callable[[], dict]) -> Callable[[], dict]:
+    """``measure`` with the fused Triton kernels turned off (``BDH_TRITON=0``): the lean autograd chunked form."""
+
+    def run() -> dict:
+        saved = os.environ.get("BDH_TRITON")
+        os.environ["BDH_TRITON"] = "0"
+        try:
+            return measure()
+        finally:
+            if saved is None:
+                del os.environ["BDH_TRITON"]
+            else:
+                os.environ["BDH_TRITON"] = saved
+
+    return run
+
+
+def training_cells(dev: Device, args: argparse.Namespace, sizes: Sizes, module, T: int, batch: int) -> list[tuple]:
+    """(loop, setting, attention, FLOPs per token, measure) of every cell at window T. Where the chunked form runs
+    the Triton kernels (CUDA), a second "ours" cell runs it without them (the lean autograd form): an A/B row."""
+    from bdh.model.kernels import use_triton
+
+    cfg = bdh_config(sizes, args)
+    form = best_form(cfg, T) if args.form == "auto" else args.form
+    ours = ours_overrides(cfg, form)
+    g = gpt_config(sizes, cfg.num_params(), T)
+    gpt = ["model.name=gpt", *(f"model.{k}={getattr(g, k)}" for k in ("n_layer", "n_embd", "n_head", "dropout"))]
+    gpt.append(f"model.positional={g.positional}")
+    fused = form == "chunked" and use_triton(dev.device)
+    cells = []
+    for c in (False, True) if args.compile else (False,):
+        setting = "bf16+compile" if c else "bf16"
+        if module is not None:
+            measure = partial(measure_official, dev, module, cfg, T, batch, c, sizes)
+            cells.append(("official", setting, "parallel", train_flops_per_token(cfg, T, "parallel"), measure))
+        measure = partial(measure_trainer, dev, ours, T, batch, c, sizes)
+        flops = train_flops_per_token(cfg, T, form)
+        cells.append(("ours", setting, f"{form} (triton)" if fused and not c else form, flops, measure))
+        if fused and not c:  # (torch.compile keeps the lean form)
+            cells.append(("ours", setting, f"{form} (lean)", flops, without_triton(measure)))
+        measure = partial(measure_trainer, dev, gpt, T, batch, c, sizes)
+        cells.append(("gpt", setting, "sdpa", gpt_train_flops_per_token(g, T), measure))
+    return cells
+
+
 def training_rows(dev: Device, args: argparse.Namespace, sizes: Sizes, module) -> list[dict]:
     """One row per window T and loop (official, ours, gpt; each also compiled with ``--compile``)."""
-    cfg = bdh_config(sizes, args)
-    compiles = (False, True) if args.compile else (False,)
     rows = []
     for T in sizes.blocks:
         batch = max(1, sizes.tokens_per_step // T)
-        form = best_form(cfg, T) if args.form == "auto" else args.form
-        ours = ours_overrides(cfg, form)
-        g = gpt_config(sizes, cfg.num_params(), T)
-        gpt = ["model.name=gpt", *(f"model.{k}={getattr(g, k)}" for k in ("n_layer", "n_embd", "n_head", "dropout"))]
-        gpt.append(f"model.positional={g.positional}")
-        cells: list[tuple[str, str, str, float, Callable[[], dict]]] = []
-        for c in compiles:
-            setting = "bf16+compile" if c else "bf16"
-            if module is not None:
-                measure = partial(measure_official, dev, module, cfg, T, batch, c, sizes)
-                cells.append(("official", setting, "parallel", train_flops_per_token(cfg, T, "parallel"), measure))
-            measure = partial(measure_trainer, dev, ours, T, batch, c, sizes)
-            cells.append(("ours", setting, form, train_flops_per_token(cfg, T, form), measure))
-            measure = partial(measure_trainer, dev, gpt, T, batch, c, sizes)
-            cells.append(("gpt", setting, "sdpa", gpt_train_flops_per_token(g, T), measure))
-        for loop, setting, f, flops, measure in cells:
+        for loop, setting, f, flops, measure in training_cells(dev, args, sizes, module, T, batch):
             res = guarded(dev, measure)
             row = {"T": T, "batch": batch, "loop": loop, "setting": setting, "form": f, "flops_per_token": flops}
             if res.get("oom"):
@@ -376,7 +407,7 @@ def training_rows(dev: Device, args: argparse.Namespace, sizes: Sizes, module) -
                 tok_s = batch * T / res["seconds"]
                 row.update(tok_s=tok_s, tflops=tok_s * flops / 1e12, peak_gib=res["peak_gib"], note=res.get("note"))
             shown = row["tok_s"] if row["tok_s"] == OOM else f"{row['tok_s']:,.0f}"
-            print(f"  measured T={T} {loop} {setting}: {shown} tokens/s", file=sys.stderr, flush=True)
+            print(f"  measured T={T} {loop} {setting} {f}: {shown} tokens/s", file=sys.stderr, flush=True)
             rows.append(row)
         official = {r["setting"]: r["tok_s"] for r in rows if r["T"] == T and r["loop"] == "official"}
         for r in rows:
@@ -502,7 +533,7 @@ GEN_COLUMNS = [
     ("peak_gib", "ours peak GiB", ".2f"),
     ("prefill_s", "prefill s (batch 1)", ".2f"),
     ("official_tok_s", "official tokens/s", ",.1f"),
-    ("vs_official", "x official", ".0f"),
+    ("vs_official", "x official", ".1f"),
 ]
 
 

@@ -20,7 +20,8 @@ profile      ``benchmarks/gpu_profile.py``: one bf16 training step at  ``profile
              T = 512 and 2048 at the paper's size, torch.profiler      ``profile_T512.txt`` (top operators), the
                                                                        same for 2048, ``profile.log``
 generation   ``benchmarks/gpu.py OFFICIAL --part generation``          ``generation.log``, ``generation.json``
-summary      (here) each step's status and seconds, the test counts    ``summary.md``
+summary      (here) each step's status and seconds, the test counts,   ``summary.md``
+             the training and generation tables
 ===========  ========================================================  ===========================================
 
 ``--tar`` also packs the folder into ``OUT.tar.gz`` (one file to copy off the machine). Without an official
@@ -33,6 +34,7 @@ runs it in CI.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import signal
@@ -70,8 +72,12 @@ def steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
     limits = QUICK_LIMITS if args.quick else LIMITS
     size = ["--device", args.device] + (["--quick"] if args.quick else [])
     checkout = [] if official is None else [str(official)]
-    tests = [py, "-m", "pytest", "-m", "cuda", "-q", "-rfE", "-p", "no:cacheprovider", "--deselect", SELF_TEST]
-    tests += ["--junitxml", str(out / "cuda_tests.xml")] + (["tests/cuda"] if args.device == "cpu" else [])
+    # -v: one line per test as it ends, so a step stopped at its limit still shows what passed and what failed
+    tests = [py, "-m", "pytest", "-m", "cuda", "-v", "-rfE", "--durations=15", "-p", "no:cacheprovider"]
+    tests += ["--deselect", SELF_TEST, "--junitxml", str(out / "cuda_tests.xml")]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        tests.append("--timeout=90")  # one hung test does not take the whole step
+    tests += ["tests/cuda"] if args.device == "cpu" else []
     gpu = [py, str(BENCHMARKS / "gpu.py"), *checkout, *size]
     pip = [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
     table = [
@@ -186,10 +192,21 @@ def summary(args: argparse.Namespace, official: Path | None, results: list[dict]
         "",
         "GPU tests: " + test_counts(args.out / "cuda_tests.xml"),
         "",
-        "The training and generation tables are in `training.log` and `generation.log` (their numbers in the JSON",
-        "files); the profiles in `profile_T*.txt` (top operators) and `profile_T*.json.gz` (Chrome traces).",
+        "The tables below are copied from `training.log` and `generation.log` (their numbers are in the JSON files);",
+        "the profiles are in `profile_T*.txt` (top operators) and `profile_T*.json.gz` (Chrome traces).",
     ]
+    for log in ("training.log", "generation.log"):
+        lines += ["", f"## {log}", "", *tables(args.out / log)]
     return "\n".join(lines) + "\n"
+
+
+def tables(log: Path) -> list[str]:
+    """What a benchmark printed (its header, its tables): the log without the command and the progress lines;
+    a note instead where it printed no table."""
+    text = log.read_text().splitlines() if log.is_file() else []
+    if not any(line.startswith("|") for line in text):
+        return ["(no table: see the log)"]
+    return [line for line in text if line.strip() and not line.startswith(("$ ", "  measured"))]
 
 
 def main(argv: list[str] | None = None) -> int:

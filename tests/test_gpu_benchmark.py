@@ -87,7 +87,7 @@ def test_cpu_quick_mode_fills_every_cell_and_reports_oom_per_cell(gpu_benchmark,
     out = tmp_path / "gpu.json"
     assert gpu_benchmark.main([str(checkout), "--device", "cpu", "--quick", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "| T | batch | loop |" in text and "| batch | context | ours tokens/s |" in text
+    assert "| T | batch | loop |" in text and "| context | batch | ours ms/token |" in text
     results = json.loads(out.read_text())
     rows = {(r["T"], r["loop"]): r for r in results["training"]}
     assert set(rows) == {(T, loop) for T in (32, 64) for loop in ("official", "ours", "gpt")}
@@ -162,6 +162,7 @@ def test_the_one_command_on_the_cpu_writes_every_file_of_its_folder(gpu_all, tmp
     for step, status in [("install", "skipped"), ("cuda-tests", "ok"), ("training", "ok"), ("generation", "ok")]:
         assert f"| {step} | {status} |" in summary, summary
     assert "| profile | ok |" in summary and "GPU tests: " in summary and " failed" in summary
+    assert "| T | batch | loop |" in summary and "| context | batch |" in summary  # the tables, copied
     assert "skipped" in (out / "cuda_tests.log").read_text()  # collected, and skipped without a GPU
     training = json.loads((out / "training.json").read_text())["training"]
     assert {r["loop"] for r in training} == {"official", "ours", "gpt"}
