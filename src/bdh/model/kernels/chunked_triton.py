@@ -21,7 +21,7 @@ multiprocessor's registers and shared memory; flash-linear-attention's kernels a
 kernels (`bdh.model.kernels._triton_chunked`), each used in the forward and in the backward pass:
 
 * ``scan_kernel``, one program per (BN x BD) tile of the state of one (batch, head): the recurrence over the
-  chunks with the tile in registers, in fp32, from the first chunk to the last (forward: k, v) or back
+  chunks with the tile in registers, from the first chunk to the last (forward: k, v) or back
   (backward: q, dO). The state is written to global memory only at chunk boundaries, in the inputs' dtype
   (what the matmuls read), never read back by the scan itself.
 * ``read_kernel``, one program per (chunk, BD-block of D, batch x head): a = u^i (q S_b) + (M * q k^T) v,
@@ -38,14 +38,16 @@ layer, as flash-linear-attention's ``fused_chunk`` kernels keep theirs, because 
 every output row into N / BN partial sums over D: with a BN x D tile of at most 16k fp32 registers (BN = 64
 at D = 256), N / BN x D fp32 partial outputs per token and head, each written and read once (256 KiB at
 paper size), against N x D / C state entries per token written and read once in bf16 (128 KiB with C = 64),
-and the partial sums would not shrink with a longer chunk. The backward recomputes the
-chunk states instead of keeping them (the forward keeps only q, k, v and the carried state), as
-`bdh.model.kernels.chunked_lean` does when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens:
-the C x C scores of a chunk live in registers, so the register budget sets the chunk, not the model's
-``chunk_size`` (the values are the same, up to rounding).
+and the partial sums would not shrink with a longer chunk. The backward recomputes the chunk states instead of
+keeping them (the forward keeps only q, k, v and the carried state), as `bdh.model.kernels.chunked_lean` does
+when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens: the C x C scores of a chunk live in
+registers, so the register budget sets the chunk, not the model's ``chunk_size`` (the values are the same, up
+to rounding). The sums are in fp32 (fp64 for fp64 inputs).
 
-The block sizes (`_plan`) are chosen from the register budget, not tuned: how fast this is, and whether it
-beats `bdh.model.kernels.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
+The block sizes (`_plan`) are chosen from the register and shared-memory budgets, not tuned: BN x BD = 64 x 64
+for bf16 / fp16, 64 x 32 for fp32, 32 x 32 for fp64, so that the operands of one step of the longest loop stay
+under 48 KiB (three pipeline stages fit in 164 KiB of shared memory). How fast this is, and whether it beats
+`bdh.model.kernels.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
 against the naive sum and the recurrent form in values and every gradient under Triton's CPU interpreter
 (``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py) and on CUDA (tests/cuda).
 
@@ -129,8 +131,8 @@ def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
         C=C,
         NC=-(-T // C),
         BC=_pow2(C, 16, MAX_CHUNK),
-        BN=_pow2(N, 16, 64),
-        BD=_pow2(D, 16, 64),
+        BN=_pow2(N, 16, 64 if q.element_size() <= 4 else 32),
+        BD=_pow2(D, 16, 64 if q.element_size() <= 2 else 32),
         acc=acc,
         precision="tf32" if tf32 else "ieee",
         widen=interpreting() and q.dtype in (torch.bfloat16, torch.float16),
