@@ -84,7 +84,7 @@ class StateDecoder:
             # a graph replays a generator of its own only where torch can register it (else: eager steps)
             self.graphed = self.graphed and hasattr(torch.cuda.CUDAGraph, "register_generator_state")
         model.eval()  # the kernels below are chosen for inference: no dropout
-        self.state = model.init_state(batch_size)
+        self.rho = model.init_state(batch_size).rho
         self.position = torch.zeros((), dtype=torch.long, device=device)
         self.tokens = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.logits = torch.zeros(batch_size, model.config.vocab_size, device=device)
@@ -98,6 +98,12 @@ class StateDecoder:
     def batch_size(self) -> int:
         return self.tokens.shape[0]
 
+    @property
+    def state(self) -> BDHState:
+        """The state after the tokens read so far (its rho is the decoder's buffer, not a copy). Reading the
+        position waits for the device: for use between steps, not inside the loop."""
+        return BDHState(self.rho, int(self.position))
+
     # ------------------------------------------------------------------ starting points
     @torch.no_grad()
     def prefill(self, prompt: torch.Tensor, prompt_chunk: int = PROMPT_CHUNK) -> torch.Tensor:
@@ -109,7 +115,7 @@ class StateDecoder:
                 f"StateDecoder: the prompt must be ({self.batch_size}, T) tokens with T >= 1, got {tuple(prompt.shape)}"
             )
         prompt = prompt.to(self.tokens.device)
-        state = BDHState(self.state.rho.zero_(), 0)
+        state = BDHState(self.rho.zero_(), 0)
         for start in range(0, prompt.shape[1], prompt_chunk):
             logits, state = self.model.step(
                 prompt[:, start : start + prompt_chunk], state, mode="chunked", inplace=True
@@ -124,12 +130,12 @@ class StateDecoder:
         1, V): the state is copied into the decoder's buffer and the first token drawn; returns it, (B,).
         With a repetition penalty the tokens seen are those `prefill` marked (none after a bare `start`)."""
         rho = state.rho
-        if rho.dim() != 5 or rho.shape[1] not in (1, self.batch_size) or rho.shape[2:] != self.state.rho.shape[2:]:
+        if rho.dim() != 5 or rho.shape[1] not in (1, self.batch_size) or rho.shape[2:] != self.rho.shape[2:]:
             raise UserError(
-                f"StateDecoder: the state must be {tuple(self.state.rho.shape)} (or batch 1), got {tuple(rho.shape)}"
+                f"StateDecoder: the state must be {tuple(self.rho.shape)} (or batch 1), got {tuple(rho.shape)}"
             )
-        if rho.data_ptr() != self.state.rho.data_ptr():
-            self.state.rho.copy_(rho)
+        if rho.data_ptr() != self.rho.data_ptr():
+            self.rho.copy_(rho)
         self.position.fill_(state.pos)
         self.logits.copy_(logits.float().expand_as(self.logits))
         self._draw(self.logits)
@@ -153,7 +159,7 @@ class StateDecoder:
         k = self.kernels
         if k.kind != "none":
             k = dataclasses.replace(k, tables=rope_tables_at(k.kind, self.model.freqs, self.position.view(1)))
-        logits, _ = self.model.stack(self.tokens.view(-1, 1), self.state.rho, k, self.model.config.n_layer)
+        logits, _ = self.model.stack(self.tokens.view(-1, 1), self.rho, k, self.model.config.n_layer)
         self.position.add_(1)
         self.logits.copy_(logits[:, -1])
         self._draw(self.logits)
