@@ -1,6 +1,6 @@
 """Everything the first GPU run has to measure, in one command, into one folder, within 10 minutes.
 
-    python benchmarks/gpu_all.py PATH/TO/pathwaycom-bdh --out gpu-run [--tar]     # on a CUDA machine
+    python benchmarks/gpu_all.py PATH/TO/pathwaycom-bdh --out gpu-run [--tar]      # on a CUDA machine
     python benchmarks/gpu_all.py PATH/TO/pathwaycom-bdh --device cpu --quick --out DIR   # a check of the script
 
 Each step is a process of its own with a time limit (`LIMITS`); a step that fails or runs out of time is
@@ -24,8 +24,9 @@ summary      (here) each step's status and seconds, the test counts,   ``summary
              the training and generation tables
 ===========  ========================================================  ===========================================
 
-``--tar`` also packs the folder into ``OUT.tar.gz`` (one file to copy off the machine). Without an official
-checkout (none given, or no ``bdh.py`` in it) the official rows are left out and the summary says so.
+``--tar [FILE]`` also packs the folder into FILE (default ``OUT.tar.gz``): one file to copy off the machine.
+Without an official checkout (none given, or no ``bdh.py`` in it) the official rows are left out and the summary
+says so.
 ``--device cpu --quick`` runs the same steps at tiny sizes on the CPU (the install is skipped there: a check of
 the script leaves the environment alone; the GPU tests are collected and skipped); tests/test_gpu_benchmark.py
 runs it in CI.
@@ -216,15 +217,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: with --quick, a check of the script")
     p.add_argument("--quick", action="store_true", help="gpu.py --quick (on the CPU: tiny sizes)")
     p.add_argument("--skip", nargs="+", default=[], choices=sorted(LIMITS), help="steps to leave out")
-    p.add_argument("--tar", action="store_true", help="also pack the folder into OUT.tar.gz")
+    p.add_argument("--tar", nargs="?", const="", type=str, help="also pack the folder into this file (OUT.tar.gz)")
     args = p.parse_args(argv)
+    args.out = args.out.resolve()  # the steps run in the checkout's root
     if args.device == "cpu" and not args.quick:
         print("error: --device cpu runs only with --quick (a check of the script, not a measurement)", file=sys.stderr)
         return 2
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         print(f"error: {args.out} exists and is not an empty folder", file=sys.stderr)
         return 2
-    official = args.official if args.official is not None and (args.official / "bdh.py").is_file() else None
+    official = args.official.resolve() if args.official is not None and (args.official / "bdh.py").is_file() else None
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "environment.txt").write_text(environment(args, official))
     skip = set(args.skip) | ({"install"} if args.device == "cpu" else set())
@@ -238,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_all: {step.name}: {results[-1]['status']}", file=sys.stderr, flush=True)
     (args.out / "summary.md").write_text(summary(args, official, results))
     print((args.out / "summary.md").read_text())
-    if args.tar:
-        with tarfile.open(f"{args.out}.tar.gz", "w:gz") as tar:
+    if args.tar is not None:
+        with tarfile.open(args.tar or f"{args.out}.tar.gz", "w:gz") as tar:
             tar.add(args.out, arcname=args.out.name)
     return 0
 
