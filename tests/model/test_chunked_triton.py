@@ -213,3 +213,78 @@ def test_the_package_imports_without_triton():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+# Compiles every kernel the way a launch on an H100 / H200 would (sm_90, the launch's warps and the plan's
+# constants), in a process of its own without the interpreter; prints shared memory and registers per kernel.
+AHEAD_OF_TIME = r"""
+import os, subprocess, sys, tempfile
+os.environ.pop("TRITON_INTERPRET", None)
+import torch, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from bdh.model.kernels import _triton_chunked as K
+from bdh.model.kernels.chunked_triton import NUM_WARPS, _plan
+
+POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
+TOOLS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+for name in sys.argv[1:]:
+    dtype = getattr(torch, name)
+    q = torch.empty(2, 4, 2048, 8192, dtype=dtype, device="meta")
+    plan = _plan(q, torch.empty(2, 1, 2048, 256, dtype=dtype, device="meta"), 64)
+    x, acc = POINTER[dtype], POINTER[plan.acc]
+    flags = [
+        (K.scan_kernel, dict(init_ptr=acc, final_ptr=acc), dict(REVERSE=False, HAS_INIT=True, HAS_U=True)),
+        (K.scan_kernel, dict(init_ptr=acc, final_ptr=acc), dict(REVERSE=True, HAS_INIT=False, HAS_U=False)),
+        (K.read_kernel, dict(), dict(BACKWARD=False, HAS_U=True)),
+        (K.read_kernel, dict(out_ptr=acc), dict(BACKWARD=True, HAS_U=True)),
+        (K.grad_keys_kernel, dict(), dict(SHARED=True, HAS_U=True)),
+        (K.grad_keys_kernel, dict(), dict(SHARED=False, HAS_U=True)),
+    ]
+    for fn, pointers, own in flags:
+        constants = {**plan.constants(), **own}
+        names = fn.arg_names
+        signature = {
+            n: "constexpr" if n in constants else pointers.get(n, acc if n == "log_u_ptr" else x)
+            if n.endswith("_ptr") else "i32"
+            for n in names
+        }
+        src = ASTSource(fn=fn, signature=signature, constexprs={(names.index(n),): v for n, v in constants.items()})
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
+        assert kernel.metadata.shared <= 227 * 1024, (fn.__name__, kernel.metadata.shared)  # Hopper's maximum
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            dump = [os.path.join(TOOLS, "cuobjdump"), "-res-usage", f.name]
+            usage = subprocess.run(dump, capture_output=True, text=True)
+        regs = " ".join(w for line in usage.stdout.splitlines() for w in line.split() if w.startswith(("REG", "STACK")))
+        print(name, fn.__name__, own, f"shared {kernel.metadata.shared} B", regs)
+print("compiled")
+"""
+
+
+def _compile_ahead_of_time(*dtypes: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", AHEAD_OF_TIME, *dtypes], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("compiled"), out.stderr[-3000:]
+    return out.stdout
+
+
+def test_the_kernels_compile_for_hopper_without_a_gpu():
+    """Every kernel of a bf16 training step (forward and backward, BDH's shared keys and separate ones) compiles for
+    sm_90 as a launch there would, within Hopper's shared memory. The interpreter does not compile: this does."""
+    _compile_ahead_of_time("bfloat16")
+
+
+@pytest.mark.slow
+def test_the_kernels_compile_for_hopper_in_fp32_and_fp64():
+    _compile_ahead_of_time("float32", "float64")

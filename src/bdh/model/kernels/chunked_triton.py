@@ -49,7 +49,8 @@ for bf16 / fp16, 64 x 32 for fp32, 32 x 32 for fp64, so that the operands of one
 under 48 KiB (three pipeline stages fit in 164 KiB of shared memory). How fast this is, and whether it beats
 `bdh.model.kernels.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
 against the naive sum and the recurrent form in values and every gradient under Triton's CPU interpreter
-(``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py) and on CUDA (tests/cuda).
+(``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py), compiled for sm_90 without a GPU there too (the
+interpreter does not compile), and on CUDA (tests/cuda).
 
 Triton is optional (the ``gpu`` extra): nothing here imports it until a kernel runs.
 """
@@ -68,6 +69,9 @@ from .attention import _check
 
 #: the largest chunk the kernels take (its C x C scores and C-row tiles are held in registers)
 MAX_CHUNK = 64
+#: warps per program: with 4, ptxas spills registers in every kernel at bf16 (compiled for sm_90 without a GPU;
+#: tests/model/test_chunked_triton.py); with 8, none or a few bytes
+NUM_WARPS = 8
 
 
 def available() -> bool:
@@ -167,6 +171,7 @@ def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
         HAS_INIT=init is not None,
         HAS_U=log_u is not None,
         **p.constants(),
+        num_warps=NUM_WARPS,
     )
     return states, final
 
@@ -197,6 +202,7 @@ def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Ten
         BACKWARD=backward,
         HAS_U=log_u is not None,
         **p.constants(),
+        num_warps=NUM_WARPS,
     )
     return out
 
@@ -232,6 +238,7 @@ def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool):
         SHARED=shared,
         HAS_U=log_u is not None,
         **p.constants(),
+        num_warps=NUM_WARPS,
     )
     return dq, dk
 
