@@ -103,20 +103,31 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         if state is not None:
             self._check_state(state, idx.shape[0])
         passes = self._passes(n_layer, state)
-        k = self.kernels(p)
-        v, rhos = self.embed_tokens(idx), []
-        for layer in range(passes):
-            v, rho, act = self.layer(v, None if state is None else state.rho[layer], k)
-            rhos.append(rho)
-            if hook is not None:
-                hook(self, layer, act)
-        logits = v.squeeze(1) @ self.readout  # B, T, V
+        logits, rhos = self.stack(idx, None if state is None else state.rho, self.kernels(p), passes, hook)
         if not p.need_state:
             return logits, None
         if p.inplace:
             state.pos = p.start + p.length
             return logits, state
         return logits, BDHState(torch.stack(rhos), p.start + p.length)
+
+    def stack(
+        self,
+        idx: torch.Tensor,
+        rho: torch.Tensor | None,
+        k: Kernels,
+        passes: int,
+        hook: LayerHook | None = None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """Logits (B, T, V) of ``passes`` layers over v_0 = LN(embed(idx)), layer l continuing ``rho[l]``, with the
+        kernels ``k``; and the states after. No checks: `run` checks what it is given first."""
+        v, rhos = self.embed_tokens(idx), []
+        for layer in range(passes):
+            v, r, act = self.layer(v, None if rho is None else rho[layer], k)
+            rhos.append(r)
+            if hook is not None:
+                hook(self, layer, act)
+        return v.squeeze(1) @ self.readout, rhos
 
     def kernels(self, p: Pass) -> Kernels:
         """The kernels of a pass (`bdh.model.kernels.select`, the one place they are chosen)."""

@@ -62,18 +62,7 @@ class GenerationMixin:
         """
         if not self.config.causal:
             raise UserError("BDH.generate: a bidirectional model (causal=false) cannot generate")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise UserError(f"BDH.generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
-        if not _is_number(temperature) or temperature < 0:
-            raise UserError(f"BDH.generate: temperature must be a finite number >= 0, got {temperature!r}")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise UserError(f"BDH.generate: top_k must be a positive integer or None, got {top_k!r}")
-        if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
-            raise UserError(f"BDH.generate: top_p must be a number in (0, 1] or None, got {top_p!r}")
-        if not _is_number(repetition_penalty) or repetition_penalty < 1:
-            raise UserError(
-                f"BDH.generate: repetition_penalty must be a finite number >= 1, got {repetition_penalty!r}"
-            )
+        check_sampling("BDH.generate", max_new_tokens, temperature, top_k, top_p, repetition_penalty)
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         if prompt.shape[1] == 0:
             raise UserError("BDH.generate: the prompt is empty; give at least one token")
@@ -143,6 +132,14 @@ class GenerationMixin:
         finally:
             self.train(was_training)
 
+    def decoder(self, batch_size: int = 1, **options):
+        """A `bdh.model.decoder.StateDecoder` of this model: batched generation as one static step with
+        preallocated buffers and sampling on the device (captured in a CUDA graph on CUDA). ``options``: its
+        keyword arguments (temperature, top_k, top_p, repetition_penalty, seed, cuda_graph)."""
+        from .decoder import StateDecoder
+
+        return StateDecoder(self, batch_size, **options)
+
     @torch.no_grad()
     def generate(
         self,
@@ -164,6 +161,27 @@ class GenerationMixin:
         new = list(self.stream(prompt2, max_new_tokens, **options, stop=stop, seed=seed, sparse=sparse))
         out = torch.cat([prompt2.to(self.readout.device)] + [t.view(-1, 1) for t in new], dim=1)
         return out.view(-1) if prompt.dim() == 1 else out
+
+
+def check_sampling(
+    name: str,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    repetition_penalty: float,
+) -> None:
+    """A `UserError` naming the first bad sampling option (the options of `GenerationMixin.stream`)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise UserError(f"{name}: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    if not _is_number(temperature) or temperature < 0:
+        raise UserError(f"{name}: temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise UserError(f"{name}: top_k must be a positive integer or None, got {top_k!r}")
+    if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
+        raise UserError(f"{name}: top_p must be a number in (0, 1] or None, got {top_p!r}")
+    if not _is_number(repetition_penalty) or repetition_penalty < 1:
+        raise UserError(f"{name}: repetition_penalty must be a finite number >= 1, got {repetition_penalty!r}")
 
 
 def _is_number(value: object) -> bool:
@@ -208,7 +226,13 @@ def sample(
 ) -> torch.Tensor:
     """Draw one token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) restricted to
     the top k, then to the top p of the probability (the smallest set of the most likely tokens whose
-    probability, renormalised after top-k, reaches p)."""
+    probability, renormalised after top-k, reaches p).
+
+    The draw is the exponential race: the argmax of p_i / E_i over independent E_i ~ Exp(1) is token i with
+    probability p_i. It is how ``torch.multinomial`` draws one sample (the same numbers from the same
+    generator), without the check of the probabilities that makes ``torch.multinomial`` wait for the GPU:
+    nothing here synchronises with the host (`bdh.model.decoder` captures it in a CUDA graph).
+    """
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
@@ -218,7 +242,8 @@ def sample(
     if top_p is not None and top_p < 1:
         logits = _nucleus(logits, top_p)
     probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).view(-1)
+    race = torch.empty_like(probs).exponential_(1, generator=generator)
+    return (probs / race).argmax(dim=-1)
 
 
 def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:

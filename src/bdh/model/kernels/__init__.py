@@ -9,8 +9,9 @@ step             paper                    kernels (module)
 ===============  =======================  ====================================================================
 R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`)
 a (attention)    Eq. 4, Eq. 8             ``parallel``, ``shared-keys`` (`shared_keys`), ``chunked``,
-                                          ``chunked-lean`` (`chunked_lean`), ``recurrent``, ``sparse``
-                                          (`sparse`); `attention` holds the three forms
+                                          ``chunked-lean`` (`chunked_lean`), ``chunked-triton``
+                                          (`chunked_triton`, CUDA), ``recurrent``, ``sparse`` (`sparse`);
+                                          `attention` holds the three forms
 y = ReLU(z) x    Eq. 8, the gate          ``fused`` (`fused.relu_mul`) or ``plain``; dropout masks from
                                           ``host`` (`dropout`, CPU) or ``torch`` (``F.dropout``)
 E y              Eq. 8, the read-in       per head, summed over the heads; ``sparse`` for one token
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from bdh.errors import UserError
 
 from . import chunked_lean as _lean
+from . import chunked_triton as _triton
 from .attention import causal_weights, chunked, parallel, recurrent
 from .dropout import drop_mask
 from .fused import relu_mul
@@ -124,6 +126,8 @@ class Kernels:
             return shared_key_attention(q, v, causal_weights(log_u, q.shape[2], self.causal, q.device, q.dtype)), None
         if kind == "parallel":
             return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
+        if kind == "chunked-triton":
+            return _triton.chunked_triton(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho, need_state=need)
         if kind == "chunked-lean":
             out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho)
             return out, (rho_next if need else None)
@@ -155,7 +159,13 @@ class Kernels:
         return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
 
 
-def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
+def use_triton(device: torch.device) -> bool:
+    """Whether the chunked form runs the fused Triton kernels (`chunked_triton`): on CUDA, with Triton importable
+    and not turned off (``BDH_TRITON=0``), outside ``torch.compile`` (which keeps the lean form it can trace)."""
+    return device.type == "cuda" and not compiling() and _triton.available()
+
+
+def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool, device: torch.device) -> str:
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
     if not causal and p.mode != "parallel":
@@ -166,6 +176,8 @@ def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
         raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
     if p.mode == "parallel" and autograd and not (p.carried or p.need_state or p.detach_kv):
         return "shared-keys"  # keys are the queries: the same values, one T x T x N product less in backward
+    if p.mode == "chunked" and use_triton(device):
+        return "chunked-triton"  # the same values; fused kernels, state tiles in registers (CUDA)
     if p.mode == "chunked" and autograd:
         return "chunked-lean"  # the same values; backward recomputes chunk states instead of keeping them
     return p.mode
@@ -187,10 +199,12 @@ def select(
 ) -> Kernels:
     """Choose the kernels of one forward pass; the only place where implementations are chosen.
 
-    ``autograd``: gradients will flow to the weights. Under ``torch.compile`` the gate and the rotation are
-    the plain expressions, which inductor fuses itself. Dropout masks come from the fast host generator
-    (`dropout.drop_mask`) for an eager CPU training pass with ``dropout_rng="auto"`` and no hook, from
-    ``F.dropout`` for other training passes, and not at all in eval mode.
+    ``autograd``: gradients will flow to the weights. The chunked form runs the fused Triton kernels on CUDA
+    (`use_triton`), elsewhere the lean autograd form in training and the plain form otherwise. Under
+    ``torch.compile`` the gate and the rotation are the plain expressions, which inductor fuses itself. Dropout
+    masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
+    ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
+    mode.
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
@@ -202,7 +216,7 @@ def select(
         kind=kind,
         rope=rope_impl(kind),
         tables=tables,
-        attention=_attention_kernel(p, causal, log_u, autograd),
+        attention=_attention_kernel(p, causal, log_u, autograd, device),
         log_u=log_u,
         causal=causal,
         chunk_size=chunk_size,
