@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bdh.model.decoder import StateDecoder
-from bdh.model.generation import sample
+from bdh.model.sampling import sample
 
 from .helpers import rel_err, tiny_model
 

@@ -29,9 +29,9 @@ import torch
 
 from bdh.errors import UserError
 
-from .generation import PROMPT_CHUNK, check_sampling, penalize, sample
 from .kernels import Pass
 from .kernels.rope import rope_tables_at
+from .sampling import PROMPT_CHUNK, check_sampling, penalize, sample
 from .state import BDHState
 
 #: eager steps (on a side stream) before the CUDA graph is captured
