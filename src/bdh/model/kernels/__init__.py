@@ -7,11 +7,13 @@ expression or the obviously-correct loops of `naive` (values and gradients):
 ===============  =======================  ====================================================================
 step             paper                    kernels (module)
 ===============  =======================  ====================================================================
-R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`)
+R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`); with x = ReLU(Dx v) in one
+                                          pass by the compiled loops (`native`, `fused.native_relu_rope`)
 a (attention)    Eq. 4, Eq. 8             ``parallel``, ``shared-keys`` (`shared_keys`), ``chunked``,
                                           ``chunked-lean`` (`chunked_lean`), ``recurrent``, ``sparse``
                                           (`sparse`); `attention` holds the three forms
-y = ReLU(z) x    Eq. 8, the gate          ``fused`` (`fused.relu_mul`) or ``plain``; dropout masks from
+y = ReLU(z) x    Eq. 8, the gate          ``fused`` (`fused.relu_mul`; `fused.native_gate` where the compiled
+                                          loops take the tensors) or ``plain``; dropout masks from
                                           ``host`` (`dropout`, CPU) or ``torch`` (``F.dropout``)
 E y              Eq. 8, the read-in       per head, summed over the heads; ``sparse`` for one token
 ===============  =======================  ====================================================================
@@ -19,6 +21,10 @@ E y              Eq. 8, the read-in       per head, summed over the heads; ``spa
 A forward pass asks `select` once, with the attention ``mode`` it was given (``parallel``, ``chunked``,
 ``recurrent`` or ``sparse``) and the circumstances of the pass; the returned `Kernels` then runs the
 chosen implementations, and the layer's code names only the paper's operations.
+
+The compiled loops (`native`, optional, CPU) are chosen by `select` for eager CPU passes where they were
+built; whether they take a tensor is decided when it arrives (its dtype is autocast's: fp32 and bf16 are
+taken, other dtypes run the PyTorch kernels above).
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ import torch.nn.functional as F
 from bdh.errors import UserError
 
 from . import chunked_lean as _lean
+from . import native
 from .attention import causal_weights, chunked, parallel, recurrent
 from .dropout import drop_mask
-from .fused import relu_mul
+from .fused import native_gate, native_relu_rope, relu_mul
 from .rope import rope_tables, rotate
 from .shared_keys import shared_key_attention
 from .sparse import sparse_attention, sparse_read_in
@@ -102,10 +109,19 @@ class Kernels:
     gate_impl: str  # ``fused`` or ``plain``
     dropout: float
     masks: str  # ``none``, ``host`` or ``torch``
+    native: bool = False  # the compiled loops (`native`) run the element-wise steps they can take
+    half_tables: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin per pair (`native.half_tables`)
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """R x: the RoPE rotation at the pass's positions."""
         return rotate(self.kind, self.rope, x, *self.tables)
+
+    def fire(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, R x) for h = Dx v: the neuron activations x = ReLU(h) and their rotation (keys = queries)."""
+        if self.native and self.half_tables is not None and native.supports(h):
+            return native_relu_rope(h, *self.half_tables, self.kind)
+        x = F.relu(h)
+        return x, self.rotate(x)
 
     def attend(self, q: torch.Tensor, v: torch.Tensor, rho: torch.Tensor | None):
         """(a, rho after the block): linear attention of queries = keys = q over values v, from state rho."""
@@ -129,14 +145,34 @@ class Kernels:
             return out, (rho_next if need else None)
         if kind == "chunked":
             return chunked(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho, need_state=need)
+        if kind == "recurrent" and self._native_step(q, k, rho):
+            u = None if log_u is None else torch.exp(log_u)
+            return native.recurrent_step(q, k, v, rho, u), rho
         if kind == "recurrent":
             return recurrent(q, k, v, log_u=log_u, state=rho, need_state=need, inplace=self.inplace)
         return sparse_attention(q, v, rho), rho
 
+    def _native_step(self, q: torch.Tensor, k: torch.Tensor, rho: torch.Tensor | None) -> bool:
+        """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
+        return (
+            self.native
+            and self.inplace
+            and q.shape[2] == 1
+            and rho is not None
+            and rho.dtype == torch.float32
+            and rho.is_contiguous()
+            and native.supports(q, k)
+        )
+
     def gate(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled)."""
-        if self.masks == "host":
-            return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
+        drop = drop_mask(z.shape, self.dropout, dtype=z.dtype) if self.masks == "host" else None
+        if self.native:
+            y = native_gate(z, x, drop)
+            if y is not None:
+                return y
+        if drop is not None:
+            return relu_mul(z, x, drop)
         return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
 
     def read_in(self, y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
@@ -190,10 +226,12 @@ def select(
     ``autograd``: gradients will flow to the weights. Under ``torch.compile`` the gate and the rotation are
     the plain expressions, which inductor fuses itself. Dropout masks come from the fast host generator
     (`dropout.drop_mask`) for an eager CPU training pass with ``dropout_rng="auto"`` and no hook, from
-    ``F.dropout`` for other training passes, and not at all in eval mode.
+    ``F.dropout`` for other training passes, and not at all in eval mode. The compiled loops (`native`) for an
+    eager CPU pass where they are built.
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
+    fast = device.type == "cpu" and not compiling() and native.available()
     masks = "none"
     if training and dropout > 0:
         host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and not compiling()
@@ -212,4 +250,6 @@ def select(
         gate_impl="plain" if compiling() else "fused",
         dropout=dropout,
         masks=masks,
+        native=fast,
+        half_tables=native.half_tables(kind, *tables) if fast and kind != "none" else None,
     )
