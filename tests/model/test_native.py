@@ -16,7 +16,9 @@ from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables
 from .helpers import tiny_model, values_and_grads
 
 built = pytest.mark.skipif(not native.available(), reason="the compiled loops are not built here (setup.py)")
-BF16 = 2**-8  # bf16 keeps 8 significant bits: one rounding to nearest moves a value by at most 2^-8 of it (2^-9, rounded up)
+BF16 = (
+    2**-8
+)  # bf16 keeps 8 significant bits: one rounding to nearest moves a value by at most 2^-8 of it (2^-9, rounded up)
 
 
 def test_the_library_is_built_where_ci_requires_it():
@@ -66,7 +68,9 @@ def test_relu_rope_equals_relu_then_the_plain_rotation(kind, dtype):
     ref_h = values_and_grads(
         lambda t: torch.cat(_relu_rope_reference(t.double(), cos.double(), sin.double(), kind), dim=-1),
         h,
-        weight=torch.cat((wx.to(dtype), wr.to(dtype)), dim=-1).float(),  # the incoming gradients as the fast path sees them
+        weight=torch.cat(
+            (wx.to(dtype), wr.to(dtype)), dim=-1
+        ).float(),  # the incoming gradients as the fast path sees them
     )[1][0]
     assert _close(dh, ref_h, rel, 3 * grads)
     assert (dh[h <= 0] == 0).all() and rh.shape == dh.shape
@@ -133,7 +137,9 @@ def test_recurrent_step_equals_the_plain_recurrent_form(dtype, damped, B):
     scale = (q.double().abs().unsqueeze(-1) * S.double().abs().unsqueeze(2)).sum(-2).max().item()
     rel = N * 2**-24 if dtype == torch.float32 else BF16
     assert _close(a, ref, rel, scale)
-    assert torch.allclose(S_fast.double(), S_ref, atol=4 * 2**-24 * S_ref.abs().max().item(), rtol=0)  # one fma-ish step
+    assert torch.allclose(
+        S_fast.double(), S_ref, atol=4 * 2**-24 * S_ref.abs().max().item(), rtol=0
+    )  # one fma-ish step
 
 
 def _step(model, tokens, autocast: bool):
@@ -218,7 +224,7 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
 
 
 def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
-    """Where the extension was not built (or does not load), nothing is chosen and the results are the PyTorch path's."""
+    """Where the extension was not built (or does not load), nothing chooses it: the PyTorch path's results."""
     model = tiny_model(seed=10)
     idx = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(11))
     with native.disabled():

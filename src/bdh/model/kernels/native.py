@@ -97,12 +97,15 @@ def supports(*tensors: torch.Tensor | None) -> bool:
     )
 
 
-def _fn(name: str, dtype: torch.dtype):
-    return getattr(_library(), f"bdh_{name}_{_SUFFIX[dtype]}")
-
-
-def _ptr(t: torch.Tensor | None) -> int | None:
-    return None if t is None else t.data_ptr()
+def _call(name: str, dtype: torch.dtype, *args):
+    """Call loop ``name`` for ``dtype`` (tensors passed by address, None as NULL); under torch.profiler as the
+    range ``bdh::name`` (the loops are no PyTorch operations, so a profile would not see them otherwise)."""
+    fn = getattr(_library(), f"bdh_{name}_{_SUFFIX[dtype]}")
+    args = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+    if not getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
+        return fn(*args)
+    with torch.profiler.record_function(f"bdh::{name}"):
+        return fn(*args)
 
 
 def half_tables(kind: str, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,11 +123,8 @@ def _layout(kind: str) -> int:
 def relu_rope(h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, R x) with x = ReLU(h), for contiguous h (..., T, N) and `half_tables` cos, sin (T, N / 2)."""
     x, xr = torch.empty_like(h), torch.empty_like(h)
-    T, N = h.shape[-2], h.shape[-1]
-    rows = h.numel() // N
-    _fn("relu_rope", h.dtype)(
-        h.data_ptr(), x.data_ptr(), xr.data_ptr(), cos.data_ptr(), sin.data_ptr(), rows, T, N, _layout(kind), _threads()
-    )
+    T, N = h.shape[-2:]
+    _call("relu_rope", h.dtype, h, x, xr, cos, sin, h.numel() // N, T, N, _layout(kind), _threads())
     return x, xr
 
 
@@ -133,20 +133,8 @@ def relu_rope_back(
 ) -> torch.Tensor:
     """dh = [x > 0] (gx + R^T gxr): the gradient of h from those of x and R x (contiguous, x's dtype)."""
     dh = torch.empty_like(x)
-    T, N = x.shape[-2], x.shape[-1]
-    _fn("relu_rope_back", x.dtype)(
-        x.data_ptr(),
-        gx.data_ptr(),
-        gxr.data_ptr(),
-        dh.data_ptr(),
-        cos.data_ptr(),
-        sin.data_ptr(),
-        x.numel() // N,
-        T,
-        N,
-        _layout(kind),
-        _threads(),
-    )
+    T, N = x.shape[-2:]
+    _call("relu_rope_back", x.dtype, x, gx, gxr, dh, cos, sin, x.numel() // N, T, N, _layout(kind), _threads())
     return dh
 
 
@@ -157,9 +145,7 @@ def gate(
     r = ReLU(z) * keep when ``keep_r``. z, x contiguous of one dtype; draws contiguous bf16 of their shape."""
     y = torch.empty_like(z)
     r = torch.empty_like(z) if keep_r else None
-    _fn("gate", z.dtype)(
-        z.data_ptr(), x.data_ptr(), _ptr(draws), threshold, y.data_ptr(), _ptr(r), z.numel(), BLOCK, _threads()
-    )
+    _call("gate", z.dtype, z, x, draws, threshold, y, r, z.numel(), BLOCK, _threads())
     return y, r
 
 
@@ -169,9 +155,7 @@ def gate_back(
     """(dz, dx) = ([r > 0] g x, g ReLU(r)) for r = ReLU(z) * keep (or z without dropout); contiguous, one dtype."""
     dz = torch.empty_like(r) if need_dz else None
     dx = torch.empty_like(r) if need_dx else None
-    _fn("gate_back", r.dtype)(
-        g.data_ptr(), r.data_ptr(), x.data_ptr(), _ptr(dz), _ptr(dx), r.numel(), BLOCK, _threads()
-    )
+    _call("gate_back", r.dtype, g, r, x, dz, dx, r.numel(), BLOCK, _threads())
     return dz, dx
 
 
@@ -185,16 +169,11 @@ def recurrent_step(
     """
     B, H, _, N = q.shape
     D = S.shape[-1]
-    vf = v.float().contiguous()
     a = q.new_empty(B, H, 1, D)
     threads = _threads()
     parts = max(1, min(N, -(-4 * threads // (B * H))))  # at least 4 tasks per thread
-    uf = None if u is None else u.float().contiguous()
-    status = _fn("step", q.dtype)(
-        q.data_ptr(), k.data_ptr(), vf.data_ptr(), S.data_ptr(), a.data_ptr(), _ptr(uf), B, H, N, D, v.shape[1], parts,
-        threads,
-    )  # fmt: skip
-    if status:
+    vf, uf = v.float().contiguous(), None if u is None else u.float().contiguous()
+    if _call("step", q.dtype, q, k, vf, S, a, uf, B, H, N, D, v.shape[1], parts, threads):
         raise MemoryError("recurrent step: could not allocate the per-thread sums")
     return a
 
