@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -128,36 +129,50 @@ ELEMENTWISE_OPS = (
 )  # fmt: skip
 
 
-def profile_shares(events) -> dict:
-    """Self CPU seconds, share of the step and call counts of the matmuls, the element-wise passes and the rest."""
+def _elementwise(key: str) -> bool:
+    return key in ELEMENTWISE_OPS or key.startswith("bdh::")
+
+
+def profile_shares(events, by_shape, big: int) -> dict:
+    """Self CPU seconds, share of the step and calls of the matmuls and of the element-wise passes, and how many of
+    those passes touch a tensor of at least ``big`` entries (the (B, h, T, N) activations; the compiled loops
+    always do). ``events``: key averages; ``by_shape``: the same grouped by input shape."""
     total = sum(e.self_cpu_time_total for e in events)
     out = {"total_s": total / 1e6}
-    groups = {
-        "matmul": lambda k: k in MATMUL_OPS,
-        "elementwise": lambda k: k in ELEMENTWISE_OPS or k.startswith("bdh::"),
-    }
-    for name, member in groups.items():
+    for name, member in (("matmul", lambda k: k in MATMUL_OPS), ("elementwise", _elementwise)):
         picked = [e for e in events if member(e.key)]
         spent = sum(e.self_cpu_time_total for e in picked)
         out[name] = {"s": spent / 1e6, "share": spent / total, "calls": sum(e.count for e in picked)}
+    out["activation_passes"] = sum(
+        e.count
+        for e in by_shape
+        if _elementwise(e.key)
+        and (e.key.startswith("bdh::") or any(math.prod(s) >= big for s in e.input_shapes if isinstance(s, list) and s))
+    )
     return out
 
 
-def _profile(step, rows: int, title: str) -> str:
+def _profile(step, rows: int, title: str, big: int) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     step(0)  # warm up (allocations, compilation)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         step(1)
     events = prof.key_averages()
     table = events.table(sort_by="self_cpu_time_total", row_limit=rows)
-    sh = profile_shares(events)
+    sh = profile_shares(events, prof.key_averages(group_by_input_shape=True), big)
     summary = (
-        f"self CPU {sh['total_s']:.3f} s: matmuls {sh['matmul']['share']:.1%} ({sh['matmul']['calls']} calls), "
-        f"element-wise passes {sh['elementwise']['share']:.1%} ({sh['elementwise']['calls']} calls: "
+        f"self CPU {sh['total_s']:.3f} s: matmuls {sh['matmul']['share']:.1%} ({sh['matmul']['calls']} calls); "
+        f"element-wise {sh['elementwise']['share']:.1%} ({sh['elementwise']['calls']} calls, "
+        f"{sh['activation_passes']} of them over (B, h, T, N) activations; the operations counted: "
         f"{', '.join(ELEMENTWISE_OPS)} and the compiled loops bdh::*)"
     )
     return f"{title}\n{table}\n{summary}"
+
+
+def _big(spec: dict) -> int:
+    """Entries of one layer's (B, h, T, N) activations = B T n."""
+    return spec["batch"] * spec["block"] * spec["n_neurons"]
 
 
 # --------------------------------------------------------------------------- children (fresh processes)
@@ -196,7 +211,9 @@ def child_train_ours(spec: dict) -> dict:
 
     if spec.get("profile"):
         return {
-            "profile": _profile(step, spec["profile_rows"], f"ours, {setting}, {spec['form']} form, T={T}, batch {B}")
+            "profile": _profile(
+                step, spec["profile_rows"], f"ours, {setting}, {spec['form']} form, T={T}, batch {B}", _big(spec)
+            )
         }
     times, base, peak = _timed(step, spec["warmup"], spec["steps"])
     return {"seconds": times, "peak_kib": peak - base}
@@ -232,7 +249,8 @@ def child_train_official(spec: dict) -> dict:
         optimizer.zero_grad()
 
     if spec.get("profile"):
-        return {"profile": _profile(step, spec["profile_rows"], f"official, fp32, parallel form, T={T}, batch {B}")}
+        title = f"official, fp32, parallel form, T={T}, batch {B}"
+        return {"profile": _profile(step, spec["profile_rows"], title, _big(spec))}
     times, base, peak = _timed(step, spec["warmup"], spec["steps"])
     return {"seconds": times, "peak_kib": peak - base}
 

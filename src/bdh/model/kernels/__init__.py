@@ -29,7 +29,7 @@ taken, other dtypes run the PyTorch kernels above).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -111,6 +111,7 @@ class Kernels:
     masks: str  # ``none``, ``host`` or ``torch``
     native: bool = False  # the compiled loops (`native`) run the element-wise steps they can take
     half_tables: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin per pair (`native.half_tables`)
+    _weights: dict = field(default_factory=dict, repr=False, compare=False)  # the pass's T x T weights, per dtype
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """R x: the RoPE rotation at the pass's positions."""
@@ -137,7 +138,7 @@ class Kernels:
     def _attention(self, q, k, v, rho):
         kind, log_u, need = self.attention, self.log_u, self.need_state
         if kind == "shared-keys":
-            return shared_key_attention(q, v, causal_weights(log_u, q.shape[2], self.causal, q.device, q.dtype)), None
+            return shared_key_attention(q, v, self._score_weights(q)), None
         if kind == "parallel":
             return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
         if kind == "chunked-lean":
@@ -151,6 +152,13 @@ class Kernels:
         if kind == "recurrent":
             return recurrent(q, k, v, log_u=log_u, state=rho, need_state=need, inplace=self.inplace)
         return sparse_attention(q, v, rho), rho
+
+    def _score_weights(self, q: torch.Tensor) -> torch.Tensor | None:
+        """`causal_weights` for q's length and dtype, computed once per pass (every layer has the same)."""
+        key = (q.shape[2], q.dtype, q.device)
+        if key not in self._weights:
+            self._weights[key] = causal_weights(self.log_u, q.shape[2], self.causal, q.device, q.dtype)
+        return self._weights[key]
 
     def _native_step(self, q: torch.Tensor, k: torch.Tensor, rho: torch.Tensor | None) -> bool:
         """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
