@@ -111,7 +111,7 @@ class Kernels:
     masks: str  # ``none``, ``host`` or ``torch``
     native: bool = False  # the compiled loops (`native`) run the element-wise steps they can take
     half_tables: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin per pair (`native.half_tables`)
-    _weights: dict = field(default_factory=dict, repr=False, compare=False)  # the pass's T x T weights, per dtype
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)  # what every layer of the pass shares
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """R x: the RoPE rotation at the pass's positions."""
@@ -155,10 +155,21 @@ class Kernels:
 
     def _score_weights(self, q: torch.Tensor) -> torch.Tensor | None:
         """`causal_weights` for q's length and dtype, computed once per pass (every layer has the same)."""
-        key = (q.shape[2], q.dtype, q.device)
-        if key not in self._weights:
-            self._weights[key] = causal_weights(self.log_u, q.shape[2], self.causal, q.device, q.dtype)
-        return self._weights[key]
+        key = ("W", q.shape[2], q.dtype, q.device)
+        if key not in self._memo:
+            self._memo[key] = causal_weights(self.log_u, q.shape[2], self.causal, q.device, q.dtype)
+        return self._memo[key]
+
+    def _per_head(self, E: torch.Tensor, H: int, N: int) -> torch.Tensor:
+        """E (n, D) as (H, N, D). Without autograd under autocast it is cast once per pass (autocast would cast
+        this view again at every layer: n D numbers, as many as a layer's state at batch 1)."""
+        W = E.view(H, N, E.shape[1])
+        if torch.is_grad_enabled() or not torch.is_autocast_enabled(E.device.type):
+            return W
+        low = torch.get_autocast_dtype(E.device.type)
+        if ("E", low) not in self._memo:
+            self._memo[("E", low)] = W.to(low)
+        return self._memo[("E", low)]
 
     def _native_step(self, q: torch.Tensor, k: torch.Tensor, rho: torch.Tensor | None) -> bool:
         """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
@@ -174,13 +185,12 @@ class Kernels:
 
     def gate(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled)."""
-        drop = drop_mask(z.shape, self.dropout, dtype=z.dtype) if self.masks == "host" else None
-        if self.native:
-            y = native_gate(z, x, drop)
+        if self.native:  # host masks drawn inside the compiled loop
+            y = native_gate(z, x, self.dropout if self.masks == "host" else 0.0)
             if y is not None:
                 return y
-        if drop is not None:
-            return relu_mul(z, x, drop)
+        if self.masks == "host":
+            return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
         return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
 
     def read_in(self, y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
@@ -195,7 +205,7 @@ class Kernels:
         if self.masks == "torch":
             y = F.dropout(y, self.dropout, training=True)
         H, N = y.shape[1], y.shape[3]
-        e = (y @ E.view(H, N, E.shape[1])).sum(dim=1, keepdim=True)
+        e = (y @ self._per_head(E, H, N)).sum(dim=1, keepdim=True)
         return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
 
 

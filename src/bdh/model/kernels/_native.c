@@ -100,15 +100,53 @@ static inline float relu(float v) { return v > 0.0f ? v : 0.0f; }
         }                                                                                                      \
     }
 
-/* The gate y = ReLU(z) * keep * x over a block of n entries; keep is 0 where the dropout draw (a bf16
- * number, see bdh/model/kernels/dropout.py) is <= thr (a NaN draw compares false: kept). r, when given,
- * receives ReLU(z) * keep: the backward's mask and factor. */
+/* Dropout draws: entry i of a tensor gets the 16-bit draw (w >> 16 (i mod 4)) mod 2^16 of the word
+ * w = splitmix64 output number i / 4 + 1 of the stream seeded with `seed` (Steele et al. 2014), i.e.
+ * mix64(seed + (i / 4 + 1) * golden): computable anywhere, in any order, by any thread. It is dropped when
+ * the draw is below `drop` = round(p 2^16). bdh/model/kernels/dropout.py has the same stream in NumPy. */
+#define GOLDEN 0x9e3779b97f4a7c15ull
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
+    uint64_t w = mix64(seed + ((uint64_t)(i >> 2) + 1u) * GOLDEN);
+    return (uint32_t)((w >> ((i & 3) * 16)) & 0xffffu) < drop;
+}
+
+/* entries per chunk whose draws are made at once; the 16-bit draws of a word, lowest bits first, are the
+ * 16-bit halves of its memory in little-endian order (elsewhere the draws are made one at a time) */
+#define CHUNK 1024
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LITTLE_ENDIAN_WORDS 1
+#else
+#define LITTLE_ENDIAN_WORDS 0
+#endif
+
+/* The gate y = ReLU(z) * keep * x over entries [i0, i0 + n) of the tensor; keep is 0 where dropout drops
+ * (drop = 0: none). r, when given, receives ReLU(z) * keep: the backward's mask and factor. */
 #define GATE(T, SUF)                                                                                           \
-    MULTIVERSION static void gate_block_##SUF(const T *z, const T *x, const bf16 *draws, float thr, T *y,      \
-                                              T *r, idx n) {                                                  \
-        for (idx i = 0; i < n; ++i) {                                                                         \
-            float rz = relu(ld_##SUF(z, i));                                                                   \
-            if (draws && bf16_f32(draws[i]) <= thr) rz = 0.0f;                                                 \
+    MULTIVERSION static void gate_block_##SUF(const T *restrict z, const T *restrict x, uint64_t seed,         \
+                                              uint32_t drop, T *restrict y, T *restrict r, idx i0, idx n) {    \
+        idx i = 0;                                                                                             \
+        if (!drop && !r)                                                                                       \
+            for (; i < n; ++i) st_##SUF(y, i, relu(ld_##SUF(z, i)) * ld_##SUF(x, i));                          \
+        else if (drop && r && LITTLE_ENDIAN_WORDS && i0 % 4 == 0) {                                            \
+            union { uint64_t w[CHUNK / 4]; uint16_t d[CHUNK]; } draws; /* a chunk's draws, made then used */   \
+            for (; i + CHUNK <= n; i += CHUNK) {                                                               \
+                uint64_t k0 = (uint64_t)((i0 + i) >> 2) + 1u;                                                  \
+                for (idx k = 0; k < CHUNK / 4; ++k) draws.w[k] = mix64(seed + (k0 + (uint64_t)k) * GOLDEN);    \
+                for (idx j = 0; j < CHUNK; ++j) {                                                              \
+                    float rz = draws.d[j] < drop ? 0.0f : relu(ld_##SUF(z, i + j));                            \
+                    st_##SUF(y, i + j, rz * ld_##SUF(x, i + j));                                               \
+                    st_##SUF(r, i + j, rz);                                                                    \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (; i < n; ++i) { /* the rest, and any other case: one draw at a time */                            \
+            float rz = drop && dropped(seed, drop, i0 + i) ? 0.0f : relu(ld_##SUF(z, i));                      \
             st_##SUF(y, i, rz * ld_##SUF(x, i));                                                               \
             if (r) st_##SUF(r, i, rz);                                                                         \
         }                                                                                                      \
@@ -121,12 +159,12 @@ static inline float relu(float v) { return v > 0.0f ? v : 0.0f; }
             if (dx) st_##SUF(dx, i, gi * relu(ri));                                                            \
         }                                                                                                      \
     }                                                                                                          \
-    void bdh_gate_##SUF(const T *z, const T *x, const bf16 *draws, float thr, T *y, T *r, idx n, idx block,  \
+    void bdh_gate_##SUF(const T *z, const T *x, uint64_t seed, uint32_t drop, T *y, T *r, idx n, idx block,  \
                         int threads) {                                                                         \
         idx blocks = (n + block - 1) / block;                                                                 \
         _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx b = 0; b < blocks; ++b) { \
             idx i = b * block, m = n - i < block ? n - i : block;                                             \
-            gate_block_##SUF(z + i, x + i, draws ? draws + i : 0, thr, y + i, r ? r + i : 0, m);              \
+            gate_block_##SUF(z + i, x + i, seed, drop, y + i, r ? r + i : 0, i, m);                           \
         }                                                                                                      \
     }                                                                                                          \
     void bdh_gate_back_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, idx n, idx block,             \
@@ -186,7 +224,7 @@ STEP(float, f32)
 STEP(bf16, bf16)
 
 /* the version of this interface, checked by the loader */
-int bdh_native_version(void) { return 1; }
+int bdh_native_version(void) { return 2; }
 
 #ifdef BDH_PYTHON_MODULE
 /* built by setup.py as the (empty) Python module bdh.model.kernels._native, so that it installs and is found

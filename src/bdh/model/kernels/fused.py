@@ -29,8 +29,9 @@ pass (tests/model/test_native.py):
   backward receives the gradients of both outputs (from the gate and from attention) and writes
   dh = [x > 0] (gx + R^T gxr) in one pass, where autograd would add the two gradients, rotate, and apply
   ReLU's backward in four to six passes (with fp32 round trips for bf16).
-* `native_gate(z, x, drop)` = ReLU(z) * keep * x: forward one pass (writing ReLU(z) * keep beside y when a
-  dropout mask is given, else keeping z), backward one pass writing dz and dx.
+* `native_gate(z, x, p)` = ReLU(z) * keep * x: forward one pass, the dropout draws made in the loop (no mask
+  drawn beforehand, stored or read; ReLU(z) * keep is written beside y with dropout, else z is kept), backward
+  one pass writing dz and dx.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from __future__ import annotations
 import torch
 
 from . import native
-from .dropout import DropMask
+from .dropout import DropMask, draw_seed, drop_count
 
 
 def _swap(v: torch.Tensor, interleaved: bool) -> torch.Tensor:
@@ -149,8 +150,8 @@ class NativeGate(torch.autograd.Function):
     """ReLU(z) * keep * x by the compiled loops; keeps ReLU(z) * keep (with dropout) or z (without), and x."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, x: torch.Tensor, draws: torch.Tensor | None, threshold: float):
-        y, r = native.gate(z, x, draws, threshold, keep_r=draws is not None)
+    def forward(ctx, z: torch.Tensor, x: torch.Tensor, seed: int, drop: int):
+        y, r = native.gate(z, x, seed, drop, keep_r=drop > 0)
         ctx.save_for_backward(z if r is None else r, x)
         return y
 
@@ -162,13 +163,15 @@ class NativeGate(torch.autograd.Function):
         return dz, dx, None, None
 
 
-def native_gate(z: torch.Tensor, x: torch.Tensor, drop: DropMask | None = None) -> torch.Tensor | None:
-    """ReLU(z) * x with the dropped entries of ``drop`` zeroed (unscaled, as `relu_mul`), one pass each way; None
-    where the compiled loops cannot take these tensors (then the caller runs `relu_mul`)."""
+def native_gate(z: torch.Tensor, x: torch.Tensor, p: float = 0.0, seed: int | None = None) -> torch.Tensor | None:
+    """ReLU(z) * x with dropout's dropped entries zeroed (unscaled, as `relu_mul`), one pass each way; None where the
+    compiled loops cannot take these tensors (then the caller runs `relu_mul`).
+
+    Dropout (``p`` > 0) draws inside the loop, `bdh.model.kernels.dropout.counter_draws` for ``seed`` (default: one
+    taken from PyTorch's generator, so ``torch.manual_seed`` fixes the masks as it fixes `drop_mask`'s).
+    """
     if z.shape != x.shape or not native.supports(z, x):
         return None
-    if drop is None:
-        return NativeGate.apply(z.contiguous(), x.contiguous(), None, 0.0)
-    if drop.threshold is None or drop.draws.shape != z.shape:
-        return None  # a bool mask: the PyTorch path
-    return NativeGate.apply(z.contiguous(), x.contiguous(), drop.draws.contiguous(), drop.threshold)
+    drop = drop_count(p)
+    seed = (draw_seed() if drop else 0) if seed is None else seed
+    return NativeGate.apply(z.contiguous(), x.contiguous(), seed, drop)

@@ -8,8 +8,9 @@ extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 ari
 * `relu_rope`: x = ReLU(h) and R x together (h = Dx v), the rotation per pair from (T, N / 2) tables;
 * `relu_rope_back`: dh = [x > 0] (gx + R^T gxr), the gradients from the gate and from attention summed
   in the same pass (R^T: the rotation by minus the angle);
-* `gate`: y = ReLU(z) * keep * x with the dropout draws of `bdh.model.kernels.dropout` (and ReLU(z) * keep
-  for the backward), and `gate_back`: dz = [r > 0] g x, dx = g ReLU(r);
+* `gate`: y = ReLU(z) * keep * x, the dropout draws made inside the loop from a counter-based generator
+  (`bdh.model.kernels.dropout.counter_draws`: no mask is drawn, stored or read), and ReLU(z) * keep for the
+  backward; `gate_back`: dz = [r > 0] g x, dx = g ReLU(r);
 * `recurrent_step`: one token of Eq. 8 on the fp32 state, the read a = q^T S and the write S = u (S + k v^T)
   in one pass over S (generation).
 
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 import torch
 
 #: the interface version this module expects of the library (bdh_native_version in _native.c)
-VERSION = 1
+VERSION = 2
 #: entries per task of the gate's loops (a few hundred KiB of bf16: enough work per thread, cache-sized)
 BLOCK = 1 << 16
 
@@ -40,7 +41,7 @@ _I = ctypes.c_int
 _SIGNATURES = {
     "relu_rope": ([_P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
     "relu_rope_back": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
-    "gate": ([_P, _P, _P, ctypes.c_float, _P, _P, _L, _L, _I], None),
+    "gate": ([_P, _P, ctypes.c_uint64, ctypes.c_uint32, _P, _P, _L, _L, _I], None),
     "gate_back": ([_P, _P, _P, _P, _P, _L, _L, _I], None),
     "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
 }
@@ -139,13 +140,16 @@ def relu_rope_back(
 
 
 def gate(
-    z: torch.Tensor, x: torch.Tensor, draws: torch.Tensor | None, threshold: float, keep_r: bool
+    z: torch.Tensor, x: torch.Tensor, seed: int, drop: int, keep_r: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(y, r): y = ReLU(z) * keep * x, keep = not (draw <= threshold) (all kept without draws), and
-    r = ReLU(z) * keep when ``keep_r``. z, x contiguous of one dtype; draws contiguous bf16 of their shape."""
+    """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for contiguous z, x of one dtype.
+
+    keep is 0 where entry i's draw from `bdh.model.kernels.dropout.counter_draws` (``seed``) is below ``drop``
+    (= round(p 2^16); 0: nothing dropped), drawn inside the loop.
+    """
     y = torch.empty_like(z)
     r = torch.empty_like(z) if keep_r else None
-    _call("gate", z.dtype, z, x, draws, threshold, y, r, z.numel(), BLOCK, _threads())
+    _call("gate", z.dtype, z, x, seed, drop, y, r, z.numel(), BLOCK, _threads())
     return y, r
 
 
