@@ -271,3 +271,26 @@ def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
     assert not native.available() and not native.supports(torch.zeros(1))
     assert model.kernels(Pass("parallel", 0, 9)).native is False
     assert torch.equal(model(idx), ref)  # the same code runs: identical
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("T", [3, 40])  # below D: the batch folded into the rows; above: torch.matmul's broadcast
+def test_per_head_products_equal_the_broadcast_matmul(shared, T):
+    """`Kernels.heads` (Dx v, Dy LN(a)) and `Kernels.read_in` (E y) against the plain broadcast products."""
+    B, H, D, N = 3, 2, 16, 12
+    k = tiny_model().kernels(Pass("parallel", 0, T))
+    g = torch.Generator().manual_seed(12)
+    a = torch.randn(B, 1 if shared else H, T, D, generator=g, dtype=torch.float64)
+    W = torch.randn(H, D, N, generator=g, dtype=torch.float64)
+    y = torch.randn(B, H, T, N, generator=g, dtype=torch.float64)
+    E = torch.randn(H * N, D, generator=g, dtype=torch.float64)
+    w1, w2 = torch.randn(B, H, T, N, generator=g), torch.randn(B, 1, T, D, generator=g)
+    fast, grads = values_and_grads(k.heads, a, W, weight=w1)
+    ref, ref_grads = values_and_grads(lambda s, t: s @ t, a, W, weight=w1)
+    # fp64: the same products summed in the same order, only laid out differently
+    assert fast.is_contiguous() and torch.allclose(fast, ref, atol=1e-12, rtol=0)
+    assert all(torch.allclose(f, r, atol=1e-12, rtol=0) for f, r in zip(grads, ref_grads))
+    fast, grads = values_and_grads(k.read_in, y, E, weight=w2)
+    ref, ref_grads = values_and_grads(lambda s, e: (s @ e.view(H, N, D)).sum(dim=1, keepdim=True), y, E, weight=w2)
+    assert torch.allclose(fast, ref, atol=1e-12, rtol=0)
+    assert all(torch.allclose(f, r, atol=1e-12, rtol=0) for f, r in zip(grads, ref_grads))

@@ -193,6 +193,20 @@ class Kernels:
             return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
         return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
 
+    def heads(self, a: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """a @ W per head: a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8).
+
+        torch.matmul broadcasts W over the batch by copying it B times (B h D N numbers); when the batch's rows
+        are fewer than that (T < D: generation, short prompts) the batch is folded into the rows instead, one
+        (B T) x D product per head, and the result (B h T N numbers) copied once into the (B, H, T, N) layout.
+        """
+        if not _fold(a, W):
+            return a @ W
+        B, Ha, T, D = a.shape
+        H, N = W.shape[0], W.shape[2]
+        rows = a.transpose(0, 1).reshape(Ha, B * T, D)
+        return (rows @ W).view(H, B, T, N).transpose(0, 1).contiguous()
+
     def read_in(self, y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
         """E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over heads -> (B, 1, T, D).
 
@@ -205,8 +219,19 @@ class Kernels:
         if self.masks == "torch":
             y = F.dropout(y, self.dropout, training=True)
         H, N = y.shape[1], y.shape[3]
-        e = (y @ self._per_head(E, H, N)).sum(dim=1, keepdim=True)
+        B, T = y.shape[0], y.shape[2]
+        W = self._per_head(E, H, N)
+        if _fold(y, W):  # (H, B T, N) @ (H, N, D), summed over the heads
+            e = (y.transpose(0, 1).reshape(H, B * T, N) @ W).sum(dim=0).view(B, 1, T, -1)
+        else:
+            e = (y @ W).sum(dim=1, keepdim=True)
         return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
+
+
+def _fold(a: torch.Tensor, W: torch.Tensor) -> bool:
+    """Whether a per-head product of a (B, ., T, K) and W (H, K, M) runs with the batch folded into its rows: a
+    batch, and T < K, so that copying the activations (B T per head) costs less than copying W B times."""
+    return a.shape[0] > 1 and a.shape[2] < W.shape[1]
 
 
 def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
