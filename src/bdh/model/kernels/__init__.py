@@ -200,7 +200,7 @@ class Kernels:
         are fewer than that (T < D: generation, short prompts) the batch is folded into the rows instead, one
         (B T) x D product per head, and the result (B h T N numbers) copied once into the (B, H, T, N) layout.
         """
-        if not _fold(a, W):
+        if not _fold(a.shape[0], a.shape[2], a.shape[3]):
             return a @ W
         B, Ha, T, D = a.shape
         H, N = W.shape[0], W.shape[2]
@@ -221,17 +221,18 @@ class Kernels:
         H, N = y.shape[1], y.shape[3]
         B, T = y.shape[0], y.shape[2]
         W = self._per_head(E, H, N)
-        if _fold(y, W):  # (H, B T, N) @ (H, N, D), summed over the heads
+        if _fold(B, T, W.shape[2]):  # (H, B T, N) @ (H, N, D), summed over the heads
             e = (y.transpose(0, 1).reshape(H, B * T, N) @ W).sum(dim=0).view(B, 1, T, -1)
         else:
             e = (y @ W).sum(dim=1, keepdim=True)
         return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
 
 
-def _fold(a: torch.Tensor, W: torch.Tensor) -> bool:
-    """Whether a per-head product of a (B, ., T, K) and W (H, K, M) runs with the batch folded into its rows: a
-    batch, and T < K, so that copying the activations (B T per head) costs less than copying W B times."""
-    return a.shape[0] > 1 and a.shape[2] < W.shape[1]
+def _fold(batch: int, T: int, D: int) -> bool:
+    """Whether a per-head product with an n x D weight (Dx, Dy, E) runs with the batch folded into its rows: a
+    batch, and T < D, so that copying the N-wide activations (B h T N numbers) costs less than copying the
+    weight B times (B h D N)."""
+    return batch > 1 and T < D
 
 
 def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool) -> str:
