@@ -196,9 +196,9 @@ class Kernels:
     def heads(self, a: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         """a @ W per head: a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8).
 
-        torch.matmul broadcasts W over the batch by copying it B times (B h D N numbers); when the batch's rows
-        are fewer than that (T < D: generation, short prompts) the batch is folded into the rows instead, one
-        (B T) x D product per head, and the result (B h T N numbers) copied once into the (B, H, T, N) layout.
+        torch.matmul broadcasts W over the batch by copying it B times (B h D N numbers); when a sequence has
+        fewer tokens than D (generation, short prompts) the batch is folded into the rows instead, one (B T) x D
+        product per head, and the result (B h T N numbers, fewer) copied once into the (B, H, T, N) layout.
         """
         if not _fold(a.shape[0], a.shape[2], a.shape[3]):
             return a @ W
