@@ -83,10 +83,9 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
     def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels):
         """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations)."""
-        x = F.relu(v @ self.Dx)  # x_l = ReLU(Dx v_{l-1})                            (B, H, T, N)
-        xr = k.rotate(x)  # R x_l: keys = queries
+        x, xr = k.fire(k.heads(v, self.Dx))  # x_l = ReLU(Dx v_{l-1}) and R x_l (keys = queries)  (B, H, T, N)
         a, rho = k.attend(xr, v, rho)  # a_l = sum_tau U^(t-tau) <R x_t, R x_tau> v_tau  (B, H, T, D)
-        y = k.gate(self.ln(a) @ self.Dy, x)  # y_l = ReLU(Dy LN(a_l)) * x_l           (B, H, T, N)
+        y = k.gate(k.heads(self.ln(a), self.Dy), x)  # y_l = ReLU(Dy LN(a_l)) * x_l    (B, H, T, N)
         v_out = self.ln(v + self.ln(k.read_in(y, self.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
         return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out)
 

@@ -23,8 +23,6 @@ checking them needs the host to read every token.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from bdh.errors import UserError
@@ -158,7 +156,7 @@ class StateDecoder:
         no host synchronisation (the graph captures exactly this)."""
         k = self.kernels
         if k.kind != "none":
-            k = dataclasses.replace(k, tables=rope_tables_at(k.kind, self.model.freqs, self.position.view(1)))
+            k = k.at(rope_tables_at(k.kind, self.model.freqs, self.position.view(1)))
         logits, _ = self.model.stack(self.tokens.view(-1, 1), self.rho, k, self.model.config.n_layer)
         self.position.add_(1)
         self.logits.copy_(logits[:, -1])
