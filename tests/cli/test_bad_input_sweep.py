@@ -824,6 +824,12 @@ SIGNALLED = [
 ]
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """The child's SIGINT as a command typed at a terminal has it: a test suite started as a shell's background
+    job (``cmd &``) inherits SIGINT ignored, which the child would keep, and then Ctrl-C would never reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 120) -> list[str]:
     """Read stderr lines until one holds ``word``; the lines read."""
     lines: list[str] = []
@@ -851,6 +857,7 @@ def test_signalled(s: Signalled, sweep_pristine: Path, tmp_path: Path, monkeypat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     try:
         before = _wait_for(proc, "PAUSED" if s.at else s.after)
