@@ -452,7 +452,7 @@ def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str
     nats_axis(ax, "target-side loss (nats per byte)")
     ax.set_title("loss on the target side of each direction, per model")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(ncol=3, loc="upper left")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # below the axes: no bar hidden
     fig.suptitle("merging by concatenation (cf. section 7.1)")
     fig.tight_layout()
     return save_figure(fig, stem)

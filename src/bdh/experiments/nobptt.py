@@ -350,7 +350,7 @@ def _plot(curves: dict[str, list[tuple[int, float]]], bigram: float, stem: Path)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(MIN_WIDTH + 1, 5.5))
     for arm, pts in curves.items():
-        ax.plot([s for s, _ in pts], [bits(loss) for _, loss in pts], lw=1.6, label=f"{arm} ({MODE[arm]})")
+        ax.plot([s for s, _ in pts], [bits(loss) for _, loss in pts], lw=1.6, label=f"{arm} (train.bptt = {MODE[arm]})")
     ax.axhline(bits(bigram), color="grey", ls="--", lw=1.2, label="bigram model of the training bytes")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (bits per byte)")
