@@ -13,16 +13,8 @@ from bdh.baselines.baseconv import BaseConvConfig
 from bdh.baselines.gpt import gpt_config_for_params
 from bdh.baselines.hyperset import HyperSETConfig
 from bdh.bench import boardpath, boards, recall, sudoku
-from bdh.bench.runner import (
-    REFERENCE,
-    BenchError,
-    bdh_params,
-    bdh_section,
-    budget_config,
-    section_of,
-    sized_section,
-    suite_models,
-)
+from bdh.bench.models import REFERENCE, bdh_params, bdh_section, budget_config, section_of, sized_section, suite_models
+from bdh.bench.spec import BenchError
 from bdh.errors import UserError
 from bdh.sizing import closest_by_params
 

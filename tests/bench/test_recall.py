@@ -7,7 +7,7 @@ import torch
 
 from bdh.bench import recall
 from bdh.bench.recall import RecallSweep
-from bdh.bench.runner import evaluate_examples
+from bdh.bench.results import evaluate_examples
 from bdh.errors import UserError
 
 

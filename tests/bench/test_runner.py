@@ -7,18 +7,8 @@ import pytest
 import torch
 
 from bdh.bench.recall import RecallSweep, suite_def
-from bdh.bench.runner import (
-    NO_WINNER,
-    BenchError,
-    best_over_lr,
-    evaluate_examples,
-    markdown_table,
-    parse_list,
-    pick_winner,
-    results_markdown,
-    run_key,
-    summarize,
-)
+from bdh.bench.results import best_over_lr, evaluate_examples, markdown_table, pick_winner, results_markdown, summarize
+from bdh.bench.spec import NO_WINNER, BenchError, parse_list, run_key
 from bdh.errors import UserError
 
 RECALL = suite_def(RecallSweep())

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from bdh.bench.runner import BASE_COLUMNS
+from bdh.bench.spec import BASE_COLUMNS
 from bdh.cli import main
 
 

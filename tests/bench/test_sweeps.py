@@ -8,7 +8,8 @@ import pytest
 
 from bdh.bench.boardpath import BoardPathSweep
 from bdh.bench.recall import RecallSweep
-from bdh.bench.runner import BenchError, BenchOptions, Sweep
+from bdh.bench.runner import BenchOptions
+from bdh.bench.spec import BenchError, Sweep
 from bdh.bench.sudoku import SudokuSweep
 from bdh.errors import UserError
 from bdh.typed_config import declared_ranges

@@ -6,8 +6,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bdh.bench import boardpath, recall, runner, sudoku
-from bdh.bench.runner import NO_WINNER, TRIVIAL, best_over_lr, results_markdown, summarize, trivial_rows
+from bdh.bench import boardpath, recall, sudoku, trivial
+from bdh.bench.results import best_over_lr, results_markdown, summarize
+from bdh.bench.spec import NO_WINNER, TRIVIAL
+from bdh.bench.trivial import trivial_rows
 from bdh.tasks.boardpath import END, FLOOR, PATH, START, WALL, BoardPath, BoardPathConfig
 
 
@@ -32,7 +34,7 @@ def test_boardpath_trivial_row_scores_the_touching_share_and_the_off_path_share(
             )
         )
         # the rule learned from the training boards: every input token is its own most frequent target (no PATH)
-        prior = runner.fit_token_prior(task, sweep.num_train, seed=0)
+        prior = trivial.fit_token_prior(task, sweep.num_train, seed=0)
         assert prior.predictions()[[FLOOR, WALL, START, END]].tolist() == [FLOOR, WALL, START, END]
         # independently, from the validation boards: START and END touch, and the cells off the path
         x, y = (a[: sweep.num_val] for a in task.dataset(0))
@@ -51,7 +53,7 @@ def test_boardpath_trivial_row_scores_the_touching_share_and_the_off_path_share(
         np.add.at(counts, (inputs, targets), 1)
         expected = np.log((counts + 1) / (counts + 1).sum(axis=1, keepdims=True))
         for chunk in (7, 1024):
-            table = runner.fit_token_prior(task, sweep.num_train, seed=1, chunk=chunk).table.weight.numpy()
+            table = trivial.fit_token_prior(task, sweep.num_train, seed=1, chunk=chunk).table.weight.numpy()
             assert np.allclose(table, expected, atol=1e-6)
 
 

@@ -409,8 +409,9 @@ def test_the_trainer_learns_on_the_gpu_in_bf16(tmp_path, extra, recwarn):
         result = trainer.fit()
     finally:
         trainer.close()
-    assert trainer.device.type == "cuda" and trainer.device.index is not None
-    assert trainer.amp_dtype == torch.bfloat16 and trainer.caps.fused_adamw
+    rt = trainer.runtime
+    assert rt.device.type == "cuda" and rt.device.index is not None
+    assert rt.amp_dtype == torch.bfloat16 and rt.caps.fused_adamw
     assert all(p.is_cuda and p.dtype == torch.float32 for p in trainer.model.parameters())  # fp32 master weights
     losses = list(train_losses(result.run_dir).values())
     assert len(losses) == 60 and sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 0.5, losses[::10]

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from bdh.train.config import ConfigError, RunConfig, apply_overrides, load_config
+from bdh.train.config import ConfigError, RunConfig, apply_overrides, load_config, sweep_run_config
 
 
 def test_defaults_are_the_main_job():
@@ -108,3 +108,43 @@ def test_shipped_example_configs_are_valid():
 def test_an_unknown_key_suggests_the_closest_known_one(override, suggestion):
     with pytest.raises(ValueError, match=re.escape(suggestion)):
         load_config(None, [override])
+
+
+def test_a_sweep_run_config_is_the_documented_schedule_and_takes_its_fields(tmp_path):
+    config = sweep_run_config(
+        {"name": "gpt", "n_embd": 16},
+        {"name": "mqar"},
+        tmp_path / "run",
+        lr=3e-3,
+        steps=55,
+        batch_size=8,
+        seed=7,
+        eval={"every": 0, "batches": 1},
+        logs=20,
+        threads=2,
+        check_memory=False,
+    )
+    o, t = config.optim, config.train
+    assert (o.lr, o.min_lr, o.warmup_steps) == (3e-3, pytest.approx(3e-4), 5)  # a tenth of the steps, a tenth of lr
+    assert (t.batch_size, t.max_steps, t.max_minutes, t.seed, t.threads, t.check_memory) == (8, 55, None, 7, 2, False)
+    assert t.precision == RunConfig().train.precision  # what is not given is the trainer's default
+    assert (config.log.every, config.log.progress, config.log.tensorboard) == (2, "none", False)  # 55 // 20
+    assert (config.checkpoint.every, config.checkpoint.keep, config.sample.max_new_tokens) == (0, 1, 0)
+    assert config.eval.batches == 1 and config.run_dir == str(tmp_path / "run")
+    assert config.model == {"name": "gpt", "n_embd": 16} and config.task == {"name": "mqar"}
+
+
+def test_a_sweep_run_config_takes_replacements_by_section_and_refuses_unknown_fields(tmp_path):
+    common = {"lr": 1e-3, "steps": 3, "batch_size": 4, "seed": 0, "eval": {"every": 0}}
+    config = sweep_run_config(
+        {"name": "bdh"},
+        {"name": "text"},
+        tmp_path,
+        warmup_steps=2,
+        sections={"model": {"damping": "alibi"}, "train": {"seed": 5}, "eval": {"batches": 9}},
+        **common,
+    )
+    assert config.optim.warmup_steps == 2 and config.log.every == 1  # at least every step
+    assert config.model["damping"] == "alibi" and config.train.seed == 5 and config.eval.batches == 9
+    with pytest.raises(ConfigError, match="train.speed"):
+        sweep_run_config({"name": "bdh"}, {"name": "text"}, tmp_path, speed=2, **common)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bdh.bench.runner import evaluate_examples
+from bdh.bench.results import evaluate_examples
 from bdh.tasks.mqar import MQAR, MQARConfig
 from bdh.train import TrainingError, load_config
 from bdh.train.trainer import Trainer, evaluate

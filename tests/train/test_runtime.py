@@ -12,7 +12,7 @@ from torch import nn
 
 from bdh.train import load_config, runtime, train
 from bdh.train.distributed import DistEnv
-from bdh.train.trainer import autocast_dtype, resolve_device
+from bdh.train.process import autocast_dtype, resolve_device
 
 
 # --------------------------------------------------------------------------- capabilities

@@ -387,30 +387,34 @@ def sigma_graph(
         return out
     sample = _sample(pos, 2_000_000, seed)
     for qv in quantiles:
-        theta = float(np.quantile(sample, qv))
-        A = S > theta
-        k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
-        k_in = A.sum(dim=0).numpy()  # per x-neuron (column)
-        out["thresholds"].append(
-            {
-                "quantile": qv,
-                "theta": theta,
-                "edges": int(A.sum()),
-                "out": {
-                    "summary": stats.degree_summary(k_out),
-                    "fit": _fit(k_out),
-                    "spearman_with_firing_rate": stats.spearman(k_out, fr_y),
-                },
-                "in": {
-                    "summary": stats.degree_summary(k_in),
-                    "fit": _fit(k_in),
-                    "spearman_with_firing_rate": stats.spearman(k_in, fr_x),
-                },
-                "_degrees": {"out": k_out, "in": k_in},
-            }
-        )
+        out["thresholds"].append(_sigma_threshold(S, qv, float(np.quantile(sample, qv)), fr_y, fr_x))
     out["_firing"] = {"y": fr_y, "x": fr_x}
     return out
+
+
+def _sigma_threshold(S: torch.Tensor, quantile: float, theta: float, fr_y: np.ndarray, fr_x: np.ndarray) -> dict:
+    """The sigma graph at one threshold ``theta`` (the ``quantile`` of the positive entries): its edge count,
+    and the out-degrees (rows, y-neurons) and in-degrees (columns, x-neurons) with their summary, fit and rank
+    correlation with the firing rates ``fr_y`` and ``fr_x``."""
+    A = S > theta
+    k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
+    k_in = A.sum(dim=0).numpy()  # per x-neuron (column)
+    return {
+        "quantile": quantile,
+        "theta": theta,
+        "edges": int(A.sum()),
+        "out": {
+            "summary": stats.degree_summary(k_out),
+            "fit": _fit(k_out),
+            "spearman_with_firing_rate": stats.spearman(k_out, fr_y),
+        },
+        "in": {
+            "summary": stats.degree_summary(k_in),
+            "fit": _fit(k_in),
+            "spearman_with_firing_rate": stats.spearman(k_in, fr_x),
+        },
+        "_degrees": {"out": k_out, "in": k_in},
+    }
 
 
 def strip_private(obj: Any) -> Any:

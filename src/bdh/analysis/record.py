@@ -72,6 +72,27 @@ class Recording:
         return act.transpose(0, 1).reshape(act.shape[1], -1)
 
 
+def _layers(cfg: BDHConfig, layers: list[int] | None) -> set[int]:
+    """The layers to record: ``layers`` (every layer when None); a one-line `UserError` for one the model lacks."""
+    keep = set(range(cfg.n_layer)) if layers is None else set(layers)
+    bad = [layer for layer in keep if not 0 <= layer < cfg.n_layer]
+    if bad:
+        raise UserError(
+            f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
+        )
+    return keep
+
+
+def _surprisal(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """(B, T) bits of surprisal of each next token under ``logits`` (the last position has none: NaN)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    surprisal = torch.full(tokens.shape, float("nan"))
+    if tokens.shape[1] > 1:
+        nxt = tokens[:, 1:].unsqueeze(-1)
+        surprisal[:, :-1] = -logp[:, :-1].gather(-1, nxt).squeeze(-1) / math.log(2)
+    return surprisal
+
+
 @torch.no_grad()
 def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list[int] | None = None) -> Recording:
     """Run ``model`` over ``idx`` (B, T) in eval mode and record every layer (or only ``layers``).
@@ -84,12 +105,7 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
     cfg = model.config
     if not cfg.causal:
         chunk_size = idx.shape[1]  # bidirectional attention has no state: one pass
-    keep = set(range(cfg.n_layer)) if layers is None else set(layers)
-    bad = [layer for layer in keep if not 0 <= layer < cfg.n_layer]
-    if bad:
-        raise UserError(
-            f"record: layer {bad[0]} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
-        )
+    keep = _layers(cfg, layers)
     was_training = model.training
     model.eval()
     try:
@@ -119,11 +135,7 @@ def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list
     cat = {k: [torch.cat(v, dim=2 if k != "values" else 1) if v else None for v in lists] for k, lists in parts.items()}
     logits = torch.cat(logits_parts, dim=1)
     tokens = idx.cpu()
-    logp = torch.log_softmax(logits, dim=-1)
-    surprisal = torch.full(tokens.shape, float("nan"))
-    if tokens.shape[1] > 1:
-        nxt = tokens[:, 1:].unsqueeze(-1)
-        surprisal[:, :-1] = -logp[:, :-1].gather(-1, nxt).squeeze(-1) / math.log(2)
+    surprisal = _surprisal(logits, tokens)
     return Recording(
         tokens=tokens,
         x=cat["x"],

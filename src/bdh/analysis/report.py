@@ -154,6 +154,9 @@ def _graphs(
     chosen: int,
     entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The graphs G_x and G_y (paper section 5, Figs. 9-10) of the trained model and of its control: the entry
+    statistics of every head, and the modularity and degrees of head ``chosen``; (report part, raw arrays).
+    ``entries_x``: the trained model's entry statistics of G_x, already computed to choose the head."""
     cfg = trained.config
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
     report: dict[str, Any] = {}
@@ -178,49 +181,64 @@ def _graphs(
             "entries": {"trained": raw_t[chosen], "control": raw_c[chosen]},
             "sigma_q": {"trained": st_t[chosen].sigma_q, "control": st_c[chosen].sigma_q},
         }
-        # Fig. 9b on an induced subgraph of the chosen head
-        nodes = ng.subsample_nodes(cfg.N, opts.max_nodes, opts.seed)
-        sweeps = {}
-        for name, model, st in (("trained", trained, st_t), ("control", control, st_c)):
-            log(f"G_{which}: modularity sweep ({name}, {len(nodes)} nodes, {opts.seeds} Louvain seeds)")
-            G = ng.head_block(model, which, chosen)
-            sub = G[nodes][:, nodes].contiguous()
-            sweeps[name] = ng.modularity_sweep(
-                sub, cfg.n_embd, opts.avg_degrees, opts.seeds, opts.seed, st[chosen].sigma_q
-            )
-            if name == "trained":
-                # the inhibitory side |G_{<=-beta}| at the middle density
-                mid = (opts.avg_degrees[len(opts.avg_degrees) // 2],)
-                sweeps["trained_negative"] = ng.modularity_sweep(
-                    -sub, cfg.n_embd, mid, opts.seeds, opts.seed, st[chosen].sigma_q
-                )
-            del G, sub
+        nodes, sweeps = _modularity(trained, control, which, chosen, (st_t, st_c), opts, log)
         part["modularity"] = {
             "nodes": int(len(nodes)),
             "seeds": opts.seeds,
             "graph": "unweighted, undirected (edge if either direction passes)",
             **sweeps,
         }
-        # Fig. 10 on the full diagonal block
-        log(f"G_{which}: degree distributions (head {chosen})")
-        G = ng.head_block(trained, which, chosen)
-        m = _degree_edges(st_t[chosen], G, cfg.N)
-        deg_t = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
-        del G
-        G = ng.head_block(control, which, chosen)
-        deg_c = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
-        del G
-        part["degrees"] = {
-            "edges_rule": (
-                "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count"
-            ),
-            "trained": ng.strip_private(deg_t),
-            "control": ng.strip_private(deg_c),
-        }
-        raw[which]["degrees"] = {"trained": deg_t["_degrees"], "control": deg_c["_degrees"]}
+        part["degrees"], raw[which]["degrees"] = _degrees(trained, control, which, chosen, st_t[chosen], opts, log)
         raw[which]["modularity"] = sweeps
         report[which] = part
     return report, raw
+
+
+def _modularity(
+    trained: BDH, control: BDH, which: str, chosen: int, stats: tuple[dict, dict], opts: InspectOptions, log
+) -> tuple[Any, dict[str, Any]]:
+    """Fig. 9b on an induced subgraph of head ``chosen`` of G_``which``: the sampled nodes and the modularity
+    sweeps of the trained model, of its inhibitory side (at the middle density) and of the control."""
+    cfg = trained.config
+    nodes = ng.subsample_nodes(cfg.N, opts.max_nodes, opts.seed)
+    sweeps = {}
+    for name, model, st in (("trained", trained, stats[0]), ("control", control, stats[1])):
+        log(f"G_{which}: modularity sweep ({name}, {len(nodes)} nodes, {opts.seeds} Louvain seeds)")
+        G = ng.head_block(model, which, chosen)
+        sub = G[nodes][:, nodes].contiguous()
+        sweeps[name] = ng.modularity_sweep(sub, cfg.n_embd, opts.avg_degrees, opts.seeds, opts.seed, st[chosen].sigma_q)
+        if name == "trained":
+            # the inhibitory side |G_{<=-beta}| at the middle density
+            mid = (opts.avg_degrees[len(opts.avg_degrees) // 2],)
+            sweeps["trained_negative"] = ng.modularity_sweep(
+                -sub, cfg.n_embd, mid, opts.seeds, opts.seed, st[chosen].sigma_q
+            )
+        del G, sub
+    return nodes, sweeps
+
+
+def _degrees(
+    trained: BDH, control: BDH, which: str, chosen: int, stats: ng.EntryStats, opts: InspectOptions, log
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fig. 10 on the full diagonal block ``chosen`` of G_``which``, trained and control at the same edge count:
+    (the report's part, the raw degrees)."""
+    cfg = trained.config
+    log(f"G_{which}: degree distributions (head {chosen})")
+    G = ng.head_block(trained, which, chosen)
+    m = _degree_edges(stats, G, cfg.N)
+    deg_t = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
+    del G
+    G = ng.head_block(control, which, chosen)
+    deg_c = ng.degree_analysis(G, m, cfg.n_embd, offset=chosen * cfg.N, seed=opts.seed)
+    del G
+    part = {
+        "edges_rule": (
+            "entries >= beta_1 of the trained block (avg degree clipped to [2, 32]); control at the same edge count"
+        ),
+        "trained": ng.strip_private(deg_t),
+        "control": ng.strip_private(deg_c),
+    }
+    return part, {"trained": deg_t["_degrees"], "control": deg_c["_degrees"]}
 
 
 def _sigma(rec_t, rec_c, opts: InspectOptions, head: int, layer: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -254,19 +272,7 @@ def inspect_model(
     """
     opts = opts or InspectOptions()
     cfg = model.config
-    if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
-        raise UserError(
-            f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
-        )
-    if opts.head is not None and not 0 <= opts.head < cfg.n_head:
-        raise UserError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
-    if tokens.dim() != 2 or tokens.shape[1] < 2:
-        raise UserError("inspect: the input needs at least 2 tokens")
-    if int(tokens.max()) >= cfg.vocab_size:
-        raise UserError(
-            f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} "
-            "(byte-level text needs 256)"
-        )
+    _check_request(cfg, tokens, opts)
     model = model.eval()
     control = control_model(cfg, opts.control_seed)
     t0 = time.time()
@@ -283,15 +289,7 @@ def inspect_model(
 
     # sparsity on the given data (section 6.4 / 4.1) and the sigma graph (section 6.2) from the same run
     log(f"recording {tokens.shape[0]} x {tokens.shape[1]} tokens (trained and control)")
-    sp_t, tr_t, rec_t = _sparsity_part(model, tokens, opts)
-    sp_c, tr_c, rec_c = _sparsity_part(control, tokens, opts)
-    report["sparsity"] = {"data": {"trained": sp_t, "control": sp_c}}
-    raw["sparsity_data"] = {"trained": tr_t, "control": tr_c}
-    rp_t, rtr_t, phase = _repeat_part(model, opts)
-    if rp_t is not None:
-        rp_c, rtr_c, _ = _repeat_part(control, opts)
-        report["sparsity"]["repeat"] = {"trained": rp_t, "control": rp_c, "period": PERIOD}
-        raw["sparsity_repeat"] = {"trained": rtr_t, "control": rtr_c, "phase": phase}
+    rec_t, rec_c = _sparsity(model, control, tokens, opts, report, raw)
 
     # the sigma graph first, so that the recordings can be freed before the G = D E blocks are formed
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
@@ -311,6 +309,40 @@ def inspect_model(
     report["seconds"] = time.time() - t0
     report["summary"] = summary_rows(report)
     return _json_ready(report), raw
+
+
+def _check_request(cfg: Any, tokens: torch.Tensor, opts: InspectOptions) -> None:
+    """A one-line `UserError` for a layer or head the model does not have, or an input it cannot read."""
+    if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
+        raise UserError(
+            f"--layer {opts.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
+        )
+    if opts.head is not None and not 0 <= opts.head < cfg.n_head:
+        raise UserError(f"--head {opts.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
+    if tokens.dim() != 2 or tokens.shape[1] < 2:
+        raise UserError("inspect: the input needs at least 2 tokens")
+    if int(tokens.max()) >= cfg.vocab_size:
+        raise UserError(
+            f"inspect: the input has token {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} "
+            "(byte-level text needs 256)"
+        )
+
+
+def _sparsity(
+    model: BDH, control: BDH, tokens: torch.Tensor, opts: InspectOptions, report: dict[str, Any], raw: dict[str, Any]
+) -> tuple[Any, Any]:
+    """The sparsity sections of ``report`` and ``raw``, on the data and on the repeat task, trained and control;
+    returns the recordings of the data (trained, control), which the sigma graph reads."""
+    sp_t, tr_t, rec_t = _sparsity_part(model, tokens, opts)
+    sp_c, tr_c, rec_c = _sparsity_part(control, tokens, opts)
+    report["sparsity"] = {"data": {"trained": sp_t, "control": sp_c}}
+    raw["sparsity_data"] = {"trained": tr_t, "control": tr_c}
+    rp_t, rtr_t, phase = _repeat_part(model, opts)
+    if rp_t is not None:
+        rp_c, rtr_c, _ = _repeat_part(control, opts)
+        report["sparsity"]["repeat"] = {"trained": rp_t, "control": rp_c, "period": PERIOD}
+        raw["sparsity_repeat"] = {"trained": rtr_t, "control": rtr_c, "phase": phase}
+    return rec_t, rec_c
 
 
 def _json_ready(obj: Any) -> Any:
@@ -358,57 +390,86 @@ def _fmt(v: Any) -> str:
 
 def summary_rows(report: dict[str, Any]) -> list[list[str]]:
     """Rows (statistic, model, control, paper) of the short table."""
-    rows: list[list[str]] = []
+    rows = _sparsity_rows(report)
+    for which in ("x", "y"):
+        g = _get(report, "graphs", which)
+        if g:
+            rows += _graph_rows(g, which)
+    sg = _get(report, "sigma")
+    if sg and "trained" in sg:
+        rows += _sigma_rows(sg)
+    return rows
 
-    def add(name: str, t: Any, c: Any, paper: str) -> None:
-        rows.append([name, _fmt(t), _fmt(c), paper])
 
+def _row(name: str, t: Any, c: Any, paper: str) -> list[str]:
+    """A row of the short table: the statistic, the model's and the control's values, what the paper reports."""
+    return [name, _fmt(t), _fmt(c), paper]
+
+
+def _sparsity_rows(report: dict[str, Any]) -> list[list[str]]:
+    """The short table's rows of the sparsity section (on data, and on the repeat task)."""
+    rows = []
     spd = _get(report, "sparsity", "data")
     if spd:
-        add(
-            "x non-zero, per layer",
-            _get(spd, "trained", "x_nonzero"),
-            _get(spd, "control", "x_nonzero"),
-            "~5% (sec. 4.1)",
+        rows.append(
+            _row(
+                "x non-zero, per layer",
+                _get(spd, "trained", "x_nonzero"),
+                _get(spd, "control", "x_nonzero"),
+                "~5% (sec. 4.1)",
+            )
         )
-        add(
-            "y non-zero, per layer",
-            _get(spd, "trained", "y_nonzero"),
-            _get(spd, "control", "y_nonzero"),
-            "~5% (sec. 1.3)",
+        rows.append(
+            _row(
+                "y non-zero, per layer",
+                _get(spd, "trained", "y_nonzero"),
+                _get(spd, "control", "y_nonzero"),
+                "~5% (sec. 1.3)",
+            )
         )
-        add(
-            "corr(y activity, surprisal)",
-            _get(spd, "trained", "y_surprisal_spearman"),
-            _get(spd, "control", "y_surprisal_spearman"),
-            "positive (sec. 6.4)",
+        rows.append(
+            _row(
+                "corr(y activity, surprisal)",
+                _get(spd, "trained", "y_surprisal_spearman"),
+                _get(spd, "control", "y_surprisal_spearman"),
+                "positive (sec. 6.4)",
+            )
         )
     rep = _get(report, "sparsity", "repeat")
     if rep:
-        add(
-            "repeat task: y non-zero, fact / repeat tokens (ratio), per layer",
-            _get(rep, "trained", "y", "fact_over_repeat"),
-            _get(rep, "control", "y", "fact_over_repeat"),
-            "ratio 1.6-3 (4-7.5% vs 2.5%, layer 2)",
+        rows.append(
+            _row(
+                "repeat task: y non-zero, fact / repeat tokens (ratio), per layer",
+                _get(rep, "trained", "y", "fact_over_repeat"),
+                _get(rep, "control", "y", "fact_over_repeat"),
+                "ratio 1.6-3 (4-7.5% vs 2.5%, layer 2)",
+            )
         )
-        add(
-            "repeat task: surprisal fact/repeat (bits)",
-            [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
-            [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")],
-            "repeat predictable",
+        rows.append(
+            _row(
+                "repeat task: surprisal fact/repeat (bits)",
+                [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
+                [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")],
+                "repeat predictable",
+            )
         )
-    for which in ("x", "y"):
-        g = _get(report, "graphs", which)
-        if not g:
-            continue
-        h = str(g["head"])
-        add(
+    return rows
+
+
+def _graph_rows(g: dict[str, Any], which: str) -> list[list[str]]:
+    """The short table's rows of the G_x or G_y graph section ``g`` (``which``: ``x`` or ``y``)."""
+    rows = []
+    h = str(g["head"])
+    rows.append(
+        _row(
             f"G_{which} head {h}: beta_1 / sigma_Q",
             _get(g, "entries", "trained", h, "beta1_over_sigma_q"),
             _get(g, "entries", "control", h, "beta1_over_sigma_q"),
             "tail beyond noise (Fig. 9a)",
         )
-        add(
+    )
+    rows.append(
+        _row(
             f"G_{which} head {h}: >6 sigma_Q above / below",
             [
                 _get(g, "entries", "trained", h, "tails", "6", "above"),
@@ -420,23 +481,35 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
             ],
             "right tail (Fig. 9a)",
         )
-        add(
+    )
+    rows.append(
+        _row(
             f"G_{which}: inhibitory-looking heads",
             _get(g, "polarity", "trained", "inhibitory_looking"),
             _get(g, "polarity", "control", "inhibitory_looking"),
             "1 of 4 (G_x)",
         )
-        sw_t, sw_c = _get(g, "modularity", "trained") or [], _get(g, "modularity", "control") or []
-        for i, s in enumerate(sw_t):
-            c = sw_c[i] if i < len(sw_c) else {}
-            add(
+    )
+    return rows + _graph_structure_rows(g, which)
+
+
+def _graph_structure_rows(g: dict[str, Any], which: str) -> list[list[str]]:
+    """The short table's rows of the modularity and degrees of the G_x or G_y graph section ``g``."""
+    rows = []
+    sw_t, sw_c = _get(g, "modularity", "trained") or [], _get(g, "modularity", "control") or []
+    for i, s in enumerate(sw_t):
+        c = sw_c[i] if i < len(sw_c) else {}
+        rows.append(
+            _row(
                 f"G_{which}: Q - Q_ER / Q - Q_lowrank, deg {s['avg_degree_target']:g}",
                 [s["gap_er"], s["gap_lowrank"]],
                 [c.get("gap_er"), c.get("gap_lowrank")],
                 "gap > 0 (Fig. 9b)",
             )
-        for d in ("in", "out"):
-            add(
+        )
+    for d in ("in", "out"):
+        rows.append(
+            _row(
                 f"G_{which}: {d}-degree CV (lowrank CV) / fit",
                 [
                     _get(g, "degrees", "trained", d, "summary", "cv"),
@@ -450,10 +523,16 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
                 ],
                 "heavy-tailed (Fig. 10)",
             )
-    sg = _get(report, "sigma")
-    if sg and "trained" in sg:
-        for d in ("out", "in"):
-            add(
+        )
+    return rows
+
+
+def _sigma_rows(sg: dict[str, Any]) -> list[list[str]]:
+    """The short table's rows of the sigma graph section ``sg``."""
+    rows = []
+    for d in ("out", "in"):
+        rows.append(
+            _row(
                 f"sigma L{sg['layer']} h{sg['head']}: {d}-degree CV / fit / rho(firing)",
                 [
                     _get(sg, "trained", "thresholds", -1, d, "summary", "cv"),
@@ -467,6 +546,7 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
                 ],
                 "heavy-tailed (Fig. 11)",
             )
+        )
     return rows
 
 

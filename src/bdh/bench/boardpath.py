@@ -6,7 +6,7 @@ learning rate with the best path validity (ties: cell accuracy), with cell and b
 show path validity against the width and against the state size. Widths: see `bdh.bench.boards`.
 
 The reference row ``trivial (predict no path)`` scores the trivial answer: each cell's most frequent training
-target given its input token, which is the input board with no PATH cell (`bdh.bench.runner.trivial_rows`). Its
+target given its input token, which is the input board with no PATH cell (`bdh.bench.trivial.trivial_rows`). Its
 path validity is the share of boards whose START and END touch (the empty path is then a shortest path), its
 cell accuracy the share of cells off the path.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from bdh.typed_config import bounded
 
 from .boards import BOARD_FULL, BoardSweep
-from .runner import QUICK, RunSpec, SuiteDef, Trivial, redefault
+from .spec import QUICK, RunSpec, SuiteDef, Trivial, redefault
 
 
 @dataclass

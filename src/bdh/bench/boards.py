@@ -14,7 +14,8 @@ from typing import Any
 
 from bdh.typed_config import bounded, one_of
 
-from .runner import FULL, Sweep, sized_section, suite_models
+from .models import sized_section, suite_models
+from .spec import FULL, Sweep
 
 #: the registered models the board suites compare (each but BDH sized to BDH's parameter count by its config's
 #: for_budget)
@@ -40,7 +41,7 @@ class BoardSweep(Sweep):
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to
-        BDH's parameter count (`bdh.bench.runner.sized_section`), Hyper-SET with the sweep's ``time_freq``
+        BDH's parameter count (`bdh.bench.models.sized_section`), Hyper-SET with the sweep's ``time_freq``
         (its F d parameters are a large share of a small model)."""
         return sized_section(
             model,

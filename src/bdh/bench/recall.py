@@ -27,19 +27,9 @@ import torch
 
 from bdh.typed_config import bounded, one_of
 
-from .runner import (
-    FULL,
-    QUICK,
-    BenchError,
-    RunSpec,
-    SuiteDef,
-    Sweep,
-    Trivial,
-    evaluate_examples,
-    redefault,
-    sized_section,
-    suite_models,
-)
+from .models import sized_section, suite_models
+from .results import evaluate_examples
+from .spec import FULL, QUICK, BenchError, RunSpec, SuiteDef, Sweep, Trivial, redefault
 
 #: the registered models the suite compares (each but BDH sized to BDH's parameter count by its config's for_budget)
 MODELS = suite_models("recall", "bdh", "gpt", "baseconv")
@@ -143,7 +133,7 @@ class RecallSweep(Sweep):
 
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
     """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
-    (`bdh.bench.runner.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position table,
+    (`bdh.bench.models.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position table,
     BaseConv's long filter). BDH's damping (``sweep.bdh_damping``) changes no parameter count."""
     section = sized_section(
         model,

@@ -10,7 +10,7 @@ counts than it was trained with (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig.
 ``plots/depth-sudoku``. Widths: see `bdh.bench.boards`.
 
 The reference row ``trivial (predict the most frequent digit)`` scores the trivial answer: every blank gets the
-digit that fills the training puzzles' blanks most often (`bdh.bench.runner.trivial_rows`), about 1/9 of the
+digit that fills the training puzzles' blanks most often (`bdh.bench.trivial.trivial_rows`), about 1/9 of the
 cells and no board.
 """
 
@@ -28,7 +28,8 @@ from bdh.outputs import write_text
 from bdh.typed_config import bounded
 
 from .boards import BOARD_FULL, BoardSweep
-from .runner import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault, write_csv
+from .results import write_csv
+from .spec import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault
 
 
 @dataclass

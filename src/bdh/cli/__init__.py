@@ -23,6 +23,7 @@ from . import (
     completion,
     data_cmds,
     dmft_cmds,
+    eval_cmds,
     examples,
     experiment_cmds,
     inspect_cmds,
@@ -31,11 +32,13 @@ from . import (
     train_cmds,
     viz_cmds,
 )
+from .checks import UsageError
 
 #: command-group modules, in the order their commands are listed by ``bdh --help``
 GROUPS = [
     model_cmds,
     train_cmds,
+    eval_cmds,
     data_cmds,
     dmft_cmds,
     inspect_cmds,
@@ -45,10 +48,6 @@ GROUPS = [
     synapse_cmds,
     completion,
 ]
-
-
-class UsageError(UserError):
-    """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -98,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for group in GROUPS:
         group.register(sub)
+    parser.set_defaults(root_parser=parser)  # what `bdh completion` describes
     return parser
 
 

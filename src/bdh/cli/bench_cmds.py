@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
-    from . import UsageError
+    from .checks import UsageError
 
     raise UsageError(f"bench: give a suite ({', '.join(SUITES)})")
 
@@ -71,7 +71,7 @@ def _usage(p: argparse.ArgumentParser) -> int:
 def build_sweep(args: argparse.Namespace):
     """The suite module and its sweep, from the size flag and the shrinking options."""
     from bdh.bench import boardpath, recall, sudoku
-    from bdh.bench.runner import BenchError, parse_list
+    from bdh.bench.spec import BenchError, parse_list
 
     module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[args.suite]
     cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[

@@ -23,6 +23,10 @@ from typing import Any
 from bdh.errors import UserError
 
 
+class UsageError(UserError):
+    """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
+
+
 def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in [low, high]."""
 

@@ -26,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from bdh.cli import build_parser
-
-    print(script(build_parser(), args.shell), end="")
+    print(script(args.root_parser, args.shell), end="")
     return 0
 
 

@@ -54,7 +54,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     gs = g.add_subparsers(dest="dmft_command", metavar="COMMAND", parser_class=type(g))
     g.set_defaults(func=lambda args: (g.print_help(), 0)[1])
+    _register_bifurcation(gs)
+    _register_trajectory(gs)
+    _register_convergence(gs)
+    _register_probe(gs)
 
+
+def _register_bifurcation(gs: argparse._SubParsersAction) -> None:
+    """``bdh dmft bifurcation``: the beta sweep (paper Fig. 3)."""
     b = gs.add_parser(
         "bifurcation",
         help="beta sweep: bifurcation diagram (paper Fig. 3) and largest Lyapunov exponent",
@@ -75,6 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_model_args(b)
     b.set_defaults(func=cmd_bifurcation)
 
+
+def _register_trajectory(gs: argparse._SubParsersAction) -> None:
+    """``bdh dmft trajectory``: trajectories at given betas (paper Figs. 4-5)."""
     t = gs.add_parser(
         "trajectory",
         help="trajectory, phase portrait, autocorrelation, spectrum and Lyapunov spectrum at given betas",
@@ -94,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_model_args(t)
     t.set_defaults(func=cmd_trajectory)
 
+
+def _register_convergence(gs: argparse._SubParsersAction) -> None:
+    """``bdh dmft convergence``: the finite network against the mean field."""
     c = gs.add_parser(
         "convergence",
         help="finite-size network vs mean field: error against N (expect N^-1/2)",
@@ -110,6 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_model_args(c)
     c.set_defaults(func=cmd_convergence)
 
+
+def _register_probe(gs: argparse._SubParsersAction) -> None:
+    """``bdh dmft probe``: a trained BDH as a dynamical system."""
     p = gs.add_parser(
         "probe",
         help="run a trained BDH as a dynamical system: readout trajectory, ACF, spectrum, lambda_1 vs temperature",
@@ -212,7 +228,7 @@ def cmd_trajectory(args) -> int:
     from bdh.dmft.experiments import initial_window, parse_range, run_trajectory
     from bdh.dmft.meanfield import MeanField
     from bdh.dmft.output import OutputDir
-    from bdh.dmft.plots import portraits_figure, trajectory_figure
+    from bdh.dmft.plots import portraits_figure
 
     betas = parse_range(args.beta)
     if betas.size > 12:
@@ -243,26 +259,7 @@ def cmd_trajectory(args) -> int:
         )
     with OutputDir.create(out_dir) as out:
         for r in results:
-            tag = f"beta{r.beta:g}"
-            out.npz(
-                f"trajectory-{tag}.npz",
-                beta=r.beta,
-                t=r.traj.t,
-                mo_se=r.traj.mo_se[0],
-                att=r.traj.att[0],
-                mq=r.traj.m["q"][0],
-                mk=r.traj.m["k"][0],
-                mv=r.traj.m["v"][0],
-                mo=r.traj.m["o"][0],
-                lyapunov=r.lyap,
-                acf=r.acf,
-                freq=r.freq,
-                spectrum=r.spectrum,
-            )
-            out.figure(f"trajectory-{tag}.png", trajectory_figure(r))
-            summary.append(
-                {"beta": r.beta, "regime": r.regime, "n_distinct": r.n_distinct, "lyapunov": [float(v) for v in r.lyap]}
-            )
+            summary.append(_write_trajectory(out, r))
         if len(results) > 1:
             out.figure("portraits.png", portraits_figure(results))
         out.json(
@@ -287,6 +284,30 @@ def cmd_trajectory(args) -> int:
         )
     print(f"wrote {args.out}")
     return 0
+
+
+def _write_trajectory(out, r) -> dict:
+    """trajectory-beta<B>.npz and .png of one trajectory result ``r``; its entry of summary.json."""
+    from bdh.dmft.plots import trajectory_figure
+
+    tag = f"beta{r.beta:g}"
+    out.npz(
+        f"trajectory-{tag}.npz",
+        beta=r.beta,
+        t=r.traj.t,
+        mo_se=r.traj.mo_se[0],
+        att=r.traj.att[0],
+        mq=r.traj.m["q"][0],
+        mk=r.traj.m["k"][0],
+        mv=r.traj.m["v"][0],
+        mo=r.traj.m["o"][0],
+        lyapunov=r.lyap,
+        acf=r.acf,
+        freq=r.freq,
+        spectrum=r.spectrum,
+    )
+    out.figure(f"trajectory-{tag}.png", trajectory_figure(r))
+    return {"beta": r.beta, "regime": r.regime, "n_distinct": r.n_distinct, "lyapunov": [float(v) for v in r.lyap]}
 
 
 def cmd_convergence(args) -> int:

@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage() -> int:
-    from . import UsageError
+    from .checks import UsageError
 
     raise UsageError(f"experiment: give a name ({', '.join(EXPERIMENTS)})")
 
@@ -104,7 +104,7 @@ def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = 
     YAML)."""
     import yaml
 
-    from . import UsageError
+    from .checks import UsageError
 
     if quick and full:
         raise UsageError("--quick and --full: give one of them")
@@ -139,7 +139,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from bdh.experiments.common import prepare_out
     from bdh.outputs import folder_lock
 
-    from . import UsageError
+    from .checks import UsageError
 
     module = experiment_module(args.experiment)
     resume = getattr(args, "resume", False)

@@ -101,13 +101,9 @@ def _flag(message: str) -> str:
     return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else message
 
 
-def cmd_synapses(args: argparse.Namespace) -> int:
-    import torch
-
-    from bdh.experiments.common import prepare_out
-    from bdh.experiments.synapses import SynapseOptions, analyse
-    from bdh.model import BDH
-    from bdh.outputs import check_output
+def _options(args: argparse.Namespace):
+    """The `SynapseOptions` of the flags; a value refused is named by its flag."""
+    from bdh.experiments.synapses import SynapseOptions
 
     for name in ("search", "heldout", "top"):
         if getattr(args, name) < (1 if name == "top" else 2):
@@ -131,6 +127,18 @@ def cmd_synapses(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UserError(_flag(str(exc))) from None
+    return opts
+
+
+def cmd_synapses(args: argparse.Namespace) -> int:
+    import torch
+
+    from bdh.experiments.common import prepare_out
+    from bdh.experiments.synapses import analyse
+    from bdh.model import BDH
+    from bdh.outputs import check_output
+
+    opts = _options(args)
     model_dir = checked_model_dir(args.run, args.checkpoint)
     out = Path(args.out) if args.out else Path(args.run) / "reports" / time.strftime("synapses-%Y%m%d-%H%M%S")
     check_output(out, overwrite=args.overwrite, folder=True, inputs=[args.run, model_dir])

@@ -35,6 +35,12 @@ def _add_model_and_input(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_viz(sub)
+    _register_plot(sub)
+
+
+def _register_viz(sub: argparse._SubParsersAction) -> None:
+    """``bdh viz``: the interactive HTML viewer."""
     p = sub.add_parser(
         "viz",
         help="write a self-contained interactive HTML viewer of a BDH model reading an input",
@@ -70,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_viz)
 
+
+def _register_plot(sub: argparse._SubParsersAction) -> None:
+    """``bdh plot``: the figures of a run."""
     q = sub.add_parser(
         "plot",
         help="figures of a run: training curves, sparsity, degree distribution, activation heatmap, bench suites",

@@ -67,6 +67,36 @@ def initial_window(mf: MeanField, beta_top: float, n_steps: int, init_feature: i
     return tr.window[0], tr.t_next
 
 
+def _simulate_chunks(
+    mf: MeanField,
+    beta: np.ndarray,
+    chunk: int,
+    window: np.ndarray | None,
+    tstart: int,
+    *,
+    n_steps: int,
+    n_keep: int,
+    n_lyap: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """`run_sweep`'s simulation, ``chunk`` betas at a time: (the kept m^o, the ``k`` largest Lyapunov exponents
+    per beta, the seconds spent simulating and estimating the exponents)."""
+    mo, lyap = [], []
+    t_sim = t_lyap = 0.0
+    for i in range(0, beta.shape[0], chunk):
+        b = beta[i : i + chunk]
+        t1 = time.perf_counter()
+        tr = mf.simulate(b, n_steps, n_keep, window=window, t0=tstart)
+        t2 = time.perf_counter()
+        lam, _ = lyapunov_spectrum(lambda w, t, T, b=b: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, k)
+        t3 = time.perf_counter()
+        t_sim += t2 - t1
+        t_lyap += t3 - t2
+        mo.append(tr.mo_se)
+        lyap.append(lam)
+    return np.concatenate(mo), np.concatenate(lyap), t_sim, t_lyap
+
+
 def run_sweep(
     beta: np.ndarray,
     *,
@@ -99,24 +129,9 @@ def run_sweep(
     if init == "continue":
         window, tstart = initial_window(mf, float(beta.max()), n_steps)
     secs["initial_condition"] = time.perf_counter() - t0
-    chunk = chunk or beta.shape[0]
-    mo, lyap = [], []
-    t_sim = t_lyap = 0.0
-    for i in range(0, beta.shape[0], chunk):
-        b = beta[i : i + chunk]
-        t1 = time.perf_counter()
-        tr = mf.simulate(b, n_steps, n_keep, window=window, t0=tstart)
-        t2 = time.perf_counter()
-        lam, _ = lyapunov_spectrum(
-            lambda w, t, T, b=b: mf.window_map_jvp(w, b, t, T), tr.window, tr.t_next, n_lyap, n_exponents
-        )
-        t3 = time.perf_counter()
-        t_sim += t2 - t1
-        t_lyap += t3 - t2
-        mo.append(tr.mo_se)
-        lyap.append(lam)
-    mo_se = np.concatenate(mo)
-    lam = np.concatenate(lyap)
+    mo_se, lam, t_sim, t_lyap = _simulate_chunks(
+        mf, beta, chunk or beta.shape[0], window, tstart, n_steps=n_steps, n_keep=n_keep, n_lyap=n_lyap, k=n_exponents
+    )
     nd = count_distinct(mo_se)
     secs.update(simulate=t_sim, lyapunov=t_lyap, total=time.perf_counter() - t0)
     cfg = dict(

@@ -150,27 +150,7 @@ class MeanField:
         n_keep = n_steps if n_keep is None else int(n_keep)
         if not 1 <= n_keep <= n_steps:
             raise UserError(f"MeanField.simulate: n_keep must be in [1, n_steps], got {n_keep}")
-        mk = np.zeros((B, L, M))
-        mv = np.zeros((B, L, M))
-        if window is None:
-            m0 = self.token_overlaps(self.initial_token(init_feature), 0)
-            mq = np.broadcast_to(m0["q"], (B, M)).copy()
-            mk[:, 0] = m0["k"]
-            mv[:, 0] = m0["v"]
-            mo_se = np.broadcast_to(self.semantic("o", self.initial_token(init_feature)), (B, M)).copy()
-            mcur = {a: np.broadcast_to(m0[a], (B, M)).copy() for a in PROJECTIONS}
-            valid, t = 1, 0
-        else:
-            win = np.broadcast_to(np.asarray(window, dtype=np.float64), (B, L, M))
-            t = int(t0)
-            u = self.magnetisation(win, beta)  # (B, L, G): token t-d from Ahat_{t-1-d}
-            for d in range(L):
-                mk[:, d] = self.semantic("k", u[:, d]) + self.pe_term("k", t - d)
-                mv[:, d] = self.semantic("v", u[:, d]) + self.pe_term("v", t - d)
-            mq = self.semantic("q", u[:, 0]) + self.pe_term("q", t)
-            mo_se = self.semantic("o", u[:, 0])
-            mcur = {a: self.semantic(a, u[:, 0]) + self.pe_term(a, t) for a in PROJECTIONS}
-            valid = L
+        mq, mk, mv, mo_se, mcur, valid, t = self._start(beta, init_feature, window, t0)
         start = n_steps - n_keep
         out_mo = np.empty((B, n_keep, M))
         out_att = np.empty((B, n_keep, M))
@@ -196,6 +176,32 @@ class MeanField:
             valid = min(valid + 1, L)
         tt = np.arange(t - n_keep, t)
         return MFTrajectory(beta, tt, out_mo, out_m, out_att, att_hist, t)
+
+    def _start(self, beta: np.ndarray, init_feature: int, window: np.ndarray | None, t0: int) -> tuple:
+        """The state `simulate` starts from: the overlaps of the query, of the keys and values in the context
+        (most recent first), the semantic m^o and every projection of the current token, the context filled so
+        far and the time: from the token W^o_{init_feature} at t = 0, or continuing an Ahat ``window`` at ``t0``."""
+        B, L, M = beta.shape[0], self.params.context, self.params.n_features
+        mk = np.zeros((B, L, M))
+        mv = np.zeros((B, L, M))
+        if window is None:
+            m0 = self.token_overlaps(self.initial_token(init_feature), 0)
+            mq = np.broadcast_to(m0["q"], (B, M)).copy()
+            mk[:, 0] = m0["k"]
+            mv[:, 0] = m0["v"]
+            mo_se = np.broadcast_to(self.semantic("o", self.initial_token(init_feature)), (B, M)).copy()
+            mcur = {a: np.broadcast_to(m0[a], (B, M)).copy() for a in PROJECTIONS}
+            return mq, mk, mv, mo_se, mcur, 1, 0
+        win = np.broadcast_to(np.asarray(window, dtype=np.float64), (B, L, M))
+        t = int(t0)
+        u = self.magnetisation(win, beta)  # (B, L, G): token t-d from Ahat_{t-1-d}
+        for d in range(L):
+            mk[:, d] = self.semantic("k", u[:, d]) + self.pe_term("k", t - d)
+            mv[:, d] = self.semantic("v", u[:, d]) + self.pe_term("v", t - d)
+        mq = self.semantic("q", u[:, 0]) + self.pe_term("q", t)
+        mo_se = self.semantic("o", u[:, 0])
+        mcur = {a: self.semantic(a, u[:, 0]) + self.pe_term(a, t) for a in PROJECTIONS}
+        return mq, mk, mv, mo_se, mcur, L, t
 
     # ------------------------------------------------------------------ window map (Lyapunov)
     def _window_parts(self, window: np.ndarray, beta: np.ndarray, t: int):

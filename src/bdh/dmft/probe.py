@@ -102,6 +102,32 @@ def run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
         torch.set_num_threads(old)
 
 
+@dataclass
+class _Trace:
+    """What the probe records per temperature (rows) and recorded token (columns)."""
+
+    readout: np.ndarray  # (nT, steps, M): r_a(t)
+    log_growth: np.ndarray  # log(separation / d0) of the renormalised copy, before it is pulled back
+    differ: np.ndarray  # the renormalised copy sampled another token than the reference
+    free_growth: np.ndarray  # log(separation / d0) of the free copy
+    free_differ: np.ndarray  # the free copy sampled another token than the reference
+    tokens: np.ndarray  # the reference's tokens
+    entropy: np.ndarray  # the entropy of the reference's next-token distribution (nats)
+
+    @classmethod
+    def empty(cls, temperatures: int, steps: int, features: int) -> _Trace:
+        shape = (temperatures, steps)
+        return cls(
+            np.zeros((*shape, features)),
+            np.zeros(shape),
+            np.zeros(shape, dtype=bool),
+            np.zeros(shape),
+            np.zeros(shape, dtype=bool),
+            np.zeros(shape, dtype=np.int64),
+            np.zeros(shape),
+        )
+
+
 @torch.no_grad()
 def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
@@ -122,72 +148,98 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
     W = feature_directions(model, cfg.n_features).to(dtype)
     emb = model.embed.weight.detach().to(dtype)
     read_dirs = emb @ W  # (V, M): e_v . w_a
-    readout = np.zeros((nT, cfg.n_steps, W.shape[1]))
-    log_growth = np.zeros((nT, cfg.n_steps))
-    differ = np.zeros((nT, cfg.n_steps), dtype=bool)
-    free_growth = np.zeros((nT, cfg.n_steps))
-    free_differ = np.zeros((nT, cfg.n_steps), dtype=bool)
-    tokens = np.zeros((nT, cfg.n_steps), dtype=np.int64)
-    entropy = np.zeros((nT, cfg.n_steps))
-    total = cfg.n_transient + cfg.n_steps
+    trace = _Trace.empty(nT, cfg.n_steps, W.shape[1])
     d0 = torch.ones(nT, dtype=dtype)
-    for s in range(total):
+    for s in range(cfg.n_transient + cfg.n_steps):
         if s == cfg.n_transient:
-            # perturb the copies: rho' = rho + delta |rho| xi / |xi|, one direction per temperature
-            ref = state.rho[:, :nT]
-            xi = torch.randn(ref.shape, generator=gen, dtype=dtype)
-            nr = ref.transpose(0, 1).reshape(nT, -1).norm(dim=1)
-            nxi = xi.transpose(0, 1).reshape(nT, -1).norm(dim=1)
-            d0 = cfg.delta * nr.clamp_min(1e-12)
-            state.rho[:, nT : 2 * nT] = ref + xi * (d0 / nxi).view(1, nT, 1, 1, 1)
-            state.rho[:, 2 * nT :] = state.rho[:, nT : 2 * nT]
+            d0 = _perturb(state, nT, cfg.delta, gen, dtype)
         u = torch.rand(nT, generator=gen, dtype=dtype).repeat(3)  # common random numbers
         p, tok = _sample(logits, T2, u)
         j = s - cfg.n_transient
         if j >= 0:
-            pr = p[:nT]
-            readout[:, j] = (pr @ read_dirs).cpu().numpy()
-            entropy[:, j] = (-(pr.clamp_min(1e-30).log() * pr).sum(-1)).cpu().numpy()
-            tokens[:, j] = tok[:nT].cpu().numpy()
-            differ[:, j] = (tok[:nT] != tok[nT : 2 * nT]).cpu().numpy()
-            free_differ[:, j] = (tok[:nT] != tok[2 * nT :]).cpu().numpy()
+            _record_sample(trace, j, p[:nT], tok, read_dirs)
         # each copy follows its own sampled token (the same uniforms as its reference)
         logits, state = model.step(tok, state)
         if j >= 0:
-            ref = state.rho[:, :nT]
-            diff = (state.rho[:, nT : 2 * nT] - ref).transpose(0, 1).reshape(nT, -1)
-            dist = diff.norm(dim=1).clamp_min(1e-300)
-            log_growth[:, j] = torch.log(dist / d0).cpu().numpy()
-            state.rho[:, nT : 2 * nT] = ref + (state.rho[:, nT : 2 * nT] - ref) * (d0 / dist).view(1, nT, 1, 1, 1)
-            free = (state.rho[:, 2 * nT :] - ref).transpose(0, 1).reshape(nT, -1).norm(dim=1).clamp_min(1e-300)
-            free_growth[:, j] = torch.log(free / d0).cpu().numpy()
-    lam = log_growth.mean(1)
-    acf = autocorrelation(readout[:, :, 0], cfg.max_lag)
-    freq, spec = power_spectrum(readout[:, :, 0])
+            _record_separation(trace, j, state, d0)
+    acf = autocorrelation(trace.readout[:, :, 0], cfg.max_lag)
+    freq, spec = power_spectrum(trace.readout[:, :, 0])
+    per = _per_temperature(cfg, trace, acf, freq, spec)
+    return _report(model, cfg, per), _series(cfg, trace, acf, freq, spec)
+
+
+def _perturb(state, nT: int, delta: float, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """Displace both copies of the reference states (rows [0, nT) of ``state.rho``):
+    rho' = rho + delta |rho| xi / |xi|, one random direction per temperature; returns the distances d0."""
+    ref = state.rho[:, :nT]
+    xi = torch.randn(ref.shape, generator=gen, dtype=dtype)
+    nr = ref.transpose(0, 1).reshape(nT, -1).norm(dim=1)
+    nxi = xi.transpose(0, 1).reshape(nT, -1).norm(dim=1)
+    d0 = delta * nr.clamp_min(1e-12)
+    state.rho[:, nT : 2 * nT] = ref + xi * (d0 / nxi).view(1, nT, 1, 1, 1)
+    state.rho[:, 2 * nT :] = state.rho[:, nT : 2 * nT]
+    return d0
+
+
+def _record_sample(trace: _Trace, j: int, pr: torch.Tensor, tok: torch.Tensor, read_dirs: torch.Tensor) -> None:
+    """Record recorded token ``j``: the reference's readout, entropy and token (``pr``: its probabilities), and
+    whether each copy sampled another token (``tok``: the tokens of all three groups of rows)."""
+    nT = pr.shape[0]
+    trace.readout[:, j] = (pr @ read_dirs).cpu().numpy()
+    trace.entropy[:, j] = (-(pr.clamp_min(1e-30).log() * pr).sum(-1)).cpu().numpy()
+    trace.tokens[:, j] = tok[:nT].cpu().numpy()
+    trace.differ[:, j] = (tok[:nT] != tok[nT : 2 * nT]).cpu().numpy()
+    trace.free_differ[:, j] = (tok[:nT] != tok[2 * nT :]).cpu().numpy()
+
+
+def _record_separation(trace: _Trace, j: int, state, d0: torch.Tensor) -> None:
+    """Record the log growth of both copies' separation from the reference after token ``j``, and pull the
+    renormalised copy back to the distance ``d0`` (Benettin)."""
+    nT = d0.shape[0]
+    ref = state.rho[:, :nT]
+    diff = (state.rho[:, nT : 2 * nT] - ref).transpose(0, 1).reshape(nT, -1)
+    dist = diff.norm(dim=1).clamp_min(1e-300)
+    trace.log_growth[:, j] = torch.log(dist / d0).cpu().numpy()
+    state.rho[:, nT : 2 * nT] = ref + (state.rho[:, nT : 2 * nT] - ref) * (d0 / dist).view(1, nT, 1, 1, 1)
+    free = (state.rho[:, 2 * nT :] - ref).transpose(0, 1).reshape(nT, -1).norm(dim=1).clamp_min(1e-300)
+    trace.free_growth[:, j] = torch.log(free / d0).cpu().numpy()
+
+
+def _per_temperature(cfg: ProbeConfig, trace: _Trace, acf: np.ndarray, freq: np.ndarray, spec: np.ndarray) -> list:
+    """The report's entry of each temperature: the exponents, token divergence, the free pair, the decay of
+    the autocorrelation and the spectrum's peak of the first readout, and the spread of the generated text."""
+    lam = trace.log_growth.mean(1)
     per = []
     for i, T in enumerate(cfg.temperatures):
         below = np.nonzero(acf[i] < math.exp(-1))[0]
         k = int(np.argmax(spec[i][1:]) + 1) if spec.shape[1] > 1 else 0
+        same = ~trace.differ[i]
+        free_differ = trace.free_differ[i]
         per.append(
             {
                 "temperature": float(T),
                 "beta": (1.0 / T) if T > 0 else None,
                 "lyapunov": float(lam[i]),
-                "lyapunov_same_tokens": float(log_growth[i][~differ[i]].mean()) if (~differ[i]).any() else None,
-                "token_divergence_rate": float(differ[i].mean()),
+                "lyapunov_same_tokens": float(trace.log_growth[i][same].mean()) if same.any() else None,
+                "token_divergence_rate": float(trace.differ[i].mean()),
                 "free_pair": {
-                    "first_token_divergence": int(np.argmax(free_differ[i])) if free_differ[i].any() else None,
-                    "token_disagreement": float(free_differ[i].mean()),
-                    "final_log_separation": float(free_growth[i, -1]),
+                    "first_token_divergence": int(np.argmax(free_differ)) if free_differ.any() else None,
+                    "token_disagreement": float(free_differ.mean()),
+                    "final_log_separation": float(trace.free_growth[i, -1]),
                 },
                 "acf_decay_lag": int(below[0]) if below.size else None,
                 "spectrum_peak_frequency": float(freq[k]),
-                "distinct_tokens": int(np.unique(tokens[i]).size),
-                "readout_std": [float(v) for v in readout[i].std(0)],
-                "mean_entropy_nats": float(entropy[i].mean()),
+                "distinct_tokens": int(np.unique(trace.tokens[i]).size),
+                "readout_std": [float(v) for v in trace.readout[i].std(0)],
+                "mean_entropy_nats": float(trace.entropy[i].mean()),
             }
         )
-    report = {
+    return per
+
+
+def _report(model, cfg: ProbeConfig, per: list) -> dict:
+    """The JSON report of the probe: ``per`` temperature (`_per_temperature`), the config, the method, the model."""
+    return {
         "temperatures": [float(t) for t in cfg.temperatures],
         "per_temperature": per,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
@@ -200,19 +252,22 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
             "n_embd": model.config.n_embd,
             "n_head": model.config.n_head,
             "n_neurons": model.config.n,
-            "vocab_size": V,
+            "vocab_size": model.config.vocab_size,
         },
     }
-    series = {
-        "readout": readout,
-        "log_growth": log_growth,
+
+
+def _series(cfg: ProbeConfig, trace: _Trace, acf: np.ndarray, freq: np.ndarray, spec: np.ndarray) -> dict:
+    """The arrays of the probe (what its figures draw)."""
+    return {
+        "readout": trace.readout,
+        "log_growth": trace.log_growth,
         "acf": acf,
         "freq": freq,
         "spectrum": spec,
-        "tokens": tokens,
-        "differ": differ,
-        "free_log_separation": free_growth,
-        "free_differ": free_differ,
+        "tokens": trace.tokens,
+        "differ": trace.differ,
+        "free_log_separation": trace.free_growth,
+        "free_differ": trace.free_differ,
         "temperatures": np.array(cfg.temperatures),
     }
-    return report, series

@@ -158,40 +158,31 @@ def train_lm(
     `ModelSize` or a whole ``model`` section (another registered model). ``sections``: fields that replace
     those of the sections built here, by section (``{"model": {"damping": "alibi"}, "train": {...}}``).
     """
-    from bdh.train import RunConfig, train
+    from bdh.train import train
+    from bdh.train.config import sweep_run_config
 
     if task is None:
         task = {"name": "text", "data": None if data is None else str(data), "seq_len": seq_len, "val_fraction": 0.02}
-    model = dict(size) if isinstance(size, dict) else size.section()
-    raw = {
-        "model": model,
-        "task": task,
-        "optim": {
-            "lr": lr,
-            "min_lr": lr / 10,
-            "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10),
-        },
-        "train": {
-            "batch_size": batch_size,
-            "max_steps": steps,
-            "max_minutes": None,
-            "seed": seed,
-            "device": device,
-            "precision": "fp32",
-            "threads": threads,
-            "check_memory": False,
-            "bptt": bptt,
-            "init_from": str(init_from) if init_from is not None else None,
-        },
-        "eval": {"every": 0, "batches": 4},
-        "log": {"every": max(1, steps // 50), "progress": progress, "tensorboard": False},
-        "checkpoint": {"every": 0, "keep": 1},
-        "sample": {"max_new_tokens": 0},
-        "run_dir": str(run_dir),
-    }
-    for section, fields in (sections or {}).items():
-        raw[section] = {**raw[section], **fields}
-    result = train(RunConfig.from_dict(raw))
+    config = sweep_run_config(
+        dict(size) if isinstance(size, dict) else size.section(),
+        task,
+        run_dir,
+        lr=lr,
+        steps=steps,
+        batch_size=batch_size,
+        seed=seed,
+        eval={"every": 0, "batches": 4},
+        progress=progress,
+        warmup_steps=warmup_steps,
+        sections=sections,
+        device=device,
+        precision="fp32",
+        threads=threads,
+        check_memory=False,
+        bptt=bptt,
+        init_from=str(init_from) if init_from is not None else None,
+    )
+    result = train(config)
     if result.interrupted is not None:
         raise KeyboardInterrupt
     return result

@@ -31,9 +31,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -167,55 +169,92 @@ def unconditional_losses(model: torch.nn.Module, segments: list[tuple[str, str, 
     return SideLosses(float("nan"), sums[2] / max(counts[2], 1), 0, counts[2])
 
 
+class _Runs:
+    """The training runs of the experiment, in ``out/runs/<name>``, with their corpora in ``out/data`` and the
+    seconds each took (``timings``)."""
+
+    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+        self.config, self.out, self.log = config, out, log
+        self.common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
+        self.timings: dict[str, float] = {}
+
+    def corpus(self, lang: str) -> Path:
+        """The English-``lang`` translation stream (written on first use)."""
+        path = self.out / "data" / f"en-{lang}.txt"
+        if not path.exists():
+            write_corpus(path, [(ENGLISH, lang)], self.config.corpus_bytes, seed=self.config.seed)
+        return path
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Count the seconds of the block as the time of run ``name``."""
+        t0 = time.time()
+        yield
+        self.timings[name] = time.time() - t0
+
+    def train(self, name: str, data: Path, steps: int, *, lr: float, **options: Any) -> Any:
+        """The `TrainResult` of run ``name`` on ``data`` (`train_lm`; the experiment's size and seed unless
+        ``options`` give others)."""
+        options = {"size": self.config.size, "seed": self.config.seed, **options, **self.common}
+        size = options.pop("size")
+        return train_lm(self.out / "runs" / name, data, size, steps=steps, lr=lr, **options)
+
+    def trained(
+        self, name: str, lang: str, steps: int, *, lr: float, seed: int, init_from: Path | None = None
+    ) -> tuple[torch.nn.Module, Path]:
+        """A model trained on English-``lang`` (from ``init_from``, a run folder, if given) and its run folder."""
+        with self.timed(name):
+            self.log(
+                f"merge: training {name} ({steps} steps on en-{lang}{', from ' + init_from.name if init_from else ''})"
+            )
+            warmup = max(1, steps // 10)
+            data = self.corpus(lang)
+            result = self.train(name, data, steps, lr=lr, seed=seed, init_from=init_from, warmup_steps=warmup)
+        return result.model.eval(), result.run_dir
+
+
 def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
     """Train, merge, evaluate and write the report into ``out``; returns the report's path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
     start, cpu_start = time.time(), time.process_time()
-    size = config.size
+    runs = _Runs(config, out, log, threads)
+    models = _merged_models(config, runs)
+    uncond = None
+    if config.uncond_steps:
+        with runs.timed("unconditional-en"):
+            log(f"merge: training the unconditional English model ({config.uncond_steps} steps)")
+            data = _english_only(out / "data" / "en-only.txt", config)
+            uncond = runs.train("unconditional-en", data, config.uncond_steps, lr=config.lr).model.eval()
+    if config.joint_steps:
+        models[f"merged + {config.joint_steps} joint steps"] = _joint(config, runs, models["merged"])
+    log("merge: evaluating")
+    table = _losses(config, models, uncond, runs.corpus)
+    params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
+    report = _write_report(
+        config, out, table, params, runs.timings, time.time() - start, time.process_time() - cpu_start
+    )
+    log(f"merge: done in {(time.time() - start) / 60:.1f} min")
+    return report
+
+
+def _merged_models(config: Config, runs: _Runs) -> dict[str, torch.nn.Module]:
+    """The base model, its two fine-tunes and their merge by concatenation (saved to runs/merged); with
+    ``controls``, their weight average and the merge of fine-tunes that share no base."""
     base_lang, (la, lb) = config.base_language, config.tune_languages
-    common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
-
-    def corpus(lang: str) -> Path:
-        path = out / "data" / f"en-{lang}.txt"
-        if not path.exists():
-            write_corpus(path, [(ENGLISH, lang)], config.corpus_bytes, seed=config.seed)
-        return path
-
-    timings: dict[str, float] = {}
-
-    def trained(
-        name: str, lang: str, steps: int, *, lr: float, seed: int, init_from: Path | None = None
-    ) -> tuple[torch.nn.Module, Path]:
-        t0 = time.time()
-        log(f"merge: training {name} ({steps} steps on en-{lang}{', from ' + init_from.name if init_from else ''})")
-        result = train_lm(
-            out / "runs" / name,
-            corpus(lang),
-            size,
-            steps=steps,
-            lr=lr,
-            seed=seed,
-            init_from=init_from,
-            warmup_steps=max(1, steps // 10),
-            **common,
-        )
-        timings[name] = time.time() - t0
-        return result.model.eval(), result.run_dir
-
     models: dict[str, torch.nn.Module] = {}
-    models["base"], base_dir = trained("base", base_lang, config.base_steps, lr=config.lr, seed=config.seed)
+    models["base"], base_dir = runs.trained("base", base_lang, config.base_steps, lr=config.lr, seed=config.seed)
     for x in (la, lb):
-        models[f"tuned-{x}"], _ = trained(
+        models[f"tuned-{x}"], _ = runs.trained(
             f"tuned-{x}", x, config.tune_steps, lr=config.tune_lr, seed=config.seed, init_from=base_dir
         )
     models["merged"] = concatenate(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
-    models["merged"].save_pretrained(out / "runs" / "merged")
+    models["merged"].save_pretrained(runs.out / "runs" / "merged")
     if config.controls:
         models["averaged"] = average(models[f"tuned-{la}"], models[f"tuned-{lb}"]).eval()
-        _, base2_dir = trained("base-2", base_lang, config.base_steps, lr=config.lr, seed=config.seed + 1)
-        other, _ = trained(
+        _, base2_dir = runs.trained("base-2", base_lang, config.base_steps, lr=config.lr, seed=config.seed + 1)
+        other, _ = runs.trained(
             f"tuned-{lb}-from-base-2",
             lb,
             config.tune_steps,
@@ -224,45 +263,37 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
             init_from=base2_dir,
         )
         models["merged, no shared base"] = concatenate(models[f"tuned-{la}"], other).eval()
-    uncond = None
-    if config.uncond_steps:
-        t0 = time.time()
-        log(f"merge: training the unconditional English model ({config.uncond_steps} steps)")
-        data = _english_only(out / "data" / "en-only.txt", config)
-        uncond = train_lm(
-            out / "runs" / "unconditional-en",
-            data,
-            size,
-            steps=config.uncond_steps,
-            lr=config.lr,
-            seed=config.seed,
-            **common,
-        ).model.eval()
-        timings["unconditional-en"] = time.time() - t0
-    if config.joint_steps:
-        t0 = time.time()
-        models["merged"].save_pretrained(out / "runs" / "merged")
+    return models
+
+
+def _joint(config: Config, runs: _Runs, merged: torch.nn.Module) -> torch.nn.Module:
+    """The merged model fine-tuned on every pair at once for ``joint_steps`` steps."""
+    out = runs.out
+    with runs.timed("merged-joint"):
+        merged.save_pretrained(out / "runs" / "merged")
         joint_data = out / "data" / "all-pairs.txt"
         write_corpus(joint_data, [(ENGLISH, x) for x in config.languages], config.corpus_bytes, seed=config.seed + 7)
-        log(f"merge: joint fine-tune of the merged model ({config.joint_steps} steps on all pairs)")
-        merged_size = dataclasses.replace(size, n_neurons=2 * config.n_neurons)
-        models[f"merged + {config.joint_steps} joint steps"] = train_lm(
-            out / "runs" / "merged-joint",
+        runs.log(f"merge: joint fine-tune of the merged model ({config.joint_steps} steps on all pairs)")
+        return runs.train(
+            "merged-joint",
             joint_data,
-            merged_size,
-            steps=config.joint_steps,
+            config.joint_steps,
             lr=config.tune_lr,
-            seed=config.seed,
+            size=dataclasses.replace(config.size, n_neurons=2 * config.n_neurons),
             init_from=out / "runs" / "merged",
             warmup_steps=max(1, config.joint_steps // 10),
-            **common,
         ).model.eval()
-        timings["merged-joint"] = time.time() - t0
 
-    # ------------------------------------------------------------------ evaluation
-    log("merge: evaluating")
-    directions = config.directions()
-    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in directions}
+
+def _losses(
+    config: Config,
+    models: dict[str, torch.nn.Module],
+    uncond: torch.nn.Module | None,
+    corpus: Callable[[str], Path],
+) -> dict[str, dict[str, float]]:
+    """The target loss of every model in every direction; the unconditional English model's (English targets
+    only) and the byte-bigram model's beside them."""
+    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in config.directions()}
     table: dict[str, dict[str, float]] = {}
     for name, model in models.items():
         table[name] = {f"{s}>{t}": segment_losses(model, segs).target for (s, t), segs in segments.items()}
@@ -274,11 +305,7 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     bigram_data = b"".join(corpus(x).read_bytes()[: config.corpus_bytes // 3] for x in config.languages)
     bigram = BigramModel(bigram_data)
     table["bigram (all pairs' bytes)"] = {f"{s}>{t}": bigram.losses(segs).target for (s, t), segs in segments.items()}
-    params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
-
-    report = _write_report(config, out, table, params, timings, time.time() - start, time.process_time() - cpu_start)
-    log(f"merge: done in {(time.time() - start) / 60:.1f} min")
-    return report
+    return table
 
 
 # ---------------------------------------------------------------------- report
@@ -289,6 +316,12 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
     of the gap from the unconditional English model to the specialist, and is undecided (None) when
     the specialist is no better than the unconditional model (the source sentence is not used).
     """
+    return _source_findings(config, table) + _merge_findings(config, table)
+
+
+def _source_findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[str, bool | None, str]]:
+    """The findings about each direction: the base uses the source sentence, the merged model translates into
+    English like the specialist and out of English between its parents (see `findings`)."""
     la, lb = config.tune_languages
     merged = table["merged"]
     spec = {la: table[f"tuned-{la}"], lb: table[f"tuned-{lb}"]}
@@ -332,6 +365,15 @@ def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[s
                 f"merged {m:.3f}; tuned-{x} {s:.3f}, tuned-{other} {n:.3f}",
             )
         )
+    return out
+
+
+def _merge_findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[str, bool | None, str]]:
+    """The findings over all directions: the merged model against its parents, after a joint fine-tune, and the
+    controls (weight averaging, no shared base; see `findings`)."""
+    la, lb = config.tune_languages
+    merged = table["merged"]
+    out: list[tuple[str, bool | None, str]] = []
     keys = list(merged)
     avg = {name: mean([table[name][k] for k in keys]) for name in ("merged", f"tuned-{la}", f"tuned-{lb}")}
     out.append(

@@ -119,31 +119,22 @@ def _curve(run_dir: Path) -> list[tuple[int, float]]:
     return [(rec["step"], rec["loss"]) for rec in read_metrics(run_dir / "metrics.jsonl") if rec.get("kind") == "train"]
 
 
-def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
-    """Train both arms on both tasks, evaluate, and write the report into ``out``; returns its path."""
-    from bdh.train.trainer import evaluate
+class _Arms:
+    """The training runs of both arms (`ARMS`), in ``out/runs/<run>-<arm>``, and the seconds each took."""
 
-    out = Path(out)
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    start, cpu_start = time.time(), time.process_time()
-    pairs = parse_pairs(config.pairs)
-    data = write_corpus(out / "data" / "stream.txt", pairs, config.corpus_bytes, seed=config.seed)
-    directions = config.directions()
-    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in directions}
-    bigram = BigramModel(data.read_bytes())
+    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+        self.config, self.out, self.log, self.threads = config, out, log, threads
+        self.timings: dict[str, float] = {}
 
-    lang: dict[str, dict[str, dict[str, float]]] = {}
-    curves: dict[str, list[tuple[int, float]]] = {}
-    timings: dict[str, float] = {}
-
-    def train_arm(
-        arm: str, run: str, what: str, stream: Path | None, steps: int, batch_size: int, seq_len: int, task=None
+    def train(
+        self, arm: str, run: str, what: str, stream: Path | None, steps: int, batch_size: int, seq_len: int, task=None
     ):
         """Train ``arm`` on ``stream`` (or the ``task`` section) into ``runs/<run>-<arm>``, timed as ``<run>-<arm>``."""
+        config = self.config
         t0 = time.time()
-        log(f"no-bptt: training the {arm} arm on the {what} ({steps} steps)")
+        self.log(f"no-bptt: training the {arm} arm on the {what} ({steps} steps)")
         result = train_lm(
-            out / "runs" / f"{run}-{arm}",
+            self.out / "runs" / f"{run}-{arm}",
             stream,
             config.size,
             steps=steps,
@@ -152,14 +143,41 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
             lr=config.lr,
             seed=config.seed,
             bptt=MODE[arm],
-            threads=threads,
+            threads=self.threads,
             task=task,
         )
-        timings[f"{run}-{arm}"] = time.time() - t0
+        self.timings[f"{run}-{arm}"] = time.time() - t0
         return result
 
+
+def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
+    """Train both arms on both tasks, evaluate, and write the report into ``out``; returns its path."""
+    out = Path(out)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    start, cpu_start = time.time(), time.process_time()
+    pairs = parse_pairs(config.pairs)
+    data = write_corpus(out / "data" / "stream.txt", pairs, config.corpus_bytes, seed=config.seed)
+    bigram = BigramModel(data.read_bytes())
+    arms = _Arms(config, out, log, threads)
+    lang, curves = _text_arms(config, arms, data, bigram)
+    rep = _repeat_arms(config, arms) if config.repeat_steps else {}
+    report = _write_report(
+        config, out, lang, rep, curves, bigram, data, arms.timings, time.time() - start, time.process_time() - cpu_start
+    )
+    log(f"no-bptt: done in {(time.time() - start) / 60:.1f} min")
+    return report
+
+
+def _text_arms(
+    config: Config, arms: _Arms, data: Path, bigram: BigramModel
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, list[tuple[int, float]]]]:
+    """Both arms trained on the translation stream ``data``: the source and target losses of every direction
+    (and the byte bigram's), and the arms' validation curves."""
+    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in config.directions()}
+    lang: dict[str, dict[str, dict[str, float]]] = {}
+    curves: dict[str, list[tuple[int, float]]] = {}
     for arm in ARMS:
-        result = train_arm(arm, "text", "translation stream", data, config.steps, config.batch_size, config.seq_len)
+        result = arms.train(arm, "text", "translation stream", data, config.steps, config.batch_size, config.seq_len)
         curves[arm] = _curve(result.run_dir)
         lang[arm] = {}
         for (s, t), segs in segments.items():
@@ -169,30 +187,30 @@ def run(config: Config, out: Path, *, log: Callable[[str], None] = print, thread
     for (s, t), segs in segments.items():
         losses = bigram.losses(segs)
         lang["bigram"][f"{s}>{t}"] = {"source": losses.source, "target": losses.target}
+    return lang, curves
 
+
+def _repeat_arms(config: Config, arms: _Arms) -> dict[str, dict[str, float]]:
+    """Both arms trained on the repeated-word task: their validation metrics (the copy test)."""
+    from bdh.train.evaluate import evaluate
+
+    task_section = {"name": "repeat", "seq_len": config.repeat_periods * PERIOD}
+    task = RepeatTask(RepeatConfig(seq_len=config.repeat_periods * PERIOD))
     rep: dict[str, dict[str, float]] = {}
-    if config.repeat_steps:
-        task_section = {"name": "repeat", "seq_len": config.repeat_periods * PERIOD}
-        task = RepeatTask(RepeatConfig(seq_len=config.repeat_periods * PERIOD))
-        for arm in ARMS:
-            result = train_arm(
-                arm,
-                "repeat",
-                "repeated-word task",
-                None,
-                config.repeat_steps,
-                config.repeat_batch_size,
-                task.seq_len,
-                task=task_section,
-            )
-            metrics = evaluate(result.model, task, config.repeat_batch_size, config.repeat_eval_batches, config.seed)
-            rep[arm] = {k[len("val_") :]: v for k, v in metrics.items() if k != "val_bpb"}
-
-    report = _write_report(
-        config, out, lang, rep, curves, bigram, data, timings, time.time() - start, time.process_time() - cpu_start
-    )
-    log(f"no-bptt: done in {(time.time() - start) / 60:.1f} min")
-    return report
+    for arm in ARMS:
+        result = arms.train(
+            arm,
+            "repeat",
+            "repeated-word task",
+            None,
+            config.repeat_steps,
+            config.repeat_batch_size,
+            task.seq_len,
+            task=task_section,
+        )
+        metrics = evaluate(result.model, task, config.repeat_batch_size, config.repeat_eval_batches, config.seed)
+        rep[arm] = {k[len("val_") :]: v for k, v in metrics.items() if k != "val_bpb"}
+    return rep
 
 
 # ---------------------------------------------------------------------- report
@@ -265,56 +283,21 @@ def _write_report(
     seconds: float,
     cpu_seconds: float,
 ) -> Path:
+    """report.md and results.json of the experiment (`Report`): the losses per direction, the repeated-word
+    task, the findings against the paper, the training curves and the time each run took."""
     import numpy as np
 
     arr = np.frombuffer(data.read_bytes()[: 1 << 20], dtype=np.uint8)
     bigram_train = float(-bigram.logp[arr[:-1], arr[1:]].mean())
     final_train = {arm: mean([loss for _, loss in curves[arm][-5:]]) for arm in ARMS}
-    report = Report("Training without backpropagation through time (paper section 7.2)")
-    report.text(
-        f"Two arms with the same data, seed, schedule and {config.steps} steps of {config.batch_size} x "
-        f"{config.seq_len} bytes on the translation stream ({config.pairs}): **bptt** (full backprop inside each "
-        "window) and **no-bptt** (attention keys and values detached, `train.bptt: none`). "
-        f"Model: L = {config.n_layer}, D = {config.n_embd}, h = {config.n_head}, "
-        f"n = {config.n_neurons}; learning rate {config.lr:g}. Total wall time {seconds / 60:.1f} min, "
-        f"process CPU time {cpu_seconds / 60:.1f} min."
-    )
-    report.heading("Translation stream: next-byte loss per direction (nats per byte)")
-    report.text(
-        f"{config.eval_segments} held-out segments per direction, each read from a zero state; source side = the "
-        "bytes of the source sentence, target side = the bytes of its translation (delimiters not scored). The bigram "
-        "row is the best letter-bigram model of the training bytes on the same positions."
-    )
-    keys = list(lang["bptt"])
-    rows = []
-    for arm in (*ARMS, "bigram"):
-        for s in ("source", "target"):
-            rows.append([arm, s, *[lang[arm][k][s] for k in keys], mean([lang[arm][k][s] for k in keys])])
-    report.table(["model", "side", *[k.replace(">", " → ") for k in keys], "mean"], rows)
+    report = _intro(config, seconds, cpu_seconds)
+    _translation_table(report, lang)
     report.text(
         f"Final training loss (mean of the last records): BPTT {final_train['bptt']:.3f}, no BPTT "
         f"{final_train['no-bptt']:.3f}; bigram loss of the training bytes {bigram_train:.3f}."
     )
     if rep:
-        report.heading("Repeated-word task (section 6.4): accuracy and loss per phase")
-        report.text(
-            f"{config.repeat_steps} steps of {config.repeat_batch_size} windows of {config.repeat_periods} periods "
-            "(77 letters: a fixed 13-letter warm-up, then a random 8-letter word shown 8 times); validated on "
-            f"{config.repeat_eval_batches} fresh batches. `fact` letters are unpredictable (chance 1/26); `repeat` "
-            "letters need a look back at the fact."
-        )
-        names = ["warmup", "fact", "repeat"]
-        report.table(
-            ["arm", *[f"{n} accuracy" for n in names], *[f"{n} loss" for n in names]],
-            [
-                [
-                    arm,
-                    *[rep[arm].get(f"{n}_accuracy", float("nan")) for n in names],
-                    *[rep[arm].get(f"{n}_loss", float("nan")) for n in names],
-                ]
-                for arm in ARMS
-            ],
-        )
+        _repeat_section(report, config, rep)
     report.heading("What matched the paper")
     found = findings(lang, rep, final_train, bigram_train)
     report.findings(found)
@@ -342,6 +325,59 @@ def _write_report(
         "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found],
     }
     return report.write(out)
+
+
+def _intro(config: Config, seconds: float, cpu_seconds: float) -> Report:
+    """The report with what was run and the heading of the translation table."""
+    report = Report("Training without backpropagation through time (paper section 7.2)")
+    report.text(
+        f"Two arms with the same data, seed, schedule and {config.steps} steps of {config.batch_size} x "
+        f"{config.seq_len} bytes on the translation stream ({config.pairs}): **bptt** (full backprop inside each "
+        "window) and **no-bptt** (attention keys and values detached, `train.bptt: none`). "
+        f"Model: L = {config.n_layer}, D = {config.n_embd}, h = {config.n_head}, "
+        f"n = {config.n_neurons}; learning rate {config.lr:g}. Total wall time {seconds / 60:.1f} min, "
+        f"process CPU time {cpu_seconds / 60:.1f} min."
+    )
+    report.heading("Translation stream: next-byte loss per direction (nats per byte)")
+    report.text(
+        f"{config.eval_segments} held-out segments per direction, each read from a zero state; source side = the "
+        "bytes of the source sentence, target side = the bytes of its translation (delimiters not scored). The bigram "
+        "row is the best letter-bigram model of the training bytes on the same positions."
+    )
+    return report
+
+
+def _translation_table(report: Report, lang: dict[str, dict[str, dict[str, float]]]) -> None:
+    """The table of the source and target losses of every direction, per arm and for the bigram model."""
+    keys = list(lang["bptt"])
+    rows = []
+    for arm in (*ARMS, "bigram"):
+        for s in ("source", "target"):
+            rows.append([arm, s, *[lang[arm][k][s] for k in keys], mean([lang[arm][k][s] for k in keys])])
+    report.table(["model", "side", *[k.replace(">", " → ") for k in keys], "mean"], rows)
+
+
+def _repeat_section(report: Report, config: Config, rep: dict[str, dict[str, float]]) -> None:
+    """The section of the repeated-word task: accuracy and loss per phase of each arm."""
+    report.heading("Repeated-word task (section 6.4): accuracy and loss per phase")
+    report.text(
+        f"{config.repeat_steps} steps of {config.repeat_batch_size} windows of {config.repeat_periods} periods "
+        "(77 letters: a fixed 13-letter warm-up, then a random 8-letter word shown 8 times); validated on "
+        f"{config.repeat_eval_batches} fresh batches. `fact` letters are unpredictable (chance 1/26); `repeat` "
+        "letters need a look back at the fact."
+    )
+    names = ["warmup", "fact", "repeat"]
+    report.table(
+        ["arm", *[f"{n} accuracy" for n in names], *[f"{n} loss" for n in names]],
+        [
+            [
+                arm,
+                *[rep[arm].get(f"{n}_accuracy", float("nan")) for n in names],
+                *[rep[arm].get(f"{n}_loss", float("nan")) for n in names],
+            ]
+            for arm in ARMS
+        ],
+    )
 
 
 def _plot(curves: dict[str, list[tuple[int, float]]], bigram: float, stem: Path) -> str:

@@ -41,8 +41,10 @@ def question(key: bytes) -> bytes:
 
 
 #: bytes a fact and its answered question take together, besides the distance between them
-PAIR_BYTES = len(fact_sentence(b"k" * KEY_LETTERS, b"v" * VALUE_LETTERS)) + len(question(b"k" * KEY_LETTERS)) + (
-    VALUE_LETTERS + 1
+PAIR_BYTES = (
+    len(fact_sentence(b"k" * KEY_LETTERS, b"v" * VALUE_LETTERS))
+    + len(question(b"k" * KEY_LETTERS))
+    + (VALUE_LETTERS + 1)
 )
 
 

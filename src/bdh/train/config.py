@@ -472,3 +472,49 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = read_config_file(path) if path is not None else {}
     data = apply_overrides(data, overrides or [])
     return RunConfig.from_dict(data, environment=True)
+
+
+def sweep_run_config(
+    model: dict[str, Any],
+    task: dict[str, Any],
+    run_dir: str | Path,
+    *,
+    lr: float,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    eval: dict[str, Any],
+    logs: int = 50,
+    progress: str = "none",
+    warmup_steps: int | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
+    **train: Any,
+) -> RunConfig:
+    """The run config of one run of a sweep (a ``bdh bench`` suite, an experiment), the one way they build it.
+
+    ``steps`` optimiser steps of ``batch_size`` sequences of the ``task`` section, by the ``model`` section, with
+    AdamW at peak learning rate ``lr``: warmed up over a tenth of the run (or ``warmup_steps``) and decayed
+    linearly to a tenth of ``lr`` (the paper's schedule, appendix B.3, compressed), the trainer's defaults
+    otherwise; a fixed length (no time budget), ``logs`` training records in all, one checkpoint at the end,
+    no sample, no TensorBoard. ``eval``: the ``eval`` section; ``train``: further fields of the ``train`` section
+    (``device``, ``threads``, ``precision``, ...); ``sections``: fields that replace those built here, by
+    section (``{"model": {"damping": "alibi"}, "train": {...}}``).
+    """
+    data: dict[str, Any] = {
+        "model": dict(model),
+        "task": dict(task),
+        "optim": {
+            "lr": lr,
+            "min_lr": lr / 10,
+            "warmup_steps": warmup_steps if warmup_steps is not None else max(1, steps // 10),
+        },
+        "train": {"batch_size": batch_size, "max_steps": steps, "max_minutes": None, "seed": seed, **train},
+        "eval": dict(eval),
+        "log": {"every": max(1, steps // logs), "progress": progress, "tensorboard": False},
+        "checkpoint": {"every": 0, "keep": 1},
+        "sample": {"max_new_tokens": 0},
+        "run_dir": str(run_dir),
+    }
+    for section, fields in (sections or {}).items():
+        data[section] = {**data[section], **fields}
+    return RunConfig.from_dict(data)

@@ -43,6 +43,7 @@ from torch import nn
 from bdh.errors import UserError
 
 from ..tasks.base import IGNORE_INDEX
+from .errors import TrainingError
 
 LN2 = math.log(2.0)
 
@@ -129,6 +130,16 @@ def _score(
     return scores
 
 
+def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None) -> int:
+    """How many batches an evaluation of ``split`` reads: ``batches``, at most one pass over the split;
+    a `TrainingError` if the split is endless and ``batches`` is None."""
+    n = task.num_batches(split, batch_size)
+    n = batches if n is None else (n if batches is None else min(n, batches))
+    if n is None:
+        raise TrainingError(f"eval.batches: task {task.name!r} has an endless {split} split; give a number")
+    return n
+
+
 def _independent(
     model: nn.Module,
     task: Any,
@@ -140,8 +151,6 @@ def _independent(
     progress: Ticker | None,
 ) -> _Scores:
     """The scores of the first ``batches`` batches of ``split`` (all of them when None), each window on its own."""
-    from .trainer import eval_batch_count  # trainer imports this module
-
     device = next(model.parameters()).device
     n = eval_batch_count(task, split, batch_size, batches)
 
@@ -249,4 +258,11 @@ def evaluate_carried(
     return _score(model, task, carried(), progress).result()
 
 
-__all__ = ["carried_window_count", "check_carry", "evaluate", "evaluate_carried", "evaluate_metrics"]
+__all__ = [
+    "carried_window_count",
+    "check_carry",
+    "eval_batch_count",
+    "evaluate",
+    "evaluate_carried",
+    "evaluate_metrics",
+]

@@ -207,6 +207,53 @@ class Progress:
             self.bar.close()
 
 
+class RunLog:
+    """What one call of `bdh.train.trainer.Trainer.fit` reports, on rank 0 (the other processes report nothing):
+    the progress display (`Progress`), ``metrics.jsonl`` (`MetricsLog`) and TensorBoard / W&B (`TensorBoard`)."""
+
+    def __init__(self, metrics: MetricsLog, config: Any, run_dir: Path, total: int, initial: int, main: bool):
+        """``config``: the run config (its ``log`` section); ``total``, ``initial``: the steps of the run and the
+        step it starts from; ``main``: this process reports (rank 0)."""
+        self.main = main
+        self.metrics = metrics
+        self.progress = Progress(total, initial, config.log.progress if main else "none")
+        self.board = TensorBoard(
+            run_dir / "tensorboard", config.log.tensorboard and main, wandb=config if main else None
+        )
+
+    def message(self, text: str) -> None:
+        """A line that stays (`Progress.message`)."""
+        self.progress.message(text)
+
+    def set_total(self, total: int) -> None:
+        """The run now has ``total`` steps (a time budget planned it anew)."""
+        self.progress.total = total
+        if self.progress.bar is not None:
+            self.progress.bar.total = total
+            self.progress.bar.refresh()
+
+    def train(self, record: dict[str, Any], write: bool) -> None:
+        """After a training step: show its ``record`` (step, loss, tok_per_s, ...), and with ``write`` log it."""
+        if not self.main:
+            return
+        self.progress.update(record["step"], record["loss"], record["tok_per_s"])
+        if write:
+            self.metrics.write(record)
+            self.board.scalars("train", record, record["step"])
+
+    def evaluation(self, step: int, tokens: int, loss: float, tok_per_s: float, metrics: dict[str, float]) -> None:
+        """After an evaluation at ``step``: log its ``metrics`` and show them beside the training ``loss``."""
+        if not self.main:
+            return
+        self.metrics.write({"kind": "eval", "step": step, "tokens": tokens, **metrics})
+        self.board.scalars("eval", metrics, step)
+        self.progress.eval_line(step, loss, tok_per_s, metrics)
+
+    def close(self) -> None:
+        self.progress.close()
+        self.board.close()
+
+
 class EvalProgress:
     """Progress of a long evaluation (``bdh eval --full``), shown like training's: a tqdm bar in a
     terminal, or plain lines (about every tenth of the work, with the elapsed time and an ETA) otherwise.

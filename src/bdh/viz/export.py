@@ -223,75 +223,22 @@ def build_view(
         options: sizes of the reductions (`ViewOptions`).
         title, source: shown in the page header.
     """
-    if kind not in KINDS:
-        raise UserError(f"viz: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    idx = _input(tokens, kind, board_size)
     opts = options or ViewOptions()
-    cfg = model.config
-    idx = torch.as_tensor(tokens, dtype=torch.long).reshape(1, -1)
-    T = idx.shape[1]
-    if T == 0:
-        raise UserError("viz: the input is empty; give at least one token")
-    if kind in ("boardpath", "sudoku"):
-        if board_size is None or board_size * board_size != T:
-            raise UserError(f"viz: a board of {T} cells is not {board_size} x {board_size}")
-    device = model.E.device
     t0 = time.time()
-    was_training = model.training
-    model.eval()
-    try:
-        _, cap = model(idx.to(device), capture=True)
-    finally:
-        model.train(was_training)
-    L, H, N, n = cap.n_layer, cfg.n_head, cfg.N, cfg.n
+    cap = _capture(model, idx)
     graph = neuron_graph(model, opts.hubs, opts.edges_per_hub, opts.block, opts.layout_seed)
     hub_ids = torch.tensor([nd["id"] for nd in graph["nodes"]], dtype=torch.long)
-
     sparsity: dict[str, Any] = {"x": [], "y": [], "x_token": [], "y_token": []}
     lit: dict[str, list] = {"x": [], "y": [], "scale_x": [], "scale_y": []}
     heat: dict[str, list] = {"x": [], "y": [], "neurons_x": [], "neurons_y": [], "scale_x": [], "scale_y": []}
     attention: list[list[list[list[float]]]] = []
     lens: list[Any] = []
-    for layer in range(L):
+    for layer in range(cap.n_layer):
         for which in ("x", "y"):
-            act = getattr(cap, which)[layer][0].float().cpu()  # H, T, N
-            flat = act.transpose(0, 1).reshape(T, n)  # T, n; neuron h * N + j
-            nz = flat > 0
-            sparsity[which].append(_r(nz.float().mean(), 4))
-            sparsity[f"{which}_token"].append([_r(v, 3) for v in nz.float().mean(dim=1).tolist()])
-            hub_act = flat[:, hub_ids]
-            scale = float(hub_act.max()) if hub_act.numel() else 0.0
-            lit[which].append(_q8(hub_act, scale))
-            lit[f"scale_{which}"].append(_r(scale))
-            k = min(opts.heat_neurons, n)
-            cols = torch.topk(flat.sum(dim=0), k).indices.sort().values
-            block = flat[:, cols]
-            hscale = float(block.max()) if block.numel() else 0.0
-            heat[which].append(_q8(block, hscale))
-            heat[f"neurons_{which}"].append(cols.tolist())
-            heat[f"scale_{which}"].append(_r(hscale))
-            del act, flat, nz
-        att = cap.attention[layer][0].float().mean(dim=0).cpu()  # T, T (row = reader)
-        k = min(opts.attn_top, T)
-        mag = att.abs()
-        vals, src = torch.topk(mag, k, dim=1)
-        amax = float(mag.max()) or 1.0
-        rows = []
-        for t in range(T):
-            row = []
-            for v, s in zip(vals[t].tolist(), src[t].tolist()):
-                if v <= 0:
-                    break
-                row.append([int(s), _r(float(att[t, s]) / amax, 3)])
-            rows.append(row)
-        attention.append(rows)
-        logits = cap.logits[layer][0].float().cpu()  # T, V
-        if kind in ("boardpath", "sudoku"):
-            lens.append(logits.argmax(dim=-1).tolist())
-        else:
-            p = torch.softmax(logits, dim=-1)
-            kk = min(opts.lens_top, p.shape[-1])
-            pv, pi = torch.topk(p, kk, dim=-1)
-            lens.append([[[int(i), _r(v, 3)] for i, v in zip(pi[t].tolist(), pv[t].tolist())] for t in range(T)])
+            _add_activations(getattr(cap, which)[layer][0], which, hub_ids, opts, sparsity, lit, heat)
+        attention.append(_attention_rows(cap.attention[layer][0], opts.attn_top))
+        lens.append(_lens(cap.logits[layer][0], kind, opts.lens_top))
     seconds = time.time() - t0
     ids = idx[0].tolist()
     vocab = None
@@ -306,23 +253,117 @@ def build_view(
         "tokens": ids,
         "labels": token_labels(ids, kind),
         "vocab": vocab,
-        "meta": {
-            "config": {k: v for k, v in cfg.to_dict().items() if not k.startswith("_")},
-            "n": n,
-            "N": N,
-            "heads": H,
-            "layers": L,
-            "D": cfg.n_embd,
-            "vocab_size": cfg.vocab_size,
-            "num_params": int(model.num_params()),
-            "state_size": int(model.state_size()),
-            "causal": bool(cfg.causal),
-            "export_seconds": round(seconds, 2),
-        },
+        "meta": _meta(model, cap.n_layer, seconds),
         "graph": graph,
         "lit": lit,
         "heat": heat,
         "sparsity": sparsity,
         "attention": attention,
         "lens": lens,
+    }
+
+
+def _input(tokens: Sequence[int] | torch.Tensor, kind: str, board_size: int | None) -> torch.Tensor:
+    """The input as a (1, T) tensor of token ids, checked against ``kind`` (a board of ``board_size`` squared cells)."""
+    if kind not in KINDS:
+        raise UserError(f"viz: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    idx = torch.as_tensor(tokens, dtype=torch.long).reshape(1, -1)
+    T = idx.shape[1]
+    if T == 0:
+        raise UserError("viz: the input is empty; give at least one token")
+    if kind in ("boardpath", "sudoku"):
+        if board_size is None or board_size * board_size != T:
+            raise UserError(f"viz: a board of {T} cells is not {board_size} x {board_size}")
+    return idx
+
+
+def _capture(model: BDH, idx: torch.Tensor) -> Any:
+    """What the model computes on ``idx`` in eval mode, layer by layer (`bdh.model.capture`); the model's mode is
+    restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        _, cap = model(idx.to(model.E.device), capture=True)
+    finally:
+        model.train(was_training)
+    return cap
+
+
+def _add_activations(
+    captured: torch.Tensor,
+    which: str,
+    hub_ids: torch.Tensor,
+    opts: ViewOptions,
+    sparsity: dict[str, Any],
+    lit: dict[str, list],
+    heat: dict[str, list],
+) -> None:
+    """Append one layer's ``which`` (``x`` or ``y``) activations, (H, T, N) as captured, to the views: its
+    sparsity (overall and per token), the hubs' activity (``lit``) and the most active neurons (``heat``)."""
+    act = captured.float().cpu()  # H, T, N
+    T, n = act.shape[1], act.shape[0] * act.shape[2]
+    flat = act.transpose(0, 1).reshape(T, n)  # T, n; neuron h * N + j
+    nz = flat > 0
+    sparsity[which].append(_r(nz.float().mean(), 4))
+    sparsity[f"{which}_token"].append([_r(v, 3) for v in nz.float().mean(dim=1).tolist()])
+    hub_act = flat[:, hub_ids]
+    scale = float(hub_act.max()) if hub_act.numel() else 0.0
+    lit[which].append(_q8(hub_act, scale))
+    lit[f"scale_{which}"].append(_r(scale))
+    k = min(opts.heat_neurons, n)
+    cols = torch.topk(flat.sum(dim=0), k).indices.sort().values
+    block = flat[:, cols]
+    hscale = float(block.max()) if block.numel() else 0.0
+    heat[which].append(_q8(block, hscale))
+    heat[f"neurons_{which}"].append(cols.tolist())
+    heat[f"scale_{which}"].append(_r(hscale))
+
+
+def _attention_rows(captured: torch.Tensor, top: int) -> list[list[list[float]]]:
+    """One layer's attention, (H, T, T) as captured, averaged over the heads: per reading token its ``top``
+    sources by magnitude as [source, weight / the largest magnitude]."""
+    att = captured.float().mean(dim=0).cpu()  # T, T (row = reader)
+    T = att.shape[0]
+    k = min(top, T)
+    mag = att.abs()
+    vals, src = torch.topk(mag, k, dim=1)
+    amax = float(mag.max()) or 1.0
+    rows = []
+    for t in range(T):
+        row = []
+        for v, s in zip(vals[t].tolist(), src[t].tolist()):
+            if v <= 0:
+                break
+            row.append([int(s), _r(float(att[t, s]) / amax, 3)])
+        rows.append(row)
+    return rows
+
+
+def _lens(captured: torch.Tensor, kind: str, top: int) -> list[Any]:
+    """One layer's logit lens, (T, V) logits as captured: the argmax per cell on a board, else per token the
+    ``top`` tokens by probability as [token, probability]."""
+    logits = captured.float().cpu()  # T, V
+    if kind in ("boardpath", "sudoku"):
+        return logits.argmax(dim=-1).tolist()
+    p = torch.softmax(logits, dim=-1)
+    kk = min(top, p.shape[-1])
+    pv, pi = torch.topk(p, kk, dim=-1)
+    return [[[int(i), _r(v, 3)] for i, v in zip(pi[t].tolist(), pv[t].tolist())] for t in range(logits.shape[0])]
+
+
+def _meta(model: BDH, layers: int, seconds: float) -> dict[str, Any]:
+    """The model's configuration and sizes, as the page header shows them."""
+    cfg = model.config
+    return {
+        "config": {k: v for k, v in cfg.to_dict().items() if not k.startswith("_")},
+        "n": cfg.n,
+        "N": cfg.N,
+        "heads": cfg.n_head,
+        "layers": layers,
+        "D": cfg.n_embd,
+        "vocab_size": cfg.vocab_size,
+        "num_params": int(model.num_params()),
+        "state_size": int(model.state_size()),
+        "causal": bool(cfg.causal),
+        "export_seconds": round(seconds, 2),
     }

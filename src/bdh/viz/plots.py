@@ -262,8 +262,33 @@ def suite_plot(
     The rows whose ``series`` is ``reference`` (the bench's ``trivial`` answer) are not a line: the mean of
     their ``y`` is a horizontal dashed line labelled with that name, in each panel where they have a value
     (their ``x`` is not needed)."""
-    rows = list(rows)
-    groups: dict[Any, dict[Any, dict[float, list[float]]]] = {}
+    groups, levels = _suite_points(rows, x, y, series, facet, reference)
+    plt = pyplot()
+    facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
+    width = max(MIN_WIDTH, 4.6 * len(facets) + 1)
+    fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
+    for ax, f in zip(axes[0], facets, strict=True):
+        for i, (name, pts) in enumerate(sorted(groups[f].items())):
+            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name))
+        _x_axis(ax, sorted({v for s in groups[f].values() for v in s}))
+        if levels.get(f):
+            ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
+        ax.set_xlabel(column_label(x))
+        ax.set_ylabel(column_label(y))
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{facet} = {f}" if facet else f"{_words(y)} against {_words(x)}")
+        ax.legend()
+    _titles(fig, title or f"{_words(y)} against {_words(x)}")
+    fig.tight_layout()
+    return save(fig, stem, **READABLE)
+
+
+def _suite_points(
+    rows: Iterable[dict[str, Any]], x: str, y: str, series: str, facet: str | None, reference: str | None
+) -> tuple[dict[Any, dict[str, dict[float, list[float]]]], dict[Any, list[float]]]:
+    """The numeric points of `suite_plot`: facet -> series -> x -> the y values, and facet -> the y values of the
+    ``reference`` rows."""
+    groups: dict[Any, dict[str, dict[float, list[float]]]] = {}
     levels: dict[Any, list[float]] = {}
     for r in rows:
         f = r.get(facet) if facet else None
@@ -277,33 +302,20 @@ def suite_plot(
         groups.setdefault(f, {}).setdefault(str(r.get(series, "")), {}).setdefault(xv, []).append(yv)
     if not groups:
         raise UserError(f"suite_plot: no rows with numeric {x!r} and {y!r}")
-    plt = pyplot()
-    facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
-    width = max(MIN_WIDTH, 4.6 * len(facets) + 1)
-    fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
-    for ax, f in zip(axes[0], facets, strict=True):
-        for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            xs = np.array(sorted(pts))
-            mean = np.array([np.mean(pts[v]) for v in xs])
-            lo = np.array([np.min(pts[v]) for v in xs])
-            hi = np.array([np.max(pts[v]) for v in xs])
-            ax.plot(xs, mean, "o-", ms=5, color=f"C{i % 10}", label=MODEL_NAMES.get(name, name))
-            if np.any(hi > lo):  # the seeds' range: a band between the points, a bar at each (one x: no band)
-                ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
-                ax.errorbar(
-                    xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=f"C{i % 10}", elinewidth=0.8, capsize=2
-                )
-        _x_axis(ax, sorted({v for s in groups[f].values() for v in s}))
-        if levels.get(f):
-            ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
-        ax.set_xlabel(column_label(x))
-        ax.set_ylabel(column_label(y))
-        ax.grid(alpha=0.3)
-        ax.set_title(f"{facet} = {f}" if facet else f"{_words(y)} against {_words(x)}")
-        ax.legend()
-    _titles(fig, title or f"{_words(y)} against {_words(x)}")
-    fig.tight_layout()
-    return save(fig, stem, **READABLE)
+    return groups, levels
+
+
+def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str) -> None:
+    """One series of `suite_plot`: the mean of the values at each x as a line, their min-max range (the seeds')
+    as a band between the points and a bar at each (one x: no band)."""
+    xs = np.array(sorted(pts))
+    mean = np.array([np.mean(pts[v]) for v in xs])
+    lo = np.array([np.min(pts[v]) for v in xs])
+    hi = np.array([np.max(pts[v]) for v in xs])
+    ax.plot(xs, mean, "o-", ms=5, color=color, label=name)
+    if np.any(hi > lo):
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.15)
+        ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
 
 
 def bench_plots(

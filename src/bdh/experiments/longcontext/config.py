@@ -70,7 +70,8 @@ def parse_list(text: str, kind: type, name: str) -> list:
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The long-context experiment. The defaults are the CPU default (about 90 minutes on 2 cores).
+    """The long-context experiment. The defaults are the CPU default (8 recipes x 2 seeds: about 4 hours
+    of single-threaded runs, which four processes with ``--set recipes=... --set seeds=...`` share out).
 
     Attributes:
         recipes: comma-separated recipe names (`RECIPES`).

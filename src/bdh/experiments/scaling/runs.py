@@ -70,35 +70,24 @@ class RunSpec:
         return json.loads(json.dumps(d))
 
     def run_config(self, run_dir: Path) -> Any:
-        """The trainer's `RunConfig`: AdamW (weight decay 0.1, the trainer's default), warmup over a tenth of
-        the run and linear decay to a tenth of the peak, as `bdh.experiments.common.train_lm`."""
-        from bdh.train import RunConfig
+        """The trainer's `RunConfig` (`bdh.train.config.sweep_run_config`, as every sweep builds it): AdamW (weight
+        decay 0.1, the trainer's default), warmup over a tenth of the run and linear decay to a tenth of the
+        peak; the loss curve evaluated every ``curve_every`` steps."""
+        from bdh.train.config import sweep_run_config
 
-        return RunConfig.from_dict(
-            {
-                "model": dict(self.section),
-                "task": dict(self.task),
-                "optim": {"lr": self.lr, "min_lr": self.lr / 10, "warmup_steps": max(1, self.steps // 10)},
-                "train": {
-                    "batch_size": self.batch_size,
-                    "micro_batch_size": self.micro_batch_size,
-                    "max_steps": self.steps,
-                    "max_minutes": None,
-                    "seed": self.seed,
-                    "device": self.device,
-                    "precision": self.precision,
-                    "check_memory": self.device != "cpu",
-                },
-                "eval": {
-                    "every": self.curve_every,
-                    "batches": self.curve_eval_batches,
-                    "batch_size": self.eval_batch_size,
-                },
-                "log": {"every": max(1, self.steps // 50), "progress": "none", "tensorboard": False},
-                "checkpoint": {"every": 0, "keep": 1},
-                "sample": {"max_new_tokens": 0},
-                "run_dir": str(run_dir),
-            }
+        return sweep_run_config(
+            self.section,
+            self.task,
+            run_dir,
+            lr=self.lr,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            eval={"every": self.curve_every, "batches": self.curve_eval_batches, "batch_size": self.eval_batch_size},
+            micro_batch_size=self.micro_batch_size,
+            device=self.device,
+            precision=self.precision,
+            check_memory=self.device != "cpu",
         )
 
 
@@ -146,7 +135,7 @@ def _train(
     spec: RunSpec, run_dir: Path, segments: dict[str, Sequence[tuple[str, str, str, str]]], log: Callable[[str], None]
 ) -> dict[str, Any]:
     from bdh.train import TrainingError, train
-    from bdh.train.trainer import evaluate
+    from bdh.train.evaluate import evaluate
 
     start, cpu = time.time(), time.process_time()
     record: dict[str, Any] = {"spec": spec.identity(), "model": spec.model, "size": spec.size}

@@ -1,0 +1,259 @@
+"""The result rows of a ``bdh bench`` suite and the files made from them.
+
+A trained model's scores (`evaluate_examples`, the trainer's evaluation under the task's own metric names);
+for every (model, setting, width) the learning rate with the best mean score over seeds (`best_over_lr`, as
+Zoology reports its sweeps); one summary row per (model, setting, width) with the mean, min and max over seeds
+and the winner of each (setting, width), declared only beyond the spread of the seeds (`summarize`,
+`pick_winner`); the CSV files and the markdown table (`write_csv`, `results_markdown`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bdh.outputs import write_text
+
+from .spec import NO_WINNER, SPEED_COLUMNS, SuiteDef, is_reference
+
+
+def evaluate_examples(
+    model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int
+) -> dict[str, float]:
+    """The task's validation metrics under their own names plus ``val_loss`` (nats per scored token; NaN
+    when nothing was scored): the trainer's evaluation (`bdh.train.evaluate.evaluate_metrics`), each batch
+    weighted by its number of examples and each key averaged only over the batches that report it, so an
+    MQAR per-slice accuracy is not diluted by the other slices' batches."""
+    from bdh.train.evaluate import evaluate_metrics
+
+    metrics, loss = evaluate_metrics(model, task, batch_size, batches, seed)
+    return {**metrics, "val_loss": loss}
+
+
+def _float(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return float("-inf")
+    return f if math.isfinite(f) else float("-inf")
+
+
+def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[dict[str, Any]]:
+    """For each (model, setting, width): the rows (one per seed) of the learning rate whose mean
+    score over seeds is highest. ``score`` names the columns compared in order (ties on the first go
+    to the next); missing or NaN values count as -inf; a full tie goes to the smaller learning rate.
+    Each kept row gets ``lrs_tried`` (the learning rates compared, ';'-separated). Reference rows
+    (`is_reference`: the trivial answer, no learning rate) are kept as they are, after the others."""
+    groups: dict[tuple[str, str, str], dict[float, list[dict[str, Any]]]] = {}
+    references = [{**r, "lrs_tried": ""} for r in rows if is_reference(r)]
+    for r in rows:
+        if is_reference(r):
+            continue
+        g = (str(r["model"]), str(r["setting"]), str(int(float(r["width"]))))
+        groups.setdefault(g, {}).setdefault(float(r["lr"]), []).append(r)
+    out: list[dict[str, Any]] = []
+    for g in groups:
+        by_lr = groups[g]
+        # mean score over seeds of each learning rate
+        mean_score = {lr: tuple(sum(_float(r.get(c)) for r in rs) / len(rs) for c in score) for lr, rs in by_lr.items()}
+        best = max(sorted(by_lr), key=lambda lr: (mean_score[lr], -lr))
+        tried = ";".join(f"{lr:g}" for lr in sorted(by_lr))
+        for r in sorted(by_lr[best], key=lambda r: int(float(r["seed"]))):
+            out.append({**r, "lrs_tried": tried})
+    return out + references
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Rows as CSV with ``columns`` first and any other keys after them (atomically)."""
+    cols = list(columns) + sorted({k for r in rows for k in r} - set(columns))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
+    write_text(path, buf.getvalue())
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _fmt(v: Any) -> str:
+    if v is None or v == "":
+        return ""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f.is_integer() and "." not in str(v) and "e" not in str(v).lower():
+        return f"{int(f):,}"
+    if 0 < abs(f) < 0.01:
+        return f"{f:.0e}"
+    return f"{f:.3f}" if abs(f) < 100 else f"{f:,.0f}"
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _seed(r: dict[str, Any]) -> int:
+    return int(float(r["seed"]))
+
+
+def pick_winner(scores: dict[str, Sequence[Any]]) -> tuple[str | None, str]:
+    """The winner of one (setting, width) from each model's scores over seeds (higher is better).
+
+    The model with the best mean wins only beyond the spread: when its lowest seed exceeds every other
+    model's highest seed. A missing or NaN score counts as minus infinity (so that model cannot win).
+    Returns ``(model, "beyond the spread")`` or ``(None, why)``, ``why`` one of ``"one model"``,
+    ``"one seed: no spread"`` (a model has fewer than two seeds), ``"no score"``, ``"within the spread"``.
+    """
+    if len(scores) < 2:
+        return None, "one model"
+    if any(len(v) < 2 for v in scores.values()):
+        return None, "one seed: no spread"
+    values = {m: [_float(x) for x in v] for m, v in scores.items()}
+    mean = {m: sum(v) / len(v) for m, v in values.items()}
+    best = max(sorted(mean), key=lambda m: mean[m])
+    if mean[best] == float("-inf"):
+        return None, "no score"
+    if all(min(values[best]) > max(v) for m, v in values.items() if m != best):
+        return best, "beyond the spread"
+    return None, "within the spread"
+
+
+def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[str, Any]]:
+    """One row per (model, setting, width) from the chosen rows (one per seed): the shared columns, the
+    ``seeds`` (';'-separated), ``<c>_mean``, ``<c>_min`` and ``<c>_max`` over seeds of every summarised
+    column (NaN and missing values left out; empty when none is left), and the ``winner`` of the row's
+    (setting, width) by `pick_winner` on the first score column (the model's name, or `NO_WINNER`)
+    with ``winner_note`` saying why. A reference row (`is_reference`, the trivial answer) is summarised like a
+    model and gets its (setting, width)'s verdict, but it never competes: the winner is picked among the models
+    only, so it is never the winner and does not count as a model. ``reference`` holds its label (empty for the
+    models), and it comes after the models of its (setting, width)."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((str(r["model"]), str(r["setting"]), int(float(r["width"]))), []).append(r)
+    shared = suite.shared_columns()
+    out: list[dict[str, Any]] = []
+    scores: dict[tuple[str, int], dict[str, list[Any]]] = {}
+    for (model, setting, width), rs in groups.items():
+        rs = sorted(rs, key=_seed)
+        row: dict[str, Any] = {c: rs[0].get(c, "") for c in shared}
+        row["seeds"] = ";".join(str(_seed(r)) for r in rs)
+        for c in suite.summarised():
+            vals = [f for f in (_finite(r.get(c)) for r in rs) if f is not None]
+            stats = (sum(vals) / len(vals), min(vals), max(vals)) if vals else ("", "", "")
+            row.update({f"{c}_{k}": v for k, v in zip(("mean", "min", "max"), stats, strict=True)})
+        row["reference"] = rs[0].get("reference") or (model if is_reference(rs[0]) else "")
+        out.append(row)
+        competing = scores.setdefault((setting, width), {})
+        if not is_reference(rs[0]):
+            competing[model] = [r.get(suite.score[0]) for r in rs]
+    winners = {g: pick_winner(s) for g, s in scores.items()}
+    for row in out:
+        name, note = winners[(str(row["setting"]), int(float(row["width"])))]
+        row["winner"], row["winner_note"] = name or NO_WINNER, note
+    return sorted(
+        out,
+        key=lambda r: (
+            [_float(r.get(c)) for c in suite.setting_columns],
+            str(r["setting"]),
+            _float(r.get("width")),
+            is_reference(r),
+            str(r["model"]),
+        ),
+    )
+
+
+def _metric(row: dict[str, Any], column: str) -> str:
+    """``mean (min–max)`` of a summarised column (only the mean for one seed), three decimals."""
+    mean, lo, hi = (_finite(row.get(f"{column}_{k}")) for k in ("mean", "min", "max"))
+    if mean is None:
+        return ""
+    if len(str(row.get("seeds", "")).split(";")) < 2 or lo is None or hi is None:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} ({lo:.3f}–{hi:.3f})"
+
+
+def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
+    """The summary rows (`summarize`) as a markdown table: the setting, sizes, chosen learning rate and
+    seeds, each metric as ``mean (min–max)`` over seeds, the mean speed, and the winner of the row's
+    (setting, width), whose first score is bold; ``— (why)`` where there is no winner beyond the spread. A reference
+    row (the trivial answer) is named by its ``reference`` label and says ``reference`` in the winner column."""
+    metrics = ["val_loss", *suite.metrics, *suite.extra_metrics]
+    cols = [
+        "model",
+        *suite.setting_columns,
+        *suite.extra_settings,
+        "width",
+        "n_embd",
+        "params",
+        "state_size",
+        "lr",
+        "seeds",
+        *metrics,
+        *SPEED_COLUMNS,
+        "winner",
+    ]
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+    lines = []
+    for r in summary:
+        cells = []
+        for c in cols:
+            if c in metrics:
+                cell = _metric(r, c)
+                if c == suite.score[0] and r.get("winner") == r.get("model") and cell:
+                    cell = f"**{cell}**"
+            elif c in SPEED_COLUMNS:
+                cell = _fmt(r.get(f"{c}_mean"))
+            elif c == "model" and is_reference(r):
+                cell = str(r.get("reference") or r["model"])
+            elif c == "winner" and is_reference(r):
+                cell = "reference"
+            elif c == "winner":
+                won = r.get("winner") not in (None, "", NO_WINNER)
+                cell = str(r["winner"]) if won else f"{NO_WINNER} ({r.get('winner_note', '')})"
+            else:
+                cell = _fmt(r.get(c))
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |\n")
+    return head + "".join(lines)
+
+
+def results_markdown(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
+    """results.md: a title, how to read the table (spread and winner rule) and `markdown_table`."""
+    seeds = sorted({int(s) for r in summary for s in str(r.get("seeds", "")).split(";") if s})
+    most = max((len(str(r.get("seeds", "")).split(";")) for r in summary), default=0)
+    text = (
+        f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
+        f"Seeds: {', '.join(map(str, seeds)) or 'none'}. Each metric is the mean over seeds with its range "
+        "(min–max over seeds) in brackets; results.csv has one row per seed, summary.csv these rows.\n\n"
+        f"Winner of a (setting, width): the model with the best mean `{suite.score[0]}`, declared (and bold) "
+        "only when its lowest seed exceeds every other model's highest seed; otherwise the winner column "
+        f"says {NO_WINNER} and why (within the spread, one seed: no spread, one model).\n\n"
+    )
+    labels = sorted({str(r.get("reference") or r["model"]) for r in summary if is_reference(r)})
+    if labels:
+        text += (
+            f"Reference: the row `{'`, `'.join(labels)}` is the score of the trivial answer, computed by the same "
+            "evaluation as the models: each position's most frequent training target given its own input token, "
+            "with no training. A model has learned something only where it is above it. It is never a winner "
+            "and does not count as a model.\n\n"
+        )
+    if most < 2:
+        text += "**One seed: no spread**, so no winner can be declared beyond it.\n\n"
+    return text + markdown_table(summary, suite)

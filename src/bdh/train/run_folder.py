@@ -1,0 +1,192 @@
+"""`RunFolder`: the folder of a run, what is written into it and what a resume reads back.
+
+::
+
+    RUN_DIR/config.yaml          the resolved run config, every field (written when the run starts)
+    RUN_DIR/metrics.jsonl        one JSON record per logged step and per evaluation (`bdh.train.log.MetricsLog`)
+    RUN_DIR/checkpoints/step-N/  the checkpoints (`bdh.train.checkpoint`: model folder + trainer state)
+    RUN_DIR/best/                the model of the best evaluation so far
+
+The folder is made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder) and its path is
+broadcast to the other processes; every file is written atomically by rank 0, while every process takes part
+in gathering what a sharded run writes (`bdh.train.process.Runtime`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
+
+from ..model.io import CheckpointError
+from . import checkpoint as ckpt
+from .config import RunConfig, read_config_file
+from .errors import TrainingError
+from .log import MetricsLog
+from .process import Runtime
+
+
+class RunFolder:
+    """The folder of one run: ``path``, its lock (held until `close`), its metrics log (``metrics``), the last
+    checkpoint written or resumed from (``last_checkpoint``) and the best evaluation (``best``: step, metric,
+    value; None before the first)."""
+
+    def __init__(self, config: RunConfig, runtime: Runtime, *, resume: Path | None, overwrite: bool) -> None:
+        """The folder ``resume``, else ``config.run_dir`` (refused unless new or empty, or ``overwrite``: then
+        emptied), else runs/<timestamp> (followed by ``-<name>`` when the config names the run); its path is
+        written to ``config.run_dir``."""
+        self.runtime = runtime
+        self._lock = contextlib.ExitStack()
+        try:
+            self.path = self._make(config, resume, overwrite)
+        except BaseException:
+            self._lock.close()
+            raise
+        config.run_dir = str(self.path)
+        self.metrics = MetricsLog(self.path / "metrics.jsonl")
+        self.last_checkpoint: Path | None = None
+        self.best: dict[str, Any] | None = None
+
+    def _make(self, config: RunConfig, resume: Path | None, overwrite: bool) -> Path:
+        """The folder, made and locked by rank 0, its path broadcast to every process."""
+        path = None
+        if self.runtime.env.is_main:
+            if resume is not None:
+                p = Path(resume)
+            elif config.run_dir:
+                p = Path(config.run_dir)
+            else:
+                p = new_run_dir(config.name)
+            self._lock.enter_context(folder_lock(p))
+            if resume is None and folder_entries(p):
+                if not overwrite:
+                    raise TrainingError(
+                        f"run_dir: {p} already exists and is not empty; continue it with bdh train --resume {p}, "
+                        "start it anew with --overwrite, or pick another run_dir"
+                    )
+                empty_folder(p)
+            path = str(p)
+        return Path(self.runtime.broadcast(path))
+
+    def start(self, config: RunConfig, resumed_at: int | None) -> None:
+        """Write config.yaml (rank 0); a resumed run (at step ``resumed_at``) first drops the records of the
+        steps after its checkpoint from metrics.jsonl (a file that must be refused leaves config.yaml as it was)."""
+        if not self.runtime.env.is_main:
+            return
+        if resumed_at is not None:
+            self.metrics.truncate_after(resumed_at)
+        write_text(self.path / "config.yaml", config.to_yaml())
+
+    # ------------------------------------------------------------------ resume
+    def checkpoint_to_resume(self, chosen: Path | None) -> Path | None:
+        """The checkpoint a resume loads: ``chosen``, else the newest (None: the run has none yet)."""
+        found = ckpt.list_checkpoints(self.path)
+        return chosen or (found[-1] if found else None)
+
+    def load(
+        self, path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device
+    ) -> ckpt.Checkpoint:
+        """Load the checkpoint ``path`` into ``model`` and ``optimizer``; take its best evaluation. A damaged one
+        is refused with one line naming the previous good checkpoint, if any."""
+        try:
+            state = ckpt.load_checkpoint(path, model, optimizer, device)
+        except CheckpointError as exc:
+            previous = ckpt.latest_good(self.path, before=path)
+            hint = (
+                f"; the previous good checkpoint {previous.name} is still there: resume from it with "
+                f"--checkpoint {previous.name}"
+                if previous
+                else ""
+            )
+            raise CheckpointError(f"{exc}{hint}") from None
+        self.best = state.meta.get("best")
+        self.last_checkpoint = path
+        return state
+
+    # ------------------------------------------------------------------ writing
+    def save(
+        self,
+        step: int,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        state: dict[str, torch.Tensor],
+        meta: dict[str, Any],
+        keep: int,
+    ) -> Path | None:
+        """Write checkpoints/step-``step`` (rank 0; `bdh.train.checkpoint.save_checkpoint`) with the trainer
+        ``state`` and ``meta``, keeping the last ``keep``; every process takes part in gathering a sharded model."""
+        weights = self.runtime.full_weights(model)  # gathered by every process, written by rank 0
+        optimizer_state = self.runtime.full_optimizer_state(optimizer)
+        path = None
+        if self.runtime.env.is_main:
+            meta = {**meta, "best": self.best}
+            path = ckpt.save_checkpoint(
+                self.path, step, model, optimizer, state, meta, keep, weights=weights, optimizer_state=optimizer_state
+            )
+        self.runtime.barrier()
+        self.last_checkpoint = self.path / "checkpoints" / f"step-{step}"
+        return path
+
+    def keep_best(
+        self, metrics: dict[str, float], target_metric: tuple[str, bool], model: nn.Module, step: int, tokens: int
+    ) -> None:
+        """Keep the evaluation ``metrics`` of ``step`` if it is the best so far, by the task's ``target_metric``
+        (name, higher is better) if reported, else ``val_loss``, and write best/ (rank 0)."""
+        name, higher = target_metric
+        key = f"val_{name}"
+        if key not in metrics:
+            key = "val_loss"
+            higher = False
+        value = metrics[key]
+        if self.best is not None and not (value > self.best["value"] if higher else value < self.best["value"]):
+            return
+        self.best = {"step": step, "metric": key, "value": value}
+        weights = self.runtime.full_weights(model)
+        if self.runtime.env.is_main:
+            meta = {"step": step, "tokens": tokens, "metric": key, "value": value, "metrics": metrics}
+            ckpt.save_best(self.path, model, meta, weights=weights)
+
+    def close(self) -> None:
+        """Release the folder's lock."""
+        self._lock.close()
+
+
+def new_run_dir(name: str | None) -> Path:
+    """runs/<timestamp>, followed by ``-<name>`` when given, and by ``-2``, ``-3``, ... when that exists."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / (f"{stamp}-{name}" if name else stamp)
+    p, k = base, 1
+    while p.exists():
+        k += 1
+        p = base.with_name(f"{base.name}-{k}")
+    return p
+
+
+def load_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
+    path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
+    data = read_config_file(path)
+    keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
+    missing = [k for k in keys if k not in data]
+    if missing:
+        what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
+        raise TrainingError(
+            f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: restore the file, "
+            f"or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+        )
+    return data
+
+
+__all__ = ["RunFolder", "load_run_config", "new_run_dir"]
