@@ -1,9 +1,19 @@
 """Shared test settings: deterministic, small, CPU; tests marked ``cuda`` run only where a GPU is."""
 
+import os
+import sys
+
 import pytest
 import torch
 
 NO_GPU = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+
+# Without a GPU the Triton kernels run in Triton's CPU interpreter (tests/model/test_chunked_triton.py). Triton reads
+# TRITON_INTERPRET when it defines its own helpers, at its first import, so the variable is set here, before
+# anything imports Triton (importing torch does not), and only where no GPU is: there the GPU tests run the compiled
+# kernels.
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,11 +11,30 @@ It subclasses `ValueError`, so code that catches ``ValueError`` around a library
 from __future__ import annotations
 
 import difflib
+import signal
 from collections.abc import Iterable
 
 
 class UserError(ValueError):
     """A mistake in the user's input (config, arguments, files); the message is one line."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A command stopped by a signal: SIGINT (as Python's own `KeyboardInterrupt`) or SIGTERM (raised by the
+    handler `bdh.cli.interrupts.terminate_raises` installs), so that ``finally`` blocks run, temporaries are
+    removed and locks released on either. ``bdh`` exits with `exit_status` (128 + the signal, as a shell
+    reports a process the signal killed)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+
+
+def exit_status(cause: KeyboardInterrupt | int) -> int:
+    """The exit status after an interruption (or a signal number): 128 + the signal (130 for SIGINT, 143 for
+    SIGTERM; a plain `KeyboardInterrupt` is SIGINT's)."""
+    signum = cause if isinstance(cause, int) else getattr(cause, "signum", signal.SIGINT)
+    return 128 + int(signum)
 
 
 def one_line(message: object) -> str:

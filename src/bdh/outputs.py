@@ -21,6 +21,9 @@ drops the lock when its process dies, so a crash never leaves a folder stuck; a 
 process is simply taken over. The holder of a folder's lock also removes the temporaries that interrupted
 atomic writes of dead processes left there (`clean_leftovers`); temporary names carry the writer's pid
 (``.NAME.PID-XXXX.tmp``) so that nothing of a live process is ever taken for a leftover.
+
+Inputs are read only once they are known to be regular files (`input_file`, `file_problem`): a folder, FIFO or
+device given as a file is named for what it is, and a FIFO is never opened (it would block).
 """
 
 from __future__ import annotations
@@ -106,6 +109,25 @@ def file_problem(path: Path) -> str | None:
     return "is " + next((name for test, name in kinds if test(mode)), "a device, not a regular file")
 
 
+class InputError(UserError):
+    """An input path that is not what the command reads: a folder, a FIFO or a device where a file is wanted."""
+
+
+def input_file(path: PathLike, what: str = "", missing: str = "no such file") -> Path:
+    """``path`` checked to be a regular file to read (links followed), else one line naming it and saying what it
+    is instead (`file_problem`): ``--prompt-file notes: is a folder, not a regular file`` (`InputError`), or
+    ``MISSING`` (`FileNotFoundError`). Nothing is opened, so a FIFO never blocks. ``what``: the flag or key the
+    path was given as, put before it."""
+    path = Path(path)
+    problem = file_problem(path)
+    if problem is None:
+        return path
+    name = f"{what} {path}" if what else str(path)
+    if problem == "is missing":
+        raise FileNotFoundError(f"{name}: {missing}")
+    raise InputError(f"{name}: {problem}{'' if 'regular file' in problem else ', not a regular file'}")
+
+
 def existing_parent(path: PathLike) -> Path:
     """The nearest existing folder above ``path`` (where its missing parents would be made)."""
     parent = Path(path).resolve().parent
@@ -157,6 +179,31 @@ def _check_parent(target: Path, name: str) -> None:
         raise OutputError(f"{name}: cannot write in {parent} (permission denied)")
 
 
+#: the errors of a full disk, a quota or a file-size limit: the write failed, not the path
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFull(OutputError):
+    """A file or folder that could not be written for want of space; ``path``: the one being written."""
+
+    def __init__(self, path: Path, errnum: int):
+        super().__init__(
+            f"{path}: not written: {os.strerror(errnum)}; nothing was replaced (the temporary was removed); free "
+            "some space and run the command again"
+        )
+        self.path, self.errno = path, errnum
+
+
+def _no_space(path: Path, exc: OSError | DiskFull, inside: Path | None = None) -> DiskFull | None:
+    """The `DiskFull` to raise for ``exc`` while ``path`` is written, or None to let ``exc`` go as it is: an
+    `OSError` of a full disk names ``path``; a `DiskFull` of a file in the temporary folder ``inside`` names that
+    file in ``path`` instead of the temporary."""
+    if isinstance(exc, DiskFull):
+        inner = inside is not None and inside in exc.path.parents
+        return DiskFull(path / exc.path.relative_to(inside), exc.errno) if inner else None
+    return DiskFull(path, exc.errno) if exc.errno in NO_SPACE else None
+
+
 def _temp_prefix(path: Path) -> str:
     """The start of a temporary name beside ``path``: ``.NAME.PID-`` (`clean_leftovers` reads the pid back)."""
     return f".{path.name}.{os.getpid()}-"
@@ -169,13 +216,22 @@ def _make_parent(path: Path) -> None:
         raise OutputError(f"{path}: {path.parent} exists and is not a folder") from None
 
 
+def _temporary(path: Path, make, suffix: str) -> str:
+    """A temporary beside ``path`` (``make``: `tempfile.mkstemp` or `mkdtemp`); a folder nobody may write in is
+    named in one line (`OutputError`) rather than by the temporary's name."""
+    try:
+        return make(prefix=_temp_prefix(path), suffix=suffix, dir=path.parent)
+    except PermissionError:
+        raise OutputError(f"{path}: cannot write in {path.parent} (permission denied)") from None
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """``with atomic_path(p) as tmp:`` write to ``tmp`` (any writer that wants a file name); on success
     it becomes ``p`` with the umask's mode, on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    fd, name = _temporary(path, tempfile.mkstemp, ".tmp")
     os.close(fd)
     tmp = Path(name)
     try:
@@ -184,6 +240,11 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
             os.fsync(f.fileno())
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk names the file being written (DiskFull), in one line
+        full = _no_space(path, exc)
+        if full is None:
+            raise
+        raise full from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -212,13 +273,32 @@ def write_text(path: PathLike, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
+def append_text(path: PathLike, text: str) -> None:
+    """Append ``text`` as UTF-8 to ``path`` (made if missing), whole or not at all: a write that fails cuts the
+    file back to its length before, so no half line is left behind (a log read line by line stays whole), and a
+    full disk names the file (`DiskFull`)."""
+    path = Path(path)
+    with open(path, "ab", buffering=0) as f:  # unbuffered: nothing is left to flush after a failure
+        size = f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(text.encode("utf-8"))
+            while view:
+                view = view[f.write(view) :]
+        except OSError as exc:
+            f.truncate(size)
+            full = _no_space(path, exc)
+            if full is None:
+                raise
+            raise full from None
+
+
 @contextlib.contextmanager
 def atomic_folder(path: PathLike) -> Iterator[Path]:
     """``with atomic_folder(p) as tmp:`` fill the folder ``tmp``; on success it replaces ``p`` (the old
     folder, if any, is removed after the swap), on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
+    tmp = Path(_temporary(path, tempfile.mkdtemp, ".tmp"))
     try:
         yield tmp
         os.chmod(tmp, folder_mode())
@@ -231,6 +311,11 @@ def atomic_folder(path: PathLike) -> Iterator[Path]:
             if path.exists() or path.is_symlink():
                 path.unlink()
             os.replace(tmp, path)
+    except (OSError, DiskFull) as exc:  # a full disk names the folder's file being written, not the temporary
+        full = _no_space(path, exc, inside=tmp)
+        if full is None:
+            raise
+        raise full from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

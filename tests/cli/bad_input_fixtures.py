@@ -185,7 +185,10 @@ def build_fixtures(root: Path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file under ``root`` ('<dir>' for folders, '-> target' for links)."""
+    """relative path -> sha256 of every file under ``root`` ('<dir>' for folders, '-> target' for links,
+    '<not a regular file>' for a FIFO or socket, which is never opened: it would block)."""
+    import stat
+
     out: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
@@ -196,6 +199,124 @@ def snapshot(root: Path) -> dict[str, str]:
             p = base / f
             if p.is_symlink():
                 out[str(p.relative_to(root))] = f"-> {os.readlink(p)}"
+            elif not stat.S_ISREG(p.lstat().st_mode):
+                out[str(p.relative_to(root))] = "<not a regular file>"
             else:
                 out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+# ---------------------------------------------------------------------------------------------- the sweep's own
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (the writer of a leftover temporary)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(proc.stdout)
+
+
+def _damaged_copy(src: Path, dst: Path, damage) -> None:
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True)
+    damage(dst)
+
+
+def _cut(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-8:] = bytes(8 * [0x7F])  # still a readable safetensors file, not the recorded bytes
+    path.write_bytes(bytes(data))
+
+
+def build_sweep_fixtures(fx: Path) -> Path:
+    """Add ``fx/sw/``, the states an unlucky user leaves behind, to a copy of the fixture tree:
+
+    sw/run4                  a tiny run of 4 steps with checkpoints step-2 and step-4 (best/ too)
+    sw/ckpt-cut, ckpt-state-flipped, ckpt-meta-bad   run4 with step-4's weights cut in half, its trainer
+                             state's bytes changed, its meta.json not JSON
+    sw/no-ckpt               a run killed before its first checkpoint (config.yaml and metrics.jsonl only)
+    sw/cut-config, empty-config   a run whose config.yaml is cut in half / empty
+    sw/best-config-changed   a run whose best/config.json is not the recorded bytes
+    sw/best-no-weights       a run whose best/model.safetensors is gone (its checkpoint is there)
+    sw/metrics-folder, metrics-cut   metrics.jsonl a folder / its last line cut in the middle
+    sw/foreign-hf            a model folder of another library (config.json of model_type gpt2)
+    sw/foreign-shapes        a BDH config.json with the weights of a GPT
+    sw/pt-as-safetensors     an official .pt checkpoint named model.safetensors
+    sw/leftovers             a run with the temporaries of a dead writer (a file and a checkpoint folder)
+    sw/mid-swap              a run whose writer died while swapping best/ (best/ is in .best.PID-x.old)
+    sw/bench-cut             a bench folder interrupted during its first run (runs/ only)
+    sw/bench-bad-ledger, bench-foreign-ledger   a bench folder whose runs.csv is binary / another table
+    sw/scaling-cut           a scaling folder interrupted after its marker (scaling.json, runs/)
+    sw/lc-bad-marker         a long-context folder whose long-context.json is not JSON
+    sw/foreign.pt            a PyTorch file of tensors that is not an official checkpoint
+    sw/texts/                a folder of text files (valid data)
+    """
+    import shutil
+
+    from bdh.train import load_config, train
+
+    sw = fx / "sw"
+    sw.mkdir()
+    config = load_config(None, [*TINY_TRAIN, "train.max_steps=4", "checkpoint.keep=2", f"run_dir={sw / 'run4'}"])
+    torch.manual_seed(0)
+    train(config)
+    run, run4 = fx / "run", sw / "run4"
+    step4 = Path("checkpoints") / "step-4"
+    _damaged_copy(run4, sw / "ckpt-cut", lambda d: _cut(d / step4 / "model.safetensors"))
+    _damaged_copy(run4, sw / "ckpt-state-flipped", lambda d: _flip(d / step4 / "trainer_state.safetensors"))
+    _damaged_copy(run4, sw / "ckpt-meta-bad", lambda d: (d / step4 / "meta.json").write_text("{oops"))
+    _damaged_copy(run, sw / "no-ckpt", lambda d: (shutil.rmtree(d / "checkpoints"), shutil.rmtree(d / "best")))
+    _damaged_copy(run, sw / "cut-config", lambda d: _cut(d / "config.yaml"))
+    _damaged_copy(run, sw / "empty-config", lambda d: (d / "config.yaml").write_bytes(b""))
+    _damaged_copy(run, sw / "best-config-changed", lambda d: (d / "best" / "config.json").write_text("{}\n"))
+    _damaged_copy(run, sw / "best-no-weights", lambda d: (d / "best" / "model.safetensors").unlink())
+
+    def metrics_folder(d: Path) -> None:
+        (d / "metrics.jsonl").unlink()
+        (d / "metrics.jsonl").mkdir()
+
+    _damaged_copy(run, sw / "metrics-folder", metrics_folder)
+    _damaged_copy(run, sw / "metrics-cut", lambda d: _cut(d / "metrics.jsonl", 0.8))
+    good = fx / "models" / "bdh"
+    hf = json.dumps({"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "vocab_size": 256}).encode()
+    _model_folder_with(sw, "foreign-hf", good, config=hf)
+    other = (fx / "models" / "gpt" / "model.safetensors").read_bytes()
+    _model_folder_with(sw, "foreign-shapes", good, weights=other)
+    _model_folder_with(sw, "pt-as-safetensors", good, weights=(fx / "official.pt").read_bytes())
+    pid = dead_pid()
+
+    def leftovers(d: Path) -> None:
+        (d / f".config.yaml.{pid}-ab12.tmp").write_text("half a conf")
+        shutil.copytree(d / "checkpoints" / "step-2", d / "checkpoints" / f".step-9.{pid}-cd34.tmp")
+
+    _damaged_copy(run, sw / "leftovers", leftovers)
+
+    def mid_swap(d: Path) -> None:
+        old = d / f".best.{pid}-ef56.old"
+        old.mkdir()
+        (d / "best").rename(old / "x")
+
+    _damaged_copy(run, sw / "mid-swap", mid_swap)
+    cut = sw / "bench-cut" / "runs" / "bdh" / "N32-D2-w8-lr0.001-s0"
+    cut.mkdir(parents=True)
+    (cut / "config.yaml").write_text("model:\n  name: bdh\n")
+    for name, data in (("bench-bad-ledger", PNG), ("bench-foreign-ledger", b"a,b\n1,2\n")):
+        (sw / name).mkdir()
+        (sw / name / "runs.csv").write_bytes(data)
+    (sw / "scaling-cut" / "runs").mkdir(parents=True)
+    (sw / "scaling-cut" / "scaling.json").write_text('{"experiment": "scaling", "config": {}}\n')
+    (sw / "lc-bad-marker").mkdir()
+    (sw / "lc-bad-marker" / "long-context.json").write_text("{oops")
+    torch.save({"weight": torch.zeros(3)}, sw / "foreign.pt")
+    (sw / "texts").mkdir()
+    (sw / "texts" / "a.txt").write_text(TEXT, encoding="utf-8")
+    (sw / "texts" / "b.txt").write_text(TEXT[::-1], encoding="utf-8")
+    return fx

@@ -1,15 +1,8 @@
 """Bad input to every ``bdh`` command: one line on stderr, exit status 2, and the user's files untouched.
 
-A table of cases drives the real command line in this process (``bdh.cli.main``). Each case runs in a fresh
-folder holding a copy of the fixture tree as ``fx/`` (see `bad_input_fixtures`; built once per module) and
-writes its outputs to ``out/``. For every case:
-
-1. the exit status (2 for a user mistake; 0 for the few successful controls);
-2. stderr is exactly one non-empty line ``bdh: error: ...`` that names the offending value, flag or file
-   (``Case.name``, plus ``Case.also`` where the message must say more, e.g. ``--overwrite``);
-3. no ``Traceback`` in stdout or stderr;
-4. every file under ``fx/`` is byte-identical afterwards (sha256) and nothing was added there (a success
-   control lists the fixture paths it may replace in ``Case.changes``).
+A table of cases drives the real command line in this process (``bdh.cli.main``), each run and checked by
+`bad_input_cases.run_case` (the exit status, one line naming the offending value, flag or file, no traceback,
+the fixture tree of `bad_input_fixtures` byte-identical afterwards).
 
 Then: internal errors (exit 1, one line naming a file that holds the traceback; ``--debug`` propagates),
 a few cases with real argv bytes in a subprocess, and Hypothesis properties of ``--set`` values.
@@ -23,18 +16,28 @@ import io
 import os
 import re
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from bdh.cli import main
 
-from .bad_input_fixtures import TINY_TRAIN, build_fixtures, set_args, snapshot
+from .bad_input_cases import (
+    RO,
+    Case,
+    CaseTable,
+    changed,
+    make_workdir,
+    one_line_problems,
+    readonly_folder,
+    run_case,
+    run_main,
+    unlock,
+)
+from .bad_input_fixtures import TINY_TRAIN, set_args, snapshot
 
 # ---------------------------------------------------------------------------------------------- the case table
 
@@ -65,7 +68,6 @@ PROMPT_BIN = "fx/prompt.bin"
 PRECIOUS = "fx/precious.txt"
 NOTES = "fx/notes.txt"
 FULL = "fx/full"
-RO = "fx/readonly"  # made by `_readonly_folder` for the cases that need it (mode 0o555)
 
 #: small settings appended to a command so that, if a check is missing, the work it then starts is short
 GEN = ["--max-new-tokens", "2", "--device", "cpu"]
@@ -85,48 +87,9 @@ LONG_PROMPT = "a" * 20_000
 NON_UTF8 = os.fsdecode(b"\xff\xfe")
 
 
-@dataclasses.dataclass(frozen=True)
-class Case:
-    id: str
-    kind: str
-    argv: tuple[str, ...]
-    name: str | None  # a substring of the error line naming the offending value, flag or file
-    exit: int = 2
-    also: tuple[str, ...] = ()  # more substrings the error line must hold
-    changes: tuple[str, ...] = ()  # fixture paths (relative to fx/) a successful control may replace
-    root_skip: bool = False  # chmod does not stop root
-    setup: Callable[[Path], None] | None = None
-    check: Callable[[bytes, str, Path], None] | None = None
-
-    @property
-    def command(self) -> str:
-        words = [a for a in self.argv if not a.startswith("-")]
-        if words and words[0] in ("dmft", "bench", "experiment") and len(words) > 1:
-            return f"{words[0]} {words[1]}"
-        return words[0] if words else self.argv[0]
-
-
-CASES: list[Case] = []
-
-
-def case(id: str, kind: str, argv: str | Sequence[str], name: str | None, *extra: str | Sequence[str], **kw) -> None:
-    """Add a case; ``argv`` is a shell-like string (shlex) or a list; ``extra`` lists are appended to it."""
-    args = shlex.split(argv) if isinstance(argv, str) else list(argv)
-    for more in extra:
-        args += shlex.split(more) if isinstance(more, str) else list(more)
-    CASES.append(Case(id, kind, tuple(args), name, **kw))
-
-
-def ok(id: str, argv: str | Sequence[str], *extra: str | Sequence[str], **kw) -> None:
-    case(id, "ok", argv, None, *extra, exit=0, **kw)
-
-
-def _readonly_folder(cwd: Path) -> None:
-    ro = cwd / RO
-    ro.mkdir()
-    (ro / "inside.txt").write_text("x\n")
-    ro.chmod(0o555)
-
+TABLE = CaseTable()
+case, ok, CASES = TABLE.case, TABLE.ok, TABLE.cases
+_readonly_folder = readonly_folder
 
 EXISTS = ("--overwrite",)  # what a refused existing output must tell the user
 
@@ -803,28 +766,6 @@ def _assert(cond: bool, message: str) -> None:
 # ---------------------------------------------------------------------------------------------- machinery
 
 
-class CaseTimeout(BaseException):
-    """Raised by the alarm when a case runs too long (a BaseException: main() must not swallow it)."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise CaseTimeout(f"the case ran for more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 _HELP: dict[str, str] = {}
 
 
@@ -837,155 +778,16 @@ def _help_of(command: str) -> str:
     return _HELP[command]
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """The fixture tree, built once; cases copy it."""
-    return build_fixtures(tmp_path_factory.mktemp("bad-input") / "fx")
-
-
-#: fixture folders whose entries are copied one by one (elsewhere a top-level entry of fx/ is copied whole)
-GROUPS = {"models", "bad", "my models", "cfg", "bench", "data"}
-
-
-def fixtures_named(argv: Sequence[str]) -> set[str] | None:
-    """The parts of fx/ that ``argv`` names (relative to fx/), or None for all of it (``fx`` itself is named)."""
-    wanted: set[str] = set()
-    for arg in argv:
-        for piece in {arg, arg.rpartition("=")[2]}:
-            if piece.rstrip("/") == "fx":
-                return None
-            if piece.startswith("fx/"):
-                parts = [x for x in piece[3:].split("/") if x]
-                if parts:
-                    wanted.add("/".join(parts[:2] if parts[0] in GROUPS and len(parts) > 1 else parts[:1]))
-    return {
-        w for w in wanted if not any(w.startswith(o + "/") for o in wanted)
-    }  # a folder copied whole covers its entries
-
-
-def make_workdir(pristine: Path, cwd: Path, monkeypatch, argv: Sequence[str] | None = None) -> Path:
-    """A fresh cwd holding a copy of the fixtures as fx/ (only the parts ``argv`` names, when given), an empty
-    out/, and tmp/ as the temporary folder (crash reports land there)."""
-    fx = cwd / "fx"
-    parts = None if argv is None else fixtures_named(argv)
-    if parts is None:
-        shutil.copytree(pristine, fx, symlinks=True)
-    else:
-        fx.mkdir(parents=True)
-        for rel in sorted(parts):
-            src = pristine / rel
-            if src.is_dir():
-                shutil.copytree(src, fx / rel, symlinks=True)
-            elif src.exists():
-                (fx / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, fx / rel)
-    (cwd / "out").mkdir()
-    (cwd / "tmp").mkdir()
-    monkeypatch.chdir(cwd)
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(cwd / "tmp"))
-    return cwd
-
-
 @pytest.fixture
 def workdir(pristine, tmp_path, monkeypatch) -> Path:
     """A case folder with all the fixtures (for the tests outside the table)."""
     yield make_workdir(pristine, tmp_path / "case", monkeypatch)
-    _unlock(tmp_path / "case")
-
-
-def _unlock(cwd: Path) -> None:
-    ro = cwd / RO
-    if ro.exists():
-        ro.chmod(0o755)
-
-
-def _run(argv: Sequence[str], limit: float = 60) -> int:
-    try:
-        with time_limit(limit):
-            return main(list(argv))
-    except SystemExit as exc:  # argparse's --help / --version
-        return exc.code if isinstance(exc.code, int) else 2
-
-
-def _changed(before: dict[str, str], after: dict[str, str], allowed: Sequence[str]) -> list[str]:
-    def free(path: str) -> bool:
-        return any(path == a or path.startswith(a.rstrip("/") + "/") for a in allowed)
-
-    problems = []
-    for path in sorted(set(before) | set(after)):
-        if free(path) or before.get(path) == after.get(path):
-            continue
-        if path not in after:
-            problems.append(f"fx/{path} was removed")
-        elif path not in before:
-            problems.append(f"fx/{path} was added")
-        else:
-            problems.append(f"fx/{path} was changed")
-    return problems
-
-
-def one_line_problems(err: str, name: str | None, also: Sequence[str]) -> list[str]:
-    """What is wrong with stderr for a user mistake (empty list: it is one good line)."""
-    problems = []
-    lines = err.splitlines()
-    if len(lines) != 1 or not err.endswith("\n") or not lines[0].strip():
-        problems.append(f"stderr should be exactly one non-empty line, got {len(lines)} line(s)")
-    first = lines[0] if lines else ""
-    if not first.startswith("bdh: error: "):
-        problems.append("stderr should start with 'bdh: error: '")
-    for want in ([name] if name else []) + list(also):
-        if want not in err:
-            problems.append(f"the message should contain {want!r}")
-    return problems
+    unlock(tmp_path / "case")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, pristine: Path, tmp_path: Path, monkeypatch, capsysbinary):
-    if case.root_skip and hasattr(os, "geteuid") and os.geteuid() == 0:
-        pytest.skip("running as root: chmod does not stop writes")
-    _skip_if_the_device_exists(case)
-    workdir = make_workdir(pristine, tmp_path / "case", monkeypatch, case.argv)
-    try:
-        _check_case(case, workdir, capsysbinary)
-    finally:
-        _unlock(workdir)
-
-
-def _skip_if_the_device_exists(case: Case) -> None:
-    """The device cases assume a machine without CUDA (and without 8 GPUs for cuda:7)."""
-    import torch
-
-    joined = " ".join(case.argv)
-    if re.search(r"(--device |train\.device=)cuda(\s|$)", joined) and torch.cuda.is_available():
-        pytest.skip("CUDA is available here: 'cuda' is a valid device")
-    if "cuda:7" in joined and torch.cuda.is_available() and torch.cuda.device_count() > 7:
-        pytest.skip("this machine has a cuda:7")
-
-
-def _check_case(case: Case, workdir: Path, capsysbinary) -> None:
-    if case.setup:
-        case.setup(workdir)
-    before = snapshot(workdir / "fx")
-    capsysbinary.readouterr()
-    code = _run(case.argv)
-    cap = capsysbinary.readouterr()
-    out, err = cap.out, cap.err.decode("utf-8", "replace")
-    after = snapshot(workdir / "fx")
-
-    problems = []
-    if code != case.exit:
-        problems.append(f"exit status {code}, expected {case.exit}")
-    if b"Traceback" in cap.out or "Traceback" in err:
-        problems.append("a Traceback was printed")
-    if case.exit == 2:
-        problems += one_line_problems(err, case.name, case.also)
-    problems += _changed(before, after, case.changes)
-    if not problems and case.check:
-        case.check(out, err, workdir)
-    shown = err if len(err) < 1500 else err[:700] + " ... " + err[-700:]
-    assert not problems, "; ".join(problems) + f"\nstderr: {shown!r}\nstdout: {out[:300]!r}"
+    run_case(case, pristine, tmp_path / "case", monkeypatch, capsysbinary)
 
 
 def test_table_is_large_and_ids_are_unique():
@@ -1060,7 +862,7 @@ def test_internal_error_is_exit_1_with_the_traceback_in_a_file(
     monkeypatch.delenv("BDH_DEBUG", raising=False)
     before = snapshot(workdir / "fx")
     capsysbinary.readouterr()
-    code = _run(argv)
+    code = run_main(argv)
     err = capsysbinary.readouterr().err.decode("utf-8", "replace")
     assert code == 1, f"exit {code}; stderr {err!r}"
     lines = err.splitlines()
@@ -1070,7 +872,7 @@ def test_internal_error_is_exit_1_with_the_traceback_in_a_file(
     assert path is not None, f"the line should name the file holding the traceback: {err!r}"
     text = path.read_text(encoding="utf-8", errors="replace")
     assert "Traceback" in text and type(exc).__name__ in text
-    assert _changed(before, snapshot(workdir / "fx"), ()) == []
+    assert changed(before, snapshot(workdir / "fx"), ()) == []
 
 
 @pytest.mark.parametrize("how", ["--debug", "BDH_DEBUG=1"])
@@ -1100,7 +902,7 @@ def test_a_user_error_of_several_lines_is_printed_whole_on_one_line(workdir, mon
 
     monkeypatch.setattr(model_cmds, "cmd_info", broken)
     capsysbinary.readouterr()
-    assert _run(["info"]) == 2
+    assert run_main(["info"]) == 2
     err = capsysbinary.readouterr().err.decode()
     assert one_line_problems(err, "first part", ("second part naming fx/precious.txt", "third part")) == [], err
 
@@ -1115,7 +917,7 @@ def test_a_user_error_subclass_raised_deep_inside_is_exit_2(workdir, monkeypatch
 
     monkeypatch.setattr(model_cmds, "cmd_merge", broken)
     capsysbinary.readouterr()
-    assert _run(["merge", BDH_A, BDH_B, "out/m"]) == 2
+    assert run_main(["merge", BDH_A, BDH_B, "out/m"]) == 2
     err = capsysbinary.readouterr().err.decode()
     assert one_line_problems(err, "model.safetensors", ()) == [], err
 
@@ -1140,7 +942,7 @@ def test_process_generate_keeps_prompt_bytes_that_are_not_utf8(workdir):
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     assert proc.stdout.startswith(b"\xff\xfe\x80"), proc.stdout[:20]
     assert b"Traceback" not in proc.stderr
-    assert _changed(before, snapshot(workdir / "fx"), ()) == []
+    assert changed(before, snapshot(workdir / "fx"), ()) == []
 
 
 def test_process_merge_m_m_m_is_refused_and_m_is_unchanged(workdir):
@@ -1150,7 +952,7 @@ def test_process_merge_m_m_m_is_refused_and_m_is_unchanged(workdir):
     assert proc.returncode == 2, err
     assert one_line_problems(err, "input", ()) == [], err
     assert b"Traceback" not in proc.stdout + proc.stderr
-    assert _changed(before, snapshot(workdir / "fx"), ()) == []
+    assert changed(before, snapshot(workdir / "fx"), ()) == []
 
 
 def test_process_a_path_that_is_not_utf8_is_named_in_one_line(workdir):
@@ -1161,7 +963,7 @@ def test_process_a_path_that_is_not_utf8_is_named_in_one_line(workdir):
     assert proc.returncode == 2, err
     assert one_line_problems(err, "no-such-", ()) == [], err
     assert b"Traceback" not in proc.stdout + proc.stderr
-    assert _changed(before, snapshot(workdir / "fx"), ()) == []
+    assert changed(before, snapshot(workdir / "fx"), ()) == []
 
 
 # ---------------------------------------------------------------------------------------------- properties
@@ -1189,7 +991,7 @@ if given is not None:
 
     def _user_mistake(capsysbinary, argv: Sequence[str], name: str) -> None:
         capsysbinary.readouterr()
-        code = _run(argv)
+        code = run_main(argv)
         cap = capsysbinary.readouterr()
         err = cap.err.decode("utf-8", "replace")
         assert code == 2, f"{argv}: exit {code}; stderr {err!r}"

@@ -78,8 +78,10 @@ def test_prompt_bytes_keeps_any_byte_and_reads_files(tmp_path):
         prompt_bytes(argparse.Namespace(prompt="12345", prompt_file=None), max_bytes=4)
     with pytest.raises(UserError, match="empty"):
         prompt_bytes(argparse.Namespace(prompt="", prompt_file=None))
-    with pytest.raises(UserError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="no such file"):  # as open() would, in one line
         prompt_bytes(argparse.Namespace(prompt=None, prompt_file=str(tmp_path / "missing")))
+    with pytest.raises(UserError, match="is a folder, not a regular file"):
+        prompt_bytes(argparse.Namespace(prompt=None, prompt_file=str(tmp_path)))
 
 
 def test_config_flags_are_generated_from_the_fields():

@@ -522,3 +522,163 @@ def test_generate_refuses_absurd_sampling_settings(run, capsysbinary, argv, flag
     code, out, err = bdh(*LOADERS["generate"], *argv, capsys=capsysbinary)
     assert code == 2 and out == ""
     one_error(err, flag)
+
+
+# ---------------------------------------------------------------------------------------------- 7. the small ones
+
+
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("train.init_from=abc", "abc: no such run or model folder"),
+        ("model.n_layer=4294967296", "model: its weights, gradients and AdamW moments alone need"),
+    ],
+)
+def test_print_config_refuses_what_the_run_refuses_with_the_same_line(
+    tmp_path, monkeypatch, capsysbinary, override, said
+):
+    """--print-config goes through the trainer's own checks (check_run_config): the same one line as the run."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "--run-dir", "r", *set_args(TINY_TRAIN), "--set", override]
+    code, out, err = bdh(*argv, "--print-config", capsys=capsysbinary)
+    assert code == 2 and out == ""
+    printed = one_error(err, said)
+    code, out, err = bdh(*argv, capsys=capsysbinary)
+    assert code == 2 and one_error(err) == printed
+    assert not Path("r").exists()
+
+
+def test_print_config_accepts_a_model_to_start_from_and_prints_the_resolved_model(run, capsysbinary):
+    code, out, err = bdh(
+        "train", *set_args(TINY_TRAIN), "--set", "train.init_from=run", "--print-config", capsys=capsysbinary
+    )
+    assert code == 0, err
+    assert "init_from: run" in out and "vocab_size: 256" in out  # the model section completed from the task
+
+
+def _not_a_file(kind: str, where: Path) -> tuple[str, str]:
+    """A folder, a FIFO or a device where a file is wanted: (its path, what the message must say)."""
+    if kind == "device":
+        return os.devnull, "is a device"
+    path = where / f"a-{kind}"
+    if kind == "folder":
+        path.mkdir()
+        (path / "inside.txt").write_text("text\n")
+        return str(path), "is a folder"
+    os.mkfifo(path)
+    return str(path), "is a FIFO"
+
+
+#: commands given a path where a file is wanted (P: the path); the run folder ``run`` is there
+FILE_INPUTS = {
+    "train-config": ["train", "P", "--print-config"],
+    "train-data": ["train", *set_args(TINY_TRAIN), "--set", "task.data=@", "--print-config"],
+    "generate-prompt-file": ["generate", "run", "--prompt-file", "P", "--max-new-tokens", "1", "--device", "cpu"],
+    "inspect-data": ["inspect", "run", "--out", "out/i", "--data", "P", "--no-figures"],
+    "eval-data": ["eval", "run", "--data", "P", "--batches", "1", "--device", "cpu"],
+    "info-config": ["info", "P"],
+    "convert-checkpoint": ["convert", "P", "out/c"],
+    "plot-bench": ["plot", "run", "--out", "out/p", "--bench", "P"],
+}
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+@pytest.mark.parametrize("command", list(FILE_INPUTS))
+def test_a_folder_fifo_or_device_given_as_a_file_is_named_for_what_it_is(run, tmp_path, capsysbinary, command, kind):
+    if kind == "folder" and command in ("train-data", "eval-data", "info-config"):
+        pytest.skip("a folder is valid there (of text files; a model folder)")
+    path, said = _not_a_file(kind, tmp_path)
+    argv = [path if a == "P" else a.replace("=@", f"={path}") for a in FILE_INPUTS[command]]
+    start = time.time()
+    code, _, err = bdh(*argv, capsys=capsysbinary)
+    assert code == 2 and time.time() - start < 30
+    line = one_error(err, path, said)
+    assert "no such" not in line
+
+
+class _FullDisk:
+    """A file whose writes stop half-way with ENOSPC (the low-level writer of a full disk)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def write(self, data) -> int:
+        import errno
+
+        self._real.write(bytes(data)[: max(1, len(data) // 2)])
+        self._real.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._real.close()
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _full_disk_for(monkeypatch, wanted) -> None:
+    """Every file `bdh.outputs` opens for writing whose name ``wanted`` accepts is on a full disk."""
+    import builtins
+
+    from bdh import outputs
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        real = builtins.open(file, mode, *args, **kwargs)
+        return _FullDisk(real) if any(m in mode for m in "wa") and wanted(str(file)) else real
+
+    monkeypatch.setattr(outputs, "open", fake_open, raising=False)
+
+
+@pytest.mark.parametrize(
+    "target, named",
+    [
+        ("checkpoint", "run/checkpoints/step-4/model.safetensors"),
+        ("config", "run/config.yaml"),
+        ("metrics", "run/metrics.jsonl"),
+    ],
+)
+def test_a_full_disk_names_the_file_and_keeps_the_previous_one(run, monkeypatch, capsysbinary, target, named):
+    from .bad_input_fixtures import snapshot
+
+    pieces = {
+        "checkpoint": lambda f: "step-4" in f and f.endswith(".tmp") and "model.safetensors" in f,
+        "config": lambda f: "config.yaml" in f,
+        "metrics": lambda f: f.endswith("metrics.jsonl"),
+    }
+    before = snapshot(run)
+    argv = ["train", "--resume", "run", "--set", "train.max_steps=4", "--set", "checkpoint.every=4"]
+    with monkeypatch.context() as full:
+        _full_disk_for(full, pieces[target])
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+    assert code == 2, err
+    one_error(err, named, "No space left on device", "nothing was replaced")
+    after = snapshot(run)
+    kept = [p for p in before if p.startswith("checkpoints/step-2")]  # the checkpoint resumed from
+    kept += {"checkpoint": [], "config": ["config.yaml", "best/model.safetensors"], "metrics": ["metrics.jsonl"]}[
+        target
+    ]  # the file not written, as it was (metrics: the line being appended cut back)
+    for path in kept:
+        assert after.get(path) == before[path], path
+    leftovers = [p for p in after if Path(p).name.startswith(".") and p.endswith((".tmp", ".old"))]
+    assert leftovers == [], leftovers
+    code, _, err = bdh(*argv, capsys=capsysbinary)  # space again: the same command goes on from step 2
+    assert code == 0, err
+    assert (run / "checkpoints" / "step-4" / "model.safetensors").is_file()
+
+
+def test_info_warns_in_one_line_about_cut_weights(run, capsysbinary):
+    weights = run / "best" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    code, out, err = bdh("info", "run", capsys=capsysbinary)
+    assert code == 0 and "parameters" in out
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bdh: warning: ") and "run/best/model.safetensors" in lines[0], err
+    assert "truncated or corrupted" in lines[0]
+    weights.write_bytes(b"")
+    assert "bdh: warning: " in bdh("info", "run", capsys=capsysbinary)[2]
+    weights.unlink()
+    weights.mkdir()
+    assert "is a folder" in bdh("info", "run", capsys=capsysbinary)[2]

@@ -56,6 +56,10 @@ GPU = torch.device("cuda")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _has_triton() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
 @pytest.fixture(params=["kept", "recomputed"])
 def state_policy(request, monkeypatch):
     """Both ways the lean chunked backward gets the per-chunk states: kept by the forward pass, or recomputed."""
@@ -229,7 +233,62 @@ def test_the_training_forward_on_the_gpu_takes_the_fast_kernels():
     model = tiny_model(dropout=0.1).to(GPU).train()
     k = model.kernels(Pass("parallel", 0, 16))
     assert (k.attention, k.gate_impl, k.rope, k.masks) == ("shared-keys", "fused", "complex", "torch")
-    assert model.kernels(Pass("chunked", 0, 16)).attention == "chunked-lean"
+    chunked = "chunked-triton" if _has_triton() else "chunked-lean"  # the fused kernels where Triton is installed
+    assert model.kernels(Pass("chunked", 0, 16)).attention == chunked
+
+
+# --------------------------------------------------------------------------- the fused Triton chunked kernels
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+@pytest.mark.parametrize(
+    "damped, with_state, shared_keys", [(False, False, True), (True, True, True), (True, True, False)]
+)
+def test_the_triton_kernels_equal_the_recurrent_form_in_fp32(damped, with_state, shared_keys):
+    """Compiled for the GPU, several tiles of N, D and the chunk (TF32 off: fp32 products and sums throughout)."""
+    from bdh.model.kernels.chunked_triton import chunked_triton
+
+    q, k, v, s = attention_inputs(B=2, H=3, T=150, N=200, D=96, with_state=with_state, device=GPU)
+    q, k, v, s = (None if t is None else t.float() for t in (q, k, v, s))
+    log_u = torch.tensor([0.9, 0.5, 0.999], device=GPU).log() if damped else None
+    results = {}
+    for name in ("triton", "recurrent"):
+        leaves = [None if t is None else t.clone().requires_grad_() for t in (q, k, v, s)]
+        keys = leaves[0] if shared_keys else leaves[1]
+        if name == "triton":
+            out, state = chunked_triton(
+                leaves[0], keys, leaves[2], chunk_size=64, log_u=log_u, state=leaves[3], need_state=True
+            )
+        else:
+            out, state = attention.recurrent(leaves[0], keys, leaves[2], log_u=log_u, state=leaves[3], need_state=True)
+        w = torch.linspace(-1, 1, out.numel(), device=GPU).view_as(out)
+        ((out * w).sum() + state.square().sum()).backward()
+        results[name] = [
+            out.detach(),
+            state.detach(),
+            *(t.grad for t in leaves if t is not None and t.grad is not None),
+        ]
+    for got, ref in zip(results["triton"], results["recurrent"]):
+        # fp32 sums of a few hundred terms in two orders: a few 1e-6 of the scale
+        assert rel_err(got, ref) < 1e-4
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_the_triton_kernels_under_bf16_autocast_stay_as_close_to_fp32_as_the_lean_form():
+    from bdh.model.kernels.chunked_triton import chunked_triton
+
+    q, _, v, _ = attention_inputs(B=2, H=4, T=300, N=512, D=64, device=GPU)
+    q, v = q.float(), v.float()
+    log_u = torch.tensor([0.9, 0.99, 0.999, 1.0], device=GPU).log()
+    ref = attention.recurrent(q, q, v, log_u=log_u, need_state=True)
+    errors = {}
+    for name in ("triton", "lean"):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            if name == "triton":
+                out, state = chunked_triton(q, q, v, chunk_size=64, log_u=log_u, need_state=True)
+            else:
+                out, state = chunked_lean(q, q, v, chunk_size=64, log_u=log_u)
+        errors[name] = rel_err(out.float(), ref[0]), rel_err(state.float(), ref[1])
+    # both round the inputs to bf16 and sum in fp32: the same error, up to the order of the sums
+    assert errors["triton"][0] <= 2 * errors["lean"][0] + 2**-8 and errors["triton"][1] < 0.02, errors
 
 
 # --------------------------------------------------------------------------- the fused gate and RoPE
@@ -389,11 +448,39 @@ def test_the_sparse_step_equals_the_dense_step(threshold, monkeypatch):
         assert torch.allclose(sparse.rho, dense.rho, rtol=1e-5, atol=1e-6 * scale) and sparse.pos == dense.pos
 
 
+# --------------------------------------------------------------------------- generation as a CUDA graph
+@pytest.mark.parametrize("options", [dict(temperature=0), dict(temperature=0.9, top_k=50, seed=3)])
+def test_the_captured_decoder_step_equals_the_eager_step(options):
+    """The CUDA graph replays what the eager step computes: the same tokens, logits within fp32 rounding."""
+    from bdh.model.decoder import StateDecoder
+
+    model = tiny_model(seed=4, n_neurons=128, damping="alibi").to(GPU)
+    prompt = torch.randint(0, 256, (8, 12), device=GPU)
+    graphed, eager = StateDecoder(model, 8, **options), StateDecoder(model, 8, cuda_graph=False, **options)
+    assert torch.equal(graphed.prefill(prompt), eager.prefill(prompt))
+    for _ in range(12):  # the eager warm-up steps, the capture, then replays
+        assert torch.equal(graphed.step(), eager.step())
+        assert rel_err(graphed.logits, eager.logits) < 1e-5 and int(graphed.position) == int(eager.position)
+    assert graphed._graph is not None
+
+
+def test_the_decoder_step_never_waits_for_the_gpu():
+    """No host synchronisation inside a step: torch raises on any while the debug mode is "error"."""
+    from bdh.model.decoder import StateDecoder
+
+    model = tiny_model(seed=5, damping=0.9).to(GPU)
+    dec = StateDecoder(model, 4, temperature=0.8, top_k=20, top_p=0.9, repetition_penalty=1.2, cuda_graph=False)
+    dec.prefill(torch.randint(0, 256, (4, 6), device=GPU))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            dec.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 # --------------------------------------------------------------------------- the trainer on CUDA
-def _has_triton() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
 @pytest.mark.parametrize(
     "extra",
     [[], ["train.compile=true"], ["train.bptt=tbptt", "model.attention=chunked"]],

@@ -176,7 +176,7 @@ def _nucleus_by_hand(probs: list[float], p: float) -> set[int]:
 
 @pytest.mark.parametrize("p", [1e-6, 0.1, 0.5, 0.9, 0.99, 1.0])
 def test_top_p_keeps_the_smallest_set_that_reaches_p(p):
-    from bdh.model.generation import _nucleus
+    from bdh.model.sampling import _nucleus
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(16, 50, generator=gen) * 2
@@ -189,7 +189,7 @@ def test_top_p_keeps_the_smallest_set_that_reaches_p(p):
 
 
 def test_top_p_samples_the_renormalised_nucleus():
-    from bdh.model.generation import sample
+    from bdh.model.sampling import sample
 
     logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0])
     probs = torch.softmax(logits, -1)  # 0.48, 0.29, 0.18, 0.06, 0.02, 0.003
@@ -212,7 +212,7 @@ def test_top_p_tiny_is_greedy_and_one_is_off():
 
 
 def test_top_p_applies_after_top_k():
-    from bdh.model.generation import sample
+    from bdh.model.sampling import sample
 
     # top-k 2 leaves 0.5 / 0.5 of two tokens: top-p 0.4 then keeps one of them, never the third
     logits = torch.tensor([1.0, 1.0, 0.99, -5.0])
@@ -221,7 +221,7 @@ def test_top_p_applies_after_top_k():
 
 
 def test_repetition_penalty_by_hand():
-    from bdh.model.generation import penalize
+    from bdh.model.sampling import penalize
 
     logits = torch.tensor([[2.0, -1.0, 0.5, -3.0, 0.0], [2.0, -1.0, 0.5, -3.0, 0.0]])
     seen = torch.tensor([[True, True, False, False, True], [False, False, True, True, False]])

@@ -29,8 +29,9 @@ class ScaledScores(torch.nn.Module):
             k = original(p)
 
             class Scaled(type(k)):
-                def rotate(self, x):
-                    return super().rotate(x) * root
+                def fire(self, h):
+                    x, xr = super().fire(h)
+                    return x, xr * root
 
             return Scaled(**{f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.init})
 

@@ -20,7 +20,7 @@ import torch
 
 from bdh.outputs import write_text
 
-from .spec import NO_WINNER, SPEED_COLUMNS, SuiteDef, is_reference
+from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, run_key
 
 
 def evaluate_examples(
@@ -85,6 +85,23 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return []
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """The rows of a bench folder's ``runs.csv`` (the resume ledger), each with the columns of `run_key`; a file
+    that is not one (binary, another table, a damaged row) is one line naming it, never guessed at."""
+    how = "start anew with --overwrite instead of --resume, or choose another --out"
+    try:
+        rows = read_csv(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BenchError(f"{path}: not a bench runs.csv ({str(exc).splitlines()[0]}); {how}") from None
+    for i, row in enumerate(rows, start=2):
+        try:
+            run_key(row)
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"no column {exc}" if isinstance(exc, KeyError) else "a value that is not a number"
+            raise BenchError(f"{path}: line {i} has {what}; not a bench runs.csv; {how}") from None
+    return rows
 
 
 def _fmt(v: Any) -> str:

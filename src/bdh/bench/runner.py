@@ -42,7 +42,7 @@ from typing import Any
 from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 from bdh.typed_config import TypedConfig, bounded
 
-from .results import best_over_lr, evaluate_examples, read_csv, results_markdown, summarize, write_csv
+from .results import best_over_lr, evaluate_examples, read_ledger, results_markdown, summarize, write_csv
 from .spec import TRIVIAL, BenchError, BenchInterrupted, RunSpec, SuiteDef, run_key
 from .trivial import trivial_rows
 
@@ -159,16 +159,23 @@ class BenchOptions(TypedConfig):
 def prepare_out(opts: BenchOptions) -> None:
     """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
     ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
+    ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
+    ours = Path(opts.out).is_dir() and (
+        ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
+    )  # a bench folder, perhaps interrupted before its first run ended
     out = check_output(
         opts.out,
         overwrite=opts.resume or opts.overwrite,
         folder=True,
-        how="add --resume to continue it or --overwrite to replace it",
+        how=f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it",
     )
-    own = {"runs", "data"}  # what a bench writes before its first run is recorded in runs.csv
-    if opts.resume and out.is_dir() and not (out / "runs.csv").is_file():
-        if any(p.name not in own for p in folder_entries(out)):
-            raise BenchError(f"--resume: {out} has no runs.csv (not a bench output folder)")
+    if opts.resume and out.is_dir() and not ours:
+        raise BenchError(
+            f"--resume: {out} has no runs.csv (not a bench output folder); pass --overwrite instead of --resume "
+            "to replace it, or choose another --out"
+        )
+    if opts.resume and ledger.is_file():
+        read_ledger(ledger)  # refused before anything is written
     if opts.overwrite and out.is_dir():
         empty_folder(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +210,7 @@ def _train_missing(
     """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
     columns = suite.columns()
-    rows = read_csv(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
+    rows = read_ledger(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
     done = {run_key(r) for r in rows}
     todo = [s for s in specs if s.key() not in done]
     skipped = len(specs) - len(todo)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bdh.errors import UserError
+from bdh.errors import Interrupted, UserError
 from bdh.typed_config import TypedConfig, bounded
 
 #: columns every result row has, in this order (suite-specific setting and metric columns follow)
@@ -49,12 +49,8 @@ class BenchError(UserError):
     """A bench request that cannot be run (bad sweep, existing output folder); one line."""
 
 
-class BenchInterrupted(Exception):
+class BenchInterrupted(Interrupted):
     """A run was stopped by SIGINT/SIGTERM; it is not recorded, so ``--resume`` trains it again."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by signal {signum}")
-        self.signum = signum
 
 
 @dataclass

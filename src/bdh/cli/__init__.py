@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bdh import __version__
-from bdh.errors import UserError, one_line
+from bdh.errors import UserError, exit_status, one_line
 
 from . import (
     bench_cmds,
@@ -27,6 +27,7 @@ from . import (
     examples,
     experiment_cmds,
     inspect_cmds,
+    interrupts,
     model_cmds,
     synapse_cmds,
     train_cmds,
@@ -126,26 +127,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bdh`` console script; returns the exit status.
 
     0: done; 2: a mistake in the input (one line on stderr); 1: an internal error, a bug in ``bdh``
-    (one line on stderr naming the file that holds the traceback); 130: interrupted.
+    (one line on stderr naming the file that holds the traceback); 128 + the signal when interrupted: 130 after
+    SIGINT, 143 after SIGTERM (`interrupts`). A command sees its own arguments as ``args.argv``.
     """
     parser = build_parser()
     debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")
     try:
-        args = parser.parse_args(argv)
-        debug = debug or args.debug
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return 0
-        return int(args.func(args) or 0)
+        with interrupts.terminate_raises():
+            args = parser.parse_args(argv)
+            args.argv = list(sys.argv[1:] if argv is None else argv)
+            debug = debug or args.debug
+            if not getattr(args, "func", None):
+                parser.print_help()
+                return 0
+            return int(args.func(args) or 0)
     except UserError as exc:
         print(f"bdh: error: {one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
         return 2
     except OSError as exc:  # a file or folder the user named: missing, unreadable, not writable, disk full
         print(f"bdh: error: {_os_message(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bdh: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (`interrupts.terminate_raises`)
+        print(f"bdh: interrupted ({interrupts.signal_name(exc)})", file=sys.stderr)
+        return exit_status(exc)
     except Exception as exc:
         if debug:
             raise

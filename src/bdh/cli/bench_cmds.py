@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from datetime import datetime
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
 
+from . import interrupts
 from .checks import device, integer
 
 SUITES = ("recall", "boardpath", "sudoku")
@@ -127,7 +127,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     with folder_lock(out):  # one bench at a time in a folder
         runner.prepare_out(opts)  # before anything is printed or generated
-        return _run_bench(args, module, sweep, opts)
+        try:
+            return _run_bench(args, module, sweep, opts)
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
+            ledger = out / "runs.csv"
+            kept = f"the finished runs are kept in {ledger}" if ledger.is_file() else "no run had finished yet"
+            return interrupts.report(f"bench {args.suite}", exc, kept, args.argv, out)
 
 
 def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
@@ -143,15 +148,7 @@ def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
     else:
         specs = module.plan(sweep)
     print(f"bench {args.suite}: {len(specs)} runs into {out}", flush=True)
-    try:
-        done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)
-    except runner.BenchInterrupted as exc:
-        print(
-            f"bdh: bench {args.suite} interrupted; the finished runs are in {out / 'runs.csv'}; continue with "
-            f"the same command and --out {out} --resume",
-            file=sys.stderr,
-        )
-        return {2: 130, 15: 143}.get(exc.signum, 1)
+    done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)
     for path in done["files"]:
         print(f"wrote {path}")
     print((out / "results.md").read_text(encoding="utf-8"))

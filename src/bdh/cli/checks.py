@@ -22,13 +22,16 @@ from typing import Any
 
 from bdh.errors import UserError
 
+#: the largest integer a flag takes (a signed 64-bit integer: what PyTorch, NumPy and the configs hold)
+MAX_INT = 2**63 - 1
+
 
 class UsageError(UserError):
     """An error in the command line itself (unknown flag, missing argument); printed like every `UserError`."""
 
 
 def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]."""
+    """An argparse type: an integer in [low, high] (never above `MAX_INT`)."""
 
     def parse(text: str) -> int:
         try:
@@ -37,6 +40,8 @@ def integer(low: int | None = None, high: int | None = None) -> Callable[[str], 
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if (low is not None and value < low) or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be an integer {_range(low, high)}, got {text!r}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(f"too large: at most 2^63 - 1, got {text!r}")
         return value
 
     parse.__name__ = "integer"
@@ -104,9 +109,9 @@ def prompt_bytes(args: argparse.Namespace, default: bytes | None = None, max_byt
     """The prompt as bytes: ``--prompt`` as the shell passed it (``os.fsencode`` undoes Python's decoding, so
     bytes that are not UTF-8 survive) or the contents of ``--prompt-file``; ``default`` when neither is given."""
     if getattr(args, "prompt_file", None) is not None:
-        path = Path(args.prompt_file)
-        if not path.is_file():
-            raise UserError(f"--prompt-file {path}: no such file")
+        from bdh.outputs import input_file
+
+        path = input_file(args.prompt_file, "--prompt-file")
         data = path.read_bytes()
         flag = f"--prompt-file {path}"
     elif getattr(args, "prompt", None) is not None:

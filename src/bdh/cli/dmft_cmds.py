@@ -18,16 +18,6 @@ from bdh.errors import UserError
 from .checks import add_overwrite, checked_model_dir, integer, load_model, number
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=number(0), default=220.0, help="attention inverse temperature gamma (default 220)")
     p.add_argument("--epsilon", type=number(0), default=0.02, help="weight of the positional encoding (default 0.02)")
@@ -72,13 +62,11 @@ def _register_bifurcation(gs: argparse._SubParsersAction) -> None:
     b.add_argument("--out", required=True, help="output folder")
     add_overwrite(b, "the --out folder")
     b.add_argument(
-        "--steps", type=_positive_int, default=120_000, help="steps per beta (default 120000, as the released configs)"
+        "--steps", type=integer(1), default=120_000, help="steps per beta (default 120000, as the released configs)"
     )
-    b.add_argument("--keep", type=_positive_int, default=20_000, help="steps kept at the end (default 20000)")
-    b.add_argument("--lyap-steps", type=_positive_int, default=5_000, help="steps for lambda_1 (default 5000)")
-    b.add_argument(
-        "--chunk", type=_positive_int, default=None, help="betas per batch (default all; lower to save memory)"
-    )
+    b.add_argument("--keep", type=integer(1), default=20_000, help="steps kept at the end (default 20000)")
+    b.add_argument("--lyap-steps", type=integer(1), default=5_000, help="steps for lambda_1 (default 5000)")
+    b.add_argument("--chunk", type=integer(1), default=None, help="betas per batch (default all; lower to save memory)")
     _add_model_args(b)
     b.set_defaults(func=cmd_bifurcation)
 
@@ -95,12 +83,10 @@ def _register_trajectory(gs: argparse._SubParsersAction) -> None:
     t.add_argument("--beta", required=True, help="a beta, a comma list, or START:STOP:NUM")
     t.add_argument("--out", required=True, help="output folder")
     add_overwrite(t, "the --out folder")
-    t.add_argument("--steps", type=_positive_int, default=120_000)
-    t.add_argument("--keep", type=_positive_int, default=20_000)
-    t.add_argument("--lyap-steps", type=_positive_int, default=5_000)
-    t.add_argument(
-        "--max-lag", type=_positive_int, default=200, help="largest lag of the autocorrelation (default 200)"
-    )
+    t.add_argument("--steps", type=integer(1), default=120_000)
+    t.add_argument("--keep", type=integer(1), default=20_000)
+    t.add_argument("--lyap-steps", type=integer(1), default=5_000)
+    t.add_argument("--max-lag", type=integer(1), default=200, help="largest lag of the autocorrelation (default 200)")
     _add_model_args(t)
     t.set_defaults(func=cmd_trajectory)
 
@@ -115,9 +101,9 @@ def _register_convergence(gs: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--beta", type=number(0), default=1.0, help="inverse temperature beta (default 1)")
     c.add_argument("--n", default="990,9900,99000,990000", help="semantic sizes N_se, comma list (multiples of 3)")
-    c.add_argument("--seeds", type=_positive_int, default=8, help="independent samples per N (default 8)")
-    c.add_argument("--steps", type=_positive_int, default=2000)
-    c.add_argument("--keep", type=_positive_int, default=1000)
+    c.add_argument("--seeds", type=integer(1), default=8, help="independent samples per N (default 8)")
+    c.add_argument("--steps", type=integer(1), default=2000)
+    c.add_argument("--keep", type=integer(1), default=1000)
     c.add_argument("--out", required=True, help="output folder")
     add_overwrite(c, "the --out folder")
     _add_model_args(c)
@@ -141,9 +127,9 @@ def _register_probe(gs: argparse._SubParsersAction) -> None:
         default="0.5,0.8,1.0,1.3,1.6",
         help="comma list or START:STOP:NUM (default 0.5,0.8,1.0,1.3,1.6)",
     )
-    p.add_argument("--steps", type=_positive_int, default=1000, help="recorded tokens (default 1000)")
+    p.add_argument("--steps", type=integer(1), default=1000, help="recorded tokens (default 1000)")
     p.add_argument("--transient", type=integer(0), default=200, help="tokens discarded first (default 200)")
-    p.add_argument("--features", type=_positive_int, default=3, help="readout dimension M (default 3)")
+    p.add_argument("--features", type=integer(1), default=3, help="readout dimension M (default 3)")
     p.add_argument(
         "--delta",
         type=number(0, 1, low_open=True),
@@ -152,7 +138,7 @@ def _register_probe(gs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--prompt", default="\n", help="prompt text (UTF-8 bytes, modulo the vocabulary; default newline)")
     p.add_argument("--seed", type=integer(), default=0, help="sampling seed (default 0)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="torch threads (default 1)")
+    p.add_argument("--threads", type=integer(1), default=1, help="torch threads (default 1)")
     p.set_defaults(func=cmd_probe)
 
 

@@ -234,19 +234,24 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
     return 0
 
 
+def _run_folders(root: Path) -> list[Path]:
+    """``root`` if it is a run folder, else the run folders in it (a path that is not a folder refused)."""
+    if not root.is_dir():
+        if root.exists():
+            raise UserError(f"{root}: not a folder; give a folder of run folders, or a run folder")
+        raise FileNotFoundError(f"{root}: no such folder")
+    if (root / "config.yaml").is_file():
+        return [root]
+    return sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from bdh.train.checkpoint import list_checkpoints
     from bdh.train.config import read_config_file
     from bdh.train.log import read_metrics
 
     root = Path(args.dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such folder")
-    folders = (
-        [root]
-        if (root / "config.yaml").is_file()
-        else sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
-    )
+    folders = _run_folders(root)
     if not folders:
         print(f"no run folders in {root}")
         return 0

@@ -24,6 +24,7 @@ from typing import Any
 from bdh.errors import did_you_mean
 from bdh.experiments import EXPERIMENTS
 
+from . import interrupts
 from .checks import integer
 
 HELP = {
@@ -159,8 +160,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     start = time.time()
+    ours = args.experiment in LADDERS and (out / module.MARKER).is_file()  # an earlier (interrupted) ladder
+    how = f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it"
     with folder_lock(out):  # one experiment at a time in a folder
-        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite)
-        report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
+        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite, how=how)
+        try:
+            report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
+            if args.experiment not in LADDERS:
+                raise
+            kept = f"the finished runs are kept in {out / 'runs'}"
+            return interrupts.report(f"experiment {args.experiment}", exc, kept, args.argv, out)
     print(f"{report}  ({(time.time() - start) / 60:.1f} min)")
     return 0

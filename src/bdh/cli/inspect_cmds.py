@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
-from bdh.outputs import write_text
+from bdh.outputs import input_file, write_text
 
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 
@@ -74,9 +74,7 @@ def _input_tokens(args: argparse.Namespace):
             raise UserError("--prompt needs at least 2 bytes")
         return torch.tensor(list(data), dtype=torch.long).view(1, -1), "prompt"
     if args.data is not None:
-        path = Path(args.data)
-        if not path.is_file():
-            raise FileNotFoundError(f"--data {path}: no such file")
+        path = input_file(args.data, "--data")
         return probe.windows(path.read_bytes(), args.tokens, args.windows, f"--data {path}"), f"file {path.name}"
     return probe.probe(args.tokens, args.windows)
 

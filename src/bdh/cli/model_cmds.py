@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from bdh.errors import UserError
@@ -113,18 +114,35 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             if not isinstance(config, BDHConfig):
                 raise UserError(f"{src}: not a BDH model folder")
             fields = config.to_dict()
-        elif src.is_file():
+            _warn_damaged_weights(model_dir)
+        elif not os.path.lexists(src):
+            raise FileNotFoundError(f"{src}: no such file or folder")
+        else:  # a file; a FIFO or device is refused by name (read_json)
             data = read_json(src)
             if not isinstance(data, dict):
                 raise UserError(f"{src}: expected a JSON object of BDHConfig fields, got a JSON {type(data).__name__}")
             if "model_type" in data:
                 data = {k: v for k, v in data.items() if k not in ("model_type", "format_version", "bdh_version")}
             fields = BDHConfig.from_dict(data).to_dict()
-        else:
-            raise FileNotFoundError(f"{src}: no such file or folder")
     given = config_values(args, INFO_FIELDS)
     with flag_errors(BDHConfig, given):
         return BDHConfig.from_dict(BDHConfig.merge(fields, given))
+
+
+def _warn_damaged_weights(model_dir: Path) -> None:
+    """One warning line on stderr when the folder's model.safetensors is there but cannot be read (cut short,
+    corrupted, not a regular file; its header checked, no tensor read): `bdh info` reads only config.json."""
+    import sys
+
+    from bdh.model.io import WEIGHTS_NAME, CheckpointError, check_weights_file
+
+    weights = model_dir / WEIGHTS_NAME
+    if not os.path.lexists(weights):
+        return
+    try:
+        check_weights_file(weights)
+    except CheckpointError as exc:
+        print(f"bdh: warning: {exc}; the sizes below come from config.json alone", file=sys.stderr, flush=True)
 
 
 def _run_layout(source: str | None) -> tuple[int | None, int | None]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError
+from bdh.errors import UserError, exit_status
 
 from .checks import (
     MAX_TEMPERATURE,
@@ -35,8 +35,6 @@ QUICK = (
     "checkpoint.every=100",
     "sample.max_new_tokens=200",
 )
-
-EXIT_SIGNAL = {2: 130, 15: 143}  # SIGINT, SIGTERM -> the shell's 128 + signal number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +81,12 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
         + " ".join(QUICK)
         + "; --set wins over them)",
     )
-    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="make every check the run makes before it writes anything (the config, the device, the data, the "
+        "memory, train.init_from), then print the resolved config as YAML and exit",
+    )
     p.set_defaults(func=cmd_train)
 
 
@@ -153,8 +156,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     _check_set_syntax(args)
     config = _run_config(args)
-    if args.print_config:
-        print(config.to_yaml(), end="")
+    if args.print_config:  # after every check the run makes before it writes anything
+        from bdh.train.trainer import check_run_config
+
+        print(check_run_config(config, resume=args.resume).to_yaml(), end="")
         return 0
     resume_from = None
     if args.resume and args.checkpoint:
@@ -167,7 +172,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
     if not from_environment().is_main:
-        return 0 if result.interrupted is None else EXIT_SIGNAL.get(result.interrupted, 1)
+        return 0 if result.interrupted is None else exit_status(result.interrupted)
     if result.finished_before:
         print(
             f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
@@ -180,7 +185,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"continue with: bdh train --resume {result.run_dir}",
             file=sys.stderr,
         )
-        return EXIT_SIGNAL.get(result.interrupted, 1)
+        return exit_status(result.interrupted)
     _report(config, result)
     return 0
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError
+from bdh.errors import UserError, exit_status
 from bdh.viz.inputs import MAX_TOKENS
 
+from . import interrupts
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
 
@@ -222,8 +223,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
         print(f"serving {address(server)} (127.0.0.1 only; Ctrl-C to stop)", flush=True)
         try:
             server.serve_forever()
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the exit status says which, as for every command
+            print(f"bdh: viz server stopped ({interrupts.signal_name(exc)})", file=sys.stderr)
+            return exit_status(exc)
         return 0
     finally:
         if server is not None:

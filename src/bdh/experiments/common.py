@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bdh.errors import UserError
+from bdh.errors import Interrupted, UserError
 from bdh.outputs import check_output, empty_folder, write_text
 from bdh.plotting import READABLE, save
 from bdh.tasks.base import IGNORE_INDEX
@@ -184,7 +184,7 @@ def train_lm(
     )
     result = train(config)
     if result.interrupted is not None:
-        raise KeyboardInterrupt
+        raise Interrupted(result.interrupted)
     return result
 
 
@@ -377,13 +377,20 @@ def save_figure(fig: Any, stem: Path) -> str:
     return f"figures/{stem.name}.png"
 
 
-def prepare_out(out: str | Path, *, overwrite: bool = False, inputs: Sequence[str | Path] = ()) -> Path:
+def prepare_out(
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    inputs: Sequence[str | Path] = (),
+    how: str = "pass --overwrite to replace it",
+) -> Path:
     """The experiment's output folder, created empty: an existing non-empty folder is refused unless
-    ``overwrite`` (then its contents are deleted first), and one that holds an input always is.
+    ``overwrite`` (then its contents are deleted first), and one that holds an input always is; ``how``: what the
+    refusal advises (`bdh.outputs.check_output`).
 
     Experiments write into the folder as they go (their runs can take half an hour), so it is checked
     and emptied here rather than swapped in at the end; each file in it is written atomically."""
-    out = check_output(out, overwrite=overwrite, inputs=inputs, folder=True)
+    out = check_output(out, overwrite=overwrite, inputs=inputs, folder=True, how=how)
     if out.is_dir():
         empty_folder(out)  # all but the lock of a caller that holds it (`bdh.outputs.folder_lock`)
     out.mkdir(parents=True, exist_ok=True)

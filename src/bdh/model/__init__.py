@@ -4,7 +4,7 @@ The names below are imported on first use (see `bdh._lazy`)."""
 
 from .._lazy import exports
 
-__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "load_pretrained"]
+__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "StateDecoder", "load_pretrained"]
 
 __getattr__, __dir__ = exports(
     __name__,
@@ -14,6 +14,7 @@ __getattr__, __dir__ = exports(
         "BDHConfig": ".config:BDHConfig",
         "BDHState": ".state:BDHState",
         "CheckpointError": ".io:CheckpointError",
+        "StateDecoder": ".decoder:StateDecoder",
         "load_pretrained": ".io:load_pretrained",
     },
     globals(),

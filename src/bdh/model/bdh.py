@@ -83,10 +83,9 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
     def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels):
         """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations)."""
-        x = F.relu(v @ self.Dx)  # x_l = ReLU(Dx v_{l-1})                            (B, H, T, N)
-        xr = k.rotate(x)  # R x_l: keys = queries
+        x, xr = k.fire(k.heads(v, self.Dx))  # x_l = ReLU(Dx v_{l-1}) and R x_l (keys = queries)  (B, H, T, N)
         a, rho = k.attend(xr, v, rho)  # a_l = sum_tau U^(t-tau) <R x_t, R x_tau> v_tau  (B, H, T, D)
-        y = k.gate(self.ln(a) @ self.Dy, x)  # y_l = ReLU(Dy LN(a_l)) * x_l           (B, H, T, N)
+        y = k.gate(k.heads(self.ln(a), self.Dy), x)  # y_l = ReLU(Dy LN(a_l)) * x_l    (B, H, T, N)
         v_out = self.ln(v + self.ln(k.read_in(y, self.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
         return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out)
 
@@ -103,20 +102,31 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         if state is not None:
             self._check_state(state, idx.shape[0])
         passes = self._passes(n_layer, state)
-        k = self.kernels(p)
-        v, rhos = self.embed_tokens(idx), []
-        for layer in range(passes):
-            v, rho, act = self.layer(v, None if state is None else state.rho[layer], k)
-            rhos.append(rho)
-            if hook is not None:
-                hook(self, layer, act)
-        logits = v.squeeze(1) @ self.readout  # B, T, V
+        logits, rhos = self.stack(idx, None if state is None else state.rho, self.kernels(p), passes, hook)
         if not p.need_state:
             return logits, None
         if p.inplace:
             state.pos = p.start + p.length
             return logits, state
         return logits, BDHState(torch.stack(rhos), p.start + p.length)
+
+    def stack(
+        self,
+        idx: torch.Tensor,
+        rho: torch.Tensor | None,
+        k: Kernels,
+        passes: int,
+        hook: LayerHook | None = None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """Logits (B, T, V) of ``passes`` layers over v_0 = LN(embed(idx)), layer l continuing ``rho[l]``, with the
+        kernels ``k``; and the states after. No checks: `run` checks what it is given first."""
+        v, rhos = self.embed_tokens(idx), []
+        for layer in range(passes):
+            v, r, act = self.layer(v, None if rho is None else rho[layer], k)
+            rhos.append(r)
+            if hook is not None:
+                hook(self, layer, act)
+        return v.squeeze(1) @ self.readout, rhos
 
     def kernels(self, p: Pass) -> Kernels:
         """The kernels of a pass (`bdh.model.kernels.select`, the one place they are chosen)."""

@@ -6,17 +6,14 @@ time and memory do not depend on the context length. The state is updated in pla
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 
 import torch
 
 from bdh.errors import UserError
 
+from .sampling import PROMPT_CHUNK, _check_stop, check_sampling, penalize, sample
 from .state import BDHState
-
-#: prompt tokens read into the state per chunk by `GenerationMixin.stream` (bounds its memory)
-PROMPT_CHUNK = 1024
 
 
 class GenerationMixin:
@@ -47,33 +44,15 @@ class GenerationMixin:
         faster depends on the machine and on how sparse the model fires (docs/performance.md has
         measurements). Measure before turning it on.
 
-        Sampling, in this order (as Hugging Face's ``generate`` applies them): ``repetition_penalty`` (>= 1,
-        CTRL's: the logit of every token already in the context, the prompt's and the generated ones, is
-        divided by it where positive and multiplied by it where negative; the tokens seen are a (B, V) mask
-        updated per token, so its cost is O(V) per token whatever the context length; with ``state`` the
-        context before ``prompt`` is not known and does not count), then ``temperature`` (0 is greedy
-        decoding of the penalised logits), ``top_k`` (the k most likely tokens) and ``top_p`` (nucleus
-        sampling, in (0, 1]: the smallest set of the most likely tokens whose probability reaches p; 1 keeps
-        every token). ``stop``: token sequences (for a byte model, ``bytes`` such as ``[b"\\n\\n"]``); the
-        stream ends with the token that completes one of them in the generated tokens (the stop sequence is
-        yielded; one that would straddle the prompt does not count). It needs a batch of one sequence.
+        Sampling (`bdh.model.sampling`, as Hugging Face's ``generate``): ``repetition_penalty``, then
+        ``temperature`` (0: greedy), ``top_k``, ``top_p``. ``stop``: token sequences that end the stream (the
+        stop sequence is yielded); it needs a batch of one sequence.
 
         Arguments are checked when ``stream`` is called (a `bdh.errors.UserError`), before any token.
         """
         if not self.config.causal:
             raise UserError("BDH.generate: a bidirectional model (causal=false) cannot generate")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise UserError(f"BDH.generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
-        if not _is_number(temperature) or temperature < 0:
-            raise UserError(f"BDH.generate: temperature must be a finite number >= 0, got {temperature!r}")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise UserError(f"BDH.generate: top_k must be a positive integer or None, got {top_k!r}")
-        if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
-            raise UserError(f"BDH.generate: top_p must be a number in (0, 1] or None, got {top_p!r}")
-        if not _is_number(repetition_penalty) or repetition_penalty < 1:
-            raise UserError(
-                f"BDH.generate: repetition_penalty must be a finite number >= 1, got {repetition_penalty!r}"
-            )
+        check_sampling("BDH.generate", max_new_tokens, temperature, top_k, top_p, repetition_penalty)
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         if prompt.shape[1] == 0:
             raise UserError("BDH.generate: the prompt is empty; give at least one token")
@@ -143,6 +122,14 @@ class GenerationMixin:
         finally:
             self.train(was_training)
 
+    def decoder(self, batch_size: int = 1, **options):
+        """A `bdh.model.decoder.StateDecoder` of this model: batched generation as one static step with
+        preallocated buffers and sampling on the device (captured in a CUDA graph on CUDA). ``options``: its
+        keyword arguments (temperature, top_k, top_p, repetition_penalty, seed, cuda_graph)."""
+        from .decoder import StateDecoder
+
+        return StateDecoder(self, batch_size, **options)
+
     @torch.no_grad()
     def generate(
         self,
@@ -164,68 +151,3 @@ class GenerationMixin:
         new = list(self.stream(prompt2, max_new_tokens, **options, stop=stop, seed=seed, sparse=sparse))
         out = torch.cat([prompt2.to(self.readout.device)] + [t.view(-1, 1) for t in new], dim=1)
         return out.view(-1) if prompt.dim() == 1 else out
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_stop(stop: object, vocab_size: int, batch_size: int) -> list[tuple[int, ...]]:
-    """``stop`` as a list of non-empty token tuples, or a `UserError` naming what is wrong."""
-    if stop is None:
-        return []
-    if isinstance(stop, (bytes, bytearray, str)) or not isinstance(stop, Sequence):
-        raise UserError(
-            f"BDH.generate: stop must be a list of token sequences (bytes for a byte model: [b'\\n\\n']), got {stop!r}"
-        )
-    stops = []
-    for s in stop:
-        if isinstance(s, str) or not isinstance(s, Sequence) or len(s) == 0:
-            raise UserError(f"BDH.generate: each stop sequence must be a non-empty sequence of tokens, got {s!r}")
-        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size for t in s):
-            raise UserError(f"BDH.generate: stop sequence {s!r} holds a token outside [0, {vocab_size})")
-        stops.append(tuple(int(t) for t in s))
-    if stops and batch_size != 1:
-        raise UserError(f"BDH.generate: stop sequences need a batch of one prompt, got {batch_size}")
-    return stops
-
-
-def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
-    """CTRL's repetition penalty (Keskar et al. 2019, as Hugging Face applies it) on (B, V) logits: where the
-    (B, V) mask ``seen`` is true, a positive logit is divided by ``penalty`` and a negative one multiplied."""
-    logits = logits.float()
-    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
-    return torch.where(seen, penalised, logits)
-
-
-def sample(
-    logits: torch.Tensor,
-    temperature: float,
-    top_k: int | None = None,
-    generator: torch.Generator | None = None,
-    *,
-    top_p: float | None = None,
-) -> torch.Tensor:
-    """Draw one token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) restricted to
-    the top k, then to the top p of the probability (the smallest set of the most likely tokens whose
-    probability, renormalised after top-k, reaches p)."""
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1:
-        logits = _nucleus(logits, top_p)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).view(-1)
-
-
-def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """(B, V) logits with every token outside the nucleus at -inf: sorted by probability, a token stays when the
-    probability of the tokens before it is below ``top_p`` (so the most likely one always stays)."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-    probs = torch.softmax(sorted_logits, dim=-1)
-    before = torch.cumsum(probs, dim=-1) - probs
-    drop = torch.zeros_like(before, dtype=torch.bool).scatter_(-1, order, before >= top_p)
-    return logits.masked_fill(drop, float("-inf"))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import pickle
-from pathlib import Path
 
 import torch
 
@@ -32,7 +31,7 @@ from bdh.errors import UserError
 
 from .bdh import BDH
 from .config import BDHConfig
-from .io import CheckpointError
+from .io import CheckpointError, checked_file
 
 # ours -> official
 NAME_MAP: dict[str, str] = {
@@ -153,9 +152,7 @@ def load_official_file(path: str | os.PathLike, **config: int | float) -> BDH:
     Accepts a bare state dict or a dict holding one under ``model`` / ``state_dict`` (as training
     scripts save them); a ``config`` / ``model_args`` dict there fills the config fields not given.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file not found")
+    path = checked_file(path)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import torch
 
 from bdh.errors import UserError
-from bdh.outputs import write_bytes
+from bdh.outputs import input_file, write_bytes
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -50,20 +50,44 @@ def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     """Load a safetensors file, turning every failure into a one-line `CheckpointError`."""
     from safetensors.torch import load_file
 
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file not found")
+    path = checked_file(path)
     try:
         return load_file(str(path), device=str(device))
     except Exception as exc:  # safetensors raises several types for bad files
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"{path}: not a readable safetensors file (truncated or corrupted?): {reason}") from None
+        raise _unreadable(path, exc) from None
+
+
+def check_weights_file(path: str | os.PathLike) -> Path:
+    """A safetensors file checked from its header alone, no tensor read: a regular file whose header is whole and
+    whose tensors cover the file exactly (a file cut short fails), else the one-line `CheckpointError` that
+    `load_tensors` would raise."""
+    from safetensors import safe_open
+
+    path = checked_file(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            f.keys()
+    except Exception as exc:  # as load_tensors
+        raise _unreadable(path, exc) from None
+    return path
+
+
+def _unreadable(path: Path, exc: Exception) -> CheckpointError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return CheckpointError(f"{path}: not a readable safetensors file (truncated or corrupted?): {reason}")
+
+
+def checked_file(path: str | os.PathLike) -> Path:
+    """``path`` checked to be a regular file (`bdh.outputs.input_file`), else a one-line `CheckpointError`
+    saying what it is: missing, a folder, a FIFO (never opened), a device."""
+    try:
+        return input_file(path, missing="file not found")
+    except (OSError, UserError) as exc:
+        raise CheckpointError(str(exc)) from None
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file not found")
+    path = checked_file(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -166,7 +190,8 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     ``config.json`` lacks)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise CheckpointError(f"{directory}: no such model folder")
+        what = "not a folder" if os.path.lexists(directory) else "no such model folder"
+        raise CheckpointError(f"{directory}: {what}")
     path = directory / CONFIG_NAME
     raw = read_json(path)
     if not isinstance(raw, dict):

@@ -33,12 +33,12 @@ import csv
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from bdh.errors import UserError
+from bdh.outputs import input_file
 
 from ..typed_config import bounded
 from .base import IGNORE_INDEX
@@ -213,9 +213,7 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
     81-digit field. A header row (and extra columns) are skipped. Every row is checked: the solution
     is a valid grid and agrees with the givens. Errors are one line naming the file and row.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found")
+    path = input_file(path, missing="file not found")
     puzzles, solutions = [], []
     with open(path, newline="", encoding="utf-8") as f:
         for lineno, row in enumerate(csv.reader(f), start=1):

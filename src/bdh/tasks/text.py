@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from bdh.errors import UserError
+from bdh.outputs import input_file
 
 from ..typed_config import bounded
 from .base import IGNORE_INDEX
@@ -111,9 +112,7 @@ def open_stream(data: str | None) -> ByteStream:
     if data is None or data == EMBEDDED:
         return ByteStream([np.frombuffer(embedded_corpus(), dtype=np.uint8)], EMBEDDED)
     path = Path(data).expanduser()
-    if path.is_file():
-        files = [path]
-    elif path.is_dir():
+    if path.is_dir():
         files = sorted(
             p
             for p in path.rglob("*")
@@ -121,8 +120,8 @@ def open_stream(data: str | None) -> ByteStream:
         )
         if not files:
             raise UserError(f"task.data: {data}: the folder holds no files")
-    else:
-        raise FileNotFoundError(f"task.data: {data}: no such file or folder")
+    else:  # a file; a FIFO or device is refused by name, never opened
+        files = [input_file(path, "task.data:", missing="no such file or folder")]
     segments = [np.memmap(f, dtype=np.uint8, mode="r") for f in files if f.stat().st_size > 0]
     if not segments:
         raise UserError(f"task.data: {data}: the corpus is empty (0 bytes)")

@@ -238,7 +238,11 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
             raise FileNotFoundError(f"{path}: no such checkpoint (or it is incomplete)")
         return _verified(path)
     found = [p for p in list_checkpoints(src) if holds_model(p)]
-    fallback = f"; to load a checkpoint instead, give {found[-1]}" if found else ""
+    fallback = (
+        f"; to load its newest checkpoint instead, give --checkpoint {found[-1].name} (or the folder {found[-1]})"
+        if found
+        else ""
+    )
     if _model_files(src, ""):
         return _verified(src)
     best = src / "best"

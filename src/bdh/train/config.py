@@ -405,12 +405,18 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
                     f"{section}.{key}: unknown key for {section} {spec['name']!r}{did_you_mean(key, known)}; "
                     f"known keys: {', '.join(sorted(known))}"
                 )
-    try:
-        config = config_class.from_dict(fields) if hasattr(config_class, "from_dict") else config_class(**fields)
+    try:  # a TypedConfig names a bad field under the section (model.n_layer), not its class (BDHConfig.n_layer)
+        if isinstance(config_class, type) and issubclass(config_class, TypedConfig):
+            config = config_class.from_dict(fields, prefix=section)
+        elif hasattr(config_class, "from_dict"):
+            config = config_class.from_dict(fields)
+        else:
+            config = config_class(**fields)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{section}: {str(exc).splitlines()[0]}") from None
+        first = str(exc).splitlines()[0]
+        raise ConfigError(first if first.startswith(f"{section}.") else f"{section}: {first}") from None
     return cls, config
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bdh.errors import UserError
-from bdh.outputs import file_problem, write_text
+from bdh.outputs import append_text, file_problem, write_text
 
 #: RUN_DIR/WANDB_ID_FILE holds the W&B run id, so that ``bdh train --resume`` continues the same W&B run
 WANDB_ID_FILE = "wandb-id"
@@ -37,8 +37,8 @@ class MetricsLog:
         write_text(self.path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        """Append one record as one line (whole or not at all: `bdh.outputs.append_text`)."""
+        append_text(self.path, json.dumps(record) + "\n")
 
 
 def _warn(message: str) -> None:

@@ -72,9 +72,16 @@ def check_fits(
         return need
     if need * processes > have:
         each = f" x {processes} processes" if processes > 1 else ""
+        alone = estimate_bytes(model_config, 1, 1, amp_dtype, form, shards) or 0
+        if alone * processes > have:  # no micro-batch fits: the model is the problem
+            raise UserError(
+                f"model: its weights, gradients and AdamW moments alone need about {alone / GiB:,.1f} GiB{each}, "
+                f"but only {have / GiB:.1f} GiB is available on {device}; give a smaller model (model.n_layer, "
+                f"model.n_embd, model.n_neurons), or set train.check_memory=false"
+            )
         raise UserError(
             f"train.micro_batch_size: a micro-batch of {micro_batch} x {seq_len} tokens "
-            f"needs about {need / GiB:.1f} GiB{each} "
+            f"needs about {need / GiB:,.1f} GiB{each} "
             "to train (estimated: weights, gradients, AdamW moments, activations), "
             f"but only {have / GiB:.1f} GiB is available "
             f"on {device}; lower train.micro_batch_size (gradient accumulation keeps the batch) or task.seq_len, "

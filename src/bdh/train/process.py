@@ -60,9 +60,9 @@ class Runtime:
     """This process of a run: its place among the processes (``env``), its ``device`` and capabilities
     (``caps``), the autocast dtype (``amp_dtype``, None for fp32) and whether the model is ``sharded``."""
 
-    def __init__(self, train: TrainConfig) -> None:
+    def __init__(self, train: TrainConfig, process_group: bool = True) -> None:
         """Set up the process from the ``train`` section: threads, determinism, the device and its fast paths,
-        the CPU allocator, and the process group under torchrun."""
+        the CPU allocator, and the process group under torchrun (unless not ``process_group``: a check only)."""
         self.env = dist_utils.from_environment()
         if train.threads is not None:
             torch.set_num_threads(train.threads)
@@ -75,7 +75,8 @@ class Runtime:
         runtime.apply_backend_flags(self.caps)
         if self.device.type == "cpu" and train.keep_freed_memory:
             runtime.keep_freed_memory()
-        dist_utils.init(self.env, self.device)
+        if process_group:
+            dist_utils.init(self.env, self.device)
         #: FSDP2 over the processes (``train.parallel: fsdp`` under torchrun), else DDP or a single process
         self.sharded = self.env.enabled and train.parallel == "fsdp"
         self.amp_dtype = autocast_dtype(train.precision, self.device)

@@ -28,7 +28,7 @@ from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
 from ..model.io import CheckpointError
 from . import checkpoint as ckpt
-from .config import RunConfig, read_config_file
+from .config import ConfigError, RunConfig, read_config_file
 from .errors import TrainingError
 from .log import MetricsLog
 from .process import Runtime
@@ -174,18 +174,21 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
     """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
     path = Path(run_dir) / "config.yaml"
     if not Path(run_dir).is_dir():
+        if os.path.lexists(run_dir):
+            raise TrainingError(f"{run_dir}: not a folder; give a run folder (it holds config.yaml)")
         raise FileNotFoundError(f"{run_dir}: no such run folder")
     if not os.path.lexists(path):
         raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
-    data = read_config_file(path)
+    anew = f"restore the file, or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+    try:
+        data = read_config_file(path)
+    except ConfigError as exc:  # not YAML, not text, not a regular file: damaged
+        raise TrainingError(f"{exc}; {anew}") from None
     keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
     missing = [k for k in keys if k not in data]
     if missing:
         what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
-        raise TrainingError(
-            f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: restore the file, "
-            f"or start the run anew with bdh train --run-dir {run_dir} --overwrite"
-        )
+        raise TrainingError(f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: {anew}")
     return data
 
 

@@ -1,7 +1,8 @@
 """`StopSignals`: SIGINT and SIGTERM end a run after the current step, so that it leaves a checkpoint.
 
 The first signal is noted (`StopSignals.received`) and the trainer stops after the step it is in, saving a
-checkpoint that a resume continues exactly; a second signal stops at once (``KeyboardInterrupt``). Handlers are
+checkpoint that a resume continues exactly; a second signal stops at once (`bdh.errors.Interrupted`, whose
+exit status says which signal). Handlers are
 installed in the main thread only (Python allows no other) and the previous ones are restored on exit.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType, TracebackType
+
+from bdh.errors import Interrupted
 
 
 class StopSignals:
@@ -20,9 +23,9 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """The first signal ends the run after the current step; a second one at once (KeyboardInterrupt)."""
+        """The first signal ends the run after the current step; a second one at once (`Interrupted`)."""
         if self.received is not None:
-            raise KeyboardInterrupt
+            raise Interrupted(signum)
         self.received = signum
 
     def __enter__(self) -> StopSignals:

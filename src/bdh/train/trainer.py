@@ -112,17 +112,25 @@ class Trainer:
         resume_from: Path | None = None,
         replan: bool = False,
         overwrite: bool = False,
+        check_only: bool = False,
     ):
         """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
         ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
-        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
-        config.validate()  # every check on the config alone lives there (also run by --print-config)
+        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise); ``check_only``:
+        stop after the checks, before the process group, the optimiser and the run folder (`check_run_config`)."""
+        config.validate()  # every check on the config alone lives there
         self.config = config
-        self.runtime = Runtime(config.train)
+        self.runtime = Runtime(config.train, process_group=not check_only)
         self.task, self.model_cls, self.model_config = parts.task_and_model_config(config)
         self._plan()
         self._check()
-        self._build_model(init_from=config.train.init_from if resume is None else None)
+        init_from = config.train.init_from if resume is None else None
+        if check_only:  # the model train.init_from names: found, verified, of this class and configuration
+            if init_from is not None:
+                model = self.model_cls(self.model_config)
+                parts.load_initial_weights(model, self.model_cls, self.model_config, init_from, self.runtime.device)
+            return
+        self._build_model(init_from=init_from)
         self.folder = RunFolder(config, self.runtime, resume=resume, overwrite=overwrite)
         try:
             self._open(resume, resume_from, replan)
@@ -542,6 +550,15 @@ class Trainer:
         self.folder.close()
 
 
+def check_run_config(config: RunConfig, resume: str | Path | None = None) -> RunConfig:
+    """Every check a run of ``config`` makes before it writes anything, by `Trainer` itself (``check_only``):
+    the config (`RunConfig.validate`), this machine, the task and its data, the memory the model needs,
+    ``train.init_from``. Returns the config as the run resolves it (the model section completed from the task);
+    ``bdh train --print-config`` prints it. ``resume``: the config is that run's (``init_from`` is not read)."""
+    Trainer(config, resume=Path(resume) if resume is not None else None, check_only=True)
+    return config
+
+
 def train(
     config: RunConfig,
     *,
@@ -566,4 +583,4 @@ def train(
         trainer.close()
 
 
-__all__ = ["TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]
+__all__ = ["TrainResult", "Trainer", "TrainingError", "check_run_config", "evaluate", "load_run_config", "train"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bdh.errors import UserError
+from bdh.outputs import input_file
 
 BOARD_CELLS = {".": 0, "0": 0, "#": 1, "1": 1, "S": 2, "s": 2, "2": 2, "E": 3, "e": 3, "3": 3}
 #: the longest input the viewer and the plots draw (the attention panel and the run cost O(T^2))
@@ -165,9 +166,7 @@ def board_input(path: str, vocab_size: int, expected_size: int | None) -> ViewIn
         raise UserError(
             f"viz: --board needs a board pathfinding model (vocabulary {VOCAB_SIZE}); this model has {vocab_size}"
         )
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such board file")
+    p = input_file(path, "--board", missing="no such board file")
     try:
         tokens, S = parse_board(p.read_text(encoding="utf-8", errors="replace"), expected_size)
     except UserError as exc:

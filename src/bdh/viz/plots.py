@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from bdh.errors import UserError, one_line
+from bdh.outputs import input_file
 from bdh.plotting import MIN_WIDTH, READABLE, bits, pyplot, save
 
 
@@ -360,9 +361,7 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header (``bdh bench`` results)."""
     import csv
 
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"--bench {p}: no such results file")
+    p = input_file(path, "--bench", missing="no such results file")
     try:
         with open(p, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)

@@ -6,6 +6,6 @@ long generation (`probes`), and writes report.md, results.json and figures (`rep
 """
 
 from .config import RECIPES, Config
-from .experiment import prepare_resume, run
+from .experiment import MARKER, prepare_resume, run
 
-__all__ = ["RECIPES", "Config", "prepare_resume", "run"]
+__all__ = ["MARKER", "RECIPES", "Config", "prepare_resume", "run"]

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, write_text
+from bdh.outputs import check_output, folder_entries, write_text
 
 from ..common import train_lm
 from .cause import cause_record
@@ -50,7 +50,7 @@ Log = Callable[[str], None]
 def prepare_resume(out: str | Path) -> Path:
     """The output folder of ``--resume``: new, empty, or an earlier long-context folder (kept as it is)."""
     out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
         raise UserError(f"--resume: {out} is not a long-context experiment folder (no {MARKER}); give another --out")
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -61,7 +61,13 @@ def _check_marker(config: Config, out: Path, resume: bool) -> None:
     path = out / MARKER
     mine = {"experiment": "long-context", "config": config.to_dict()}
     if resume and path.is_file():
-        theirs = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+        except (ValueError, AttributeError):  # not UTF-8, not JSON, not an object: the config it was made with is lost
+            raise UserError(
+                f"{path}: damaged (not the JSON object bdh writes); the config this folder was made with cannot be "
+                "compared: start it anew with --overwrite instead of --resume, or give another --out"
+            ) from None
         changed = sorted(k for k in mine["config"] if k not in SELECTORS and mine["config"].get(k) != theirs.get(k))
         if changed:
             raise UserError(

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bdh.errors import Interrupted
 from bdh.outputs import write_text
 
 #: the file that marks a finished run and holds its record
@@ -95,9 +96,9 @@ def read_finished(run_dir: Path, spec: RunSpec) -> dict[str, Any] | None:
     """The record of a finished run of ``spec`` in ``run_dir``, or None."""
     try:
         record = json.loads((run_dir / RESULT).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # missing, damaged (not UTF-8, not JSON): trained again
         return None
-    return record if record.get("spec") == spec.identity() else None
+    return record if isinstance(record, dict) and record.get("spec") == spec.identity() else None
 
 
 def curves(run_dir: Path) -> dict[str, list[list[float]]]:
@@ -150,7 +151,7 @@ def _train(
         record.update(curve=curves(run_dir), wall_s=time.time() - start, tok_per_s=math.nan, directions={})
         return record
     if result.interrupted is not None:
-        raise KeyboardInterrupt
+        raise Interrupted(result.interrupted)
     model, task = result.model, result.task
     final = evaluate(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
     record.update(

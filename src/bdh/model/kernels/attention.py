@@ -179,17 +179,28 @@ def recurrent(
     for t in range(T):
         qt = q[:, :, t : t + 1]  # B, H, 1, N
         outs.append(qt @ S.to(q.dtype))
-        kv = k[:, :, t : t + 1].mT @ v[:, :, t : t + 1]  # B, H, N, D
         if inplace:
-            S.add_(kv)
+            _add_outer_(S, k[:, :, t : t + 1], v[:, :, t : t + 1])
             if u is not None:
                 S.mul_(u.to(S.dtype))
         else:
-            S = S + kv
+            S = S + k[:, :, t : t + 1].mT @ v[:, :, t : t + 1]  # B, H, N, D
             if u is not None:
                 S = S * u.to(S.dtype)
     out = outs[0] if T == 1 else torch.cat(outs, dim=2)
     return out, (S if need_state else None)
+
+
+def _add_outer_(S: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """S += k^T v in place, S (B, H, N, D), k (B, H, 1, N), v (B, 1 or H, 1, D): one batched matmul that reads and
+    writes S once, without the (B, H, N, D) temporary of ``S.add_(k.mT @ v)``."""
+    B, H, N, D = S.shape
+    if not S.is_contiguous():
+        S.add_(k.mT @ v)
+        return
+    kk = k.reshape(B * H, N, 1).to(S.dtype)
+    vv = v.expand(B, H, 1, D).reshape(B * H, 1, D).to(S.dtype)
+    S.view(B * H, N, D).baddbmm_(kk, vv)
 
 
 def linear_attention(

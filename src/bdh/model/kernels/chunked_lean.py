@@ -102,8 +102,16 @@ def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 
 def _weighted(t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
-    """t (G, B, H, C, X) with row i of head h scaled by w[h, i] (``head`` or ``tail`` of `_powers`); t if w is None."""
+    """t (G, B, H, C, X) with row i of head h scaled by w[h, i] (``head`` or ``tail`` of `_powers`); t if w is None.
+
+    A row weight commutes with a product, (w q) S = w (q S) and (w k)^T v = k^T (w v), so it is applied to
+    the D-wide factor or product, never to the N-wide q or k (N / D times fewer numbers)."""
     return t if w is None else t * w.view(1, 1, *w.shape, 1)
+
+
+def _add_weighted_(out: torch.Tensor, t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+    """out += t with row i of head h scaled by w[h, i] (see `_weighted`), in place."""
+    return out.add_(t) if w is None else out.addcmul_(t, w.view(1, 1, *w.shape, 1))
 
 
 def _scan(
@@ -144,7 +152,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
         for kg, vg in zip(ks.groups, vs.groups):
             C = kg.shape[-2]
             M, head, tail, whole = powers(C)
-            befores.append(_scan(_weighted(kg, tail).mT @ vg, S, whole, low))
+            befores.append(_scan(kg.mT @ _weighted(vg, tail), S, whole, low))
         return befores, S
 
     @staticmethod
@@ -165,7 +173,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
             M, head, tail, whole = powers(C)
             A = (qg @ kg.mT) * M  # (G, B, H, C, C): [i, j] = u^(i-j) q_i . k_j
             o = A @ vg
-            _addmm_(o, _weighted(qg, head), before)
+            _add_weighted_(o, qg @ before, head)
             outs.append(o)
             scores.append(A)
         keep = _keep_states(sum(g.shape[0] for g in qs.groups), D, T)
@@ -206,7 +214,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
             C = qg.shape[-2]
             M, head, tail, whole = powers(C)
             # dS after each chunk: dS_g = u^C dS_{g+1} + (u^i q_i)^T do_i of chunk g + 1, in reverse
-            after = _scan(_weighted(qg, head).mT @ dog, dS, whole, low, reverse=True)
+            after = _scan(qg.mT @ _weighted(dog, head), dS, whole, low, reverse=True)
             P = (dog @ vg.mT) * M  # [i, j] = u^(i-j) do_i . v_j
             dq = _weighted(dog, head) @ before.mT  # u^i S_b do_i
             if shared:  # dq + dk of the chunk: (P + P^T) x_c + u^(C-j) v_j dS^T
@@ -216,7 +224,7 @@ class ChunkedLinearAttention(torch.autograd.Function):
                 _addmm_(dq, P, kg)
                 dk = P.mT @ qg
             _addmm_(dk, _weighted(vg, tail), after.mT)
-            dv = _addmm_(A.mT @ dog, _weighted(kg, tail), after)
+            dv = _add_weighted_(A.mT @ dog, kg @ after, tail)
             dqs[i], dks[i], dvs[i] = dq, dk, dv
         dv_full = _Chunks(dvs).joined()
         if v_shape[1] == 1:

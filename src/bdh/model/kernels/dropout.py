@@ -21,6 +21,12 @@ equally likely, and the patterns are ordered by their value, so "drop when the d
 threshold" with the threshold chosen such that exactly round(p 2^16) of the 2^16 patterns lie at or below
 it (NaN patterns never do) has the same drop probability as the integer comparison. Zeroing the dropped
 entries is then one same-dtype ``threshold_backward`` pass, with no separate comparison.
+
+Where the compiled gate of `bdh.model.kernels.native` runs, no mask is drawn here: its loop makes each
+entry's 16-bit draw itself from a counter-based generator (`counter_draws`: splitmix64 of the seed and the
+entry's index, so any thread can make any draw), with the same seed from PyTorch's generator and the same
+drop probability round(p 2^16) / 2^16, but another stream than `drop_mask`'s. `counter_mask` is that
+stream in NumPy, the reference the compiled loop is tested against.
 """
 
 from __future__ import annotations
@@ -57,9 +63,21 @@ class DropMask:
         return self.draws.float() <= self.threshold  # NaN draws compare false: kept
 
 
+def draw_seed(generator: torch.Generator | None = None) -> int:
+    """A 62-bit seed taken from PyTorch's generator (or the one given): what makes a mask reproducible."""
+    return int(torch.randint(0, 2**62, (), generator=generator))
+
+
+def drop_count(p: float) -> int:
+    """Of the 2^16 equally likely 16-bit draws, how many drop an entry: round(p 2^16)."""
+    if not 0.0 <= p < 1.0:
+        raise UserError(f"drop_mask: p must lie in [0, 1), got {p!r}")
+    return round(p * 2**16)
+
+
 def _draws16(count: int, generator: torch.Generator | None) -> torch.Tensor:
     """``count`` independent uniform 16-bit draws as int16, from one seed taken from PyTorch's generator."""
-    seed = int(torch.randint(0, 2**62, (), generator=generator))
+    seed = draw_seed(generator)
     words = np.random.SFC64(seed).random_raw((count + 3) // 4)  # uint64: four 16-bit draws each
     return torch.from_numpy(words.view(np.int16)[:count])  # the 16 bits as int16: uniform on [-2^15, 2^15)
 
@@ -89,12 +107,38 @@ def drop_mask(
     For ``dtype`` bf16, fp32 or fp64 (the tensor it will be applied to) the draws are held as bf16 with a
     threshold when one exists (p <= 1 - 254 / 2^16, the share of NaN patterns); otherwise as a bool tensor.
     """
-    if not 0.0 <= p < 1.0:
-        raise UserError(f"drop_mask: p must lie in [0, 1), got {p!r}")
+    drop = drop_count(p)
     draws = _draws16(math.prod(shape), generator).view(shape)
-    drop = round(p * 2**16)
     if dtype in (torch.bfloat16, torch.float32, torch.float64):
         threshold = _bf16_threshold(2**16 - drop)
         if threshold is not None:
             return DropMask(draws.view(torch.bfloat16), threshold)
     return DropMask(draws < drop - 2**15)
+
+
+#: splitmix64's increment (the golden ratio in 64 bits) and its output mixer (Steele, Lea and Flood 2014)
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
+def counter_draws(seed: int, count: int) -> np.ndarray:
+    """The 16-bit draws the compiled gate (`bdh.model.kernels.native`) makes inside its loop, uint16 (count,).
+
+    Draw i is bits 16 (i mod 4) .. 16 (i mod 4) + 15 of word i // 4 of the splitmix64 stream seeded with
+    ``seed``: word k = mix(seed + (k + 1) golden). Every draw is a function of (seed, i) alone, so each thread
+    of the loop computes its own and no mask is stored. This is the reference those draws are tested against,
+    and the same distribution as `drop_mask`'s (uniform 16 bits), but another stream.
+    """
+    k = np.arange(1, (count + 3) // 4 + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + k * np.uint64(_GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[0])
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[1])
+    z ^= z >> np.uint64(31)
+    return z.astype("<u8").view("<u2")[:count]
+
+
+def counter_mask(shape: tuple[int, ...], p: float, seed: int) -> DropMask:
+    """The mask of the compiled gate for ``seed`` (dropped where the `counter_draws` draw is below round(p 2^16))."""
+    draws = torch.from_numpy(counter_draws(seed, math.prod(shape)).astype(np.int32)).view(shape)
+    return DropMask(draws < drop_count(p))

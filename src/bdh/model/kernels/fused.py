@@ -21,13 +21,25 @@ the functions here do the same arithmetic in fewer passes and save less for back
 
 Both are tested against the plain expressions in values and gradients (tests/model/test_fused.py).
 Under ``torch.compile`` the model uses the plain expressions, which inductor fuses itself.
+
+Where the compiled loops of `bdh.model.kernels.native` are built, two functions fuse further, each step one
+pass (tests/model/test_native.py):
+
+* `native_relu_rope(h)` = (ReLU(h), R ReLU(h)): forward one pass writing x and R x; it keeps x only, and its
+  backward receives the gradients of both outputs (from the gate and from attention) and writes
+  dh = [x > 0] (gx + R^T gxr) in one pass, where autograd would add the two gradients, rotate, and apply
+  ReLU's backward in four to six passes (with fp32 round trips for bf16).
+* `native_gate(z, x, p)` = ReLU(z) * keep * x: forward one pass, the dropout draws made in the loop (no mask
+  drawn beforehand, stored or read; ReLU(z) * keep is written beside y with dropout, else z is kept), backward
+  one pass writing dz and dx.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .dropout import DropMask
+from . import native
+from .dropout import DropMask, draw_seed, drop_count
 
 
 def _swap(v: torch.Tensor, interleaved: bool) -> torch.Tensor:
@@ -104,3 +116,62 @@ class RopeRotate(torch.autograd.Function):
 def rope_rotate(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     """Rotate the pairs of the last dimension of v (..., T, N) by the tables (T, N); see the module docstring."""
     return RopeRotate.apply(v, cos, sin, interleaved)
+
+
+class NativeReluRope(torch.autograd.Function):
+    """(ReLU(h), R ReLU(h)) by the compiled loops; the backward sums both outputs' gradients in its one pass."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str):
+        x, xr = native.relu_rope(h, cos, sin, kind)
+        ctx.save_for_backward(x, cos, sin)
+        ctx.kind = kind
+        ctx.set_materialize_grads(False)
+        return x, xr
+
+    @staticmethod
+    def backward(ctx, gx: torch.Tensor | None, gxr: torch.Tensor | None):
+        x, cos, sin = ctx.saved_tensors
+        if gx is None and gxr is None:
+            return None, None, None, None
+        gx, gxr = (torch.zeros_like(x) if g is None else g.to(x.dtype).contiguous() for g in (gx, gxr))
+        return native.relu_rope_back(x, gx, gxr, cos, sin, ctx.kind), None, None, None
+
+
+def native_relu_rope(
+    h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, R x) with x = ReLU(h) (paper Eq. 8), ``cos`` and ``sin`` per pair (`native.half_tables`); one pass each
+    way. Needs `native.supports(h)`."""
+    return NativeReluRope.apply(h.contiguous(), cos, sin, kind)
+
+
+class NativeGate(torch.autograd.Function):
+    """ReLU(z) * keep * x by the compiled loops; keeps ReLU(z) * keep (with dropout) or z (without), and x."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, x: torch.Tensor, seed: int, drop: int):
+        y, r = native.gate(z, x, seed, drop, keep_r=drop > 0)
+        ctx.save_for_backward(z if r is None else r, x)
+        return y
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        r, x = ctx.saved_tensors
+        need_dz, need_dx = ctx.needs_input_grad[:2]
+        dz, dx = native.gate_back(g.to(r.dtype).contiguous(), r, x, need_dz, need_dx)
+        return dz, dx, None, None
+
+
+def native_gate(z: torch.Tensor, x: torch.Tensor, p: float = 0.0, seed: int | None = None) -> torch.Tensor | None:
+    """ReLU(z) * x with dropout's dropped entries zeroed (unscaled, as `relu_mul`), one pass each way; None where the
+    compiled loops cannot take these tensors (then the caller runs `relu_mul`).
+
+    Dropout (``p`` > 0) draws inside the loop, `bdh.model.kernels.dropout.counter_draws` for ``seed`` (default: one
+    taken from PyTorch's generator, so ``torch.manual_seed`` fixes the masks as it fixes `drop_mask`'s).
+    """
+    if z.shape != x.shape or not native.supports(z, x):
+        return None
+    drop = drop_count(p)
+    seed = (draw_seed() if drop else 0) if seed is None else seed
+    return NativeGate.apply(z.contiguous(), x.contiguous(), seed, drop)

@@ -53,8 +53,18 @@ def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tupl
 
     Computed once per forward pass and reused by every layer (the positions are the same in all layers).
     """
+    return rope_tables_at(kind, freqs, torch.arange(start, start + length, device=freqs.device, dtype=torch.float32))
+
+
+def rope_tables_at(kind: str, freqs: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin, each (len(positions), N) float32, at the absolute positions in the tensor ``positions``.
+
+    The positions are read on the device, never by the host: a step whose position is a tensor it advances
+    itself (`bdh.model.decoder`) can be captured once in a CUDA graph. Integer positions below 2^24 are exact
+    in float32, so the tables are those of `rope_tables` at the same positions.
+    """
     freqs = freqs.float()
-    pos = torch.arange(start, start + length, device=freqs.device, dtype=torch.float32).view(-1, 1)
+    pos = positions.to(device=freqs.device, dtype=torch.float32).view(-1, 1)
     if kind == "rope":
         phases = ((pos * freqs.view(1, -1)) % 1) * (2 * math.pi)
         return torch.cos(phases), torch.sin(phases)

@@ -1,0 +1,250 @@
+"""Everything the first GPU run has to measure, in one command, into one folder, within 10 minutes.
+
+    python benchmarks/gpu_all.py PATH/TO/pathwaycom-bdh --out gpu-run [--tar]      # on a CUDA machine
+    python benchmarks/gpu_all.py PATH/TO/pathwaycom-bdh --device cpu --quick --out DIR   # a check of the script
+
+Each step is a process of its own with a time limit (`LIMITS`); a step that fails or runs out of time is
+recorded and the next one runs. Every child process reads this checkout's ``src`` first on its import path, so
+the measurements run this tree's code even where the install fails. The steps, and what they write into the
+output folder:
+
+===========  ========================================================  ===========================================
+step         what runs                                                 files
+===========  ========================================================  ===========================================
+environment  (here) Python, torch, CUDA, Triton, GPU, driver, commit   ``environment.txt``
+install      ``pip install --no-deps --no-build-isolation -e .``       ``install.log``
+cuda-tests   ``python -m pytest -m cuda`` (every GPU test, except the  ``cuda_tests.log``, ``cuda_tests.xml``
+             one that runs gpu.py --quick: the steps below run it)     (JUnit)
+training     ``benchmarks/gpu.py OFFICIAL --part training``            ``training.log`` (tables), ``training.json``
+profile      ``benchmarks/gpu_profile.py``: one bf16 training step at  ``profile_T512.json.gz`` (Chrome trace),
+             T = 512 and 2048 at the paper's size, torch.profiler      ``profile_T512.txt`` (top operators), the
+                                                                       same for 2048, ``profile.log``
+generation   ``benchmarks/gpu.py OFFICIAL --part generation``          ``generation.log``, ``generation.json``
+summary      (here) each step's status and seconds, the test counts,   ``summary.md``
+             the training and generation tables
+===========  ========================================================  ===========================================
+
+``--tar [FILE]`` also packs the folder into FILE (default ``OUT.tar.gz``): one file to copy off the machine.
+Without an official checkout (none given, or no ``bdh.py`` in it) the official rows are left out and the summary
+says so.
+``--device cpu --quick`` runs the same steps at tiny sizes on the CPU (the install is skipped there: a check of
+the script leaves the environment alone; the GPU tests are collected and skipped); tests/test_gpu_benchmark.py
+runs it in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+#: seconds each step may take: on the GPU (540 s in all, inside the 10 minutes), and for --quick
+LIMITS = {"install": 40, "cuda-tests": 180, "training": 140, "profile": 60, "generation": 120}
+QUICK_LIMITS = {"install": 40, "cuda-tests": 180, "training": 90, "profile": 60, "generation": 60}
+#: the GPU test that runs benchmarks/gpu.py --quick itself (the training and generation steps run gpu.py)
+SELF_TEST = "tests/cuda/test_cuda.py::test_the_gpu_benchmark_runs_in_quick_mode"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: its name, the command (run in the checkout's root), its time limit and its log file."""
+
+    name: str
+    argv: list[str]
+    limit: float
+    log: str
+
+
+def steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
+    """The steps of a run, in order."""
+    py, out = sys.executable, args.out
+    limits = QUICK_LIMITS if args.quick else LIMITS
+    size = ["--device", args.device] + (["--quick"] if args.quick else [])
+    checkout = [] if official is None else [str(official)]
+    # -v: one line per test as it ends, so a step stopped at its limit still shows what passed and what failed
+    tests = [py, "-m", "pytest", "-m", "cuda", "-v", "-rfE", "--durations=15", "-p", "no:cacheprovider"]
+    tests += ["--deselect", SELF_TEST, "--junitxml", str(out / "cuda_tests.xml")]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        tests.append("--timeout=90")  # one hung test does not take the whole step
+    tests += ["tests/cuda"] if args.device == "cpu" else []
+    gpu = [py, str(BENCHMARKS / "gpu.py"), *checkout, *size]
+    pip = [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
+    table = [
+        ("install", pip, "install.log"),
+        ("cuda-tests", tests, "cuda_tests.log"),
+        ("training", [*gpu, "--part", "training", "--out", str(out / "training.json")], "training.log"),
+        ("profile", [py, str(BENCHMARKS / "gpu_profile.py"), "--out", str(out), *size], "profile.log"),
+        ("generation", [*gpu, "--part", "generation", "--out", str(out / "generation.json")], "generation.log"),
+    ]
+    return [Step(name, argv, limits[name], log) for name, argv, log in table]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every step: this checkout's ``src`` first on the import path, unbuffered output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_step(step: Step, out: Path) -> dict:
+    """Run ``step`` with its output in its log; stop it (and every process it started) at its time limit."""
+    t0 = time.monotonic()
+    with open(out / step.log, "w") as log:
+        log.write("$ " + " ".join(step.argv) + "\n")
+        log.flush()
+        proc = subprocess.Popen(
+            step.argv, cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=step.limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own process group: the step and its children, nothing else
+            proc.wait()
+            rc = None
+    if rc is None:
+        status = f"timed out after {step.limit:.0f} s"
+    elif rc == 0:
+        status = "ok"
+    elif rc == 5 and step.name == "cuda-tests":
+        status = "no tests ran"
+    else:
+        status = f"failed (exit status {rc})"
+    return {"step": step.name, "status": status, "seconds": time.monotonic() - t0, "log": step.log}
+
+
+def environment(args: argparse.Namespace, official: Path | None) -> str:
+    """Python, torch, CUDA, Triton, the GPU and its driver, the commit, the command: for environment.txt."""
+    import torch
+
+    lines = [
+        f"command: {' '.join([sys.executable, *sys.argv])}",
+        f"date (UTC): {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())}",
+        f"python: {sys.version.split()[0]} ({platform.platform()})",
+        f"torch: {torch.__version__} (CUDA {torch.version.cuda})",
+        f"triton: {_version('triton')}",
+        f"official checkout: {official if official is not None else 'none (official rows left out)'}",
+        f"commit: {_output(['git', '-C', str(ROOT), 'rev-parse', 'HEAD']) or 'unknown'}",
+    ]
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        lines.append(f"GPU: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs")
+    smi = _output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+    lines.append(f"nvidia-smi: {smi or 'not available'}")
+    lines.append(f"CPU threads: {os.cpu_count()}; device asked for: {args.device}{' (--quick)' if args.quick else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _output(argv: list[str]) -> str:
+    """The stripped output of a small command, or '' where it cannot run."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def test_counts(xml: Path) -> str:
+    """'N tests: P passed, F failed, E errors, S skipped' and the failing tests, from a JUnit file."""
+    if not xml.is_file():
+        return "no JUnit file (the test step did not finish)"
+    suites = ET.parse(xml).getroot()
+    suite = suites if suites.tag == "testsuite" else suites.find("testsuite")
+    n, failed, errors, skipped = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+    bad = [
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+    text = f"{n} tests: {n - failed - errors - skipped} passed, {failed} failed, {errors} errors, {skipped} skipped"
+    return text + "".join(f"\n  - {b}" for b in bad)
+
+
+def summary(args: argparse.Namespace, official: Path | None, results: list[dict]) -> str:
+    """summary.md: what ran, how it ended, how long it took, and the test counts; the tables are in the logs."""
+    lines = [
+        "# GPU run",
+        "",
+        f"Command: `{' '.join(['python', *sys.argv])}`; the environment is in `environment.txt`.",
+        "" if official is not None else "No official checkout: the official rows are left out.",
+        "",
+        "| step | status | seconds | log |",
+        "|---|---|---:|---|",
+        *(f"| {r['step']} | {r['status']} | {r['seconds']:.0f} | `{r['log']}` |" for r in results),
+        "",
+        "GPU tests: " + test_counts(args.out / "cuda_tests.xml"),
+        "",
+        "The tables below are copied from `training.log` and `generation.log` (their numbers are in the JSON files);",
+        "the profiles are in `profile_T*.txt` (top operators) and `profile_T*.json.gz` (Chrome traces).",
+    ]
+    for log in ("training.log", "generation.log"):
+        lines += ["", f"## {log}", "", *tables(args.out / log)]
+    return "\n".join(lines) + "\n"
+
+
+def tables(log: Path) -> list[str]:
+    """What a benchmark printed (its header, its tables): the log without the command and the progress lines;
+    a note instead where it printed no table."""
+    text = log.read_text().splitlines() if log.is_file() else []
+    if not any(line.startswith("|") for line in text):
+        return ["(no table: see the log)"]
+    return [line for line in text if line.strip() and not line.startswith(("$ ", "  measured"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("official", nargs="?", type=Path, help="path of a pathwaycom/bdh checkout (omit: no official rows)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (must not exist, or be empty)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: with --quick, a check of the script")
+    p.add_argument("--quick", action="store_true", help="gpu.py --quick (on the CPU: tiny sizes)")
+    p.add_argument("--skip", nargs="+", default=[], choices=sorted(LIMITS), help="steps to leave out")
+    p.add_argument("--tar", nargs="?", const="", type=str, help="also pack the folder into this file (OUT.tar.gz)")
+    args = p.parse_args(argv)
+    args.out = args.out.resolve()  # the steps run in the checkout's root
+    if args.device == "cpu" and not args.quick:
+        print("error: --device cpu runs only with --quick (a check of the script, not a measurement)", file=sys.stderr)
+        return 2
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        print(f"error: {args.out} exists and is not an empty folder", file=sys.stderr)
+        return 2
+    official = args.official.resolve() if args.official is not None and (args.official / "bdh.py").is_file() else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "environment.txt").write_text(environment(args, official))
+    skip = set(args.skip) | ({"install"} if args.device == "cpu" else set())
+    results = []
+    for step in steps(args, official):
+        if step.name in skip:
+            results.append({"step": step.name, "status": "skipped", "seconds": 0.0, "log": "-"})
+            continue
+        print(f"gpu_all: {step.name} (at most {step.limit:.0f} s) ...", file=sys.stderr, flush=True)
+        results.append(run_step(step, args.out))
+        print(f"gpu_all: {step.name}: {results[-1]['status']}", file=sys.stderr, flush=True)
+    (args.out / "summary.md").write_text(summary(args, official, results))
+    print((args.out / "summary.md").read_text())
+    if args.tar is not None:
+        with tarfile.open(args.tar or f"{args.out}.tar.gz", "w:gz") as tar:
+            tar.add(args.out, arcname=args.out.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

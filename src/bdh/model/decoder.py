@@ -1,0 +1,205 @@
+"""Batched generation on the recurrent state as one static step: what a CUDA graph captures once and replays.
+
+`GenerationMixin.stream` takes one recurrent step per token (paper Eq. 8) but drives it from the host: a new
+RoPE table for every position (a Python int), a new state for every step unless in place, and the stop check
+reading each token. `StateDecoder` does the same arithmetic with everything the step touches allocated once
+and advanced on the device:
+
+* the state rho (L, B, H, N, D) of every layer, updated in place;
+* the position, a device tensor the step increments (the RoPE tables are computed from it on the device,
+  `bdh.model.kernels.rope.rope_tables_at`);
+* the last tokens (B,), the last logits (B, V) and, with a repetition penalty, the (B, V) mask of the
+  tokens seen, each a fixed buffer the step overwrites;
+* sampling on the device (`bdh.model.generation.sample`: greedy, or the exponential race, which draws
+  without asking the host anything).
+
+So a step has static shapes and no host synchronisation: on CUDA, after two eager steps on a side stream (to
+settle cuBLAS's workspaces and the caching allocator), the third is captured in a `torch.cuda.CUDAGraph` and
+every later step is one graph replay. On the CPU (or with ``cuda_graph=False``) the same step runs eagerly.
+It computes what `BDH.step` computes token by token (tests/model/test_decoder.py compares logits, states and
+tokens; tests/cuda compares the replayed graph with the eager step). Stop sequences are not supported here:
+checking them needs the host to read every token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bdh.errors import UserError
+
+from .kernels import Pass
+from .kernels.rope import rope_tables_at
+from .sampling import PROMPT_CHUNK, check_sampling, penalize, sample
+from .state import BDHState
+
+#: eager steps (on a side stream) before the CUDA graph is captured
+WARMUP_STEPS = 2
+
+
+class StateDecoder:
+    """Generation for a batch of B sequences on preallocated buffers, one token per sequence per `step`.
+
+    >>> dec = StateDecoder(model, batch_size=8, temperature=0)
+    >>> tokens = dec.generate(prompt, 256)          # prompt (8, T) -> (8, T + 256)
+
+    Args:
+        model: a causal `bdh.BDH`; the decoder puts it in eval mode (the kernels of its step are chosen once,
+            for inference: no dropout).
+        batch_size: B, the sequences generated together.
+        temperature, top_k, top_p, repetition_penalty: as `GenerationMixin.stream`.
+        seed: seeds the decoder's own generator (on the model's device); None uses torch's default one.
+        cuda_graph: capture the step in a CUDA graph (default: on CUDA).
+    """
+
+    def __init__(
+        self,
+        model,
+        batch_size: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float = 1.0,
+        seed: int | None = None,
+        cuda_graph: bool | None = None,
+    ):
+        if not model.config.causal:
+            raise UserError("StateDecoder: a bidirectional model (causal=false) cannot generate")
+        check_sampling("StateDecoder", 0, temperature, top_k, top_p, repetition_penalty)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"StateDecoder: batch_size must be a positive integer, got {batch_size!r}")
+        self.model = model
+        self.options = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+        self.penalty = repetition_penalty
+        device = model.readout.device
+        self.graphed = device.type == "cuda" if cuda_graph is None else bool(cuda_graph)
+        if self.graphed and device.type != "cuda":
+            raise UserError(f"StateDecoder: cuda_graph=True needs a model on a CUDA device, not {device}")
+        self.generator = None
+        if seed is not None:
+            self.generator = torch.Generator(device=device)
+            self.generator.manual_seed(seed)
+            # a graph replays a generator of its own only where torch can register it (else: eager steps)
+            self.graphed = self.graphed and hasattr(torch.cuda.CUDAGraph, "register_generator_state")
+        model.eval()  # the kernels below are chosen for inference: no dropout
+        self.rho = model.init_state(batch_size).rho
+        self.position = torch.zeros((), dtype=torch.long, device=device)
+        self.tokens = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.logits = torch.zeros(batch_size, model.config.vocab_size, device=device)
+        self.seen = None if repetition_penalty == 1 else torch.zeros_like(self.logits, dtype=torch.bool)
+        with torch.no_grad():  # an in-place pass is chosen only without autograd
+            self.kernels = model.kernels(Pass("recurrent", 0, 1, carried=True, need_state=True, inplace=True))
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._eager_steps = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def state(self) -> BDHState:
+        """The state after the tokens read so far (its rho is the decoder's buffer, not a copy). Reading the
+        position waits for the device: for use between steps, not inside the loop."""
+        return BDHState(self.rho, int(self.position))
+
+    # ------------------------------------------------------------------ starting points
+    @torch.no_grad()
+    def prefill(self, prompt: torch.Tensor, prompt_chunk: int = PROMPT_CHUNK) -> torch.Tensor:
+        """Read a (B, T) prompt into an empty state (the chunked form, ``prompt_chunk`` tokens at a time) and draw
+        the first new token of every sequence; returns it, (B,)."""
+        prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
+        if prompt.dim() != 2 or prompt.shape[0] != self.batch_size or prompt.shape[1] == 0:
+            raise UserError(
+                f"StateDecoder: the prompt must be ({self.batch_size}, T) tokens with T >= 1, got {tuple(prompt.shape)}"
+            )
+        prompt = prompt.to(self.tokens.device)
+        state = BDHState(self.rho.zero_(), 0)
+        for start in range(0, prompt.shape[1], prompt_chunk):
+            logits, state = self.model.step(
+                prompt[:, start : start + prompt_chunk], state, mode="chunked", inplace=True
+            )
+        if self.seen is not None:
+            self.seen.zero_().scatter_(1, prompt, True)
+        return self.start(state, logits[:, -1])
+
+    @torch.no_grad()
+    def start(self, state: BDHState, logits: torch.Tensor) -> torch.Tensor:
+        """Continue from ``state`` (batch B, or 1: copied to every sequence) whose last logits are ``logits`` (B or
+        1, V): the state is copied into the decoder's buffer and the first token drawn; returns it, (B,).
+        With a repetition penalty the tokens seen are those `prefill` marked (none after a bare `start`)."""
+        rho = state.rho
+        if rho.dim() != 5 or rho.shape[1] not in (1, self.batch_size) or rho.shape[2:] != self.rho.shape[2:]:
+            raise UserError(
+                f"StateDecoder: the state must be {tuple(self.rho.shape)} (or batch 1), got {tuple(rho.shape)}"
+            )
+        if rho.data_ptr() != self.rho.data_ptr():
+            self.rho.copy_(rho)
+        self.position.fill_(state.pos)
+        self.logits.copy_(logits.float().expand_as(self.logits))
+        self._draw(self.logits)
+        return self.tokens
+
+    # ------------------------------------------------------------------ the step
+    def _draw(self, logits: torch.Tensor) -> None:
+        """The next tokens from (B, V) logits into ``tokens`` (with the penalty and the seen mask)."""
+        if self.seen is not None:
+            logits = penalize(logits, self.seen, self.penalty)
+        nxt = sample(
+            logits, self.options["temperature"], self.options["top_k"], self.generator, top_p=self.options["top_p"]
+        )
+        if self.seen is not None:
+            self.seen.scatter_(1, nxt.view(-1, 1), True)
+        self.tokens.copy_(nxt)
+
+    def _advance(self) -> None:
+        """One token per sequence: read ``tokens`` at ``position`` into the state, draw the next ones. Static shapes,
+        no host synchronisation (the graph captures exactly this)."""
+        k = self.kernels
+        if k.kind != "none":
+            k = k.at(rope_tables_at(k.kind, self.model.freqs, self.position.view(1)))
+        logits, _ = self.model.stack(self.tokens.view(-1, 1), self.rho, k, self.model.config.n_layer)
+        self.position.add_(1)
+        self.logits.copy_(logits[:, -1])
+        self._draw(self.logits)
+
+    @torch.no_grad()
+    def step(self) -> torch.Tensor:
+        """Advance every sequence by one token; returns the (B,) buffer holding the new tokens (overwritten by the
+        next step: clone it to keep it)."""
+        self.model.eval()
+        if self._graph is not None:
+            self._graph.replay()
+        elif self.graphed and self._eager_steps >= WARMUP_STEPS:
+            self._capture()
+            self._graph.replay()  # capturing records the step without running it
+        elif self.graphed:
+            side = torch.cuda.Stream(device=self.tokens.device)
+            side.wait_stream(torch.cuda.current_stream(self.tokens.device))
+            with torch.cuda.stream(side):
+                self._advance()
+            torch.cuda.current_stream(self.tokens.device).wait_stream(side)
+            self._eager_steps += 1
+        else:
+            self._advance()
+        return self.tokens
+
+    def _capture(self) -> None:
+        graph = torch.cuda.CUDAGraph()
+        if self.generator is not None:
+            graph.register_generator_state(self.generator)  # its draws advance with every replay
+        with torch.cuda.graph(graph):
+            self._advance()
+        self._graph = graph
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """The (B, T) prompt followed by ``max_new_tokens`` generated tokens, (B, T + new). The tokens are gathered
+        on the device; the host waits once, at the end."""
+        check_sampling("StateDecoder", max_new_tokens, **self.options, repetition_penalty=self.penalty)
+        prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
+        out = torch.empty(self.batch_size, max_new_tokens, dtype=torch.long, device=self.tokens.device)
+        if max_new_tokens:
+            out[:, 0] = self.prefill(prompt)
+        for i in range(1, max_new_tokens):
+            out[:, i] = self.step()
+        return torch.cat([prompt.to(out.device), out], dim=1)

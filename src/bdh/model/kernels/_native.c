@@ -1,0 +1,234 @@
+/* Fused element-wise loops of a BDH layer on the CPU (loaded by bdh/model/kernels/native.py with ctypes).
+ *
+ * Each loop reads its inputs once and writes its outputs once, in fp32 arithmetic, rounding a bf16 result
+ * once (to nearest even, as PyTorch does). Tensors are contiguous; "rows" are the (B, h, T) rows of N
+ * neurons. The tables are cos and sin of the rotation angle per (t, pair), (T, N / 2) fp32. A pair is
+ * (2k, 2k + 1) for the interleaved layout (layout 1, the official RoPE) and (k, k + N / 2) for the halves
+ * layout (layout 2, the standard RoPE). Each loop has a PyTorch reference it is tested against
+ * (tests/model/test_native.py); the equations are those of bdh/model/bdh.py (paper Eq. 8).
+ *
+ * Threads: OpenMP, with the count passed by the caller (PyTorch's); on Linux the library shares PyTorch's
+ * OpenMP runtime (same soname), so the two do not compete for cores. */
+#ifdef BDH_PYTHON_MODULE
+#include <Python.h> /* first, as Python asks */
+#endif
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef uint16_t bf16;
+typedef int64_t idx; /* sizes and indices: 64 bits everywhere (C long is 32 bits on Windows) */
+
+/* the hot inner loops are compiled for several instruction sets and picked at load time */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MULTIVERSION
+#endif
+
+static inline float bf16_f32(bf16 v) {
+    union { uint32_t u; float f; } c;
+    c.u = (uint32_t)v << 16;
+    return c.f;
+}
+
+static inline bf16 f32_bf16(float f) {
+    union { uint32_t u; float f; } c;
+    c.f = f;
+    uint32_t u = c.u;
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest, ties to even */
+    return (bf16)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded); /* NaN: PyTorch's quiet NaN */
+}
+
+static inline float ld_f32(const float *p, idx i) { return p[i]; }
+static inline float ld_bf16(const bf16 *p, idx i) { return bf16_f32(p[i]); }
+static inline void st_f32(float *p, idx i, float v) { p[i] = v; }
+static inline void st_bf16(bf16 *p, idx i, float v) { p[i] = f32_bf16(v); }
+static inline float relu(float v) { return v > 0.0f ? v : 0.0f; }
+
+/* One row of x = ReLU(h) and xr = R x, pair k at (I, J): LAY il (2k, 2k + 1) or hv (k, k + half). */
+#define RELU_ROPE_ROW(T, SUF, LAY, I, J)                                                                       \
+    MULTIVERSION static void relu_rope_row_##LAY##_##SUF(const T *restrict h, T *restrict x, T *restrict xr,    \
+                                                         const float *restrict c, const float *restrict s,      \
+                                                         idx half) {                                          \
+        for (idx k = 0; k < half; ++k) {                                                                      \
+            float a = relu(ld_##SUF(h, I)), b = relu(ld_##SUF(h, J));                                          \
+            st_##SUF(x, I, a);                                                                                 \
+            st_##SUF(x, J, b);                                                                                 \
+            st_##SUF(xr, I, a * c[k] - b * s[k]);                                                              \
+            st_##SUF(xr, J, a * s[k] + b * c[k]);                                                              \
+        }                                                                                                      \
+    }
+
+/* One row of the backward: dh = [x > 0] (gx + R^T gxr), R^T the rotation by minus the angle. */
+#define RELU_ROPE_BACK_ROW(T, SUF, LAY, I, J)                                                                  \
+    MULTIVERSION static void relu_rope_back_row_##LAY##_##SUF(                                                 \
+        const T *restrict x, const T *restrict gx, const T *restrict gxr, T *restrict dh,                      \
+        const float *restrict c, const float *restrict s, idx half) {                                         \
+        for (idx k = 0; k < half; ++k) {                                                                      \
+            float ga = ld_##SUF(gxr, I), gb = ld_##SUF(gxr, J);                                                \
+            float da = ld_##SUF(gx, I) + (ga * c[k] + gb * s[k]);                                              \
+            float db = ld_##SUF(gx, J) + (gb * c[k] - ga * s[k]);                                              \
+            st_##SUF(dh, I, ld_##SUF(x, I) > 0.0f ? da : 0.0f);                                                \
+            st_##SUF(dh, J, ld_##SUF(x, J) > 0.0f ? db : 0.0f);                                                \
+        }                                                                                                      \
+    }
+
+/* rows (B h T) of N neurons, row r at position t = r % t_len; layout 1: interleaved pairs, else halves */
+#define RELU_ROPE(T, SUF)                                                                                      \
+    RELU_ROPE_ROW(T, SUF, il, 2 * k, 2 * k + 1)                                                                \
+    RELU_ROPE_ROW(T, SUF, hv, k, k + half)                                                                     \
+    RELU_ROPE_BACK_ROW(T, SUF, il, 2 * k, 2 * k + 1)                                                           \
+    RELU_ROPE_BACK_ROW(T, SUF, hv, k, k + half)                                                                \
+    void bdh_relu_rope_##SUF(const T *h, T *x, T *xr, const float *cos, const float *sin, idx rows, idx t_len, \
+                             idx N, int layout, int threads) {                                                \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx r = 0; r < rows; ++r) {   \
+            idx o = r * N, t = (r % t_len) * (N / 2);                                                         \
+            if (layout == 1)                                                                                   \
+                relu_rope_row_il_##SUF(h + o, x + o, xr + o, cos + t, sin + t, N / 2);                         \
+            else                                                                                               \
+                relu_rope_row_hv_##SUF(h + o, x + o, xr + o, cos + t, sin + t, N / 2);                         \
+        }                                                                                                      \
+    }                                                                                                          \
+    void bdh_relu_rope_back_##SUF(const T *x, const T *gx, const T *gxr, T *dh, const float *cos,              \
+                                  const float *sin, idx rows, idx t_len, idx N, int layout, int threads) {   \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx r = 0; r < rows; ++r) {   \
+            idx o = r * N, t = (r % t_len) * (N / 2);                                                         \
+            if (layout == 1)                                                                                   \
+                relu_rope_back_row_il_##SUF(x + o, gx + o, gxr + o, dh + o, cos + t, sin + t, N / 2);          \
+            else                                                                                               \
+                relu_rope_back_row_hv_##SUF(x + o, gx + o, gxr + o, dh + o, cos + t, sin + t, N / 2);          \
+        }                                                                                                      \
+    }
+
+/* Dropout draws: entry i of a tensor gets the 16-bit draw (w >> 16 (i mod 4)) mod 2^16 of the word
+ * w = splitmix64 output number i / 4 + 1 of the stream seeded with `seed` (Steele et al. 2014), i.e.
+ * mix64(seed + (i / 4 + 1) * golden): computable anywhere, in any order, by any thread. It is dropped when
+ * the draw is below `drop` = round(p 2^16). bdh/model/kernels/dropout.py has the same stream in NumPy. */
+#define GOLDEN 0x9e3779b97f4a7c15ull
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
+    uint64_t w = mix64(seed + ((uint64_t)(i >> 2) + 1u) * GOLDEN);
+    return (uint32_t)((w >> ((i & 3) * 16)) & 0xffffu) < drop;
+}
+
+/* entries per chunk whose draws are made at once; the 16-bit draws of a word, lowest bits first, are the
+ * 16-bit halves of its memory in little-endian order (elsewhere the draws are made one at a time) */
+#define CHUNK 1024
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LITTLE_ENDIAN_WORDS 1
+#else
+#define LITTLE_ENDIAN_WORDS 0
+#endif
+
+/* The gate y = ReLU(z) * keep * x over entries [i0, i0 + n) of the tensor; keep is 0 where dropout drops
+ * (drop = 0: none). r, when given, receives ReLU(z) * keep: the backward's mask and factor. */
+#define GATE(T, SUF)                                                                                           \
+    MULTIVERSION static void gate_block_##SUF(const T *restrict z, const T *restrict x, uint64_t seed,         \
+                                              uint32_t drop, T *restrict y, T *restrict r, idx i0, idx n) {    \
+        idx i = 0;                                                                                             \
+        if (!drop && !r)                                                                                       \
+            for (; i < n; ++i) st_##SUF(y, i, relu(ld_##SUF(z, i)) * ld_##SUF(x, i));                          \
+        else if (drop && r && LITTLE_ENDIAN_WORDS && i0 % 4 == 0) {                                            \
+            union { uint64_t w[CHUNK / 4]; uint16_t d[CHUNK]; } draws; /* a chunk's draws, made then used */   \
+            for (; i + CHUNK <= n; i += CHUNK) {                                                               \
+                uint64_t k0 = (uint64_t)((i0 + i) >> 2) + 1u;                                                  \
+                for (idx k = 0; k < CHUNK / 4; ++k) draws.w[k] = mix64(seed + (k0 + (uint64_t)k) * GOLDEN);    \
+                for (idx j = 0; j < CHUNK; ++j) {                                                              \
+                    float rz = draws.d[j] < drop ? 0.0f : relu(ld_##SUF(z, i + j));                            \
+                    st_##SUF(y, i + j, rz * ld_##SUF(x, i + j));                                               \
+                    st_##SUF(r, i + j, rz);                                                                    \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (; i < n; ++i) { /* the rest, and any other case: one draw at a time */                            \
+            float rz = drop && dropped(seed, drop, i0 + i) ? 0.0f : relu(ld_##SUF(z, i));                      \
+            st_##SUF(y, i, rz * ld_##SUF(x, i));                                                               \
+            if (r) st_##SUF(r, i, rz);                                                                         \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* backward from r = ReLU(z) * keep (or z itself without dropout): dz = [r > 0] g x, dx = g ReLU(r) */     \
+    MULTIVERSION static void gate_back_block_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, idx n) { \
+        for (idx i = 0; i < n; ++i) {                                                                         \
+            float gi = ld_##SUF(g, i), ri = ld_##SUF(r, i);                                                    \
+            if (dz) st_##SUF(dz, i, ri > 0.0f ? gi * ld_##SUF(x, i) : 0.0f);                                   \
+            if (dx) st_##SUF(dx, i, gi * relu(ri));                                                            \
+        }                                                                                                      \
+    }                                                                                                          \
+    void bdh_gate_##SUF(const T *z, const T *x, uint64_t seed, uint32_t drop, T *y, T *r, idx n, idx block,  \
+                        int threads) {                                                                         \
+        idx blocks = (n + block - 1) / block;                                                                 \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx b = 0; b < blocks; ++b) { \
+            idx i = b * block, m = n - i < block ? n - i : block;                                             \
+            gate_block_##SUF(z + i, x + i, seed, drop, y + i, r ? r + i : 0, i, m);                           \
+        }                                                                                                      \
+    }                                                                                                          \
+    void bdh_gate_back_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, idx n, idx block,             \
+                             int threads) {                                                                    \
+        idx blocks = (n + block - 1) / block;                                                                 \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx b = 0; b < blocks; ++b) { \
+            idx i = b * block, m = n - i < block ? n - i : block;                                             \
+            gate_back_block_##SUF(g + i, r + i, x + i, dz ? dz + i : 0, dx ? dx + i : 0, m);                   \
+        }                                                                                                      \
+    }
+
+/* One recurrent step (paper Eq. 8) over rows [lo, hi) of one head's fp32 state S (N x D): the read
+ * a += q_i S_i (before the write) and the write S_i = u (S_i + k_i v), in one pass over S. Rows with
+ * q_i = k_i = 0 and no damping are not touched. */
+#define STEP(T, SUF)                                                                                           \
+    MULTIVERSION static void step_rows_##SUF(const T *q, const T *k, const float *v, float *S, float *acc,     \
+                                             float u, int damped, idx lo, idx hi, idx D) {                  \
+        for (idx i = lo; i < hi; ++i) {                                                                       \
+            float qi = ld_##SUF(q, i), ki = ld_##SUF(k, i);                                                    \
+            float *row = S + i * D;                                                                            \
+            if (qi != 0.0f)                                                                                    \
+                for (idx d = 0; d < D; ++d) acc[d] += qi * row[d];                                            \
+            if (damped)                                                                                        \
+                for (idx d = 0; d < D; ++d) row[d] = u * (row[d] + ki * v[d]);                                \
+            else if (ki != 0.0f)                                                                               \
+                for (idx d = 0; d < D; ++d) row[d] += ki * v[d];                                              \
+        }                                                                                                      \
+    }                                                                                                          \
+    int bdh_step_##SUF(const T *q, const T *k, const float *v, float *S, T *a, const float *u, idx B, idx H,  \
+                       idx N, idx D, idx v_heads, idx parts, int threads) {                                \
+        idx tasks = B * H * parts, per = (N + parts - 1) / parts;                                             \
+        float *acc = (float *)calloc((size_t)(tasks * D), sizeof(float));                                      \
+        if (!acc) return 1;                                                                                    \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx t = 0; t < tasks; ++t) {  \
+            idx bh = t / parts, p = t % parts, b = bh / H, h = bh % H;                                        \
+            idx lo = p * per, hi = lo + per < N ? lo + per : N;                                               \
+            const float *vb = v + (b * v_heads + (v_heads == 1 ? 0 : h)) * D;                                  \
+            if (lo < hi)                                                                                       \
+                step_rows_##SUF(q + bh * N, k + bh * N, vb, S + bh * N * D, acc + t * D, u ? u[h] : 1.0f,      \
+                                u != 0, lo, hi, D);                                                            \
+        }                                                                                                      \
+        for (idx bh = 0; bh < B * H; ++bh)                                                                    \
+            for (idx d = 0; d < D; ++d) {                                                                     \
+                float sum = 0.0f;                                                                              \
+                for (idx p = 0; p < parts; ++p) sum += acc[(bh * parts + p) * D + d];                         \
+                st_##SUF(a, bh * D + d, sum);                                                                  \
+            }                                                                                                  \
+        free(acc);                                                                                             \
+        return 0;                                                                                              \
+    }
+
+RELU_ROPE(float, f32)
+RELU_ROPE(bf16, bf16)
+GATE(float, f32)
+GATE(bf16, bf16)
+STEP(float, f32)
+STEP(bf16, bf16)
+
+/* the version of this interface, checked by the loader */
+int bdh_native_version(void) { return 2; }
+
+#ifdef BDH_PYTHON_MODULE
+/* built by setup.py as the (empty) Python module bdh.model.kernels._native, so that it installs and is found
+ * like any extension module; its functions are called through ctypes (bdh/model/kernels/native.py) */
+static struct PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native", "BDH's fused CPU loops (ctypes).", -1};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&native_module); }
+#endif

@@ -1,0 +1,325 @@
+"""BDH's chunked linear attention as fused Triton kernels, forward and backward (chosen on CUDA by `select`).
+
+The same quantity as `bdh.model.kernels.attention.chunked` (paper Eq. 4 in the chunked form of Eq. 8): per
+head, with keys = queries in BDH, one value vector shared by the heads, strictly causal, optional damping u,
+a state S (N x D) carried in and out. For chunk c of ``len`` tokens, i, j local positions, S_b the state before
+the chunk and S_a the state after it:
+
+    a_i  = u^i q_i S_b + sum_{j < i} u^(i-j) (q_i . k_j) v_j                     (read + the chunk's scores)
+    S_a  = u^len S_b + sum_j u^(len-j) k_j v_j^T                                  (the write)
+
+and, with dS_a the gradient of S_a (the gradient of the returned state after the last chunk),
+
+    dq_i = u^i dO_i S_b^T + sum_{j<i} P_ij k_j,       P_ij = u^(i-j) (dO_i . v_j)
+    dk_j = u^(len-j) v_j dS_a^T + sum_{i>j} P_ij q_i
+    dv_j = u^(len-j) k_j dS_a + sum_{i>j} A_ij dO_i,   A_ij = u^(i-j) (q_i . k_j)
+    dS_b = u^len dS_a + sum_i u^i q_i dO_i^T.
+
+**How it is tiled.** BDH's key dimension is large (N = 8192 per head at paper size) and so is its value
+dimension (D = 256), so the N x D state of one head (8 MiB in fp32) is far larger than a streaming
+multiprocessor's registers and shared memory; flash-linear-attention's kernels assume 64-256 for both. Three
+kernels (`bdh.model.kernels._triton_chunked`), each used in the forward and in the backward pass:
+
+* ``scan_kernel``, one program per (BN x BD) tile of the state of one (batch, head): the recurrence over the
+  chunks with the tile in registers, from the first chunk to the last (forward: k, v) or back
+  (backward: q, dO). The state is written to global memory only at chunk boundaries, in the inputs' dtype
+  (what the matmuls read), never read back by the scan itself.
+* ``read_kernel``, one program per (chunk, BD-block of D, batch x head): a = u^i (q S_b) + (M * q k^T) v,
+  summed over N in BN-wide steps; the chunk's C x C scores and the state read share the loads of q (the
+  backward's dv is the same kernel on k, q, dO and dS_a).
+* ``grad_keys_kernel``, one program per (chunk, BN-block of N, batch x head): dq and dk of the block, summed over
+  D in BD-wide steps (P = M * dO v^T is built in the same loop from the loads it needs anyway); with shared
+  keys (k is q, BDH) one gradient dq + dk is written.
+
+Where the N x D state lives: in registers during each scan (one tile per program, so the grid covers N / BN x
+D / BD tiles of every head), and in global memory once per chunk boundary, (T / C) x N x D per head in the
+inputs' dtype, D / C times the size of q. It does not stay in registers from chunk to chunk across the whole
+layer, as flash-linear-attention's ``fused_chunk`` kernels keep theirs, because with BDH's N that would cut
+every output row into N / BN partial sums over D: with a BN x D tile of at most 16k fp32 registers (BN = 64
+at D = 256), N / BN x D fp32 partial outputs per token and head, each written and read once (256 KiB at
+paper size), against N x D / C state entries per token written and read once in bf16 (128 KiB with C = 64),
+and the partial sums would not shrink with a longer chunk. The backward recomputes the chunk states instead of
+keeping them (the forward keeps only q, k, v and the carried state), as `bdh.model.kernels.chunked_lean` does
+when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens: the C x C scores of a chunk live in
+registers, so the register budget sets the chunk, not the model's ``chunk_size`` (the values are the same, up
+to rounding). The sums are in fp32 (fp64 for fp64 inputs).
+
+The block sizes (`_plan`) are chosen from the register and shared-memory budgets, not tuned: BN x BD = 64 x 64
+for bf16 / fp16, 64 x 32 for fp32, 32 x 32 for fp64, so that the operands of one step of the longest loop stay
+under 48 KiB (three pipeline stages fit in 164 KiB of shared memory). How fast this is, and whether it beats
+`bdh.model.kernels.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
+against the naive sum and the recurrent form in values and every gradient under Triton's CPU interpreter
+(``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py), compiled for sm_90 without a GPU there too (the
+interpreter does not compile), and on CUDA (tests/cuda).
+
+Triton is optional (the ``gpu`` extra): nothing here imports it until a kernel runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+import torch
+
+from bdh.errors import UserError
+
+from .attention import _check
+
+#: the largest chunk the kernels take (its C x C scores and C-row tiles are held in registers)
+MAX_CHUNK = 64
+#: warps per program: with 4, ptxas spills registers in every kernel at bf16 (compiled for sm_90 without a GPU;
+#: tests/model/test_chunked_triton.py); with 8, none or a few bytes
+NUM_WARPS = 8
+
+
+def available() -> bool:
+    """Whether Triton can be imported (without importing it), and ``BDH_TRITON`` does not turn it off (``0``)."""
+    return os.environ.get("BDH_TRITON", "1") != "0" and importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """Whether Triton runs its kernels in the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _pow2(x: int, low: int, high: int) -> int:
+    """The power of two >= x, clamped to [low, high]."""
+    return max(low, min(high, 1 << max(0, (x - 1).bit_length())))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Shapes, tiles and the compile-time settings of one call."""
+
+    B: int
+    H: int
+    T: int
+    N: int
+    D: int
+    C: int  # tokens per chunk
+    NC: int  # chunks
+    BC: int  # rows of a chunk tile (a power of two >= C, at least 16 for the tensor cores)
+    BN: int
+    BD: int
+    acc: torch.dtype  # the dtype of every sum (fp32, or fp64 for fp64 inputs)
+    precision: str  # ``ieee`` or ``tf32`` (fp32 inputs where torch allows TF32 matmuls)
+    widen: bool  # widen bf16 / fp16 operands to fp32 before a product (the CPU interpreter has no bf16 dot)
+
+    def constants(self) -> dict:
+        import triton.language as tl
+
+        return dict(
+            BC=self.BC,
+            BN=self.BN,
+            BD=self.BD,
+            ACC=tl.float64 if self.acc == torch.float64 else tl.float32,
+            PRECISION=self.precision,
+            WIDEN=self.widen,
+        )
+
+
+def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
+    B, H, T, N = q.shape
+    D = v.shape[-1]
+    C = min(chunk_size, MAX_CHUNK)
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    tf32 = q.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    return _Plan(
+        B=B,
+        H=H,
+        T=T,
+        N=N,
+        D=D,
+        C=C,
+        NC=-(-T // C),
+        BC=_pow2(C, 16, MAX_CHUNK),
+        BN=_pow2(N, 16, 64 if q.element_size() <= 4 else 32),
+        BD=_pow2(D, 16, 64 if q.element_size() <= 2 else 32),
+        acc=acc,
+        precision="tf32" if tf32 else "ieee",
+        widen=interpreting() and q.dtype in (torch.bfloat16, torch.float16),
+    )
+
+
+def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
+    """(states at the chunk boundaries (B H, NC, N, D) in x's dtype, the state past the last chunk (B, H, N, D))."""
+    from ._triton_chunked import scan_kernel
+
+    p = plan
+    states = x.new_empty(p.B * p.H, p.NC, p.N, p.D)
+    final = x.new_empty(p.B, p.H, p.N, p.D, dtype=p.acc)
+    grid = (-(-p.N // p.BN), -(-p.D // p.BD), p.B * p.H)
+    scan_kernel[grid](
+        x,
+        y,
+        x if init is None else init,
+        states,
+        final,
+        x if log_u is None else log_u,
+        *x.stride(),
+        *y.stride(),
+        *((0, 0, 0, 0) if init is None else init.stride()),
+        p.H,
+        p.T,
+        p.N,
+        p.D,
+        p.C,
+        p.NC,
+        REVERSE=reverse,
+        HAS_INIT=init is not None,
+        HAS_U=log_u is not None,
+        **p.constants(),
+        num_warps=NUM_WARPS,
+    )
+    return states, final
+
+
+def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Tensor:
+    """``out`` (B, H, T, D) = the state read plus the chunk's scores (`read_kernel`)."""
+    from ._triton_chunked import read_kernel
+
+    p = plan
+    grid = (p.NC, -(-p.D // p.BD), p.B * p.H)
+    read_kernel[grid](
+        x,
+        y,
+        z,
+        states,
+        out,
+        x if log_u is None else log_u,
+        *x.stride(),
+        *y.stride(),
+        *z.stride(),
+        *out.stride(),
+        p.H,
+        p.T,
+        p.N,
+        p.D,
+        p.C,
+        p.NC,
+        BACKWARD=backward,
+        HAS_U=log_u is not None,
+        **p.constants(),
+        num_warps=NUM_WARPS,
+    )
+    return out
+
+
+def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool):
+    """(dq, dk) (`grad_keys_kernel`); with shared keys dq holds dq + dk and dk is None."""
+    from ._triton_chunked import grad_keys_kernel
+
+    p = plan
+    dq = torch.empty_like(q)
+    dk = None if shared else torch.empty_like(k)
+    grid = (p.NC, -(-p.N // p.BN), p.B * p.H)
+    grad_keys_kernel[grid](
+        q,
+        k,
+        v,
+        g,
+        states,
+        dstates,
+        dq,
+        dq if dk is None else dk,
+        q if log_u is None else log_u,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *g.stride(),
+        p.H,
+        p.T,
+        p.N,
+        p.D,
+        p.C,
+        p.NC,
+        SHARED=shared,
+        HAS_U=log_u is not None,
+        **p.constants(),
+        num_warps=NUM_WARPS,
+    )
+    return dq, dk
+
+
+class TritonChunkedAttention(torch.autograd.Function):
+    """(a, S after the block) = f(q, k, v, S0); the kernels and the backward as in the module docstring."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, S0, log_u, chunk_size: int):
+        shared = q is k
+        q = q.contiguous()
+        k = q if shared else k.contiguous()
+        B, H, T, _ = q.shape
+        vh = v.expand(B, H, T, v.shape[-1])  # one value vector shared by the heads: a stride of 0, no copy
+        plan = _plan(q, v, chunk_size)
+        ctx.set_materialize_grads(False)  # an unused output (often the state) has no gradient to read
+        with _on(q):
+            states, S = _scan(plan, k, vh, S0, log_u, reverse=False)
+            out = _read(plan, q, k, vh, states, log_u, q.new_empty(B, H, T, v.shape[-1]), backward=False)
+        ctx.save_for_backward(q, None if shared else k, v, S0, log_u)
+        ctx.plan, ctx.shared = plan, shared
+        return out, S
+
+    @staticmethod
+    def backward(ctx, d_out, d_S):
+        q, k, v, S0, log_u = ctx.saved_tensors
+        plan, shared = ctx.plan, ctx.shared
+        k = q if shared else k
+        B, H, T, D = q.shape[0], q.shape[1], q.shape[2], v.shape[-1]
+        vh = v.expand(B, H, T, D)
+        g = (torch.zeros_like(q[..., :1]).expand(B, H, T, D) if d_out is None else d_out).to(q.dtype).contiguous()
+        dS = None if d_S is None else d_S.contiguous()
+        with _on(q):
+            states, _ = _scan(plan, k, vh, S0, log_u, reverse=False)  # recomputed, not kept by the forward pass
+            dstates, dS0 = _scan(plan, q, g, dS, log_u, reverse=True)
+            dq, dk = _grad_keys(plan, q, k, vh, g, states, dstates, log_u, shared)
+            dv = _read(plan, k, q, g, dstates, log_u, q.new_empty(B, H, T, D, dtype=plan.acc), backward=True)
+        if v.shape[1] == 1:
+            dv = dv.sum(dim=1, keepdim=True)  # the values are shared by the heads
+        dS0 = dS0.to(S0.dtype) if S0 is not None and ctx.needs_input_grad[3] else None
+        return dq, dk, dv.to(v.dtype), dS0, None, None
+
+
+def _on(t: torch.Tensor):
+    """The CUDA device of ``t`` as the current one while kernels launch (nothing to do on the CPU)."""
+    import contextlib
+
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+def chunked_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    chunk_size: int,
+    log_u: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    need_state: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The chunked form with the fused kernels: the signature and values of `bdh.model.kernels.attention.chunked`.
+
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_u: (H,) or None; state: (B, H, N, D) or None. Returns (a (B, H,
+    T, D) in q's dtype, the state after the block in fp32 (fp64 for fp64 inputs) when ``need_state``, else None).
+    Under autocast q, k and v are cast to its dtype here, as `bdh.model.kernels.chunked_lean` does.
+    """
+    _check(q, k, v, state)
+    if not (q.is_cuda or interpreting()):
+        raise UserError("chunked_triton: the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 on the CPU)")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise UserError(f"chunked_triton: chunk_size must be a positive integer, got {chunk_size!r}")
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise UserError(f"chunked_triton: q must be a floating-point tensor (fp16, bf16, fp32, fp64), got {q.dtype}")
+    shared = q is k
+    if torch.is_autocast_enabled(q.device.type):
+        low = torch.get_autocast_dtype(q.device.type)
+        q, v = q.to(low), v.to(low)
+        k = q if shared else k.to(low)
+    elif v.dtype != q.dtype or k.dtype != q.dtype:
+        raise UserError(f"chunked_triton: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    u_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    log_u = None if log_u is None else log_u.detach().to(device=q.device, dtype=u_dtype).contiguous()
+    out, S = TritonChunkedAttention.apply(q, k, v, state, log_u, chunk_size)
+    return out, (S if need_state else None)

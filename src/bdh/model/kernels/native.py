@@ -1,0 +1,186 @@
+"""The compiled element-wise loops of a BDH layer on the CPU (optional; PyTorch runs the same steps without them).
+
+A bf16 step on a CPU whose matmuls are fast (AMX) spends most of its time in element-wise passes over the
+(B, h, T, N) neuron tensors: every PyTorch operation reads and writes a whole tensor, and a bf16 operation
+converts to fp32 and back on the way. `_native.c`, built at install time by ``setup.py`` as an optional
+extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 arithmetic rounded once:
+
+* `relu_rope`: x = ReLU(h) and R x together (h = Dx v), the rotation per pair from (T, N / 2) tables;
+* `relu_rope_back`: dh = [x > 0] (gx + R^T gxr), the gradients from the gate and from attention summed
+  in the same pass (R^T: the rotation by minus the angle);
+* `gate`: y = ReLU(z) * keep * x, the dropout draws made inside the loop from a counter-based generator
+  (`bdh.model.kernels.dropout.counter_draws`: no mask is drawn, stored or read), and ReLU(z) * keep for the
+  backward; `gate_back`: dz = [r > 0] g x, dx = g ReLU(r);
+* `recurrent_step`: one token of Eq. 8 on the fp32 state, the read a = q^T S and the write S = u (S + k v^T)
+  in one pass over S (generation).
+
+Each is called through ctypes on contiguous CPU tensors of fp32 or bf16 and has a PyTorch reference it is
+tested against (tests/model/test_native.py). `available` says whether the library was built and loads, and
+is False while ``BDH_NATIVE=0`` is set or inside `disabled` (the tests run both paths).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import importlib.util
+import os
+from collections.abc import Iterator
+
+import torch
+
+#: the interface version this module expects of the library (bdh_native_version in _native.c)
+VERSION = 2
+#: entries per task of the gate's loops (a few hundred KiB of bf16: enough work per thread, cache-sized)
+BLOCK = 1 << 16
+
+_P = ctypes.c_void_p
+_L = ctypes.c_int64
+_I = ctypes.c_int
+_SIGNATURES = {
+    "relu_rope": ([_P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
+    "relu_rope_back": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
+    "gate": ([_P, _P, ctypes.c_uint64, ctypes.c_uint32, _P, _P, _L, _L, _I], None),
+    "gate_back": ([_P, _P, _P, _P, _P, _L, _L, _I], None),
+    "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
+}
+_SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
+_off = 0  # depth of `disabled` contexts
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """The built library with its signatures set, or None where it was not built or does not load."""
+    try:
+        spec = importlib.util.find_spec("bdh.model.kernels._native")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        lib = ctypes.CDLL(spec.origin)  # after torch: its OpenMP runtime is the one already loaded
+        if lib.bdh_native_version() != VERSION:
+            return None
+        for name, (args, res) in _SIGNATURES.items():
+            for suffix in _SUFFIX.values():
+                fn = getattr(lib, f"bdh_{name}_{suffix}")
+                fn.argtypes, fn.restype = args, res
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
+def available() -> bool:
+    """Whether the compiled loops are used: built, loadable, not turned off (``BDH_NATIVE=0``, `disabled`)."""
+    return _off == 0 and os.environ.get("BDH_NATIVE", "1") != "0" and _library() is not None
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run the PyTorch paths instead of the compiled loops inside this block (for tests and comparisons)."""
+    global _off
+    _off += 1
+    try:
+        yield
+    finally:
+        _off -= 1
+
+
+def supports(*tensors: torch.Tensor | None) -> bool:
+    """Whether the loops can take these tensors: available, all on the CPU and of one dtype, fp32 or bf16."""
+    ts = [t for t in tensors if t is not None]
+    return (
+        available()
+        and all(t.device.type == "cpu" for t in ts)
+        and len({t.dtype for t in ts}) == 1
+        and ts[0].dtype in _SUFFIX
+    )
+
+
+def _call(name: str, dtype: torch.dtype, *args):
+    """Call loop ``name`` for ``dtype`` (tensors passed by address, None as NULL); under torch.profiler as the
+    range ``bdh::name`` (the loops are no PyTorch operations, so a profile would not see them otherwise)."""
+    fn = getattr(_library(), f"bdh_{name}_{_SUFFIX[dtype]}")
+    args = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+    if not getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
+        return fn(*args)
+    with torch.profiler.record_function(f"bdh::{name}"):
+        return fn(*args)
+
+
+def half_tables(kind: str, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (T, N) rotation tables of `bdh.model.kernels.rope.rope_tables` as one cos and sin per pair, (T, N / 2)
+    fp32 contiguous: the even columns for ``rope`` (pairs (2k, 2k + 1)), the first half for ``rope-standard``."""
+    half = cos.shape[-1] // 2
+    pick = (lambda t: t[..., ::2]) if kind == "rope" else (lambda t: t[..., :half])
+    return pick(cos).float().contiguous(), pick(sin).float().contiguous()
+
+
+def _layout(kind: str) -> int:
+    return 1 if kind == "rope" else 2
+
+
+def relu_rope(h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, R x) with x = ReLU(h), for contiguous h (..., T, N) and `half_tables` cos, sin (T, N / 2)."""
+    x, xr = torch.empty_like(h), torch.empty_like(h)
+    T, N = h.shape[-2:]
+    _call("relu_rope", h.dtype, h, x, xr, cos, sin, h.numel() // N, T, N, _layout(kind), _threads())
+    return x, xr
+
+
+def relu_rope_back(
+    x: torch.Tensor, gx: torch.Tensor, gxr: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str
+) -> torch.Tensor:
+    """dh = [x > 0] (gx + R^T gxr): the gradient of h from those of x and R x (contiguous, x's dtype)."""
+    dh = torch.empty_like(x)
+    T, N = x.shape[-2:]
+    _call("relu_rope_back", x.dtype, x, gx, gxr, dh, cos, sin, x.numel() // N, T, N, _layout(kind), _threads())
+    return dh
+
+
+def gate(
+    z: torch.Tensor, x: torch.Tensor, seed: int, drop: int, keep_r: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for contiguous z, x of one dtype.
+
+    keep is 0 where entry i's draw from `bdh.model.kernels.dropout.counter_draws` (``seed``) is below ``drop``
+    (= round(p 2^16); 0: nothing dropped), drawn inside the loop.
+    """
+    y = torch.empty_like(z)
+    r = torch.empty_like(z) if keep_r else None
+    _call("gate", z.dtype, z, x, seed, drop, y, r, z.numel(), BLOCK, _threads())
+    return y, r
+
+
+def gate_back(
+    g: torch.Tensor, r: torch.Tensor, x: torch.Tensor, need_dz: bool, need_dx: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(dz, dx) = ([r > 0] g x, g ReLU(r)) for r = ReLU(z) * keep (or z without dropout); contiguous, one dtype."""
+    dz = torch.empty_like(r) if need_dz else None
+    dx = torch.empty_like(r) if need_dx else None
+    _call("gate_back", r.dtype, g, r, x, dz, dx, r.numel(), BLOCK, _threads())
+    return dz, dx
+
+
+def recurrent_step(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, S: torch.Tensor, u: torch.Tensor | None
+) -> torch.Tensor:
+    """One token of Eq. 8 in place: a = q^T S, then S = u (S + k v^T); returns a (B, H, 1, D) in q's dtype.
+
+    q, k: contiguous (B, H, 1, N) of one dtype; v: (B, 1 or H, 1, D), read in fp32; S: contiguous fp32 (B, H, N, D);
+    u: (H,) fp32 retention or None. The rows of each head are split so that every thread has work at batch 1.
+    """
+    B, H, _, N = q.shape
+    D = S.shape[-1]
+    a = q.new_empty(B, H, 1, D)
+    threads = _threads()
+    parts = max(1, min(N, -(-4 * threads // (B * H))))  # at least 4 tasks per thread
+    vf, uf = v.float().contiguous(), None if u is None else u.float().contiguous()
+    if _call("step", q.dtype, q, k, vf, S, a, uf, B, H, N, D, v.shape[1], parts, threads):
+        raise MemoryError("recurrent step: could not allocate the per-thread sums")
+    return a
+
+
+def _threads() -> int:
+    return torch.get_num_threads()
