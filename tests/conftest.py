@@ -36,8 +36,8 @@ def _seed():
 def readable_figures(monkeypatch):
     """Checks of the figures written through `bdh.plotting` during a test, as a person reads them at 100 % zoom:
     the returned function asserts that each PNG is at least 1200 pixels wide, that no text is under 11 points
-    and that every panel (colour bars aside) has a title and both axis labels; it returns the figures' titles
-    (suptitles) by file name."""
+    and that every panel (colour bars aside) has a title and both axis labels (a twin axis: its y label); it
+    returns the figures' titles (suptitles) by file name."""
     import bdh.plotting as plotting
 
     seen: list[tuple[object, list[str], str]] = []
@@ -60,8 +60,13 @@ def readable_figures(monkeypatch):
             for i, ax in enumerate(fig.axes):
                 if ax.get_label() == "<colorbar>" or not ax.get_visible():
                     continue
+                twins = [fig.axes.index(t) for t in ax._twinned_axes.get_siblings(ax) if t in fig.axes]
+                if min(twins) < i:  # a twin (ax.twinx()) shares its panel's title and x label
+                    if not ax.get_ylabel():
+                        problems.append(f"panel {i} (a twin axis) has no y label")
+                    continue
                 for what, text in (
-                    ("title", ax.get_title()),
+                    ("title", "".join(ax.get_title(loc) for loc in ("left", "center", "right"))),
                     ("x label", ax.get_xlabel()),
                     ("y label", ax.get_ylabel()),
                 ):

@@ -6,14 +6,19 @@
   `save_file` writes it to one path. Each file is written atomically through `bdh.outputs` (a temporary
   file beside it, then a rename), so a reader never sees half a figure; missing parent folders are made.
 * ``min_font`` raises every text of a figure to a readable size as it is written; the figures people read at
-  100 % zoom (`bdh plot`, `bdh inspect`) are written with `READABLE`: `MIN_FONT` points at `DPI` dots per
-  inch, on figures at least `MIN_WIDTH` inches wide (about 1200 pixels).
+  100 % zoom (every figure of the docs: `bdh plot`, `bdh inspect`, `bdh dmft`, `bdh bench`, `bdh experiment`)
+  are written with `READABLE`: `MIN_FONT` points at `DPI` dots per inch, on figures at least `MIN_WIDTH`
+  inches wide (about 1200 pixels).
+* Losses are drawn in bits (per byte for byte-level models), the unit of every other number of bdh:
+  `bits` converts nats, and `nats_axis` adds the same scale in nats on the right, for a report whose
+  tables are in nats.
 
 This module knows figures only; the model package knows nothing of it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +30,9 @@ from bdh.outputs import atomic_path
 DPI, MIN_FONT, MIN_WIDTH = 150, 11.0, 8.5
 #: the keywords of `save` / `save_file` for figures read at 100 % zoom
 READABLE: dict[str, Any] = {"dpi": DPI, "min_font": MIN_FONT}
+
+#: nats per bit: a loss in nats divided by it is in bits
+LN2 = math.log(2.0)
 
 #: backends kept as they are; any other (an interactive one) is replaced by Agg
 _KEEP_BACKENDS = ("agg", "module://matplotlib_inline.backend_inline")
@@ -41,11 +49,24 @@ def pyplot() -> Any:
     return plt
 
 
+def bits(nats: float) -> float:
+    """A loss (or any log-likelihood) in nats, in bits."""
+    return nats / LN2
+
+
+def nats_axis(ax: Any, label: str = "nats per byte") -> Any:
+    """A right-hand y axis in nats beside ``ax``'s in bits (the same scale times ln 2); returns it."""
+    axis = ax.secondary_yaxis("right", functions=(lambda b: b * LN2, lambda n: n / LN2))
+    axis.set_ylabel(label)
+    return axis
+
+
 def raise_fonts(fig: Any, min_font: float) -> None:
     """Every text of ``fig`` (titles, labels, ticks, legends, colour bars) at least ``min_font`` points."""
     from matplotlib.text import Text
 
-    for ax in fig.axes:  # tick labels are made when the figure is drawn: set their size on the axis
+    panels = [*fig.axes, *(child for ax in fig.axes for child in ax.child_axes)]  # child: a secondary axis
+    for ax in panels:  # tick labels are made when the figure is drawn: set their size on the axis
         for axis in (ax.xaxis, ax.yaxis):
             ticks = axis.get_major_ticks() + axis.get_minor_ticks()
             if any(t.label1.get_fontsize() < min_font for t in ticks):

@@ -76,10 +76,10 @@ def test_bench_plots_draw_the_seed_mean_and_its_min_max_band(drawn):
     assert skipped == [] and sorted(drawn) == ["bench-recall-state_size", "bench-recall-width"]
     ax = drawn["bench-recall-width"].axes[0]
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
-    assert sorted(lines) == ["bdh", "gpt"]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bdh", "gpt"]
+    assert sorted(lines) == ["BDH", "GPT"]  # the models' names, not the column's values
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["BDH", "GPT"]
     for model in ("bdh", "gpt"):
-        line = lines[model]
+        line = lines[plots.MODEL_NAMES[model]]
         assert list(line.get_xdata()) == [32.0, 64.0]
         means = [np.mean(accs[(model, w)]) for w in (32, 64)]
         assert np.allclose(line.get_ydata(), means)
@@ -92,7 +92,7 @@ def test_bench_plots_draw_the_seed_mean_and_its_min_max_band(drawn):
 def test_a_single_width_shows_the_range_as_a_bar(drawn):
     plots.bench_plots(_rows({("bdh", 32): (0.2, 0.6)}), "plots")
     ax = drawn["bench-recall-width"].axes[0]
-    (line,) = [line for line in ax.get_lines() if line.get_label() == "bdh"]
+    (line,) = [line for line in ax.get_lines() if line.get_label() == "BDH"]
     assert _bars(ax, line.get_color()) == {32.0: pytest.approx((0.2, 0.6))}
 
 
@@ -115,14 +115,37 @@ def test_the_trivial_row_is_a_dashed_line_in_each_panel(drawn):
     plots.bench_plots(rows, "plots")
     for stem in ("bench-recall-width", "bench-recall-state_size"):
         for ax, acc in zip(drawn[stem].axes, (0.1, 0.05), strict=True):  # panels sorted by setting: N128, N64
-            (ref,) = [line for line in ax.get_lines() if line.get_label() == "trivial"]
+            (ref,) = [line for line in ax.get_lines() if line.get_label() == "trivial answer"]
             assert ref.get_linestyle() == "--" and list(ref.get_ydata()) == [acc, acc]
-            assert "trivial" in [t.get_text() for t in ax.get_legend().get_texts()]
+            assert "trivial answer" in [t.get_text() for t in ax.get_legend().get_texts()]
             # it is not a series: the bdh line keeps its points, and no point sits at state size 0
-            (line,) = [line for line in ax.get_lines() if line.get_label() == "bdh"]
+            (line,) = [line for line in ax.get_lines() if line.get_label() == "BDH"]
             assert 0.0 not in list(line.get_xdata())
     # without a trivial row there is no dashed line
     drawn.clear()
     plots.bench_plots(_rows({("bdh", 32): (0.2, 0.4)}), "plots")
     lines = drawn["bench-recall-width"].axes[0].get_lines()
-    assert "trivial" not in [line.get_label() for line in lines] and "--" not in [x.get_linestyle() for x in lines]
+    assert "trivial answer" not in [line.get_label() for line in lines]
+    assert "--" not in [x.get_linestyle() for x in lines]
+
+
+def test_bench_figures_are_readable_and_say_what_they_measure(tmp_path, readable_figures):
+    """Written for real: readable at 100 % zoom, the axes labelled with what the columns measure, the
+    panels sharing one accuracy scale, and a few widths ticked where they are."""
+    accs = {("bdh", 32): (0.2, 0.4), ("bdh", 64): (0.5, 0.9), ("gpt", 32): (0.1, 0.3), ("gpt", 64): (0.6, 0.6)}
+    rows = _rows(accs) + [{**r, "setting": "N128-D4"} for r in _rows(accs)]
+    files, skipped = plots.bench_plots(rows, tmp_path)
+    assert skipped == [] and len(files) == 4
+    assert "recall: accuracy against width" in readable_figures()["bench-recall-width.png"]
+    svg = (tmp_path / "bench-recall-width.svg").read_text()
+    assert plots.COLUMN_LABELS["width"] in svg and plots.COLUMN_LABELS["accuracy"] in svg
+    assert plots.column_label("val_loss") == "val loss"  # a column without a label: its name in words
+
+
+def test_a_few_values_are_ticked_where_they_are_and_a_wide_range_is_logarithmic(drawn):
+    plots.bench_plots(_rows({("bdh", 32): (0.2,), ("bdh", 48): (0.5,), ("gpt", 64): (0.6,)}), "plots")
+    ax = drawn["bench-recall-width"].axes[0]
+    assert list(ax.get_xticks()) == [32.0, 48.0, 64.0] and ax.get_xscale() == "linear"
+    drawn.clear()
+    plots.bench_plots(_rows({("bdh", 32): (0.2,), ("bdh", 128): (0.5,), ("gpt", 512): (0.6,)}), "plots")
+    assert drawn["bench-recall-width"].axes[0].get_xscale() == "log"

@@ -19,7 +19,7 @@ def _one_line_error(capsys, argv):
     return err
 
 
-def test_bifurcation_writes_outputs(tmp_path, capsys):
+def test_bifurcation_writes_outputs(tmp_path, capsys, readable_figures):
     out = tmp_path / "bif"
     assert (
         main(
@@ -46,9 +46,10 @@ def test_bifurcation_writes_outputs(tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())
     assert s["n_beta"] == 5 and sum(s["regime_counts"].values()) == 5
     assert (out / "bifurcation.png").stat().st_size < 300_000
+    assert "Bifurcation diagram" in readable_figures()["bifurcation.png"]
 
 
-def test_trajectory_writes_outputs(tmp_path, capsys):
+def test_trajectory_writes_outputs(tmp_path, capsys, readable_figures):
     out = tmp_path / "tr"
     assert (
         main(
@@ -83,6 +84,8 @@ def test_trajectory_writes_outputs(tmp_path, capsys):
         assert z["lyapunov"].shape == (12,) and np.all(np.diff(z["lyapunov"]) <= 1e-12)
         assert z["acf"][0] == pytest.approx(1.0)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
+    titles = readable_figures()
+    assert "phase portraits" in titles["portraits.png"] and "1.27" in titles["trajectory-beta1.27.png"]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +112,7 @@ def _tiny(tmp_path):
     return model
 
 
-def test_probe_command_on_run_folder(tmp_path, capsys):
+def test_probe_command_on_run_folder(tmp_path, capsys, readable_figures):
     _tiny(tmp_path)
     run = tmp_path / "run"
     assert main(["dmft", "probe", str(run), "--temperatures", "0.5,1.5", "--steps", "40", "--transient", "10"]) == 0
@@ -119,6 +122,7 @@ def test_probe_command_on_run_folder(tmp_path, capsys):
     assert [r["temperature"] for r in rep["per_temperature"]] == [0.5, 1.5]
     assert all(np.isfinite(r["lyapunov"]) for r in rep["per_temperature"])
     assert rep["model_dir"] == "best"
+    assert "dynamical system" in readable_figures()["probe.png"]
     # an empty folder is an error, not a crash
     (tmp_path / "empty").mkdir()
     _one_line_error(capsys, ["dmft", "probe", str(tmp_path / "empty")])
@@ -157,3 +161,12 @@ def test_probe_is_reproducible_and_marginal_without_damping():
     for r in rep1["per_temperature"]:
         assert abs(r["lyapunov"]) < 0.01
         assert r["token_divergence_rate"] <= 0.05
+
+
+def test_convergence_figure_is_readable(tmp_path, readable_figures):
+    """The finite-size figure, drawn from arrays shaped as `finite_size_errors` returns them (sizes x seeds)."""
+    from bdh.dmft.plots import convergence_figure, save_figure
+
+    errors = np.array([[0.04, 0.05], [0.013, 0.012], [0.004, 0.0045]])
+    save_figure(convergence_figure([990, 9900, 99000], errors, -0.5), tmp_path / "convergence.png")
+    assert "mean field" in readable_figures()["convergence.png"]

@@ -109,7 +109,7 @@ def test_bad_config_is_one_line(field, value, message):
         Config(**{field: value})
 
 
-def test_quick_experiment_end_to_end_and_resumed(tmp_path, capsys):
+def test_quick_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figures):
     out = tmp_path / "lc"
     args = ["experiment", "long-context", "--quick", "--out", str(out), "--threads", "1"]
     assert main(args) == 0
@@ -118,6 +118,7 @@ def test_quick_experiment_end_to_end_and_resumed(tmp_path, capsys):
     assert {r["recipe"] for r in results["runs"]} == {"official", "facts", "gpt"}
     for name in ("context.png", "recall.png"):
         assert (out / "figures" / name).stat().st_size > 10_000
+    assert set(readable_figures()) == {"context.png", "recall.png"}  # readable at 100 % zoom
     for heading in ("Loss by position", "What the state adds", "Recall through the state", "Long generation"):
         assert heading in report
     gpt = next(r for r in results["runs"] if r["recipe"] == "gpt")

@@ -108,7 +108,7 @@ def _findings(path):
     return {f["claim"]: f["held"] for f in json.loads(path.read_text())["findings"]}
 
 
-def test_merge_experiment_quick_end_to_end(tmp_path):
+def test_merge_experiment_quick_end_to_end(tmp_path, readable_figures):
     out = tmp_path / "merge"
     out.mkdir()
     report = merge.run(merge.Config.quick(), out, log=lambda m: None)
@@ -131,6 +131,8 @@ def test_merge_experiment_quick_end_to_end(tmp_path):
     assert (out / "figures" / "merge-losses.png").is_file() and "What matched the paper" in text
     assert (out / "runs" / "merged" / "model.safetensors").is_file()
     assert len(results["findings"]) >= 6
+    assert "merging" in readable_figures()["merge-losses.png"]
+    assert "bits per byte" in (out / "figures" / "merge-losses.svg").read_text()
 
 
 def test_merge_findings_follow_the_numbers():
@@ -154,7 +156,7 @@ def test_merge_findings_follow_the_numbers():
     assert merge.findings(cfg, table)[0][1] is False
 
 
-def test_nobptt_experiment_quick_end_to_end(tmp_path):
+def test_nobptt_experiment_quick_end_to_end(tmp_path, readable_figures):
     out = tmp_path / "nobptt"
     out.mkdir()
     report = nobptt.run(nobptt.Config.quick(), out, log=lambda m: None)
@@ -165,6 +167,8 @@ def test_nobptt_experiment_quick_end_to_end(tmp_path):
     assert results["translation"]["bptt"] != results["translation"]["no-bptt"]
     assert set(results["repeat"]["bptt"]) >= {"repeat_accuracy", "fact_accuracy", "warmup_accuracy", "loss"}
     assert (out / "figures" / "nobptt-curves.png").is_file() and "What matched the paper" in report.read_text()
+    assert "backpropagation through time" in readable_figures()["nobptt-curves.png"]
+    assert "bits per byte" in (out / "figures" / "nobptt-curves.svg").read_text()
 
 
 def test_nobptt_findings_follow_the_numbers():

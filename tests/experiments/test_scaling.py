@@ -244,3 +244,41 @@ def test_quick_on_the_translation_stream_reports_per_direction_target_losses(tmp
         assert set(directions) == {"en>es", "en>fr", "es>en", "fr>en"}
         assert all(math.isfinite(v) and 0 < v < 8 for v in directions.values())
     assert "target-side loss per direction" in (out / "report.md").read_text()
+
+
+def test_figures_are_readable_and_in_bits_per_byte(tmp_path, readable_figures):
+    """The four figures, drawn from a made-up summary of four sizes and two seeds (the quick run's two sizes
+    cannot be fitted): readable at 100 % zoom, the losses in bits per byte with nats per byte beside them."""
+    from bdh.experiments.scaling import figures
+    from bdh.experiments.scaling.fits import fit_power_law
+
+    params = [1e5, 4e5, 1.6e6, 6.4e6]
+    final = {
+        "bdh": [[3.0, 3.1], [2.6, 2.65], [2.3, 2.32], [2.15, 2.16]],
+        "gpt": [[3.2, 3.2], [2.9, 2.95], [2.8, 2.7], [2.66, 2.64]],
+    }
+    sizes = [
+        {"label": f"{n / 1e6:.1f}M", "params": {m: n for m in final}}
+        | {m: {"final": final[m][i], "train_flops": 6 * n * 1e6} for m in final}
+        for i, n in enumerate(params)
+    ]
+    fits = {m: fit_power_law([n for n in params for _ in (0, 1)], [v for f in final[m] for v in f]) for m in final}
+    runs = {
+        m: [
+            {"size": i, "seed": s, "curve": {"val": [[10, 0, 4.0], [20, 0, final[m][i][s]]]}}
+            for i in range(4)
+            for s in (0, 1)
+        ]
+        for m in final
+    }
+    figures.loss_vs_params(sizes, fits, tmp_path / "params")
+    figures.loss_vs_flops(sizes, tmp_path / "flops")
+    figures.curves(runs, [s["label"] for s in sizes], tmp_path / "curves")
+    figures.lr_sweep(
+        {"bdh": {1e-3: 3.0, 3e-3: 2.9}, "gpt": {1e-3: 3.1, 3e-3: math.inf}}, {"bdh": 3e-3, "gpt": 1e-3}, tmp_path / "lr"
+    )
+    assert all(f.usable for f in fits.values())  # the fitted curves are drawn too
+    assert set(readable_figures()) == {"params.png", "flops.png", "curves.png", "lr.png"}
+    for name in ("params", "flops", "curves", "lr"):
+        svg = (tmp_path / f"{name}.svg").read_text()
+        assert "bits per byte" in svg and "nats per byte" in svg

@@ -193,7 +193,7 @@ def tiny_run(tmp_path_factory):
     return root / "run"
 
 
-def test_synapses_command_on_a_trained_model(tiny_run, tmp_path, capsys):
+def test_synapses_command_on_a_trained_model(tiny_run, tmp_path, capsys, readable_figures):
     out = tmp_path / "rep"
     assert main(["synapses", str(tiny_run), "--search", "16", "--heldout", "8", "--top", "2", "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())
@@ -208,6 +208,8 @@ def test_synapses_command_on_a_trained_model(tiny_run, tmp_path, capsys):
     for name in ("fig12_synapse_trace", "fig13_mechanism", "search_auc"):
         assert (out / "figures" / f"{name}.png").is_file() and (out / "figures" / f"{name}.svg").is_file()
     assert "U/U_opt" in capsys.readouterr().out
+    titles = readable_figures()  # the per-byte figures give each byte's character room at the smallest font
+    assert "cf. Fig. 12" in titles["fig12_synapse_trace.png"] and "nulls" in titles["search_auc.png"]
 
 
 @pytest.mark.parametrize(

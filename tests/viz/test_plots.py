@@ -94,7 +94,7 @@ def test_bench_plots_from_rows(tmp_path):
     assert any("'unknown'" in s and "no axes known" in s for s in skipped)
     svg = (tmp_path / "bench-recall-width.svg").read_text()
     assert "setting = N64-D4" in svg and "setting = N128-D8" in svg  # one panel per facet
-    assert "state_size" in (tmp_path / "bench-recall-state_size.svg").read_text()
+    assert plots.COLUMN_LABELS["state_size"] in (tmp_path / "bench-recall-state_size.svg").read_text()
 
 
 def test_bdh_plot_run(text_run, tmp_path, capsys):

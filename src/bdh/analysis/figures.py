@@ -151,7 +151,8 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
             )
         axes[1].set_ylabel("% y non-zero")
         axes[1].set_title(f"layer {bl}, per RoPE frequency bucket")
-        axes[1].legend(ncol=4, title="period (tokens)")
+        axes[1].set_ylim(0, axes[1].get_ylim()[1] * 1.45)  # room above the traces for the two-row legend
+        axes[1].legend(ncol=4, title="period (tokens)", loc="upper center")
     axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")
     axes[2].plot(ctl.surprisal, lw=0.8, color="k", ls=":", label="control")
     axes[2].set_ylabel("surprisal (bits)")

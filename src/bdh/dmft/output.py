@@ -43,10 +43,11 @@ class OutputDir:
         np.savez_compressed(buf, **arrays)
         self.file(name).write_bytes(buf.getvalue())
 
-    def figure(self, name: str, fig, dpi: int = 90) -> None:
+    def figure(self, name: str, fig) -> None:
+        """Write ``fig`` as the PNG ``name``, readable at 100 % zoom (`bdh.dmft.plots.save_figure`)."""
         from .plots import save_figure
 
-        save_figure(fig, self.file(name), dpi=dpi)
+        save_figure(fig, self.file(name))
 
 
 def _jsonable(x: Any) -> Any:

@@ -1,21 +1,36 @@
-"""Figures of the mean-field lab (matplotlib is imported lazily by `bdh.plotting`, only when a figure is drawn)."""
+"""Figures of the mean-field lab (matplotlib is imported lazily by `bdh.plotting`, only when a figure is drawn).
+
+Every figure is written readable at 100 % zoom (`bdh.plotting.READABLE`: at least `bdh.plotting.MIN_WIDTH`
+inches at `bdh.plotting.DPI`, no text under `bdh.plotting.MIN_FONT` points), and every panel has a title
+and both axis labels. The quantities are those of the paper's section 4: m^o_a, the semantic part of the
+output overlap a (first term of Eq. 15), beta the inverse temperature of the output softmax (Eq. 6), and
+lambda_1 the largest Lyapunov exponent per step (`bdh.dmft.lyapunov`).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bdh.plotting import pyplot, save_file
+from bdh.plotting import MIN_WIDTH, READABLE, pyplot, save_file
 
 REGIME_COLOURS = {"periodic": "black", "quasi-periodic": "tab:orange", "chaotic": "tab:purple"}
+#: the colour of every value of a non-periodic run in the bifurcation diagram
+OTHER_COLOUR = "gold"
 
 
-def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 90) -> Path:
-    """Save a figure as PNG atomically (temporary file in the same folder, then rename) and close it."""
-    return save_file(fig, path, fmt="png", dpi=dpi)
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Save a figure as PNG, readable at 100 % zoom (`bdh.plotting.READABLE`), atomically, and close it."""
+    return save_file(fig, path, fmt="png", **READABLE)
+
+
+def _label_all(ax: Any) -> None:
+    """Tick labels on an axis whose x axis is shared (matplotlib hides them on the upper panels)."""
+    ax.xaxis.set_tick_params(labelbottom=True)
 
 
 def _points_per_beta(x: np.ndarray, cap: int) -> np.ndarray:
@@ -23,6 +38,20 @@ def _points_per_beta(x: np.ndarray, cap: int) -> np.ndarray:
     if u.size > cap:
         u = u[np.linspace(0, u.size - 1, cap).astype(int)]
     return u
+
+
+def _regime_legend(ax: Any) -> None:
+    """The bifurcation diagram's colours, said in words (its dots are too small to stand for themselves)."""
+    from matplotlib.lines import Line2D
+
+    entries = [
+        ("black", "every value, periodic run"),
+        (OTHER_COLOUR, "every value, other runs"),
+        (REGIME_COLOURS["quasi-periodic"], "Poincare section, quasi-periodic"),
+        (REGIME_COLOURS["chaotic"], "Poincare section, chaotic"),
+    ]
+    handles = [Line2D([], [], ls="none", marker="s", ms=8, color=c, label=label) for c, label in entries]
+    ax.legend(handles=handles, loc="upper left", framealpha=0.9)
 
 
 def bifurcation_figure(
@@ -42,61 +71,79 @@ def bifurcation_figure(
     plt = pyplot()
     rows = 2 if lyap is not None else 1
     fig, axes = plt.subplots(
-        rows, 1, figsize=(7.5, 5.5 if rows == 2 else 3.6), sharex=True, gridspec_kw={"height_ratios": [3, 1.3][:rows]}
+        rows, 1, figsize=(12, 8.5 if rows == 2 else 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3][:rows]}
     )
     axes = np.atleast_1d(axes)
     ax = axes[0]
     for i, b in enumerate(beta):
         per = regime[i] == "periodic"
         pts = _points_per_beta(mo_se[i, :, feature], cap)
-        ax.plot(np.full(pts.size, b), pts, ",", color="black" if per else "gold", rasterized=True)
+        ax.plot(np.full(pts.size, b), pts, ",", color="black" if per else OTHER_COLOUR, rasterized=True)
         if not per:
             sec = mo_se[i, np.abs(mo_se[i, :, section_feature]) < tol, feature]
             sec = _points_per_beta(sec, cap) if sec.size else sec
             ax.plot(np.full(sec.size, b), sec, ",", color=REGIME_COLOURS[regime[i]], rasterized=True)
-    ax.set_ylabel(r"$m^o_1$ (semantic)")
-    ax.set_title(title or r"Bifurcation diagram ($\gamma$=220, $\epsilon$=0.02, L=4, M=3)", fontsize=10)
+    ax.set_ylabel(rf"$m^o_{feature + 1}$ (semantic part)")
+    ax.set_xlabel(r"inverse temperature $\beta$")
+    ax.set_title(
+        rf"values of $m^o_{feature + 1}$ kept per $\beta$; Poincare section $|m^o_{section_feature + 1}| < {tol:g}$"
+    )
+    _regime_legend(ax)
     if lyap is not None:
         axl = axes[1]
-        axl.plot(beta, lyap, "-", lw=0.6, color="tab:blue")
-        axl.axhline(0, color="grey", lw=0.5)
+        axl.plot(beta, lyap, "-", lw=0.8, color="tab:blue")
+        axl.axhline(0, color="grey", lw=0.6)
         finite = np.asarray(lyap)[np.isfinite(lyap)]
         if finite.size:
             axl.set_ylim(max(finite.min(), -0.3) - 0.02, finite.max() + 0.02)
-        axl.set_ylabel(r"$\lambda_1$")
-    axes[-1].set_xlabel(r"$\beta$")
+        axl.set_ylabel(r"$\lambda_1$ (per step)")
+        axl.set_xlabel(r"inverse temperature $\beta$")
+        axl.set_title(r"largest Lyapunov exponent ($\lambda_1 > 0$: chaos)")
+        _label_all(ax)
+    fig.suptitle(title or r"Bifurcation diagram ($\gamma$ = 220, $\epsilon$ = 0.02, L = 4, M = 3), cf. Fig. 3")
     fig.tight_layout()
     return fig
 
 
-def trajectory_figure(res, *, title: str = ""):
-    """Figs. 4-5 of the paper for one beta: phase portrait m^o_1 vs m^o_2, time series, spectrum and ACF."""
-    plt = pyplot()
+def _portrait(ax: Any, res: Any, title: str) -> None:
+    """The phase portrait m^o_1 against m^o_2 of one trajectory: dots when it visits few points."""
     mo = res.traj.mo_se[0]
-    fig, axes = plt.subplots(2, 2, figsize=(8, 6))
-    ax = axes[0, 0]
-    big = res.n_distinct < 100
-    ax.plot(mo[:, 0], mo[:, 1], "o" if big else ",", ms=3 if big else 1, color="black", rasterized=True)
+    few = res.n_distinct < 100
+    ax.plot(mo[:, 0], mo[:, 1], "o" if few else ",", ms=4 if few else 1, color="black", rasterized=True)
     ax.set_xlabel(r"$m^o_1$")
     ax.set_ylabel(r"$m^o_2$")
-    ax.set_title(f"phase portrait, {res.regime}", fontsize=9)
+    ax.set_title(title)
+
+
+def trajectory_figure(res, *, title: str = ""):
+    """Figs. 4-5 of the paper for one beta: phase portrait m^o_1 vs m^o_2, time series, spectrum and ACF."""
+    from matplotlib.ticker import MaxNLocator
+
+    plt = pyplot()
+    mo = res.traj.mo_se[0]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    _portrait(axes[0, 0], res, f"phase portrait ({res.regime}, {res.n_distinct:,} distinct points)")
     ax = axes[0, 1]
     n = min(400, mo.shape[0])
-    ax.plot(res.traj.t[-n:], mo[-n:, 0], "-", lw=0.6, color="tab:blue")
-    ax.set_xlabel("t")
+    ax.plot(res.traj.t[-n:], mo[-n:, 0], "-", lw=0.8, color="tab:blue")
+    ax.xaxis.set_major_locator(MaxNLocator(5))  # six-digit step numbers: few ticks, so they do not overlap
+    ax.set_xlabel("step t")
     ax.set_ylabel(r"$m^o_1$")
-    ax.set_title("last steps", fontsize=9)
+    ax.set_title(f"the last {n} steps")
     ax = axes[1, 0]
-    ax.plot(res.freq, res.spectrum, lw=0.6, color="tab:green")
-    ax.axvline(0.25, color="grey", lw=0.5, ls=":")
+    ax.plot(res.freq, res.spectrum, lw=0.8, color="tab:green")
+    ax.axvline(0.25, color="grey", lw=0.8, ls=":", label="f = 1/L (the context window)")
     ax.set_xlabel("frequency f (1/step)")
-    ax.set_ylabel(r"$|\mathcal{F}_f(m^o_1)|/T$")
+    ax.set_ylabel(r"$|\mathcal{F}_f(m^o_1)|\,/\,T$")
+    ax.set_title(r"spectrum of $m^o_1$")
+    ax.legend(loc="upper center")
     ax = axes[1, 1]
-    ax.plot(np.arange(res.acf.size), res.acf, lw=0.7, color="tab:red")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("lag l")
+    ax.plot(np.arange(res.acf.size), res.acf, lw=0.8, color="tab:red")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlabel("lag l (steps)")
     ax.set_ylabel(r"$R_l$ (normalised)")
-    fig.suptitle(title or rf"$\beta$ = {res.beta:g}, $\lambda_1$ = {res.lyap[0]:+.4f}", fontsize=10)
+    ax.set_title(r"autocorrelation of $m^o_1$")
+    fig.suptitle(title or rf"$\beta$ = {res.beta:g}, $\lambda_1$ = {res.lyap[0]:+.4f} per step (cf. Figs. 4-5)")
     fig.tight_layout()
     return fig
 
@@ -107,17 +154,12 @@ def portraits_figure(results, *, title: str = ""):
     n = len(results)
     cols = min(3, n)
     rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(MIN_WIDTH, 5.0 * cols), 4.6 * rows), squeeze=False)
     for ax, res in zip(axes.flat, results, strict=False):  # the grid may have spare axes
-        mo = res.traj.mo_se[0]
-        big = res.n_distinct < 100
-        ax.plot(mo[:, 0], mo[:, 1], "o" if big else ",", ms=3 if big else 1, color="black", rasterized=True)
-        ax.set_title(rf"$\beta$={res.beta:g}: {res.regime}, $\lambda_1$={res.lyap[0]:+.3f}", fontsize=8)
-        ax.tick_params(labelsize=7)
+        _portrait(ax, res, rf"$\beta$ = {res.beta:g}: {res.regime}, $\lambda_1$ = {res.lyap[0]:+.3f}")
     for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    if title:
-        fig.suptitle(title, fontsize=10)
+        ax.set_visible(False)
+    fig.suptitle(title or r"phase portraits, $m^o_1$ against $m^o_2$ (cf. Fig. 4)")
     fig.tight_layout()
     return fig
 
@@ -125,21 +167,47 @@ def portraits_figure(results, *, title: str = ""):
 def convergence_figure(n_values, errors, slope: float, *, title: str = ""):
     """Finite-size error against N on log-log axes, with the fitted slope."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    fig, ax = plt.subplots(figsize=(MIN_WIDTH, 6))
     n_values = np.asarray(n_values, float)
     err = np.asarray(errors)
-    ax.loglog(n_values, err.mean(1), "o-", color="black", label=f"mean over seeds, slope {slope:.3f}")
+    ax.loglog(n_values, err.mean(1), "o-", color="black", label=f"mean over {err.shape[1]} seeds, slope {slope:.3f}")
     for j in range(err.shape[1]):
-        ax.loglog(n_values, err[:, j], ".", color="grey", ms=3)
+        ax.loglog(n_values, err[:, j], ".", color="grey", ms=4, label="one seed" if j == 0 else None)
     ax.loglog(
-        n_values, err.mean(1)[0] * (n_values / n_values[0]) ** -0.5, "--", color="tab:red", lw=0.8, label=r"$N^{-1/2}$"
+        n_values,
+        err.mean(1)[0] * (n_values / n_values[0]) ** -0.5,
+        "--",
+        color="tab:red",
+        lw=1,
+        label=r"$N^{-1/2}$ (theory)",
     )
-    ax.set_xlabel("N (semantic neurons)")
-    ax.set_ylabel(r"RMS($m^o_{N}$ - $m^o_{MF}$)")
-    ax.legend(fontsize=8)
-    ax.set_title(title or r"finite N vs mean field, $\beta$=1", fontsize=9)
+    ax.set_xlabel(r"$N_{se}$ (semantic neurons)")
+    ax.set_ylabel(r"RMS($m^o_N - m^o_{MF}$) over the steps")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    ax.set_title("distance of the finite network from the mean field")
+    fig.suptitle(title or r"finite N against the mean field, $\beta$ = 1")
     fig.tight_layout()
     return fig
+
+
+def _probe_series(axes: Any, series: dict, temps: Sequence[float], cmap: Any) -> None:
+    """Readout trajectory, ACF and spectrum of each temperature, one colour per temperature."""
+    for i, T in enumerate(temps):
+        c = cmap(i / max(len(temps) - 1, 1))
+        r = series["readout"][i]
+        axes[0, 0].plot(r[:, 0], r[:, 1], ".", ms=2, color=c, label=f"T = {T:g}")
+        axes[1, 0].plot(series["acf"][i], lw=1, color=c, label=f"T = {T:g}")
+        axes[1, 1].semilogy(series["freq"][1:], series["spectrum"][i][1:] + 1e-12, lw=0.6, color=c)
+    for ax, xlabel, ylabel, title in (
+        (axes[0, 0], "readout 1", "readout 2", "readout trajectory (first two features)"),
+        (axes[1, 0], "lag (tokens)", "ACF of readout 1", "autocorrelation of readout 1"),
+        (axes[1, 1], "frequency (1/token)", "|DFT| / T", "spectrum of readout 1"),
+    ):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    axes[0, 0].legend(markerscale=4, ncol=2)
 
 
 def probe_figure(report: dict, series: dict, *, title: str = ""):
@@ -147,36 +215,24 @@ def probe_figure(report: dict, series: dict, *, title: str = ""):
     lambda_1 against temperature."""
     plt = pyplot()
     temps = report["temperatures"]
-    fig, axes = plt.subplots(2, 2, figsize=(8.5, 6))
-    cmap = plt.get_cmap("viridis")
-    for i, T in enumerate(temps):
-        c = cmap(i / max(len(temps) - 1, 1))
-        r = series["readout"][i]
-        axes[0, 0].plot(r[:, 0], r[:, 1], ".", ms=1.5, color=c, label=f"T={T:g}")
-        axes[1, 0].plot(series["acf"][i], lw=0.8, color=c)
-        axes[1, 1].semilogy(series["freq"][1:], series["spectrum"][i][1:] + 1e-12, lw=0.5, color=c)
-    axes[0, 0].set_xlabel("readout 1")
-    axes[0, 0].set_ylabel("readout 2")
-    axes[0, 0].legend(fontsize=7, markerscale=4)
-    axes[1, 0].set_xlabel("lag")
-    axes[1, 0].set_ylabel("ACF of readout 1")
-    axes[1, 1].set_xlabel("frequency (1/token)")
-    axes[1, 1].set_ylabel("|DFT| / T")
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+    _probe_series(axes, series, temps, plt.get_cmap("viridis"))
     per = report["per_temperature"]
     lam = [r["lyapunov"] for r in per]
     smooth = [np.nan if r.get("lyapunov_same_tokens") is None else r["lyapunov_same_tokens"] for r in per]
     ax = axes[0, 1]
     ax.plot(temps, lam, "o-", color="black", label=r"$\lambda_1$")
-    ax.plot(temps, smooth, "s--", color="tab:blue", ms=4, label=r"$\lambda_1$ on agreeing tokens")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("temperature T = 1/beta")
+    ax.plot(temps, smooth, "s--", color="tab:blue", ms=5, label=r"$\lambda_1$ on agreeing tokens")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlabel(r"temperature T = 1/$\beta$")
     ax.set_ylabel(r"$\lambda_1$ (per token)")
+    ax.set_title("Lyapunov exponent and token flips")
     ax2 = ax.twinx()
-    ax2.plot(temps, [r["token_divergence_rate"] for r in per], "^:", color="tab:red", ms=4, label="token flips")
-    ax2.set_ylabel("token flip rate", color="tab:red")
+    ax2.plot(temps, [r["token_divergence_rate"] for r in per], "^:", color="tab:red", ms=5, label="token flips")
+    ax2.set_ylabel("token flip rate (per token)", color="tab:red")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7)
-    fig.suptitle(title or "BDH as a dynamical system", fontsize=10)
+    ax.legend(h1 + h2, l1 + l2)
+    fig.suptitle(title or "BDH as a dynamical system: the sampling temperature as control parameter")
     fig.tight_layout()
     return fig

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from bdh.errors import Interrupted, UserError
 from bdh.outputs import check_output, empty_folder, write_text
-from bdh.plotting import save
+from bdh.plotting import READABLE, save
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
 from bdh.typed_config import TypedConfig
@@ -370,9 +370,10 @@ def _json_default(value: Any) -> Any:
 
 
 def save_figure(fig: Any, stem: Path) -> str:
-    """Write a matplotlib figure as ``stem.png`` and ``stem.svg`` (`bdh.plotting.save`), close it, and return
-    the png's path relative to the report (``figures/<name>.png``)."""
-    save(fig, stem, dpi=120, tight=False)
+    """Write a matplotlib figure as ``stem.png`` and ``stem.svg`` (`bdh.plotting.save`), readable at 100 % zoom
+    (`bdh.plotting.READABLE`), close it, and return the png's path relative to the report
+    (``figures/<name>.png``)."""
+    save(fig, stem, **READABLE)
     return f"figures/{stem.name}.png"
 
 

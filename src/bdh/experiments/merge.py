@@ -42,7 +42,7 @@ import torch
 
 from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
-from bdh.plotting import pyplot
+from bdh.plotting import bits, nats_axis, pyplot
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
 
@@ -478,17 +478,23 @@ def _write_report(
 
 
 def _plot(config: Config, table: dict[str, dict[str, float]], stem: Path) -> str:
+    """Bars of the target-side loss per translation direction and model, in bits per byte (nats per byte,
+    the unit of the report's tables, on the right)."""
     plt = pyplot()
     keys = [f"{s}>{t}" for s, t in config.directions()]
     names = [n for n in table if not n.startswith("bigram")]
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(14, 6.5))
     width = 0.8 / len(names)
     xs = np.arange(len(keys))
     for i, name in enumerate(names):
-        ax.bar(xs + i * width, [table[name][k] for k in keys], width, label=name)
-    ax.set_xticks(xs + 0.4 - width / 2, [k.replace(">", "→") for k in keys])
-    ax.set_ylabel("target-side loss (nats/byte)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("Merging by concatenation: loss per translation direction")
+        ax.bar(xs + i * width, [bits(table[name][k]) for k in keys], width, label=name)
+    ax.set_xticks(xs + 0.4 - width / 2, [k.replace(">", " → ") for k in keys])
+    ax.set_xlabel("translation direction (source → target)")
+    ax.set_ylabel("target-side loss (bits per byte)")
+    nats_axis(ax, "target-side loss (nats per byte)")
+    ax.set_title("loss on the target side of each direction, per model")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # below the axes: no bar hidden
+    fig.suptitle("merging by concatenation (cf. section 7.1)")
     fig.tight_layout()
     return save_figure(fig, stem)

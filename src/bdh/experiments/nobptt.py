@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bdh.errors import UserError
-from bdh.plotting import pyplot
+from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.log import read_metrics
@@ -381,13 +381,19 @@ def _repeat_section(report: Report, config: Config, rep: dict[str, dict[str, flo
 
 
 def _plot(curves: dict[str, list[tuple[int, float]]], bigram: float, stem: Path) -> str:
+    """The training loss of both arms against the step, in bits per byte (nats per byte, the unit of the
+    report's tables, on the right), with the bigram loss of the training bytes."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(MIN_WIDTH + 1, 5.5))
     for arm, pts in curves.items():
-        ax.plot([s for s, _ in pts], [loss for _, loss in pts], label=arm)
-    ax.axhline(bigram, color="grey", ls="--", lw=1, label="bigram")
+        ax.plot([s for s, _ in pts], [bits(loss) for _, loss in pts], lw=1.6, label=f"{arm} (train.bptt = {MODE[arm]})")
+    ax.axhline(bits(bigram), color="grey", ls="--", lw=1.2, label="bigram model of the training bytes")
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats/byte)")
+    ax.set_ylabel("training loss (bits per byte)")
+    nats_axis(ax, "training loss (nats per byte)")
+    ax.set_title("training loss on the translation stream")
+    ax.grid(alpha=0.3)
     ax.legend()
+    fig.suptitle("training with and without backpropagation through time (cf. section 7.2)")
     fig.tight_layout()
     return save_figure(fig, stem)

@@ -27,9 +27,7 @@ import numpy as np
 
 from bdh.errors import UserError, one_line
 from bdh.outputs import input_file
-from bdh.plotting import MIN_WIDTH, READABLE, pyplot, save
-
-LN2 = math.log(2.0)
+from bdh.plotting import MIN_WIDTH, READABLE, bits, pyplot, save
 
 
 def _titles(fig: Any, title: str, subtitle: str = "") -> None:
@@ -45,6 +43,31 @@ SUITE_AXES: dict[str, list[tuple[str, str, str | None]]] = {
     "boardpath": [("width", "path_validity", "setting"), ("state_size", "path_validity", "setting")],
     "sudoku": [("width", "cell_accuracy", None), ("state_size", "cell_accuracy", None)],
 }
+
+
+#: what the columns of ``bdh bench`` results measure, with their units, for the axes of `suite_plot`
+COLUMN_LABELS: dict[str, str] = {
+    "width": "width (BDH's d; the other models matched in parameters)",
+    "state_size": "recurrent state per layer (scalars)",
+    "accuracy": "accuracy (share of queries answered)",
+    "accuracy_longer": "accuracy at 2N (share of queries answered)",
+    "path_validity": "path validity (share of boards)",
+    "board_accuracy": "board accuracy (share of boards solved)",
+    "cell_accuracy": "cell accuracy (share of predicted cells right)",
+    "passes": "layer passes at test time",
+}
+#: how the legends name the models of ``bdh bench`` (the ``model`` column)
+MODEL_NAMES: dict[str, str] = {"bdh": "BDH", "gpt": "GPT", "baseconv": "BaseConv", "hyperset": "Hyper-SET"}
+
+
+def _words(column: str) -> str:
+    """A results column's name in words (``state_size`` -> ``state size``)."""
+    return column.replace("_", " ")
+
+
+def column_label(column: str) -> str:
+    """The axis label of a results column: `COLUMN_LABELS`, else the column's name in words."""
+    return COLUMN_LABELS.get(column, _words(column))
 
 
 def _num(v: Any) -> float | None:
@@ -68,10 +91,10 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
     byte-level task; else bits per token); a second panel with the other ``val_*`` metrics when there are
     any."""
     train = [(r["step"], _num(r.get("loss"))) for r in records if r.get("kind") == "train" and "step" in r]
-    train = [(s, v / LN2) for s, v in train if v is not None]
+    train = [(s, bits(v)) for s, v in train if v is not None]
     evals = [r for r in records if r.get("kind") == "eval" and "step" in r]
     val = [(r["step"], _num(r.get("val_loss"))) for r in evals]
-    val = [(s, v / LN2) for s, v in val if v is not None]
+    val = [(s, bits(v)) for s, v in val if v is not None]
     unit = "bits per byte" if any("val_bpb" in r for r in evals) else "bits per token"
     if not train and not val:
         raise UserError("training_curves: no training or validation loss in the records")
@@ -212,6 +235,16 @@ _TAIL_MODELS = {
 # ---------------------------------------------------------------------- bench suites
 
 
+def _x_axis(ax: Any, xs: list[float]) -> None:
+    """A log-2 x axis for positive values spread over a factor of 8 or more (more than two of them), else
+    linear; a few values (up to 8, each at least a tenth of the range from the next, so that their labels do
+    not overlap) on a linear axis are ticked where they are, not between."""
+    if len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 8:
+        ax.set_xscale("log", base=2)
+    elif len(xs) <= 8 and all(b - a >= 0.1 * (xs[-1] - xs[0]) for a, b in zip(xs, xs[1:])):
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
+
+
 def suite_plot(
     rows: Iterable[dict[str, Any]],
     stem: Path | str,
@@ -233,21 +266,20 @@ def suite_plot(
     groups, levels = _suite_points(rows, x, y, series, facet, reference)
     plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
-    fig, axes = plt.subplots(1, len(facets), figsize=(max(MIN_WIDTH, 4.6 * len(facets) + 1), 4.6), squeeze=False)
+    width = max(MIN_WIDTH, 4.6 * len(facets) + 1)
+    fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            _mean_and_range(ax, pts, f"C{i % 10}", name)
-        xs_all = [v for s in groups[f].values() for v in s]
-        if len(set(xs_all)) > 2 and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 8:
-            ax.set_xscale("log", base=2)
+            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name))
+        _x_axis(ax, sorted({v for s in groups[f].values() for v in s}))
         if levels.get(f):
-            ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=reference)
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+            ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
+        ax.set_xlabel(column_label(x))
+        ax.set_ylabel(column_label(y))
         ax.grid(alpha=0.3)
-        ax.set_title(f"{facet} = {f}" if facet else f"{y} against {x}")
+        ax.set_title(f"{facet} = {f}" if facet else f"{_words(y)} against {_words(x)}")
         ax.legend()
-    _titles(fig, title or f"{y} against {x}")
+    _titles(fig, title or f"{_words(y)} against {_words(x)}")
     fig.tight_layout()
     return save(fig, stem, **READABLE)
 
@@ -281,7 +313,7 @@ def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: st
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
     hi = np.array([np.max(pts[v]) for v in xs])
-    ax.plot(xs, mean, "o-", ms=3, color=color, label=name)
+    ax.plot(xs, mean, "o-", ms=5, color=color, label=name)
     if np.any(hi > lo):
         ax.fill_between(xs, lo, hi, color=color, alpha=0.15)
         ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
@@ -317,7 +349,7 @@ def bench_plots(
                     x,
                     y,
                     facet=facet,
-                    title=f"{suite}: {y} against {x}",
+                    title=f"{suite}: {_words(y)} against {_words(x)} (mean over seeds, min-max band)",
                     reference=reference,
                 )
             except ValueError as exc:

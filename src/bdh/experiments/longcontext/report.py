@@ -207,7 +207,7 @@ def recall_figure(out: Path, groups: dict[str, list[dict]]) -> str:
     from bdh.plotting import pyplot
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 5.5))
     for name, runs in groups.items():
         via = "carried" if "carried" in runs[0]["recall"][0] else "cut"
         ds = [row["distance"] for row in runs[0]["recall"]]
