@@ -34,10 +34,12 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -225,16 +227,38 @@ def _temporary(path: Path, make, suffix: str) -> str:
         raise OutputError(f"{path}: cannot write in {path.parent} (permission denied)") from None
 
 
+#: the signals that stop a command; held while a temporary file is created so that it is always cleaned up
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _hold_signals() -> set | None:
+    """Block the stop signals in this thread (POSIX main thread); returns what to restore, or None."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _release_signals(held: set | None) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """``with atomic_path(p) as tmp:`` write to ``tmp`` (any writer that wants a file name); on success
     it becomes ``p`` with the umask's mode, on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    fd, name = _temporary(path, tempfile.mkstemp, ".tmp")
-    os.close(fd)
+    held = _hold_signals()  # a Ctrl-C between creating the temporary and the try below would leave it behind
+    try:
+        fd, name = _temporary(path, tempfile.mkstemp, ".tmp")
+        os.close(fd)
+    except BaseException:
+        _release_signals(held)
+        raise
     tmp = Path(name)
     try:
+        _release_signals(held)  # a signal held meanwhile is raised here, where the temporary is cleaned up
         yield tmp
         with open(tmp, "rb+") as f:  # durable before the rename: a crash leaves the old file or the new one
             os.fsync(f.fileno())
@@ -298,8 +322,14 @@ def atomic_folder(path: PathLike) -> Iterator[Path]:
     folder, if any, is removed after the swap), on failure it is removed and ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
-    tmp = Path(_temporary(path, tempfile.mkdtemp, ".tmp"))
+    held = _hold_signals()  # as in `atomic_path`: the temporary is inside the try before a signal is raised
     try:
+        tmp = Path(_temporary(path, tempfile.mkdtemp, ".tmp"))
+    except BaseException:
+        _release_signals(held)
+        raise
+    try:
+        _release_signals(held)
         yield tmp
         os.chmod(tmp, folder_mode())
         if path.is_dir() and not path.is_symlink():
