@@ -196,3 +196,15 @@ def test_the_main_job_is_damped_and_the_official_model_one_set_away():
     assert config.model["damping"] == "alibi"
     official = RunConfig.from_dict({"model": {"damping": None}})
     assert official.model["damping"] is None and official.model["n_neurons"] == 2048
+
+
+def test_eval_figure_names_its_unit(trained, tmp_path, monkeypatch, capsys):
+    import bdh.plotting
+
+    drawn = []
+    real = bdh.plotting.save_file
+    monkeypatch.setattr(bdh.plotting, "save_file", lambda fig, path, **kw: (drawn.append(fig), real(fig, path, **kw)))
+    args = ["eval", str(trained), "--carry-state", "--length", "128", "--progress", "none"]
+    assert main([*args, "--figure", str(tmp_path / "c.png")]) == 0
+    ax = drawn[0].axes[0]
+    assert ax.get_ylabel() == "bits per byte" and "bytes" in ax.get_xlabel()  # a byte model's unit, as its table

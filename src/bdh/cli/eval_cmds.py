@@ -229,7 +229,8 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
         curves.append((f"context cut to {cut:,} ({curve.how.split('(')[1].rstrip(')')})", curve))
     _print_curves(curves, unit)
     if args.figure:
-        figure(curves, args.figure, trained, title=f"{Path(args.source).resolve().name}: loss by context position")
+        title = f"{Path(args.source).resolve().name}: loss by context position"
+        figure(curves, args.figure, trained, title=title, unit=unit)
         print(f"figure: {args.figure}")
     return 0
 

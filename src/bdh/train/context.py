@@ -282,9 +282,11 @@ def plan_streams(task, split: str, length: int | None, lanes: int | None, max_la
     return lanes, available if length is None else min(length, available)
 
 
-def figure(curves: Sequence[tuple[str, ContextCurve]], path, trained: int | None = None, title: str = "") -> None:
-    """Bits per token against context position (log scale), one line per named curve, a dotted line at the
-    longest context met in training; written to ``path`` (PNG or SVG)."""
+def figure(
+    curves: Sequence[tuple[str, ContextCurve]], path, trained: int | None = None, title: str = "", unit: str = "token"
+) -> None:
+    """Bits per ``unit`` (a byte model's token is a byte) against context position (log scale), one line per
+    named curve, a dotted line at the longest context met in training; written to ``path`` (PNG or SVG)."""
     from bdh.plotting import pyplot, save_file
 
     plt = pyplot()
@@ -295,8 +297,8 @@ def figure(curves: Sequence[tuple[str, ContextCurve]], path, trained: int | None
     if trained:
         ax.axvline(trained, color="grey", linestyle=":", label=f"trained context ({trained:,})")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("position in the stream (tokens; bucket midpoints)", fontsize=12)
-    ax.set_ylabel("bits per token", fontsize=12)
+    ax.set_xlabel(f"position in the stream ({unit}s; bucket midpoints)", fontsize=12)
+    ax.set_ylabel(f"bits per {unit}", fontsize=12)
     ax.set_title(title or "loss by context position", fontsize=13)
     ax.tick_params(labelsize=11)
     ax.grid(alpha=0.3)
