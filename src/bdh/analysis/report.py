@@ -406,35 +406,22 @@ def _row(name: str, t: Any, c: Any, paper: str) -> list[str]:
     return [name, _fmt(t), _fmt(c), paper]
 
 
+#: the sparsity-on-data rows of the short table: statistic, key in the report, what the paper reports
+DATA_ROWS = (
+    ("x non-zero, per layer", "x_nonzero", "~5% (sec. 4.1)"),
+    ("y non-zero, per layer", "y_nonzero", "~5% (sec. 1.3)"),
+    ("corr(y activity, surprisal)", "y_surprisal_spearman", "positive (sec. 6.4)"),
+)
+
+
 def _sparsity_rows(report: dict[str, Any]) -> list[list[str]]:
     """The short table's rows of the sparsity section (on data, and on the repeat task)."""
     rows = []
     spd = _get(report, "sparsity", "data")
     if spd:
-        rows.append(
-            _row(
-                "x non-zero, per layer",
-                _get(spd, "trained", "x_nonzero"),
-                _get(spd, "control", "x_nonzero"),
-                "~5% (sec. 4.1)",
-            )
-        )
-        rows.append(
-            _row(
-                "y non-zero, per layer",
-                _get(spd, "trained", "y_nonzero"),
-                _get(spd, "control", "y_nonzero"),
-                "~5% (sec. 1.3)",
-            )
-        )
-        rows.append(
-            _row(
-                "corr(y activity, surprisal)",
-                _get(spd, "trained", "y_surprisal_spearman"),
-                _get(spd, "control", "y_surprisal_spearman"),
-                "positive (sec. 6.4)",
-            )
-        )
+        rows += [
+            _row(name, _get(spd, "trained", key), _get(spd, "control", key), paper) for name, key, paper in DATA_ROWS
+        ]
     rep = _get(report, "sparsity", "repeat")
     if rep:
         rows.append(
