@@ -134,6 +134,20 @@ def test_a_sweep_run_config_is_the_documented_schedule_and_takes_its_fields(tmp_
     assert config.model == {"name": "gpt", "n_embd": 16} and config.task == {"name": "mqar"}
 
 
+def test_a_sweep_trains_the_model_it_names_not_the_main_jobs_choices(tmp_path):
+    # The main job's default is ALiBi damping; a sweep that writes a BDH section without ``damping`` trains
+    # BDHConfig's own default (the official, undamped model), and a field it gives wins.
+    assert load_config().model["damping"] == "alibi"
+    common = {"lr": 1e-3, "steps": 3, "batch_size": 4, "seed": 0, "eval": {"every": 0}}
+    size = {"name": "bdh", "n_layer": 2, "n_embd": 32, "n_head": 4, "n_neurons": 256}
+    assert sweep_run_config(size, {"name": "text"}, tmp_path / "a", **common).model["damping"] is None
+    given = sweep_run_config({**size, "damping": "multiscale"}, {"name": "text"}, tmp_path / "b", **common)
+    assert given.model["damping"] == "multiscale"
+    by_multiplier = {k: v for k, v in size.items() if k != "n_neurons"} | {"mlp_internal_dim_multiplier": 8}
+    config = sweep_run_config(by_multiplier, {"name": "text"}, tmp_path / "c", **common)
+    assert "n_neurons" not in config.model and config.model["mlp_internal_dim_multiplier"] == 8
+
+
 def test_a_sweep_run_config_takes_replacements_by_section_and_refuses_unknown_fields(tmp_path):
     common = {"lr": 1e-3, "steps": 3, "batch_size": 4, "seed": 0, "eval": {"every": 0}}
     config = sweep_run_config(

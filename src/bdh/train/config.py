@@ -36,7 +36,7 @@ from bdh.devices import resolve_device
 from bdh.errors import UserError, did_you_mean
 from bdh.outputs import file_problem
 
-from ..model.config import BDHConfig
+from ..model.config import SIZE_FIELDS, BDHConfig
 from ..registry import get_model, get_task
 from ..typed_config import TypedConfig, bounded, check_value
 from .distributed import from_environment
@@ -480,6 +480,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return RunConfig.from_dict(data, environment=True)
 
 
+def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's ``model`` section as the sweep wrote it: a BDH field it leaves out takes `BDHConfig`'s own
+    default (the official model's), never the main job's choice (`_default_model`: ALiBi damping), so that a
+    change of the main job's defaults cannot change what a bench suite or an experiment trains."""
+    main = _default_model()
+    if model.get("name", main["name"]) != main["name"]:
+        return dict(model)
+    own = {f.name: f.default for f in dataclasses.fields(BDHConfig)}
+    sized = any(model.get(k) is not None for k in SIZE_FIELDS)
+    missing = [k for k in main if k not in model and k != "name" and not (sized and k in SIZE_FIELDS)]
+    return {**{k: own[k] for k in missing}, **model}
+
+
 def sweep_run_config(
     model: dict[str, Any],
     task: dict[str, Any],
@@ -507,7 +520,7 @@ def sweep_run_config(
     section (``{"model": {"damping": "alibi"}, "train": {...}}``).
     """
     data: dict[str, Any] = {
-        "model": dict(model),
+        "model": sweep_model_section(model),
         "task": dict(task),
         "optim": {
             "lr": lr,
