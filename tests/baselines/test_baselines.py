@@ -169,6 +169,17 @@ def test_weight_shared_models_take_n_layer():
         hs(x, n_layer=0)
 
 
+def test_weight_sharing_is_declared_by_the_model_not_guessed_from_its_name():
+    from bdh.bench.sudoku import weight_shared
+    from bdh.model import BDH, BDHConfig
+
+    assert weight_shared(HyperSET(TINY["hyperset"][1]))
+    assert weight_shared(GPT(TINY["gpt"][1].replace(share_layers=True)))
+    assert not weight_shared(GPT(TINY["gpt"][1]))
+    assert not weight_shared(BaseConv(TINY["baseconv"][1]))  # declares nothing: not shared
+    assert weight_shared(BDH(BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=32)))
+
+
 @pytest.mark.parametrize("name", ["gpt", "baseconv", "hyperset"])
 def test_save_load_round_trip(name, tmp_path):
     cls, cfg = TINY[name]

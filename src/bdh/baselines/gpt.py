@@ -187,6 +187,12 @@ class GPT(PretrainedMixin, nn.Module):
         """Trainable parameters (equal to `GPTConfig.num_params`, the docstring formula)."""
         return count_params(self)
 
+    @property
+    def weight_shared(self) -> bool:
+        """Whether every layer pass applies the same block (``share_layers``), so that ``forward(idx,
+        n_layer=k)`` runs any number of passes (test-time depth, `bdh.tasks.depth`)."""
+        return bool(self.config.share_layers)
+
     def state_size(self) -> int:
         """Inference state per layer: the KV cache at seq_len, 2 * seq_len * n_embd scalars
         (Zoology's ``MHA.state_size``)."""

@@ -202,6 +202,12 @@ class HyperSET(PretrainedMixin, nn.Module):
         """Trainable parameters (equal to `HyperSETConfig.num_params`, the docstring formula)."""
         return count_params(self)
 
+    @property
+    def weight_shared(self) -> bool:
+        """Every iteration applies the one Hyper-SET layer, so ``forward(idx, n_layer=k)`` runs any number
+        of iterations (test-time depth, `bdh.tasks.depth`)."""
+        return True
+
     def state_size(self) -> int:
         """Hyper-SET keeps no recurrent state across tokens (it reads the whole sequence at once); as for
         an encoder, report the keys it attends over per iteration: seq_len * n_embd scalars."""

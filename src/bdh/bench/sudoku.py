@@ -145,10 +145,9 @@ def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
 
 
 def weight_shared(model: torch.nn.Module) -> bool:
-    """Whether the model can run a different number of layer passes at test time."""
-    cfg = getattr(model, "config", None)
-    name = type(model).__name__
-    return name in ("BDH", "HyperSET") or bool(getattr(cfg, "share_layers", False))
+    """Whether the model can run a different number of layer passes at test time: what the model class
+    declares (its ``weight_shared`` property; CONTRIBUTING.md, "Adding a model"), False when it declares nothing."""
+    return bool(getattr(model, "weight_shared", False))
 
 
 def depth_columns(sweep: SudokuSweep):

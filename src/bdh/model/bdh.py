@@ -72,6 +72,12 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         """Recurrent state scalars per layer, n D."""
         return self.config.state_size()
 
+    @property
+    def weight_shared(self) -> bool:
+        """Whether every layer pass applies the same weights, so that ``forward(idx, n_layer=k)`` runs any
+        number of passes (test-time depth, `bdh.tasks.depth`): BDH-GPU's layers share E, Dx, Dy."""
+        return True
+
     # ------------------------------------------------------------------ the equations
     def ln(self, z: torch.Tensor) -> torch.Tensor:
         """LayerNorm over the last dimension, without affine parameters (as the official code)."""
