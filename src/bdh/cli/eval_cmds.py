@@ -4,7 +4,6 @@ progress and best metrics."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -235,67 +234,15 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
     return 0
 
 
-def _run_folders(root: Path) -> list[Path]:
-    """``root`` if it is a run folder, else the run folders in it (a path that is not a folder refused)."""
-    if not root.is_dir():
-        if root.exists():
-            raise UserError(f"{root}: not a folder; give a folder of run folders, or a run folder")
-        raise FileNotFoundError(f"{root}: no such folder")
-    if (root / "config.yaml").is_file():
-        return [root]
-    return sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
-    from bdh.train.checkpoint import list_checkpoints
-    from bdh.train.config import read_config_file
-    from bdh.train.log import read_metrics
+    """Print `bdh.train.runs.list_runs` as a table."""
+    from bdh.train.runs import COLUMNS, list_runs, run_folders
 
-    root = Path(args.dir)
-    folders = _run_folders(root)
-    if not folders:
-        print(f"no run folders in {root}")
+    if not run_folders(args.dir):
+        print(f"no run folders in {args.dir}")
         return 0
-    rows = [("run", "model", "task", "step", "tokens", "best", "last val_bpb", "checkpoint")]
-    for run in folders:
-        try:
-            cfg = read_config_file(run / "config.yaml")
-        except (ValueError, FileNotFoundError):
-            continue
-        records = read_metrics(run / "metrics.jsonl")
-        train_recs = [r for r in records if r.get("kind") == "train"]
-        evals = [r for r in records if r.get("kind") == "eval"]
-        total = (cfg.get("train") or {}).get("max_steps", "?")
-        step = train_recs[-1]["step"] if train_recs else 0
-        tokens = train_recs[-1].get("tokens", 0) if train_recs else 0
-        best = "-"
-        meta_path = run / "best" / "meta.json"
-        if meta_path.is_file():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                best = f"{meta['metric']} {meta['value']:.4f} @{meta['step']}"
-            except (ValueError, KeyError, TypeError):
-                best = "?"
-        last = evals[-1].get("val_bpb") if evals else None
-        ckpts = list_checkpoints(run)
-        if ckpts:  # a time budget may have shortened the run: the checkpoint knows its length
-            try:
-                total = json.loads((ckpts[-1] / "meta.json").read_text(encoding="utf-8")).get("total_steps", total)
-            except (OSError, ValueError):
-                pass
-        rows.append(
-            (
-                run.name,
-                str((cfg.get("model") or {}).get("name", "?")),
-                str((cfg.get("task") or {}).get("name", "?")),
-                f"{step}/{total}",
-                f"{tokens:,}",
-                best,
-                "-" if last is None or not math.isfinite(last) else f"{last:.4f}",
-                ckpts[-1].name if ckpts else "-",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    rows = [COLUMNS, *(summary.row() for summary in list_runs(args.dir))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     return 0
