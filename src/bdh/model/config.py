@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..typed_config import TypedConfig, bounded, one_of
+from .names import ATTENTION_FORMS, POSITIONAL
 
-POSITIONAL = ("rope", "rope-standard", "none")
-ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 DROPOUT_RNGS = ("auto", "torch")
 #: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
 SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
+from ..names import MODES
 from . import chunked_lean as _lean
 from . import chunked_triton as _triton
 from . import native
@@ -46,9 +47,6 @@ from .fused import native_gate, native_relu_rope, relu_mul
 from .rope import rope_tables, rotate
 from .shared_keys import shared_key_attention
 from .sparse import sparse_attention, sparse_read_in
-
-#: the attention modes a forward pass can be asked for
-MODES = ("parallel", "chunked", "recurrent", "sparse")
 
 
 def compiling() -> bool:
