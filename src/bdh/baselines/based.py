@@ -147,16 +147,13 @@ class BasedConfig(ModelConfig):
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> BasedConfig:
         """The Based of ``n_layer`` layers whose parameter count is closest to ``params``: n_embd over multiples of 2
-        (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). The heads are Based's
-        own (``n_head`` in ``extra``; default one, as Zoology's), not the bench's ``n_head``; causal only.
-        The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
-        heads = extra.pop("n_head", 1)
+        (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). One head, as Zoology's
+        Based: the bench's ``n_head`` (BDH's and GPT's) is not used. Causal only. The protocol
+        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
         return closest_by_params(
             params,
-            lambda d: cls(
-                vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, n_head=heads, causal=causal, **extra
-            ),
-            step=2 * heads,
+            lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
+            step=2,
         )
 
 

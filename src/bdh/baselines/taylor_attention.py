@@ -42,7 +42,8 @@ def taylor_features(x: torch.Tensor) -> torch.Tensor:
     """phi(x) (..., f) -> (..., E) (module docstring)."""
     f = x.shape[-1]
     i, j = torch.triu_indices(f, f, device=x.device)
-    coef = torch.where(i == j, 1 / math.sqrt(2 * f), 1 / math.sqrt(f)).to(x.dtype)
+    coef = torch.full(i.shape, 1 / math.sqrt(f), dtype=x.dtype, device=x.device)  # in x's precision (fp64 tests)
+    coef[i == j] = 1 / math.sqrt(2 * f)
     return torch.cat([torch.ones_like(x[..., :1]), x / f**0.25, x[..., i] * x[..., j] * coef], dim=-1)
 
 
