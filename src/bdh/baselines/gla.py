@@ -92,7 +92,7 @@ class GLAConfig(ModelConfig):
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
     norm_eps: float = bounded(1e-5, gt=0, lt=1)
     form: str = one_of("fast", FORMS)
-    chunk_size: int = bounded(16, ge=1)
+    chunk_size: int = bounded(8, ge=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -181,6 +181,7 @@ def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: to
     dtype = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))
     B, H, T, K = q.shape
+    chunk = min(chunk, T)  # no padding beyond the sequence
     pad = -T % chunk
     if pad:
         q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
@@ -189,7 +190,7 @@ def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: to
     b = g.cumsum(-2)  # (B, H, n, C, d_k), decreasing along the chunk
     causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()[..., None]
     pair = torch.where(causal, b[..., :, None, :] - b[..., None, :, :], float("-inf")).exp()  # exp(b_t - b_s), s<=t
-    scores = torch.einsum("...ti,...si,...tsi->...ts", q, k, pair)
+    scores = (q[..., :, None, :] * k[..., None, :, :] * pair).sum(-1)  # (B, H, n, C, C)
     within = scores @ v
     k_to_end = k * (b[..., -1:, :] - b).exp()
     chunk_kv = k_to_end.transpose(-1, -2) @ v  # (B, H, n, d_k, d_v)

@@ -52,9 +52,9 @@ def _wide(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(x.to(dtype) for x in xs)
 
 
-def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
-    """Sums over the chunks before each one (dimension 2): 0, x_0, x_0 + x_1, ..."""
-    return F.pad(x.cumsum(2), (0, 0) * (x.dim() - 3) + (1, 0))[:, :, :-1]
+def _prefix_sums(x: torch.Tensor) -> torch.Tensor:
+    """0, x_0, x_0 + x_1, ... along dimension 2: from the sums of chunks 0..n-2, the sums before each of n chunks."""
+    return F.pad(x.cumsum(2), (0, 0) * (x.dim() - 3) + (1, 0))
 
 
 def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -70,22 +70,23 @@ def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
     """The chunked recurrent form (module docstring), equal to `linear_attention_reference`; same shapes.
 
-    The running sums over earlier chunks are exclusive cumulative sums of the chunks' own sums (no loop over
-    chunks); ``chunk`` need not divide T."""
+    The running sums over earlier chunks are prefix sums of the chunks' own sums (no loop over chunks); a
+    sequence of one chunk is the quadratic form; ``chunk`` need not divide T."""
     out_dtype = v.dtype
     q, k, v = _wide(q, k, v)
     B, H, T, _ = q.shape
+    chunk = min(chunk, T)  # no padding beyond the sequence
     pad = -T % chunk
     n = (T + pad) // chunk
     if pad:  # zeros after the end: causal masking keeps them out of every real row; phi(0) keeps A 1 > 0 there
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     fq, fk = taylor_features(q), taylor_features(k)
     fq, fk, v = (x.reshape(B, H, n, chunk, x.shape[-1]) for x in (fq, fk, v))
-    kv = fk.transpose(-1, -2) @ v  # (B, H, n, E, d_v): each chunk's sum of phi(k)^T v
-    z = fk.sum(-2)  # (B, H, n, E)
-    kv_before = _exclusive_cumsum(kv)  # the sums over the chunks before
-    z_before = _exclusive_cumsum(z)
     a = (fq @ fk.transpose(-1, -2)) * torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
-    num = fq @ kv_before + a @ v
-    den = (fq * z_before[..., None, :]).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)
+    num, den = a @ v, a.sum(-1, keepdim=True)  # within the chunk
+    if n > 1:  # plus the sums over the chunks before (the last chunk's own sums are never needed)
+        kv = fk[:, :, :-1].transpose(-1, -2) @ v[:, :, :-1]  # (B, H, n-1, E, d_v): sum of phi(k)^T v per chunk
+        z = fk[:, :, :-1].sum(-2, keepdim=True).transpose(-1, -2)  # (B, H, n-1, E, 1)
+        num = num + fq @ _prefix_sums(kv)
+        den = den + fq @ _prefix_sums(z)
     return (num / den).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
