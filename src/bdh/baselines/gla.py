@@ -250,7 +250,9 @@ class GatedLinearAttention(nn.Module):
             o = gla_recurrent(q, k, v, g.to(q.dtype))
         else:
             o = gla_chunked(q, k, v, g, self.cfg.chunk_size)
-        o = self.norm(o.transpose(1, 2)) * F.silu(self.proj_r(u)).view(B, T, H, dv)
+        o = o.transpose(1, 2)
+        o = self.norm(o.to(self.norm.weight.dtype))  # in the weights' precision (fp32 under bf16 autocast)
+        o = o * F.silu(self.proj_r(u)).view(B, T, H, dv)
         return self.out_proj(o.reshape(B, T, H * dv))
 
 
