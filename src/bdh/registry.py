@@ -19,6 +19,8 @@ BUILTIN_MODELS: dict[str, str] = {
     "gpt": "bdh.baselines.gpt:GPT",
     "baseconv": "bdh.baselines.baseconv:BaseConv",
     "hyperset": "bdh.baselines.hyperset:HyperSET",
+    "based": "bdh.baselines.based:Based",
+    "gla": "bdh.baselines.gla:GLA",
 }
 
 #: built-in tasks: name -> where the class lives
