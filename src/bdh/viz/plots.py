@@ -57,7 +57,15 @@ COLUMN_LABELS: dict[str, str] = {
     "passes": "layer passes at test time",
 }
 #: how the legends name the models of ``bdh bench`` (the ``model`` column)
-MODEL_NAMES: dict[str, str] = {"bdh": "BDH", "gpt": "GPT", "baseconv": "BaseConv", "hyperset": "Hyper-SET"}
+MODEL_NAMES: dict[str, str] = {
+    "bdh": "BDH",
+    "gpt": "GPT",
+    "baseconv": "BaseConv",
+    "hyperset": "Hyper-SET",
+    "mamba": "Mamba",
+    "hyena": "Hyena",
+    "rwkv": "RWKV",
+}
 
 
 def _words(column: str) -> str:
