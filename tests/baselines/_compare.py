@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 
 
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||a - b|| / ||b|| (0 when both are zero)."""
-    scale = b.norm().item()
+def rel_err(a: torch.Tensor, b: torch.Tensor, floor: float = 0.0) -> float:
+    """||a - b|| / max(||b||, floor): relative, or absolute below ``floor`` (for a tensor that is zero in exact
+    arithmetic, which two forms give as different rounding noise)."""
+    scale = max(b.norm().item(), floor)
     return (a - b).norm().item() / scale if scale else (a - b).norm().item()
 
 
