@@ -43,9 +43,8 @@ def test_the_scan_is_the_recurrence_written_out():
     for t in range(3):
         h = math.exp(d[t] * a) * h + d[t] * b[t] * x[t]
         want.append(c[t] * h + D * x[t])
-    args = [torch.tensor(v, dtype=torch.float64).view(1, 3, 1) for v in (x, d)]
-    args += [torch.tensor([[a]], dtype=torch.float64)]
-    args += [torch.tensor(v, dtype=torch.float64).view(1, 3, 1) for v in (b, c)] + [torch.tensor([D], dtype=torch.float64)]
+    seq = [torch.tensor(v, dtype=torch.float64).view(1, 3, 1) for v in (x, d, b, c)]
+    args = [*seq[:2], torch.tensor([[a]], dtype=torch.float64), *seq[2:], torch.tensor([D], dtype=torch.float64)]
     for scan in (selective_scan_sequential, selective_scan_parallel):
         assert scan(*args).flatten().tolist() == pytest.approx(want, rel=1e-12)
 

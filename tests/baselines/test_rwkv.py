@@ -33,8 +33,12 @@ def wkv_inputs(T: int, d: int = 5, k_scale: float = 3.0, w_scale: float = 2.0) -
     return [t.requires_grad_() for t in (w, u, k, v)]
 
 
-FORMS = {"sequential": wkv_sequential, "chunk 1": lambda *a: wkv_chunked(*a, 1), "chunk 4": lambda *a: wkv_chunked(*a, 4)}
-FORMS["chunk 64"] = lambda *a: wkv_chunked(*a, 64)  # one chunk longer than the sequence
+FORMS = {
+    "sequential": wkv_sequential,
+    "chunk 1": lambda *a: wkv_chunked(*a, 1),
+    "chunk 4": lambda *a: wkv_chunked(*a, 4),
+    "chunk 64": lambda *a: wkv_chunked(*a, 64),  # one chunk longer than the sequence
+}
 
 
 @pytest.mark.parametrize("form", list(FORMS))

@@ -1,6 +1,7 @@
 """Baseline models trained side by side with BDH, under the same protocol: an ``nn.Module`` built
 from a typed config, ``forward(idx) -> logits (B, T, V)``, ``num_params()``, ``state_size()``,
-save_pretrained / from_pretrained, known to `bdh.registry` by name (``gpt``, ``baseconv``, ``hyperset``, ``mamba``, ``hyena``, ``rwkv``).
+save_pretrained / from_pretrained, known to `bdh.registry` by name (``gpt``, ``baseconv``, ``hyperset``,
+``mamba``, ``hyena``, ``rwkv``).
 
 The names below are imported on first use (see `bdh._lazy`)."""
 

@@ -159,7 +159,8 @@ class ImplicitFilter(nn.Module):
         super().__init__()
         q = cfg.filter_order
         self.pos = PositionalFeatures(cfg.filter_emb_dim, cfg.seq_len)
-        self.layers = nn.ModuleList([nn.Linear(cfg.filter_emb_dim, q), *(nn.Linear(q, q) for _ in range(cfg.filter_layers))])
+        inner = (nn.Linear(q, q) for _ in range(cfg.filter_layers))
+        self.layers = nn.ModuleList([nn.Linear(cfg.filter_emb_dim, q), *inner])
         self.out = nn.Linear(q, cfg.n_embd, bias=False)
         self.freq = nn.Parameter(torch.full((q,), float(cfg.filter_freq)))
         slow, fast = (math.log(cfg.decay_target) / pct for pct in (cfg.decay_slow, cfg.decay_fast))
