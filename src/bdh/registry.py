@@ -21,6 +21,9 @@ BUILTIN_MODELS: dict[str, str] = {
     "hyperset": "bdh.baselines.hyperset:HyperSET",
     "based": "bdh.baselines.based:Based",
     "gla": "bdh.baselines.gla:GLA",
+    "mamba": "bdh.baselines.mamba:Mamba",
+    "hyena": "bdh.baselines.hyena:Hyena",
+    "rwkv": "bdh.baselines.rwkv:RWKV",
 }
 
 #: built-in tasks: name -> where the class lives

@@ -1,7 +1,7 @@
 """Baseline models trained side by side with BDH, under the same protocol: an ``nn.Module`` built
 from a typed config, ``forward(idx) -> logits (B, T, V)``, ``num_params()``, ``state_size()``,
 save_pretrained / from_pretrained, known to `bdh.registry` by name (``gpt``, ``baseconv``, ``hyperset``, ``based``,
-``gla``).
+``gla``, ``mamba``, ``hyena``, ``rwkv``).
 
 The names below are imported on first use (see `bdh._lazy`)."""
 
@@ -18,6 +18,12 @@ __all__ = [
     "GPTConfig",
     "HyperSET",
     "HyperSETConfig",
+    "Hyena",
+    "HyenaConfig",
+    "Mamba",
+    "MambaConfig",
+    "RWKV",
+    "RWKVConfig",
     "gpt_config_for_params",
 ]
 
@@ -35,6 +41,12 @@ __getattr__, __dir__ = exports(
         "gpt_config_for_params": ".gpt:gpt_config_for_params",
         "HyperSET": ".hyperset:HyperSET",
         "HyperSETConfig": ".hyperset:HyperSETConfig",
+        "Hyena": ".hyena:Hyena",
+        "HyenaConfig": ".hyena:HyenaConfig",
+        "Mamba": ".mamba:Mamba",
+        "MambaConfig": ".mamba:MambaConfig",
+        "RWKV": ".rwkv:RWKV",
+        "RWKVConfig": ".rwkv:RWKVConfig",
     },
     globals(),
 )

@@ -64,6 +64,9 @@ MODEL_NAMES: dict[str, str] = {
     "hyperset": "Hyper-SET",
     "based": "Based",
     "gla": "GLA",
+    "mamba": "Mamba",
+    "hyena": "Hyena",
+    "rwkv": "RWKV",
 }
 
 
