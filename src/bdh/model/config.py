@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UserError
 from ..typed_config import TypedConfig, bounded, one_of
 
 POSITIONAL = ("rope", "rope-standard", "none")
@@ -159,6 +160,13 @@ class BDHConfig(TypedConfig):
         """The ablations (`ABLATIONS`) this config turns on; () for the official architecture."""
         return tuple(name for name in ABLATIONS if getattr(self, name))
 
+    def require_paper_layer(self, what: str, allow: tuple[str, ...] = ()) -> None:
+        """A one-line `UserError` naming ``what`` when this config turns on an ablation outside ``allow``: for the
+        tools that read the paper's weights (Eq. 8's E, Dx, Dy shared by all layers, keys = queries, the gate)."""
+        extra = [name for name in self.ablations() if name not in allow]
+        if extra:
+            raise UserError(f"{what}: needs the paper's architecture, and this model has {', '.join(extra)}")
+
     @property
     def n_encoders(self) -> int:
         """Encoder matrices of n x D numbers per weight set: E, Dx, Dy, and D_k with separate keys."""
@@ -246,11 +254,15 @@ class BDHConfig(TypedConfig):
     @staticmethod
     def merge(fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
-        ``mlp_internal_dim_multiplier``) a value drops the other: the one place this rule lives."""
+        ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
+        drops both: the one place this rule lives."""
         merged = dict(fields)
         for given, other in (SIZE_FIELDS, SIZE_FIELDS[::-1]):
             if changes.get(given) is not None:
                 merged.pop(other, None)
+        if changes.get("no_expansion") is True:
+            for name in SIZE_FIELDS:
+                merged.pop(name, None)
         merged.update(changes)
         return merged
 
