@@ -24,9 +24,16 @@ from .config import ABLATIONS, BDHConfig
 
 #: configuration fields that two models must share to be merged
 SHARED_FIELDS = (
-    ("n_layer", "n_embd", "n_head", "vocab_size", "causal", "positional", "rope_theta", "damping", "ln_eps")
-    + ABLATIONS
-)
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "vocab_size",
+    "causal",
+    "positional",
+    "rope_theta",
+    "damping",
+    "ln_eps",
+) + ABLATIONS
 
 
 def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
