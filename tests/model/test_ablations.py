@@ -52,7 +52,7 @@ def test_every_form_equals_the_reference_loops_in_values_and_gradients(case, dam
     idx = torch.randint(0, 256, (2, 10), generator=torch.Generator().manual_seed(1))
     ref, ref_grads = grads_of(model, lambda: naive_forward(model, idx))
     for form in FORMS:
-        logits, grads = grads_of(model, lambda: model(idx, mode=form))
+        logits, grads = grads_of(model, lambda form=form: model(idx, mode=form))
         assert rel_err(logits, ref) <= 1e-6, form
         for name, g in ref_grads.items():
             assert rel_err(grads[name], g) <= 1e-6, (form, name)
