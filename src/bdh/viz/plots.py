@@ -57,7 +57,16 @@ COLUMN_LABELS: dict[str, str] = {
     "passes": "layer passes at test time",
 }
 #: how the legends name the models of ``bdh bench`` (the ``model`` column)
-MODEL_NAMES: dict[str, str] = {"bdh": "BDH", "gpt": "GPT", "baseconv": "BaseConv", "hyperset": "Hyper-SET"}
+MODEL_NAMES: dict[str, str] = {
+    "bdh": "BDH",
+    "gpt": "GPT",
+    "baseconv": "BaseConv",
+    "hyperset": "Hyper-SET",
+    "bdh-qk": "BDH, Q != K",
+    "bdh-nogate": "BDH, no gate",
+    "bdh-noexpand": "BDH, no expansion",
+    "bdh-unshared": "BDH, unshared layers",
+}
 
 
 def _words(column: str) -> str:
