@@ -122,6 +122,23 @@ def test_the_compiled_loops_give_the_pytorch_path_values(case):
             assert rel_err(fast, ref) <= 1e-5, t
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_the_static_decoder_steps_as_the_eager_step(case):
+    """`StateDecoder` (the step a CUDA graph captures) against `BDH.step`: the same kernels on the same numbers."""
+    from bdh.model.decoder import StateDecoder
+
+    model = ablated(case)
+    prompt = torch.randint(0, 256, (3, 6), generator=torch.Generator().manual_seed(8))
+    dec = StateDecoder(model, 3, temperature=0)
+    token = dec.prefill(prompt).clone()
+    with torch.no_grad():
+        logits, state = model.step(prompt, model.init_state(3))
+        for _ in range(4):
+            logits, state = model.step(token, state)
+            token = dec.step().clone()
+            assert rel_err(dec.logits, logits) < 1e-5 and rel_err(dec.state.rho, state.rho) < 1e-5  # summation order
+
+
 @pytest.mark.parametrize("density", [0.0, 1.0])  # 0: the dense read and write; 1: row by row
 @pytest.mark.parametrize("case", CASES)
 def test_the_sparse_step_equals_the_dense_step(case, density, monkeypatch):
