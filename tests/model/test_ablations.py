@@ -286,3 +286,21 @@ def test_each_ablation_trains_through_the_public_trainer(case, tmp_path):
     records = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if r["kind"] == "train"]
     assert len(losses) >= 20 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.3
+
+
+def test_the_ungated_activation_drops_entries_at_rate_p_with_host_masks():
+    """`Kernels.activate` (ReLU without the gate) zeroes a fraction p of the entries in a CPU training pass, and no
+    gradient flows through them. 2^16 entries: the dropped fraction's standard deviation is 0.002, so 0.02 is ten."""
+    from bdh.model.kernels import Pass, select
+
+    model = ablated("ungated")
+    k = select(
+        Pass("parallel", 0, 8), positional="rope", freqs=model.freqs, log_u=None, causal=True, chunk_size=4,
+        dropout=0.5, dropout_rng="auto", training=True, autograd=True, device=torch.device("cpu"),
+    )  # fmt: skip
+    assert k.masks == "host"
+    z = torch.ones(4, 2, 64, 128, requires_grad=True)
+    y = k.activate(z)
+    assert abs(float((y == 0).float().mean()) - 0.5) < 0.02 and set(y.unique().tolist()) == {0.0, 1.0}
+    y.sum().backward()
+    assert torch.equal(z.grad, (y != 0).float())
