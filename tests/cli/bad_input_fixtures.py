@@ -230,7 +230,7 @@ def _cut(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
-def _cut_yaml(path: Path, keep: float = 0.5) -> None:
+def cut_yaml(path: Path, keep: float = 0.5) -> None:
     """Cut a YAML file near ``keep`` of its length inside a key (after the first letter of the key of the line the
     cut falls in): unreadable YAML wherever the cut falls, while a cut that happens to end a line leaves a file
     that still parses (how often depends on the number of fields the config has)."""
@@ -284,7 +284,7 @@ def build_sweep_fixtures(fx: Path) -> Path:
     _damaged_copy(run4, sw / "ckpt-state-flipped", lambda d: _flip(d / step4 / "trainer_state.safetensors"))
     _damaged_copy(run4, sw / "ckpt-meta-bad", lambda d: (d / step4 / "meta.json").write_text("{oops"))
     _damaged_copy(run, sw / "no-ckpt", lambda d: (shutil.rmtree(d / "checkpoints"), shutil.rmtree(d / "best")))
-    _damaged_copy(run, sw / "cut-config", lambda d: _cut_yaml(d / "config.yaml"))
+    _damaged_copy(run, sw / "cut-config", lambda d: cut_yaml(d / "config.yaml"))
     _damaged_copy(run, sw / "empty-config", lambda d: (d / "config.yaml").write_bytes(b""))
     _damaged_copy(run, sw / "best-config-changed", lambda d: (d / "best" / "config.json").write_text("{}\n"))
     _damaged_copy(run, sw / "best-no-weights", lambda d: (d / "best" / "model.safetensors").unlink())
