@@ -21,7 +21,7 @@ import pytest
 from bdh.cli import main
 from bdh.outputs import LOCK_NAME, FolderBusy, folder_lock
 
-from .bad_input_fixtures import TINY_TRAIN, set_args
+from .bad_input_fixtures import TINY_TRAIN, cut_yaml, set_args
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -319,17 +319,12 @@ def test_the_checkpoint_the_advice_names_loads(run, capsysbinary):
 # ---------------------------------------------------------------------------------------------- 3. damaged files
 
 
-def _cut_in_half(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
 @pytest.mark.parametrize("damage", ["half", "empty", "line-boundary", "mid-value"])
 def test_a_cut_config_yaml_is_refused_on_resume_not_filled_with_defaults(run, capsysbinary, damage):
     cfg = run / "config.yaml"
     text = cfg.read_text()
-    if damage == "half":
-        _cut_in_half(cfg)
+    if damage == "half":  # inside a key: not YAML wherever half the length falls
+        cut_yaml(cfg)
     elif damage == "empty":
         cfg.write_bytes(b"")
     elif damage == "line-boundary":  # whole lines lost: still valid YAML

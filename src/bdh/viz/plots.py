@@ -67,6 +67,10 @@ MODEL_NAMES: dict[str, str] = {
     "mamba": "Mamba",
     "hyena": "Hyena",
     "rwkv": "RWKV",
+    "bdh-qk": "BDH, Q != K",
+    "bdh-nogate": "BDH, no gate",
+    "bdh-noexpand": "BDH, no expansion",
+    "bdh-unshared": "BDH, unshared layers",
 }
 
 
