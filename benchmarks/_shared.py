@@ -7,6 +7,7 @@ folder; nothing of the official code is copied, it is loaded from the path the u
 from __future__ import annotations
 
 import importlib.util
+import platform
 import resource
 from pathlib import Path
 
@@ -47,3 +48,22 @@ def peak() -> int:
         return status_kib("VmHWM")
     except OSError:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def cpu_description() -> str:
+    """The CPU's model name and the flags that decide the bf16 speed (from /proc/cpuinfo on Linux)."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                if name and flags:
+                    break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+    return f"{name} [{' '.join(f for f in wanted if f in flags) or 'flags unknown'}]"

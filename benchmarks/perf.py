@@ -50,7 +50,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -59,7 +58,7 @@ import time
 from pathlib import Path
 
 import torch
-from _shared import load_official, reset_peak
+from _shared import cpu_description, load_official, reset_peak
 from _shared import peak as peak_kib
 
 from bdh import BDH, BDHConfig
@@ -80,25 +79,6 @@ def model_config(spec: dict, **extra) -> BDHConfig:
         chunk_size=spec["chunk_size"],
         **extra,
     )
-
-
-def cpu_description() -> str:
-    """The CPU's model name and the flags that decide the bf16 speed (from /proc/cpuinfo on Linux)."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    name = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                if name and flags:
-                    break
-    except OSError:
-        pass
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-    return f"{name} [{' '.join(f for f in wanted if f in flags) or 'flags unknown'}]"
 
 
 def best_form(cfg: BDHConfig, T: int) -> str:

@@ -38,6 +38,18 @@ def test_install_gives_pytorch_s_own_commands_for_cpu_and_cuda():
     assert first["pip install torch"] < first["pip install -e"]  # PyTorch first, alone
 
 
+def test_install_names_the_extras_a_user_needs_for_the_documented_features():
+    """A new user followed the install lines, then read that lm-evaluation-harness works, but no line named the
+    ``eval`` extra that installs it (and runs its test): every extra of pyproject.toml that adds a feature is
+    named in the Install section (``test`` and ``lint`` are for contributors, ``gpu`` comes with ``test``)."""
+    import tomllib
+
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    section = _section("Install")
+    missing = [name for name in sorted(set(extras) - {"test", "lint", "gpu"}) if f"`{name}`" not in section]
+    assert not missing, f"extras not named in the README's Install section: {missing}"
+
+
 def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, capsys):
     pytest.importorskip("transformers")
     import bdh

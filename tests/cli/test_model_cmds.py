@@ -115,3 +115,20 @@ def test_info_of_a_run_estimates_memory_at_the_run_s_own_batch_and_window(tmp_pa
     assert "B=6 T=32" in capsys.readouterr().out
     assert main(["info", str(run / "best"), "--json"]) == 0  # a model folder alone: the defaults
     assert (json.loads(capsys.readouterr().out)["block_size"]) == 256
+
+
+@pytest.mark.parametrize(
+    "tty, mid_line, lead", [(True, True, "\n"), (True, False, ""), (False, True, ""), (False, False, "")]
+)
+def test_generate_speed_line_starts_a_new_line_only_after_text_left_mid_line_on_a_terminal(
+    capsys, monkeypatch, tty, mid_line, lead
+):
+    """On a terminal the tokens/s line (stderr) came glued to the end of the text (stdout) when the text did not
+    end with a newline; it now starts on its own line there, and stdout's bytes never change."""
+    from bdh.cli.train_cmds import _report_speed
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
+    _report_speed(40, 2.0, mid_line=mid_line)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"{lead}generated 40 tokens in 2.00 s: 20.0 tokens/s (reading the prompt included)\n"

@@ -159,3 +159,18 @@ def test_plot_figures_are_readable_in_bits_and_name_the_probe_and_the_inspected_
         report, _ = inspect_model(model, tokens, InspectOptions(max_nodes=64, seeds=1))
     head = report["graphs"]["x"]["head"]
     assert head == ng.default_head(model) and f"G_x head {head} " in titles["degrees.png"]
+
+
+def test_training_curves_share_one_whole_step_axis(tmp_path, monkeypatch):
+    """The metrics panel of a run with one evaluation (at the step the time budget ended it) showed steps
+    187.5 to 207.5; both panels now share the loss panel's axis, with whole steps as ticks."""
+    figures = []
+    monkeypatch.setattr(plots, "save", lambda fig, stem, **kw: figures.append(fig) or [])
+    records = [{"kind": "train", "step": s, "loss": 5.0 - s / 100} for s in range(1, 199)]
+    records.append({"kind": "eval", "step": 198, "val_loss": 2.14, "val_bpb": 3.09, "val_acc": 0.4})
+    plots.training_curves(records, tmp_path / "c")
+    loss, metrics = figures[0].axes[:2]
+    assert metrics.get_xlim() == loss.get_xlim()
+    assert loss.get_xlim()[0] < 10  # the metric's one point is placed on the whole run's steps
+    ticks = [t for t in metrics.get_xticks() if metrics.get_xlim()[0] <= t <= metrics.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)

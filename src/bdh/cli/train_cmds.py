@@ -332,11 +332,18 @@ def _stream_bytes(
         out.write(prompt + bytes(text))
         out.flush()
     if speed:
-        rate = f"{len(text) / seconds:,.1f}" if seconds > 0 else "-"
-        print(
-            f"generated {len(text)} tokens in {seconds:.2f} s: {rate} tokens/s (reading the prompt included)",
-            file=sys.stderr,
-        )
+        _report_speed(len(text), seconds, mid_line=not (prompt + bytes(text)).endswith(b"\n"))
+
+
+def _report_speed(count: int, seconds: float, *, mid_line: bool) -> None:
+    """The tokens/s line on stderr. When the text on a terminal stopped mid-line (``mid_line`` and stdout is a
+    terminal), the line starts on a new line, not glued to the text; stdout's bytes are never changed."""
+    rate = f"{count / seconds:,.1f}" if seconds > 0 else "-"
+    lead = "\n" if mid_line and sys.stdout.isatty() else ""
+    print(
+        f"{lead}generated {count} tokens in {seconds:.2f} s: {rate} tokens/s (reading the prompt included)",
+        file=sys.stderr,
+    )
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

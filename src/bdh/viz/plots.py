@@ -121,7 +121,10 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
         }
     )
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2 if others else 1, figsize=(13 if others else MIN_WIDTH, 4.8), squeeze=False)
+    panels = 2 if others else 1  # one step axis for both panels, whole steps only (one evaluation read 187.5..207.5)
+    fig, axes = plt.subplots(1, panels, figsize=(13 if others else MIN_WIDTH, 4.8), squeeze=False, sharex=True)
+    for a in axes[0]:
+        a.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax = axes[0][0]
     if train:
         ax.plot(*zip(*train, strict=True), lw=1, color="C0", label="training")
