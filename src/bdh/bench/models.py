@@ -56,13 +56,19 @@ def sized_section(
     neuron_mult: int,
     causal: bool,
     options: dict[str, dict[str, Any]] | None = None,
+    match_reference: bool = False,
 ) -> dict[str, Any]:
     """The model section of one run: the reference (BDH) at ``width`` (`bdh_section`), or ``model`` sized to
     the reference's parameter count by `budget_config`, with ``options[model]`` as its own fields (e.g.
-    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees."""
+    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees.
+
+    The reference with options of its own (a variant of BDH, e.g. ``{"bdh": {"damping": "alibi"}}``) is built at
+    ``width`` with them (its own parameter count), or with ``match_reference`` sized to the official reference's
+    count by its config class's ``for_budget`` like any other model."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
-    if model == REFERENCE:
-        return reference
+    own = (options or {}).get(model, {})
+    if model == REFERENCE and not match_reference:
+        return {**reference, **own}
     cfg = budget_config(
         model,
         bdh_params(reference, vocab_size),
@@ -71,7 +77,7 @@ def sized_section(
         n_layer=n_layer,
         n_head=n_head,
         causal=causal,
-        **(options or {}).get(model, {}),
+        **own,
     )
     return section_of(cfg, model)
 
