@@ -77,8 +77,10 @@ def parts(config: Config) -> dict[str, tuple[Any, list, int, int]]:
     }
 
 
-def describe_plan(config: Config) -> str:
-    """The runs and their estimated cost, each model timed on this machine (``--show-config`` prints it)."""
+def describe_plan(config: Config, probe_steps: int | None = None) -> str:
+    """The runs and their estimated cost, each model timed on this machine for ``probe_steps`` steps (default the
+    config's; 0: the runs only). ``--show-config`` prints it."""
+    probe = config.probe_steps if probe_steps is None else probe_steps
     suites = parts(config)
     f, L = config.frontier_sweep(), config.lm_sweep()
     header = [
@@ -87,8 +89,8 @@ def describe_plan(config: Config) -> str:
         f"(b) LM: {len(L.models)} models x 2 budgets ({L.steps} steps of {L.batch_size} x {L.seq_len} bytes; "
         f"{L.minutes:g} min) x {len(L.lrs)} lr x {len(L.seeds)} seeds",
     ]
-    timed = estimate({k: v[1:] for k, v in suites.items()}, config.probe_steps, config.device)
-    return plan_text(timed, header, config.probe_steps)
+    timed = estimate({k: v[1:] for k, v in suites.items()}, probe, config.device)
+    return plan_text(timed, header, probe)
 
 
 def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
@@ -101,8 +103,8 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     _check_marker(config, out, resume)
     start = time.time()
     suites = parts(config)
-    plan = plan_text(estimate({k: v[1:] for k, v in suites.items()}, 0, config.device), [], 0)
-    log(f"relatives:{plan.replace('  total', ' total')}")
+    plan = describe_plan(config, probe_steps=0)
+    log(plan)
     done: dict[str, tuple[Any, dict[str, Any]]] = {}
     for name, (suite, specs, _, _) in suites.items():
         opts = runner.BenchOptions(out=out / name, resume=resume, device=config.device, plots=False)

@@ -120,7 +120,8 @@ def write_report(
     report.text(
         f"Models: {', '.join(config.models)}; seeds {', '.join(map(str, config.seeds))}; every model but BDH sized to "
         f"BDH's parameter count at each width by its own `for_budget`. Measured in {duration(seconds)} of wall time "
-        f"(on device {config.device}). Plan as estimated before the runs:\n\n```\n{plan}\n```"
+        f"(on device {config.device}). The runs (`--show-config` times each model for an estimate of their "
+        f"cost):\n\n```\n{plan}\n```"
     )
     shown = figures(frontier["results"], lm["results"], config.models, out / "figures")
     report.heading("Targets")
