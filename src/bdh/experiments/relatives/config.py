@@ -1,7 +1,8 @@
 """`Config` of ``bdh experiment relatives``: the models, the MQAR frontier's sweep and the language model's runs.
 
-Three presets: the CPU default (sized from the CPU seconds per step of every model, timed on small runs: see
-docs/bench.md and ``--show-config``, which times each model again on the machine at hand), `Config.quick` (a
+Three presets: the CPU default (about 90 minutes on 2 cores for twelve models, sized from the CPU seconds per
+step of every model timed on small runs: docs/bench.md; ``--show-config`` times each model again on the machine
+at hand), `Config.quick` (a
 smoke test of a minute or two) and `Config.full` (Zoology's Figure 2 sweep for a GPU, and a longer language
 model).
 """
@@ -96,10 +97,10 @@ class Config(ExperimentConfig):
     lm_neurons: int = bounded(2048, ge=1)
     lm_layers: int = bounded(4, ge=1)
     lm_lrs: tuple[float, ...] = bounded((1e-3,), gt=0, lt=1)
-    lm_steps: int = bounded(60, ge=1)
+    lm_steps: int = bounded(50, ge=1)
     lm_batch_size: int = bounded(8, ge=1)
     lm_seq_len: int = bounded(128, ge=2)
-    lm_minutes: float = bounded(0.5, gt=0)
+    lm_minutes: float = bounded(0.3, gt=0)
     lm_eval_batches: int = bounded(8, ge=1)
     device: str = "cpu"
     probe_steps: int = bounded(3, ge=0)
