@@ -137,6 +137,13 @@ def test_show_config_prints_the_plan_with_timed_steps(capsys):
     )
 
 
+def test_full_show_config_lists_zoologys_sweep_without_timing_it(capsys):
+    assert main(["experiment", "relatives", "--full", "--show-config"]) == 0
+    err = capsys.readouterr().err
+    # 3 models x 4 widths x 4 (N, D) x 4 learning rates x 2 seeds, and 3 models x 2 budgets x 2 seeds
+    assert "frontier bdh           128 runs" in err and "ms/step" not in err and "total 396 runs" in err
+
+
 def test_the_cpu_default_and_full_presets():
     default, full = relatives.Config(), relatives.Config.full()
     assert len(default.widths) >= 3 and len(default.seq_lens) == 2 and default.seeds == (0, 1)

@@ -161,7 +161,8 @@ class Config(ExperimentConfig):
     def full(cls) -> Config:
         """Zoology's Figure 2 sweep for a GPU (V = 8192, (N, D) = (64, 4), (128, 8), (256, 16), (512, 64), widths
         64 to 512, four learning rates from 1e-4 to 1e-2, 100,000 training examples) and a longer language model
-        at the main job's size (2,000 steps of 32 windows, 10 minutes a run at equal wall-clock)."""
+        at the main job's size (2,000 steps of 32 windows, 10 minutes a run at equal wall-clock). Its plan lists
+        the runs without timing them (``probe_steps`` 0)."""
         return cls(
             widths=(64, 128, 256, 512),
             seq_lens=(64, 128, 256, 512),
@@ -178,6 +179,7 @@ class Config(ExperimentConfig):
             lm_minutes=10.0,
             lm_eval_batches=64,
             device="auto",
+            probe_steps=0,  # a step of the widest models takes minutes on a CPU: --set probe_steps=1 on the GPU
         )
 
 
