@@ -273,7 +273,8 @@ def suite_plot(
     fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            _mean_and_range(ax, pts, f"C{i % 10}", {**MODEL_NAMES, **(names or {})}.get(name, name))
+            label = {**MODEL_NAMES, **(names or {})}.get(name, name)
+            _mean_and_range(ax, pts, f"C{i % 10}", label, "o-" if i < 10 else "s--")  # 10 colours, then dashed
         _x_axis(ax, sorted({v for s in groups[f].values() for v in s}), log_x)
         if levels.get(f):
             ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
@@ -309,14 +310,14 @@ def _suite_points(
     return groups, levels
 
 
-def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str) -> None:
-    """One series of `suite_plot`: the mean of the values at each x as a line, their min-max range (the seeds')
-    as a band between the points and a bar at each (one x: no band)."""
+def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-") -> None:
+    """One series of `suite_plot`: the mean of the values at each x as a line (``style``: marker and line), their
+    min-max range (the seeds') as a band between the points and a bar at each (one x: no band)."""
     xs = np.array(sorted(pts))
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
     hi = np.array([np.max(pts[v]) for v in xs])
-    ax.plot(xs, mean, "o-", ms=5, color=color, label=name)
+    ax.plot(xs, mean, style, ms=5, color=color, label=name)
     if np.any(hi > lo):
         ax.fill_between(xs, lo, hi, color=color, alpha=0.15)
         ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
