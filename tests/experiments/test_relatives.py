@@ -215,6 +215,34 @@ def test_labels_resolve_to_registered_models_and_variants(monkeypatch):
     assert [s.model_section.get("damping") for s in specs[:2]] == [None, "alibi"]
 
 
+def test_a_variant_of_bdh_matched_in_parameters_goes_through_its_config_classs_for_budget(monkeypatch):
+    """``match_params``: the variant is sized by ``BDHConfig.for_budget`` (here a stand-in searching the width with
+    the bench's `closest_by_params`), given BDH's neuron expansion and the variant's own options."""
+    from bdh.bench.models import bdh_params
+    from bdh.model.config import BDHConfig
+    from bdh.sizing import closest_by_params
+
+    seen = {}
+
+    def for_budget(cls, params, *, vocab_size, seq_len, n_layer, n_head, causal, **extra):
+        seen.update(extra)
+        fields = {"vocab_size": vocab_size, "n_layer": n_layer, "n_head": n_head, "causal": causal, **extra}
+        return closest_by_params(params, lambda d: cls(n_embd=d, **fields), step=2)  # n = 4 d: even heads
+
+    monkeypatch.setattr(BDHConfig, "for_budget", classmethod(for_budget), raising=False)
+    monkeypatch.setitem(zoo.VARIANTS, "bdh-thin", zoo.Variant("bdh", {"mlp_internal_dim_multiplier": 4}, "", True))
+    sizes = {"vocab_size": 64, "seq_len": 16, "n_layer": 2, "n_head": 4, "neuron_mult": 8}
+    thin, plain = zoo.section("bdh-thin", 16, **sizes), zoo.section("bdh", 16, **sizes)
+    assert seen == {"mlp_internal_dim_multiplier": 4}  # the variant's expansion replaces BDH's 8
+    assert thin["n_embd"] > plain["n_embd"] and thin["mlp_internal_dim_multiplier"] == 4
+    target = bdh_params(plain, 64)
+    got = BDHConfig.from_dict({k: v for k, v in thin.items() if k != "name"}).num_params()
+    assert abs(got - target) / target < 0.1  # 12 d^2 + 128 d near 8,192 in steps of 2: d = 22 gives 8,624
+    monkeypatch.setitem(zoo.VARIANTS, "bdh-same", zoo.Variant("bdh", {}, "", True))
+    zoo.section("bdh-same", 16, **sizes)
+    assert seen["mlp_internal_dim_multiplier"] == 8  # nothing given: BDH's own expansion
+
+
 def test_a_budget_run_is_identified_by_its_minutes_not_the_steps_it_planned():
     spec = RunSpec("lm", "gpt", "clock", {"budget": "clock"}, 128, 1e-3, 0, {}, {}, 100_000, 8, max_minutes=0.5)
     row = {"model": "gpt", "setting": "clock", "width": "128", "lr": "0.001", "seed": "0", "steps": "37"}

@@ -64,11 +64,14 @@ def sized_section(
 
     The reference with options of its own (a variant of BDH, e.g. ``{"bdh": {"damping": "alibi"}}``) is built at
     ``width`` with them (its own parameter count), or with ``match_reference`` sized to the official reference's
-    count by its config class's ``for_budget`` like any other model."""
+    count by its config class's ``for_budget`` like any other model, given the reference's neuron expansion as
+    ``mlp_internal_dim_multiplier = neuron_mult`` (which the variant's options may replace, or null)."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
     own = (options or {}).get(model, {})
     if model == REFERENCE and not match_reference:
         return {**reference, **own}
+    if model == REFERENCE:
+        own = {"mlp_internal_dim_multiplier": neuron_mult, **own}
     cfg = budget_config(
         model,
         bdh_params(reference, vocab_size),
