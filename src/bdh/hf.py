@@ -258,7 +258,9 @@ class BDHForCausalLM(_FolderModel):
         """Weights missing from a checkpoint: N(0, 0.02) as `bdh.BDH` draws them; buffers recomputed."""
         if not isinstance(module, BDH):
             return super()._init_weights(module)
-        for param in (module.E, module.Dx, module.Dy, module.readout):
+        for param in (module.E, module.Dx, module.Dy, module.readout, module.Dk):
+            if param is None:  # Dk: only with separate keys
+                continue
             torch.nn.init.normal_(param, std=0.02)  # transformers skips the ones that were loaded
         if not getattr(module.freqs, "_is_hf_initialized", False):
             module.freqs.copy_(frequencies(module.config.positional, module.config.N, module.config.theta))

@@ -19,6 +19,11 @@ BUILTIN_MODELS: dict[str, str] = {
     "gpt": "bdh.baselines.gpt:GPT",
     "baseconv": "bdh.baselines.baseconv:BaseConv",
     "hyperset": "bdh.baselines.hyperset:HyperSET",
+    "based": "bdh.baselines.based:Based",
+    "gla": "bdh.baselines.gla:GLA",
+    "mamba": "bdh.baselines.mamba:Mamba",
+    "hyena": "bdh.baselines.hyena:Hyena",
+    "rwkv": "bdh.baselines.rwkv:RWKV",
 }
 
 #: built-in tasks: name -> where the class lives

@@ -4,7 +4,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bdh.baselines import GPT, BaseConv, BaseConvConfig, GPTConfig, HyperSET, HyperSETConfig, gpt_config_for_params
+from bdh.baselines import (
+    GLA,
+    GPT,
+    RWKV,
+    BaseConv,
+    BaseConvConfig,
+    Based,
+    BasedConfig,
+    GLAConfig,
+    GPTConfig,
+    Hyena,
+    HyenaConfig,
+    HyperSET,
+    HyperSETConfig,
+    Mamba,
+    MambaConfig,
+    RWKVConfig,
+    gpt_config_for_params,
+)
 from bdh.baselines.baseconv import fft_conv
 from bdh.model.io import load_pretrained
 from bdh.registry import get_model
@@ -15,7 +33,14 @@ TINY = {
     "gpt": (GPT, GPTConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, n_head=2)),
     "baseconv": (BaseConv, BaseConvConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32)),
     "hyperset": (HyperSET, HyperSETConfig(vocab_size=64, seq_len=32, n_embd=32, n_head=2, n_recur=4, time_freq=16)),
+    "based": (Based, BasedConfig(vocab_size=64, seq_len=32, n_layer=3, n_embd=32, d_feature=8, window=8)),
+    "gla": (GLA, GLAConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, n_head=2, gate_rank=8)),
+    "mamba": (Mamba, MambaConfig(vocab_size=64, n_layer=2, n_embd=32, d_state=8)),
+    "hyena": (Hyena, HyenaConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, filter_order=16)),
+    "rwkv": (RWKV, RWKVConfig(vocab_size=64, n_layer=2, n_embd=32)),
 }
+#: the causal language models of TINY
+CAUSAL = ["gpt", "baseconv", "based", "gla", "mamba", "hyena", "rwkv"]
 
 
 def train_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float) -> list[float]:
@@ -31,7 +56,7 @@ def train_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps
     return losses
 
 
-@pytest.mark.parametrize("name", ["gpt", "baseconv"])
+@pytest.mark.parametrize("name", CAUSAL)
 def test_causal_baselines_learn_mqar_batch(name):
     torch.manual_seed(0)
     cls, cfg = TINY[name]
@@ -115,7 +140,7 @@ def test_fft_conv_is_causal_linear_convolution():
     assert torch.allclose(fft_conv(u, k), direct, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["gpt", "baseconv"])
+@pytest.mark.parametrize("name", CAUSAL)
 def test_causal_models_do_not_see_the_future(name):
     cls, cfg = TINY[name]
     model = cls(cfg).eval()
@@ -180,7 +205,7 @@ def test_weight_sharing_is_declared_by_the_model_not_guessed_from_its_name():
     assert weight_shared(BDH(BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=32)))
 
 
-@pytest.mark.parametrize("name", ["gpt", "baseconv", "hyperset"])
+@pytest.mark.parametrize("name", list(TINY))
 def test_save_load_round_trip(name, tmp_path):
     cls, cfg = TINY[name]
     model = cls(cfg).eval()
@@ -208,6 +233,19 @@ def test_save_load_round_trip(name, tmp_path):
         (HyperSETConfig, dict(causal=True), "HyperSETConfig.causal"),
         (HyperSETConfig, dict(n_embd=30, n_head=4), "HyperSETConfig.n_head"),
         (HyperSETConfig, dict(step_condition="t"), "HyperSETConfig.step_condition"),
+        (BasedConfig, dict(layer_pattern=["conv", "mamba"]), "BasedConfig.layer_pattern"),
+        (GLAConfig, dict(decay="none"), "GLAConfig.decay"),
+        (MambaConfig, dict(causal=False), "MambaConfig.causal"),
+        (MambaConfig, dict(dt_min=0.5, dt_max=0.1), "MambaConfig.dt_min"),
+        (MambaConfig, dict(scan="chunky"), "MambaConfig.scan"),
+        (MambaConfig, dict(d_state=0), "MambaConfig.d_state"),
+        (HyenaConfig, dict(causal=False), "HyenaConfig.causal"),
+        (HyenaConfig, dict(filter_emb_dim=4), "HyenaConfig.filter_emb_dim"),
+        (HyenaConfig, dict(decay_fast=2.0), "HyenaConfig.decay_fast"),
+        (HyenaConfig, dict(conv="fast"), "HyenaConfig.conv"),
+        (RWKVConfig, dict(causal=False), "RWKVConfig.causal"),
+        (RWKVConfig, dict(wkv="cuda"), "RWKVConfig.wkv"),
+        (RWKVConfig, dict(mlp_ratio=-1), "RWKVConfig.mlp_ratio"),
     ],
 )
 def test_bad_config_is_one_line(cfg_cls, kw, msg):

@@ -10,6 +10,8 @@ import pytest
 
 from bdh import registry
 from bdh.baselines.baseconv import BaseConvConfig
+from bdh.baselines.based import BasedConfig
+from bdh.baselines.gla import GLAConfig
 from bdh.baselines.gpt import gpt_config_for_params
 from bdh.baselines.hyperset import HyperSETConfig
 from bdh.bench import boardpath, boards, recall, sudoku
@@ -39,6 +41,16 @@ def direct(model: str, budget: int, *, vocab_size: int, seq_len: int, n_layer: i
                 vocab_size=vocab_size, seq_len=seq_len, n_embd=d, n_head=n_head, n_recur=n_layer, time_freq=64
             ),
             step=n_head,
+        )
+    if model == "based":  # one head (Zoology's Based), even widths
+        return closest_by_params(
+            budget, lambda d: BasedConfig(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d), 2
+        )
+    if model == "gla":  # the bench's heads; keys of d / 2 split over them: widths in steps of 2 n_head
+        return closest_by_params(
+            budget,
+            lambda d: GLAConfig(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, n_head=n_head),
+            2 * n_head,
         )
     raise AssertionError(f"no direct search for {model!r}")
 

@@ -138,7 +138,10 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv,msg",
     [
-        (["bench", "recall", "--models", "bdh,hyperset"], "--models: must be one of bdh, gpt, baseconv (the recall"),
+        (
+            ["bench", "recall", "--models", "bdh,hyperset"],
+            "--models: must be one of bdh, gpt, baseconv, bdh-qk, bdh-nogate, bdh-noexpand, bdh-unshared (the recall",
+        ),
         (["bench", "boardpath", "--models", "baseconv"], "--models: must be one of bdh, gpt, hyperset (the board"),
         (["bench", "recall", "--lrs", "fast"], "not a number"),
         (["bench", "sudoku", "--seeds", "0,x"], "not an integer"),

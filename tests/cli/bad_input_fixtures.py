@@ -230,6 +230,16 @@ def _cut(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
+def cut_yaml(path: Path, keep: float = 0.5) -> None:
+    """Cut a YAML file near ``keep`` of its length inside a key (after the first letter of the key of the line the
+    cut falls in): unreadable YAML wherever the cut falls, while a cut that happens to end a line leaves a file
+    that still parses (how often depends on the number of fields the config has)."""
+    data = path.read_bytes()
+    start = data.rfind(b"\n", 0, int(len(data) * keep)) + 1
+    indent = len(data[start:]) - len(data[start:].lstrip(b" -"))
+    path.write_bytes(data[: start + indent + 1])
+
+
 def _flip(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-8:] = bytes(8 * [0x7F])  # still a readable safetensors file, not the recorded bytes
@@ -243,7 +253,7 @@ def build_sweep_fixtures(fx: Path) -> Path:
     sw/ckpt-cut, ckpt-state-flipped, ckpt-meta-bad   run4 with step-4's weights cut in half, its trainer
                              state's bytes changed, its meta.json not JSON
     sw/no-ckpt               a run killed before its first checkpoint (config.yaml and metrics.jsonl only)
-    sw/cut-config, empty-config   a run whose config.yaml is cut in half / empty
+    sw/cut-config, empty-config   a run whose config.yaml is cut in half (inside a key) / empty
     sw/best-config-changed   a run whose best/config.json is not the recorded bytes
     sw/best-no-weights       a run whose best/model.safetensors is gone (its checkpoint is there)
     sw/metrics-folder, metrics-cut   metrics.jsonl a folder / its last line cut in the middle
@@ -274,7 +284,7 @@ def build_sweep_fixtures(fx: Path) -> Path:
     _damaged_copy(run4, sw / "ckpt-state-flipped", lambda d: _flip(d / step4 / "trainer_state.safetensors"))
     _damaged_copy(run4, sw / "ckpt-meta-bad", lambda d: (d / step4 / "meta.json").write_text("{oops"))
     _damaged_copy(run, sw / "no-ckpt", lambda d: (shutil.rmtree(d / "checkpoints"), shutil.rmtree(d / "best")))
-    _damaged_copy(run, sw / "cut-config", lambda d: _cut(d / "config.yaml"))
+    _damaged_copy(run, sw / "cut-config", lambda d: cut_yaml(d / "config.yaml"))
     _damaged_copy(run, sw / "empty-config", lambda d: (d / "config.yaml").write_bytes(b""))
     _damaged_copy(run, sw / "best-config-changed", lambda d: (d / "best" / "config.json").write_text("{}\n"))
     _damaged_copy(run, sw / "best-no-weights", lambda d: (d / "best" / "model.safetensors").unlink())

@@ -13,7 +13,7 @@ import torch
 
 from bdh.cli import main
 from bdh.errors import UserError
-from bdh.experiments.longcontext import Config
+from bdh.experiments.longcontext import RECIPES, Config
 from bdh.experiments.longcontext.probes import (
     KEY_LETTERS,
     VALUE_LETTERS,
@@ -197,3 +197,31 @@ def test_facts_recipe_trains_with_the_curriculum():
     assert config.sections("facts")["task"]["facts"] > 0
     assert config.model_section("gpt-facts")["name"] == "gpt"
     assert "task" not in config.sections("official")
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_every_recipe_trains_the_model_it_names(recipe, tmp_path):
+    """Each recipe's run config is what the recipe says, and nothing of the main job's defaults: a recipe that
+    sets no damping trains the official, undamped BDH (the main job's ALiBi default once leaked in here)."""
+    from bdh.train.config import sweep_run_config
+
+    config = Config(recipes=recipe)
+    run = sweep_run_config(
+        config.model_section(recipe),
+        {"name": "text", "seq_len": config.seq_len},
+        tmp_path,
+        lr=config.lr,
+        steps=3,
+        batch_size=2,
+        seed=0,
+        eval={"every": 0},
+        sections=config.sections(recipe),
+    )
+    wanted = RECIPES[recipe].get("model", {}).get("damping")
+    if run.model["name"] == "bdh":
+        assert run.model["damping"] == wanted
+    for section, fields in RECIPES[recipe].items():
+        if section != "model":
+            got = getattr(run, section)
+            got = got if isinstance(got, dict) else got.to_dict()
+            assert all(got[k] == v for k, v in fields.items())

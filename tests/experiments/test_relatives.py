@@ -140,8 +140,8 @@ def test_show_config_prints_the_plan_with_timed_steps(capsys):
 def test_full_show_config_lists_zoologys_sweep_without_timing_it(capsys):
     assert main(["experiment", "relatives", "--full", "--show-config"]) == 0
     err = capsys.readouterr().err
-    # 3 models x 4 widths x 4 (N, D) x 4 learning rates x 2 seeds, and 3 models x 2 budgets x 2 seeds
-    assert "frontier bdh           128 runs" in err and "ms/step" not in err and "total 396 runs" in err
+    # 12 models x 4 widths x 4 (N, D) x 4 learning rates x 2 seeds, and 12 models x 2 budgets x 2 seeds
+    assert "frontier bdh           128 runs" in err and "ms/step" not in err and "total 1584 runs" in err
 
 
 def test_the_cpu_default_and_full_presets():
@@ -198,49 +198,18 @@ def test_verdicts_are_per_setting_and_width_and_need_bdh_there():
 
 
 # ---------------------------------------------------------------------- models by label
-def test_labels_resolve_to_registered_models_and_variants(monkeypatch):
-    monkeypatch.setitem(zoo.VARIANTS, "bdh-alibi", zoo.Variant("bdh", {"damping": "alibi"}, "BDH, ALiBi"))
-    monkeypatch.setitem(zoo.VARIANTS, "gpt-rope", zoo.Variant("gpt", {"positional": "rope"}, match_params=True))
-    sizes = {"vocab_size": 64, "seq_len": 16, "n_layer": 2, "n_head": 4, "neuron_mult": 8}
-    plain, alibi = zoo.section("bdh", 16, **sizes), zoo.section("bdh-alibi", 16, **sizes)
-    assert alibi == {**plain, "damping": "alibi"}  # the same BDH, one option changed
-    rope, gpt = zoo.section("gpt-rope", 16, **sizes), zoo.section("gpt", 16, **sizes)
-    assert rope["positional"] == "rope" and gpt["positional"] == "learned" and rope["n_embd"] >= gpt["n_embd"]
-    assert zoo.display_names(["bdh", "bdh-alibi"]) == {"bdh-alibi": "BDH, ALiBi"}
-    with pytest.raises(UserError, match="neither a registered model nor a variant"):
-        zoo.resolve("nosuch")
-    config = relatives.Config.quick().replace(models=("bdh", "bdh-alibi"))
+def test_models_are_the_benchs_names_ablated_rows_included():
+    assert zoo.MODELS[0] == "bdh" and len(zoo.MODELS) == 12 and "bdh-qk" in zoo.MODELS and "mamba" in zoo.MODELS
+    config = relatives.Config.quick().replace(models=("bdh", "bdh-qk", "bdh-nogate"))
     specs = relatives.parts(config)["frontier"][1]
-    assert [s.model for s in specs] == ["bdh", "bdh-alibi"] * 2
-    assert [s.model_section.get("damping") for s in specs[:2]] == [None, "alibi"]
-
-
-def test_a_variant_of_bdh_matched_in_parameters_goes_through_its_config_classs_for_budget(monkeypatch):
-    """``match_params``: the variant is sized by ``BDHConfig.for_budget`` (here a stand-in searching the width with
-    the bench's `closest_by_params`), given BDH's neuron expansion and the variant's own options."""
-    from bdh.bench.models import bdh_params
-    from bdh.model.config import BDHConfig
-    from bdh.sizing import closest_by_params
-
-    seen = {}
-
-    def for_budget(cls, params, *, vocab_size, seq_len, n_layer, n_head, causal, **extra):
-        seen.update(extra)
-        fields = {"vocab_size": vocab_size, "n_layer": n_layer, "n_head": n_head, "causal": causal, **extra}
-        return closest_by_params(params, lambda d: cls(n_embd=d, **fields), step=2)  # n = 4 d: even heads
-
-    monkeypatch.setattr(BDHConfig, "for_budget", classmethod(for_budget), raising=False)
-    monkeypatch.setitem(zoo.VARIANTS, "bdh-thin", zoo.Variant("bdh", {"mlp_internal_dim_multiplier": 4}, "", True))
-    sizes = {"vocab_size": 64, "seq_len": 16, "n_layer": 2, "n_head": 4, "neuron_mult": 8}
-    thin, plain = zoo.section("bdh-thin", 16, **sizes), zoo.section("bdh", 16, **sizes)
-    assert seen == {"mlp_internal_dim_multiplier": 4}  # the variant's expansion replaces BDH's 8
-    assert thin["n_embd"] > plain["n_embd"] and thin["mlp_internal_dim_multiplier"] == 4
-    target = bdh_params(plain, 64)
-    got = BDHConfig.from_dict({k: v for k, v in thin.items() if k != "name"}).num_params()
-    assert abs(got - target) / target < 0.1  # 12 d^2 + 128 d near 8,192 in steps of 2: d = 22 gives 8,624
-    monkeypatch.setitem(zoo.VARIANTS, "bdh-same", zoo.Variant("bdh", {}, "", True))
-    zoo.section("bdh-same", 16, **sizes)
-    assert seen["mlp_internal_dim_multiplier"] == 8  # nothing given: BDH's own expansion
+    assert [s.model for s in specs] == ["bdh", "bdh-qk", "bdh-nogate"] * 2
+    plain, keys, ungated = (s.model_section for s in specs[:3])
+    assert keys == {**plain, "separate_keys": True} and ungated == {
+        **plain,
+        "ungated": True,
+    }  # the same BDH, one part off
+    with pytest.raises(UserError, match="relatives.models: 'nosuch' is not a registered model"):
+        zoo.check_labels(["bdh", "nosuch"])
 
 
 def test_a_budget_run_is_identified_by_its_minutes_not_the_steps_it_planned():

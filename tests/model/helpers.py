@@ -15,7 +15,7 @@ def tiny_config(**overrides) -> BDHConfig:
     return BDHConfig(**fields)
 
 
-#: two configs that between them give every field of `BDHConfig` a value other than its default: the round trips of
+#: configs that between them give every field of `BDHConfig` a value other than its default: the round trips of
 #: every field through a model folder (tests/model/test_io.py, tests/test_hf.py)
 EVERY_FIELD = (
     dict(
@@ -36,6 +36,7 @@ EVERY_FIELD = (
     dict(
         n_layer=3, n_embd=8, n_head=1, mlp_internal_dim_multiplier=4, causal=False, positional="none", damping="alibi"
     ),
+    dict(n_layer=2, n_embd=8, n_head=2, separate_keys=True, ungated=True, no_expansion=True, unshared_layers=True),
 )
 
 

@@ -7,6 +7,7 @@ import torch
 
 from bdh.model.kernels import attention
 from bdh.model.kernels.naive import naive_linear_attention
+from bdh.model.names import ATTENTION_FORMS
 
 from .helpers import attention_inputs, rel_err
 
@@ -29,7 +30,7 @@ def test_final_states_and_gradients_agree_across_forms(damped):
     q, k, v, s = attention_inputs(T=13, with_state=True)
     log_u = torch.tensor([0.8, 0.95, 0.6], dtype=torch.float64).log() if damped else None
     results = {}
-    for form in attention.FORMS:
+    for form in ATTENTION_FORMS:
         leaves = [t.clone().requires_grad_() for t in (q, k, v, s)]
         out, state = attention.linear_attention(
             *leaves[:3], form=form, chunk_size=5, log_u=log_u, state=leaves[3], need_state=True

@@ -56,6 +56,7 @@ def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Te
     block G^(aa), the paper's G*). Computed on the model's device and returned on the CPU, where the
     statistics of this module run (NumPy): a model on a GPU gives the same block."""
     cfg = model.config
+    cfg.require_paper_layer("the neuron graph", allow=("no_expansion", "ungated", "separate_keys"))  # one E, Dx, Dy
     if which not in WHICH:
         raise UserError(f"which must be 'x' or 'y', got {which!r}")
     b = a if b is None else b

@@ -1,23 +1,52 @@
 """Baseline models trained side by side with BDH, under the same protocol: an ``nn.Module`` built
 from a typed config, ``forward(idx) -> logits (B, T, V)``, ``num_params()``, ``state_size()``,
-save_pretrained / from_pretrained, known to `bdh.registry` by name (``gpt``, ``baseconv``, ``hyperset``).
+save_pretrained / from_pretrained, known to `bdh.registry` by name (``gpt``, ``baseconv``, ``hyperset``, ``based``,
+``gla``, ``mamba``, ``hyena``, ``rwkv``).
 
 The names below are imported on first use (see `bdh._lazy`)."""
 
 from .._lazy import exports
 
-__all__ = ["BaseConv", "BaseConvConfig", "GPT", "GPTConfig", "HyperSET", "HyperSETConfig", "gpt_config_for_params"]
+__all__ = [
+    "GLA",
+    "GPT",
+    "BaseConv",
+    "BaseConvConfig",
+    "Based",
+    "BasedConfig",
+    "GLAConfig",
+    "GPTConfig",
+    "HyperSET",
+    "HyperSETConfig",
+    "Hyena",
+    "HyenaConfig",
+    "Mamba",
+    "MambaConfig",
+    "RWKV",
+    "RWKVConfig",
+    "gpt_config_for_params",
+]
 
 __getattr__, __dir__ = exports(
     __name__,
     {
         "BaseConv": ".baseconv:BaseConv",
         "BaseConvConfig": ".baseconv:BaseConvConfig",
+        "Based": ".based:Based",
+        "BasedConfig": ".based:BasedConfig",
+        "GLA": ".gla:GLA",
+        "GLAConfig": ".gla:GLAConfig",
         "GPT": ".gpt:GPT",
         "GPTConfig": ".gpt:GPTConfig",
         "gpt_config_for_params": ".gpt:gpt_config_for_params",
         "HyperSET": ".hyperset:HyperSET",
         "HyperSETConfig": ".hyperset:HyperSETConfig",
+        "Hyena": ".hyena:Hyena",
+        "HyenaConfig": ".hyena:HyenaConfig",
+        "Mamba": ".mamba:Mamba",
+        "MambaConfig": ".mamba:MambaConfig",
+        "RWKV": ".rwkv:RWKV",
+        "RWKVConfig": ".rwkv:RWKVConfig",
     },
     globals(),
 )

@@ -3,6 +3,9 @@
 The reference, BDH (`REFERENCE`), is built from the sweep's width (`bdh_section`); every other registered model
 is sized to BDH's parameter count at that width by its config class's ``for_budget`` (the protocol
 `bdh.sizing.BudgetSized`, `budget_config`), so nothing here names a model but the reference.
+
+BDH taken apart (`BDH_VARIANTS`, the ablations of `bdh.model.config.ABLATIONS`) gives rows of their own, named
+``bdh-qk`` and so on: BDH's section at the width with one ablation turned on (`variant_section`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,13 @@ from .spec import BenchError
 
 #: the model every suite sizes the others to: built from the width (`bdh_section`), its count is the budget
 REFERENCE = "bdh"
+#: BDH taken apart: a row's name -> the `BDHConfig` ablation it turns on (the model is BDH, ``name: bdh``)
+BDH_VARIANTS = {
+    "bdh-qk": "separate_keys",
+    "bdh-nogate": "ungated",
+    "bdh-noexpand": "no_expansion",
+    "bdh-unshared": "unshared_layers",
+}
 
 
 def suite_models(suite: str, *names: str) -> tuple[str, ...]:
@@ -21,7 +31,7 @@ def suite_models(suite: str, *names: str) -> tuple[str, ...]:
     model is sized to its parameter count by its config class's ``for_budget`` (`budget_config`)."""
     from bdh.registry import names as registered
 
-    unknown = [n for n in names if n not in registered("model")]
+    unknown = [n for n in names if n not in registered("model") and n not in BDH_VARIANTS]
     if unknown:
         raise BenchError(f"{suite}: {', '.join(map(repr, unknown))} is not a registered model")
     return names
@@ -56,22 +66,15 @@ def sized_section(
     neuron_mult: int,
     causal: bool,
     options: dict[str, dict[str, Any]] | None = None,
-    match_reference: bool = False,
 ) -> dict[str, Any]:
     """The model section of one run: the reference (BDH) at ``width`` (`bdh_section`), or ``model`` sized to
     the reference's parameter count by `budget_config`, with ``options[model]`` as its own fields (e.g.
-    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees.
-
-    The reference with options of its own (a variant of BDH, e.g. ``{"bdh": {"damping": "alibi"}}``) is built at
-    ``width`` with them (its own parameter count), or with ``match_reference`` sized to the official reference's
-    count by its config class's ``for_budget`` like any other model, given the reference's neuron expansion as
-    ``mlp_internal_dim_multiplier = neuron_mult`` (which the variant's options may replace, or null)."""
+    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
-    own = (options or {}).get(model, {})
-    if model == REFERENCE and not match_reference:
-        return {**reference, **own}
     if model == REFERENCE:
-        own = {"mlp_internal_dim_multiplier": neuron_mult, **own}
+        return reference
+    if model in BDH_VARIANTS:
+        return variant_section(reference, BDH_VARIANTS[model], vocab_size)
     cfg = budget_config(
         model,
         bdh_params(reference, vocab_size),
@@ -80,7 +83,7 @@ def sized_section(
         n_layer=n_layer,
         n_head=n_head,
         causal=causal,
-        **own,
+        **(options or {}).get(model, {}),
     )
     return section_of(cfg, model)
 
@@ -96,6 +99,24 @@ def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, caus
         "dropout": 0.0,
         "causal": causal,
     }
+
+
+def variant_section(reference: dict[str, Any], ablation: str, vocab_size: int) -> dict[str, Any]:
+    """BDH's model section ``reference`` with the ablation ``ablation`` turned on, at the same width: the same
+    parameters and state with the gate removed; n D more parameters with a key encoder; n = h D (fewer parameters,
+    a smaller state) without the neuron expansion. Unshared layers would have L times the encoder parameters, so
+    that row is narrowed to the reference's count instead (`bdh.model.sizes.match_budget`, the expansion kept)."""
+    from bdh.model.config import BDHConfig
+    from bdh.model.sizes import match_budget
+
+    section = {**reference, ablation: True}
+    if ablation == "no_expansion":
+        section.pop("n_neurons", None)
+    if ablation != "unshared_layers":
+        return section
+    fields = {k: v for k, v in section.items() if k != "name"}
+    matched = match_budget(BDHConfig(**{**fields, "vocab_size": vocab_size}), bdh_params(reference, vocab_size))
+    return section_of(matched, REFERENCE)
 
 
 def bdh_params(section: dict[str, Any], vocab_size: int) -> int:

@@ -14,6 +14,10 @@ sized to k N; GPT's positions beyond N are never trained, while BDH uses RoPE.
 Widths: the width w is BDH's ``n_embd`` (with ``n_neurons = neuron_mult * w``). GPT and BaseConv are sized to
 BDH's parameter count at that width, with the same number of layers, by choosing their ``n_embd``: each
 config class's ``for_budget``, reached through `bdh.registry`.
+
+BDH taken apart: ``models`` may also name ``bdh-qk``, ``bdh-nogate``, ``bdh-noexpand`` and ``bdh-unshared``
+(`bdh.bench.models.BDH_VARIANTS`, e.g. ``bdh bench recall --models bdh,bdh-qk,bdh-nogate``), BDH at the width with
+one ablation turned on (the unshared model narrowed to BDH's parameter count).
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ import torch
 
 from bdh.typed_config import bounded, one_of
 
-from .models import sized_section, suite_models
+from .models import BDH_VARIANTS, REFERENCE, sized_section, suite_models
 from .results import evaluate_examples
 from .spec import FULL, QUICK, BenchError, RunSpec, SuiteDef, Sweep, Trivial, redefault
 
 #: the registered models the suite compares (each but BDH sized to BDH's parameter count by its config's for_budget)
 MODELS = suite_models("recall", "bdh", "gpt", "baseconv")
+#: what ``models`` may also name: BDH taken apart (`bdh.bench.models.BDH_VARIANTS`), rows not run by default
+CHOICES = MODELS + suite_models("recall", *BDH_VARIANTS)
 
 
 @dataclass
@@ -57,7 +63,7 @@ class RecallSweep(Sweep):
     # The CPU default (docs/bench.md, "Sizing the recall default"): short sequences, a small vocabulary and
     # thousands of steps, so that attention gets through MQAR's plateau (about 0.25 accuracy with 4 pairs:
     # a value of the context, not the right one) within the budget; the pairs D separate the models.
-    models: tuple[str, ...] = one_of(MODELS, MODELS, why="the recall suite's models")
+    models: tuple[str, ...] = one_of(MODELS, CHOICES, why="the recall suite's models and BDH's ablations")
     widths: tuple[int, ...] = redefault(Sweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))  # the best rate of every model in recall_probe.py
     steps: int = redefault(Sweep, "steps", 3000)
@@ -117,7 +123,8 @@ class RecallSweep(Sweep):
     def section(self, model: str, width: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
         (`bdh.bench.models.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position
-        table, BaseConv's long filter). BDH's damping (``bdh_damping``) changes no parameter count."""
+        table, BaseConv's long filter). BDH's damping (``bdh_damping``) changes no parameter count; it applies to
+        BDH's ablated rows (``bdh-qk``, ...) too."""
         section = sized_section(
             model,
             width,
@@ -128,7 +135,7 @@ class RecallSweep(Sweep):
             neuron_mult=self.neuron_mult,
             causal=True,
         )
-        if model == "bdh" and self.bdh_damping is not None:
+        if section["name"] == REFERENCE and self.bdh_damping is not None:
             section = {**section, "damping": self.bdh_damping}
         return section
 

@@ -4,18 +4,16 @@ progress and best metrics."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
+from bdh.train.eval_data import EVAL_BATCHES
 
 from .checks import integer
 from .train_cmds import _load_model
 
-#: batches ``bdh eval`` scores by default where the run does not say (``--full``: all)
-EVAL_BATCHES = 16
 #: bytes per lane ``bdh eval --carry-state`` / ``--sliding`` reads by default (a whole play)
 LONG_LENGTH = 65536
 
@@ -111,50 +109,29 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Score a run's model on its validation split (or --data), windows independent or the state carried."""
-    from bdh.registry import get_task
-    from bdh.tasks.text import TextConfig, TextTask
-    from bdh.train.config import RunConfig, build_section_config
-    from bdh.train.evaluate import evaluate
+    from bdh.train.eval_data import eval_data
+    from bdh.train.evaluate import eval_batch_count, evaluate
     from bdh.train.log import EvalProgress
-    from bdh.train.trainer import eval_batch_count, load_run_config
 
     model, folder = _load_model(args.source, args.checkpoint, args.device)
-    is_run = (Path(args.source) / "config.yaml").is_file()
-    config = RunConfig.from_dict(load_run_config(args.source)) if is_run else None
-    if args.data:
-        seq_len = config.task.get("seq_len", 256) if config else 256
-        task, split = TextTask(TextConfig(data=args.data, seq_len=seq_len), whole=True), "all"
-        if getattr(model.config, "vocab_size", 256) < 256:
-            raise UserError(f"--data is read as bytes; the model's vocabulary has {model.config.vocab_size} tokens")
-    else:
-        if config is None:
-            raise UserError(f"{args.source}: not a run folder (no config.yaml); give --data FILE to evaluate on")
-        get_task(config.task["name"])
-        _, task_config = build_section_config("task", config.task)
-        task, split = get_task(config.task["name"])(task_config), "val"
-    seed = config.train.seed if config else 0
-    t = config.train if config else None
-    default_batch = (config and (config.eval.batch_size or t.micro_batch_size or t.batch_size)) or 8
-    default_batches = (config.eval.batches if config else None) or EVAL_BATCHES
-    unit = "byte" if getattr(task, "vocab_size", None) == 256 else "token"
-    data = args.data or f"{args.source} validation split"
+    ev = eval_data(args.source, model, args.data)
+    task, unit = ev.task, ev.unit
     if args.carry_state or args.sliding:
-        return _eval_long(args, model, folder, task, split, config, data, unit)
+        return _eval_long(args, model, folder, ev)
     if args.figure or args.stride:
         raise UserError("--figure and --stride go with --carry-state or --sliding")
-    batch_size = args.batch_size or default_batch
-    batches = None if args.full else args.batches or default_batches
-    n = eval_batch_count(task, split, batch_size, batches)
-    total = task.num_batches(split, batch_size)
+    batch_size = args.batch_size or ev.batch_size
+    n = eval_batch_count(task, ev.split, batch_size, None if args.full else args.batches or ev.batches)
+    total = task.num_batches(ev.split, batch_size)
     mode = f"windows of {task.seq_len} {unit}s, independent"
     print(f"model: {folder}")
-    print(f"data: {data} ({task.seq_len}-{unit} windows)")
+    print(f"data: {ev.description} ({task.seq_len}-{unit} windows)")
     print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
     of = total if total is not None else "endless"
     note = "" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"
-    print(f"scoring {n} of {of} batches of {batch_size} windows (seed {seed}){note}", flush=True)
+    print(f"scoring {n} of {of} batches of {batch_size} windows (seed {ev.seed}){note}", flush=True)
     progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
-    metrics = evaluate(model, task, batch_size, n, seed, split=split, progress=progress)
+    metrics = evaluate(model, task, batch_size, n, ev.seed, split=ev.split, progress=progress)
     if not metrics:
         raise UserError("nothing to evaluate: no scored targets")
     print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f} ({mode})")
@@ -180,7 +157,7 @@ def _print_curves(curves: list, unit: str) -> None:
         print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
 
 
-def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config, data: str, unit: str) -> int:
+def _eval_long(args: argparse.Namespace, model, folder, ev) -> int:
     """``bdh eval --carry-state`` / ``--sliding``: loss by context position on long streams (`bdh.train.context`)."""
     from bdh.train.context import (
         carried_curve,
@@ -194,15 +171,16 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
     from bdh.train.evaluate import check_carry
     from bdh.train.log import EvalProgress
 
+    task, split, config, unit = ev.task, ev.split, ev.config, ev.unit
     if args.carry_state:
         check_carry(model, task)
     T = task.seq_len
     trained = trained_context(config) if config is not None else None
     length = None if args.full else (args.batches * T if args.batches else args.length or LONG_LENGTH)
     lanes, length = plan_streams(task, split, length, args.batch_size)
-    tokens = task_streams(task, split, lanes, length, config.train.seed if config else 0)
+    tokens = task_streams(task, split, lanes, length, ev.seed)
     print(f"model: {folder}")
-    print(f"data: {data}: {lanes} lane{'s' if lanes > 1 else ''} of {length:,} {unit}s, each read in order")
+    print(f"data: {ev.description}: {lanes} lane{'s' if lanes > 1 else ''} of {length:,} {unit}s, each read in order")
     if trained is None:
         print("trained context: unknown (not a run folder); buckets of the task's window")
     elif length > trained:
@@ -235,67 +213,15 @@ def _eval_long(args: argparse.Namespace, model, folder, task, split: str, config
     return 0
 
 
-def _run_folders(root: Path) -> list[Path]:
-    """``root`` if it is a run folder, else the run folders in it (a path that is not a folder refused)."""
-    if not root.is_dir():
-        if root.exists():
-            raise UserError(f"{root}: not a folder; give a folder of run folders, or a run folder")
-        raise FileNotFoundError(f"{root}: no such folder")
-    if (root / "config.yaml").is_file():
-        return [root]
-    return sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
-    from bdh.train.checkpoint import list_checkpoints
-    from bdh.train.config import read_config_file
-    from bdh.train.log import read_metrics
+    """Print `bdh.train.runs.list_runs` as a table."""
+    from bdh.train.runs import COLUMNS, list_runs, run_folders
 
-    root = Path(args.dir)
-    folders = _run_folders(root)
-    if not folders:
-        print(f"no run folders in {root}")
+    if not run_folders(args.dir):
+        print(f"no run folders in {args.dir}")
         return 0
-    rows = [("run", "model", "task", "step", "tokens", "best", "last val_bpb", "checkpoint")]
-    for run in folders:
-        try:
-            cfg = read_config_file(run / "config.yaml")
-        except (ValueError, FileNotFoundError):
-            continue
-        records = read_metrics(run / "metrics.jsonl")
-        train_recs = [r for r in records if r.get("kind") == "train"]
-        evals = [r for r in records if r.get("kind") == "eval"]
-        total = (cfg.get("train") or {}).get("max_steps", "?")
-        step = train_recs[-1]["step"] if train_recs else 0
-        tokens = train_recs[-1].get("tokens", 0) if train_recs else 0
-        best = "-"
-        meta_path = run / "best" / "meta.json"
-        if meta_path.is_file():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                best = f"{meta['metric']} {meta['value']:.4f} @{meta['step']}"
-            except (ValueError, KeyError, TypeError):
-                best = "?"
-        last = evals[-1].get("val_bpb") if evals else None
-        ckpts = list_checkpoints(run)
-        if ckpts:  # a time budget may have shortened the run: the checkpoint knows its length
-            try:
-                total = json.loads((ckpts[-1] / "meta.json").read_text(encoding="utf-8")).get("total_steps", total)
-            except (OSError, ValueError):
-                pass
-        rows.append(
-            (
-                run.name,
-                str((cfg.get("model") or {}).get("name", "?")),
-                str((cfg.get("task") or {}).get("name", "?")),
-                f"{step}/{total}",
-                f"{tokens:,}",
-                best,
-                "-" if last is None or not math.isfinite(last) else f"{last:.4f}",
-                ckpts[-1].name if ckpts else "-",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    rows = [COLUMNS, *(summary.row() for summary in list_runs(args.dir))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     return 0

@@ -13,12 +13,24 @@ with v_0 = LN(embed(token)) and logits = v_L @ readout. Keys and queries are the
 strictly causal (a token never attends to itself). LayerNorm has no affine parameters. Heads split the
 n neurons into h blocks of N; each head reads its own block and has its own LayerNorm of a.
 
+The ablations of `BDHConfig` (`bdh.model.config.ABLATIONS`, all off in the paper's model) change this as follows:
+
+* ``separate_keys`` (Q != K): the keys come from an encoder D_k of their own (h x D x N, like Dx):
+  k_l = R ReLU(D_k v_{l-1}), while the queries stay q_l = R x_l and the gate keeps the query side x_l;
+  a_l = sum_{tau<t} U^(t-tau) <R x_l(t), k_l(tau)> v_{l-1}(tau). RoPE rotates both.
+* ``ungated``: y_l = ReLU(Dy LN(a_l)), Eq. 8 without its product with x_l.
+* ``no_expansion``: n = h D, N = D neurons per head (a size, `BDHConfig`; the equations are unchanged).
+* ``unshared_layers``: layer l uses weights E_l, Dx_l, Dy_l (and D_k,l) of its own, stored stacked along a
+  first dimension of size L.
+
 Names: ``E`` (n x D, stored transposed so that E y is ``y @ E``), ``Dx`` and ``Dy`` (h x D x N, stored
 so that Dx v is ``v @ Dx``), ``embed`` (the token encoder f_e) and ``readout`` (the decoder f_d).
 `bdh.model.interop` maps them to the official code's names, once.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +50,16 @@ from .tokens import check_tokens
 __all__ = ["BDH", "BDHCapture", "LayerActivations"]
 
 
+class LayerWeights(NamedTuple):
+    """The encoders one layer reads: the shared E, Dx, Dy of Eq. 8 or, with ``unshared_layers``, the layer's own;
+    ``Dk`` the key encoder of ``separate_keys`` (None: the keys are the queries)."""
+
+    E: torch.Tensor
+    Dx: torch.Tensor
+    Dy: torch.Tensor
+    Dk: torch.Tensor | None
+
+
 class BDH(GenerationMixin, PretrainedMixin, nn.Module):
     """The BDH-GPU language model. ``model(idx) -> logits (B, T, vocab_size)``."""
 
@@ -50,14 +72,17 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             raise TypeError(f"BDH: expected a BDHConfig, got {type(config).__name__}")
         self.config = config
         n, D, H, N, V = config.n, config.n_embd, config.n_head, config.N, config.vocab_size
+        sets = (config.n_layer,) if config.unshared_layers else ()  # a leading L: one weight set per layer
         # Created in the official code's order with its N(0, 0.02) init, so that the same seed gives the
         # same initial weights as pathwaycom/bdh (its nn.Embedding draws once more, then is re-drawn).
-        self.E = nn.Parameter(torch.zeros(n, D).normal_(std=0.02))
-        self.Dx = nn.Parameter(torch.zeros(H, D, N).normal_(std=0.02))
+        self.E = nn.Parameter(torch.zeros(*sets, n, D).normal_(std=0.02))
+        self.Dx = nn.Parameter(torch.zeros(*sets, H, D, N).normal_(std=0.02))
         self.embed = nn.Embedding(V, D)
-        self.Dy = nn.Parameter(torch.zeros(H, D, N).normal_(std=0.02))
+        self.Dy = nn.Parameter(torch.zeros(*sets, H, D, N).normal_(std=0.02))
         self.readout = nn.Parameter(torch.zeros(D, V).normal_(std=0.02))
         nn.init.normal_(self.embed.weight, mean=0.0, std=0.02)
+        Dk = nn.Parameter(torch.zeros(*sets, H, D, N).normal_(std=0.02)) if config.separate_keys else None
+        self.register_parameter("Dk", Dk)  # drawn last: the official weights above keep their draws
         # persistent, like the official attn.freqs
         self.register_buffer("freqs", frequencies(config.positional, config.N, config.theta))
         retention = config.retention()
@@ -65,7 +90,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         self.register_buffer("log_u", log_u, persistent=False)
 
     def num_params(self) -> int:
-        """Trainable parameters, 3 n D + 2 V D (paper section 3.2)."""
+        """Trainable parameters, 3 n D + 2 V D (paper section 3.2; `BDHConfig.num_params` with the ablations)."""
         return sum(p.numel() for p in self.parameters())
 
     def state_size(self) -> int:
@@ -87,12 +112,21 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         """v_0 = LN(embed(token)), (B, 1, T, D): the input of the first layer."""
         return self.ln(self.embed(idx)).unsqueeze(1)
 
-    def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels):
-        """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations)."""
-        x, xr = k.fire(k.heads(v, self.Dx))  # x_l = ReLU(Dx v_{l-1}) and R x_l (keys = queries)  (B, H, T, N)
-        a, rho = k.attend(xr, v, rho)  # a_l = sum_tau U^(t-tau) <R x_t, R x_tau> v_tau  (B, H, T, D)
-        y = k.gate(k.heads(self.ln(a), self.Dy), x)  # y_l = ReLU(Dy LN(a_l)) * x_l    (B, H, T, N)
-        v_out = self.ln(v + self.ln(k.read_in(y, self.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
+    def weights(self, layer: int) -> LayerWeights:
+        """The encoders of layer ``layer``: the shared E, Dx, Dy (Eq. 8), or its own with ``unshared_layers``."""
+        own = self.config.unshared_layers
+        E, Dx, Dy, Dk = (w[layer] if own and w is not None else w for w in (self.E, self.Dx, self.Dy, self.Dk))
+        return LayerWeights(E, Dx, Dy, Dk)
+
+    def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels, w: LayerWeights):
+        """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations);
+        the ablations (module docstring) as named branches."""
+        x, xr = k.fire(k.heads(v, w.Dx))  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l    (B, H, T, N)
+        keys = xr if w.Dk is None else k.fire(k.heads(v, w.Dk))[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
+        a, rho = k.attend(xr, keys, v, rho)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau  (B, H, T, D)
+        z = k.heads(self.ln(a), w.Dy)  # Dy LN(a_l)
+        y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
+        v_out = self.ln(v + self.ln(k.read_in(y, w.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
         return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out)
 
     def run(
@@ -128,7 +162,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         kernels ``k``; and the states after. No checks: `run` checks what it is given first."""
         v, rhos = self.embed_tokens(idx), []
         for layer in range(passes):
-            v, r, act = self.layer(v, None if rho is None else rho[layer], k)
+            v, r, act = self.layer(v, None if rho is None else rho[layer], k, self.weights(layer))
             rhos.append(r)
             if hook is not None:
                 hook(self, layer, act)
@@ -237,6 +271,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             raise UserError(f"BDH: n_layer (layer passes) must be a positive integer, got {n_layer!r}")
         if state is not None and passes != self.config.n_layer:
             raise UserError("BDH: a different number of layer passes cannot continue a recurrent state")
+        if self.config.unshared_layers and passes != self.config.n_layer:
+            raise UserError(f"BDH: a model with unshared layers runs its {self.config.n_layer} layers, not {passes}")
         return passes
 
     def _check_state(self, state: BDHState, batch_size: int) -> None:

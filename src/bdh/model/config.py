@@ -9,6 +9,16 @@ Names follow the paper (Kosowski et al. 2025, section 3 and appendix E):
 The neuron count can be given directly (``n_neurons``) or, as in the official code, through
 ``mlp_internal_dim_multiplier`` (``n = mlp_internal_dim_multiplier * n_embd``). The defaults are the
 official ``pathwaycom/bdh`` defaults (L=6, D=256, h=4, multiplier 128, so n = 32768, 25.3M parameters).
+
+Four ablations take BDH apart (`ABLATIONS`, each off by default, so the default is the official model);
+`bdh.model.bdh` gives their equations:
+
+* ``separate_keys``: Q != K, the keys come from an encoder D_k of their own (n D more parameters);
+* ``ungated``: y = ReLU(Dy LN(a)), without Eq. 8's product with x;
+* ``no_expansion``: no neuron expansion, N = D neurons per head, so n = h D (the official code's
+  ``mlp_internal_dim_multiplier`` = h instead of 128; the size fields must then be left out);
+* ``unshared_layers``: each of the L layers has its own E, Dx, Dy (and D_k), L times the encoder parameters
+  (`bdh.model.sizes.match_budget` sizes such a model to another's parameter count by its width D).
 """
 
 from __future__ import annotations
@@ -19,10 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UserError
 from ..typed_config import TypedConfig, bounded, one_of
+from .names import ATTENTION_FORMS, POSITIONAL
 
-POSITIONAL = ("rope", "rope-standard", "none")
-ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 DROPOUT_RNGS = ("auto", "torch")
 #: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
 SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")
@@ -30,6 +40,8 @@ SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")
 DEFAULT_MULTIPLIER = 128
 OFFICIAL_ROPE_THETA = 2.0**16
 STANDARD_ROPE_THETA = 10000.0
+#: the boolean fields that take BDH apart, each off in the official model
+ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:
@@ -90,6 +102,11 @@ class BDHConfig(TypedConfig):
             ``recurrent`` (token by token on the state rho).
         chunk_size: tokens per chunk for the ``chunked`` form.
         ln_eps: epsilon of the parameter-free LayerNorm (PyTorch's default, as the official code).
+        separate_keys: ablation, Q != K: keys k = R ReLU(v D_k) from an encoder of their own, queries
+            q = R x as before (the gate still multiplies by the query side x).
+        ungated: ablation, y = ReLU(Dy LN(a)) without the product with x.
+        no_expansion: ablation, n = h D (N = D neurons per head); leave both size fields out.
+        unshared_layers: ablation, L separate sets of E, Dx, Dy (and D_k), one per layer.
     """
 
     n_layer: int = bounded(6, ge=1)
@@ -107,6 +124,10 @@ class BDHConfig(TypedConfig):
     attention: str = one_of("parallel", ATTENTION_FORMS)
     chunk_size: int = bounded(128, ge=1)
     ln_eps: float = bounded(1e-5, gt=0)
+    separate_keys: bool = False
+    ungated: bool = False
+    no_expansion: bool = False
+    unshared_layers: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
     #: a trained model may go on training with other values (``train.init_from``)
@@ -134,6 +155,27 @@ class BDHConfig(TypedConfig):
             return float(self.rope_theta)
         return STANDARD_ROPE_THETA if self.positional == "rope-standard" else OFFICIAL_ROPE_THETA
 
+    def ablations(self) -> tuple[str, ...]:
+        """The ablations (`ABLATIONS`) this config turns on; () for the official architecture."""
+        return tuple(name for name in ABLATIONS if getattr(self, name))
+
+    def require_paper_layer(self, what: str, allow: tuple[str, ...] = ()) -> None:
+        """A one-line `UserError` naming ``what`` when this config turns on an ablation outside ``allow``: for the
+        tools that read the paper's weights (Eq. 8's E, Dx, Dy shared by all layers, keys = queries, the gate)."""
+        extra = [name for name in self.ablations() if name not in allow]
+        if extra:
+            raise UserError(f"{what}: needs the paper's architecture, and this model has {', '.join(extra)}")
+
+    @property
+    def n_encoders(self) -> int:
+        """Encoder matrices of n x D numbers per weight set: E, Dx, Dy, and D_k with separate keys."""
+        return 4 if self.separate_keys else 3
+
+    @property
+    def weight_sets(self) -> int:
+        """Sets of encoder weights: 1 (shared by all layers, the paper's model) or L (``unshared_layers``)."""
+        return self.n_layer if self.unshared_layers else 1
+
     def retention(self) -> tuple[float, ...] | None:
         """Per-head retention factors u_h of the damping U, or None when there is no damping."""
         d = self.damping
@@ -148,9 +190,16 @@ class BDHConfig(TypedConfig):
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
         """What the declared ranges cannot say: the rules between fields, the neuron count n, the damping."""
+        for name in ABLATIONS:
+            self._check_bool(name)
         if self.n_neurons is not None and self.mlp_internal_dim_multiplier is not None:
             self._fail("n_neurons", "give either n_neurons or mlp_internal_dim_multiplier, not both")
-        if self.n_neurons is not None:
+        given = [name for name in SIZE_FIELDS if getattr(self, name) is not None]
+        if self.no_expansion and given:
+            self._fail("no_expansion", f"fixes n = n_head * n_embd, so {given[0]} must be left out")
+        if self.no_expansion:
+            n = self.n_head * self.n_embd
+        elif self.n_neurons is not None:
             n = self.n_neurons
         else:
             n = (self.mlp_internal_dim_multiplier or DEFAULT_MULTIPLIER) * self.n_embd
@@ -192,8 +241,9 @@ class BDHConfig(TypedConfig):
 
     # ------------------------------------------------------------------ sizes
     def num_params(self) -> int:
-        """Trainable parameters: 3 n D + 2 V D (paper section 3.2: E, Dx, Dy plus embedding and readout)."""
-        return 3 * self.n * self.n_embd + 2 * self.vocab_size * self.n_embd
+        """Trainable parameters: 3 n D + 2 V D (paper section 3.2: E, Dx, Dy plus embedding and readout); with
+        the ablations, (3 or 4 with D_k) n D per weight set, times L for ``unshared_layers``."""
+        return self.weight_sets * self.n_encoders * self.n * self.n_embd + 2 * self.vocab_size * self.n_embd
 
     def state_size(self) -> int:
         """Scalars of recurrent state rho per layer: h heads x N x D = n D (paper section 4.1)."""
@@ -203,11 +253,15 @@ class BDHConfig(TypedConfig):
     @staticmethod
     def merge(fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
-        ``mlp_internal_dim_multiplier``) a value drops the other: the one place this rule lives."""
+        ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
+        drops both: the one place this rule lives."""
         merged = dict(fields)
         for given, other in (SIZE_FIELDS, SIZE_FIELDS[::-1]):
             if changes.get(given) is not None:
                 merged.pop(other, None)
+        if changes.get("no_expansion") is True:
+            for name in SIZE_FIELDS:
+                merged.pop(name, None)
         merged.update(changes)
         return merged
 

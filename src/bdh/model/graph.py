@@ -200,6 +200,7 @@ class BDHGraph:
 def flat_decoders(model: BDH) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(D_x, D_y, E) as paper-shaped matrices: D_x, D_y (n, D) with neuron j = head * N + j', E (D, n)."""
     cfg = model.config
+    cfg.require_paper_layer("the graph form", allow=("no_expansion",))
     Dx = model.Dx.detach().permute(0, 2, 1).reshape(cfg.n, cfg.n_embd)
     Dy = model.Dy.detach().permute(0, 2, 1).reshape(cfg.n, cfg.n_embd)
     return Dx, Dy, model.E.detach().T
@@ -264,6 +265,7 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
     neuron space. y0: (B, T, n) the input y_{t,0}. Returns x, y and rho (paper layout, D x n).
     """
     cfg = model.config
+    cfg.require_paper_layer("normfree_gpu", allow=("no_expansion",))
     B, T, n = y0.shape
     if n != cfg.n:
         raise UserError(f"normfree_gpu: y0 must have n = {cfg.n} neurons, got {n}")
@@ -303,4 +305,5 @@ def _absolute_to_relative(S: torch.Tensor, kind: str, freqs: torch.Tensor, T: in
 
 def sigma_to_rho(model: BDH, sigma: torch.Tensor) -> torch.Tensor:
     """E sigma (Eq. 9): (..., n, n) synapse states to (..., D, n) attention states."""
+    model.config.require_paper_layer("sigma_to_rho", allow=("no_expansion", "ungated", "separate_keys"))  # one E
     return model.E.detach().T @ sigma

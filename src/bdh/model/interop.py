@@ -113,6 +113,7 @@ def from_official(
 def to_official(model: BDH) -> dict[str, torch.Tensor]:
     """The model's tensors under the official names and shapes (a state dict for pathwaycom/bdh's ``BDH``)."""
     cfg = model.config
+    cfg.require_paper_layer("to_official", allow=("no_expansion",))  # n = h D is a multiplier of h there
     if cfg.positional != "rope" or cfg.damping is not None or not cfg.causal or cfg.theta != 2.0**16:
         raise UserError(
             "to_official: the official model has causal attention, official RoPE (theta 2^16) and no damping; "

@@ -20,10 +20,20 @@ import torch
 from bdh.errors import UserError
 
 from .bdh import BDH
-from .config import BDHConfig
+from .config import ABLATIONS, BDHConfig
 
 #: configuration fields that two models must share to be merged
-SHARED_FIELDS = ("n_layer", "n_embd", "n_head", "vocab_size", "causal", "positional", "rope_theta", "damping", "ln_eps")
+SHARED_FIELDS = (
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "vocab_size",
+    "causal",
+    "positional",
+    "rope_theta",
+    "damping",
+    "ln_eps",
+) + ABLATIONS
 
 
 def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
@@ -39,6 +49,8 @@ def _check_compatible(a: BDH, b: BDH, *, same_size: bool) -> None:
             )
     if same_size and ca.n != cb.n:
         raise UserError(f"merge: averaging needs models of the same size, got n = {ca.n} and n = {cb.n}")
+    if not same_size:
+        ca.require_paper_layer("merge: concatenating neurons")
     if not same_size and ca.positional == "rope-standard":
         raise UserError(
             "merge: rope-standard pairs neuron i with i + N/2, which concatenation would break; "

@@ -1,13 +1,15 @@
 """Analytic sizes of a BDH-GPU model: parameters, state, FLOPs and a training-memory estimate.
 
 Parameters (paper section 3.2): E, Dx, Dy hold n D each and are shared by all layers, plus the token
-embedding and the readout, V D each:  P = 3 n D + 2 V D.
+embedding and the readout, V D each:  P = 3 n D + 2 V D. The ablations (`bdh.model.config.ABLATIONS`): a key
+encoder D_k adds n D (``separate_keys``), and ``unshared_layers`` has L weight sets:
+P = L_sets (3 or 4) n D + 2 V D. `match_budget` sizes a config to a parameter count by its width D.
 
 Recurrent state (paper section 4.1): per layer and head an N x D matrix, n D scalars per layer.
 
 Forward FLOPs per token (a multiply-add counts 2), with h heads, T the window, C the chunk:
 
-* per layer, always: Dx v, Dy LN(a), E y  -> 3 * 2 n D
+* per layer, always: Dx v, Dy LN(a), E y  -> 3 * 2 n D (4 * 2 n D with the key encoder D_k)
 * attention, parallel form: scores T n and scores @ v T D h (full T x T, as computed) -> 2 T (n + D h)
 * attention, chunked form: the same inside a chunk, 2 C (n + D h), plus the state read and write 2 * 2 n D
 * attention, recurrent form: the state read and write, 2 * 2 n D
@@ -21,7 +23,10 @@ tokens/s by these counts for GFLOP/s and MFU (docs/performance.md).
 
 from __future__ import annotations
 
+import math
+
 from bdh.errors import UserError
+from bdh.sizing import closest_by_params
 
 from .config import BDHConfig
 
@@ -32,7 +37,7 @@ def forward_flops_per_token(config: BDHConfig, block_size: int, form: str | None
     """Forward FLOPs per token at window ``block_size`` for the given attention form (default: the config's)."""
     n, D, H, L, V = config.n, config.n_embd, config.n_head, config.n_layer, config.vocab_size
     form = form or config.attention
-    dense = 3 * 2 * n * D
+    dense = config.n_encoders * 2 * n * D
     if form == "parallel":
         attn = 2 * block_size * (n + D * H)
     elif form == "chunked":
@@ -78,7 +83,7 @@ def train_memory_bytes(
     weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
     if shards > 1:
         weights = weights // shards + params * 4 * 2
-    per_layer = 5 * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
+    per_layer = (5 + 2 * config.separate_keys) * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
     temporaries = 2 * B * T * n * act
     if form == "parallel":
         per_layer += B * H * T * T * act
@@ -106,3 +111,26 @@ def describe(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> d
         "batch_size": batch_size,
         "block_size": block_size,
     }
+
+
+def match_budget(config: BDHConfig, params: int) -> BDHConfig:
+    """``config`` with its width D changed so that its parameter count is closest to ``params``: everything else
+    kept, the neuron expansion n / D included (e.g. an ``unshared_layers`` model matched to the shared model's
+    count, a width about 1 / sqrt(L) as wide). D runs over the widths that keep N = n / h a whole (and, with
+    RoPE, even) number of neurons."""
+    if isinstance(params, bool) or not isinstance(params, int) or params < 1:
+        raise UserError(f"match_budget: the budget must be a positive number of parameters, got {params!r}")
+    pairs = 2 if config.positional != "none" else 1
+    fields = config.to_dict()
+    if config.no_expansion:  # n = h D: N = D
+        step = pairs
+    else:
+        if config.n % config.n_embd:
+            raise UserError(
+                f"match_budget: n = {config.n} is not a multiple of n_embd = {config.n_embd}, so no expansion n / D "
+                "can be kept while the width changes"
+            )
+        mult = config.n // config.n_embd
+        step = config.n_head * pairs // math.gcd(mult, config.n_head * pairs)
+        fields.update(n_neurons=None, mlp_internal_dim_multiplier=mult)
+    return closest_by_params(params, lambda d: BDHConfig.from_dict({**fields, "n_embd": d}), step, limit=None)

@@ -3,9 +3,25 @@
 >>> from bdh.train import load_config, train
 >>> config = load_config("run.yaml", ["optim.lr=3e-4"])   # doctest: +SKIP
 >>> result = train(config)                                 # doctest: +SKIP
+
+The names below are imported on first use (see `bdh._lazy`), so that a light module of the package (e.g.
+`bdh.train.eval_data`'s defaults) can be read without importing PyTorch.
 """
 
-from .config import ConfigError, RunConfig, load_config
-from .trainer import Trainer, TrainingError, TrainResult, train
+from .._lazy import exports
 
 __all__ = ["ConfigError", "RunConfig", "TrainResult", "Trainer", "TrainingError", "load_config", "train"]
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "ConfigError": ".config:ConfigError",
+        "RunConfig": ".config:RunConfig",
+        "load_config": ".config:load_config",
+        "Trainer": ".trainer:Trainer",
+        "TrainingError": ".trainer:TrainingError",
+        "TrainResult": ".trainer:TrainResult",
+        "train": ".trainer:train",
+    },
+    globals(),
+)

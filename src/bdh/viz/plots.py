@@ -57,7 +57,21 @@ COLUMN_LABELS: dict[str, str] = {
     "passes": "layer passes at test time",
 }
 #: how the legends name the models of ``bdh bench`` (the ``model`` column)
-MODEL_NAMES: dict[str, str] = {"bdh": "BDH", "gpt": "GPT", "baseconv": "BaseConv", "hyperset": "Hyper-SET"}
+MODEL_NAMES: dict[str, str] = {
+    "bdh": "BDH",
+    "gpt": "GPT",
+    "baseconv": "BaseConv",
+    "hyperset": "Hyper-SET",
+    "based": "Based",
+    "gla": "GLA",
+    "mamba": "Mamba",
+    "hyena": "Hyena",
+    "rwkv": "RWKV",
+    "bdh-qk": "BDH, Q != K",
+    "bdh-nogate": "BDH, no gate",
+    "bdh-noexpand": "BDH, no expansion",
+    "bdh-unshared": "BDH, unshared layers",
+}
 
 
 def _words(column: str) -> str:
@@ -255,13 +269,11 @@ def suite_plot(
     title: str = "",
     reference: str | None = None,
     log_x: bool = False,
-    names: dict[str, str] | None = None,
 ) -> list[Path]:
     """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
     several rows with the same (facet, series, x) (e.g. seeds) are averaged, and their min-max range is
     drawn as a band between the points and as a bar at each point. Rows are dicts (e.g. CSV rows, values
-    may be strings). ``log_x``: a logarithmic x axis whatever the spread of the values; ``names``: legend names
-    of the series beyond `MODEL_NAMES`.
+    may be strings). ``log_x``: a logarithmic x axis whatever the spread of the values.
 
     The rows whose ``series`` is ``reference`` (the bench's ``trivial`` answer) are not a line: the mean of
     their ``y`` is a horizontal dashed line labelled with that name, in each panel where they have a value
@@ -273,8 +285,8 @@ def suite_plot(
     fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            label = {**MODEL_NAMES, **(names or {})}.get(name, name)
-            _mean_and_range(ax, pts, f"C{i % 10}", label, "o-" if i < 10 else "s--")  # 10 colours, then dashed
+            style = "o-" if i < 10 else "s--"  # ten colours, then dashed lines
+            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name), style)
         _x_axis(ax, sorted({v for s in groups[f].values() for v in s}), log_x)
         if levels.get(f):
             ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")

@@ -17,6 +17,9 @@ multiscale        ``model.damping: multiscale`` (half-lives 16 to 16k bytes over
 facts             ``multiscale`` over streams of 64 windows (8k bytes) with the recall curriculum
                   ``task.facts: 2`` (`bdh.tasks.facts`: a fact and its question, up to a stream apart, written
                   over the text about twice per 1,000 training bytes): the state is taught to keep what it read
+facts-dense       ``multiscale`` over streams of 32 windows with three times the curriculum (``task.facts: 6``):
+                  the longer-run probe of whether BDH learns to copy at all (not in the default list; run it
+                  with ``--set recipes=facts-dense --set steps=5000``)
 gpt               the yardstick: a GPT of the same parameter count, windows of T, read with its context
                   cropped to T (a sliding window)
 gpt-facts         the yardstick of the recall curriculum: the GPT trained with ``task.facts: 2`` (pairs within
@@ -46,6 +49,11 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         "model": {"damping": "multiscale"},
         "train": {"bptt": "tbptt", "tbptt_windows": 64},
         "task": {"facts": 2.0},
+    },
+    "facts-dense": {
+        "model": {"damping": "multiscale"},
+        "train": {"bptt": "tbptt", "tbptt_windows": 32},
+        "task": {"facts": 6.0},
     },
     "gpt": {},
     "gpt-facts": {"task": {"facts": 2.0}},

@@ -58,7 +58,7 @@ class Config(ExperimentConfig):
     """The relatives experiment. The defaults are the CPU default.
 
     Attributes:
-        models: the labels compared (`bdh.experiments.relatives.zoo`: registered models and BDH variants); BDH
+        models: the labels compared (`bdh.experiments.relatives.zoo`: registered models and BDH's ablated rows); BDH
             must be one of them (every other is sized to its parameter count and judged against it).
         seeds: run seeds (initialisation and data order; the data sets are fixed).
         n_head: heads of BDH (and of every model with heads), in both parts.

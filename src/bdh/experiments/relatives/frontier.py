@@ -2,8 +2,8 @@
 
 The recall suite of ``bdh bench`` (`bdh.bench.recall`) with two changes: the pairs D go with the sequence
 lengths N one to one, as in Zoology's Figure 2 sweep ((64, 4), (128, 8), (256, 16), (512, 64)), instead of every
-D with every N; and the models are the comparison's labels (`bdh.experiments.relatives.zoo`: registered models
-and BDH variants), each but BDH sized to BDH's parameter count at every width. Plan, runs, result rows, the
+D with every N; and the models are the comparison's names (`bdh.experiments.relatives.zoo`: registered models
+and BDH's ablated rows), each but BDH sized to BDH's parameter count at every width. Plan, runs, result rows, the
 trivial row (chance) and the best learning rate per (model, setting, width) are the recall suite's.
 """
 
@@ -21,7 +21,7 @@ from . import zoo
 @dataclass
 class FrontierSweep(RecallSweep):
     """The MQAR frontier's sweep: `RecallSweep`'s fields, with ``num_pairs[i]`` the D of ``seq_lens[i]`` and
-    ``models`` the comparison's labels (`zoo.resolve`)."""
+    ``models`` the comparison's labels (`zoo.check_labels`)."""
 
     suite = "frontier"
     #: how the experiment's config names the sweep's fields (errors name the field ``--set`` changes)

@@ -40,7 +40,7 @@ class LMSweep(Sweep):
     job's; ``steps``: the equal-tokens runs' length and the longest an equal-clock run may plan), plus
 
     Attributes:
-        models: the comparison's labels (`zoo.resolve`).
+        models: the comparison's labels (`zoo.check_labels`).
         seq_len: T, bytes per window.
         minutes: the time budget of each equal-clock run (``train.max_minutes``).
         clock_steps: the most steps an equal-clock run may plan (its ``train.max_steps``).

@@ -20,7 +20,6 @@ from bdh.bench.results import markdown_table as bench_table
 from bdh.bench.spec import SuiteDef, is_reference
 
 from ..common import Report
-from . import zoo
 from .costs import duration
 from .verdict import Verdict, tally
 
@@ -36,11 +35,10 @@ def _f(v: Any) -> float:
         return math.nan
 
 
-def figures(frontier: Sequence[dict], lm: Sequence[dict], models: Sequence[str], folder: Path) -> dict[str, str]:
+def figures(frontier: Sequence[dict], lm: Sequence[dict], folder: Path) -> dict[str, str]:
     """The three figures (png and svg) into ``folder``; returns caption -> the png's path relative to the report."""
     from bdh.viz.plots import suite_plot
 
-    names = zoo.display_names(models)
     made: dict[str, str] = {}
     panels = [
         (frontier, "frontier-width", "width", "accuracy", "seq_len", False, "MQAR accuracy against width"),
@@ -59,7 +57,6 @@ def figures(frontier: Sequence[dict], lm: Sequence[dict], models: Sequence[str],
             title=f"{caption} (mean over seeds, min-max band)",
             reference="trivial",
             log_x=log_x,
-            names=names,
         )
         made[caption] = f"figures/{stem}.png"
     return made
@@ -123,7 +120,7 @@ def write_report(
         f"(on device {config.device}). The runs (`--show-config` times each model for an estimate of their "
         f"cost):\n\n```\n{plan}\n```"
     )
-    shown = figures(frontier["results"], lm["results"], config.models, out / "figures")
+    shown = figures(frontier["results"], lm["results"], out / "figures")
     report.heading("Targets")
     found = targets(frontier["summary"], lm["summary"])
     report.findings(found)

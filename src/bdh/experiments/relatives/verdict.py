@@ -1,4 +1,4 @@
-"""Part (c) of ``bdh experiment relatives``: every model and BDH variant against BDH, computed from the rows.
+"""Part (c) of ``bdh experiment relatives``: every model and ablated row of BDH against BDH, computed from the rows.
 
 For each label other than BDH and each (suite, setting, width) where both were trained: the difference of the
 means over seeds (label minus BDH, in the suite's score: MQAR accuracy, the language model's bits per byte), its

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bdh.baselines.gpt import POSITIONAL as GPT_POSITIONAL
 from bdh.experiments.common import ExperimentConfig
+from bdh.model.names import ATTENTION_FORMS
 from bdh.typed_config import bounded, one_of
 
 #: the values of ``data`` that are not paths
 DATA_CHOICES = ("shakespeare", "translation")
-ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
-GPT_POSITIONAL = ("learned", "rope", "none")
 PRECISIONS = ("auto", "bf16", "fp32")
 
 

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from bdh.errors import UserError
 
+from ..names import MODES
 from . import chunked_lean as _lean
 from . import chunked_triton as _triton
 from . import native
@@ -46,9 +47,6 @@ from .fused import native_gate, native_relu_rope, relu_mul
 from .rope import rope_tables, rotate
 from .shared_keys import shared_key_attention
 from .sparse import sparse_attention, sparse_read_in
-
-#: the attention modes a forward pass can be asked for
-MODES = ("parallel", "chunked", "recurrent", "sparse")
 
 
 def compiling() -> bool:
@@ -132,11 +130,13 @@ class Kernels:
         x = F.relu(h)
         return x, self.rotate(x)
 
-    def attend(self, q: torch.Tensor, v: torch.Tensor, rho: torch.Tensor | None):
-        """(a, rho after the block): linear attention of queries = keys = q over values v, from state rho."""
-        k = q
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rho: torch.Tensor | None):
+        """(a, rho after the block): linear attention of queries q and keys k over values v, from state rho.
+
+        BDH's keys are its queries (pass the same tensor for both); the ``separate_keys`` ablation passes its own.
+        """
         if self.detach_kv:
-            k, v = q.detach(), v.detach()
+            k, v = k.detach(), v.detach()
         a, rho_next = self._attention(q, k, v, rho)
         if self.inplace and rho_next is not rho:
             rho.copy_(rho_next)
@@ -145,8 +145,10 @@ class Kernels:
 
     def _attention(self, q, k, v, rho):
         kind, log_u, need = self.attention, self.log_u, self.need_state
-        if kind == "shared-keys":
+        if kind == "shared-keys" and k is q:
             return shared_key_attention(q, v, self._score_weights(q)), None
+        if kind == "shared-keys":  # keys of their own (or detached): the plain parallel form
+            return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
         if kind == "parallel":
             return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
         if kind == "chunked-triton":
@@ -161,7 +163,7 @@ class Kernels:
             return native.recurrent_step(q, k, v, rho, u), rho
         if kind == "recurrent":
             return recurrent(q, k, v, log_u=log_u, state=rho, need_state=need, inplace=self.inplace)
-        return sparse_attention(q, v, rho), rho
+        return sparse_attention(q, v, rho, k), rho
 
     def _score_weights(self, q: torch.Tensor) -> torch.Tensor | None:
         """`causal_weights` for q's length and dtype, computed once per pass (every layer has the same)."""
@@ -177,9 +179,10 @@ class Kernels:
         if torch.is_grad_enabled() or not torch.is_autocast_enabled(E.device.type):
             return W
         low = torch.get_autocast_dtype(E.device.type)
-        if ("E", low) not in self._memo:
-            self._memo[("E", low)] = W.to(low)
-        return self._memo[("E", low)]
+        key = ("E", low, E.data_ptr())  # one cast per weight set: layers of their own (unshared_layers) differ
+        if key not in self._memo:
+            self._memo[key] = W.to(low)
+        return self._memo[key]
 
     def _native_step(self, q: torch.Tensor, k: torch.Tensor, rho: torch.Tensor | None) -> bool:
         """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
@@ -202,6 +205,12 @@ class Kernels:
         if self.masks == "host":
             return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
         return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
+
+    def activate(self, z: torch.Tensor) -> torch.Tensor:
+        """y = ReLU(z), the ``ungated`` ablation of `gate`; host dropout masks zero the dropped entries here too."""
+        if self.masks == "host":
+            return F.relu(z).masked_fill(drop_mask(z.shape, self.dropout, dtype=z.dtype).dropped(), 0)
+        return F.relu(z)
 
     def heads(self, a: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         """a @ W per head: a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8).

@@ -33,7 +33,7 @@ import torch
 
 from bdh.errors import UserError
 
-FORMS = ("parallel", "chunked", "recurrent")
+from ..names import ATTENTION_FORMS
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> None:
@@ -238,4 +238,4 @@ def linear_attention(
         return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
     if form == "recurrent":
         return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)
-    raise UserError(f"linear attention: form must be one of {', '.join(FORMS)}; got {form!r}")
+    raise UserError(f"linear attention: form must be one of {', '.join(ATTENTION_FORMS)}; got {form!r}")

@@ -22,9 +22,6 @@ from bdh.errors import UserError
 
 from .fused import rope_rotate
 
-#: the positional schemes: the official interleaved RoPE, the standard halves layout, none
-SCHEMES = ("rope", "rope-standard", "none")
-
 
 def official_frequencies(N: int, theta: float) -> torch.Tensor:
     """Frequencies in turns per token for the official layout, shape (N,), float32."""

@@ -21,10 +21,11 @@ from bdh.errors import UserError
 DENSITY = 0.3
 
 
-def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
-    """a = q^T S, then S += q v^T in place, reading and writing only the rows where q is non-zero.
+def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor, k: torch.Tensor | None = None) -> torch.Tensor:
+    """a = q^T S, then S += k v^T in place, reading the rows where q is non-zero and writing those where k is.
 
-    q: (1, H, 1, N) the rotated x (keys = queries); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1, H, 1, D).
+    q: (1, H, 1, N) the rotated x; k: the keys, the same shape (default: q, BDH's keys = queries; the
+    ``separate_keys`` ablation has its own); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1, H, 1, D).
     """
     if q.shape[0] != 1 or q.shape[2] != 1:
         raise UserError(
@@ -32,16 +33,19 @@ def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor) -> torch
         )
     H, D = q.shape[1], v.shape[-1]
     qh, vv, Sh = q[0, :, 0], v.reshape(D), S[0]
-    if float((qh != 0).sum()) > DENSITY * qh.numel():
+    kh = qh if k is None else k[0, :, 0]
+    if float((qh != 0).sum() + (kh != 0).sum()) > 2 * DENSITY * qh.numel():
         a = torch.bmm(qh.unsqueeze(1), Sh)  # H, 1, D
-        Sh.add_(qh.unsqueeze(-1) * vv.view(1, 1, D))
+        Sh.add_(kh.unsqueeze(-1) * vv.view(1, 1, D))
         return a.view(1, H, 1, D)
     a = q.new_zeros(H, D)
     for h in range(H):
         rows = torch.nonzero(qh[h], as_tuple=True)[0]
         if rows.numel():
             a[h] = qh[h, rows] @ Sh[h, rows]
-            Sh[h, rows] += qh[h, rows].unsqueeze(-1) * vv.view(1, D)
+        rows = torch.nonzero(kh[h], as_tuple=True)[0]  # after the read: a_t sees only earlier tokens
+        if rows.numel():
+            Sh[h, rows] += kh[h, rows].unsqueeze(-1) * vv.view(1, D)
     return a.view(1, H, 1, D)
 
 

@@ -1,0 +1,255 @@
+"""Based (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput tradeoff",
+section 3 and appendix; Zoology's ``based`` MQAR configuration).
+
+Three kinds of sequence mixer, taken in turn from ``layer_pattern`` (Based's language models mix them across
+layers; Zoology's MQAR model is ``conv, linear``):
+
+* ``conv``: BaseConv with a short filter (Zoology, eq. 4; `bdh.baselines.baseconv.BaseConvLayer`):
+      y = (u W + b_1) ⊙ (h * u + b_2) + u,   h a causal depthwise filter of ``conv_size`` taps;
+* ``linear``: Taylor linear attention (section 3.1, eq. 2; `bdh.baselines.taylor_attention`), per head:
+      q = u W_q, k = u W_k in R^f (f = ``d_feature``), v = u W_v in R^{d/H},
+      y_t = sum_{s<=t} phi(q_t).phi(k_s) v_s / sum_{s<=t} phi(q_t).phi(k_s),  phi the 2nd-order Taylor map,
+  then the heads concatenated and projected by W_o (no biases: Zoology's ``Based``);
+* ``window``: softmax attention over the last w = ``window`` tokens (the current one included), with
+  rotary positions on q and k (``window_rope``):
+      y_t = sum_{t-w < s <= t} softmax_s(q_t.k_s / sqrt(d/H)) v_s,  then W_o;
+  `window_attention` (scaled-dot-product attention under a band mask) and the loop `window_attention_reference`.
+
+The network around them is `bdh.baselines.mixer_lm.MixerLM` (embedding, pre-LN blocks with an optional MLP,
+tied readout, no positional embedding: Zoology's choice for Based).
+
+Parameter count (`BasedConfig.num_params`; V, d, H, f, k = conv_size, m = MLP width):
+    skeleton (`bdh.baselines.mixer_lm.skeleton_params`)  +  per layer:
+    conv: d^2 + d + d k + d;   linear: 2 d H f + 2 d^2;   window: 4 d^2 + 4 d.
+State per layer (`BasedConfig.layer_state_size`, as Zoology counts it; T = seq_len, E = 1 + f + f (f+1)/2):
+    conv: d k (the last k inputs);  linear: H E (d/H + 1) (the sums S and z);  window: 2 d min(w, T) (its keys
+    and values; Zoology counts 2 d w, but no more than T tokens are ever cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
+from ..typed_config import bounded, one_of
+from .baseconv import BaseConvConfig, BaseConvLayer
+from .common import ModelConfig
+from .gpt import rope, rope_cos_sin
+from .mixer_lm import MixerLM, skeleton_params
+from .taylor_attention import expanded_size, linear_attention_chunked, linear_attention_reference
+
+LAYER_KINDS = ("conv", "linear", "window")
+#: ``fast``: chunked linear attention and fused band-masked attention; ``reference``: the quadratic and loop forms
+FORMS = ("fast", "reference")
+
+
+@dataclass
+class BasedConfig(ModelConfig):
+    """Configuration of the Based language model.
+
+    Attributes:
+        vocab_size: V.
+        seq_len: T, the longest sequence.
+        n_layer: layers; layer i mixes with ``layer_pattern[i % len(layer_pattern)]``.
+        n_embd: d.
+        n_head: H, heads of the linear and window attention (Zoology's Based: 1); d divisible by H.
+        layer_pattern: the mixers in turn: ``conv``, ``linear``, ``window`` (module docstring).
+        d_feature: f, the query/key size of linear attention before the feature map (Zoology: 16).
+        conv_size: taps of the short convolution (Zoology: 3).
+        window: w, tokens a window layer attends over, itself included (Based: 64).
+        window_rope: rotary positions in the window layers.
+        mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        dropout: dropout on the residual branches.
+        causal: must be true (every mixer is causal); present so callers can read it.
+        ln_eps: LayerNorm epsilon.
+        form: ``fast`` or ``reference`` forms of the attention layers (`FORMS`); the same function.
+        chunk_size: C of the chunked linear attention.
+    """
+
+    RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
+
+    vocab_size: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(128, ge=1)
+    n_head: int = bounded(1, ge=1)
+    layer_pattern: tuple[str, ...] = one_of(("conv", "linear", "window"), LAYER_KINDS)
+    d_feature: int = bounded(16, ge=1)
+    conv_size: int = bounded(3, ge=1)
+    window: int = bounded(64, ge=1)
+    window_rope: bool = True
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    causal: bool = True
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    form: str = one_of("fast", FORMS)
+    chunk_size: int = bounded(64, ge=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        for name in ("window_rope", "causal"):
+            self._check_bool(name)
+        if not self.layer_pattern:
+            self._fail("layer_pattern", f"must name at least one of {', '.join(LAYER_KINDS)}")
+        self.layer_pattern = tuple(self.layer_pattern)
+        if self.n_embd % self.n_head:
+            self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
+        if self.window_rope and "window" in self.layer_pattern and self.head_size % 2:
+            self._fail("n_head", f"RoPE rotates pairs, so the head size must be even, got {self.head_size}")
+        if self.causal is not True:
+            self._fail("causal", "Based's mixers are causal; it has no bidirectional form")
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def hidden(self) -> int:
+        """m, the MLP width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def kind(self, layer: int) -> str:
+        """The mixer of ``layer``."""
+        return self.layer_pattern[layer % len(self.layer_pattern)]
+
+    def mixer_params(self, layer: int) -> int:
+        d, kind = self.n_embd, self.kind(layer)
+        if kind == "conv":
+            return d * d + d + d * self.conv_size + d
+        if kind == "linear":
+            return 2 * d * self.n_head * self.d_feature + 2 * d * d
+        return 4 * d * d + 4 * d
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        skeleton = skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
+        return skeleton + sum(self.mixer_params(i) for i in range(self.n_layer))
+
+    def layer_state_size(self, layer: int) -> int:
+        """Recurrent-state scalars of one layer (module docstring)."""
+        d, kind = self.n_embd, self.kind(layer)
+        if kind == "conv":
+            return d * self.conv_size
+        if kind == "linear":
+            return self.n_head * expanded_size(self.d_feature) * (self.head_size + 1)
+        return 2 * d * min(self.window, self.seq_len)
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> BasedConfig:
+        """The Based of ``n_layer`` layers whose parameter count is closest to ``params``: n_embd over multiples of 2
+        (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). One head, as Zoology's
+        Based: the bench's ``n_head`` (BDH's and GPT's) is not used. Causal only. The protocol
+        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params,
+            lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
+            step=2,
+        )
+
+
+def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
+    """(T, T) boolean: key s is visible from query t iff t - window < s <= t."""
+    t = torch.arange(T, device=device)
+    gap = t[:, None] - t[None, :]
+    return (gap >= 0) & (gap < window)
+
+
+def window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """Causal softmax attention over the last ``window`` keys (B, H, T, dh), by fused scaled-dot-product
+    attention under `window_mask` (every row sees at least its own key)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(q.shape[-2], window, q.device))
+
+
+def window_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """`window_attention` as a loop over queries: softmax(q_t K_w^T / sqrt(dh)) V_w over the keys t-w+1..t."""
+    out = []
+    for t in range(q.shape[-2]):
+        lo = max(0, t - window + 1)
+        scores = q[..., t : t + 1, :] @ k[..., lo : t + 1, :].transpose(-1, -2) / q.shape[-1] ** 0.5
+        out.append(scores.softmax(-1) @ v[..., lo : t + 1, :])
+    return torch.cat(out, dim=-2)
+
+
+class TaylorLinearAttention(nn.Module):
+    """The ``linear`` mixer: per-head Taylor linear attention, heads concatenated, then W_o (no biases)."""
+
+    def __init__(self, cfg: BasedConfig):
+        super().__init__()
+        d, H, f = cfg.n_embd, cfg.n_head, cfg.d_feature
+        self.cfg = cfg
+        self.proj_q = nn.Linear(d, H * f, bias=False)
+        self.proj_k = nn.Linear(d, H * f, bias=False)
+        self.proj_v = nn.Linear(d, d, bias=False)
+        self.out_proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        B, T, d = u.shape
+        H, f = self.cfg.n_head, self.cfg.d_feature
+        q = self.proj_q(u).view(B, T, H, f).transpose(1, 2)
+        k = self.proj_k(u).view(B, T, H, f).transpose(1, 2)
+        v = self.proj_v(u).view(B, T, H, d // H).transpose(1, 2)
+        if self.cfg.form == "reference":
+            y = linear_attention_reference(q, k, v)
+        else:
+            y = linear_attention_chunked(q, k, v, self.cfg.chunk_size)
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, d))
+
+
+class WindowAttention(nn.Module):
+    """The ``window`` mixer: multi-head softmax attention over the last ``window`` tokens (RoPE on q, k)."""
+
+    def __init__(self, cfg: BasedConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        B, T, d = u.shape
+        H, w = self.cfg.n_head, self.cfg.window
+        q, k, v = self.qkv(u).view(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)
+        if self.cfg.window_rope:
+            rot = rope_cos_sin(T, d // H, 10000.0, u.device)
+            q, k = rope(q, *rot), rope(k, *rot)
+        attend = window_attention_reference if self.cfg.form == "reference" else window_attention
+        return self.out_proj(attend(q, k, v, w).transpose(1, 2).reshape(B, T, d))
+
+
+def make_mixer(cfg: BasedConfig, layer: int) -> nn.Module:
+    """The sequence mixer of ``layer`` (``layer_pattern``)."""
+    kind = cfg.kind(layer)
+    if kind == "conv":
+        conv = BaseConvConfig(seq_len=cfg.seq_len, n_layer=1, n_embd=cfg.n_embd, kernel_sizes=(cfg.conv_size,))
+        return BaseConvLayer(conv, 0)
+    return TaylorLinearAttention(cfg) if kind == "linear" else WindowAttention(cfg)
+
+
+class Based(PretrainedMixin, MixerLM):
+    """Based language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "based"
+    config_class = BasedConfig
+
+    def __init__(self, config: BasedConfig):
+        if not isinstance(config, BasedConfig):
+            raise TypeError(f"Based: expected a BasedConfig, got {type(config).__name__}")
+        super().__init__(config, [make_mixer(config, i) for i in range(config.n_layer)])
+        self.config = config
+
+    def state_sizes(self) -> list[int]:
+        """Recurrent-state scalars of each layer (`BasedConfig.layer_state_size`)."""
+        return [self.config.layer_state_size(i) for i in range(self.config.n_layer)]
+
+    def state_size(self) -> int:
+        """Recurrent-state scalars per layer: the mean of `state_sizes` over layers (rounded down), as BaseConv's."""
+        return sum(self.state_sizes()) // self.config.n_layer

@@ -1,0 +1,273 @@
+"""Gated linear attention (GLA: Yang, Wang, Shen, Panda, Kim 2024, "Gated Linear Attention Transformers with
+Hardware-Efficient Training", section 4, eq. 4-6 and the chunkwise form of section 4.2; Zoology's ``gla`` mixer).
+
+Per head (H heads; keys of size d_k = expand_k d / H, values of size d_v = expand_v d / H), on u in R^{T x d}:
+
+    q_t = u_t W_q / sqrt(d_k),   k_t = u_t W_k,   v_t = u_t W_v,   r_t = u_t W_r        (no biases)
+    alpha_t = sigmoid( u_t W_a1 W_a2 + b_a )^(1 / tau)        data-dependent forget gate in (0, 1)^{d_k},
+                                                             low rank (W_a1: d x r, W_a2: r x d_k), tau = 16
+    S_t = diag(alpha_t) S_{t-1} + k_t^T v_t                  (d_k x d_v state)
+    o_t = q_t S_t
+    y_t = [ RMSNorm(o_t) ⊙ Swish(r_t) ]_heads W_o           output gate; the RMSNorm gain shared by the heads
+
+``decay = "fixed"`` replaces alpha_t by RetNet's constant per-head decay gamma_h = 1 - 2^(-5 - h), h = 0..H-1
+(Sun et al. 2023, "Retentive Network", eq. 8): the same recurrence with an input-independent scalar gate.
+
+Two forms of the recurrence, equal up to rounding (`FORMS`):
+
+* `gla_recurrent`: the loop over t above (the reference);
+* `gla_chunked`: chunks of C steps. With g_t = log alpha_t and b_t = sum of g over the chunk up to t (inclusive),
+      o_t = (q_t ⊙ exp(b_t)) S_0 + sum_{s<=t in chunk} [ sum_i q_ti k_si exp(b_ti - b_si) ] v_s
+      S_C = diag(exp(b_C)) S_0 + sum_s (k_s ⊙ exp(b_C - b_s))^T v_s
+  Every exponent is <= 0 (the log-gates are negative), so nothing overflows; the pairwise factors
+  exp(b_t - b_s) are formed explicitly (C x C x d_k per chunk, the paper's stable secondary-chunk form), in fp32.
+
+Parameter count (`GLAConfig.num_params`; D_k = H d_k, D_v = H d_v, r = gate_rank):
+    skeleton (`bdh.baselines.mixer_lm.skeleton_params`) + per layer:
+    2 d D_k [W_q, W_k] + 3 d D_v [W_v, W_r, W_o] + d_v [RMSNorm] + (data decay) d r + r D_k + D_k [gate].
+State per layer (`GLAConfig.layer_state_size`, Zoology's ``key_dim * head_v_dim``): H d_k d_v.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
+from ..typed_config import bounded, one_of
+from .common import ModelConfig
+from .mixer_lm import MixerLM, skeleton_params
+
+DECAYS = ("data", "fixed")
+#: ``fast``: the chunked recurrence; ``reference``: the loop over time
+FORMS = ("fast", "reference")
+
+
+@dataclass
+class GLAConfig(ModelConfig):
+    """Configuration of the GLA language model (defaults: Zoology's / the paper's GLA layer).
+
+    Attributes:
+        vocab_size: V.
+        seq_len: T, the longest sequence.
+        n_layer: layers.
+        n_embd: d.
+        n_head: H.
+        expand_k: D_k / d, the total key size (GLA: 0.5); D_k divisible by H.
+        expand_v: D_v / d, the total value size (GLA: 1); D_v divisible by H.
+        gate_rank: r, the rank of the forget-gate projection (GLA: 16).
+        gate_tau: tau, alpha = sigmoid(.)^(1/tau) (GLA: 16; larger: slower forgetting).
+        decay: ``data`` (GLA's gate alpha_t) or ``fixed`` (RetNet's per-head constant).
+        mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        dropout: dropout on the residual branches.
+        causal: must be true (a recurrence); present so callers can read it.
+        ln_eps: LayerNorm epsilon.
+        norm_eps: epsilon of the RMSNorm on the heads' outputs.
+        form: ``fast`` or ``reference`` (`FORMS`); the same function.
+        chunk_size: C of the chunked form.
+    """
+
+    RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
+
+    vocab_size: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(128, ge=1)
+    n_head: int = bounded(4, ge=1)
+    expand_k: float = bounded(0.5, gt=0, le=16)
+    expand_v: float = bounded(1.0, gt=0, le=16)
+    gate_rank: int = bounded(16, ge=1)
+    gate_tau: float = bounded(16.0, gt=0, lt=1e6)
+    decay: str = one_of("data", DECAYS)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    causal: bool = True
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    norm_eps: float = bounded(1e-5, gt=0, lt=1)
+    form: str = one_of("fast", FORMS)
+    chunk_size: int = bounded(8, ge=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        self._check_bool("causal")
+        for name in ("expand_k", "expand_v"):
+            size = getattr(self, name) * self.n_embd
+            if size != int(size) or int(size) % self.n_head or size < self.n_head:
+                self._fail(name, f"{name} * n_embd = {size:g} must be a positive multiple of n_head = {self.n_head}")
+        if self.causal is not True:
+            self._fail("causal", "GLA is a recurrence; it has no bidirectional form")
+
+    @property
+    def key_size(self) -> int:
+        """D_k, all heads together."""
+        return int(self.expand_k * self.n_embd)
+
+    @property
+    def value_size(self) -> int:
+        """D_v, all heads together."""
+        return int(self.expand_v * self.n_embd)
+
+    @property
+    def hidden(self) -> int:
+        """m, the MLP width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def mixer_params(self) -> int:
+        d, Dk, Dv, r = self.n_embd, self.key_size, self.value_size, self.gate_rank
+        gate = d * r + r * Dk + Dk if self.decay == "data" else 0
+        return 2 * d * Dk + 3 * d * Dv + Dv // self.n_head + gate
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        return (
+            skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
+            + self.n_layer * self.mixer_params()
+        )
+
+    def layer_state_size(self) -> int:
+        """H d_k d_v: the state S of every head (module docstring)."""
+        return self.key_size * self.value_size // self.n_head
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> GLAConfig:
+        """The GLA of ``n_layer`` layers and ``n_head`` heads whose parameter count is closest to ``params``: n_embd
+        over the multiples of the smallest step that gives whole heads (`bdh.sizing.closest_by_params`); ``extra``:
+        other fields (the defaults otherwise). Causal only. The protocol `bdh.sizing.BudgetSized`."""
+
+        def make(d: int) -> GLAConfig:
+            return cls(
+                vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, n_head=n_head, causal=causal, **extra
+            )
+
+        step = width_step(n_head, extra.get("expand_k", 0.5), extra.get("expand_v", 1.0))
+        return closest_by_params(params, make, step=step)
+
+
+def width_step(n_head: int, expand_k: float, expand_v: float) -> int:
+    """The smallest width d, a multiple of ``n_head``, whose key and value sizes are whole multiples of ``n_head``
+    (at most 64 n_head; beyond it n_head itself, which the config then refuses in one line)."""
+    for d in range(n_head, 64 * n_head + 1, n_head):
+        if all(float(e * d).is_integer() and int(e * d) % n_head == 0 for e in (expand_k, expand_v)):
+            return d
+    return n_head
+
+
+def gla_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: torch.Tensor) -> torch.Tensor:
+    """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference).
+
+    q, k, log_alpha: (B, H, T, d_k); v: (B, H, T, d_v) -> (B, H, T, d_v)."""
+    B, H, T, K = q.shape
+    S = q.new_zeros(B, H, K, v.shape[-1])
+    out = []
+    for t in range(T):
+        S = log_alpha[:, :, t, :, None].exp() * S + k[:, :, t, :, None] * v[:, :, t, None, :]
+        out.append((q[:, :, t, None, :] @ S).squeeze(-2))
+    return torch.stack(out, dim=2)
+
+
+def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The chunkwise form (module docstring), equal to `gla_recurrent`; same shapes; in fp32 at least.
+    ``chunk`` need not divide T (the tail is padded with zero keys and log-gates, which reach no real row)."""
+    out_dtype = v.dtype
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))
+    B, H, T, K = q.shape
+    chunk = min(chunk, T)  # no padding beyond the sequence
+    pad = -T % chunk
+    if pad:
+        q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
+    n = (T + pad) // chunk
+    q, k, v, g = (x.reshape(B, H, n, chunk, x.shape[-1]) for x in (q, k, v, g))
+    b = g.cumsum(-2)  # (B, H, n, C, d_k), decreasing along the chunk
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()[..., None]
+    pair = torch.where(causal, b[..., :, None, :] - b[..., None, :, :], float("-inf")).exp()  # exp(b_t - b_s), s<=t
+    scores = (q[..., :, None, :] * k[..., None, :, :] * pair).sum(-1)  # (B, H, n, C, C)
+    within = scores @ v
+    k_to_end = k * (b[..., -1:, :] - b).exp()
+    chunk_kv = k_to_end.transpose(-1, -2) @ v  # (B, H, n, d_k, d_v)
+    chunk_decay = b[..., -1, :].exp()  # (B, H, n, d_k)
+    S = q.new_zeros(B, H, K, v.shape[-1])
+    starts = []
+    for c in range(n):
+        starts.append(S)
+        S = chunk_decay[:, :, c, :, None] * S + chunk_kv[:, :, c]
+    across = (q * b.exp()) @ torch.stack(starts, dim=2)
+    return (within + across).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
+
+
+def retnet_log_decay(n_head: int) -> torch.Tensor:
+    """log gamma_h, gamma_h = 1 - 2^(-5 - h) for h = 0..H-1 (RetNet's fixed per-head decay)."""
+    return torch.log1p(-torch.exp2(-5.0 - torch.arange(n_head, dtype=torch.float64))).float()
+
+
+class GatedLinearAttention(nn.Module):
+    """The GLA mixer (module docstring): projections, forget gate, recurrence, RMSNorm, Swish output gate."""
+
+    def __init__(self, cfg: GLAConfig):
+        super().__init__()
+        d, Dk, Dv = cfg.n_embd, cfg.key_size, cfg.value_size
+        self.cfg = cfg
+        self.proj_q = nn.Linear(d, Dk, bias=False)
+        self.proj_k = nn.Linear(d, Dk, bias=False)
+        self.proj_v = nn.Linear(d, Dv, bias=False)
+        self.proj_r = nn.Linear(d, Dv, bias=False)
+        self.gate = (
+            nn.Sequential(nn.Linear(d, cfg.gate_rank, bias=False), nn.Linear(cfg.gate_rank, Dk))
+            if cfg.decay == "data"
+            else None
+        )
+        self.register_buffer("fixed_log_decay", retnet_log_decay(cfg.n_head), persistent=False)
+        self.norm = nn.RMSNorm(Dv // cfg.n_head, eps=cfg.norm_eps)
+        self.out_proj = nn.Linear(Dv, d, bias=False)
+
+    def log_alpha(self, u: torch.Tensor) -> torch.Tensor:
+        """log alpha_t (B, H, T, d_k): log sigmoid(u W_a1 W_a2 + b_a) / tau, or RetNet's constant."""
+        B, T, _ = u.shape
+        H, dk = self.cfg.n_head, self.cfg.key_size // self.cfg.n_head
+        if self.gate is None:
+            return self.fixed_log_decay.to(u.dtype)[None, :, None, None].expand(B, H, T, dk)
+        logits = self.gate(u)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # the gates decay in fp32 at least
+        return (F.logsigmoid(logits) / self.cfg.gate_tau).view(B, T, H, dk).transpose(1, 2)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        B, T, _ = u.shape
+        H, dk, dv = self.cfg.n_head, self.cfg.key_size // self.cfg.n_head, self.cfg.value_size // self.cfg.n_head
+        q = self.proj_q(u).view(B, T, H, dk).transpose(1, 2) * dk**-0.5
+        k = self.proj_k(u).view(B, T, H, dk).transpose(1, 2)
+        v = self.proj_v(u).view(B, T, H, dv).transpose(1, 2)
+        g = self.log_alpha(u)
+        if self.cfg.form == "reference":
+            o = gla_recurrent(q, k, v, g.to(q.dtype))
+        else:
+            o = gla_chunked(q, k, v, g, self.cfg.chunk_size)
+        o = o.transpose(1, 2)
+        o = self.norm(o.to(self.norm.weight.dtype))  # in the weights' precision (fp32 under bf16 autocast)
+        o = o * F.silu(self.proj_r(u)).view(B, T, H, dv)
+        return self.out_proj(o.reshape(B, T, H * dv))
+
+
+class GLA(PretrainedMixin, MixerLM):
+    """GLA language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "gla"
+    config_class = GLAConfig
+
+    def __init__(self, config: GLAConfig):
+        if not isinstance(config, GLAConfig):
+            raise TypeError(f"GLA: expected a GLAConfig, got {type(config).__name__}")
+        super().__init__(config, [GatedLinearAttention(config) for _ in range(config.n_layer)])
+        self.config = config
+
+    def state_size(self) -> int:
+        """Recurrent-state scalars per layer: H d_k d_v (`GLAConfig.layer_state_size`)."""
+        return self.config.layer_state_size()

@@ -1,0 +1,258 @@
+"""Hyena (Poli et al. 2023, "Hyena Hierarchy: Towards Larger Convolutional Language Models", Section 3,
+Definition 3.1, Algorithms 1-3), the order-2 operator of Zoology's Figure 2 (Arora et al. 2023).
+
+One Hyena operator of order 2 on u in R^{T x d}:
+
+    (x1, x2, v) = conv_k(u W_in + b_in)         three projections, each through a short causal depthwise filter
+    v  = x1 ⊙ v                                  first gate
+    v  = h * v + D ⊙ v                           long causal convolution per channel (the implicit filter h, the
+                                                  skip D), by FFT: `bdh.baselines.baseconv.fft_conv`
+    y  = (x2 ⊙ v) W_out + b_out                  second gate, out-projection
+
+The implicit long filter (Algorithm 2 and Eq. 7): h_t = FFN(z_t) ⊙ window_t, with positional features
+z_t = [t / (T-1), Re e^{-i f w_t}, Im e^{-i f w_t}] (`bdh.baselines.baseconv.PositionalFeatures`), the FFN
+Linear(e -> q) then ``filter_layers`` times Linear(q -> q), each followed by sin(omega ⊙ .) with one trained
+frequency vector omega (init ``filter_freq``), then Linear(q -> d) without bias, and the exponential decay
+window_{t,c} = exp(-|alpha_c| t / (T-1)), alpha_c spread evenly between ln(target) / slow and ln(target) / fast
+over the channels (fixed: Zoology trains it at learning rate 0). Zoology trains the positional features z at a
+learning rate of 1e-5; here they are fixed.
+
+The long convolution has two forms (``conv``): ``fft`` (fast, O(T log T), in fp32) and ``direct``, the reference:
+the O(T^2) sum y[c, t] = sum_{s<=t} h[c, s] v[c, t - s] through the Toeplitz matrix of h.
+
+The network is Zoology's ``LanguageModel``: token embedding (dropout), blocks h = h + Hyena(LN(h)) then
+h = h + MLP(LN(h)) (``mlp_ratio = 0``: no MLP, Zoology's Figure 2 runs), final LayerNorm, readout tied to the
+embedding; no positions. Initialisation as Zoology's: linear maps and the embedding N(0, 0.02), biases 0, the
+residual outputs (W_out, the MLP's second layer) N(0, 0.02 / sqrt(2 n_layer)); D ~ N(0, 1).
+
+Parameter count (`HyenaConfig.num_params`; d, V, k, e = filter_emb_dim, q = filter_order, n = filter_layers,
+m = MLP width, L = n_layer):
+    V d [embedding; tied readout] + 2 d [final LN]
+    + L ( 2 d [LN] + 3 d^2 + 3 d [W_in] + 3 d k + 3 d [short filters] + d^2 + d [W_out]
+          + e q + q + n (q^2 + q) + q d + q [omega] + d [D]  [implicit filter]
+          + [2 d + 2 d m + m + d  if m > 0] )
+State (Zoology's ``Hyena.state_size``): d T scalars per layer at T = seq_len, the input history of the long
+convolution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
+from ..typed_config import bounded, one_of
+from .baseconv import PositionalFeatures, fft_conv
+from .common import ModelConfig, check_tokens, count_params
+
+CONV_FORMS = ("fft", "direct")
+
+
+@dataclass
+class HyenaConfig(ModelConfig):
+    """Configuration of the Hyena language model (defaults: Zoology's Hyena operator at a CPU-sized width).
+
+    Attributes:
+        vocab_size: V.
+        seq_len: T, the longest sequence (the length of the implicit filter's features).
+        n_layer: number of Hyena blocks.
+        n_embd: d.
+        short_filter: k, taps of the short causal filters on the projections (Zoology: 3).
+        filter_order: q, width of the implicit filter's FFN (Zoology: 64).
+        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3; Zoology: 3).
+        filter_layers: n, inner q -> q layers of the FFN (Zoology: 2).
+        filter_freq: the initial frequency of the sine activations (Zoology: 1).
+        decay_fast, decay_slow, decay_target: the decay window reaches ``decay_target`` at the fraction
+            ``decay_fast`` of the length in the fastest channel and ``decay_slow`` in the slowest
+            (Zoology: 0.3, 1.5, 0.01).
+        mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        dropout: dropout on the residual branches.
+        conv: ``fft`` (fast) or ``direct`` (the O(T^2) reference); how the model runs, not its weights.
+        causal: must be true; present so callers can read it.
+        ln_eps: LayerNorm epsilon.
+    """
+
+    vocab_size: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    short_filter: int = bounded(3, ge=1)
+    filter_order: int = bounded(64, ge=1)
+    filter_emb_dim: int = bounded(3, ge=3)
+    filter_layers: int = bounded(2, ge=0)
+    filter_freq: float = bounded(1.0, gt=0)
+    decay_fast: float = bounded(0.3, gt=0)
+    decay_slow: float = bounded(1.5, gt=0)
+    decay_target: float = bounded(1e-2, gt=0, lt=1)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    dropout: float = bounded(0.0, ge=0, lt=1)
+    conv: str = one_of("fft", CONV_FORMS)
+    causal: bool = True
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
+    RUNTIME_FIELDS = frozenset({"conv", "embed_dropout", "dropout"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        if self.filter_emb_dim % 2 == 0:
+            self._fail("filter_emb_dim", f"must be odd (time plus cosine/sine pairs), got {self.filter_emb_dim}")
+        if self.decay_fast > self.decay_slow:
+            self._fail("decay_fast", f"must not exceed decay_slow = {self.decay_slow}, got {self.decay_fast}")
+        if self.causal is not True:
+            self._fail("causal", "Hyena's long convolutions are causal; it has no bidirectional form")
+
+    @property
+    def hidden(self) -> int:
+        """m, the MLP hidden width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, k, m = self.n_embd, self.short_filter, self.hidden
+        e, q, n = self.filter_emb_dim, self.filter_order, self.filter_layers
+        implicit = e * q + q + n * (q * q + q) + q * d + q + d
+        layer = 2 * d + 3 * d * d + 3 * d + 3 * d * k + 3 * d + d * d + d + implicit
+        layer += 2 * d + 2 * d * m + m + d if m else 0
+        return self.vocab_size * d + 2 * d + self.n_layer * layer
+
+    def layer_state_size(self) -> int:
+        """d T: the long convolution's input history at T = seq_len (Zoology's ``Hyena.state_size``)."""
+        return self.n_embd * self.seq_len
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> HyenaConfig:
+        """The Hyena of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples of
+        2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). It has no heads
+        (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
+        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params,
+            lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
+            step=2,
+        )
+
+
+def direct_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The reference of `fft_conv`: y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] as a product with the (d, T, T) lower
+    triangular Toeplitz matrix K[c, t, j] = k[c, t - j]. u: (B, d, T); k: (d, T') with T' >= T."""
+    T = u.shape[-1]
+    pos = torch.arange(T, device=u.device)
+    lag = pos[:, None] - pos[None, :]  # t - j
+    toeplitz = k[:, lag.clamp(min=0)] * (lag >= 0).to(k.dtype)  # d, T, T
+    return torch.einsum("ctj,bcj->bct", toeplitz, u)
+
+
+class ImplicitFilter(nn.Module):
+    """h_t = FFN(z_t) ⊙ window_t (module docstring), the long filter (d, T)."""
+
+    def __init__(self, cfg: HyenaConfig):
+        super().__init__()
+        q = cfg.filter_order
+        self.pos = PositionalFeatures(cfg.filter_emb_dim, cfg.seq_len)
+        inner = (nn.Linear(q, q) for _ in range(cfg.filter_layers))
+        self.layers = nn.ModuleList([nn.Linear(cfg.filter_emb_dim, q), *inner])
+        self.out = nn.Linear(q, cfg.n_embd, bias=False)
+        self.freq = nn.Parameter(torch.full((q,), float(cfg.filter_freq)))
+        slow, fast = (math.log(cfg.decay_target) / pct for pct in (cfg.decay_slow, cfg.decay_fast))
+        self.register_buffer("alpha", torch.linspace(slow, fast, cfg.n_embd).abs(), persistent=False)
+
+    def forward(self, T: int) -> torch.Tensor:
+        z = self.pos(T)  # T, e; z[:, 0] = t / (T_max - 1)
+        a = z
+        for layer in self.layers:
+            a = torch.sin(self.freq * layer(a))
+        window = torch.exp(-z[:, :1] * self.alpha)  # T, d
+        return (self.out(a) * window).transpose(0, 1)
+
+
+class HyenaOperator(nn.Module):
+    """The order-2 Hyena operator (module docstring), (B, T, d) -> (B, T, d)."""
+
+    def __init__(self, cfg: HyenaConfig):
+        super().__init__()
+        d = cfg.n_embd
+        self.conv_form = cfg.conv
+        self.in_proj = nn.Linear(d, 3 * d)
+        self.short = nn.Conv1d(3 * d, 3 * d, cfg.short_filter, groups=3 * d, padding=cfg.short_filter - 1)
+        self.filter = ImplicitFilter(cfg)
+        self.D = nn.Parameter(torch.randn(d))
+        self.out_proj = nn.Linear(d, d)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        T = u.shape[1]
+        x1, x2, v = self.short(self.in_proj(u).transpose(1, 2))[..., :T].chunk(3, dim=1)  # B, d, T each
+        v = x1 * v
+        long = fft_conv if self.conv_form == "fft" else direct_conv
+        v = long(v, self.filter(T)) + self.D[:, None] * v
+        return self.out_proj((x2 * v).transpose(1, 2))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: HyenaConfig):
+        super().__init__()
+        d = cfg.n_embd
+        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.mixer = HyenaOperator(cfg)
+        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.hidden else None
+        self.mlp = nn.Sequential(nn.Linear(d, cfg.hidden), nn.GELU(), nn.Linear(cfg.hidden, d)) if cfg.hidden else None
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.drop(self.mixer(self.ln1(h)))
+        if self.mlp is not None:
+            h = h + self.drop(self.mlp(self.ln2(h)))
+        return h
+
+
+class Hyena(PretrainedMixin, nn.Module):
+    """Hyena language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "hyena"
+    config_class = HyenaConfig
+
+    def __init__(self, config: HyenaConfig):
+        super().__init__()
+        if not isinstance(config, HyenaConfig):
+            raise TypeError(f"Hyena: expected a HyenaConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.embed_dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # Zoology (GPT-2): residual outputs scaled by 1/sqrt(2 L)
+            if name.endswith(("out_proj.weight", "mlp.2.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `HyenaConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_size(self) -> int:
+        """Recurrent state scalars per layer: d seq_len (Zoology's ``Hyena.state_size``)."""
+        return self.config.layer_state_size()
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        check_tokens("Hyena", idx, cfg.vocab_size, cfg.seq_len)
+        h = self.drop(self.embed(idx))
+        for block in self.blocks:
+            h = block(h)
+        return F.linear(self.ln_f(h), self.embed.weight)

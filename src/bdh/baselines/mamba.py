@@ -1,0 +1,266 @@
+"""Mamba: the selective state-space model (Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective
+State Spaces", Section 3 and Algorithm 2), in Zoology's language-model frame (Arora et al. 2023, Figure 2).
+
+One Mamba mixer on u in R^{T x d}, with the inner width e = E d (``expand`` E) and N = ``d_state``:
+
+    [x, z]   = u W_in                                   in-projection to 2 e channels
+    x        = SiLU(conv_k(x))                          short causal depthwise convolution (k = ``d_conv`` taps)
+    Delta_t  = softplus(W_dt (x_t W_x^dt) + b_dt)        input-dependent step, (e,), through a rank-r bottleneck
+    B_t, C_t = x_t W_x^B, x_t W_x^C                      input-dependent input and output maps, (N,)
+    A        = -exp(A_log)                               diagonal, (e, N); S4D-real init A_{c,n} = -(n + 1)
+    h_t      = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t        Eq. 2a with the discretisation of Eq. 4:
+                                                                  Abar = exp(Delta A), Bbar x = Delta B x
+    y_t      = h_t C_t + D ⊙ x_t                         Eq. 2b plus the skip D
+    out      = (y ⊙ SiLU(z)) W_out                       gate and out-projection
+
+with h_t in R^{e x N} per sequence (one N-state per inner channel). The recurrence has two forms, equal in
+exact arithmetic (``scan``): ``sequential``, the obviously correct loop over t (the reference), and
+``parallel``, the fast form: the steps h -> Abar_t h + Bbar_t x_t compose associatively, so a prefix scan
+(Blelloch 1990; the parallel scan of Mamba's Section 3.3) finds every h_t in log2(T) rounds of whole-sequence
+tensor operations instead of T small ones; it forms only products of decays in (0, 1] and sums, so it is as
+stable as the loop. It does log2(T) times the loop's arithmetic, which a GPU absorbs but a CPU does not: ``auto``
+(the default) runs the loop on a CPU and the prefix scan on any other device (docs/baselines.md has the
+timings). Both run in fp32 at least (fp64 stays fp64).
+
+The network (Zoology's ``MambaBlock`` stack): token embedding (dropout), blocks h = h + Mamba(RMSNorm(h)) (no
+MLP: Mamba's block is the mixer alone), final RMSNorm, readout tied to the embedding; no positions.
+Initialisation as Zoology's: embedding N(0, 0.02), the Delta bias so that softplus(b_dt) is log-uniform in
+[dt_min, dt_max], W_dt uniform in +-r^-1/2, W_out scaled by 1/sqrt(n_layer), other linear maps PyTorch's.
+
+Parameter count (`MambaConfig.num_params`; d, V, e = E d, N, k, r = ``dt_rank``, L = n_layer):
+    V d [embedding; tied readout] + d [final RMSNorm]
+    + L ( d [RMSNorm] + 2 e d [W_in] + e k + e [conv] + e (r + 2 N) [W_x] + r e + e [W_dt, b_dt]
+          + e N [A_log] + e [D] + e d [W_out] )
+State (Zoology's ``Mamba.state_size``): e N scalars per layer, the SSM state h (the short convolution's
+cache of e (k - 1) inputs is not counted, as Zoology does not).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
+from ..typed_config import bounded, one_of
+from .common import ModelConfig, check_tokens, count_params
+
+SCANS = ("auto", "parallel", "sequential")
+
+
+@dataclass
+class MambaConfig(ModelConfig):
+    """Configuration of the Mamba language model (defaults: Mamba's mixer settings at a CPU-sized width).
+
+    Attributes:
+        vocab_size: V.
+        n_layer: number of Mamba blocks.
+        n_embd: d.
+        d_state: N, the state size per inner channel (Mamba: 16).
+        d_conv: k, taps of the short causal convolution (Mamba: 4).
+        expand: E, inner width e = E d (Mamba: 2).
+        dt_rank: r, rank of the Delta projection; null: ceil(d / 16) (Mamba's "auto").
+        dt_min, dt_max: the range of the initial step Delta (log-uniform).
+        dt_init_floor: the smallest initial Delta.
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        scan: ``parallel`` (the prefix scan), ``sequential`` (the reference loop) or ``auto`` (the loop on a CPU,
+            the prefix scan elsewhere); how the model runs, not what its weights mean.
+        causal: must be true; present so callers can read it.
+        norm_eps: RMSNorm epsilon.
+    """
+
+    vocab_size: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    d_state: int = bounded(16, ge=1)
+    d_conv: int = bounded(4, ge=1)
+    expand: int = bounded(2, ge=1)
+    dt_rank: int | None = bounded(None, ge=1)
+    dt_min: float = bounded(1e-3, gt=0)
+    dt_max: float = bounded(0.1, gt=0)
+    dt_init_floor: float = bounded(1e-4, gt=0)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    scan: str = one_of("auto", SCANS)
+    causal: bool = True
+    norm_eps: float = bounded(1e-5, gt=0, lt=1)
+    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
+    RUNTIME_FIELDS = frozenset({"scan", "embed_dropout"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        if self.dt_min > self.dt_max:
+            self._fail("dt_min", f"must not exceed dt_max = {self.dt_max}, got {self.dt_min}")
+        if self.causal is not True:
+            self._fail("causal", "Mamba's scan runs forward in time; it has no bidirectional form")
+
+    @property
+    def inner(self) -> int:
+        """e = E d, the inner width."""
+        return self.expand * self.n_embd
+
+    @property
+    def rank(self) -> int:
+        """r, the rank of the Delta projection (``dt_rank``, or ceil(d / 16))."""
+        return self.dt_rank if self.dt_rank is not None else math.ceil(self.n_embd / 16)
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, e, N, k, r = self.n_embd, self.inner, self.d_state, self.d_conv, self.rank
+        layer = d + 2 * e * d + e * k + e + e * (r + 2 * N) + r * e + e + e * N + e + e * d
+        return self.vocab_size * d + d + self.n_layer * layer
+
+    def layer_state_size(self) -> int:
+        """e N: the SSM state of one layer (Zoology's ``Mamba.state_size``)."""
+        return self.inner * self.d_state
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> MambaConfig:
+        """The Mamba of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples
+        of 2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). A recurrent model
+        has no length and no heads (``seq_len`` and ``n_head`` are not used) and is causal only (``causal=False``
+        is refused). The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
+        )
+
+
+def _scan_dtype(x: torch.Tensor) -> torch.dtype:
+    """fp32 for half precisions, fp64 kept: the dtype the scans compute in."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def selective_scan_sequential(
+    x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, D: torch.Tensor
+) -> torch.Tensor:
+    """The reference: h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t, y_t = h_t C_t + D x_t, a plain loop over t.
+
+    x, delta: (b, T, e); A: (e, N); B, C: (b, T, N); D: (e,). Returns y (b, T, e)."""
+    b, T, e = x.shape
+    h = x.new_zeros(b, e, A.shape[1])
+    ys = []
+    for t in range(T):
+        decay = torch.exp(delta[:, t, :, None] * A)  # b e N: Abar
+        h = decay * h + (delta[:, t] * x[:, t])[..., None] * B[:, t, None, :]
+        ys.append((h * C[:, t, None, :]).sum(-1))
+    return torch.stack(ys, dim=1) + x * D
+
+
+def selective_scan_parallel(
+    x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, D: torch.Tensor
+) -> torch.Tensor:
+    """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): the steps
+    h -> a_t h + u_t (a_t = exp(Delta_t A), u_t = Delta_t B_t x_t) compose associatively, (a, u) then (a', u')
+    being (a' a, a' u + u'); log2(T) rounds each compose every step with the one ``offset`` earlier. Only
+    products of decays in (0, 1] and sums are formed, so it is as stable as the loop. Shapes as
+    `selective_scan_sequential`."""
+    T = x.shape[1]
+    a = torch.exp(delta[..., None] * A)  # b T e N
+    h = (delta * x)[..., None] * B[:, :, None, :]  # b T e N: u_t, becoming h_t
+    offset = 1
+    while offset < T:
+        h = h + a * F.pad(h[:, :-offset], (0, 0, 0, 0, offset, 0))  # earlier composed with h_0 = 0
+        a = a * F.pad(a[:, :-offset], (0, 0, 0, 0, offset, 0), value=1.0)
+        offset *= 2
+    return torch.einsum("bten,btn->bte", h, C) + x * D
+
+
+class MambaMixer(nn.Module):
+    """The selective SSM mixer (module docstring), (b, T, d) -> (b, T, d)."""
+
+    def __init__(self, cfg: MambaConfig):
+        super().__init__()
+        d, e, N, r = cfg.n_embd, cfg.inner, cfg.d_state, cfg.rank
+        self.cfg = cfg
+        self.in_proj = nn.Linear(d, 2 * e, bias=False)
+        self.conv = nn.Conv1d(e, e, cfg.d_conv, groups=e, padding=cfg.d_conv - 1)
+        self.x_proj = nn.Linear(e, r + 2 * N, bias=False)
+        self.dt_proj = nn.Linear(r, e)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(e, 1))
+        self.D = nn.Parameter(torch.ones(e))
+        self.out_proj = nn.Linear(e, d, bias=False)
+        self.reset_delta()
+
+    @torch.no_grad()
+    def reset_delta(self) -> None:
+        """Mamba's Delta init: W_dt uniform in +-r^-1/2, softplus(b_dt) log-uniform in [dt_min, dt_max]."""
+        cfg = self.cfg
+        nn.init.uniform_(self.dt_proj.weight, -(cfg.rank**-0.5), cfg.rank**-0.5)
+        lo, hi = math.log(cfg.dt_min), math.log(cfg.dt_max)
+        dt = torch.exp(torch.rand(cfg.inner) * (hi - lo) + lo).clamp(min=cfg.dt_init_floor)
+        self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # the inverse of softplus
+
+    def scan_for(self, device: torch.device) -> Callable[..., torch.Tensor]:
+        """The scan function ``scan`` names (``auto``: the loop on a CPU, the prefix scan elsewhere)."""
+        scan = self.cfg.scan
+        if scan == "auto":
+            scan = "sequential" if device.type == "cpu" else "parallel"
+        return selective_scan_sequential if scan == "sequential" else selective_scan_parallel
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        T, N = u.shape[1], self.cfg.d_state
+        x, z = self.in_proj(u).chunk(2, dim=-1)
+        x = F.silu(self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2))
+        dt, B, C = self.x_proj(x).split([self.cfg.rank, N, N], dim=-1)
+        delta = F.softplus(self.dt_proj(dt))
+        dtype = _scan_dtype(x)
+        with torch.autocast(u.device.type, enabled=False):
+            args = [t.to(dtype) for t in (x, delta, -torch.exp(self.A_log), B, C, self.D)]
+            y = self.scan_for(u.device)(*args)
+        return self.out_proj((y * F.silu(z.to(dtype))).to(u.dtype))
+
+
+class Block(nn.Module):
+    """h + Mamba(RMSNorm(h))."""
+
+    def __init__(self, cfg: MambaConfig):
+        super().__init__()
+        self.norm = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.mixer = MambaMixer(cfg)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.mixer(self.norm(h))
+
+
+class Mamba(PretrainedMixin, nn.Module):
+    """Mamba language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "mamba"
+    config_class = MambaConfig
+
+    def __init__(self, config: MambaConfig):
+        super().__init__()
+        if not isinstance(config, MambaConfig):
+            raise TypeError(f"Mamba: expected a MambaConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        self.drop = nn.Dropout(cfg.embed_dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.norm_f = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+        with torch.no_grad():  # Zoology's rescaled residual projections (one residual per block)
+            for block in self.blocks:
+                block.mixer.out_proj.weight /= math.sqrt(cfg.n_layer)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `MambaConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_size(self) -> int:
+        """Recurrent state scalars per layer: e N, the SSM state (Zoology's ``Mamba.state_size``)."""
+        return self.config.layer_state_size()
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        check_tokens("Mamba", idx, cfg.vocab_size)
+        h = self.drop(self.embed(idx))
+        for block in self.blocks:
+            h = block(h)
+        return F.linear(self.norm_f(h), self.embed.weight)

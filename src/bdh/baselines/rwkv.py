@@ -1,0 +1,283 @@
+"""RWKV-4 (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era", Section 4, Eq. 11-17), in Zoology's
+language-model frame (Arora et al. 2023, Figure 2, whose RWKV is this time mixing).
+
+Time mixing on x in R^{T x d}, with the token shift x_{t-1} (zero before the first token):
+
+    r_t = W_r (mu_r ⊙ x_t + (1 - mu_r) ⊙ x_{t-1}),  k_t, v_t likewise with mu_k, W_k and mu_v, W_v   (Eq. 11-13)
+    wkv_t = ( sum_{i<t} e^{-(t-1-i) w + k_i} ⊙ v_i + e^{u + k_t} ⊙ v_t )
+          / ( sum_{i<t} e^{-(t-1-i) w + k_i}       + e^{u + k_t} )                                   (Eq. 14)
+    o_t = W_o (sigmoid(r_t) ⊙ wkv_t)                                                                 (Eq. 15)
+
+per channel, with the decay w = exp(time_decay) > 0 and the bonus u = time_first of the current token.
+Channel mixing (Eq. 16-17): r'_t, k'_t from token-shifted inputs (mu'_r, mu'_k), o'_t = sigmoid(r'_t) ⊙
+W'_v max(k'_t, 0)^2 with k' of width m = mlp_ratio d.
+
+The WKV sum is computed in the stable form of the RWKV-4 kernel: the numerator and denominator are carried as
+a e^p and b e^p with p the largest exponent so far, so no exponential overflows. Two forms (``wkv``):
+``sequential``, the reference loop over t of that recurrence, and ``chunked``, the fast form: inside a chunk of
+L tokens every output is a weighted mean of the chunk's values and the carried state, with log-weights
+-(t-1-i) w + k_i (i < t), u + k_t (i = t) and p - t w (the state), less their largest (a masked L x L
+softmax-like table per channel); the state then moves L tokens on in one step. Both compute in fp32 at least.
+
+The network: token embedding (dropout), blocks h = h + TimeMix(LN(h)), then h = h + ChannelMix(LN(h)) unless
+``mlp_ratio = 0`` (Zoology's Figure 2 runs have no channel mixing), final LayerNorm, readout tied to the
+embedding (Zoology's ``LanguageModel``; RWKV's own has an untied head and a LayerNorm after the embedding).
+Initialisation: the RWKV-4 ("fancy") values of time_decay, time_first and the mu's, depending on the layer;
+linear maps and the embedding N(0, 0.02), the residual outputs W_o, W'_v N(0, 0.02 / sqrt(2 n_layer)) (Zoology's).
+
+Parameter count (`RWKVConfig.num_params`; d, V, m, L = n_layer):
+    V d [embedding; tied readout] + 2 d [final LN]
+    + L ( 2 d [LN] + 5 d [time_decay, time_first, mu_k, mu_v, mu_r] + 4 d^2 [W_k, W_v, W_r, W_o]
+          + [2 d [LN] + 2 d [mu'_k, mu'_r] + 2 d m + d^2 [W'_k, W'_v, W'_r]  if m > 0] )
+State per layer (Zoology defines none for RWKV-4): the WKV numerator and denominator (2 d) and the previous
+input of each token shift (d, plus d with channel mixing); the running maximum p only keeps the carried
+numbers in range and is not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.io import PretrainedMixin
+from ..sizing import closest_by_params
+from ..typed_config import bounded, one_of
+from .common import ModelConfig, check_tokens, count_params
+
+WKV_FORMS = ("chunked", "sequential")
+
+
+@dataclass
+class RWKVConfig(ModelConfig):
+    """Configuration of the RWKV-4 language model.
+
+    Attributes:
+        vocab_size: V.
+        n_layer: number of blocks.
+        n_embd: d.
+        mlp_ratio: channel-mixing width m as a multiple of d (RWKV: 4; 0: no channel mixing, Zoology Figure 2).
+        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        wkv: ``chunked`` (fast) or ``sequential`` (the reference loop); how the model runs, not its weights.
+        chunk_size: L, tokens per chunk of the chunked WKV.
+        causal: must be true; present so callers can read it.
+        ln_eps: LayerNorm epsilon.
+    """
+
+    vocab_size: int = bounded(256, ge=1)
+    n_layer: int = bounded(2, ge=1)
+    n_embd: int = bounded(64, ge=1)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    wkv: str = one_of("chunked", WKV_FORMS)
+    chunk_size: int = bounded(8, ge=1)
+    causal: bool = True
+    ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
+    RUNTIME_FIELDS = frozenset({"wkv", "chunk_size", "embed_dropout"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared ranges
+        if self.causal is not True:
+            self._fail("causal", "RWKV's recurrence runs forward in time; it has no bidirectional form")
+
+    @property
+    def hidden(self) -> int:
+        """m, the channel-mixing width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of the module docstring."""
+        d, m = self.n_embd, self.hidden
+        layer = 2 * d + 5 * d + 4 * d * d + (2 * d + 2 * d + 2 * d * m + d * d if m else 0)
+        return self.vocab_size * d + 2 * d + self.n_layer * layer
+
+    def layer_state_size(self) -> int:
+        """2 d (WKV numerator, denominator) + d (time-mixing shift) + d with channel mixing (its shift)."""
+        return (4 if self.hidden else 3) * self.n_embd
+
+    @classmethod
+    def for_budget(
+        cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
+    ) -> RWKVConfig:
+        """The RWKV of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples of
+        2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). A recurrent model has
+        no length and no heads (``seq_len`` and ``n_head`` are not used) and is causal only (``causal=False`` is
+        refused). The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        return closest_by_params(
+            params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
+        )
+
+
+def wkv_sequential(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The reference: Eq. 14 by the RWKV-4 kernel's stable recurrence, a loop over t.
+
+    w (decay > 0), u (bonus): (d,); k, v: (b, T, d). The carried (a, b) are the numerator and denominator times
+    e^-p; p is a detached shift (the result does not depend on it), so the gradients are those of Eq. 14."""
+    batch, T, d = k.shape
+    num = k.new_zeros(batch, d)
+    den = k.new_zeros(batch, d)
+    p = k.new_full((batch, d), -math.inf)
+    out = []
+    for t in range(T):
+        kt, vt = k[:, t], v[:, t]
+        now = u + kt  # the current token, with its bonus
+        q = torch.maximum(p, now).detach()
+        e_past, e_now = torch.exp(p - q), torch.exp(now - q)
+        out.append((e_past * num + e_now * vt) / (e_past * den + e_now))
+        past = p - w  # the state one step older
+        q = torch.maximum(past, kt).detach()
+        e_past, e_now = torch.exp(past - q), torch.exp(kt - q)
+        num, den, p = e_past * num + e_now * vt, e_past * den + e_now, q
+    return torch.stack(out, dim=1)
+
+
+def wkv_chunked(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Eq. 14 by chunks of ``chunk`` tokens (module docstring); shapes as `wkv_sequential`."""
+    batch, T, d = k.shape
+    num = k.new_zeros(batch, d)
+    den = k.new_zeros(batch, d)
+    p = k.new_full((batch, d), -math.inf)
+    out = []
+    for start in range(0, T, chunk):
+        kc, vc = k[:, start : start + chunk], v[:, start : start + chunk]
+        L = kc.shape[1]
+        pos = torch.arange(L, device=k.device)
+        lag = (pos[:, None] - 1 - pos[None, :]).to(k.dtype)  # t - 1 - i
+        logw = kc[:, None, :, :] - lag[None, :, :, None] * w  # b t i d
+        logw = torch.where((lag == -1)[None, :, :, None], (u + kc)[:, None], logw)  # i = t: the bonus
+        logw = logw.masked_fill((lag < -1)[None, :, :, None], -math.inf)  # i > t: not yet
+        log_state = p[:, None] - pos[None, :, None].to(k.dtype) * w  # b t d
+        m = torch.maximum(logw.amax(dim=2), log_state).detach()
+        e, e_state = torch.exp(logw - m[:, :, None]), torch.exp(log_state - m)
+        num_t = torch.einsum("btid,bid->btd", e, vc) + e_state * num[:, None]
+        out.append(num_t / (e.sum(dim=2) + e_state * den[:, None]))
+        log_in = kc - (L - 1 - pos)[None, :, None].to(k.dtype) * w  # the chunk's tokens, seen from its end
+        log_old = p - L * w
+        q = torch.maximum(log_in.amax(dim=1), log_old).detach()
+        e_in, e_old = torch.exp(log_in - q[:, None]), torch.exp(log_old - q)
+        num, den, p = (e_in * vc).sum(dim=1) + e_old * num, e_in.sum(dim=1) + e_old * den, q
+    return torch.cat(out, dim=1)
+
+
+def token_shift(x: torch.Tensor) -> torch.Tensor:
+    """x_{t-1} for every t (zeros before the first token), (b, T, d)."""
+    return F.pad(x, (0, 0, 1, -1))
+
+
+def ramp(d: int, power: float) -> torch.Tensor:
+    """(i / d)^power for channels i = 0..d-1: RWKV-4's initial token-shift mixes."""
+    return (torch.arange(d, dtype=torch.float32) / d) ** power
+
+
+class TimeMix(nn.Module):
+    """RWKV-4 time mixing (Eq. 11-15), (b, T, d) -> (b, T, d)."""
+
+    def __init__(self, cfg: RWKVConfig, layer: int):
+        super().__init__()
+        d = cfg.n_embd
+        self.cfg = cfg
+        early = 1.0 - layer / cfg.n_layer  # 1 at the first layer, towards 0 at the last
+        late = layer / max(cfg.n_layer - 1, 1)  # 0 at the first layer, 1 at the last
+        ch = torch.arange(d, dtype=torch.float32) / max(d - 1, 1)
+        self.time_decay = nn.Parameter(-5 + 8 * ch ** (0.7 + 1.3 * late))
+        zigzag = 0.5 * (torch.tensor([(i + 1) % 3 - 1 for i in range(d)], dtype=torch.float32))
+        self.time_first = nn.Parameter(math.log(0.3) + zigzag)
+        self.mix_k = nn.Parameter(ramp(d, early))
+        self.mix_v = nn.Parameter(ramp(d, early) + 0.3 * late)
+        self.mix_r = nn.Parameter(ramp(d, 0.5 * early))
+        self.key, self.value, self.receptance = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.output = nn.Linear(d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        prev = token_shift(x)
+        k = self.key(x * self.mix_k + prev * (1 - self.mix_k))
+        v = self.value(x * self.mix_v + prev * (1 - self.mix_v))
+        r = torch.sigmoid(self.receptance(x * self.mix_r + prev * (1 - self.mix_r)))
+        dtype = torch.promote_types(k.dtype, torch.float32)
+        with torch.autocast(x.device.type, enabled=False):
+            w, u = torch.exp(self.time_decay.to(dtype)), self.time_first.to(dtype)
+            if self.cfg.wkv == "sequential":
+                wkv = wkv_sequential(w, u, k.to(dtype), v.to(dtype))
+            else:
+                wkv = wkv_chunked(w, u, k.to(dtype), v.to(dtype), self.cfg.chunk_size)
+        return self.output((r * wkv).to(x.dtype))
+
+
+class ChannelMix(nn.Module):
+    """RWKV-4 channel mixing (Eq. 16-17), (b, T, d) -> (b, T, d)."""
+
+    def __init__(self, cfg: RWKVConfig, layer: int):
+        super().__init__()
+        d, m = cfg.n_embd, cfg.hidden
+        early = 1.0 - layer / cfg.n_layer
+        self.mix_k = nn.Parameter(ramp(d, early))
+        self.mix_r = nn.Parameter(ramp(d, early))
+        self.key = nn.Linear(d, m, bias=False)
+        self.receptance = nn.Linear(d, d, bias=False)
+        self.value = nn.Linear(m, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        prev = token_shift(x)
+        k = torch.square(torch.relu(self.key(x * self.mix_k + prev * (1 - self.mix_k))))
+        return torch.sigmoid(self.receptance(x * self.mix_r + prev * (1 - self.mix_r))) * self.value(k)
+
+
+class Block(nn.Module):
+    """h + TimeMix(LN(h)), then h + ChannelMix(LN(h)) (without channel mixing when mlp_ratio = 0)."""
+
+    def __init__(self, cfg: RWKVConfig, layer: int):
+        super().__init__()
+        d = cfg.n_embd
+        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.time_mix = TimeMix(cfg, layer)
+        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.hidden else None
+        self.channel_mix = ChannelMix(cfg, layer) if cfg.hidden else None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.time_mix(self.ln1(h))
+        if self.channel_mix is not None:
+            h = h + self.channel_mix(self.ln2(h))
+        return h
+
+
+class RWKV(PretrainedMixin, nn.Module):
+    """RWKV-4 language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+
+    model_type = "rwkv"
+    config_class = RWKVConfig
+
+    def __init__(self, config: RWKVConfig):
+        super().__init__()
+        if not isinstance(config, RWKVConfig):
+            raise TypeError(f"RWKV: expected a RWKVConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.embed_dropout)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
+        for name, p in self.named_parameters():  # Zoology's init of the linear maps and the embedding
+            if name.endswith(("time_mix.output.weight", "channel_mix.value.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
+            elif name.endswith(("key.weight", "value.weight", "receptance.weight", "embed.weight")):
+                nn.init.normal_(p, std=0.02)
+
+    def num_params(self) -> int:
+        """Trainable parameters (equal to `RWKVConfig.num_params`, the docstring formula)."""
+        return count_params(self)
+
+    def state_size(self) -> int:
+        """Recurrent state scalars per layer (`RWKVConfig.layer_state_size`)."""
+        return self.config.layer_state_size()
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        check_tokens("RWKV", idx, cfg.vocab_size)
+        h = self.drop(self.embed(idx))
+        for block in self.blocks:
+            h = block(h)
+        return F.linear(self.ln_f(h), self.embed.weight)

@@ -1,0 +1,92 @@
+"""Causal linear attention with the second-order Taylor feature map (Based: Arora et al. 2024, "Simple linear
+attention language models balance the recall-throughput tradeoff", section 3.1 and eq. 2-3).
+
+The feature map of a query or key x in R^f (``taylor_features``) is
+
+    phi(x) = [ 1,  x / f^(1/4),  ( x_i x_j c_ij )_{i <= j} ],   c_ii = 1 / sqrt(2 f),  c_ij = 1 / sqrt(f) (i < j)
+
+of size E = 1 + f + f (f + 1) / 2, so that phi(q) . phi(k) = 1 + q.k / sqrt(f) + (q.k)^2 / (2 f): the Taylor
+expansion of exp(q.k / sqrt(f)) to second order (each product x_i x_j, i < j, appears twice in (q.k)^2, hence
+the sqrt(2) between the diagonal and off-diagonal weights). This kernel is at least 1/2 for every pair
+(1 + a + a^2/2 = ((1 + a)^2 + 1) / 2), so the normalised attention below never divides by less than (t+1)/2.
+
+Causal, normalised linear attention (eq. 2):
+
+    y_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s  /  sum_{s<=t} phi(q_t) . phi(k_s)
+
+* `linear_attention_reference`: the quadratic form, the masked T x T matrix A = tril(phi(Q) phi(K)^T),
+  y = A V / (A 1) (Zoology's "quadratic" training view): the obviously correct one.
+* `linear_attention_chunked`: the recurrent form, chunk by chunk. With S_c = sum_{s in chunks < c} phi(k_s)^T v_s
+  (E x d_v) and z_c = sum phi(k_s) (E), a chunk's rows are (phi(Q_c) S_c + tril(phi(Q_c) phi(K_c)^T) V_c)
+  divided by (phi(Q_c) z_c + tril(...) 1): O(T C E d_v) instead of O(T^2 E). Chunk size 1 is the recurrence
+  S_t = S_{t-1} + phi(k_t)^T v_t, y_t = phi(q_t) S_t / phi(q_t) z_t, whose state (S, z) is E (d_v + 1) numbers
+  per head: the state size Zoology reports for Based.
+
+Both compute in fp32 at least (sums of positive numbers over the sequence; bf16 under autocast would lose them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def expanded_size(f: int) -> int:
+    """E = 1 + f + f (f + 1) / 2, the size of phi(x) for x in R^f."""
+    return 1 + f + f * (f + 1) // 2
+
+
+def taylor_features(x: torch.Tensor) -> torch.Tensor:
+    """phi(x) (..., f) -> (..., E) (module docstring)."""
+    f = x.shape[-1]
+    i, j = torch.triu_indices(f, f, device=x.device)
+    coef = torch.full(i.shape, 1 / math.sqrt(f), dtype=x.dtype, device=x.device)  # in x's precision (fp64 tests)
+    coef[i == j] = 1 / math.sqrt(2 * f)
+    return torch.cat([torch.ones_like(x[..., :1]), x / f**0.25, x[..., i] * x[..., j] * coef], dim=-1)
+
+
+def _wide(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    dtype = torch.promote_types(xs[0].dtype, torch.float32)
+    return tuple(x.to(dtype) for x in xs)
+
+
+def _prefix_sums(x: torch.Tensor) -> torch.Tensor:
+    """0, x_0, x_0 + x_1, ... along dimension 2: from the sums of chunks 0..n-2, the sums before each of n chunks."""
+    return F.pad(x.cumsum(2), (0, 0) * (x.dim() - 3) + (1, 0))
+
+
+def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The quadratic form (module docstring). q, k: (B, H, T, f); v: (B, H, T, d_v) -> (B, H, T, d_v)."""
+    out_dtype = v.dtype
+    q, k, v = _wide(q, k, v)
+    T = q.shape[-2]
+    a = taylor_features(q) @ taylor_features(k).transpose(-1, -2)
+    a = a * torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    return ((a @ v) / a.sum(-1, keepdim=True)).to(out_dtype)
+
+
+def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The chunked recurrent form (module docstring), equal to `linear_attention_reference`; same shapes.
+
+    The running sums over earlier chunks are prefix sums of the chunks' own sums (no loop over chunks); a
+    sequence of one chunk is the quadratic form; ``chunk`` need not divide T."""
+    out_dtype = v.dtype
+    q, k, v = _wide(q, k, v)
+    B, H, T, _ = q.shape
+    chunk = min(chunk, T)  # no padding beyond the sequence
+    pad = -T % chunk
+    n = (T + pad) // chunk
+    if pad:  # zeros after the end: causal masking keeps them out of every real row; phi(0) keeps A 1 > 0 there
+        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    fq, fk = taylor_features(q), taylor_features(k)
+    fq, fk, v = (x.reshape(B, H, n, chunk, x.shape[-1]) for x in (fq, fk, v))
+    a = (fq @ fk.transpose(-1, -2)) * torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    num, den = a @ v, a.sum(-1, keepdim=True)  # within the chunk
+    if n > 1:  # plus the sums over the chunks before (the last chunk's own sums are never needed)
+        kv = fk[:, :, :-1].transpose(-1, -2) @ v[:, :, :-1]  # (B, H, n-1, E, d_v): sum of phi(k)^T v per chunk
+        z = fk[:, :, :-1].sum(-2, keepdim=True).transpose(-1, -2)  # (B, H, n-1, E, 1)
+        num = num + fq @ _prefix_sums(kv)
+        den = den + fq @ _prefix_sums(z)
+    return (num / den).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)

@@ -1,0 +1,137 @@
+"""The run folders under a directory and what each has achieved: `list_runs` (what ``bdh runs`` prints).
+
+A run folder is a folder with a ``config.yaml`` (`bdh.train.run_folder`). Its summary is read from files only
+(the config, ``metrics.jsonl``, ``best/meta.json`` and the last checkpoint's ``meta.json``), never from a
+model, so listing a folder of many runs is fast and a damaged file costs one field, not the listing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bdh.errors import UserError
+
+from .checkpoint import list_checkpoints
+from .config import read_config_file
+from .log import read_metrics
+
+#: the column titles of `RunSummary.row`, in order
+COLUMNS = ("run", "model", "task", "step", "tokens", "best", "last val_bpb", "checkpoint")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one run folder says of itself.
+
+    Attributes:
+        path: the run folder.
+        model, task: the registered names in its config (``?`` when missing).
+        step, total_steps: the last logged training step and the run's length (``total_steps`` from the last
+            checkpoint when a time budget shortened the run; ``?`` when unknown).
+        tokens: training tokens at the last logged step.
+        best: ``(metric, value, step)`` of ``best/meta.json``; None when there is none, ``"?"`` when damaged.
+        last_val_bpb: the last evaluation's bits per byte (None when there is none or it is not finite).
+        checkpoint: the name of the last checkpoint folder (None when there is none).
+    """
+
+    path: Path
+    model: str
+    task: str
+    step: int
+    total_steps: int | str
+    tokens: int
+    best: tuple[str, float, int] | str | None
+    last_val_bpb: float | None
+    checkpoint: str | None
+
+    def row(self) -> tuple[str, ...]:
+        """The summary as the text cells of `COLUMNS`."""
+        if isinstance(self.best, tuple):
+            best = f"{self.best[0]} {self.best[1]:.4f} @{self.best[2]}"
+        else:
+            best = self.best or "-"
+        return (
+            self.path.name,
+            self.model,
+            self.task,
+            f"{self.step}/{self.total_steps}",
+            f"{self.tokens:,}",
+            best,
+            "-" if self.last_val_bpb is None else f"{self.last_val_bpb:.4f}",
+            self.checkpoint or "-",
+        )
+
+
+def run_folders(root: str | Path) -> list[Path]:
+    """``root`` if it is a run folder, else the run folders in it, sorted; a path that is not a folder is
+    refused in one line."""
+    root = Path(root)
+    if not root.is_dir():
+        if root.exists():
+            raise UserError(f"{root}: not a folder; give a folder of run folders, or a run folder")
+        raise FileNotFoundError(f"{root}: no such folder")
+    if (root / "config.yaml").is_file():
+        return [root]
+    return sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``; None when it is missing or damaged."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _best(run: Path) -> tuple[str, float, int] | str | None:
+    """``best/meta.json`` as (metric, value, step); ``"?"`` when it is there but damaged."""
+    path = run / "best" / "meta.json"
+    if not path.is_file():
+        return None
+    meta = _read_json(path)
+    try:
+        return (str(meta["metric"]), float(meta["value"]), int(meta["step"]))  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+def summarize_run(run: str | Path) -> RunSummary | None:
+    """The summary of one run folder; None when its ``config.yaml`` cannot be read."""
+    run = Path(run)
+    try:
+        cfg = read_config_file(run / "config.yaml")
+    except (ValueError, FileNotFoundError):
+        return None
+    records = read_metrics(run / "metrics.jsonl")
+    trained = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    total: int | str = (cfg.get("train") or {}).get("max_steps", "?")
+    checkpoints = list_checkpoints(run)
+    if checkpoints:  # a time budget may have shortened the run: the checkpoint knows its length
+        total = (_read_json(checkpoints[-1] / "meta.json") or {}).get("total_steps", total)
+    last = evals[-1].get("val_bpb") if evals else None
+    return RunSummary(
+        path=run,
+        model=str((cfg.get("model") or {}).get("name", "?")),
+        task=str((cfg.get("task") or {}).get("name", "?")),
+        step=int(trained[-1]["step"]) if trained else 0,
+        total_steps=total,
+        tokens=int(trained[-1].get("tokens", 0)) if trained else 0,
+        best=_best(run),
+        last_val_bpb=float(last) if isinstance(last, (int, float)) and math.isfinite(last) else None,
+        checkpoint=checkpoints[-1].name if checkpoints else None,
+    )
+
+
+def list_runs(root: str | Path) -> list[RunSummary]:
+    """The summaries of the run folders under ``root`` (or of ``root`` itself), skipping folders whose
+    config cannot be read."""
+    return [s for s in map(summarize_run, run_folders(root)) if s is not None]
+
+
+__all__ = ["COLUMNS", "RunSummary", "list_runs", "run_folders", "summarize_run"]

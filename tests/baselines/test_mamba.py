@@ -1,0 +1,98 @@
+"""Mamba: the parallel prefix scan against the sequential loop (values and gradients), the formulas, the trainer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from _compare import assert_same_model, randomize, rel_err
+from _trainer_run import learned, trainer_losses
+
+from bdh.baselines.mamba import Mamba, MambaConfig, selective_scan_parallel, selective_scan_sequential
+
+
+def scan_inputs(b: int, T: int, e: int, N: int, dtype: torch.dtype, delta_scale: float = 1.0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, T, e, generator=g, dtype=dtype)
+    delta = torch.rand(b, T, e, generator=g, dtype=dtype) * delta_scale
+    A = -torch.arange(1, N + 1, dtype=dtype).repeat(e, 1) * (0.5 + torch.rand(e, 1, generator=g, dtype=dtype))
+    B, C = (torch.randn(b, T, N, generator=g, dtype=dtype) for _ in range(2))
+    D = torch.randn(e, generator=g, dtype=dtype)
+    return [t.requires_grad_() for t in (x, delta, A, B, C, D)]
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 16, 33])
+def test_the_parallel_scan_is_the_sequential_one_in_values_and_gradients(T):
+    """fp64: the two forms add the same terms in other orders (log2 T rounds against T steps); the rounding of
+    either is below 1e-14 relative here, so 1e-10 leaves room and still catches any wrong term (>= 1e-3)."""
+    args = scan_inputs(2, T, 5, 4, torch.float64)
+    ys = [f(*args) for f in (selective_scan_sequential, selective_scan_parallel)]
+    weight = torch.cos(torch.arange(ys[0].numel(), dtype=torch.float64)).view_as(ys[0])
+    grads = [torch.autograd.grad((y * weight).sum(), args, allow_unused=True, materialize_grads=True) for y in ys]
+    assert rel_err(ys[1], ys[0]) <= 1e-10
+    for ga, gb in zip(*grads):
+        assert rel_err(gb, ga) <= 1e-10
+
+
+def test_the_scan_is_the_recurrence_written_out():
+    """One channel, one state, three steps by hand: h_t = exp(d_t a) h_{t-1} + d_t b_t x_t, y_t = c_t h_t + D x_t."""
+    x, d, b, c = [1.0, 2.0, -1.0], [0.5, 0.1, 1.0], [1.0, -2.0, 0.5], [2.0, 1.0, 3.0]
+    a, D = -1.5, 0.25
+    h, want = 0.0, []
+    for t in range(3):
+        h = math.exp(d[t] * a) * h + d[t] * b[t] * x[t]
+        want.append(c[t] * h + D * x[t])
+    seq = [torch.tensor(v, dtype=torch.float64).view(1, 3, 1) for v in (x, d, b, c)]
+    args = [*seq[:2], torch.tensor([[a]], dtype=torch.float64), *seq[2:], torch.tensor([D], dtype=torch.float64)]
+    for scan in (selective_scan_sequential, selective_scan_parallel):
+        assert scan(*args).flatten().tolist() == pytest.approx(want, rel=1e-12)
+
+
+def test_the_parallel_scan_is_stable_where_cumulative_decays_underflow():
+    """Large steps: the decay over the sequence is exp(-thousands), which a closed form exp(S_t) sum exp(-S_s) u_s
+    overflows in fp32; the prefix scan multiplies decays in (0, 1] only, so it stays finite and equal to the loop
+    (fp32 rounding, about 1e-7 relative per operation over ~10 rounds: 1e-5 suffices)."""
+    args = [a.detach().float() for a in scan_inputs(2, 64, 4, 8, torch.float64, delta_scale=20.0)]
+    fast, ref = selective_scan_parallel(*args), selective_scan_sequential(*args)
+    assert torch.isfinite(fast).all()
+    assert rel_err(fast, ref) <= 1e-5
+
+
+def test_the_models_two_scans_agree_in_values_and_gradients():
+    """The whole model in fp64 with random weights: the scan is its only difference; tolerance as above."""
+    torch.manual_seed(0)
+    cfg = MambaConfig(vocab_size=32, n_layer=2, n_embd=12, d_state=4, d_conv=3)
+    fast = randomize(Mamba(cfg.replace(scan="parallel")).double())
+    ref = Mamba(cfg.replace(scan="sequential")).double()
+    assert_same_model(fast, ref, torch.randint(0, 32, (2, 19)), tol=1e-10)
+
+
+def test_auto_runs_the_loop_on_a_cpu():
+    mixer = Mamba(MambaConfig(vocab_size=8, n_embd=8)).blocks[0].mixer
+    assert mixer.scan_for(torch.device("cpu")) is selective_scan_sequential
+    assert mixer.scan_for(torch.device("cuda")) is selective_scan_parallel
+
+
+def test_param_formula_and_state_size():
+    d, V, e, N, k, r = 24, 97, 48, 8, 4, 2  # r = ceil(24 / 16)
+    cfg = MambaConfig(vocab_size=V, n_layer=3, n_embd=d, d_state=N, d_conv=k)
+    layer = d + 2 * e * d + e * k + e + e * (r + 2 * N) + r * e + e + e * N + e + e * d
+    assert cfg.num_params() == Mamba(cfg).num_params() == V * d + d + 3 * layer
+    for kw in [dict(dt_rank=5), dict(expand=3, d_state=2, d_conv=1)]:
+        assert Mamba(cfg.replace(**kw)).num_params() == cfg.replace(**kw).num_params(), kw
+    assert Mamba(cfg).state_size() == e * N == 384  # 2 d N: Zoology's Mamba.state_size
+    assert Mamba(cfg.replace(expand=1, d_state=16)).state_size() == d * 16
+
+
+def test_for_budget_lands_next_to_the_budget():
+    cfg = MambaConfig.for_budget(150_000, vocab_size=128, seq_len=64, n_layer=2, n_head=4, causal=True, d_state=8)
+    step = cfg.replace(n_embd=cfg.n_embd + 2).num_params() - cfg.num_params()
+    assert abs(cfg.num_params() - 150_000) <= step and cfg.d_state == 8
+    with pytest.raises(ValueError, match="causal"):
+        MambaConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=False)
+
+
+def test_it_trains_through_the_public_trainer(tmp_path):
+    losses = trainer_losses(tmp_path / "run", 40, "model.name=mamba", "model.n_layer=1", "model.n_embd=32")
+    assert len(losses) == 40 and learned(losses), losses[::8]
