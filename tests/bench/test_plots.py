@@ -149,3 +149,18 @@ def test_a_few_values_are_ticked_where_they_are_and_a_wide_range_is_logarithmic(
     drawn.clear()
     plots.bench_plots(_rows({("bdh", 32): (0.2,), ("bdh", 128): (0.5,), ("gpt", 512): (0.6,)}), "plots")
     assert drawn["bench-recall-width"].axes[0].get_xscale() == "log"
+
+
+def test_suite_plot_log_x_names_and_more_than_ten_series(drawn, tmp_path):
+    """``log_x`` makes the x axis logarithmic whatever the spread, and series past the tenth colour are drawn dashed
+    so that no two lines look the same."""
+    models = ["bdh", *(f"m{i:02d}" for i in range(1, 12))]
+    rows = _rows({(m, w): (0.1 * i, 0.1 * i + 0.05) for i, m in enumerate(models) for w in (32, 64)})
+    plots.suite_plot(rows, tmp_path / "s", "state_size", "accuracy", log_x=True)
+    plots.suite_plot(rows, tmp_path / "lin", "state_size", "accuracy")
+    (ax,) = drawn["s"].axes
+    assert ax.get_xscale() == "log" and drawn["lin"].axes[0].get_xscale() == "linear"  # 256..512: a factor of 2
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "BDH" in labels and "m01" in labels  # the legend names of MODEL_NAMES
+    styles = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in ax.get_lines()}
+    assert len({styles[m] for m in ["BDH", *models[1:]]}) == 12  # twelve different looks

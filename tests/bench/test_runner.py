@@ -246,3 +246,31 @@ def test_closest_by_params_finds_the_closest_width():
     assert cfg.n_embd == 40
     with pytest.raises(UserError, match="no width fits a budget of 1 parameters"):
         closest_by_params(1, lambda d: BaseConvConfig(vocab_size=64, seq_len=32, n_embd=d), step=8, start=8192)
+
+
+def test_a_suite_where_lower_is_better_picks_the_lowest_and_keeps_the_numbers():
+    """A loss suite (``higher_is_better=False``, the relatives experiment's bits per byte): the best learning rate
+    and the winner are the lowest means, a NaN is still the worst, and every value is written as measured."""
+    import dataclasses
+
+    rows = [
+        {"model": m, "setting": "s", "width": 8, "lr": lr, "seed": seed, "accuracy": v}
+        for m, by_lr in {
+            "a": {1e-3: (2.0, 2.2), 3e-3: (1.5, 1.6)},
+            "b": {1e-3: (1.8, 1.9), 3e-3: (float("nan"), 1.0)},
+        }.items()
+        for lr, vals in by_lr.items()
+        for seed, v in enumerate(vals)
+    ]
+    best = best_over_lr(rows, ["accuracy"], higher_is_better=False)
+    assert {(r["model"], r["lr"]) for r in best} == {("a", 3e-3), ("b", 1e-3)}  # b's NaN seed makes 3e-3 the worst
+    assert [r["accuracy"] for r in best if r["model"] == "a"] == [1.5, 1.6]  # not negated
+    assert pick_winner({"a": [1.5, 1.6], "b": [1.8, 1.9]}, higher_is_better=False) == ("a", "beyond the spread")
+    assert pick_winner({"a": [1.5, 1.6], "b": [1.8, 1.9]}) == ("b", "beyond the spread")
+    assert pick_winner({"a": [1.5, float("nan")], "b": [1.8, 1.9]}, False) == (None, "within the spread")
+    loss = dataclasses.replace(RECALL, higher_is_better=False)
+    summary = summarize(best, loss)
+    assert {r["winner"] for r in summary} == {"a"} and summary[0]["accuracy_mean"] == pytest.approx(1.55)
+    assert "(lower is better)" in results_markdown(summary, loss) and "(higher is better)" in results_markdown(
+        summary, RECALL
+    )

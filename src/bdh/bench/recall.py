@@ -120,41 +120,45 @@ class RecallSweep(Sweep):
         """The longest length a model trained at ``seq_len`` sees (its ``seq_len`` in the model section)."""
         return self.longer_len(seq_len) or seq_len
 
+    def section(self, model: str, width: int, seq_len: int) -> dict[str, Any]:
+        """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
+        (`bdh.bench.models.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position
+        table, BaseConv's long filter). BDH's damping (``bdh_damping``) changes no parameter count; it applies to
+        BDH's ablated rows (``bdh-qk``, ...) too."""
+        section = sized_section(
+            model,
+            width,
+            vocab_size=self.vocab_size,
+            seq_len=seq_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            neuron_mult=self.neuron_mult,
+            causal=True,
+        )
+        if section["name"] == REFERENCE and self.bdh_damping is not None:
+            section = {**section, "damping": self.bdh_damping}
+        return section
+
     def validate(self) -> None:
         """The rules between fields: a setting with 4 D <= N, sequences shorter than the vocabulary, even lengths."""
         super().validate()
         f = self.eval_length_factor
         if not self.settings():
-            raise BenchError("recall: no (seq_len, num_pairs) setting with 4 * num_pairs <= seq_len")
+            raise BenchError(f"{self.suite}: no (seq_len, num_pairs) setting with 4 * num_pairs <= seq_len")
         longest = max(self.model_len(N) for N in self.seq_lens)
         if longest >= self.vocab_size:
             how = f" (eval_length_factor {f} x seq_len {longest // f})" if longest > max(self.seq_lens) else ""
             raise BenchError(
-                f"recall: vocab_size {self.vocab_size} must exceed every evaluated sequence length; "
+                f"{self.suite}: vocab_size {self.vocab_size} must exceed every evaluated sequence length; "
                 f"the longest is {longest}{how}"
             )
         if any(N % 2 for N in self.seq_lens):
-            raise BenchError("recall: sequence lengths must be even")
+            raise BenchError(f"{self.suite}: sequence lengths must be even")
 
 
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
-    """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
-    (`bdh.bench.models.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position table,
-    BaseConv's long filter). BDH's damping (``sweep.bdh_damping``) changes no parameter count; it applies to BDH's
-    ablated rows (``bdh-qk``, ...) too."""
-    section = sized_section(
-        model,
-        width,
-        vocab_size=sweep.vocab_size,
-        seq_len=seq_len,
-        n_layer=sweep.n_layer,
-        n_head=sweep.n_head,
-        neuron_mult=sweep.neuron_mult,
-        causal=True,
-    )
-    if section["name"] == REFERENCE and sweep.bdh_damping is not None:
-        section = {**section, "damping": sweep.bdh_damping}
-    return section
+    """The model section of one run of ``sweep`` (`RecallSweep.section`)."""
+    return sweep.section(model, width, seq_len)
 
 
 def plan(sweep: RecallSweep) -> list[RunSpec]:
@@ -173,7 +177,7 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
         }
         for w in sweep.widths:
             for m in sweep.models:
-                section = model_section(m, w, sweep, sweep.model_len(N))
+                section = sweep.section(m, w, sweep.model_len(N))
                 specs += sweep.runs(m, w, f"N{N}-D{D}", {"seq_len": N, "num_pairs": D}, section, task)
     return specs
 
@@ -210,11 +214,12 @@ def train_size(task: Any) -> int:
 
 
 def suite_def(sweep: RecallSweep) -> SuiteDef:
-    """The recall suite; with a longer evaluation, its columns ``longer_len`` and ``accuracy_longer``. Its
-    reference row is chance: each key's most frequent value in training (values are drawn per example)."""
+    """The recall suite (named by the sweep's ``suite``); with a longer evaluation, its columns ``longer_len`` and
+    ``accuracy_longer``. Its reference row is chance: each key's most frequent value in training (values are
+    drawn per example)."""
     longer = sweep.eval_length_factor > 1
     return SuiteDef(
-        name="recall",
+        name=sweep.suite,
         setting_columns=["seq_len", "num_pairs"],
         metrics=["accuracy"],
         score=["accuracy"],

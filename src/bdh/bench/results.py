@@ -44,12 +44,23 @@ def _float(v: Any) -> float:
     return f if math.isfinite(f) else float("-inf")
 
 
-def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[dict[str, Any]]:
+def goodness(v: Any, higher_is_better: bool = True) -> float:
+    """A score as a number that is larger when it is better: the value itself when higher is better, its
+    negative when lower is (a loss); a missing or NaN value is -inf, the worst, either way. Only for comparing:
+    every table and file keeps the values as measured."""
+    f = _float(v)
+    return f if higher_is_better or f == float("-inf") else -f
+
+
+def best_over_lr(
+    rows: Iterable[dict[str, Any]], score: Sequence[str], higher_is_better: bool = True
+) -> list[dict[str, Any]]:
     """For each (model, setting, width): the rows (one per seed) of the learning rate whose mean
-    score over seeds is highest. ``score`` names the columns compared in order (ties on the first go
-    to the next); missing or NaN values count as -inf; a full tie goes to the smaller learning rate.
-    Each kept row gets ``lrs_tried`` (the learning rates compared, ';'-separated). Reference rows
-    (`is_reference`: the trivial answer, no learning rate) are kept as they are, after the others."""
+    score over seeds is best (highest, or lowest when not ``higher_is_better``: `goodness`). ``score`` names the
+    columns compared in order (ties on the first go to the next); missing or NaN values count as the worst; a
+    full tie goes to the smaller learning rate. Each kept row gets ``lrs_tried`` (the learning rates compared,
+    ';'-separated). Reference rows (`is_reference`: the trivial answer, no learning rate) are kept as they are,
+    after the others."""
     groups: dict[tuple[str, str, str], dict[float, list[dict[str, Any]]]] = {}
     references = [{**r, "lrs_tried": ""} for r in rows if is_reference(r)]
     for r in rows:
@@ -61,7 +72,10 @@ def best_over_lr(rows: Iterable[dict[str, Any]], score: Sequence[str]) -> list[d
     for g in groups:
         by_lr = groups[g]
         # mean score over seeds of each learning rate
-        mean_score = {lr: tuple(sum(_float(r.get(c)) for r in rs) / len(rs) for c in score) for lr, rs in by_lr.items()}
+        mean_score = {
+            lr: tuple(sum(goodness(r.get(c), higher_is_better) for r in rs) / len(rs) for c in score)
+            for lr, rs in by_lr.items()
+        }
         best = max(sorted(by_lr), key=lambda lr: (mean_score[lr], -lr))
         tried = ";".join(f"{lr:g}" for lr in sorted(by_lr))
         for r in sorted(by_lr[best], key=lambda r: int(float(r["seed"]))):
@@ -130,11 +144,12 @@ def _seed(r: dict[str, Any]) -> int:
     return int(float(r["seed"]))
 
 
-def pick_winner(scores: dict[str, Sequence[Any]]) -> tuple[str | None, str]:
-    """The winner of one (setting, width) from each model's scores over seeds (higher is better).
+def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True) -> tuple[str | None, str]:
+    """The winner of one (setting, width) from each model's scores over seeds (higher is better, or lower when
+    not ``higher_is_better``: `goodness`).
 
-    The model with the best mean wins only beyond the spread: when its lowest seed exceeds every other
-    model's highest seed. A missing or NaN score counts as minus infinity (so that model cannot win).
+    The model with the best mean wins only beyond the spread: when its worst seed is better than every other
+    model's best seed. A missing or NaN score counts as the worst (so that model cannot win).
     Returns ``(model, "beyond the spread")`` or ``(None, why)``, ``why`` one of ``"one model"``,
     ``"one seed: no spread"`` (a model has fewer than two seeds), ``"no score"``, ``"within the spread"``.
     """
@@ -142,7 +157,7 @@ def pick_winner(scores: dict[str, Sequence[Any]]) -> tuple[str | None, str]:
         return None, "one model"
     if any(len(v) < 2 for v in scores.values()):
         return None, "one seed: no spread"
-    values = {m: [_float(x) for x in v] for m, v in scores.items()}
+    values = {m: [goodness(x, higher_is_better) for x in v] for m, v in scores.items()}
     mean = {m: sum(v) / len(v) for m, v in values.items()}
     best = max(sorted(mean), key=lambda m: mean[m])
     if mean[best] == float("-inf"):
@@ -156,7 +171,8 @@ def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[s
     """One row per (model, setting, width) from the chosen rows (one per seed): the shared columns, the
     ``seeds`` (';'-separated), ``<c>_mean``, ``<c>_min`` and ``<c>_max`` over seeds of every summarised
     column (NaN and missing values left out; empty when none is left), and the ``winner`` of the row's
-    (setting, width) by `pick_winner` on the first score column (the model's name, or `NO_WINNER`)
+    (setting, width) by `pick_winner` on the first score column in the suite's direction (the model's name, or
+    `NO_WINNER`)
     with ``winner_note`` saying why. A reference row (`is_reference`, the trivial answer) is summarised like a
     model and gets its (setting, width)'s verdict, but it never competes: the winner is picked among the models
     only, so it is never the winner and does not count as a model. ``reference`` holds its label (empty for the
@@ -180,7 +196,7 @@ def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[s
         competing = scores.setdefault((setting, width), {})
         if not is_reference(rs[0]):
             competing[model] = [r.get(suite.score[0]) for r in rs]
-    winners = {g: pick_winner(s) for g, s in scores.items()}
+    winners = {g: pick_winner(s, suite.higher_is_better) for g, s in scores.items()}
     for row in out:
         name, note = winners[(str(row["setting"]), int(float(row["width"])))]
         row["winner"], row["winner_note"] = name or NO_WINNER, note
@@ -255,12 +271,14 @@ def results_markdown(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
     """results.md: a title, how to read the table (spread and winner rule) and `markdown_table`."""
     seeds = sorted({int(s) for r in summary for s in str(r.get("seeds", "")).split(";") if s})
     most = max((len(str(r.get("seeds", "")).split(";")) for r in summary), default=0)
+    better = "higher" if suite.higher_is_better else "lower"
     text = (
         f"# bench {suite.name}: best learning rate per (model, setting, width)\n\n"
         f"Seeds: {', '.join(map(str, seeds)) or 'none'}. Each metric is the mean over seeds with its range "
         "(min–max over seeds) in brackets; results.csv has one row per seed, summary.csv these rows.\n\n"
-        f"Winner of a (setting, width): the model with the best mean `{suite.score[0]}`, declared (and bold) "
-        "only when its lowest seed exceeds every other model's highest seed; otherwise the winner column "
+        f"Winner of a (setting, width): the model with the best mean `{suite.score[0]}` ({better} is better), "
+        "declared (and bold) only when its worst seed is better than every other model's best seed; otherwise "
+        "the winner column "
         f"says {NO_WINNER} and why (within the spread, one seed: no spread, one model).\n\n"
     )
     labels = sorted({str(r.get("reference") or r["model"]) for r in summary if is_reference(r)})

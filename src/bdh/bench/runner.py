@@ -73,7 +73,8 @@ def train_one(
 
 def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None) -> Any:
     """The trainer's run config of ``spec`` (`bdh.train.config.sweep_run_config`): one evaluation batch at the
-    end (the runner evaluates the whole validation set itself), no memory check."""
+    end (the runner evaluates the whole validation set itself), no memory check, the spec's time budget
+    (``max_minutes``; None: a fixed length)."""
     from bdh.train.config import sweep_run_config
 
     return sweep_run_config(
@@ -89,6 +90,7 @@ def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None
         device=device,
         threads=threads,
         check_memory=False,
+        max_minutes=spec.max_minutes,
     )
 
 
@@ -96,7 +98,8 @@ def result_row(
     spec: RunSpec, resolved: dict[str, Any], result: Any, scores: dict[str, Any], *, wall: float, cpu_train: float
 ) -> dict[str, Any]:
     """The ``runs.csv`` row of a trained run: the spec, the sizes of the ``resolved`` run config's model, the
-    trainer's `TrainResult` (steps, tokens, speed), the ``scores`` and the ``wall`` and ``cpu_train`` seconds."""
+    trainer's `TrainResult` (steps, tokens, speed), the ``scores`` and the ``wall`` and ``cpu_train`` seconds; a
+    run under a time budget also has ``max_minutes`` (its identity in the ledger, `run_key`)."""
     model = result.model
     return {
         "suite": spec.suite,
@@ -116,6 +119,7 @@ def result_row(
         "wall_s": round(wall, 2),
         "tok_per_s": round(result.tokens / max(result.seconds, 1e-9), 1),
         "cpu_s_per_step": round(cpu_train / max(result.step, 1), 4),
+        **({} if spec.max_minutes is None else {"max_minutes": spec.max_minutes}),
         **scores,
         "config": json.dumps(
             {"model": resolved["model"], "task": resolved["task"]}, sort_keys=True, separators=(",", ":")
@@ -250,7 +254,7 @@ def _write_results(
     out, columns = opts.out, suite.columns()
     wanted = {s.key() for s in specs}
     chosen = [r for r in rows if run_key(r) in wanted]
-    results = best_over_lr(chosen, suite.score)
+    results = best_over_lr(chosen, suite.score, suite.higher_is_better)
     if results:
         reference = trivial_rows(suite, specs, opts.device)
         for (label, setting), row in {(r["reference"], r["setting"]): r for r in reference}.items():

@@ -37,8 +37,8 @@ BASE_COLUMNS = [
 ]
 #: columns written after the metrics
 TAIL_COLUMNS = ["lrs_tried", "config", "run_dir"]
-#: speed columns summarised over seeds (results.md shows their mean)
-SPEED_COLUMNS = ["wall_s", "tok_per_s"]
+#: speed columns summarised over seeds (results.md shows their mean): every score reads beside its compute
+SPEED_COLUMNS = ["wall_s", "tok_per_s", "cpu_s_per_step"]
 #: the ``winner`` of a (setting, width) where no model wins beyond the spread
 NO_WINNER = "—"
 #: the ``model`` of the reference rows: the score of the trivial answer (never trained, never a winner)
@@ -69,6 +69,9 @@ class RunSpec:
         model_section, task_section: the ``model`` and ``task`` sections of the run config.
         steps, batch_size: optimiser steps and sequences per step.
         eval_batch_size, eval_batches: the validation pass after training (None: the whole set).
+        max_minutes: a time budget (the trainer's ``train.max_minutes``, `bdh.train.budget`): the run's length is
+            planned from the time its steps take, up to ``steps``, and the schedule decays over it (runs at
+            equal wall-clock); None: exactly ``steps`` steps (runs at equal tokens).
     """
 
     suite: str
@@ -84,6 +87,7 @@ class RunSpec:
     batch_size: int
     eval_batch_size: int = 64
     eval_batches: int | None = None
+    max_minutes: float | None = None
 
     def key(self) -> tuple[str, ...]:
         """What identifies the run in ``runs.csv`` (used to skip it on resume)."""
@@ -96,23 +100,29 @@ class RunSpec:
                 "seed": self.seed,
                 "steps": self.steps,
                 "batch_size": self.batch_size,
+                "max_minutes": self.max_minutes,
             }
         )
 
     def run_name(self) -> str:
-        return f"{self.setting}-w{self.width}-lr{self.lr:g}-s{self.seed}-{self.steps}x{self.batch_size}"
+        length = f"{self.max_minutes:g}min" if self.max_minutes is not None else str(self.steps)
+        return f"{self.setting}-w{self.width}-lr{self.lr:g}-s{self.seed}-{length}x{self.batch_size}"
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, ...]:
-    """The identity of a run row: model, setting, width, learning rate, seed, steps and batch size,
-    normalised as text (a run of another length is another result)."""
+    """The identity of a run row: model, setting, width, learning rate, seed, length and batch size,
+    normalised as text (a run of another length is another result). The length is the number of steps, or
+    for a run under a time budget (a row with ``max_minutes``) the budget, ``<minutes>min``: such a run's
+    ``steps`` column holds the steps it planned and trained, which the budget chose."""
+    minutes = row.get("max_minutes")
+    timed = minutes not in (None, "")
     return (
         str(row["model"]),
         str(row["setting"]),
         str(int(float(row["width"]))),
         f"{float(row['lr']):.6g}",
         str(int(float(row["seed"]))),
-        str(int(float(row["steps"]))),
+        f"{float(minutes):g}min" if timed else str(int(float(row["steps"]))),
         str(int(float(row["batch_size"]))),
     )
 
@@ -221,10 +231,14 @@ class Trivial:
             ``trivial (predict no path)``.
         train_size: the number of training examples of a task (the first that many examples of its training
             stream are the training set, each once).
+        fit: ``(task, train_size, seed) -> model``, the trivial answer as a model scored like the others; None:
+            `bdh.bench.trivial.fit_token_prior` (each position's most frequent target given its input token). A
+            suite may give another (the byte unigram of a language model's training split).
     """
 
     label: str
     train_size: Callable[[Any], int]
+    fit: Callable[[Any, int, int], torch.nn.Module] | None = None
 
 
 #: the smoke-test (``--quick``, one seed) and GPU-sized (``--full``) values every suite's sweep shares
@@ -240,7 +254,8 @@ class SuiteDef:
         name: suite name; the ``suite`` column and the plot names.
         setting_columns: the names of the task-setting columns, in table order.
         metrics: the metric columns (validation metrics computed after training), in table order.
-        score: the columns compared (in this order, higher is better) to pick the best learning rate.
+        score: the columns compared (in this order) to pick the best learning rate and the winner.
+        higher_is_better: the direction of the score columns: True (accuracy) or False (a loss, bits per byte).
         extra: optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model
             (the Sudoku depth sweep, the recall suite's longer evaluation).
         extra_columns: the names of those extra columns.
@@ -255,6 +270,7 @@ class SuiteDef:
     setting_columns: list[str]
     metrics: list[str]
     score: list[str]
+    higher_is_better: bool = True
     extra: Callable[[RunSpec, torch.nn.Module, Any], dict[str, Any]] | None = None
     extra_columns: list[str] = field(default_factory=list)
     extra_metrics: list[str] = field(default_factory=list)

@@ -72,8 +72,8 @@ def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu")
     """The reference rows of ``suite.trivial`` (none when it is None): one per (setting, width, seed) of
     ``specs``, with ``model`` `TRIVIAL`, ``reference`` the label, no training (``params``, ``state_size``,
     ``steps`` and ``tokens`` 0; ``lr`` empty) and the task's metrics scored by the models' own evaluation
-    (`evaluate_examples`, then the suite's ``extra`` hook) on the `TokenPrior` of the training set, on
-    ``device`` (the device of the runs).
+    (`evaluate_examples`, then the suite's ``extra`` hook) on the `TokenPrior` of the training set (or the
+    model of the suite's own ``Trivial.fit``), on ``device`` (the device of the runs).
 
     The score does not depend on the width, so it is computed once per task, data seed and evaluation batch size,
     and copied to every width."""
@@ -98,7 +98,8 @@ def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu")
         task = tasks[text]
         key = (text, task.config.data_seed_for(spec.seed), spec.eval_batch_size, spec.eval_batches)
         if key not in scores:
-            model = fit_token_prior(task, suite.trivial.train_size(task), spec.seed).to(dev)
+            fit = suite.trivial.fit or fit_token_prior
+            model = fit(task, suite.trivial.train_size(task), spec.seed).to(dev)
             got = evaluate_examples(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
             if suite.extra is not None:
                 got.update(suite.extra(spec, model, task))

@@ -106,6 +106,14 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh experiment scaling --full --show-config             # the 10M-100M GPU ladder and its estimated cost",
         "bdh experiment scaling --set data=translation --out runs/scaling-translation",
     ],
+    "bdh experiment relatives": [
+        "bdh experiment relatives --quick",
+        "bdh experiment relatives --threads 1 --show-config         # the runs, each model timed: estimated cost",
+        "bdh experiment relatives --out runs/relatives --threads 1   # CPU default: MQAR frontier and the LM",
+        "bdh experiment relatives --out runs/relatives --resume      # continue: finished runs are not trained again",
+        "bdh experiment relatives --set models=[bdh,gpt] --set seeds=[0] --out runs/relatives-two",
+        "bdh experiment relatives --full --show-config               # Zoology's Figure 2 sweep for a GPU",
+    ],
     "bdh synapses": [
         "bdh synapses runs/en-es --concept currency",
         "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses",

@@ -1,4 +1,5 @@
-"""``bdh experiment synapses|merge|no-bptt|scaling``: the paper's section 4.2, 6.3 and 7 experiments, end to end.
+"""``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, end to
+end (synapses, merge, no-bptt, scaling, long-context, relatives).
 
     bdh experiment merge --out DIR                   CPU default (under 30 minutes on 2 cores)
     bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
@@ -44,9 +45,13 @@ HELP = {
         "BDH past its training window: loss by position on long streams, the state's gain, recall far back and "
         "long generation, for each training recipe against a GPT with a sliding window"
     ),
+    "relatives": (
+        "BDH among its relatives (Zoology's MQAR frontier, a byte-level language model at equal tokens and equal "
+        "wall-clock): every model and BDH ablation against BDH, beyond the seed spread or not"
+    ),
 }
 #: experiments with a GPU-sized preset (``Config.full``) and resumable runs (``run(..., resume=True)``)
-LADDERS = ("scaling", "long-context")
+LADDERS = ("scaling", "long-context", "relatives")
 
 
 def experiment_module(name: str):
@@ -145,6 +150,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     module = experiment_module(args.experiment)
     resume = getattr(args, "resume", False)
     config = resolve_config(module, args.quick, args.overrides, getattr(args, "full", False))
+    if args.threads is not None:  # before the plan, which may time steps (relatives)
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.show_config:
         import json
 
@@ -155,10 +164,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if resume and (args.overwrite or not args.out):
         raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
     out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
     start = time.time()
     ours = args.experiment in LADDERS and (out / module.MARKER).is_file()  # an earlier (interrupted) ladder
     how = f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it"

@@ -1,5 +1,5 @@
 """Interrupted commands: the same exit status after the same signal for every command, and for the commands
-that can continue (``bdh bench``, ``bdh experiment scaling|long-context``) one line saying what was kept and
+that can continue (``bdh bench``, ``bdh experiment scaling|long-context|relatives``) one line saying what was kept and
 the command that continues.
 
 SIGINT raises `KeyboardInterrupt` (Python's own handler); `terminate_raises` makes SIGTERM raise

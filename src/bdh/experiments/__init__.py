@@ -9,7 +9,9 @@ and figures into ``out``. The command line is ``bdh experiment NAME``.
 * `bdh.experiments.nobptt` — training without backprop through time (section 7.2);
 * `bdh.experiments.scaling` — BDH-GPU against a GPT-2-style Transformer at equal parameters, across sizes
   (section 4.2, Fig. 7);
-* `bdh.experiments.longcontext` — BDH past its training window: recipes that keep the recurrent state reading.
+* `bdh.experiments.longcontext` — BDH past its training window: recipes that keep the recurrent state reading;
+* `bdh.experiments.relatives` — BDH among its relatives: Zoology's MQAR frontier, a byte-level language model,
+  and BDH taken apart, judged against the seed spread.
 """
 
 #: experiment name (as typed on the command line) -> module under bdh.experiments
@@ -19,4 +21,5 @@ EXPERIMENTS = {
     "no-bptt": "nobptt",
     "scaling": "scaling",
     "long-context": "longcontext",
+    "relatives": "relatives",
 }

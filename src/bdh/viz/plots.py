@@ -252,11 +252,11 @@ _TAIL_MODELS = {
 # ---------------------------------------------------------------------- bench suites
 
 
-def _x_axis(ax: Any, xs: list[float]) -> None:
-    """A log-2 x axis for positive values spread over a factor of 8 or more (more than two of them), else
-    linear; a few values (up to 8, each at least a tenth of the range from the next, so that their labels do
-    not overlap) on a linear axis are ticked where they are, not between."""
-    if len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 8:
+def _x_axis(ax: Any, xs: list[float], log: bool = False) -> None:
+    """A log-2 x axis for positive values spread over a factor of 8 or more (more than two of them), or for any
+    positive values when ``log``, else linear; a few values (up to 8, each at least a tenth of the range from the
+    next, so that their labels do not overlap) on a linear axis are ticked where they are, not between."""
+    if xs and xs[0] > 0 and (log or (len(xs) > 2 and xs[-1] / xs[0] >= 8)):
         ax.set_xscale("log", base=2)
     elif len(xs) <= 8 and all(b - a >= 0.1 * (xs[-1] - xs[0]) for a, b in zip(xs, xs[1:])):
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
@@ -271,11 +271,12 @@ def suite_plot(
     facet: str | None = None,
     title: str = "",
     reference: str | None = None,
+    log_x: bool = False,
 ) -> list[Path]:
     """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
     several rows with the same (facet, series, x) (e.g. seeds) are averaged, and their min-max range is
     drawn as a band between the points and as a bar at each point. Rows are dicts (e.g. CSV rows, values
-    may be strings).
+    may be strings). ``log_x``: a logarithmic x axis whatever the spread of the values.
 
     The rows whose ``series`` is ``reference`` (the bench's ``trivial`` answer) are not a line: the mean of
     their ``y`` is a horizontal dashed line labelled with that name, in each panel where they have a value
@@ -287,8 +288,9 @@ def suite_plot(
     fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name))
-        _x_axis(ax, sorted({v for s in groups[f].values() for v in s}))
+            style = "o-" if i < 10 else "s--"  # ten colours, then dashed lines
+            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name), style)
+        _x_axis(ax, sorted({v for s in groups[f].values() for v in s}), log_x)
         if levels.get(f):
             ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
         ax.set_xlabel(column_label(x))
@@ -323,14 +325,14 @@ def _suite_points(
     return groups, levels
 
 
-def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str) -> None:
-    """One series of `suite_plot`: the mean of the values at each x as a line, their min-max range (the seeds')
-    as a band between the points and a bar at each (one x: no band)."""
+def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-") -> None:
+    """One series of `suite_plot`: the mean of the values at each x as a line (``style``: marker and line), their
+    min-max range (the seeds') as a band between the points and a bar at each (one x: no band)."""
     xs = np.array(sorted(pts))
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
     hi = np.array([np.max(pts[v]) for v in xs])
-    ax.plot(xs, mean, "o-", ms=5, color=color, label=name)
+    ax.plot(xs, mean, style, ms=5, color=color, label=name)
     if np.any(hi > lo):
         ax.fill_between(xs, lo, hi, color=color, alpha=0.15)
         ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)

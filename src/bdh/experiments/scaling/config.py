@@ -8,15 +8,13 @@ for a GPU; ``bdh experiment scaling --full --show-config`` prints its plan witho
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from bdh.baselines.gpt import POSITIONAL as GPT_POSITIONAL
 from bdh.experiments.common import ExperimentConfig
 from bdh.model.names import ATTENTION_FORMS
-from bdh.typed_config import bounded, check_value, one_of
+from bdh.typed_config import bounded, one_of
 
 #: the values of ``data`` that are not paths
 DATA_CHOICES = ("shakespeare", "translation")
@@ -96,16 +94,6 @@ class Config(ExperimentConfig):
             self._fail("micro_batch_size", f"{self.micro_batch_size} does not divide batch_size {self.batch_size}")
         if not isinstance(self.device, str) or not self.device:
             self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
-
-    def _coerce(self) -> None:
-        """Every field converted to its type hint (``--set`` values arrive as YAML: ``1e-3`` is a string there,
-        a single number may stand for a list of one); a one-line error naming the field otherwise."""
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value, hint = getattr(self, f.name), hints[f.name]
-            if typing.get_origin(hint) is tuple and not isinstance(value, (list, tuple)):
-                value = (value,)
-            object.__setattr__(self, f.name, check_value(value, hint, self._key(f.name)))
 
     def _check_data(self) -> None:
         from bdh.tasks.multilingual import LANGUAGES, parse_pairs

@@ -1,0 +1,119 @@
+"""``bdh experiment relatives``: the two suites trained through the bench engine, then the verdicts and the report.
+
+Output folder::
+
+    relatives.json   the marker: the config the folder was made with (``--resume`` continues only that config)
+    frontier/        part (a), a ``bdh bench`` output folder: runs.csv (the resume ledger), results.csv,
+                     summary.csv, results.md, runs/<model>/<run>/
+    lm/              part (b), the same
+    figures/         frontier-width, frontier-state, lm-bpb (png and svg)
+    report.md        the tables, the verdicts against BDH, the targets, the figures
+    results.json     the same numbers for a program
+
+Each suite is `bdh.bench.runner.run_suite`: a run is recorded in its suite's runs.csv when it ends, and
+``--resume`` trains only the runs not in it (an interrupted run is trained again from its start).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bdh.bench import recall, runner
+from bdh.errors import UserError
+from bdh.outputs import check_output, folder_entries, write_text
+
+from . import lm
+from .config import Config, check_resumable
+from .costs import estimate, plan_text
+from .verdict import compare
+
+#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
+MARKER = "relatives.json"
+#: config fields that only choose which runs are made (or how fast): a resumed folder may change them
+SELECTORS = ("models", "seeds", "probe_steps")
+Log = Callable[[str], None]
+
+
+def prepare_resume(out: str | Path) -> Path:
+    """The output folder of ``--resume``: new, empty, or an earlier relatives folder (kept as it is)."""
+    out = check_output(out, overwrite=True, folder=True)
+    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
+        raise UserError(f"--resume: {out} is not a relatives experiment folder (no {MARKER}); give another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _check_marker(config: Config, out: Path, resume: bool) -> None:
+    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
+    path = out / MARKER
+    mine = {"experiment": "relatives", "config": config.to_dict()}
+    if resume and path.is_file():
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
+            changed = check_resumable(mine["config"], theirs, SELECTORS)
+        except (ValueError, KeyError, TypeError, UserError):
+            raise UserError(
+                f"{path}: damaged (not the JSON object bdh writes); start anew with --overwrite instead of --resume, "
+                "or give another --out"
+            ) from None
+        if changed:
+            raise UserError(
+                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
+                "give the same --set values or another --out"
+            )
+    write_text(path, json.dumps(mine, indent=1) + "\n")
+
+
+def parts(config: Config) -> dict[str, tuple[Any, list, int, int]]:
+    """The two suites: name -> (suite, runs, vocabulary, validation windows per run)."""
+    frontier, language = config.frontier_sweep(), config.lm_sweep()
+    return {
+        "frontier": (recall.suite_def(frontier), recall.plan(frontier), frontier.vocab_size, frontier.num_val_examples),
+        "lm": (lm.suite_def(language), lm.plan(language), lm.BYTES, language.eval_batches * language.eval_batch_size),
+    }
+
+
+def describe_plan(config: Config, probe_steps: int | None = None) -> str:
+    """The runs and their estimated cost, each model timed on this machine for ``probe_steps`` steps (default the
+    config's; 0: the runs only). ``--show-config`` prints it."""
+    probe = config.probe_steps if probe_steps is None else probe_steps
+    suites = parts(config)
+    f, L = config.frontier_sweep(), config.lm_sweep()
+    header = [
+        f"relatives plan: (a) MQAR frontier: {len(f.models)} models x {len(f.widths)} widths x {len(f.settings())} "
+        f"(N, D) x {len(f.lrs)} lr x {len(f.seeds)} seeds, {f.steps} steps of {f.batch_size}; "
+        f"(b) LM: {len(L.models)} models x 2 budgets ({L.steps} steps of {L.batch_size} x {L.seq_len} bytes; "
+        f"{L.minutes:g} min) x {len(L.lrs)} lr x {len(L.seeds)} seeds",
+    ]
+    timed = estimate({k: v[1:] for k, v in suites.items()}, probe, config.device)
+    return plan_text(timed, header, probe)
+
+
+def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
+    """Train both suites (with ``resume``, only the runs not yet in their ledgers), then write the verdicts, the
+    figures, report.md and results.json into ``out``; returns the report's path."""
+    from .report import write_report
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_marker(config, out, resume)
+    start = time.time()
+    suites = parts(config)
+    plan = describe_plan(config, probe_steps=0)
+    log(plan)
+    done: dict[str, tuple[Any, dict[str, Any]]] = {}
+    for name, (suite, specs, _, _) in suites.items():
+        opts = runner.BenchOptions(out=out / name, resume=resume, device=config.device, plots=False)
+        done[name] = (suite, runner.run_suite(suite, specs, opts, log=log))
+    verdicts = [
+        v
+        for suite, result in done.values()
+        for v in compare(result["results"], suite.name, suite.score[0], suite.higher_is_better)
+    ]
+    report = write_report(out, config, done, verdicts, plan, time.time() - start)
+    log(f"relatives: done in {(time.time() - start) / 60:.1f} min")
+    return report
