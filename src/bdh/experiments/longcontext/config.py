@@ -20,6 +20,9 @@ facts             ``multiscale`` over streams of 64 windows (8k bytes) with the 
 facts-dense       ``multiscale`` over streams of 32 windows with three times the curriculum (``task.facts: 6``):
                   the longer-run probe of whether BDH learns to copy at all (not in the default list; run it
                   with ``--set recipes=facts-dense --set steps=5000``)
+facts-qk          the main job's recipe (``alibi``, window training) with ``task.facts: 4`` and keys of their own
+                  (``model.separate_keys``, Q != K: a key may hold the previous bytes and the query the current
+                  ones, as copying needs); not in the default list (``--set recipes=facts-qk --set steps=3000``)
 gpt               the yardstick: a GPT of the same parameter count, windows of T, read with its context
                   cropped to T (a sliding window)
 gpt-facts         the yardstick of the recall curriculum: the GPT trained with ``task.facts: 2`` (pairs within
@@ -50,6 +53,7 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         "train": {"bptt": "tbptt", "tbptt_windows": 64},
         "task": {"facts": 2.0},
     },
+    "facts-qk": {"model": {"damping": "alibi", "separate_keys": True}, "task": {"facts": 4.0}},
     "facts-dense": {
         "model": {"damping": "multiscale"},
         "train": {"bptt": "tbptt", "tbptt_windows": 32},
