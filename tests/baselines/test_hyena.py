@@ -11,7 +11,7 @@ from _compare import assert_same_model, randomize, rel_err
 from _trainer_run import learned, trainer_losses
 
 from bdh.baselines.baseconv import fft_conv
-from bdh.baselines.hyena import Hyena, HyenaConfig, ImplicitFilter, direct_conv
+from bdh.baselines.hyena import Hyena, HyenaConfig, ImplicitFilter, budget_filter_order, direct_conv
 
 #: fft_conv computes in fp32 whatever its input: its rounding is about 1e-7 relative per product, and a sum of up
 #: to T = 40 terms stays under 1e-5 relative to the result's norm; a wrong tap or lag is an O(1) error.
@@ -89,6 +89,16 @@ def test_for_budget_lands_next_to_the_budget():
     assert abs(cfg.num_params() - 150_000) <= step and cfg.seq_len == 64
     with pytest.raises(ValueError, match="causal"):
         HyenaConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=False)
+
+
+def test_for_budget_narrows_the_filter_of_a_small_model_and_keeps_a_given_one():
+    # BDH at the relatives frontier's width 8 has 5,120 parameters; a 64-wide filter alone would be about 17k
+    sizes = dict(vocab_size=128, seq_len=32, n_layer=2, n_head=4, causal=True)
+    small = HyenaConfig.for_budget(5_120, **sizes)
+    assert small.filter_order == budget_filter_order(small.n_embd) < 64
+    assert abs(small.num_params() - 5_120) / 5_120 < 0.2
+    assert HyenaConfig.for_budget(150_000, **sizes).filter_order == 64  # Zoology's from width 32 on
+    assert HyenaConfig.for_budget(5_120, **sizes, filter_order=64).filter_order == 64  # given: kept
 
 
 def test_it_trains_through_the_public_trainer(tmp_path):

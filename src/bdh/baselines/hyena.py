@@ -132,14 +132,23 @@ class HyenaConfig(ModelConfig):
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyenaConfig:
         """The Hyena of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples of
-        2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). It has no heads
-        (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
+        2 (`bdh.sizing.closest_by_params`), the filter FFN's width ``filter_order`` following it
+        (`budget_filter_order`) unless ``extra`` gives one; ``extra``: other fields (the defaults otherwise). It
+        has no heads (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
         `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
-        return closest_by_params(
-            params,
-            lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
-            step=2,
-        )
+
+        def config(d: int) -> HyenaConfig:
+            fields = {"filter_order": budget_filter_order(d), **extra}
+            return cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **fields)
+
+        return closest_by_params(params, config, step=2)
+
+
+def budget_filter_order(n_embd: int) -> int:
+    """The implicit filter's FFN width of a Hyena sized to a budget: Zoology's 64 from width 32 on, 2 d below it,
+    so that the filter (about 2 q^2 parameters per layer) does not outweigh a small model (at d = 8 a 64-wide
+    filter alone is three times the parameters of the BDH it is compared with)."""
+    return min(64, 2 * n_embd)
 
 
 def direct_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
