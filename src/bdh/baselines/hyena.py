@@ -42,14 +42,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .baseconv import PositionalFeatures, fft_conv
-from .common import ModelConfig, check_tokens, count_params
+from .common import ModelConfig
+from .mixer_lm import MixerLM
 
 CONV_FORMS = ("fft", "direct")
 
@@ -206,62 +206,20 @@ class HyenaOperator(nn.Module):
         return self.out_proj((x2 * v).transpose(1, 2))
 
 
-class Block(nn.Module):
-    def __init__(self, cfg: HyenaConfig):
-        super().__init__()
-        d = cfg.n_embd
-        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
-        self.mixer = HyenaOperator(cfg)
-        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.hidden else None
-        self.mlp = nn.Sequential(nn.Linear(d, cfg.hidden), nn.GELU(), nn.Linear(cfg.hidden, d)) if cfg.hidden else None
-        self.drop = nn.Dropout(cfg.dropout)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.drop(self.mixer(self.ln1(h)))
-        if self.mlp is not None:
-            h = h + self.drop(self.mlp(self.ln2(h)))
-        return h
-
-
-class Hyena(PretrainedMixin, nn.Module):
-    """Hyena language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+class Hyena(PretrainedMixin, MixerLM):
+    """Hyena language model (causal): Zoology's ``LanguageModel`` (`bdh.baselines.mixer_lm.MixerLM`: embedding,
+    pre-LN blocks with the MLP, tied readout, its initialisation) around one `HyenaOperator` per layer.
+    ``model(idx) -> logits (B, T, vocab_size)``."""
 
     model_type = "hyena"
     config_class = HyenaConfig
 
     def __init__(self, config: HyenaConfig):
-        super().__init__()
         if not isinstance(config, HyenaConfig):
             raise TypeError(f"Hyena: expected a HyenaConfig, got {type(config).__name__}")
-        self.config = cfg = config
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.embed_dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
-        self.apply(self._init)
-        for name, p in self.named_parameters():  # Zoology (GPT-2): residual outputs scaled by 1/sqrt(2 L)
-            if name.endswith(("out_proj.weight", "mlp.2.weight")):
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
-
-    @staticmethod
-    def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
-
-    def num_params(self) -> int:
-        """Trainable parameters (equal to `HyenaConfig.num_params`, the docstring formula)."""
-        return count_params(self)
+        super().__init__(config, [HyenaOperator(config) for _ in range(config.n_layer)])
+        self.config = config
 
     def state_size(self) -> int:
         """Recurrent state scalars per layer: d seq_len (Zoology's ``Hyena.state_size``)."""
         return self.config.layer_state_size()
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        cfg = self.config
-        check_tokens("Hyena", idx, cfg.vocab_size, cfg.seq_len)
-        h = self.drop(self.embed(idx))
-        for block in self.blocks:
-            h = block(h)
-        return F.linear(self.ln_f(h), self.embed.weight)

@@ -1,5 +1,5 @@
 """The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4 and
-the code's ``model.py``), shared by the baselines that differ only in their mixers (Based, GLA).
+the code's ``model.py``), shared by the baselines that differ only in their mixers (Based, GLA, Hyena).
 
     h_0    = Dropout_e( E[tokens] )                                 no positions: the mixers carry order
     h'     = h + Dropout( mixer_l( LN(h) ) )                        mixer_l: the layer's sequence mixer
