@@ -143,11 +143,13 @@ def test_eval_reports_what_training_reported_and_full_scores_everything(trained,
     bpb = float(out.split("bits per byte ")[1].split()[0])
     # the same batches and kernels on the same machine, printed to 4 digits
     assert any(abs(bpb - r["val_bpb"]) < 1e-4 for r in records), (bpb, [r["val_bpb"] for r in records])
-    assert "nats per byte" in out and "the batches training scores" in out
+    assert "nats per byte" in out and "the batches of the run's final evaluation" in out
+    se = float(out.split(" ± ")[1].split()[0])  # a sample of windows has a standard error, printed with it
+    assert any(abs(se - r["val_bpb_se"]) < 1e-4 for r in records) and 0 < se < 1
     code, out, err = cli(capsys, "eval", str(trained), "--full")
     assert code == 0, err
     scored, total = out.split("scoring ")[1].split(" batches")[0].split(" of ")
-    assert scored == total
+    assert scored == total and " ± " not in out  # the whole split: no sampling error
 
 
 def test_runs_lists_run_folders(trained, capsys):

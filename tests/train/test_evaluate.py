@@ -113,7 +113,7 @@ def test_mqar_accuracy_is_the_mean_over_examples_of_mixed_slices():
     assert out["val_loss"] == pytest.approx(float(loss), rel=1e-5)
     # the bench's evaluation is the same code, without the val_ prefix
     got = evaluate_examples(model, task, batch_size=8, batches=None, seed=0)
-    want = {k.removeprefix("val_"): v for k, v in out.items() if k not in ("val_loss", "val_bpb")}
+    want = {k.removeprefix("val_"): v for k, v in out.items() if k not in ("val_loss", "val_bpb", "val_bpb_se")}
     assert got == pytest.approx({**want, "val_loss": out["val_loss"]})
 
 
@@ -169,3 +169,70 @@ def test_training_batches_keep_their_length_under_longer_validation(tmp_path):
         trainer.close()
     assert result.tokens == 2 * 4 * 32
     assert {"val_accuracy_kv2_len32", "val_accuracy_kv4_len64"} <= set(result.metrics)
+
+
+class _Rows:
+    """A task of 3 batches of 4 rows whose scored tokens per row vary (1 to 3 of 3)."""
+
+    name, vocab_size, seq_len, causal, target_metric = "rows", 5, 3, True, ("loss", False)
+
+    def batch(self, split, index, batch_size, seed):
+        g = torch.Generator().manual_seed(index)
+        inputs = torch.randint(0, 5, (batch_size, 3), generator=g)
+        targets = torch.randint(0, 5, (batch_size, 3), generator=g)
+        for r in range(batch_size):
+            targets[r, 1 + (r + index) % 3 :] = -100
+        return inputs, targets
+
+    def num_batches(self, split, batch_size):
+        return 3
+
+    def metrics(self, logits, targets, inputs):
+        return {}
+
+
+def test_the_standard_error_is_that_of_the_per_token_mean_over_rows():
+    """``val_bpb_se`` against the textbook formula computed here from each row's own loss: the estimate is the
+    ratio sum(l_i) / sum(c_i) over rows i, whose delta-method standard error is
+    sqrt(n / (n - 1) * sum((l_i - m c_i)^2)) / sum(c_i); with equal counts, the standard error of the mean of
+    the rows' per-token losses (sd / sqrt(n))."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 5))
+    task = _Rows()
+    out = evaluate(model, task, batch_size=4, batches=None, seed=0)
+    rows_l, rows_c = [], []
+    for i in range(3):
+        x, y = task.batch("val", i, 4, 0)
+        with torch.no_grad():
+            nll = F.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1), reduction="none", ignore_index=-100)
+        nll = nll.view(4, 3)
+        for r in range(4):
+            keep = y[r] != -100
+            rows_l.append(float(nll[r][keep].sum()))
+            rows_c.append(int(keep.sum()))
+    n, m = len(rows_l), sum(rows_l) / sum(rows_c)
+    se = (n / (n - 1) * sum((a - m * c) ** 2 for a, c in zip(rows_l, rows_c, strict=True))) ** 0.5 / sum(rows_c)
+    # float32 logits summed in a different order from the formula's float64: 1e-5 relative is far above that
+    assert out["val_loss"] == pytest.approx(m, rel=1e-5)
+    assert out["val_bpb_se"] == pytest.approx(se / 0.6931471805599453, rel=1e-5)
+    # equal counts: the plain standard error of the rows' mean
+    same = [a / c for a, c in zip(rows_l, rows_c, strict=True) if c == 3]
+    assert len(same) == 4
+    mean = sum(same) / 4
+    sd = (sum((v - mean) ** 2 for v in same) / 3) ** 0.5
+    one = _se_of_rows(model, task, keep_count=3)
+    assert one == pytest.approx(sd / 2, rel=1e-5)
+
+
+def _se_of_rows(model, task, keep_count):
+    """The loss's standard error over only the rows with ``keep_count`` scored tokens (the others masked)."""
+    from bdh.train.evaluate import _Scores
+
+    scores = _Scores(task)
+    for i in range(3):
+        x, y = task.batch("val", i, 4, 0)
+        y = y.clone()
+        y[(y != -100).sum(1) != keep_count] = -100
+        with torch.no_grad():
+            scores.add(model(x), y, x)
+    return scores.loss_se()

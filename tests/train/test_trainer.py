@@ -48,6 +48,31 @@ def test_a_short_run_learns_and_writes_a_run_folder(corpus_file, tmp_path):
     assert not list((result.run_dir / "checkpoints").glob(".*"))  # no temporary folders left
 
 
+@pytest.mark.parametrize(
+    ("extra", "final"),
+    [((), 8), (("eval.final_batches=3",), 3), (("train.max_tokens=640",), 8)],  # 640 tokens: a stop at step 5
+)
+def test_the_final_evaluation_reads_more_windows(corpus_file, tmp_path, monkeypatch, extra, final):
+    """Evaluations along the way read ``eval.batches``; the run's last one, whose numbers it prints and keeps,
+    reads ``eval.final_batches`` (default 4 x ``eval.batches``), wherever the run stops."""
+    import bdh.train.trainer as trainer_module
+
+    read = []
+    real = trainer_module.evaluate
+
+    def counting(model, task, batch_size, batches, *args, **kwargs):
+        read.append(batches)
+        return real(model, task, batch_size, batches, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "evaluate", counting)
+    result = run(corpus_file, tmp_path / "r", "train.max_steps=6", "eval.every=2", *extra)
+    steps = result.step
+    assert read == [2] * ((steps - 1) // 2) + [final]  # eval.batches=2 (TINY) along the way
+    evals = [json.loads(l) for l in (result.run_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
+    assert evals[-1]["step"] == steps and evals[-1]["val_bpb"] == result.metrics["val_bpb"]
+    assert 0 < result.metrics["val_bpb_se"] < 1
+
+
 def test_gradient_accumulation_matches_one_big_batch(corpus_file, tmp_path):
     a = run(corpus_file, tmp_path / "a", "train.max_steps=6", "eval.every=0")
     b = run(corpus_file, tmp_path / "b", "train.max_steps=6", "eval.every=0", "train.micro_batch_size=1")

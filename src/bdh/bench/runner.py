@@ -85,7 +85,7 @@ def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None
         steps=spec.steps,
         batch_size=spec.batch_size,
         seed=spec.seed,
-        eval={"every": 0, "batches": 1, "batch_size": spec.eval_batch_size},
+        eval={"every": 0, "batches": 1, "final_batches": 1, "batch_size": spec.eval_batch_size},
         logs=20,
         device=device,
         threads=threads,

@@ -31,8 +31,9 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         help="loss and bits per byte of a trained model on held-out data",
         description="Evaluate a run's model (best checkpoint, else the latest) on its validation split, or on "
         "--data FILE (a file or folder of text), and print the loss and bits per byte. By default it scores the "
-        "batches the trainer scores at every evaluation (the run's eval.batches, same seed), so the number is the "
-        "training-time estimate, each window of seq_len tokens on its own; --full scores every window of the split. "
+        "batches of the run's final evaluation (its eval.final_batches, same seed), so the number is the one "
+        "training printed, with its standard error; each window of seq_len tokens on its own; --full scores "
+        "every window of the split. "
         "--carry-state (recurrent models such as BDH, text tasks) reads the text as one stream instead: window "
         "after window with the recurrent state carried across, so every byte is predicted from all the text "
         "before it.",
@@ -72,7 +73,7 @@ def _add_reading_flags(p: argparse.ArgumentParser) -> None:
         "--batches",
         type=integer(1),
         default=None,
-        help="score this many batches (default: the run's eval.batches, as training does; else "
+        help="score this many batches (default: the run's final evaluation's, as training printed; else "
         f"{EVAL_BATCHES}); with --carry-state/--sliding: windows per lane",
     )
     size.add_argument(
@@ -111,7 +112,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Score a run's model on its validation split (or --data), windows independent or the state carried."""
     from bdh.train.eval_data import eval_data
     from bdh.train.evaluate import eval_batch_count, evaluate
-    from bdh.train.log import EvalProgress
+    from bdh.train.log import EvalProgress, se_text
 
     model, folder = _load_model(args.source, args.checkpoint, args.device)
     ev = eval_data(args.source, model, args.data)
@@ -128,15 +129,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"data: {ev.description} ({task.seq_len}-{unit} windows)")
     print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
     of = total if total is not None else "endless"
-    note = "" if args.full or n == total else "; the batches training scores at each evaluation. --full scores all"
+    note = "" if args.full or n == total else "; the batches of the run's final evaluation. --full scores all"
     print(f"scoring {n} of {of} batches of {batch_size} windows (seed {ev.seed}){note}", flush=True)
     progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
     metrics = evaluate(model, task, batch_size, n, ev.seed, split=ev.split, progress=progress)
     if not metrics:
         raise UserError("nothing to evaluate: no scored targets")
-    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f} ({mode})")
+    se = "" if n == total else se_text(metrics)  # the whole split has no sampling error
+    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}{se} ({mode})")
     for k, v in metrics.items():
-        if k not in ("val_loss", "val_bpb"):
+        if k not in ("val_loss", "val_bpb", "val_bpb_se"):
             print(f"{k[4:]} {v:.4f}")
     return 0
 

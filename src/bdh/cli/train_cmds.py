@@ -222,6 +222,7 @@ def _run_config(args: argparse.Namespace):
 def _report(config, result) -> None:
     """What a finished run prints: its folder, steps and speed, the last validation, a sample (byte-level text
     on a model that streams), and whether the time budget cut it short."""
+    from bdh.train.log import metric_text, se_text
     from bdh.train.recurrent import StreamingModel
 
     m = result.metrics
@@ -233,9 +234,10 @@ def _report(config, result) -> None:
         + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)"
     )
     if m:
-        extra = ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k not in ("val_loss", "val_bpb"))
+        extra = metric_text(m, skip=("val_loss", "val_bpb", "val_bpb_se"))
         print(
-            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}" + (f", {extra}" if extra else "")
+            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}{se_text(m)}"
+            + (f", {extra}" if extra else "")
         )
     s = config.sample
     task = result.task

@@ -183,7 +183,7 @@ def train_lm(
         steps=steps,
         batch_size=batch_size,
         seed=seed,
-        eval={"every": 0, "batches": 4},
+        eval={"every": 0, "batches": 4, "final_batches": 4},
         progress=progress,
         warmup_steps=warmup_steps,
         sections=sections,

@@ -28,17 +28,25 @@ REPLAN_TOLERANCE = 0.03
 class TimeBudget:
     """The time budget of a run (``train.max_minutes``; None: no budget, the length of the run is fixed).
 
-    ``eval_every``, ``eval_batches``, ``eval_batch`` and ``train_rows``: how often the run evaluates and how
-    many windows an evaluation reads against the rows a training step reads on this process, to leave time
-    for the evaluations that the planned steps bring.
+    ``eval_every``, ``eval_batches``, ``final_batches``, ``eval_batch`` and ``train_rows``: how often the run
+    evaluates and how many windows an evaluation (and the final one) reads against the rows a training step reads
+    on this process, to leave time for the evaluations that the planned steps bring.
     """
 
     def __init__(
-        self, minutes: float | None, *, eval_every: int, eval_batches: int, eval_batch: int, train_rows: int
+        self,
+        minutes: float | None,
+        *,
+        eval_every: int,
+        eval_batches: int,
+        eval_batch: int,
+        train_rows: int,
+        final_batches: int | None = None,
     ) -> None:
         self.minutes = minutes
         self.eval_every = eval_every
         self.eval_batches = eval_batches
+        self.final_batches = eval_batches if final_batches is None else final_batches
         self.eval_batch = eval_batch
         self.train_rows = train_rows
         #: the length of the run is settled: no budget, or a plan was made (saved in checkpoints)
@@ -97,11 +105,12 @@ class TimeBudget:
         ``total_steps`` by `REPLAN_TOLERANCE` or less. Fixes the length of the run from now on."""
         every = self.eval_every
         # an evaluation reads eval.batches x eval batch windows forward only: about a third of a step per row
-        per_eval = self.eval_batches * per_step * self.eval_batch / max(self.train_rows, 1) / 3
+        per_batch = per_step * self.eval_batch / max(self.train_rows, 1) / 3
+        per_eval, per_final = self.eval_batches * per_batch, self.final_batches * per_batch
         fits = limit
         for _ in range(3):  # the number of evaluations depends on the length of the run
-            evals = (max(0, fits // every - step // every) if every else 0) + 1
-            remaining = self.seconds * BUDGET_SHARE - (now - self.started) - evals * per_eval
+            evals = max(0, fits // every - step // every) if every else 0  # along the way, then the final one
+            remaining = self.seconds * BUDGET_SHARE - (now - self.started) - evals * per_eval - per_final
             fits = min(limit, step + max(0, int(remaining / per_step)))
         fits = max(step + 1, fits)
         self.fixed = True

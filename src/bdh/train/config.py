@@ -28,7 +28,7 @@ import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -161,15 +161,32 @@ class TrainConfig(TypedConfig):
 class EvalConfig(TypedConfig):
     """Held-out evaluation.
 
+    The final evaluation, whose numbers a run prints, keeps as its result and ``bdh eval RUN`` reproduces, reads
+    more batches than the ones along the way: its estimate is the one people quote, and the noise of a
+    sample of windows falls only with their number (docs/training.md, "How close the printed number is").
+
     Attributes:
         every: evaluate every this many steps (and at the end); 0 only at the end.
-        batches: validation batches per evaluation; null for the whole validation split.
+        batches: validation batches per evaluation along the way; null for the whole validation split.
         batch_size: sequences per validation batch; null takes the training micro-batch size.
+        final_batches: validation batches of the final evaluation; null: `FINAL_FACTOR` x ``batches`` (the
+            whole split when ``batches`` is null).
     """
+
+    #: the final evaluation's batches per batch along the way, unless ``final_batches`` says: four times the
+    #: windows halve the standard error of the estimate
+    FINAL_FACTOR: ClassVar[int] = 4
 
     every: int = bounded(250, ge=0)
     batches: int | None = bounded(16, ge=1)
     batch_size: int | None = bounded(None, ge=1)
+    final_batches: int | None = bounded(None, ge=1)
+
+    def final(self) -> int | None:
+        """The batches of the final evaluation (None: the whole split)."""
+        if self.final_batches is not None:
+            return self.final_batches
+        return None if self.batches is None else self.FINAL_FACTOR * self.batches
 
 
 @dataclass

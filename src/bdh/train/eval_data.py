@@ -3,7 +3,8 @@ run's own evaluation settings from a run folder, or a text file/folder given ins
 
 A run's numbers are comparable with what its training printed only when they are read the same way: the
 task of its config, the validation split, its ``eval.batch_size`` (else its micro-batch, else its batch) and
-its ``eval.batches`` with its seed. `EvalData` carries those defaults; the caller overrides what it wants.
+the batches of its final evaluation (`EvalConfig.final`) with its seed. `EvalData` carries those defaults; the
+caller overrides what it wants.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class EvalData:
         task, split: the task object and the split to read (``val``; ``all`` for a ``data`` file).
         config: the run's `RunConfig` (None for a model folder).
         seed: the run's seed (the batches training scored), 0 without a run.
-        batch_size, batches: the run's evaluation batch and batch count (the training-time estimate).
+        batch_size, batches: the run's evaluation batch and the batches of its final evaluation (the number it
+            printed; None: the whole split).
         unit: ``byte`` for a byte-level task, else ``token``.
         description: what is read, for a report line.
     """
@@ -38,7 +40,7 @@ class EvalData:
     config: Any
     seed: int
     batch_size: int
-    batches: int
+    batches: int | None
     unit: str
     description: str
 
@@ -81,7 +83,7 @@ def eval_data(source: str | Path, model: Any, data: str | Path | None = None) ->
         config=config,
         seed=t.seed if t else 0,
         batch_size=batch_size,
-        batches=(config.eval.batches if config else None) or EVAL_BATCHES,
+        batches=config.eval.final() if config else EVAL_BATCHES,
         unit="byte" if getattr(task, "vocab_size", None) == 256 else "token",
         description=what,
     )

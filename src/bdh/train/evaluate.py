@@ -67,6 +67,8 @@ class _Scores:
         self.loss_sum, self.count = 0.0, 0
         self.sums: dict[str, float] = {}
         self.weights: dict[str, int] = {}
+        self.row_losses: list[torch.Tensor] = []  # per scored row (example): summed loss and scored tokens
+        self.row_counts: list[torch.Tensor] = []
 
     def add(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> None:
         """Score one batch; a batch without scored targets is skipped (it has neither loss nor metrics)."""
@@ -74,11 +76,13 @@ class _Scores:
         c = int((targets != IGNORE_INDEX).sum())
         if c == 0:
             return
-        self.loss_sum += float(
-            F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-            )
-        )
+        per_token = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
+        ).view(targets.shape[0], -1)
+        counts = (targets != IGNORE_INDEX).reshape(targets.shape[0], -1).sum(1)
+        self.row_losses.append(per_token.sum(1)[counts > 0].double().cpu())
+        self.row_counts.append(counts[counts > 0].double().cpu())
+        self.loss_sum += float(per_token.sum())
         self.count += c
         rows = int(targets.shape[0])
         for key, value in self.task.metrics(logits, targets, inputs).items():
@@ -95,13 +99,30 @@ class _Scores:
         """Nats per scored token (NaN when nothing was scored)."""
         return self.loss_sum / self.count if self.count else float("nan")
 
+    def loss_se(self) -> float:
+        """The standard error of `loss` over the scored examples (windows), NaN for fewer than two: `loss` is a
+        ratio of sums over n examples, sum(l_i) / sum(c_i) (l_i the summed loss and c_i the scored tokens of
+        example i), whose delta-method variance is n / (n - 1) * sum((l_i - loss c_i)^2) / (sum c_i)^2. It
+        treats the examples as drawn independently from the split, which the evaluation order spreads them
+        over (`bdh.tasks.text.spread`); it measures how far the estimate may be from the whole split's value."""
+        if not self.row_losses:
+            return float("nan")
+        l, c = torch.cat(self.row_losses), torch.cat(self.row_counts)
+        n = l.numel()
+        if n < 2:
+            return float("nan")
+        m = l.sum() / c.sum()
+        return float(((l - m * c).square().sum() * n / (n - 1)).sqrt() / c.sum())
+
     def result(self) -> dict[str, float]:
-        """``val_loss``, ``val_bpb`` and ``val_<name>`` for every task metric; empty when nothing was scored."""
+        """``val_loss``, ``val_bpb``, the standard error of the latter ``val_bpb_se`` (`loss_se`) and
+        ``val_<name>`` for every task metric; empty when nothing was scored."""
         if self.count == 0:
             return {}
         out = {f"val_{k}": v for k, v in self.metrics().items()}
         out["val_loss"] = self.loss()
         out["val_bpb"] = out["val_loss"] / LN2
+        out["val_bpb_se"] = self.loss_se() / LN2
         return out
 
 

@@ -41,6 +41,24 @@ class MetricsLog:
         append_text(self.path, json.dumps(record) + "\n")
 
 
+def metric_text(metrics: dict[str, float], skip: tuple[str, ...] = ()) -> str:
+    """``name value`` for every float metric not in ``skip``, a standard error ``<name>_se`` shown beside its
+    metric as ``name value ± se``."""
+    parts = []
+    for k, v in metrics.items():
+        if k in skip or not isinstance(v, float) or (k.endswith("_se") and k[:-3] in metrics):
+            continue
+        se = metrics.get(f"{k}_se")
+        parts.append(f"{k} {v:.4f}" + (f" ± {se:.4f}" if isinstance(se, float) and math.isfinite(se) else ""))
+    return ", ".join(parts)
+
+
+def se_text(metrics: dict[str, float], key: str = "val_bpb") -> str:
+    """`` ± SE (standard error)`` of ``key`` (its ``<key>_se``), or nothing when that is absent or not finite."""
+    se = metrics.get(f"{key}_se", float("nan"))
+    return f" ± {se:.4f} (standard error)" if math.isfinite(se) else ""
+
+
 def _warn(message: str) -> None:
     print(f"bdh: warning: {message}", file=sys.stderr, flush=True)
 
@@ -197,7 +215,7 @@ class Progress:
             print(text, file=self.stream, flush=True)
 
     def eval_line(self, step: int, loss: float, tok_per_s: float, metrics: dict[str, float]) -> None:
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+        shown = metric_text(metrics)
         eta = self.eta(step)
         eta_s = "" if math.isnan(eta) or step >= self.total else f", ETA {_hms(eta)}"
         self.message(f"step {step}/{self.total}: train loss {loss:.4f}, {shown}, {tok_per_s:,.0f} tok/s{eta_s}")

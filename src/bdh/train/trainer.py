@@ -93,6 +93,8 @@ class _Fit:
     stop: str | int | None = None  # "budget", "target", or the number of the signal that stopped the run
     last_time: float = 0.0  # tokens per second are measured from (last_step, last_time)
     last_step: int = 0
+    loss: float = float("nan")  # the last training step's loss and tokens per second (shown with evaluations)
+    tok_s: float = 0.0
 
 
 class Trainer:
@@ -158,6 +160,7 @@ class Trainer:
             t.max_minutes,
             eval_every=self.config.eval.every,
             eval_batches=self.config.eval.batches or 16,
+            final_batches=self.config.eval.final() or 16,
             eval_batch=self.eval_batch,
             train_rows=self.rows,
         )
@@ -166,6 +169,7 @@ class Trainer:
         """What would otherwise fail at step N: an endless validation split without ``eval.batches``, a
         ``train.bptt`` mode the task or the model cannot train, a micro-batch that does not fit in memory."""
         eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.batches)
+        eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.final())
         parts.check_modes(self.config, self.task, self.model_cls)
         if self.config.train.check_memory:
             self.runtime.check_memory(self.model_config, self.micro, self.seq_len)
@@ -273,8 +277,9 @@ class Trainer:
                     run.stop = "budget"
                 if self.runtime.any(signals.received is not None):
                     run.stop = signals.received or signal.SIGTERM
+                run.loss, run.tok_s = loss, tok_s
                 if self._due(self.config.eval.every) and run.stop in (None, "budget"):
-                    self._evaluate_in_loop(run, loss, tok_s)
+                    self._evaluate_in_loop(run, final=run.stop == "budget" or self.step == self.total_steps)
                 if self._due(self.config.checkpoint.every) or run.stop is not None:
                     self.save()
                     run.saved_at, run.last_time = self.step, time.time()
@@ -283,7 +288,7 @@ class Trainer:
             if run.saved_at != self.step:
                 self.save()
             if run.stop in (None, "budget") and run.evaluated_at != self.step:
-                run.metrics = self._eval_and_log(run.log, float("nan"), 0.0)
+                run.metrics = self._eval_and_log(run, final=True)
         return self._result(run)
 
     def train_step(self, step: int) -> tuple[float, float]:
@@ -403,9 +408,10 @@ class Trainer:
         batches = batches if batches is not None else self.config.eval.batches
         return evaluate(model, self.task, self.eval_batch, batches, self.config.train.seed, self.runtime.autocast)
 
-    def _evaluate_in_loop(self, run: _Fit, loss: float, tok_s: float) -> None:
-        """A scheduled evaluation; the run is to stop (``run.stop``) when it reaches ``train.target``."""
-        run.metrics = self._eval_and_log(run.log, loss, tok_s)
+    def _evaluate_in_loop(self, run: _Fit, final: bool) -> None:
+        """A scheduled evaluation (``final``: the run's last); the run is to stop (``run.stop``) when it reaches
+        ``train.target``."""
+        run.metrics = self._eval_and_log(run, final)
         run.evaluated_at = self.step
         run.last_time = time.time()  # tokens/s measures training, not evaluation
         if self._target_reached(run.metrics):
@@ -414,15 +420,17 @@ class Trainer:
             )
             run.stop = "target"
 
-    def _eval_and_log(self, log: RunLog, loss: float, tok_s: float) -> dict[str, float]:
-        """Evaluate (rank 0), log and show the result, share it with every process and keep the best."""
+    def _eval_and_log(self, run: _Fit, final: bool) -> dict[str, float]:
+        """Evaluate (rank 0) on ``eval.batches``, or on the final evaluation's batches (``final``:
+        `EvalConfig.final`), log and show the result beside the last training loss, share it with every process
+        and keep the best."""
         metrics: dict[str, float] = {}
         rt = self.runtime
         if rt.sharded or rt.env.is_main:  # a sharded forward gathers the weights from every process: all evaluate
             self.model.eval()
-            metrics = self.evaluate()
+            metrics = self.evaluate(batches=self.config.eval.final() if final else None)
             self.model.train()
-            log.evaluation(self.step, self.tokens, loss, tok_s, metrics)  # rank 0 logs
+            run.log.evaluation(self.step, self.tokens, run.loss, run.tok_s, metrics)  # rank 0 logs
         metrics = rt.broadcast(metrics)
         if metrics:
             self.folder.keep_best(metrics, self.task.target_metric, self.model, self.step, self.tokens)

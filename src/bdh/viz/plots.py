@@ -117,7 +117,10 @@ def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: 
             k
             for r in evals
             for k in r
-            if k.startswith("val_") and k not in ("val_loss", "val_bpb") and _num(r[k]) is not None
+            if k.startswith("val_")
+            and k not in ("val_loss", "val_bpb")
+            and not k.endswith("_se")  # a standard error goes with its metric, not in a panel of its own
+            and _num(r[k]) is not None
         }
     )
     plt = pyplot()

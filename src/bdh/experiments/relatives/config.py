@@ -97,10 +97,10 @@ class Config(ExperimentConfig):
     lm_neurons: int = bounded(2048, ge=1)
     lm_layers: int = bounded(4, ge=1)
     lm_lrs: tuple[float, ...] = bounded((1e-3,), gt=0, lt=1)
-    lm_steps: int = bounded(50, ge=1)
+    lm_steps: int = bounded(200, ge=1)
     lm_batch_size: int = bounded(8, ge=1)
     lm_seq_len: int = bounded(128, ge=2)
-    lm_minutes: float = bounded(0.3, gt=0)
+    lm_minutes: float = bounded(0.5, gt=0)
     lm_eval_batches: int = bounded(8, ge=1)
     device: str = "cpu"
     probe_steps: int = bounded(3, ge=0)

@@ -54,11 +54,11 @@ class LMSweep(Sweep):
     models: tuple[str, ...] = zoo.MODELS
     widths: tuple[int, ...] = redefault(Sweep, "widths", (128,))
     lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))
-    steps: int = redefault(Sweep, "steps", 50)
+    steps: int = redefault(Sweep, "steps", 200)
     batch_size: int = redefault(Sweep, "batch_size", 8)
     eval_batch_size: int = redefault(Sweep, "eval_batch_size", 32)
     seq_len: int = bounded(128, ge=2)
-    minutes: float = bounded(0.3, gt=0)
+    minutes: float = bounded(0.5, gt=0)
     clock_steps: int = bounded(100_000, ge=1)
     val_fraction: float = bounded(0.1, gt=0, lt=1)
     eval_batches: int = bounded(8, ge=1)

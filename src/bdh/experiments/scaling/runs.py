@@ -84,7 +84,12 @@ class RunSpec:
             steps=self.steps,
             batch_size=self.batch_size,
             seed=self.seed,
-            eval={"every": self.curve_every, "batches": self.curve_eval_batches, "batch_size": self.eval_batch_size},
+            eval={
+                "every": self.curve_every,
+                "batches": self.curve_eval_batches,
+                "final_batches": self.curve_eval_batches,  # a curve's points read alike
+                "batch_size": self.eval_batch_size,
+            },
             micro_batch_size=self.micro_batch_size,
             device=self.device,
             precision=self.precision,
