@@ -236,6 +236,22 @@ def test_for_budget_lands_next_to_the_budget(cls, budget):
     assert cfg.seq_len == 64 and cfg.vocab_size == 128 and cfg.n_layer == 2
 
 
+def test_gla_for_budget_takes_fewer_heads_only_where_whole_heads_miss_the_budget():
+    """At 4 heads GLA's widths step by 8 (keys of d / 2 in whole heads): a budget of 5,120 (BDH at width 8 on
+    MQAR) lands at d = 8, 39% below it, or d = 16, 82% above; 2 heads allow d = 12, 14% above, and are taken.
+    Where the asked heads land within `HEAD_TOLERANCE`, they are kept."""
+    from bdh.baselines.gla import HEAD_TOLERANCE
+
+    sizes = dict(vocab_size=128, seq_len=16, n_layer=2, causal=True)
+    four = [GLAConfig(**sizes, n_embd=d, n_head=4).num_params() for d in (8, 16)]
+    assert all(abs(n - 5120) / 5120 > HEAD_TOLERANCE for n in four)  # the premise: no 4-head width fits
+    small = GLAConfig.for_budget(5120, **sizes, n_head=4)
+    assert (small.n_embd, small.n_head) == (12, 2) and abs(small.num_params() - 5120) / 5120 <= HEAD_TOLERANCE
+    for budget in (16_384, 57_344, 851_968):
+        cfg = GLAConfig.for_budget(budget, **sizes, n_head=4)
+        assert cfg.n_head == 4 and abs(cfg.num_params() - budget) / budget <= HEAD_TOLERANCE
+
+
 def test_for_budget_takes_the_model_s_own_fields():
     sizes = dict(vocab_size=64, seq_len=32, n_layer=2, n_head=4, causal=True)
     assert BasedConfig.for_budget(100_000, **sizes).n_head == 1  # Zoology's Based: one head, not the bench's

@@ -141,15 +141,35 @@ class GLAConfig(ModelConfig):
     ) -> GLAConfig:
         """The GLA of ``n_layer`` layers and ``n_head`` heads whose parameter count is closest to ``params``: n_embd
         over the multiples of the smallest step that gives whole heads (`bdh.sizing.closest_by_params`); ``extra``:
-        other fields (the defaults otherwise). Causal only. The protocol `bdh.sizing.BudgetSized`."""
+        other fields (the defaults otherwise). Causal only. The protocol `bdh.sizing.BudgetSized`.
 
-        def make(d: int) -> GLAConfig:
-            return cls(
-                vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, n_head=n_head, causal=causal, **extra
-            )
+        Whole heads make the width step 2 ``n_head`` at GLA's key size d / 2, coarse at small widths (4 heads: d =
+        8 or 16, nothing between). When the closest width at ``n_head`` heads is more than `HEAD_TOLERANCE` away
+        from the budget, fewer heads (the divisors of ``n_head``, a finer step) are tried too, and the closest of
+        all is kept."""
+        ek, ev = extra.get("expand_k", 0.5), extra.get("expand_v", 1.0)
 
-        step = width_step(n_head, extra.get("expand_k", 0.5), extra.get("expand_v", 1.0))
-        return closest_by_params(params, make, step=step)
+        def closest(heads: int) -> GLAConfig:
+            def make(d: int) -> GLAConfig:
+                return cls(
+                    vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, n_head=heads, causal=causal,
+                    **extra,
+                )  # fmt: skip
+
+            return closest_by_params(params, make, step=width_step(heads, ek, ev))
+
+        def miss(c: GLAConfig) -> float:
+            return abs(c.num_params() - params) / params
+
+        best = closest(n_head)
+        if miss(best) > HEAD_TOLERANCE:
+            fewer = [closest(h) for h in range(n_head - 1, 0, -1) if n_head % h == 0]
+            best = min([best, *fewer], key=miss)  # ties keep the most heads (min keeps the first)
+        return best
+
+
+#: how far from its budget (a share of it) a GLA sized at the asked heads may land before fewer heads are tried
+HEAD_TOLERANCE = 0.15
 
 
 def width_step(n_head: int, expand_k: float, expand_v: float) -> int:
