@@ -96,3 +96,28 @@ def test_for_budget_lands_next_to_the_budget():
 def test_it_trains_through_the_public_trainer(tmp_path):
     losses = trainer_losses(tmp_path / "run", 40, "model.name=mamba", "model.n_layer=1", "model.n_embd=32")
     assert len(losses) == 40 and learned(losses), losses[::8]
+
+
+def test_mambas_own_init_survives_the_skeletons():
+    """The init of the module docstring: MixerLM's N(0, 0.02) does not touch the linear maps, and the mixer's own
+    (Delta, A, D) runs last. Tolerances: each sample statistic below is within about 6 standard errors."""
+    torch.manual_seed(0)
+    cfg = MambaConfig(vocab_size=64, n_layer=2, n_embd=32, d_state=8)
+    e, r, N, d, L = cfg.inner, cfg.rank, cfg.d_state, cfg.n_embd, cfg.n_layer
+    model = Mamba(cfg)
+    assert model.embed.weight.std().item() == pytest.approx(0.02, rel=0.1)  # 2,048 draws
+    for block in model.blocks:
+        mixer = block.mixer
+        assert torch.equal(mixer.A_log, torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(e, 1))
+        assert torch.equal(mixer.D, torch.ones(e))
+        log_dt = torch.log(torch.nn.functional.softplus(mixer.dt_proj.bias))  # log-uniform in [dt_min, dt_max]
+        lo, hi = math.log(cfg.dt_min), math.log(cfg.dt_max)
+        assert lo - 1e-3 <= log_dt.min().item() and log_dt.max().item() <= hi + 1e-3  # fp32 softplus round trip
+        assert log_dt.mean().item() == pytest.approx((lo + hi) / 2, abs=(hi - lo) / 4)  # 64 draws: sd (hi-lo)/28
+        bound = r**-0.5  # W_dt uniform in +-r^-1/2, far wider than N(0, 0.02)
+        assert mixer.dt_proj.weight.abs().max().item() <= bound
+        assert mixer.dt_proj.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.25)  # 128 draws
+        for w, fan_in, scale in [(mixer.in_proj.weight, d, 1.0), (mixer.out_proj.weight, e, 1 / math.sqrt(L))]:
+            bound = scale / math.sqrt(fan_in)  # PyTorch's Linear init, uniform in +-fan_in^-1/2
+            assert w.abs().max().item() <= bound * (1 + 1e-6)
+            assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.1)  # >= 2,048 draws

@@ -3,12 +3,14 @@ the trainer."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from _compare import assert_same_model, randomize, rel_err
 from _trainer_run import learned, trainer_losses
 
-from bdh.baselines.rwkv import RWKV, RWKVConfig, token_shift, wkv_chunked, wkv_sequential
+from bdh.baselines.rwkv import RWKV, RWKVConfig, ramp, token_shift, wkv_chunked, wkv_sequential
 
 
 def wkv_naive(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -98,7 +100,7 @@ def test_the_initial_decays_span_slow_to_fast_channels():
     """RWKV-4's init: time_decay from -5 (channel 0, w = e^-5) to 3 (the last, w = e^3) in every layer."""
     model = RWKV(RWKVConfig(vocab_size=8, n_layer=3, n_embd=9))
     for block in model.blocks:
-        decay = block.time_mix.time_decay
+        decay = block.mixer.time_decay
         assert decay[0].item() == pytest.approx(-5) and decay[-1].item() == pytest.approx(3)
         assert (decay.diff() > 0).all()
 
@@ -114,3 +116,21 @@ def test_for_budget_lands_next_to_the_budget():
 def test_it_trains_through_the_public_trainer(tmp_path):
     losses = trainer_losses(tmp_path / "run", 40, "model.name=rwkv", "model.n_layer=1", "model.n_embd=32")
     assert len(losses) == 40 and learned(losses), losses[::8]
+
+
+def test_zoologys_init_of_the_linear_maps_and_rwkvs_of_the_mixes():
+    """Linear maps and the embedding N(0, 0.02), the residual outputs W_o, W'_v N(0, 0.02 / sqrt(2 L)) (MixerLM's
+    pass, which leaves RWKV's decays and mixes as built). Each weight has >= 4,096 draws: 10% is > 6 std errors."""
+    torch.manual_seed(0)
+    cfg = RWKVConfig(vocab_size=128, n_layer=4, n_embd=64)
+    model = RWKV(cfg)
+    outputs = 0.02 / math.sqrt(2 * cfg.n_layer)
+    assert model.embed.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    for i, block in enumerate(model.blocks):
+        time, channel = block.mixer, block.branch
+        for w in (time.key, time.value, time.receptance, channel.key, channel.receptance):
+            assert w.weight.std().item() == pytest.approx(0.02, rel=0.1)
+        for w in (time.output, channel.value):
+            assert w.weight.std().item() == pytest.approx(outputs, rel=0.1)
+        assert torch.equal(channel.mix_k, ramp(cfg.n_embd, 1.0 - i / cfg.n_layer))
+        assert torch.equal(time.mix_r, ramp(cfg.n_embd, 0.5 * (1.0 - i / cfg.n_layer)))

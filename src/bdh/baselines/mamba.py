@@ -22,13 +22,16 @@ stable as the loop. It does log2(T) times the loop's arithmetic, which a GPU abs
 (the default) runs the loop on a CPU and the prefix scan on any other device (docs/baselines.md has the
 timings). Both run in fp32 at least (fp64 stays fp64).
 
-The network (Zoology's ``MambaBlock`` stack): token embedding (dropout), blocks h = h + Mamba(RMSNorm(h)) (no
-MLP: Mamba's block is the mixer alone), final RMSNorm, readout tied to the embedding; no positions.
-Initialisation as Zoology's: embedding N(0, 0.02), the Delta bias so that softplus(b_dt) is log-uniform in
-[dt_min, dt_max], W_dt uniform in +-r^-1/2, W_out scaled by 1/sqrt(n_layer), other linear maps PyTorch's.
+The network (Zoology's ``MambaBlock`` stack) is `bdh.baselines.mixer_lm.MixerLM` with RMSNorm and no second
+branch: token embedding (dropout), blocks h = h + Mamba(RMSNorm(h)) (no MLP: Mamba's block is the mixer alone),
+final RMSNorm, readout tied to the embedding; no positions.
+Initialisation as Zoology's Mamba (`Mamba.init_weights`, in place of MixerLM's N(0, 0.02)): embedding
+N(0, 0.02), W_out PyTorch's init scaled by 1/sqrt(n_layer), other linear maps PyTorch's; then the mixer's own
+(`MambaMixer.reset_special`, run last): the Delta bias so that softplus(b_dt) is log-uniform in
+[dt_min, dt_max], W_dt uniform in +-r^-1/2, A_log = log(n + 1), D = 1.
 
 Parameter count (`MambaConfig.num_params`; d, V, e = E d, N, k, r = ``dt_rank``, L = n_layer):
-    V d [embedding; tied readout] + d [final RMSNorm]
+    V d [embedding; tied readout] + d [final RMSNorm]                  (`bdh.baselines.mixer_lm.skeleton_params`)
     + L ( d [RMSNorm] + 2 e d [W_in] + e k + e [conv] + e (r + 2 N) [W_x] + r e + e [W_dt, b_dt]
           + e N [A_log] + e [D] + e d [W_out] )
 State (Zoology's ``Mamba.state_size``): e N scalars per layer, the SSM state h (the short convolution's
@@ -49,7 +52,8 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import ModelConfig, check_tokens, count_params
+from .common import ModelConfig
+from .mixer_lm import MixerLM, skeleton_params
 
 SCANS = ("auto", "parallel", "sequential")
 
@@ -112,8 +116,8 @@ class MambaConfig(ModelConfig):
     def num_params(self) -> int:
         """The parameter count by the formula of the module docstring."""
         d, e, N, k, r = self.n_embd, self.inner, self.d_state, self.d_conv, self.rank
-        layer = d + 2 * e * d + e * k + e + e * (r + 2 * N) + r * e + e + e * N + e + e * d
-        return self.vocab_size * d + d + self.n_layer * layer
+        mixer = 2 * e * d + e * k + e + e * (r + 2 * N) + r * e + e + e * N + e + e * d
+        return skeleton_params(self.vocab_size, d, 0, self.n_layer, norm="rms") + self.n_layer * mixer
 
     def layer_state_size(self) -> int:
         """e N: the SSM state of one layer (Zoology's ``Mamba.state_size``)."""
@@ -183,19 +187,22 @@ class MambaMixer(nn.Module):
         self.conv = nn.Conv1d(e, e, cfg.d_conv, groups=e, padding=cfg.d_conv - 1)
         self.x_proj = nn.Linear(e, r + 2 * N, bias=False)
         self.dt_proj = nn.Linear(r, e)
-        self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(e, 1))
-        self.D = nn.Parameter(torch.ones(e))
+        self.A_log = nn.Parameter(torch.empty(e, N))
+        self.D = nn.Parameter(torch.empty(e))
         self.out_proj = nn.Linear(e, d, bias=False)
-        self.reset_delta()
+        self.reset_special()
 
     @torch.no_grad()
-    def reset_delta(self) -> None:
-        """Mamba's Delta init: W_dt uniform in +-r^-1/2, softplus(b_dt) log-uniform in [dt_min, dt_max]."""
+    def reset_special(self) -> None:
+        """Mamba's own init, which `MixerLM` runs after the skeleton's: W_dt uniform in +-r^-1/2, softplus(b_dt)
+        log-uniform in [dt_min, dt_max] (at least dt_init_floor), A_log = log(n + 1) (S4D-real), D = 1."""
         cfg = self.cfg
         nn.init.uniform_(self.dt_proj.weight, -(cfg.rank**-0.5), cfg.rank**-0.5)
         lo, hi = math.log(cfg.dt_min), math.log(cfg.dt_max)
         dt = torch.exp(torch.rand(cfg.inner) * (hi - lo) + lo).clamp(min=cfg.dt_init_floor)
         self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # the inverse of softplus
+        self.A_log.copy_(torch.log(torch.arange(1, cfg.d_state + 1, dtype=torch.float32)).repeat(cfg.inner, 1))
+        self.D.fill_(1.0)
 
     def scan_for(self, device: torch.device) -> Callable[..., torch.Tensor]:
         """The scan function ``scan`` names (``auto``: the loop on a CPU, the prefix scan elsewhere)."""
@@ -217,50 +224,32 @@ class MambaMixer(nn.Module):
         return self.out_proj((y * F.silu(z.to(dtype))).to(u.dtype))
 
 
-class Block(nn.Module):
-    """h + Mamba(RMSNorm(h))."""
-
-    def __init__(self, cfg: MambaConfig):
-        super().__init__()
-        self.norm = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
-        self.mixer = MambaMixer(cfg)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h + self.mixer(self.norm(h))
-
-
-class Mamba(PretrainedMixin, nn.Module):
-    """Mamba language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+class Mamba(PretrainedMixin, MixerLM):
+    """Mamba language model (causal): `bdh.baselines.mixer_lm.MixerLM` (embedding, tied readout) with RMSNorm and
+    blocks of one `MambaMixer` each, no second branch; Mamba's initialisation (`init_weights`).
+    ``model(idx) -> logits (B, T, vocab_size)``."""
 
     model_type = "mamba"
     config_class = MambaConfig
 
     def __init__(self, config: MambaConfig):
-        super().__init__()
         if not isinstance(config, MambaConfig):
             raise TypeError(f"Mamba: expected a MambaConfig, got {type(config).__name__}")
-        self.config = cfg = config
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        nn.init.normal_(self.embed.weight, std=0.02)
-        self.drop = nn.Dropout(cfg.embed_dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.norm_f = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
-        with torch.no_grad():  # Zoology's rescaled residual projections (one residual per block)
-            for block in self.blocks:
-                block.mixer.out_proj.weight /= math.sqrt(cfg.n_layer)
+        mixers = [MambaMixer(config) for _ in range(config.n_layer)]
+        super().__init__(config, mixers, norm="rms", branches=[None] * config.n_layer)
+        self.config = config
 
-    def num_params(self) -> int:
-        """Trainable parameters (equal to `MambaConfig.num_params`, the docstring formula)."""
-        return count_params(self)
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Mamba's scheme (module docstring), in place of Zoology's N(0, 0.02) for every linear map: the embedding
+        N(0, 0.02), W_out PyTorch's (Kaiming-uniform) init divided by sqrt(n_layer) (one residual per block), the
+        other maps as built; `MixerLM` runs each mixer's `MambaMixer.reset_special` (the step Delta) after it."""
+        nn.init.normal_(self.embed.weight, std=0.02)
+        for block in self.blocks:
+            w = block.mixer.out_proj.weight
+            nn.init.kaiming_uniform_(w, a=math.sqrt(5))  # nn.Linear's own init, so that calling twice is harmless
+            w /= math.sqrt(len(self.blocks))
 
     def state_size(self) -> int:
         """Recurrent state scalars per layer: e N, the SSM state (Zoology's ``Mamba.state_size``)."""
         return self.config.layer_state_size()
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        cfg = self.config
-        check_tokens("Mamba", idx, cfg.vocab_size)
-        h = self.drop(self.embed(idx))
-        for block in self.blocks:
-            h = block(h)
-        return F.linear(self.norm_f(h), self.embed.weight)

@@ -1,22 +1,39 @@
 """The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4 and
-the code's ``model.py``), shared by the baselines that differ only in their mixers (Based, GLA, Hyena).
+the code's ``model.py``), shared by the baselines that differ in their mixers (Based, GLA, Hyena, Mamba, RWKV).
 
     h_0    = Dropout_e( E[tokens] )                                 no positions: the mixers carry order
-    h'     = h + Dropout( mixer_l( LN(h) ) )                        mixer_l: the layer's sequence mixer
-    h      = h' + Dropout( W_2 GELU( W_1 LN(h') + c_1 ) + c_2 )     MLP of width m (absent when m = 0)
-    logits = LN(h_L) E^T                                            readout tied to the embedding
+    h'     = h + Dropout( mixer_l( Norm(h) ) )                      mixer_l: the layer's sequence mixer
+    h      = h' + Dropout( branch_l( Norm(h') ) )                   the block's second branch, if it has one
+    logits = Norm(h_L) E^T                                          readout tied to the embedding
 
-Initialisation as Zoology's: linear and embedding weights N(0, 0.02), biases 0, the mixers' output
-projections and the MLP's second layer N(0, 0.02 / sqrt(2 L)).
+Two choices, made by the subclass (arguments of `MixerLM`):
 
-Parameter count of the skeleton (`skeleton_params`; V, d, m, L):
-    V d + 2 d [final LN] + L ( 2 d [LN] + [2 d + 2 d m + m + d if m > 0] )   plus the mixers' own.
+- ``norm``: every Norm above is ``"layer"``, LayerNorm with ``cfg.ln_eps`` (Zoology's), or ``"rms"``, RMSNorm
+  with ``cfg.norm_eps`` (Mamba's).
+- ``branches``: the second branch of each block. By default Zoology's MLP,
+  branch(x) = W_2 GELU( W_1 x + c_1 ) + c_2 of width m = ``cfg.hidden`` (no second branch when m = 0);
+  otherwise one module, or None for no second branch, per block, given by the subclass (RWKV's channel
+  mixing; Mamba's block is the mixer alone).
+
+Initialisation as Zoology's (`MixerLM.init_weights`, which a subclass with another scheme overrides, as Mamba
+does): linear and embedding weights N(0, 0.02), biases 0, the residual branches' output projections
+(``output_projections``: the mixers' ``out_proj`` and the MLP's W_2) N(0, 0.02 / sqrt(2 L)). After it, every
+submodule's own ``reset_special()`` runs, last, so that a mixer's special initialisation (Mamba's step Delta)
+is not overwritten by the skeleton's.
+
+Parameter count of the skeleton (`skeleton_params`; V, d, m, L, and n = 2 d for LayerNorm, d for RMSNorm):
+    V d + n [final norm] + L ( n [norm] + [n + 2 d m + m + d  with the MLP]  + [n  with a branch of its own] )
+plus the mixers' own and the own branches' own.
+
+``cfg`` needs ``vocab_size``, ``n_embd``, ``embed_dropout``, the norm's epsilon, ``hidden`` with the default
+branches; ``dropout`` (on the residual branches) and ``seq_len`` (the longest input) are read when present
+(none and no limit otherwise).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -28,51 +45,113 @@ from .common import check_tokens, count_params
 #: parameter names (suffixes) of the residual-branch output projections, initialised N(0, 0.02 / sqrt(2 L))
 OUTPUT_PROJECTIONS = ("out_proj.weight", "fc2.weight")
 
+#: the norms a `MixerLM` can use: name -> (module, the config field of its epsilon, its parameters per width)
+NORMS: dict[str, tuple[type[nn.Module], str, int]] = {
+    "layer": (nn.LayerNorm, "ln_eps", 2),
+    "rms": (nn.RMSNorm, "norm_eps", 1),
+}
 
-def skeleton_params(vocab_size: int, d: int, hidden: int, n_layer: int) -> int:
-    """Parameters of `MixerLM` without its mixers (the formula of the module docstring)."""
-    mlp = 2 * d + 2 * d * hidden + hidden + d if hidden else 0
-    return vocab_size * d + 2 * d + n_layer * (2 * d + mlp)
+
+def norm_params(norm: str, d: int) -> int:
+    """Parameters of one norm of width d: 2 d for LayerNorm (gain and bias), d for RMSNorm (gain)."""
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {sorted(NORMS)}, got {norm!r}")
+    return NORMS[norm][2] * d
+
+
+def skeleton_params(
+    vocab_size: int, d: int, hidden: int, n_layer: int, *, norm: str = "layer", own_branch: bool = False
+) -> int:
+    """Parameters of `MixerLM` without its mixers (the formula of the module docstring).
+
+    ``hidden``: the MLP's width m (0: no MLP); ``own_branch``: every block has a second branch of the subclass's
+    own in place of the MLP (its norm is counted here, its parameters are not)."""
+    if hidden and own_branch:
+        raise ValueError("a block has either the MLP (hidden > 0) or a branch of its own, not both")
+    n = norm_params(norm, d)
+    mlp = n + 2 * d * hidden + hidden + d if hidden else 0
+    return vocab_size * d + n + n_layer * (n + mlp + (n if own_branch else 0))
+
+
+class MLP(nn.Module):
+    """Zoology's MLP branch: W_2 GELU(W_1 x + c_1) + c_2, width d -> m -> d."""
+
+    def __init__(self, d: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.fc2 = nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
 
 
 class MixerBlock(nn.Module):
-    """h + mixer(LN(h)), then h + MLP(LN(h)) (pre-LN)."""
+    """h + mixer(Norm(h)), then h + branch(Norm(h)) when the block has a second branch (pre-norm)."""
 
-    def __init__(self, mixer: nn.Module, d: int, hidden: int, dropout: float, ln_eps: float):
+    def __init__(self, mixer: nn.Module, branch: nn.Module | None, make_norm: Callable[[], nn.Module], dropout: float):
         super().__init__()
-        self.ln1 = nn.LayerNorm(d, eps=ln_eps)
+        self.ln1 = make_norm()
         self.mixer = mixer
-        self.ln2 = nn.LayerNorm(d, eps=ln_eps) if hidden else None
-        self.fc1 = nn.Linear(d, hidden) if hidden else None
-        self.fc2 = nn.Linear(hidden, d) if hidden else None
+        self.ln2 = make_norm() if branch is not None else None
+        self.branch = branch
         self.drop = nn.Dropout(dropout)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         h = h + self.drop(self.mixer(self.ln1(h)))
-        if self.fc1 is not None:
-            h = h + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(h)))))  # type: ignore[misc]
+        if self.branch is not None:
+            h = h + self.drop(self.branch(self.ln2(h)))  # type: ignore[misc]
         return h
 
 
 class MixerLM(nn.Module):
-    """Embedding, one `MixerBlock` per mixer, final LayerNorm, tied readout. ``model(idx) -> logits (B, T, V)``.
+    """Embedding, one `MixerBlock` per mixer, final norm, tied readout. ``model(idx) -> logits (B, T, V)``.
 
-    ``cfg`` needs ``vocab_size``, ``seq_len``, ``n_embd``, ``hidden`` (the MLP width), ``embed_dropout``,
-    ``dropout`` and ``ln_eps``; a subclass builds its mixers and passes them in."""
+    A subclass builds its mixers (and its blocks' second branches, when not the MLP) and passes them in, with
+    the norm (module docstring)."""
 
     config: Any
+    #: suffixes of the parameter names that `init_weights` scales by 1 / sqrt(2 L)
+    output_projections: tuple[str, ...] = OUTPUT_PROJECTIONS
 
-    def __init__(self, cfg: Any, mixers: Sequence[nn.Module]):
+    def __init__(
+        self,
+        cfg: Any,
+        mixers: Sequence[nn.Module],
+        *,
+        norm: str = "layer",
+        branches: Sequence[nn.Module | None] | None = None,
+    ):
         super().__init__()
         d = cfg.n_embd
+        norm_params(norm, d)  # a clear error for an unknown norm
+        module, eps_field, _ = NORMS[norm]
+        eps = getattr(cfg, eps_field)
+
+        def make_norm() -> nn.Module:
+            return module(d, eps=eps)
+
+        if branches is None:
+            branches = [MLP(d, cfg.hidden) if cfg.hidden else None for _ in mixers]
+        if len(branches) != len(mixers):
+            raise ValueError(f"MixerLM: {len(mixers)} mixers but {len(branches)} branches")
         self.embed = nn.Embedding(cfg.vocab_size, d)
         self.drop = nn.Dropout(cfg.embed_dropout)
-        self.blocks = nn.ModuleList(MixerBlock(m, d, cfg.hidden, cfg.dropout, cfg.ln_eps) for m in mixers)
-        self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps)
+        dropout = getattr(cfg, "dropout", 0.0)
+        self.blocks = nn.ModuleList(MixerBlock(m, b, make_norm, dropout) for m, b in zip(mixers, branches))
+        self.ln_f = make_norm()
+        self.init_weights()
+        for sub in self.modules():  # the mixers' own special initialisations, last
+            reset = getattr(sub, "reset_special", None)
+            if callable(reset):
+                reset()
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Zoology's initialisation (module docstring)."""
         self.apply(self._init)
         for name, p in self.named_parameters():
-            if name.endswith(OUTPUT_PROJECTIONS):
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * len(mixers)))
+            if name.endswith(self.output_projections):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * len(self.blocks)))
 
     @staticmethod
     def _init(m: nn.Module) -> None:
@@ -87,7 +166,7 @@ class MixerLM(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         cfg = self.config
-        check_tokens(type(self).__name__, idx, cfg.vocab_size, cfg.seq_len)
+        check_tokens(type(self).__name__, idx, cfg.vocab_size, getattr(cfg, "seq_len", None))
         h = self.drop(self.embed(idx))
         for block in self.blocks:
             h = block(h)

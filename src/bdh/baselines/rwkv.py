@@ -19,14 +19,16 @@ L tokens every output is a weighted mean of the chunk's values and the carried s
 -(t-1-i) w + k_i (i < t), u + k_t (i = t) and p - t w (the state), less their largest (a masked L x L
 softmax-like table per channel); the state then moves L tokens on in one step. Both compute in fp32 at least.
 
-The network: token embedding (dropout), blocks h = h + TimeMix(LN(h)), then h = h + ChannelMix(LN(h)) unless
+The network is `bdh.baselines.mixer_lm.MixerLM` (Zoology's ``LanguageModel``; RWKV's own has an untied head
+and a LayerNorm after the embedding) with time mixing as the mixer and channel mixing as the second branch:
+token embedding (dropout), blocks h = h + TimeMix(LN(h)), then h = h + ChannelMix(LN(h)) unless
 ``mlp_ratio = 0`` (Zoology's Figure 2 runs have no channel mixing), final LayerNorm, readout tied to the
-embedding (Zoology's ``LanguageModel``; RWKV's own has an untied head and a LayerNorm after the embedding).
-Initialisation: the RWKV-4 ("fancy") values of time_decay, time_first and the mu's, depending on the layer;
-linear maps and the embedding N(0, 0.02), the residual outputs W_o, W'_v N(0, 0.02 / sqrt(2 n_layer)) (Zoology's).
+embedding. Initialisation: the RWKV-4 ("fancy") values of time_decay, time_first and the mu's, depending on the
+layer (set when built; MixerLM's pass touches only linear maps and the embedding); linear maps and the embedding
+N(0, 0.02), the residual outputs W_o, W'_v N(0, 0.02 / sqrt(2 n_layer)) (Zoology's, `MixerLM.init_weights`).
 
 Parameter count (`RWKVConfig.num_params`; d, V, m, L = n_layer):
-    V d [embedding; tied readout] + 2 d [final LN]
+    V d [embedding; tied readout] + 2 d [final LN]                     (`bdh.baselines.mixer_lm.skeleton_params`)
     + L ( 2 d [LN] + 5 d [time_decay, time_first, mu_k, mu_v, mu_r] + 4 d^2 [W_k, W_v, W_r, W_o]
           + [2 d [LN] + 2 d [mu'_k, mu'_r] + 2 d m + d^2 [W'_k, W'_v, W'_r]  if m > 0] )
 State per layer (Zoology defines none for RWKV-4): the WKV numerator and denominator (2 d) and the previous
@@ -47,7 +49,8 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import ModelConfig, check_tokens, count_params
+from .common import ModelConfig
+from .mixer_lm import MixerLM, skeleton_params
 
 WKV_FORMS = ("chunked", "sequential")
 
@@ -93,8 +96,8 @@ class RWKVConfig(ModelConfig):
     def num_params(self) -> int:
         """The parameter count by the formula of the module docstring."""
         d, m = self.n_embd, self.hidden
-        layer = 2 * d + 5 * d + 4 * d * d + (2 * d + 2 * d + 2 * d * m + d * d if m else 0)
-        return self.vocab_size * d + 2 * d + self.n_layer * layer
+        layer = 5 * d + 4 * d * d + (2 * d + 2 * d * m + d * d if m else 0)  # time and channel mixing
+        return skeleton_params(self.vocab_size, d, 0, self.n_layer, own_branch=m > 0) + self.n_layer * layer
 
     def layer_state_size(self) -> int:
         """2 d (WKV numerator, denominator) + d (time-mixing shift) + d with channel mixing (its shift)."""
@@ -227,57 +230,25 @@ class ChannelMix(nn.Module):
         return torch.sigmoid(self.receptance(x * self.mix_r + prev * (1 - self.mix_r))) * self.value(k)
 
 
-class Block(nn.Module):
-    """h + TimeMix(LN(h)), then h + ChannelMix(LN(h)) (without channel mixing when mlp_ratio = 0)."""
-
-    def __init__(self, cfg: RWKVConfig, layer: int):
-        super().__init__()
-        d = cfg.n_embd
-        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
-        self.time_mix = TimeMix(cfg, layer)
-        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.hidden else None
-        self.channel_mix = ChannelMix(cfg, layer) if cfg.hidden else None
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.time_mix(self.ln1(h))
-        if self.channel_mix is not None:
-            h = h + self.channel_mix(self.ln2(h))
-        return h
-
-
-class RWKV(PretrainedMixin, nn.Module):
-    """RWKV-4 language model (causal). ``model(idx) -> logits (B, T, vocab_size)``."""
+class RWKV(PretrainedMixin, MixerLM):
+    """RWKV-4 language model (causal): `bdh.baselines.mixer_lm.MixerLM` (embedding, LayerNorm, tied readout,
+    Zoology's init) with one `TimeMix` per block as its mixer and `ChannelMix` as its second branch (none when
+    ``mlp_ratio = 0``). ``model(idx) -> logits (B, T, vocab_size)``."""
 
     model_type = "rwkv"
     config_class = RWKVConfig
+    #: the residual outputs W_o and W'_v, N(0, 0.02 / sqrt(2 n_layer)) (`MixerLM.init_weights`)
+    output_projections = ("mixer.output.weight", "branch.value.weight")
 
     def __init__(self, config: RWKVConfig):
-        super().__init__()
         if not isinstance(config, RWKVConfig):
             raise TypeError(f"RWKV: expected a RWKVConfig, got {type(config).__name__}")
-        self.config = cfg = config
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.embed_dropout)
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
-        for name, p in self.named_parameters():  # Zoology's init of the linear maps and the embedding
-            if name.endswith(("time_mix.output.weight", "channel_mix.value.weight")):
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
-            elif name.endswith(("key.weight", "value.weight", "receptance.weight", "embed.weight")):
-                nn.init.normal_(p, std=0.02)
-
-    def num_params(self) -> int:
-        """Trainable parameters (equal to `RWKVConfig.num_params`, the docstring formula)."""
-        return count_params(self)
+        layers = range(config.n_layer)
+        mixers = [TimeMix(config, i) for i in layers]
+        branches = [ChannelMix(config, i) if config.hidden else None for i in layers]
+        super().__init__(config, mixers, norm="layer", branches=branches)
+        self.config = config
 
     def state_size(self) -> int:
         """Recurrent state scalars per layer (`RWKVConfig.layer_state_size`)."""
         return self.config.layer_state_size()
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        cfg = self.config
-        check_tokens("RWKV", idx, cfg.vocab_size)
-        h = self.drop(self.embed(idx))
-        for block in self.blocks:
-            h = block(h)
-        return F.linear(self.ln_f(h), self.embed.weight)
