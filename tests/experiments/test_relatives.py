@@ -63,6 +63,9 @@ def test_quick_end_to_end_writes_both_suites_the_verdicts_and_the_figures(quick_
     report = (quick_out / "report.md").read_text()
     for part in ("## Targets", "Against BDH", "(a) MQAR frontier", "(b) Byte-level", "cpu_s_per_step", "cannot say"):
         assert part in report, part
+    # the run time is the ledgers' (a resumed folder counts the runs of every process), printed as duration() does
+    ledgers = sum(float(r["wall_s"]) for r in frontier + lm)
+    assert f"the runs took {costs.duration(ledgers)} of wall time by the ledgers" in report
     for stem in ("frontier-width", "frontier-state", "lm-bpb"):
         assert (quick_out / "figures" / f"{stem}.png").stat().st_size > 1000
     assert json.loads((quick_out / relatives.MARKER).read_text())["config"]["models"] == list(config.models)

@@ -93,6 +93,12 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[list[Any]]:
     return rows
 
 
+def ledger_seconds(suites: dict[str, tuple[SuiteDef, dict[str, Any]]]) -> float:
+    """The wall seconds of every run in the suites' ledgers (``wall_s`` of each row of ``runs``)."""
+    walls = (_f(r.get("wall_s")) for _, result in suites.values() for r in result["runs"])
+    return sum(w for w in walls if math.isfinite(w))
+
+
 def tally_rows(verdicts: Sequence[Verdict]) -> list[list[Any]]:
     """Per model and suite: cells better and worse than BDH beyond the seed spread, within it, in all."""
     return [
@@ -116,8 +122,10 @@ def write_report(
     report = Report("BDH among its relatives: the MQAR frontier and a byte-level language model")
     report.text(
         f"Models: {', '.join(config.models)}; seeds {', '.join(map(str, config.seeds))}; every model but BDH sized to "
-        f"BDH's parameter count at each width by its own `for_budget`. Measured in {duration(seconds)} of wall time "
-        f"(on device {config.device}). The runs (`--show-config` times each model for an estimate of their "
+        f"BDH's parameter count at each width by its own `for_budget`. On device {config.device}, the runs took "
+        f"{duration(ledger_seconds(suites))} of wall time by the ledgers (training and evaluation of every run, in "
+        f"whichever process trained it: a `--resume` counts the runs made before it); this process took "
+        f"{duration(seconds)}. The runs (`--show-config` times each model for an estimate of their "
         f"cost):\n\n```\n{plan}\n```"
     )
     shown = figures(frontier["results"], lm["results"], out / "figures")
