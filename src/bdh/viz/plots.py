@@ -289,6 +289,7 @@ def suite_plot(
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
     width = max(MIN_WIDTH, 4.6 * len(facets) + 1)
     fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False, sharey=True)  # panels compared
+    shared_legend = max((len(groups[f]) for f in facets), default=0) > LEGEND_INSIDE
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
             style = "o-" if i < 10 else "s--"  # ten colours, then dashed lines
@@ -300,10 +301,18 @@ def suite_plot(
         ax.set_ylabel(column_label(y))
         ax.grid(alpha=0.3)
         ax.set_title(f"{facet} = {f}" if facet else f"{_words(y)} against {_words(x)}")
-        ax.legend()
+        if not shared_legend:
+            ax.legend()
     _titles(fig, title or f"{_words(y)} against {_words(x)}")
     fig.tight_layout()
+    if shared_legend:  # one legend beside the panels, where it hides no line (the saved figure is cropped to it)
+        named = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+        fig.legend(named.values(), named.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return save(fig, stem, **READABLE)
+
+
+#: series in a panel beyond which `suite_plot` draws one legend beside the panels instead of one inside each
+LEGEND_INSIDE = 6
 
 
 def _suite_points(
