@@ -160,7 +160,12 @@ def test_suite_plot_log_x_names_and_more_than_ten_series(drawn, tmp_path):
     plots.suite_plot(rows, tmp_path / "lin", "state_size", "accuracy")
     (ax,) = drawn["s"].axes
     assert ax.get_xscale() == "log" and drawn["lin"].axes[0].get_xscale() == "linear"  # 256..512: a factor of 2
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "BDH" in labels and "m01" in labels  # the legend names of MODEL_NAMES
+    # twelve series: one legend beside the panel (none inside, where it would hide lines), every series in it
+    assert ax.get_legend() is None and len(drawn["s"].legends) == 1
+    labels = [t.get_text() for t in drawn["s"].legends[0].get_texts()]
+    assert "BDH" in labels and "m01" in labels and len(labels) == 12  # the legend names of MODEL_NAMES
+    few = _rows({(m, w): (0.1, 0.2) for m in models[: plots.LEGEND_INSIDE] for w in (32, 64)})
+    plots.suite_plot(few, tmp_path / "few", "state_size", "accuracy")
+    assert drawn["few"].axes[0].get_legend() is not None and not drawn["few"].legends  # few series: inside
     styles = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in ax.get_lines()}
     assert len({styles[m] for m in ["BDH", *models[1:]]}) == 12  # twelve different looks
