@@ -226,7 +226,7 @@ def test_one_seed_declares_no_winner_and_says_so():
     "flag, message",
     [
         ("--lrs=-1e-3", "--lrs: must be numbers > 0, got [-0.001]"),  # the sweep's declared range, named by the flag
-        ("--lrs=1e-3,x", "--lrs: 'x' is not a number"),
+        ("--lrs=1e-3,x", "--lrs: 'x' is not a number (expected a comma-separated list of numbers)"),
         ("--lrs=1e-3,1e-3", "--lrs: repeated values in '1e-3,1e-3'"),
         ("--seeds=-1", "--seeds: must be integers in [0, 2**63), got [-1]"),
         ("--models=bdh,", "--models: expected a comma-separated list of strings, got 'bdh,'"),
