@@ -19,6 +19,9 @@ number of a list) or `one_of` (a list of choices)::
 the object is built (``from_dict``, the constructor, ``dataclasses.replace``). A class's own ``__post_init__``
 calls ``super().__post_init__()`` first and then checks only what a declaration cannot say: rules that relate
 several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derived values, formats.
+
+Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
+as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
 """
 
 from __future__ import annotations
