@@ -19,19 +19,25 @@ number of a list) or `one_of` (a list of choices)::
 the object is built (``from_dict``, the constructor, ``dataclasses.replace``). A class's own ``__post_init__``
 calls ``super().__post_init__()`` first and then checks only what a declaration cannot say: rules that relate
 several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derived values, formats.
+
+Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
+as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import numbers
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import yaml
 
 from bdh.errors import UserError, did_you_mean
 
@@ -64,6 +70,10 @@ def type_name(tp: Any) -> str:
 
 def _plural(tp: Any) -> str:
     return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(tp, "values")
+
+
+def _singular(tp: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}.get(tp, "a value")
 
 
 class _NotFinite(UserError):
@@ -335,6 +345,22 @@ class TypedConfig:
         if not isinstance(getattr(self, field), bool):
             self._fail(field, f"must be true or false, got {getattr(self, field)!r}")
 
+    def _coerce(self) -> None:
+        """Every field converted to its type hint (`check_value`), in place (a frozen dataclass too); a one-line
+        error naming the field otherwise. For a config built from ``--set`` values (`parse_override`: YAML), which
+        need more than `from_dict`'s checks: ``1e-3`` is a string in YAML (accepted for a float), a single value may
+        stand for a list of one (``--set seeds=0``), and a number stands for its text in a field of text (a
+        comma-separated list such as ``seeds: str = "0,1"``). A config that calls it does so first in
+        ``__post_init__``, before the declared ranges are checked."""
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value, hint = getattr(self, f.name), hints[f.name]
+            if typing.get_origin(hint) is tuple and not isinstance(value, (list, tuple)):
+                value = (value,)
+            elif hint is str and isinstance(value, numbers.Real) and not isinstance(value, bool):
+                value = str(value)
+            object.__setattr__(self, f.name, check_value(value, hint, self._key(f.name)))
+
     def to_dict(self) -> dict[str, Any]:
         """The constructor fields as plain JSON-able values (derived fields are not stored)."""
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}
@@ -373,3 +399,71 @@ class TypedConfig:
         data = self.to_dict()
         data.update(changes)
         return type(self).from_dict(data)
+
+
+# ---------------------------------------------------------------------- --set overrides and lists
+class ConfigError(UserError):
+    """A config that cannot be used (a run config, a ``--set`` override, a list); the message names the key."""
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """One ``--set`` item, ``key.sub=value`` in one word, as its dotted key and its value read as YAML (``3e-4``,
+    ``true``, ``null``, ``[1, 2]``; text that is not valid YAML stays text; nothing after the ``=`` is ``""``).
+
+    The one syntax of every ``--set`` (``bdh train``'s sections, ``bdh experiment``'s fields); the type of the
+    value is the config's to check (`check_value`). A one-line `ConfigError` for an item without ``=`` or with
+    an empty key or key part.
+    """
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=3e-4")
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {item!r}: bad key {key!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A copy of the nested mapping ``data`` with the ``--set`` items (`parse_override`) applied in order:
+    ``optim.lr=3e-4`` sets ``data["optim"]["lr"]`` (a missing or null section is created); a `ConfigError` when
+    a part of the key is a value, not a section."""
+    data = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides:
+        key, value = parse_override(item)
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def parse_list(text: Any, kind: type, what: str, *, unique: bool = False) -> tuple:
+    """A comma-separated list (``"1e-3, 3e-3"`` -> ``(0.001, 0.003)``) of ``kind`` (int, float or str) as a
+    tuple; a one-line `ConfigError` naming ``what`` for an empty list or item, an item that is not an integer
+    (a finite number), or, with ``unique``, a repeated value. Ranges are the caller's (its fields' `bounded`)."""
+    items = [t.strip() for t in str(text).split(",")]
+    expected = f"expected a comma-separated list of {_plural(kind)}"
+    if any(not t for t in items):
+        raise ConfigError(f"{what}: {expected}, got {text!r}")
+    values = []
+    for t in items:
+        try:
+            value = kind(t)
+        except ValueError:
+            raise ConfigError(f"{what}: {t!r} is not {_singular(kind)} ({expected})") from None
+        if kind is float and not math.isfinite(value):
+            raise ConfigError(f"{what}: {t!r} is not a finite number ({expected})")
+        values.append(value)
+    if unique and len(set(values)) != len(values):
+        raise ConfigError(f"{what}: repeated values in {text!r}")
+    return tuple(values)

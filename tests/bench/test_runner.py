@@ -8,7 +8,8 @@ import torch
 
 from bdh.bench.recall import RecallSweep, suite_def
 from bdh.bench.results import best_over_lr, evaluate_examples, markdown_table, pick_winner, results_markdown, summarize
-from bdh.bench.spec import NO_WINNER, BenchError, parse_list, run_key
+from bdh.bench.spec import NO_WINNER, run_key
+from bdh.cli import main
 from bdh.errors import UserError
 
 RECALL = suite_def(RecallSweep())
@@ -222,19 +223,18 @@ def test_one_seed_declares_no_winner_and_says_so():
 
 
 @pytest.mark.parametrize(
-    "text,kind,msg",
+    "flag, message",
     [
-        ("1e-3,x", float, "not a number"),
-        ("", float, "comma-separated"),
-        ("-1e-3", float, "positive"),
-        ("1,1", int, "repeated"),
-        ("a", int, "integer"),
+        ("--lrs=-1e-3", "--lrs: must be numbers > 0, got [-0.001]"),  # the sweep's declared range, named by the flag
+        ("--lrs=1e-3,x", "--lrs: 'x' is not a number (expected a comma-separated list of numbers)"),
+        ("--lrs=1e-3,1e-3", "--lrs: repeated values in '1e-3,1e-3'"),
+        ("--seeds=-1", "--seeds: must be integers in [0, 2**63), got [-1]"),
+        ("--models=bdh,", "--models: expected a comma-separated list of strings, got 'bdh,'"),
     ],
 )
-def test_parse_list_refuses_bad_lists(text, kind, msg):
-    with pytest.raises(BenchError, match=msg):
-        parse_list(text, kind, "--x")
-    assert parse_list("1e-3, 3e-3", float, "--lrs") == (1e-3, 3e-3)
+def test_bench_list_flags_are_parsed_then_checked_by_the_sweep(flag, message, capsys):
+    assert main(["bench", "recall", "--quick", "--dry-run", flag]) == 2
+    assert capsys.readouterr().err == f"bdh: error: {message}\n"
 
 
 def test_closest_by_params_finds_the_closest_width():

@@ -6,7 +6,6 @@ trivial answer (`Trivial`); the columns of the result rows and the errors of a b
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -314,24 +313,3 @@ class SuiteDef:
 def is_reference(row: dict[str, Any]) -> bool:
     """Whether a result row is a reference row (the trivial answer), not a trained model."""
     return str(row.get("model", "")) == TRIVIAL
-
-
-def parse_list(text: str, kind: type, what: str) -> tuple:
-    """``"1e-3,3e-3"`` -> (0.001, 0.003); a one-line BenchError for anything else."""
-    items = [t.strip() for t in str(text).split(",")]
-    if not items or any(not t for t in items):
-        raise BenchError(f"{what}: expected a comma-separated list, got {text!r}")
-    out = []
-    for t in items:
-        try:
-            v = kind(t) if kind is not int else int(t)
-        except ValueError:
-            raise BenchError(f"{what}: {t!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if kind is float and not (math.isfinite(v) and v > 0):
-            raise BenchError(f"{what}: {t!r} must be a positive number")
-        if kind is int and v < 0:
-            raise BenchError(f"{what}: {t!r} must be >= 0")
-        out.append(v)
-    if len(set(out)) != len(out):
-        raise BenchError(f"{what}: repeated values in {text!r}")
-    return tuple(out)

@@ -71,7 +71,8 @@ def _usage(p: argparse.ArgumentParser) -> int:
 def build_sweep(args: argparse.Namespace):
     """The suite module and its sweep, from the size flag and the shrinking options."""
     from bdh.bench import boardpath, recall, sudoku
-    from bdh.bench.spec import BenchError, parse_list
+    from bdh.bench.spec import BenchError
+    from bdh.typed_config import parse_list
 
     module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[args.suite]
     cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[
@@ -80,15 +81,15 @@ def build_sweep(args: argparse.Namespace):
     sweep = cls.full() if args.full else cls.quick() if args.quick else cls()
     changes = {}
     if args.models is not None:
-        changes["models"] = tuple(m.strip() for m in parse_list(args.models, str, "--models"))
+        changes["models"] = parse_list(args.models, str, "--models", unique=True)
     if args.steps is not None:
         changes["steps"] = args.steps
     if args.lrs is not None:
-        changes["lrs"] = parse_list(args.lrs, float, "--lrs")
+        changes["lrs"] = parse_list(args.lrs, float, "--lrs", unique=True)
     if args.seeds is not None:
-        changes["seeds"] = parse_list(args.seeds, int, "--seeds")
+        changes["seeds"] = parse_list(args.seeds, int, "--seeds", unique=True)
     if args.widths is not None:
-        widths = parse_list(args.widths, int, "--widths")
+        widths = parse_list(args.widths, int, "--widths", unique=True)
         if any(w < 4 or w % 4 for w in widths):
             raise BenchError(f"--widths: widths must be positive multiples of 4, got {args.widths!r}")
         changes["widths"] = widths

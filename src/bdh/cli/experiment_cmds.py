@@ -106,34 +106,21 @@ def _usage() -> int:
 
 
 def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = False) -> Any:
-    """The experiment's config: its default (or ``quick``, or ``full``) with ``FIELD=VALUE`` overrides (values in
-    YAML)."""
-    import yaml
+    """The experiment's config: its default (or ``quick``, or ``full``) with the ``--set field=value`` overrides
+    (`bdh.typed_config.parse_override`, the syntax of every ``--set``); the config converts the values to its
+    fields' types and checks them (`TypedConfig._coerce`)."""
+    from bdh.typed_config import apply_overrides
 
     from .checks import UsageError
 
     if quick and full:
         raise UsageError("--quick and --full: give one of them")
     config = module.Config.quick() if quick else module.Config.full() if full else module.Config()
-    fields = {f.name: f for f in dataclasses.fields(config)}
-    changes: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}")
+    fields = [f.name for f in dataclasses.fields(config)]
+    changes = apply_overrides({}, overrides)
+    for key in changes:
         if key not in fields:
             raise UsageError(f"--set: unknown field {key!r}{did_you_mean(key, fields)}; known: {', '.join(fields)}")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise UsageError(f"--set {key}: cannot read the value {text!r}") from None
-        default = getattr(config, key)
-        if isinstance(default, tuple) and isinstance(value, list):
-            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        changes[key] = value
     return dataclasses.replace(config, **changes) if changes else config
 
 

@@ -194,8 +194,9 @@ def _run_config(args: argparse.Namespace):
     """The run config of ``bdh train``: the resumed run's config.yaml with the ``--set`` overrides, or CONFIG (else
     the main job) with ``--quick``, ``--name`` and the overrides; flags that do not go with a resume refused."""
     from bdh.train import load_config
-    from bdh.train.config import RunConfig, apply_overrides
+    from bdh.train.config import RunConfig
     from bdh.train.trainer import load_run_config
+    from bdh.typed_config import apply_overrides
 
     if args.resume:
         if args.quick:

@@ -21,7 +21,6 @@ import dataclasses
 import json
 import math
 import random
-import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from bdh.outputs import check_output, empty_folder, write_text
 from bdh.plotting import READABLE, save
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
-from bdh.typed_config import TypedConfig, check_value
+from bdh.typed_config import TypedConfig
 
 #: the seed offset of held-out evaluation sentences (training streams use small seeds)
 EVAL_SEED = 1_000_003
@@ -78,16 +77,11 @@ class ExperimentConfig(TypedConfig):
                 f"multiples of n_head ({self.n_head})"
             )
 
-    def _coerce(self) -> None:
-        """Every field of a frozen config converted to its type hint (``--set`` values arrive as YAML: ``1e-3`` is
-        a string there, a single number may stand for a list of one); a one-line error naming the field
-        otherwise. A config calls it first in ``__post_init__``, before the declared ranges are checked."""
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value, hint = getattr(self, f.name), hints[f.name]
-            if typing.get_origin(hint) is tuple and not isinstance(value, (list, tuple)):
-                value = (value,)
-            object.__setattr__(self, f.name, check_value(value, hint, self._key(f.name)))
+    def __post_init__(self) -> None:
+        """Every field converted to its type hint (``--set`` values arrive as YAML: `TypedConfig._coerce`), then the
+        declared ranges checked; an experiment's own ``__post_init__`` calls this first."""
+        self._coerce()
+        super().__post_init__()
 
     @property
     def size(self) -> ModelSize:

@@ -109,7 +109,7 @@ class Config(ExperimentConfig):
     experiment = "merge"
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the declared ranges
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
         langs = (self.base_language, *self.tune_languages)
         for lang in langs:
             if lang not in LANGUAGES or lang == ENGLISH:

@@ -88,7 +88,7 @@ class Config(ExperimentConfig):
     experiment = "no-bptt"
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the declared ranges
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
         parse_pairs(self.pairs)  # one-line error for a malformed pair
         for a, b in parse_pairs(self.pairs):
             if a not in LANGUAGES or b not in LANGUAGES or a == b:

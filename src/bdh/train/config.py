@@ -38,12 +38,8 @@ from bdh.outputs import file_problem
 
 from ..model.config import SIZE_FIELDS, BDHConfig
 from ..registry import get_model, get_task
-from ..typed_config import TypedConfig, bounded, check_value
+from ..typed_config import ConfigError, TypedConfig, apply_overrides, bounded, check_value
 from .distributed import from_environment
-
-
-class ConfigError(UserError):
-    """A run config that cannot be used; the message names the key."""
 
 
 def _default_model() -> dict[str, Any]:
@@ -459,33 +455,6 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
-    return data
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """``key.sub=value`` strings applied to a nested mapping (values parsed as YAML: 3e-4, true, null, [..])."""
-    data = json.loads(json.dumps(data))  # deep copy of plain data
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=3e-4")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        parts = key.split(".")
-        if not key or any(not p for p in parts):
-            raise ConfigError(f"--set {item!r}: bad key {key!r}")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a section")
-            node = nxt
-        node[parts[-1]] = value
     return data
 
 

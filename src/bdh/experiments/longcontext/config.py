@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bdh.errors import UserError
-from bdh.typed_config import bounded
+from bdh.typed_config import bounded, parse_list
 
 from ..common import ExperimentConfig
 
@@ -64,20 +64,6 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
 }
 #: recipes that train a model without a recurrent state (read through a sliding window only): the GPT
 WINDOW_ONLY = ("gpt", "gpt-facts")
-
-
-def parse_list(text: str, kind: type, name: str) -> list:
-    """``"a,b,c"`` -> [a, b, c] of ``kind``, with a one-line error naming the field."""
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    try:
-        values = [kind(t) for t in items]
-    except ValueError:
-        raise UserError(
-            f"long-context.{name}: expected a comma-separated list of {kind.__name__}, got {text!r}"
-        ) from None
-    if not values:
-        raise UserError(f"long-context.{name}: give at least one value")
-    return values
 
 
 @dataclass(frozen=True)
@@ -122,7 +108,7 @@ class Config(ExperimentConfig):
     experiment = "long-context"
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the declared ranges
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
         self._check_size()
         unknown = [r for r in self.recipe_list if r not in RECIPES]
         if unknown:
@@ -137,16 +123,16 @@ class Config(ExperimentConfig):
             raise UserError(f"long-context.cut_stride: at most seq_len ({self.seq_len}), got {self.cut_stride}")
 
     @property
-    def recipe_list(self) -> list[str]:
-        return parse_list(self.recipes, str, "recipes")
+    def recipe_list(self) -> tuple[str, ...]:
+        return parse_list(self.recipes, str, self._key("recipes"))
 
     @property
-    def seed_list(self) -> list[int]:
-        return parse_list(self.seeds, int, "seeds")
+    def seed_list(self) -> tuple[int, ...]:
+        return parse_list(self.seeds, int, self._key("seeds"))
 
     @property
-    def distances(self) -> list[int]:
-        return parse_list(self.recall_distances, int, "recall_distances")
+    def distances(self) -> tuple[int, ...]:
+        return parse_list(self.recall_distances, int, self._key("recall_distances"))
 
     @classmethod
     def quick(cls) -> Config:

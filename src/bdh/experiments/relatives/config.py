@@ -108,8 +108,7 @@ class Config(ExperimentConfig):
     experiment = "relatives"
 
     def __post_init__(self) -> None:
-        self._coerce()
-        super().__post_init__()  # the declared ranges, on the coerced values
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
         for name in ("seeds", "mqar_lrs", "lm_lrs", "widths", "seq_lens"):
             values = getattr(self, name)
             if not values or len(set(values)) != len(values):

@@ -85,8 +85,7 @@ class Config(ExperimentConfig):
     experiment = "scaling"
 
     def __post_init__(self) -> None:
-        self._coerce()
-        super().__post_init__()  # the declared ranges, on the coerced values
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
         self._check_data()
         self._check_ladder()
         self._check_sweep()

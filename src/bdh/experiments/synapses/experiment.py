@@ -54,6 +54,7 @@ class Config(SynapseOptions):
     lr: float = bounded(3e-3, gt=0)
 
     def __post_init__(self) -> None:
+        self._coerce()  # the fields converted to their types (``--set`` values arrive as YAML)
         super().__post_init__()  # the declared ranges (of the analysis fields too) and their checks
         if self.n_neurons % self.n_head:
             self._fail("n_neurons", f"{self.n_neurons} is not divisible by n_head = {self.n_head}")
