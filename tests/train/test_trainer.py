@@ -161,7 +161,11 @@ def test_stop_at_a_token_budget_and_at_a_target(corpus_file, tmp_path):
     result = run(
         corpus_file, tmp_path / "tgt", "train.max_steps=1000", "train.target=7.99", "eval.every=2", "optim.lr=3e-3"
     )
-    assert result.step < 1000 and result.metrics["val_bpb"] <= 7.99
+    evals = [json.loads(l) for l in (result.run_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
+    # the target is read on eval.batches; then the final evaluation reads the run's number on more windows
+    reached, final = evals[-2:]
+    assert result.step < 1000 and reached["step"] == final["step"] == result.step and reached["val_bpb"] <= 7.99
+    assert result.metrics["val_bpb"] == final["val_bpb"] and final["val_bpb_se"] < reached["val_bpb_se"]
     assert result.checkpoint.name == f"step-{result.step}"
 
 

@@ -89,6 +89,7 @@ class _Fit:
     tokens_before: int
     saved_at: int  # the step of the last checkpoint (-1: none)
     evaluated_at: int = -1  # the step of the last evaluation
+    evaluated_final: bool = False  # the last evaluation read the final evaluation's batches
     metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation
     stop: str | int | None = None  # "budget", "target", or the number of the signal that stopped the run
     last_time: float = 0.0  # tokens per second are measured from (last_step, last_time)
@@ -287,8 +288,8 @@ class Trainer:
                     break
             if run.saved_at != self.step:
                 self.save()
-            if run.stop in (None, "budget") and run.evaluated_at != self.step:
-                run.metrics = self._eval_and_log(run, final=True)
+            if run.stop in (None, "budget", "target") and not (run.evaluated_at == self.step and run.evaluated_final):
+                run.metrics = self._eval_and_log(run, final=True)  # a target reached along the way: read again
         return self._result(run)
 
     def train_step(self, step: int) -> tuple[float, float]:
@@ -412,7 +413,7 @@ class Trainer:
         """A scheduled evaluation (``final``: the run's last); the run is to stop (``run.stop``) when it reaches
         ``train.target``."""
         run.metrics = self._eval_and_log(run, final)
-        run.evaluated_at = self.step
+        run.evaluated_at, run.evaluated_final = self.step, final
         run.last_time = time.time()  # tokens/s measures training, not evaluation
         if self._target_reached(run.metrics):
             run.log.message(
