@@ -10,12 +10,10 @@ from pathlib import Path
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError
 from bdh.train.eval_data import EVAL_BATCHES
+from bdh.train.eval_plan import LONG_LENGTH, WindowPlan
 
 from .checks import integer
 from .train_cmds import _load_model
-
-#: bytes per lane ``bdh eval --carry-state`` / ``--sliding`` reads by default (a whole play)
-LONG_LENGTH = 65536
 
 LN2 = math.log(2.0)
 
@@ -109,38 +107,48 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Score a run's model on its validation split (or --data), windows independent or the state carried."""
+    """Score a run's model on its validation split (or --data), windows independent or the state carried: the
+    plan of `bdh.train.eval_plan.plan_eval`, its notes, then its numbers."""
     from bdh.train.eval_data import eval_data
-    from bdh.train.evaluate import eval_batch_count, evaluate
-    from bdh.train.log import EvalProgress, se_text
+    from bdh.train.eval_plan import plan_eval
 
     model, folder = _load_model(args.source, args.checkpoint, args.device)
     ev = eval_data(args.source, model, args.data)
-    task, unit = ev.task, ev.unit
-    if args.carry_state or args.sliding:
-        return _eval_long(args, model, folder, ev)
-    if args.figure or args.stride:
+    long = args.carry_state or args.sliding
+    if not long and (args.figure or args.stride):
         raise UserError("--figure and --stride go with --carry-state or --sliding")
-    batch_size = args.batch_size or ev.batch_size
-    n = eval_batch_count(task, ev.split, batch_size, None if args.full else args.batches or ev.batches)
-    total = task.num_batches(ev.split, batch_size)
-    mode = f"windows of {task.seq_len} {unit}s, independent"
+    plan = plan_eval(
+        ev,
+        model,
+        batches=args.batches,
+        full=args.full,
+        batch_size=args.batch_size,
+        carry=args.carry_state,
+        sliding=args.sliding,
+        length=args.length,
+        stride=args.stride,
+    )
     print(f"model: {folder}")
-    print(f"data: {ev.description} ({task.seq_len}-{unit} windows)")
-    print(f"mode: {mode} (each starts from an empty context; --carry-state carries the recurrent state)")
-    of = total if total is not None else "endless"
-    note = "" if args.full or n == total else "; the batches of the run's final evaluation. --full scores all"
-    print(f"scoring {n} of {of} batches of {batch_size} windows (seed {ev.seed}){note}", flush=True)
-    progress = EvalProgress(n, args.progress) if args.full and n > 1 else None
-    metrics = evaluate(model, task, batch_size, n, ev.seed, split=ev.split, progress=progress)
-    if not metrics:
-        raise UserError("nothing to evaluate: no scored targets")
-    se = "" if n == total else se_text(metrics)  # the whole split has no sampling error
-    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}{se} ({mode})")
+    print("\n".join(plan.notes), flush=True)
+    if long:
+        curves = plan.run(model, args.progress)
+        _print_curves(curves, ev.unit)
+        if args.figure:
+            _figure(args, curves, plan.trained, ev.unit)
+        return 0
+    _print_metrics(plan.run(model, args.progress), ev.unit, plan)
+    return 0
+
+
+def _print_metrics(metrics: dict[str, float], unit: str, plan: WindowPlan) -> None:
+    """The loss and bits per ``unit`` of a `WindowPlan` (the standard error of a sample), then the task's metrics."""
+    from bdh.train.log import se_text
+
+    se = "" if plan.whole else se_text(metrics)  # the whole split has no sampling error
+    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}{se} ({plan.mode})")
     for k, v in metrics.items():
         if k not in ("val_loss", "val_bpb", "val_bpb_se"):
             print(f"{k[4:]} {v:.4f}")
-    return 0
 
 
 def _print_curves(curves: list, unit: str) -> None:
@@ -159,60 +167,13 @@ def _print_curves(curves: list, unit: str) -> None:
         print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
 
 
-def _eval_long(args: argparse.Namespace, model, folder, ev) -> int:
-    """``bdh eval --carry-state`` / ``--sliding``: loss by context position on long streams (`bdh.train.context`)."""
-    from bdh.train.context import (
-        carried_curve,
-        figure,
-        plan_streams,
-        sliding_curve,
-        sliding_steps,
-        task_streams,
-        trained_context,
-    )
-    from bdh.train.evaluate import check_carry
-    from bdh.train.log import EvalProgress
+def _figure(args: argparse.Namespace, curves: list, trained: int | None, unit: str) -> None:
+    """``--figure``: the curves by position (`bdh.train.context.figure`), titled after the run."""
+    from bdh.train.context import figure
 
-    task, split, config, unit = ev.task, ev.split, ev.config, ev.unit
-    if args.carry_state:
-        check_carry(model, task)
-    T = task.seq_len
-    trained = trained_context(config) if config is not None else None
-    length = None if args.full else (args.batches * T if args.batches else args.length or LONG_LENGTH)
-    lanes, length = plan_streams(task, split, length, args.batch_size)
-    tokens = task_streams(task, split, lanes, length, ev.seed)
-    print(f"model: {folder}")
-    print(f"data: {ev.description}: {lanes} lane{'s' if lanes > 1 else ''} of {length:,} {unit}s, each read in order")
-    if trained is None:
-        print("trained context: unknown (not a run folder); buckets of the task's window")
-    elif length > trained:
-        print(
-            f"note: the streams ({length:,} {unit}s) are longer than any context the model met in training "
-            f"({trained:,} {unit}s): past that, the loss measures how it extrapolates"
-        )
-    window = trained if trained and trained < length else T
-    curves = []
-    if args.carry_state:
-        chunks = -(-length // T)
-        progress = EvalProgress(chunks, args.progress, unit="windows") if chunks > 1 else None
-        curve = carried_curve(model, tokens, window, chunk=T, progress=progress and progress.update)
-        if progress is not None:
-            progress.close()
-        curves.append((f"state carried (context up to {length:,})", curve))
-    if args.sliding:
-        cut = trained or T
-        steps = sliding_steps(length, cut, args.stride)
-        progress = EvalProgress(steps, args.progress, unit="windows", desc="sliding") if steps > 1 else None
-        curve = sliding_curve(model, tokens, window, cut, args.stride, progress=progress and progress.update)
-        if progress is not None:
-            progress.close()
-        curves.append((f"context cut to {cut:,} ({curve.how.split('(')[1].rstrip(')')})", curve))
-    _print_curves(curves, unit)
-    if args.figure:
-        title = f"{Path(args.source).resolve().name}: loss by context position"
-        figure(curves, args.figure, trained, title=title, unit=unit)
-        print(f"figure: {args.figure}")
-    return 0
+    title = f"{Path(args.source).resolve().name}: loss by context position"
+    figure(curves, args.figure, trained, title=title, unit=unit)
+    print(f"figure: {args.figure}")
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,9 +15,6 @@ from bdh.viz.inputs import MAX_TOKENS
 from . import interrupts
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
-
-#: tokens of the activation heatmap of `bdh plot` (rows that stay readable)
-HEATMAP_TOKENS = 64
 
 
 def _add_model_and_input(
@@ -153,21 +149,10 @@ def _output(args: argparse.Namespace, default: Path, inputs: list[Path], folder:
 
 
 def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
-    """The tokens to show: ``prompt`` (from `prompt_bytes`), --tokens, --board, --sudoku, or the task's default."""
-    from bdh.viz import inputs
+    """The tokens to show (`bdh.viz.inputs.choose_input`): ``prompt``, --tokens, --board, --sudoku or the default."""
+    from bdh.viz.inputs import choose_input
 
-    cfg = model.config
-    task = inputs.run_task(folder)
-    if prompt is not None:
-        return inputs.prompt_tokens(prompt, cfg.vocab_size)
-    if args.tokens is not None:
-        return inputs.id_tokens(args.tokens, cfg.vocab_size)
-    if args.board is not None:
-        size = (task or {}).get("board_size") if (task or {}).get("name") == "boardpath" else None
-        return inputs.board_input(args.board, cfg.vocab_size, None if size is None else int(size))
-    if args.sudoku is not None:
-        return inputs.sudoku_input(args.sudoku, cfg.vocab_size)
-    return inputs.default_input(task, cfg.vocab_size, cfg.causal, args.seed)
+    return choose_input(model, folder, prompt, args.tokens, args.board, args.sudoku, args.seed)
 
 
 # ---------------------------------------------------------------------- bdh viz
@@ -199,7 +184,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
         model = _load(folder, device)
         inp = _input(args, model, folder, prompt)
         if out is None:
-            default = inputs.run_dir_of(folder) / "reports" / f"viz-{inputs.output_stem(inp)}.html"
+            default = inputs.report_path(inputs.run_dir_of(folder), "viz", inp, ".html")
             out = _output(args, default, _inputs(args, folder))
         t0 = time.time()
         view = build_view(
@@ -235,77 +220,11 @@ def cmd_viz(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- bdh plot
 
 
-def _degree_figure(model, head: int, avg_degree: int, stem: Path) -> list[Path]:
-    from bdh.analysis import neurograph as ng
-    from bdh.viz.plots import degree_distribution
-
-    cfg = model.config
-    G = ng.head_block(model, "x", head)
-    res = ng.degree_analysis(G, avg_degree * cfg.N, cfg.n_embd, offset=head * cfg.N)
-    del G
-    raw = res["_degrees"]
-    return degree_distribution(
-        {"in": raw["in"], "out": raw["out"]},
-        {"in": res["in"]["fit"], "out": res["out"]["fit"]},
-        stem,
-        title=f"G_x head {head} ({cfg.N} neurons), entries >= {res['beta']:.3g} (average degree {avg_degree})",
-        reference={"in": raw["lowrank_in"], "out": raw["lowrank_out"]},
-    )
-
-
-def _holds_any_model(run: Path) -> bool:
-    """Whether a folder has a model folder in it (itself, best/ or a checkpoint), readable or not."""
-    from bdh.train.checkpoint import list_checkpoints
-
-    return any(
-        os.path.lexists(p / "config.json") or os.path.lexists(p / "model.safetensors")
-        for p in (run, run / "best", *list_checkpoints(run))
-    )
-
-
-def _check_indices(args: argparse.Namespace, model) -> None:
-    """--head and --layer against the model, before anything is drawn."""
-    cfg = model.config
-    if args.head is not None and not 0 <= args.head < cfg.n_head:
-        raise UserError(f"--head {args.head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
-    if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
-        raise UserError(f"--layer {args.layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
-
-
-def _model_figures(args: argparse.Namespace, model, inp, out: Path) -> list[Path]:
-    """Sparsity per layer (on every window of the probe, as `bdh inspect` measures it), the activation heatmap
-    (its first `HEATMAP_TOKENS` tokens) and the degree distribution of G_x, of the model reading ``inp``."""
-    import torch
-
-    from bdh.analysis import neurograph as ng
-    from bdh.analysis.record import record
-    from bdh.analysis.sparsity import sparsity
-    from bdh.viz import plots
-    from bdh.viz.export import token_labels
-
-    rows = inp.windows or [inp.tokens]
-    means = sparsity(record(model, torch.tensor(rows, dtype=torch.long))).layer_means()
-    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", subtitle=inp.description)
-    shown = inp.tokens[:HEATMAP_TOKENS]
-    rec = record(model, torch.tensor([shown], dtype=torch.long))
-    layer = rec.n_layer - 1 if args.layer is None else args.layer
-    first = f"first {len(shown)} tokens" + (" of window 1" if inp.windows else f" of {len(inp.tokens)}")
-    made += plots.activation_heatmap(
-        rec.flat("x", layer).numpy(),
-        rec.flat("y", layer).numpy(),
-        token_labels(shown, inp.kind),
-        out / "heatmap",
-        title=f"layer {layer}: tokens x the most active neurons",
-        subtitle=f"{inp.description} ({first})",
-    )
-    head = ng.default_head(model) if args.head is None else args.head
-    return made + _degree_figure(model, head, args.avg_degree, out / "degrees")
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
+    """The figures of a run (`bdh.viz.run_figures.write_figures`), written atomically into one folder."""
     from bdh.outputs import atomic_folder
-    from bdh.train.log import read_metrics
     from bdh.viz import inputs, plots
+    from bdh.viz.run_figures import check_indices, holds_any_model, write_figures
 
     run = Path(args.run)
     if not run.is_dir():
@@ -314,39 +233,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
     skipped: list[str] = []
     model = folder = inp = None
-    if args.checkpoint is None and not _holds_any_model(run):  # a run without checkpoints yet: plot the rest
+    if args.checkpoint is None and not holds_any_model(run):  # a run without checkpoints yet: plot the rest
         skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
     else:  # a model that is there (or a checkpoint asked for) must load
         folder = checked_model_dir(args.run, args.checkpoint)
         model = _load(folder, device)
-        _check_indices(args, model)
+        check_indices(model, args.head, args.layer)
         inp = _input(args, model, folder, prompt)
     root = inputs.run_dir_of(folder) if folder is not None else run
-    name = "plots" if inp is None else f"plots-{inputs.output_stem(inp)}"
     read = _inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench]
-    out = _output(args, root / "reports" / name, read, folder=True)
+    out = _output(args, inputs.report_path(root, "plots", inp), read, folder=True)
     bench_rows: list[dict[str, Any]] = []
     for csv_path in args.bench:
         bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn
-
-    made: list[Path] = []
+    options = {"head": args.head, "layer": args.layer, "avg_degree": args.avg_degree}
     with atomic_folder(out) as tmp:
-        records = read_metrics(root / "metrics.jsonl")
-        if records:
-            try:
-                made += plots.training_curves(records, tmp / "curves", title=f"{root.name}: training and validation")
-            except UserError as exc:
-                skipped.append(f"curves: {exc}")
-        else:
-            skipped.append(f"curves: no records in {root / 'metrics.jsonl'}")
-        if model is not None:
-            made += _model_figures(args, model, inp, tmp)
-        if bench_rows:
-            files, why = plots.bench_plots(bench_rows, tmp)
-            made += files
-            skipped += why
+        made, why = write_figures(root, tmp, model, inp, bench_rows, **options)
     for path in made:
         print(f"wrote {out / path.relative_to(tmp)}")
-    for reason in skipped:
+    for reason in skipped + why:
         print(f"skipped {reason}")
     return 0

@@ -132,8 +132,7 @@ class ContextCurve:
 def task_streams(task, split: str, lanes: int, length: int, seed: int = 0) -> torch.Tensor:
     """(lanes, length + 1) tokens: ``split`` cut into ``lanes`` lanes of consecutive text (the lanes of
     ``task.stream_batch``), the first ``length + 1`` tokens of each (inputs and the targets after them)."""
-    if not callable(getattr(task, "stream_batch", None)):
-        raise UserError(f"task {getattr(task, 'name', type(task).__name__)!r} has no consecutive windows to read")
+    _need_streams(task)
     T = task.seq_len
     available = task.lane_windows(split, lanes) * T
     if length > available:
@@ -149,6 +148,12 @@ def task_streams(task, split: str, lanes: int, length: int, seed: int = 0) -> to
         last = targets[:, -1:]
     tokens = torch.cat(parts + [last], dim=1)
     return tokens[:, : length + 1] if tokens.shape[1] > length + 1 else tokens
+
+
+def _need_streams(task) -> None:
+    """A one-line `UserError` unless ``task`` has lanes of consecutive windows (`bdh.tasks.base.StreamTask`)."""
+    if not callable(getattr(task, "stream_batch", None)):
+        raise UserError(f"task {getattr(task, 'name', type(task).__name__)!r} has no consecutive windows to read")
 
 
 def _token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -271,6 +276,7 @@ def plan_streams(task, split: str, length: int | None, lanes: int | None, max_la
     """(lanes, tokens per lane) to read: ``length`` tokens per lane (None: each lane to its end) in ``lanes``
     lanes (None: as many lanes of ``length`` as the split holds, at most ``max_lanes``, at least one; a
     split shorter than one lane of ``length`` is read as one lane to its end)."""
+    _need_streams(task)
     T = task.seq_len
     if lanes is None:
         if length is None:

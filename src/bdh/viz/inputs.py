@@ -215,3 +215,35 @@ def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, se
     raise UserError(
         f"viz: give an input (--prompt, --tokens, --board or --sudoku) for this model (vocabulary {vocab_size})"
     )
+
+
+def choose_input(
+    model: Any,
+    model_dir: Path,
+    prompt: bytes | None = None,
+    tokens: str | None = None,
+    board: str | None = None,
+    sudoku: str | None = None,
+    seed: int = 0,
+) -> ViewInput:
+    """What ``model`` (loaded from ``model_dir``) is shown: ``prompt`` (bytes), ``tokens`` (ids as text), a
+    ``board`` file (checked against the run's board size), a ``sudoku``, else the run's default (`default_input`)."""
+    cfg = model.config
+    task = run_task(model_dir)
+    if prompt is not None:
+        return prompt_tokens(prompt, cfg.vocab_size)
+    if tokens is not None:
+        return id_tokens(tokens, cfg.vocab_size)
+    if board is not None:
+        size = (task or {}).get("board_size") if (task or {}).get("name") == "boardpath" else None
+        return board_input(board, cfg.vocab_size, None if size is None else int(size))
+    if sudoku is not None:
+        return sudoku_input(sudoku, cfg.vocab_size)
+    return default_input(task, cfg.vocab_size, cfg.causal, seed)
+
+
+def report_path(run_dir: Path, prefix: str, inp: ViewInput | None, suffix: str = "") -> Path:
+    """Where a drawing of ``inp`` goes by default: ``run_dir/reports/<prefix>-<output_stem><suffix>``, named
+    after the input so that another input writes beside it (``prefix`` alone without an input)."""
+    name = prefix if inp is None else f"{prefix}-{output_stem(inp)}"
+    return run_dir / "reports" / f"{name}{suffix}"

@@ -1,0 +1,203 @@
+"""How an evaluation of a trained run is read (``bdh eval``), decided once and then run: `plan_eval` turns the
+`EvalData` of a run (`bdh.train.eval_data`) and the reader's choices into a plan, and the plan's ``run`` scores it.
+
+Two kinds of plan:
+
+* `WindowPlan` — windows of the task's ``seq_len`` tokens, each scored on its own from an empty context, as
+  training evaluates (`bdh.train.evaluate.evaluate`): by default the batches of the run's final evaluation with
+  its seed, so the number equals the one training printed; ``full`` scores every window of the split.
+* `StreamPlan` — long context (`bdh.train.context`): ``lanes`` streams of ``length`` tokens read in order, with
+  the recurrent state carried across windows (``carry``, every token predicted from all the text before it),
+  and/or through a window cut to the trained context (``sliding``, the yardstick). Its curves give the loss by
+  position, bucketed 0–W, W–2W, 2W–4W, ... (W the trained context when the streams are longer, else ``seq_len``).
+
+A plan's ``notes`` are the lines that say what is read; the command prints them before scoring, and a Python
+caller gets the same plan, the same numbers and the same notes without the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bdh.errors import UserError
+
+from .eval_data import EvalData
+
+#: tokens per lane a long-context evaluation reads by default (a whole play for byte-level text)
+LONG_LENGTH = 65536
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Independent windows: ``batches`` batches of ``batch_size`` windows of ``ev``'s split, of ``total`` in all
+    (None: an endless split); ``progress``: whether a run shows its progress (``full``, more than one batch)."""
+
+    ev: EvalData
+    batch_size: int
+    batches: int
+    total: int | None
+    progress: bool
+    notes: tuple[str, ...]
+
+    @property
+    def mode(self) -> str:
+        """How the windows are read, for the report lines."""
+        return _mode(self.ev)
+
+    @property
+    def whole(self) -> bool:
+        """Whether the plan reads the whole split (its numbers then have no sampling error)."""
+        return self.batches == self.total
+
+    def run(self, model: Any, progress: str = "none") -> dict[str, float]:
+        """The metrics of `bdh.train.evaluate.evaluate` (``val_loss`` in nats, ``val_bpb``, its standard error
+        and the task's metrics); ``progress``: a mode of `EvalProgress` (``auto``, ``bar``, ``lines``, ``none``)."""
+        from .evaluate import evaluate
+        from .log import EvalProgress
+
+        ev = self.ev
+        ticker = EvalProgress(self.batches, progress) if self.progress else None
+        metrics = evaluate(model, ev.task, self.batch_size, self.batches, ev.seed, split=ev.split, progress=ticker)
+        if not metrics:
+            raise UserError("nothing to evaluate: no scored targets")
+        return metrics
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """Long context: ``lanes`` streams of ``length`` tokens of ``ev``'s split, bucketed by ``window``; the carried
+    curve (``carry``) and/or the sliding one (``sliding``, the context cut to ``cut``, advancing by ``stride``,
+    None: a quarter of it). ``trained``: the longest context met in training (None: not a run)."""
+
+    ev: EvalData
+    lanes: int
+    length: int
+    window: int
+    trained: int | None
+    carry: bool
+    sliding: bool
+    cut: int
+    stride: int | None
+    notes: tuple[str, ...]
+
+    def run(self, model: Any, progress: str = "none") -> list[tuple[str, Any]]:
+        """``(name, ContextCurve)`` for the carried curve, then the sliding one (the ones asked for), over the
+        same streams; ``progress`` as `WindowPlan.run`."""
+        from .context import task_streams
+
+        ev = self.ev
+        tokens = task_streams(ev.task, ev.split, self.lanes, self.length, ev.seed)
+        curves = []
+        if self.carry:
+            curves.append((f"state carried (context up to {self.length:,})", self._carried(model, tokens, progress)))
+        if self.sliding:
+            curve = self._sliding(model, tokens, progress)
+            curves.append((f"context cut to {self.cut:,} ({curve.how.split('(')[1].rstrip(')')})", curve))
+        return curves
+
+    def _carried(self, model: Any, tokens: Any, progress: str) -> Any:
+        from .context import carried_curve
+        from .log import EvalProgress
+
+        T = self.ev.task.seq_len
+        chunks = -(-self.length // T)
+        ticker = EvalProgress(chunks, progress, unit="windows") if chunks > 1 else None
+        curve = carried_curve(model, tokens, self.window, chunk=T, progress=ticker and ticker.update)
+        if ticker is not None:
+            ticker.close()
+        return curve
+
+    def _sliding(self, model: Any, tokens: Any, progress: str) -> Any:
+        from .context import sliding_curve, sliding_steps
+        from .log import EvalProgress
+
+        steps = sliding_steps(self.length, self.cut, self.stride)
+        ticker = EvalProgress(steps, progress, unit="windows", desc="sliding") if steps > 1 else None
+        curve = sliding_curve(model, tokens, self.window, self.cut, self.stride, progress=ticker and ticker.update)
+        if ticker is not None:
+            ticker.close()
+        return curve
+
+
+def plan_eval(
+    ev: EvalData,
+    model: Any,
+    *,
+    batches: int | None = None,
+    full: bool = False,
+    batch_size: int | None = None,
+    carry: bool = False,
+    sliding: bool = False,
+    length: int | None = None,
+    stride: int | None = None,
+) -> WindowPlan | StreamPlan:
+    """The plan of an evaluation of ``model`` on ``ev``: a `StreamPlan` with ``carry`` or ``sliding``, else a
+    `WindowPlan`. ``batches``: batches to score (default the run's), with ``carry``/``sliding`` windows per lane;
+    ``full``: the whole split; ``batch_size``: windows per batch (default the run's), with ``carry``/``sliding``
+    lanes; ``length``: tokens per lane (default `LONG_LENGTH`, at most the split); ``stride``: of ``sliding``.
+    A one-line `UserError` for what cannot be read (a state to carry without one, a task without streams)."""
+    if carry or sliding:
+        return _stream_plan(ev, model, batches, full, batch_size, carry, sliding, length, stride)
+    return _window_plan(ev, batches, full, batch_size)
+
+
+def _mode(ev: EvalData) -> str:
+    """How a `WindowPlan` reads its windows, for the report lines."""
+    return f"windows of {ev.task.seq_len} {ev.unit}s, independent"
+
+
+def _window_plan(ev: EvalData, batches: int | None, full: bool, batch_size: int | None) -> WindowPlan:
+    """`plan_eval` of independent windows, with the lines saying what is scored."""
+    from .evaluate import eval_batch_count
+
+    task, unit = ev.task, ev.unit
+    size = batch_size or ev.batch_size
+    n = eval_batch_count(task, ev.split, size, None if full else batches or ev.batches)
+    total = task.num_batches(ev.split, size)
+    of = total if total is not None else "endless"
+    note = "" if full or n == total else "; the batches of the run's final evaluation. --full scores all"
+    notes = (
+        f"data: {ev.description} ({task.seq_len}-{unit} windows)",
+        f"mode: {_mode(ev)} (each starts from an empty context; --carry-state carries the recurrent state)",
+        f"scoring {n} of {of} batches of {size} windows (seed {ev.seed}){note}",
+    )
+    return WindowPlan(ev, size, n, total, full and n > 1, notes)
+
+
+def _stream_plan(
+    ev: EvalData,
+    model: Any,
+    batches: int | None,
+    full: bool,
+    lanes: int | None,
+    carry: bool,
+    sliding: bool,
+    length: int | None,
+    stride: int | None,
+) -> StreamPlan:
+    """`plan_eval` of long streams: lanes and length (`plan_streams`), the bucket window and the notes."""
+    from .context import plan_streams, trained_context
+    from .evaluate import check_carry
+
+    task, unit = ev.task, ev.unit
+    if carry:
+        check_carry(model, task)
+    T = task.seq_len
+    trained = trained_context(ev.config) if ev.config is not None else None
+    wanted = None if full else (batches * T if batches else length or LONG_LENGTH)
+    lanes, length = plan_streams(task, ev.split, wanted, lanes)
+    plural = "s" if lanes > 1 else ""
+    notes = [f"data: {ev.description}: {lanes} lane{plural} of {length:,} {unit}s, each read in order"]
+    if trained is None:
+        notes.append("trained context: unknown (not a run folder); buckets of the task's window")
+    elif length > trained:
+        notes.append(
+            f"note: the streams ({length:,} {unit}s) are longer than any context the model met in training "
+            f"({trained:,} {unit}s): past that, the loss measures how it extrapolates"
+        )
+    window = trained if trained and trained < length else T
+    return StreamPlan(ev, lanes, length, window, trained, carry, sliding, trained or T, stride, tuple(notes))
+
+
+__all__ = ["LONG_LENGTH", "StreamPlan", "WindowPlan", "plan_eval"]

@@ -1,0 +1,132 @@
+"""The figures of ``bdh plot``, chosen and drawn: `write_figures` writes into a folder what a run has (training
+curves from metrics.jsonl, the model's figures for an input, the suite plots of bench rows) and says why it
+skipped the others. The drawing itself is `bdh.viz.plots`; this module picks the data and the titles.
+
+The model's figures (`model_figures`): sparsity of x and y per layer on every window of the input (as
+`bdh inspect` measures it, `bdh.analysis.sparsity`), the activation heatmap of one layer on its first
+`HEATMAP_TOKENS` tokens, and the degree distribution of a head block of G_x thresholded to an average degree
+(`bdh.analysis.neurograph.degree_analysis`, the scale-free structure of the paper's section 5).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from bdh.errors import UserError
+
+from .inputs import ViewInput
+
+#: tokens of the activation heatmap (rows that stay readable)
+HEATMAP_TOKENS = 64
+
+
+def holds_any_model(run: Path) -> bool:
+    """Whether a folder has a model folder in it (itself, best/ or a checkpoint), readable or not."""
+    from bdh.train.checkpoint import list_checkpoints
+
+    return any(
+        os.path.lexists(p / "config.json") or os.path.lexists(p / "model.safetensors")
+        for p in (run, run / "best", *list_checkpoints(run))
+    )
+
+
+def check_indices(model: Any, head: int | None, layer: int | None) -> None:
+    """A one-line `UserError` for a ``head`` or ``layer`` the model does not have, before anything is drawn."""
+    cfg = model.config
+    if head is not None and not 0 <= head < cfg.n_head:
+        raise UserError(f"--head {head}: the model has {cfg.n_head} heads (0..{cfg.n_head - 1})")
+    if layer is not None and not 0 <= layer < cfg.n_layer:
+        raise UserError(f"--layer {layer}: the model has {cfg.n_layer} layers (0..{cfg.n_layer - 1})")
+
+
+def degree_figure(model: Any, head: int, avg_degree: int, stem: Path) -> list[Path]:
+    """In- and out-degrees of head ``head``'s block of G_x, thresholded to ``avg_degree`` edges per neuron, with
+    the fitted power law and the low-rank reference (`bdh.viz.plots.degree_distribution`)."""
+    from bdh.analysis import neurograph as ng
+
+    from .plots import degree_distribution
+
+    cfg = model.config
+    G = ng.head_block(model, "x", head)
+    res = ng.degree_analysis(G, avg_degree * cfg.N, cfg.n_embd, offset=head * cfg.N)
+    del G
+    raw = res["_degrees"]
+    return degree_distribution(
+        {"in": raw["in"], "out": raw["out"]},
+        {"in": res["in"]["fit"], "out": res["out"]["fit"]},
+        stem,
+        title=f"G_x head {head} ({cfg.N} neurons), entries >= {res['beta']:.3g} (average degree {avg_degree})",
+        reference={"in": raw["lowrank_in"], "out": raw["lowrank_out"]},
+    )
+
+
+def model_figures(
+    model: Any, inp: ViewInput, out: Path, head: int | None = None, layer: int | None = None, avg_degree: int = 8
+) -> list[Path]:
+    """Sparsity per layer, the activation heatmap (of ``layer``, default the last) and the degree distribution of
+    G_x (of ``head``, default the one `bdh inspect` analyses) of ``model`` reading ``inp``, written into ``out``."""
+    import torch
+
+    from bdh.analysis import neurograph as ng
+    from bdh.analysis.record import record
+    from bdh.analysis.sparsity import sparsity
+
+    from . import plots
+    from .export import token_labels
+
+    rows = inp.windows or [inp.tokens]
+    means = sparsity(record(model, torch.tensor(rows, dtype=torch.long))).layer_means()
+    made = plots.sparsity_by_layer(means["x"], means["y"], out / "sparsity", subtitle=inp.description)
+    shown = inp.tokens[:HEATMAP_TOKENS]
+    rec = record(model, torch.tensor([shown], dtype=torch.long))
+    layer = rec.n_layer - 1 if layer is None else layer
+    first = f"first {len(shown)} tokens" + (" of window 1" if inp.windows else f" of {len(inp.tokens)}")
+    made += plots.activation_heatmap(
+        rec.flat("x", layer).numpy(),
+        rec.flat("y", layer).numpy(),
+        token_labels(shown, inp.kind),
+        out / "heatmap",
+        title=f"layer {layer}: tokens x the most active neurons",
+        subtitle=f"{inp.description} ({first})",
+    )
+    head = ng.default_head(model) if head is None else head
+    return made + degree_figure(model, head, avg_degree, out / "degrees")
+
+
+def write_figures(
+    run_dir: Path,
+    out: Path,
+    model: Any = None,
+    inp: ViewInput | None = None,
+    bench_rows: list[dict[str, Any]] | None = None,
+    **model_options: Any,
+) -> tuple[list[Path], list[str]]:
+    """The figures of a run written into the folder ``out``: its training curves (``run_dir/metrics.jsonl``),
+    ``model``'s figures reading ``inp`` (`model_figures`, with ``model_options``) and the suite plots of
+    ``bench_rows`` (`bdh.viz.plots.bench_plots`). Returns the files written and, one line each, what was skipped."""
+    from bdh.train.log import read_metrics
+
+    from . import plots
+
+    made: list[Path] = []
+    skipped: list[str] = []
+    records = read_metrics(run_dir / "metrics.jsonl")
+    if records:
+        try:
+            made += plots.training_curves(records, out / "curves", title=f"{run_dir.name}: training and validation")
+        except UserError as exc:
+            skipped.append(f"curves: {exc}")
+    else:
+        skipped.append(f"curves: no records in {run_dir / 'metrics.jsonl'}")
+    if model is not None:
+        made += model_figures(model, inp, out, **model_options)
+    if bench_rows:
+        files, why = plots.bench_plots(bench_rows, out)
+        made += files
+        skipped += why
+    return made, skipped
+
+
+__all__ = ["HEATMAP_TOKENS", "check_indices", "holds_any_model", "model_figures", "write_figures"]
