@@ -228,3 +228,39 @@ def test_viz_and_plot_with_another_prompt_write_beside_the_first(tmp_path, capsy
     names = sorted(p.name for p in (run / "reports").iterdir())
     assert len(names) == 4 and sum(n.startswith("viz-to-be-or-not-") for n in names) == 1, names
     assert sum(n.startswith("plots-romeo-what-") for n in names) == 1, names
+
+
+def test_a_python_caller_of_write_view_gets_what_bdh_viz_printed(text_run, tmp_path, capsys):
+    from bdh.cli.checks import checked_model_dir, load_model
+    from bdh.viz.export import ViewOptions, write_view
+    from bdh.viz.inputs import choose_input
+
+    cli_out = tmp_path / "cli.html"
+    code, out, err = run_cli(capsys, "viz", str(text_run), "--prompt", "to be", "--hubs", "9", "--out", str(cli_out))
+    assert code == 0, err
+    folder = checked_model_dir(text_run)
+    model = load_model(folder, announce=False)
+    inp = choose_input(model, folder, b"to be", None, None, None, 0)
+    written = write_view(
+        model,
+        inp,
+        tmp_path / "lib.html",
+        options=ViewOptions(hubs=9),
+        title=f"BDH viewer: {text_run.name}",
+        origin=str(folder),
+    )
+    printed = out.splitlines()[-1]
+    shape = r"wrote (.+) \((\d+\.\d\d) MB, (\d+) tokens, \d+\.\d s\)"
+    (cli_path, cli_mb, cli_tokens), (lib_path, lib_mb, lib_tokens) = (
+        re.fullmatch(shape, line).groups() for line in (printed, written.summary())
+    )
+    assert (cli_path, lib_path) == (str(cli_out), str(tmp_path / "lib.html"))
+    assert (cli_tokens, lib_tokens) == ("5", "5") and written.tokens == 5
+    lib_file = tmp_path / "lib.html"
+    assert written.size == lib_file.stat().st_size and written.page == lib_file.read_text(encoding="utf-8")
+    cli_data, lib_data = page_data(cli_out), page_data(lib_file)
+    for data in (cli_data, lib_data):  # the time the export took is the one field two runs may not share
+        data["meta"].pop("export_seconds")
+    # the same code on the same model, input and thread count in one process: the same quantised document; the
+    # pages' sizes differ only by the digits of export_seconds, a few bytes, so at most one unit of the printed MB
+    assert lib_data == cli_data and abs(float(lib_mb) - float(cli_mb)) <= 0.01 + 1e-9

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError, exit_status
@@ -15,6 +14,9 @@ from bdh.viz.inputs import MAX_TOKENS
 from . import interrupts
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
+
+if TYPE_CHECKING:
+    from bdh.viz.server import PageServer
 
 
 def _add_model_and_input(
@@ -159,10 +161,9 @@ def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from bdh.outputs import write_text
+    """The viewer page of a model reading one input (`bdh.viz.export.write_view`); --serve also serves it."""
     from bdh.viz import inputs
-    from bdh.viz.export import ViewOptions, build_view
-    from bdh.viz.page import render
+    from bdh.viz.export import ViewOptions, write_view
 
     opts = ViewOptions(
         hubs=args.hubs,
@@ -186,35 +187,27 @@ def cmd_viz(args: argparse.Namespace) -> int:
         if out is None:
             default = inputs.report_path(inputs.run_dir_of(folder), "viz", inp, ".html")
             out = _output(args, default, _inputs(args, folder))
-        t0 = time.time()
-        view = build_view(
-            model,
-            inp.tokens,
-            kind=inp.kind,
-            board_size=inp.board_size,
-            options=opts,
-            title=f"BDH viewer: {Path(args.run).resolve().name}",
-            source=f"{folder} - {inp.description}" + (" (window 1 shown)" if inp.windows else ""),
-        )
-        page = render(view)
-        write_text(out, page)
-        size = out.stat().st_size
-        print(f"wrote {out} ({size / 1e6:.2f} MB, {len(inp.tokens)} tokens, {time.time() - t0:.1f} s)")
-        if server is None:
-            return 0
-        from bdh.viz.server import address
-
-        server.page = page.encode("utf-8")
-        print(f"serving {address(server)} (127.0.0.1 only; Ctrl-C to stop)", flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the exit status says which, as for every command
-            print(f"bdh: viz server stopped ({interrupts.signal_name(exc)})", file=sys.stderr)
-            return exit_status(exc)
-        return 0
+        title = f"BDH viewer: {Path(args.run).resolve().name}"
+        written = write_view(model, inp, out, options=opts, title=title, origin=str(folder))
+        print(written.summary())
+        return 0 if server is None else _serve(server, written.page)
     finally:
         if server is not None:
             server.server_close()
+
+
+def _serve(server: PageServer, page: str) -> int:
+    """``--serve``: hand out ``page`` on the loopback address until Ctrl-C (or SIGTERM); the exit status says which."""
+    from bdh.viz.server import address
+
+    server.page = page.encode("utf-8")
+    print(f"serving {address(server)} (127.0.0.1 only; Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the exit status says which, as for every command
+        print(f"bdh: viz server stopped ({interrupts.signal_name(exc)})", file=sys.stderr)
+        return exit_status(exc)
+    return 0
 
 
 # ---------------------------------------------------------------------- bdh plot

@@ -8,7 +8,7 @@ pass and the hub graph of G_x; the plots draw the run's metrics and `bdh.analysi
 
 from .._lazy import exports
 
-__all__ = ["ViewOptions", "build_view", "neuron_graph", "render"]
+__all__ = ["ViewOptions", "build_view", "neuron_graph", "render", "write_view"]
 
 __getattr__, __dir__ = exports(
     __name__,
@@ -17,6 +17,7 @@ __getattr__, __dir__ = exports(
         "build_view": ".export:build_view",
         "neuron_graph": ".export:neuron_graph",
         "render": ".page:render",
+        "write_view": ".export:write_view",
     },
     globals(),
 )

@@ -24,7 +24,8 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,6 +34,9 @@ from bdh.errors import UserError
 from bdh.model import BDH
 from bdh.model.graph import flat_decoders
 from bdh.typed_config import TypedConfig, bounded
+
+if TYPE_CHECKING:
+    from .inputs import ViewInput
 
 #: kinds of input the viewer knows how to draw
 KINDS = ("text", "tokens", "boardpath", "sudoku")
@@ -261,6 +265,64 @@ def build_view(
         "attention": attention,
         "lens": lens,
     }
+
+
+@dataclass(frozen=True)
+class WrittenView:
+    """A viewer page written by `write_view`.
+
+    Attributes:
+        path: the HTML file written.
+        size: its size in bytes.
+        tokens: tokens shown.
+        seconds: wall-clock seconds to build, render and write the page.
+        page: the page itself (what a server hands out).
+    """
+
+    path: Path
+    size: int
+    tokens: int
+    seconds: float
+    page: str
+
+    def summary(self) -> str:
+        """``wrote PATH (0.05 MB, 11 tokens, 0.3 s)``: the line ``bdh viz`` prints."""
+        return f"wrote {self.path} ({self.size / 1e6:.2f} MB, {self.tokens} tokens, {self.seconds:.1f} s)"
+
+
+def write_view(
+    model: BDH,
+    inp: ViewInput,
+    out: Path,
+    *,
+    options: ViewOptions | None = None,
+    title: str = "",
+    origin: str = "",
+) -> WrittenView:
+    """Build the viewer document of ``model`` reading ``inp`` (`build_view`), render it as one HTML page
+    (`bdh.viz.page.render`) and write it atomically to ``out`` (an output path already checked by the caller).
+
+    Args:
+        origin: where the model came from (e.g. its folder), shown before the input's description in the header.
+    """
+    from bdh.outputs import write_text
+
+    from .page import render
+
+    t0 = time.time()
+    source = f"{origin} - {inp.description}" if origin else inp.description
+    view = build_view(
+        model,
+        inp.tokens,
+        kind=inp.kind,
+        board_size=inp.board_size,
+        options=options,
+        title=title,
+        source=source + (" (window 1 shown)" if inp.windows else ""),
+    )
+    page = render(view)
+    write_text(out, page)
+    return WrittenView(Path(out), Path(out).stat().st_size, len(inp.tokens), time.time() - t0, page)
 
 
 def _input(tokens: Sequence[int] | torch.Tensor, kind: str, board_size: int | None) -> torch.Tensor:
