@@ -17,7 +17,7 @@ from bdh.cli.train_cmds import _load_model
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.train.config import load_config
-from bdh.train.context import plan_streams
+from bdh.train.context import ContextCurve, plan_streams, position_edges, state_gain
 from bdh.train.eval_data import eval_data
 from bdh.train.eval_plan import LONG_LENGTH, StreamPlan, WindowPlan, plan_eval
 
@@ -66,6 +66,28 @@ def test_a_python_caller_gets_the_curves_bdh_eval_printed(trained, capsys):
         (total,) = [line for line in lines if line.startswith("loss ") and line.endswith(f"({name})")]
         nats, bits = numbers(total)
         assert abs(bits - curve.total_bits()) <= PRINTED and abs(nats - curve.total_bits() * math.log(2)) <= PRINTED
+
+
+def test_a_python_caller_gets_the_states_gain_bdh_eval_printed(trained, capsys):
+    lines = run_cli(capsys, str(trained), "--carry-state", "--sliding", "--length", "200", "--stride", "5")
+    model, _ = _load_model(str(trained), None, "cpu")
+    (carried, carried_curve), (_, cut_curve) = plan_eval(
+        eval_data(trained, model), model, carry=True, sliding=True, length=200, stride=5
+    ).run(model)
+    gains = state_gain(carried_curve, cut_curve)
+    (line,) = [line for line in lines if line.startswith("the state's gain over the cut context")]
+    printed = dict(re.findall(r"(\S+) ([+-]\d+\.\d{3})", line.split(": ", 1)[1]))
+    assert list(printed) == list(gains) == carried_curve.labels and carried.startswith("state carried")
+    for label, gain in gains.items():  # printed to three decimals: within half a unit of the last one
+        assert abs(float(printed[label]) - gain) <= 0.5e-3 + 1e-9
+    for (lo, hi), gain in zip(zip(cut_curve.edges, cut_curve.edges[1:]), gains.values()):  # the bucket's own bits
+        assert gain == pytest.approx(cut_curve.at(lo, hi) - carried_curve.at(lo, hi), abs=1e-9)  # summed alike
+
+
+def test_the_states_gain_needs_curves_over_the_same_positions():
+    a, b = ContextCurve(position_edges(32, 200), 32, "carried"), ContextCurve(position_edges(32, 100), 32, "cut")
+    with pytest.raises(UserError, match="the state's gain needs curves over the same positions"):
+        state_gain(a, b)
 
 
 @pytest.fixture

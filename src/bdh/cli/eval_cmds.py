@@ -153,15 +153,15 @@ def _print_metrics(metrics: dict[str, float], unit: str, plan: WindowPlan) -> No
 
 def _print_curves(curves: list, unit: str) -> None:
     """The curves by position as a table, the state's gain when both are there, and each curve's total."""
-    from bdh.train.context import curve_table
+    from bdh.train.context import curve_table, state_gain
 
     print(f"bits per {unit} by position:")
     print(curve_table(curves, unit))
-    if len(curves) == 2:
-        gains = [b - a for a, b in zip(curves[0][1].bits(), curves[1][1].bits())]
+    if len(curves) == 2:  # the carried curve, then the cut one (`StreamPlan.run`)
+        gains = state_gain(curves[0][1], curves[1][1])
         print(
             "the state's gain over the cut context (bits, positive: the state helps): "
-            + ", ".join(f"{label} {g:+.3f}" for label, g in zip(curves[0][1].labels, gains))
+            + ", ".join(f"{label} {g:+.3f}" for label, g in gains.items())
         )
     for name, curve in curves:
         print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")

@@ -13,8 +13,8 @@ measurement, made here on long held-out streams:
   the cost is ``context / stride`` forward passes over the text.
 
 Both return a `ContextCurve`: the loss summed per bucket of positions (0–T, then doubling: T–2T, 2T–4T,
-... up to the stream length, `position_edges`), in bits per token. ``carried - sliding`` on the same
-streams is what the state adds over a window of T (negative: it helps), bucket by bucket.
+... up to the stream length, `position_edges`), in bits per token. ``sliding - carried`` on the same
+streams is what the state adds over a window of T (positive: it helps), bucket by bucket (`state_gain`).
 
 The streams are the lanes of a `bdh.tasks.base.StreamTask` split (`task_streams`): the split cut into
 ``lanes`` equal lanes of consecutive text, each at least as long as asked for.
@@ -312,6 +312,17 @@ def figure(
     save_file(fig, path, dpi=140, tight=True)
 
 
+def state_gain(carried: ContextCurve, cut: ContextCurve) -> dict[str, float]:
+    """What the recurrent state adds over a context cut to the trained window, bucket by bucket: the bits per
+    token of ``cut`` (`sliding_curve`) minus those of ``carried`` (`carried_curve`) on the same streams, keyed
+    by bucket label (`ContextCurve.labels`); positive where the state helps, NaN where a bucket scored nothing."""
+    if carried.edges != cut.edges:
+        raise UserError(
+            f"the state's gain needs curves over the same positions, got buckets {carried.edges} and {cut.edges}"
+        )
+    return {label: s - c for label, c, s in zip(carried.labels, carried.bits(), cut.bits())}
+
+
 def curve_table(curves: Sequence[tuple[str, ContextCurve]], unit: str = "byte") -> str:
     """A markdown table: one row per named curve, one column per position bucket, bits per ``unit``."""
     labels = curves[0][1].labels
@@ -333,6 +344,7 @@ __all__ = [
     "position_edges",
     "sliding_curve",
     "sliding_steps",
+    "state_gain",
     "task_streams",
     "trained_context",
 ]
