@@ -114,3 +114,32 @@ def test_inspect_figures_are_readable_and_name_the_probe(run_dir, tmp_path, read
     titles = readable_figures()
     assert PROBE_NAME in titles["sparsity_data.png"] and PROBE_NAME in titles["sigma.png"]
     assert len(titles) == 9  # entries, modularity and degrees of G_x and G_y, sigma, the two sparsity traces
+
+
+def test_a_python_caller_of_write_report_gets_what_bdh_inspect_printed(run_dir, tmp_path, capsys):
+    from bdh.analysis import probe
+    from bdh.analysis.report import InspectOptions
+    from bdh.analysis.report_folder import write_report
+    from bdh.cli.checks import load_model
+
+    args = ["--no-figures", "--seeds", "1", "--max-nodes", "96", "--tokens", "48", "--windows", "2"]
+    assert main(["inspect", str(run_dir), "--out", str(tmp_path / "cli"), *args]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    model_dir = resolve_model_dir(run_dir)
+    tokens, source = probe.probe(48, 2)
+    written = write_report(
+        load_model(model_dir, announce=False),
+        tokens,
+        tmp_path / "lib",
+        source=source,
+        model_dir=model_dir,
+        opts=InspectOptions(seeds=1, max_nodes=96),
+        figures=False,
+    )
+    lines = written.summary().splitlines()
+    assert written.path == tmp_path / "lib" / "report.json" and json.loads(written.path.read_text()) == written.report
+    # the same code, model, input and seeds in one process: the same table; the last line differs in its folder
+    # and in the seconds the run took, the one field two runs may not share
+    assert lines[:-1] == printed[1:-1] and printed[0].startswith("model: ")
+    assert lines[-1].startswith(f"report: {written.path} (") and printed[-1].startswith(f"report: {tmp_path / 'cli'}")
+    assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == ["report.json"]

@@ -272,7 +272,7 @@ def inspect_model(
     """
     opts = opts or InspectOptions()
     cfg = model.config
-    _check_request(cfg, tokens, opts)
+    check_request(cfg, tokens, opts)
     model = model.eval()
     control = control_model(cfg, opts.control_seed)
     t0 = time.time()
@@ -311,7 +311,7 @@ def inspect_model(
     return _json_ready(report), raw
 
 
-def _check_request(cfg: Any, tokens: torch.Tensor, opts: InspectOptions) -> None:
+def check_request(cfg: Any, tokens: torch.Tensor, opts: InspectOptions) -> None:
     """A one-line `UserError` for a layer or head the model does not have, or an input it cannot read."""
     if opts.layer is not None and not 0 <= opts.layer < cfg.n_layer:
         raise UserError(

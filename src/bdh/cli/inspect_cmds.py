@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
-from bdh.outputs import input_file, write_text
+from bdh.outputs import input_file
 
 from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
 
@@ -80,11 +79,11 @@ def _input_tokens(args: argparse.Namespace):
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    import torch
-
-    from bdh.analysis import figures, report
+    """The brain view of a BDH model (`bdh.analysis.report_folder.write_report`) written into one folder."""
+    from bdh.analysis import report
+    from bdh.analysis.report_folder import write_report
     from bdh.model import BDH
-    from bdh.outputs import atomic_folder, check_output
+    from bdh.outputs import check_output
 
     model_dir = checked_model_dir(args.run, args.checkpoint)
     tokens, source = _input_tokens(args)
@@ -97,18 +96,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model = load_model(model_dir)
     if not isinstance(model, BDH):
         raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
-    cfg = model.config
-    if args.layer is not None and not 0 <= args.layer < cfg.n_layer:
-        raise UserError(
-            f"--layer {args.layer} does not exist (the model has {cfg.n_layer} layers: 0..{cfg.n_layer - 1})"
-        )
-    if args.head is not None and not 0 <= args.head < cfg.n_head:
-        raise UserError(f"--head {args.head} does not exist (the model has {cfg.n_head} heads: 0..{cfg.n_head - 1})")
-    if int(tokens.max()) >= cfg.vocab_size:
-        raise UserError(
-            f"the input has byte {int(tokens.max())} but the model's vocabulary is {cfg.vocab_size} "
-            "(text input needs 256)"
-        )
     opts = report.InspectOptions(
         layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed
     )
@@ -116,18 +103,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(f"[inspect] {msg}", file=sys.stderr, flush=True)
 
-    log(
-        f"model {model_dir} (n = {model.config.n}, {model.config.n_head} heads, {model.config.n_layer} layers); "
-        f"input: {source}"
+    written = write_report(
+        model, tokens, out, source=source, model_dir=model_dir, opts=opts, figures=not args.no_figures, log=log
     )
-    with atomic_folder(out) as tmp:
-        with torch.no_grad():
-            rep, raw = report.inspect_model(model, tokens, opts, log=log)
-        rep["source"] = {"model": str(model_dir), "input": source}
-        write_text(tmp / "report.json", json.dumps(rep, indent=1, allow_nan=False) + "\n")
-        if not args.no_figures:
-            log("figures")
-            figures.write_all(raw, tmp, source)
-    print(report.format_table(rep["summary"]))
-    print(f"\nreport: {out / 'report.json'} ({rep['seconds']:.0f} s)")
+    print(written.summary())
     return 0
