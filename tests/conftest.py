@@ -1,12 +1,16 @@
 """Shared test settings: deterministic, small, CPU; tests marked ``cuda`` run only where a GPU is."""
 
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 NO_GPU = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+#: the benchmark scripts, which the tests run at tiny sizes (`load_benchmark`)
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 # Without a GPU the Triton kernels run in Triton's CPU interpreter (tests/model/test_chunked_triton.py). Triton reads
 # TRITON_INTERPRET when it defines its own helpers, at its first import, so the variable is set here, before
@@ -87,3 +91,19 @@ def readable_figures(monkeypatch):
         return {path.name: title for path, _, title in seen}
 
     return check
+
+
+@pytest.fixture
+def load_benchmark(monkeypatch):
+    """``load_benchmark("tasks")``: benchmarks/tasks.py as a module, loaded as when run as a file (its own folder on
+    ``sys.path`` for ``_shared``, the module in ``sys.modules`` for its dataclasses), both undone after the test."""
+
+    def load(name: str):
+        monkeypatch.syspath_prepend(str(BENCHMARKS))
+        spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, module)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from bdh.model.kernels import native
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # it imports _shared from its own folder, as when run as a file
-    try:
-        spec = importlib.util.spec_from_file_location("loop_share_benchmark", BENCHMARKS / "loop_share.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+@pytest.fixture
+def bench(load_benchmark):
+    return load_benchmark("loop_share")
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled loops are not built here")

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-@pytest.fixture(scope="module")
-def tasks_bench():
-    sys.path.insert(0, str(BENCHMARKS))  # it imports _shared from its own folder, as when run as a file
-    try:
-        spec = importlib.util.spec_from_file_location("tasks_benchmark", BENCHMARKS / "tasks.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+@pytest.fixture
+def tasks_bench(load_benchmark):
+    return load_benchmark("tasks")
 
 
 def test_quick_prints_the_command_the_machine_and_every_table(tasks_bench, capsys):

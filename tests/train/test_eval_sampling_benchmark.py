@@ -3,26 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # it imports _shared from its own folder, as when run as a file
-    try:
-        spec = importlib.util.spec_from_file_location("eval_sampling_benchmark", BENCHMARKS / "eval_sampling.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+@pytest.fixture
+def bench(load_benchmark):
+    return load_benchmark("eval_sampling")
 
 
 def test_quick_prints_the_command_the_machine_and_the_table(bench, capsys):

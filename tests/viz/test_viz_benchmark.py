@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def test_quick_prints_the_command_the_machine_and_both_tables(capsys):
-    sys.path.insert(0, str(BENCHMARKS))  # it imports _shared from its own folder, as when run as a file
-    try:
-        spec = importlib.util.spec_from_file_location("viz_benchmark", BENCHMARKS / "viz.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        assert module.main(["--quick", "--threads", "1"]) == 0
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def test_quick_prints_the_command_the_machine_and_both_tables(load_benchmark, capsys):
+    assert load_benchmark("viz").main(["--quick", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "command: `python benchmarks/viz.py --quick --threads 1`" in out
     assert "cores, 1 torch threads" in out and "load average" in out

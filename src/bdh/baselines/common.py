@@ -15,9 +15,18 @@ from ..typed_config import TypedConfig
 #: every baseline config mixes in the package's typed-config base
 ModelConfig = TypedConfig
 
-__all__ = ["ModelConfig", "check_tokens", "count_params"]
+__all__ = ["ModelConfig", "check_tokens", "count_params", "normal_init"]
 
 
 def count_params(module: nn.Module) -> int:
     """Trainable parameters of a module (shared tensors counted once)."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def normal_init(m: nn.Module) -> None:
+    """GPT-2's and Zoology's initialisation of one module (``model.apply(normal_init)``): linear and embedding
+    weights N(0, 0.02), linear biases 0; other modules are left as they are."""
+    if isinstance(m, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(m.weight, std=0.02)
+    if isinstance(m, nn.Linear) and m.bias is not None:
+        nn.init.zeros_(m.bias)

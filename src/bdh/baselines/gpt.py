@@ -31,7 +31,7 @@ from bdh.errors import UserError
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import ModelConfig, check_tokens, count_params
+from .common import ModelConfig, check_tokens, count_params, normal_init
 
 POSITIONAL = ("learned", "rope", "none")
 
@@ -171,17 +171,10 @@ class GPT(PretrainedMixin, nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(1 if cfg.share_layers else cfg.n_layer))
         self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps, bias=cfg.bias)
         self.readout = None if cfg.tie_embeddings else nn.Linear(d, cfg.vocab_size, bias=False)
-        self.apply(self._init)
+        self.apply(normal_init)
         for name, p in self.named_parameters():  # GPT-2: residual projections scaled by 1/sqrt(2 L)
             if name.endswith(("proj.weight", "fc2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layer))
-
-    @staticmethod
-    def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
 
     def num_params(self) -> int:
         """Trainable parameters (equal to `GPTConfig.num_params`, the docstring formula)."""

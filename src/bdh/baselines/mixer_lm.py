@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .common import check_tokens, count_params
+from .common import check_tokens, count_params, normal_init
 
 #: parameter names (suffixes) of the residual-branch output projections, initialised N(0, 0.02 / sqrt(2 L))
 OUTPUT_PROJECTIONS = ("out_proj.weight", "fc2.weight")
@@ -148,17 +148,10 @@ class MixerLM(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         """Zoology's initialisation (module docstring)."""
-        self.apply(self._init)
+        self.apply(normal_init)
         for name, p in self.named_parameters():
             if name.endswith(self.output_projections):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * len(self.blocks)))
-
-    @staticmethod
-    def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
 
     def num_params(self) -> int:
         """Trainable parameters (equal to the config's ``num_params``, the formula of the model's docstring)."""

@@ -80,8 +80,8 @@ class _Scores:
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
         ).view(targets.shape[0], -1)
         counts = (targets != IGNORE_INDEX).reshape(targets.shape[0], -1).sum(1)
-        self.row_losses.append(per_token.sum(1)[counts > 0].double().cpu())
-        self.row_counts.append(counts[counts > 0].double().cpu())
+        self.row_losses.append(per_token.sum(1)[counts > 0].double())  # on the model's device until `loss_se`
+        self.row_counts.append(counts[counts > 0].double())
         self.loss_sum += float(per_token.sum())
         self.count += c
         rows = int(targets.shape[0])
