@@ -23,6 +23,9 @@ facts-dense       ``multiscale`` over streams of 32 windows with three times the
 facts-qk          the main job's recipe (``alibi``, window training) with ``task.facts: 4`` and keys of their own
                   (``model.separate_keys``, Q != K: a key may hold the previous bytes and the query the current
                   ones, as copying needs); not in the default list (``--set recipes=facts-qk --set steps=3000``)
+facts-alibi       the main job's recipe (``alibi``, window training, Q = K) with ``task.facts: 4``: whether the
+                  official architecture learns to copy with more training (not in the default list;
+                  ``--set recipes=facts-alibi --set steps=10000``)
 gpt               the yardstick: a GPT of the same parameter count, windows of T, read with its context
                   cropped to T (a sliding window)
 gpt-facts         the yardstick of the recall curriculum: the GPT trained with ``task.facts: 2`` (pairs within
@@ -54,6 +57,7 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         "task": {"facts": 2.0},
     },
     "facts-qk": {"model": {"damping": "alibi", "separate_keys": True}, "task": {"facts": 4.0}},
+    "facts-alibi": {"model": {"damping": "alibi"}, "task": {"facts": 4.0}},
     "facts-dense": {
         "model": {"damping": "multiscale"},
         "train": {"bptt": "tbptt", "tbptt_windows": 32},
