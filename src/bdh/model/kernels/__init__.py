@@ -23,9 +23,10 @@ A forward pass asks `select` once, with the attention ``mode`` it was given (``p
 ``recurrent`` or ``sparse``) and the circumstances of the pass; the returned `Kernels` then runs the
 chosen implementations, and the layer's code names only the paper's operations.
 
-The compiled loops (`native`, optional, CPU) are chosen by `select` for eager CPU passes where they were
-built; whether they take a tensor is decided when it arrives (its dtype is autocast's: fp32 and bf16 are
-taken, other dtypes run the PyTorch kernels above).
+The compiled loops (`native`, optional, CPU) are chosen by `select` for CPU passes where they were built, eager
+or under ``torch.compile`` (which keeps them as operator calls, `fused`; not the one-token generation step);
+whether they take a tensor is decided when it arrives (its dtype is autocast's: fp32 and bf16 are taken, other
+dtypes run the PyTorch kernels above).
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ class Kernels:
         """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
         return (
             self.native
+            and not compiling()  # a ctypes call of its own, not an operator
             and self.inplace
             and q.shape[2] == 1
             and rho is not None
@@ -299,14 +301,15 @@ def select(
     ``torch.compile`` the gate and the rotation are the plain expressions, which inductor fuses itself. Dropout
     masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
     ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
-    mode. The compiled loops (`native`) for an eager CPU pass where they are built.
+    mode. The compiled loops (`native`) for a CPU pass where they are built, and with them the host masks under
+    ``torch.compile`` too (drawn inside the gate's loop).
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
-    fast = device.type == "cpu" and not compiling() and native.available()
+    fast = device.type == "cpu" and native.available()  # operators torch.compile keeps as calls (`fused`)
     masks = "none"
     if training and dropout > 0:
-        host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and not compiling()
+        host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and (fast or not compiling())
         masks = "host" if host else "torch"
     return Kernels(
         kind=kind,

@@ -71,9 +71,15 @@ def _library() -> ctypes.CDLL | None:
     return lib
 
 
+@torch.compiler.assume_constant_result
+def _built() -> bool:
+    """Whether the library was built and loads (a constant of the process: ``torch.compile`` reads it once)."""
+    return _library() is not None
+
+
 def available() -> bool:
     """Whether the compiled loops are used: built, loadable, not turned off (``BDH_NATIVE=0``, `disabled`)."""
-    return _off == 0 and os.environ.get("BDH_NATIVE", "1") != "0" and _library() is not None
+    return _off == 0 and os.environ.get("BDH_NATIVE", "1") != "0" and _built()
 
 
 @contextlib.contextmanager
