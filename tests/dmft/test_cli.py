@@ -247,7 +247,7 @@ def test_a_python_caller_of_write_probe_gets_what_bdh_dmft_probe_printed(tmp_pat
     cfg = ProbeConfig(temperatures=(0.5, 1.5), n_transient=4, n_steps=16)
     written = write_probe(model, cfg, tmp_path / "lib", model_dir=run / "best", run_dir=run)
     lines = written.summary().splitlines()
-    assert lines[:-1] == printed[:-1] and len(lines) == 3
+    assert printed[0].startswith("model: ") and lines[:-1] == printed[1:-1] and len(lines) == 3
     assert (printed[-1], lines[-1]) == (f"wrote {tmp_path / 'cli'}", f"wrote {tmp_path / 'lib'}")
     assert (
         written.report == json.loads((tmp_path / "cli" / "probe.json").read_text())

@@ -280,7 +280,7 @@ def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_r
 
     argv = ["synapses", str(tiny_run), "--search", "8", "--heldout", "4", "--top", "1", "--out", str(tmp_path / "cli")]
     assert main(argv) == 0
-    printed = capsys.readouterr().out.splitlines()
+    announced, *printed = capsys.readouterr().out.splitlines()
     model_dir = resolve_model_dir(tiny_run)
     opts = S.SynapseOptions(search=8, heldout=4, top_k=1)
     written = S.write_analysis(
@@ -289,7 +289,7 @@ def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_r
     lines = written.summary().splitlines()
     # the same code, model, options and seeds in one process: the same headline; the last line differs in its folder
     # and in the minutes the run took, the one field two runs may not share
-    assert len(lines) == len(printed) == 2 and lines[0] == printed[0] and "U/U_opt" in lines[0]
+    assert announced.startswith("model: ") and len(lines) == len(printed) == 2 and lines[0] == printed[0]
     assert written.path == tmp_path / "lib" / "report.md" and lines[1].startswith(f"{written.path}  (")
     assert printed[1].startswith(f"{tmp_path / 'cli' / 'report.md'}  (")
     cli, lib = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("cli", "lib"))
