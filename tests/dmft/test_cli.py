@@ -1,6 +1,7 @@
 """`bdh dmft` commands: outputs written, bad arguments -> one-line error with exit status 2."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -170,3 +171,104 @@ def test_convergence_figure_is_readable(tmp_path, readable_figures):
     errors = np.array([[0.04, 0.05], [0.013, 0.012], [0.004, 0.0045]])
     save_figure(convergence_figure([990, 9900, 99000], errors, -0.5), tmp_path / "convergence.png")
     assert "mean field" in readable_figures()["convergence.png"]
+
+
+# ------------------------------------------------------------------ a Python caller gets what the command printed
+def _printed(capsys, argv) -> list[str]:
+    capsys.readouterr()
+    assert main(argv) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _same_arrays(a, b) -> None:
+    # the same code on the same inputs in one process: the same arrays, bit for bit
+    with np.load(a) as za, np.load(b) as zb:
+        assert sorted(za.files) == sorted(zb.files)
+        for k in za.files:
+            np.testing.assert_array_equal(za[k], zb[k])
+
+
+def test_a_python_caller_of_write_sweep_gets_what_bdh_dmft_bifurcation_printed(tmp_path, capsys):
+    from bdh.dmft.folders import write_sweep
+
+    run = ["--steps", "300", "--keep", "100", "--lyap-steps", "50"]
+    (line,) = _printed(capsys, ["dmft", "bifurcation", "--beta", "0.5,1.3,2.5", *run, "--out", str(tmp_path / "cli")])
+    written = write_sweep(np.array([0.5, 1.3, 2.5]), tmp_path / "lib", n_steps=300, n_keep=100, n_lyap=50)
+    shape = r"3 betas in [\d.]+ s \(simulate [\d.]+ s, Lyapunov [\d.]+ s\); regimes (\{.*\}); wrote (.+)"
+    cli, lib = re.fullmatch(shape, line), re.fullmatch(shape, written.summary())
+    # the seconds are the one field two runs may not share
+    assert cli[1] == lib[1] == str(written.regime_counts) and sum(written.regime_counts.values()) == 3
+    assert (cli[2], lib[2]) == (str(tmp_path / "cli"), str(tmp_path / "lib")) and written.path == tmp_path / "lib"
+    _same_arrays(tmp_path / "cli" / "bifurcation.npz", tmp_path / "lib" / "bifurcation.npz")
+    assert list(written.result.regime) == list(
+        np.load(tmp_path / "lib" / "bifurcation.npz", allow_pickle=True)["regime"]
+    )
+
+
+def test_a_python_caller_of_write_trajectories_gets_what_bdh_dmft_trajectory_printed(tmp_path, capsys):
+    from bdh.dmft.folders import write_trajectories
+
+    run = ["--steps", "300", "--keep", "100", "--lyap-steps", "50", "--max-lag", "20"]
+    printed = _printed(capsys, ["dmft", "trajectory", "--beta", "1.27,1.4", *run, "--out", str(tmp_path / "cli")])
+    written = write_trajectories(
+        np.array([1.27, 1.4]), tmp_path / "lib", n_steps=300, n_keep=100, n_lyap=50, max_lag=20
+    )
+    lines = written.summary().splitlines()
+    assert lines[:-1] == printed[:-1] and len(lines) == 3
+    assert (printed[-1], lines[-1]) == (f"wrote {tmp_path / 'cli'}", f"wrote {tmp_path / 'lib'}")
+    summary = json.loads((tmp_path / "lib" / "summary.json").read_text())
+    assert summary["trajectories"] == list(written.entries) and [r.beta for r in written.results] == [1.27, 1.4]
+    assert summary["config"] == json.loads((tmp_path / "cli" / "summary.json").read_text())["config"]
+    _same_arrays(tmp_path / "cli" / "trajectory-beta1.4.npz", tmp_path / "lib" / "trajectory-beta1.4.npz")
+
+
+def test_a_python_caller_of_write_convergence_gets_what_bdh_dmft_convergence_printed(tmp_path, capsys):
+    from bdh.dmft.folders import write_convergence
+
+    run = ["--seeds", "2", "--steps", "60", "--keep", "30"]
+    printed = _printed(capsys, ["dmft", "convergence", "--n", "30,300", *run, "--out", str(tmp_path / "cli")])
+    written = write_convergence(1.0, [30, 300], tmp_path / "lib", n_seeds=2, n_steps=60, n_keep=30)
+    assert written.summary().replace(str(tmp_path / "lib"), str(tmp_path / "cli")) == printed[0] and len(printed) == 1
+    assert written.result["errors"].shape == (2, 2) and written.summary().startswith(
+        f"slope of log error vs log N: {written.result['slope']:.3f}"
+    )
+    _same_arrays(tmp_path / "cli" / "convergence.npz", tmp_path / "lib" / "convergence.npz")
+
+
+def test_a_python_caller_of_write_probe_gets_what_bdh_dmft_probe_printed(tmp_path, capsys):
+    from bdh.cli.checks import load_model
+    from bdh.dmft.folders import write_probe
+
+    _tiny(tmp_path)
+    run = tmp_path / "run"
+    argv = ["dmft", "probe", str(run), "--temperatures", "0.5,1.5", "--steps", "16", "--transient", "4"]
+    printed = _printed(capsys, [*argv, "--out", str(tmp_path / "cli")])
+    model = load_model(run / "best", announce=False)
+    cfg = ProbeConfig(temperatures=(0.5, 1.5), n_transient=4, n_steps=16)
+    written = write_probe(model, cfg, tmp_path / "lib", model_dir=run / "best", run_dir=run)
+    lines = written.summary().splitlines()
+    assert printed[0].startswith("model: ") and lines[:-1] == printed[1:-1] and len(lines) == 3
+    assert (printed[-1], lines[-1]) == (f"wrote {tmp_path / 'cli'}", f"wrote {tmp_path / 'lib'}")
+    assert (
+        written.report == json.loads((tmp_path / "cli" / "probe.json").read_text())
+        and written.report["model_dir"] == "best"
+    )
+    _same_arrays(tmp_path / "cli" / "probe.npz", tmp_path / "lib" / "probe.npz")
+
+
+def test_the_dmft_folder_writers_refuse_bad_requests_in_one_line(tmp_path):
+    from bdh.baselines.gpt import GPT, GPTConfig
+    from bdh.dmft.folders import MAX_TRAJECTORIES, write_convergence, write_probe, write_trajectories
+    from bdh.errors import UserError
+
+    with pytest.raises(UserError, match=f"at most {MAX_TRAJECTORIES} betas"):
+        write_trajectories(np.linspace(0, 3, MAX_TRAJECTORIES + 1), tmp_path / "t", n_steps=10, n_keep=5)
+    with pytest.raises(UserError, match="init must be one of"):
+        write_trajectories(np.array([1.0]), tmp_path / "t", n_steps=10, n_keep=5, n_lyap=5, init="random")
+    for sizes in ([30], [2, 30]):
+        with pytest.raises(UserError, match="at least two sizes >= 3"):
+            write_convergence(1.0, sizes, tmp_path / "c", n_seeds=1, n_steps=10, n_keep=5)
+    gpt = GPT(GPTConfig(n_layer=1, n_embd=16, n_head=2))
+    with pytest.raises(UserError, match="a GPT model; the probe runs BDH models"):
+        write_probe(gpt, ProbeConfig(temperatures=(1.0,), n_steps=8), tmp_path / "p", model_dir=tmp_path / "gpt")
+    assert not list(tmp_path.iterdir())  # nothing written

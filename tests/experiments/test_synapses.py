@@ -272,3 +272,47 @@ def test_experiment_synapses_quick_end_to_end(tmp_path):
     assert len(res["verdicts"]) == 8 and all(isinstance(v["held"], bool) for v in res["verdicts"])
     assert (out / "report.md").is_file() and (out / "figures" / "fig12_synapse_trace.png").is_file()
     assert (out / "runs" / "bdh").is_dir() and (out / "data" / "corpus.txt").is_file()
+
+
+def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_run, tmp_path, capsys):
+    from bdh.cli.checks import load_model
+    from bdh.train.checkpoint import resolve_model_dir
+
+    argv = ["synapses", str(tiny_run), "--search", "8", "--heldout", "4", "--top", "1", "--out", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    announced, *printed = capsys.readouterr().out.splitlines()
+    model_dir = resolve_model_dir(tiny_run)
+    opts = S.SynapseOptions(search=8, heldout=4, top_k=1)
+    written = S.write_analysis(
+        load_model(model_dir, announce=False), opts, tmp_path / "lib", model_dir=model_dir, run_dir=tiny_run
+    )
+    lines = written.summary().splitlines()
+    # the same code, model, options and seeds in one process: the same headline; the last line differs in its folder
+    # and in the minutes the run took, the one field two runs may not share
+    assert announced.startswith("model: ") and len(lines) == len(printed) == 2 and lines[0] == printed[0]
+    assert written.path == tmp_path / "lib" / "report.md" and lines[1].startswith(f"{written.path}  (")
+    assert printed[1].startswith(f"{tmp_path / 'cli' / 'report.md'}  (")
+    cli, lib = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("cli", "lib"))
+    for res in (cli, lib):
+        res.pop("timings")
+    assert lib == cli and lib["model_dir"] == model_dir.name
+    assert json.loads(json.dumps(written.report.results, default=str))["headline"] == lib["headline"]
+
+
+def test_write_analysis_refuses_a_missing_head_before_touching_the_folder(tiny_run, tmp_path):
+    from bdh.cli.checks import load_model
+    from bdh.errors import UserError
+    from bdh.train.checkpoint import resolve_model_dir
+
+    model_dir = resolve_model_dir(tiny_run)
+    model = load_model(model_dir, announce=False)
+    out = tmp_path / "used"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    with pytest.raises(UserError, match="head: 2 does not exist"):
+        S.write_analysis(model, S.SynapseOptions(head=2), out, model_dir=model_dir, run_dir=tiny_run, overwrite=True)
+    with pytest.raises(UserError, match="--overwrite"):
+        S.write_analysis(model, S.SynapseOptions(search=4, heldout=4), out, model_dir=model_dir, run_dir=tiny_run)
+    with pytest.raises(UserError, match="input"):
+        S.write_analysis(model, S.SynapseOptions(), tiny_run, model_dir=model_dir, run_dir=tiny_run, overwrite=True)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "keep"

@@ -9,8 +9,6 @@ bdh dmft probe RUN_DIR                            a trained BDH as a dynamical s
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
 from bdh.errors import UserError
@@ -162,18 +160,17 @@ def _check_keep(args) -> None:
 
 
 def cmd_bifurcation(args) -> int:
-    import numpy as np
-
-    from bdh.dmft.experiments import parse_range, run_sweep
-    from bdh.dmft.output import OutputDir
-    from bdh.dmft.plots import bifurcation_figure
+    """The beta sweep (`bdh.dmft.folders.write_sweep`)."""
+    from bdh.dmft.experiments import parse_range
+    from bdh.dmft.folders import write_sweep
 
     beta = parse_range(args.beta)
     _check_keep(args)
     out_dir = _out(args, args.out)
     w, params = _weights_params(args)
-    res = run_sweep(
+    written = write_sweep(
         beta,
+        out_dir,
         n_steps=args.steps,
         n_keep=args.keep,
         n_lyap=args.lyap_steps,
@@ -182,167 +179,53 @@ def cmd_bifurcation(args) -> int:
         params=params,
         chunk=args.chunk,
     )
-    counts = {r: int((res.regime == r).sum()) for r in ("periodic", "quasi-periodic", "chaotic")}
-    with OutputDir.create(out_dir) as out:
-        out.npz(
-            "bifurcation.npz",
-            beta=res.beta,
-            mo_se=res.mo_se.astype(np.float32),
-            lyap=res.lyap[:, 0],
-            n_distinct=res.n_distinct,
-            regime=res.regime,
-        )
-        out.figure("bifurcation.png", bifurcation_figure(res.beta, res.mo_se, res.regime, res.lyap[:, 0]))
-        out.json(
-            "summary.json",
-            {
-                "n_beta": int(beta.size),
-                "beta_range": [float(beta.min()), float(beta.max())],
-                "regime_counts": counts,
-                "seconds": res.seconds,
-                "config": res.config,
-            },
-        )
-    print(
-        f"{beta.size} betas in {res.seconds['total']:.1f} s (simulate {res.seconds['simulate']:.1f} s, "
-        f"Lyapunov {res.seconds['lyapunov']:.1f} s); regimes {counts}; wrote {args.out}"
-    )
+    print(written.summary())
     return 0
 
 
 def cmd_trajectory(args) -> int:
-    from bdh.dmft.experiments import initial_window, parse_range, run_trajectory
-    from bdh.dmft.meanfield import MeanField
-    from bdh.dmft.output import OutputDir
-    from bdh.dmft.plots import portraits_figure
+    """Trajectories at a few betas (`bdh.dmft.folders.write_trajectories`)."""
+    from bdh.dmft.experiments import parse_range
+    from bdh.dmft.folders import check_trajectory_count, write_trajectories
 
     betas = parse_range(args.beta)
-    if betas.size > 12:
-        raise UserError(
-            f"trajectory: at most 12 betas at a time, got {betas.size} (use 'bdh dmft bifurcation' for sweeps)"
-        )
+    check_trajectory_count(betas)
     _check_keep(args)
     out_dir = _out(args, args.out)
     w, params = _weights_params(args)
-    results, summary = [], []
-    t0 = time.perf_counter()
-    start = None
-    if args.init == "continue":  # the paper's start: the final window of beta = 3 (the top of its sweep)
-        start = initial_window(MeanField(w, params), 3.0, args.steps)
-    for b in betas:
-        results.append(
-            run_trajectory(
-                float(b),
-                n_steps=args.steps,
-                n_keep=args.keep,
-                n_lyap=args.lyap_steps,
-                max_lag=args.max_lag,
-                init=args.init,
-                weights=w,
-                params=params,
-                start=start,
-            )
-        )
-    with OutputDir.create(out_dir) as out:
-        for r in results:
-            summary.append(_write_trajectory(out, r))
-        if len(results) > 1:
-            out.figure("portraits.png", portraits_figure(results))
-        out.json(
-            "summary.json",
-            {
-                "trajectories": summary,
-                "seconds": time.perf_counter() - t0,
-                "config": {
-                    "steps": args.steps,
-                    "keep": args.keep,
-                    "lyap_steps": args.lyap_steps,
-                    "init": args.init,
-                    "gamma": args.gamma,
-                    "epsilon": args.epsilon,
-                    "seed": args.seed,
-                },
-            },
-        )
-    for s in summary:
-        print(
-            f"beta={s['beta']:g}: {s['regime']} ({s['n_distinct']} distinct points), lambda_1 = {s['lyapunov'][0]:+.4f}"
-        )
-    print(f"wrote {args.out}")
+    run = dict(n_steps=args.steps, n_keep=args.keep, n_lyap=args.lyap_steps, max_lag=args.max_lag, init=args.init)
+    print(write_trajectories(betas, out_dir, weights=w, params=params, **run).summary())
     return 0
 
 
-def _write_trajectory(out, r) -> dict:
-    """trajectory-beta<B>.npz and .png of one trajectory result ``r``; its entry of summary.json."""
-    from bdh.dmft.plots import trajectory_figure
-
-    tag = f"beta{r.beta:g}"
-    out.npz(
-        f"trajectory-{tag}.npz",
-        beta=r.beta,
-        t=r.traj.t,
-        mo_se=r.traj.mo_se[0],
-        att=r.traj.att[0],
-        mq=r.traj.m["q"][0],
-        mk=r.traj.m["k"][0],
-        mv=r.traj.m["v"][0],
-        mo=r.traj.m["o"][0],
-        lyapunov=r.lyap,
-        acf=r.acf,
-        freq=r.freq,
-        spectrum=r.spectrum,
-    )
-    out.figure(f"trajectory-{tag}.png", trajectory_figure(r))
-    return {"beta": r.beta, "regime": r.regime, "n_distinct": r.n_distinct, "lyapunov": [float(v) for v in r.lyap]}
-
-
 def cmd_convergence(args) -> int:
-    import numpy as np
-
-    from bdh.dmft.convergence import finite_size_errors
-    from bdh.dmft.output import OutputDir
-    from bdh.dmft.plots import convergence_figure
+    """The finite network against the mean field (`bdh.dmft.folders.write_convergence`)."""
+    from bdh.dmft.folders import check_sizes, write_convergence
 
     try:
         ns = [int(v) for v in args.n.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--n must be a comma list of integers, got {args.n!r}") from None
-    if len(ns) < 2 or min(ns) < 3:
-        raise UserError("--n needs at least two sizes >= 3")
+    check_sizes(ns, "--n")
     _check_keep(args)
     out_dir = _out(args, args.out)
     w, params = _weights_params(args)
-    res = finite_size_errors(
-        w, params, args.beta, ns, n_seeds=args.seeds, n_steps=args.steps, n_keep=args.keep, init=args.init
-    )
-    with OutputDir.create(out_dir) as out:
-        out.npz("convergence.npz", n=np.array(ns), errors=res["errors"], slope=res["slope"])
-        out.figure(
-            "convergence.png",
-            convergence_figure(
-                ns, res["errors"], res["slope"], title=rf"finite N vs mean field, $\beta$={args.beta:g}"
-            ),
-        )
-        out.json(
-            "summary.json",
-            {k: v for k, v in res.items() if k != "errors"} | {"mean_errors": res["errors"].mean(1).tolist()},
-        )
-    print(f"slope of log error vs log N: {res['slope']:.3f} (theory -0.5); wrote {args.out}")
+    run = dict(n_seeds=args.seeds, n_steps=args.steps, n_keep=args.keep, init=args.init)
+    print(write_convergence(args.beta, ns, out_dir, weights=w, params=params, **run).summary())
     return 0
 
 
 def cmd_probe(args) -> int:
+    """A trained BDH as a dynamical system (`bdh.dmft.folders.write_probe`)."""
     from bdh.dmft.experiments import parse_range
-    from bdh.dmft.output import OutputDir
-    from bdh.dmft.plots import probe_figure
-    from bdh.dmft.probe import ProbeConfig, run_probe
+    from bdh.dmft.folders import write_probe
+    from bdh.dmft.probe import ProbeConfig
 
     if not args.prompt:
         raise UserError("--prompt: the prompt is empty; give at least one character")
     model_dir = checked_model_dir(args.run_dir)
-    temps = tuple(float(t) for t in parse_range(args.temperatures))
     cfg = ProbeConfig(
-        temperatures=temps,
+        temperatures=tuple(float(t) for t in parse_range(args.temperatures)),
         n_transient=args.transient,
         n_steps=args.steps,
         n_features=args.features,
@@ -351,31 +234,8 @@ def cmd_probe(args) -> int:
         seed=args.seed,
         threads=args.threads,
     )
-    out_dir = _out(
-        args, args.out if args.out else Path(args.run_dir) / "reports" / "dmft-probe", inputs=[args.run_dir, model_dir]
-    )
-    from bdh.train.recurrent import Recurrent
-
-    model = load_model(model_dir)
-    if not isinstance(model, Recurrent):
-        raise UserError(
-            f"{model_dir}: a {type(model).__name__} model; the probe runs BDH models (it needs the recurrent state)"
-        )
-    report, series = run_probe(model, cfg)
-    report["model_dir"] = (
-        model_dir.name if model_dir == Path(args.run_dir) else str(model_dir.relative_to(args.run_dir))
-    )
-    with OutputDir.create(out_dir) as out:
-        out.json("probe.json", report)
-        out.npz("probe.npz", **series)
-        out.figure("probe.png", probe_figure(report, series))
-    for r in report["per_temperature"]:
-        smooth = r["lyapunov_same_tokens"]
-        print(
-            f"T={r['temperature']:g}: lambda_1 = {r['lyapunov']:+.5f} per token "
-            f"({'n/a' if smooth is None else f'{smooth:+.5f}'} on agreeing tokens), "
-            f"token flips {r['token_divergence_rate']:.3f}, "
-            f"free pair first differs at {r['free_pair']['first_token_divergence']}, ACF decay lag {r['acf_decay_lag']}"
-        )
-    print(f"wrote {out_dir}", file=sys.stdout)
+    out = args.out if args.out else Path(args.run_dir) / "reports" / "dmft-probe"
+    out_dir = _out(args, out, inputs=[args.run_dir, model_dir])
+    written = write_probe(load_model(model_dir), cfg, out_dir, model_dir=model_dir, run_dir=Path(args.run_dir))
+    print(written.summary())
     return 0

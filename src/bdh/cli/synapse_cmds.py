@@ -131,11 +131,8 @@ def _options(args: argparse.Namespace):
 
 
 def cmd_synapses(args: argparse.Namespace) -> int:
-    import torch
-
-    from bdh.experiments.common import prepare_out
-    from bdh.experiments.synapses import analyse
-    from bdh.model import BDH
+    """The synapse analysis of a saved BDH (`bdh.experiments.synapses.folder.write_analysis`)."""
+    from bdh.experiments.synapses.folder import write_analysis
     from bdh.outputs import check_output
 
     opts = _options(args)
@@ -144,32 +141,15 @@ def cmd_synapses(args: argparse.Namespace) -> int:
     check_output(out, overwrite=args.overwrite, folder=True, inputs=[args.run, model_dir])
     model = load_model(model_dir)
     try:
-        layer = opts.check_model(model)
+        opts.check_model(model)
     except ValueError as exc:
         raise UserError(_flag(str(exc).replace("synapses: ", f"{model_dir}: "))) from None
-    out = prepare_out(out, overwrite=args.overwrite, inputs=[args.run, model_dir])
-    torch.manual_seed(args.seed)
-    untrained = BDH(model.config)
-    cfg = model.config
-    setup = [
-        (
-            "model",
-            f"{model_dir.name} of {Path(args.run).name}: BDH-GPU, {cfg.n_layer} layers, d = {cfg.n_embd}, "
-            f"{cfg.n_head} heads, n = {cfg.n}",
-        )
-    ]
-    start = time.time()
-    report = analyse(
-        model, opts, out, untrained=untrained, setup=setup, log=lambda msg: print(msg, file=sys.stderr, flush=True)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    written = write_analysis(
+        model, opts, out, model_dir=model_dir, run_dir=Path(args.run), overwrite=args.overwrite, log=log
     )
-    report.results["model_dir"] = model_dir.name
-    path = report.write(out)
-    head = report.results["headline"]
-    top = head[opts.language]
-    print(
-        f"layer {layer}, head {opts.head}: synapse {tuple(head['synapse_in_head'])} held-out U = {top['U']:.0f} of "
-        f"{top['U_opt']:.0f} (U/U_opt {top['auc']:.3f}, p {top['p']:.2g}); {opts.second_language}: "
-        f"U/U_opt {head[opts.second_language]['auc']:.3f}"
-    )
-    print(f"{path}  ({(time.time() - start) / 60:.1f} min)")
+    print(written.summary())
     return 0

@@ -13,6 +13,7 @@ Modules (one concept each):
     probe        a trained BDH under temperature sweeps (readout, ACF, spectrum, lambda_1)
     plots        figures (matplotlib, imported only when drawing)
     output       atomic writing of results
+    folders      each ``bdh dmft`` command's experiment written to a folder, with the lines it prints
 
 Quick start::
 
@@ -25,6 +26,7 @@ Quick start::
 
 from .diagnostics import autocorrelation, classify, count_distinct, poincare_section, power_spectrum
 from .experiments import parse_range, run_sweep, run_trajectory
+from .folders import write_convergence, write_probe, write_sweep, write_trajectories
 from .lyapunov import largest_lyapunov_two_runs, lyapunov_spectrum
 from .meanfield import MeanField, MFTrajectory
 from .network import FiniteNetwork
@@ -49,4 +51,8 @@ __all__ = [
     "random_segment_weights",
     "run_sweep",
     "run_trajectory",
+    "write_convergence",
+    "write_probe",
+    "write_sweep",
+    "write_trajectories",
 ]

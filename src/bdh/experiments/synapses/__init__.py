@@ -29,13 +29,15 @@ on a small BDH trained on the synthetic translation stream of `bdh.tasks.multili
    y_{l-1}[i] and x_l[j] behind it, whose product is the Hebbian increment.
 
 `run` does all of it after writing a corpus and training the model (``bdh experiment synapses``);
-`analyse` does it for a given model (``bdh synapses RUN_DIR``).
+`analyse` does it for a given model, and `write_analysis` writes that into a folder and returns what
+``bdh synapses RUN_DIR`` prints (`WrittenAnalysis.summary`).
 
 The modules, one step each: `options` (`SynapseOptions`, the constants), `sentences` (the labelled sets,
 length matching, the figure examples), `scoring` (sentence scores, traces, increments), `stats` (U, the
 search, the held-out test), `validation` (search and test one model), `growth` (where a synapse grows),
 `claims` (the paper's claims checked), `report` (report.md and results.json), `figures`, `analysis`
-(`analyse`) and `experiment` (`Config`, `run`). Every public name is importable from this package.
+(`analyse`), `folder` (`write_analysis`) and `experiment` (`Config`, `run`). Every public name is importable
+from this package.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .analysis import analyse
 from .claims import Verdict, verdicts
 from .experiment import Config, run
 from .figures import plot_mechanism, plot_search_auc, plot_synapse_traces
+from .folder import WrittenAnalysis, write_analysis
 from .growth import ROLES, step_statistics, trigger_words
 from .options import (
     EXAMPLE_SEED,
@@ -94,6 +97,7 @@ __all__ = [
     "SentenceSets",
     "SynapseOptions",
     "Verdict",
+    "WrittenAnalysis",
     "analyse",
     "build_report",
     "concept_key",
@@ -119,4 +123,5 @@ __all__ = [
     "synapse_traces",
     "trigger_words",
     "verdicts",
+    "write_analysis",
 ]
