@@ -392,7 +392,7 @@ def _warn_past_training(source: str, model, length: int) -> None:
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
         return
     config = RunConfig.from_dict(load_run_config(source))
-    if config.task.get("name") != "text":
+    if config.task_name != "text":
         return
     trained = trained_context(config)
     if length > trained:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..typed_config import TypedConfig, bounded, one_of
+from ..model_api import ModelConfig
+from ..typed_config import bounded, one_of
 from .names import ATTENTION_FORMS, POSITIONAL
 
 DROPOUT_RNGS = ("auto", "torch")
@@ -73,7 +74,7 @@ def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCA
 
 
 @dataclass
-class BDHConfig(TypedConfig):
+class BDHConfig(ModelConfig):
     """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
 
     Attributes:
@@ -129,8 +130,8 @@ class BDHConfig(TypedConfig):
     no_expansion: bool = False
     unshared_layers: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
-    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
-    #: a trained model may go on training with other values (``train.init_from``)
+    #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,
+    #: not a dataclass field); a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
 
     def __post_init__(self) -> None:
@@ -250,8 +251,8 @@ class BDHConfig(TypedConfig):
         return self.n * self.n_embd
 
     # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
-    @staticmethod
-    def merge(fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    @classmethod
+    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
         ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
         drops both: the one place this rule lives."""
@@ -264,6 +265,14 @@ class BDHConfig(TypedConfig):
                 merged.pop(name, None)
         merged.update(changes)
         return merged
+
+    def train_memory_bytes(
+        self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
+    ) -> int:
+        """The estimate of `bdh.model.sizes.train_memory_bytes` (`bdh.model_api.ModelConfigAPI`)."""
+        from .sizes import train_memory_bytes
+
+        return train_memory_bytes(self, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
 
     def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""
