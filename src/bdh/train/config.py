@@ -1,8 +1,14 @@
 """`RunConfig`: one typed configuration of a training run, read from YAML or JSON with ``--set`` overrides.
 
 A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
-fields of their own config classes (validated by those classes); the other sections are the dataclasses
-below. Every key is checked: an unknown key or a value of the wrong type is refused with one line that
+fields of their own config classes; the other sections are the dataclasses below. The config is built in one
+place, `RunConfig.from_dict` (a file, ``--set`` overrides and presets are applied to its mapping first), and
+every section is a typed object from then on: `RunConfig.task` is the task's config (`RunConfig.task_name` its
+registered name), `RunConfig.model` the model's, completed from the task (the fields the task decides,
+``vocab_size``, ``causal``, ``seq_len``, where the run leaves them out; `build_model`), built and checked once
+and handed to the model as it is. ``to_dict`` writes them back as ``{name: ..., **fields}`` (the model's every
+field, the task's as given). What the trainer needs of a model config beyond its fields is `bdh.model_api`'s.
+The main job's sections and its ``--quick`` preset are data (`bdh.train.main_job`). Every key is checked: an unknown key or a value of the wrong type is refused with one line that
 names the key (``optim.lr: expected a finite number, got 'fast'``), and so is a value outside the range
 declared on its field (``optim.lr: must be a number > 0, got -1``; `bdh.typed_config.bounded`). The
 defaults are the main job, what ``bdh train`` runs without arguments: a small BDH on the embedded
@@ -39,27 +45,9 @@ from bdh.outputs import file_problem
 from ..model_api import merge
 from ..registry import get_model, get_task
 from ..tasks.base import MODEL_FIELDS, decided_fields
-from ..typed_config import ConfigError, TypedConfig, apply_overrides, bounded, check_value, plain
+from ..typed_config import ConfigError, TypedConfig, apply_overrides, apply_values, bounded, check_value, plain
+from . import main_job
 from .distributed import from_environment
-
-
-def _default_model() -> dict[str, Any]:
-    """The main job's model. ``damping: alibi`` (U of Eq. 8, ALiBi's per-head slopes) keeps its recurrent state
-    reading past the 128-byte training window at no cost inside it (docs/long-context.md); the official,
-    undamped model is ``--set model.damping=null``."""
-    return {
-        "name": "bdh",
-        "n_layer": 4,
-        "n_embd": 128,
-        "n_head": 4,
-        "n_neurons": 2048,
-        "dropout": 0.0,
-        "damping": "alibi",
-    }
-
-
-def _default_task() -> dict[str, Any]:
-    return {"name": "text", "seq_len": 128}
 
 
 @dataclass
@@ -265,9 +253,12 @@ class RunConfig(TypedConfig):
     sample: SampleConfig = field(default_factory=SampleConfig)
     name: str | None = None
     run_dir: str | None = None
-    model_name: str = field(default_factory=lambda: _default_model()["name"])
-    task_name: str = field(default_factory=lambda: _default_task()["name"])
+    model_name: str = field(default_factory=lambda: main_job.model_section()["name"])
+    task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
     task_fields: tuple[str, ...] | None = None
+
+    #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = main_job.PRESETS
 
     def __post_init__(self) -> None:
         """A section left out is built (the main job's, or that of the name given); a typed section must be the
@@ -469,7 +460,7 @@ def _section(section: str, given: Any, default: dict[str, Any], merge: Any) -> d
 
 def build_task(given: Any) -> tuple[str, Any, tuple[str, ...]]:
     """(name, typed config, the fields given) of a run's ``task`` section (None: the main job's)."""
-    merged = _section("task", given, _default_task(), lambda default, value: {**default, **value})
+    merged = _section("task", given, main_job.task_section(), lambda default, value: {**default, **value})
     _, config = build_section_config("task", merged)
     return merged["name"], config, tuple(k for k in merged if k != "name")
 
@@ -478,7 +469,7 @@ def build_model(given: Any, task_name: str, task_config: Any) -> tuple[str, Any]
     """(name, typed config) of a run's ``model`` section (None: the main job's, completed by its config class's
     ``merge``, `bdh.model_api`): the fields the task decides (`bdh.tasks.base.decided_fields`) that the section
     leaves out are the task's."""
-    main = _default_model()
+    main = main_job.model_section()
     merged = _section(
         "model", given, main, lambda default, value: merge(get_model(main["name"]).config_class, default, value)
     )
@@ -518,21 +509,26 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """The run config: the defaults, updated by a YAML/JSON file, updated by ``--set`` overrides; checked
-    like a run checks it (`RunConfig.validate`, this machine included)."""
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, preset: str | None = None
+) -> RunConfig:
+    """The run config: the defaults, updated by a YAML/JSON file, by the values of a ``preset`` (`RunConfig.PRESETS`:
+    ``quick``), then by ``--set`` overrides; checked like a run checks it (`RunConfig.validate`, this machine
+    included)."""
     data = read_config_file(path) if path is not None else {}
+    if preset is not None:
+        data = apply_values(data, RunConfig.preset_values(preset).items())
     data = apply_overrides(data, overrides or [])
     return RunConfig.from_dict(data, environment=True)
 
 
 def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:
-    """A sweep's ``model`` section as the sweep wrote it: a field of the main job's model (`_default_model`) it
-    leaves out takes the model config class's own default (BDH's: the official model's), never the main job's
-    choice (ALiBi damping), so that a change of the main job's defaults cannot change what a bench suite or an
-    experiment trains. The class's ``merge`` completes them (`bdh.model_api`: BDH drops a neuron-count field the
-    section replaces by the other)."""
-    main = _default_model()
+    """A sweep's ``model`` section as the sweep wrote it: a field of the main job's model
+    (`bdh.train.main_job.model_section`) it leaves out takes the model config class's own default (BDH's: the
+    official model's), never the main job's choice (ALiBi damping), so that a change of the main job's defaults
+    cannot change what a bench suite or an experiment trains. The class's ``merge`` completes them
+    (`bdh.model_api`: BDH drops a neuron-count field the section replaces by the other)."""
+    main = main_job.model_section()
     if model.get("name", main["name"]) != main["name"]:
         return dict(model)
     config_class = get_model(main["name"]).config_class
