@@ -14,7 +14,9 @@ from bdh.tasks.boardpath import END, FLOOR, PATH, START, WALL, BoardPath, BoardP
 
 
 def test_boardpath_trivial_row_scores_the_touching_share_and_the_off_path_share():
-    sweep = dataclasses.replace(boardpath.BoardPathSweep.preset("quick"), board_sizes=(4, 6), seeds=(0, 1), widths=(16, 32))
+    sweep = dataclasses.replace(
+        boardpath.BoardPathSweep.preset("quick"), board_sizes=(4, 6), seeds=(0, 1), widths=(16, 32)
+    )
     rows = trivial_rows(boardpath.SUITE, boardpath.plan(sweep))
     # one row per (setting, width, seed), not trained
     assert sorted((r["setting"], r["width"], r["seed"]) for r in rows) == sorted(

@@ -41,6 +41,8 @@ SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")
 DEFAULT_MULTIPLIER = 128
 OFFICIAL_ROPE_THETA = 2.0**16
 STANDARD_ROPE_THETA = 10000.0
+#: bytes per activation of each training dtype (`BDHConfig.train_memory_bytes`)
+BYTES = {"fp32": 4, "bf16": 2}
 #: the boolean fields that take BDH apart, each off in the official model
 ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
 
@@ -269,10 +271,40 @@ class BDHConfig(ModelConfig):
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
     ) -> int:
-        """The estimate of `bdh.model.sizes.train_memory_bytes` (`bdh.model_api.ModelConfigAPI`)."""
-        from .sizes import train_memory_bytes
+        """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations
+        (`bdh.model_api.ModelConfigAPI`; ``micro_batch`` x ``seq_len`` tokens, activations in ``dtype``).
 
-        return train_memory_bytes(self, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
+        Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
+        process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.sharded`): it keeps 16 / shards bytes
+        per parameter, plus the whole weights and their unsharded gradients while a step runs (8 bytes: BDH's
+        weights are shared by all layers, so the model is one FSDP unit).
+
+        Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
+        y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
+        chunked form keeps no scores and no per-chunk states (its backward recomputes them,
+        `bdh.model.kernels.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
+        recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
+        The logits and their gradient add about 3 B T V.
+        """
+        n, D, H, L, V = self.n, self.n_embd, self.n_head, self.n_layer, self.vocab_size
+        B, T = micro_batch, seq_len
+        form = form or self.attention
+        act = BYTES[dtype]
+        params = self.num_params()
+        weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
+        if shards > 1:
+            weights = weights // shards + params * 4 * 2
+        per_layer = (5 + 2 * self.separate_keys) * B * T * n * act + (B * T * n if self.dropout > 0 else 0)
+        temporaries = 2 * B * T * n * act
+        if form == "parallel":
+            per_layer += B * H * T * T * act
+        elif form == "chunked":
+            c = min(self.chunk_size, T)
+            temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
+        else:
+            per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
+        logits = 3 * B * T * V * 4
+        return int(weights + L * per_layer + temporaries + logits)
 
     def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""

@@ -8,11 +8,11 @@ registered name), `RunConfig.model` the model's, completed from the task (the fi
 ``vocab_size``, ``causal``, ``seq_len``, where the run leaves them out; `build_model`), built and checked once
 and handed to the model as it is. ``to_dict`` writes them back as ``{name: ..., **fields}`` (the model's every
 field, the task's as given). What the trainer needs of a model config beyond its fields is `bdh.model_api`'s.
-The main job's sections and its ``--quick`` preset are data (`bdh.train.main_job`). Every key is checked: an unknown key or a value of the wrong type is refused with one line that
-names the key (``optim.lr: expected a finite number, got 'fast'``), and so is a value outside the range
-declared on its field (``optim.lr: must be a number > 0, got -1``; `bdh.typed_config.bounded`). The
-defaults are the main job, what ``bdh train`` runs without arguments: a small BDH on the embedded
-Shakespeare corpus, about ten minutes on a 2-core CPU.
+The main job's sections and its ``--quick`` preset are data (`bdh.train.main_job`). Every key is checked: an
+unknown key or a value of the wrong type is refused with one line that names the key (``optim.lr: expected a
+finite number, got 'fast'``), and so is a value outside the range declared on its field (``optim.lr: must be a
+number > 0, got -1``; `bdh.typed_config.bounded`). The defaults are the main job, what ``bdh train`` runs
+without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
     task:     {name: text, seq_len: 128, data: null, ...}    fields of the task's config class
