@@ -107,7 +107,7 @@ def test_lists_from_set_are_coerced_and_a_single_value_is_a_list_of_one():
 
 @pytest.mark.parametrize("preset", ["__init__", "quick", "full"])
 def test_ladders_match_parameters_within_the_tolerance(preset):
-    config = scaling.Config() if preset == "__init__" else getattr(scaling.Config, preset)()
+    config = scaling.Config() if preset == "__init__" else scaling.Config.preset(preset)
     rungs = scaling.build_ladder(config)
     assert len(rungs) == len(config.n_neurons)
     assert all(abs(r.mismatch) <= config.match_tolerance for r in rungs)

@@ -275,6 +275,11 @@ class RunConfig(TypedConfig):
                 raise ConfigError(f"{section}: a {type(built).__name__} is not the config of the {section} {name!r}")
 
     # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def _key(cls, field: str) -> str:
+        """A run config's keys are named as themselves (``optim``, ``name``; their fields ``optim.lr``)."""
+        return field
+
     def to_dict(self) -> dict[str, Any]:
         """The run config as its mapping (config.yaml): ``model`` and ``task`` as ``{name: ..., **fields}``."""
         task = self.task.to_dict()
@@ -296,9 +301,8 @@ class RunConfig(TypedConfig):
             raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
         for key in data:
             if key not in KEYS:
-                raise ConfigError(
-                    f"config: unknown key {key!r}{did_you_mean(key, KEYS)}; known sections: {', '.join(KEYS)}"
-                )
+                hint = did_you_mean(key, KEYS)
+                raise ConfigError(f"{cls._key(key)}: unknown field {key!r}{hint}; known sections: {', '.join(KEYS)}")
         hints = typing.get_type_hints(cls)
         kwargs = {key: _typed(data[key], hints[key], key) for key in KEYS[2:] if key in data}
         kwargs.update(build_sections(data.get("model"), data.get("task")))
