@@ -22,6 +22,15 @@ several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derive
 
 Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
 as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
+
+A config's named presets (``--quick``, ``--full`` of ``bdh train``, ``bdh bench`` and ``bdh experiment``) are its
+class's `TypedConfig.PRESETS`: name -> field values, a dotted key setting a field of a section
+(``train.max_steps``), the one way to write them::
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"steps": 20, "seeds": (0,)}}
+
+`TypedConfig.preset` builds one (``Sweep.preset("quick")``; `preset_values` gives its values, which a caller
+applies to a mapping with `apply_values`, e.g. under a config file's).
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -316,7 +325,11 @@ def declared_ranges(cls: type) -> tuple[Declared, ...]:
 
 
 class TypedConfig:
-    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace`` and the declared ranges."""
+    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace``, the declared ranges and the
+    named presets."""
+
+    #: named presets: name -> field values (a dotted key sets a field of a section, ``train.max_steps``)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __post_init__(self) -> None:
         """Check the declared ranges; a subclass with its own ``__post_init__`` calls this first."""
@@ -400,6 +413,22 @@ class TypedConfig:
         data.update(changes)
         return type(self).from_dict(data)
 
+    @classmethod
+    def preset_values(cls, name: str) -> dict[str, Any]:
+        """The field values of the preset ``name`` (`PRESETS`); a one-line `ConfigError` naming the known ones."""
+        if name not in cls.PRESETS:
+            known = ", ".join(sorted(cls.PRESETS)) or "none"
+            hint = did_you_mean(name, cls.PRESETS)
+            raise ConfigError(f"{cls._key('preset')}: unknown preset {name!r}{hint}; known presets: {known}")
+        return dict(cls.PRESETS[name])
+
+    @classmethod
+    def preset(cls, name: str | None = None, **changes: Any):
+        """The config of the preset ``name`` (None: the defaults), with ``changes`` to its fields on top, built and
+        checked by `from_dict`."""
+        values = {} if name is None else cls.preset_values(name)
+        return cls.from_dict(apply_values({}, {**values, **changes}.items()))
+
 
 # ---------------------------------------------------------------------- --set overrides and lists
 class ConfigError(UserError):
@@ -428,12 +457,17 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of the nested mapping ``data`` with the ``--set`` items (`parse_override`) applied in order:
-    ``optim.lr=3e-4`` sets ``data["optim"]["lr"]`` (a missing or null section is created); a `ConfigError` when
-    a part of the key is a value, not a section."""
+    """A copy of the nested mapping ``data`` with the ``--set`` items (`parse_override`) applied in order
+    (`apply_values`)."""
+    return apply_values(data, (parse_override(item) for item in overrides))
+
+
+def apply_values(data: Mapping[str, Any], values: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """A copy of the nested mapping ``data`` with the (dotted key, value) pairs set in order: ``optim.lr``
+    sets ``data["optim"]["lr"]`` (a missing or null section is created); a `ConfigError` when a part of the key
+    is a value, not a section. ``--set`` items (`apply_overrides`) and presets (`TypedConfig.PRESETS`) go here."""
     data = json.loads(json.dumps(data))  # deep copy of plain data
-    for item in overrides:
-        key, value = parse_override(item)
+    for key, value in values:
         parts = key.split(".")
         node = data
         for i, part in enumerate(parts[:-1]):

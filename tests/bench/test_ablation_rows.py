@@ -29,7 +29,7 @@ def test_each_variant_turns_on_one_ablation_and_all_are_named():
 
 def test_the_variant_sections_are_bdh_with_one_ablation():
     sweep = dataclasses.replace(
-        recall.RecallSweep.quick(), models=("bdh", *VARIANTS), bdh_damping="alibi", widths=(16, 32)
+        recall.RecallSweep.preset("quick"), models=("bdh", *VARIANTS), bdh_damping="alibi", widths=(16, 32)
     )
     specs = recall.plan(sweep)
     V = sweep.vocab_size
@@ -57,7 +57,7 @@ def test_the_variant_sections_are_bdh_with_one_ablation():
 
 def test_an_unknown_variant_is_refused_in_one_line():
     with pytest.raises(UserError, match="recall.models") as err:
-        dataclasses.replace(recall.RecallSweep.quick(), models=("bdh", "bdh-nokeys"))
+        dataclasses.replace(recall.RecallSweep.preset("quick"), models=("bdh", "bdh-nokeys"))
     assert "\n" not in str(err.value)
 
 

@@ -111,7 +111,7 @@ def _sections(specs) -> dict[str, tuple[int, int | None]]:
 def test_the_default_sweeps_sections_are_pinned(suite, quick, want):
     module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[suite]
     sweep_class = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}
-    sweep = sweep_class[suite].quick() if quick else sweep_class[suite]()
+    sweep = sweep_class[suite].preset("quick") if quick else sweep_class[suite]()
     specs = module.plan(sweep, (Path("train.csv"), Path("val.csv"))) if suite == "sudoku" else module.plan(sweep)
     assert _sections(specs) == want
 

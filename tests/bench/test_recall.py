@@ -33,7 +33,7 @@ class _Solver(torch.nn.Module):
 
 
 def _sweep(**kw):
-    return dataclasses.replace(RecallSweep.quick(), **{"vocab_size": 128, "eval_length_factor": 2, **kw})
+    return dataclasses.replace(RecallSweep.preset("quick"), **{"vocab_size": 128, "eval_length_factor": 2, **kw})
 
 
 def test_the_longer_evaluation_runs_at_k_times_the_length_with_the_same_pairs_and_vocabulary():
@@ -93,7 +93,7 @@ def test_the_defaults_use_two_seeds_and_the_longer_evaluation():
     from bdh.bench.sudoku import SudokuSweep
 
     for cls in (RecallSweep, BoardPathSweep, SudokuSweep):
-        assert cls().seeds == (0, 1) and cls.full().seeds == (0, 1) and cls.quick().seeds == (0,)
+        assert cls().seeds == (0, 1) and cls.preset("full").seeds == (0, 1) and cls.preset("quick").seeds == (0,)
     RecallSweep().validate()
-    RecallSweep.full().validate()
-    assert RecallSweep().eval_length_factor == 2 and RecallSweep.full().eval_length_factor == 2
+    RecallSweep.preset("full").validate()
+    assert RecallSweep().eval_length_factor == 2 and RecallSweep.preset("full").eval_length_factor == 2

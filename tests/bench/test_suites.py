@@ -202,7 +202,7 @@ def test_recall_with_two_seeds_and_the_longer_evaluation(tmp_path, capsys):
     from bdh.bench import recall, runner
 
     sweep = dataclasses.replace(
-        recall.RecallSweep.quick(), vocab_size=128, eval_length_factor=2, seeds=(0, 1), lrs=(3e-3,), steps=2
+        recall.RecallSweep.preset("quick"), vocab_size=128, eval_length_factor=2, seeds=(0, 1), lrs=(3e-3,), steps=2
     )
     out = tmp_path / "bench"
     done = runner.run_suite(

@@ -60,12 +60,12 @@ def test_validate_checks_the_rules_between_fields():
         dataclasses.replace(SudokuSweep(), min_givens=70, max_givens=60).validate()
     dataclasses.replace(SudokuSweep(), min_givens=60, max_givens=60).validate()
     # BDH's n = neuron_mult x width neurons must split into n_head heads of an even size (RoPE pairs)
-    sweep = dataclasses.replace(BoardPathSweep.quick(), widths=(16, 6), neuron_mult=1, n_head=2)
+    sweep = dataclasses.replace(BoardPathSweep.preset("quick"), widths=(16, 6), neuron_mult=1, n_head=2)
     with pytest.raises(BenchError, match=r"^boardpath\.widths: at width 6 BDH has n = .* = 6 neurons, not a multiple"):
         sweep.validate()
     dataclasses.replace(sweep, widths=(16, 8)).validate()
     for cls in SUITES:
-        for sweep in (cls(), cls.quick(), cls.full()):
+        for sweep in (cls(), cls.preset("quick"), cls.preset("full")):
             sweep.validate()
 
 

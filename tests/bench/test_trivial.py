@@ -14,7 +14,9 @@ from bdh.tasks.boardpath import END, FLOOR, PATH, START, WALL, BoardPath, BoardP
 
 
 def test_boardpath_trivial_row_scores_the_touching_share_and_the_off_path_share():
-    sweep = dataclasses.replace(boardpath.BoardPathSweep.quick(), board_sizes=(4, 6), seeds=(0, 1), widths=(16, 32))
+    sweep = dataclasses.replace(
+        boardpath.BoardPathSweep.preset("quick"), board_sizes=(4, 6), seeds=(0, 1), widths=(16, 32)
+    )
     rows = trivial_rows(boardpath.SUITE, boardpath.plan(sweep))
     # one row per (setting, width, seed), not trained
     assert sorted((r["setting"], r["width"], r["seed"]) for r in rows) == sorted(
@@ -83,7 +85,7 @@ def test_sudoku_trivial_row_scores_the_most_frequent_training_digit(tmp_path):
     _csv(tmp_path / "train.csv", train)
     _csv(tmp_path / "val.csv", val)
     # batches of two puzzles: the cell accuracy is pooled over blanks, not averaged over batches
-    sweep = dataclasses.replace(sudoku.SudokuSweep.quick(), num_train=3, num_val=3, eval_batch_size=2)
+    sweep = dataclasses.replace(sudoku.SudokuSweep.preset("quick"), num_train=3, num_val=3, eval_batch_size=2)
     suite = sudoku.suite_def(sweep)
     (row,) = trivial_rows(suite, sudoku.plan(sweep, (tmp_path / "train.csv", tmp_path / "val.csv")))
     assert row["reference"] == "trivial (predict the most frequent digit)" and row["depth"] == ""
@@ -102,7 +104,7 @@ def test_sudoku_trivial_row_scores_the_most_frequent_training_digit(tmp_path):
 
 
 def test_recall_trivial_row_is_near_chance():
-    sweep = dataclasses.replace(recall.RecallSweep.quick(), vocab_size=128, eval_length_factor=2)
+    sweep = dataclasses.replace(recall.RecallSweep.preset("quick"), vocab_size=128, eval_length_factor=2)
     (row,) = trivial_rows(recall.suite_def(sweep), recall.plan(sweep))
     # values are drawn per example from V / 2 = 64 ids: a key's most frequent training value is chance
     assert row["longer_len"] == 64 and 0 <= row["accuracy"] < 4 / 64 and 0 <= row["accuracy_longer"] < 4 / 64

@@ -111,7 +111,7 @@ def _findings(path):
 def test_merge_experiment_quick_end_to_end(tmp_path, readable_figures):
     out = tmp_path / "merge"
     out.mkdir()
-    report = merge.run(merge.Config.quick(), out, log=lambda m: None)
+    report = merge.run(merge.Config.preset("quick"), out, log=lambda m: None)
     text = report.read_text()
     results = json.loads((out / "results.json").read_text())
     losses = results["losses"]
@@ -136,7 +136,7 @@ def test_merge_experiment_quick_end_to_end(tmp_path, readable_figures):
 
 
 def test_merge_findings_follow_the_numbers():
-    cfg = merge.Config.quick()
+    cfg = merge.Config.preset("quick")
     good = {"es>en": 0.4, "fr>en": 0.4, "pt>en": 0.4, "en>es": 1.0, "en>fr": 0.5, "en>pt": 0.5}
     table = {
         "base": {**good, "es>en": 0.3},
@@ -159,7 +159,7 @@ def test_merge_findings_follow_the_numbers():
 def test_nobptt_experiment_quick_end_to_end(tmp_path, readable_figures):
     out = tmp_path / "nobptt"
     out.mkdir()
-    report = nobptt.run(nobptt.Config.quick(), out, log=lambda m: None)
+    report = nobptt.run(nobptt.Config.preset("quick"), out, log=lambda m: None)
     results = json.loads((out / "results.json").read_text())
     assert set(results["translation"]) == {"bptt", "no-bptt", "bigram"}
     assert set(results["translation"]["bptt"]) == {"en>es", "es>en", "en>fr", "fr>en"}

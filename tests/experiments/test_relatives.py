@@ -38,7 +38,7 @@ def quick_out(tmp_path_factory) -> Path:
 
 
 def test_quick_end_to_end_writes_both_suites_the_verdicts_and_the_figures(quick_out):
-    config = relatives.Config.quick()
+    config = relatives.Config.preset("quick")
     frontier, lm = _rows(quick_out / "frontier" / "runs.csv"), _rows(quick_out / "lm" / "runs.csv")
     assert len(frontier) == len(config.models) * len(config.widths) * len(config.seq_lens)  # one seed, one lr
     assert {r["model"] for r in frontier} == set(config.models) and {r["seq_len"] for r in frontier} == {"16"}
@@ -148,7 +148,7 @@ def test_full_show_config_lists_zoologys_sweep_without_timing_it(capsys):
 
 
 def test_the_cpu_default_and_full_presets():
-    default, full = relatives.Config(), relatives.Config.full()
+    default, full = relatives.Config(), relatives.Config.preset("full")
     assert len(default.widths) >= 3 and len(default.seq_lens) == 2 and default.seeds == (0, 1)
     assert default.frontier_sweep().settings() == [(16, 2), (32, 4)]
     # the language model is the main job's BDH: L = 4, D = 128, h = 4, n = 2048, windows of 128 bytes
@@ -203,7 +203,7 @@ def test_verdicts_are_per_setting_and_width_and_need_bdh_there():
 # ---------------------------------------------------------------------- models by label
 def test_models_are_the_benchs_names_ablated_rows_included():
     assert zoo.MODELS[0] == "bdh" and len(zoo.MODELS) == 12 and "bdh-qk" in zoo.MODELS and "mamba" in zoo.MODELS
-    config = relatives.Config.quick().replace(models=("bdh", "bdh-qk", "bdh-nogate"))
+    config = relatives.Config.preset("quick").replace(models=("bdh", "bdh-qk", "bdh-nogate"))
     specs = relatives.parts(config)["frontier"][1]
     assert [s.model for s in specs] == ["bdh", "bdh-qk", "bdh-nogate"] * 2
     plain, keys, ungated = (s.model_section for s in specs[:3])

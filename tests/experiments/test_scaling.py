@@ -55,7 +55,7 @@ def test_quick_end_to_end_writes_report_results_and_figures(quick_out):
 
 def test_resume_reuses_finished_runs_and_retrains_changed_ones(quick_out, tmp_path):
     out = tmp_path / "again"
-    config = scaling.Config.quick()
+    config = scaling.Config.preset("quick")
     first = json.loads((quick_out / "results.json").read_text())["runs"]
     shutil.copytree(quick_out, out)
     scaling.run(config, out, log=lambda m: None, resume=True)
@@ -101,13 +101,13 @@ def test_quick_and_full_exclude_each_other_and_full_prints_its_plan():
 
 
 def test_lists_from_set_are_coerced_and_a_single_value_is_a_list_of_one():
-    config = dataclasses.replace(scaling.Config.quick(), lrs=["1e-3", 3e-3], seeds=2)  # as --set does
+    config = dataclasses.replace(scaling.Config.preset("quick"), lrs=["1e-3", 3e-3], seeds=2)  # as --set does
     assert config.lrs == (1e-3, 3e-3) and config.seeds == (2,)
 
 
 @pytest.mark.parametrize("preset", ["__init__", "quick", "full"])
 def test_ladders_match_parameters_within_the_tolerance(preset):
-    config = scaling.Config() if preset == "__init__" else getattr(scaling.Config, preset)()
+    config = scaling.Config() if preset == "__init__" else scaling.Config.preset(preset)
     rungs = scaling.build_ladder(config)
     assert len(rungs) == len(config.n_neurons)
     assert all(abs(r.mismatch) <= config.match_tolerance for r in rungs)
@@ -116,11 +116,11 @@ def test_ladders_match_parameters_within_the_tolerance(preset):
     if preset == "full":  # the GPU ladder: 10M to 100M+
         assert rungs[0].params["bdh"] >= 10e6 and rungs[-1].params["bdh"] >= 100e6
     with pytest.raises(ValueError, match="closest 1-layer Transformer"):
-        scaling.build_ladder(scaling.Config.quick().replace(match_tolerance=1e-4))
+        scaling.build_ladder(scaling.Config.preset("quick").replace(match_tolerance=1e-4))
 
 
 def test_costs_follow_the_formulas():
-    rung = scaling.build_ladder(scaling.Config.quick())[0]
+    rung = scaling.build_ladder(scaling.Config.preset("quick"))[0]
     from bdh.baselines.gpt import GPT, GPTConfig
 
     gpt = GPTConfig(**{k: v for k, v in rung.gpt.items() if k != "name"})
@@ -209,7 +209,7 @@ def test_a_diverged_run_is_recorded_and_a_refused_config_is_raised(tmp_path, mon
     import bdh.train
     from bdh.experiments.scaling.runs import RESULT, RunSpec, train_run
 
-    rung = scaling.build_ladder(scaling.Config.quick())[0]
+    rung = scaling.build_ladder(scaling.Config.preset("quick"))[0]
     spec = RunSpec(
         "gpt", 0, 0.5, 0, rung.gpt, {"name": "text", "seq_len": 64}, "shakespeare", 4, 2, None, 2, 1, 1, "cpu", "fp32"
     )

@@ -193,9 +193,9 @@ def test_generate_warns_once_past_the_trained_context_without_damping(trained, t
 
 def test_the_main_job_is_damped_and_the_official_model_one_set_away():
     config = RunConfig.from_dict({})
-    assert config.model["damping"] == "alibi"
+    assert config.model.damping == "alibi"
     official = RunConfig.from_dict({"model": {"damping": None}})
-    assert official.model["damping"] is None and official.model["n_neurons"] == 2048
+    assert official.model.damping is None and official.model.n_neurons == 2048
 
 
 def test_eval_figure_names_its_unit(trained, tmp_path, monkeypatch, capsys):

@@ -1,7 +1,8 @@
-"""Pieces shared by the baseline models: the typed-config mixin and the parameter count helper.
+"""Pieces shared by the baseline models: the model-config mixin and the parameter count helper.
 
-Every baseline config is a dataclass with `ModelConfig` mixed in: ``to_dict`` / ``from_dict`` (refusing
-unknown keys) as `PretrainedMixin` needs, ranges declared on the fields (`bdh.typed_config.bounded`,
+Every baseline config is a dataclass with `ModelConfig` mixed in (`bdh.model_api.ModelConfig`, a `TypedConfig`
+with the defaults of what the trainer asks of a model config): ``to_dict`` / ``from_dict`` (refusing unknown
+keys) as `PretrainedMixin` needs, ranges declared on the fields (`bdh.typed_config.bounded`,
 `bdh.typed_config.one_of`) and checks, all raising one-line ``ValueError("GPTConfig.n_head: ...")``.
 """
 
@@ -10,10 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..model.tokens import check_tokens
-from ..typed_config import TypedConfig
-
-#: every baseline config mixes in the package's typed-config base
-ModelConfig = TypedConfig
+from ..model_api import ModelConfig
 
 __all__ = ["ModelConfig", "check_tokens", "count_params", "normal_init"]
 

@@ -14,7 +14,7 @@ cell accuracy the share of cells off the path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from bdh.typed_config import bounded
 
@@ -41,24 +41,29 @@ class BoardPathSweep(BoardSweep):
     board_sizes: tuple[int, ...] = bounded((6,), ge=2)
     wall_prob: float = bounded(0.3, ge=0, lt=1)
 
-    @classmethod
-    def quick(cls) -> BoardPathSweep:
-        """Tiny sizes for smoke tests."""
-        return cls(
-            **QUICK, board_sizes=(4,), num_train=256, num_val=64, n_layer=2, n_head=2, time_freq=16, eval_batch_size=64
-        )
-
-    @classmethod
-    def full(cls) -> BoardPathSweep:
-        """krychu/bdh's 10 x 10 boards and larger models, for a GPU."""
-        return cls(
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: Tiny sizes for smoke tests.
+    #: full: krychu/bdh's 10 x 10 boards and larger models, for a GPU.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            **QUICK,
+            "board_sizes": (4,),
+            "num_train": 256,
+            "num_val": 64,
+            "n_layer": 2,
+            "n_head": 2,
+            "time_freq": 16,
+            "eval_batch_size": 64,
+        },
+        "full": {
             **BOARD_FULL,
-            board_sizes=(6, 8, 10),
-            num_train=8000,
-            num_val=500,
-            n_layer=8,
-            eval_batch_size=256,
-        )
+            "board_sizes": (6, 8, 10),
+            "num_train": 8000,
+            "num_val": 500,
+            "n_layer": 8,
+            "eval_batch_size": 256,
+        },
+    }
 
 
 def plan(sweep: BoardPathSweep) -> list[RunSpec]:

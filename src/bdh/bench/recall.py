@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -77,36 +77,35 @@ class RecallSweep(Sweep):
     eval_length_factor: int = bounded(2, ge=0, why="0 or 1: no longer evaluation")
     bdh_damping: str | None = one_of(None, ("alibi", "multiscale"), why="BDH's state damping presets")
 
-    @classmethod
-    def quick(cls) -> RecallSweep:
-        """Tiny sizes for smoke tests: one setting, one width, one seed, a few steps; no longer evaluation
-        (MQAR needs vocab_size > the length, and 2 N = 64 is not below V = 64)."""
-        return cls(
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: Tiny sizes for smoke tests: one setting, one width, one seed, a few steps; no longer evaluation
+    #: (MQAR needs vocab_size > the length, and 2 N = 64 is not below V = 64).
+    #: full: Zoology-like sizes for a GPU: V = 8192, N up to 512, D up to 64, widths 64..512, four learning
+    #: rates.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
             **QUICK,
-            seq_lens=(32,),
-            num_pairs=(2,),
-            vocab_size=64,
-            num_train_examples=512,
-            num_val_examples=64,
-            eval_batch_size=64,
-            eval_length_factor=0,
-        )
-
-    @classmethod
-    def full(cls) -> RecallSweep:
-        """Zoology-like sizes for a GPU: V = 8192, N up to 512, D up to 64, widths 64..512, four learning rates."""
-        return cls(
+            "seq_lens": (32,),
+            "num_pairs": (2,),
+            "vocab_size": 64,
+            "num_train_examples": 512,
+            "num_val_examples": 64,
+            "eval_batch_size": 64,
+            "eval_length_factor": 0,
+        },
+        "full": {
             **FULL,
-            seq_lens=(64, 128, 256, 512),
-            num_pairs=(4, 8, 16, 32, 64),
-            widths=(64, 128, 256, 512),
-            lrs=(1e-4, 4.6e-4, 2.2e-3, 1e-2),
-            steps=10000,
-            vocab_size=8192,
-            num_train_examples=100_000,
-            num_val_examples=3_000,
-            eval_batch_size=256,
-        )
+            "seq_lens": (64, 128, 256, 512),
+            "num_pairs": (4, 8, 16, 32, 64),
+            "widths": (64, 128, 256, 512),
+            "lrs": (1e-4, 4.6e-4, 2.2e-3, 1e-2),
+            "steps": 10000,
+            "vocab_size": 8192,
+            "num_train_examples": 100_000,
+            "num_val_examples": 3_000,
+            "eval_batch_size": 256,
+        },
+    }
 
     def settings(self) -> list[tuple[int, int]]:
         """The (N, D) pairs of the sweep (4 D <= N and D distinct keys fit the vocabulary)."""

@@ -20,7 +20,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -54,35 +54,33 @@ class SudokuSweep(BoardSweep):
     max_givens: int = bounded(70, ge=17, le=81)
     depth_passes: tuple[int, ...] = bounded((2, 4, 6, 8), ge=1)
 
-    @classmethod
-    def quick(cls) -> SudokuSweep:
-        """Tiny sizes for smoke tests (easy puzzles, a few steps)."""
-        return cls(
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: Tiny sizes for smoke tests (easy puzzles, a few steps).
+    #: full: Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
             **QUICK,
-            num_train=64,
-            num_val=32,
-            min_givens=45,
-            max_givens=50,
-            n_layer=2,
-            depth_passes=(1, 2, 4),
-            n_head=2,
-            time_freq=16,
-            eval_batch_size=32,
-        )
-
-    @classmethod
-    def full(cls) -> SudokuSweep:
-        """Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU."""
-        return cls(
+            "num_train": 64,
+            "num_val": 32,
+            "min_givens": 45,
+            "max_givens": 50,
+            "n_layer": 2,
+            "depth_passes": (1, 2, 4),
+            "n_head": 2,
+            "time_freq": 16,
+            "eval_batch_size": 32,
+        },
+        "full": {
             **BOARD_FULL,
-            num_train=9000,
-            num_val=1000,
-            min_givens=24,
-            max_givens=34,
-            n_layer=12,
-            depth_passes=(6, 12, 18, 24, 36),
-            eval_batch_size=250,
-        )
+            "num_train": 9000,
+            "num_val": 1000,
+            "min_givens": 24,
+            "max_givens": 34,
+            "n_layer": 12,
+            "depth_passes": (6, 12, 18, 24, 36),
+            "eval_batch_size": 250,
+        },
+    }
 
     def validate(self) -> None:
         """The rules between fields: those of `Sweep`, and min_givens <= max_givens."""

@@ -78,7 +78,7 @@ def build_sweep(args: argparse.Namespace):
     cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[
         args.suite
     ]
-    sweep = cls.full() if args.full else cls.quick() if args.quick else cls()
+    sweep = cls.preset("full" if args.full else "quick" if args.quick else None)
     changes = {}
     if args.models is not None:
         changes["models"] = parse_list(args.models, str, "--models", unique=True)

@@ -115,7 +115,7 @@ def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = 
 
     if quick and full:
         raise UsageError("--quick and --full: give one of them")
-    config = module.Config.quick() if quick else module.Config.full() if full else module.Config()
+    config = module.Config.preset("quick" if quick else "full" if full else None)
     fields = [f.name for f in dataclasses.fields(config)]
     changes = apply_overrides({}, overrides)
     for key in changes:

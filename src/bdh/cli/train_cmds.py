@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError, exit_status
+from bdh.train.main_job import PRESETS
 
 from .checks import (
     MAX_TEMPERATURE,
@@ -25,16 +26,8 @@ from .checks import (
     temperature,
 )
 
-#: ``bdh train --quick``: the main job shortened to about a minute (the same model and data)
-QUICK = (
-    "train.max_steps=300",
-    "train.max_minutes=1.5",
-    "optim.warmup_steps=20",
-    "eval.every=100",
-    "eval.batches=8",
-    "checkpoint.every=100",
-    "sample.max_new_tokens=200",
-)
+#: ``bdh train --quick``: the main job shortened to about a minute (the same model and data), as its overrides
+QUICK = tuple(f"{key}={value}" for key, value in PRESETS["quick"].items())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -214,7 +207,7 @@ def _run_config(args: argparse.Namespace):
     if args.checkpoint:
         raise UserError("--checkpoint needs --resume RUN_DIR")
     name = [f"name={args.name}"] if args.name is not None else []
-    config = load_config(args.config, (list(QUICK) if args.quick else []) + name + args.overrides)
+    config = load_config(args.config, name + args.overrides, preset="quick" if args.quick else None)
     if args.run_dir:
         config.run_dir = args.run_dir
     return config
@@ -392,7 +385,7 @@ def _warn_past_training(source: str, model, length: int) -> None:
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
         return
     config = RunConfig.from_dict(load_run_config(source))
-    if config.task.get("name") != "text":
+    if config.task_name != "text":
         return
     trained = trained_context(config)
     if length > trained:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -108,6 +108,20 @@ class Config(ExperimentConfig):
 
     experiment = "merge"
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test of about a minute.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            **QUICK,
+            "base_steps": 30,
+            "tune_steps": 15,
+            "uncond_steps": 15,
+            "joint_steps": 5,
+            "seq_len": 128,
+            "eval_segments": 24,
+        },
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
         langs = (self.base_language, *self.tune_languages)
@@ -118,19 +132,6 @@ class Config(ExperimentConfig):
         if len(self.tune_languages) != 2 or len(set(langs)) != 3:
             raise UserError(f"merge: need a base language and two other, different tune languages; got {langs}")
         self._check_size()
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test of about a minute."""
-        return cls(
-            **QUICK,
-            base_steps=30,
-            tune_steps=15,
-            uncond_steps=15,
-            joint_steps=5,
-            seq_len=128,
-            eval_segments=24,
-        )
 
     @property
     def languages(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from bdh.errors import UserError
 from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
@@ -87,6 +88,20 @@ class Config(ExperimentConfig):
 
     experiment = "no-bptt"
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test of about a minute.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            **QUICK,
+            "steps": 30,
+            "seq_len": 128,
+            "eval_segments": 24,
+            "repeat_steps": 30,
+            "repeat_batch_size": 8,
+            "repeat_eval_batches": 2,
+        },
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
         parse_pairs(self.pairs)  # one-line error for a malformed pair
@@ -96,19 +111,6 @@ class Config(ExperimentConfig):
                     f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}"
                 )
         self._check_size()
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test of about a minute."""
-        return cls(
-            **QUICK,
-            steps=30,
-            seq_len=128,
-            eval_segments=24,
-            repeat_steps=30,
-            repeat_batch_size=8,
-            repeat_eval_batches=2,
-        )
 
     def directions(self) -> list[tuple[str, str]]:
         return [d for a, b in parse_pairs(self.pairs) for d in ((a, b), (b, a))]

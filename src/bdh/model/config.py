@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..typed_config import TypedConfig, bounded, one_of
+from ..model_api import ModelConfig
+from ..typed_config import bounded, one_of
 from .names import ATTENTION_FORMS, POSITIONAL
 
 DROPOUT_RNGS = ("auto", "torch")
@@ -40,6 +41,8 @@ SIZE_FIELDS = ("n_neurons", "mlp_internal_dim_multiplier")
 DEFAULT_MULTIPLIER = 128
 OFFICIAL_ROPE_THETA = 2.0**16
 STANDARD_ROPE_THETA = 10000.0
+#: bytes per activation of each training dtype (`BDHConfig.train_memory_bytes`)
+BYTES = {"fp32": 4, "bf16": 2}
 #: the boolean fields that take BDH apart, each off in the official model
 ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
 
@@ -73,7 +76,7 @@ def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCA
 
 
 @dataclass
-class BDHConfig(TypedConfig):
+class BDHConfig(ModelConfig):
     """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
 
     Attributes:
@@ -129,8 +132,8 @@ class BDHConfig(TypedConfig):
     no_expansion: bool = False
     unshared_layers: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
-    #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation);
-    #: a trained model may go on training with other values (``train.init_from``)
+    #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,
+    #: not a dataclass field); a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
 
     def __post_init__(self) -> None:
@@ -250,8 +253,8 @@ class BDHConfig(TypedConfig):
         return self.n * self.n_embd
 
     # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
-    @staticmethod
-    def merge(fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    @classmethod
+    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
         ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
         drops both: the one place this rule lives."""
@@ -264,6 +267,44 @@ class BDHConfig(TypedConfig):
                 merged.pop(name, None)
         merged.update(changes)
         return merged
+
+    def train_memory_bytes(
+        self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
+    ) -> int:
+        """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations
+        (`bdh.model_api.ModelConfigAPI`; ``micro_batch`` x ``seq_len`` tokens, activations in ``dtype``).
+
+        Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
+        process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.sharded`): it keeps 16 / shards bytes
+        per parameter, plus the whole weights and their unsharded gradients while a step runs (8 bytes: BDH's
+        weights are shared by all layers, so the model is one FSDP unit).
+
+        Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
+        y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
+        chunked form keeps no scores and no per-chunk states (its backward recomputes them,
+        `bdh.model.kernels.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
+        recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
+        The logits and their gradient add about 3 B T V.
+        """
+        n, D, H, L, V = self.n, self.n_embd, self.n_head, self.n_layer, self.vocab_size
+        B, T = micro_batch, seq_len
+        form = form or self.attention
+        act = BYTES[dtype]
+        params = self.num_params()
+        weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
+        if shards > 1:
+            weights = weights // shards + params * 4 * 2
+        per_layer = (5 + 2 * self.separate_keys) * B * T * n * act + (B * T * n if self.dropout > 0 else 0)
+        temporaries = 2 * B * T * n * act
+        if form == "parallel":
+            per_layer += B * H * T * T * act
+        elif form == "chunked":
+            c = min(self.chunk_size, T)
+            temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
+        else:
+            per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
+        logits = 3 * B * T * V * 4
+        return int(weights + L * per_layer + temporaries + logits)
 
     def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""

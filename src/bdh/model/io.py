@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import torch
 
 from bdh.errors import UserError
+from bdh.model_api import runtime_fields
 from bdh.outputs import input_file, write_bytes
 
 CONFIG_NAME = "config.json"
@@ -111,12 +112,6 @@ def check_state_dict(module: torch.nn.Module, tensors: dict[str, torch.Tensor], 
             )
         if got.is_floating_point() != ref.is_floating_point():
             raise CheckpointError(f"{source}: tensor {name!r} has dtype {got.dtype}, expected {ref.dtype}")
-
-
-def runtime_fields(config_class: type) -> frozenset[str]:
-    """The fields of ``config_class`` that change how the model runs, not what its weights mean (its
-    ``RUNTIME_FIELDS``; none for a class that declares none)."""
-    return frozenset(getattr(config_class, "RUNTIME_FIELDS", frozenset()))
 
 
 def architecture(config: Any) -> dict[str, Any]:

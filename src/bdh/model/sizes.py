@@ -30,8 +30,6 @@ from bdh.sizing import closest_by_params
 
 from .config import BDHConfig
 
-BYTES = {"fp32": 4, "bf16": 2}
-
 
 def forward_flops_per_token(config: BDHConfig, block_size: int, form: str | None = None) -> float:
     """Forward FLOPs per token at window ``block_size`` for the given attention form (default: the config's)."""
@@ -61,39 +59,9 @@ def train_memory_bytes(
     dtype: str = "fp32",
     shards: int = 1,
 ) -> int:
-    """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations.
-
-    Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
-    process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.sharded`): it keeps 16 / shards bytes
-    per parameter, plus the whole weights and their unsharded gradients while a step runs (8 bytes: BDH's
-    weights are shared by all layers, so the model is one FSDP unit).
-
-    Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
-    y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
-    chunked form keeps no scores and no per-chunk states (its backward recomputes them,
-    `bdh.model.kernels.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
-    recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
-    The logits and their gradient add about 3 B T V.
-    """
-    n, D, H, L, V = config.n, config.n_embd, config.n_head, config.n_layer, config.vocab_size
-    B, T = batch_size, block_size
-    form = form or config.attention
-    act = BYTES[dtype]
-    params = config.num_params()
-    weights = params * 4 * 4  # fp32 weights, gradients, two AdamW moments
-    if shards > 1:
-        weights = weights // shards + params * 4 * 2
-    per_layer = (5 + 2 * config.separate_keys) * B * T * n * act + (B * T * n if config.dropout > 0 else 0)
-    temporaries = 2 * B * T * n * act
-    if form == "parallel":
-        per_layer += B * H * T * T * act
-    elif form == "chunked":
-        c = min(config.chunk_size, T)
-        temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
-    else:
-        per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
-    logits = 3 * B * T * V * 4
-    return int(weights + L * per_layer + temporaries + logits)
+    """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations
+    (`BDHConfig.train_memory_bytes`, the model config's own estimate, `bdh.model_api`)."""
+    return config.train_memory_bytes(batch_size, block_size, form=form, dtype=dtype, shards=shards)
 
 
 def describe(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> dict[str, float]:

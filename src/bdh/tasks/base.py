@@ -6,11 +6,13 @@ same tensors, which is what makes a resumed run continue exactly (no hidden iter
 
 `Task` is what every task has. `StreamTask` declares an optional capability: consecutive windows, which
 truncated backprop through time (``train.bptt=tbptt``) needs; check it with ``isinstance(task, StreamTask)``.
+`decided_fields` gives what a task decides of the model (`MODEL_FIELDS`) from its config alone, for a run
+config to complete its ``model`` section when it is read.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -76,3 +78,18 @@ class StreamTask(Task, Protocol):
         ``stream_windows`` K, every K batches (streams of K windows at random places). Deterministic in its
         arguments."""
         ...
+
+
+#: the model fields a task decides (its vocabulary, how it is read, its length), where the run leaves them out
+MODEL_FIELDS = ("vocab_size", "causal", "seq_len")
+
+
+def decided_fields(task_class: type, config: Any) -> dict[str, Any]:
+    """The `MODEL_FIELDS` the task ``task_class`` built on ``config`` has: its classmethod ``model_fields(config)``
+    where it has one (a task that reads data when it is built, ``text``, answers without reading it), else read
+    off the task built on ``config``."""
+    own = getattr(task_class, "model_fields", None)
+    if own is not None:
+        return dict(own(config))
+    task = task_class(config)
+    return {key: getattr(task, key) for key in MODEL_FIELDS}

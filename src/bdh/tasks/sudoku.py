@@ -33,6 +33,7 @@ import csv
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -298,6 +299,11 @@ class Sudoku:
     #: metrics that are means over scored cells (blanks), whose number differs from puzzle to puzzle:
     #: evaluation weights them by a batch's scored cells, the others (board_accuracy) by its puzzles
     per_token_metrics = frozenset({"cell_accuracy"})
+
+    @classmethod
+    def model_fields(cls, config: SudokuConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), without reading its CSV files."""
+        return {"vocab_size": cls.vocab_size, "causal": cls.causal, "seq_len": cls.seq_len}
 
     def __init__(self, config: SudokuConfig | None = None):
         self.config = SudokuConfig() if config is None else config

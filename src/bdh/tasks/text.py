@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -148,6 +149,11 @@ class TextTask:
     vocab_size = 256
     causal = True
     target_metric = ("bpb", False)
+
+    @classmethod
+    def model_fields(cls, config: TextConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), without reading the data."""
+        return {"vocab_size": cls.vocab_size, "causal": cls.causal, "seq_len": config.seq_len}
 
     def __init__(self, config: TextConfig | None = None, *, whole: bool = False):
         """``whole=True`` skips the train/val split: the stream is only read as split ``all`` (evaluation of a file)."""

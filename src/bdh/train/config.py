@@ -1,12 +1,18 @@
 """`RunConfig`: one typed configuration of a training run, read from YAML or JSON with ``--set`` overrides.
 
 A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
-fields of their own config classes (validated by those classes); the other sections are the dataclasses
-below. Every key is checked: an unknown key or a value of the wrong type is refused with one line that
-names the key (``optim.lr: expected a finite number, got 'fast'``), and so is a value outside the range
-declared on its field (``optim.lr: must be a number > 0, got -1``; `bdh.typed_config.bounded`). The
-defaults are the main job, what ``bdh train`` runs without arguments: a small BDH on the embedded
-Shakespeare corpus, about ten minutes on a 2-core CPU.
+fields of their own config classes; the other sections are the dataclasses below. The config is built in one
+place, `RunConfig.from_dict` (a file, ``--set`` overrides and presets are applied to its mapping first), and
+every section is a typed object from then on: `RunConfig.task` is the task's config (`RunConfig.task_name` its
+registered name), `RunConfig.model` the model's, completed from the task (the fields the task decides,
+``vocab_size``, ``causal``, ``seq_len``, where the run leaves them out; `build_model`), built and checked once
+and handed to the model as it is. ``to_dict`` writes them back as ``{name: ..., **fields}`` (the model's every
+field, the task's as given). What the trainer needs of a model config beyond its fields is `bdh.model_api`'s.
+The main job's sections and its ``--quick`` preset are data (`bdh.train.main_job`). Every key is checked: an
+unknown key or a value of the wrong type is refused with one line that names the key (``optim.lr: expected a
+finite number, got 'fast'``), and so is a value outside the range declared on its field (``optim.lr: must be a
+number > 0, got -1``; `bdh.typed_config.bounded`). The defaults are the main job, what ``bdh train`` runs
+without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
     task:     {name: text, seq_len: 128, data: null, ...}    fields of the task's config class
@@ -36,29 +42,12 @@ from bdh.devices import resolve_device
 from bdh.errors import UserError, did_you_mean
 from bdh.outputs import file_problem
 
-from ..model.config import SIZE_FIELDS, BDHConfig
+from ..model_api import merge
 from ..registry import get_model, get_task
-from ..typed_config import ConfigError, TypedConfig, apply_overrides, bounded, check_value
+from ..tasks.base import MODEL_FIELDS, decided_fields
+from ..typed_config import ConfigError, TypedConfig, apply_overrides, apply_values, bounded, check_value, plain
+from . import main_job
 from .distributed import from_environment
-
-
-def _default_model() -> dict[str, Any]:
-    """The main job's model. ``damping: alibi`` (U of Eq. 8, ALiBi's per-head slopes) keeps its recurrent state
-    reading past the 128-byte training window at no cost inside it (docs/long-context.md); the official,
-    undamped model is ``--set model.damping=null``."""
-    return {
-        "name": "bdh",
-        "n_layer": 4,
-        "n_embd": 128,
-        "n_head": 4,
-        "n_neurons": 2048,
-        "dropout": 0.0,
-        "damping": "alibi",
-    }
-
-
-def _default_task() -> dict[str, Any]:
-    return {"name": "text", "seq_len": 128}
 
 
 @dataclass
@@ -232,20 +221,30 @@ class SampleConfig(TypedConfig):
     seed: int = bounded(0, ge=-(2**63), lt=2**64)
 
 
-#: the run config's sections that are `TypedConfig` dataclasses (``model`` and ``task`` are mappings)
+#: the run config's sections that are `TypedConfig` dataclasses of their own (``model`` and ``task`` are the
+#: configs of the registered classes they name)
 SECTIONS = ("optim", "train", "eval", "log", "checkpoint", "sample")
+#: the keys of a run config's mapping (a YAML file, config.yaml), in the order `RunConfig.to_dict` writes them
+KEYS = ("model", "task", *SECTIONS, "name", "run_dir")
 
 
 @dataclass
-class RunConfig:
-    """The whole run. ``model`` and ``task`` are mappings with a ``name`` and that class's fields.
+class RunConfig(TypedConfig):
+    """The whole run: the typed sections, built and checked once, when the config is read (`from_dict`).
+
+    ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
+    ``task_name`` (`bdh.registry`): the task's first, then the model's, whose fields the task decides
+    (`bdh.tasks.base.MODEL_FIELDS`: ``vocab_size``, ``causal``, ``seq_len``) are the task's where the run leaves
+    them out (`build_sections`). Left out (None), a section is the main job's (`RunConfig()` is the main job).
+    ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None: all of them); the model
+    section is written whole.
 
     ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
     unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
     """
 
-    model: dict[str, Any] = field(default_factory=_default_model)
-    task: dict[str, Any] = field(default_factory=_default_task)
+    model: Any = None
+    task: Any = None
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -254,51 +253,59 @@ class RunConfig:
     sample: SampleConfig = field(default_factory=SampleConfig)
     name: str | None = None
     run_dir: str | None = None
+    model_name: str = field(default_factory=lambda: main_job.model_section()["name"])
+    task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
+    task_fields: tuple[str, ...] | None = None
+
+    #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = main_job.PRESETS
+
+    def __post_init__(self) -> None:
+        """A section left out is built (the main job's, or that of the name given); a typed section must be the
+        config of the class its name registers."""
+        super().__post_init__()
+        if self.task is None:
+            self.task_name, self.task, self.task_fields = build_task({"name": self.task_name})
+        if self.model is None:
+            self.model_name, self.model = build_model({"name": self.model_name}, self.task_name, self.task)
+        for section, lookup in (("model", get_model), ("task", get_task)):
+            name, built = getattr(self, f"{section}_name"), getattr(self, section)
+            expected = getattr(lookup(name), "config_class", None)
+            if not isinstance(built, expected):
+                raise ConfigError(f"{section}: a {type(built).__name__} is not the config of the {section} {name!r}")
 
     # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def _key(cls, field: str) -> str:
+        """A run config's keys are named as themselves (``optim``, ``name``; their fields ``optim.lr``)."""
+        return field
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if dataclasses.is_dataclass(value):
-                value = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(value).items()}
-            elif isinstance(value, dict):
-                value = dict(value)
-            out[f.name] = value
+        """The run config as its mapping (config.yaml): ``model`` and ``task`` as ``{name: ..., **fields}``."""
+        task = self.task.to_dict()
+        written = task if self.task_fields is None else {k: task[k] for k in self.task_fields}
+        out: dict[str, Any] = {
+            "model": {"name": self.model_name, **self.model.to_dict()},
+            "task": {"name": self.task_name, **written},
+        }
+        for key in KEYS[2:]:
+            out[key] = plain(getattr(self, key))
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, environment: bool = False) -> RunConfig:
+    def from_dict(cls, data: Any, prefix: str | None = None, *, environment: bool = False) -> RunConfig:
         """Build and validate, refusing unknown keys and wrong types (with the key's dotted name);
         ``environment``: also check it against this machine (see `validate`; off by default, so that the
         config of a run made elsewhere can be read; `load_config` and the trainer check it)."""
         if not isinstance(data, dict):
             raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
-        known = {f.name: f for f in dataclasses.fields(cls)}
         for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"config: unknown key {key!r}{did_you_mean(key, known)}; known sections: {', '.join(known)}"
-                )
-        kwargs: dict[str, Any] = {}
+            if key not in KEYS:
+                hint = did_you_mean(key, KEYS)
+                raise ConfigError(f"{cls._key(key)}: unknown field {key!r}{hint}; known sections: {', '.join(KEYS)}")
         hints = typing.get_type_hints(cls)
-        for name, f in known.items():
-            if name not in data:
-                continue
-            value = data[name]
-            if name in ("model", "task"):
-                default = f.default_factory()
-                if value is None:
-                    value = {}
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{name}: expected a mapping with 'name' and fields, got {value!r}")
-                if "name" in value and value["name"] != default["name"]:
-                    merged = dict(value)  # another model or task: its own defaults
-                else:
-                    merged = BDHConfig.merge(default, value) if name == "model" else {**default, **value}
-                kwargs[name] = merged
-            else:
-                kwargs[name] = _typed(value, hints[name], name)
+        kwargs = {key: _typed(data[key], hints[key], key) for key in KEYS[2:] if key in data}
+        kwargs.update(build_sections(data.get("model"), data.get("task")))
         config = cls(**kwargs)
         config.validate(environment=environment)
         return config
@@ -315,12 +322,8 @@ class RunConfig:
             check_finite(getattr(self, section), section)
             check_ranges(getattr(self, section), section)
         for section in ("model", "task"):
-            spec = getattr(self, section)
-            if "name" not in spec or not isinstance(spec["name"], str):
-                raise ConfigError(f"{section}.name: required (a registered {section} name)")
-            _, built = build_section_config(section, spec)
-            if dataclasses.is_dataclass(built):
-                check_finite(built, section)
+            if dataclasses.is_dataclass(getattr(self, section)):
+                check_finite(getattr(self, section), section)
         if self.optim.min_lr > self.optim.lr:
             raise ConfigError(f"optim.min_lr: must not exceed lr = {self.optim.lr}, got {self.optim.min_lr}")
         if self.sample.max_new_tokens and not self.sample.prompt:
@@ -433,6 +436,58 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
     return cls, config
 
 
+def build_sections(model: Any, task: Any) -> dict[str, Any]:
+    """The typed ``model`` and ``task`` of a run config (`RunConfig` fields) from their mappings as given (None: the
+    main job's): the task first (`build_task`), then the model completed from it (`build_model`)."""
+    task_name, task_config, task_fields = build_task(task)
+    model_name, model_config = build_model(model, task_name, task_config)
+    return {
+        "model": model_config,
+        "task": task_config,
+        "model_name": model_name,
+        "task_name": task_name,
+        "task_fields": task_fields,
+    }
+
+
+def _section(section: str, given: Any, default: dict[str, Any], merge: Any) -> dict[str, Any]:
+    """The mapping of a section as given (None: nothing) completed from the main job's ``default`` by ``merge``,
+    or, naming another class, alone (its class's own defaults); a `ConfigError` without a name."""
+    value = {} if given is None else given
+    if not isinstance(value, dict):
+        raise ConfigError(f"{section}: expected a mapping with 'name' and fields, got {value!r}")
+    merged = dict(value) if "name" in value and value["name"] != default["name"] else merge(default, value)
+    if not isinstance(merged.get("name"), str):
+        raise ConfigError(f"{section}.name: required (a registered {section} name)")
+    return merged
+
+
+def build_task(given: Any) -> tuple[str, Any, tuple[str, ...]]:
+    """(name, typed config, the fields given) of a run's ``task`` section (None: the main job's)."""
+    merged = _section("task", given, main_job.task_section(), lambda default, value: {**default, **value})
+    _, config = build_section_config("task", merged)
+    return merged["name"], config, tuple(k for k in merged if k != "name")
+
+
+def build_model(given: Any, task_name: str, task_config: Any) -> tuple[str, Any]:
+    """(name, typed config) of a run's ``model`` section (None: the main job's, completed by its config class's
+    ``merge``, `bdh.model_api`): the fields the task decides (`bdh.tasks.base.decided_fields`) that the section
+    leaves out are the task's."""
+    main = main_job.model_section()
+    merged = _section(
+        "model", given, main, lambda default, value: merge(get_model(main["name"]).config_class, default, value)
+    )
+    config_class = getattr(get_model(merged["name"]), "config_class", None)
+    if dataclasses.is_dataclass(config_class):
+        fields = {f.name for f in dataclasses.fields(config_class) if f.init}
+        left = [key for key in MODEL_FIELDS if key in fields and key not in merged]
+        if left:
+            decided = decided_fields(get_task(task_name), task_config)
+            merged = {**merged, **{key: decided[key] for key in left}}
+    _, config = build_section_config("model", merged)
+    return merged["name"], config
+
+
 # ---------------------------------------------------------------------- files and overrides
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping in a YAML or JSON file (one-line errors for a missing or malformed file)."""
@@ -458,25 +513,31 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """The run config: the defaults, updated by a YAML/JSON file, updated by ``--set`` overrides; checked
-    like a run checks it (`RunConfig.validate`, this machine included)."""
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, preset: str | None = None
+) -> RunConfig:
+    """The run config: the defaults, updated by a YAML/JSON file, by the values of a ``preset`` (`RunConfig.PRESETS`:
+    ``quick``), then by ``--set`` overrides; checked like a run checks it (`RunConfig.validate`, this machine
+    included)."""
     data = read_config_file(path) if path is not None else {}
+    if preset is not None:
+        data = apply_values(data, RunConfig.preset_values(preset).items())
     data = apply_overrides(data, overrides or [])
     return RunConfig.from_dict(data, environment=True)
 
 
 def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:
-    """A sweep's ``model`` section as the sweep wrote it: a BDH field it leaves out takes `BDHConfig`'s own
-    default (the official model's), never the main job's choice (`_default_model`: ALiBi damping), so that a
-    change of the main job's defaults cannot change what a bench suite or an experiment trains."""
-    main = _default_model()
+    """A sweep's ``model`` section as the sweep wrote it: a field of the main job's model
+    (`bdh.train.main_job.model_section`) it leaves out takes the model config class's own default (BDH's: the
+    official model's), never the main job's choice (ALiBi damping), so that a change of the main job's defaults
+    cannot change what a bench suite or an experiment trains. The class's ``merge`` completes them
+    (`bdh.model_api`: BDH drops a neuron-count field the section replaces by the other)."""
+    main = main_job.model_section()
     if model.get("name", main["name"]) != main["name"]:
         return dict(model)
-    own = {f.name: f.default for f in dataclasses.fields(BDHConfig)}
-    sized = any(model.get(k) is not None for k in SIZE_FIELDS)
-    missing = [k for k in main if k not in model and k != "name" and not (sized and k in SIZE_FIELDS)]
-    return {**{k: own[k] for k in missing}, **model}
+    config_class = get_model(main["name"]).config_class
+    own = {f.name: f.default for f in dataclasses.fields(config_class) if f.name in main and f.name not in model}
+    return merge(config_class, own, model)
 
 
 def sweep_run_config(

@@ -257,7 +257,7 @@ def trained_context(config) -> int:
     """The longest context a run's model met in training, in tokens (``config``: a `RunConfig` of the text
     task): ``seq_len`` for window training, the stream length for truncated BPTT (``train.tbptt_windows``
     windows, else a whole lane of the training split)."""
-    T = int(config.task.get("seq_len", 256))
+    T = int(getattr(config.task, "seq_len", 256))
     t = config.train
     if t.bptt != "tbptt":
         return T
@@ -265,10 +265,7 @@ def trained_context(config) -> int:
         return T * t.tbptt_windows
     from bdh.registry import get_task
 
-    from .config import build_section_config
-
-    _, task_config = build_section_config("task", config.task)
-    task = get_task(config.task["name"])(task_config)
+    task = get_task(config.task_name)(config.task)
     return T * task.lane_windows("train", t.batch_size)
 
 

@@ -1,9 +1,9 @@
 """Refuse a micro-batch that will not fit in memory, before allocating anything.
 
-The estimate comes from the model's analytic sizes (`bdh.model.sizes.train_memory_bytes`: weights,
-gradients, AdamW moments and saved activations) and is compared with the memory available now: free
-GPU memory on CUDA, ``MemAvailable`` of the machine on CPU (shared by all processes of the machine).
-Models without an estimate are not checked.
+The estimate is the model config's own (``train_memory_bytes`` of `bdh.model_api.ModelConfigAPI`; BDH's:
+`bdh.model.sizes.train_memory_bytes`, weights, gradients, AdamW moments and saved activations) and is compared
+with the memory available now: free GPU memory on CUDA, ``MemAvailable`` of the machine on CPU (shared by all
+processes of the machine). Models without an estimate are not checked.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import torch
 
 from bdh.errors import UserError
 
-from ..model.config import BDHConfig
-from ..model.sizes import train_memory_bytes
+from ..model_api import memory_estimate
 
 GiB = 2**30
 
@@ -48,10 +47,8 @@ def estimate_bytes(
 ) -> int | None:
     """Estimated peak training memory of one process (None for models without an estimate); ``shards``: the
     processes a fully sharded run splits the weights and optimiser state over (1: each holds them all)."""
-    if not isinstance(model_config, BDHConfig):
-        return None
     dtype = "bf16" if amp_dtype == torch.bfloat16 else "fp32"
-    return train_memory_bytes(model_config, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
+    return memory_estimate(model_config, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
 
 
 def check_fits(

@@ -2,9 +2,9 @@
 checks that would otherwise fail at step N, the starting weights (``train.init_from``), the objective and the
 optimiser.
 
-* `task_and_model_config`: the task, then the model config, built once: the fields the task decides
-  (``vocab_size``, ``causal``, ``seq_len``) that the run leaves out are the task's, and the model must agree
-  with the task (`check_agreement`).
+* `task_and_model_config`: the task, built on the run config's typed ``task``, and the run config's typed
+  ``model`` (built once, when the config was read, completed from the task), which must agree with the task
+  (`check_agreement`).
 * `check_modes`: ``train.bptt`` against what the task and the model can do.
 * `load_initial_weights`: a trained model of the same class and configuration (its `runtime_fields` aside).
 * `Objective`: the summed cross-entropy of a micro-batch, the module DistributedDataParallel wraps.
@@ -13,7 +13,6 @@ optimiser.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from typing import Any
 
@@ -21,42 +20,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.config import BDHConfig
+from .. import model_api
 from ..model.io import CheckpointError
-from ..registry import get_model
+from ..registry import get_model, get_task
 from ..tasks.base import IGNORE_INDEX
 from . import checkpoint as ckpt
-from .config import RunConfig, build_section_config
+from .config import RunConfig
 from .errors import TrainingError
 from .recurrent import check_tbptt
-
-#: the runtime fields of a model whose config class declares no ``RUNTIME_FIELDS``: BDH's, the names meaning the
-#: same in every model (of them the baselines have ``dropout``)
-DEFAULT_RUNTIME_FIELDS = BDHConfig.RUNTIME_FIELDS
 
 
 def runtime_fields(model_config: Any) -> frozenset[str]:
     """The fields of ``model_config`` that change how the model runs, not what its weights mean: they may differ
-    from the model ``train.init_from`` starts from (its class's ``RUNTIME_FIELDS``, else `DEFAULT_RUNTIME_FIELDS`)."""
-    return frozenset(getattr(type(model_config), "RUNTIME_FIELDS", DEFAULT_RUNTIME_FIELDS))
+    from the model ``train.init_from`` starts from (`bdh.model_api.runtime_fields` of its class)."""
+    return model_api.runtime_fields(type(model_config))
 
 
 def task_and_model_config(config: RunConfig) -> tuple[Any, type, Any]:
-    """(task, model class, model config) of a run: the fields the task decides (``vocab_size``, ``causal``,
-    ``seq_len``) that the run leaves out are the task's; checked against the task (`check_agreement`) and
-    written back to the run config (its config.yaml then holds every field)."""
-    task_cls, task_config = build_section_config("task", config.task)
-    task = task_cls(task_config)
-    model_cls = get_model(config.model["name"])
-    spec = dict(config.model)
-    fields = {f.name for f in dataclasses.fields(model_cls.config_class)}
-    for key in ("vocab_size", "causal", "seq_len"):
-        if key in fields and key not in spec:
-            spec[key] = getattr(task, key)
-    _, model_config = build_section_config("model", spec)
-    check_agreement(task, model_config)
-    config.model = {"name": config.model["name"], **model_config.to_dict()}
-    return task, model_cls, model_config
+    """(task, model class, model config) of a run: the task built on the run config's typed ``task``, and the
+    run config's typed ``model`` itself, the object built when the config was read (`bdh.train.config.build_model`:
+    the fields the task decides that the run leaves out are the task's), checked against the task
+    (`check_agreement`)."""
+    task = get_task(config.task_name)(config.task)
+    check_agreement(task, config.model)
+    return task, get_model(config.model_name), config.model
 
 
 def check_agreement(task: Any, model_config: Any) -> None:
@@ -74,7 +61,7 @@ def check_agreement(task: Any, model_config: Any) -> None:
 def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
     """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), none a model whose
     forward can detach attention keys and values."""
-    t, name = config.train, config.model["name"]
+    t, name = config.train, config.model_name
     if t.bptt == "tbptt":
         check_tbptt(task, model_cls, name, t.batch_size, t.tbptt_windows)
     if t.bptt == "none" and "detach_kv" not in inspect.signature(model_cls.forward).parameters:

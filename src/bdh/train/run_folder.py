@@ -15,7 +15,6 @@ in gathering what a sharded run writes (`bdh.train.process.Runtime`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +27,7 @@ from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
 from ..model.io import CheckpointError
 from . import checkpoint as ckpt
-from .config import ConfigError, RunConfig, read_config_file
+from .config import KEYS, ConfigError, RunConfig, read_config_file
 from .errors import TrainingError
 from .log import MetricsLog
 from .process import Runtime
@@ -184,7 +183,7 @@ def load_run_config(run_dir: str | Path) -> dict[str, Any]:
         data = read_config_file(path)
     except ConfigError as exc:  # not YAML, not text, not a regular file: damaged
         raise TrainingError(f"{exc}; {anew}") from None
-    keys = [f.name for f in dataclasses.fields(RunConfig)]  # written whole at the start of a run, run_dir last
+    keys = list(KEYS)  # written whole at the start of a run, run_dir last
     missing = [k for k in keys if k not in data]
     if missing:
         what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"

@@ -499,7 +499,7 @@ class Trainer:
         processes = f" over {env.world_size} processes" if env.enabled else ""
         processes += " (fully sharded)" if self.runtime.sharded else ""
         log.message(
-            f"run {self.folder.path}: {self.config.model['name']} ({params:,} parameters), task {self.task.name}, "
+            f"run {self.folder.path}: {self.config.model_name} ({params:,} parameters), task {self.task.name}, "
             f"{self.total_steps} steps of {self.config.train.batch_size} x {self.seq_len} tokens{processes}, "
             f"device {self.runtime.device}"
         )

@@ -36,7 +36,7 @@ gpt-facts         the yardstick of the recall curriculum: the GPT trained with `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from bdh.errors import UserError
 from bdh.typed_config import bounded, parse_list
@@ -111,6 +111,34 @@ class Config(ExperimentConfig):
 
     experiment = "long-context"
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test of a minute or two: a tiny model, short streams, one seed, three recipes.
+    #: full: For a GPU: the main job's full length of training (2,000 steps), more lanes, more trials.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            "recipes": "official,facts,gpt",
+            "seeds": "0",
+            "n_layer": 2,
+            "n_embd": 32,
+            "n_neurons": 256,
+            "steps": 30,
+            "seq_len": 32,
+            "eval_lanes": 2,
+            "eval_length": 2048,
+            "cut_stride": 16,
+            "recall_distances": "16,256,1024",
+            "recall_trials": 4,
+            "generate_bytes": 2000,
+            "ngram": 3,
+        },
+        "full": {
+            "recipes": ",".join(RECIPES),
+            "steps": 2000,
+            "eval_lanes": 7,
+            "recall_trials": 128,
+        },
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
         self._check_size()
@@ -137,31 +165,6 @@ class Config(ExperimentConfig):
     @property
     def distances(self) -> tuple[int, ...]:
         return parse_list(self.recall_distances, int, self._key("recall_distances"))
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test of a minute or two: a tiny model, short streams, one seed, three recipes."""
-        return cls(
-            recipes="official,facts,gpt",
-            seeds="0",
-            n_layer=2,
-            n_embd=32,
-            n_neurons=256,
-            steps=30,
-            seq_len=32,
-            eval_lanes=2,
-            eval_length=2048,
-            cut_stride=16,
-            recall_distances="16,256,1024",
-            recall_trials=4,
-            generate_bytes=2000,
-            ngram=3,
-        )
-
-    @classmethod
-    def full(cls) -> Config:
-        """For a GPU: the main job's full length of training (2,000 steps), more lanes, more trials."""
-        return cls(recipes=",".join(RECIPES), steps=2000, eval_lanes=7, recall_trials=128)
 
     def model_section(self, recipe: str) -> dict[str, Any]:
         """The ``model`` section of a recipe's runs: the BDH with the recipe's model fields, or the GPT."""

@@ -10,6 +10,7 @@ model).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from bdh.errors import UserError
 from bdh.experiments.common import ExperimentConfig
@@ -107,6 +108,55 @@ class Config(ExperimentConfig):
 
     experiment = "relatives"
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test: BDH, GPT and BaseConv at two tiny widths, one setting, one seed, a few steps.
+    #: full: Zoology's Figure 2 sweep for a GPU (V = 8192, (N, D) = (64, 4), (128, 8), (256, 16), (512, 64),
+    #: widths 64 to 512, four learning rates from 1e-4 to 1e-2, 100,000 training examples) and a longer language
+    #: model at the main job's size (2,000 steps of 32 windows, 10 minutes a run at equal wall-clock). Its plan
+    #: lists the runs without timing them (``probe_steps`` 0).
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            "models": ("bdh", "gpt", "baseconv"),
+            "seeds": (0,),
+            "widths": (8, 16),
+            "seq_lens": (16,),
+            "num_pairs": (2,),
+            "vocab_size": 64,
+            "neuron_mult": 8,
+            "mqar_steps": 20,
+            "mqar_batch_size": 16,
+            "train_examples": 256,
+            "val_examples": 64,
+            "lm_width": 32,
+            "lm_neurons": 256,
+            "lm_layers": 2,
+            "lm_steps": 4,
+            "lm_batch_size": 2,
+            "lm_seq_len": 32,
+            "lm_minutes": 0.05,
+            "lm_eval_batches": 2,
+            "probe_steps": 1,
+        },
+        "full": {
+            "widths": (64, 128, 256, 512),
+            "seq_lens": (64, 128, 256, 512),
+            "num_pairs": (4, 8, 16, 64),
+            "vocab_size": 8192,
+            "neuron_mult": 32,
+            "mqar_lrs": (1e-4, 4.6e-4, 2.2e-3, 1e-2),
+            "mqar_steps": 10_000,
+            "train_examples": 100_000,
+            "val_examples": 3_000,
+            "lm_lrs": (1e-3,),
+            "lm_steps": 2000,
+            "lm_batch_size": 32,
+            "lm_minutes": 10.0,
+            "lm_eval_batches": 64,
+            "device": "auto",
+            "probe_steps": 0,  # a step of the widest models takes minutes on a CPU: --set probe_steps=1 on the GPU
+        },
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
         for name in ("seeds", "mqar_lrs", "lm_lrs", "widths", "seq_lens"):
@@ -129,57 +179,6 @@ class Config(ExperimentConfig):
         """Part (b): the language model's sweep, BDH at ``lm_width`` with n = ``lm_neurons``."""
         fields = {theirs: getattr(self, mine) for mine, theirs in LM_FIELDS.items()}
         return LMSweep(**fields, widths=(self.lm_width,), neuron_mult=self.lm_neurons // self.lm_width)
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test: BDH, GPT and BaseConv at two tiny widths, one setting, one seed, a few steps."""
-        return cls(
-            models=("bdh", "gpt", "baseconv"),
-            seeds=(0,),
-            widths=(8, 16),
-            seq_lens=(16,),
-            num_pairs=(2,),
-            vocab_size=64,
-            neuron_mult=8,
-            mqar_steps=20,
-            mqar_batch_size=16,
-            train_examples=256,
-            val_examples=64,
-            lm_width=32,
-            lm_neurons=256,
-            lm_layers=2,
-            lm_steps=4,
-            lm_batch_size=2,
-            lm_seq_len=32,
-            lm_minutes=0.05,
-            lm_eval_batches=2,
-            probe_steps=1,
-        )
-
-    @classmethod
-    def full(cls) -> Config:
-        """Zoology's Figure 2 sweep for a GPU (V = 8192, (N, D) = (64, 4), (128, 8), (256, 16), (512, 64), widths
-        64 to 512, four learning rates from 1e-4 to 1e-2, 100,000 training examples) and a longer language model
-        at the main job's size (2,000 steps of 32 windows, 10 minutes a run at equal wall-clock). Its plan lists
-        the runs without timing them (``probe_steps`` 0)."""
-        return cls(
-            widths=(64, 128, 256, 512),
-            seq_lens=(64, 128, 256, 512),
-            num_pairs=(4, 8, 16, 64),
-            vocab_size=8192,
-            neuron_mult=32,
-            mqar_lrs=(1e-4, 4.6e-4, 2.2e-3, 1e-2),
-            mqar_steps=10_000,
-            train_examples=100_000,
-            val_examples=3_000,
-            lm_lrs=(1e-3,),
-            lm_steps=2000,
-            lm_batch_size=32,
-            lm_minutes=10.0,
-            lm_eval_batches=64,
-            device="auto",
-            probe_steps=0,  # a step of the widest models takes minutes on a CPU: --set probe_steps=1 on the GPU
-        )
 
 
 def check_resumable(mine: dict, theirs: dict, selectors: tuple[str, ...]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from bdh.baselines.gpt import POSITIONAL as GPT_POSITIONAL
 from bdh.experiments.common import ExperimentConfig
@@ -84,6 +85,55 @@ class Config(ExperimentConfig):
 
     experiment = "scaling"
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test: two tiny sizes, one seed, two learning rates, a few dozen steps.
+    #: full: The GPU ladder: BDH with the paper's L = 8, D = 256, h = 4 and n from 16384 to 131072 (about 13M to
+    #: 100M parameters), the Transformer shaped as the paper's GPTXL (Table 4), on the translation stream.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            "n_neurons": (128, 256),
+            "n_layer": 2,
+            "n_embd": 32,
+            "n_head": 2,
+            "gpt_layers": (1, 1),
+            "gpt_heads": (2, 2),
+            "corpus_bytes": 200_000,
+            "lrs": (3e-3, 1e-2),
+            "seeds": (0,),
+            "steps": 24,
+            "batch_size": 4,
+            "seq_len": 64,
+            "curve_points": 3,
+            "curve_eval_batches": 2,
+            "eval_batches": 4,
+            "eval_segments": 16,
+        },
+        "full": {
+            "data": "translation",
+            "corpus_bytes": 400_000_000,
+            "n_neurons": (16384, 32768, 65536, 131072),
+            "n_layer": 8,
+            "n_embd": 256,
+            "n_head": 4,
+            "gpt_layers": (6, 9, 12, 15),
+            "gpt_heads": (4, 5, 6, 8),
+            "lrs": (3e-4, 1e-3, 3e-3),
+            "seeds": (0, 1),
+            "steps": 6000,
+            "batch_size": 32,
+            "micro_batch_size": 4,
+            "seq_len": 1024,
+            "val_fraction": 0.01,
+            "curve_points": 20,
+            "curve_eval_batches": 8,
+            "eval_batches": 64,
+            "eval_segments": 200,
+            "device": "auto",
+            "precision": "auto",
+            "plan_tflops": 150.0,
+        },
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
         self._check_data()
@@ -137,54 +187,3 @@ class Config(ExperimentConfig):
     def curve_every(self) -> int:
         """Steps between the validations of the loss curve."""
         return max(1, self.steps // self.curve_points)
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test: two tiny sizes, one seed, two learning rates, a few dozen steps."""
-        return cls(
-            n_neurons=(128, 256),
-            n_layer=2,
-            n_embd=32,
-            n_head=2,
-            gpt_layers=(1, 1),
-            gpt_heads=(2, 2),
-            corpus_bytes=200_000,
-            lrs=(3e-3, 1e-2),
-            seeds=(0,),
-            steps=24,
-            batch_size=4,
-            seq_len=64,
-            curve_points=3,
-            curve_eval_batches=2,
-            eval_batches=4,
-            eval_segments=16,
-        )
-
-    @classmethod
-    def full(cls) -> Config:
-        """The GPU ladder: BDH with the paper's L = 8, D = 256, h = 4 and n from 16384 to 131072 (about 13M to
-        100M parameters), the Transformer shaped as the paper's GPTXL (Table 4), on the translation stream."""
-        return cls(
-            data="translation",
-            corpus_bytes=400_000_000,
-            n_neurons=(16384, 32768, 65536, 131072),
-            n_layer=8,
-            n_embd=256,
-            n_head=4,
-            gpt_layers=(6, 9, 12, 15),
-            gpt_heads=(4, 5, 6, 8),
-            lrs=(3e-4, 1e-3, 3e-3),
-            seeds=(0, 1),
-            steps=6000,
-            batch_size=32,
-            micro_batch_size=4,
-            seq_len=1024,
-            val_fraction=0.01,
-            curve_points=20,
-            curve_eval_batches=8,
-            eval_batches=64,
-            eval_segments=200,
-            device="auto",
-            precision="auto",
-            plan_tflops=150.0,
-        )

@@ -7,7 +7,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -53,6 +53,21 @@ class Config(SynapseOptions):
     seq_len: int = bounded(128, ge=1)
     lr: float = bounded(3e-3, gt=0)
 
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: A smoke test: a tiny model, few steps, small sets.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            **QUICK,
+            "n_head": 2,
+            "steps": 30,
+            "batch_size": 8,
+            "seq_len": 64,
+            "search": 24,
+            "heldout": 12,
+            "top_k": 3,
+        },
+    }
+
     def __post_init__(self) -> None:
         self._coerce()  # the fields converted to their types (``--set`` values arrive as YAML)
         super().__post_init__()  # the declared ranges (of the analysis fields too) and their checks
@@ -78,20 +93,6 @@ class Config(SynapseOptions):
         for name in ("language", "second_language"):
             if getattr(self, name) not in langs:
                 self._fail(name, f"{getattr(self, name)!r} is not in the corpus pairs ({', '.join(sorted(langs))})")
-
-    @classmethod
-    def quick(cls) -> Config:
-        """A smoke test: a tiny model, few steps, small sets."""
-        return cls(
-            **QUICK,
-            n_head=2,
-            steps=30,
-            batch_size=8,
-            seq_len=64,
-            search=24,
-            heldout=12,
-            top_k=3,
-        )
 
     @property
     def size(self) -> ModelSize:

@@ -1,0 +1,89 @@
+"""What the trainer needs from a model config: the `ModelConfigAPI` protocol, and `ModelConfig`, its shared defaults.
+
+The trainer (`bdh.train`) never names a model. Of a model's config it needs three things, and asks them here:
+
+* ``RUNTIME_FIELDS``: the fields that change how the model runs, not what its weights mean (a trained model may
+  go on training, or load, with other values: ``train.init_from``, `bdh.model.io.load_pretrained`);
+* ``merge(fields, changes)``: how a partial ``model`` section completes a default one (BDH: giving one of the two
+  neuron-count fields drops the other);
+* ``train_memory_bytes(micro_batch, seq_len, form=, dtype=, shards=)``: an estimate of the peak training memory
+  of one process, or None where the model has none (then the trainer does not check it).
+
+Every built-in config implements it: BDH's (`bdh.model.config.BDHConfig`) overrides all three, the baselines
+take the defaults of `ModelConfig` (their own ``RUNTIME_FIELDS`` aside). A config class from outside the package
+that mixes in neither is read with the same defaults (`runtime_fields`, `merge`, `memory_estimate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from .typed_config import TypedConfig
+
+
+@runtime_checkable
+class ModelConfigAPI(Protocol):
+    """The protocol a registered model's ``config_class`` implements for the trainer (see the module docstring)."""
+
+    RUNTIME_FIELDS: ClassVar[frozenset[str]]
+
+    @classmethod
+    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` (a complete or default section) updated with ``changes`` (a partial one)."""
+        ...
+
+    def train_memory_bytes(
+        self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
+    ) -> int | None:
+        """Peak training memory of one process in bytes for micro-batches of ``micro_batch`` x ``seq_len`` tokens
+        (``dtype``: ``fp32`` or ``bf16`` activations; ``shards``: processes a sharded run splits the weights and
+        optimiser state over); None where the model has no estimate."""
+        ...
+
+
+class ModelConfig(TypedConfig):
+    """The shared defaults of `ModelConfigAPI`, mixed into the baselines' configs (a `TypedConfig`)."""
+
+    #: ``dropout``, the runtime field whose name means the same in every model that has it
+    RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset({"dropout"})
+
+    @classmethod
+    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` updated with ``changes``, key by key (no field depends on another)."""
+        return {**fields, **changes}
+
+    def train_memory_bytes(
+        self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
+    ) -> int | None:
+        """None: no estimate (the trainer does not check the memory of such a model)."""
+        return None
+
+
+def _implementation(config_class: type, name: str) -> Any:
+    """The class's own member ``name`` of the protocol, else `ModelConfig`'s default."""
+    return getattr(config_class, name, getattr(ModelConfig, name))
+
+
+def runtime_fields(config_class: type) -> frozenset[str]:
+    """The runtime fields of a model config class (its ``RUNTIME_FIELDS``, else `ModelConfig`'s)."""
+    return frozenset(_implementation(config_class, "RUNTIME_FIELDS"))
+
+
+def merge(config_class: type, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` completed by ``changes`` as ``config_class`` merges them (its ``merge``, else key by key)."""
+    if isinstance(config_class, type) and hasattr(config_class, "merge"):
+        return config_class.merge(fields, changes)
+    return ModelConfig.merge(fields, changes)
+
+
+def memory_estimate(
+    config: Any, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
+) -> int | None:
+    """``config.train_memory_bytes(...)``; None for a config without an estimate (or without the method)."""
+    estimate = getattr(config, "train_memory_bytes", None)
+    if estimate is None:
+        return None
+    return estimate(micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
+
+
+__all__ = ["ModelConfig", "ModelConfigAPI", "memory_estimate", "merge", "runtime_fields"]

@@ -1,0 +1,42 @@
+"""The main job as data: what ``bdh train`` runs without arguments (its ``model`` and ``task`` sections; the other
+sections are the defaults of `bdh.train.config`), and its presets (``bdh train --quick``). A light module (no
+PyTorch), so that the command line can say them in its help."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def model_section() -> dict[str, Any]:
+    """The main job's model. ``damping: alibi`` (U of Eq. 8, ALiBi's per-head slopes) keeps its recurrent state
+    reading past the 128-byte training window at no cost inside it (docs/long-context.md); the official,
+    undamped model is ``--set model.damping=null``. Built through the registry (`bdh.train.config.build_model`)."""
+    return {
+        "name": "bdh",
+        "n_layer": 4,
+        "n_embd": 128,
+        "n_head": 4,
+        "n_neurons": 2048,
+        "dropout": 0.0,
+        "damping": "alibi",
+    }
+
+
+def task_section() -> dict[str, Any]:
+    """The main job's task: next-byte prediction on the embedded corpus, 128-byte windows."""
+    return {"name": "text", "seq_len": 128}
+
+
+#: the run config's presets (`bdh.typed_config.TypedConfig.PRESETS`); ``quick`` (``bdh train --quick``): the main
+#: job shortened to about a minute (the same model and data)
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "train.max_steps": 300,
+        "train.max_minutes": 1.5,
+        "optim.warmup_steps": 20,
+        "eval.every": 100,
+        "eval.batches": 8,
+        "checkpoint.every": 100,
+        "sample.max_new_tokens": 200,
+    }
+}
