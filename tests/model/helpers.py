@@ -112,6 +112,15 @@ def attention_inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, 
     return tuple(None if t is None else t.to(device) for t in (q, k, v, s))
 
 
+def run_form(form: str, q, k, v, *, chunk_size: int = 4, **options):
+    """One of the three attention forms of `bdh.model.kernels.attention` by name: (a, state after or None)."""
+    from bdh.model.kernels import attention
+
+    if form == "chunked":
+        return attention.chunked(q, k, v, chunk_size=chunk_size, **options)
+    return {"parallel": attention.parallel, "recurrent": attention.recurrent}[form](q, k, v, **options)
+
+
 def rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
     """What the official generate does: the whole prefix through the parallel form for every token."""
     idx = prompt

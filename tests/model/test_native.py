@@ -251,7 +251,7 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
             training=False,
             autograd=False,
             device=torch.device(device),
-        ).native
+        ).choice.native
 
     assert chosen() == native.available()
     assert not chosen("cuda") and not chosen("meta")
@@ -269,7 +269,7 @@ def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
         ref = model(idx)
     monkeypatch.setattr(native, "_library", lambda: None)
     assert not native.available() and not native.supports(torch.zeros(1))
-    assert model.kernels(Pass("parallel", 0, 9)).native is False
+    assert model.kernels(Pass("parallel", 0, 9)).choice.native is False
     assert torch.equal(model(idx), ref)  # the same code runs: identical
 
 
