@@ -84,11 +84,15 @@ def config_id(case: dict) -> str:
     return f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}"
 
 
-def logits_and_grads(model: BDH, idx: torch.Tensor, form: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Logits of ``form`` and the gradient of every parameter of a fixed weighted sum of them."""
-    model.config.attention = form
+def logits_and_grads(model: BDH, idx: torch.Tensor, form) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Logits of ``form`` (an attention form's name, or a forward such as ``model.slow_forward``) and the gradient
+    of every parameter of a fixed weighted sum of them."""
     model.zero_grad()
-    logits = model(idx)
+    if callable(form):
+        logits = form(idx)
+    else:
+        model.config.attention = form
+        logits = model(idx)
     weights = torch.linspace(-1, 1, logits.numel(), device=logits.device).view_as(logits)
     (logits.float() * weights).sum().backward()
     return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
