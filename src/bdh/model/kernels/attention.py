@@ -199,4 +199,3 @@ def _add_outer_(S: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     kk = k.reshape(B * H, N, 1).to(S.dtype)
     vv = v.expand(B, H, 1, D).reshape(B * H, 1, D).to(S.dtype)
     S.view(B * H, N, D).baddbmm_(kk, vv)
-

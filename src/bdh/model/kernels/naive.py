@@ -89,4 +89,3 @@ def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_lay
         xy = (xs * ys).transpose(1, 2).reshape(B, 1, T, n_head * N)
         x = ln(x + ln(xy @ decoder))
     return x.view(B, T, D) @ lm_head
-
