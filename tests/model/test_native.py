@@ -261,6 +261,17 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
     assert not chosen()
 
 
+def test_select_names_the_compiled_recurrent_step_for_in_place_cpu_steps_only():
+    """``recurrent-native`` where the loops are built and the state is updated in place; ``recurrent`` otherwise."""
+    model = tiny_model()
+    step = Pass("recurrent", 3, 1, carried=True, need_state=True, inplace=True)
+    with torch.no_grad():
+        assert model.kernels(step).choice.attention == ("recurrent-native" if native.available() else "recurrent")
+        with native.disabled():
+            assert model.kernels(step).choice.attention == "recurrent"
+    assert model.kernels(Pass("recurrent", 3, 1, carried=True, need_state=True)).choice.attention == "recurrent"
+
+
 def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
     """Where the extension was not built (or does not load), nothing chooses it: the PyTorch path's results."""
     model = tiny_model(seed=10)

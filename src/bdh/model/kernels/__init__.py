@@ -126,7 +126,7 @@ class Choice:
     gate: str
     masks: str
     read_in: str
-    log_u: Tensor | None = field(repr=False)
+    log_u: Tensor | None = field(repr=False, compare=False)
     causal: bool
     chunk_size: int
     need_state: bool
@@ -140,7 +140,7 @@ class Choice:
         return self.gate == "native"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Kernels:
     """The kernels of one forward pass, chosen by `select` (named in ``choice``) and bound to the pass: every step
     is a callable that chooses nothing when called (module docstring: what the tensors decide).
