@@ -34,6 +34,7 @@ from model.helpers import (
     random_configs,
     rel_err,
     rerun_greedy,
+    run_form,
     tiny_config,
     tiny_model,
     values_and_grads,
@@ -78,7 +79,7 @@ def test_attention_forms_equal_the_naive_sum(form, damped, with_state):
     q, k, v, s = attention_inputs(with_state=with_state, device=GPU)
     retention = torch.tensor([0.9, 0.5, 1.0], dtype=torch.float64, device=GPU) if damped else None
     log_u = None if retention is None else retention.log()
-    out, _ = attention.linear_attention(q, k, v, form=form, chunk_size=4, log_u=log_u, state=s)
+    out, _ = run_form(form, q, k, v, log_u=log_u, state=s)
     assert out.is_cuda
     assert rel_err(out, naive_linear_attention(q, k, v, retention, s)) < 1e-12
 
@@ -90,9 +91,7 @@ def test_attention_forms_agree_in_final_state_and_every_gradient(damped):
     results = {}
     for form in ATTENTION_FORMS:
         leaves = [t.clone().requires_grad_() for t in (q, k, v, s)]
-        out, state = attention.linear_attention(
-            *leaves[:3], form=form, chunk_size=5, log_u=log_u, state=leaves[3], need_state=True
-        )
+        out, state = run_form(form, *leaves[:3], chunk_size=5, log_u=log_u, state=leaves[3], need_state=True)
         w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype, device=GPU).view_as(out)
         ((out * w).sum() + state.square().sum()).backward()
         results[form] = [out.detach(), state.detach(), *(t.grad for t in leaves)]
@@ -233,9 +232,10 @@ def test_the_training_forward_on_the_gpu_takes_the_fast_kernels():
     """`select` is device-blind except for dropout masks: the same fast kernels as on the CPU."""
     model = tiny_model(dropout=0.1).to(GPU).train()
     k = model.kernels(Pass("parallel", 0, 16))
-    assert (k.attention, k.gate_impl, k.rope, k.masks) == ("shared-keys", "fused", "complex", "torch")
+    c = k.choice
+    assert (c.attention, c.gate, c.rope, c.masks) == ("shared-keys", "fused", "complex", "torch")
     chunked = "chunked-triton" if _has_triton() else "chunked-lean"  # the fused kernels where Triton is installed
-    assert model.kernels(Pass("chunked", 0, 16)).attention == chunked
+    assert model.kernels(Pass("chunked", 0, 16)).choice.attention == chunked
 
 
 # --------------------------------------------------------------------------- the fused Triton chunked kernels
@@ -383,7 +383,7 @@ def test_dropout_on_the_gpu_draws_masks_of_rate_p_scaled_by_one_over_one_minus_p
     p, H, N, T = 0.25, 2, 512, 64
     model = tiny_model(dropout=p, n_neurons=H * N, n_embd=H * N).to(GPU).train()  # n = D: E can be the identity
     k = model.kernels(Pass("parallel", 0, T))
-    assert k.masks == "torch"  # with dropout_rng "auto": never the host masks for a CUDA tensor
+    assert k.choice.masks == "torch"  # with dropout_rng "auto": never the host masks for a CUDA tensor
     eye = torch.eye(H * N, device=GPU)
     y = torch.ones(1, H, T, N, device=GPU, requires_grad=True)
     out = k.read_in(y, eye)  # (1, 1, T, n): every neuron's y after dropout

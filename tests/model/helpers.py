@@ -84,11 +84,15 @@ def config_id(case: dict) -> str:
     return f"{c['positional']}-{c['damping']}-L{c['n_layer']}h{c['n_head']}C{c['chunk_size']}T{c['T']}"
 
 
-def logits_and_grads(model: BDH, idx: torch.Tensor, form: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Logits of ``form`` and the gradient of every parameter of a fixed weighted sum of them."""
-    model.config.attention = form
+def logits_and_grads(model: BDH, idx: torch.Tensor, form) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Logits of ``form`` (an attention form's name, or a forward such as ``model.slow_forward``) and the gradient
+    of every parameter of a fixed weighted sum of them."""
     model.zero_grad()
-    logits = model(idx)
+    if callable(form):
+        logits = form(idx)
+    else:
+        model.config.attention = form
+        logits = model(idx)
     weights = torch.linspace(-1, 1, logits.numel(), device=logits.device).view_as(logits)
     (logits.float() * weights).sum().backward()
     return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -110,6 +114,15 @@ def attention_inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, 
     v = torch.randn(B, 1 if shared_v else H, T, D, generator=g, dtype=torch.float64)
     s = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else None
     return tuple(None if t is None else t.to(device) for t in (q, k, v, s))
+
+
+def run_form(form: str, q, k, v, *, chunk_size: int = 4, **options):
+    """One of the three attention forms of `bdh.model.kernels.attention` by name: (a, state after or None)."""
+    from bdh.model.kernels import attention
+
+    if form == "chunked":
+        return attention.chunked(q, k, v, chunk_size=chunk_size, **options)
+    return {"parallel": attention.parallel, "recurrent": attention.recurrent}[form](q, k, v, **options)
 
 
 def rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:

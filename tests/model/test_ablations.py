@@ -14,7 +14,6 @@ from bdh import BDH, BDHConfig
 from bdh.errors import UserError
 from bdh.model.config import ABLATIONS
 from bdh.model.kernels import native
-from bdh.model.kernels.naive import naive_forward
 from bdh.model.sizes import match_budget
 
 from .helpers import rel_err, tiny_config
@@ -44,32 +43,32 @@ def grads_of(model: BDH, logits_fn) -> tuple[torch.Tensor, dict[str, torch.Tenso
 
 @pytest.mark.parametrize("damping", [None, "alibi"])
 @pytest.mark.parametrize("case", CASES)
-def test_every_form_equals_the_reference_loops_in_values_and_gradients(case, damping):
-    """fp64: the model's three forms against `naive_forward` (Eq. 4 summed term by term, the ablations written out).
-    The RoPE tables are computed in fp32 by the model (angles good to ~1e-7 of a turn), everything else in fp64, so
-    1e-6 of the scale bounds the difference; a wrong branch (a missing gate, the wrong keys or layer) is O(1)."""
-    model = ablated(case, positional="rope", damping=damping, chunk_size=3).double()
+def test_every_form_equals_the_reference_forward_in_values_and_gradients(case, damping):
+    """fp32: the model's three forms against `BDH.slow_forward` (Eq. 8 in plain PyTorch, the ablations written out).
+    The same sums in other orders (blocks, chunks, token by token), a few fp32 ulps carried through two layers,
+    stay well under 1e-5 of the scale; a wrong branch (a missing gate, the wrong keys or layer) is O(1)."""
+    model = ablated(case, positional="rope", damping=damping, chunk_size=3)
     idx = torch.randint(0, 256, (2, 10), generator=torch.Generator().manual_seed(1))
-    ref, ref_grads = grads_of(model, lambda: naive_forward(model, idx))
+    ref, ref_grads = grads_of(model, lambda: model.slow_forward(idx))
     for form in FORMS:
         logits, grads = grads_of(model, lambda form=form: model(idx, mode=form))
-        assert rel_err(logits, ref) <= 1e-6, form
+        assert rel_err(logits, ref) <= 1e-5, form
         for name, g in ref_grads.items():
-            assert rel_err(grads[name], g) <= 1e-6, (form, name)
+            assert rel_err(grads[name], g) <= 1e-5, (form, name)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_reference_sees_each_ablation(case):
     """The reference is not blind to the option: turning it off changes the logits (the test above can fail)."""
-    model = ablated(case, positional="none").double()
+    model = ablated(case, positional="none")
     idx = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        ours = naive_forward(model, idx)
+        ours = model.slow_forward(idx)
         for name in CASES[case]:
             if name in ("separate_keys", "ungated"):  # same weights, the other equation
                 setattr(model.config, name, False)
                 model.Dk = None if name == "separate_keys" else model.Dk
-                assert rel_err(naive_forward(model, idx), ours) > 1e-3, name
+                assert rel_err(model.slow_forward(idx), ours) > 1e-3, name
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -298,7 +297,7 @@ def test_the_ungated_activation_drops_entries_at_rate_p_with_host_masks():
         Pass("parallel", 0, 8), positional="rope", freqs=model.freqs, log_u=None, causal=True, chunk_size=4,
         dropout=0.5, dropout_rng="auto", training=True, autograd=True, device=torch.device("cpu"),
     )  # fmt: skip
-    assert k.masks == "host"
+    assert k.choice.masks == "host"
     z = torch.ones(4, 2, 64, 128, requires_grad=True)
     y = k.activate(z)
     assert abs(float((y == 0).float().mean()) - 0.5) < 0.02 and set(y.unique().tolist()) == {0.0, 1.0}

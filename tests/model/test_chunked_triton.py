@@ -149,7 +149,8 @@ def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_tr
     for mode in ("parallel", "chunked"):
         model = tiny_model(seed=3, damping=damping).double()
         idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(0))
-        assert model.kernels(Pass(mode, 0, 11)).attention == ("chunked-triton" if mode == "chunked" else "shared-keys")
+        chosen = model.kernels(Pass(mode, 0, 11)).choice.attention
+        assert chosen == ("chunked-triton" if mode == "chunked" else "shared-keys")
         logits = model(idx, mode=mode)
         logits.pow(2).mean().backward()
         grads[mode] = (logits.detach(), [p.grad for p in model.parameters()])
@@ -173,7 +174,7 @@ def test_select_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypat
             autograd=True,
             device=torch.device(device),
         )
-        return k.attention
+        return k.choice.attention
 
     assert use_triton(torch.device("cuda")) and not use_triton(torch.device("cpu"))
     assert chosen("cuda") == "chunked-triton" and chosen("cpu") == "chunked-lean"

@@ -121,8 +121,8 @@ def test_torch_rng_setting_uses_nn_dropout():
     a = model(idx)
     torch.manual_seed(4)
     assert torch.equal(a, model(idx))
-    assert model.kernels(kernels_module.Pass("parallel", 0, 8)).masks == "torch"
-    assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).masks == "host"
+    assert model.kernels(kernels_module.Pass("parallel", 0, 8)).choice.masks == "torch"
+    assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).choice.masks == "host"
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps", "meta"])
@@ -145,7 +145,7 @@ def test_host_masks_are_chosen_for_cpu_tensors_only(device):
             autograd=True,
             device=dev,
         )
-        return k.masks
+        return k.choice.masks
 
     assert masks(torch.device("cpu")) == "host"
     assert masks(torch.device(device)) == "torch"

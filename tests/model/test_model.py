@@ -22,15 +22,23 @@ def _official_state_dict(n_layer=3, D=16, H=2, mult=4, V=256, seed=0):
     }
 
 
-@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
-def test_same_logits_as_the_official_math(form):
+def test_the_reference_forward_computes_the_official_math():
+    """`BDH.slow_forward` against the transcription of the official code in its own names (fp32: the same products,
+    LayerNorm written out there and F.layer_norm here, summed in other orders: a few ulps through three layers)."""
     sd = _official_state_dict()
     model = interop.from_official(sd, n_layer=3, n_embd=16, n_head=2, mlp_internal_dim_multiplier=4, dropout=0.0)
-    model.config.attention = form
+    idx = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(0))
+    assert rel_err(model.eval().slow_forward(idx), naive_official_forward(sd, idx, n_layer=3, n_head=2)) <= 1e-5
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
+def test_every_form_of_an_official_model_equals_the_reference_forward(form):
+    sd = _official_state_dict()
+    model = interop.from_official(sd, n_layer=3, n_embd=16, n_head=2, mlp_internal_dim_multiplier=4, dropout=0.0)
     model.config.chunk_size = 7
-    idx = torch.randint(0, 256, (2, 30))
-    ref = naive_official_forward(sd, idx, n_layer=3, n_head=2)
-    assert rel_err(model.eval()(idx), ref) <= 1e-5
+    idx = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(0))
+    # fp32, the same sums in other orders (blocks, chunks, token by token): a few ulps through three layers
+    assert rel_err(model.eval()(idx, mode=form), model.slow_forward(idx)) <= 1e-5
 
 
 def test_larger_weights_still_match_the_official_math():
@@ -38,7 +46,16 @@ def test_larger_weights_still_match_the_official_math():
     sd = {k: v * 25 for k, v in _official_state_dict(n_layer=2, D=32, H=4, mult=8, seed=3).items()}
     model = interop.from_official(sd, n_layer=2, n_embd=32, n_head=4, mlp_internal_dim_multiplier=8, dropout=0.0).eval()
     idx = torch.randint(0, 256, (3, 40))
-    assert rel_err(model(idx), naive_official_forward(sd, idx, n_layer=2, n_head=4)) <= 1e-5
+    ref = naive_official_forward(sd, idx, n_layer=2, n_head=4)
+    assert rel_err(model.slow_forward(idx), ref) <= 1e-5 and rel_err(model(idx), ref) <= 1e-5
+
+
+def test_the_reference_forward_refuses_dropout_and_bad_tokens():
+    model = tiny_model(dropout=0.1).train()
+    with pytest.raises(ValueError, match="slow_forward: the reference runs without dropout"):
+        model.slow_forward(torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="slow_forward"):
+        model.eval().slow_forward(torch.full((1, 4), 256))
 
 
 def test_parameters_follow_the_paper_and_count_3nD_plus_2VD():

@@ -251,7 +251,7 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
             training=False,
             autograd=False,
             device=torch.device(device),
-        ).native
+        ).choice.native
 
     assert chosen() == native.available()
     assert not chosen("cuda") and not chosen("meta")
@@ -259,6 +259,17 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
         assert not chosen()
     monkeypatch.setenv("BDH_NATIVE", "0")
     assert not chosen()
+
+
+def test_select_names_the_compiled_recurrent_step_for_in_place_cpu_steps_only():
+    """``recurrent-native`` where the loops are built and the state is updated in place; ``recurrent`` otherwise."""
+    model = tiny_model()
+    step = Pass("recurrent", 3, 1, carried=True, need_state=True, inplace=True)
+    with torch.no_grad():
+        assert model.kernels(step).choice.attention == ("recurrent-native" if native.available() else "recurrent")
+        with native.disabled():
+            assert model.kernels(step).choice.attention == "recurrent"
+    assert model.kernels(Pass("recurrent", 3, 1, carried=True, need_state=True)).choice.attention == "recurrent"
 
 
 def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
@@ -269,7 +280,7 @@ def test_without_the_library_the_model_runs_the_pytorch_path(monkeypatch):
         ref = model(idx)
     monkeypatch.setattr(native, "_library", lambda: None)
     assert not native.available() and not native.supports(torch.zeros(1))
-    assert model.kernels(Pass("parallel", 0, 9)).native is False
+    assert model.kernels(Pass("parallel", 0, 9)).choice.native is False
     assert torch.equal(model(idx), ref)  # the same code runs: identical
 
 

@@ -28,12 +28,11 @@ class ScaledScores(torch.nn.Module):
         def kernels(p):
             k = original(p)
 
-            class Scaled(type(k)):
-                def fire(self, h):
-                    x, xr = super().fire(h)
-                    return x, xr * root
+            def fire(h):
+                x, xr = k.fire(h)
+                return x, xr * root
 
-            return Scaled(**{f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.init})
+            return dataclasses.replace(k, fire=fire)
 
         model.kernels = kernels
 

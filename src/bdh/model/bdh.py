@@ -43,7 +43,7 @@ from .config import BDHConfig
 from .generation import GenerationMixin
 from .io import PretrainedMixin
 from .kernels import Kernels, Pass, select
-from .kernels.rope import frequencies
+from .kernels.rope import frequencies, rope_plain, rope_tables
 from .state import BDHState
 from .tokens import check_tokens
 
@@ -215,6 +215,55 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         p = Pass(mode or self.config.attention, 0, _length(idx), detach_kv=detach_kv, hooked=bool(hooks))
         logits, _ = self.run(idx, None, p, _chain(hooks), n_layer)
         return (logits, cap) if capture else logits
+
+    def slow_forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, beside the fast `forward`.
+
+        No kernel is chosen (no `select`): the attention is the explicit T x T matrix of Eq. 4 with its causal mask
+        and the damping U^(t-tau) of ``config.retention()``, the rotation the official code's expression
+        (`kernels.rope.rope_plain`), the ablations of the module docstring as plain branches. It is the
+        eval-mode model, so a training model with dropout is refused; tests/model compares every form, ablation,
+        damping and positional scheme of `forward` with it (values and gradients), and it with the transcription
+        of the official code (`kernels.naive.naive_official_forward`). Line by line:
+
+            v_0 = LN(embed(idx))                                               f_e, then LN
+            x_l = ReLU(Dx v_{l-1})                                             Eq. 8, n neurons in h heads
+            q_l = R x_l,   k_l = q_l  (or R ReLU(D_k v_{l-1}), separate_keys)  U's rotation (RoPE)
+            a_l = (M * U * q_l k_l^T) v_{l-1}                                  Eq. 4: a_t = sum_tau U^(t-tau) ...
+            y_l = ReLU(Dy LN(a_l)) * x_l   (without * x_l, ungated)            Eq. 8, the gate
+            v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
+            logits = v_L readout                                               f_d
+
+        with M the mask tau < t (every tau when ``causal`` is false), U^(t-tau) = u_h^|t-tau| per head, and the
+        weights E, Dx, Dy, D_k of layer l (`weights`: shared, or its own with ``unshared_layers``).
+        """
+        cfg = self.config
+        check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
+        if self.training and cfg.dropout > 0:
+            raise UserError("BDH.slow_forward: the reference runs without dropout; call model.eval() first")
+        B, T = idx.shape
+        t = torch.arange(T, device=idx.device)
+        gap = (t.view(-1, 1) - t.view(1, -1)).abs().to(self.E.dtype)  # |t - tau|
+        M = (t.view(-1, 1) > t.view(1, -1)) if cfg.causal else torch.ones_like(gap, dtype=torch.bool)  # tau < t
+        u = torch.tensor(cfg.retention() or (1.0,), dtype=gap.dtype, device=gap.device).view(-1, 1, 1)  # u_h
+        MU = M * u**gap  # U^(t - tau) where the mask keeps tau, (h or 1, T, T)
+        cos, sin = rope_tables(cfg.positional, self.freqs, 0, T) if cfg.positional != "none" else (None, None)
+
+        def R(z: torch.Tensor) -> torch.Tensor:
+            return z if cos is None else rope_plain(cfg.positional, z, cos, sin)
+
+        v = self.ln(self.embed(idx)).unsqueeze(1)  # v_0 (B, 1, T, D)
+        for layer in range(cfg.n_layer):
+            E, Dx, Dy, Dk = self.weights(layer)
+            x = F.relu(v @ Dx)  # x_l (B, h, T, N)
+            q = R(x)
+            k = q if Dk is None else R(F.relu(v @ Dk))
+            a = (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
+            y = F.relu(self.ln(a) @ Dy)
+            y = y if cfg.ungated else y * x  # y_l (B, h, T, N)
+            Ey = y.transpose(1, 2).reshape(B, 1, T, cfg.n) @ E  # E y_l: the h N neurons as one n-vector
+            v = self.ln(v + self.ln(Ey))  # v_l (B, 1, T, D)
+        return v.squeeze(1) @ self.readout
 
     def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> BDHState:
         """An empty recurrent state (rho = 0, position 0) on the model's device."""

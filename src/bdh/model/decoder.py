@@ -155,8 +155,9 @@ class StateDecoder:
         """One token per sequence: read ``tokens`` at ``position`` into the state, draw the next ones. Static shapes,
         no host synchronisation (the graph captures exactly this)."""
         k = self.kernels
-        if k.kind != "none":
-            k = k.at(rope_tables_at(k.kind, self.model.freqs, self.position.view(1)))
+        kind = k.choice.positional
+        if kind != "none":
+            k = k.at(rope_tables_at(kind, self.model.freqs, self.position.view(1)))
         logits, _ = self.model.stack(self.tokens.view(-1, 1), self.rho, k, self.model.config.n_layer)
         self.position.add_(1)
         self.logits.copy_(logits[:, -1])

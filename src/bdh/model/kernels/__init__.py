@@ -2,36 +2,45 @@
 
 Each step of a BDH layer (`bdh.model.bdh.BDH.layer`) has a plain expression and, where it pays, kernels
 that compute the same values faster or in less memory. Every kernel is tested against its plain
-expression or the obviously-correct loops of `naive` (values and gradients):
+expression, the obviously-correct loops of `naive` or the model's reference forward `BDH.slow_forward`
+(values and gradients):
 
 ===============  =======================  ====================================================================
 step             paper                    kernels (module)
 ===============  =======================  ====================================================================
 R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`); with x = ReLU(Dx v) in one
-                                          pass by the compiled loops (`native`, `fused.native_relu_rope`)
+                                          pass by the compiled loops (``native``: `native`,
+                                          `fused.native_relu_rope`)
 a (attention)    Eq. 4, Eq. 8             ``parallel``, ``shared-keys`` (`shared_keys`), ``chunked``,
                                           ``chunked-lean`` (`chunked_lean`), ``chunked-triton``
-                                          (`chunked_triton`, CUDA), ``recurrent``, ``sparse`` (`sparse`);
+                                          (`chunked_triton`, CUDA), ``recurrent``, ``recurrent-native``
+                                          (`native.recurrent_step`), ``sparse`` (`sparse`);
                                           `attention` holds the three forms
-y = ReLU(z) x    Eq. 8, the gate          ``fused`` (`fused.relu_mul`; `fused.native_gate` where the compiled
-                                          loops take the tensors) or ``plain``; dropout masks from
-                                          ``host`` (`dropout`, CPU) or ``torch`` (``F.dropout``)
-E y              Eq. 8, the read-in       per head, summed over the heads; ``sparse`` for one token
+y = ReLU(z) x    Eq. 8, the gate          ``native`` (`fused.native_gate`), ``fused`` (`fused.relu_mul`) or
+                                          ``plain``; dropout masks from ``host`` (`dropout`, CPU) or ``torch``
+                                          (``F.dropout``)
+E y              Eq. 8, the read-in       ``per-head``: per head, summed over the heads; ``sparse`` for one token
 ===============  =======================  ====================================================================
 
 A forward pass asks `select` once, with the attention ``mode`` it was given (``parallel``, ``chunked``,
-``recurrent`` or ``sparse``) and the circumstances of the pass; the returned `Kernels` then runs the
-chosen implementations, and the layer's code names only the paper's operations.
+``recurrent`` or ``sparse``) and the circumstances of the pass. `select` names the kernel of every step (a
+`Choice`) and binds the chosen functions to the pass (its RoPE tables, chunk size, damping, state options):
+the returned `Kernels` holds those callables, so that a call chooses nothing, and the layer's code names only
+the paper's operations.
 
-The compiled loops (`native`, optional, CPU) are chosen by `select` for CPU passes where they were built, eager
-or under ``torch.compile`` (which keeps them as operator calls, `fused`; not the one-token generation step);
-whether they take a tensor is decided when it arrives (its dtype is autocast's: fp32 and bf16 are taken, other
-dtypes run the PyTorch kernels above).
+What only the tensors can tell is decided when they arrive: the compiled loops (`native`, optional, CPU) are
+chosen by `select` for CPU passes where they were built, eager or under ``torch.compile`` (which keeps them as
+operator calls, `fused`), and take a tensor if its dtype is autocast's fp32 or bf16 (`native.supports`); other
+dtypes run the PyTorch kernels above. Likewise ``recurrent-native`` (eager only: a ctypes call of its own) runs
+its one-pass step for one token on a contiguous fp32 state, the plain recurrent form otherwise, and
+``shared-keys`` its one-product kernel when the keys are the queries (not with ``separate_keys``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -45,9 +54,13 @@ from . import native
 from .attention import causal_weights, chunked, parallel, recurrent
 from .dropout import drop_mask
 from .fused import native_gate, native_relu_rope, relu_mul
-from .rope import rope_tables, rotate
+from .rope import rope_tables, rotation
 from .shared_keys import shared_key_attention
 from .sparse import sparse_attention, sparse_read_in
+
+Tensor = torch.Tensor
+#: the one signature of every attention kernel of a pass: (queries, keys, values, state) -> (a, state after)
+Attention = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], "tuple[Tensor, Tensor | None]"]
 
 
 def compiling() -> bool:
@@ -57,7 +70,7 @@ def compiling() -> bool:
 
 
 def rope_impl(kind: str) -> str:
-    """The rotation kernel for a positional scheme (see `rope.rotate`)."""
+    """The rotation kernel for a positional scheme (see `rope.rotation`)."""
     if kind == "none":
         return "none"
     if compiling():
@@ -65,9 +78,9 @@ def rope_impl(kind: str) -> str:
     return "complex" if kind == "rope" else "fused"
 
 
-def apply_rope(kind: str, v: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+def apply_rope(kind: str, v: Tensor, cos: Tensor | None, sin: Tensor | None) -> Tensor:
     """Rotate v (..., T, N) by the tables of ``kind`` with the kernel `rope_impl` picks."""
-    return rotate(kind, rope_impl(kind), v, cos, sin)
+    return rotation(kind, rope_impl(kind))(v, cos, sin)
 
 
 @dataclass(frozen=True)
@@ -94,127 +107,74 @@ class Pass:
 
 
 @dataclass(frozen=True)
-class Kernels:
-    """The kernels chosen for one forward pass (by `select`), with the tables they share across layers."""
+class Choice:
+    """What `select` chose for one pass: the kernel of each step by name (the table of the module docstring and of
+    docs/model.md), and the parameters of the pass the kernels are bound to.
 
-    kind: str  # the positional scheme
-    rope: str  # the rotation kernel (`rope_impl`)
-    tables: tuple[torch.Tensor | None, torch.Tensor | None]  # cos, sin at the pass's positions
-    attention: str  # the attention kernel
-    log_u: torch.Tensor | None
+    Attributes:
+        positional: the positional scheme; rope: the rotation kernel (`rope_impl`).
+        fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
+        attention: the attention kernel (module docstring); gate: ``native``, ``fused`` or ``plain``.
+        masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
+        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
+        need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
+    """
+
+    positional: str
+    rope: str
+    fire: str
+    attention: str
+    gate: str
+    masks: str
+    read_in: str
+    log_u: Tensor | None = field(repr=False, compare=False)
     causal: bool
     chunk_size: int
     need_state: bool
     inplace: bool
     detach_kv: bool
-    gate_impl: str  # ``fused`` or ``plain``
     dropout: float
-    masks: str  # ``none``, ``host`` or ``torch``
-    native: bool = False  # the compiled loops (`native`) run the element-wise steps they can take
-    half_tables: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin per pair (`native.half_tables`)
-    _memo: dict = field(default_factory=dict, repr=False, compare=False)  # what every layer of the pass shares
 
-    def at(self, tables: tuple[torch.Tensor, torch.Tensor]) -> Kernels:
-        """The same kernels at other positions: ``tables`` (cos, sin) replace the pass's, and so does the
-        compiled loops' per-pair copy of them (a step that moves along the sequence, `bdh.model.decoder`)."""
-        half = native.half_tables(self.kind, *tables) if self.half_tables is not None else None
-        return replace(self, tables=tables, half_tables=half, _memo={})
+    @property
+    def native(self) -> bool:
+        """Whether the compiled loops (`native`) run the element-wise steps they can take in this pass."""
+        return self.gate == "native"
 
-    def rotate(self, x: torch.Tensor) -> torch.Tensor:
-        """R x: the RoPE rotation at the pass's positions."""
-        return rotate(self.kind, self.rope, x, *self.tables)
 
-    def fire(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x, R x) for h = Dx v: the neuron activations x = ReLU(h) and their rotation (keys = queries)."""
-        if self.native and self.half_tables is not None and native.supports(h):
-            return native_relu_rope(h, *self.half_tables, self.kind)
-        x = F.relu(h)
-        return x, self.rotate(x)
+@dataclass(frozen=True, eq=False)
+class Kernels:
+    """The kernels of one forward pass, chosen by `select` (named in ``choice``) and bound to the pass: every step
+    is a callable that chooses nothing when called (module docstring: what the tensors decide).
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rho: torch.Tensor | None):
-        """(a, rho after the block): linear attention of queries q and keys k over values v, from state rho.
+    Attributes:
+        rotate: R x, the RoPE rotation at the pass's positions (``tables``: cos, sin).
+        fire: h = Dx v -> (x, R x): the neuron activations x = ReLU(h) and their rotation (keys = queries).
+        attend: (q, k, v, rho) -> (a, rho after the block): linear attention of queries q and keys k over values v
+            from state rho (`Attention`). BDH's keys are its queries (pass the same tensor for both); the
+            ``separate_keys`` ablation passes its own.
+        gate: (z, x) -> y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled).
+        activate: z -> y = ReLU(z), the ``ungated`` ablation of ``gate``; host masks zero the dropped entries too.
+        read_in: (y, E) -> E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over the
+            heads, (B, 1, T, D); dropout with ``torch`` masks applied to y here, the 1 / (1 - p) of ``host``
+            masks (applied by ``gate``) to the product, a tensor n / D times smaller than y.
+    """
 
-        BDH's keys are its queries (pass the same tensor for both); the ``separate_keys`` ablation passes its own.
-        """
-        if self.detach_kv:
-            k, v = k.detach(), v.detach()
-        a, rho_next = self._attention(q, k, v, rho)
-        if self.inplace and rho_next is not rho:
-            rho.copy_(rho_next)
-            rho_next = rho
-        return a, rho_next
+    choice: Choice
+    tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
+    rotate: Callable[[Tensor], Tensor] = field(repr=False)
+    fire: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
+    attend: Attention = field(repr=False)
+    gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
+    activate: Callable[[Tensor], Tensor] = field(repr=False)
+    read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
 
-    def _attention(self, q, k, v, rho):
-        kind, log_u, need = self.attention, self.log_u, self.need_state
-        if kind == "shared-keys" and k is q:
-            return shared_key_attention(q, v, self._score_weights(q)), None
-        if kind == "shared-keys":  # keys of their own (or detached): the plain parallel form
-            return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
-        if kind == "parallel":
-            return parallel(q, k, v, log_u=log_u, state=rho, need_state=need, causal=self.causal)
-        if kind == "chunked-triton":
-            return _triton.chunked_triton(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho, need_state=need)
-        if kind == "chunked-lean":
-            out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho)
-            return out, (rho_next if need else None)
-        if kind == "chunked":
-            return chunked(q, k, v, chunk_size=self.chunk_size, log_u=log_u, state=rho, need_state=need)
-        if kind == "recurrent" and self._native_step(q, k, rho):
-            u = None if log_u is None else torch.exp(log_u)
-            return native.recurrent_step(q, k, v, rho, u), rho
-        if kind == "recurrent":
-            return recurrent(q, k, v, log_u=log_u, state=rho, need_state=need, inplace=self.inplace)
-        return sparse_attention(q, v, rho, k), rho
+    def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:
+        """The same kernels at other positions: ``tables`` (cos, sin) replace the pass's (a step that moves along
+        the sequence, `bdh.model.decoder`); the compiled loops' per-pair copy of them is made again."""
+        return bind(self.choice, tables)
 
-    def _score_weights(self, q: torch.Tensor) -> torch.Tensor | None:
-        """`causal_weights` for q's length and dtype, computed once per pass (every layer has the same)."""
-        key = ("W", q.shape[2], q.dtype, q.device)
-        if key not in self._memo:
-            self._memo[key] = causal_weights(self.log_u, q.shape[2], self.causal, q.device, q.dtype)
-        return self._memo[key]
-
-    def _per_head(self, E: torch.Tensor, H: int, N: int) -> torch.Tensor:
-        """E (n, D) as (H, N, D). Without autograd under autocast it is cast once per pass (autocast would cast
-        this view again at every layer: n D numbers, as many as a layer's state at batch 1)."""
-        W = E.view(H, N, E.shape[1])
-        if torch.is_grad_enabled() or not torch.is_autocast_enabled(E.device.type):
-            return W
-        low = torch.get_autocast_dtype(E.device.type)
-        key = ("E", low, E.data_ptr())  # one cast per weight set: layers of their own (unshared_layers) differ
-        if key not in self._memo:
-            self._memo[key] = W.to(low)
-        return self._memo[key]
-
-    def _native_step(self, q: torch.Tensor, k: torch.Tensor, rho: torch.Tensor | None) -> bool:
-        """Whether the compiled loops run this recurrent pass: one token, a state updated in place in fp32."""
-        return (
-            self.native
-            and not compiling()  # a ctypes call of its own, not an operator
-            and self.inplace
-            and q.shape[2] == 1
-            and rho is not None
-            and rho.dtype == torch.float32
-            and rho.is_contiguous()
-            and native.supports(q, k)
-        )
-
-    def gate(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled)."""
-        if self.native:  # host masks drawn inside the compiled loop
-            y = native_gate(z, x, self.dropout if self.masks == "host" else 0.0)
-            if y is not None:
-                return y
-        if self.masks == "host":
-            return relu_mul(z, x, drop_mask(z.shape, self.dropout, dtype=z.dtype))
-        return F.relu(z) * x if self.gate_impl == "plain" else relu_mul(z, x)
-
-    def activate(self, z: torch.Tensor) -> torch.Tensor:
-        """y = ReLU(z), the ``ungated`` ablation of `gate`; host dropout masks zero the dropped entries here too."""
-        if self.masks == "host":
-            return F.relu(z).masked_fill(drop_mask(z.shape, self.dropout, dtype=z.dtype).dropped(), 0)
-        return F.relu(z)
-
-    def heads(self, a: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def heads(a: Tensor, W: Tensor) -> Tensor:
         """a @ W per head: a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8).
 
         torch.matmul broadcasts W over the batch by copying it B times (B h D N numbers); when a sequence has
@@ -228,27 +188,208 @@ class Kernels:
         rows = a.transpose(0, 1).reshape(Ha, B * T, D)
         return (rows @ W).view(H, B, T, N).transpose(0, 1).contiguous()
 
-    def read_in(self, y: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-        """E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over heads -> (B, 1, T, D).
 
-        The same sum as ``y.transpose(1, 2).reshape(B, 1, T, n) @ E``, without copying y into that layout.
-        Dropout: with ``torch`` masks it is applied to y here; with ``host`` masks (applied by `gate`)
-        its 1 / (1 - p) scales the product, a tensor n / D times smaller than y.
-        """
-        if self.attention == "sparse":
-            return sparse_read_in(y, E)
-        if self.masks == "torch":
-            y = F.dropout(y, self.dropout, training=True)
+def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
+    """The kernels named by ``c``, bound to the pass and to the RoPE ``tables`` (cos, sin; None without RoPE)."""
+    rotate = _rotate(c, tables)
+    return Kernels(
+        choice=c,
+        tables=tables,
+        rotate=rotate,
+        fire=_fire(c, tables, rotate),
+        attend=_attend(c),
+        gate=_gate(c),
+        activate=_activate(c),
+        read_in=_read_in(c),
+    )
+
+
+# ---------------------------------------------------------------------- R x and x = ReLU(h)
+def _rotate(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Callable[[Tensor], Tensor]:
+    if c.rope == "none":
+        return _same
+    return partial(rotation(c.positional, c.rope), cos=tables[0], sin=tables[1])
+
+
+def _same(x: Tensor) -> Tensor:
+    return x
+
+
+def _fire(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    def fire(h: Tensor) -> tuple[Tensor, Tensor]:
+        x = F.relu(h)
+        return x, rotate(x)
+
+    if c.fire != "native":
+        return fire
+    cos, sin, kind = *native.half_tables(c.positional, *tables), c.positional
+
+    def fire_native(h: Tensor) -> tuple[Tensor, Tensor]:
+        return native_relu_rope(h, cos, sin, kind) if native.supports(h) else fire(h)  # autocast's dtype decides
+
+    return fire_native
+
+
+# ---------------------------------------------------------------------- attention
+def _attend(c: Choice) -> Attention:
+    """The attention kernel of ``c`` with the pass's options: keys and values detached, the state updated in place."""
+    attention = _attention(c)
+    if not (c.detach_kv or c.inplace):
+        return attention
+    detach, inplace = c.detach_kv, c.inplace
+
+    def attend(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        if detach:
+            k, v = k.detach(), v.detach()
+        a, rho_next = attention(q, k, v, rho)
+        if inplace and rho_next is not rho:
+            rho.copy_(rho_next)
+            rho_next = rho
+        return a, rho_next
+
+    return attend
+
+
+def _attention(c: Choice) -> Attention:
+    """The attention kernel named ``c.attention`` as one function (q, k, v, rho) -> (a, rho after)."""
+    log_u, need = c.log_u, c.need_state
+    name = c.attention
+    if name in ("parallel", "shared-keys"):
+        plain = _stateful(parallel, log_u=log_u, need_state=need, causal=c.causal)
+        return _shared_keys(plain, log_u, c.causal) if name == "shared-keys" else plain
+    if name == "chunked-triton":
+        return _stateful(_triton.chunked_triton, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
+    if name == "chunked-lean":
+        return partial(_chunked_lean, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
+    if name == "chunked":
+        return _stateful(chunked, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
+    if name == "sparse":
+        return _sparse
+    plain = _stateful(recurrent, log_u=log_u, need_state=need, inplace=c.inplace)
+    return _recurrent_native(plain, log_u) if name == "recurrent-native" else plain
+
+
+def _stateful(form: Callable, **options) -> Attention:
+    """A form of `attention` (its state a keyword) as an `Attention`, bound to ``options``."""
+
+    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        return form(q, k, v, state=rho, **options)
+
+    return attention
+
+
+def _chunked_lean(q, k, v, rho, *, chunk_size: int, log_u, need_state: bool) -> tuple[Tensor, Tensor | None]:
+    out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=chunk_size, log_u=log_u, state=rho)
+    return out, (rho_next if need_state else None)
+
+
+def _sparse(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor]:
+    return sparse_attention(q, v, rho, k), rho
+
+
+def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attention:
+    """`shared_key_attention` where the keys are the queries (no state in, none out: `select` checks); keys of
+    their own (``separate_keys``) take the plain parallel form. The weights W of the T x T scores are computed
+    once per pass and dtype (every layer has the same)."""
+    weights: dict = {}
+
+    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, None]:
+        if k is not q:
+            return plain(q, k, v, rho)
+        key = (q.shape[2], q.dtype, q.device)
+        if key not in weights:
+            weights[key] = causal_weights(log_u, q.shape[2], causal, q.device, q.dtype)
+        return shared_key_attention(q, v, weights[key]), None
+
+    return attention
+
+
+def _recurrent_native(plain: Attention, log_u: Tensor | None) -> Attention:
+    """The compiled recurrent step (read and write in one pass over the state) where it takes the tensors: one
+    token, a contiguous fp32 state updated in place (`select` checks the in place), q and k of a supported dtype."""
+    u = None if log_u is None else torch.exp(log_u)
+
+    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor | None]:
+        if q.shape[2] == 1 and rho.dtype == torch.float32 and rho.is_contiguous() and native.supports(q, k):
+            return native.recurrent_step(q, k, v, rho, u), rho
+        return plain(q, k, v, rho)
+
+    return attention
+
+
+# ---------------------------------------------------------------------- the gate and E y
+def _gate(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
+    """y = ReLU(z) * x by the kernel ``c.gate``, the dropped entries of host masks zeroed (unscaled)."""
+    if c.gate == "plain":
+        return _plain_gate
+    p = c.dropout if c.masks == "host" else 0.0
+    fused = partial(_masked_gate, p=p) if c.masks == "host" else relu_mul
+    if c.gate != "native":
+        return fused
+
+    def gate(z: Tensor, x: Tensor) -> Tensor:
+        y = native_gate(z, x, p)  # host masks drawn inside the compiled loop; None: the loop cannot take them
+        return fused(z, x) if y is None else y
+
+    return gate
+
+
+def _plain_gate(z: Tensor, x: Tensor) -> Tensor:
+    return F.relu(z) * x
+
+
+def _masked_gate(z: Tensor, x: Tensor, p: float) -> Tensor:
+    return relu_mul(z, x, drop_mask(z.shape, p, dtype=z.dtype))
+
+
+def _activate(c: Choice) -> Callable[[Tensor], Tensor]:
+    """y = ReLU(z) (``ungated``); host masks zero the dropped entries here too."""
+    if c.masks != "host":
+        return F.relu
+    p = c.dropout
+
+    def activate(z: Tensor) -> Tensor:
+        return F.relu(z).masked_fill(drop_mask(z.shape, p, dtype=z.dtype).dropped(), 0)
+
+    return activate
+
+
+def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
+    """E y (`Kernels.read_in`): ``sparse`` for one token, else per head with the pass's dropout."""
+    if c.read_in == "sparse":
+        return sparse_read_in
+    p, masks, casts = c.dropout, c.masks, {}
+    scale = 1.0 / (1.0 - p) if masks == "host" else None
+
+    def read_in(y: Tensor, E: Tensor) -> Tensor:
+        if masks == "torch":
+            y = F.dropout(y, p, training=True)
         H, N = y.shape[1], y.shape[3]
         B, T = y.shape[0], y.shape[2]
-        W = self._per_head(E, H, N)
+        W = _per_head(E, H, N, casts)
         if _fold(B, T, W.shape[2]):  # (H, B T, N) @ (H, N, D), summed over the heads
             e = (y.transpose(0, 1).reshape(H, B * T, N) @ W).sum(dim=0).view(B, 1, T, -1)
         else:
             e = (y @ W).sum(dim=1, keepdim=True)
-        return e * (1.0 / (1.0 - self.dropout)) if self.masks == "host" else e
+        return e if scale is None else e * scale
+
+    return read_in
 
 
+def _per_head(E: Tensor, H: int, N: int, casts: dict) -> Tensor:
+    """E (n, D) as (H, N, D). Without autograd under autocast it is cast once per pass (autocast would cast this
+    view again at every layer: n D numbers, as many as a layer's state at batch 1); ``casts`` keeps the pass's."""
+    W = E.view(H, N, E.shape[1])
+    if torch.is_grad_enabled() or not torch.is_autocast_enabled(E.device.type):
+        return W
+    low = torch.get_autocast_dtype(E.device.type)
+    key = (low, E.data_ptr())  # one cast per weight set: layers of their own (unshared_layers) differ
+    if key not in casts:
+        casts[key] = W.to(low)
+    return casts[key]
+
+
+# ---------------------------------------------------------------------- the choice
 def use_triton(device: torch.device) -> bool:
     """Whether the chunked form runs the fused Triton kernels (`chunked_triton`): on CUDA, with Triton importable
     and not turned off (``BDH_TRITON=0``), outside ``torch.compile`` (which keeps the lean form it can trace)."""
@@ -262,7 +403,7 @@ def _fold(batch: int, T: int, D: int) -> bool:
     return batch > 1 and T < D
 
 
-def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool, device: torch.device) -> str:
+def _attention_name(p: Pass, causal: bool, log_u, autograd: bool, fast: bool, device: torch.device) -> str:
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
     if not causal and p.mode != "parallel":
@@ -277,6 +418,8 @@ def _attention_kernel(p: Pass, causal: bool, log_u, autograd: bool, device: torc
         return "chunked-triton"  # the same values; fused kernels, state tiles in registers (CUDA)
     if p.mode == "chunked" and autograd:
         return "chunked-lean"  # the same values; backward recomputes chunk states instead of keeping them
+    if p.mode == "recurrent" and fast and p.inplace and not compiling():
+        return "recurrent-native"  # the same values; the read and the write in one pass over the state
     return p.mode
 
 
@@ -284,7 +427,7 @@ def select(
     p: Pass,
     *,
     positional: str,
-    freqs: torch.Tensor,
+    freqs: Tensor,
     log_u,
     causal: bool,
     chunk_size: int,
@@ -294,7 +437,7 @@ def select(
     autograd: bool,
     device: torch.device,
 ) -> Kernels:
-    """Choose the kernels of one forward pass; the only place where implementations are chosen.
+    """Choose the kernels of one forward pass and bind them to it; the only place where implementations are chosen.
 
     ``autograd``: gradients will flow to the weights. The chunked form runs the fused Triton kernels on CUDA
     (`use_triton`), elsewhere the lean autograd form in training and the plain form otherwise. Under
@@ -302,7 +445,7 @@ def select(
     masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
     ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
     mode. The compiled loops (`native`) for a CPU pass where they are built, and with them the host masks under
-    ``torch.compile`` too (drawn inside the gate's loop).
+    ``torch.compile`` too (drawn inside the gate's loop; module docstring: what the tensors decide when they arrive).
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
@@ -311,20 +454,21 @@ def select(
     if training and dropout > 0:
         host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and (fast or not compiling())
         masks = "host" if host else "torch"
-    return Kernels(
-        kind=kind,
+    attention = _attention_name(p, causal, log_u, autograd, fast, device)
+    choice = Choice(
+        positional=kind,
         rope=rope_impl(kind),
-        tables=tables,
-        attention=_attention_kernel(p, causal, log_u, autograd, device),
+        fire="native" if fast and kind != "none" else "plain",
+        attention=attention,
+        gate="native" if fast else ("plain" if compiling() else "fused"),
+        masks=masks,
+        read_in="sparse" if attention == "sparse" else "per-head",
         log_u=log_u,
         causal=causal,
         chunk_size=chunk_size,
         need_state=p.need_state,
         inplace=p.inplace,
         detach_kv=p.detach_kv,
-        gate_impl="plain" if compiling() else "fused",
         dropout=dropout,
-        masks=masks,
-        native=fast,
-        half_tables=native.half_tables(kind, *tables) if fast and kind != "none" else None,
     )
+    return bind(choice, tables)

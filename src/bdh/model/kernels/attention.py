@@ -33,8 +33,6 @@ import torch
 
 from bdh.errors import UserError
 
-from ..names import ATTENTION_FORMS
-
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> None:
     if q.dim() != 4 or k.shape != q.shape:
@@ -201,41 +199,3 @@ def _add_outer_(S: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     kk = k.reshape(B * H, N, 1).to(S.dtype)
     vv = v.expand(B, H, 1, D).reshape(B * H, 1, D).to(S.dtype)
     S.view(B * H, N, D).baddbmm_(kk, vv)
-
-
-def linear_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    form: str = "parallel",
-    chunk_size: int | None = None,
-    log_u: torch.Tensor | None = None,
-    state: torch.Tensor | None = None,
-    need_state: bool = False,
-    causal: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dispatch to one of the three forms; all compute the same a (and the same final state).
-
-    Args:
-        q, k: (B, H, T, N) queries and keys (BDH: the rotated x, k = q).
-        v: (B, 1, T, D) values shared by all heads, or (B, H, T, D).
-        form: ``parallel``, ``chunked`` or ``recurrent``.
-        log_u: (H,) log of the per-head retention u, or None for no damping.
-        state: (B, H, N, D) state after the earlier tokens, or None for an empty state.
-        need_state: also return the state after this block.
-        causal: False for bidirectional attention (parallel form only, no state).
-    Returns:
-        (a, state): a is (B, H, T, D); state is (B, H, N, D) or None.
-    """
-    if not causal and form != "parallel":
-        raise UserError(f"linear attention: bidirectional attention needs the parallel form, got {form!r}")
-    if form == "parallel":
-        return parallel(q, k, v, log_u=log_u, state=state, need_state=need_state, causal=causal)
-    if form == "chunked":
-        if chunk_size is None:
-            raise UserError("linear attention: the chunked form needs a chunk_size")
-        return chunked(q, k, v, chunk_size=chunk_size, log_u=log_u, state=state, need_state=need_state)
-    if form == "recurrent":
-        return recurrent(q, k, v, log_u=log_u, state=state, need_state=need_state)
-    raise UserError(f"linear attention: form must be one of {', '.join(ATTENTION_FORMS)}; got {form!r}")

@@ -3,7 +3,8 @@
 * `naive_linear_attention` evaluates paper Eq. 4 term by term with explicit loops over t and tau.
 * `naive_official_forward` is a hand-written transcription of the official ``pathwaycom/bdh``
   forward pass in the official parameter names and shapes (``encoder``, ``encoder_v``, ``decoder``,
-  ``embed``, ``lm_head``), used to prove that our model computes the same logits.
+  ``embed``, ``lm_head``), used to prove that the model's reference forward (`bdh.model.bdh.BDH.slow_forward`),
+  and through it every fast path, computes the official logits.
 """
 
 from __future__ import annotations
@@ -88,46 +89,3 @@ def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_lay
         xy = (xs * ys).transpose(1, 2).reshape(B, 1, T, n_head * N)
         x = ln(x + ln(xy @ decoder))
     return x.view(B, T, D) @ lm_head
-
-
-def naive_forward(model, idx: torch.Tensor) -> torch.Tensor:
-    """Logits of a `bdh.BDH` (official positional scheme ``rope`` or ``none``, causal), its ablations included,
-    written out from the equations of `bdh.model.bdh` with the attention summed term by term
-    (`naive_linear_attention`): the reference the three attention forms of every ablation are tested against.
-
-    Per layer l with weights W_l (the shared set, or layer l's own with ``unshared_layers``):
-    x = ReLU(v Dx), q = R x, keys = R ReLU(v D_k) (``separate_keys``) or q, a = Eq. 4 sum,
-    y = ReLU(LN(a) Dy) (times x unless ``ungated``), v = LN(v + LN(sum over heads of y E)).
-    """
-    cfg = model.config
-    if cfg.positional not in ("rope", "none") or not cfg.causal:
-        raise ValueError("naive_forward: the reference covers causal models with positional 'rope' or 'none'")
-    B, T = idx.shape
-    H, N = cfg.n_head, cfg.N
-    W = {name: getattr(model, name) for name in ("E", "Dx", "Dy", "Dk")}
-    u = None if cfg.retention() is None else torch.tensor(cfg.retention(), dtype=torch.float64)
-
-    def ln(z: torch.Tensor) -> torch.Tensor:
-        mu = z.mean(-1, keepdim=True)
-        return (z - mu) / torch.sqrt(((z - mu) ** 2).mean(-1, keepdim=True) + cfg.ln_eps)
-
-    def rope(z: torch.Tensor) -> torch.Tensor:
-        if cfg.positional == "none":
-            return z
-        phases = torch.arange(T, dtype=torch.float64).view(-1, 1) * model.freqs.double().view(1, -1)
-        angle = (phases % 1 * (2 * math.pi)).to(z.device, z.dtype)
-        return naive_rope_interleaved(z, torch.cos(angle), torch.sin(angle))
-
-    v = ln(model.embed.weight[idx]).unsqueeze(1)  # B, 1, T, D
-    for layer in range(cfg.n_layer):
-        w = {k: (t[layer] if cfg.unshared_layers and t is not None else t) for k, t in W.items()}
-        x = F.relu(v @ w["Dx"])  # B, H, T, N
-        q = rope(x)
-        keys = q if w["Dk"] is None else rope(F.relu(v @ w["Dk"]))
-        a = naive_linear_attention(q, keys, v, retention=u)
-        y = F.relu(ln(a) @ w["Dy"])
-        if not cfg.ungated:
-            y = y * x
-        e = sum(y[:, h] @ w["E"][h * N : (h + 1) * N] for h in range(H)).unsqueeze(1)  # E y, summed over heads
-        v = ln(v + ln(e))
-    return v.view(B, T, -1) @ model.readout

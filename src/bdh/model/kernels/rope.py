@@ -15,6 +15,8 @@ matrix R_t is the rotation part of the paper's block-diagonal U (Eq. 8, k = 2 bl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -72,31 +74,45 @@ def rope_tables_at(kind: str, freqs: torch.Tensor, positions: torch.Tensor) -> t
     raise UserError(f"rope: unknown positional scheme {kind!r}")
 
 
-def rotate(kind: str, impl: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate the last dimension of v (..., T, N) by the ``kind`` tables (T, N) with the implementation ``impl``.
+def rotation(kind: str, impl: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The function (v, cos, sin) -> v rotated by the ``kind`` tables (T, N) along its last dimension, (..., T, N),
+    with the implementation ``impl``: chosen once (`bdh.model.kernels.rope_impl`), then called with no choice left.
 
-    ``impl`` is chosen by `bdh.model.kernels.rope_impl`; all give the same values (tests/model/test_fused.py):
+    All give the same values (tests/model/test_fused.py):
 
     * ``none``: the identity (no positional scheme);
     * ``complex``: interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number
-      v_2k + i v_2k+1, one complex multiply instead of five real passes; bf16 / fp16 have no complex
-      kernels, so they rotate in fp32 and round once;
+      v_2k + i v_2k+1, one complex multiply instead of five real passes (`rotate_complex`);
     * ``fused``: `bdh.model.kernels.fused.rope_rotate`, one autograd function with the inverse rotation
       as its backward, tables in v's dtype;
     * ``plain``: the official code's expression (`rope_plain`), which ``torch.compile`` fuses itself.
     """
     if impl == "none" or kind == "none":
-        return v
+        return _identity
     if impl == "complex":
-        work = v.contiguous() if v.dtype in (torch.float32, torch.float64) else v.float()
-        phasor = torch.complex(cos[..., ::2].to(work.dtype), sin[..., ::2].to(work.dtype))
-        pairs = torch.view_as_complex(work.view(*v.shape[:-1], v.shape[-1] // 2, 2))
-        return torch.view_as_real(pairs * phasor).view(v.shape).to(v.dtype)
+        return rotate_complex
     if impl == "fused":
-        return rope_rotate(v.contiguous(), cos, sin, interleaved=kind == "rope")
+        return partial(_rotate_fused, interleaved=kind == "rope")
     if impl == "plain":
-        return rope_plain(kind, v, cos, sin)
+        return partial(rope_plain, kind)
     raise UserError(f"rope: unknown implementation {impl!r}")
+
+
+def _identity(v: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    return v
+
+
+def rotate_complex(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The interleaved rotation as one complex multiply per pair; bf16 / fp16 have no complex kernels, so they
+    rotate in fp32 and round once."""
+    work = v.contiguous() if v.dtype in (torch.float32, torch.float64) else v.float()
+    phasor = torch.complex(cos[..., ::2].to(work.dtype), sin[..., ::2].to(work.dtype))
+    pairs = torch.view_as_complex(work.view(*v.shape[:-1], v.shape[-1] // 2, 2))
+    return torch.view_as_real(pairs * phasor).view(v.shape).to(v.dtype)
+
+
+def _rotate_fused(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    return rope_rotate(v.contiguous(), cos, sin, interleaved=interleaved)
 
 
 def rope_plain(kind: str, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
