@@ -182,6 +182,11 @@ class GPT(PretrainedMixin, nn.Module):
         return count_params(self)
 
     @property
+    def depth(self) -> int:
+        """Layer passes of a forward (the bench's ``n_layer`` column): ``config.n_layer``."""
+        return self.config.n_layer
+
+    @property
     def weight_shared(self) -> bool:
         """Whether every layer pass applies the same block (``share_layers``), so that ``forward(idx,
         n_layer=k)`` runs any number of passes (test-time depth, `bdh.tasks.depth`)."""

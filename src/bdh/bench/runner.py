@@ -100,7 +100,7 @@ def result_row(
         **spec.setting_columns,
         "width": spec.width,
         "n_embd": resolved["model"].get("n_embd", ""),
-        "n_layer": resolved["model"].get("n_layer", resolved["model"].get("n_recur", "")),
+        "n_layer": getattr(model, "depth", ""),  # what the model class declares, never guessed from its fields
         "params": sum(p.numel() for p in model.parameters()),
         "state_size": int(model.state_size()),
         "lr": spec.lr,
