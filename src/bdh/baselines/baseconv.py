@@ -256,6 +256,11 @@ class BaseConv(PretrainedMixin, nn.Module):
         """Trainable parameters (equal to `BaseConvConfig.num_params`, the docstring formula)."""
         return count_params(self)
 
+    @property
+    def depth(self) -> int:
+        """Layer passes of a forward (the bench's ``n_layer`` column): ``config.n_layer``."""
+        return self.config.n_layer
+
     def state_sizes(self) -> list[int]:
         """Recurrent state scalars of each layer: d k (short filter) or d seq_len (long filter)."""
         return [self.config.layer_state_size(i) for i in range(self.config.n_layer)]

@@ -18,6 +18,7 @@ mlp_ratio = 0 a block is 4 d^2 + d (1 + b) + 4 b d.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -181,6 +182,11 @@ class GPT(PretrainedMixin, nn.Module):
         return count_params(self)
 
     @property
+    def depth(self) -> int:
+        """Layer passes of a forward (the bench's ``n_layer`` column): ``config.n_layer``."""
+        return self.config.n_layer
+
+    @property
     def weight_shared(self) -> bool:
         """Whether every layer pass applies the same block (``share_layers``), so that ``forward(idx,
         n_layer=k)`` runs any number of passes (test-time depth, `bdh.tasks.depth`)."""
@@ -228,6 +234,7 @@ def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
         raise UserError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
     if "n_embd" in fields:
         raise UserError("gpt_config_for_params: n_embd is what is sized; do not give it")
-    base = GPTConfig(**fields)
-    step = base.n_head * (2 if base.positional == "rope" else 1)
+    given = {f.name: f.default for f in dataclasses.fields(GPTConfig)} | fields
+    step = given["n_head"] * (2 if given["positional"] == "rope" else 1)
+    base = GPTConfig(**fields, n_embd=step)  # a width every head count divides (the default may not be one)
     return closest_by_params(budget, lambda d: base.replace(n_embd=d), step=step, limit=None)

@@ -203,6 +203,11 @@ class HyperSET(PretrainedMixin, nn.Module):
         return count_params(self)
 
     @property
+    def depth(self) -> int:
+        """Iterations of the one layer in a forward (the bench's ``n_layer`` column): ``config.n_recur``."""
+        return self.config.n_recur
+
+    @property
     def weight_shared(self) -> bool:
         """Every iteration applies the one Hyper-SET layer, so ``forward(idx, n_layer=k)`` runs any number
         of iterations (test-time depth, `bdh.tasks.depth`)."""

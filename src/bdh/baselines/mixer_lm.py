@@ -153,6 +153,11 @@ class MixerLM(nn.Module):
             if name.endswith(self.output_projections):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * len(self.blocks)))
 
+    @property
+    def depth(self) -> int:
+        """Layer passes of a forward (the bench's ``n_layer`` column): the blocks, one per layer."""
+        return len(self.blocks)
+
     def num_params(self) -> int:
         """Trainable parameters (equal to the config's ``num_params``, the formula of the model's docstring)."""
         return count_params(self)

@@ -66,6 +66,10 @@ class BoardPathSweep(BoardSweep):
     }
 
 
+#: the sweep class of the suite (what ``bdh bench boardpath`` builds, `bdh.bench.spec`)
+SWEEP = BoardPathSweep
+
+
 def plan(sweep: BoardPathSweep) -> list[RunSpec]:
     """Every run of the sweep."""
     sweep.validate()

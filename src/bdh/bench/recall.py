@@ -155,6 +155,17 @@ class RecallSweep(Sweep):
             raise BenchError(f"{self.suite}: sequence lengths must be even")
 
 
+#: the sweep class of the suite (what ``bdh bench recall`` builds, `bdh.bench.spec`)
+SWEEP = RecallSweep
+#: the suite's own command-line flags: a sweep field -> its ``argparse`` options (``--bdh-damping``)
+FLAGS = {
+    "bdh_damping": {
+        "choices": ("alibi", "multiscale"),
+        "help": "BDH's state damping U (default: none, the official model; docs/long-context.md)",
+    }
+}
+
+
 def model_section(model: str, width: int, sweep: RecallSweep, seq_len: int) -> dict[str, Any]:
     """The model section of one run of ``sweep`` (`RecallSweep.section`)."""
     return sweep.section(model, width, seq_len)

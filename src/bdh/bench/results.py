@@ -1,10 +1,11 @@
 """The result rows of a ``bdh bench`` suite and the files made from them.
 
 A trained model's scores (`evaluate_examples`, the trainer's evaluation under the task's own metric names);
-for every (model, setting, width) the learning rate with the best mean score over seeds (`best_over_lr`, as
-Zoology reports its sweeps); one summary row per (model, setting, width) with the mean, min and max over seeds
-and the winner of each (setting, width), declared only beyond the spread of the seeds (`summarize`,
-`pick_winner`); the CSV files and the markdown table (`write_csv`, `results_markdown`).
+for every (model, setting, width) the learning rate with the best mean score over seeds (`best_over_lr` by
+`best_lr`, the choice every sweep makes; as Zoology reports its sweeps); one summary row per (model, setting,
+width) with the mean, min and max over seeds and the winner of each (setting, width), declared only beyond
+the spread of the seeds (`summarize`, `pick_winner`); the CSV files and the markdown table (`write_csv`,
+`results_markdown`).
 """
 
 from __future__ import annotations
@@ -52,11 +53,26 @@ def goodness(v: Any, higher_is_better: bool = True) -> float:
     return f if higher_is_better or f == float("-inf") else -f
 
 
+def best_lr(
+    by_lr: dict[float, Sequence[dict[str, Any]]], score: Sequence[str], higher_is_better: bool = True
+) -> tuple[float, dict[float, tuple[float, ...]]]:
+    """The learning rate whose rows (one per seed) have the best mean score, and every rate's mean `goodness` of
+    each ``score`` column (larger is better whichever the direction). The columns are compared in order (ties on
+    the first go to the next); a missing or NaN value (a run that diverged) counts as the worst, so its rate's
+    mean is the worst; a rate without rows is the worst; a full tie goes to the smaller rate. The one choice of
+    every sweep (`best_over_lr`, the scaling experiment's ``choose_lr``)."""
+    means = {
+        lr: tuple(sum(goodness(r.get(c), higher_is_better) for r in rs) / len(rs) if rs else -math.inf for c in score)
+        for lr, rs in by_lr.items()
+    }
+    return max(sorted(means), key=lambda lr: (means[lr], -lr)), means
+
+
 def best_over_lr(
     rows: Iterable[dict[str, Any]], score: Sequence[str], higher_is_better: bool = True
 ) -> list[dict[str, Any]]:
     """For each (model, setting, width): the rows (one per seed) of the learning rate whose mean
-    score over seeds is best (highest, or lowest when not ``higher_is_better``: `goodness`). ``score`` names the
+    score over seeds is best (`best_lr`: highest, or lowest when not ``higher_is_better``). ``score`` names the
     columns compared in order (ties on the first go to the next); missing or NaN values count as the worst; a
     full tie goes to the smaller learning rate. Each kept row gets ``lrs_tried`` (the learning rates compared,
     ';'-separated). Reference rows (`is_reference`: the trivial answer, no learning rate) are kept as they are,
@@ -69,14 +85,8 @@ def best_over_lr(
         g = (str(r["model"]), str(r["setting"]), str(int(float(r["width"]))))
         groups.setdefault(g, {}).setdefault(float(r["lr"]), []).append(r)
     out: list[dict[str, Any]] = []
-    for g in groups:
-        by_lr = groups[g]
-        # mean score over seeds of each learning rate
-        mean_score = {
-            lr: tuple(sum(goodness(r.get(c), higher_is_better) for r in rs) / len(rs) for c in score)
-            for lr, rs in by_lr.items()
-        }
-        best = max(sorted(by_lr), key=lambda lr: (mean_score[lr], -lr))
+    for by_lr in groups.values():
+        best, _ = best_lr(by_lr, score, higher_is_better)
         tried = ";".join(f"{lr:g}" for lr in sorted(by_lr))
         for r in sorted(by_lr[best], key=lambda r: int(float(r["seed"]))):
             out.append({**r, "lrs_tried": tried})

@@ -31,7 +31,6 @@ Every file is written to a temporary name and renamed. With ``resume`` the runs 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from typing import Any
 from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 from bdh.typed_config import TypedConfig, bounded
 
+from .engine import TableLedger, fit, pending, train_fresh
 from .results import best_over_lr, evaluate_examples, read_ledger, results_markdown, summarize, write_csv
 from .spec import TRIVIAL, BenchError, BenchInterrupted, RunSpec, SuiteDef, run_key
 from .trivial import trivial_rows
@@ -52,17 +52,9 @@ def train_one(
     spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None, suite: SuiteDef | None = None
 ) -> dict[str, Any]:
     """Train one run with the public trainer, evaluate it, and return its result row."""
-    from bdh.train import Trainer
-
     config = run_config(spec, run_dir, device=device, threads=threads)
     start, cpu_start = time.time(), time.process_time()
-    trainer = Trainer(config)
-    try:
-        result = trainer.fit()
-    finally:
-        trainer.close()
-    if result.interrupted is not None:
-        raise BenchInterrupted(result.interrupted)
+    result = fit(config, BenchInterrupted)
     cpu_train = time.process_time() - cpu_start
     model, task = result.model, result.task
     scores = evaluate_examples(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
@@ -108,7 +100,7 @@ def result_row(
         **spec.setting_columns,
         "width": spec.width,
         "n_embd": resolved["model"].get("n_embd", ""),
-        "n_layer": resolved["model"].get("n_layer", resolved["model"].get("n_recur", "")),
+        "n_layer": getattr(model, "depth", ""),  # what the model class declares, never guessed from its fields
         "params": sum(p.numel() for p in model.parameters()),
         "state_size": int(model.state_size()),
         "lr": spec.lr,
@@ -213,31 +205,28 @@ def _train_missing(
 ) -> tuple[list[dict[str, Any]], int]:
     """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
-    columns = suite.columns()
     rows = read_ledger(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
-    done = {run_key(r) for r in rows}
-    todo = [s for s in specs if s.key() not in done]
+    ledger = TableLedger(out / "runs.csv", rows, run_key, suite.columns())
+    todo = pending(specs, ledger, opts.resume)
     skipped = len(specs) - len(todo)
     if skipped:
         log(f"bench {suite.name}: {skipped} run(s) already in {out / 'runs.csv'}, skipped")
+
+    def train(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+        row = train_one(spec, run_dir, device=opts.device, threads=opts.threads, suite=suite)
+        return {**row, "run_dir": run_dir.relative_to(out).as_posix()}
+
     for i, spec in enumerate(todo, 1):
-        rel = Path("runs") / spec.model / spec.run_name()
-        run_dir = out / rel
-        if run_dir.exists():  # an interrupted earlier attempt: start it again
-            shutil.rmtree(run_dir)
         log(
             f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} "
             f"lr {spec.lr:g} seed {spec.seed}"
         )
-        row = train_one(spec, run_dir, device=opts.device, threads=opts.threads, suite=suite)
-        row["run_dir"] = rel.as_posix()
+        row = train_fresh(spec, out / "runs" / spec.model / spec.run_name(), ledger, train)
         shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
         log(
             f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; "
             f"{row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
         )
-        rows.append(row)
-        write_csv(out / "runs.csv", rows, columns)
     return rows, skipped
 
 

@@ -96,11 +96,25 @@ class SudokuSweep(BoardSweep):
         return f"G{self.min_givens}-{self.max_givens}"
 
 
+#: the sweep class of the suite (what ``bdh bench sudoku`` builds, `bdh.bench.spec`)
+SWEEP = SudokuSweep
+
+
+def data_paths(folder: Path) -> tuple[Path, Path]:
+    """Where `make_data` writes the puzzle sets in ``folder`` (train.csv, val.csv)."""
+    return folder / "train.csv", folder / "val.csv"
+
+
+def data_note(sweep: SudokuSweep) -> str:
+    """What `make_data` generates, in words."""
+    return f"{sweep.num_train} + {sweep.num_val} puzzles"
+
+
 def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
     """Generate the puzzle sets once into ``folder`` (train.csv, val.csv); kept if already there."""
     from bdh.tasks.sudoku import Sudoku, SudokuConfig
 
-    paths = folder / "train.csv", folder / "val.csv"
+    paths = data_paths(folder)
     if all(p.is_file() for p in paths):
         return paths
     task = Sudoku(

@@ -1,4 +1,9 @@
-"""``bdh bench recall|boardpath|sudoku``: side-by-side benchmark suites of BDH and the baselines."""
+"""``bdh bench SUITE``: side-by-side benchmark suites of BDH and the baselines.
+
+The suites are those of the registry (`bdh.registry.BUILTIN_SUITES`, `register_suite`): a suite's help is its
+module docstring's first paragraph, its own flags its module's ``FLAGS`` (a sweep field -> ``argparse`` options),
+and a suite that generates its data has ``make_data`` (`bdh.bench.spec` lists what a suite module has).
+"""
 
 from __future__ import annotations
 
@@ -13,18 +18,13 @@ from bdh.errors import UserError
 from . import interrupts
 from .checks import device, integer
 
-SUITES = ("recall", "boardpath", "sudoku")
-HELP = {
-    "recall": "MQAR sweep (sequence length x pairs x width x learning rate): BDH, GPT, BaseConv",
-    "boardpath": "board pathfinding sweep (board size x width x learning rate): BDH, GPT, Hyper-SET",
-    "sudoku": "Sudoku sweep (width x learning rate) and test-time depth sweep: BDH, GPT, Hyper-SET",
-}
-
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from bdh.registry import constant, names, summary
+
     p = sub.add_parser(
         "bench",
-        help="side-by-side benchmark suites: recall (MQAR), boardpath, sudoku",
+        help=f"side-by-side benchmark suites: {', '.join(names('suite'))}",
         description="Train BDH and parameter-matched baselines on a sweep, keep the best learning rate per "
         "(model, setting, width), and write runs.csv, results.csv (one row per seed), summary.csv and results.md "
         "(mean and min-max over seeds; a winner only beyond that spread) and plots into --out. "
@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=lambda args: _usage(p))
     suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=type(p))
-    for name in SUITES:
-        s = suites.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+    for name in names("suite"):
+        text = summary("suite", name)
+        s = suites.add_parser(name, help=text, description=text)
         size = s.add_mutually_exclusive_group()
         size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
         size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
@@ -50,12 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
         s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
-        if name == "recall":
-            s.add_argument(
-                "--bdh-damping",
-                choices=("alibi", "multiscale"),
-                help="BDH's state damping U (default: none, the official model; docs/long-context.md)",
-            )
+        for field, options in constant("suite", name, "FLAGS", {}).items():  # type: ignore[union-attr]
+            s.add_argument(f"--{field.replace('_', '-')}", **options)
         s.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
         s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
         s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
@@ -63,21 +60,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
+    from bdh.registry import names
+
     from .checks import UsageError
 
-    raise UsageError(f"bench: give a suite ({', '.join(SUITES)})")
+    raise UsageError(f"bench: give a suite ({', '.join(names('suite'))})")
 
 
 def build_sweep(args: argparse.Namespace):
     """The suite module and its sweep, from the size flag and the shrinking options."""
-    from bdh.bench import boardpath, recall, sudoku
     from bdh.bench.spec import BenchError
+    from bdh.registry import get_suite
     from bdh.typed_config import parse_list
 
-    module = {"recall": recall, "boardpath": boardpath, "sudoku": sudoku}[args.suite]
-    cls = {"recall": recall.RecallSweep, "boardpath": boardpath.BoardPathSweep, "sudoku": sudoku.SudokuSweep}[
-        args.suite
-    ]
+    module = get_suite(args.suite)
+    cls = module.SWEEP
     sweep = cls.preset("full" if args.full else "quick" if args.quick else None)
     changes = {}
     if args.models is not None:
@@ -93,8 +90,9 @@ def build_sweep(args: argparse.Namespace):
         if any(w < 4 or w % 4 for w in widths):
             raise BenchError(f"--widths: widths must be positive multiples of 4, got {args.widths!r}")
         changes["widths"] = widths
-    if getattr(args, "bdh_damping", None) is not None:
-        changes["bdh_damping"] = args.bdh_damping
+    for field in getattr(module, "FLAGS", {}):  # the suite's own flags
+        if getattr(args, field, None) is not None:
+            changes[field] = getattr(args, field)
     device(args.device)
     if args.resume and args.overwrite:
         raise BenchError("--resume continues --out DIR, --overwrite replaces it: give one of them")
@@ -123,8 +121,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         module.suite_def(sweep)  # the suite's own checks, as a real run makes them
-        paths = (out / "data" / "train.csv", out / "data" / "val.csv")
-        _print_plan(module.plan(sweep, paths) if args.suite == "sudoku" else module.plan(sweep))
+        data = (module.data_paths(out / "data"),) if hasattr(module, "make_data") else ()
+        _print_plan(module.plan(sweep, *data))
         return 0
     with folder_lock(out):  # one bench at a time in a folder
         runner.prepare_out(opts)  # before anything is printed or generated
@@ -142,12 +140,13 @@ def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
 
     out, finish = opts.out, None
     suite = module.suite_def(sweep)
-    if args.suite == "sudoku":
-        print(f"bench sudoku: generating {sweep.num_train} + {sweep.num_val} puzzles into {out / 'data'}", flush=True)
+    if hasattr(module, "make_data"):  # a suite that generates its data writes it into the output folder first
+        print(f"bench {args.suite}: generating {module.data_note(sweep)} into {out / 'data'}", flush=True)
         specs = module.plan(sweep, module.make_data(sweep, out / "data"))
-        finish = module.finisher(sweep)
     else:
         specs = module.plan(sweep)
+    if hasattr(module, "finisher"):  # its own files (the Sudoku depth table)
+        finish = module.finisher(sweep)
     print(f"bench {args.suite}: {len(specs)} runs into {out}", flush=True)
     done = runner.run_suite(suite, specs, opts, finish=finish, prepared=True)
     for path in done["files"]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 import time
 from datetime import datetime
@@ -23,43 +22,30 @@ from pathlib import Path
 from typing import Any
 
 from bdh.errors import did_you_mean
-from bdh.experiments import EXPERIMENTS
 
 from . import interrupts
 from .checks import integer
 
-HELP = {
-    "synapses": "monosemantic synapses (paper section 6.3, Figs. 12-13): search, held-out Mann-Whitney test, nulls",
-    "merge": (
-        "model merging by concatenation (paper section 7.1, Table 2), with weight averaging and no-shared-base controls"
-    ),
-    "no-bptt": (
-        "training without backprop through time (paper section 7.2): "
-        "losses against BPTT and the bigram barrier, and the copy test"
-    ),
-    "scaling": (
-        "BDH-GPU against a GPT-2-style Transformer at equal parameters across sizes (paper section 4.2, Fig. 7): "
-        "loss against parameters and FLOPs, power-law fits, verdicts against the seed spread"
-    ),
-    "long-context": (
-        "BDH past its training window: loss by position on long streams, the state's gain, recall far back and "
-        "long generation, for each training recipe against a GPT with a sliding window"
-    ),
-    "relatives": (
-        "BDH among its relatives (Zoology's MQAR frontier, a byte-level language model at equal tokens and equal "
-        "wall-clock): every model and BDH ablation against BDH, beyond the seed spread or not"
-    ),
-}
-#: experiments with a GPU-sized preset (``Config.full``) and resumable runs (``run(..., resume=True)``)
-LADDERS = ("scaling", "long-context", "relatives")
-
 
 def experiment_module(name: str):
-    """The module of experiment ``name`` (``synapses``, ``merge``, ``no-bptt``)."""
-    return importlib.import_module(f"bdh.experiments.{EXPERIMENTS[name]}")
+    """The module of experiment ``name`` (`bdh.registry.get_experiment`)."""
+    from bdh.registry import get_experiment
+
+    return get_experiment(name)
+
+
+def resumable(name: str) -> bool:
+    """Whether the experiment continues an output folder (``--resume``) and has a GPU-sized preset (``--full``): its
+    module declares ``prepare_resume`` (with the ``MARKER`` file of its folders and ``Config.full``)."""
+    from bdh.registry import declares
+
+    return declares("experiment", name, "prepare_resume")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from bdh.registry import names as registered
+    from bdh.registry import summary
+
     p = sub.add_parser(
         "experiment",
         help="reproduce the paper's synapse, merging, no-BPTT and scaling experiments at laptop scale",
@@ -68,11 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=lambda args: _usage())
     names = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
-    for name in EXPERIMENTS:
-        s = names.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+    for name in registered("experiment"):
+        text = summary("experiment", name)
+        s = names.add_parser(name, help=text, description=text)
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/experiment-{name}-<timestamp>)")
         s.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of a minute or two")
-        if name in LADDERS:
+        if resumable(name):
             s.add_argument("--full", action="store_true", help="the GPU-sized preset (see --show-config for its plan)")
             s.add_argument(
                 "--resume",
@@ -100,9 +87,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage() -> int:
+    from bdh.registry import names
+
     from .checks import UsageError
 
-    raise UsageError(f"experiment: give a name ({', '.join(EXPERIMENTS)})")
+    raise UsageError(f"experiment: give a name ({', '.join(names('experiment'))})")
 
 
 def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = False) -> Any:
@@ -152,14 +141,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
     out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
     start = time.time()
-    ours = args.experiment in LADDERS and (out / module.MARKER).is_file()  # an earlier (interrupted) ladder
+    ours = resumable(args.experiment) and (out / module.MARKER).is_file()  # an earlier (interrupted) ladder
     how = f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it"
     with folder_lock(out):  # one experiment at a time in a folder
         out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite, how=how)
         try:
             report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
-            if args.experiment not in LADDERS:
+            if not resumable(args.experiment):
                 raise
             kept = f"the finished runs are kept in {out / 'runs'}"
             return interrupts.report(f"experiment {args.experiment}", exc, kept, args.argv, out)

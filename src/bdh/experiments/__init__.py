@@ -2,7 +2,8 @@
 
 Each experiment is a module with a typed config (a CPU default and a ``quick`` size for smoke tests) and
 a ``run(config, out)`` that trains what it needs, measures, and writes ``report.md``, ``results.json``
-and figures into ``out``. The command line is ``bdh experiment NAME``.
+and figures into ``out``. The command line is ``bdh experiment NAME``; the names are the registry's
+(`bdh.registry.BUILTIN_EXPERIMENTS`), the help of each its module docstring's first paragraph.
 
 * `bdh.experiments.synapses` — monosemantic synapses (section 6.3, Figs. 12-13);
 * `bdh.experiments.merge` — model merging by concatenation (section 7.1, Table 2);
@@ -13,13 +14,3 @@ and figures into ``out``. The command line is ``bdh experiment NAME``.
 * `bdh.experiments.relatives` — BDH among its relatives: Zoology's MQAR frontier, a byte-level language model,
   and BDH taken apart, judged against the seed spread.
 """
-
-#: experiment name (as typed on the command line) -> module under bdh.experiments
-EXPERIMENTS = {
-    "synapses": "synapses",
-    "merge": "merge",
-    "no-bptt": "nobptt",
-    "scaling": "scaling",
-    "long-context": "longcontext",
-    "relatives": "relatives",
-}

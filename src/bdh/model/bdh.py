@@ -98,6 +98,11 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         return self.config.state_size()
 
     @property
+    def depth(self) -> int:
+        """Layer passes of a forward (the bench's ``n_layer`` column): ``config.n_layer``."""
+        return self.config.n_layer
+
+    @property
     def weight_shared(self) -> bool:
         """Whether every layer pass applies the same weights, so that ``forward(idx, n_layer=k)`` runs any
         number of passes (test-time depth, `bdh.tasks.depth`): BDH-GPU's layers share E, Dx, Dy."""

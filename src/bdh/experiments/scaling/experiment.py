@@ -94,13 +94,13 @@ def _spec(config: Config, rung: Rung, model: str, lr: float, seed: int, task: di
 
 def choose_lr(records: list[dict[str, Any]], model: str, lrs: tuple[float, ...]) -> tuple[float, dict[float, float]]:
     """The learning rate of ``model`` with the lowest mean final loss over seeds at the smallest size (a run
-    that diverged counts as infinite; ties go to the smaller rate), and the mean of every rate."""
-    means = {}
-    for lr in lrs:
-        vals = [r["val_loss"] for r in records if r["model"] == model and r["size"] == 0 and r["lr"] == lr]
-        vals = [v if math.isfinite(v) else math.inf for v in vals]
-        means[lr] = sum(vals) / len(vals) if vals else math.inf
-    best = min(sorted(means), key=lambda lr: means[lr])
+    that diverged counts as infinite; ties go to the smaller rate), and the mean of every rate: the choice of
+    every sweep (`bdh.bench.results.best_lr`) on the runs of the smallest size."""
+    from bdh.bench.results import best_lr
+
+    at_lr = {lr: [r for r in records if r["model"] == model and r["size"] == 0 and r["lr"] == lr] for lr in lrs}
+    best, goodness = best_lr(at_lr, ["val_loss"], higher_is_better=False)
+    means = {lr: -g[0] for lr, g in goodness.items()}  # the goodness of a loss is its negative
     if not math.isfinite(means[best]):
         raise UserError(f"scaling: {model} diverged at every learning rate of the sweep {list(lrs)}; give lower lrs")
     return best, means

@@ -63,19 +63,21 @@ def gpt_config(section: dict[str, Any]) -> Any:
 
 def match_gpt(budget: int, *, n_layer: int, n_head: int, seq_len: int, positional: str, dropout: float) -> Any:
     """The `GPTConfig` of ``n_layer`` blocks and ``n_head`` heads whose parameter count is closest to
-    ``budget``, varying the width over multiples of the heads (times 2 for RoPE)."""
-    from bdh.baselines.gpt import GPTConfig
+    ``budget``, varying the width over multiples of the heads (times 2 for RoPE): the parameter match of
+    every sweep (`bdh.bench.models.budget_config`, the model's ``for_budget``), for a causal byte-level GPT."""
+    from bdh.bench.models import budget_config
 
-    step = n_head * (2 if positional == "rope" else 1)
-    fields = dict(vocab_size=VOCAB, seq_len=seq_len, n_layer=n_layer, n_head=n_head, positional=positional)
-    best, d = None, step
-    while True:
-        cfg = GPTConfig(n_embd=d, dropout=dropout, **fields)
-        if best is None or abs(cfg.num_params() - budget) < abs(best.num_params() - budget):
-            best = cfg
-        if cfg.num_params() > budget:
-            return best
-        d += step
+    return budget_config(
+        "gpt",
+        budget,
+        vocab_size=VOCAB,
+        seq_len=seq_len,
+        n_layer=n_layer,
+        n_head=n_head,
+        causal=True,
+        positional=positional,
+        dropout=dropout,
+    )
 
 
 def build_ladder(config: Config) -> list[Rung]:

@@ -5,7 +5,10 @@ through the public trainer (`bdh.train`) and validated; its record kept in its o
 Each run lives in ``runs/<model>/size<i>-lr<lr>-s<seed>/``: the trainer's run folder (config.yaml,
 metrics.jsonl, the checkpoint) plus ``result.json``, written last and atomically. With ``resume`` a run
 whose ``result.json`` holds the same spec (model section, task, budget, schedule, evaluation) is not
-trained again; any other folder of that name is an unfinished or different run, and is trained anew.
+trained again; any other folder of that name is an unfinished or different run, and is trained anew. That
+is the sweep engine every bench suite runs on (`bdh.bench.engine`: `FolderLedger`, `train_or_reuse`, `fit`);
+what is the experiment's own is the spec (its fields are the key stored in ``result.json``, so that folders
+written before keep resuming) and the record (curves and per-direction losses, which no CSV row holds).
 
 The two models of a seed read the same batches in the same order: the text task draws a training
 batch as a pure function of (seed, batch index), and every run has the same batch size and length.
@@ -15,18 +18,16 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bdh.errors import Interrupted
-from bdh.outputs import write_text
+from bdh.bench.engine import FolderLedger, fit, train_or_reuse
 
 #: the file that marks a finished run and holds its record
-RESULT = "result.json"
+RESULT = FolderLedger.RESULT
 #: how the trainer's error for a non-finite loss begins (`bdh.train.trainer.Trainer._check_loss`): the run
 #: diverged at its learning rate, a result rather than a mistake
 DIVERGED = "loss is "
@@ -64,8 +65,10 @@ class RunSpec:
     def name(self) -> str:
         return f"{self.model}/size{self.size}-lr{self.lr:g}-s{self.seed}"
 
-    def identity(self) -> dict[str, Any]:
-        """The spec as JSON values, without the data's location."""
+    run_name = name  # the engine's name of the run folder (`bdh.bench.engine.Spec`)
+
+    def key(self) -> dict[str, Any]:
+        """The spec as JSON values, without the data's location: the run's identity in its ``result.json``."""
         d = asdict(self)
         d["task"] = {k: v for k, v in self.task.items() if k != "data"}
         return json.loads(json.dumps(d))
@@ -97,15 +100,6 @@ class RunSpec:
         )
 
 
-def read_finished(run_dir: Path, spec: RunSpec) -> dict[str, Any] | None:
-    """The record of a finished run of ``spec`` in ``run_dir``, or None."""
-    try:
-        record = json.loads((run_dir / RESULT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing, damaged (not UTF-8, not JSON): trained again
-        return None
-    return record if isinstance(record, dict) and record.get("spec") == spec.identity() else None
-
-
 def curves(run_dir: Path) -> dict[str, list[list[float]]]:
     """The run's loss curves from its metrics.jsonl: ``val`` [step, tokens, val_loss] and ``train`` [step, loss]."""
     from bdh.train.log import read_metrics
@@ -124,30 +118,26 @@ def train_run(
     segments: dict[str, Sequence[tuple[str, str, str, str]]] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Train (or, with ``resume``, reuse) one run; returns its record (``reused`` says which)."""
-    run_dir = out / "runs" / spec.name()
-    if resume:
-        found = read_finished(run_dir, spec)
-        if found is not None:
-            return {**found, "reused": True}
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    record = _train(spec, run_dir, segments or {}, log)
-    write_text(run_dir / RESULT, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    return {**record, "reused": False}
+    """Train (or, with ``resume``, reuse) one run into ``out/runs`` (`bdh.bench.engine.train_or_reuse`); returns
+    its record (``reused`` says which)."""
+    ledger = FolderLedger(out / "runs")
+    record, reused = train_or_reuse(
+        spec, ledger.folder(spec), ledger, lambda s, run_dir: _train(s, run_dir, segments or {}, log), resume
+    )
+    return {**record, "reused": reused}
 
 
 def _train(
     spec: RunSpec, run_dir: Path, segments: dict[str, Sequence[tuple[str, str, str, str]]], log: Callable[[str], None]
 ) -> dict[str, Any]:
-    from bdh.train import TrainingError, train
+    from bdh.train import TrainingError
     from bdh.train.evaluate import evaluate
 
     start, cpu = time.time(), time.process_time()
-    record: dict[str, Any] = {"spec": spec.identity(), "model": spec.model, "size": spec.size}
+    record: dict[str, Any] = {"spec": spec.key(), "model": spec.model, "size": spec.size}
     record.update(lr=spec.lr, seed=spec.seed, diverged=False, error="")
     try:
-        result = train(spec.run_config(run_dir))
+        result = fit(spec.run_config(run_dir))
     except TrainingError as e:
         if not str(e).startswith(DIVERGED):
             raise  # a configuration the trainer refuses: the user's to fix, not a result
@@ -155,8 +145,6 @@ def _train(
         record.update(diverged=True, error=str(e), val_loss=math.nan, val_bpb=math.nan, params=0, tokens=0, steps=0)
         record.update(curve=curves(run_dir), wall_s=time.time() - start, tok_per_s=math.nan, directions={})
         return record
-    if result.interrupted is not None:
-        raise Interrupted(result.interrupted)
     model, task = result.model, result.task
     final = evaluate(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
     record.update(

@@ -1,0 +1,140 @@
+"""The engine of every sweep of training runs: ``bdh bench``'s suites (and the experiments run as suites,
+`bdh.experiments.relatives`) and the scaling experiment (`bdh.experiments.scaling`).
+
+A sweep is a list of runs, each described by a spec with a stable ``key()`` (what identifies its result: a
+run of another length, rate or model is another result) and a ``run_name()`` (its folder's name). The engine:
+
+* `fit`: one run's trainer config through the public trainer (`bdh.train.train`); a run stopped by SIGINT or
+  SIGTERM raises `Interrupted` (it is not recorded, so a resume trains it again);
+* the record of the finished runs, which a resume reads back instead of training them again, in one of two
+  forms: `TableLedger` (one table of rows, the bench's ``runs.csv``; a row is found by the spec's key,
+  `bdh.bench.spec.run_key`) and `FolderLedger` (a ``result.json`` in each run's folder holding the spec's key;
+  the scaling experiment's, whose records hold curves and per-direction losses);
+* `pending` (the specs a resume still has to train), `train_fresh` (a run's folder started anew, trained,
+  recorded) and `train_or_reuse` (on resume the recorded result, else `train_fresh`).
+
+The learning-rate choice over seeds is `bdh.bench.results.best_lr`; the parameter match is the model's own
+``for_budget`` (`bdh.sizing.BudgetSized`), reached through the registry by `bdh.bench.models.budget_config`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from bdh.errors import Interrupted
+from bdh.outputs import write_text
+
+from .results import write_csv
+
+Row = dict[str, Any]
+
+
+class Spec(Protocol):
+    """What the engine needs of a run's spec (`bdh.bench.spec.RunSpec`, the scaling experiment's `RunSpec`)."""
+
+    model: str
+
+    def key(self) -> Any:
+        """What identifies the run's result (compared on resume)."""
+        ...
+
+    def run_name(self) -> str:
+        """The run folder's name (below the model's folder, or including it)."""
+        ...
+
+
+class Ledger(Protocol):
+    """Where the finished runs of a sweep are recorded, and found again on resume."""
+
+    def find(self, spec: Any) -> Row | None:
+        """The recorded result of ``spec``, or None when it has not finished."""
+        ...
+
+    def add(self, spec: Any, run_dir: Path, row: Row) -> None:
+        """Record the result ``row`` of ``spec``, trained in ``run_dir`` (atomically)."""
+        ...
+
+
+class TableLedger:
+    """One table of result rows (the bench's ``runs.csv``), rewritten with every finished run.
+
+    ``rows``: the rows already recorded (kept, also those of runs no longer swept); ``key_of``: a row's key, equal
+    to its spec's ``key()``; ``columns``: the table's leading columns (`write_csv`)."""
+
+    def __init__(self, path: Path, rows: list[Row], key_of: Callable[[Row], Hashable], columns: Sequence[str]) -> None:
+        self.path, self.rows, self.columns = Path(path), rows, list(columns)
+        self._by_key = {key_of(r): r for r in rows}
+
+    def find(self, spec: Any) -> Row | None:
+        return self._by_key.get(spec.key())
+
+    def add(self, spec: Any, run_dir: Path, row: Row) -> None:
+        self.rows.append(row)
+        self._by_key[spec.key()] = row
+        write_csv(self.path, self.rows, self.columns)
+
+
+class FolderLedger:
+    """A ``result.json`` in each run's folder, written last: the run's record, which holds its spec's key under
+    ``"spec"``. A folder whose file is missing, damaged or of another spec is an unfinished or different run."""
+
+    #: the file that marks a finished run and holds its record
+    RESULT = "result.json"
+
+    def __init__(self, runs: Path) -> None:
+        self.runs = Path(runs)
+
+    def folder(self, spec: Any) -> Path:
+        return self.runs / spec.run_name()
+
+    def find(self, spec: Any) -> Row | None:
+        try:
+            record = json.loads((self.folder(spec) / self.RESULT).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # missing, damaged (not UTF-8, not JSON): trained again
+            return None
+        return record if isinstance(record, dict) and record.get("spec") == spec.key() else None
+
+    def add(self, spec: Any, run_dir: Path, row: Row) -> None:
+        if row.get("spec") != spec.key():
+            raise ValueError(f"{run_dir}: a record holds its spec's key under 'spec'")
+        write_text(run_dir / self.RESULT, json.dumps(row, indent=1, sort_keys=True) + "\n")
+
+
+def fit(config: Any, interrupted: type[Interrupted] = Interrupted) -> Any:
+    """Train ``config`` (a `RunConfig`) with the public trainer and return its `TrainResult`; a run stopped by
+    SIGINT/SIGTERM raises ``interrupted`` (an `Interrupted`) with the signal's name."""
+    import bdh.train
+
+    result = bdh.train.train(config)
+    if result.interrupted is not None:
+        raise interrupted(result.interrupted)
+    return result
+
+
+def pending(specs: Sequence[Any], ledger: Ledger, resume: bool) -> list[Any]:
+    """The specs still to train: all of them, or with ``resume`` those ``ledger`` has no result of."""
+    return [s for s in specs if not resume or ledger.find(s) is None]
+
+
+def train_fresh(spec: Any, run_dir: Path, ledger: Ledger, train: Callable[[Any, Path], Row]) -> Row:
+    """Train ``spec`` into ``run_dir`` with ``train(spec, run_dir)`` (a folder left by an interrupted attempt is
+    removed first) and record its row in ``ledger``; returns the row."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    row = train(spec, run_dir)
+    ledger.add(spec, run_dir, row)
+    return row
+
+
+def train_or_reuse(
+    spec: Any, run_dir: Path, ledger: Ledger, train: Callable[[Any, Path], Row], resume: bool
+) -> tuple[Row, bool]:
+    """``(row, reused)``: with ``resume`` the result ``ledger`` holds for ``spec``, else `train_fresh`."""
+    found = ledger.find(spec) if resume else None
+    if found is not None:
+        return found, True
+    return train_fresh(spec, run_dir, ledger, train), False
