@@ -22,6 +22,8 @@ several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derive
 
 Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
 as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
+A command-line flag generated from a field (``bdh info --n-layer``) is read the same way, by
+`TypedConfig.field_value`.
 
 A config's named presets (``--quick``, ``--full`` of ``bdh train``, ``bdh bench`` and ``bdh experiment``) are its
 class's `TypedConfig.PRESETS`: name -> field values, a dotted key setting a field of a section
