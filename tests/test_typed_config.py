@@ -273,3 +273,41 @@ def test_an_unknown_field_suggests_the_closest_and_only_a_close_one():
     with pytest.raises(UserError) as info:
         BDHConfig.from_dict({"zzzz": 3})
     assert "did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name, text, value",
+    [("n_layer", "3", 3), ("n_neurons", "64", 64), ("dropout", "1e-1", 0.1), ("attention", "chunked", "chunked")],
+)
+def test_a_field_given_as_text_is_read_as_a_set_value_and_converted(name, text, value):
+    from bdh.model.config import BDHConfig
+    from bdh.typed_config import parse_override
+
+    got = BDHConfig.field_value(name, text)
+    assert got == value and type(got) is type(value)
+    assert BDHConfig.from_dict({name: parse_override(f"{name}={text}")[1]}).to_dict()[name] == value
+
+
+@pytest.mark.parametrize("name, text", [("n_layer", "0"), ("n_embd", "wide"), ("dropout", "1.5"), ("dropout", "nan")])
+def test_a_field_given_as_text_is_refused_in_the_words_of_from_dict(name, text):
+    """One wording for a bad value, whether it comes from a flag generated from the field or a config file."""
+    from bdh.model.config import BDHConfig
+    from bdh.typed_config import read_value
+
+    with pytest.raises(UserError) as from_dict:
+        BDHConfig.from_dict({name: read_value(text)})
+    with pytest.raises(UserError) as from_text:
+        BDHConfig.field_value(name, text)
+    assert str(from_text.value) == str(from_dict.value)
+    assert str(from_text.value).startswith(f"BDHConfig.{name}: ")
+
+
+def test_a_field_given_as_text_checks_its_range_unless_the_caller_leaves_it_to_the_config():
+    from bdh.model.config import BDHConfig
+
+    with pytest.raises(UserError, match=r"^BDHConfig.attention: must be one of .*; got 'flash'$"):
+        BDHConfig.field_value("attention", "flash")
+    assert BDHConfig.field_value("attention", "flash", ranges=False) == "flash"  # argparse's choices refuse it
+    assert BDHConfig.field_value("n_layer", "0", ranges=False) == 0  # BDHConfig refuses it when built
+    with pytest.raises(UserError, match="expected an integer, got None"):  # a flag left out is the default
+        BDHConfig.field_value("n_neurons", "null")

@@ -22,6 +22,8 @@ several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derive
 
 Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
 as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
+A command-line flag generated from a field (``bdh info --n-layer``) is read the same way, by
+`TypedConfig.field_value`.
 
 A config's named presets (``--quick``, ``--full`` of ``bdh train``, ``bdh bench`` and ``bdh experiment``) are its
 class's `TypedConfig.PRESETS`: name -> field values, a dotted key setting a field of a section
@@ -407,6 +409,23 @@ class TypedConfig:
                 raise UserError(f"{key_of(declared.name)}: {declared.message(data[declared.name])}")  # as given
         return cls(**values)
 
+    @classmethod
+    def field_value(cls, name: str, text: str, key: str | None = None, *, ranges: bool = True) -> Any:
+        """The value of the field ``name`` given as ``text`` (a command-line flag generated from the field): read
+        as a ``--set`` value is (`read_value`; a text field keeps the text as it is), converted to the field's
+        type (`check_value`; a value, not null: a flag left out is the field's default) and checked against its
+        declared range as `from_dict` checks it (``ranges=False``: left to the config when it is built, e.g. after
+        all the flags are read). A one-line `UserError` naming ``key`` (default `_key`)."""
+        key = key or cls._key(name)
+        hint = typing.get_type_hints(cls)[name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            hint = typing.Union[tuple(a for a in typing.get_args(hint) if a is not type(None))]  # noqa: UP007
+        value = check_value(text if hint is str else read_value(text), hint, key)
+        for declared in declared_ranges(cls) if ranges else ():
+            if declared.name == name and not declared.admits(value):
+                raise UserError(f"{key}: {declared.message(value)}")
+        return value
+
     def replace(self, **changes: Any):
         """A copy with some fields changed (validated again)."""
         data = self.to_dict()
@@ -449,11 +468,17 @@ def parse_override(item: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=3e-4")
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set {item!r}: bad key {key!r}")
+    return key, read_value(raw)
+
+
+def read_value(raw: str) -> Any:
+    """A value written as text (a ``--set`` value, a flag generated from a field) read as YAML: ``3e-4``, ``true``,
+    ``null``, ``[1, 2]``; text that is not valid YAML stays text; blank text is ``""``. The type is the config's
+    to check (`check_value`)."""
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        return yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw
-    return key, value
+        return raw
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

@@ -103,3 +103,31 @@ def test_config_flags_are_generated_from_the_fields():
     with pytest.raises(UserError, match=r"^argument --n-layer: must be an integer >= 1, got 0$"):
         with flag_errors(BDHConfig, {"n_layer": 0}):
             BDHConfig(n_layer=0)
+
+
+@pytest.mark.parametrize("flag, text", [("--n-layer", "0"), ("--n-embd", "wide"), ("--dropout", "1.5")])
+def test_a_generated_flag_is_refused_in_the_config_s_words(flag, text, capsys):
+    """The flags generated from a config's fields convert through the config (`field_value`) when they are parsed
+    and are checked by it when it is built (`flag_errors`): either way the error is the config's, under the flag's
+    name."""
+    import argparse
+
+    from bdh.cli.checks import config_flags, config_values, flag_errors
+    from bdh.errors import UserError
+    from bdh.model.config import BDHConfig
+
+    name = flag[2:].replace("-", "_")
+    parser = argparse.ArgumentParser()
+    config_flags(parser, BDHConfig, [name])
+    with pytest.raises(UserError) as refused:
+        BDHConfig.field_value(name, text)
+    wanted = f"argument {flag}: {str(refused.value).partition(': ')[2]}"
+    try:
+        given = config_values(parser.parse_args([flag, text]), [name])
+    except SystemExit:
+        assert wanted in capsys.readouterr().err
+        return
+    with pytest.raises(UserError) as built:
+        with flag_errors(BDHConfig, given):
+            BDHConfig.from_dict(given)
+    assert str(built.value) == wanted

@@ -132,3 +132,12 @@ def test_generate_speed_line_starts_a_new_line_only_after_text_left_mid_line_on_
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"{lead}generated 40 tokens in 2.00 s: 20.0 tokens/s (reading the prompt included)\n"
+
+
+def test_describe_table_gives_a_python_caller_what_bdh_info_printed(capsys):
+    from bdh.model.sizes import describe_table
+
+    assert main(["info", "--n-layer", "3", "--n-head", "2", "--batch-size", "4", "--block-size", "64"]) == 0
+    printed = capsys.readouterr().out
+    table = describe_table(BDHConfig(n_layer=3, n_head=2), batch_size=4, block_size=64)
+    assert printed == table + "\n" and "training memory, B=4 T=64" in table

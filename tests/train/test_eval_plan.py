@@ -137,3 +137,42 @@ def test_plans_refuse_what_cannot_be_read_in_one_line(run_folder):
     boards = SimpleNamespace(name="boards", seq_len=8)  # a task without consecutive windows
     with pytest.raises(UserError, match="'boards' has no consecutive windows"):
         plan_eval(SimpleNamespace(**{**ev.__dict__, "task": boards}), gpt, sliding=True)
+
+
+def same_printout(printed: list[str], got: list[str]) -> None:
+    """The same lines, their numbers within the last printed digit (the scoring ran twice: reductions may round
+    differently from one run to the next)."""
+    assert len(printed) == len(got)
+    for a, b in zip(printed, got):
+        pattern = r"[-+]?\d+\.\d+"
+        assert re.sub(pattern, "#", a) == re.sub(pattern, "#", b)
+        for x, y in zip(re.findall(pattern, a), re.findall(pattern, b)):
+            assert abs(float(x) - float(y)) <= 10 ** -len(x.split(".")[1]) + 1e-9
+
+
+@pytest.mark.parametrize(
+    "flags, options",
+    [
+        (["--batches", "3", "--batch-size", "2"], dict(batches=3, batch_size=2)),
+        (["--carry-state", "--sliding", "--length", "200"], dict(carry=True, sliding=True, length=200)),
+    ],
+)
+def test_open_eval_gives_a_python_caller_the_lines_bdh_eval_printed(trained, capsys, tmp_path, flags, options):
+    from bdh.train.eval_run import open_eval
+
+    figure = ["--figure", str(tmp_path / "f.png")] if options.get("carry") else []
+    lines = run_cli(capsys, str(trained), *flags, *figure, "--device", "cpu")
+    run = open_eval(trained, device="cpu", figure=figure[1] if figure else None, **options)
+    assert lines[: len(run.plan.notes) + 1] == run.header().splitlines()
+    result = run.run()
+    same_printout(lines[len(run.plan.notes) + 1 :], result.table().splitlines())
+    assert (result.metrics is None) == bool(figure) and (result.figure is not None) == bool(figure)
+    if figure:
+        assert (tmp_path / "f.png").stat().st_size > 0 and lines[-1] == f"figure: {figure[1]}"
+
+
+def test_open_eval_refuses_a_figure_without_a_long_context(trained):
+    from bdh.train.eval_run import open_eval
+
+    with pytest.raises(UserError, match="--figure and --stride go with --carry-state or --sliding"):
+        open_eval(trained, device="cpu", figure="f.png")

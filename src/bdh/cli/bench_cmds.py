@@ -110,6 +110,7 @@ def build_sweep(args: argparse.Namespace):
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from bdh.bench import runner
+    from bdh.bench.plan_table import plan_table
     from bdh.outputs import folder_lock
 
     module, sweep = build_sweep(args)
@@ -122,7 +123,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.dry_run:
         module.suite_def(sweep)  # the suite's own checks, as a real run makes them
         data = (module.data_paths(out / "data"),) if hasattr(module, "make_data") else ()
-        _print_plan(module.plan(sweep, *data))
+        print(plan_table(module.plan(sweep, *data)))
         return 0
     with folder_lock(out):  # one bench at a time in a folder
         runner.prepare_out(opts)  # before anything is printed or generated
@@ -153,32 +154,3 @@ def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
         print(f"wrote {path}")
     print((out / "results.md").read_text(encoding="utf-8"))
     return 0
-
-
-def _print_plan(specs) -> None:
-    from bdh.registry import get_task
-    from bdh.train.config import build_section_config
-
-    seen = set()
-    for s in specs:
-        key = (s.model, s.setting, s.width)
-        if key in seen:
-            continue
-        seen.add(key)
-        task_cls = get_task(s.task_section["name"])
-        section = dict(s.model_section)
-        if s.task_section["name"] == "sudoku":
-            vocab, causal = 10, False  # the puzzle files are written only when the suite runs
-        else:
-            task = task_cls(build_section_config("task", s.task_section)[1])
-            vocab, causal = task.vocab_size, task.causal
-        section.setdefault("vocab_size", vocab)
-        section.setdefault("causal", causal)
-        _, cfg = build_section_config("model", section)
-        print(
-            f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}"
-        )
-    print(
-        f"{len(specs)} runs ({len(seen)} model x setting x width, "
-        f"x {len(specs) // max(len(seen), 1)} learning rates and seeds)"
-    )

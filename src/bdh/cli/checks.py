@@ -149,22 +149,38 @@ def field_help(config_class: type) -> dict[str, str]:
 
 def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
     """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass, generated from
-    the fields: the type from the type hint, choices from the field's declared `bdh.typed_config.one_of`, help
-    from its docstring. A flag left out is None (see `config_values`); the config itself checks the values it
-    is given."""
-    import typing
-
+    the fields: each value read and converted by the config (`TypedConfig.field_value`: the reading of a ``--set``
+    value, the field's type), refused at parse time under the flag's name (``argument --n-embd: expected an
+    integer, got 'wide'``); the choices of a field's declared `bdh.typed_config.one_of` are argparse's
+    ``choices``, the help comes from the field's docstring. A flag left out is None (see `config_values`); the
+    config checks the declared ranges and the rules that relate several fields when it is built from the flags,
+    its refusal named by the flag (`flag_errors`: ``argument --n-head: must be an integer >= 1, got 0``)."""
     from bdh.typed_config import declared_ranges
 
-    hints = typing.get_type_hints(config_class)
     helps = field_help(config_class)
     choices = {d.name: d.range.choices for d in declared_ranges(config_class) if d.range.choices is not None}
     for name in names:
-        args = [a for a in typing.get_args(hints[name]) if a is not type(None)] or [hints[name]]
-        kind = {int: integer(), float: number(), str: str}.get(args[0], str)
         parser.add_argument(
-            "--" + name.replace("_", "-"), dest=name, type=kind, choices=choices.get(name), help=helps.get(name)
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=_field_type(config_class, name),
+            choices=choices.get(name),
+            help=helps.get(name),
         )
+
+
+def _field_type(config_class: type, name: str) -> Callable[[str], Any]:
+    """An argparse type: the value of ``config_class``'s field ``name`` (`TypedConfig.field_value`), its refusal
+    an `argparse.ArgumentTypeError` (argparse names the flag)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return config_class.field_value(name, text, key=name, ranges=False)
+        except UserError as exc:
+            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+    parse.__name__ = name
+    return parse
 
 
 def config_values(args: argparse.Namespace, names: list[str]) -> dict:

@@ -4,18 +4,12 @@ progress and best metrics."""
 from __future__ import annotations
 
 import argparse
-import math
-from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError
 from bdh.train.eval_data import EVAL_BATCHES
-from bdh.train.eval_plan import LONG_LENGTH, WindowPlan
+from bdh.train.eval_plan import LONG_LENGTH
 
 from .checks import integer
-from .train_cmds import _load_model
-
-LN2 = math.log(2.0)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -107,73 +101,25 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Score a run's model on its validation split (or --data), windows independent or the state carried: the
-    plan of `bdh.train.eval_plan.plan_eval`, its notes, then its numbers."""
-    from bdh.train.eval_data import eval_data
-    from bdh.train.eval_plan import plan_eval
+    """Score a run's model on its validation split (or --data), windows independent or the state carried
+    (`bdh.train.eval_run.open_eval`): the plan's lines, then its numbers."""
+    from bdh.train.eval_run import open_eval
 
-    model, folder = _load_model(args.source, args.checkpoint, args.device)
-    ev = eval_data(args.source, model, args.data)
-    long = args.carry_state or args.sliding
-    if not long and (args.figure or args.stride):
-        raise UserError("--figure and --stride go with --carry-state or --sliding")
-    plan = plan_eval(
-        ev,
-        model,
-        batches=args.batches,
-        full=args.full,
-        batch_size=args.batch_size,
+    reading = dict(batches=args.batches, full=args.full, batch_size=args.batch_size, length=args.length)
+    run = open_eval(
+        args.source,
+        checkpoint=args.checkpoint,
+        device=args.device,
+        data=args.data,
         carry=args.carry_state,
         sliding=args.sliding,
-        length=args.length,
+        figure=args.figure,
         stride=args.stride,
+        **reading,
     )
-    print(f"model: {folder}")
-    print("\n".join(plan.notes), flush=True)
-    if long:
-        curves = plan.run(model, args.progress)
-        _print_curves(curves, ev.unit)
-        if args.figure:
-            _figure(args, curves, plan.trained, ev.unit)
-        return 0
-    _print_metrics(plan.run(model, args.progress), ev.unit, plan)
+    print(run.header(), flush=True)
+    print(run.run(args.progress).table())
     return 0
-
-
-def _print_metrics(metrics: dict[str, float], unit: str, plan: WindowPlan) -> None:
-    """The loss and bits per ``unit`` of a `WindowPlan` (the standard error of a sample), then the task's metrics."""
-    from bdh.train.log import se_text
-
-    se = "" if plan.whole else se_text(metrics)  # the whole split has no sampling error
-    print(f"loss {metrics['val_loss']:.4f} nats per {unit}, bits per {unit} {metrics['val_bpb']:.4f}{se} ({plan.mode})")
-    for k, v in metrics.items():
-        if k not in ("val_loss", "val_bpb", "val_bpb_se"):
-            print(f"{k[4:]} {v:.4f}")
-
-
-def _print_curves(curves: list, unit: str) -> None:
-    """The curves by position as a table, the state's gain when both are there, and each curve's total."""
-    from bdh.train.context import curve_table, state_gain
-
-    print(f"bits per {unit} by position:")
-    print(curve_table(curves, unit))
-    if len(curves) == 2:  # the carried curve, then the cut one (`StreamPlan.run`)
-        gains = state_gain(curves[0][1], curves[1][1])
-        print(
-            "the state's gain over the cut context (bits, positive: the state helps): "
-            + ", ".join(f"{label} {g:+.3f}" for label, g in gains.items())
-        )
-    for name, curve in curves:
-        print(f"loss {curve.total_bits() * LN2:.4f} nats per {unit}, bits per {unit} {curve.total_bits():.4f} ({name})")
-
-
-def _figure(args: argparse.Namespace, curves: list, trained: int | None, unit: str) -> None:
-    """``--figure``: the curves by position (`bdh.train.context.figure`), titled after the run."""
-    from bdh.train.context import figure
-
-    title = f"{Path(args.source).resolve().name}: loss by context position"
-    figure(curves, args.figure, trained, title=title, unit=unit)
-    print(f"figure: {args.figure}")
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bdh.errors import UserError
 from bdh.model.config import BDHConfig
-from bdh.model.sizes import describe
+from bdh.model.sizes import describe, describe_table
 
 from .checks import (
     add_overwrite,
@@ -164,29 +164,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     run_batch, run_block = _run_layout(args.source)
     batch = args.batch_size or run_batch or DEFAULT_BATCH
     block = args.block_size or run_block or DEFAULT_BLOCK
-    info = describe(config, batch_size=batch, block_size=block)
     if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    rows = [
-        ("layers L", str(config.n_layer)),
-        ("embedding D", str(config.n_embd)),
-        ("heads h", str(config.n_head)),
-        ("neurons n (per head N)", f"{config.n} ({config.N})"),
-        ("vocabulary V", str(config.vocab_size)),
-        ("attention", f"{config.attention} ({'causal' if config.causal else 'bidirectional'}), {config.positional}"),
-        ("parameters 3nD + 2VD", f"{info['params']:,} ({_human(info['params'])})"),
-        ("state per layer nD", f"{info['state_per_layer']:,} scalars ({_bytes(info['state_bytes_per_layer'])} fp32)"),
-        ("state, all layers", _bytes(info["state_bytes_total"])),
-        (
-            f"training memory, B={batch} T={block}",
-            f"~{_bytes(info['train_bytes'])} ({config.attention} form, fp32, AdamW)",
-        ),
-        ("forward+backward FLOPs / token", f"{info['train_flops_per_token']:.3g}"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+        print(json.dumps(describe(config, batch_size=batch, block_size=block), indent=2))
+    else:
+        print(describe_table(config, batch_size=batch, block_size=block))
     return 0
 
 
@@ -225,17 +206,3 @@ def cmd_merge(args: argparse.Namespace) -> int:
     )
     print(f"wrote {out}: {how}, {merged.num_params():,} parameters")
     return 0
-
-
-def _human(n: int) -> str:
-    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= div:
-            return f"{n / div:.1f}{unit}"
-    return str(n)
-
-
-def _bytes(n: float) -> str:
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= div:
-            return f"{n / div:.2f} {unit}"
-    return f"{int(n)} B"

@@ -17,10 +17,7 @@ from .checks import (
     add_overwrite,
     add_prompt,
     announce_loaded,
-    checked_model_dir,
-    device,
     integer,
-    load_model,
     number,
     prompt_bytes,
     temperature,
@@ -263,21 +260,10 @@ def _check_set_syntax(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------------- using a run
 def _load_model(source: str, checkpoint: str | None, device_name: str):
-    """The model of a run or model folder and the folder it came from. The model of a run folder runs as the run
-    ran it (the runtime fields of the ``model`` section of its config.yaml: the attention form, the chunk size;
-    the same as its config.json unless that was written by an older bdh, which kept the architecture only), that
-    of a model folder as its config.json says."""
-    from bdh.model.io import read_model_config, runtime_fields
-    from bdh.train.trainer import load_run_config
+    """The model of a run or model folder and the folder it came from (`bdh.train.run_model.load_run_model`)."""
+    from bdh.train.run_model import load_run_model
 
-    folder = checked_model_dir(source, checkpoint)
-    runtime = {}
-    if folder != Path(source) and (Path(source) / "config.yaml").is_file():
-        section = load_run_config(source).get("model")
-        cls, _ = read_model_config(folder)
-        if isinstance(section, dict):
-            runtime = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
-    return load_model(folder, map_location=device(device_name), announce=False, **runtime), folder
+    return load_run_model(source, checkpoint, device_name)
 
 
 def _stop_string(text: str) -> bytes:

@@ -81,6 +81,46 @@ def describe(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> d
     }
 
 
+def describe_table(config: BDHConfig, batch_size: int = 8, block_size: int = 256) -> str:
+    """`describe` as the table ``bdh info`` prints: one row per size, the name padded to one column."""
+    info = describe(config, batch_size, block_size)
+    direction = "causal" if config.causal else "bidirectional"
+    rows = [
+        ("layers L", str(config.n_layer)),
+        ("embedding D", str(config.n_embd)),
+        ("heads h", str(config.n_head)),
+        ("neurons n (per head N)", f"{config.n} ({config.N})"),
+        ("vocabulary V", str(config.vocab_size)),
+        ("attention", f"{config.attention} ({direction}), {config.positional}"),
+        ("parameters 3nD + 2VD", f"{info['params']:,} ({_human(info['params'])})"),
+        ("state per layer nD", f"{info['state_per_layer']:,} scalars ({_bytes(info['state_bytes_per_layer'])} fp32)"),
+        ("state, all layers", _bytes(info["state_bytes_total"])),
+        (
+            f"training memory, B={batch_size} T={block_size}",
+            f"~{_bytes(info['train_bytes'])} ({config.attention} form, fp32, AdamW)",
+        ),
+        ("forward+backward FLOPs / token", f"{info['train_flops_per_token']:.3g}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _human(n: int) -> str:
+    """A count in thousands, millions or billions: ``1.2M``."""
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+def _bytes(n: float) -> str:
+    """A size in KiB, MiB or GiB: ``3.00 MiB``."""
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{int(n)} B"
+
+
 def match_budget(config: BDHConfig, params: int) -> BDHConfig:
     """``config`` with its width D changed so that its parameter count is closest to ``params``: everything else
     kept, the neuron expansion n / D included (e.g. an ``unshared_layers`` model matched to the shared model's

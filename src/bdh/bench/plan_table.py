@@ -1,0 +1,40 @@
+"""What ``bdh bench SUITE --dry-run`` prints: the runs of a sweep's plan, one line per model x setting x width
+with its parameter count, and the total (`plan_table`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def plan_table(specs: Sequence[Any]) -> str:
+    """The lines of a dry run of the run specs ``specs`` (a suite's ``plan``): each (model, setting, width) once,
+    with the parameters of its model as the run would build it (the task decides the vocabulary and causality;
+    Sudoku's files are written only when the suite runs, so its 10 tokens and bidirectional reading are said
+    here), then how many runs there are."""
+    from bdh.registry import get_task
+    from bdh.train.config import build_section_config
+
+    seen, lines = set(), []
+    for s in specs:
+        key = (s.model, s.setting, s.width)
+        if key in seen:
+            continue
+        seen.add(key)
+        section = dict(s.model_section)
+        if s.task_section["name"] == "sudoku":
+            vocab, causal = 10, False  # the puzzle files are written only when the suite runs
+        else:
+            task = get_task(s.task_section["name"])(build_section_config("task", s.task_section)[1])
+            vocab, causal = task.vocab_size, task.causal
+        section.setdefault("vocab_size", vocab)
+        section.setdefault("causal", causal)
+        _, cfg = build_section_config("model", section)
+        lines.append(
+            f"{s.model:9s} {s.setting:10s} width {s.width:4d}: {cfg.num_params():>10,} params; model {s.model_section}"
+        )
+    lines.append(
+        f"{len(specs)} runs ({len(seen)} model x setting x width, "
+        f"x {len(specs) // max(len(seen), 1)} learning rates and seeds)"
+    )
+    return "\n".join(lines)

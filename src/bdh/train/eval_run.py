@@ -1,0 +1,122 @@
+"""``bdh eval`` as a library call: `open_eval` loads a run's model, reads its data and plans the evaluation
+(`bdh.train.eval_plan.plan_eval`); `RunEval.header` is what the command prints before scoring, `RunEval.run`
+scores and returns an `EvalResult`, whose `EvalResult.table` is what the command prints after. A Python caller
+gets the numbers and the lines the command printed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bdh.errors import UserError
+
+from .eval_plan import StreamPlan, WindowPlan
+
+LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation scored: ``metrics`` of a `WindowPlan` (`bdh.train.evaluate.evaluate`'s) or ``curves`` of
+    a `StreamPlan` (``(name, ContextCurve)``, the carried one first), and the ``figure`` written (None: none)."""
+
+    plan: WindowPlan | StreamPlan
+    metrics: dict[str, float] | None = None
+    curves: list[tuple[str, Any]] | None = None
+    figure: str | Path | None = None
+
+    def table(self) -> str:
+        """The lines ``bdh eval`` prints after scoring."""
+        lines = self._metric_lines() if self.metrics is not None else self._curve_lines()
+        if self.figure is not None:
+            lines.append(f"figure: {self.figure}")
+        return "\n".join(lines)
+
+    def _metric_lines(self) -> list[str]:
+        """The loss and bits per unit (the standard error of a sample), then the task's metrics."""
+        from .log import se_text
+
+        m, plan = self.metrics, self.plan
+        unit = plan.ev.unit
+        se = "" if plan.whole else se_text(m)  # the whole split has no sampling error
+        lines = [f"loss {m['val_loss']:.4f} nats per {unit}, bits per {unit} {m['val_bpb']:.4f}{se} ({plan.mode})"]
+        lines += [f"{k[4:]} {v:.4f}" for k, v in m.items() if k not in ("val_loss", "val_bpb", "val_bpb_se")]
+        return lines
+
+    def _curve_lines(self) -> list[str]:
+        """The curves by position as a table, the state's gain when both are there, and each curve's total."""
+        from .context import curve_table, state_gain
+
+        curves, unit = self.curves, self.plan.ev.unit
+        lines = [f"bits per {unit} by position:", curve_table(curves, unit)]
+        if len(curves) == 2:  # the carried curve, then the cut one (`StreamPlan.run`)
+            gains = state_gain(curves[0][1], curves[1][1])
+            lines.append(
+                "the state's gain over the cut context (bits, positive: the state helps): "
+                + ", ".join(f"{label} {g:+.3f}" for label, g in gains.items())
+            )
+        for name, curve in curves:
+            total = curve.total_bits()
+            lines.append(f"loss {total * LN2:.4f} nats per {unit}, bits per {unit} {total:.4f} ({name})")
+        return lines
+
+
+@dataclass(frozen=True)
+class RunEval:
+    """A planned evaluation of a run's model: the ``model``, the ``folder`` it came from, the ``plan``, the
+    ``source`` named in a figure's title, and the ``figure`` to draw (a long-context plan only)."""
+
+    model: Any
+    folder: Path
+    plan: WindowPlan | StreamPlan
+    source: Path
+    figure: str | Path | None = None
+
+    def header(self) -> str:
+        """The lines ``bdh eval`` prints before scoring: the model's folder and the plan's notes."""
+        return "\n".join([f"model: {self.folder}", *self.plan.notes])
+
+    def run(self, progress: str = "none") -> EvalResult:
+        """Score the plan (``progress``: a mode of `bdh.train.log.EvalProgress`) and draw the figure if asked."""
+        if isinstance(self.plan, WindowPlan):
+            return EvalResult(self.plan, metrics=self.plan.run(self.model, progress))
+        curves = self.plan.run(self.model, progress)
+        if self.figure is not None:
+            from .context import figure
+
+            title = f"{self.source.resolve().name}: loss by context position"
+            figure(curves, self.figure, self.plan.trained, title=title, unit=self.plan.ev.unit)
+        return EvalResult(self.plan, curves=curves, figure=self.figure)
+
+
+def open_eval(
+    source: str | Path,
+    *,
+    checkpoint: str | None = None,
+    device: Any = "auto",
+    data: str | Path | None = None,
+    carry: bool = False,
+    sliding: bool = False,
+    figure: str | Path | None = None,
+    **reading: Any,
+) -> RunEval:
+    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run_model.load_run_model`),
+    its data (`bdh.train.eval_data.eval_data`: the validation split, or ``data``) and the plan of
+    `bdh.train.eval_plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
+    ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
+    into this file. A one-line `UserError` for options that do not go together."""
+    from .eval_data import eval_data
+    from .eval_plan import plan_eval
+    from .run_model import load_run_model
+
+    model, folder = load_run_model(source, checkpoint, device)
+    ev = eval_data(source, model, data)
+    if not (carry or sliding) and (figure or reading.get("stride")):
+        raise UserError("--figure and --stride go with --carry-state or --sliding")
+    plan = plan_eval(ev, model, carry=carry, sliding=sliding, **reading)
+    return RunEval(model, folder, plan, Path(source), figure)
+
+
+__all__ = ["EvalResult", "RunEval", "open_eval"]
