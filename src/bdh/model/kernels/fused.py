@@ -20,7 +20,8 @@ the functions here do the same arithmetic in fewer passes and save less for back
   (docs/performance.md has the measurements).
 
 Both are tested against the plain expressions in values and gradients (tests/model/test_fused.py).
-Under ``torch.compile`` the model uses the plain expressions, which inductor fuses itself.
+Under ``torch.compile`` without the compiled loops the model uses the plain expressions, which inductor fuses
+itself.
 
 Where the compiled loops of `bdh.model.kernels.native` are built, two functions fuse further, each step one
 pass (tests/model/test_native.py):
