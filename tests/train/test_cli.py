@@ -207,23 +207,23 @@ def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
 def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
     """The run folder's model runs as the run ran it (its config.yaml), and so does its model folder alone (its
     config.json keeps every field); one an earlier bdh wrote with the architecture only takes the defaults."""
-    from bdh.cli.train_cmds import _load_model
+    from bdh.train.run_model import load_run_model
 
     run = tmp_path / "chunked"
     extra = ("train.max_steps=2", "eval.every=0", "model.attention=chunked", "model.chunk_size=8")
     assert main(["train", *set_args(tiny(corpus_file, run, *extra))]) == 0
-    model, folder = _load_model(str(run), None, "cpu")
+    model, folder = load_run_model(str(run), None, "cpu")
     assert folder.parent in (run, run / "checkpoints")
     assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)
-    alone, _ = _load_model(str(folder), None, "cpu")
+    alone, _ = load_run_model(str(folder), None, "cpu")
     assert (alone.config.attention, alone.config.chunk_size) == ("chunked", 8)
     stored = json.loads((folder / "config.json").read_text())
     old = {k: v for k, v in stored.items() if k not in ("attention", "chunk_size", "dropout", "dropout_rng")}
     (folder / "config.json").write_text(json.dumps(old))  # as an earlier bdh wrote it
     (folder / "meta.json").unlink()  # its checksum no longer holds
-    model, _ = _load_model(str(run), None, "cpu")
+    model, _ = load_run_model(str(run), None, "cpu")
     assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)  # the run's config.yaml
-    alone, _ = _load_model(str(folder), None, "cpu")
+    alone, _ = load_run_model(str(folder), None, "cpu")
     assert (alone.config.attention, alone.config.chunk_size) == ("parallel", 128)
     assert alone.config.n == model.config.n
 
