@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError, exit_status
+from bdh.errors import UserError
 from bdh.train.main_job import PRESETS
 
 from .checks import (
@@ -140,9 +140,11 @@ def _register_generate(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train (or resume) a run and report it; a resumed run that is already finished: one line, nothing written."""
+    """Train (or resume) a run and print its report (`bdh.train.run_report.train_report`); the sample in it is
+    streamed as it is made. A resumed run that is already finished: one line, nothing written."""
     from bdh.train import train
     from bdh.train.distributed import from_environment
+    from bdh.train.run_report import resume_checkpoint, resume_replans, train_report
 
     _check_set_syntax(args)
     config = _run_config(args)
@@ -151,33 +153,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         print(check_run_config(config, resume=args.resume).to_yaml(), end="")
         return 0
-    resume_from = None
-    if args.resume and args.checkpoint:
-        resume_from = Path(args.resume) / "checkpoints" / args.checkpoint
-        if not resume_from.is_dir():
-            raise FileNotFoundError(f"{resume_from}: no such checkpoint")
-    # --set train.max_steps / max_tokens on a resume: the new limit wins over a length a time budget fixed
-    replan = bool(args.resume) and any(
-        item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens") for item in args.overrides
-    )
+    resume_from = resume_checkpoint(args.resume, args.checkpoint)
+    replan = resume_replans(args.resume, args.overrides)
     result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
+    report = train_report(config, result, args.resume)
     if not from_environment().is_main:
-        return 0 if result.interrupted is None else exit_status(result.interrupted)
-    if result.finished_before:
-        print(
-            f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
-            f"bdh train --resume {args.resume} --set train.max_steps=M with M > {result.step})"
-        )
-        return 0
-    if result.interrupted is not None:
-        print(
-            f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
-            f"continue with: bdh train --resume {result.run_dir}",
-            file=sys.stderr,
-        )
-        return exit_status(result.interrupted)
-    _report(config, result)
-    return 0
+        return report.status
+    stream = sys.stderr if report.error else sys.stdout
+    for line in report.before:
+        print(line, file=stream)
+    if report.sample is not None:
+        s = report.sample
+        _stream_bytes(result.model, s.prompt, s.max_new_tokens, s.temperature, s.top_k, s.seed)
+        print()
+    for line in report.after:
+        print(line, file=stream)
+    return report.status
 
 
 def _run_config(args: argparse.Namespace):
@@ -208,44 +199,6 @@ def _run_config(args: argparse.Namespace):
     if args.run_dir:
         config.run_dir = args.run_dir
     return config
-
-
-def _report(config, result) -> None:
-    """What a finished run prints: its folder, steps and speed, the last validation, a sample (byte-level text
-    on a model that streams), and whether the time budget cut it short."""
-    from bdh.train.log import metric_text, se_text
-    from bdh.train.recurrent import StreamingModel
-
-    m = result.metrics
-    print(f"run folder: {result.run_dir}")
-    resumed = result.new_tokens != result.tokens
-    print(
-        f"trained {result.step} steps, {result.tokens:,} tokens"
-        + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
-        + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)"
-    )
-    if m:
-        extra = metric_text(m, skip=("val_loss", "val_bpb", "val_bpb_se"))
-        print(
-            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}{se_text(m)}"
-            + (f", {extra}" if extra else "")
-        )
-    s = config.sample
-    task = result.task
-    if (
-        s.max_new_tokens
-        and getattr(task, "vocab_size", None) == 256
-        and getattr(task, "causal", False)
-        and isinstance(result.model, StreamingModel)
-    ):
-        print(f"sample (temperature {s.temperature}, seed {s.seed}):")
-        _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
-        print()
-    if result.budget_cut:
-        print(
-            f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
-        )
 
 
 def _check_set_syntax(args: argparse.Namespace) -> None:
