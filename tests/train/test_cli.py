@@ -53,6 +53,26 @@ def test_train_reports_bits_per_byte_and_a_sample(tmp_path, corpus_file, capfdbi
     assert "step 4/4" in err  # non-interactive: one line per evaluation instead of a bar
 
 
+def test_a_python_caller_gets_what_train_printed(tmp_path, corpus_file, capfdbinary, monkeypatch):
+    import bdh.train
+    from bdh.train.config import load_config
+    from bdh.train.run_report import train_report
+
+    results, real = [], bdh.train.train
+    monkeypatch.setattr(bdh.train, "train", lambda *a, **k: results.append(real(*a, **k)) or results[-1])
+    overrides = tiny(corpus_file, tmp_path / "r", "train.max_steps=3", "sample.max_new_tokens=9", "sample.prompt=\xe9")
+    assert main(["train", *set_args(overrides)]) == 0
+    printed = capfdbinary.readouterr().out
+    report = train_report(load_config(None, overrides), results[0])
+    assert report.sample is not None and not report.error and report.status == 0
+    # the sample again from the trained model with the config's seed: the bytes the command streamed
+    assert printed == report.text(report.sample.generate(results[0].model))
+    assert main(["train", *set_args(overrides), "--resume", str(tmp_path / "r")]) == 0
+    printed = capfdbinary.readouterr().out
+    assert printed == train_report(load_config(None, overrides), results[1], str(tmp_path / "r")).text()
+    assert printed.startswith(f"{tmp_path / 'r'}: finished at step 3 of 3; nothing to do".encode())
+
+
 def test_config_file_and_print_config(tmp_path, corpus_file, capsys):
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"model": {"n_layer": 3}, "optim": {"lr": "2e-3"}}))
@@ -207,23 +227,23 @@ def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
 def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
     """The run folder's model runs as the run ran it (its config.yaml), and so does its model folder alone (its
     config.json keeps every field); one an earlier bdh wrote with the architecture only takes the defaults."""
-    from bdh.cli.train_cmds import _load_model
+    from bdh.train.run_model import load_run_model
 
     run = tmp_path / "chunked"
     extra = ("train.max_steps=2", "eval.every=0", "model.attention=chunked", "model.chunk_size=8")
     assert main(["train", *set_args(tiny(corpus_file, run, *extra))]) == 0
-    model, folder = _load_model(str(run), None, "cpu")
+    model, folder = load_run_model(str(run), None, "cpu")
     assert folder.parent in (run, run / "checkpoints")
     assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)
-    alone, _ = _load_model(str(folder), None, "cpu")
+    alone, _ = load_run_model(str(folder), None, "cpu")
     assert (alone.config.attention, alone.config.chunk_size) == ("chunked", 8)
     stored = json.loads((folder / "config.json").read_text())
     old = {k: v for k, v in stored.items() if k not in ("attention", "chunk_size", "dropout", "dropout_rng")}
     (folder / "config.json").write_text(json.dumps(old))  # as an earlier bdh wrote it
     (folder / "meta.json").unlink()  # its checksum no longer holds
-    model, _ = _load_model(str(run), None, "cpu")
+    model, _ = load_run_model(str(run), None, "cpu")
     assert (model.config.attention, model.config.chunk_size) == ("chunked", 8)  # the run's config.yaml
-    alone, _ = _load_model(str(folder), None, "cpu")
+    alone, _ = load_run_model(str(folder), None, "cpu")
     assert (alone.config.attention, alone.config.chunk_size) == ("parallel", 128)
     assert alone.config.n == model.config.n
 

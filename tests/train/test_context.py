@@ -26,6 +26,7 @@ from bdh.train.context import (
     task_streams,
     trained_context,
 )
+from bdh.train.run_model import load_generator, past_training_warning
 
 LN2 = math.log(2.0)
 
@@ -189,6 +190,18 @@ def test_generate_warns_once_past_the_trained_context_without_damping(trained, t
     overrides = tiny(corpus_file, damped, "train.max_steps=2", "eval.every=0", "model.damping=alibi")
     err_of(["train", *set_args(overrides)])
     assert "warning" not in err_of(["generate", str(damped), *args[2:]])
+
+
+def test_a_python_caller_gets_what_generate_said_before_the_text(trained, capsysbinary):
+    model, folder = load_generator(trained, None, "cpu")
+    warning = past_training_warning(trained, model, len(b"ab") + 40)
+    assert past_training_warning(trained, model, len(b"ab") + 20) is None  # within the trained context
+    assert past_training_warning(folder, model, 10_000) is None  # a model folder does not say what it met
+    assert main(["generate", str(trained), "--max-new-tokens", "40", "--seed", "0", "--prompt", "ab"]) == 0
+    lines = capsysbinary.readouterr().err.decode().splitlines()
+    assert lines[0] == f"model: {folder} (checksums verified)" and lines[1] == warning
+    with pytest.raises(UserError, match="--top-k 999: the model has 256 tokens; give at most that"):
+        load_generator(trained, None, "cpu", top_k=999)
 
 
 def test_the_main_job_is_damped_and_the_official_model_one_set_away():

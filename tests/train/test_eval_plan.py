@@ -13,13 +13,13 @@ from _train_helpers import set_args, tiny
 
 from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.cli import main
-from bdh.cli.train_cmds import _load_model
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.train.config import load_config
 from bdh.train.context import ContextCurve, plan_streams, position_edges, state_gain
 from bdh.train.eval_data import eval_data
 from bdh.train.eval_plan import LONG_LENGTH, StreamPlan, WindowPlan, plan_eval
+from bdh.train.run_model import load_run_model
 
 #: the command prints four decimals: a number it printed lies within half a unit of the last one of the value
 PRINTED = 0.5e-4 + 1e-9
@@ -43,7 +43,7 @@ def run_cli(capsys, *args: str) -> list[str]:
 
 def test_a_python_caller_gets_what_bdh_eval_printed(trained, capsys):
     lines = run_cli(capsys, str(trained), "--batches", "3", "--batch-size", "2")
-    model, folder = _load_model(str(trained), None, "cpu")
+    model, folder = load_run_model(str(trained), None, "cpu")
     plan = plan_eval(eval_data(trained, model), model, batches=3, batch_size=2)
     assert isinstance(plan, WindowPlan) and (plan.batches, plan.batch_size, plan.whole) == (3, 2, False)
     assert lines[: 1 + len(plan.notes)] == [f"model: {folder}", *plan.notes]  # the notes are what it printed
@@ -55,7 +55,7 @@ def test_a_python_caller_gets_what_bdh_eval_printed(trained, capsys):
 
 def test_a_python_caller_gets_the_curves_bdh_eval_printed(trained, capsys):
     lines = run_cli(capsys, str(trained), "--carry-state", "--sliding", "--length", "200", "--stride", "5")
-    model, _ = _load_model(str(trained), None, "cpu")
+    model, _ = load_run_model(str(trained), None, "cpu")
     plan = plan_eval(eval_data(trained, model), model, carry=True, sliding=True, length=200, stride=5)
     assert isinstance(plan, StreamPlan) and (plan.length, plan.window, plan.cut, plan.stride) == (200, 32, 32, 5)
     assert lines[1 : 1 + len(plan.notes)] == list(plan.notes)
@@ -70,7 +70,7 @@ def test_a_python_caller_gets_the_curves_bdh_eval_printed(trained, capsys):
 
 def test_a_python_caller_gets_the_states_gain_bdh_eval_printed(trained, capsys):
     lines = run_cli(capsys, str(trained), "--carry-state", "--sliding", "--length", "200", "--stride", "5")
-    model, _ = _load_model(str(trained), None, "cpu")
+    model, _ = load_run_model(str(trained), None, "cpu")
     (carried, carried_curve), (_, cut_curve) = plan_eval(
         eval_data(trained, model), model, carry=True, sliding=True, length=200, stride=5
     ).run(model)

@@ -335,7 +335,7 @@ def test_the_run_folder_keeps_every_model_field(corpus_file, tmp_path):
     import dataclasses
 
     from bdh import load_pretrained
-    from bdh.cli.train_cmds import _load_model
+    from bdh.train.run_model import load_run_model
 
     model = [
         "model.dropout_rng=torch",
@@ -350,7 +350,7 @@ def test_the_run_folder_keeps_every_model_field(corpus_file, tmp_path):
     trained = {f.name: getattr(result.model.config, f.name) for f in dataclasses.fields(result.model.config) if f.init}
     assert trained["dropout"] == 0.0 and trained["damping"] == (0.9, 0.8)
     for folder in (result.run_dir / "best", result.run_dir / "checkpoints" / "step-2"):
-        for loaded in (load_pretrained(folder), _load_model(str(folder), None, "cpu")[0]):
+        for loaded in (load_pretrained(folder), load_run_model(str(folder), None, "cpu")[0]):
             assert {k: getattr(loaded.config, k) for k in trained} == trained, folder
 
 

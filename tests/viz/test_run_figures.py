@@ -11,7 +11,7 @@ from bdh.cli import main
 from bdh.errors import UserError
 from bdh.model import BDH
 from bdh.viz.inputs import choose_input, output_stem, report_path
-from bdh.viz.run_figures import check_indices, holds_any_model, write_figures
+from bdh.viz.run_figures import check_indices, holds_any_model, plot_run, write_figures
 
 from .conftest import BOARD
 
@@ -53,3 +53,27 @@ def test_inputs_and_names_are_chosen_in_the_library(text_run, board_run, tmp_pat
     assert choose_input(boards, board_run / "best", board=str(board)).kind == "boardpath"
     with pytest.raises(UserError, match="--layer 9: the model has 3 layers"):
         check_indices(model, None, 9)
+
+
+def test_a_python_caller_gets_what_bdh_plot_printed(text_run, tmp_path, capsys):
+    model = BDH.from_pretrained(text_run / "best")
+    inp = choose_input(model, text_run / "best", prompt=b"to be or not")
+    figures = plot_run(text_run, tmp_path / "lib", model, inp, layer=1, head=0)
+    assert figures.files and all(path.is_file() for path in figures.files)
+    out = tmp_path / "cli"
+    argv = ["plot", str(text_run), "--prompt", "to be or not", "--layer", "1", "--head", "0", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.split("\n", 1)[1]  # after the line that names the model loaded
+    assert printed == figures.summary().replace(str(tmp_path / "lib"), str(out)) + "\n"
+
+
+def test_plot_run_without_a_model_says_why_as_bdh_plot_does(text_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(text_run / "metrics.jsonl", run / "metrics.jsonl")
+    figures = plot_run(run, tmp_path / "lib")
+    assert figures.skipped == [f"model figures (sparsity, heatmap, degrees): {run} holds no model yet"]
+    assert main(["plot", str(run), "--out", str(tmp_path / "cli")]) == 0
+    assert capsys.readouterr().out == figures.summary().replace(str(tmp_path / "lib"), str(tmp_path / "cli")) + "\n"
+    with_model = plot_run(text_run, tmp_path / "no-model-given")  # a run that has one, not passed in
+    assert with_model.skipped == ["model figures (sparsity, heatmap, degrees): no model was given"]

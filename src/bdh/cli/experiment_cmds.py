@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from bdh.errors import did_you_mean
+from bdh.experiments.launch import resumable
 
 from . import interrupts
 from .checks import integer
@@ -32,14 +30,6 @@ def experiment_module(name: str):
     from bdh.registry import get_experiment
 
     return get_experiment(name)
-
-
-def resumable(name: str) -> bool:
-    """Whether the experiment continues an output folder (``--resume``) and has a GPU-sized preset (``--full``): its
-    module declares ``prepare_resume`` (with the ``MARKER`` file of its folders and ``Config.full``)."""
-    from bdh.registry import declares
-
-    return declares("experiment", name, "prepare_resume")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,8 +108,9 @@ def _log(message: str) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from bdh.experiments.common import prepare_out
-    from bdh.outputs import folder_lock
+    """Run the experiment (`bdh.experiments.launch.run_experiment`) and print its summary, or on an interruption
+    of one that can continue, the line that says how to continue it."""
+    from bdh.experiments.launch import run_experiment
 
     from .checks import UsageError
 
@@ -139,18 +130,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return 0
     if resume and (args.overwrite or not args.out):
         raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
-    out = Path(args.out) if args.out else Path("runs") / f"experiment-{args.experiment}-{datetime.now():%Y%m%d-%H%M%S}"
-    start = time.time()
-    ours = resumable(args.experiment) and (out / module.MARKER).is_file()  # an earlier (interrupted) ladder
-    how = f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it"
-    with folder_lock(out):  # one experiment at a time in a folder
-        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=args.overwrite, how=how)
-        try:
-            report = module.run(config, out, log=_log, **({"resume": True} if resume else {}))
-        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
-            if not resumable(args.experiment):
-                raise
-            kept = f"the finished runs are kept in {out / 'runs'}"
-            return interrupts.report(f"experiment {args.experiment}", exc, kept, args.argv, out)
-    print(f"{report}  ({(time.time() - start) / 60:.1f} min)")
+    run = run_experiment(args.experiment, config, args.out, resume=resume, overwrite=args.overwrite, log=_log)
+    if run.interrupted is not None:
+        return interrupts.report(f"experiment {args.experiment}", run.interrupted, run.kept, args.argv, run.out)
+    print(run.summary())
     return 0

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bdh.devices import DEVICE_HELP
-from bdh.errors import UserError, exit_status
+from bdh.errors import UserError
 from bdh.train.main_job import PRESETS
 
 from .checks import (
@@ -140,9 +140,11 @@ def _register_generate(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train (or resume) a run and report it; a resumed run that is already finished: one line, nothing written."""
+    """Train (or resume) a run and print its report (`bdh.train.run_report.train_report`); the sample in it is
+    streamed as it is made. A resumed run that is already finished: one line, nothing written."""
     from bdh.train import train
     from bdh.train.distributed import from_environment
+    from bdh.train.run_report import resume_checkpoint, resume_replans, train_report
 
     _check_set_syntax(args)
     config = _run_config(args)
@@ -151,33 +153,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         print(check_run_config(config, resume=args.resume).to_yaml(), end="")
         return 0
-    resume_from = None
-    if args.resume and args.checkpoint:
-        resume_from = Path(args.resume) / "checkpoints" / args.checkpoint
-        if not resume_from.is_dir():
-            raise FileNotFoundError(f"{resume_from}: no such checkpoint")
-    # --set train.max_steps / max_tokens on a resume: the new limit wins over a length a time budget fixed
-    replan = bool(args.resume) and any(
-        item.split("=", 1)[0].strip() in ("train.max_steps", "train.max_tokens") for item in args.overrides
-    )
+    resume_from = resume_checkpoint(args.resume, args.checkpoint)
+    replan = resume_replans(args.resume, args.overrides)
     result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
+    report = train_report(config, result, args.resume)
     if not from_environment().is_main:
-        return 0 if result.interrupted is None else exit_status(result.interrupted)
-    if result.finished_before:
-        print(
-            f"{args.resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
-            f"bdh train --resume {args.resume} --set train.max_steps=M with M > {result.step})"
-        )
-        return 0
-    if result.interrupted is not None:
-        print(
-            f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
-            f"continue with: bdh train --resume {result.run_dir}",
-            file=sys.stderr,
-        )
-        return exit_status(result.interrupted)
-    _report(config, result)
-    return 0
+        return report.status
+    stream = sys.stderr if report.error else sys.stdout
+    for line in report.before:
+        print(line, file=stream)
+    if report.sample is not None:
+        s = report.sample
+        _stream_bytes(result.model, s.prompt, s.max_new_tokens, s.temperature, s.top_k, s.seed)
+        print()
+    for line in report.after:
+        print(line, file=stream)
+    return report.status
 
 
 def _run_config(args: argparse.Namespace):
@@ -210,44 +201,6 @@ def _run_config(args: argparse.Namespace):
     return config
 
 
-def _report(config, result) -> None:
-    """What a finished run prints: its folder, steps and speed, the last validation, a sample (byte-level text
-    on a model that streams), and whether the time budget cut it short."""
-    from bdh.train.log import metric_text, se_text
-    from bdh.train.recurrent import StreamingModel
-
-    m = result.metrics
-    print(f"run folder: {result.run_dir}")
-    resumed = result.new_tokens != result.tokens
-    print(
-        f"trained {result.step} steps, {result.tokens:,} tokens"
-        + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
-        + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)"
-    )
-    if m:
-        extra = metric_text(m, skip=("val_loss", "val_bpb", "val_bpb_se"))
-        print(
-            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}{se_text(m)}"
-            + (f", {extra}" if extra else "")
-        )
-    s = config.sample
-    task = result.task
-    if (
-        s.max_new_tokens
-        and getattr(task, "vocab_size", None) == 256
-        and getattr(task, "causal", False)
-        and isinstance(result.model, StreamingModel)
-    ):
-        print(f"sample (temperature {s.temperature}, seed {s.seed}):")
-        _stream_bytes(result.model, s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
-        print()
-    if result.budget_cut:
-        print(
-            f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
-        )
-
-
 def _check_set_syntax(args: argparse.Namespace) -> None:
     """``--set KEY VALUE`` (a space for the '='): the shell splits it in two and VALUE lands in CONFIG; say so
     before CONFIG is read as a file."""
@@ -259,13 +212,6 @@ def _check_set_syntax(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------- using a run
-def _load_model(source: str, checkpoint: str | None, device_name: str):
-    """The model of a run or model folder and the folder it came from (`bdh.train.run_model.load_run_model`)."""
-    from bdh.train.run_model import load_run_model
-
-    return load_run_model(source, checkpoint, device_name)
-
-
 def _stop_string(text: str) -> bytes:
     """An argparse type: a ``--stop`` string as bytes, as the shell passed them (as ``--prompt``); not empty."""
     import os
@@ -329,20 +275,16 @@ def _report_speed(count: int, seconds: float, *, mid_line: bool) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    prompt = prompt_bytes(args, default=b"\n")
-    from bdh.train.recurrent import StreamingModel
+    """Stream the bytes a run's model generates (`bdh.train.run_model.load_generator`) to stdout; the loaded
+    folder, a warning past the trained context (`past_training_warning`) and the speed go to stderr."""
+    from bdh.train.run_model import load_generator, past_training_warning
 
-    model, folder = _load_model(args.source, args.checkpoint, args.device)
-    if not isinstance(model, StreamingModel):
-        raise UserError(f"{args.source}: this model cannot generate on a recurrent state")
-    if getattr(model.config, "vocab_size", 256) < 256:
-        raise UserError(
-            f"{args.source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}"
-        )
-    if args.top_k is not None and args.top_k > model.config.vocab_size:
-        raise UserError(f"--top-k {args.top_k}: the model has {model.config.vocab_size} tokens; give at most that")
+    prompt = prompt_bytes(args, default=b"\n")
+    model, folder = load_generator(args.source, args.checkpoint, args.device, top_k=args.top_k)
     announce_loaded(folder, sys.stderr)  # stdout holds the generated bytes
-    _warn_past_training(args.source, model, len(prompt) + args.max_new_tokens)
+    warning = past_training_warning(args.source, model, len(prompt) + args.max_new_tokens)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     _stream_bytes(
         model,
         prompt,
@@ -359,24 +301,3 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()
     return 0
-
-
-def _warn_past_training(source: str, model, length: int) -> None:
-    """One line on stderr when an undamped model (no U, Eq. 8) will read past the longest context it was
-    trained on: its state then sums more tokens than it ever met, and the text degrades (docs/long-context.md)."""
-    from bdh.train.config import RunConfig
-    from bdh.train.context import trained_context
-    from bdh.train.trainer import load_run_config
-
-    if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
-        return
-    config = RunConfig.from_dict(load_run_config(source))
-    if config.task_name != "text":
-        return
-    trained = trained_context(config)
-    if length > trained:
-        print(
-            f"warning: this model has no state damping and met contexts of at most {trained:,} bytes in training; "
-            f"past that its text degrades (train with --set model.damping=alibi: docs/long-context.md)",
-            file=sys.stderr,
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bdh.devices import DEVICE_HELP
 from bdh.errors import UserError, exit_status
@@ -214,21 +214,17 @@ def _serve(server: PageServer, page: str) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    """The figures of a run (`bdh.viz.run_figures.write_figures`), written atomically into one folder."""
-    from bdh.outputs import atomic_folder
-    from bdh.viz import inputs, plots
-    from bdh.viz.run_figures import check_indices, holds_any_model, write_figures
+    """The figures of a run (`bdh.viz.run_figures.plot_run`), written atomically into one folder."""
+    from bdh.viz import inputs
+    from bdh.viz.run_figures import check_indices, holds_any_model, plot_run
 
     run = Path(args.run)
     if not run.is_dir():
         raise UserError(f"{run}: no such run or model folder")
     device = device_of(args.device)
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)
-    skipped: list[str] = []
     model = folder = inp = None
-    if args.checkpoint is None and not holds_any_model(run):  # a run without checkpoints yet: plot the rest
-        skipped.append(f"model figures (sparsity, heatmap, degrees): {run} holds no model yet")
-    else:  # a model that is there (or a checkpoint asked for) must load
+    if args.checkpoint is not None or holds_any_model(run):  # a model that is there (or asked for) must load
         folder = checked_model_dir(args.run, args.checkpoint)
         model = _load(folder, device)
         check_indices(model, args.head, args.layer)
@@ -236,14 +232,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     root = inputs.run_dir_of(folder) if folder is not None else run
     read = _inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench]
     out = _output(args, inputs.report_path(root, "plots", inp), read, folder=True)
-    bench_rows: list[dict[str, Any]] = []
-    for csv_path in args.bench:
-        bench_rows += plots.read_rows(csv_path)  # an unreadable file is an error, before anything is drawn
     options = {"head": args.head, "layer": args.layer, "avg_degree": args.avg_degree}
-    with atomic_folder(out) as tmp:
-        made, why = write_figures(root, tmp, model, inp, bench_rows, **options)
-    for path in made:
-        print(f"wrote {out / path.relative_to(tmp)}")
-    for reason in skipped + why:
-        print(f"skipped {reason}")
+    print(plot_run(root, out, model, inp, args.bench, **options).summary())
     return 0

@@ -28,3 +28,46 @@ def load_run_model(source: str | Path, checkpoint: str | None = None, device: An
         if isinstance(section, dict):
             runtime = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
     return load_pretrained(folder, map_location=resolve_device(str(device)), **runtime), folder
+
+
+def load_generator(
+    source: str | Path, checkpoint: str | None = None, device: Any = "auto", *, top_k: int | None = None
+) -> tuple[Any, Path]:
+    """`load_run_model` for ``bdh generate``: the model and its folder, refused in one line (`bdh.errors.UserError`)
+    unless it can generate bytes on a recurrent state (a `bdh.train.recurrent.StreamingModel` of 256 tokens) with
+    ``top_k`` (at most its vocabulary)."""
+    from bdh.errors import UserError
+
+    from .recurrent import StreamingModel
+
+    model, folder = load_run_model(source, checkpoint, device)
+    if not isinstance(model, StreamingModel):
+        raise UserError(f"{source}: this model cannot generate on a recurrent state")
+    if getattr(model.config, "vocab_size", 256) < 256:
+        raise UserError(f"{source}: a byte-level prompt needs vocab_size 256, the model has {model.config.vocab_size}")
+    if top_k is not None and top_k > model.config.vocab_size:
+        raise UserError(f"--top-k {top_k}: the model has {model.config.vocab_size} tokens; give at most that")
+    return model, folder
+
+
+def past_training_warning(source: str | Path, model: Any, length: int) -> str | None:
+    """The warning for generating ``length`` bytes (prompt included) with an undamped model (no U, Eq. 8) of the
+    text run ``source`` past the longest context it was trained on (`bdh.train.context.trained_context`): its
+    state then sums more tokens than it ever met, and the text degrades (docs/long-context.md). None otherwise,
+    and for a model folder (no config.yaml to say what it met)."""
+    from .config import RunConfig
+    from .context import trained_context
+    from .run_folder import load_run_config
+
+    if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
+        return None
+    config = RunConfig.from_dict(load_run_config(source))
+    if config.task_name != "text":
+        return None
+    trained = trained_context(config)
+    if length <= trained:
+        return None
+    return (
+        f"warning: this model has no state damping and met contexts of at most {trained:,} bytes in training; "
+        f"past that its text degrades (train with --set model.damping=alibi: docs/long-context.md)"
+    )

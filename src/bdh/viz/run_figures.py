@@ -11,6 +11,8 @@ The model's figures (`model_figures`): sparsity of x and y per layer on every wi
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,4 +131,52 @@ def write_figures(
     return made, skipped
 
 
-__all__ = ["HEATMAP_TOKENS", "check_indices", "holds_any_model", "model_figures", "write_figures"]
+@dataclass(frozen=True)
+class RunFigures:
+    """The figures `plot_run` wrote (``files``, in the folder ``out``) and, one line each, what it ``skipped``."""
+
+    out: Path
+    files: list[Path]
+    skipped: list[str]
+
+    def summary(self) -> str:
+        """What ``bdh plot`` prints: ``wrote PATH`` for each file, then ``skipped WHAT: WHY`` for each figure left
+        out (never empty: the training curves are either drawn or skipped)."""
+        lines = [f"wrote {path}" for path in self.files] + [f"skipped {reason}" for reason in self.skipped]
+        return "\n".join(lines)
+
+
+def plot_run(
+    run_dir: Path,
+    out: Path,
+    model: Any = None,
+    inp: ViewInput | None = None,
+    bench: Sequence[str | Path] = (),
+    **model_options: Any,
+) -> RunFigures:
+    """The figures of the run ``run_dir`` (`write_figures`) written atomically into the folder ``out``, with the
+    suite plots of the ``bench`` CSV files (`bdh.bench` results; all read before anything is drawn, so that an
+    unreadable one is an error that leaves nothing). Without a ``model`` its figures are skipped, saying why."""
+    from bdh.outputs import atomic_folder
+
+    from . import plots
+
+    bench_rows: list[dict[str, Any]] = []
+    for csv_path in bench:
+        bench_rows += plots.read_rows(csv_path)
+    why = f"{run_dir} holds no model yet" if not holds_any_model(run_dir) else "no model was given"
+    skipped = [] if model is not None else [f"model figures (sparsity, heatmap, degrees): {why}"]
+    with atomic_folder(out) as tmp:
+        made, reasons = write_figures(run_dir, tmp, model, inp, bench_rows, **model_options)
+    return RunFigures(out, [out / path.relative_to(tmp) for path in made], skipped + reasons)
+
+
+__all__ = [
+    "HEATMAP_TOKENS",
+    "RunFigures",
+    "check_indices",
+    "holds_any_model",
+    "model_figures",
+    "plot_run",
+    "write_figures",
+]

@@ -1,0 +1,93 @@
+"""Running a registered experiment into an output folder, as ``bdh experiment NAME`` does: the folder chosen
+(a new timestamped one by default), refused or emptied (`bdh.experiments.common.prepare_out`) or, with
+``resume``, continued (the experiment's ``prepare_resume``), locked for the run (`bdh.outputs.folder_lock`),
+and an interruption of an experiment that can continue turned into a result that says what was kept.
+
+    from bdh.experiments.launch import run_experiment
+    from bdh.registry import get_experiment
+
+    config = get_experiment("merge").Config.preset("quick")
+    print(run_experiment("merge", config, "runs/merge").summary())
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+def resumable(name: str) -> bool:
+    """Whether experiment ``name`` continues an output folder (``resume``) and has a GPU-sized preset (``full``):
+    its module declares ``prepare_resume`` (with the ``MARKER`` file of its folders and ``Config.full``)."""
+    from bdh.registry import declares
+
+    return declares("experiment", name, "prepare_resume")
+
+
+def default_out(name: str) -> Path:
+    """The output folder when none is given: ``runs/experiment-NAME-<timestamp>``."""
+    return Path("runs") / f"experiment-{name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """What an experiment run left: its ``report`` (``report.md``, None when interrupted) in ``out``, the
+    ``minutes`` it took, and for an experiment that can continue and was stopped by a signal, the
+    ``interrupted`` exception and what was ``kept``."""
+
+    name: str
+    out: Path
+    report: Path | None
+    minutes: float
+    interrupted: KeyboardInterrupt | None = None
+    kept: str = ""
+
+    def summary(self) -> str:
+        """The line ``bdh experiment`` prints on stdout after a finished run: the report and the minutes."""
+        return f"{self.report}  ({self.minutes:.1f} min)"
+
+
+def _refusal_advice(name: str, module: Any, out: Path) -> str:
+    """What refusing a non-empty ``out`` advises: ``--resume`` too when it holds an earlier (interrupted) run of
+    the same resumable experiment."""
+    ours = resumable(name) and (out / module.MARKER).is_file()
+    return f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it"
+
+
+def run_experiment(
+    name: str,
+    config: Any,
+    out: str | Path | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    log: Callable[[str], None] = print,
+) -> ExperimentRun:
+    """Run experiment ``name`` (`bdh.registry.get_experiment`) with ``config`` into ``out`` (`default_out` when
+    None): a non-empty folder is refused unless ``overwrite`` (its contents deleted) or ``resume`` (an
+    experiment that can continue reuses the runs finished there). ``log`` gets the progress lines.
+
+    A signal (`KeyboardInterrupt`) during an experiment that can continue returns a run with ``interrupted``
+    set (its finished runs are kept in ``out/runs``); any other experiment lets it through."""
+    from bdh.experiments.common import prepare_out
+    from bdh.outputs import folder_lock
+    from bdh.registry import get_experiment
+
+    module = get_experiment(name)
+    out = Path(out) if out is not None else default_out(name)
+    start = time.time()
+    how = _refusal_advice(name, module, out)
+    with folder_lock(out):  # one experiment at a time in a folder
+        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=overwrite, how=how)
+        try:
+            report = module.run(config, out, log=log, **({"resume": True} if resume else {}))
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
+            if not resumable(name):
+                raise
+            kept = f"the finished runs are kept in {out / 'runs'}"
+            return ExperimentRun(name, out, None, (time.time() - start) / 60, interrupted=exc, kept=kept)
+    return ExperimentRun(name, out, report, (time.time() - start) / 60)

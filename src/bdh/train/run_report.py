@@ -1,0 +1,135 @@
+"""What ``bdh train`` says after `bdh.train.trainer.train` returns: `train_report` turns a `TrainResult` into the
+lines before a sample, the sample to generate and the lines after it (a sample's bytes need not be UTF-8 and the
+command streams them as they are made, so the report comes in parts); `resume_checkpoint` and `resume_replans`:
+the two choices a resume makes from its command line.
+
+    result = train(config)
+    report = train_report(config, result)
+    text = report.text(report.sample.generate(result.model) if report.sample else b"")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: the fields whose ``--set`` on a resume sets the run's length anew (`bdh.train.trainer.train`'s ``replan``)
+LENGTH_FIELDS = ("train.max_steps", "train.max_tokens")
+
+
+def resume_checkpoint(resume: str | Path | None, checkpoint: str | None) -> Path | None:
+    """The checkpoint a resume continues from: ``resume/checkpoints/CHECKPOINT`` (which must be a folder), or None
+    (the run's latest) when no ``checkpoint`` is named."""
+    if not (resume and checkpoint):
+        return None
+    path = Path(resume) / "checkpoints" / checkpoint
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    return path
+
+
+def resume_replans(resume: str | Path | None, overrides: Sequence[str]) -> bool:
+    """Whether a resume sets its length anew: ``--set train.max_steps`` or ``train.max_tokens`` on a resume; the
+    new limit then wins over a length a time budget fixed."""
+    return bool(resume) and any(item.split("=", 1)[0].strip() in LENGTH_FIELDS for item in overrides)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The sample a finished byte-level run shows: ``max_new_tokens`` after ``prompt`` (config section ``sample``)."""
+
+    prompt: bytes
+    max_new_tokens: int
+    temperature: float
+    top_k: int | None
+    seed: int | None
+
+    def generate(self, model: Any) -> bytes:
+        """The prompt and the bytes ``model`` generates after it (`model.stream`), as the command streams them."""
+        import torch
+
+        tokens = torch.tensor(list(self.prompt), dtype=torch.long)
+        options = {"temperature": self.temperature, "top_k": self.top_k, "top_p": None, "repetition_penalty": 1.0}
+        made = model.stream(tokens, self.max_new_tokens, **options, stop=None, seed=self.seed)
+        return self.prompt + bytes(int(token[0]) for token in made)
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What ``bdh train`` writes: the ``before`` lines, the ``sample`` (streamed, then a newline) and the ``after``
+    lines, on stderr when ``error`` (an interrupted run), and the exit ``status``."""
+
+    before: list[str]
+    sample: Sample | None = None
+    after: list[str] = field(default_factory=list)
+    error: bool = False
+    status: int = 0
+
+    def text(self, sample: bytes = b"") -> bytes:
+        """The bytes the command writes, given the ``sample`` bytes it generated (`Sample.generate`)."""
+        lines = "".join(f"{line}\n" for line in self.before).encode()
+        middle = sample + b"\n" if self.sample is not None else b""
+        return lines + middle + "".join(f"{line}\n" for line in self.after).encode()
+
+
+def _finished_lines(result: Any) -> list[str]:
+    """The run folder, the steps, tokens and speed, and the last validation."""
+    from .log import metric_text, se_text
+
+    m = result.metrics
+    resumed = result.new_tokens != result.tokens
+    lines = [
+        f"run folder: {result.run_dir}",
+        f"trained {result.step} steps, {result.tokens:,} tokens"
+        + (f" ({result.new_tokens:,} of them in this process)" if resumed else "")
+        + f" in {result.seconds / 60:.1f} min ({result.new_tokens / max(result.seconds, 1e-9):,.0f} tokens/s)",
+    ]
+    if m:
+        extra = metric_text(m, skip=("val_loss", "val_bpb", "val_bpb_se"))
+        lines.append(
+            f"validation: loss {m['val_loss']:.4f}, bits per byte {m['val_bpb']:.4f}{se_text(m)}"
+            + (f", {extra}" if extra else "")
+        )
+    return lines
+
+
+def train_report(config: Any, result: Any, resume: str | Path | None = None) -> TrainReport:
+    """The report of ``result`` (a `TrainResult` of ``config``, resumed from ``resume``): one line for a resume
+    that had already finished or an interrupted run (on stderr, with the exit status of its signal, and the
+    command that continues it); else the run's folder, length, speed and last validation, a sample (byte-level
+    text from a model that streams) and whether the time budget cut the run short."""
+    from bdh.errors import exit_status
+
+    from .recurrent import StreamingModel
+
+    if result.finished_before:
+        return TrainReport(
+            [
+                f"{resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
+                f"bdh train --resume {resume} --set train.max_steps=M with M > {result.step})"
+            ]
+        )
+    if result.interrupted is not None:
+        line = (
+            f"interrupted at step {result.step}/{result.total_steps}; saved {result.checkpoint}; "
+            f"continue with: bdh train --resume {result.run_dir}"
+        )
+        return TrainReport([line], error=True, status=exit_status(result.interrupted))
+    before, s, task, sample = _finished_lines(result), config.sample, result.task, None
+    if (
+        s.max_new_tokens
+        and getattr(task, "vocab_size", None) == 256
+        and getattr(task, "causal", False)
+        and isinstance(result.model, StreamingModel)
+    ):
+        before.append(f"sample (temperature {s.temperature}, seed {s.seed}):")
+        sample = Sample(s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
+    after = []
+    if result.budget_cut:
+        after.append(
+            f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
+            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
+        )
+    return TrainReport(before, sample, after)
