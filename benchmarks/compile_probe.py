@@ -45,32 +45,40 @@ def build(args: argparse.Namespace, dropout: float):
     return BDH(cfg).train()
 
 
+def batch(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inputs and targets every step of every way reads (the same batch)."""
+    g = torch.Generator().manual_seed(1)
+    return tuple(torch.randint(0, 256, (args.batch, args.block), generator=g) for _ in range(2))
+
+
+def autocast(args: argparse.Namespace):
+    """bf16 autocast for ``--dtype bf16``; fp32 runs without it."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16")
+
+
 def stepper(model, run, args: argparse.Namespace):
     """One training step of ``model`` run through ``run`` (the model or its compiled form)."""
-    g = torch.Generator().manual_seed(1)
-    idx = torch.randint(0, 256, (args.batch, args.block), generator=g)
-    target = torch.randint(0, 256, (args.batch, args.block), generator=g)
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    idx, target = batch(args)
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+        with autocast(args):
             logits = run(idx)
         F.cross_entropy(logits.float().flatten(0, 1), target.flatten()).backward()
 
-    return step, idx
+    return step
 
 
-def graphs(model, idx, dtype: str) -> int:
+def graphs(model, args: argparse.Namespace) -> int:
     """How many graphs dynamo makes of one forward pass (1 + its graph breaks)."""
     import torch._dynamo
 
     def forward(i):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        with autocast(args):
             return model(i)
 
     torch._dynamo.reset()
-    return torch._dynamo.explain(forward)(idx).graph_count
+    return torch._dynamo.explain(forward)(batch(args)[0]).graph_count
 
 
 def measure(way: str, dropout: float, args: argparse.Namespace) -> dict:
@@ -79,12 +87,12 @@ def measure(way: str, dropout: float, args: argparse.Namespace) -> dict:
     model = build(args, dropout)
     with native.disabled() if "loops" not in way else contextlib.nullcontext():
         compiled = way.startswith("compiled")
-        count = graphs(model, stepper(model, model, args)[1], args.dtype) if compiled else 0
+        count = graphs(model, args) if compiled else 0
         import torch._dynamo
 
         torch._dynamo.reset()
         run = torch.compile(model) if compiled else model
-        step, _ = stepper(model, run, args)
+        step = stepper(model, run, args)
         for _ in range(args.warmup):
             step()
         times = []
