@@ -39,7 +39,7 @@ def _sweep(**kw):
 def test_the_longer_evaluation_runs_at_k_times_the_length_with_the_same_pairs_and_vocabulary():
     sweep = _sweep(num_val_examples=16, eval_batch_size=8)
     spec = recall.plan(sweep)[0]
-    extra = recall.longer_columns(sweep)
+    extra = recall.LongerColumns(sweep)
     assert extra(spec, _Solver(128, None), None) == {"longer_len": 64, "accuracy_longer": pytest.approx(1.0)}
     # a model that recalls only up to the trained length: perfect at N, zero at 2 N
     short = _Solver(128, 32)

@@ -11,7 +11,8 @@ run of another length, rate or model is another result) and a ``run_name()`` (it
   `bdh.bench.spec.run_key`) and `FolderLedger` (a ``result.json`` in each run's folder holding the spec's key;
   the scaling experiment's, whose records hold curves and per-direction losses);
 * `pending` (the specs a resume still has to train), `train_fresh` (a run's folder started anew, trained,
-  recorded) and `train_or_reuse` (on resume the recorded result, else `train_fresh`).
+  recorded), `train_or_reuse` (on resume the recorded result, else `train_fresh`) and `train_all` (a list of
+  runs, one after the other or ``jobs`` at once in worker processes, `bdh.bench.workers`).
 
 The learning-rate choice over seeds is `bdh.bench.results.best_lr`; the parameter match is the model's own
 ``for_budget`` (`bdh.sizing.BudgetSized`), reached through the registry by `bdh.bench.models.budget_config`.
@@ -138,3 +139,38 @@ def train_or_reuse(
     if found is not None:
         return found, True
     return train_fresh(spec, run_dir, ledger, train), False
+
+
+def train_all(
+    specs: Sequence[Any],
+    run_dir: Callable[[Any], Path],
+    ledger: Ledger,
+    train: Callable[[Any, Path], Row],
+    *,
+    jobs: int = 1,
+    on_start: Callable[[int, Any], None] = lambda i, spec: None,
+    on_done: Callable[[int, Any, Row], None] = lambda i, spec, row: None,
+    interrupted: type[Interrupted] = Interrupted,
+) -> None:
+    """Train every spec into ``run_dir(spec)`` (started anew) and record its row in ``ledger`` as it finishes:
+    one after the other, or with ``jobs`` > 1 that many at once, each in a worker process (`bdh.bench.workers`;
+    ``train`` must then be picklable). ``on_start(i, spec)`` / ``on_done(i, spec, row)`` (``i`` counted from 1 in
+    ``specs``) are called in this process, which alone writes the ledger."""
+    if jobs <= 1 or len(specs) <= 1:
+        for i, spec in enumerate(specs, 1):
+            on_start(i, spec)
+            on_done(i, spec, train_fresh(spec, run_dir(spec), ledger, train))
+        return
+    from .workers import Job, run_jobs
+
+    def start(job: Job) -> None:
+        if job.run_dir.exists():  # left by an interrupted attempt
+            shutil.rmtree(job.run_dir)
+        on_start(job.index, job.spec)
+
+    def done(job: Job, row: Row) -> None:
+        ledger.add(job.spec, job.run_dir, row)
+        on_done(job.index, job.spec, row)
+
+    jobs_ = [Job(i, spec, run_dir(spec)) for i, spec in enumerate(specs, 1)]
+    run_jobs(jobs_, train, jobs, start, done, interrupted)

@@ -23,7 +23,6 @@ one ablation turned on (the unshared model narrowed to BDH's parameter count).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -192,27 +191,28 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
     return specs
 
 
-def longer_columns(sweep: RecallSweep) -> Callable[[RunSpec, torch.nn.Module, Any], dict[str, Any]]:
+class LongerColumns:
     """The suite's ``extra`` hook: the trained model's accuracy on a validation set of ``longer_len(N)``
     tokens with the run's D, vocabulary, validation size and ``data_seed`` (one MQAR task per length and
-    D, shared by the runs)."""
-    from bdh.tasks.mqar import MQAR, MQARConfig
+    D, shared by the runs of a process). A class, so that a worker process can be handed it."""
 
-    tasks: dict[str, MQAR] = {}
+    def __init__(self, sweep: RecallSweep) -> None:
+        self.sweep = sweep
+        self.tasks: dict[str, Any] = {}
 
-    def extra(spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
-        length = sweep.longer_len(int(spec.setting_columns["seq_len"]))
+    def __call__(self, spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
+        from bdh.tasks.mqar import MQAR, MQARConfig
+
+        length = self.sweep.longer_len(int(spec.setting_columns["seq_len"]))
         if length is None:
             return {}
         fields = {k: v for k, v in spec.task_section.items() if k != "name"}
         fields["input_seq_len"] = length
         key = json.dumps(fields, sort_keys=True)
-        if key not in tasks:
-            tasks[key] = MQAR(MQARConfig(**fields))
-        got = evaluate_examples(model, tasks[key], spec.eval_batch_size, spec.eval_batches, spec.seed)
+        if key not in self.tasks:
+            self.tasks[key] = MQAR(MQARConfig(**fields))
+        got = evaluate_examples(model, self.tasks[key], spec.eval_batch_size, spec.eval_batches, spec.seed)
         return {"longer_len": length, "accuracy_longer": got.get("accuracy", float("nan"))}
-
-    return extra
 
 
 def train_size(task: Any) -> int:
@@ -233,7 +233,7 @@ def suite_def(sweep: RecallSweep) -> SuiteDef:
         setting_columns=["seq_len", "num_pairs"],
         metrics=["accuracy"],
         score=["accuracy"],
-        extra=longer_columns(sweep) if longer else None,
+        extra=LongerColumns(sweep) if longer else None,
         extra_columns=["longer_len", "accuracy_longer"] if longer else [],
         extra_metrics=["accuracy_longer"] if longer else [],
         extra_settings=["longer_len"] if longer else [],

@@ -35,13 +35,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 from bdh.typed_config import TypedConfig, bounded
 
-from .engine import TableLedger, fit, pending, train_fresh
+from .engine import TableLedger, fit, pending, train_all
 from .results import best_over_lr, evaluate_examples, read_ledger, results_markdown, summarize, write_csv
 from .spec import TRIVIAL, BenchError, BenchInterrupted, RunSpec, SuiteDef, run_key
 from .trivial import trivial_rows
@@ -49,18 +50,28 @@ from .trivial import trivial_rows
 
 # ---------------------------------------------------------------------- one run
 def train_one(
-    spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None, suite: SuiteDef | None = None
+    spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None, extra: Any = None
 ) -> dict[str, Any]:
-    """Train one run with the public trainer, evaluate it, and return its result row."""
+    """Train one run with the public trainer, evaluate it, and return its result row; ``extra``: the suite's
+    hook of further columns (`SuiteDef.extra`)."""
     config = run_config(spec, run_dir, device=device, threads=threads)
     start, cpu_start = time.time(), time.process_time()
     result = fit(config, BenchInterrupted)
     cpu_train = time.process_time() - cpu_start
     model, task = result.model, result.task
     scores = evaluate_examples(model, task, spec.eval_batch_size, spec.eval_batches, spec.seed)
-    if suite is not None and suite.extra is not None:
-        scores.update(suite.extra(spec, model, task))
+    if extra is not None:
+        scores.update(extra(spec, model, task))
     return result_row(spec, config.to_dict(), result, scores, wall=time.time() - start, cpu_train=cpu_train)
+
+
+def train_row(
+    spec: RunSpec, run_dir: Path, *, out: Path, device: str, threads: int | None, extra: Any = None
+) -> dict[str, Any]:
+    """`train_one` with the suite's ``extra`` hook, its row's ``run_dir`` relative to the output folder ``out``:
+    a module-level function, so that a worker process can be handed it (`bdh.bench.workers`)."""
+    row = train_one(spec, run_dir, device=device, threads=threads, extra=extra)
+    return {**row, "run_dir": run_dir.relative_to(out).as_posix()}
 
 
 def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None) -> Any:
@@ -129,7 +140,9 @@ class BenchOptions(TypedConfig):
         out: the output folder (a string is taken as a path; ``bdh bench`` gives runs/bench-<suite>-<time>).
         resume: skip the runs already in ``out/runs.csv`` (otherwise ``out`` must be new or empty).
         device: the trainer's device (``cpu`` by default, so timings are CPU timings).
-        threads: PyTorch CPU threads (None: PyTorch's default).
+        threads: PyTorch CPU threads of a run (None: PyTorch's default, shared among the ``jobs``).
+        jobs: runs trained at once, each in a worker process of its own (`bdh.bench.workers`); 1: one after the
+            other in this process.
         plots: draw the plots.
         overwrite: empty a non-empty ``out`` first (not with ``resume``, which continues it).
     """
@@ -138,6 +151,7 @@ class BenchOptions(TypedConfig):
     resume: bool = False
     device: str = "cpu"
     threads: int | None = bounded(None, ge=1)
+    jobs: int = bounded(1, ge=1)
     plots: bool = True
     overwrite: bool = False
 
@@ -150,6 +164,15 @@ class BenchOptions(TypedConfig):
             self._check_bool(name)
         if self.resume and self.overwrite:
             self._fail("overwrite", "resume continues the output folder, overwrite replaces it: give one of them")
+
+    def worker_threads(self) -> int | None:
+        """A run's PyTorch threads: ``threads``, or with several ``jobs`` this process's threads shared among
+        them (at least one each)."""
+        if self.threads is not None or self.jobs == 1:
+            return self.threads
+        import torch
+
+        return max(1, torch.get_num_threads() // self.jobs)
 
 
 def prepare_out(opts: BenchOptions) -> None:
@@ -212,21 +235,32 @@ def _train_missing(
     if skipped:
         log(f"bench {suite.name}: {skipped} run(s) already in {out / 'runs.csv'}, skipped")
 
-    def train(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
-        row = train_one(spec, run_dir, device=opts.device, threads=opts.threads, suite=suite)
-        return {**row, "run_dir": run_dir.relative_to(out).as_posix()}
-
-    for i, spec in enumerate(todo, 1):
+    def start(i: int, spec: RunSpec) -> None:
         log(
             f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} "
             f"lr {spec.lr:g} seed {spec.seed}"
         )
-        row = train_fresh(spec, out / "runs" / spec.model / spec.run_name(), ledger, train)
+
+    def done(i: int, spec: RunSpec, row: dict[str, Any]) -> None:
         shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
+        who = f"[{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} seed {spec.seed}: " if jobs > 1 else ""
         log(
-            f"    {row['params']:,} params, state {row['state_size']:,}: {shown}; "
+            f"    {who}{row['params']:,} params, state {row['state_size']:,}: {shown}; "
             f"{row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
         )
+
+    jobs, threads = opts.jobs, opts.worker_threads()
+    train = partial(train_row, out=out, device=opts.device, threads=threads, extra=suite.extra)
+    train_all(
+        todo,
+        lambda s: out / "runs" / s.model / s.run_name(),
+        ledger,
+        train,
+        jobs=jobs,
+        on_start=start,
+        on_done=done,
+        interrupted=BenchInterrupted,
+    )
     return rows, skipped
 
 
@@ -241,8 +275,8 @@ def _write_results(
 ) -> dict[str, Any]:
     """results.csv, summary.csv, results.md, the suite's own files and the plots, from the rows of the runs."""
     out, columns = opts.out, suite.columns()
-    wanted = {s.key() for s in specs}
-    chosen = [r for r in rows if run_key(r) in wanted]
+    order = {s.key(): i for i, s in enumerate(specs)}  # the plan's order, whichever run finished first
+    chosen = sorted((r for r in rows if run_key(r) in order), key=lambda r: order[run_key(r)])
     results = best_over_lr(chosen, suite.score, suite.higher_is_better)
     if results:
         reference = trivial_rows(suite, specs, opts.device)

@@ -162,16 +162,26 @@ def weight_shared(model: torch.nn.Module) -> bool:
     return bool(getattr(model, "weight_shared", False))
 
 
-def depth_columns(sweep: SudokuSweep):
-    """The suite's ``extra`` hook: the depth sweep of a trained weight-shared model, as a JSON column."""
-    from bdh.tasks.depth import depth_sweep
+class DepthColumns:
+    """The suite's ``extra`` hook: the depth sweep of a trained weight-shared model, as a JSON column. A class, so
+    that a worker process can be handed it."""
 
-    def extra(spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
+    def __init__(self, sweep: SudokuSweep) -> None:
+        self.sweep = sweep
+
+    def __call__(self, spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
+        from bdh.tasks.depth import depth_sweep
+
         if not weight_shared(model):
             return {"depth": ""}
         device = next(model.parameters()).device
         curve = depth_sweep(
-            model, task, list(sweep.depth_passes), batch_size=sweep.eval_batch_size, seed=spec.seed, device=device
+            model,
+            task,
+            list(self.sweep.depth_passes),
+            batch_size=self.sweep.eval_batch_size,
+            seed=spec.seed,
+            device=device,
         )
         model.train()
         return {
@@ -181,8 +191,6 @@ def depth_columns(sweep: SudokuSweep):
                 separators=(",", ":"),
             )
         }
-
-    return extra
 
 
 def depth_rows(results: list[dict[str, Any]], trained: int) -> list[dict[str, Any]]:
@@ -254,7 +262,7 @@ def suite_def(sweep: SudokuSweep) -> SuiteDef:
         setting_columns=["givens"],
         metrics=["board_accuracy", "cell_accuracy"],
         score=["board_accuracy", "cell_accuracy"],
-        extra=depth_columns(sweep),
+        extra=DepthColumns(sweep),
         extra_columns=["depth"],
         # the blank token's most frequent training target: one digit, the same on every blank
         trivial=Trivial("trivial (predict the most frequent digit)", train_size),

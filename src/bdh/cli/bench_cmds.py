@@ -54,7 +54,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         for field, options in constant("suite", name, "FLAGS", {}).items():  # type: ignore[union-attr]
             s.add_argument(f"--{field.replace('_', '-')}", **options)
         s.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
-        s.add_argument("--threads", type=integer(1), default=None, help="PyTorch CPU threads (default: PyTorch's)")
+        s.add_argument(
+            "--threads", type=integer(1), default=None, help="PyTorch CPU threads of a run (default: PyTorch's)"
+        )
+        s.add_argument(
+            "--jobs",
+            type=integer(1),
+            default=1,
+            metavar="N",
+            help="runs trained at once, each in a process of its own with its share of the threads (default 1)",
+        )
         s.add_argument("--dry-run", action="store_true", help="list the runs (with parameter counts) and exit")
         s.set_defaults(func=cmd_bench)
 
@@ -118,7 +127,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.out) if args.out else Path("runs") / f"bench-{args.suite}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     )
     opts = runner.BenchOptions(
-        out=out, resume=args.resume, device=args.device, threads=args.threads, overwrite=args.overwrite
+        out=out,
+        resume=args.resume,
+        device=args.device,
+        threads=args.threads,
+        jobs=args.jobs,
+        overwrite=args.overwrite,
     )
     if args.dry_run:
         module.suite_def(sweep)  # the suite's own checks, as a real run makes them

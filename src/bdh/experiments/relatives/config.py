@@ -76,6 +76,9 @@ class Config(ExperimentConfig):
         lm_minutes: (b) the time budget of each equal-clock run (``train.max_minutes``).
         lm_eval_batches: (b) validation batches (32 windows each) scored after training.
         device: the trainer's device (``cpu``: the times are CPU times; ``auto`` for a GPU).
+        jobs: runs trained at once, each in a process of its own with its share of this process's PyTorch threads
+            (`bdh.bench.workers`); the CPU default's 2 keeps both cores busy with one single-threaded run each
+            (every run, the equal-clock ones too, then shares the machine with one other run).
         probe_steps: training steps timed per model shape for the plan's cost estimate (``--show-config``);
             0 lists the runs without timing them.
     """
@@ -90,7 +93,7 @@ class Config(ExperimentConfig):
     neuron_mult: int = bounded(16, ge=1)
     mqar_layers: int = bounded(2, ge=1)
     mqar_lrs: tuple[float, ...] = bounded((1e-3,), gt=0, lt=1)
-    mqar_steps: int = bounded(1000, ge=1)
+    mqar_steps: int = bounded(2000, ge=1)
     mqar_batch_size: int = bounded(64, ge=1)
     train_examples: int = bounded(20_000, ge=1)
     val_examples: int = bounded(512, ge=1)
@@ -104,6 +107,7 @@ class Config(ExperimentConfig):
     lm_minutes: float = bounded(0.5, gt=0)
     lm_eval_batches: int = bounded(8, ge=1)
     device: str = "cpu"
+    jobs: int = bounded(2, ge=1)
     probe_steps: int = bounded(3, ge=0)
 
     experiment = "relatives"
@@ -135,6 +139,7 @@ class Config(ExperimentConfig):
             "lm_seq_len": 32,
             "lm_minutes": 0.05,
             "lm_eval_batches": 2,
+            "jobs": 1,
             "probe_steps": 1,
         },
         "full": {
@@ -153,6 +158,7 @@ class Config(ExperimentConfig):
             "lm_minutes": 10.0,
             "lm_eval_batches": 64,
             "device": "auto",
+            "jobs": 1,
             "probe_steps": 0,  # a step of the widest models takes minutes on a CPU: --set probe_steps=1 on the GPU
         },
     }

@@ -86,9 +86,10 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
-def plan_text(rows: Sequence[dict[str, Any]], header: Sequence[str], probe_steps: int) -> str:
+def plan_text(rows: Sequence[dict[str, Any]], header: Sequence[str], probe_steps: int, jobs: int = 1) -> str:
     """The plan as lines of text: ``header``, then per part and model its runs, the range of its timed seconds per
-    step and the estimated time of its runs, then the total."""
+    step and the estimated time of its runs, then the total (and with ``jobs`` runs at once, that total shared
+    among them)."""
     lines = list(header)
     if probe_steps:
         lines.append(
@@ -101,5 +102,8 @@ def plan_text(rows: Sequence[dict[str, Any]], header: Sequence[str], probe_steps
         lines.append(f"  {r['part']:8s} {r['model']:12s} {r['runs']:4d} runs{speed}")
     total = sum(r.get("seconds", 0.0) for r in rows)
     runs = sum(r["runs"] for r in rows)
-    lines.append(f"  total {runs} runs" + (f", ~{duration(total)} of training and evaluation" if probe_steps else ""))
+    shared = f", ~{duration(total / jobs)} with {jobs} runs at once" if jobs > 1 else ""
+    lines.append(
+        f"  total {runs} runs" + (f", ~{duration(total)} of training and evaluation{shared}" if probe_steps else "")
+    )
     return "\n".join(lines)

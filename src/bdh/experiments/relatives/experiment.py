@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bdh.bench import recall, runner
 from bdh.errors import UserError
 from bdh.outputs import check_output, folder_entries, write_text
@@ -34,7 +36,7 @@ from .verdict import compare
 #: the file that marks an output folder as this experiment's (what ``--resume`` continues)
 MARKER = "relatives.json"
 #: config fields that only choose which runs are made (or how fast): a resumed folder may change them
-SELECTORS = ("models", "seeds", "probe_steps")
+SELECTORS = ("models", "seeds", "jobs", "probe_steps")
 Log = Callable[[str], None]
 
 
@@ -89,8 +91,13 @@ def describe_plan(config: Config, probe_steps: int | None = None) -> str:
         f"(b) LM: {len(L.models)} models x 2 budgets ({L.steps} steps of {L.batch_size} x {L.seq_len} bytes; "
         f"{L.minutes:g} min) x {len(L.lrs)} lr x {len(L.seeds)} seeds",
     ]
-    timed = estimate({k: v[1:] for k, v in suites.items()}, probe, config.device)
-    return plan_text(timed, header, probe)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // config.jobs))  # a run's share, as the workers will have it
+    try:
+        timed = estimate({k: v[1:] for k, v in suites.items()}, probe, config.device)
+        return plan_text(timed, header, probe, config.jobs)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
@@ -107,7 +114,7 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     log(plan)
     done: dict[str, tuple[Any, dict[str, Any]]] = {}
     for name, (suite, specs, _, _) in suites.items():
-        opts = runner.BenchOptions(out=out / name, resume=resume, device=config.device, plots=False)
+        opts = runner.BenchOptions(out=out / name, resume=resume, device=config.device, jobs=config.jobs, plots=False)
         done[name] = (suite, runner.run_suite(suite, specs, opts, log=log))
     verdicts = [
         v

@@ -123,10 +123,10 @@ def write_report(
     report.text(
         f"Models: {', '.join(config.models)}; seeds {', '.join(map(str, config.seeds))}; every model but BDH sized to "
         f"BDH's parameter count at each width by its own `for_budget`. On device {config.device}, the runs took "
-        f"{duration(ledger_seconds(suites))} of wall time by the ledgers (training and evaluation of every run, in "
-        f"whichever process trained it: a `--resume` counts the runs made before it); this process took "
-        f"{duration(seconds)}. The runs (`--show-config` times each model for an estimate of their "
-        f"cost):\n\n```\n{plan}\n```"
+        f"{duration(ledger_seconds(suites))} of wall time by the ledgers (training and evaluation of every run, "
+        f"summed over the runs, {config.jobs} at once, in whichever process trained them: a `--resume` counts the "
+        f"runs made before it); this process took {duration(seconds)}. The runs (`--show-config` times each model "
+        f"for an estimate of their cost):\n\n```\n{plan}\n```"
     )
     shown = figures(frontier["results"], lm["results"], out / "figures")
     report.heading("Targets")
