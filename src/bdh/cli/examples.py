@@ -108,8 +108,8 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "bdh experiment relatives": [
         "bdh experiment relatives --quick",
-        "bdh experiment relatives --threads 1 --show-config         # the runs, each model timed: estimated cost",
-        "bdh experiment relatives --out runs/relatives --threads 1   # CPU default: MQAR frontier and the LM",
+        "bdh experiment relatives --show-config                     # the runs, each model timed: estimated cost",
+        "bdh experiment relatives --out runs/relatives               # CPU default: MQAR frontier and the LM, 2 jobs",
         "bdh experiment relatives --out runs/relatives --resume      # continue: finished runs are not trained again",
         "bdh experiment relatives --set models=[bdh,gpt] --set seeds=[0] --out runs/relatives-two",
         "bdh experiment relatives --full --show-config               # Zoology's Figure 2 sweep for a GPU",
