@@ -269,9 +269,7 @@ def bounded(
     return dataclasses.field(default=default, metadata={RANGE: Range(ge=ge, gt=gt, le=le, lt=lt, why=why)})
 
 
-def one_of(
-    default: Any, choices: Sequence[Any] | Callable[[], Sequence[Any]], *, why: str | None = None
-) -> Any:
+def one_of(default: Any, choices: Sequence[Any] | Callable[[], Sequence[Any]], *, why: str | None = None) -> Any:
     """A dataclass field whose value (or every item of a list) must be one of ``choices``, e.g. ``positional: str =
     one_of("rope", POSITIONAL)``; null passes when the type hint allows it. ``choices`` may be a callable returning
     them, called each time a value is checked (choices known only at run time, e.g. a registry's names)."""

@@ -65,7 +65,6 @@ class BoardPathSweep(BoardSweep):
         },
     }
 
-
     def shapes(self) -> list[dict[str, int]]:
         """The vocabulary and the tokens of a board (S^2) at each board side S of the sweep."""
         from bdh.tasks.boardpath import VOCAB_SIZE

@@ -50,8 +50,9 @@ class BoardSweep(Sweep):
         """The rules between fields (`Sweep.validate`), and every model one the board suites can run: sized as at
         the first setting (a causal-only model's config refuses ``causal=False``; `Sweep.check_models`)."""
         super().validate()
-        for shape in self.shapes()[:1]:
-            self.check_models(lambda model, width: self.model_section(model, width, **shape))
+        first = self.shapes()[:1]
+        if first:
+            self.check_models(lambda model, width: self.model_section(model, width, **first[0]))
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to

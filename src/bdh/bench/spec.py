@@ -192,7 +192,9 @@ class Sweep(TypedConfig):
                 try:
                     section(model, width)
                 except UserError as exc:
-                    raise BenchError(f"{self._key('models')}: {model!r} cannot run in the {self.suite} suite: {exc}") from None
+                    raise BenchError(
+                        f"{self._key('models')}: {model!r} cannot run in the {self.suite} suite: {exc}"
+                    ) from None
 
     def runs(
         self,
