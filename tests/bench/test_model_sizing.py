@@ -4,6 +4,7 @@ sections of the default and ``--quick`` sweeps pinned."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -144,6 +145,10 @@ def test_a_model_without_for_budget_is_refused_in_one_line(monkeypatch):
     monkeypatch.setitem(registry._ADDED["model"], "nobudget", NoBudget)
     with pytest.raises(BenchError, match="Plain has no for_budget"):
         budget_config("nobudget", 1000, vocab_size=8, seq_len=8, n_layer=1, n_head=1, causal=True)
+    # registered, but not a name a suite accepts: refused when the sweep is built, naming what is accepted
+    assert "nobudget" in registry.names("model") and "nobudget" not in bench_models()
+    with pytest.raises(UserError, match=r"^recall\.models: must be one of bdh, .*; got \['bdh', 'nobudget'\]$"):
+        dataclasses.replace(recall.RecallSweep.preset("quick"), models=("bdh", "nobudget"))
 
 
 def test_a_model_refuses_the_form_it_does_not_have():

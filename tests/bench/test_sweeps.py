@@ -7,7 +7,7 @@ import re
 import pytest
 
 from bdh.bench.boardpath import BoardPathSweep
-from bdh.bench.models import BDH_VARIANTS, REFERENCE, bench_models
+from bdh.bench.models import ACCEPTED, BDH_VARIANTS, REFERENCE, bench_models
 from bdh.bench.recall import RecallSweep
 from bdh.bench.runner import BenchOptions
 from bdh.bench.spec import BenchError, Sweep
@@ -45,8 +45,7 @@ def test_a_suite_keeps_the_ranges_of_the_shared_fields_whose_defaults_it_changes
         (
             SudokuSweep,
             {"models": ("bdh", "nosuch")},
-            f"sudoku.models: must be one of {', '.join(bench_models())} (registered models the bench can size, BDH's "
-            "ablations); got ['bdh', 'nosuch']",
+            f"sudoku.models: must be one of {', '.join(bench_models())} ({ACCEPTED}); got ['bdh', 'nosuch']",
         ),
     ],
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from bdh.typed_config import bounded, one_of
 
-from .models import bench_models, sized_section
+from .models import ACCEPTED, bench_models, sized_section
 from .spec import FULL, Sweep
 
 #: the models the board suites compare by default (each but BDH sized to BDH's parameter count by its config's
@@ -36,7 +36,7 @@ class BoardSweep(Sweep):
 
     MODELS = MODELS
 
-    models: tuple[str, ...] = one_of(MODELS, bench_models, why="registered models the bench can size, BDH's ablations")
+    models: tuple[str, ...] = one_of(MODELS, bench_models, why=ACCEPTED)
     num_train: int = bounded(2000, ge=1)
     num_val: int = bounded(200, ge=1)
     time_freq: int = bounded(64, ge=1)

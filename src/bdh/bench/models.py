@@ -27,6 +27,9 @@ BDH_VARIANTS = {
     "bdh-unshared": "unshared_layers",
 }
 
+#: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)
+ACCEPTED = "registered models whose config has for_budget and whose class has state_size(), and BDH's ablated rows"
+
 
 def bench_models() -> tuple[str, ...]:
     """Every name a suite's ``models`` may give, read from `bdh.registry` when called (so a model registered at run

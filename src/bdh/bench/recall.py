@@ -35,7 +35,7 @@ import torch
 
 from bdh.typed_config import bounded, one_of
 
-from .models import REFERENCE, bench_models, sized_section
+from .models import ACCEPTED, REFERENCE, bench_models, sized_section
 from .results import evaluate_examples
 from .spec import FULL, QUICK, BenchError, RunSpec, SuiteDef, Sweep, Trivial, redefault
 
@@ -66,7 +66,7 @@ class RecallSweep(Sweep):
     # The CPU default (docs/bench.md, "Sizing the recall default"): short sequences, a small vocabulary and
     # thousands of steps, so that attention gets through MQAR's plateau (about 0.25 accuracy with 4 pairs:
     # a value of the context, not the right one) within the budget; the pairs D separate the models.
-    models: tuple[str, ...] = one_of(MODELS, bench_models, why="registered models the bench can size, BDH's ablations")
+    models: tuple[str, ...] = one_of(MODELS, bench_models, why=ACCEPTED)
     widths: tuple[int, ...] = redefault(Sweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))  # the best rate of every model in recall_probe.py
     steps: int = redefault(Sweep, "steps", 3000)
