@@ -239,6 +239,33 @@ def test_null_passes_only_where_the_hint_allows_it():
         Demo(lr=None)
 
 
+def test_choices_given_by_a_callable_are_read_each_time_a_value_is_checked():
+    known = ["a"]
+
+    @dataclasses.dataclass
+    class Late(TypedConfig):
+        names: tuple[str, ...] = one_of(("a",), lambda: known, why="known now")
+
+    with pytest.raises(UserError, match=re.escape("Late.names: must be one of a (known now); got ['a', 'b']") + "$"):
+        Late(names=("a", "b"))
+    known.append("b")  # e.g. a model registered after the class was defined
+    assert Late(names=("a", "b")).names == ("a", "b")
+    assert Late.from_dict({"names": ["b"]}).names == ("b",)
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return known
+
+    @dataclasses.dataclass
+    class Counted(TypedConfig):
+        names: tuple[str, ...] = one_of(("a",), counted)
+
+    assert not calls  # nothing read at class creation
+    Counted(names=("a", "b", "a"))
+    assert len(calls) == 1  # read once for the whole list
+
+
 def test_a_range_must_be_declared_on_a_field_it_can_check():
     with pytest.raises(TypeError, match="at most one lower bound"):
         Range(ge=0, gt=0)

@@ -14,6 +14,10 @@ number of a list) or `one_of` (a list of choices)::
     dropout: float = bounded(0.0, ge=0, lt=1)            # ... must be a number in [0, 1), got 1.5
     micro_batch_size: int | None = bounded(None, ge=1)   # ... must be an integer >= 1 or null, got 0
     positional: str = one_of("rope", POSITIONAL)         # ... must be one of rope, none; got 'alibi'
+    models: tuple[str, ...] = one_of(("bdh",), known)    # choices read when a value is checked: known()
+
+The choices of `one_of` may be a callable, called each time a value is checked, for choices known only at run
+time (the models a registry holds then); a fixed list is a tuple, known at import.
 
 `TypedConfig.__post_init__` checks every declared range (`TypedConfig.check_ranges`), so they hold however
 the object is built (``from_dict``, the constructor, ``dataclasses.replace``). A class's own ``__post_init__``
@@ -44,7 +48,7 @@ import math
 import numbers
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -184,7 +188,8 @@ class Range:
     Attributes:
         ge, gt, le, lt: bounds on a number (on every item of a list of numbers): at most one lower bound
             (``ge`` or ``gt``) and one upper bound (``le`` or ``lt``).
-        choices: the values allowed (instead of bounds).
+        choices: the values allowed (instead of bounds), or a callable returning them, called each time a value
+            is checked (`allowed`).
         why: said after the rule when a value is refused (``must be an integer >= 2 (sigma links two layers)``).
     """
 
@@ -192,7 +197,7 @@ class Range:
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[Any, ...] | Callable[[], Sequence[Any]] | None = None
     why: str | None = None
 
     def __post_init__(self) -> None:
@@ -202,10 +207,16 @@ class Range:
         if (self.choices is None) == all(b is None for b in bounds):
             raise TypeError("Range: give bounds or choices (one of the two)")
 
-    def contains(self, value: Any, integer: bool) -> bool:
-        """Whether ``value`` (one value, not a list) is in the range; ``integer``: it must be an integer."""
-        if self.choices is not None:
-            return value in self.choices
+    def contains(self, values: Sequence[Any], integer: bool) -> bool:
+        """Whether every value of ``values`` is in the range (the choices read once, `allowed`); ``integer``: each
+        must be an integer."""
+        choices = self.allowed()
+        if choices is not None:
+            return all(v in choices for v in values)
+        return all(self._within(v, integer) for v in values)
+
+    def _within(self, value: Any, integer: bool) -> bool:
+        """Whether the one value ``value`` is a number within the bounds."""
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
         if not isinstance(value, numbers.Integral) and (integer or not math.isfinite(value)):
@@ -216,6 +227,12 @@ class Range:
             and (self.le is None or value <= self.le)
             and (self.lt is None or value < self.lt)
         )
+
+    def allowed(self) -> tuple[Any, ...] | None:
+        """The values allowed now (the choices, or what their callable returns); None for a range of bounds."""
+        if self.choices is None or isinstance(self.choices, tuple):
+            return self.choices
+        return tuple(self.choices())
 
     def bounds(self) -> str:
         """The bounds in words: ``>= 1``, ``> 0``, ``in [0, 1)``, ``<= 81``."""
@@ -252,10 +269,12 @@ def bounded(
     return dataclasses.field(default=default, metadata={RANGE: Range(ge=ge, gt=gt, le=le, lt=lt, why=why)})
 
 
-def one_of(default: Any, choices: Sequence[Any], *, why: str | None = None) -> Any:
-    """A dataclass field whose value must be one of ``choices``, e.g. ``positional: str = one_of("rope",
-    POSITIONAL)``; null passes when the type hint allows it."""
-    return dataclasses.field(default=default, metadata={RANGE: Range(choices=tuple(choices), why=why)})
+def one_of(default: Any, choices: Sequence[Any] | Callable[[], Sequence[Any]], *, why: str | None = None) -> Any:
+    """A dataclass field whose value (or every item of a list) must be one of ``choices``, e.g. ``positional: str =
+    one_of("rope", POSITIONAL)``; null passes when the type hint allows it. ``choices`` may be a callable returning
+    them, called each time a value is checked (choices known only at run time, e.g. a registry's names)."""
+    fixed = choices if callable(choices) else tuple(choices)
+    return dataclasses.field(default=default, metadata={RANGE: Range(choices=fixed, why=why)})
 
 
 @dataclass(frozen=True)
@@ -281,14 +300,15 @@ class Declared:
         if value is None and self.nullable:
             return True
         if self.items:
-            return isinstance(value, (list, tuple)) and all(self.range.contains(v, self.integer) for v in value)
-        return self.range.contains(value, self.integer)
+            return isinstance(value, (list, tuple)) and self.range.contains(value, self.integer)
+        return self.range.contains((value,), self.integer)
 
     def message(self, value: Any) -> str:
         """Why ``value`` is refused: ``must be an integer >= 1, got 0``."""
         r = self.range
-        if r.choices is not None:
-            rule = "one of " + ", ".join(str(c) for c in r.choices)
+        choices = r.allowed()
+        if choices is not None:
+            rule = "one of " + ", ".join(str(c) for c in choices)
         elif self.items:
             rule = f"{'integers' if self.integer else 'numbers'} {r.bounds()}"
         else:
@@ -296,7 +316,7 @@ class Declared:
         rule += " or null" if self.nullable else ""
         rule += f" ({r.why})" if r.why else ""
         shown = list(value) if self.items and isinstance(value, tuple) else value
-        return f"must be {rule}{';' if r.choices is not None else ','} got {shown!r}"
+        return f"must be {rule}{';' if choices is not None else ','} got {shown!r}"
 
 
 @functools.cache

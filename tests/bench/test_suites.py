@@ -138,11 +138,12 @@ def test_resume_skips_runs_already_in_the_csv(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv,msg",
     [
+        (["bench", "recall", "--models", "bdh,nosuch"], "--models: must be one of bdh, baseconv, "),
         (
             ["bench", "recall", "--models", "bdh,hyperset"],
-            "--models: must be one of bdh, gpt, baseconv, bdh-qk, bdh-nogate, bdh-noexpand, bdh-unshared (the recall",
+            "--models: 'hyperset' cannot run in the recall suite: HyperSETConfig.causal: ",
         ),
-        (["bench", "boardpath", "--models", "baseconv"], "--models: must be one of bdh, gpt, hyperset (the board"),
+        (["bench", "boardpath", "--models", "baseconv"], "--models: 'baseconv' cannot run in the boardpath suite: "),
         (["bench", "recall", "--lrs", "fast"], "not a number"),
         (["bench", "sudoku", "--seeds", "0,x"], "not an integer"),
         (["bench", "recall", "--steps", "0"], "--steps"),

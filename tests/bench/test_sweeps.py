@@ -7,6 +7,7 @@ import re
 import pytest
 
 from bdh.bench.boardpath import BoardPathSweep
+from bdh.bench.models import ACCEPTED, BDH_VARIANTS, REFERENCE, bench_models
 from bdh.bench.recall import RecallSweep
 from bdh.bench.runner import BenchOptions
 from bdh.bench.spec import BenchError, Sweep
@@ -43,8 +44,8 @@ def test_a_suite_keeps_the_ranges_of_the_shared_fields_whose_defaults_it_changes
         (SudokuSweep, {"max_givens": 82}, "sudoku.max_givens: must be an integer in [17, 81], got 82"),
         (
             SudokuSweep,
-            {"models": ("bdh", "baseconv")},
-            "sudoku.models: must be one of bdh, gpt, hyperset (the board suites' models); got ['bdh', 'baseconv']",
+            {"models": ("bdh", "nosuch")},
+            f"sudoku.models: must be one of {', '.join(bench_models())} ({ACCEPTED}); got ['bdh', 'nosuch']",
         ),
     ],
 )
@@ -67,6 +68,38 @@ def test_validate_checks_the_rules_between_fields():
     for cls in SUITES:
         for sweep in (cls(), cls.preset("quick"), cls.preset("full")):
             sweep.validate()
+
+
+@pytest.mark.parametrize(
+    "cls, model, message",
+    [
+        (RecallSweep, "hyperset", "recall.models: 'hyperset' cannot run in the recall suite: HyperSETConfig.causal: "),
+        (SudokuSweep, "baseconv", "sudoku.models: 'baseconv' cannot run in the sudoku suite: BaseConvConfig.causal: "),
+        (BoardPathSweep, "mamba", "boardpath.models: 'mamba' cannot run in the boardpath suite: MambaConfig.causal: "),
+    ],
+)
+def test_a_model_without_the_suites_form_is_refused_in_one_line_when_the_sweep_is_validated(cls, model, message):
+    sweep = dataclasses.replace(cls.preset("quick"), models=("bdh", model))  # a registered model: in the range
+    with pytest.raises(BenchError, match="^" + re.escape(message)) as refused:
+        sweep.validate()
+    assert "\n" not in str(refused.value)
+
+
+def test_every_model_the_bench_can_size_runs_in_the_suites_that_have_its_form():
+    """What a suite accepts is decided by the model's config (its for_budget refusing the form it lacks), never by a
+    list of names: every registered model is in recall (causal) or in the board suites (bidirectional), or both."""
+    for model in bench_models():
+        runs_in = []
+        for cls in SUITES:
+            try:
+                dataclasses.replace(cls.preset("quick"), models=(model,)).validate()
+                runs_in.append(cls.suite)
+            except BenchError as exc:
+                assert "cannot run in the" in str(exc), exc
+        assert runs_in, model
+        assert ("boardpath" in runs_in) == ("sudoku" in runs_in), (model, runs_in)  # both bidirectional
+        if model == REFERENCE or model in BDH_VARIANTS or model == "gpt":  # both forms
+            assert runs_in == ["recall", "boardpath", "sudoku"], (model, runs_in)
 
 
 def test_bench_options_are_typed():

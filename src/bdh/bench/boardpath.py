@@ -65,6 +65,12 @@ class BoardPathSweep(BoardSweep):
         },
     }
 
+    def shapes(self) -> list[dict[str, int]]:
+        """The vocabulary and the tokens of a board (S^2) at each board side S of the sweep."""
+        from bdh.tasks.boardpath import VOCAB_SIZE
+
+        return [{"vocab_size": VOCAB_SIZE, "seq_len": S * S} for S in self.board_sizes]
+
 
 #: the sweep class of the suite (what ``bdh bench boardpath`` builds, `bdh.bench.spec`)
 SWEEP = BoardPathSweep
@@ -74,7 +80,7 @@ def plan(sweep: BoardPathSweep) -> list[RunSpec]:
     """Every run of the sweep."""
     sweep.validate()
     specs = []
-    for S in sweep.board_sizes:
+    for S, shape in zip(sweep.board_sizes, sweep.shapes()):
         task = {
             "name": "boardpath",
             "board_size": S,
@@ -85,7 +91,7 @@ def plan(sweep: BoardPathSweep) -> list[RunSpec]:
         }
         for w in sweep.widths:
             for m in sweep.models:
-                section = sweep.model_section(m, w, vocab_size=5, seq_len=S * S)
+                section = sweep.model_section(m, w, **shape)
                 specs += sweep.runs(m, w, f"S{S}", {"board_size": S}, section, task)
     return specs
 

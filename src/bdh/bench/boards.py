@@ -5,6 +5,8 @@ BDH is bidirectional here (``causal: false``) with ``n_layer`` weight-shared lay
 ``n_layer`` distinct bidirectional blocks; Hyper-SET has one weight-tied layer iterated
 ``n_layer`` times (``n_recur``). The widths of GPT and Hyper-SET are their ``n_embd`` chosen so that
 their parameter count is closest to BDH's: each config class's ``for_budget``, reached through `bdh.registry`.
+``models`` may name any other registered model the bench can size that has a bidirectional form
+(`bdh.bench.models.bench_models`), and BDH's ablated rows.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any
 
 from bdh.typed_config import bounded, one_of
 
-from .models import sized_section, suite_models
+from .models import ACCEPTED, bench_models, sized_section
 from .spec import FULL, Sweep
 
-#: the registered models the board suites compare (each but BDH sized to BDH's parameter count by its config's
-#: for_budget)
-MODELS = suite_models("boards", "bdh", "gpt", "hyperset")
+#: the models the board suites compare by default (each but BDH sized to BDH's parameter count by its config's
+#: for_budget); ``models`` may name any bidirectional model the bench can size and BDH's ablated rows
+MODELS = ("bdh", "gpt", "hyperset")
 
 
 @dataclass
@@ -34,10 +36,23 @@ class BoardSweep(Sweep):
 
     MODELS = MODELS
 
-    models: tuple[str, ...] = one_of(MODELS, MODELS, why="the board suites' models")
+    models: tuple[str, ...] = one_of(MODELS, bench_models, why=ACCEPTED)
     num_train: int = bounded(2000, ge=1)
     num_val: int = bounded(200, ge=1)
     time_freq: int = bounded(64, ge=1)
+
+    def shapes(self) -> list[dict[str, int]]:
+        """The ``vocab_size`` and ``seq_len`` (tokens of a board) of the suite's task at each of its settings, in
+        the order of its plan (a board suite's own)."""
+        raise NotImplementedError
+
+    def validate(self) -> None:
+        """The rules between fields (`Sweep.validate`), and every model one the board suites can run: sized as at
+        the first setting (a causal-only model's config refuses ``causal=False``; `Sweep.check_models`)."""
+        super().validate()
+        first = self.shapes()[:1]
+        if first:
+            self.check_models(lambda model, width: self.model_section(model, width, **first[0]))
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to

@@ -6,6 +6,9 @@ is sized to BDH's parameter count at that width by its config class's ``for_budg
 
 BDH taken apart (`BDH_VARIANTS`, the ablations of `bdh.model.config.ABLATIONS`) gives rows of their own, named
 ``bdh-qk`` and so on: BDH's section at the width with one ablation turned on (`variant_section`).
+
+What a suite's ``models`` may name is `bench_models`, read from the registry when a sweep is built: a model
+registered at run time (`bdh.registry.register_model`) is compared as soon as the bench can size it (`comparable`).
 """
 
 from __future__ import annotations
@@ -24,16 +27,49 @@ BDH_VARIANTS = {
     "bdh-unshared": "unshared_layers",
 }
 
+#: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)
+ACCEPTED = "registered models whose config has for_budget and whose class has state_size(), and BDH's ablated rows"
+
+
+def bench_models() -> tuple[str, ...]:
+    """Every name a suite's ``models`` may give, read from `bdh.registry` when called (so a model registered at run
+    time is among them): the reference (`REFERENCE`), every other registered model the bench can size and measure
+    (`comparable`), then BDH's ablated rows (`BDH_VARIANTS`). Whether a suite can run a model (its causal form) is
+    the suite's to check (`bdh.bench.spec.Sweep.check_models`)."""
+    from bdh.registry import get_model, names
+
+    others = [n for n in names("model") if n != REFERENCE and comparable(get_model(n))]
+    return (REFERENCE, *others, *BDH_VARIANTS)
+
+
+def comparable(model_class: type) -> bool:
+    """Whether the bench can compare a model class with BDH (`incomparable` says why not)."""
+    return incomparable(model_class) is None
+
+
+def incomparable(model_class: type) -> str | None:
+    """Why the bench cannot compare a model class with BDH, or None when it can: its config class must size it to a
+    parameter count (``for_budget``, the protocol `bdh.sizing.BudgetSized`) and the class must say its
+    recurrent-state size (``state_size()``, every result row's ``state_size``)."""
+    config_class = getattr(model_class, "config_class", None)
+    if not callable(getattr(config_class, "for_budget", None)):
+        name = getattr(config_class, "__name__", repr(config_class))
+        return f"{name} has no for_budget classmethod, so the bench cannot size it to BDH's parameter count"
+    if not callable(getattr(model_class, "state_size", None)):
+        return f"{model_class.__name__} has no state_size() method, the state_size of every result row"
+    return None
+
 
 def suite_models(suite: str, *names: str) -> tuple[str, ...]:
-    """The models a suite compares (the suite's choice), checked against `bdh.registry`: a one-line
-    `BenchError` for a name it does not know. The reference (`REFERENCE`) is built from the width; every other
-    model is sized to its parameter count by its config class's ``for_budget`` (`budget_config`)."""
-    from bdh.registry import names as registered
-
-    unknown = [n for n in names if n not in registered("model") and n not in BDH_VARIANTS]
+    """``names`` checked against `bench_models`: a one-line `BenchError` naming ``suite`` and what is accepted for
+    a name that is not one of them."""
+    known = bench_models()
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise BenchError(f"{suite}: {', '.join(map(repr, unknown))} is not a registered model")
+        raise BenchError(
+            f"{suite}: {', '.join(map(repr, unknown))} is not a registered model the bench can size "
+            f"(known: {', '.join(known)})"
+        )
     return names
 
 
@@ -44,13 +80,11 @@ def budget_config(
     ``for_budget`` (the protocol `bdh.sizing.BudgetSized`); ``extra``: the model's own options."""
     from bdh.registry import get_model
 
-    config_class = get_model(model).config_class
-    if not callable(getattr(config_class, "for_budget", None)):
-        raise BenchError(
-            f"model {model!r}: {config_class.__name__} has no for_budget classmethod, so the bench cannot size it "
-            "to BDH's parameter count (CONTRIBUTING.md, 'Adding a model')"
-        )
-    return config_class.for_budget(
+    model_class = get_model(model)
+    why = incomparable(model_class)
+    if why is not None:
+        raise BenchError(f"model {model!r}: {why} (CONTRIBUTING.md, 'Adding a model')")
+    return model_class.config_class.for_budget(
         params, vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_head=n_head, causal=causal, **extra
     )
 

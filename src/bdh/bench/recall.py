@@ -18,6 +18,10 @@ config class's ``for_budget``, reached through `bdh.registry`.
 BDH taken apart: ``models`` may also name ``bdh-qk``, ``bdh-nogate``, ``bdh-noexpand`` and ``bdh-unshared``
 (`bdh.bench.models.BDH_VARIANTS`, e.g. ``bdh bench recall --models bdh,bdh-qk,bdh-nogate``), BDH at the width with
 one ablation turned on (the unshared model narrowed to BDH's parameter count).
+
+Other models: ``models`` may name any registered model the bench can size (`bdh.bench.models.bench_models`, a
+model registered at run time included, e.g. ``bdh bench recall --models bdh,mamba``) that has a causal form; one
+without is refused when the sweep is validated, by its config's ``for_budget`` (`bdh.bench.spec.Sweep.check_models`).
 """
 
 from __future__ import annotations
@@ -30,14 +34,13 @@ import torch
 
 from bdh.typed_config import bounded, one_of
 
-from .models import BDH_VARIANTS, REFERENCE, sized_section, suite_models
+from .models import ACCEPTED, REFERENCE, bench_models, sized_section
 from .results import evaluate_examples
 from .spec import FULL, QUICK, BenchError, RunSpec, SuiteDef, Sweep, Trivial, redefault
 
-#: the registered models the suite compares (each but BDH sized to BDH's parameter count by its config's for_budget)
-MODELS = suite_models("recall", "bdh", "gpt", "baseconv")
-#: what ``models`` may also name: BDH taken apart (`bdh.bench.models.BDH_VARIANTS`), rows not run by default
-CHOICES = MODELS + suite_models("recall", *BDH_VARIANTS)
+#: the models the suite compares by default (each but BDH sized to BDH's parameter count by its config's
+#: for_budget); ``models`` may name any causal model the bench can size and BDH's ablated rows
+MODELS = ("bdh", "gpt", "baseconv")
 
 
 @dataclass
@@ -62,7 +65,7 @@ class RecallSweep(Sweep):
     # The CPU default (docs/bench.md, "Sizing the recall default"): short sequences, a small vocabulary and
     # thousands of steps, so that attention gets through MQAR's plateau (about 0.25 accuracy with 4 pairs:
     # a value of the context, not the right one) within the budget; the pairs D separate the models.
-    models: tuple[str, ...] = one_of(MODELS, CHOICES, why="the recall suite's models and BDH's ablations")
+    models: tuple[str, ...] = one_of(MODELS, bench_models, why=ACCEPTED)
     widths: tuple[int, ...] = redefault(Sweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))  # the best rate of every model in recall_probe.py
     steps: int = redefault(Sweep, "steps", 3000)
@@ -138,7 +141,8 @@ class RecallSweep(Sweep):
         return section
 
     def validate(self) -> None:
-        """The rules between fields: a setting with 4 D <= N, sequences shorter than the vocabulary, even lengths."""
+        """The rules between fields: a setting with 4 D <= N, sequences shorter than the vocabulary, even lengths;
+        and every model one the suite can run (causal: `bdh.bench.spec.Sweep.check_models`)."""
         super().validate()
         f = self.eval_length_factor
         if not self.settings():
@@ -152,6 +156,8 @@ class RecallSweep(Sweep):
             )
         if any(N % 2 for N in self.seq_lens):
             raise BenchError(f"{self.suite}: sequence lengths must be even")
+        # every model sized as at the first length (a bidirectional-only model's config refuses causal=True)
+        self.check_models(lambda model, width: self.section(model, width, self.model_len(self.seq_lens[0])))
 
 
 #: the sweep class of the suite (what ``bdh bench recall`` builds, `bdh.bench.spec`)

@@ -136,7 +136,9 @@ class Sweep(TypedConfig):
 
     Attributes:
         widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
-        models: any of the suite's `MODELS`.
+        models: the models compared: by default the suite's `MODELS` (its choice), or any registered model the
+            bench can size and BDH's ablated rows (`bdh.bench.models.bench_models`, declared by each suite with
+            `bdh.typed_config.one_of`) that the suite can run (`check_models`).
         lrs, seeds: the learning rates (the best is reported) and run seeds (model initialisation and data
             order; the data sets come from ``data_seed``). Two seeds by default, so that the results show
             a spread and a winner can be declared beyond it.
@@ -179,6 +181,20 @@ class Sweep(TypedConfig):
                     f"{self._key('widths')}: at width {w} BDH has n = neuron_mult x width = {n} neurons, not a "
                     f"multiple of 2 x n_head = {2 * self.n_head} (each head needs an even share: RoPE rotates pairs)"
                 )
+
+    def check_models(self, section: Callable[[str, int], Any]) -> None:
+        """A one-line `BenchError` for a model of ``models`` that the suite cannot run: ``section(model, width)``
+        sizes each at the first width as a run of the suite does (a suite's `validate` calls it). A model refuses
+        there, in its config's ``for_budget`` (`bdh.sizing.BudgetSized`), what it does not have: a causal-only
+        model the bidirectional board suites, a bidirectional-only one the causal recall suite."""
+        for width in self.widths[:1]:
+            for model in self.models:
+                try:
+                    section(model, width)
+                except UserError as exc:
+                    raise BenchError(
+                        f"{self._key('models')}: {model!r} cannot run in the {self.suite} suite: {exc}"
+                    ) from None
 
     def runs(
         self,

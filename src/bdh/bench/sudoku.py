@@ -83,13 +83,20 @@ class SudokuSweep(BoardSweep):
     }
 
     def validate(self) -> None:
-        """The rules between fields: those of `Sweep`, and min_givens <= max_givens."""
+        """The rules between fields: those of `BoardSweep` (every model one the suite can run), and min_givens <=
+        max_givens."""
         super().validate()
         if self.min_givens > self.max_givens:
             raise BenchError(
                 f"{self._key('min_givens')}: must not exceed max_givens = {self.max_givens} "
                 f"(need 17 <= min_givens <= max_givens <= 81), got {self.min_givens}"
             )
+
+    def shapes(self) -> list[dict[str, int]]:
+        """The one setting's vocabulary (the digits and the blank) and tokens (the 81 cells): the task's."""
+        from bdh.tasks.sudoku import Sudoku
+
+        return [{"vocab_size": Sudoku.vocab_size, "seq_len": Sudoku.seq_len}]
 
     @property
     def setting(self) -> str:
@@ -149,7 +156,7 @@ def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
     specs = []
     for w in sweep.widths:
         for m in sweep.models:
-            section = sweep.model_section(m, w, vocab_size=10, seq_len=81)
+            section = sweep.model_section(m, w, **sweep.shapes()[0])
             specs += sweep.runs(
                 m, w, sweep.setting, {"givens": f"{sweep.min_givens}-{sweep.max_givens}"}, section, task
             )

@@ -46,7 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument(
             "--overwrite", action="store_true", help="replace a non-empty --out folder (its contents are deleted first)"
         )
-        s.add_argument("--models", metavar="M1,M2", help="a subset of the suite's models, e.g. bdh,gpt")
+        s.add_argument(
+            "--models",
+            metavar="M1,M2",
+            help="the models to compare, e.g. bdh,gpt (default: the suite's; any registered model the bench can "
+            "size and the suite can run)",
+        )
         s.add_argument("--steps", type=integer(1), metavar="N", help="optimiser steps per run (default: the suite's)")
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
@@ -107,13 +112,13 @@ def build_sweep(args: argparse.Namespace):
         raise BenchError("--resume continues --out DIR, --overwrite replaces it: give one of them")
     try:
         sweep = dataclasses.replace(sweep, **changes)  # the sweep checks the declared ranges of its fields
+        sweep.validate()  # and the rules between them (a model the suite cannot run)
     except UserError as exc:  # a flag's value refused: named by the flag (recall.models -> --models)
         head, sep, rest = str(exc).partition(": ")
         name = head.rpartition(".")[2]
         if sep and name in changes:
             raise BenchError(f"--{name.replace('_', '-')}: {rest}") from None
         raise
-    sweep.validate()
     return module, sweep
 
 

@@ -158,7 +158,8 @@ def config_flags(parser: argparse._ActionsContainer, config_class: type, names: 
     from bdh.typed_config import declared_ranges
 
     helps = field_help(config_class)
-    choices = {d.name: d.range.choices for d in declared_ranges(config_class) if d.range.choices is not None}
+    # a fixed list of choices only: choices read at run time (a callable) are checked when the config is built
+    choices = {d.name: d.range.choices for d in declared_ranges(config_class) if isinstance(d.range.choices, tuple)}
     for name in names:
         parser.add_argument(
             "--" + name.replace("_", "-"),
