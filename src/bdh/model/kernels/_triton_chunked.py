@@ -88,6 +88,13 @@ def _tile(ptr, b, h, t, cols, s_b, s_h, s_t, s_c):
 
 
 @triton.jit
+def _store_tile(ptr, b, h, t, cols, s_b, s_h, s_t, s_c, value, mask, SKIP: tl.constexpr):
+    """``value`` in ptr's dtype into the tile [rows t, columns ``cols``] of head (b, h); nothing when SKIP."""
+    if not SKIP:
+        tl.store(_tile(ptr, b, h, t, cols, s_b, s_h, s_t, s_c), value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _state_rows(row, N, rn):
     """Offsets (a column) of the rows rn of N x D state number ``row`` of a contiguous buffer, to be times D."""
     return row * N + rn[:, None]
@@ -182,8 +189,9 @@ def scan_kernel(
     ``final`` gets the state after the last chunk (forward) or before the first (reverse), in ACC.
     """
     pn, pd, bh, b, h = _program(H)
-    rn, mn = _block(pn, BN, N)
-    rd, md = _block(pd, BD, D)
+    rn = pn * BN + tl.arange(0, BN)
+    rd = pd * BD + tl.arange(0, BD)
+    mn, md = rn < N, rd < D
     tile = mn[:, None] & md[None, :]
     S = _initial_state(init_ptr, b, h, si_b, si_h, si_n, si_d, rn, rd, tile, HAS_INIT, BN, BD, ACC)
     log_u = _log_u(log_u_ptr, h, HAS_U, ACC)
@@ -309,8 +317,7 @@ def read_kernel(
     acc, scores = _read_damp(acc, scores, log_u_ptr, h, rc, length, BACKWARD, HAS_U, ACC)
     z = tl.load(_tile(z_ptr, b, h, t, rd, sz_b, sz_h, sz_t, sz_d), mask=live[:, None] & md[None, :], other=0.0)
     acc += _mm(scores.to(z.dtype), z, ACC, PRECISION, WIDEN)
-    ptr = _tile(out_ptr, b, h, t, rd, so_b, so_h, so_t, so_d)
-    tl.store(ptr, acc.to(out_ptr.dtype.element_ty), mask=live[:, None] & md[None, :])
+    _store_tile(out_ptr, b, h, t, rd, so_b, so_h, so_t, so_d, acc, live[:, None] & md[None, :], False)
 
 
 @triton.jit
@@ -364,17 +371,12 @@ def _grad_keys_damp(read_q, read_k, P, log_u_ptr, h, rc, length, HAS_U: tl.const
 
 
 @triton.jit
-def _grad_keys_out(
+def _grad_keys_values(
     read_q,
     read_k,
     P,
-    q_rows,
-    k_rows,
-    dq_rows,
-    dk_rows,
-    rn,
-    sq_n,
-    sk_n,
+    q_at,
+    k_at,
     live,
     mn,
     SHARED: tl.constexpr,
@@ -382,22 +384,20 @@ def _grad_keys_out(
     PRECISION: tl.constexpr,
     WIDEN: tl.constexpr,
 ):
-    """dq = read_q + P k and dk = read_k + P^T q, columns rn, stored in the rows ``dq_rows`` and ``dk_rows``; with
-    shared keys (k is q, read from ``q_rows``) their sum into ``dq_rows``."""
+    """(dq, dk, the tile's mask): dq = read_q + P k and dk = read_k + P^T q, q and k read at ``q_at`` and ``k_at``;
+    with shared keys k is q, and dq holds dq + dk."""
     rows = live[:, None] & mn[None, :]
-    q = tl.load(q_rows + rn[None, :] * sq_n, mask=rows, other=0.0)
+    q = tl.load(q_at, mask=rows, other=0.0)
     if SHARED:
         k = q
     else:
-        k = tl.load(k_rows + rn[None, :] * sk_n, mask=rows, other=0.0)
+        k = tl.load(k_at, mask=rows, other=0.0)
     P_low = P.to(q.dtype)
     dq = read_q + _mm(P_low, k, ACC, PRECISION, WIDEN)
     dk = read_k + _mm(tl.trans(P_low), q, ACC, PRECISION, WIDEN)
     if SHARED:
         dq += dk
-    else:
-        tl.store(dk_rows + rn[None, :] * sk_n, dk.to(dk_rows.dtype.element_ty), mask=rows)
-    tl.store(dq_rows + rn[None, :] * sq_n, dq.to(dq_rows.dtype.element_ty), mask=rows)
+    return dq, dk, rows
 
 
 @triton.jit
@@ -454,8 +454,7 @@ def grad_keys_kernel(
         g_rows, v_rows, sg_d, sv_d, states_ptr, dstates_ptr, srows, mn, live, D, BC, BN, BD, ACC, PRECISION, WIDEN
     )
     read_q, read_k, P = _grad_keys_damp(read_q, read_k, P, log_u_ptr, h, rc, length, HAS_U, ACC)
-    q_rows, dq_rows = _rows(q_ptr, b, h, t, sq_b, sq_h, sq_t), _rows(dq_ptr, b, h, t, sq_b, sq_h, sq_t)
-    k_rows, dk_rows = _rows(k_ptr, b, h, t, sk_b, sk_h, sk_t), _rows(dk_ptr, b, h, t, sk_b, sk_h, sk_t)
-    _grad_keys_out(
-        read_q, read_k, P, q_rows, k_rows, dq_rows, dk_rows, rn, sq_n, sk_n, live, mn, SHARED, ACC, PRECISION, WIDEN
-    )
+    q_at, k_at = _tile(q_ptr, b, h, t, rn, sq_b, sq_h, sq_t, sq_n), _tile(k_ptr, b, h, t, rn, sk_b, sk_h, sk_t, sk_n)
+    dq, dk, rows = _grad_keys_values(read_q, read_k, P, q_at, k_at, live, mn, SHARED, ACC, PRECISION, WIDEN)
+    _store_tile(dk_ptr, b, h, t, rn, sk_b, sk_h, sk_t, sk_n, dk, rows, SHARED)  # with shared keys, dk is in dq
+    _store_tile(dq_ptr, b, h, t, rn, sq_b, sq_h, sq_t, sq_n, dq, rows, False)
