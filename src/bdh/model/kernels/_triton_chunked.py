@@ -58,32 +58,24 @@ def _program(H):
 
 
 @triton.jit
-def _block(pid, BLOCK: tl.constexpr, size):
-    """The indices of block ``pid`` (BLOCK wide) of a dimension of ``size`` and which of them are inside it."""
-    r = pid * BLOCK + tl.arange(0, BLOCK)
-    return r, r < size
-
-
-@triton.jit
-def _chunk(c, C, T, BC: tl.constexpr):
-    """Chunk c's local rows (BC), its length (the last chunk may be shorter), which rows are in it, their tokens."""
-    rc = tl.arange(0, BC)
+def _chunk(c, C, T, rc):
+    """Chunk c's length (the last chunk may be shorter), which of its local rows rc are in it, and their tokens."""
     t0 = c * C
     length = tl.minimum(C, T - t0)
     live = rc < length
     t = (t0 + rc).to(tl.int64)
-    return rc, length, live, t
+    return length, live, t
 
 
 @triton.jit
 def _rows(ptr, b, h, t, s_b, s_h, s_t):
-    """Pointers (a column) to the rows t of head (b, h) of a (B, H, T, X) tensor with strides s_b, s_h, s_t."""
+    """Pointers (a column) to the rows t of head (b, h) of a (B, H, rows, columns) tensor with strides s_*."""
     return ptr + b * s_b + h * s_h + t[:, None] * s_t
 
 
 @triton.jit
 def _tile(ptr, b, h, t, cols, s_b, s_h, s_t, s_c):
-    """Pointers to the tile [rows t, columns ``cols``] of head (b, h) of a (B, H, T, X) tensor."""
+    """Pointers to the tile [rows t, columns ``cols``] of head (b, h) of a (B, H, rows, columns) tensor."""
     return _rows(ptr, b, h, t, s_b, s_h, s_t) + cols[None, :] * s_c
 
 
@@ -191,6 +183,7 @@ def scan_kernel(
     pn, pd, bh, b, h = _program(H)
     rn = pn * BN + tl.arange(0, BN)
     rd = pd * BD + tl.arange(0, BD)
+    rc = tl.arange(0, BC)
     mn, md = rn < N, rd < D
     tile = mn[:, None] & md[None, :]
     S = _initial_state(init_ptr, b, h, si_b, si_h, si_n, si_d, rn, rd, tile, HAS_INIT, BN, BD, ACC)
@@ -199,7 +192,7 @@ def scan_kernel(
         c = i
         if REVERSE:
             c = NC - 1 - i
-        rc, length, live, t = _chunk(c, C, T, BC)
+        length, live, t = _chunk(c, C, T, rc)
         out = states_ptr + _state_rows(bh * NC + c, N, rn) * D + rd[None, :]
         tl.store(out, S.to(states_ptr.dtype.element_ty), mask=tile)
         x = tl.load(_tile(x_ptr, b, h, t, rn, sx_b, sx_h, sx_t, sx_n), mask=live[:, None] & mn[None, :], other=0.0)
@@ -308,8 +301,10 @@ def read_kernel(
     Backward (x = k, y = q, z = dO, states = dS after the chunk): dv, w = u^(len - j), M[j, i] = u^(i-j), i > j.
     """
     c, pd, bh, b, h = _program(H)
-    rd, md = _block(pd, BD, D)
-    rc, length, live, t = _chunk(c, C, T, BC)
+    rd = pd * BD + tl.arange(0, BD)
+    rc = tl.arange(0, BC)
+    md = rd < D
+    length, live, t = _chunk(c, C, T, rc)
     x_rows, y_rows = _rows(x_ptr, b, h, t, sx_b, sx_h, sx_t), _rows(y_ptr, b, h, t, sy_b, sy_h, sy_t)
     acc, scores = _read_sums(
         x_rows, y_rows, sx_n, sy_n, states_ptr, bh * NC + c, rd, md, live, N, D, BC, BN, BD, ACC, PRECISION, WIDEN
@@ -446,8 +441,10 @@ def grad_keys_kernel(
     k is q, the two summed into ``dq``):
     dq = u^i (dO S_before^T) + P k,    dk = u^(len - j) (v dS_after^T) + P^T q,    P = M * (dO v^T)."""
     c, pn, bh, b, h = _program(H)
-    rn, mn = _block(pn, BN, N)
-    rc, length, live, t = _chunk(c, C, T, BC)
+    rn = pn * BN + tl.arange(0, BN)
+    rc = tl.arange(0, BC)
+    mn = rn < N
+    length, live, t = _chunk(c, C, T, rc)
     g_rows, v_rows = _rows(do_ptr, b, h, t, sg_b, sg_h, sg_t), _rows(v_ptr, b, h, t, sv_b, sv_h, sv_t)
     srows = _state_rows(bh * NC + c, N, rn)
     read_q, read_k, P = _grad_keys_sums(
