@@ -18,7 +18,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -56,8 +56,11 @@ def timed_loops() -> Iterator[dict[str, list[float]]]:
             setattr(native, name, fn)
 
 
-def step_shares(args: argparse.Namespace) -> list[tuple[float, dict[str, tuple[int, float]]]]:
-    """(step seconds, loop -> (calls, seconds)) of each timed step."""
+def step_shares(
+    args: argparse.Namespace, timer: Callable[[], contextlib.AbstractContextManager] = timed_loops
+) -> list[tuple[float, dict[str, tuple[int, float]]]]:
+    """(step seconds, name -> (calls, seconds)) of each timed step; ``timer`` yields name -> seconds of each call
+    (default `timed_loops`; `benchmarks/matmul_share.py` times the matmuls)."""
     from bdh.model import BDH, BDHConfig
     from bdh.train.runtime import keep_freed_memory
 
@@ -73,7 +76,7 @@ def step_shares(args: argparse.Namespace) -> list[tuple[float, dict[str, tuple[i
     x, y = idx[:, :-1], idx[:, 1:]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.setting == "bf16" else contextlib.nullcontext()
     out = []
-    with timed_loops() as times:
+    with timer() as times:
         for step in range(args.warmup + args.steps):
             for v in times.values():
                 v.clear()
@@ -89,8 +92,9 @@ def step_shares(args: argparse.Namespace) -> list[tuple[float, dict[str, tuple[i
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The model and step options of this script (and of `benchmarks/matmul_share.py`)."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--setting", choices=("bf16", "fp32"), default="bf16")
     p.add_argument("--block", type=int, default=256, help="T")
     p.add_argument("--batch", type=int, default=8)
@@ -103,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="a tiny model and two steps (a test)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser(__doc__).parse_args(argv)
     if args.quick:
         args.block, args.batch, args.n_layer, args.n_embd, args.n_neurons = 32, 2, 2, 32, 256
         args.warmup, args.steps = 1, 2
