@@ -121,11 +121,16 @@ def pending(specs: Sequence[Any], ledger: Ledger, resume: bool) -> list[Any]:
     return [s for s in specs if not resume or ledger.find(s) is None]
 
 
+def clear(run_dir: Path) -> None:
+    """Remove what an interrupted attempt left in ``run_dir``: a run is always trained from its start."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+
+
 def train_fresh(spec: Any, run_dir: Path, ledger: Ledger, train: Callable[[Any, Path], Row]) -> Row:
     """Train ``spec`` into ``run_dir`` with ``train(spec, run_dir)`` (a folder left by an interrupted attempt is
     removed first) and record its row in ``ledger``; returns the row."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    clear(run_dir)
     row = train(spec, run_dir)
     ledger.add(spec, run_dir, row)
     return row
@@ -164,8 +169,7 @@ def train_all(
     from .workers import Job, run_jobs
 
     def start(job: Job) -> None:
-        if job.run_dir.exists():  # left by an interrupted attempt
-            shutil.rmtree(job.run_dir)
+        clear(job.run_dir)
         on_start(job.index, job.spec)
 
     def done(job: Job, row: Row) -> None:

@@ -235,21 +235,22 @@ def _train_missing(
     if skipped:
         log(f"bench {suite.name}: {skipped} run(s) already in {out / 'runs.csv'}, skipped")
 
+    jobs, threads = opts.jobs, opts.worker_threads()
+
+    def label(i: int, spec: RunSpec) -> str:
+        return f"[{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width}"
+
     def start(i: int, spec: RunSpec) -> None:
-        log(
-            f"bench {suite.name} [{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} "
-            f"lr {spec.lr:g} seed {spec.seed}"
-        )
+        log(f"bench {suite.name} {label(i, spec)} lr {spec.lr:g} seed {spec.seed}")
 
     def done(i: int, spec: RunSpec, row: dict[str, Any]) -> None:
         shown = ", ".join(f"{m} {float(row[m]):.3f}" for m in suite.metrics if m in row)
-        who = f"[{i}/{len(todo)}] {spec.model} {spec.setting} width {spec.width} seed {spec.seed}: " if jobs > 1 else ""
+        who = f"{label(i, spec)} seed {spec.seed}: " if jobs > 1 else ""  # runs in flight finish out of order
         log(
             f"    {who}{row['params']:,} params, state {row['state_size']:,}: {shown}; "
             f"{row['wall_s']:.1f} s, {row['tok_per_s']:,.0f} tok/s"
         )
 
-    jobs, threads = opts.jobs, opts.worker_threads()
     train = partial(train_row, out=out, device=opts.device, threads=threads, extra=suite.extra)
     train_all(
         todo,
