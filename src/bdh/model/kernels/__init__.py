@@ -116,6 +116,8 @@ class Choice:
         fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
         attention: the attention kernel (module docstring); gate: ``native``, ``fused`` or ``plain``.
         masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
+        layout: where the per-head products of a per-head input (Dy LN(a)) and E y keep the (B, H, T, N) neuron
+            tensors z and y: ``head-major`` (contiguous) or ``heads-outer`` (stored (H, B, T, N), `Kernels.heads`).
         log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
         need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
     """
@@ -127,6 +129,7 @@ class Choice:
     gate: str
     masks: str
     read_in: str
+    layout: str
     log_u: Tensor | None = field(repr=False, compare=False)
     causal: bool
     chunk_size: int
@@ -154,6 +157,8 @@ class Kernels:
             ``separate_keys`` ablation passes its own.
         gate: (z, x) -> y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled).
         activate: z -> y = ReLU(z), the ``ungated`` ablation of ``gate``; host masks zero the dropped entries too.
+        heads: (a, W) -> a @ W per head, a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of
+            Eq. 8; `_heads`).
         read_in: (y, E) -> E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over the
             heads, (B, 1, T, D); dropout with ``torch`` masks applied to y here, the 1 / (1 - p) of ``host``
             masks (applied by ``gate``) to the product, a tensor n / D times smaller than y.
@@ -166,27 +171,13 @@ class Kernels:
     attend: Attention = field(repr=False)
     gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     activate: Callable[[Tensor], Tensor] = field(repr=False)
+    heads: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
 
     def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:
         """The same kernels at other positions: ``tables`` (cos, sin) replace the pass's (a step that moves along
         the sequence, `bdh.model.decoder`); the compiled loops' per-pair copy of them is made again."""
         return bind(self.choice, tables)
-
-    @staticmethod
-    def heads(a: Tensor, W: Tensor) -> Tensor:
-        """a @ W per head: a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8).
-
-        torch.matmul broadcasts W over the batch by copying it B times (B h D N numbers); when a sequence has
-        fewer tokens than D (generation, short prompts) the batch is folded into the rows instead, one (B T) x D
-        product per head, and the result (B h T N numbers, fewer) copied once into the (B, H, T, N) layout.
-        """
-        if not _fold(a.shape[0], a.shape[2], a.shape[3]):
-            return a @ W
-        B, Ha, T, D = a.shape
-        H, N = W.shape[0], W.shape[2]
-        rows = a.transpose(0, 1).reshape(Ha, B * T, D)
-        return (rows @ W).view(H, B, T, N).transpose(0, 1).contiguous()
 
 
 def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
@@ -200,6 +191,7 @@ def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
         attend=_attend(c),
         gate=_gate(c),
         activate=_activate(c),
+        heads=_heads(c),
         read_in=_read_in(c),
     )
 
@@ -354,11 +346,35 @@ def _activate(c: Choice) -> Callable[[Tensor], Tensor]:
     return activate
 
 
+def _heads(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
+    """a @ W per head (`Kernels.heads`). torch.matmul broadcasts W over the batch by copying it B times (B h D N
+    numbers), and autograd then sums W's gradient over the batch: B products of a T-long contraction.
+
+    Folded (`_fold`: a batch of sequences shorter than D, generation and short prompts) or, with the ``heads-outer``
+    layout, for a per-head input a (Dy LN(a)): the batch goes into the rows of one (B T) x D product per head, and
+    the result stays in that (H, B, T, N) storage, a (B, H, T, N) view (head-major: copied once into that layout).
+    Its weight gradient is then one product per head of a B T-long contraction, and E y (`_read_in`) reads y in the
+    same storage without a copy; the gate's compiled loops read and write either layout (`native.rows`). A shared
+    input (Dx v, a (B, 1, T, D)) keeps the broadcast product, which measured as fast.
+    """
+    outer = c.layout == "heads-outer"
+
+    def heads(a: Tensor, W: Tensor) -> Tensor:
+        B, Ha, T, D = a.shape
+        if not (_fold(B, T, D) or (outer and Ha > 1)):
+            return a @ W
+        H, N = W.shape[0], W.shape[2]
+        out = (a.transpose(0, 1).reshape(Ha, B * T, D) @ W).view(H, B, T, N).transpose(0, 1)
+        return out if outer else out.contiguous()
+
+    return heads
+
+
 def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
     """E y (`Kernels.read_in`): ``sparse`` for one token, else per head with the pass's dropout."""
     if c.read_in == "sparse":
         return sparse_read_in
-    p, masks, casts = c.dropout, c.masks, {}
+    p, masks, casts, outer = c.dropout, c.masks, {}, c.layout == "heads-outer"
     scale = 1.0 / (1.0 - p) if masks == "host" else None
 
     def read_in(y: Tensor, E: Tensor) -> Tensor:
@@ -367,7 +383,7 @@ def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
         H, N = y.shape[1], y.shape[3]
         B, T = y.shape[0], y.shape[2]
         W = _per_head(E, H, N, casts)
-        if _fold(B, T, W.shape[2]):  # (H, B T, N) @ (H, N, D), summed over the heads
+        if outer or _fold(B, T, W.shape[2]):  # (H, B T, N) @ (H, N, D), summed over the heads
             e = (y.transpose(0, 1).reshape(H, B * T, N) @ W).sum(dim=0).view(B, 1, T, -1)
         else:
             e = (y @ W).sum(dim=1, keepdim=True)
@@ -463,6 +479,7 @@ def select(
         gate="native" if fast else ("plain" if compiling() else "fused"),
         masks=masks,
         read_in="sparse" if attention == "sparse" else "per-head",
+        layout="heads-outer" if fast and autograd and not p.hooked else "head-major",
         log_u=log_u,
         causal=causal,
         chunk_size=chunk_size,

@@ -1,8 +1,8 @@
 /* Fused element-wise loops of a BDH layer on the CPU (loaded by bdh/model/kernels/native.py with ctypes).
  *
  * Each loop reads its inputs once and writes its outputs once, in fp32 arithmetic, rounding a bf16 result
- * once (to nearest even, as PyTorch does). Tensors are contiguous; "rows" are the (B, h, T) rows of N
- * neurons. The tables are cos and sin of the rotation angle per (t, pair), (T, N / 2) fp32. A pair is
+ * once (to nearest even, as PyTorch does). "Rows" are the (B, h, T) rows of N neurons: contiguous tensors for
+ * the rotation and the recurrent step, rows at strides of their own for the gate (below). The tables are cos and sin of the rotation angle per (t, pair), (T, N / 2) fp32. A pair is
  * (2k, 2k + 1) for the interleaved layout (layout 1, the official RoPE) and (k, k + N / 2) for the halves
  * layout (layout 2, the standard RoPE). Each loop has a PyTorch reference it is tested against
  * (tests/model/test_native.py); the equations are those of bdh/model/bdh.py (paper Eq. 8).
@@ -125,8 +125,20 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
 #define LITTLE_ENDIAN_WORDS 0
 #endif
 
-/* The gate y = ReLU(z) * keep * x over entries [i0, i0 + n) of the tensor; keep is 0 where dropout drops
- * (drop = 0: none). r, when given, receives ReLU(z) * keep: the backward's mask and factor. */
+/* Rows of N neurons, (B, H, T) of them, each tensor with its own strides (in elements) for b, h and t and its
+ * N entries contiguous: head-major (B, H, T, N) tensors and the heads-outer (H, B, T, N) layout of the per-head
+ * products (bdh/model/kernels/__init__.py) are both read and written in place. Row r is (b, h, t) of the logical
+ * (B, H, T, N) shape, so entry i = r N + j has the same index (and the same dropout draw) in every layout. */
+typedef struct {
+    idx batch, heads, len, n; /* B, H, T, N */
+} rows_shape;
+
+static inline idx row_at(const idx *strides, idx b, idx h, idx t) {
+    return b * strides[0] + h * strides[1] + t * strides[2];
+}
+
+/* The gate y = ReLU(z) * keep * x over entries [i0, i0 + n) of the tensor (one row); keep is 0 where dropout
+ * drops (drop = 0: none). r, when given, receives ReLU(z) * keep: the backward's mask and factor. */
 #define GATE(T, SUF)                                                                                           \
     MULTIVERSION static void gate_block_##SUF(const T *restrict z, const T *restrict x, uint64_t seed,         \
                                               uint32_t drop, T *restrict y, T *restrict r, idx i0, idx n) {    \
@@ -135,17 +147,18 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
             for (; i < n; ++i) st_##SUF(y, i, relu(ld_##SUF(z, i)) * ld_##SUF(x, i));                          \
         else if (drop && r && LITTLE_ENDIAN_WORDS && i0 % 4 == 0) {                                            \
             union { uint64_t w[CHUNK / 4]; uint16_t d[CHUNK]; } draws; /* a chunk's draws, made then used */   \
-            for (; i + CHUNK <= n; i += CHUNK) {                                                               \
+            for (; i < n; i += CHUNK) {                                                                        \
+                idx m = n - i < CHUNK ? n - i : CHUNK;                                                         \
                 uint64_t k0 = (uint64_t)((i0 + i) >> 2) + 1u;                                                  \
-                for (idx k = 0; k < CHUNK / 4; ++k) draws.w[k] = mix64(seed + (k0 + (uint64_t)k) * GOLDEN);    \
-                for (idx j = 0; j < CHUNK; ++j) {                                                              \
+                for (idx k = 0; k < (m + 3) / 4; ++k) draws.w[k] = mix64(seed + (k0 + (uint64_t)k) * GOLDEN);  \
+                for (idx j = 0; j < m; ++j) {                                                                  \
                     float rz = draws.d[j] < drop ? 0.0f : relu(ld_##SUF(z, i + j));                            \
                     st_##SUF(y, i + j, rz * ld_##SUF(x, i + j));                                               \
                     st_##SUF(r, i + j, rz);                                                                    \
                 }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
-        for (; i < n; ++i) { /* the rest, and any other case: one draw at a time */                            \
+        for (; i < n; ++i) { /* any other case: one draw at a time */                                          \
             float rz = drop && dropped(seed, drop, i0 + i) ? 0.0f : relu(ld_##SUF(z, i));                      \
             st_##SUF(y, i, rz * ld_##SUF(x, i));                                                               \
             if (r) st_##SUF(r, i, rz);                                                                         \
@@ -159,20 +172,27 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
             if (dx) st_##SUF(dx, i, gi * relu(ri));                                                            \
         }                                                                                                      \
     }                                                                                                          \
-    void bdh_gate_##SUF(const T *z, const T *x, uint64_t seed, uint32_t drop, T *y, T *r, idx n, idx block,  \
-                        int threads) {                                                                         \
-        idx blocks = (n + block - 1) / block;                                                                 \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx b = 0; b < blocks; ++b) { \
-            idx i = b * block, m = n - i < block ? n - i : block;                                             \
-            gate_block_##SUF(z + i, x + i, seed, drop, y + i, r ? r + i : 0, i, m);                           \
+    /* strides: 3 per tensor (b, h, t) for z, x, y, r in this order */                                        \
+    void bdh_gate_##SUF(const T *z, const T *x, uint64_t seed, uint32_t drop, T *y, T *r, const idx *shape,  \
+                        const idx *st, int threads) {                                                          \
+        rows_shape s = {shape[0], shape[1], shape[2], shape[3]};                                               \
+        idx rows = s.batch * s.heads * s.len;                                                                  \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q) {    \
+            idx b = q / (s.heads * s.len), h = (q / s.len) % s.heads, t = q % s.len;                           \
+            gate_block_##SUF(z + row_at(st, b, h, t), x + row_at(st + 3, b, h, t), seed, drop,                 \
+                             y + row_at(st + 6, b, h, t), r ? r + row_at(st + 9, b, h, t) : 0, q * s.n, s.n);  \
         }                                                                                                      \
     }                                                                                                          \
-    void bdh_gate_back_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, idx n, idx block,             \
+    /* strides: 3 per tensor (b, h, t) for g, r, x, dz, dx in this order */                                   \
+    void bdh_gate_back_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, const idx *shape, const idx *st, \
                              int threads) {                                                                    \
-        idx blocks = (n + block - 1) / block;                                                                 \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx b = 0; b < blocks; ++b) { \
-            idx i = b * block, m = n - i < block ? n - i : block;                                             \
-            gate_back_block_##SUF(g + i, r + i, x + i, dz ? dz + i : 0, dx ? dx + i : 0, m);                   \
+        rows_shape s = {shape[0], shape[1], shape[2], shape[3]};                                               \
+        idx rows = s.batch * s.heads * s.len;                                                                  \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q) {    \
+            idx b = q / (s.heads * s.len), h = (q / s.len) % s.heads, t = q % s.len;                           \
+            gate_back_block_##SUF(g + row_at(st, b, h, t), r + row_at(st + 3, b, h, t),                        \
+                                  x + row_at(st + 6, b, h, t), dz ? dz + row_at(st + 9, b, h, t) : 0,          \
+                                  dx ? dx + row_at(st + 12, b, h, t) : 0, s.n);                                \
         }                                                                                                      \
     }
 
@@ -224,7 +244,7 @@ STEP(float, f32)
 STEP(bf16, bf16)
 
 /* the version of this interface, checked by the loader */
-int bdh_native_version(void) { return 2; }
+int bdh_native_version(void) { return 3; }
 
 #ifdef BDH_PYTHON_MODULE
 /* built by setup.py as the (empty) Python module bdh.model.kernels._native, so that it installs and is found

@@ -186,7 +186,7 @@ def _gate_back_op(
 
 @_gate_back_op.register_fake
 def _(g: torch.Tensor, r: torch.Tensor, x: torch.Tensor, need_dz: bool, need_dx: bool):
-    return tuple(torch.empty_like(r) if need else r.new_empty(0) for need in (need_dz, need_dx))
+    return tuple(torch.empty_like(like) if need else r.new_empty(0) for need, like in ((need_dz, r), (need_dx, x)))
 
 
 def _gate_context(ctx, inputs, output) -> None:
@@ -199,7 +199,7 @@ def _gate_backward(ctx, g: torch.Tensor, _r_grad: torch.Tensor | None):
     """dz = [r > 0] g x, dx = g ReLU(r) in one pass (r = ReLU(z) * keep)."""
     r, x = ctx.saved_tensors
     need_dz, need_dx = ctx.needs
-    dz, dx = _gate_back_op(g.to(r.dtype).contiguous(), r, x, need_dz, need_dx)
+    dz, dx = _gate_back_op(native.rows(g.to(r.dtype)), r, x, need_dz, need_dx)
     return (dz if need_dz else None), (dx if need_dx else None), None, None
 
 
@@ -231,4 +231,4 @@ def native_gate(z: torch.Tensor, x: torch.Tensor, p: float = 0.0, seed: int | No
         seed_t = torch.randint(0, 2**62, (), dtype=torch.int64)  # draw_seed's draw, kept a tensor
     else:
         seed_t = torch.zeros((), dtype=torch.int64)
-    return _gate_op(z.contiguous(), x.contiguous(), seed_t, drop)[0]
+    return _gate_op(native.rows(z), native.rows(x), seed_t, drop)[0]

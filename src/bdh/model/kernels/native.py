@@ -14,7 +14,8 @@ extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 ari
 * `recurrent_step`: one token of Eq. 8 on the fp32 state, the read a = q^T S and the write S = u (S + k v^T)
   in one pass over S (generation).
 
-Each is called through ctypes on contiguous CPU tensors of fp32 or bf16 and has a PyTorch reference it is
+Each is called through ctypes on CPU tensors of fp32 or bf16 (contiguous; the gate's rows at any strides, `rows`)
+and has a PyTorch reference it is
 tested against (tests/model/test_native.py). `available` says whether the library was built and loads, and
 is False while ``BDH_NATIVE=0`` is set or inside `disabled` (the tests run both paths).
 """
@@ -31,9 +32,7 @@ from collections.abc import Iterator
 import torch
 
 #: the interface version this module expects of the library (bdh_native_version in _native.c)
-VERSION = 2
-#: entries per task of the gate's loops (a few hundred KiB of bf16: enough work per thread, cache-sized)
-BLOCK = 1 << 16
+VERSION = 3
 
 _P = ctypes.c_void_p
 _L = ctypes.c_int64
@@ -41,8 +40,8 @@ _I = ctypes.c_int
 _SIGNATURES = {
     "relu_rope": ([_P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
     "relu_rope_back": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _I, _I], None),
-    "gate": ([_P, _P, ctypes.c_uint64, ctypes.c_uint32, _P, _P, _L, _L, _I], None),
-    "gate_back": ([_P, _P, _P, _P, _P, _L, _L, _I], None),
+    "gate": ([_P, _P, ctypes.c_uint64, ctypes.c_uint32, _P, _P, _P, _P, _I], None),
+    "gate_back": ([_P, _P, _P, _P, _P, _P, _P, _I], None),
     "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
 }
 _SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
@@ -145,27 +144,58 @@ def relu_rope_back(
     return dh
 
 
+def rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as the gate's loops take it: rows of N contiguous entries at any strides for a 4-D (B, H, T, N) tensor
+    (head-major, or the heads-outer layout of `bdh.model.kernels.Kernels.heads`), else contiguous."""
+    return t if (t.dim() == 4 and t.stride(-1) == 1) or t.is_contiguous() else t.contiguous()
+
+
+def _row_strides(*tensors: torch.Tensor | None) -> tuple[ctypes.Array, ctypes.Array]:
+    """The (B, H, T, N) shape of the first tensor and the (b, h, t) strides of each (0 for a missing one) as C
+    arrays; a tensor that is not 4-D is contiguous (`rows`): one run of rows."""
+    first = tensors[0]
+    if first.dim() == 4:
+        shape = tuple(first.shape)
+    else:
+        N = first.shape[-1]
+        shape = (1, 1, first.numel() // N, N)
+    strides: list[int] = []
+    for t in tensors:
+        if t is None:
+            strides += [0, 0, 0]
+        elif t.dim() == 4:
+            strides += [t.stride(0), t.stride(1), t.stride(2)]
+        else:
+            strides += [0, 0, shape[3]]
+    return (_L * 4)(*shape), (_L * len(strides))(*strides)
+
+
 def gate(
     z: torch.Tensor, x: torch.Tensor, seed: int, drop: int, keep_r: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for contiguous z, x of one dtype.
+    """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for z, x of one shape and dtype
+    (`rows`); y and r take z's layout.
 
     keep is 0 where entry i's draw from `bdh.model.kernels.dropout.counter_draws` (``seed``) is below ``drop``
-    (= round(p 2^16); 0: nothing dropped), drawn inside the loop.
+    (= round(p 2^16); 0: nothing dropped), drawn inside the loop; i is the entry's index in the (B, H, T, N) shape,
+    whatever the layout.
     """
     y = torch.empty_like(z)
     r = torch.empty_like(z) if keep_r else None
-    _call("gate", z.dtype, z, x, seed, drop, y, r, z.numel(), BLOCK, _threads())
+    shape, strides = _row_strides(z, x, y, r)
+    _call("gate", z.dtype, z, x, seed, drop, y, r, shape, strides, _threads())
     return y, r
 
 
 def gate_back(
     g: torch.Tensor, r: torch.Tensor, x: torch.Tensor, need_dz: bool, need_dx: bool
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(dz, dx) = ([r > 0] g x, g ReLU(r)) for r = ReLU(z) * keep (or z without dropout); contiguous, one dtype."""
+    """(dz, dx) = ([r > 0] g x, g ReLU(r)) for r = ReLU(z) * keep (or z without dropout), of one shape and dtype
+    (`rows`); dz takes r's layout, dx x's."""
     dz = torch.empty_like(r) if need_dz else None
-    dx = torch.empty_like(r) if need_dx else None
-    _call("gate_back", r.dtype, g, r, x, dz, dx, r.numel(), BLOCK, _threads())
+    dx = torch.empty_like(x) if need_dx else None
+    shape, strides = _row_strides(g, r, x, dz, dx)
+    _call("gate_back", r.dtype, g, r, x, dz, dx, shape, strides, _threads())
     return dz, dx
 
 
