@@ -193,10 +193,13 @@ def _gate_context(ctx, inputs, output) -> None:
     z, x, _, drop = inputs
     ctx.save_for_backward(output[1] if drop else z, x)  # ReLU(z) * keep, or z itself without dropout
     ctx.needs = ctx.needs_input_grad[:2]
+    ctx.set_materialize_grads(False)  # r has no gradient: autograd would fill a (B, H, T, N) tensor of zeros for it
 
 
-def _gate_backward(ctx, g: torch.Tensor, _r_grad: torch.Tensor | None):
+def _gate_backward(ctx, g: torch.Tensor | None, _r_grad: torch.Tensor | None):
     """dz = [r > 0] g x, dx = g ReLU(r) in one pass (r = ReLU(z) * keep)."""
+    if g is None:
+        return None, None, None, None
     r, x = ctx.saved_tensors
     need_dz, need_dx = ctx.needs
     dz, dx = _gate_back_op(native.rows(g.to(r.dtype)), r, x, need_dz, need_dx)
