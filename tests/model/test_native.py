@@ -339,3 +339,23 @@ def test_select_keeps_the_neuron_tensors_heads_outer_for_training_with_the_loops
             assert model.kernels(train).choice.layout == "head-major"
     with torch.no_grad():
         assert model.kernels(train).choice.layout == "head-major"
+
+
+@built
+@pytest.mark.parametrize("low", [False, True])
+def test_a_training_pass_writes_no_neuron_tensor_of_zeros(low):
+    """No pass over the (B, H, T, N) activations goes to writing zeros: the gate's mask output has no gradient, and
+    autograd must not be asked to make one (it filled a tensor of zeros per layer)."""
+    model = tiny_model(seed=1, dropout=0.1, n_neurons=512, n_head=2).train()
+    B, T = 3, 16
+    idx = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(2))
+    with torch.profiler.profile(record_shapes=True) as prof:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            logits = model(idx)
+        F.cross_entropy(logits.float().view(-1, 256), idx.view(-1)).backward()
+    fills = [
+        row.input_shapes
+        for row in prof.key_averages(group_by_input_shape=True)
+        if row.key in ("aten::fill_", "aten::zero_") and row.input_shapes and row.input_shapes[0] == [B, 2, T, 256]
+    ]
+    assert not fills
