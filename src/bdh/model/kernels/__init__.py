@@ -20,6 +20,8 @@ y = ReLU(z) x    Eq. 8, the gate          ``native`` (`fused.native_gate`), ``fu
                                           ``plain``; dropout masks from ``host`` (`dropout`, CPU) or ``torch``
                                           (``F.dropout``)
 E y              Eq. 8, the read-in       ``per-head``: per head, summed over the heads; ``sparse`` for one token
+Dy LN(a), E y    Eq. 8, their layout      ``heads-outer``: the batch in the rows of one product per head, z and y
+                                          stored (H, B, T, N) (`_heads`); ``head-major``: the broadcast product
 ===============  =======================  ====================================================================
 
 A forward pass asks `select` once, with the attention ``mode`` it was given (``parallel``, ``chunked``,
@@ -460,8 +462,10 @@ def select(
     ``torch.compile`` the gate and the rotation are the plain expressions, which inductor fuses itself. Dropout
     masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
     ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
-    mode. The compiled loops (`native`) for a CPU pass where they are built, and with them the host masks under
-    ``torch.compile`` too (drawn inside the gate's loop; module docstring: what the tensors decide when they arrive).
+    mode. Dy LN(a) and E y keep the batch in their rows (the ``heads-outer`` layout, `_heads`) in a CPU training pass
+    with the compiled loops and no hook. The compiled loops (`native`) for a CPU pass where they are built, and with
+    them the host masks under ``torch.compile`` too (drawn inside the gate's loop; module docstring: what the
+    tensors decide when they arrive).
     """
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
