@@ -2,10 +2,11 @@
  *
  * Each loop reads its inputs once and writes its outputs once, in fp32 arithmetic, rounding a bf16 result
  * once (to nearest even, as PyTorch does). "Rows" are the (B, h, T) rows of N neurons: contiguous tensors for
- * the rotation and the recurrent step, rows at strides of their own for the gate (below). The tables are cos and sin of the rotation angle per (t, pair), (T, N / 2) fp32. A pair is
- * (2k, 2k + 1) for the interleaved layout (layout 1, the official RoPE) and (k, k + N / 2) for the halves
- * layout (layout 2, the standard RoPE). Each loop has a PyTorch reference it is tested against
- * (tests/model/test_native.py); the equations are those of bdh/model/bdh.py (paper Eq. 8).
+ * the rotation and the recurrent step, rows at strides of their own for the gate (below). The tables are cos
+ * and sin of the rotation angle per (t, pair), (T, N / 2) fp32. A pair is (2k, 2k + 1) for the interleaved
+ * layout (layout 1, the official RoPE) and (k, k + N / 2) for the halves layout (layout 2, the standard RoPE).
+ * Each loop has a PyTorch reference it is tested against (tests/model/test_native.py); the equations are those
+ * of bdh/model/bdh.py (paper Eq. 8).
  *
  * Threads: OpenMP, with the count passed by the caller (PyTorch's); on Linux the library shares PyTorch's
  * OpenMP runtime (same soname), so the two do not compete for cores. */
@@ -129,12 +130,8 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
  * N entries contiguous: head-major (B, H, T, N) tensors and the heads-outer (H, B, T, N) layout of the per-head
  * products (bdh/model/kernels/__init__.py) are both read and written in place. Row r is (b, h, t) of the logical
  * (B, H, T, N) shape, so entry i = r N + j has the same index (and the same dropout draw) in every layout. */
-typedef struct {
-    idx batch, heads, len, n; /* B, H, T, N */
-} rows_shape;
-
-static inline idx row_at(const idx *strides, idx b, idx h, idx t) {
-    return b * strides[0] + h * strides[1] + t * strides[2];
+static inline idx row_at(const idx *strides, idx q, idx heads, idx len) { /* row q = (b, h, t) */
+    return q / (heads * len) * strides[0] + q / len % heads * strides[1] + q % len * strides[2];
 }
 
 /* The gate y = ReLU(z) * keep * x over entries [i0, i0 + n) of the tensor (one row); keep is 0 where dropout
@@ -172,28 +169,24 @@ static inline idx row_at(const idx *strides, idx b, idx h, idx t) {
             if (dx) st_##SUF(dx, i, gi * relu(ri));                                                            \
         }                                                                                                      \
     }                                                                                                          \
-    /* strides: 3 per tensor (b, h, t) for z, x, y, r in this order */                                        \
+    /* shape: B, H, T, N; strides: 3 per tensor (b, h, t) for z, x, y, r in this order */                      \
     void bdh_gate_##SUF(const T *z, const T *x, uint64_t seed, uint32_t drop, T *y, T *r, const idx *shape,  \
                         const idx *st, int threads) {                                                          \
-        rows_shape s = {shape[0], shape[1], shape[2], shape[3]};                                               \
-        idx rows = s.batch * s.heads * s.len;                                                                  \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q) {    \
-            idx b = q / (s.heads * s.len), h = (q / s.len) % s.heads, t = q % s.len;                           \
-            gate_block_##SUF(z + row_at(st, b, h, t), x + row_at(st + 3, b, h, t), seed, drop,                 \
-                             y + row_at(st + 6, b, h, t), r ? r + row_at(st + 9, b, h, t) : 0, q * s.n, s.n);  \
-        }                                                                                                      \
+        idx heads = shape[1], len = shape[2], n = shape[3], rows = shape[0] * heads * len;                    \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q)      \
+            gate_block_##SUF(z + row_at(st, q, heads, len), x + row_at(st + 3, q, heads, len), seed, drop,     \
+                             y + row_at(st + 6, q, heads, len), r ? r + row_at(st + 9, q, heads, len) : 0,     \
+                             q * n, n);                                                                        \
     }                                                                                                          \
-    /* strides: 3 per tensor (b, h, t) for g, r, x, dz, dx in this order */                                   \
+    /* shape: B, H, T, N; strides: 3 per tensor (b, h, t) for g, r, x, dz, dx in this order */                 \
     void bdh_gate_back_##SUF(const T *g, const T *r, const T *x, T *dz, T *dx, const idx *shape, const idx *st, \
                              int threads) {                                                                    \
-        rows_shape s = {shape[0], shape[1], shape[2], shape[3]};                                               \
-        idx rows = s.batch * s.heads * s.len;                                                                  \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q) {    \
-            idx b = q / (s.heads * s.len), h = (q / s.len) % s.heads, t = q % s.len;                           \
-            gate_back_block_##SUF(g + row_at(st, b, h, t), r + row_at(st + 3, b, h, t),                        \
-                                  x + row_at(st + 6, b, h, t), dz ? dz + row_at(st + 9, b, h, t) : 0,          \
-                                  dx ? dx + row_at(st + 12, b, h, t) : 0, s.n);                                \
-        }                                                                                                      \
+        idx heads = shape[1], len = shape[2], n = shape[3], rows = shape[0] * heads * len;                    \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx q = 0; q < rows; ++q)      \
+            gate_back_block_##SUF(g + row_at(st, q, heads, len), r + row_at(st + 3, q, heads, len),            \
+                                  x + row_at(st + 6, q, heads, len),                                           \
+                                  dz ? dz + row_at(st + 9, q, heads, len) : 0,                                 \
+                                  dx ? dx + row_at(st + 12, q, heads, len) : 0, n);                            \
     }
 
 /* One recurrent step (paper Eq. 8) over rows [lo, hi) of one head's fp32 state S (N x D): the read

@@ -15,9 +15,9 @@ extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 ari
   in one pass over S (generation).
 
 Each is called through ctypes on CPU tensors of fp32 or bf16 (contiguous; the gate's rows at any strides, `rows`)
-and has a PyTorch reference it is
-tested against (tests/model/test_native.py). `available` says whether the library was built and loads, and
-is False while ``BDH_NATIVE=0`` is set or inside `disabled` (the tests run both paths).
+and has a PyTorch reference it is tested against (tests/model/test_native.py). `available` says whether the
+library was built and loads, and is False while ``BDH_NATIVE=0`` is set or inside `disabled` (the tests run both
+paths).
 """
 
 from __future__ import annotations
