@@ -1,0 +1,98 @@
+"""The carried state of a baseline language model: what `MixerLM.step` (Mamba, GLA, RWKV, Based) reads and returns.
+
+A `MixerState` holds, per block, named tensors (batch first): the mixer's under ``mixer.<name>`` (Mamba's SSM state
+``h`` and its convolution's last inputs ``conv``; GLA's ``S``; RWKV's WKV sums and token shift; Based's sums, taps
+or window) and the second branch's under ``branch.<name>`` (RWKV's channel-mixing shift). Its size is fixed by the
+model and the batch: reading more tokens changes the numbers, never the shapes (``nbytes`` does not grow).
+
+The capability a caller asks of a model (`carries_state`, `state_grows`) is what its class declares, never guessed
+from its name or from its having ``init_state``: ``carries_state`` for a fixed-size state (BDH, Mamba, GLA, RWKV,
+Based), ``state_grows`` for a state that grows with the tokens read (GPT's KV cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from bdh.errors import UserError
+
+Tensors = dict[str, torch.Tensor]
+
+
+def carries_state(model: object) -> bool:
+    """Whether ``model`` declares a fixed-size recurrent state (``init_state`` / ``step`` reading any length in
+    flat memory): its class attribute ``carries_state``, False when it declares nothing."""
+    return bool(getattr(model, "carries_state", False))
+
+
+def state_grows(model: object) -> bool:
+    """Whether ``model`` declares a state that grows with the tokens read (a KV cache): ``state_grows``."""
+    return bool(getattr(model, "state_grows", False))
+
+
+@dataclass
+class MixerState:
+    """The state of a `bdh.baselines.mixer_lm.MixerLM` after ``pos`` tokens of each of ``batch_size`` sequences.
+
+    Attributes:
+        model: the ``model_type`` of the model that made it (a state of another model is refused).
+        layers: per block, its named tensors (module docstring).
+        pos: tokens read so far (the absolute position of the next one).
+    """
+
+    model: str
+    layers: list[Tensors] = field(default_factory=list)
+    pos: int = 0
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> MixerState:
+        """The same state with ``fn`` applied to every tensor."""
+        return MixerState(self.model, [{k: fn(v) for k, v in layer.items()} for layer in self.layers], self.pos)
+
+    @property
+    def batch_size(self) -> int:
+        return next(t.shape[0] for layer in self.layers for t in layer.values())
+
+    def detach(self) -> MixerState:
+        """The same state cut from the autograd graph (truncated backprop through time)."""
+        return self.map(torch.Tensor.detach)
+
+    def to(self, *args, **kwargs) -> MixerState:
+        return self.map(lambda t: t.to(*args, **kwargs))
+
+    def clone(self) -> MixerState:
+        return self.map(torch.Tensor.clone)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.values())
+
+
+def prefixed(prefix: str, tensors: Tensors) -> Tensors:
+    """``tensors`` with names ``<prefix>.<name>``."""
+    return {f"{prefix}.{k}": v for k, v in tensors.items()}
+
+
+def part(prefix: str, tensors: Tensors) -> Tensors:
+    """The tensors named ``<prefix>.<name>``, by ``name``."""
+    cut = len(prefix) + 1
+    return {k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+
+
+def check_state(name: str, state: object, want: MixerState, batch_size: int) -> None:
+    """A one-line `UserError` unless ``state`` is a `MixerState` of this model (its type and every tensor's shape as
+    ``want``, an empty state of batch 1, has them) for ``batch_size`` sequences."""
+    if not isinstance(state, MixerState):
+        raise UserError(f"{name}.step: state must be a MixerState (from model.init_state), got {type(state).__name__}")
+    if state.model != want.model:
+        raise UserError(f"{name}.step: the state is a {state.model!r} model's, not this {want.model!r} model's")
+    got = [{k: tuple(v.shape[1:]) for k, v in layer.items()} for layer in state.layers]
+    need = [{k: tuple(v.shape[1:]) for k, v in layer.items()} for layer in want.layers]
+    if got != need:
+        raise UserError(f"{name}.step: the state's shapes {got} are not this model's {need} (another configuration)")
+    if state.batch_size != batch_size:
+        raise UserError(f"{name}.step: the state holds {state.batch_size} sequences, the tokens {batch_size}")
+
+
+__all__ = ["MixerState", "carries_state", "check_state", "part", "prefixed", "state_grows"]
