@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import UserError
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
@@ -206,6 +207,20 @@ class BaseConvLayer(nn.Module):
         if self.filter is not None:
             return self.filter[:, :T]
         return self.filter_mlp(self.pos(T)).transpose(0, 1)  # type: ignore[misc]
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """A short filter's last k - 1 inputs, (B, d, k - 1); a long filter reads the whole history (refused)."""
+        if self.conv is None:
+            raise UserError("BaseConv: a long-filter layer reads the whole input history; it has no finite state")
+        d, k = self.projection.in_features, self.k
+        return {"taps": torch.zeros(batch_size, d, k - 1, device=device, dtype=dtype)}
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` (a short filter) over a chunk u (B, T, d), the filter reading the carried inputs before it."""
+        taps = torch.cat([state["taps"].to(u.dtype), u.transpose(1, 2)], dim=-1)  # B, d, k - 1 + T
+        u_conv = F.conv1d(taps, self.conv.weight, self.conv.bias, groups=taps.shape[1])  # type: ignore[union-attr]
+        keep = taps[..., taps.shape[-1] - (self.k - 1) :].to(state["taps"].dtype)
+        return u_conv.transpose(1, 2) * self.projection(u) + u, {"taps": keep}
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         T = u.shape[1]

@@ -112,10 +112,12 @@ class GPTConfig(ModelConfig):
         )
 
 
-def rope_cos_sin(T: int, dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotary tables (T, dim/2) for positions 0..T-1, frequencies theta^(-2i/dim)."""
+def rope_cos_sin(
+    T: int, dim: int, theta: float, device: torch.device, start: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary tables (T, dim/2) for positions start..start+T-1, frequencies theta^(-2i/dim)."""
     inv = theta ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
-    ang = torch.arange(T, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+    ang = torch.arange(start, start + T, device=device, dtype=torch.float32)[:, None] * inv[None, :]
     return ang.cos(), ang.sin()
 
 
