@@ -132,3 +132,74 @@ def test_what_a_model_carries_is_what_its_class_declares():
         assert not carries_state(model) and not state_grows(model)
         with pytest.raises(UserError, match=f"^{type(model).__name__}: no recurrent state to carry: [^\n]*$"):
             model.init_state(1)
+
+
+def _gpt(**fields) -> GPT:
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, seq_len=19, n_layer=2, n_embd=16, n_head=2, mlp_ratio=2, **fields)
+    return randomize(GPT(cfg).double().eval(), std=0.3)
+
+
+GPTS = {
+    "learned": {},
+    "rope": {"positional": "rope"},
+    "none": {"positional": "none"},
+    "shared-untied": {"positional": "rope", "share_layers": True, "tie_embeddings": False, "bias": False},
+}
+
+
+@pytest.mark.parametrize("sizes", SPLITS, ids=["ones", "7-1-11", "threes", "whole"])
+@pytest.mark.parametrize("fields", list(GPTS.values()), ids=list(GPTS))
+def test_gpt_reading_through_its_kv_cache_is_the_full_forward_in_values_and_gradients(fields, sizes):
+    model = _gpt(**fields)
+    idx = torch.randint(0, 32, (2, 19), generator=torch.Generator().manual_seed(1))
+    full = model(idx)
+    want = _grads(model, full)
+    got = _read(model, idx, sizes)
+    assert rel_err(got.detach(), full.detach()) <= TOL
+    grads = _grads(model, got)
+    assert grads.keys() == want.keys() and grads
+    for n in want:
+        assert rel_err(grads[n], want[n], floor=1e-12) <= TOL, n
+
+
+def test_gpt_generation_with_the_cache_is_recomputing_and_the_cache_grows():
+    """Greedy generation token by token on the cache against the full forward recomputed at every length."""
+    model = _gpt(positional="rope")
+    prompt = torch.randint(0, 32, (2, 5), generator=torch.Generator().manual_seed(3))
+    seq, state = prompt, model.init_state(2)
+    with torch.no_grad():
+        logits, state = model.step(prompt, state)
+        logits = logits[:, -1]
+        for _ in range(30):  # past seq_len = 19: RoPE reads any length
+            assert rel_err(logits, _recompute(model, seq)) <= TOL
+            nxt = logits.argmax(-1)
+            seq = torch.cat([seq, nxt[:, None]], dim=1)
+            logits, state = model.step(nxt, state)
+    assert state.pos == seq.shape[1] and state.nbytes() == model.cache_nbytes(seq.shape[1], 2, element_size=8)
+
+
+def _recompute(model: GPT, seq: torch.Tensor) -> torch.Tensor:
+    """The last logits of the full forward over ``seq``, which may be longer than seq_len (a check, not a weight)."""
+    room = GPT(model.config.replace(seq_len=seq.shape[1])).double().eval()
+    room.load_state_dict(model.state_dict())
+    return room(seq)[:, -1]
+
+
+def test_gpt_refuses_what_its_cache_cannot_do_in_one_line():
+    learned = _gpt()
+    idx = torch.zeros(1, 12, dtype=torch.long)
+    _, state = learned.step(idx, learned.init_state(1))
+    four_heads = GPT(GPTConfig(vocab_size=32, seq_len=19, n_layer=2, n_embd=16, n_head=4)).double()
+    cases = [
+        (state, "positions up to 24 pass seq_len = 19; learned positions cannot read past"),
+        (learned.init_state(2), "the cache holds 2 sequences, the tokens 1"),
+        (four_heads.init_state(1), "the cache is not this model's (2 passes of (2, 0, 8) keys and values)"),
+        (_model("mamba").init_state(1), "state must be a KVCache (from model.init_state), got MixerState"),
+    ]
+    for st, message in cases:
+        with pytest.raises(UserError, match="^[^\n]*$") as info:
+            learned.step(idx, st)
+        assert message in str(info.value)
+    with pytest.raises(UserError, match="^GPT: a bidirectional model"):
+        _gpt(causal=False).init_state(1)

@@ -271,6 +271,14 @@ class BaseConv(PretrainedMixin, nn.Module):
         """Trainable parameters (equal to `BaseConvConfig.num_params`, the docstring formula)."""
         return count_params(self)
 
+    def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> None:
+        """Refused in one line: BaseConv carries no state (`carries_state` is false; Based's short convolutions do)."""
+        if LONG in self.config.kernel_sizes:
+            reason = "its long filters read the whole input history"
+        else:
+            reason = "a BaseConv of short filters only is not given one here (Based's convolution layers carry theirs)"
+        raise UserError(f"BaseConv: no recurrent state to carry: {reason}")
+
     @property
     def depth(self) -> int:
         """Layer passes of a forward (the bench's ``n_layer`` column): ``config.n_layer``."""

@@ -69,6 +69,43 @@ class MixerState:
         return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.values())
 
 
+@dataclass
+class KVCache:
+    """GPT's state for generation: the keys (rotated, with RoPE) and values of every token read, per layer pass.
+
+    It grows with the tokens read (2 L B t d scalars after t tokens), which is what a fixed-size state is compared
+    with (``state_grows``).
+
+    Attributes:
+        keys, values: per layer pass, (B, H, t, d/H).
+        pos: tokens read so far (the absolute position of the next one).
+    """
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+    pos: int = 0
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> KVCache:
+        """The same cache with ``fn`` applied to every tensor."""
+        return KVCache([fn(k) for k in self.keys], [fn(v) for v in self.values], self.pos)
+
+    @property
+    def batch_size(self) -> int:
+        return self.keys[0].shape[0]
+
+    def detach(self) -> KVCache:
+        return self.map(torch.Tensor.detach)
+
+    def to(self, *args, **kwargs) -> KVCache:
+        return self.map(lambda t: t.to(*args, **kwargs))
+
+    def clone(self) -> KVCache:
+        return self.map(torch.Tensor.clone)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+
 def prefixed(prefix: str, tensors: Tensors) -> Tensors:
     """``tensors`` with names ``<prefix>.<name>``."""
     return {f"{prefix}.{k}": v for k, v in tensors.items()}
@@ -95,4 +132,4 @@ def check_state(name: str, state: object, want: MixerState, batch_size: int) -> 
         raise UserError(f"{name}.step: the state holds {state.batch_size} sequences, the tokens {batch_size}")
 
 
-__all__ = ["MixerState", "carries_state", "check_state", "part", "prefixed", "state_grows"]
+__all__ = ["KVCache", "MixerState", "carries_state", "check_state", "part", "prefixed", "state_grows"]
