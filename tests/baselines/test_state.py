@@ -27,9 +27,9 @@ from bdh.baselines import (
     MambaConfig,
     RWKVConfig,
 )
-from bdh.baselines.state import carries_state, state_grows
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
+from bdh.model_api import carries_state, state_grows
 
 TOL = 1e-9
 #: models with a fixed-size state, tiny
@@ -203,3 +203,23 @@ def test_gpt_refuses_what_its_cache_cannot_do_in_one_line():
         assert message in str(info.value)
     with pytest.raises(UserError, match="^GPT: a bidirectional model"):
         _gpt(causal=False).init_state(1)
+
+
+def test_a_baseline_state_survives_a_tbptt_checkpoint():
+    """`TruncatedBPTT` writes the carried states into a checkpoint and reads them back: a `MixerState` (per-layer
+    named tensors, not tensor fields) by its ``flat`` / ``unflat``; the read-back state continues the read exactly."""
+    from bdh.train.distributed import DistEnv
+    from bdh.train.recurrent import Recurrent, TruncatedBPTT
+
+    model = _model("based")
+    assert isinstance(model, Recurrent)
+    idx = torch.randint(0, 32, (2, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        _, state = model.step(idx[:, :6], model.init_state(2))
+        carry = TruncatedBPTT(task=None, model=model, micro=2, accum=1)
+        carry.keep(0, state)
+        tensors, meta = carry.gather(DistEnv())
+        back = TruncatedBPTT(task=None, model=model, micro=2, accum=1)
+        back.restore(tensors, meta, 0, torch.device("cpu"))
+        assert back.carry[0].pos == 6 and back.carry[0].model == "based"
+        assert torch.equal(model.step(idx[:, 6:], back.carry[0])[0], model.step(idx[:, 6:], state)[0])

@@ -5,32 +5,21 @@ A `MixerState` holds, per block, named tensors (batch first): the mixer's under 
 or window) and the second branch's under ``branch.<name>`` (RWKV's channel-mixing shift). Its size is fixed by the
 model and the batch: reading more tokens changes the numbers, never the shapes (``nbytes`` does not grow).
 
-The capability a caller asks of a model (`carries_state`, `state_grows`) is what its class declares, never guessed
-from its name or from its having ``init_state``: ``carries_state`` for a fixed-size state (BDH, Mamba, GLA, RWKV,
-Based), ``state_grows`` for a state that grows with the tokens read (GPT's KV cache).
+GPT's `KVCache` is the other kind of state, one that grows with the tokens read. Which kind a model has is what its
+class declares (`bdh.model_api.carries_state`, `bdh.model_api.state_grows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from bdh.errors import UserError
 
 Tensors = dict[str, torch.Tensor]
-
-
-def carries_state(model: object) -> bool:
-    """Whether ``model`` declares a fixed-size recurrent state (``init_state`` / ``step`` reading any length in
-    flat memory): its class attribute ``carries_state``, False when it declares nothing."""
-    return bool(getattr(model, "carries_state", False))
-
-
-def state_grows(model: object) -> bool:
-    """Whether ``model`` declares a state that grows with the tokens read (a KV cache): ``state_grows``."""
-    return bool(getattr(model, "state_grows", False))
 
 
 @dataclass
@@ -67,6 +56,20 @@ class MixerState:
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.values())
+
+    def flat(self) -> tuple[Tensors, dict[str, Any]]:
+        """The state as named tensors (``<layer>.<name>``) and plain values, for a checkpoint (`unflat` inverts)."""
+        tensors = {f"{i}.{k}": v for i, layer in enumerate(self.layers) for k, v in layer.items()}
+        return tensors, {"model": self.model, "pos": self.pos}
+
+    @classmethod
+    def unflat(cls, tensors: Tensors, model: str, pos: int) -> MixerState:
+        """The state `flat` wrote."""
+        layers: dict[int, Tensors] = {}
+        for name, t in tensors.items():
+            layer, key = name.split(".", 1)
+            layers.setdefault(int(layer), {})[key] = t
+        return cls(model, [layers[i] for i in sorted(layers)], pos)
 
 
 @dataclass
@@ -132,4 +135,4 @@ def check_state(name: str, state: object, want: MixerState, batch_size: int) -> 
         raise UserError(f"{name}.step: the state holds {state.batch_size} sequences, the tokens {batch_size}")
 
 
-__all__ = ["KVCache", "MixerState", "carries_state", "check_state", "part", "prefixed", "state_grows"]
+__all__ = ["KVCache", "MixerState", "check_state", "part", "prefixed"]
