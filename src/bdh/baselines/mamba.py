@@ -35,7 +35,7 @@ Parameter count (`MambaConfig.num_params`; d, V, e = E d, N, k, r = ``dt_rank``,
     + L ( d [RMSNorm] + 2 e d [W_in] + e k + e [conv] + e (r + 2 N) [W_x] + r e + e [W_dt, b_dt]
           + e N [A_log] + e [D] + e d [W_out] )
 State (Zoology's ``Mamba.state_size``): e N scalars per layer, the SSM state h (the short convolution's
-cache of e (k - 1) inputs is not counted, as Zoology does not).
+cache of e (k - 1) inputs is not counted, as Zoology does not). `MambaMixer.step` carries both.
 """
 
 from __future__ import annotations

@@ -25,6 +25,11 @@ Parameter count of the skeleton (`skeleton_params`; V, d, m, L, and n = 2 d for 
     V d + n [final norm] + L ( n [norm] + [n + 2 d m + m + d  with the MLP]  + [n  with a branch of its own] )
 plus the mixers' own and the own branches' own.
 
+Reading through a carried state (`MixerLM.init_state` / `MixerLM.step`, BDH's interface): a subclass whose every
+mixer (and every second branch that reads more than its token, as RWKV's channel mixing) has ``init_state`` and
+``step`` of its own declares ``carries_state``; the blocks then read a chunk from the state the tokens before it left
+(`bdh.baselines.state.MixerState`), equal to the forward over the whole sequence. The MLP reads each token alone.
+
 ``cfg`` needs ``vocab_size``, ``n_embd``, ``embed_dropout``, the norm's epsilon, ``hidden`` with the default
 branches; ``dropout`` (on the residual branches) and ``seq_len`` (the longest input) are read when present
 (none and no limit otherwise).
