@@ -223,3 +223,19 @@ def test_a_baseline_state_survives_a_tbptt_checkpoint():
         back.restore(tensors, meta, 0, torch.device("cpu"))
         assert back.carry[0].pos == 6 and back.carry[0].model == "based"
         assert torch.equal(model.step(idx[:, 6:], back.carry[0])[0], model.step(idx[:, 6:], state)[0])
+
+
+@pytest.mark.parametrize("name", ["mamba", "gla", "rwkv", "based"])
+def test_under_bf16_autocast_the_state_keeps_its_precision_and_size(name):
+    """Mixed precision reads: the chunk computes in bf16 where autocast says, the carried state stays as made (fp32),
+    so its size does not change along the read and nothing is lost between chunks to bf16 rounding."""
+    torch.manual_seed(0)
+    model = STATEFUL[name]().eval()
+    state = model.init_state(2)
+    dtypes, size = [t.dtype for layer in state.layers for t in layer.values()], state.nbytes()
+    idx = torch.randint(0, 32, (2, 10), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for part in (idx[:, :7], idx[:, 7:]):
+            logits, state = model.step(part, state)
+    assert [t.dtype for layer in state.layers for t in layer.values()] == dtypes and state.nbytes() == size
+    assert torch.isfinite(logits.float()).all()
