@@ -390,7 +390,7 @@ def test_tbptt_needs_a_stream_task_and_a_recurrent_model(corpus_file, tmp_path):
     ]
     with pytest.raises(TrainingError) as info:
         Trainer(load_config(None, [*common, *gpt, f"run_dir={tmp_path / 'gpt'}"]))
-    assert str(info.value) == "train.bptt: tbptt needs a recurrent model (init_state/step); 'gpt' has none"
+    assert str(info.value) == "train.bptt: tbptt needs a fixed-size recurrent state (init_state/step); 'gpt' has none"
     assert not (tmp_path / "mqar").exists() and not (tmp_path / "gpt").exists()
 
 
