@@ -38,6 +38,8 @@ BUILTIN_TASKS: dict[str, str] = {
     "boardpath": "bdh.tasks.boardpath:BoardPath",
     "sudoku": "bdh.tasks.sudoku:Sudoku",
     "repeat": "bdh.tasks.repeat:RepeatTask",
+    "induction": "bdh.tasks.induction:Induction",
+    "recall_gap": "bdh.tasks.recall_gap:RecallGap",
 }
 
 #: built-in ``bdh bench`` suites: name -> module (`bdh.bench.spec` says what a suite module has)
