@@ -57,6 +57,7 @@ BUILTIN_EXPERIMENTS: dict[str, str] = {
     "scaling": "bdh.experiments.scaling",
     "long-context": "bdh.experiments.longcontext",
     "relatives": "bdh.experiments.relatives",
+    "length": "bdh.experiments.length",
 }
 
 _ADDED: dict[str, dict[str, object]] = {"model": {}, "task": {}, "suite": {}, "experiment": {}}
