@@ -136,13 +136,43 @@ def test_text_models_get_the_long_context_recall_probe(tmp_path):
     assert rows[0]["carried"]["trials"] == rows[0]["window"]["trials"] == 2
 
 
+def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
+    from bdh.experiments.length import experiment
+
+    config = Config.preset("quick").replace(max_length=256, stop_after_chance=2)  # lengths 32 ... 256
+    accuracy = {32: 0.9, 64: 0.05, 128: 0.9, 256: 0.05}  # at chance at 64, above at 128: the streak restarts
+
+    def fake_row(config, model_name, model, task, read, length):
+        acc = accuracy[length] if read == "whole" else 0.0
+        return {"length": length, "read": read, "status": "ok", "accuracy": acc, "low": acc - 0.02}
+
+    monkeypatch.setattr(experiment, "read_row", fake_row)
+    monkeypatch.setattr("bdh.model.io.load_pretrained", lambda *a, **k: object())
+    record = {"model": "gpt", "task": "induction", "seed": 0, "rows": []}
+    (tmp_path / "results").mkdir()
+    experiment.measure_run(config, tmp_path, record, log=lambda _: None)
+    got = [(r["read"], r["length"]) for r in record["rows"]]
+    assert got == [("whole", 32), ("whole", 64), ("whole", 128), ("whole", 256), ("window", 32), ("window", 64)]
+
+
+def test_the_plan_counts_the_runs_and_times_each_model():
+    from bdh.experiments.length import describe_plan
+
+    config = Config.preset("quick").replace(models=("bdh", "gpt"), steps=10)
+    assert describe_plan(config, probe=False).startswith("length plan: 4 runs (2 models x 2 tasks x 1 seeds)")
+    text = describe_plan(config)
+    assert "bdh: 14,336 parameters, per run" in text and "gpt:" in text
+    assert text.splitlines()[-1].startswith("estimated")
+
+
 def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figures):
     out = tmp_path / "length"
     args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "steps=3"]
+    args += ["--set", "stop_after_chance=0"]
     assert main([*args, "--set", "models=[bdh,gpt]"]) == 0
     report = (out / "report.md").read_text()
     results = json.loads((out / "results.json").read_text())
-    assert "`bdh experiment length --quick --set models=[bdh,gpt] --set steps=3`" in report
+    assert "`bdh experiment length --quick --set models=[bdh,gpt] --set steps=3 --set stop_after_chance=0`" in report
     assert "## induction (chance 0.067)" in report and "## recall_gap" in report and "gpt (window of T)" in report
     rows = results["rows"]
     assert len(rows) == 2 * 3 * 3  # tasks x lengths x (bdh: state; gpt: whole, window)

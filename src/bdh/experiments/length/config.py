@@ -44,6 +44,8 @@ class Config(ExperimentConfig):
         test_sequences: sequences of each fixed test set (one per task and length).
         read_batch: sequences read together through a state.
         whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
+        stop_after_chance: a read form (state, whole, window) stops after this many test lengths in a row at chance
+            (the accuracy's interval reaches down to chance); 0: every length is read.
         attention_gb: the cutoff of GPT's whole-context read: a length whose estimated attention memory (4 bytes x
             heads x L^2 per row) exceeds it is reported as out of memory.
         text_models: byte-level text model folders (``save_pretrained`` folders, e.g. a run's ``best``) whose recall
@@ -63,7 +65,7 @@ class Config(ExperimentConfig):
     neuron_mult: int = bounded(16, ge=1)
     gpt_positional: str = one_of("rope", ("rope", "none"))
     steps: int = bounded(400, ge=1)
-    batch_size: int = bounded(16, ge=1)
+    batch_size: int = bounded(8, ge=1)
     lr: float = bounded(1e-3, gt=0, lt=1)
     induction_vocab: int = bounded(16, ge=3)
     induction_triggers: int = bounded(1, ge=1)
@@ -73,6 +75,7 @@ class Config(ExperimentConfig):
     test_sequences: int = bounded(64, ge=64)
     read_batch: int = bounded(64, ge=1)
     whole_tokens: int = bounded(2**16, ge=1)
+    stop_after_chance: int = bounded(2, ge=0)
     attention_gb: float = bounded(2.0, gt=0)
     text_models: tuple[str, ...] = ()
     text_distances: tuple[int, ...] = bounded((64, 256, 1024, 4096), ge=1)
@@ -94,7 +97,6 @@ class Config(ExperimentConfig):
             "width": 16,
             "neuron_mult": 8,
             "steps": 30,
-            "batch_size": 8,
             "recall_vocab": 32,
             "recall_pairs": 2,
             "recall_gap_max": 8,
@@ -138,6 +140,12 @@ class Config(ExperimentConfig):
             out.append(length)
             length *= 2
         return tuple(out)
+
+    def chance(self, task: str) -> float:
+        """Accuracy by guessing: an answer among the plain tokens (induction), a value among V/2 (recall_gap)."""
+        if task == "induction":
+            return 1 / (self.induction_vocab - self.induction_triggers)
+        return 2 / self.recall_vocab
 
     def task_section(self, task: str) -> dict[str, Any]:
         """The ``task`` section of a training run (the task's config checked here, its error under our name)."""

@@ -46,6 +46,7 @@ SELECTORS = (
     "read_batch",
     "whole_tokens",
     "attention_gb",
+    "stop_after_chance",
     "text_models",
     "text_distances",
     "text_trials",
@@ -194,25 +195,36 @@ def _task(config: Config, task: str) -> Any:
     return cls(cls.config_class(**fields))
 
 
+def at_chance(row: dict[str, Any], chance: float) -> bool:
+    """Whether a read row is no better than guessing: its interval reaches down to chance."""
+    return row["status"] == "ok" and row["low"] <= chance
+
+
 def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> None:
-    """Every row of one run not in its record yet, each written to the record's file as it ends."""
+    """Every row of one run not in its record yet, each written to the record's file as it ends; a read form stops
+    after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read)."""
     from bdh.devices import resolve_device
     from bdh.model.io import load_pretrained
 
     name = run_name(record["model"], record["task"], record["seed"])
     path = out / "results" / f"{name}.json"
-    done = {(r["length"], r["read"]) for r in record["rows"]}
+    done = {(r["length"], r["read"]): r for r in record["rows"]}
     model = load_pretrained(out / "models" / name, map_location=resolve_device(config.device))
-    task = _task(config, record["task"])
-    for length in config.lengths:
-        for read in reads_of(record["model"], model):
-            if (length, read) in done:
-                continue
-            row = read_row(config, record["model"], model, task, read, length)
-            got = f"{row['accuracy']:.3f}" if row["status"] == "ok" else row["status"]
-            log(f"length: {name} at {length:,} ({read}): {got}")
-            record["rows"].append(row)
-            write_text(path, json.dumps(record, indent=1) + "\n")
+    task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
+    for read in reads_of(record["model"], model):
+        streak = 0
+        for length in config.lengths:
+            if stop and streak >= stop:
+                log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read past {length // 2:,}")
+                break
+            row = done.get((length, read))
+            if row is None:
+                row = read_row(config, record["model"], model, task, read, length)
+                got = f"{row['accuracy']:.3f}" if row["status"] == "ok" else row["status"]
+                log(f"length: {name} at {length:,} ({read}): {got}")
+                record["rows"].append(row)
+                write_text(path, json.dumps(record, indent=1) + "\n")
+            streak = streak + 1 if at_chance(row, chance) else 0
 
 
 def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:

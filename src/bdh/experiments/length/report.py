@@ -63,18 +63,22 @@ def _label(model: str, read: str) -> str:
     return model if read in ("state", "whole") else f"{model} ({read} of T)"
 
 
-def _cell(cell: dict[str, Any] | None) -> str:
+def _cell(cell: dict[str, Any] | None, seeds: int) -> str:
+    """A table cell: the pooled accuracy and its interval (with the seeds read, where not all were), OOM, n/a (a
+    model that cannot read the length), or – (not read)."""
     if cell is None:
         return "–"
     if "accuracy" not in cell:
         return "OOM" if cell["status"].startswith("out of memory") else "n/a"
-    return f"{cell['accuracy']:.2f} ({cell['low']:.2f}–{cell['high']:.2f})"
+    some = f" [{len(cell['seeds'])} of {seeds} seeds]" if len(cell["seeds"]) < seeds else ""
+    return f"{cell['accuracy']:.2f} ({cell['low']:.2f}–{cell['high']:.2f}){some}"
 
 
 def accuracy_table(report: Report, config: Config, cells: dict, task: str) -> None:
     """Models (and reads) x test lengths: pooled accuracy over seeds and its 95 % Wilson interval."""
     series = sorted({(m, r) for (t, m, r, _) in cells if t == task}, key=lambda s: (config.models.index(s[0]), s[1]))
-    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L))) for L in config.lengths] for m, r in series]
+    seeds = len(config.seeds)
+    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in config.lengths] for m, r in series]
     report.table(["model"] + [f"{L:,}" for L in config.lengths], rows)
 
 
@@ -134,12 +138,6 @@ def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, fl
     return save_figure(fig, out / "figures" / "accuracy")
 
 
-def chances(config: Config) -> dict[str, float]:
-    """Accuracy by guessing: an answer among the plain tokens (induction), a value among V/2 (recall_gap)."""
-    plain = config.induction_vocab - config.induction_triggers
-    return {"induction": 1 / plain, "recall_gap": 2 / config.recall_vocab}
-
-
 def text_table(report: Report, text: list[dict[str, Any]]) -> None:
     rows = []
     for r in text:
@@ -160,17 +158,18 @@ def text_table(report: Report, text: list[dict[str, Any]]) -> None:
 
 
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
-    rows = flat_rows(records)
+    rows = [r for r in flat_rows(records) if r["length"] in config.lengths]
     cells = pooled(rows)
-    chance = chances(config)
+    chance = {task: config.chance(task) for task in config.tasks}
     report = Report("Memory past the training length: induction heads and recall through a gap")
     report.text(f"Made by `{command_line(config)}` ({seconds / 60:.1f} min of wall time here).")
     report.text(
         f"Every model trained at T = {config.seq_len} ({config.steps} steps of {config.batch_size}, seeds "
         f"{list(config.seeds)}), then read on fixed test sets of {config.test_sequences} sequences per length. A cell "
         "is the accuracy with the seeds pooled and its 95 % Wilson interval; OOM: the whole-context read's estimated "
-        f"memory passes {config.attention_gb:g} GB. Recurrent models read through their state, T tokens at a time; "
-        "a model without one reads each sequence whole."
+        f"memory passes {config.attention_gb:g} GB; –: not read, after {config.stop_after_chance} lengths in a row at "
+        "chance (the interval reaching down to chance; `stop_after_chance`). Recurrent models read through their "
+        "state, T tokens at a time; a model without one reads each sequence whole."
     )
     for task in config.tasks:
         report.heading(f"{task} (chance {chance[task]:.3f})")
