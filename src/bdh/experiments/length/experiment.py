@@ -53,6 +53,8 @@ SELECTORS = (
 )
 #: models read through attention: whole (up to the memory cutoff) and through a window of T
 ATTENTION = ("gpt",)
+#: the most test-sequence tokens held at once by a read through a state (2^22: 64 sequences to 2^16, 4 at 2^20)
+HELD_TOKENS = 2**22
 #: the seed of the fixed test sets (the same sets for every model and training seed)
 TEST_SEED = 0
 Log = Callable[[str], None]
@@ -134,10 +136,13 @@ def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: 
 
 
 def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read: str, length: int) -> int:
-    """Sequences read together: ``read_batch`` through a state or a window; whole: ``whole_tokens // length`` (at
-    least 1), for attention no more than the memory cutoff allows (0: not even one)."""
-    if read != "whole":
+    """Sequences read together: ``read_batch`` through a state or a window (through a state no more than
+    `HELD_TOKENS` tokens of test sequences at once); whole: ``whole_tokens // length`` (at least 1), for attention
+    no more than the memory cutoff allows (0: not even one)."""
+    if read == "window":
         return config.read_batch
+    if read == "state":
+        return max(1, min(config.read_batch, HELD_TOKENS // length))
     rows = max(1, config.whole_tokens // length)
     if model_name in ATTENTION:
         limit = config.attention_gb * 2**30

@@ -157,6 +157,15 @@ def text_table(report: Report, text: list[dict[str, Any]]) -> None:
     report.table(headers, rows)
 
 
+def _stopping(config: Config) -> str:
+    if not config.stop_after_chance:
+        return "every length was read."
+    return (
+        f"–: not read, after {config.stop_after_chance} lengths in a row at chance (the interval reaching down to "
+        "chance; `stop_after_chance`)."
+    )
+
+
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
     rows = [r for r in flat_rows(records) if r["length"] in config.lengths]
     cells = pooled(rows)
@@ -167,9 +176,8 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
         f"Every model trained at T = {config.seq_len} ({config.steps} steps of {config.batch_size}, seeds "
         f"{list(config.seeds)}), then read on fixed test sets of {config.test_sequences} sequences per length. A cell "
         "is the accuracy with the seeds pooled and its 95 % Wilson interval; OOM: the whole-context read's estimated "
-        f"memory passes {config.attention_gb:g} GB; –: not read, after {config.stop_after_chance} lengths in a row at "
-        "chance (the interval reaching down to chance; `stop_after_chance`). Recurrent models read through their "
-        "state, T tokens at a time; a model without one reads each sequence whole."
+        f"memory passes {config.attention_gb:g} GB; {_stopping(config)} Recurrent models read through their state, "
+        "T tokens at a time; a model without one reads each sequence whole."
     )
     for task in config.tasks:
         report.heading(f"{task} (chance {chance[task]:.3f})")
@@ -177,9 +185,16 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     report.figure(accuracy_figure(out, config, cells, chance), "accuracy against test length")
     report.heading("The cost of the long reads")
     cost_table(report, config, rows)
+    report.heading("Recall through prose (text models)")
     if text:
-        report.heading("Recall through prose (text models)")
+        report.text(
+            "The long-context experiment's probe: a fact in held-out Shakespeare, asked `distance` bytes later; "
+            "accuracy on the value's letters with the fact and without it (control), through the state (carried) "
+            f"and through a window of T = {config.seq_len} bytes."
+        )
         text_table(report, text)
+    else:
+        report.text("None given: `--set text_models=[FOLDER,...]` (byte-level model folders) adds it.")
     report.results = {
         "command": command_line(config),
         "config": dataclasses.asdict(config),
