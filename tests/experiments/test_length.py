@@ -75,7 +75,7 @@ def test_a_model_capped_by_seq_len_is_rebuilt_at_the_test_length():
         reading.at_length(learned, 16)
 
 
-def test_gpt_past_the_memory_cutoff_is_reported_out_of_memory():
+def test_gpt_past_the_memory_cutoff_is_reported_out_of_memory_and_a_capped_model_as_unable():
     config = Config.preset("quick").replace(attention_gb=1e-6)
     model = GPT(GPTConfig(vocab_size=16, seq_len=32, n_layer=1, n_embd=16, n_head=2, positional="rope")).eval()
     task = Induction(InductionConfig(seq_len=32))
@@ -83,6 +83,9 @@ def test_gpt_past_the_memory_cutoff_is_reported_out_of_memory():
     assert row["status"].startswith("out of memory (estimated") and "accuracy" not in row
     row = read_row(config, "gpt", model, task, "window", 64)
     assert row["status"] == "ok" and row["n"] == 64 and row["low"] <= row["accuracy"] <= row["high"]
+    learned = GPT(GPTConfig(vocab_size=16, seq_len=32, n_layer=1, n_embd=16, n_head=2, positional="learned")).eval()
+    assert read_row(config, "learned", learned, task, "whole", 32)["status"] == "ok"
+    assert read_row(config, "learned", learned, task, "whole", 64)["status"].endswith("cannot read past 32")
 
 
 def test_peak_memory_sees_a_large_allocation():

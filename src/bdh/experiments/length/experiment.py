@@ -158,6 +158,11 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
     if rows == 0:
         gb = reading.attention_bytes(model, 1, length) / 2**30
         return {**row, "status": f"out of memory (estimated {gb:.1f} GB > {config.attention_gb:g} GB)"}
+    if read == "whole":
+        try:
+            model = reading.at_length(model, length)  # once per length, not per batch of rows
+        except ValueError as exc:  # a model that cannot read this length
+            return {**row, "status": str(exc)}
     fn = {
         "state": partial(reading.read_state, model, chunk=config.seq_len),
         "whole": partial(reading.read_whole, model),
@@ -167,10 +172,7 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
     n = config.test_sequences
     for i in range(0, n, rows):
         x, y = fixed_test_set(task, length, n=n, seed=TEST_SEED, rows=range(i, min(n, i + rows)))
-        try:
-            parts.append(reading.measured(partial(fn, x, y), reading.device_of(model)))
-        except ValueError as exc:  # a model that cannot read this length
-            return {**row, "status": str(exc)}
+        parts.append(reading.measured(partial(fn, x, y), reading.device_of(model)))
     right, scored = sum(p["right"] for p in parts), sum(p["n"] for p in parts)
     low, high = wilson_interval(right, scored)
     seconds, tokens = sum(p["seconds"] for p in parts), sum(p["tokens"] for p in parts)
