@@ -74,9 +74,15 @@ def _cell(cell: dict[str, Any] | None, seeds: int) -> str:
     return f"{cell['accuracy']:.2f} ({cell['low']:.2f}–{cell['high']:.2f}){some}"
 
 
+def _series(config: Config, cells: dict, task: str) -> list[tuple[str, str]]:
+    """The (model, read) pairs of a task, in the config's model order."""
+    found = {(m, r) for (t, m, r, _) in cells if t == task and m in config.models}
+    return sorted(found, key=lambda s: (config.models.index(s[0]), s[1]))
+
+
 def accuracy_table(report: Report, config: Config, cells: dict, task: str) -> None:
     """Models (and reads) x test lengths: pooled accuracy over seeds and its 95 % Wilson interval."""
-    series = sorted({(m, r) for (t, m, r, _) in cells if t == task}, key=lambda s: (config.models.index(s[0]), s[1]))
+    series = _series(config, cells, task)
     seeds = len(config.seeds)
     rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in config.lengths] for m, r in series]
     report.table(["model"] + [f"{L:,}" for L in config.lengths], rows)
@@ -119,7 +125,7 @@ def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, fl
     plt = pyplot()
     fig, axes = plt.subplots(1, len(config.tasks), figsize=(7 * len(config.tasks), 5.5), squeeze=False)
     for ax, task in zip(axes[0], config.tasks):
-        for m, r in sorted({(m, r) for (t, m, r, _) in cells if t == task}):
+        for m, r in _series(config, cells, task):
             pts = [(L, cells[(task, m, r, L)]) for L in config.lengths if "accuracy" in cells.get((task, m, r, L), {})]
             if not pts:
                 continue
