@@ -433,5 +433,7 @@ def test_state_passing_needs_a_recurrent_model(corpus_file, tmp_path):
     gpt = ["model.name=gpt", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "task.seq_len=32"]
     with pytest.raises(TrainingError) as info:
         Trainer(load_config(None, [*common, *gpt, f"task.data={corpus_file}", f"run_dir={tmp_path / 'gpt'}"]))
-    assert str(info.value) == "train.bptt: state-passing needs a recurrent model (init_state/step); 'gpt' has none"
+    assert str(info.value) == (
+        "train.bptt: state-passing needs a fixed-size recurrent state (init_state/step); 'gpt' has none"
+    )
     assert not (tmp_path / "gpt").exists()

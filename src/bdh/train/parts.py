@@ -64,8 +64,10 @@ def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
     t, name = config.train, config.model_name
     if t.bptt == "tbptt":
         check_tbptt(task, model_cls, name, t.batch_size, t.tbptt_windows)
-    if t.bptt == "state-passing" and not issubclass(model_cls, Recurrent):
-        raise TrainingError(f"train.bptt: state-passing needs a recurrent model (init_state/step); {name!r} has none")
+    if t.bptt == "state-passing" and not (issubclass(model_cls, Recurrent) and model_api.carries_state(model_cls)):
+        raise TrainingError(
+            f"train.bptt: state-passing needs a fixed-size recurrent state (init_state/step); {name!r} has none"
+        )
     if t.bptt == "none" and "detach_kv" not in inspect.signature(model_cls.forward).parameters:
         raise TrainingError(f"train.bptt: none needs a model whose forward takes detach_kv; {name!r} does not")
 
