@@ -183,6 +183,10 @@ def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figur
     assert all(r["n"] == (64 if r["task"] == "induction" else 128) for r in rows)
     assert {r["gap"] for r in rows if r["task"] == "recall_gap"} == {32 - 8, 64 - 8, 128 - 8}
     assert set(readable_figures()) == {"accuracy.png"}
+    trace = json.loads((out / "results" / "bdh-induction-s0.json").read_text())["trace"]  # the fact traced at 128
+    assert trace["length"] == 128 and trace["write"] < 127 and len(trace["heads"]) == 2 * 4 and trace["neurons"]
+    assert "## Which neurons hold the fact" in report and "bdh s0 | 128 |" in report
+    assert json.loads((out / "results" / "gpt-induction-s0.json").read_text())["trace"] is None
     capsys.readouterr()
     record = out / "results" / "bdh-recall_gap-s0.json"
     kept = json.loads(record.read_text())

@@ -34,6 +34,7 @@ from bdh.tasks.lengths import fixed_test_set, wilson_interval
 from ..common import train_lm
 from . import reading
 from .config import Config
+from .memory import trace_record
 
 #: the file that marks an output folder as this experiment's (what ``--resume`` continues)
 MARKER = "length.json"
@@ -232,6 +233,9 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
                 record["rows"].append(row)
                 write_text(path, json.dumps(record, indent=1) + "\n")
             streak = streak + 1 if at_chance(row, chance) else 0
+    if "trace" not in record:
+        record["trace"] = trace_record(config, record, task, model, TEST_SEED)
+        write_text(path, json.dumps(record, indent=1) + "\n")
 
 
 def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:

@@ -12,6 +12,7 @@ from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
 from .config import Config
+from .memory import trace_section
 
 
 def command_line(config: Config) -> str:
@@ -189,6 +190,7 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
         report.heading(f"{task} (chance {chance[task]:.3f})")
         accuracy_table(report, config, cells, task)
     report.figure(accuracy_figure(out, config, cells, chance), "accuracy against test length")
+    trace_section(report, records)
     report.heading("The cost of the long reads")
     cost_table(report, config, rows)
     report.heading("Recall through prose (text models)")
