@@ -30,12 +30,6 @@ from .errors import TrainingError
 from .recurrent import Recurrent, check_tbptt
 
 
-def runtime_fields(model_config: Any) -> frozenset[str]:
-    """The fields of ``model_config`` that change how the model runs, not what its weights mean: they may differ
-    from the model ``train.init_from`` starts from (`bdh.model_api.runtime_fields` of its class)."""
-    return model_api.runtime_fields(type(model_config))
-
-
 def task_and_model_config(config: RunConfig) -> tuple[Any, type, Any]:
     """(task, model class, model config) of a run: the task built on the run config's typed ``task``, and the
     run config's typed ``model`` itself, the object built when the config was read (`bdh.train.config.build_model`:
@@ -77,14 +71,14 @@ def load_initial_weights(
 ) -> None:
     """Replace the fresh weights of ``model`` (a ``model_cls``) by those of the trained model at ``source``
     (``train.init_from``, a run or model folder), which must be of the same class and configuration (its
-    `runtime_fields` aside)."""
+    `bdh.model_api.runtime_fields` aside)."""
     from bdh.model.io import check_state_dict, load_tensors, read_model_config
 
     path = ckpt.resolve_model_dir(source)
     cls, cfg = read_model_config(path)
     if cls is not model_cls:
         raise TrainingError(f"train.init_from: {path} holds a {cls.__name__}, the run trains a {model_cls.__name__}")
-    mine, theirs, free = model_config.to_dict(), cfg.to_dict(), runtime_fields(model_config)
+    mine, theirs, free = model_config.to_dict(), cfg.to_dict(), model_api.runtime_fields(type(model_config))
     diff = sorted(k for k in set(mine) | set(theirs) if k not in free and mine.get(k) != theirs.get(k))
     if diff:
         shown = ", ".join(f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in diff[:3])
@@ -140,6 +134,5 @@ __all__ = [
     "check_modes",
     "load_initial_weights",
     "make_optimizer",
-    "runtime_fields",
     "task_and_model_config",
 ]
