@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+import yaml
 
 from bdh.baselines.gla import GLA, GLAConfig
 from bdh.baselines.gpt import GPT, GPTConfig
@@ -199,3 +200,21 @@ def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figur
     assert len(json.loads((out / "results.json").read_text())["rows"]) == 2 * 3 * 4
     assert main([*args, "--resume", "--set", "lr=0.01"]) == 2  # another config: refused
     assert "was made with another config (differs in lr)" in capsys.readouterr().err
+
+
+def test_a_curriculum_trains_short_first_then_at_t_from_there(tmp_path, capsys):
+    """``short_steps`` steps at ``short_len``, then ``steps`` at T initialised from the short run: two run folders,
+    the second started from the first's weights."""
+    out = tmp_path / "length"
+    args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "models=[bdh]"]
+    args += ["--set", "tasks=[induction]", "--set", "steps=2", "--set", "short_steps=3", "--set", "short_len=16"]
+    assert main([*args, "--set", "max_length=64"]) == 0
+    err = capsys.readouterr().err
+    assert "training bdh-induction-s0-short (3 steps of 8 x 16)" in err and "training bdh-induction-s0 (2 steps" in err
+    short = yaml.safe_load((out / "runs" / "bdh-induction-s0-short" / "config.yaml").read_text())
+    full = yaml.safe_load((out / "runs" / "bdh-induction-s0" / "config.yaml").read_text())
+    assert short["task"]["seq_len"] == 16 and full["task"]["seq_len"] == 32
+    assert full["train"]["init_from"] == str(out / "runs" / "bdh-induction-s0-short")
+    assert "after 3 steps at 16, a curriculum over lengths" in (out / "report.md").read_text()
+    with pytest.raises(UserError, match="short_len: a curriculum starts shorter than seq_len"):
+        Config.preset("quick").replace(short_steps=5, short_len=32)

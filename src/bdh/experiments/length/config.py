@@ -32,6 +32,9 @@ class Config(ExperimentConfig):
         tasks: ``induction`` and/or ``recall_gap``.
         seeds: training seeds (initialisation and data); the test sets are the same for every seed.
         seq_len: T, the training length.
+        short_len, short_steps: a curriculum over lengths (our deviation): the first ``short_steps`` steps on
+            sequences of ``short_len`` < T (cheaper steps, the same number of answers), then ``steps`` at T from
+            there; 0 short steps: none (the paper's protocol).
         max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it (T times a power of 2).
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
         gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
@@ -58,6 +61,8 @@ class Config(ExperimentConfig):
     tasks: tuple[str, ...] = one_of(TASKS, TASKS)
     seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
     seq_len: int = bounded(256, ge=16)
+    short_len: int = bounded(64, ge=16)
+    short_steps: int = bounded(0, ge=0)
     max_length: int = bounded(2**16, ge=16)
     n_layer: int = bounded(2, ge=1)
     width: int = bounded(32, ge=4)
@@ -122,6 +127,8 @@ class Config(ExperimentConfig):
         ratio = self.max_length // self.seq_len
         if self.max_length % self.seq_len or ratio & (ratio - 1):
             self._fail("max_length", f"must be seq_len ({self.seq_len}) times a power of 2, got {self.max_length}")
+        if self.short_steps and self.short_len >= self.seq_len:
+            self._fail("short_len", f"a curriculum starts shorter than seq_len ({self.seq_len}), got {self.short_len}")
         if self.width % self.n_head:
             self._fail("width", f"{self.width} is not a multiple of n_head ({self.n_head})")
         if not isinstance(self.device, str) or not self.device:
@@ -147,8 +154,9 @@ class Config(ExperimentConfig):
             return 1 / (self.induction_vocab - self.induction_triggers)
         return 2 / self.recall_vocab
 
-    def task_section(self, task: str) -> dict[str, Any]:
-        """The ``task`` section of a training run (the task's config checked here, its error under our name)."""
+    def task_section(self, task: str, seq_len: int | None = None) -> dict[str, Any]:
+        """The ``task`` section of a training run at ``seq_len`` (default T; the task's config checked here, its error
+        under our name)."""
         from bdh.registry import get_task
 
         if task == "induction":
@@ -157,10 +165,10 @@ class Config(ExperimentConfig):
             fields = {"vocab_size": self.recall_vocab, "num_kv_pairs": self.recall_pairs}
             fields["gap_max"] = self.recall_gap_max
         try:
-            get_task(task).config_class(seq_len=self.seq_len, **fields)
+            get_task(task).config_class(seq_len=seq_len or self.seq_len, **fields)
         except ValueError as exc:
             raise type(exc)(f"{self.experiment}: {task}: {exc}") from None
-        return {"name": task, "seq_len": self.seq_len, **fields}
+        return {"name": task, "seq_len": seq_len or self.seq_len, **fields}
 
     def model_section(self, model: str, task: str) -> dict[str, Any]:
         """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count."""

@@ -77,7 +77,10 @@ def _check_marker(config: Config, out: Path, resume: bool) -> None:
     if resume and path.is_file():
         try:
             theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
-            changed = sorted(k for k in mine["config"] if k not in SELECTORS and mine["config"][k] != theirs.get(k))
+            default = Config().to_dict()  # a field added since the folder was made counts at its default
+            changed = sorted(
+                k for k in mine["config"] if k not in SELECTORS and mine["config"][k] != theirs.get(k, default[k])
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             raise UserError(
                 f"{path}: damaged (not the JSON object bdh writes); start anew with --overwrite instead of --resume, "
@@ -103,26 +106,14 @@ def reads_of(model_name: str, model: torch.nn.Module) -> tuple[str, ...]:
 
 
 def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: Log) -> dict[str, Any]:
-    """Train one run (replacing an unfinished one), save its model; its training record."""
+    """Train one run (replacing an unfinished one; with a curriculum, its short phase first), save its model; its
+    training record."""
     name = run_name(model, task, seed)
-    run_dir = out / "runs" / name
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
-    log(f"length: training {name} ({config.steps} steps of {config.batch_size} x {config.seq_len})")
-    start = time.time()
-    result = train_lm(
-        run_dir,
-        None,
-        config.model_section(model, task),
-        steps=config.steps,
-        batch_size=config.batch_size,
-        seq_len=config.seq_len,
-        lr=config.lr,
-        seed=seed,
-        device=config.device,
-        task=config.task_section(task),
-        sections={"optim": {"decay": "constant", "weight_decay": 0.0}},
-    )
+    start, init_from = time.time(), None
+    if config.short_steps:
+        short = _train(config, out / "runs" / f"{name}-short", model, task, seed, config.short_len, None, log)
+        init_from = short.run_dir
+    result = _train(config, out / "runs" / name, model, task, seed, config.seq_len, init_from, log)
     result.model.save_pretrained(out / "models" / name)
     final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
     return {
@@ -134,6 +125,30 @@ def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: 
         "final": final,
         "rows": [],
     }
+
+
+def _train(
+    config: Config, run_dir: Path, model: str, task: str, seed: int, seq_len: int, init_from: Path | None, log: Log
+) -> Any:
+    """One training phase at ``seq_len`` (the short phase of a curriculum, or the run at T from ``init_from``)."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
+    steps = config.steps if seq_len == config.seq_len else config.short_steps
+    log(f"length: training {run_dir.name} ({steps} steps of {config.batch_size} x {seq_len})")
+    return train_lm(
+        run_dir,
+        None,
+        config.model_section(model, task),
+        steps=steps,
+        batch_size=config.batch_size,
+        seq_len=seq_len,
+        lr=config.lr,
+        seed=seed,
+        init_from=init_from,
+        device=config.device,
+        task=config.task_section(task, seq_len),
+        sections={"optim": {"decay": "constant", "weight_decay": 0.0}},
+    )
 
 
 def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read: str, length: int) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bdh.model_api import carries_state
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.lengths import answers
 
@@ -36,8 +37,9 @@ _STATM = Path("/proc/self/statm")
 
 
 def has_state(model: nn.Module) -> bool:
-    """Whether ``model`` reads through a carried state (`read_state`'s contract)."""
-    return callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))
+    """Whether ``model`` reads through a carried fixed-size state (`read_state`'s contract; GPT's KV cache grows, so
+    it reads whole and through a window instead)."""
+    return carries_state(model) and callable(getattr(model, "init_state", None))
 
 
 def device_of(model: nn.Module) -> torch.device:

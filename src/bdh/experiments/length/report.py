@@ -164,6 +164,12 @@ def text_table(report: Report, text: list[dict[str, Any]]) -> None:
     report.table(headers, rows)
 
 
+def _curriculum(config: Config) -> str:
+    if not config.short_steps:
+        return ""
+    return f"after {config.short_steps} steps at {config.short_len}, a curriculum over lengths that is our deviation; "
+
+
 def _stopping(config: Config) -> str:
     if not config.stop_after_chance:
         return "every length was read."
@@ -180,7 +186,8 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     report = Report("Memory past the training length: induction heads and recall through a gap")
     report.text(f"Made by `{command_line(config)}` ({seconds / 60:.1f} min of wall time here).")
     report.text(
-        f"Every model trained at T = {config.seq_len} ({config.steps} steps of {config.batch_size}, seeds "
+        f"Every model trained at T = {config.seq_len} ({_curriculum(config)}{config.steps} steps of "
+        f"{config.batch_size}, seeds "
         f"{list(config.seeds)}), then read on fixed test sets of {config.test_sequences} sequences per length. A cell "
         "is the accuracy with the seeds pooled and its 95 % Wilson interval; OOM: the whole-context read's estimated "
         f"memory passes {config.attention_gb:g} GB; {_stopping(config)} Recurrent models read through their state, "
