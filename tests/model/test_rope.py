@@ -61,9 +61,9 @@ def test_phases_stay_accurate_far_past_any_training_window():
     from bdh.model.kernels.rope import SPLIT, frequencies, phase_turns
 
     f = frequencies("rope", 256, 2.0**16).float().view(1, -1)
-    near = torch.arange(SPLIT, dtype=torch.float32).view(-1, 1)
+    near = torch.arange(-SPLIT + 1, SPLIT, dtype=torch.float32).view(-1, 1)  # negative: the graph model's rotations
     assert torch.equal(phase_turns(near, f), near * f % 1)  # the same float32 operations on the same values
-    far = torch.tensor([2**16 + 3, 2**20 - 1, 2**20 + 12345], dtype=torch.float32).view(-1, 1)
+    far = torch.tensor([2**16 + 3, 2**20 - 1, 2**20 + 12345, -(2**20) - 7], dtype=torch.float32).view(-1, 1)
     exact = far.double() * f.double() % 1
 
     def drift(turns: torch.Tensor) -> float:  # distance on the circle, in turns

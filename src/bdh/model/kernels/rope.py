@@ -61,11 +61,12 @@ SPLIT = 4096
 
 def phase_turns(pos: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     """frac(pos * f) in turns for integer float32 positions, as frac(hi frac(SPLIT f)) + frac(lo f) with
-    pos = hi SPLIT + lo: below SPLIT (hi = 0) exactly ``(pos * f) % 1``; past it the float32 products keep the
+    pos = hi SPLIT + lo (hi rounded toward zero, so lo has the sign of pos): for |pos| < SPLIT (hi = 0) exactly
+    ``(pos * f) % 1``; past it the float32 products keep the
     fraction to the rounding of lo f, where one product pos * f loses it with the growing ulp of pos f
     (tests/model/test_rope.py compares both with float64 at positions up to 2^20).
     No branch on the values, so a position held on the device is never read by the host."""
-    hi = torch.div(pos, SPLIT, rounding_mode="floor")
+    hi = torch.div(pos, SPLIT, rounding_mode="trunc")
     return (hi * (freqs * SPLIT % 1) % 1 + (pos - hi * SPLIT) * freqs % 1) % 1
 
 
