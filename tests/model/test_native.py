@@ -1,4 +1,4 @@
-"""The compiled loops (bdh.model.kernels.native) against their PyTorch references: values and gradients, the model
+"""The compiled loops (bdh.model.kernels.cpu.native) against their PyTorch references: values and gradients, the model
 with and without them, and the fallback where the library is missing."""
 
 import contextlib
@@ -11,10 +11,12 @@ import torch
 import torch.nn.functional as F
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import Pass, attention, native, select
-from bdh.model.kernels.dropout import counter_draws, counter_mask, draw_seed
-from bdh.model.kernels.fused import native_gate, native_relu_rope
-from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.kernels import Pass, select
+from bdh.model.kernels.cpu import native
+from bdh.model.kernels.cpu.ops import native_gate, native_relu_rope
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.dropout import counter_draws, counter_mask, draw_seed
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
 
 from .helpers import tiny_model, values_and_grads
 

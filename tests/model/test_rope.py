@@ -5,7 +5,7 @@ import torch
 
 from bdh.model.kernels import apply_rope as rope_apply
 from bdh.model.kernels.naive import naive_rope_interleaved
-from bdh.model.kernels.rope import official_frequencies, rope_tables, standard_frequencies
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_tables, standard_frequencies
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -43,7 +43,7 @@ from .config import BDHConfig
 from .generation import GenerationMixin
 from .io import PretrainedMixin
 from .kernels import Kernels, Pass, select
-from .kernels.rope import frequencies, rope_plain, rope_tables
+from .kernels.pytorch.rope import frequencies, rope_plain, rope_tables
 from .state import BDHState
 from .tokens import check_tokens
 

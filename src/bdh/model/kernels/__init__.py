@@ -50,15 +50,16 @@ import torch.nn.functional as F
 from bdh.errors import UserError
 
 from ..names import MODES
-from . import chunked_lean as _lean
-from . import chunked_triton as _triton
-from . import native
-from .attention import causal_weights, chunked, parallel, recurrent
-from .dropout import drop_mask
-from .fused import native_gate, native_relu_rope, relu_mul
-from .rope import rope_tables, rotation
-from .shared_keys import shared_key_attention
-from .sparse import sparse_attention, sparse_read_in
+from .cpu import native
+from .cpu.ops import native_gate, native_relu_rope
+from .pytorch import chunked_lean as _lean
+from .pytorch.attention import causal_weights, chunked, parallel, recurrent
+from .pytorch.dropout import drop_mask
+from .pytorch.fused import relu_mul
+from .pytorch.rope import rope_tables, rotation
+from .pytorch.shared_keys import shared_key_attention
+from .pytorch.sparse import sparse_attention, sparse_read_in
+from .triton import chunked as _triton
 
 Tensor = torch.Tensor
 #: the one signature of every attention kernel of a pass: (queries, keys, values, state) -> (a, state after)
