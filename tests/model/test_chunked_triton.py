@@ -143,9 +143,9 @@ def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_tr
 
     fp64: undamped, the forms differ only in summation order (1e-10). Damped, the model hands the kernels log u in
     fp32 and the parallel form takes u^(t - tau) in fp32 too, the kernels in fp64: ~1e-7 of the scale apart."""
-    import bdh.model.kernels as kernels
+    from bdh.model.kernels import choice
 
-    monkeypatch.setattr(kernels, "use_triton", lambda device: True)
+    monkeypatch.setattr(choice, "use_triton", lambda device: True)
     grads = {}
     for mode in ("parallel", "chunked"):
         model = tiny_model(seed=3, damping=damping).double()
