@@ -13,7 +13,7 @@
       chunked.py, chunked_jit.py      the chunked form as fused Triton kernels, and the kernels themselves
 
 A new attention rule: its forms in ``pytorch/``, its term-by-term loop in naive.py, its rows in `choose` and its
-branch in bound.py (CONTRIBUTING.md, "Adding an attention rule").
+branch in bound.py (CONTRIBUTING.md, "Kernels").
 """
 
 from __future__ import annotations
@@ -24,8 +24,20 @@ from .bound import Attention, Kernels, bind
 from .choice import Choice, Pass, choose, compiling, rope_impl, use_triton
 from .pytorch.rope import rope_tables, rotation
 
-__all__ = ["Attention", "Choice", "Kernels", "Pass", "apply_rope", "bind", "choose", "compiling", "rope_impl"]
-__all__ += ["select", "use_triton"]
+#: the public names: `select` (and its parts, `choose` and `bind`), what it takes and returns, and `apply_rope`
+__all__ = [
+    "Attention",
+    "Choice",
+    "Kernels",
+    "Pass",
+    "apply_rope",
+    "bind",
+    "choose",
+    "compiling",
+    "rope_impl",
+    "select",
+    "use_triton",
+]
 
 
 def select(
