@@ -12,6 +12,9 @@ The trainer (`bdh.train`) never names a model. Of a model's config it needs thre
 Every built-in config implements it: BDH's (`bdh.model.config.BDHConfig`) overrides all three, the baselines
 take the defaults of `ModelConfig` (their own ``RUNTIME_FIELDS`` aside). A config class from outside the package
 that mixes in neither is read with the same defaults (`runtime_fields`, `merge`, `memory_estimate`).
+
+Of a model itself, the trainer and the experiments ask what kind of state it declares: `carries_state` (a
+fixed-size recurrent state) and `state_grows` (a KV cache).
 """
 
 from __future__ import annotations
@@ -59,6 +62,19 @@ class ModelConfig(TypedConfig):
         return None
 
 
+def carries_state(model: object) -> bool:
+    """Whether ``model`` declares a fixed-size recurrent state: ``init_state`` / ``step`` read any length in flat
+    memory (BDH, Mamba, GLA, RWKV, Based). What its class declares (``carries_state``), never guessed from its name
+    or from its having ``init_state``; False when it declares nothing."""
+    return bool(getattr(model, "carries_state", False))
+
+
+def state_grows(model: object) -> bool:
+    """Whether ``model`` declares a state that grows with the tokens read (``state_grows``: GPT's KV cache, whose
+    ``init_state`` / ``step`` generate, but whose memory is not flat in the length)."""
+    return bool(getattr(model, "state_grows", False))
+
+
 def _implementation(config_class: type, name: str) -> Any:
     """The class's own member ``name`` of the protocol, else `ModelConfig`'s default."""
     return getattr(config_class, name, getattr(ModelConfig, name))
@@ -86,4 +102,12 @@ def memory_estimate(
     return estimate(micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
 
 
-__all__ = ["ModelConfig", "ModelConfigAPI", "memory_estimate", "merge", "runtime_fields"]
+__all__ = [
+    "ModelConfig",
+    "ModelConfigAPI",
+    "carries_state",
+    "memory_estimate",
+    "merge",
+    "runtime_fields",
+    "state_grows",
+]

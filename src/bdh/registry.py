@@ -38,6 +38,8 @@ BUILTIN_TASKS: dict[str, str] = {
     "boardpath": "bdh.tasks.boardpath:BoardPath",
     "sudoku": "bdh.tasks.sudoku:Sudoku",
     "repeat": "bdh.tasks.repeat:RepeatTask",
+    "induction": "bdh.tasks.induction:Induction",
+    "recall_gap": "bdh.tasks.recall_gap:RecallGap",
 }
 
 #: built-in ``bdh bench`` suites: name -> module (`bdh.bench.spec` says what a suite module has)
@@ -55,6 +57,7 @@ BUILTIN_EXPERIMENTS: dict[str, str] = {
     "scaling": "bdh.experiments.scaling",
     "long-context": "bdh.experiments.longcontext",
     "relatives": "bdh.experiments.relatives",
+    "length": "bdh.experiments.length",
 }
 
 _ADDED: dict[str, dict[str, object]] = {"model": {}, "task": {}, "suite": {}, "experiment": {}}

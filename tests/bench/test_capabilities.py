@@ -55,3 +55,30 @@ def test_every_registered_model_declares_the_depth_its_config_gives(name):
     model = cls(cls.config_class())  # the defaults: small models
     expected = model.config.n_recur if name == "hyperset" else model.config.n_layer
     assert model.depth == expected
+
+
+#: the state each registered model reads through (`bdh.model_api.carries_state` / `state_grows`)
+STATE_KINDS = {
+    "bdh": "fixed",
+    "mamba": "fixed",
+    "gla": "fixed",
+    "rwkv": "fixed",
+    "based": "fixed",
+    "gpt": "grows",
+    "hyperset": "none",
+    "baseconv": "none",
+    "hyena": "none",
+}
+
+
+@pytest.mark.parametrize("name", list(STATE_KINDS))
+def test_every_registered_model_declares_the_state_it_reads_through(name):
+    from bdh.model_api import carries_state, state_grows
+    from bdh.registry import get_model
+
+    cls = get_model(name)
+    model = cls(cls.config_class())
+    kind = "fixed" if carries_state(model) else "grows" if state_grows(model) else "none"
+    assert kind == STATE_KINDS[name] and not (carries_state(model) and state_grows(model))
+    if kind != "none":
+        assert callable(model.init_state) and callable(model.step)

@@ -101,5 +101,16 @@ def test_multiscale_damping_spreads_half_lives():
     assert half_lives == pytest.approx([16.0, 16.0 * 1024 ** (1 / 3), 16.0 * 1024 ** (2 / 3), 16384.0], rel=1e-9)
     assert len(BDHConfig(n_head=1, n_neurons=64, damping="multiscale").retention()) == 1
     assert math.log(0.5) / math.log(multiscale_retention(1)[0]) == pytest.approx(512.0)
-    with pytest.raises(UserError, match="'alibi' or 'multiscale'"):
+    with pytest.raises(UserError, match="'alibi', 'multiscale' or 'local-global'"):
         BDHConfig(damping="slow")
+
+
+def test_local_global_damping_keeps_half_the_heads_undamped():
+    """The ``local-global`` preset: the first half of the heads local (half-lives 1 to 8 tokens, geometric), the
+    others u = 1; one head: undamped."""
+    u = BDHConfig(n_head=4, n_embd=64, n_neurons=512, damping="local-global").retention()
+    assert u[2:] == (1.0, 1.0)
+    assert [-1 / math.log2(x) for x in u[:2]] == pytest.approx([1.0, 8.0])  # half-lives in tokens
+    u8 = BDHConfig(n_head=8, n_embd=64, n_neurons=512, damping="local-global").retention()
+    assert u8[4:] == (1.0,) * 4 and list(u8[:4]) == sorted(u8[:4])
+    assert BDHConfig(n_head=1, n_embd=64, n_neurons=512, damping="local-global").retention() == (1.0,)

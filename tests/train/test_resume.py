@@ -22,7 +22,7 @@ STEPS = 120
 def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
     # dropout on, so that resuming must also restore the RNG; evaluations and periodic checkpoints mid-run;
     # "tbptt-streams": streams of 7 windows at random places, so the interruption falls inside a stream
-    bptt, _, streams = bptt.partition("-")
+    bptt, _, streams = bptt.partition("-") if bptt.startswith("tbptt") else (bptt, "", "")
     return tiny(
         corpus_file,
         run_dir,
@@ -56,7 +56,13 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: flo
 
 
 @pytest.mark.parametrize(
-    "bptt, sig", [("window", signal.SIGINT), ("tbptt", signal.SIGTERM), ("tbptt-streams", signal.SIGTERM)]
+    "bptt, sig",
+    [
+        ("window", signal.SIGINT),
+        ("tbptt", signal.SIGTERM),
+        ("tbptt-streams", signal.SIGTERM),
+        ("state-passing", signal.SIGINT),
+    ],
 )
 def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_path, bptt, sig):
     ref = tmp_path / "uninterrupted"

@@ -390,5 +390,50 @@ def test_tbptt_needs_a_stream_task_and_a_recurrent_model(corpus_file, tmp_path):
     ]
     with pytest.raises(TrainingError) as info:
         Trainer(load_config(None, [*common, *gpt, f"run_dir={tmp_path / 'gpt'}"]))
-    assert str(info.value) == "train.bptt: tbptt needs a recurrent model (init_state/step); 'gpt' has none"
+    assert str(info.value) == "train.bptt: tbptt needs a fixed-size recurrent state (init_state/step); 'gpt' has none"
     assert not (tmp_path / "mqar").exists() and not (tmp_path / "gpt").exists()
+
+
+def test_state_passing_starts_each_window_from_the_last_steps_state(corpus_file, tmp_path):
+    """``train.bptt=state-passing``: ordinary (unrelated) task batches, each row starting from the state the previous
+    step left in it (Buitrago Ruiz & Gu 2025): the losses are those of the model run by hand so."""
+    frozen = ("optim.lr=1e-12", "optim.min_lr=0", "optim.warmup_steps=0", "optim.weight_decay=0", "eval.every=0")
+    extra = ("train.bptt=state-passing", "train.max_steps=3", "train.micro_batch_size=2")
+    config = load_config(None, tiny(corpus_file, tmp_path / "t", *extra, *frozen))
+    trainer = Trainer(config)
+    result = trainer.fit()
+    trainer.close()
+    losses = train_losses(result.run_dir)
+    task = TextTask(TextConfig(data=str(corpus_file), seq_len=32))
+    model, expected = result.model, []
+    states = [model.init_state(2), model.init_state(2)]  # one per micro-batch of 2 rows
+    with torch.no_grad():
+        for step in range(3):
+            x, y = task.batch("train", step, 4, config.train.seed)
+            total = 0.0
+            for j in range(2):
+                logits, states[j] = model.step(x[2 * j : 2 * j + 2], states[j])
+                total += float(
+                    torch.nn.functional.cross_entropy(
+                        logits.reshape(-1, 256), y[2 * j : 2 * j + 2].reshape(-1), reduction="sum"
+                    )
+                )
+            expected.append(total / y.numel())
+    # the same arithmetic in another order (micro-batches summed by hand): float sums, not bit-equal
+    assert [losses[s] for s in (1, 2, 3)] == pytest.approx(expected, rel=1e-4)
+    assert trainer.carry[1].pos == 3 * 32
+    x, y = task.batch("train", 2, 4, config.train.seed)
+    with torch.no_grad():  # the passed state matters: from a zero state the last batch scores differently
+        fresh = float(torch.nn.functional.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1)))
+    assert abs(fresh - expected[2]) > 1e-4
+
+
+def test_state_passing_needs_a_recurrent_model(corpus_file, tmp_path):
+    common = ["train.bptt=state-passing", "train.batch_size=4", "train.max_steps=1", "train.max_minutes=null"]
+    gpt = ["model.name=gpt", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "task.seq_len=32"]
+    with pytest.raises(TrainingError) as info:
+        Trainer(load_config(None, [*common, *gpt, f"task.data={corpus_file}", f"run_dir={tmp_path / 'gpt'}"]))
+    assert str(info.value) == (
+        "train.bptt: state-passing needs a fixed-size recurrent state (init_state/step); 'gpt' has none"
+    )
+    assert not (tmp_path / "gpt").exists()

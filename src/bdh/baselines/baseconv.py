@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import UserError
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
@@ -207,6 +208,20 @@ class BaseConvLayer(nn.Module):
             return self.filter[:, :T]
         return self.filter_mlp(self.pos(T)).transpose(0, 1)  # type: ignore[misc]
 
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """A short filter's last k - 1 inputs, (B, d, k - 1); a long filter reads the whole history (refused)."""
+        if self.conv is None:
+            raise UserError("BaseConv: a long-filter layer reads the whole input history; it has no finite state")
+        d, k = self.projection.in_features, self.k
+        return {"taps": torch.zeros(batch_size, d, k - 1, device=device, dtype=dtype)}
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` (a short filter) over a chunk u (B, T, d), the filter reading the carried inputs before it."""
+        taps = torch.cat([state["taps"].to(u.dtype), u.transpose(1, 2)], dim=-1)  # B, d, k - 1 + T
+        u_conv = F.conv1d(taps, self.conv.weight, self.conv.bias, groups=taps.shape[1])  # type: ignore[union-attr]
+        keep = taps[..., taps.shape[-1] - (self.k - 1) :].to(state["taps"].dtype)
+        return u_conv.transpose(1, 2) * self.projection(u) + u, {"taps": keep}
+
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         T = u.shape[1]
         ut = u.transpose(1, 2)  # B, d, T
@@ -255,6 +270,14 @@ class BaseConv(PretrainedMixin, nn.Module):
     def num_params(self) -> int:
         """Trainable parameters (equal to `BaseConvConfig.num_params`, the docstring formula)."""
         return count_params(self)
+
+    def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> None:
+        """Refused in one line: BaseConv carries no state (`carries_state` is false; Based's short convolutions do)."""
+        if LONG in self.config.kernel_sizes:
+            reason = "its long filters read the whole input history"
+        else:
+            reason = "a BaseConv of short filters only is not given one here (Based's convolution layers carry theirs)"
+        raise UserError(f"BaseConv: no recurrent state to carry: {reason}")
 
     @property
     def depth(self) -> int:

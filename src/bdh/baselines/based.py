@@ -164,6 +164,16 @@ def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
     return (gap >= 0) & (gap < window)
 
 
+def window_mask_after(pos: int, T: int, window: int, device: torch.device) -> torch.Tensor:
+    """(T, window - 1 + T) boolean: the chunk's queries at positions pos..pos+T-1 against the w - 1 carried keys
+    (positions pos-w+1..pos-1) and the chunk's own; key s is visible from query t iff t - window < s <= t and s is
+    a real token (s >= 0)."""
+    t = pos + torch.arange(T, device=device)
+    s = pos - (window - 1) + torch.arange(window - 1 + T, device=device)
+    gap = t[:, None] - s[None, :]
+    return (gap >= 0) & (gap < window) & (s >= 0)[None, :]
+
+
 def window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
     """Causal softmax attention over the last ``window`` keys (B, H, T, dh), by fused scaled-dot-product
     attention under `window_mask` (every row sees at least its own key)."""
@@ -194,15 +204,35 @@ class TaylorLinearAttention(nn.Module):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         B, T, d = u.shape
-        H, f = self.cfg.n_head, self.cfg.d_feature
-        q = self.proj_q(u).view(B, T, H, f).transpose(1, 2)
-        k = self.proj_k(u).view(B, T, H, f).transpose(1, 2)
-        v = self.proj_v(u).view(B, T, H, d // H).transpose(1, 2)
+        q, k, v = self.qkv(u)
         if self.cfg.form == "reference":
             y = linear_attention_reference(q, k, v)
         else:
             y = linear_attention_chunked(q, k, v, self.cfg.chunk_size)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, d))
+
+    def qkv(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries and keys (B, H, T, f) and values (B, H, T, d/H) of u (B, T, d)."""
+        B, T, d = u.shape
+        H, f = self.cfg.n_head, self.cfg.d_feature
+        q = self.proj_q(u).view(B, T, H, f).transpose(1, 2)
+        k = self.proj_k(u).view(B, T, H, f).transpose(1, 2)
+        return q, k, self.proj_v(u).view(B, T, H, d // H).transpose(1, 2)
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The sums S = sum phi(k)^T v (B, H, E, d/H) and z = sum phi(k) (B, H, E), in fp32 at least."""
+        H, E, wide = self.cfg.n_head, expanded_size(self.cfg.d_feature), torch.promote_types(dtype, torch.float32)
+        S = torch.zeros(batch_size, H, E, self.cfg.head_size, device=device, dtype=wide)
+        return {"S": S, "z": torch.zeros(batch_size, H, E, device=device, dtype=wide)}
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk u (B, T, d) adding the carried sums to every row (the chunked form); the sums
+        after the chunk."""
+        B, T, d = u.shape
+        q, k, v = self.qkv(u)
+        y, (S, z) = linear_attention_chunked(q, k, v, self.cfg.chunk_size, (state["S"], state["z"]), final=True)
+        out = self.out_proj(y.transpose(1, 2).reshape(B, T, d))
+        return out, {"S": S.to(state["S"].dtype), "z": z.to(state["z"].dtype)}
 
 
 class WindowAttention(nn.Module):
@@ -216,13 +246,39 @@ class WindowAttention(nn.Module):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         B, T, d = u.shape
-        H, w = self.cfg.n_head, self.cfg.window
-        q, k, v = self.qkv(u).view(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)
-        if self.cfg.window_rope:
-            rot = rope_cos_sin(T, d // H, 10000.0, u.device)
-            q, k = rope(q, *rot), rope(k, *rot)
+        q, k, v = self.heads(u, 0)
         attend = window_attention_reference if self.cfg.form == "reference" else window_attention
-        return self.out_proj(attend(q, k, v, w).transpose(1, 2).reshape(B, T, d))
+        return self.out_proj(attend(q, k, v, self.cfg.window).transpose(1, 2).reshape(B, T, d))
+
+    def heads(self, u: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v (B, H, T, d/H) of u (B, T, d), q and k rotated for the positions start..start+T-1."""
+        B, T, d = u.shape
+        q, k, v = self.qkv(u).view(B, T, 3, self.cfg.n_head, d // self.cfg.n_head).permute(2, 0, 3, 1, 4)
+        if self.cfg.window_rope:
+            rot = rope_cos_sin(T, d // self.cfg.n_head, 10000.0, u.device, start)
+            q, k = rope(q, *rot), rope(k, *rot)
+        return q, k, v
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The keys (rotated) and values of the last w - 1 tokens, (B, H, w - 1, d/H) each; slots before the first
+        token are zeros that no query sees."""
+        shape = (batch_size, self.cfg.n_head, self.cfg.window - 1, self.cfg.head_size)
+        return {
+            "k": torch.zeros(shape, device=device, dtype=dtype),
+            "v": torch.zeros(shape, device=device, dtype=dtype),
+        }
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk u (B, T, d) whose first token is at ``pos``: the chunk's queries attend over the
+        carried w - 1 keys and the chunk's own (`window_mask_after`); the last w - 1 keys and values after it."""
+        B, T, d = u.shape
+        q, k, v = self.heads(u, pos)
+        keys, values = (torch.cat([state[n].to(x.dtype), x], dim=2) for n, x in (("k", k), ("v", v)))
+        mask = window_mask_after(pos, T, self.cfg.window, u.device)
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        keep = keys.shape[2] - (self.cfg.window - 1)
+        new = {"k": keys[:, :, keep:].to(state["k"].dtype), "v": values[:, :, keep:].to(state["v"].dtype)}
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, d)), new
 
 
 def make_mixer(cfg: BasedConfig, layer: int) -> nn.Module:
@@ -239,6 +295,9 @@ class Based(PretrainedMixin, MixerLM):
 
     model_type = "based"
     config_class = BasedConfig
+    #: a fixed-size state per layer (the convolution's taps, the linear attention's sums, the window's last
+    #: w - 1 keys and values): `MixerLM.init_state` / `step`
+    carries_state = True
 
     def __init__(self, config: BasedConfig):
         if not isinstance(config, BasedConfig):

@@ -30,6 +30,7 @@ State per layer (`GLAConfig.layer_state_size`, Zoology's ``key_dim * head_v_dim`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,22 +182,42 @@ def width_step(n_head: int, expand_k: float, expand_v: float) -> int:
     return n_head
 
 
-def gla_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: torch.Tensor) -> torch.Tensor:
+def gla_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_alpha: torch.Tensor,
+    S0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference).
 
-    q, k, log_alpha: (B, H, T, d_k); v: (B, H, T, d_v) -> (B, H, T, d_v)."""
+    q, k, log_alpha: (B, H, T, d_k); v: (B, H, T, d_v); S0: (B, H, d_k, d_v), the state before the first step
+    (zeros when None) -> o (B, H, T, d_v), and with ``final`` (o, S_T)."""
     B, H, T, K = q.shape
-    S = q.new_zeros(B, H, K, v.shape[-1])
+    S = q.new_zeros(B, H, K, v.shape[-1]) if S0 is None else S0
     out = []
     for t in range(T):
         S = log_alpha[:, :, t, :, None].exp() * S + k[:, :, t, :, None] * v[:, :, t, None, :]
         out.append((q[:, :, t, None, :] @ S).squeeze(-2))
-    return torch.stack(out, dim=2)
+    o = torch.stack(out, dim=2)
+    return (o, S) if final else o
 
 
-def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: torch.Tensor, chunk: int) -> torch.Tensor:
-    """The chunkwise form (module docstring), equal to `gla_recurrent`; same shapes; in fp32 at least.
-    ``chunk`` need not divide T (the tail is padded with zero keys and log-gates, which reach no real row)."""
+def gla_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_alpha: torch.Tensor,
+    chunk: int,
+    S0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The chunkwise form (module docstring), equal to `gla_recurrent`; same arguments and results; in fp32 at
+    least (the final state too). ``chunk`` need not divide T (the tail is padded with zero keys and log-gates,
+    which reach no real row and leave the state as it is)."""
     out_dtype = v.dtype
     dtype = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))
@@ -215,13 +236,14 @@ def gla_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_alpha: to
     k_to_end = k * (b[..., -1:, :] - b).exp()
     chunk_kv = k_to_end.transpose(-1, -2) @ v  # (B, H, n, d_k, d_v)
     chunk_decay = b[..., -1, :].exp()  # (B, H, n, d_k)
-    S = q.new_zeros(B, H, K, v.shape[-1])
+    S = q.new_zeros(B, H, K, v.shape[-1]) if S0 is None else S0.to(dtype)
     starts = []
     for c in range(n):
         starts.append(S)
         S = chunk_decay[:, :, c, :, None] * S + chunk_kv[:, :, c]
     across = (q * b.exp()) @ torch.stack(starts, dim=2)
-    return (within + across).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
+    o = (within + across).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
+    return (o, S) if final else o
 
 
 def retnet_log_decay(n_head: int) -> torch.Tensor:
@@ -260,6 +282,21 @@ class GatedLinearAttention(nn.Module):
         return (F.logsigmoid(logits) / self.cfg.gate_tau).view(B, T, H, dk).transpose(1, 2)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.mix(u, None)[0]
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The state S of every head, (B, H, d_k, d_v), in fp32 at least (the chunked form's precision)."""
+        H, dk, dv = self.cfg.n_head, self.cfg.key_size // self.cfg.n_head, self.cfg.value_size // self.cfg.n_head
+        wide = torch.promote_types(dtype, torch.float32)
+        return {"S": torch.zeros(batch_size, H, dk, dv, device=device, dtype=wide)}
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk u (B, T, d) starting from the carried S; the state after the chunk."""
+        y, S = self.mix(u, state["S"])
+        return y, {"S": S.to(state["S"].dtype)}
+
+    def mix(self, u: torch.Tensor, S0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The mixer's output (B, T, d); and the state after the last step when ``S0`` (the one before) is given."""
         B, T, _ = u.shape
         H, dk, dv = self.cfg.n_head, self.cfg.key_size // self.cfg.n_head, self.cfg.value_size // self.cfg.n_head
         q = self.proj_q(u).view(B, T, H, dk).transpose(1, 2) * dk**-0.5
@@ -267,13 +304,14 @@ class GatedLinearAttention(nn.Module):
         v = self.proj_v(u).view(B, T, H, dv).transpose(1, 2)
         g = self.log_alpha(u)
         if self.cfg.form == "reference":
-            o = gla_recurrent(q, k, v, g.to(q.dtype))
+            scan, g, S0 = gla_recurrent, g.to(q.dtype), None if S0 is None else S0.to(q.dtype)
         else:
-            o = gla_chunked(q, k, v, g, self.cfg.chunk_size)
+            scan = functools.partial(gla_chunked, chunk=self.cfg.chunk_size)
+        o, S = (scan(q, k, v, g), None) if S0 is None else scan(q, k, v, g, S0=S0, final=True)
         o = o.transpose(1, 2)
         o = self.norm(o.to(self.norm.weight.dtype))  # in the weights' precision (fp32 under bf16 autocast)
         o = o * F.silu(self.proj_r(u)).view(B, T, H, dv)
-        return self.out_proj(o.reshape(B, T, H * dv))
+        return self.out_proj(o.reshape(B, T, H * dv)), S
 
 
 class GLA(PretrainedMixin, MixerLM):
@@ -281,6 +319,8 @@ class GLA(PretrainedMixin, MixerLM):
 
     model_type = "gla"
     config_class = GLAConfig
+    #: a fixed-size state per layer (S of every head): `MixerLM.init_state` / `step`
+    carries_state = True
 
     def __init__(self, config: GLAConfig):
         if not isinstance(config, GLAConfig):

@@ -33,6 +33,7 @@ from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params, normal_init
+from .state import KVCache
 
 POSITIONAL = ("learned", "rope", "none")
 
@@ -112,10 +113,12 @@ class GPTConfig(ModelConfig):
         )
 
 
-def rope_cos_sin(T: int, dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotary tables (T, dim/2) for positions 0..T-1, frequencies theta^(-2i/dim)."""
+def rope_cos_sin(
+    T: int, dim: int, theta: float, device: torch.device, start: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary tables (T, dim/2) for positions start..start+T-1, frequencies theta^(-2i/dim)."""
     inv = theta ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
-    ang = torch.arange(T, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+    ang = torch.arange(start, start + T, device=device, dtype=torch.float32)[:, None] * inv[None, :]
     return ang.cos(), ang.sin()
 
 
@@ -141,17 +144,41 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        q, k, v = self.heads(h, rot)
+        p = self.cfg.dropout if self.training else 0.0
+        return self.finish(h, F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.cfg.causal))
+
+    def heads(
+        self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K, V (B, H, T, d/H) of LN(h), Q and K rotated by ``rot`` (RoPE) when given."""
         B, T, d = h.shape
-        H = self.cfg.n_head
-        q, k, v = self.qkv(self.ln1(h)).view(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(self.ln1(h)).view(B, T, 3, self.cfg.n_head, d // self.cfg.n_head).permute(2, 0, 3, 1, 4)
         if rot is not None:
             q, k = rope(q, *rot), rope(k, *rot)
-        p = self.cfg.dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.cfg.causal)
+        return q, k, v
+
+    def finish(self, h: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """The block's output from its input h (B, T, d) and the heads' attention a (B, H, T, d/H)."""
+        B, T, d = h.shape
         h = h + self.drop(self.proj(a.transpose(1, 2).reshape(B, T, d)))
         if self.fc is not None:
             h = h + self.drop(self.fc2(F.gelu(self.fc(self.ln2(h)))))
         return h
+
+    def step(
+        self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`forward` over a chunk h (B, T, d) after the cached ``keys`` and ``values`` (B, H, t, d/H) of the t tokens
+        before it: each query sees every cached key and the chunk's up to its own. Returns (h, keys, values) with
+        the chunk's appended."""
+        q, k, v = self.heads(h, rot)
+        keys, values = torch.cat([keys, k.to(keys.dtype)], dim=2), torch.cat([values, v.to(values.dtype)], dim=2)
+        T, t = h.shape[1], keys.shape[2] - h.shape[1]
+        mask = None if T == 1 else torch.arange(T, device=h.device)[:, None] + t >= torch.arange(t + T, device=h.device)
+        p = self.cfg.dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, dropout_p=p)
+        return self.finish(h, a), keys, values
 
 
 class GPT(PretrainedMixin, nn.Module):
@@ -159,6 +186,9 @@ class GPT(PretrainedMixin, nn.Module):
 
     model_type = "gpt"
     config_class = GPTConfig
+    #: its state for generation is a KV cache, growing with the tokens read (`init_state` / `step`)
+    state_grows = True
+    carries_state = False
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -222,6 +252,70 @@ class GPT(PretrainedMixin, nn.Module):
             h = self.blocks[0 if cfg.share_layers else i](h, rot)
         h = self.ln_f(h)
         return F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+
+    # ------------------------------------------------------------------ the KV cache
+    def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> KVCache:
+        """An empty KV cache (`bdh.baselines.state.KVCache`: nothing read, position 0) on the model's device."""
+        if not self.config.causal:
+            raise UserError("GPT: a bidirectional model (causal=false) has no KV cache: every token sees the future")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"GPT.init_state: batch_size must be a positive integer, got {batch_size!r}")
+        cfg, weight = self.config, self.embed.weight
+        shape = (batch_size, cfg.n_head, 0, cfg.n_embd // cfg.n_head)
+        empty = [torch.zeros(shape, device=weight.device if device is None else device, dtype=weight.dtype)]
+        return KVCache(empty * cfg.n_layer, empty * cfg.n_layer, 0)
+
+    def cache_nbytes(self, tokens: int, batch_size: int = 1, element_size: int = 4) -> int:
+        """Bytes of the KV cache after ``tokens`` tokens of ``batch_size`` sequences: 2 L B t d scalars."""
+        return 2 * self.config.n_layer * batch_size * tokens * self.config.n_embd * element_size
+
+    def step(self, tokens: torch.Tensor, state: KVCache) -> tuple[torch.Tensor, KVCache]:
+        """Read one token per sequence or a chunk after the cached ones: equal to `forward` over everything read.
+
+        Args:
+            tokens: (B,) one token per sequence, or (B, T) a chunk; with learned positions the whole read must fit
+                seq_len (RoPE or no positions read any length); gradients flow through the chunk and the cache.
+            state: from `init_state` or an earlier `step` (it is not changed).
+        Returns:
+            (logits, new_state): logits (B, V) for (B,) tokens, (B, T, V) for (B, T); the cache with the chunk's
+            keys and values appended.
+        """
+        cfg = self.config
+        single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
+        idx = tokens.view(-1, 1) if single else tokens
+        check_tokens("GPT.step", idx, cfg.vocab_size)
+        self._check_cache(state, idx.shape[0])
+        start, T = state.pos, idx.shape[1]
+        h = self.embed(idx)
+        if self.pos is not None:
+            if start + T > cfg.seq_len:
+                raise UserError(
+                    f"GPT.step: positions up to {start + T} pass seq_len = {cfg.seq_len}; learned positions cannot "
+                    "read past the trained length (positional: rope or none can)"
+                )
+            h = h + self.pos(torch.arange(start, start + T, device=idx.device))
+        h = self.drop(h)
+        dh = cfg.n_embd // cfg.n_head
+        rot = rope_cos_sin(T, dh, cfg.rope_theta, idx.device, start) if cfg.positional == "rope" else None
+        keys, values = [], []
+        for i in range(cfg.n_layer):
+            h, k, v = self.blocks[0 if cfg.share_layers else i].step(h, rot, state.keys[i], state.values[i])
+            keys.append(k)
+            values.append(v)
+        h = self.ln_f(h)
+        logits = F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+        return (logits[:, -1] if single else logits), KVCache(keys, values, start + T)
+
+    def _check_cache(self, state: object, batch_size: int) -> None:
+        cfg = self.config
+        if not isinstance(state, KVCache):
+            raise UserError(f"GPT.step: state must be a KVCache (from model.init_state), got {type(state).__name__}")
+        want = (cfg.n_head, state.pos, cfg.n_embd // cfg.n_head)
+        shapes = {tuple(t.shape[1:]) for t in (*state.keys, *state.values)}
+        if len(state.keys) != cfg.n_layer or len(state.values) != cfg.n_layer or shapes != {want}:
+            raise UserError(f"GPT.step: the cache is not this model's ({cfg.n_layer} passes of {want} keys and values)")
+        if state.batch_size != batch_size:
+            raise UserError(f"GPT.step: the cache holds {state.batch_size} sequences, the tokens {batch_size}")
 
 
 def gpt_config_for_params(budget: int, **fields) -> GPTConfig:

@@ -213,6 +213,8 @@ class Hyena(PretrainedMixin, MixerLM):
 
     model_type = "hyena"
     config_class = HyenaConfig
+    #: no fixed-size state: `MixerLM.init_state` refuses, in one line, with this reason
+    no_state_reason = "its long convolution reads the whole input history (an implicit filter as long as seq_len)"
 
     def __init__(self, config: HyenaConfig):
         if not isinstance(config, HyenaConfig):

@@ -35,7 +35,7 @@ Parameter count (`MambaConfig.num_params`; d, V, e = E d, N, k, r = ``dt_rank``,
     + L ( d [RMSNorm] + 2 e d [W_in] + e k + e [conv] + e (r + 2 N) [W_x] + r e + e [W_dt, b_dt]
           + e N [A_log] + e [D] + e d [W_out] )
 State (Zoology's ``Mamba.state_size``): e N scalars per layer, the SSM state h (the short convolution's
-cache of e (k - 1) inputs is not counted, as Zoology does not).
+cache of e (k - 1) inputs is not counted, as Zoology does not). `MambaMixer.step` carries both.
 """
 
 from __future__ import annotations
@@ -142,28 +142,47 @@ def _scan_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def selective_scan_sequential(
-    x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, D: torch.Tensor
-) -> torch.Tensor:
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The reference: h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t, y_t = h_t C_t + D x_t, a plain loop over t.
 
-    x, delta: (b, T, e); A: (e, N); B, C: (b, T, N); D: (e,). Returns y (b, T, e)."""
+    x, delta: (b, T, e); A: (e, N); B, C: (b, T, N); D: (e,); h0: (b, e, N), the state before the first step (zeros
+    when None). Returns y (b, T, e), and with ``final`` (y, h_T)."""
     b, T, e = x.shape
-    h = x.new_zeros(b, e, A.shape[1])
+    h = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
     ys = []
     for t in range(T):
         decay = torch.exp(delta[:, t, :, None] * A)  # b e N: Abar
         h = decay * h + (delta[:, t] * x[:, t])[..., None] * B[:, t, None, :]
         ys.append((h * C[:, t, None, :]).sum(-1))
-    return torch.stack(ys, dim=1) + x * D
+    y = torch.stack(ys, dim=1) + x * D
+    return (y, h) if final else y
 
 
 def selective_scan_parallel(
-    x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, D: torch.Tensor
-) -> torch.Tensor:
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): the steps
     h -> a_t h + u_t (a_t = exp(Delta_t A), u_t = Delta_t B_t x_t) compose associatively, (a, u) then (a', u')
     being (a' a, a' u + u'); log2(T) rounds each compose every step with the one ``offset`` earlier. Only
-    products of decays in (0, 1] and sums are formed, so it is as stable as the loop. Shapes as
+    products of decays in (0, 1] and sums are formed, so it is as stable as the loop. After the rounds a_t is the
+    product of the decays up to t, which carries a starting state h0 in: h_t += a_t h0. Arguments and result as
     `selective_scan_sequential`."""
     T = x.shape[1]
     a = torch.exp(delta[..., None] * A)  # b T e N
@@ -173,7 +192,10 @@ def selective_scan_parallel(
         h = h + a * F.pad(h[:, :-offset], (0, 0, 0, 0, offset, 0))  # earlier composed with h_0 = 0
         a = a * F.pad(a[:, :-offset], (0, 0, 0, 0, offset, 0), value=1.0)
         offset *= 2
-    return torch.einsum("bten,btn->bte", h, C) + x * D
+    if h0 is not None:
+        h = h + a * h0[:, None]
+    y = torch.einsum("bten,btn->bte", h, C) + x * D
+    return (y, h[:, -1]) if final else y
 
 
 class MambaMixer(nn.Module):
@@ -212,16 +234,42 @@ class MambaMixer(nn.Module):
         return selective_scan_sequential if scan == "sequential" else selective_scan_parallel
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        T, N = u.shape[1], self.cfg.d_state
+        T = u.shape[1]
         x, z = self.in_proj(u).chunk(2, dim=-1)
-        x = F.silu(self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2))
+        x = self.conv(x.transpose(1, 2))[..., :T]
+        return self.ssm(u, x, z, None)[0]
+
+    def ssm(
+        self, u: torch.Tensor, x: torch.Tensor, z: torch.Tensor, h0: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """From the convolution's output x (b, e, T) and the gate z (b, T, e): the mixer's output (b, T, d), and
+        the SSM state after the last step when ``h0`` (the state before the first) is given."""
+        N = self.cfg.d_state
+        x = F.silu(x.transpose(1, 2))
         dt, B, C = self.x_proj(x).split([self.cfg.rank, N, N], dim=-1)
         delta = F.softplus(self.dt_proj(dt))
         dtype = _scan_dtype(x)
         with torch.autocast(u.device.type, enabled=False):
             args = [t.to(dtype) for t in (x, delta, -torch.exp(self.A_log), B, C, self.D)]
-            y = self.scan_for(u.device)(*args)
-        return self.out_proj((y * F.silu(z.to(dtype))).to(u.dtype))
+            scan = self.scan_for(u.device)
+            y, h = (scan(*args), None) if h0 is None else scan(*args, h0.to(dtype), final=True)
+        return self.out_proj((y * F.silu(z.to(dtype))).to(u.dtype)), h
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The SSM state h (b, e, N), in the scan's precision, and the convolution's last k - 1 inputs (b, e, k - 1)."""
+        e, k = self.cfg.inner, self.cfg.d_conv
+        h = torch.zeros(batch_size, e, self.cfg.d_state, device=device, dtype=torch.promote_types(dtype, torch.float32))
+        return {"h": h, "conv": torch.zeros(batch_size, e, k - 1, device=device, dtype=dtype)}
+
+    def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk u (b, T, d) continuing ``state``: the convolution reads the carried inputs before
+        the chunk's (no padding), the scan starts from the carried h; the state after the chunk."""
+        x, z = self.in_proj(u).chunk(2, dim=-1)
+        taps = torch.cat([state["conv"].to(x.dtype), x.transpose(1, 2)], dim=-1)  # b e (k - 1 + T)
+        x = F.conv1d(taps, self.conv.weight, self.conv.bias, groups=self.cfg.inner)
+        y, h = self.ssm(u, x, z, state["h"])
+        keep = taps[..., taps.shape[-1] - (self.cfg.d_conv - 1) :]
+        return y, {"h": h.to(state["h"].dtype), "conv": keep.to(state["conv"].dtype)}
 
 
 class Mamba(PretrainedMixin, MixerLM):
@@ -231,6 +279,8 @@ class Mamba(PretrainedMixin, MixerLM):
 
     model_type = "mamba"
     config_class = MambaConfig
+    #: a fixed-size state per layer (h and the convolution's last inputs): `MixerLM.init_state` / `step`
+    carries_state = True
 
     def __init__(self, config: MambaConfig):
         if not isinstance(config, MambaConfig):

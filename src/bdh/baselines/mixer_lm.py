@@ -25,6 +25,11 @@ Parameter count of the skeleton (`skeleton_params`; V, d, m, L, and n = 2 d for 
     V d + n [final norm] + L ( n [norm] + [n + 2 d m + m + d  with the MLP]  + [n  with a branch of its own] )
 plus the mixers' own and the own branches' own.
 
+Reading through a carried state (`MixerLM.init_state` / `MixerLM.step`, BDH's interface): a subclass whose every
+mixer (and every second branch that reads more than its token, as RWKV's channel mixing) has ``init_state`` and
+``step`` of its own declares ``carries_state``; the blocks then read a chunk from the state the tokens before it left
+(`bdh.baselines.state.MixerState`), equal to the forward over the whole sequence. The MLP reads each token alone.
+
 ``cfg`` needs ``vocab_size``, ``n_embd``, ``embed_dropout``, the norm's epsilon, ``hidden`` with the default
 branches; ``dropout`` (on the residual branches) and ``seq_len`` (the longest input) are read when present
 (none and no limit otherwise).
@@ -40,7 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import UserError
 from .common import check_tokens, count_params, normal_init
+from .state import MixerState, Tensors, check_state, part, prefixed
 
 #: parameter names (suffixes) of the residual-branch output projections, initialised N(0, 0.02 / sqrt(2 L))
 OUTPUT_PROJECTIONS = ("out_proj.weight", "fc2.weight")
@@ -102,6 +109,28 @@ class MixerBlock(nn.Module):
             h = h + self.drop(self.branch(self.ln2(h)))  # type: ignore[misc]
         return h
 
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> Tensors:
+        """The block's empty state: the mixer's tensors (``mixer.<name>``), and the branch's (``branch.<name>``)
+        when it has one (a branch without ``init_state``, as the MLP, reads each token alone)."""
+        state = prefixed("mixer", self.mixer.init_state(batch_size, device, dtype))
+        if callable(getattr(self.branch, "init_state", None)):
+            state |= prefixed("branch", self.branch.init_state(batch_size, device, dtype))  # type: ignore[union-attr]
+        return state
+
+    def step(self, h: torch.Tensor, state: Tensors, pos: int) -> tuple[torch.Tensor, Tensors]:
+        """`forward` over a chunk h (B, T, d) continuing ``state`` (the tokens before, ``pos`` of them); the state
+        after it."""
+        y, mixed = self.mixer.step(self.ln1(h), part("mixer", state), pos)
+        h, new = h + self.drop(y), prefixed("mixer", mixed)
+        if self.branch is not None:
+            if callable(getattr(self.branch, "step", None)):
+                y, branched = self.branch.step(self.ln2(h), part("branch", state))  # type: ignore[union-attr,misc]
+                new |= prefixed("branch", branched)
+            else:
+                y = self.branch(self.ln2(h))  # type: ignore[misc]
+            h = h + self.drop(y)
+        return h, new
+
 
 class MixerLM(nn.Module):
     """Embedding, one `MixerBlock` per mixer, final norm, tied readout. ``model(idx) -> logits (B, T, V)``.
@@ -110,6 +139,10 @@ class MixerLM(nn.Module):
     the norm (module docstring)."""
 
     config: Any
+    #: whether the mixers carry a fixed-size state (`init_state` / `step`); a subclass whose mixers do says so
+    carries_state: bool = False
+    #: why a model that carries none has none (the one-line error of `init_state`)
+    no_state_reason: str = "its mixers carry no recurrent state"
     #: suffixes of the parameter names that `init_weights` scales by 1 / sqrt(2 L)
     output_projections: tuple[str, ...] = OUTPUT_PROJECTIONS
 
@@ -169,3 +202,39 @@ class MixerLM(nn.Module):
         for block in self.blocks:
             h = block(h)
         return F.linear(self.ln_f(h), self.embed.weight)
+
+    # ------------------------------------------------------------------ the carried state
+    def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> MixerState:
+        """An empty state (every block's, position 0) on the model's device (`bdh.baselines.state.MixerState`)."""
+        name = type(self).__name__
+        if not self.carries_state:
+            raise UserError(f"{name}: no recurrent state to carry: {self.no_state_reason}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"{name}.init_state: batch_size must be a positive integer, got {batch_size!r}")
+        weight = self.embed.weight
+        device = weight.device if device is None else device
+        layers = [block.init_state(batch_size, device, weight.dtype) for block in self.blocks]
+        return MixerState(getattr(self, "model_type", name), layers, 0)
+
+    def step(self, tokens: torch.Tensor, state: MixerState) -> tuple[torch.Tensor, MixerState]:
+        """Read one token per sequence or a chunk, continuing ``state``: equal to `forward` over everything read.
+
+        Args:
+            tokens: (B,) one token per sequence, or (B, T) a chunk of any length (no ``seq_len`` limit: the state
+                is what carries the past); gradients flow through the chunk and ``state`` unless under no_grad.
+            state: from `init_state` or an earlier `step` (it is not changed).
+        Returns:
+            (logits, new_state): logits (B, V) for (B,) tokens, (B, T, V) for (B, T).
+        """
+        name = type(self).__name__
+        single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
+        idx = tokens.view(-1, 1) if single else tokens
+        check_tokens(f"{name}.step", idx, self.config.vocab_size)
+        check_state(name, state, self.init_state(1, device="meta"), idx.shape[0])
+        h = self.drop(self.embed(idx))
+        layers = []
+        for block, carried in zip(self.blocks, state.layers):
+            h, carried = block.step(h, carried, state.pos)
+            layers.append(carried)
+        logits = F.linear(self.ln_f(h), self.embed.weight)
+        return (logits[:, -1] if single else logits), MixerState(state.model, layers, state.pos + idx.shape[1])

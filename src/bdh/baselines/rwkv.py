@@ -38,6 +38,7 @@ numbers in range and is not counted.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -116,15 +117,33 @@ class RWKVConfig(ModelConfig):
         )
 
 
-def wkv_sequential(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+#: the WKV state carried between tokens: the numerator and denominator of Eq. 14 times e^-p, and p, each (b, d)
+WKVState = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def wkv_empty(k: torch.Tensor) -> WKVState:
+    """The state before the first token (empty sums, p = -inf) for keys k (b, T, d)."""
+    batch, _, d = k.shape
+    return k.new_zeros(batch, d), k.new_zeros(batch, d), k.new_full((batch, d), -math.inf)
+
+
+def wkv_sequential(
+    w: torch.Tensor,
+    u: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    state: WKVState | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, WKVState]:
     """The reference: Eq. 14 by the RWKV-4 kernel's stable recurrence, a loop over t.
 
-    w (decay > 0), u (bonus): (d,); k, v: (b, T, d). The carried (a, b) are the numerator and denominator times
-    e^-p; p is a detached shift (the result does not depend on it), so the gradients are those of Eq. 14."""
-    batch, T, d = k.shape
-    num = k.new_zeros(batch, d)
-    den = k.new_zeros(batch, d)
-    p = k.new_full((batch, d), -math.inf)
+    w (decay > 0), u (bonus): (d,); k, v: (b, T, d); ``state``: the (num, den, p) before the first token
+    (`wkv_empty` when None). Returns wkv (b, T, d), and with ``final`` (wkv, the state after the last token).
+    The carried (num, den) are the numerator and denominator times e^-p; p is a detached shift (the result does
+    not depend on it), so the gradients are those of Eq. 14."""
+    num, den, p = wkv_empty(k) if state is None else state
+    T = k.shape[1]
     out = []
     for t in range(T):
         kt, vt = k[:, t], v[:, t]
@@ -136,15 +155,23 @@ def wkv_sequential(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.T
         q = torch.maximum(past, kt).detach()
         e_past, e_now = torch.exp(past - q), torch.exp(kt - q)
         num, den, p = e_past * num + e_now * vt, e_past * den + e_now, q
-    return torch.stack(out, dim=1)
+    wkv = torch.stack(out, dim=1)
+    return (wkv, (num, den, p)) if final else wkv
 
 
-def wkv_chunked(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
-    """Eq. 14 by chunks of ``chunk`` tokens (module docstring); shapes as `wkv_sequential`."""
-    batch, T, d = k.shape
-    num = k.new_zeros(batch, d)
-    den = k.new_zeros(batch, d)
-    p = k.new_full((batch, d), -math.inf)
+def wkv_chunked(
+    w: torch.Tensor,
+    u: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    chunk: int,
+    state: WKVState | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, WKVState]:
+    """Eq. 14 by chunks of ``chunk`` tokens (module docstring); arguments and results as `wkv_sequential`."""
+    num, den, p = wkv_empty(k) if state is None else state
+    T = k.shape[1]
     out = []
     for start in range(0, T, chunk):
         kc, vc = k[:, start : start + chunk], v[:, start : start + chunk]
@@ -164,12 +191,16 @@ def wkv_chunked(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tens
         q = torch.maximum(log_in.amax(dim=1), log_old).detach()
         e_in, e_old = torch.exp(log_in - q[:, None]), torch.exp(log_old - q)
         num, den, p = (e_in * vc).sum(dim=1) + e_old * num, e_in.sum(dim=1) + e_old * den, q
-    return torch.cat(out, dim=1)
+    wkv = torch.cat(out, dim=1)
+    return (wkv, (num, den, p)) if final else wkv
 
 
-def token_shift(x: torch.Tensor) -> torch.Tensor:
-    """x_{t-1} for every t (zeros before the first token), (b, T, d)."""
-    return F.pad(x, (0, 0, 1, -1))
+def token_shift(x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+    """x_{t-1} for every t, (b, T, d): before the first token ``last`` (b, d), the input before the chunk, or
+    zeros when None (the start of a sequence)."""
+    if last is None:
+        return F.pad(x, (0, 0, 1, -1))
+    return torch.cat([last[:, None].to(x.dtype), x[:, :-1]], dim=1)
 
 
 def ramp(d: int, power: float) -> torch.Tensor:
@@ -197,7 +228,29 @@ class TimeMix(nn.Module):
         self.output = nn.Linear(d, d, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        prev = token_shift(x)
+        return self.mix(x, None)[0]
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The WKV sums and their shift p (`wkv_empty`; fp32 at least, as the WKV runs) and the last input (b, d)."""
+        wide = torch.promote_types(dtype, torch.float32)
+        num, den, p = wkv_empty(torch.empty(batch_size, 0, self.cfg.n_embd, device=device, dtype=wide))
+        return {
+            "num": num,
+            "den": den,
+            "p": p,
+            "last": torch.zeros(batch_size, self.cfg.n_embd, device=device, dtype=dtype),
+        }
+
+    def step(self, x: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk x (b, T, d) continuing ``state`` (the token shift reads the carried last input);
+        the state after the chunk."""
+        y, (num, den, p) = self.mix(x, state)
+        wide = state["num"].dtype
+        return y, {"num": num.to(wide), "den": den.to(wide), "p": p.to(wide), "last": x[:, -1].to(state["last"].dtype)}
+
+    def mix(self, x: torch.Tensor, state: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, WKVState | None]:
+        """The time mixing of x (b, T, d); and the WKV state after the last token when ``state`` is given."""
+        prev = token_shift(x, None if state is None else state["last"])
         k = self.key(x * self.mix_k + prev * (1 - self.mix_k))
         v = self.value(x * self.mix_v + prev * (1 - self.mix_v))
         r = torch.sigmoid(self.receptance(x * self.mix_r + prev * (1 - self.mix_r)))
@@ -205,10 +258,15 @@ class TimeMix(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             w, u = torch.exp(self.time_decay.to(dtype)), self.time_first.to(dtype)
             if self.cfg.wkv == "sequential":
-                wkv = wkv_sequential(w, u, k.to(dtype), v.to(dtype))
+                run = wkv_sequential
             else:
-                wkv = wkv_chunked(w, u, k.to(dtype), v.to(dtype), self.cfg.chunk_size)
-        return self.output((r * wkv).to(x.dtype))
+                run = functools.partial(wkv_chunked, chunk=self.cfg.chunk_size)
+            if state is None:
+                wkv, carried = run(w, u, k.to(dtype), v.to(dtype)), None
+            else:
+                start = tuple(state[name].to(dtype) for name in ("num", "den", "p"))
+                wkv, carried = run(w, u, k.to(dtype), v.to(dtype), state=start, final=True)
+        return self.output((r * wkv).to(x.dtype)), carried
 
 
 class ChannelMix(nn.Module):
@@ -224,10 +282,19 @@ class ChannelMix(nn.Module):
         self.receptance = nn.Linear(d, d, bias=False)
         self.value = nn.Linear(m, d, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        prev = token_shift(x)
+    def forward(self, x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+        """Channel mixing of x (b, T, d); ``last`` (b, d): the input before the chunk (None: zeros, a start)."""
+        prev = token_shift(x, last)
         k = torch.square(torch.relu(self.key(x * self.mix_k + prev * (1 - self.mix_k))))
         return torch.sigmoid(self.receptance(x * self.mix_r + prev * (1 - self.mix_r))) * self.value(k)
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The last input of the token shift, (b, d)."""
+        return {"last": torch.zeros(batch_size, self.key.in_features, device=device, dtype=dtype)}
+
+    def step(self, x: torch.Tensor, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
+        """`forward` over a chunk continuing ``state``; the state after it."""
+        return self.forward(x, state["last"]), {"last": x[:, -1].to(state["last"].dtype)}
 
 
 class RWKV(PretrainedMixin, MixerLM):
@@ -237,6 +304,8 @@ class RWKV(PretrainedMixin, MixerLM):
 
     model_type = "rwkv"
     config_class = RWKVConfig
+    #: a fixed-size state per layer (the WKV sums, the token shifts' last inputs): `MixerLM.init_state` / `step`
+    carries_state = True
     #: the residual outputs W_o and W'_v, N(0, 0.02 / sqrt(2 n_layer)) (`MixerLM.init_weights`)
     output_projections = ("mixer.output.weight", "branch.value.weight")
 

@@ -67,13 +67,29 @@ def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return ((a @ v) / a.sum(-1, keepdim=True)).to(out_dtype)
 
 
-def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+#: the sums carried between chunks: S = sum_s phi(k_s)^T v_s (B, H, E, d_v) and z = sum_s phi(k_s) (B, H, E)
+Sums = tuple[torch.Tensor, torch.Tensor]
+
+
+def linear_attention_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    chunk: int,
+    state: Sums | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, Sums]:
     """The chunked recurrent form (module docstring), equal to `linear_attention_reference`; same shapes.
 
     The running sums over earlier chunks are prefix sums of the chunks' own sums (no loop over chunks); a
-    sequence of one chunk is the quadratic form; ``chunk`` need not divide T."""
+    sequence of one chunk is the quadratic form; ``chunk`` need not divide T. ``state``: the sums (S, z) over the
+    tokens before q's first (none when None), which every row adds; with ``final`` the result is (y, the sums
+    after the last token), in fp32 at least."""
     out_dtype = v.dtype
     q, k, v = _wide(q, k, v)
+    if state is not None:
+        state = _wide(*state)
     B, H, T, _ = q.shape
     chunk = min(chunk, T)  # no padding beyond the sequence
     pad = -T % chunk
@@ -89,4 +105,14 @@ def linear_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
         z = fk[:, :, :-1].sum(-2, keepdim=True).transpose(-1, -2)  # (B, H, n-1, E, 1)
         num = num + fq @ _prefix_sums(kv)
         den = den + fq @ _prefix_sums(z)
-    return (num / den).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
+    if state is not None:  # the sums before the first token, seen by every row
+        num = num + fq @ state[0][:, :, None]
+        den = den + fq @ state[1][:, :, None, :, None]
+    y = (num / den).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
+    if not final:
+        return y
+    fk, v = fk.reshape(B, H, n * chunk, -1)[:, :, :T], v.reshape(B, H, n * chunk, -1)[:, :, :T]  # no padding
+    S, z = fk.transpose(-1, -2) @ v, fk.sum(-2)
+    if state is not None:
+        S, z = state[0] + S, state[1] + z
+    return y, (S, z)

@@ -27,19 +27,31 @@ BDH_VARIANTS = {
     "bdh-unshared": "unshared_layers",
 }
 
+#: BDH with another state or positions (docs/long-context.md): a row's name -> the `BDHConfig` fields it sets
+#: (same parameters and state size as BDH; ``bdh-nopos-lg`` is the state that keeps a fact)
+BDH_STATES: dict[str, dict[str, Any]] = {
+    "bdh-alibi": {"damping": "alibi"},
+    "bdh-nopos": {"positional": "none"},
+    "bdh-lg": {"damping": "local-global"},
+    "bdh-nopos-lg": {"positional": "none", "damping": "local-global"},
+}
+
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)
-ACCEPTED = "registered models whose config has for_budget and whose class has state_size(), and BDH's ablated rows"
+ACCEPTED = (
+    "registered models whose config has for_budget and whose class has state_size(), BDH's ablated rows and its "
+    "state variants"
+)
 
 
 def bench_models() -> tuple[str, ...]:
     """Every name a suite's ``models`` may give, read from `bdh.registry` when called (so a model registered at run
     time is among them): the reference (`REFERENCE`), every other registered model the bench can size and measure
-    (`comparable`), then BDH's ablated rows (`BDH_VARIANTS`). Whether a suite can run a model (its causal form) is
-    the suite's to check (`bdh.bench.spec.Sweep.check_models`)."""
+    (`comparable`), then BDH's ablated rows (`BDH_VARIANTS`) and state variants (`BDH_STATES`). Whether a suite
+    can run a model (its causal form) is the suite's to check (`bdh.bench.spec.Sweep.check_models`)."""
     from bdh.registry import get_model, names
 
     others = [n for n in names("model") if n != REFERENCE and comparable(get_model(n))]
-    return (REFERENCE, *others, *BDH_VARIANTS)
+    return (REFERENCE, *others, *BDH_VARIANTS, *BDH_STATES)
 
 
 def comparable(model_class: type) -> bool:
@@ -109,6 +121,8 @@ def sized_section(
         return reference
     if model in BDH_VARIANTS:
         return variant_section(reference, BDH_VARIANTS[model], vocab_size)
+    if model in BDH_STATES:
+        return {**reference, **BDH_STATES[model]}
     cfg = budget_config(
         model,
         bdh_params(reference, vocab_size),

@@ -114,6 +114,14 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh experiment relatives --set models=[bdh,gpt] --set seeds=[0] --out runs/relatives-two",
         "bdh experiment relatives --full --show-config               # Zoology's Figure 2 sweep for a GPU",
     ],
+    "bdh experiment length": [
+        "bdh experiment length --quick",
+        "bdh experiment length --show-config                     # the runs, the tokens they train and read",
+        "bdh experiment length --out runs/length --threads 2     # CPU default: 6 models x 2 tasks x 2 seeds, to 2^16",
+        "bdh experiment length --out runs/length --resume        # continue: finished trainings and reads are kept",
+        "bdh experiment length --set models=[bdh] --set seeds=[0] --set max_length=1048576 --out runs/length-bdh",
+        "bdh experiment length --set text_models=[runs/shakespeare/best] --out runs/length-text",
+    ],
     "bdh synapses": [
         "bdh synapses runs/en-es --concept currency",
         "bdh synapses runs/en-es --layer 2 --head 1 --language en --second-language fr --out synapses",

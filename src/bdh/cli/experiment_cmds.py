@@ -1,5 +1,5 @@
 """``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, end to
-end (synapses, merge, no-bptt, scaling, long-context, relatives).
+end (synapses, merge, no-bptt, scaling, long-context, relatives, length).
 
     bdh experiment merge --out DIR                   CPU default (under 30 minutes on 2 cores)
     bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two

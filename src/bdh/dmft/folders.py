@@ -274,12 +274,12 @@ def write_probe(
     into ``out``: ``probe.json`` (per temperature: lambda_1, token flips, the free pair, the ACF decay; the
     model folder as ``model_dir``, relative to ``run_dir`` when it lies inside it), ``probe.npz`` and
     ``probe.png``. A model without a recurrent state is a one-line `UserError`."""
-    from bdh.train.recurrent import Recurrent
+    from bdh.model import BDH
 
     from .plots import probe_figure
     from .probe import run_probe
 
-    if not isinstance(model, Recurrent):
+    if not isinstance(model, BDH):
         raise UserError(
             f"{model_dir}: a {type(model).__name__} model; the probe runs BDH models (it needs the recurrent state)"
         )

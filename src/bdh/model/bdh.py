@@ -65,6 +65,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
     model_type = "bdh"
     config_class = BDHConfig
+    #: a fixed-size recurrent state (rho, `init_state` / `step`): any length reads in flat memory
+    carries_state = True
 
     def __init__(self, config: BDHConfig):
         super().__init__()

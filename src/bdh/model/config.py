@@ -60,8 +60,10 @@ def alibi_retention(n_head: int) -> tuple[float, ...]:
 
 #: the half-lives (in tokens) of the fastest and the slowest head of the ``multiscale`` damping
 MULTISCALE_HALF_LIVES = (16.0, 16384.0)
+#: the half-lives (in tokens) of the fastest and the slowest of the fast heads of the ``local-global`` damping
+LOCAL_HALF_LIVES = (1.0, 8.0)
 #: the named per-head damping presets
-DAMPING_PRESETS = ("alibi", "multiscale")
+DAMPING_PRESETS = ("alibi", "multiscale", "local-global")
 
 
 def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCALE_HALF_LIVES) -> tuple[float, ...]:
@@ -73,6 +75,19 @@ def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCA
     if n_head == 1:
         return (2.0 ** (-1.0 / math.sqrt(lo * hi)),)
     return tuple(2.0 ** (-1.0 / (lo * (hi / lo) ** (h / (n_head - 1)))) for h in range(n_head))
+
+
+def local_global_retention(n_head: int, half_lives: tuple[float, float] = LOCAL_HALF_LIVES) -> tuple[float, ...]:
+    """Per-head retention factors u_h: the first half of the heads (rounded down) local, with half-lives spread
+    geometrically over ``half_lives`` tokens (they read the last few tokens: the only sense of order a model
+    without positions has), the others undamped (u = 1: they keep everything they read, at any distance).
+    One head is undamped. Ours, not the paper's: docs/long-context.md measures what it keeps."""
+    fast = n_head // 2
+    if fast == 0:
+        return (1.0,)
+    lo, hi = half_lives
+    spread = [lo * (hi / lo) ** (h / (fast - 1)) if fast > 1 else lo for h in range(fast)]
+    return tuple(2.0 ** (-1.0 / life) for life in spread) + (1.0,) * (n_head - fast)
 
 
 @dataclass
@@ -98,8 +113,10 @@ class BDHConfig(ModelConfig):
         rope_theta: the RoPE base; ``None`` takes 2^16 for ``rope`` and 10000 for ``rope-standard``.
         damping: the diagonal state damping U of Eq. 8 as a retention factor u in (0, 1]:
             ``None`` (no damping, the official model), one float for all heads, one float per
-            head, ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`), or ``"multiscale"``
-            for half-lives spread from 16 to 16384 tokens over the heads (`multiscale_retention`).
+            head, ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`), ``"multiscale"``
+            for half-lives spread from 16 to 16384 tokens over the heads (`multiscale_retention`), or
+            ``"local-global"``: half the heads local (half-lives 1 to 8 tokens), the rest undamped
+            (`local_global_retention`; with ``positional: none``, the state that keeps a fact).
         attention: which of the three equivalent forms computes linear attention:
             ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
             ``recurrent`` (token by token on the state rho).
@@ -185,7 +202,9 @@ class BDHConfig(ModelConfig):
         if d is None:
             return None
         if isinstance(d, str):
-            return alibi_retention(self.n_head) if d == "alibi" else multiscale_retention(self.n_head)
+            return {"alibi": alibi_retention, "multiscale": multiscale_retention}.get(d, local_global_retention)(
+                self.n_head
+            )
         if isinstance(d, (int, float)):
             return (float(d),) * self.n_head
         return tuple(float(u) for u in d)
@@ -224,7 +243,8 @@ class BDHConfig(ModelConfig):
         d = self.damping
         if d is None:
             return
-        expected = "must be null, a retention factor in (0, 1], a list of one per head, 'alibi' or 'multiscale'"
+        presets = ", ".join(repr(p) for p in DAMPING_PRESETS[:-1]) + f" or {DAMPING_PRESETS[-1]!r}"
+        expected = f"must be null, a retention factor in (0, 1], a list of one per head, {presets}"
         if isinstance(d, str):
             if d not in DAMPING_PRESETS:
                 self._fail("damping", f"{expected}; got {d!r}")

@@ -96,7 +96,10 @@ class TrainConfig(TypedConfig):
         bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
             backprop through time: consecutive windows of one stream, the recurrent state carried across
             steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
-            and values detached; paper section 7.2).
+            and values detached; paper section 7.2) or ``state-passing`` (each window starts from the final state
+            the previous step left in its row, detached, though the windows are unrelated: Buitrago Ruiz & Gu
+            2025's state passing, so that the model meets the states of long sequences; any task, a model with
+            ``init_state``/``step``).
         tbptt_windows: with ``bptt: tbptt``, the length of the streams the state is carried over, in windows:
             null reads the training split in ``batch_size`` lanes to their end (one stream per lane and
             pass); K starts every row on a new stream at a random place every K steps, from an empty state
@@ -128,7 +131,7 @@ class TrainConfig(TypedConfig):
     max_tokens: int | None = bounded(None, ge=1)
     target: float | None = None
     max_minutes: float | None = bounded(10.0, gt=0)
-    bptt: Literal["window", "tbptt", "none"] = "window"
+    bptt: Literal["window", "tbptt", "none", "state-passing"] = "window"
     tbptt_windows: int | None = bounded(None, ge=1, lt=2**31)
     seed: int = bounded(1337, ge=0, lt=2**63)
     device: str = "auto"

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bdh.errors import UserError
+from bdh.model_api import carries_state
 
 LN2 = math.log(2.0)
 
@@ -246,7 +247,7 @@ def sliding_steps(length: int, context: int, stride: int | None = None) -> int:
 
 
 def _need_state(model: nn.Module) -> None:
-    if not (callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))):
+    if not carries_state(model):
         raise UserError(
             f"the model ({type(model).__name__}) has no recurrent state to carry; "
             "it reads long text only through a sliding window"

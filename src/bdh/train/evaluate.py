@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bdh.errors import UserError
+from bdh.model_api import carries_state
 
 from ..tasks.base import IGNORE_INDEX
 from .errors import TrainingError
@@ -223,10 +224,10 @@ def evaluate_metrics(
 def check_carry(model: nn.Module, task: Any, name: str = "--carry-state") -> None:
     """A one-line `UserError` unless ``model`` has a recurrent state and ``task`` consecutive windows."""
     kind = type(model).__name__
-    if not (callable(getattr(model, "init_state", None)) and callable(getattr(model, "step", None))):
+    if not carries_state(model):
         raise UserError(
             f"{name}: the model ({kind}) has no recurrent state to carry across windows "
-            "(no init_state/step); --sliding reads long text through a window of its trained context"
+            "(it declares no fixed-size state); --sliding reads long text through a window of its trained context"
         )
     if not getattr(getattr(model, "config", None), "causal", True):
         raise UserError(f"{name}: a bidirectional model (causal=false) has no recurrent state to carry")

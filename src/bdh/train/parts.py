@@ -27,7 +27,7 @@ from ..tasks.base import IGNORE_INDEX
 from . import checkpoint as ckpt
 from .config import RunConfig
 from .errors import TrainingError
-from .recurrent import check_tbptt
+from .recurrent import Recurrent, check_tbptt
 
 
 def runtime_fields(model_config: Any) -> frozenset[str]:
@@ -59,11 +59,15 @@ def check_agreement(task: Any, model_config: Any) -> None:
 
 
 def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
-    """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), none a model whose
-    forward can detach attention keys and values."""
+    """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), state-passing a recurrent
+    model, none a model whose forward can detach attention keys and values."""
     t, name = config.train, config.model_name
     if t.bptt == "tbptt":
         check_tbptt(task, model_cls, name, t.batch_size, t.tbptt_windows)
+    if t.bptt == "state-passing" and not (issubclass(model_cls, Recurrent) and model_api.carries_state(model_cls)):
+        raise TrainingError(
+            f"train.bptt: state-passing needs a fixed-size recurrent state (init_state/step); {name!r} has none"
+        )
     if t.bptt == "none" and "detach_kv" not in inspect.signature(model_cls.forward).parameters:
         raise TrainingError(f"train.bptt: none needs a model whose forward takes detach_kv; {name!r} does not")
 

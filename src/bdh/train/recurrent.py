@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ..model_api import carries_state
 from ..tasks.base import StreamTask
 from . import distributed as dist_utils
 from .errors import TrainingError
@@ -30,10 +31,13 @@ from .errors import TrainingError
 
 @runtime_checkable
 class Recurrent(Protocol):
-    """A model with a recurrent state (`bdh.model.BDH`): what ``train.bptt=tbptt`` needs.
+    """A model with a recurrent state (`bdh.model.BDH`, and the baselines that declare `carries_state`: Mamba, GLA,
+    RWKV, Based): what ``train.bptt=tbptt`` needs (GPT's KV cache has the methods but grows: `check_tbptt` asks
+    the declaration too).
 
     The state is a dataclass whose tensor fields hold the state and whose other fields are plain values
-    (a position), with a ``detach()`` that returns the same state cut from the autograd graph.
+    (a position), or one that says how to write it (``flat()`` and its class's ``unflat``, as
+    `bdh.baselines.state.MixerState`), with a ``detach()`` that returns the same state cut from the autograd graph.
     """
 
     def init_state(self, batch_size: int = 1) -> Any:
@@ -62,8 +66,10 @@ def check_tbptt(
     at step N."""
     if not isinstance(task, StreamTask):
         raise TrainingError(f"train.bptt: tbptt needs consecutive windows, and task {task.name!r} has no stream_batch")
-    if not issubclass(model_cls, Recurrent):
-        raise TrainingError(f"train.bptt: tbptt needs a recurrent model (init_state/step); {model_name!r} has none")
+    if not (issubclass(model_cls, Recurrent) and carries_state(model_cls)):
+        raise TrainingError(
+            f"train.bptt: tbptt needs a fixed-size recurrent state (init_state/step); {model_name!r} has none"
+        )
     if stream_windows is None:
         task.lane_windows("train", batch_size)
     else:
@@ -71,7 +77,11 @@ def check_tbptt(
 
 
 def _state_tensors(state: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """A recurrent state dataclass as tensors (its tensor fields, detached) and plain values (the rest)."""
+    """A recurrent state dataclass as tensors (its tensor fields, detached) and plain values (the rest); a state
+    that says how (``flat()``, read back by its class's ``unflat``) as it says."""
+    if callable(getattr(state, "flat", None)):
+        tensors, scalars = state.flat()
+        return {k: v.detach() for k, v in tensors.items()}, scalars
     tensors, scalars = {}, {}
     for f in dataclasses.fields(state):
         value = getattr(state, f.name)
@@ -135,7 +145,9 @@ class TruncatedBPTT:
             prefix = f"carry.{rank}.{j}"
             mine = {k[len(prefix) + 1 :]: v.to(device) for k, v in tensors.items() if k.startswith(prefix + ".")}
             if mine:
-                self.carry[j] = type(self.model.init_state(self.micro))(**mine, **meta.get(f"{rank}.{j}", {}))
+                kind, plain = type(self.model.init_state(self.micro)), meta.get(f"{rank}.{j}", {})
+                build = getattr(kind, "unflat", None)
+                self.carry[j] = build(mine, **plain) if callable(build) else kind(**mine, **plain)
 
 
 __all__ = ["Recurrent", "StreamingModel", "TruncatedBPTT", "check_tbptt"]

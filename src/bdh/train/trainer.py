@@ -16,7 +16,9 @@ Per optimiser step ``s`` (0-based), `Trainer.fit` and `Trainer.train_step`:
 Recurrent modes (``train.bptt``): ``window`` trains each window from a zero state; ``tbptt`` asks the task for
 consecutive windows (``task.stream_batch``) and carries the model's recurrent state from step to step,
 detached (truncated backprop through time, paper appendix B.2; `bdh.train.recurrent`), resetting it when the
-stream starts over; ``none`` detaches attention keys and values (no backprop through time, paper section 7.2).
+stream starts over; ``state-passing`` starts each (unrelated) window from the state the previous step left
+in its row (Buitrago Ruiz & Gu 2025); ``none`` detaches attention keys and values (no backprop through time,
+paper section 7.2).
 
 A time budget (``train.max_minutes``) sets the length of the run from the time its steps take (`bdh.train.budget`).
 
@@ -221,9 +223,9 @@ class Trainer:
         self.step, self.tokens = int(meta["step"]), int(meta["tokens"])
         self._resume_length(meta, path, replan)
         saved_world = int(meta.get("world_size", 1))
-        if saved_world != self.runtime.env.world_size and t.bptt == "tbptt":
+        if saved_world != self.runtime.env.world_size and t.bptt in ("tbptt", "state-passing"):
             raise CheckpointError(
-                f"{path}: written by {saved_world} processes; a tbptt run must resume with the same number"
+                f"{path}: written by {saved_world} processes; a {t.bptt} run must resume with the same number"
             )
         rng_states = {k.split(".", 2)[2]: v for k, v in state.tensors.items() if k.startswith(f"rng.{rank}.")}
         if rng_states:
@@ -296,6 +298,7 @@ class Trainer:
         """One optimiser step on global batch ``step``; returns (loss, gradient norm before clipping)."""
         t, rt = self.config.train, self.runtime
         tbptt, reset = t.bptt == "tbptt", False
+        carried = tbptt or t.bptt == "state-passing"  # state passing: task batches, the last step's states
         if tbptt:
             inputs, targets, reset = self.recurrent.batch(step, t.batch_size, t.seed)
         else:
@@ -310,7 +313,7 @@ class Trainer:
         for j in range(self.accum):
             x = inputs[j * self.micro : (j + 1) * self.micro]
             y = targets[j * self.micro : (j + 1) * self.micro]
-            state = self.recurrent.state(j, reset) if tbptt else None
+            state = self.recurrent.state(j, reset) if carried else None
             with rt.gradient_sync(self.model, self.objective, j == self.accum - 1):
                 with rt.autocast():
                     loss_sum, new_state = self.objective(x, y, state)

@@ -1,0 +1,178 @@
+"""`Config` of ``bdh experiment length``: the models, the two tasks, the training at T and the test lengths.
+
+Three presets: the CPU default (six models x two tasks x two seeds trained at T = 256 and tested at T, 2T, ...,
+2^16; ``--show-config`` prints the plan and its cost estimated from a few steps and reads timed on the machine at
+hand; docs/experiments.md gives a measured cost), `Config.quick` (a smoke test of about a minute) and `Config.full`
+(for a GPU: the Mamba paper's training budget in sequences, tested to 2^20).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bdh.bench.models import sized_section, suite_models
+from bdh.typed_config import bounded, one_of
+
+from ..common import ExperimentConfig
+
+#: the models compared by default, in table order
+MODELS: tuple[str, ...] = ("bdh", "gpt", "mamba", "gla", "rwkv", "based")
+#: the tasks (registered names, `bdh.tasks.induction`, `bdh.tasks.recall_gap`)
+TASKS: tuple[str, ...] = ("induction", "recall_gap")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    """The length experiment. The defaults are the CPU default.
+
+    Attributes:
+        models: registered models the bench can size (BDH at ``width``, every other sized to its parameter count).
+        tasks: ``induction`` and/or ``recall_gap``.
+        seeds: training seeds (initialisation and data); the test sets are the same for every seed.
+        seq_len: T, the training length.
+        max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it (T times a power of 2).
+        n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
+        gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
+        steps, batch_size, lr: training: Adam without weight decay at a constant ``lr`` after a warmup of a tenth
+            (the Mamba paper's optimiser, its warmup added).
+        induction_vocab, induction_triggers: the induction task's vocabulary (16) and trigger/answer pairs per
+            sequence (1: the paper's task; more: a denser signal, our deviation).
+        recall_vocab, recall_pairs, recall_gap_max: recall_gap's vocabulary, key-value pairs D and the largest
+            training gap (training gaps are uniform in [0, recall_gap_max]; test gaps fill the sequence, L - 4D).
+        test_sequences: sequences of each fixed test set (one per task and length).
+        read_batch: sequences read together through a state.
+        whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
+        stop_after_chance: a read form (state, whole, window) stops after this many test lengths in a row at chance
+            (the accuracy's interval reaches down to chance); 0: every length is read.
+        attention_gb: the cutoff of GPT's whole-context read: a length whose estimated attention memory (4 bytes x
+            heads x L^2 per row) exceeds it is reported as out of memory.
+        text_models: byte-level text model folders (``save_pretrained`` folders, e.g. a run's ``best``) whose recall
+            through a gap of prose (`bdh.experiments.longcontext.probes.recall_trials`) goes beside the tables.
+        text_distances, text_trials: bytes between the fact and its question; trials per distance.
+        device: where models train and read (``cpu``; ``auto`` for a GPU).
+    """
+
+    models: tuple[str, ...] = MODELS
+    tasks: tuple[str, ...] = one_of(TASKS, TASKS)
+    seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
+    seq_len: int = bounded(256, ge=16)
+    max_length: int = bounded(2**16, ge=16)
+    n_layer: int = bounded(2, ge=1)
+    width: int = bounded(32, ge=4)
+    n_head: int = bounded(4, ge=1)
+    neuron_mult: int = bounded(16, ge=1)
+    gpt_positional: str = one_of("rope", ("rope", "none"))
+    steps: int = bounded(400, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    lr: float = bounded(1e-3, gt=0, lt=1)
+    induction_vocab: int = bounded(16, ge=3)
+    induction_triggers: int = bounded(1, ge=1)
+    recall_vocab: int = bounded(256, ge=8)
+    recall_pairs: int = bounded(8, ge=1)
+    recall_gap_max: int = bounded(64, ge=0)
+    test_sequences: int = bounded(64, ge=64)
+    read_batch: int = bounded(64, ge=1)
+    whole_tokens: int = bounded(2**16, ge=1)
+    stop_after_chance: int = bounded(2, ge=0)
+    attention_gb: float = bounded(2.0, gt=0)
+    text_models: tuple[str, ...] = ()
+    text_distances: tuple[int, ...] = bounded((64, 256, 1024, 4096), ge=1)
+    text_trials: int = bounded(16, ge=1)
+    device: str = "cpu"
+
+    experiment = "length"
+
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: quick: a smoke test of about a minute: four models, tiny, 30 steps at T = 32, tested to 128.
+    #: full: for a GPU: D = 64, 25,600 steps of 64 sequences (the 1.6M sequences of the Mamba paper's 204,800 steps
+    #: of 8), tested to 2^20.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "quick": {
+            "models": ("bdh", "gpt", "mamba", "gla"),
+            "seeds": (0,),
+            "seq_len": 32,
+            "max_length": 128,
+            "width": 16,
+            "neuron_mult": 8,
+            "steps": 30,
+            "recall_vocab": 32,
+            "recall_pairs": 2,
+            "recall_gap_max": 8,
+            "text_distances": (16, 64),
+            "text_trials": 4,
+        },
+        "full": {
+            "max_length": 2**20,
+            "width": 64,
+            "steps": 25_600,
+            "batch_size": 64,
+            "device": "auto",
+        },
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the fields converted to their types, the declared ranges checked
+        for name in ("models", "tasks", "seeds"):
+            values = getattr(self, name)
+            if not values or len(set(values)) != len(values):
+                self._fail(name, f"give one or more values, none repeated; got {list(values)}")
+        suite_models(self._key("models"), *self.models)
+        ratio = self.max_length // self.seq_len
+        if self.max_length % self.seq_len or ratio & (ratio - 1):
+            self._fail("max_length", f"must be seq_len ({self.seq_len}) times a power of 2, got {self.max_length}")
+        if self.width % self.n_head:
+            self._fail("width", f"{self.width} is not a multiple of n_head ({self.n_head})")
+        if not isinstance(self.device, str) or not self.device:
+            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+        for path in self.text_models:
+            if not (Path(path) / "config.json").is_file():
+                self._fail("text_models", f"{path} is not a model folder (no config.json)")
+        for task in self.tasks:  # the task's own one-line refusals, under this experiment's field names
+            self.task_section(task)
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """The test lengths: T, 2T, 4T, ..., max_length."""
+        out, length = [], self.seq_len
+        while length <= self.max_length:
+            out.append(length)
+            length *= 2
+        return tuple(out)
+
+    def chance(self, task: str) -> float:
+        """Accuracy by guessing: an answer among the plain tokens (induction), a value among V/2 (recall_gap)."""
+        if task == "induction":
+            return 1 / (self.induction_vocab - self.induction_triggers)
+        return 2 / self.recall_vocab
+
+    def task_section(self, task: str) -> dict[str, Any]:
+        """The ``task`` section of a training run (the task's config checked here, its error under our name)."""
+        from bdh.registry import get_task
+
+        if task == "induction":
+            fields = {"vocab_size": self.induction_vocab, "triggers": self.induction_triggers}
+        else:
+            fields = {"vocab_size": self.recall_vocab, "num_kv_pairs": self.recall_pairs}
+            fields["gap_max"] = self.recall_gap_max
+        try:
+            get_task(task).config_class(seq_len=self.seq_len, **fields)
+        except ValueError as exc:
+            raise type(exc)(f"{self.experiment}: {task}: {exc}") from None
+        return {"name": task, "seq_len": self.seq_len, **fields}
+
+    def model_section(self, model: str, task: str) -> dict[str, Any]:
+        """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count."""
+        vocab = self.induction_vocab if task == "induction" else self.recall_vocab
+        return sized_section(
+            model,
+            self.width,
+            vocab_size=vocab,
+            seq_len=self.seq_len,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            neuron_mult=self.neuron_mult,
+            causal=True,
+            options={"gpt": {"positional": self.gpt_positional}},
+        )

@@ -1,0 +1,266 @@
+"""``bdh experiment length``: every (model, task, seed) trained at T, then read on the fixed test sets of T, 2T, ...
+
+Output folder::
+
+    length.json            the marker: the config the folder was made with (``--resume`` continues only that config)
+    runs/<run>/            the trainer's run folder of each run (``<model>-<task>-s<seed>``)
+    models/<run>/          the trained model (``save_pretrained``), what a resumed run reads again
+    results/<run>.json     the run's training record and one row per (test length, read), written as each ends
+    figures/               accuracy against length (png and svg)
+    report.md, results.json
+
+Reads (`reading`): a model with a carried state (``init_state``/``step``) reads through it, T tokens at a time;
+a model without one reads each sequence whole; GPT reads whole up to the memory estimate's cutoff (``attention_gb``;
+past it the row says out of memory) and through a window of T. ``--resume`` keeps every finished training and
+every finished row: a run trained but not fully read is read on from its saved model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bdh.errors import UserError
+from bdh.outputs import check_output, folder_entries, write_text
+from bdh.tasks.lengths import fixed_test_set, wilson_interval
+
+from ..common import train_lm
+from . import reading
+from .config import Config
+from .memory import trace_record
+
+#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
+MARKER = "length.json"
+#: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
+SELECTORS = (
+    "models",
+    "tasks",
+    "seeds",
+    "max_length",
+    "read_batch",
+    "whole_tokens",
+    "attention_gb",
+    "stop_after_chance",
+    "text_models",
+    "text_distances",
+    "text_trials",
+)
+#: models read through attention: whole (up to the memory cutoff) and through a window of T
+ATTENTION = ("gpt",)
+#: the most test-sequence tokens held at once by a read through a state (2^22: 64 sequences to 2^16, 4 at 2^20)
+HELD_TOKENS = 2**22
+#: the seed of the fixed test sets (the same sets for every model and training seed)
+TEST_SEED = 0
+Log = Callable[[str], None]
+
+
+def prepare_resume(out: str | Path) -> Path:
+    """The output folder of ``--resume``: new, empty, or an earlier length folder (kept as it is)."""
+    out = check_output(out, overwrite=True, folder=True)
+    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
+        raise UserError(f"--resume: {out} is not a length experiment folder (no {MARKER}); give another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _check_marker(config: Config, out: Path, resume: bool) -> None:
+    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
+    path = out / MARKER
+    mine = {"experiment": "length", "config": config.to_dict()}
+    if resume and path.is_file():
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
+            changed = sorted(k for k in mine["config"] if k not in SELECTORS and mine["config"][k] != theirs.get(k))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UserError(
+                f"{path}: damaged (not the JSON object bdh writes); start anew with --overwrite instead of --resume, "
+                "or give another --out"
+            ) from None
+        if changed:
+            raise UserError(
+                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
+                "give the same --set values or another --out"
+            )
+    write_text(path, json.dumps(mine, indent=1) + "\n")
+
+
+def run_name(model: str, task: str, seed: int) -> str:
+    return f"{model}-{task}-s{seed}"
+
+
+def reads_of(model_name: str, model: torch.nn.Module) -> tuple[str, ...]:
+    """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``."""
+    if model_name in ATTENTION:
+        return ("whole", "window")
+    return ("state",) if reading.has_state(model) else ("whole",)
+
+
+def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: Log) -> dict[str, Any]:
+    """Train one run (replacing an unfinished one), save its model; its training record."""
+    name = run_name(model, task, seed)
+    run_dir = out / "runs" / name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
+    log(f"length: training {name} ({config.steps} steps of {config.batch_size} x {config.seq_len})")
+    start = time.time()
+    result = train_lm(
+        run_dir,
+        None,
+        config.model_section(model, task),
+        steps=config.steps,
+        batch_size=config.batch_size,
+        seq_len=config.seq_len,
+        lr=config.lr,
+        seed=seed,
+        device=config.device,
+        task=config.task_section(task),
+        sections={"optim": {"decay": "constant", "weight_decay": 0.0}},
+    )
+    result.model.save_pretrained(out / "models" / name)
+    final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    return {
+        "model": model,
+        "task": task,
+        "seed": seed,
+        "params": result.model.num_params(),
+        "train_seconds": time.time() - start,
+        "final": final,
+        "rows": [],
+    }
+
+
+def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read: str, length: int) -> int:
+    """Sequences read together: ``read_batch`` through a state or a window (through a state no more than
+    `HELD_TOKENS` tokens of test sequences at once); whole: ``whole_tokens // length`` (at least 1), for attention
+    no more than the memory cutoff allows (0: not even one)."""
+    if read == "window":
+        return config.read_batch
+    if read == "state":
+        return max(1, min(config.read_batch, HELD_TOKENS // length))
+    rows = max(1, config.whole_tokens // length)
+    if model_name in ATTENTION:
+        limit = config.attention_gb * 2**30
+        while rows and reading.attention_bytes(model, rows, length) > limit:
+            rows //= 2
+    return min(rows, config.test_sequences)
+
+
+def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any, read: str, length: int) -> dict:
+    """One row: the model's accuracy on the fixed test set of ``length`` tokens read by ``read``, with its cost."""
+    row: dict[str, Any] = {"length": length, "gap": task.test_gap(length), "read": read}
+    rows = rows_per_read(config, model_name, model, read, length)
+    if rows == 0:
+        gb = reading.attention_bytes(model, 1, length) / 2**30
+        return {**row, "status": f"out of memory (estimated {gb:.1f} GB > {config.attention_gb:g} GB)"}
+    if read == "whole":
+        try:
+            model = reading.at_length(model, length)  # once per length, not per batch of rows
+        except ValueError as exc:  # a model that cannot read this length
+            return {**row, "status": str(exc)}
+    fn = {
+        "state": partial(reading.read_state, model, chunk=config.seq_len),
+        "whole": partial(reading.read_whole, model),
+        "window": partial(reading.read_window, model, window=config.seq_len),
+    }[read]
+    parts = []
+    n = config.test_sequences
+    for i in range(0, n, rows):
+        x, y = fixed_test_set(task, length, n=n, seed=TEST_SEED, rows=range(i, min(n, i + rows)))
+        parts.append(reading.measured(partial(fn, x, y), reading.device_of(model)))
+    right, scored = sum(p["right"] for p in parts), sum(p["n"] for p in parts)
+    low, high = wilson_interval(right, scored)
+    seconds, tokens = sum(p["seconds"] for p in parts), sum(p["tokens"] for p in parts)
+    peaks = [p["peak_bytes"] for p in parts if p["peak_bytes"] is not None]
+    return {
+        **row,
+        "status": "ok",
+        "accuracy": right / scored,
+        "low": low,
+        "high": high,
+        "right": right,
+        "n": scored,
+        "sequences": n,
+        "state_bytes": max(p["state_bytes"] for p in parts),
+        "peak_bytes": max(peaks) if peaks else None,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds if seconds > 0 else None,
+    }
+
+
+def _task(config: Config, task: str) -> Any:
+    from bdh.registry import get_task
+
+    fields = {k: v for k, v in config.task_section(task).items() if k != "name"}
+    cls = get_task(task)
+    return cls(cls.config_class(**fields))
+
+
+def at_chance(row: dict[str, Any], chance: float) -> bool:
+    """Whether a read row is no better than guessing: its interval reaches down to chance."""
+    return row["status"] == "ok" and row["low"] <= chance
+
+
+def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> None:
+    """Every row of one run not in its record yet, each written to the record's file as it ends; a read form stops
+    after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read)."""
+    from bdh.devices import resolve_device
+    from bdh.model.io import load_pretrained
+
+    name = run_name(record["model"], record["task"], record["seed"])
+    path = out / "results" / f"{name}.json"
+    done = {(r["length"], r["read"]): r for r in record["rows"]}
+    model = load_pretrained(out / "models" / name, map_location=resolve_device(config.device))
+    task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
+    for read in reads_of(record["model"], model):
+        streak = 0
+        for length in config.lengths:
+            if stop and streak >= stop:
+                log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read past {length // 2:,}")
+                break
+            row = done.get((length, read))
+            if row is None:
+                row = read_row(config, record["model"], model, task, read, length)
+                got = f"{row['accuracy']:.3f}" if row["status"] == "ok" else row["status"]
+                log(f"length: {name} at {length:,} ({read}): {got}")
+                record["rows"].append(row)
+                write_text(path, json.dumps(record, indent=1) + "\n")
+            streak = streak + 1 if at_chance(row, chance) else 0
+    if "trace" not in record:
+        record["trace"] = trace_record(config, record, task, model, TEST_SEED)
+        write_text(path, json.dumps(record, indent=1) + "\n")
+
+
+def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
+    """Train and read every (model, task, seed), reusing finished trainings and rows with ``resume``; write the
+    report."""
+    from .report import write_report
+    from .text import text_recall
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_marker(config, out, resume)
+    start = time.time()
+    records = []
+    for task in config.tasks:
+        for model in config.models:
+            for seed in config.seeds:
+                path = out / "results" / f"{run_name(model, task, seed)}.json"
+                if resume and path.is_file() and (out / "models" / run_name(model, task, seed)).is_dir():
+                    record = json.loads(path.read_text(encoding="utf-8"))
+                else:
+                    record = train_run(config, out, model, task, seed, log)
+                    write_text(path, json.dumps(record, indent=1) + "\n")
+                measure_run(config, out, record, log)
+                records.append(record)
+    text = text_recall(config, log) if config.text_models else []
+    report = write_report(config, out, records, text, time.time() - start)
+    log(f"length: done in {(time.time() - start) / 60:.1f} min")
+    return report

@@ -1,0 +1,114 @@
+"""What ``bdh experiment length --show-config`` prints beside the config: the runs, the tokens they train and read,
+and their cost estimated on the machine at hand.
+
+Each model is built at the config's size and timed here: `PROBE_STEPS` training steps (forward, backward and an
+Adam step on ``batch_size`` x T tokens, after one untimed step) and one read of a few sequences of 4T tokens as the
+experiment reads it (through the state, or whole). A run's estimate is its steps times the step's time plus the
+tokens it reads over the read's tokens/s; a whole read through attention costs more per token as the length grows,
+counted as proportional to the length. It is an upper bound on the reads: every length is counted, while
+``stop_after_chance`` stops reading a model at chance. The trainer's evaluations and start-up are left out.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from bdh.registry import get_model
+from bdh.tasks.lengths import fixed_test_set
+
+from . import reading
+from .config import Config
+
+#: timed training steps per model
+PROBE_STEPS = 2
+#: sequences of the timed read
+PROBE_ROWS = 4
+
+
+def _build(config: Config, name: str, task: str) -> torch.nn.Module:
+    section = config.model_section(name, task)
+    cls = get_model(section.pop("name"))
+    return cls(cls.config_class(**section))
+
+
+def step_seconds(config: Config, model: torch.nn.Module, vocab: int) -> float:
+    """Seconds of one training step of ``model`` on a batch of the config's size (CPU threads as set)."""
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    x = torch.randint(0, vocab, (config.batch_size, config.seq_len))
+    times = []
+    for _ in range(PROBE_STEPS + 1):
+        start = time.perf_counter()
+        logits = model(x)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), x.flatten()).backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - start)
+    return sum(times[1:]) / PROBE_STEPS
+
+
+def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object) -> float:
+    """Estimated seconds of every read of one run: each read form timed once at 4T, scaled to every length."""
+    from .experiment import ATTENTION, reads_of
+
+    model.eval()
+    probe = 4 * config.seq_len
+    x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(PROBE_ROWS))
+    total = 0.0
+    for read in reads_of(name, model):
+        fn = {
+            "state": lambda: reading.read_state(model, x, y, config.seq_len),
+            "whole": lambda: reading.read_whole(model, x, y),
+            "window": lambda: reading.read_window(model, x, y, config.seq_len),
+        }[read]
+        start = time.perf_counter()
+        tokens = fn()[3]
+        per_token = (time.perf_counter() - start) / tokens
+        for length in config.lengths:
+            if read == "window":
+                total += per_token * tokens / PROBE_ROWS * config.test_sequences  # the same windows at any length
+            elif read == "whole" and name in ATTENTION:
+                if reading.attention_bytes(model, 1, length) <= config.attention_gb * 2**30:
+                    total += per_token * config.test_sequences * length * length / probe
+            else:
+                total += per_token * config.test_sequences * length
+    return total
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def describe_plan(config: Config, probe: bool = True) -> str:
+    """The runs, the tokens each trains and reads, and (``probe``) each model's cost timed here."""
+    from .experiment import _task
+
+    runs = len(config.models) * len(config.tasks) * len(config.seeds)
+    trained = config.steps * config.batch_size * config.seq_len
+    read = config.test_sequences * sum(config.lengths)
+    lines = [
+        f"length plan: {runs} runs ({len(config.models)} models x {len(config.tasks)} tasks x {len(config.seeds)} "
+        f"seeds), each {config.steps} steps of {config.batch_size} x {config.seq_len} tokens ({trained:,} tokens), "
+        f"then {config.test_sequences} test sequences at each of {len(config.lengths)} lengths "
+        f"({config.lengths[0]:,} to {config.lengths[-1]:,}: {read:,} tokens per read form)"
+    ]
+    if not probe:
+        return lines[0]
+    total = 0.0
+    for name in config.models:
+        task_name = config.tasks[0]
+        model = _build(config, name, task_name)
+        train_s = config.steps * step_seconds(config, model, _task(config, task_name).vocab_size)
+        read_s = read_seconds(config, name, model, _task(config, task_name))
+        per_model = (train_s + read_s) * len(config.tasks) * len(config.seeds)
+        total += per_model
+        lines.append(
+            f"  {name}: {model.num_params():,} parameters, per run {_duration(train_s)} training + at most "
+            f"{_duration(read_s)} reading; {_duration(per_model)} for its {len(config.tasks) * len(config.seeds)} runs"
+        )
+    threads = torch.get_num_threads()
+    lines.append(f"estimated: at most {_duration(total)} in all with {threads} thread(s), timed on this machine")
+    return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""The length experiment's report: one table per task (models x test lengths), the cost of the long reads, the
+figure (accuracy against length, log2 axis), the text models' recall, and results.json (one row per model, task,
+seed, read and test length)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from bdh.tasks.lengths import wilson_interval
+
+from ..common import Report, save_figure
+from .config import Config
+from .memory import trace_section
+
+
+def command_line(config: Config) -> str:
+    """The command that makes ``config``: the preset (none, ``--quick`` or ``--full``) with the fewest differences,
+    and a ``--set`` for each field that still differs."""
+    best: tuple[int, str, list[str]] | None = None
+    for preset, flag in ((None, ""), ("quick", " --quick"), ("full", " --full")):
+        base = Config.preset(preset).to_dict()
+        mine = config.to_dict()
+        sets = [f" --set {k}={_value(v)}" for k, v in mine.items() if v != base[k]]
+        if best is None or len(sets) < best[0]:
+            best = (len(sets), flag, sets)
+    assert best is not None
+    return "bdh experiment length" + best[1] + "".join(best[2])
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def flat_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every measured row with its run's model, task and seed (results.json's ``rows``)."""
+    return [{"model": r["model"], "task": r["task"], "seed": r["seed"], **row} for r in records for row in r["rows"]]
+
+
+def pooled(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """(task, model, read, length) -> the seeds pooled: right and scored summed, the Wilson interval of the sum, the
+    seeds' accuracies, or the status of a row that was not read."""
+    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["task"], row["model"], row["read"], row["length"])
+        cell = out.setdefault(key, {"right": 0, "n": 0, "seeds": [], "status": "ok"})
+        if row["status"] != "ok":
+            cell["status"] = row["status"]
+            continue
+        cell["right"] += row["right"]
+        cell["n"] += row["n"]
+        cell["seeds"].append(row["accuracy"])
+    for cell in out.values():
+        if cell["n"]:
+            cell["accuracy"] = cell["right"] / cell["n"]
+            cell["low"], cell["high"] = wilson_interval(cell["right"], cell["n"])
+    return out
+
+
+def _label(model: str, read: str) -> str:
+    return model if read in ("state", "whole") else f"{model} ({read} of T)"
+
+
+def _cell(cell: dict[str, Any] | None, seeds: int) -> str:
+    """A table cell: the pooled accuracy and its interval (with the seeds read, where not all were), OOM, n/a (a
+    model that cannot read the length), or – (not read)."""
+    if cell is None:
+        return "–"
+    if "accuracy" not in cell:
+        return "OOM" if cell["status"].startswith("out of memory") else "n/a"
+    some = f" [{len(cell['seeds'])} of {seeds} seeds]" if len(cell["seeds"]) < seeds else ""
+    return f"{cell['accuracy']:.2f} ({cell['low']:.2f}–{cell['high']:.2f}){some}"
+
+
+def _series(config: Config, cells: dict, task: str) -> list[tuple[str, str]]:
+    """The (model, read) pairs of a task, in the config's model order."""
+    found = {(m, r) for (t, m, r, _) in cells if t == task and m in config.models}
+    return sorted(found, key=lambda s: (config.models.index(s[0]), s[1]))
+
+
+def accuracy_table(report: Report, config: Config, cells: dict, task: str) -> None:
+    """Models (and reads) x test lengths: pooled accuracy over seeds and its 95 % Wilson interval."""
+    series = _series(config, cells, task)
+    seeds = len(config.seeds)
+    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in config.lengths] for m, r in series]
+    report.table(["model"] + [f"{L:,}" for L in config.lengths], rows)
+
+
+def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> None:
+    """Per model and read, at T and at the longest length it read: tokens/s, the state's bytes, the peak memory."""
+    out = []
+    for model in config.models:
+        for read in ("state", "whole", "window"):
+            mine = [r for r in rows if r["model"] == model and r["read"] == read and r["status"] == "ok"]
+            if not mine:
+                continue
+            at_t = [r for r in mine if r["length"] == config.seq_len]
+            longest = max(r["length"] for r in mine)
+            far = [r for r in mine if r["length"] == longest]
+            out.append(
+                [
+                    _label(model, read),
+                    _mean([r["tokens_per_s"] for r in at_t]),
+                    f"{longest:,}",
+                    _mean([r["tokens_per_s"] for r in far]),
+                    max(r["state_bytes"] for r in far) / 2**20,
+                    max((r["peak_bytes"] or 0) for r in far) / 2**20,
+                ]
+            )
+    headers = ["model", "tokens/s at T", "longest read", "tokens/s there", "state MiB", "peak growth MiB"]
+    report.table(headers, out, digits=1)
+
+
+def _mean(values: list[Any]) -> float:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, float]) -> str:
+    """Accuracy against test length (log2 axis), one panel per task, a line per model and read."""
+    from bdh.plotting import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(config.tasks), figsize=(7 * len(config.tasks), 5.5), squeeze=False)
+    for ax, task in zip(axes[0], config.tasks):
+        for m, r in _series(config, cells, task):
+            pts = [(L, cells[(task, m, r, L)]) for L in config.lengths if "accuracy" in cells.get((task, m, r, L), {})]
+            if not pts:
+                continue
+            xs, ys = [p[0] for p in pts], [p[1]["accuracy"] for p in pts]
+            err = [[y - p[1]["low"] for y, p in zip(ys, pts)], [p[1]["high"] - y for y, p in zip(ys, pts)]]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=_label(m, r))
+        ax.axhline(chance[task], color="grey", linestyle="--", label="chance")
+        ax.axvline(config.seq_len, color="grey", linestyle=":", label=f"T = {config.seq_len}")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("test length (tokens)", fontsize=12)
+        ax.set_ylabel("accuracy", fontsize=12)
+        ax.set_title(task, fontsize=13)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=9)
+    return save_figure(fig, out / "figures" / "accuracy")
+
+
+def text_table(report: Report, text: list[dict[str, Any]]) -> None:
+    rows = []
+    for r in text:
+        carried = r["carried"]
+        rows.append(
+            [
+                r["model"],
+                f"{r['distance']:,}",
+                "n/a" if carried is None else carried["accuracy"],
+                "n/a" if carried is None else carried["control"],
+                r["window"]["accuracy"],
+                r["window"]["control"],
+                r["window"]["trials"],
+            ]
+        )
+    headers = ["model", "distance (bytes)", "carried", "control", "window of T", "control", "trials"]
+    report.table(headers, rows)
+
+
+def _stopping(config: Config) -> str:
+    if not config.stop_after_chance:
+        return "every length was read."
+    return (
+        f"–: not read, after {config.stop_after_chance} lengths in a row at chance (the interval reaching down to "
+        "chance; `stop_after_chance`)."
+    )
+
+
+def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
+    rows = [r for r in flat_rows(records) if r["length"] in config.lengths]
+    cells = pooled(rows)
+    chance = {task: config.chance(task) for task in config.tasks}
+    report = Report("Memory past the training length: induction heads and recall through a gap")
+    report.text(f"Made by `{command_line(config)}` ({seconds / 60:.1f} min of wall time here).")
+    report.text(
+        f"Every model trained at T = {config.seq_len} ({config.steps} steps of {config.batch_size}, seeds "
+        f"{list(config.seeds)}), then read on fixed test sets of {config.test_sequences} sequences per length. A cell "
+        "is the accuracy with the seeds pooled and its 95 % Wilson interval; OOM: the whole-context read's estimated "
+        f"memory passes {config.attention_gb:g} GB; {_stopping(config)} Recurrent models read through their state, "
+        "T tokens at a time; a model without one reads each sequence whole."
+    )
+    for task in config.tasks:
+        report.heading(f"{task} (chance {chance[task]:.3f})")
+        accuracy_table(report, config, cells, task)
+    report.figure(accuracy_figure(out, config, cells, chance), "accuracy against test length")
+    trace_section(report, records)
+    report.heading("The cost of the long reads")
+    cost_table(report, config, rows)
+    report.heading("Recall through prose (text models)")
+    if text:
+        report.text(
+            "The long-context experiment's probe: a fact in held-out Shakespeare, asked `distance` bytes later; "
+            "accuracy on the value's letters with the fact and without it (control), through the state (carried) "
+            f"and through a window of T = {config.seq_len} bytes."
+        )
+        text_table(report, text)
+    else:
+        report.text("None given: `--set text_models=[FOLDER,...]` (byte-level model folders) adds it.")
+    report.results = {
+        "command": command_line(config),
+        "config": dataclasses.asdict(config),
+        "rows": rows,
+        "training": [{k: v for k, v in r.items() if k != "rows"} for r in records],
+        "text_recall": text,
+        "seconds": seconds,
+    }
+    return report.write(out)

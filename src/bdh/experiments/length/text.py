@@ -1,0 +1,48 @@
+"""The natural measurement beside the synthetic ones: the long-context experiment's recall probe on text models.
+
+Each folder of ``text_models`` (a byte-level model's ``save_pretrained`` folder) is read on the probe of
+`bdh.experiments.longcontext.probes` (`recall_trials`: a fact ``The word for KEY is VALUE.`` in held-out prose,
+asked ``distance`` bytes later; `recall_accuracy`: the value's letters predicted greedily, with and without the
+fact), through its carried state where it has one and through a window of T bytes (the experiment's
+``seq_len``). The prose is the held-out tenth of the embedded Shakespeare, the long-context experiment's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..longcontext.experiment import RECALL_LEAD
+from ..longcontext.probes import recall_accuracy, recall_trials
+from .config import Config
+from .reading import has_state
+
+#: the seed of the recall trials (the long-context experiment's 1000 + its seed 0)
+TRIALS_SEED = 1000
+
+
+def held_out_text() -> Any:
+    """The held-out bytes of the embedded corpus (its last tenth, as the long-context experiment holds it out)."""
+    from bdh.tasks.text import TextConfig, TextTask
+
+    task = TextTask(TextConfig(val_fraction=0.1))
+    return task.stream.read(task.n_train, len(task.stream) - task.n_train)
+
+
+def text_recall(config: Config, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One row per (text model, distance): recall through the state (``carried``, None without a state) and
+    through a window of ``seq_len`` bytes (``window``), each `recall_accuracy`'s record."""
+    from bdh.devices import resolve_device
+    from bdh.model.io import load_pretrained
+
+    filler = held_out_text()
+    rows = []
+    for folder in config.text_models:
+        model = load_pretrained(folder, map_location=resolve_device(config.device))
+        for distance in config.text_distances:
+            trials = recall_trials(filler, distance, config.text_trials, RECALL_LEAD, seed=TRIALS_SEED)
+            carried = recall_accuracy(model, trials, None, chunk=config.seq_len) if has_state(model) else None
+            window = recall_accuracy(model, trials, config.seq_len)
+            log(f"length: text recall of {folder} at {distance:,} bytes")
+            rows.append({"model": str(folder), "distance": distance, "carried": carried, "window": window})
+    return rows

@@ -1,0 +1,87 @@
+"""Fixed test sets per length, and accuracy with its binomial interval: what a length-generalisation test reads.
+
+A task that makes sequences of any length (`LengthTask`: ``induction``, ``recall_gap``) has, for each test
+length L (and gap G), one fixed set of n sequences: sequence i is drawn from ``SeedSequence(seed, 0, TEST_STREAM,
+L, G + 1 or 0, i)``, so the set is a pure function of (task config, L, G, n, seed), any rows of it can be made
+alone (a long set is read a few rows at a time), and it never shares a seed stream with the task's training
+and validation batches (``SeedSequence(seed, split, index)``: a SeedSequence ignores trailing zero keys, and
+the fourth key here, L, is never 0).
+
+`answers` counts the scored positions a model gets right; `wilson_interval` is the Wilson score interval of a
+binomial proportion (Wilson 1927): with p = k/n and z the normal quantile,
+``(p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``, which stays inside [0, 1] and is not empty at k = 0
+or k = n. Its n is the number of scored positions; where a sequence has several (``recall_gap``'s D questions,
+``induction`` with several triggers), they are not independent, and the interval is narrower than the truth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from bdh.errors import UserError
+
+from .base import IGNORE_INDEX
+from .common import check_seed, rng
+
+#: the third key of a test sequence's seed: never the seed of a task's training or validation batch
+TEST_STREAM = 7
+#: the normal quantile of a two-sided 95 % interval
+Z95 = 1.959963984540054
+
+
+@runtime_checkable
+class LengthTask(Protocol):
+    """A task whose sequences can be made at any length: ``generate(gen, n, length, gap)`` -> (inputs, targets)
+    numpy (n, length) int64, and ``test_gap(length)``, the gap of a test sequence of that length (None: the task
+    has none)."""
+
+    def generate(self, gen: np.random.Generator, n: int, length: int, gap: int | None = None): ...
+
+    def test_gap(self, length: int) -> int | None: ...
+
+
+def fixed_test_set(
+    task: LengthTask, length: int, *, n: int = 64, seed: int = 0, rows: Sequence[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``rows`` (default: all ``n``) of the fixed test set of ``length`` tokens, at the task's test gap:
+    (inputs, targets), both (len(rows), length) int64."""
+    if not isinstance(task, LengthTask):
+        raise UserError(f"task {getattr(task, 'name', task)!r} cannot make sequences of any length")
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise UserError(f"test length must be a positive integer, got {length!r}")
+    if n < 1:
+        raise UserError(f"a test set needs at least one sequence, got n={n}")
+    rows = range(n) if rows is None else rows
+    if any(not 0 <= int(i) < n for i in rows):
+        raise UserError(f"test set rows must be in [0, {n}), got {list(rows)!r}")
+    gap = task.test_gap(int(length))
+    code = 0 if gap is None else int(gap) + 1
+    xs, ys = [], []
+    for i in rows:
+        x, y = task.generate(rng(check_seed(seed), 0, TEST_STREAM, int(length), code, int(i)), 1, int(length), gap)
+        xs.append(x)
+        ys.append(y)
+    return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+
+
+def answers(logits: torch.Tensor, targets: torch.Tensor) -> tuple[int, int]:
+    """(right, scored): the scored positions of ``targets`` whose argmax of ``logits`` (..., V) is the target."""
+    mask = targets != IGNORE_INDEX
+    right = (logits.argmax(dim=-1) == targets) & mask
+    return int(right.sum()), int(mask.sum())
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval (low, high) of a proportion of ``k`` successes in ``n`` trials (module docstring)."""
+    if n < 1 or not 0 <= k <= n:
+        raise UserError(f"wilson_interval: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    return max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)

@@ -1,0 +1,43 @@
+"""`bdh.analysis.memory.trace_fact`: the fact's and the other positions' read scores, split over neurons."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bdh import BDH, BDHConfig
+from bdh.analysis.memory import induction_write, trace_fact
+from bdh.errors import UserError
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"positional": "none", "damping": "local-global"}, {"damping": [0.5, 0.9, 1.0, 0.99]}]
+)
+def test_scores_equal_the_attention_matrix_of_a_whole_pass(options):
+    """Read in chunks of 7 through the state, the fact's score and the rest's are the entries and the row sum of
+    the attention scores a whole forward captures (float32 sums in another order: 1e-4 relative)."""
+    torch.manual_seed(0)
+    model = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=4, n_neurons=64, vocab_size=16, dropout=0.0, **options)).eval()
+    idx = torch.randint(0, 16, (40,))
+    trace = trace_fact(model, idx, write=11, top=1000, chunk=7)
+    _, cap = model(idx.view(1, -1), capture=True)
+    for head in trace.heads:
+        row = cap.attention[head.layer][0, head.head, -1]
+        assert head.fact == pytest.approx(float(row[11]), rel=1e-4, abs=1e-6)
+        assert head.other == pytest.approx(float(row.sum() - row[11]), rel=1e-4, abs=1e-5)
+    for layer in range(2):  # the neurons' parts add up to the heads' fact scores
+        total = sum(n.fact for n in trace.neurons if n.layer == layer)
+        assert total == pytest.approx(sum(h.fact for h in trace.heads if h.layer == layer), rel=1e-4, abs=1e-6)
+    assert trace.predicted == int(model(idx.view(1, -1))[0, -1].argmax())
+
+
+def test_induction_write_finds_the_answer_and_bad_input_is_refused():
+    idx = torch.tensor([3, 5, 15, 7, 2, 15])
+    assert induction_write(idx) == 3
+    with pytest.raises(UserError, match="does not occur earlier"):
+        induction_write(torch.tensor([1, 2, 3, 15]))
+    model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=32, vocab_size=16))
+    with pytest.raises(UserError, match="before the last token"):
+        trace_fact(model, idx, write=5)
+    with pytest.raises(UserError, match="1-D tensor"):
+        trace_fact(model, idx.view(1, -1), write=1)

@@ -1,0 +1,201 @@
+"""``bdh experiment length``: the reads against the whole forward and brute force, the config's one-line refusals,
+the text recall section, and a tiny experiment end to end, resumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bdh.baselines.gla import GLA, GLAConfig
+from bdh.baselines.gpt import GPT, GPTConfig
+from bdh.cli import main
+from bdh.errors import UserError
+from bdh.experiments.length import Config, reading
+from bdh.experiments.length.experiment import read_row
+from bdh.experiments.length.report import command_line
+from bdh.model import BDH, BDHConfig
+from bdh.tasks.base import IGNORE_INDEX
+from bdh.tasks.induction import Induction, InductionConfig
+
+
+def _targets_from(logits: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+    """Targets that are the given logits' argmax at the ``scored`` positions: a read that reproduces those logits
+    gets every one right."""
+    return torch.where(scored, logits.argmax(-1), torch.full_like(scored, IGNORE_INDEX, dtype=torch.long))
+
+
+def _scored(B: int, L: int) -> torch.Tensor:
+    mask = torch.zeros(B, L, dtype=torch.bool)
+    mask[:, [3, L // 2, L - 2, L - 1]] = True
+    return mask
+
+
+def test_reading_through_the_state_gets_what_the_whole_forward_gets():
+    torch.manual_seed(0)
+    model = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=16)).eval()
+    x = torch.randint(0, 16, (3, 40))
+    with torch.no_grad():
+        y = _targets_from(model(x), _scored(3, 40))
+    right, n, state, tokens = reading.read_state(model, x, y, chunk=16)  # 16, 16, 8: chunks of unequal sizes
+    assert (right, n, tokens) == (12, 12, 120)  # argmax of the same logits (ties: measure zero in random weights)
+    assert state == 2 * 3 * 2 * 32 * 16 * 4 == reading.state_bytes(model.init_state(3))  # (L, B, H, N, D) float32
+    assert reading.read_whole(model, x, y)[:2] == (12, 12)
+    y_wrong = torch.where(y == IGNORE_INDEX, y, (y + 1) % 16)
+    assert reading.read_state(model, x, y_wrong, chunk=16)[:2] == (0, 12)
+
+
+def test_the_window_read_sees_only_the_last_t_tokens():
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=16, seq_len=8, n_layer=1, n_embd=16, n_head=2, positional="rope")
+    model = GPT(cfg).eval()
+    x = torch.randint(0, 16, (2, 30))
+    scored = _scored(2, 30)
+    with torch.no_grad():  # brute force: each scored position from its own window of 8 tokens
+        brute = torch.zeros(2, 30, 16)
+        for t in range(30):
+            brute[:, t] = model(x[:, max(0, t - 7) : t + 1])[:, -1]
+    y = _targets_from(brute, scored)
+    right, n, _, tokens = reading.read_window(model, x, y, window=8)
+    assert (right, n) == (8, 8) and tokens == 2 * (4 + 8 + 8 + 8)
+    assert not reading.has_state(model) and reading.has_state(BDH(BDHConfig(n_layer=1, n_embd=8, n_head=1)))
+
+
+def test_a_model_capped_by_seq_len_is_rebuilt_at_the_test_length():
+    torch.manual_seed(0)
+    model = GLA(GLAConfig(vocab_size=16, seq_len=16, n_layer=1, n_embd=16, n_head=2)).eval()
+    wider = reading.at_length(model, 64)
+    assert wider.config.seq_len == 64 and reading.at_length(model, 16) is model
+    x = torch.randint(0, 16, (2, 16))
+    with torch.no_grad():
+        assert torch.equal(wider(x), model(x))  # the same weights, the same arithmetic
+    learned = GPT(GPTConfig(vocab_size=16, seq_len=8, n_layer=1, n_embd=16, n_head=2, positional="learned"))
+    with pytest.raises(ValueError, match="cannot read past 8"):
+        reading.at_length(learned, 16)
+
+
+def test_gpt_past_the_memory_cutoff_is_reported_out_of_memory_and_a_capped_model_as_unable():
+    config = Config.preset("quick").replace(attention_gb=1e-6)
+    model = GPT(GPTConfig(vocab_size=16, seq_len=32, n_layer=1, n_embd=16, n_head=2, positional="rope")).eval()
+    task = Induction(InductionConfig(seq_len=32))
+    row = read_row(config, "gpt", model, task, "whole", 64)
+    assert row["status"].startswith("out of memory (estimated") and "accuracy" not in row
+    row = read_row(config, "gpt", model, task, "window", 64)
+    assert row["status"] == "ok" and row["n"] == 64 and row["low"] <= row["accuracy"] <= row["high"]
+    learned = GPT(GPTConfig(vocab_size=16, seq_len=32, n_layer=1, n_embd=16, n_head=2, positional="learned")).eval()
+    assert read_row(config, "learned", learned, task, "whole", 32)["status"] == "ok"
+    assert read_row(config, "learned", learned, task, "whole", 64)["status"].endswith("cannot read past 32")
+
+
+def test_peak_memory_sees_a_large_allocation():
+    with reading.PeakMemory(torch.device("cpu"), every=0.001) as memory:
+        big = torch.ones(64 * 2**20 // 4)  # 64 MiB, held for 50 ms
+        import time
+
+        time.sleep(0.05)
+        del big
+    if memory.peak is not None:  # Linux: sampled from /proc/self/statm
+        assert memory.peak >= 32 * 2**20
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_length", 1000, "seq_len \\(256\\) times a power of 2"),
+        ("models", ("bdh", "bdh"), "none repeated"),
+        ("models", ("bdh", "nope"), "'nope' is not a registered model"),
+        ("tasks", ("mqar",), "length.tasks"),
+        ("test_sequences", 32, "length.test_sequences"),
+        ("induction_triggers", 15, "fewer than 2 plain tokens"),
+        ("recall_pairs", 100, "length: recall_gap"),
+        ("text_models", ("no/such/folder",), "not a model folder"),
+        ("gpt_positional", "learned", "length.gpt_positional"),
+    ],
+)
+def test_bad_config_is_one_line(field, value, message):
+    with pytest.raises(UserError, match=message) as info:
+        Config(**{field: value})
+    assert "\n" not in str(info.value)
+
+
+def test_the_command_line_of_a_config():
+    assert command_line(Config()) == "bdh experiment length"
+    assert command_line(Config.preset("quick").replace(steps=3)) == "bdh experiment length --quick --set steps=3"
+    assert command_line(Config().replace(models=("bdh",), max_length=2**20)) == (
+        "bdh experiment length --set models=[bdh] --set max_length=1048576"
+    )
+    assert Config().lengths == tuple(256 * 2**k for k in range(9))
+
+
+def test_text_models_get_the_long_context_recall_probe(tmp_path):
+    from bdh.experiments.length.text import text_recall
+
+    folder = tmp_path / "text-model"
+    BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)).save_pretrained(folder)
+    config = Config.preset("quick").replace(text_models=(str(folder),), text_distances=(16,), text_trials=2)
+    rows = text_recall(config, log=lambda _: None)
+    assert len(rows) == 1 and rows[0]["distance"] == 16
+    assert rows[0]["carried"]["trials"] == rows[0]["window"]["trials"] == 2
+
+
+def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
+    from bdh.experiments.length import experiment
+
+    config = Config.preset("quick").replace(max_length=256, stop_after_chance=2)  # lengths 32 ... 256
+    accuracy = {32: 0.9, 64: 0.05, 128: 0.9, 256: 0.05}  # at chance at 64, above at 128: the streak restarts
+
+    def fake_row(config, model_name, model, task, read, length):
+        acc = accuracy[length] if read == "whole" else 0.0
+        return {"length": length, "read": read, "status": "ok", "accuracy": acc, "low": acc - 0.02}
+
+    monkeypatch.setattr(experiment, "read_row", fake_row)
+    monkeypatch.setattr("bdh.model.io.load_pretrained", lambda *a, **k: object())
+    record = {"model": "gpt", "task": "induction", "seed": 0, "rows": []}
+    (tmp_path / "results").mkdir()
+    experiment.measure_run(config, tmp_path, record, log=lambda _: None)
+    got = [(r["read"], r["length"]) for r in record["rows"]]
+    assert got == [("whole", 32), ("whole", 64), ("whole", 128), ("whole", 256), ("window", 32), ("window", 64)]
+
+
+def test_the_plan_counts_the_runs_and_times_each_model():
+    from bdh.experiments.length import describe_plan
+
+    config = Config.preset("quick").replace(models=("bdh", "gpt"), steps=10)
+    assert describe_plan(config, probe=False).startswith("length plan: 4 runs (2 models x 2 tasks x 1 seeds)")
+    text = describe_plan(config)
+    assert "bdh: 14,336 parameters, per run" in text and "gpt:" in text
+    assert text.splitlines()[-1].startswith("estimated")
+
+
+def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figures):
+    out = tmp_path / "length"
+    args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "steps=3"]
+    args += ["--set", "stop_after_chance=0"]
+    assert main([*args, "--set", "models=[bdh,gpt]"]) == 0
+    report = (out / "report.md").read_text()
+    results = json.loads((out / "results.json").read_text())
+    assert "`bdh experiment length --quick --set models=[bdh,gpt] --set steps=3 --set stop_after_chance=0`" in report
+    assert "## induction (chance 0.067)" in report and "## recall_gap" in report and "gpt (window of T)" in report
+    rows = results["rows"]
+    assert len(rows) == 2 * 3 * 3  # tasks x lengths x (bdh: state; gpt: whole, window)
+    assert {r["read"] for r in rows if r["model"] == "bdh"} == {"state"}
+    assert all(r["n"] == (64 if r["task"] == "induction" else 128) for r in rows)
+    assert {r["gap"] for r in rows if r["task"] == "recall_gap"} == {32 - 8, 64 - 8, 128 - 8}
+    assert set(readable_figures()) == {"accuracy.png"}
+    trace = json.loads((out / "results" / "bdh-induction-s0.json").read_text())["trace"]  # the fact traced at 128
+    assert trace["length"] == 128 and trace["write"] < 127 and len(trace["heads"]) == 2 * 4 and trace["neurons"]
+    assert "## Which neurons hold the fact" in report and "bdh s0 | 128 |" in report
+    assert json.loads((out / "results" / "gpt-induction-s0.json").read_text())["trace"] is None
+    capsys.readouterr()
+    record = out / "results" / "bdh-recall_gap-s0.json"
+    kept = json.loads(record.read_text())
+    kept["rows"] = kept["rows"][:1]  # as if interrupted after its first read
+    record.write_text(json.dumps(kept))
+    assert main([*args, "--set", "models=[bdh,gpt,rwkv]", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("length: training") == 2 and "training rwkv-induction-s0" in err  # only the new model trains
+    assert "bdh-recall_gap-s0 at 64 (state)" in err and "bdh-recall_gap-s0 at 32" not in err
+    assert len(json.loads((out / "results.json").read_text())["rows"]) == 2 * 3 * 4
+    assert main([*args, "--resume", "--set", "lr=0.01"]) == 2  # another config: refused
+    assert "was made with another config (differs in lr)" in capsys.readouterr().err
