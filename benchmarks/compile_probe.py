@@ -8,9 +8,9 @@ compiled element-wise loops and without them, in one run.
 Four ways to run the same training step (forward under autocast, cross-entropy, backward; no optimiser), each with
 dropout ``--dropout`` and without:
 
-* **eager, loops**: the eager model with the compiled loops of `bdh.model.kernels.native` (the default);
+* **eager, loops**: the eager model with the compiled loops of `bdh.model.kernels.cpu.native` (the default);
 * **eager, PyTorch**: the eager model without them (``native.disabled``);
-* **compiled, loops**: ``torch.compile`` of the model; the loops are PyTorch operators (`bdh.model.kernels.fused`),
+* **compiled, loops**: ``torch.compile`` of the model; the loops are PyTorch operators (`bdh.model.kernels.cpu.ops`),
   which inductor keeps as calls, with the host dropout masks drawn inside the gate's loop;
 * **compiled, inductor**: ``torch.compile`` without the loops: inductor generates every element-wise kernel itself
   (the rotation's tables, ReLU, the gate, ``F.dropout``'s random draws), which is what ``train.compile`` ran before.
@@ -82,7 +82,7 @@ def graphs(model, args: argparse.Namespace) -> int:
 
 
 def measure(way: str, dropout: float, args: argparse.Namespace) -> dict:
-    from bdh.model.kernels import native
+    from bdh.model.kernels.cpu import native
 
     model = build(args, dropout)
     with native.disabled() if "loops" not in way else contextlib.nullcontext():
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.n_layer, args.n_embd, args.n_head, args.n_neurons = 2, 32, 2, 256
         args.block, args.batch, args.warmup, args.steps = 16, 2, 1, 1
-    from bdh.model.kernels import native
+    from bdh.model.kernels.cpu import native
     from bdh.train.runtime import keep_freed_memory
 
     torch.set_num_threads(args.threads)

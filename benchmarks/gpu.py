@@ -22,8 +22,8 @@ Training table, per window T, every cell measured in this run:
 * **ours**: one optimiser step of `bdh.train.Trainer` (``train_step``: batch, forward, loss, backward,
   clipping, fused AdamW) in bf16 autocast, the attention form with fewer analytic FLOPs at that T
   (``--form``); with ``--compile`` also under ``torch.compile``. Where the chunked form runs the fused Triton
-  kernels (`bdh.model.kernels.chunked_triton`, on CUDA), a second row runs it with ``BDH_TRITON=0`` (the lean
-  autograd form, `bdh.model.kernels.chunked_lean`): the A/B of the kernels in the same run.
+  kernels (`bdh.model.kernels.triton.chunked`, on CUDA), a second row runs it with ``BDH_TRITON=0`` (the lean
+  autograd form, `bdh.model.kernels.pytorch.chunked_lean`): the A/B of the kernels in the same run.
 * **gpt**: the GPT baseline (`bdh.baselines.gpt`, ``F.scaled_dot_product_attention``: flash attention on
   GPUs that have it) with about as many parameters as the BDH model (`gpt_config`), in the same
   trainer and precision (also compiled with ``--compile``): the yardstick of what this GPU gives a

@@ -4,7 +4,7 @@
     python benchmarks/loop_share.py --quick            # a tiny model, a few steps (a test)
 
 `benchmarks/perf.py --profile` reads the shares from ``torch.profiler``, which adds its own cost to every
-recorded operation; this times each call of the four loops of `bdh.model.kernels.native` (``relu_rope``,
+recorded operation; this times each call of the four loops of `bdh.model.kernels.cpu.native` (``relu_rope``,
 ``gate``, ``gate_back``, ``relu_rope_back``) with a wall clock around it, and the whole training step
 (forward under autocast, cross-entropy, backward, AdamW) with the same clock, nothing else recorded. Prints,
 per timed step after ``--warmup`` steps, the step's milliseconds, each loop's calls and mean milliseconds, and
@@ -30,7 +30,7 @@ LOOPS = ("relu_rope", "gate", "gate_back", "relu_rope_back")
 @contextlib.contextmanager
 def timed_loops() -> Iterator[dict[str, list[float]]]:
     """The four compiled loops wrapped by a wall clock while inside; yields name -> seconds of each call."""
-    from bdh.model.kernels import native
+    from bdh.model.kernels.cpu import native
 
     times: dict[str, list[float]] = {name: [] for name in LOOPS}
     originals = {name: getattr(native, name) for name in LOOPS}
@@ -115,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.block, args.batch, args.n_layer, args.n_embd, args.n_neurons = 32, 2, 2, 32, 256
         args.warmup, args.steps = 1, 2
-    from bdh.model.kernels import native
+    from bdh.model.kernels.cpu import native
 
     if not native.available():
-        print("the compiled loops are not built here (bdh.model.kernels.native): nothing to time", file=sys.stderr)
+        print("the compiled loops are not built here (bdh.model.kernels.cpu.native): nothing to time", file=sys.stderr)
         return 1
     torch.set_num_threads(args.threads)
     words = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "quick"]

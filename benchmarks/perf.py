@@ -33,11 +33,11 @@ Columns:
 
 Generation table (``--contexts``): per new token at a context of C tokens, ``BDH.generate`` on the recurrent
 state, against the official ``generate`` (which re-runs the whole prefix per token), and our re-run of the
-parallel form. Sparse step table: the dense recurrent step against `bdh.model.kernels.sparse` on a model whose
+parallel form. Sparse step table: the dense recurrent step against `bdh.model.kernels.pytorch.sparse` on a model whose
 x and y are as sparse as a trained model's (``--live``: the share of neurons whose Dx column is kept; the
 rest never fire, so x fires on about live / 2 of the neurons, as in the paper's trained models). Recurrent step
 table (``--gen-batches``, default 1 and 8): one new token per sequence in fp32 and in bf16 autocast, with the compiled
-loops of `bdh.model.kernels.native` and with the PyTorch path, all in one process with their steps interleaved.
+loops of `bdh.model.kernels.cpu.native` and with the PyTorch path, all in one process with their steps interleaved.
 
 The header names the CPU with the flags that decide bf16 speed (AVX512-BF16, AMX) and whether the compiled loops
 are on. ``--profile`` ends each table with the share of self CPU time in matmuls and in element-wise passes (the
@@ -62,7 +62,7 @@ from _shared import cpu_description, load_official, reset_peak
 from _shared import peak as peak_kib
 
 from bdh import BDH, BDHConfig
-from bdh.model.kernels import native
+from bdh.model.kernels.cpu import native
 from bdh.model.sizes import forward_flops_per_token, train_flops_per_token
 
 SETTINGS = ("fp32", "bf16", "bf16+compile", "fp32+compile")
@@ -100,7 +100,7 @@ def _timed(step, warmup: int, steps: int) -> tuple[list[float], int, int]:
 
 
 #: the profile's matrix products, and its element-wise passes (PyTorch's, and the ``bdh::`` ranges of the compiled
-#: loops of bdh.model.kernels.native); everything else (reductions, layer norms, the optimiser, ...) is "other"
+#: loops of bdh.model.kernels.cpu.native); everything else (reductions, layer norms, the optimiser, ...) is "other"
 MATMUL_OPS = ("aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm", "aten::baddbmm_", "aten::addbmm")
 ELEMENTWISE_OPS = (
     "aten::mul", "aten::mul_", "aten::add", "aten::add_", "aten::sub", "aten::div", "aten::div_", "aten::neg",
@@ -605,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{cfg.dropout}, chunk {cfg.chunk_size}; batch = {args.tokens_per_step} tokens / T (at least 1); "
         f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} cores; median of {args.steps} steps "
         f"after {args.warmup} warm-up, best of {args.rounds} round(s)\nCPU: {cpu_description()}; compiled loops "
-        f"(bdh.model.kernels.native): {'on' if native.available() else 'off (not built, or BDH_NATIVE=0)'}"
+        f"(bdh.model.kernels.cpu.native): {'on' if native.available() else 'off (not built, or BDH_NATIVE=0)'}"
     )
     print(head + "\n")
 
@@ -710,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
             results["sparse"] = r
             print(
                 f"Sparse step (context {args.contexts[0]}, {args.live:.0%} of the neurons can fire): "
-                "dense recurrent step vs bdh.model.kernels.sparse"
+                "dense recurrent step vs bdh.model.kernels.pytorch.sparse"
             )
             print(
                 table(

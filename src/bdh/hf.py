@@ -53,7 +53,7 @@ from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
 from .model.io import write_model_folder
-from .model.kernels.rope import frequencies
+from .model.kernels.pytorch.rope import frequencies
 from .model.state import BDHState
 
 __all__ = [

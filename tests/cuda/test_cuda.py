@@ -42,14 +42,15 @@ from model.helpers import (
 
 from bdh import BDH, load_pretrained
 from bdh.model.interop import to_official
-from bdh.model.kernels import Pass, apply_rope, attention
-from bdh.model.kernels.attention import causal_weights
-from bdh.model.kernels.chunked_lean import chunked_lean
-from bdh.model.kernels.dropout import DropMask
-from bdh.model.kernels.fused import relu_mul, rope_rotate
+from bdh.model.kernels import Pass, apply_rope
 from bdh.model.kernels.naive import naive_linear_attention, naive_official_forward, naive_rope_interleaved
-from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
-from bdh.model.kernels.shared_keys import shared_key_attention
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.attention import causal_weights
+from bdh.model.kernels.pytorch.chunked_lean import chunked_lean
+from bdh.model.kernels.pytorch.dropout import DropMask
+from bdh.model.kernels.pytorch.fused import relu_mul, rope_rotate
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.kernels.pytorch.shared_keys import shared_key_attention
 from bdh.model.names import ATTENTION_FORMS
 
 pytestmark = pytest.mark.cuda
@@ -65,7 +66,7 @@ def _has_triton() -> bool:
 @pytest.fixture(params=["kept", "recomputed"])
 def state_policy(request, monkeypatch):
     """Both ways the lean chunked backward gets the per-chunk states: kept by the forward pass, or recomputed."""
-    from bdh.model.kernels import chunked_lean as module
+    from bdh.model.kernels.pytorch import chunked_lean as module
 
     monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T: request.param == "kept")
     return request.param
@@ -245,7 +246,7 @@ def test_the_training_forward_on_the_gpu_takes_the_fast_kernels():
 )
 def test_the_triton_kernels_equal_the_recurrent_form_in_fp32(damped, with_state, shared_keys):
     """Compiled for the GPU, several tiles of N, D and the chunk (TF32 off: fp32 products and sums throughout)."""
-    from bdh.model.kernels.chunked_triton import chunked_triton
+    from bdh.model.kernels.triton.chunked import chunked_triton
 
     q, k, v, s = attention_inputs(B=2, H=3, T=150, N=200, D=96, with_state=with_state, device=GPU)
     q, k, v, s = (None if t is None else t.float() for t in (q, k, v, s))
@@ -274,7 +275,7 @@ def test_the_triton_kernels_equal_the_recurrent_form_in_fp32(damped, with_state,
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_the_triton_kernels_under_bf16_autocast_stay_as_close_to_fp32_as_the_lean_form():
-    from bdh.model.kernels.chunked_triton import chunked_triton
+    from bdh.model.kernels.triton.chunked import chunked_triton
 
     q, _, v, _ = attention_inputs(B=2, H=4, T=300, N=512, D=64, device=GPU)
     q, v = q.float(), v.float()
@@ -430,7 +431,7 @@ def test_greedy_generation_on_the_state_equals_rerunning_the_prefix(positional, 
 
 @pytest.mark.parametrize("threshold", [0.0, 1.0, 0.4])
 def test_the_sparse_step_equals_the_dense_step(threshold, monkeypatch):
-    from bdh.model.kernels import sparse as sparse_kernels
+    from bdh.model.kernels.pytorch import sparse as sparse_kernels
 
     monkeypatch.setattr(sparse_kernels, "DENSITY", threshold)  # 0: the dense read and write; 1: row by row
     model = tiny_model(seed=2, n_neurons=128).to(GPU)

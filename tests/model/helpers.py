@@ -117,8 +117,8 @@ def attention_inputs(B=2, H=3, T=11, N=6, D=5, shared_v=True, with_state=False, 
 
 
 def run_form(form: str, q, k, v, *, chunk_size: int = 4, **options):
-    """One of the three attention forms of `bdh.model.kernels.attention` by name: (a, state after or None)."""
-    from bdh.model.kernels import attention
+    """One of the three attention forms of `bdh.model.kernels.pytorch.attention` by name: (a, state after or None)."""
+    from bdh.model.kernels.pytorch import attention
 
     if form == "chunked":
         return attention.chunked(q, k, v, chunk_size=chunk_size, **options)

@@ -13,7 +13,7 @@ import bdh
 from bdh import BDH, BDHConfig
 from bdh.errors import UserError
 from bdh.model.config import ABLATIONS
-from bdh.model.kernels import native
+from bdh.model.kernels.cpu import native
 from bdh.model.sizes import match_budget
 
 from .helpers import rel_err, tiny_config
@@ -141,7 +141,7 @@ def test_the_static_decoder_steps_as_the_eager_step(case):
 @pytest.mark.parametrize("density", [0.0, 1.0])  # 0: the dense read and write; 1: row by row
 @pytest.mark.parametrize("case", CASES)
 def test_the_sparse_step_equals_the_dense_step(case, density, monkeypatch):
-    from bdh.model.kernels import sparse as sparse_kernels
+    from bdh.model.kernels.pytorch import sparse as sparse_kernels
 
     monkeypatch.setattr(sparse_kernels, "DENSITY", density)
     model = ablated(case, n_neurons=None if "no_expansion" in CASES[case] else 128)

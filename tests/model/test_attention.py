@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from bdh.model.kernels import attention
 from bdh.model.kernels.naive import naive_linear_attention
+from bdh.model.kernels.pytorch import attention
 from bdh.model.names import ATTENTION_FORMS
 
 from .helpers import attention_inputs, rel_err, run_form, tiny_model

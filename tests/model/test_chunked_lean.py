@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from bdh.model.kernels import attention
-from bdh.model.kernels.chunked_lean import chunked_lean
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.chunked_lean import chunked_lean
 
 from .helpers import rel_err
 
@@ -14,7 +14,7 @@ from .helpers import rel_err
 @pytest.fixture(params=["kept", "recomputed"])
 def state_policy(request, monkeypatch):
     """Both ways of getting the per-chunk states in backward: kept by the forward pass, or recomputed."""
-    from bdh.model.kernels import chunked_lean as module
+    from bdh.model.kernels.pytorch import chunked_lean as module
 
     monkeypatch.setattr(module, "_keep_states", lambda chunks, D, T: request.param == "kept")
     return request.param
@@ -116,7 +116,7 @@ def test_shared_keys_path_equals_separate_keys_and_the_recurrent_form(damped, wi
 
 
 def test_chunk_major_layout_round_trips():
-    from bdh.model.kernels.chunked_lean import _Chunks
+    from bdh.model.kernels.pytorch.chunked_lean import _Chunks
 
     t = torch.randn(2, 3, 11, 4)
     for C in (1, 3, 4, 11, 20):
@@ -138,7 +138,7 @@ def test_the_initial_state_is_not_modified():
 
 def test_kept_and_recomputed_states_give_identical_bf16_results(monkeypatch):
     """The kept states are the ones the matmuls read (cast to bf16), so both ways agree bit for bit."""
-    from bdh.model.kernels import chunked_lean as module
+    from bdh.model.kernels.pytorch import chunked_lean as module
 
     g = torch.Generator().manual_seed(6)
     x = torch.relu(torch.randn(2, 2, 29, 16, generator=g)).bfloat16()
@@ -156,6 +156,6 @@ def test_kept_and_recomputed_states_give_identical_bf16_results(monkeypatch):
 
 
 def test_states_are_kept_only_when_they_are_no_larger_than_q():
-    from bdh.model.kernels.chunked_lean import _keep_states
+    from bdh.model.kernels.pytorch.chunked_lean import _keep_states
 
     assert _keep_states(16, 128, 2048) and not _keep_states(16, 256, 2048)

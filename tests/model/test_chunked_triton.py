@@ -1,4 +1,4 @@
-"""The fused Triton chunked attention (`bdh.model.kernels.chunked_triton`) against the naive sum and the recurrent form,
+"""The fused Triton chunked attention (`bdh.model.kernels.triton.chunked`) against the naive sum and the recurrent form,
 in values and every gradient, run by Triton's CPU interpreter (``TRITON_INTERPRET=1``).
 
 The interpreter runs each program of a kernel in Python, so the cases in CI are small (each covers a chunk shorter
@@ -9,9 +9,10 @@ tiles of N, D and the chunk are marked slow. On CUDA, tests/cuda/test_cuda.py ru
 import pytest
 import torch
 
-from bdh.model.kernels import Pass, attention, select, use_triton
+from bdh.model.kernels import Pass, select, use_triton
 from bdh.model.kernels.naive import naive_linear_attention
-from bdh.model.kernels.rope import frequencies
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.rope import frequencies
 
 from .helpers import rel_err, tiny_model
 
@@ -21,7 +22,7 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 @pytest.fixture(scope="module")
 def chunked_triton():
     """`chunked_triton`, its kernels run by Triton's CPU interpreter (tests/conftest.py turns it on without a GPU)."""
-    from bdh.model.kernels.chunked_triton import chunked_triton, interpreting
+    from bdh.model.kernels.triton.chunked import chunked_triton, interpreting
 
     if not interpreting():
         pytest.skip("Triton's CPU interpreter is off (a GPU is here: tests/cuda runs the compiled kernels)")
@@ -117,7 +118,7 @@ def test_low_precision_stays_close_to_fp64_like_the_lean_form(chunked_triton, dt
     rounds fp32 to bf16 by truncation (half of its conversions differ from round-to-nearest, measured), about twice
     the error of the rounding to nearest that the GPU and torch use. Bounds: 1e-6 (fp32), 3e-2 (bf16) of the
     largest value, and a mean error at most 3x the lean form's (2x from truncation, with a margin)."""
-    from bdh.model.kernels.chunked_lean import chunked_lean
+    from bdh.model.kernels.pytorch.chunked_lean import chunked_lean
 
     B, H, T, N, D = 2, 2, 37, 24, 8
     q, _, v, _, log_u = _inputs(B, H, T, N, D, dtype=torch.float64, damped=True)
@@ -142,9 +143,9 @@ def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_tr
 
     fp64: undamped, the forms differ only in summation order (1e-10). Damped, the model hands the kernels log u in
     fp32 and the parallel form takes u^(t - tau) in fp32 too, the kernels in fp64: ~1e-7 of the scale apart."""
-    import bdh.model.kernels as kernels
+    from bdh.model.kernels import choice
 
-    monkeypatch.setattr(kernels, "use_triton", lambda device: True)
+    monkeypatch.setattr(choice, "use_triton", lambda device: True)
     grads = {}
     for mode in ("parallel", "chunked"):
         model = tiny_model(seed=3, damping=damping).double()
@@ -184,7 +185,7 @@ def test_select_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypat
 
 
 def test_bad_input_is_refused_with_one_line(monkeypatch):
-    from bdh.model.kernels.chunked_triton import chunked_triton
+    from bdh.model.kernels.triton.chunked import chunked_triton
 
     q, k, v, s0, _ = _inputs(1, 2, 5, 8, 3, dtype=torch.float32, with_state=True)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
@@ -209,7 +210,7 @@ def test_the_package_imports_without_triton():
         "import torch, bdh\n"
         "m = bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64))\n"
         "m(torch.zeros(1, 9, dtype=torch.long), mode='chunked').sum().backward()\n"
-        "from bdh.model.kernels import chunked_triton\n"
+        "from bdh.model.kernels.triton import chunked as chunked_triton\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -224,8 +225,8 @@ os.environ.pop("TRITON_INTERPRET", None)
 import torch, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from bdh.model.kernels import _triton_chunked as K
-from bdh.model.kernels.chunked_triton import NUM_WARPS, _plan
+from bdh.model.kernels.triton import chunked_jit as K
+from bdh.model.kernels.triton.chunked import NUM_WARPS, _plan
 
 POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
 TOOLS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")

@@ -1,5 +1,5 @@
 """``torch.compile`` of BDH on the CPU: the compiled loops are PyTorch operators (``bdh::relu_rope``, ``bdh::gate``
-and their backwards, `bdh.model.kernels.fused`), so a compiled training pass keeps them as calls in one graph and
+and their backwards, `bdh.model.kernels.cpu.ops`), so a compiled training pass keeps them as calls in one graph and
 computes what the eager pass computes."""
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from bdh.model.kernels import native
-from bdh.model.kernels.rope import official_frequencies, rope_tables
+from bdh.model.kernels.cpu import native
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_tables
 
 from .helpers import tiny_model
 

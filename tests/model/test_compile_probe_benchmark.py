@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bdh.model.kernels import native
+from bdh.model.kernels.cpu import native
 
 
 @pytest.fixture

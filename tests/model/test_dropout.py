@@ -1,4 +1,4 @@
-"""Host dropout masks (bdh.model.kernels.dropout) and the model's use of them against nn.Dropout's arithmetic."""
+"""Host dropout masks (kernels/pytorch/dropout.py) and the model's use of them against nn.Dropout's arithmetic."""
 
 import math
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import native
-from bdh.model.kernels.dropout import DropMask, drop_mask
+from bdh.model.kernels import bound
+from bdh.model.kernels.cpu import native
+from bdh.model.kernels.pytorch.dropout import DropMask, drop_mask
 
 from .helpers import tiny_model
 
@@ -27,7 +28,7 @@ def test_drop_rate_is_p_within_binomial_noise(dtype):
 @pytest.mark.parametrize("p", [0.001, 0.1, 0.25, 0.5, 0.9, 0.99])
 def test_exactly_round_p_2_16_of_the_16_bit_patterns_are_dropped(p, monkeypatch):
     """Over all 2^16 equally likely draws, both mask forms drop exactly round(p 2^16): the probability is exact."""
-    import bdh.model.kernels.dropout as module
+    import bdh.model.kernels.pytorch.dropout as module
 
     every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
     monkeypatch.setattr(module, "_draws16", lambda count, generator: every)
@@ -92,7 +93,7 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
         masks.append(torch.rand(shape) < prob)
         return DropMask(masks[-1])
 
-    monkeypatch.setattr(kernels_module, "drop_mask", recording)
+    monkeypatch.setattr(bound, "drop_mask", recording)
     idx = torch.randint(0, 256, (2, 9))
     target = torch.randint(0, 256, (2, 9))
     with native.disabled():
@@ -105,7 +106,7 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
     def replay_dropout(y, prob, training=True):
         return y.masked_fill(next(replay), 0) / (1 - prob)
 
-    monkeypatch.setattr(kernels_module.F, "dropout", replay_dropout)
+    monkeypatch.setattr(bound.F, "dropout", replay_dropout)
     ref = plain(idx)
     torch.nn.functional.cross_entropy(ref.flatten(0, 1), target.flatten()).backward()
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)

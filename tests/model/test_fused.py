@@ -1,4 +1,4 @@
-"""The fused element-wise functions (bdh.model.kernels.fused) against the plain expressions: values and gradients."""
+"""The fused element-wise functions (kernels/pytorch/fused.py) against the plain expressions: values and gradients."""
 
 import pytest
 import torch
@@ -6,10 +6,10 @@ import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
 from bdh.model.interop import NAME_MAP, to_official
-from bdh.model.kernels.dropout import DropMask, drop_mask
-from bdh.model.kernels.fused import relu_mul, rope_rotate
 from bdh.model.kernels.naive import naive_official_forward
-from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.kernels.pytorch.dropout import DropMask, drop_mask
+from bdh.model.kernels.pytorch.fused import relu_mul, rope_rotate
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
 
 from .helpers import values_and_grads
 

@@ -96,7 +96,7 @@ def test_stream_continues_a_given_state_without_modifying_it():
 
 
 def test_in_place_update_needs_no_grad():
-    from bdh.model.kernels import attention
+    from bdh.model.kernels.pytorch import attention
 
     q = torch.rand(1, 1, 2, 4)
     v = torch.rand(1, 1, 2, 3)
@@ -111,7 +111,7 @@ def test_in_place_update_needs_no_grad():
 @pytest.mark.parametrize("threshold", [0.0, 1.0, 0.4])
 @pytest.mark.parametrize("positional", ["rope", "none"])
 def test_sparse_step_equals_the_dense_step(threshold, positional, monkeypatch):
-    from bdh.model.kernels import sparse as sparse_kernels
+    from bdh.model.kernels.pytorch import sparse as sparse_kernels
 
     monkeypatch.setattr(sparse_kernels, "DENSITY", threshold)  # 0: the dense read and write; 1: row by row
     model = tiny_model(seed=2, positional=positional, n_neurons=128)

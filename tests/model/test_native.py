@@ -1,4 +1,4 @@
-"""The compiled loops (bdh.model.kernels.native) against their PyTorch references: values and gradients, the model
+"""The compiled loops (bdh.model.kernels.cpu.native) against their PyTorch references: values and gradients, the model
 with and without them, and the fallback where the library is missing."""
 
 import contextlib
@@ -11,10 +11,12 @@ import torch
 import torch.nn.functional as F
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import Pass, attention, native, select
-from bdh.model.kernels.dropout import counter_draws, counter_mask, draw_seed
-from bdh.model.kernels.fused import native_gate, native_relu_rope
-from bdh.model.kernels.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
+from bdh.model.kernels import Pass, bound, select
+from bdh.model.kernels.cpu import native
+from bdh.model.kernels.cpu.ops import native_gate, native_relu_rope
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.dropout import counter_draws, counter_mask, draw_seed
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_plain, rope_tables, standard_frequencies
 
 from .helpers import tiny_model, values_and_grads
 
@@ -206,7 +208,7 @@ def test_model_training_pass_equals_the_pytorch_path(positional, low, monkeypatc
     """A training pass (dropout with host masks, bf16 autocast or fp32): logits and every gradient as without the
     compiled loops. The PyTorch path is given the compiled gate's masks (`counter_mask` from the same seed) in place
     of `drop_mask`'s own stream, so that both drop the same entries."""
-    monkeypatch.setattr(kernels_module, "drop_mask", lambda shape, p, dtype=None: counter_mask(shape, p, draw_seed()))
+    monkeypatch.setattr(bound, "drop_mask", lambda shape, p, dtype=None: counter_mask(shape, p, draw_seed()))
     model = tiny_model(seed=4, positional=positional, dropout=0.2, n_neurons=128).train()
     idx = torch.randint(0, 256, (3, 13), generator=torch.Generator().manual_seed(5))
     target = torch.randint(0, 256, (3, 13), generator=torch.Generator().manual_seed(6))

@@ -5,7 +5,7 @@ import torch
 
 from bdh.model.kernels import apply_rope as rope_apply
 from bdh.model.kernels.naive import naive_rope_interleaved
-from bdh.model.kernels.rope import official_frequencies, rope_tables, standard_frequencies
+from bdh.model.kernels.pytorch.rope import official_frequencies, rope_tables, standard_frequencies
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -58,7 +58,7 @@ def test_phases_stay_accurate_far_past_any_training_window():
     """A state read over 2^20 tokens rotates keys at positions up to 2^20: one float32 product pos * f there keeps
     few bits of the fraction; `phase_turns` keeps it to the rounding of a product below SPLIT, and below SPLIT it is
     the plain expression itself."""
-    from bdh.model.kernels.rope import SPLIT, frequencies, phase_turns
+    from bdh.model.kernels.pytorch.rope import SPLIT, frequencies, phase_turns
 
     f = frequencies("rope", 256, 2.0**16).float().view(1, -1)
     near = torch.arange(-SPLIT + 1, SPLIT, dtype=torch.float32).view(-1, 1)  # negative: the graph model's rotations

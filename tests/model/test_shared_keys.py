@@ -1,4 +1,4 @@
-"""The parallel form with keys = queries (bdh.model.kernels.shared_keys) against autograd through the plain form."""
+"""The parallel form with keys = queries (kernels/pytorch/shared_keys.py) against autograd through the plain form."""
 
 import itertools
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from bdh import BDH, BDHConfig
-from bdh.model.kernels import attention
-from bdh.model.kernels.attention import causal_weights
 from bdh.model.kernels.naive import naive_linear_attention
-from bdh.model.kernels.shared_keys import shared_key_attention
+from bdh.model.kernels.pytorch import attention
+from bdh.model.kernels.pytorch.attention import causal_weights
+from bdh.model.kernels.pytorch.shared_keys import shared_key_attention
 
 from .helpers import rel_err
 
@@ -43,7 +43,7 @@ def test_values_and_gradients_equal_separate_keys_and_the_naive_sum(causal, damp
 
 def test_shared_path_is_taken_only_for_training_without_state(monkeypatch):
     """`bdh.model.kernels.select` picks the shared-key kernel for a plain training forward, nothing else."""
-    from bdh.model.kernels import shared_keys
+    from bdh.model.kernels.pytorch import shared_keys
 
     calls = []
     original = shared_keys.SharedKeyAttention.apply

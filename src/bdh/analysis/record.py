@@ -29,7 +29,7 @@ from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.model.capture import LayerActivations
 from bdh.model.kernels import apply_rope
-from bdh.model.kernels.rope import rope_tables
+from bdh.model.kernels.pytorch.rope import rope_tables
 
 
 @dataclass

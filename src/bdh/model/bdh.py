@@ -43,7 +43,7 @@ from .config import BDHConfig
 from .generation import GenerationMixin
 from .io import PretrainedMixin
 from .kernels import Kernels, Pass, select
-from .kernels.rope import frequencies, rope_plain, rope_tables
+from .kernels.pytorch.rope import frequencies, rope_plain, rope_tables
 from .state import BDHState
 from .tokens import check_tokens
 
@@ -228,7 +228,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
         No kernel is chosen (no `select`): the attention is the explicit T x T matrix of Eq. 4 with its causal mask
         and the damping U^(t-tau) of ``config.retention()``, the rotation the official code's expression
-        (`kernels.rope.rope_plain`), the ablations of the module docstring as plain branches. It is the
+        (`kernels.pytorch.rope.rope_plain`), the ablations of the module docstring as plain branches. It is the
         eval-mode model, so a training model with dropout is refused; tests/model compares every form, ablation,
         damping and positional scheme of `forward` with it (values and gradients), and it with the transcription
         of the official code (`kernels.naive.naive_official_forward`). Line by line:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import torch
 
-from .kernels.attention import scores
+from .kernels.pytorch.attention import scores
 
 
 @dataclass(frozen=True)

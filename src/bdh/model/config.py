@@ -103,7 +103,7 @@ class BDHConfig(ModelConfig):
         vocab_size: size of the token alphabet (256 for bytes).
         dropout: dropout probability on the gated product x*y (official placement).
         dropout_rng: where training draws the dropout masks of CPU tensors from: ``auto`` (a fast
-            NumPy generator seeded from PyTorch's, `bdh.model.kernels.dropout`; on other devices and under
+            NumPy generator seeded from PyTorch's, `bdh.model.kernels.pytorch.dropout`; on other devices and under
             ``torch.compile``, PyTorch's own) or ``torch`` (``nn.Dropout`` everywhere: the official
             code's masks draw for draw). The masks follow the same distribution either way.
         causal: True for next-token prediction (strictly causal: tau < t, a token never sees
@@ -302,8 +302,8 @@ class BDHConfig(ModelConfig):
         Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
         y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
         chunked form keeps no scores and no per-chunk states (its backward recomputes them,
-        `bdh.model.kernels.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it runs. The
-        recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
+        `bdh.model.kernels.pytorch.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it
+        runs. The recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
         The logits and their gradient add about 3 B T V.
         """
         n, D, H, L, V = self.n, self.n_embd, self.n_head, self.n_layer, self.vocab_size

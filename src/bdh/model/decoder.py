@@ -7,7 +7,7 @@ and advanced on the device:
 
 * the state rho (L, B, H, N, D) of every layer, updated in place;
 * the position, a device tensor the step increments (the RoPE tables are computed from it on the device,
-  `bdh.model.kernels.rope.rope_tables_at`);
+  `bdh.model.kernels.pytorch.rope.rope_tables_at`);
 * the last tokens (B,), the last logits (B, V) and, with a repetition penalty, the (B, V) mask of the
   tokens seen, each a fixed buffer the step overwrites;
 * sampling on the device (`bdh.model.generation.sample`: greedy, or the exponential race, which draws
@@ -28,7 +28,7 @@ import torch
 from bdh.errors import UserError
 
 from .kernels import Pass
-from .kernels.rope import rope_tables_at
+from .kernels.pytorch.rope import rope_tables_at
 from .sampling import PROMPT_CHUNK, check_sampling, penalize, sample
 from .state import BDHState
 

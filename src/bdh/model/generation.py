@@ -40,7 +40,7 @@ class GenerationMixin:
         does not grow with its length (any prompt length reads in bounded memory); each new token then
         costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
         ``sparse=True`` (a batch of one sequence, no damping) makes each step skip the neurons that do not
-        fire (`bdh.model.kernels.sparse`); the results are the same. It is off by default: whether it is
+        fire (`bdh.model.kernels.pytorch.sparse`); the results are the same. It is off by default: whether it is
         faster depends on the machine and on how sparse the model fires (docs/performance.md has
         measurements). Measure before turning it on.
 

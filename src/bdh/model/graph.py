@@ -41,8 +41,8 @@ from bdh.errors import UserError
 
 from .bdh import BDH
 from .kernels import apply_rope
-from .kernels.attention import parallel
-from .kernels.rope import rope_tables
+from .kernels.pytorch.attention import parallel
+from .kernels.pytorch.rope import rope_tables
 
 
 @dataclass

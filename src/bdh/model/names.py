@@ -2,10 +2,10 @@
 its fields with them, the kernels dispatch on them, experiments sweep them.
 
 * `ATTENTION_FORMS` — the three interchangeable forms of the linear attention of Eq. 8
-  (`bdh.model.kernels.attention`), proven equal by tests;
+  (`bdh.model.kernels.pytorch.attention`), proven equal by tests;
 * `MODES` — what a forward pass can be asked for: a form, or ``sparse`` (the top-k read-in of
-  `bdh.model.kernels.sparse`);
-* `POSITIONAL` — the positional schemes (`bdh.model.kernels.rope`): the official interleaved RoPE, the standard
+  `bdh.model.kernels.pytorch.sparse`);
+* `POSITIONAL` — the positional schemes (`bdh.model.kernels.pytorch.rope`): the official interleaved RoPE, the standard
   halves layout, none.
 """
 

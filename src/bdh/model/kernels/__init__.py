@@ -1,451 +1,50 @@
-"""The kernels of BDH-GPU, and `select`: the one place that chooses among them.
+"""The kernels of BDH-GPU, by backend, and `select`: the one place that chooses among them (docs/model.md).
 
-Each step of a BDH layer (`bdh.model.bdh.BDH.layer`) has a plain expression and, where it pays, kernels
-that compute the same values faster or in less memory. Every kernel is tested against its plain
-expression, the obviously-correct loops of `naive` or the model's reference forward `BDH.slow_forward`
-(values and gradients):
+    choice.py       which kernel runs each step of a pass: `choose`, one table (read it to know what runs)
+    bound.py        the chosen kernels bound to the pass: `bind` makes `Kernels`, the callables `BDH.layer` calls
+    naive.py        the slow, obviously-correct references the kernels are tested against
+    pytorch/        plain PyTorch, any device:
+      attention.py    the paper's three forms of linear attention: parallel, chunked, recurrent (Eq. 4, Eq. 8)
+      chunked_lean.py, shared_keys.py, sparse.py    faster forms of it (training, training, one-token steps)
+      rope.py, fused.py, dropout.py                 RoPE, the gate and rotation in fewer passes, dropout masks
+    cpu/            the compiled CPU loops, where setup.py built them (``BDH_NATIVE=0`` turns them off):
+      _native.c, native.py, ops.py    the C loops, their ctypes binding, their PyTorch operators
+    triton/         CUDA:
+      chunked.py, chunked_jit.py      the chunked form as fused Triton kernels, and the kernels themselves
 
-===============  =======================  ====================================================================
-step             paper                    kernels (module)
-===============  =======================  ====================================================================
-R x              Eq. 8, U's rotation      ``complex`` / ``fused`` / ``plain`` (`rope`); with x = ReLU(Dx v) in one
-                                          pass by the compiled loops (``native``: `native`,
-                                          `fused.native_relu_rope`)
-a (attention)    Eq. 4, Eq. 8             ``parallel``, ``shared-keys`` (`shared_keys`), ``chunked``,
-                                          ``chunked-lean`` (`chunked_lean`), ``chunked-triton``
-                                          (`chunked_triton`, CUDA), ``recurrent``, ``recurrent-native``
-                                          (`native.recurrent_step`), ``sparse`` (`sparse`);
-                                          `attention` holds the three forms
-y = ReLU(z) x    Eq. 8, the gate          ``native`` (`fused.native_gate`), ``fused`` (`fused.relu_mul`) or
-                                          ``plain``; dropout masks from ``host`` (`dropout`, CPU) or ``torch``
-                                          (``F.dropout``)
-E y              Eq. 8, the read-in       ``per-head``: per head, summed over the heads; ``sparse`` for one token
-Dy LN(a), E y    Eq. 8, their layout      ``heads-outer``: the batch in the rows of one product per head, z and y
-                                          stored (H, B, T, N) (`_heads`); ``head-major``: the broadcast product
-===============  =======================  ====================================================================
-
-A forward pass asks `select` once, with the attention ``mode`` it was given (``parallel``, ``chunked``,
-``recurrent`` or ``sparse``) and the circumstances of the pass. `select` names the kernel of every step (a
-`Choice`) and binds the chosen functions to the pass (its RoPE tables, chunk size, damping, state options):
-the returned `Kernels` holds those callables, so that a call chooses nothing, and the layer's code names only
-the paper's operations.
-
-What only the tensors can tell is decided when they arrive: the compiled loops (`native`, optional, CPU) are
-chosen by `select` for CPU passes where they were built, eager or under ``torch.compile`` (which keeps them as
-operator calls, `fused`), and take a tensor if its dtype is autocast's fp32 or bf16 (`native.supports`); other
-dtypes run the PyTorch kernels above. Likewise ``recurrent-native`` (eager only: a ctypes call of its own) runs
-its one-pass step for one token on a contiguous fp32 state, the plain recurrent form otherwise, and
-``shared-keys`` its one-product kernel when the keys are the queries (not with ``separate_keys``).
+A new attention rule: its forms in ``pytorch/``, its term-by-term loop in naive.py, its rows in `choose` and its
+branch in bound.py (CONTRIBUTING.md, "Kernels").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
-
 import torch
-import torch.nn.functional as F
 
-from bdh.errors import UserError
-
-from ..names import MODES
-from . import chunked_lean as _lean
-from . import chunked_triton as _triton
-from . import native
-from .attention import causal_weights, chunked, parallel, recurrent
-from .dropout import drop_mask
-from .fused import native_gate, native_relu_rope, relu_mul
-from .rope import rope_tables, rotation
-from .shared_keys import shared_key_attention
-from .sparse import sparse_attention, sparse_read_in
-
-Tensor = torch.Tensor
-#: the one signature of every attention kernel of a pass: (queries, keys, values, state) -> (a, state after)
-Attention = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], "tuple[Tensor, Tensor | None]"]
-
-
-def compiling() -> bool:
-    """Whether ``torch.compile`` is tracing: it fuses the plain expressions itself and has no complex kernels."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
-
-
-def rope_impl(kind: str) -> str:
-    """The rotation kernel for a positional scheme (see `rope.rotation`)."""
-    if kind == "none":
-        return "none"
-    if compiling():
-        return "plain"
-    return "complex" if kind == "rope" else "fused"
-
-
-def apply_rope(kind: str, v: Tensor, cos: Tensor | None, sin: Tensor | None) -> Tensor:
-    """Rotate v (..., T, N) by the tables of ``kind`` with the kernel `rope_impl` picks."""
-    return rotation(kind, rope_impl(kind))(v, cos, sin)
-
-
-@dataclass(frozen=True)
-class Pass:
-    """What a forward pass is asked to do; `select` turns it into kernel choices.
-
-    Attributes:
-        mode: the attention form (one of `MODES`).
-        start, length: the absolute position of the first token and the number of tokens.
-        carried: a recurrent state is given; need_state: the state after the block is wanted.
-        inplace: update the given state in place (inference, no autograd).
-        detach_kv: cut the gradient through keys and values (paper section 7.2).
-        hooked: a hook reads the activations (y must be the gate's output before dropout).
-    """
-
-    mode: str
-    start: int
-    length: int
-    carried: bool = False
-    need_state: bool = False
-    inplace: bool = False
-    detach_kv: bool = False
-    hooked: bool = False
-
-
-@dataclass(frozen=True)
-class Choice:
-    """What `select` chose for one pass: the kernel of each step by name (the table of the module docstring and of
-    docs/model.md), and the parameters of the pass the kernels are bound to.
-
-    Attributes:
-        positional: the positional scheme; rope: the rotation kernel (`rope_impl`).
-        fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
-        attention: the attention kernel (module docstring); gate: ``native``, ``fused`` or ``plain``.
-        masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
-        layout: where the per-head products of a per-head input (Dy LN(a)) and E y keep the (B, H, T, N) neuron
-            tensors z and y: ``head-major`` (contiguous) or ``heads-outer`` (stored (H, B, T, N), `Kernels.heads`).
-        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
-        need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
-    """
-
-    positional: str
-    rope: str
-    fire: str
-    attention: str
-    gate: str
-    masks: str
-    read_in: str
-    layout: str
-    log_u: Tensor | None = field(repr=False, compare=False)
-    causal: bool
-    chunk_size: int
-    need_state: bool
-    inplace: bool
-    detach_kv: bool
-    dropout: float
-
-    @property
-    def native(self) -> bool:
-        """Whether the compiled loops (`native`) run the element-wise steps they can take in this pass."""
-        return self.gate == "native"
-
-
-@dataclass(frozen=True, eq=False)
-class Kernels:
-    """The kernels of one forward pass, chosen by `select` (named in ``choice``) and bound to the pass: every step
-    is a callable that chooses nothing when called (module docstring: what the tensors decide).
-
-    Attributes:
-        rotate: R x, the RoPE rotation at the pass's positions (``tables``: cos, sin).
-        fire: h = Dx v -> (x, R x): the neuron activations x = ReLU(h) and their rotation (keys = queries).
-        attend: (q, k, v, rho) -> (a, rho after the block): linear attention of queries q and keys k over values v
-            from state rho (`Attention`). BDH's keys are its queries (pass the same tensor for both); the
-            ``separate_keys`` ablation passes its own.
-        gate: (z, x) -> y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled).
-        activate: z -> y = ReLU(z), the ``ungated`` ablation of ``gate``; host masks zero the dropped entries too.
-        heads: (a, W) -> a @ W per head, a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of
-            Eq. 8; `_heads`).
-        read_in: (y, E) -> E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over the
-            heads, (B, 1, T, D); dropout with ``torch`` masks applied to y here, the 1 / (1 - p) of ``host``
-            masks (applied by ``gate``) to the product, a tensor n / D times smaller than y.
-    """
-
-    choice: Choice
-    tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
-    rotate: Callable[[Tensor], Tensor] = field(repr=False)
-    fire: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
-    attend: Attention = field(repr=False)
-    gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
-    activate: Callable[[Tensor], Tensor] = field(repr=False)
-    heads: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
-    read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
-
-    def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:
-        """The same kernels at other positions: ``tables`` (cos, sin) replace the pass's (a step that moves along
-        the sequence, `bdh.model.decoder`); the compiled loops' per-pair copy of them is made again."""
-        return bind(self.choice, tables)
-
-
-def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
-    """The kernels named by ``c``, bound to the pass and to the RoPE ``tables`` (cos, sin; None without RoPE)."""
-    rotate = _rotate(c, tables)
-    return Kernels(
-        choice=c,
-        tables=tables,
-        rotate=rotate,
-        fire=_fire(c, tables, rotate),
-        attend=_attend(c),
-        gate=_gate(c),
-        activate=_activate(c),
-        heads=_heads(c),
-        read_in=_read_in(c),
-    )
-
-
-# ---------------------------------------------------------------------- R x and x = ReLU(h)
-def _rotate(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Callable[[Tensor], Tensor]:
-    if c.rope == "none":
-        return _same
-    return partial(rotation(c.positional, c.rope), cos=tables[0], sin=tables[1])
-
-
-def _same(x: Tensor) -> Tensor:
-    return x
-
-
-def _fire(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
-    def fire(h: Tensor) -> tuple[Tensor, Tensor]:
-        x = F.relu(h)
-        return x, rotate(x)
-
-    if c.fire != "native":
-        return fire
-    cos, sin, kind = *native.half_tables(c.positional, *tables), c.positional
-
-    def fire_native(h: Tensor) -> tuple[Tensor, Tensor]:
-        return native_relu_rope(h, cos, sin, kind) if native.supports(h) else fire(h)  # autocast's dtype decides
-
-    return fire_native
-
-
-# ---------------------------------------------------------------------- attention
-def _attend(c: Choice) -> Attention:
-    """The attention kernel of ``c`` with the pass's options: keys and values detached, the state updated in place."""
-    attention = _attention(c)
-    if not (c.detach_kv or c.inplace):
-        return attention
-    detach, inplace = c.detach_kv, c.inplace
-
-    def attend(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        if detach:
-            k, v = k.detach(), v.detach()
-        a, rho_next = attention(q, k, v, rho)
-        if inplace and rho_next is not rho:
-            rho.copy_(rho_next)
-            rho_next = rho
-        return a, rho_next
-
-    return attend
-
-
-def _attention(c: Choice) -> Attention:
-    """The attention kernel named ``c.attention`` as one function (q, k, v, rho) -> (a, rho after)."""
-    log_u, need = c.log_u, c.need_state
-    name = c.attention
-    if name in ("parallel", "shared-keys"):
-        plain = _stateful(parallel, log_u=log_u, need_state=need, causal=c.causal)
-        return _shared_keys(plain, log_u, c.causal) if name == "shared-keys" else plain
-    if name == "chunked-triton":
-        return _stateful(_triton.chunked_triton, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "chunked-lean":
-        return partial(_chunked_lean, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "chunked":
-        return _stateful(chunked, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "sparse":
-        return _sparse
-    plain = _stateful(recurrent, log_u=log_u, need_state=need, inplace=c.inplace)
-    return _recurrent_native(plain, log_u) if name == "recurrent-native" else plain
-
-
-def _stateful(form: Callable, **options) -> Attention:
-    """A form of `attention` (its state a keyword) as an `Attention`, bound to ``options``."""
-
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        return form(q, k, v, state=rho, **options)
-
-    return attention
-
-
-def _chunked_lean(q, k, v, rho, *, chunk_size: int, log_u, need_state: bool) -> tuple[Tensor, Tensor | None]:
-    out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=chunk_size, log_u=log_u, state=rho)
-    return out, (rho_next if need_state else None)
-
-
-def _sparse(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor]:
-    return sparse_attention(q, v, rho, k), rho
-
-
-def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attention:
-    """`shared_key_attention` where the keys are the queries (no state in, none out: `select` checks); keys of
-    their own (``separate_keys``) take the plain parallel form. The weights W of the T x T scores are computed
-    once per pass and dtype (every layer has the same)."""
-    weights: dict = {}
-
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, None]:
-        if k is not q:
-            return plain(q, k, v, rho)
-        key = (q.shape[2], q.dtype, q.device)
-        if key not in weights:
-            weights[key] = causal_weights(log_u, q.shape[2], causal, q.device, q.dtype)
-        return shared_key_attention(q, v, weights[key]), None
-
-    return attention
-
-
-def _recurrent_native(plain: Attention, log_u: Tensor | None) -> Attention:
-    """The compiled recurrent step (read and write in one pass over the state) where it takes the tensors: one
-    token, a contiguous fp32 state updated in place (`select` checks the in place), q and k of a supported dtype."""
-    u = None if log_u is None else torch.exp(log_u)
-
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor | None]:
-        if q.shape[2] == 1 and rho.dtype == torch.float32 and rho.is_contiguous() and native.supports(q, k):
-            return native.recurrent_step(q, k, v, rho, u), rho
-        return plain(q, k, v, rho)
-
-    return attention
-
-
-# ---------------------------------------------------------------------- the gate and E y
-def _gate(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
-    """y = ReLU(z) * x by the kernel ``c.gate``, the dropped entries of host masks zeroed (unscaled)."""
-    if c.gate == "plain":
-        return _plain_gate
-    p = c.dropout if c.masks == "host" else 0.0
-    fused = partial(_masked_gate, p=p) if c.masks == "host" else relu_mul
-    if c.gate != "native":
-        return fused
-
-    def gate(z: Tensor, x: Tensor) -> Tensor:
-        y = native_gate(z, x, p)  # host masks drawn inside the compiled loop; None: the loop cannot take them
-        return fused(z, x) if y is None else y
-
-    return gate
-
-
-def _plain_gate(z: Tensor, x: Tensor) -> Tensor:
-    return F.relu(z) * x
-
-
-def _masked_gate(z: Tensor, x: Tensor, p: float) -> Tensor:
-    return relu_mul(z, x, drop_mask(z.shape, p, dtype=z.dtype))
-
-
-def _activate(c: Choice) -> Callable[[Tensor], Tensor]:
-    """y = ReLU(z) (``ungated``); host masks zero the dropped entries here too."""
-    if c.masks != "host":
-        return F.relu
-    p = c.dropout
-
-    def activate(z: Tensor) -> Tensor:
-        return F.relu(z).masked_fill(drop_mask(z.shape, p, dtype=z.dtype).dropped(), 0)
-
-    return activate
-
-
-def _heads(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
-    """a @ W per head (`Kernels.heads`). torch.matmul broadcasts W over the batch by copying it B times (B h D N
-    numbers), and autograd then sums W's gradient over the batch: B products of a T-long contraction.
-
-    Folded (`_fold`: a batch of sequences shorter than D, generation and short prompts) or, with the ``heads-outer``
-    layout, for a per-head input a (Dy LN(a)): the batch goes into the rows of one (B T) x D product per head, and
-    the result stays in that (H, B, T, N) storage, a (B, H, T, N) view (head-major: copied once into that layout).
-    Its weight gradient is then one product per head of a B T-long contraction, and E y (`_read_in`) reads y in the
-    same storage without a copy; the gate's compiled loops read and write either layout (`native.rows`). A shared
-    input (Dx v, a (B, 1, T, D)) keeps the broadcast product, which measured as fast.
-    """
-    outer = c.layout == "heads-outer"
-
-    def heads(a: Tensor, W: Tensor) -> Tensor:
-        B, Ha, T, D = a.shape
-        if not (_fold(B, T, D) or (outer and Ha > 1)):
-            return a @ W
-        H, N = W.shape[0], W.shape[2]
-        out = (a.transpose(0, 1).reshape(Ha, B * T, D) @ W).view(H, B, T, N).transpose(0, 1)
-        return out if outer else out.contiguous()
-
-    return heads
-
-
-def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
-    """E y (`Kernels.read_in`): ``sparse`` for one token, else per head with the pass's dropout."""
-    if c.read_in == "sparse":
-        return sparse_read_in
-    p, masks, casts, outer = c.dropout, c.masks, {}, c.layout == "heads-outer"
-    scale = 1.0 / (1.0 - p) if masks == "host" else None
-
-    def read_in(y: Tensor, E: Tensor) -> Tensor:
-        if masks == "torch":
-            y = F.dropout(y, p, training=True)
-        H, N = y.shape[1], y.shape[3]
-        B, T = y.shape[0], y.shape[2]
-        W = _per_head(E, H, N, casts)
-        if outer or _fold(B, T, W.shape[2]):  # (H, B T, N) @ (H, N, D), summed over the heads
-            e = (y.transpose(0, 1).reshape(H, B * T, N) @ W).sum(dim=0).view(B, 1, T, -1)
-        else:
-            e = (y @ W).sum(dim=1, keepdim=True)
-        return e if scale is None else e * scale
-
-    return read_in
-
-
-def _per_head(E: Tensor, H: int, N: int, casts: dict) -> Tensor:
-    """E (n, D) as (H, N, D). Without autograd under autocast it is cast once per pass (autocast would cast this
-    view again at every layer: n D numbers, as many as a layer's state at batch 1); ``casts`` keeps the pass's."""
-    W = E.view(H, N, E.shape[1])
-    if torch.is_grad_enabled() or not torch.is_autocast_enabled(E.device.type):
-        return W
-    low = torch.get_autocast_dtype(E.device.type)
-    key = (low, E.data_ptr())  # one cast per weight set: layers of their own (unshared_layers) differ
-    if key not in casts:
-        casts[key] = W.to(low)
-    return casts[key]
-
-
-# ---------------------------------------------------------------------- the choice
-def use_triton(device: torch.device) -> bool:
-    """Whether the chunked form runs the fused Triton kernels (`chunked_triton`): on CUDA, with Triton importable
-    and not turned off (``BDH_TRITON=0``), outside ``torch.compile`` (which keeps the lean form it can trace)."""
-    return device.type == "cuda" and not compiling() and _triton.available()
-
-
-def _fold(batch: int, T: int, D: int) -> bool:
-    """Whether a per-head product with an n x D weight (Dx, Dy, E) runs with the batch folded into its rows: a
-    batch, and T < D, so that copying the N-wide activations (B h T N numbers) costs less than copying the
-    weight B times (B h D N)."""
-    return batch > 1 and T < D
-
-
-def _attention_name(p: Pass, causal: bool, log_u, autograd: bool, fast: bool, device: torch.device) -> str:
-    if p.mode not in MODES:
-        raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
-    if not causal and p.mode != "parallel":
-        raise UserError(f"BDH: bidirectional attention (causal=false) needs mode 'parallel', got {p.mode!r}")
-    if p.inplace and (not p.carried or torch.is_grad_enabled()):
-        raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
-    if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
-        raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
-    if p.mode == "parallel" and autograd and not (p.carried or p.need_state or p.detach_kv):
-        return "shared-keys"  # keys are the queries: the same values, one T x T x N product less in backward
-    if p.mode == "chunked" and use_triton(device):
-        return "chunked-triton"  # the same values; fused kernels, state tiles in registers (CUDA)
-    if p.mode == "chunked" and autograd:
-        return "chunked-lean"  # the same values; backward recomputes chunk states instead of keeping them
-    if p.mode == "recurrent" and fast and p.inplace and not compiling():
-        return "recurrent-native"  # the same values; the read and the write in one pass over the state
-    return p.mode
+from .bound import Attention, Kernels, bind
+from .choice import Choice, Pass, choose, compiling, rope_impl, use_triton
+from .pytorch.rope import rope_tables, rotation
+
+#: the public names: `select` (and its parts, `choose` and `bind`), what it takes and returns, and `apply_rope`
+__all__ = [
+    "Attention",
+    "Choice",
+    "Kernels",
+    "Pass",
+    "apply_rope",
+    "bind",
+    "choose",
+    "compiling",
+    "rope_impl",
+    "select",
+    "use_triton",
+]
 
 
 def select(
     p: Pass,
     *,
     positional: str,
-    freqs: Tensor,
+    freqs: torch.Tensor,
     log_u,
     causal: bool,
     chunk_size: int,
@@ -455,41 +54,25 @@ def select(
     autograd: bool,
     device: torch.device,
 ) -> Kernels:
-    """Choose the kernels of one forward pass and bind them to it; the only place where implementations are chosen.
-
-    ``autograd``: gradients will flow to the weights. The chunked form runs the fused Triton kernels on CUDA
-    (`use_triton`), elsewhere the lean autograd form in training and the plain form otherwise. Under
-    ``torch.compile`` the gate and the rotation are the plain expressions, which inductor fuses itself. Dropout
-    masks come from the fast host generator (`dropout.drop_mask`) for an eager CPU training pass with
-    ``dropout_rng="auto"`` and no hook, from ``F.dropout`` for other training passes, and not at all in eval
-    mode. Dy LN(a) and E y keep the batch in their rows (the ``heads-outer`` layout, `_heads`) in a CPU training pass
-    with the compiled loops and no hook. The compiled loops (`native`) for a CPU pass where they are built, and with
-    them the host masks under ``torch.compile`` too (drawn inside the gate's loop; module docstring: what the
-    tensors decide when they arrive).
-    """
+    """The kernels of one forward pass (`choose`), bound to it (`bind`) at its RoPE tables. ``autograd``: gradients
+    will flow to the weights; ``training``: dropout is on."""
     kind = positional
     tables = rope_tables(kind, freqs, p.start, p.length) if kind != "none" else (None, None)
-    fast = device.type == "cpu" and native.available()  # operators torch.compile keeps as calls (`fused`)
-    masks = "none"
-    if training and dropout > 0:
-        host = dropout_rng == "auto" and device.type == "cpu" and not p.hooked and (fast or not compiling())
-        masks = "host" if host else "torch"
-    attention = _attention_name(p, causal, log_u, autograd, fast, device)
-    choice = Choice(
+    choice = choose(
+        p,
         positional=kind,
-        rope=rope_impl(kind),
-        fire="native" if fast and kind != "none" else "plain",
-        attention=attention,
-        gate="native" if fast else ("plain" if compiling() else "fused"),
-        masks=masks,
-        read_in="sparse" if attention == "sparse" else "per-head",
-        layout="heads-outer" if fast and autograd and not p.hooked else "head-major",
         log_u=log_u,
         causal=causal,
         chunk_size=chunk_size,
-        need_state=p.need_state,
-        inplace=p.inplace,
-        detach_kv=p.detach_kv,
         dropout=dropout,
+        dropout_rng=dropout_rng,
+        training=training,
+        autograd=autograd,
+        device=device,
     )
     return bind(choice, tables)
+
+
+def apply_rope(kind: str, v: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    """Rotate v (..., T, N) by the tables of ``kind`` with the kernel `rope_impl` picks (outside a pass)."""
+    return rotation(kind, rope_impl(kind))(v, cos, sin)

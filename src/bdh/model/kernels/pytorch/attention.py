@@ -18,7 +18,7 @@ earlier tokens) and to return the state after the block:
   O(T^2 N) per head; keeps T x T scores for backward. The official code's form.
 * ``chunked`` -- the parallel form inside chunks of C tokens, the state carried between chunks.
   Cost O(T C N + T N D); memory linear in T. Its autograd keeps every chunk's state; for training,
-  `bdh.model.kernels.chunked_lean` computes the same values with a backward that keeps far less.
+  `bdh.model.kernels.pytorch.chunked_lean` computes the same values with a backward that keeps far less.
 * ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
 
 ``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,

@@ -22,7 +22,7 @@ threshold" with the threshold chosen such that exactly round(p 2^16) of the 2^16
 it (NaN patterns never do) has the same drop probability as the integer comparison. Zeroing the dropped
 entries is then one same-dtype ``threshold_backward`` pass, with no separate comparison.
 
-Where the compiled gate of `bdh.model.kernels.native` runs, no mask is drawn here: its loop makes each
+Where the compiled gate of `bdh.model.kernels.cpu.native` runs, no mask is drawn here: its loop makes each
 entry's 16-bit draw itself from a counter-based generator (`counter_draws`: splitmix64 of the seed and the
 entry's index, so any thread can make any draw), with the same seed from PyTorch's generator and the same
 drop probability round(p 2^16) / 2^16, but another stream than `drop_mask`'s. `counter_mask` is that
@@ -122,7 +122,7 @@ _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
 def counter_draws(seed: int, count: int) -> np.ndarray:
-    """The 16-bit draws the compiled gate (`bdh.model.kernels.native`) makes inside its loop, uint16 (count,).
+    """The 16-bit draws the compiled gate (`bdh.model.kernels.cpu.native`) makes inside its loop, uint16 (count,).
 
     Draw i is bits 16 (i mod 4) .. 16 (i mod 4) + 15 of word i // 4 of the splitmix64 stream seeded with
     ``seed``: word k = mix(seed + (k + 1) golden). Every draw is a function of (seed, i) alone, so each thread

@@ -98,7 +98,7 @@ def rotation(kind: str, impl: str) -> Callable[[torch.Tensor, torch.Tensor, torc
     * ``none``: the identity (no positional scheme);
     * ``complex``: interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number
       v_2k + i v_2k+1, one complex multiply instead of five real passes (`rotate_complex`);
-    * ``fused``: `bdh.model.kernels.fused.rope_rotate`, one autograd function with the inverse rotation
+    * ``fused``: `bdh.model.kernels.pytorch.fused.rope_rotate`, one autograd function with the inverse rotation
       as its backward, tables in v's dtype;
     * ``plain``: the official code's expression (`rope_plain`), which ``torch.compile`` fuses itself.
     """

@@ -1,4 +1,4 @@
-/* Fused element-wise loops of a BDH layer on the CPU (loaded by bdh/model/kernels/native.py with ctypes).
+/* Fused element-wise loops of a BDH layer on the CPU (loaded by bdh/model/kernels/cpu/native.py with ctypes).
  *
  * Each loop reads its inputs once and writes its outputs once, in fp32 arithmetic, rounding a bf16 result
  * once (to nearest even, as PyTorch does). "Rows" are the (B, h, T) rows of N neurons: contiguous tensors for
@@ -104,7 +104,7 @@ static inline float relu(float v) { return v > 0.0f ? v : 0.0f; }
 /* Dropout draws: entry i of a tensor gets the 16-bit draw (w >> 16 (i mod 4)) mod 2^16 of the word
  * w = splitmix64 output number i / 4 + 1 of the stream seeded with `seed` (Steele et al. 2014), i.e.
  * mix64(seed + (i / 4 + 1) * golden): computable anywhere, in any order, by any thread. It is dropped when
- * the draw is below `drop` = round(p 2^16). bdh/model/kernels/dropout.py has the same stream in NumPy. */
+ * the draw is below `drop` = round(p 2^16). bdh/model/kernels/pytorch/dropout.py has the same stream in NumPy. */
 #define GOLDEN 0x9e3779b97f4a7c15ull
 static inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -128,7 +128,7 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
 
 /* Rows of N neurons, (B, H, T) of them, each tensor with its own strides (in elements) for b, h and t and its
  * N entries contiguous: head-major (B, H, T, N) tensors and the heads-outer (H, B, T, N) layout of the per-head
- * products (bdh/model/kernels/__init__.py) are both read and written in place. Row r is (b, h, t) of the logical
+ * products (bdh/model/kernels/bound.py) are both read and written in place. Row r is (b, h, t) of the logical
  * (B, H, T, N) shape, so entry i = r N + j has the same index (and the same dropout draw) in every layout. */
 static inline idx row_at(const idx *strides, idx q, idx heads, idx len) { /* row q = (b, h, t) */
     return q / (heads * len) * strides[0] + q / len % heads * strides[1] + q % len * strides[2];
@@ -240,8 +240,8 @@ STEP(bf16, bf16)
 int bdh_native_version(void) { return 3; }
 
 #ifdef BDH_PYTHON_MODULE
-/* built by setup.py as the (empty) Python module bdh.model.kernels._native, so that it installs and is found
- * like any extension module; its functions are called through ctypes (bdh/model/kernels/native.py) */
+/* built by setup.py as the (empty) Python module bdh.model.kernels.cpu._native, so that it installs and is found
+ * like any extension module; its functions are called through ctypes (bdh/model/kernels/cpu/native.py) */
 static struct PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native", "BDH's fused CPU loops (ctypes).", -1};
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&native_module); }
 #endif

@@ -9,7 +9,7 @@ extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 ari
 * `relu_rope_back`: dh = [x > 0] (gx + R^T gxr), the gradients from the gate and from attention summed
   in the same pass (R^T: the rotation by minus the angle);
 * `gate`: y = ReLU(z) * keep * x, the dropout draws made inside the loop from a counter-based generator
-  (`bdh.model.kernels.dropout.counter_draws`: no mask is drawn, stored or read), and ReLU(z) * keep for the
+  (`bdh.model.kernels.pytorch.dropout.counter_draws`: no mask is drawn, stored or read), and ReLU(z) * keep for the
   backward; `gate_back`: dz = [r > 0] g x, dx = g ReLU(r);
 * `recurrent_step`: one token of Eq. 8 on the fp32 state, the read a = q^T S and the write S = u (S + k v^T)
   in one pass over S (generation).
@@ -52,7 +52,7 @@ _off = 0  # depth of `disabled` contexts
 def _library() -> ctypes.CDLL | None:
     """The built library with its signatures set, or None where it was not built or does not load."""
     try:
-        spec = importlib.util.find_spec("bdh.model.kernels._native")
+        spec = importlib.util.find_spec("bdh.model.kernels.cpu._native")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.origin:
@@ -115,8 +115,9 @@ def _call(name: str, dtype: torch.dtype, *args):
 
 
 def half_tables(kind: str, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (T, N) rotation tables of `bdh.model.kernels.rope.rope_tables` as one cos and sin per pair, (T, N / 2)
-    fp32 contiguous: the even columns for ``rope`` (pairs (2k, 2k + 1)), the first half for ``rope-standard``."""
+    """The (T, N) rotation tables of `bdh.model.kernels.pytorch.rope.rope_tables` as one cos and sin per pair,
+    (T, N / 2) fp32 contiguous: the even columns for ``rope`` (pairs (2k, 2k + 1)), the first half for
+    ``rope-standard``."""
     half = cos.shape[-1] // 2
     pick = (lambda t: t[..., ::2]) if kind == "rope" else (lambda t: t[..., :half])
     return pick(cos).float().contiguous(), pick(sin).float().contiguous()
@@ -176,7 +177,7 @@ def gate(
     """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for z, x of one shape and dtype
     (`rows`); y and r take z's layout.
 
-    keep is 0 where entry i's draw from `bdh.model.kernels.dropout.counter_draws` (``seed``) is below ``drop``
+    keep is 0 where entry i's draw from `bdh.model.kernels.pytorch.dropout.counter_draws` (``seed``) is below ``drop``
     (= round(p 2^16); 0: nothing dropped), drawn inside the loop; i is the entry's index in the (B, H, T, N) shape,
     whatever the layout.
     """

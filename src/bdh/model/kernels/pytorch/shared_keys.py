@@ -8,7 +8,7 @@ T x T x N products and then adds them; with k = q the gradient is one product,
     dx = (dA + dA^T) x,          dA = (do v^T) * W,          dv = A^T do,
 
 which saves a third of the attention matmul work of the backward pass and one pass over x-sized
-tensors. Used by `bdh.model.kernels.attention.parallel` for training steps without a carried state; tested
+tensors. Used by `bdh.model.kernels.pytorch.attention.parallel` for training steps without a carried state; tested
 against autograd through the plain form (values and gradients).
 """
 
@@ -49,7 +49,7 @@ def shared_key_attention(x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | Non
     """((x x^T) * W) @ v for x (B, H, T, N), v (B, 1 or H, T, D), W (1 or H, T, T) or None (no mask).
 
     Under autocast x and v are cast to its dtype here (the backward runs outside autocast), like
-    `bdh.model.kernels.chunked_lean`.
+    `bdh.model.kernels.pytorch.chunked_lean`.
     """
     if torch.is_autocast_enabled(x.device.type):
         low = torch.get_autocast_dtype(x.device.type)

@@ -1,7 +1,7 @@
-"""The Triton kernels of `bdh.model.kernels.chunked_triton` (imported only when they run: Triton is optional).
+"""The Triton kernels of `bdh.model.kernels.triton.chunked` (imported only when they run: Triton is optional).
 
 Three kernels, each used twice (forward and backward); the tiling and the equations are in the docstring of
-`bdh.model.kernels.chunked_triton`. Every pointer offset is built in 64-bit integers: at paper size the
+`bdh.model.kernels.triton.chunked`. Every pointer offset is built in 64-bit integers: at paper size the
 chunk-state buffer alone has more than 2^31 entries. The kernels are written as `triton.jit` helpers, which
 Triton inlines into each kernel's one GPU program: the tiles stay in registers across the helpers.
 """

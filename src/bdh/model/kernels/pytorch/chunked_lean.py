@@ -1,6 +1,6 @@
 """Memory-lean chunked linear attention: a custom autograd function with a hand-written backward.
 
-The plain chunked form (`bdh.model.kernels.attention.chunked`) lets autograd keep the fp32 state S (B, H, N, D)
+The plain chunked form (`bdh.model.kernels.pytorch.attention.chunked`) lets autograd keep the fp32 state S (B, H, N, D)
 of every chunk, and every intermediate of every chunk, for the backward pass. This function keeps
 q, k, v (as chunk-major copies), the C x C scores, and the per-chunk states only when they are no
 larger than q (in q's dtype); it recomputes the rest in backward. Memory stays linear in T.
@@ -242,7 +242,7 @@ def chunked_lean(
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chunked linear attention (same values as `bdh.model.kernels.attention.chunked`) with a lean backward.
+    """Chunked linear attention (same values as `bdh.model.kernels.pytorch.attention.chunked`) with a lean backward.
 
     Returns (a (B, H, T, D), the state after the block (B, H, N, D)).
     """

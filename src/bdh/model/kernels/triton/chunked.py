@@ -1,6 +1,6 @@
 """BDH's chunked linear attention as fused Triton kernels, forward and backward (chosen on CUDA by `select`).
 
-The same quantity as `bdh.model.kernels.attention.chunked` (paper Eq. 4 in the chunked form of Eq. 8): per
+The same quantity as `bdh.model.kernels.pytorch.attention.chunked` (paper Eq. 4 in the chunked form of Eq. 8): per
 head, with keys = queries in BDH, one value vector shared by the heads, strictly causal, optional damping u,
 a state S (N x D) carried in and out. For chunk c of ``len`` tokens, i, j local positions, S_b the state before
 the chunk and S_a the state after it:
@@ -18,7 +18,7 @@ and, with dS_a the gradient of S_a (the gradient of the returned state after the
 **How it is tiled.** BDH's key dimension is large (N = 8192 per head at paper size) and so is its value
 dimension (D = 256), so the N x D state of one head (8 MiB in fp32) is far larger than a streaming
 multiprocessor's registers and shared memory; flash-linear-attention's kernels assume 64-256 for both. Three
-kernels (`bdh.model.kernels._triton_chunked`), each used in the forward and in the backward pass:
+kernels (`bdh.model.kernels.triton.chunked_jit`), each used in the forward and in the backward pass:
 
 * ``scan_kernel``, one program per (BN x BD) tile of the state of one (batch, head): the recurrence over the
   chunks with the tile in registers, from the first chunk to the last (forward: k, v) or back
@@ -39,7 +39,7 @@ every output row into N / BN partial sums over D: with a BN x D tile of at most 
 at D = 256), N / BN x D fp32 partial outputs per token and head, each written and read once (256 KiB at
 paper size), against N x D / C state entries per token written and read once in bf16 (128 KiB with C = 64),
 and the partial sums would not shrink with a longer chunk. The backward recomputes the chunk states instead of
-keeping them (the forward keeps only q, k, v and the carried state), as `bdh.model.kernels.chunked_lean` does
+keeping them (the forward keeps only q, k, v and the carried state), as `bdh.model.kernels.pytorch.chunked_lean` does
 when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens: the C x C scores of a chunk live in
 registers, so the register budget sets the chunk, not the model's ``chunk_size`` (the values are the same, up
 to rounding). The sums are in fp32 (fp64 for fp64 inputs).
@@ -47,7 +47,7 @@ to rounding). The sums are in fp32 (fp64 for fp64 inputs).
 The block sizes (`_plan`) are chosen from the register and shared-memory budgets, not tuned: BN x BD = 64 x 64
 for bf16 / fp16, 64 x 32 for fp32, 32 x 32 for fp64, so that the operands of one step of the longest loop stay
 under 48 KiB (three pipeline stages fit in 164 KiB of shared memory). How fast this is, and whether it beats
-`bdh.model.kernels.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
+`bdh.model.kernels.pytorch.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
 against the naive sum and the recurrent form in values and every gradient under Triton's CPU interpreter
 (``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py), compiled for sm_90 without a GPU there too (the
 interpreter does not compile), and on CUDA (tests/cuda).
@@ -65,7 +65,7 @@ import torch
 
 from bdh.errors import UserError
 
-from .attention import _check
+from ..pytorch.attention import _check
 
 #: the largest chunk the kernels take (its C x C scores and C-row tiles are held in registers)
 MAX_CHUNK = 64
@@ -145,7 +145,7 @@ def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
 
 def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
     """(states at the chunk boundaries (B H, NC, N, D) in x's dtype, the state past the last chunk (B, H, N, D))."""
-    from ._triton_chunked import scan_kernel
+    from .chunked_jit import scan_kernel
 
     p = plan
     states = x.new_empty(p.B * p.H, p.NC, p.N, p.D)
@@ -178,7 +178,7 @@ def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
 
 def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Tensor:
     """``out`` (B, H, T, D) = the state read plus the chunk's scores (`read_kernel`)."""
-    from ._triton_chunked import read_kernel
+    from .chunked_jit import read_kernel
 
     p = plan
     grid = (p.NC, -(-p.D // p.BD), p.B * p.H)
@@ -209,7 +209,7 @@ def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Ten
 
 def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool):
     """(dq, dk) (`grad_keys_kernel`); with shared keys dq holds dq + dk and dk is None."""
-    from ._triton_chunked import grad_keys_kernel
+    from .chunked_jit import grad_keys_kernel
 
     p = plan
     dq = torch.empty_like(q)
@@ -299,11 +299,11 @@ def chunked_triton(
     state: torch.Tensor | None = None,
     need_state: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The chunked form with the fused kernels: the signature and values of `bdh.model.kernels.attention.chunked`.
+    """The chunked form with the fused kernels: the signature and values of `pytorch.attention.chunked`.
 
     q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_u: (H,) or None; state: (B, H, N, D) or None. Returns (a (B, H,
     T, D) in q's dtype, the state after the block in fp32 (fp64 for fp64 inputs) when ``need_state``, else None).
-    Under autocast q, k and v are cast to its dtype here, as `bdh.model.kernels.chunked_lean` does.
+    Under autocast q, k and v are cast to its dtype here, as `bdh.model.kernels.pytorch.chunked_lean` does.
     """
     _check(q, k, v, state)
     if not (q.is_cuda or interpreting()):

@@ -1,0 +1,174 @@
+"""Which kernel runs each step of a forward pass: `choose`, one table read from the top.
+
+For each step the first row whose condition holds names the kernel (the names of docs/model.md); the comment
+says where it lives: ``pytorch/`` (plain PyTorch, any device), ``cpu/`` (the compiled CPU loops, where setup.py
+built them) or ``triton/`` (CUDA). `bdh.model.kernels.bound.bind` turns the names into the pass's callables. What
+only the tensors can tell is decided there, when they arrive: the compiled loops take fp32 and bf16 CPU tensors
+(another dtype runs the PyTorch kernel), ``recurrent-native`` one token on a contiguous fp32 state, and
+``shared-keys`` keys that are the queries (not ``separate_keys``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from bdh.errors import UserError
+
+from ..names import MODES
+from .cpu import native
+from .triton import chunked as _triton
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What a forward pass is asked to do; `choose` turns it into kernel choices.
+
+    Attributes:
+        mode: the attention form (one of `MODES`).
+        start, length: the absolute position of the first token and the number of tokens.
+        carried: a recurrent state is given; need_state: the state after the block is wanted.
+        inplace: update the given state in place (inference, no autograd).
+        detach_kv: cut the gradient through keys and values (paper section 7.2).
+        hooked: a hook reads the activations (y must be the gate's output before dropout).
+    """
+
+    mode: str
+    start: int
+    length: int
+    carried: bool = False
+    need_state: bool = False
+    inplace: bool = False
+    detach_kv: bool = False
+    hooked: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `choose` chose for one pass: the kernel of each step by name (the rows of `choose`), and the
+    parameters of the pass the kernels are bound to.
+
+    Attributes:
+        positional: the positional scheme; rope: the rotation kernel (`rope_impl`).
+        fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
+        attention: the attention kernel; gate: ``native``, ``fused`` or ``plain``.
+        masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
+        layout: where the per-head products of a per-head input (Dy LN(a)) and E y keep the (B, H, T, N) neuron
+            tensors z and y: ``head-major`` (contiguous) or ``heads-outer`` (stored (H, B, T, N), `Kernels.heads`).
+        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
+        need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
+    """
+
+    positional: str
+    rope: str
+    fire: str
+    attention: str
+    gate: str
+    masks: str
+    read_in: str
+    layout: str
+    log_u: torch.Tensor | None = field(repr=False, compare=False)
+    causal: bool
+    chunk_size: int
+    need_state: bool
+    inplace: bool
+    detach_kv: bool
+    dropout: float
+
+    @property
+    def native(self) -> bool:
+        """Whether the compiled loops (`native`) run the element-wise steps they can take in this pass."""
+        return self.gate == "native"
+
+
+def choose(
+    p: Pass,
+    *,
+    positional: str,
+    log_u,
+    causal: bool,
+    chunk_size: int,
+    dropout: float,
+    dropout_rng: str,
+    training: bool,
+    autograd: bool,
+    device: torch.device,
+) -> Choice:
+    """The kernel of every step of pass ``p``: the first row of the step that holds. ``autograd``: gradients will
+    flow to the weights; ``training``: dropout is on."""
+    check(p, causal, log_u)
+    cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
+    loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
+    stateless = not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
+    host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
+    rows = [
+        # step        kernel              when (a step takes its first row that holds)     lives in
+        ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py
+        ("fire",      "plain",            True),                                          # F.relu, then rope
+        ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
+        ("attention", "chunked-triton",   mode == "chunked" and use_triton(device)),      # triton/chunked.py
+        ("attention", "chunked-lean",     mode == "chunked" and autograd),                # pytorch/chunked_lean.py
+        ("attention", "recurrent-native", mode == "recurrent" and p.inplace and loops and eager),  # cpu/native.py
+        ("attention", mode,               True),                    # pytorch/attention.py, sparse: pytorch/sparse.py
+        ("gate",      "native",           loops),                                         # cpu/ops.py
+        ("gate",      "plain",            not eager),                                     # inductor fuses it
+        ("gate",      "fused",            True),                                          # pytorch/fused.py
+        ("masks",     "none",             not (training and dropout > 0)),
+        ("masks",     "host",             host),                                          # pytorch/dropout.py
+        ("masks",     "torch",            True),                                          # F.dropout
+        ("read_in",   "sparse",           mode == "sparse"),                              # pytorch/sparse.py
+        ("read_in",   "per-head",         True),                                          # bound.py
+        ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # bound.py
+        ("layout",    "head-major",       True),                                          # bound.py
+    ]  # fmt: skip
+    chosen: dict[str, str] = {}
+    for step, kernel, holds in rows:
+        if holds:
+            chosen.setdefault(step, kernel)
+    return Choice(
+        positional=positional,
+        rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling
+        **chosen,
+        log_u=log_u,
+        causal=causal,
+        chunk_size=chunk_size,
+        need_state=p.need_state,
+        inplace=p.inplace,
+        detach_kv=p.detach_kv,
+        dropout=dropout,
+    )
+
+
+def check(p: Pass, causal: bool, log_u) -> None:
+    """Refuse a pass that no kernel computes, in one line."""
+    if p.mode not in MODES:
+        raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
+    if not causal and p.mode != "parallel":
+        raise UserError(f"BDH: bidirectional attention (causal=false) needs mode 'parallel', got {p.mode!r}")
+    if p.inplace and (not p.carried or torch.is_grad_enabled()):
+        raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
+    if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
+        raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
+
+
+def rope_impl(kind: str) -> str:
+    """The rotation kernel for a positional scheme (`pytorch.rope.rotation`): the plain expression under
+    ``torch.compile`` (inductor fuses it), else the complex multiply (``rope``) or `pytorch.fused.rope_rotate`."""
+    if kind == "none":
+        return "none"
+    if compiling():
+        return "plain"
+    return "complex" if kind == "rope" else "fused"
+
+
+def use_triton(device: torch.device) -> bool:
+    """Whether the chunked form runs the fused Triton kernels (`triton.chunked`): on CUDA, with Triton importable
+    and not turned off (``BDH_TRITON=0``), outside ``torch.compile`` (which keeps the lean form it can trace)."""
+    return device.type == "cuda" and not compiling() and _triton.available()
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing: it fuses the plain expressions itself and has no complex kernels."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
