@@ -453,6 +453,33 @@ def folder_lock(path: PathLike) -> Iterator[Path]:
                 folder.rmdir()  # only if the block left it empty
 
 
+def refuse_held(root: PathLike) -> None:
+    """Refuse (`FolderBusy`, naming the holder) while another process holds the `folder_lock` of ``root`` or of
+    a folder inside it: a command about to empty or continue ``root`` must not pull a folder from under a writer
+    still at work there (a worker of an earlier attempt, say). Takes no lock itself."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    for lock in sorted(root.rglob(LOCK_NAME)):
+        if lock.parent.resolve() in _HELD:
+            continue
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read: its writer's own lock still guards it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise FolderBusy(
+                f"{lock.parent}: in use by {_holder(fd)}; one writer at a time: wait for it to end, or stop that "
+                "process"
+            ) from None
+        finally:
+            os.close(fd)
+
+
 def holds_lock(path: PathLike) -> bool:
     """Whether this process holds the `folder_lock` of ``path``."""
     return Path(path).resolve() in _HELD

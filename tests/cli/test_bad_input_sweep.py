@@ -471,6 +471,17 @@ case(
     SCALING,
     setup=held("fx/sw/scaling-cut"),
 )
+case(  # a worker of an earlier attempt (its parent killed) still trains into a run folder
+    "concurrent-bench-resume-a-run-held",
+    "concurrent",
+    "bench recall --out fx/sw/bench-cut --resume",
+    "one writer at a time",
+    BENCH,
+    also=("in use by pid", "N32-D2-w8-lr0.001-s0"),
+    setup=held("fx/sw/bench-cut/runs/bdh/N32-D2-w8-lr0.001-s0"),
+    follow=follow_stopping_the_holder,
+    follow_check=exists("fx/sw/bench-cut/results.md"),
+)
 for id, argv in (
     ("generate", f"generate {BUSY} --prompt hi {' '.join(GEN)}"),
     ("eval", f"eval {BUSY} {' '.join(EVAL)}"),

@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
+from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, refuse_held, write_text
 from bdh.typed_config import TypedConfig, bounded
 
 from .engine import TableLedger, fit, pending, train_all
@@ -195,6 +195,8 @@ def prepare_out(opts: BenchOptions) -> None:
         )
     if opts.resume and ledger.is_file():
         read_ledger(ledger)  # refused before anything is written
+    if opts.resume or opts.overwrite:
+        refuse_held(out)  # a worker of an earlier attempt still training into a run folder
     if opts.overwrite and out.is_dir():
         empty_folder(out)
     out.mkdir(parents=True, exist_ok=True)
