@@ -395,6 +395,25 @@ case(
     BENCH,
     also=("no column",),
 )
+case(  # a repeated row would count as a second seed
+    "damaged-bench-ledger-repeated-row",
+    "damaged",
+    "bench recall --out fx/sw/bench-ledger-dup --resume",
+    "runs.csv",
+    BENCH,
+    also=("line 4", "same run as line 2"),
+    follow=follow_overwrite_not_resume,
+    follow_check=exists("fx/sw/bench-ledger-dup/results.md"),
+)
+for name, said in (("nan", "lr 'nan'"), ("abc", "accuracy 'abc'"), ("no-metric", "no column 'accuracy'")):
+    case(
+        f"damaged-bench-ledger-{name}",
+        "damaged",
+        f"bench recall --out fx/sw/bench-ledger-{name} --resume",
+        "runs.csv",
+        BENCH,
+        also=("line 2", said),
+    )
 case(
     "foreign-bench-folder-resume",
     "damaged",

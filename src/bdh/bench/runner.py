@@ -175,9 +175,10 @@ class BenchOptions(TypedConfig):
         return max(1, torch.get_num_threads() // self.jobs)
 
 
-def prepare_out(opts: BenchOptions) -> None:
-    """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
-    ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
+def prepare_out(opts: BenchOptions, suite: SuiteDef | None = None) -> None:
+    """Check and create the output folder: a non-empty one is continued with ``resume`` (its ledger checked, with
+    the score columns of ``suite`` when given), emptied with ``overwrite``, refused otherwise (the suite writes
+    into it as its runs finish, each file atomically)."""
     ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
     ours = Path(opts.out).is_dir() and (
         ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
@@ -194,7 +195,7 @@ def prepare_out(opts: BenchOptions) -> None:
             "to replace it, or choose another --out"
         )
     if opts.resume and ledger.is_file():
-        read_ledger(ledger)  # refused before anything is written
+        read_ledger(ledger, suite.scored() if suite else ())  # refused before anything is written
     if opts.resume or opts.overwrite:
         refuse_held(out)  # a worker of an earlier attempt still training into a run folder
     if opts.overwrite and out.is_dir():
@@ -230,7 +231,7 @@ def _train_missing(
 ) -> tuple[list[dict[str, Any]], int]:
     """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
-    rows = read_ledger(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
+    rows = read_ledger(out / "runs.csv", suite.scored()) if opts.resume and (out / "runs.csv").is_file() else []
     ledger = TableLedger(out / "runs.csv", rows, run_key, suite.columns())
     todo = pending(specs, ledger, opts.resume)
     skipped = len(specs) - len(todo)

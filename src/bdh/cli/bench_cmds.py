@@ -145,7 +145,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(plan_table(module.plan(sweep, *data)))
         return 0
     with folder_lock(out):  # one bench at a time in a folder
-        runner.prepare_out(opts)  # before anything is printed or generated
+        runner.prepare_out(opts, module.suite_def(sweep))  # before anything is printed or generated
         try:
             return _run_bench(args, module, sweep, opts)
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
