@@ -3,7 +3,8 @@
 ``import bdh.hf`` registers BDH with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer`` for
 ``model_type = "bdh"``, the type bdh's own ``save_pretrained`` writes into ``config.json``. A folder saved
 by bdh then loads with ``AutoModelForCausalLM.from_pretrained(folder)``, and ``generate``, ``pipeline``
-and lm-evaluation-harness's ``HFLM`` work on it.
+and lm-evaluation-harness's ``HFLM`` work on it. A folder on this machine is checked as the ``bdh`` commands
+check it: a run's ``best/`` or checkpoint must match the checksums of its meta.json (`check_local_folder`).
 
 Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
 per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
@@ -174,8 +175,10 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
-        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`)."""
+        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`) and a
+        folder on this machine that fails the checks of the ``bdh`` commands (`check_local_folder`)."""
         refuse_run_folder(pretrained_model_name_or_path)
+        check_local_folder(pretrained_model_name_or_path)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
@@ -524,6 +527,23 @@ def refuse_run_folder(path: Any) -> None:
         f"{folder} is a bdh run folder with no saved model yet (best/ is written at its first evaluation); "
         "from_pretrained takes a model folder such as RUN/best"
     )
+
+
+def check_local_folder(path: Any) -> None:
+    """For a model folder on this machine, what the ``bdh`` commands check before they load it: the checksums
+    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.checkpoint.verified`), a
+    one-line `bdh.errors.UserError` naming the file that fails them. A repo id or a plain model folder passes."""
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    folder = Path(path)
+    try:
+        if not folder.is_dir():
+            return
+    except OSError:  # a repo id that is no folder here
+        return
+    from bdh.train.checkpoint import verified
+
+    verified(folder)
 
 
 def _guard_from_pretrained(owner: type) -> None:

@@ -207,8 +207,9 @@ def _model_files(folder: Path, fallback: str) -> bool:
     return True
 
 
-def _verified(folder: Path) -> Path:
-    """``folder`` after checking the checksums its meta.json records (a plain model folder has none)."""
+def verified(folder: Path) -> Path:
+    """``folder`` after checking the checksums its meta.json records (a plain model folder has none): what every
+    loader of a model folder checks, the commands (`resolve_model_dir`) and ``from_pretrained`` (`bdh.hf`)."""
     problem = file_problem(folder / META_NAME)
     if problem == "is missing":
         return folder
@@ -236,7 +237,7 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         path = src / "checkpoints" / checkpoint
         if not path.is_dir() or not _model_files(path, ""):
             raise FileNotFoundError(f"{path}: no such checkpoint (or it is incomplete)")
-        return _verified(path)
+        return verified(path)
     found = [p for p in list_checkpoints(src) if holds_model(p)]
     fallback = (
         f"; to load its newest checkpoint instead, give --checkpoint {found[-1].name} (or the folder {found[-1]})"
@@ -244,14 +245,14 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         else ""
     )
     if _model_files(src, ""):
-        return _verified(src)
+        return verified(src)
     best = src / "best"
     if os.path.lexists(best):
         if not best.is_dir() or not _model_files(best, fallback):
             raise CheckpointError(f"{best}: {file_problem(best) or 'holds no model'}; not loaded{fallback}")
-        return _verified(best)
+        return verified(best)
     if found:
-        return _verified(found[-1])
+        return verified(found[-1])
     raise UserError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
 
 
