@@ -600,3 +600,15 @@ def test_from_pretrained_verifies_the_checksums_of_a_best_folder(tmp_path, tampe
     name = "model.safetensors" if tamper == "weights" else "config.json"
     with pytest.raises(bdh.errors.UserError, match=f"{name} does not match its checksum"):
         AutoModelForCausalLM.from_pretrained(best)
+
+
+def test_from_pretrained_refuses_a_config_json_that_changes_what_the_weights_mean(saved, tmp_path):
+    folder = _save(saved[0], tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "damping": 0.5}))
+    with pytest.raises(bdh.errors.UserError, match="damping is 0.5 but the weights were saved with"):
+        AutoModelForCausalLM.from_pretrained(folder)
+    (folder / "config.json").write_text(json.dumps({**config, "n_layer": config["n_layer"] + 1}))
+    with pytest.warns(bdh.errors.ConfigWarning, match="n_layer is"):
+        model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.n_layer == config["n_layer"] + 1

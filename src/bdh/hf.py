@@ -4,7 +4,8 @@
 ``model_type = "bdh"``, the type bdh's own ``save_pretrained`` writes into ``config.json``. A folder saved
 by bdh then loads with ``AutoModelForCausalLM.from_pretrained(folder)``, and ``generate``, ``pipeline``
 and lm-evaluation-harness's ``HFLM`` work on it. A folder on this machine is checked as the ``bdh`` commands
-check it: a run's ``best/`` or checkpoint must match the checksums of its meta.json (`check_local_folder`).
+check it: a run's ``best/`` or checkpoint must match the checksums of its meta.json, and an edited config.json
+must not change what the weights mean (`check_local_folder`).
 
 Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
 per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,12 +50,12 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .baselines.gpt import GPT, GPTConfig
-from .errors import UserError
+from .errors import ConfigWarning, UserError
 from .hf_cache import CACHE_NAME, BDHCache, BDHCacheLayer
 from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
-from .model.io import write_model_folder
+from .model.io import CONFIG_NAME, WEIGHTS_NAME, check_config_changes, read_model_config, write_model_folder
 from .model.kernels.rope import frequencies
 from .model.state import BDHState
 
@@ -531,8 +533,10 @@ def refuse_run_folder(path: Any) -> None:
 
 def check_local_folder(path: Any) -> None:
     """For a model folder on this machine, what the ``bdh`` commands check before they load it: the checksums
-    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.checkpoint.verified`), a
-    one-line `bdh.errors.UserError` naming the file that fails them. A repo id or a plain model folder passes."""
+    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.checkpoint.verified`) and a
+    config.json that keeps what the weights mean (`bdh.model.io.check_config_changes`: a changed ``n_layer``
+    is a `bdh.errors.ConfigWarning`); a one-line `bdh.errors.UserError` naming the file that fails. A repo id
+    passes."""
     if not isinstance(path, (str, os.PathLike)):
         return
     folder = Path(path)
@@ -544,6 +548,10 @@ def check_local_folder(path: Any) -> None:
     from bdh.train.checkpoint import verified
 
     verified(folder)
+    if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
+        note = check_config_changes(folder, read_model_config(folder)[1])
+        if note is not None:
+            warnings.warn(ConfigWarning(note), stacklevel=3)
 
 
 def _guard_from_pretrained(owner: type) -> None:

@@ -376,6 +376,23 @@ case(
     exit=0,
     check=stderr_has("bdh: warning:", "model.safetensors", "truncated or corrupted"),
 )
+# a config.json edited to keep every shape but change what the weights mean: refused naming the field
+case("damaged-edited-damping-generate", "damaged", "generate fx/sw/edited-damping", "damping", GEN, also=("saved",))
+case("damaged-edited-damping-eval", "damaged", f"eval fx/sw/edited-damping --data {TEXT}", "damping", EVAL)
+case(
+    "damaged-best-damping-edited-generate",
+    "damaged",
+    "generate fx/sw/best-damping-edited",
+    "config.json",
+    GEN,
+    also=("does not match its checksum", "damping is 0.5"),
+)
+ok(  # n_layer: the layers share their weights, a user may change it on purpose: a warning
+    "damaged-edited-n-layer-generate-warns-ok",
+    "generate fx/sw/edited-n-layer",
+    GEN,
+    check=stderr_has("bdh: warning: ", "n_layer is 3 but the weights were saved with 2"),
+)
 case("foreign-tensors-convert", "damaged", "convert fx/sw/foreign.pt out/c", "foreign.pt")
 case(
     "foreign-bench-binary-ledger",

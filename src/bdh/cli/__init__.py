@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bdh import __version__
-from bdh.errors import UserError, exit_status, one_line
+from bdh.errors import ConfigWarning, UserError, exit_status, one_line
 
 from . import (
     bench_cmds,
@@ -123,6 +125,19 @@ def _report_bug(exc: BaseException) -> str:
     return str(path)
 
 
+def _one_line_warnings(show: Any) -> Any:
+    """`warnings.showwarning` while a command runs: a `bdh.errors.ConfigWarning` as one line on stderr, any other
+    warning as ``show`` shows it."""
+
+    def shown(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, ConfigWarning):
+            print(f"bdh: warning: {one_line(message)}", file=sys.stderr, flush=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bdh`` console script; returns the exit status.
 
@@ -133,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")
     try:
-        with interrupts.terminate_raises():
+        with interrupts.terminate_raises(), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
             args = parser.parse_args(argv)
             args.argv = list(sys.argv[1:] if argv is None else argv)
             debug = debug or args.debug

@@ -34,8 +34,10 @@ from ..model.io import (
     CheckpointError,
     architecture,
     check_state_dict,
+    config_changes,
     load_tensors,
     read_json,
+    read_model_config,
     runtime_fields,
     save_tensors,
 )
@@ -281,8 +283,23 @@ def verify(path: Path) -> dict[str, Any]:
         if problem is not None:
             raise CheckpointError(f"{file}: {problem}; the checkpoint {path} is damaged")
         if _sha256(file) != digest:
-            raise CheckpointError(f"{path}: {name} does not match its checksum (corrupted)")
+            how = _config_edit(path) if name == CONFIG_NAME else "corrupted"
+            raise CheckpointError(f"{path}: {name} does not match its checksum ({how})")
     return meta
+
+
+def _config_edit(path: Path) -> str:
+    """What an edit of a checkpoint's config.json changed in what its weights mean, for `verify`'s refusal: a
+    checkpoint is the record of its run, so any edit is refused (a model folder of one's own may change
+    ``n_layer``: `bdh.model.io.check_config_changes`)."""
+    try:
+        changes = config_changes(path, read_model_config(path)[1])
+    except CheckpointError:
+        return "corrupted"
+    if not changes:
+        return "edited or corrupted"
+    name, (now, saved) = next(iter(changes.items()))
+    return f"edited: {name} is {now!r}, the weights were saved with {saved!r}"
 
 
 def load_checkpoint(
