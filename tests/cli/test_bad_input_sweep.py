@@ -247,7 +247,14 @@ ok(
     "interrupted-resume-before-checkpoint-ok",
     "train --resume fx/sw/no-ckpt --set log.progress=lines",
     changes=("sw/no-ckpt",),
-    check=stderr_has("no checkpoint yet"),
+    check=stderr_has("no checkpoint yet", "metrics.jsonl logged after step 0 is dropped"),
+)
+case(  # its checkpoint holds a BDH: the error named a field of the other model's config
+    "interrupted-resume-as-another-model",
+    "interrupted",
+    f"train --resume {RUN4} --set model.name=gpt",
+    "model.name=gpt",
+    also=("a resumed run keeps its model", "new run"),
 )
 case("interrupted-generate-before-checkpoint", "interrupted", "generate fx/sw/no-ckpt", "fx/sw/no-ckpt", GEN)
 case("interrupted-eval-before-checkpoint", "interrupted", "eval fx/sw/no-ckpt", "fx/sw/no-ckpt", EVAL)
@@ -440,6 +447,15 @@ case(
     also=("--overwrite instead of --resume",),
     follow=follow_overwrite_not_resume,
     follow_check=exists("fx/full/results.md"),
+)
+case(  # --overwrite would delete the run
+    "foreign-bench-resume-a-training-run",
+    "damaged",
+    f"bench recall --out {RUN} --resume",
+    RUN,
+    BENCH,
+    also=("training run folder", "another --out"),
+    check=lambda out, err, cwd: _assert("--overwrite" not in err, f"advises deleting a run: {err!r}"),
 )
 case(
     "foreign-bench-folder-no-resume-advice",

@@ -189,6 +189,11 @@ def prepare_out(opts: BenchOptions, suite: SuiteDef | None = None) -> None:
         folder=True,
         how=f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it",
     )
+    if opts.resume and out.is_dir() and not ours and (out / "config.yaml").is_file():
+        raise BenchError(  # --overwrite would delete a trained run
+            f"--resume: {out} is a training run folder (its config.yaml), not a bench output folder; "
+            "choose another --out (a new folder)"
+        )
     if opts.resume and out.is_dir() and not ours:
         raise BenchError(
             f"--resume: {out} has no runs.csv (not a bench output folder); pass --overwrite instead of --resume "
