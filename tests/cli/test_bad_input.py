@@ -206,6 +206,13 @@ case("train-lr-inf", "set", f"train --set optim.lr=inf {PC}", "optim.lr")
 case("train-lr-1e400", "set", f"train --set optim.lr=1e400 {PC}", "optim.lr")
 case("train-lr-negative", "set", f"train --set optim.lr=-0.001 {PC}", "optim.lr", also=("> 0, got -0.001",))
 case("train-lr-non-numeric", "set", f"train --set optim.lr=fast {PC}", "optim.lr")
+case(  # a row too short for a fact: the curriculum would write nothing, silently
+    "train-facts-rows-too-short",
+    "set",
+    f"train --set task.seq_len=64 --set task.facts=5 {PC}",
+    "task.facts",
+    also=("65 bytes", "task.seq_len to 66"),
+)
 case("train-device-cuda", "device", f"train --set train.device=cuda {PC}", "CUDA", also=("train.device",))
 case("train-device-banana", "device", f"train --set train.device=banana {PC}", "banana", also=("train.device",))
 case("train-device-cuda-7", "device", f"train --set train.device=cuda:7 {PC}", "cuda:7", also=("train.device",))
