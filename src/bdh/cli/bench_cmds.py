@@ -125,7 +125,7 @@ def build_sweep(args: argparse.Namespace):
 def cmd_bench(args: argparse.Namespace) -> int:
     from bdh.bench import runner
     from bdh.bench.plan_table import plan_table
-    from bdh.outputs import folder_lock
+    from bdh.outputs import DiskFull, folder_lock
 
     module, sweep = build_sweep(args)
     out = (
@@ -148,6 +148,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         runner.prepare_out(opts, module.suite_def(sweep))  # before anything is printed or generated
         try:
             return _run_bench(args, module, sweep, opts)
+        except DiskFull as exc:  # the same command again would find its folder: --resume continues it
+            raise exc.continued_by(interrupts.continue_command(args.argv, out)) from None
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
             ledger = out / "runs.csv"
             kept = f"the finished runs are kept in {ledger}" if ledger.is_file() else "no run had finished yet"

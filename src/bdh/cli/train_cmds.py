@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -142,6 +143,7 @@ def _register_generate(sub: argparse._SubParsersAction) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train (or resume) a run and print its report (`bdh.train.run_report.train_report`); the sample in it is
     streamed as it is made. A resumed run that is already finished: one line, nothing written."""
+    from bdh.outputs import DiskFull
     from bdh.train import train
     from bdh.train.distributed import from_environment
     from bdh.train.run_report import resume_checkpoint, resume_replans, train_report
@@ -155,7 +157,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     resume_from = resume_checkpoint(args.resume, args.checkpoint)
     replan = resume_replans(args.resume, args.overrides)
-    result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
+    try:
+        result = train(config, resume=args.resume, resume_from=resume_from, replan=replan, overwrite=args.overwrite)
+    except DiskFull as exc:  # the same command again would find its run folder: --resume continues it
+        if args.resume or not config.run_dir or not Path(config.run_dir).is_dir():
+            raise
+        raise exc.continued_by(shlex.join(["bdh", "train", "--resume", str(config.run_dir)])) from None
     report = train_report(config, result, args.resume)
     if not from_environment().is_main:
         return report.status
