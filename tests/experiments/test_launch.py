@@ -58,3 +58,17 @@ def test_an_interrupted_experiment_that_cannot_continue_is_raised(tmp_path, monk
     _interrupting(monkeypatch, "merge")
     with pytest.raises(KeyboardInterrupt):
         launch.run_experiment("merge", get_experiment("merge").Config.preset("quick"), tmp_path / "lib")
+
+
+def test_an_interrupted_experiment_names_only_what_it_kept(tmp_path):
+    """relatives keeps its runs in its suites' ledgers, not in runs/ (the message named a folder that did not
+    exist)."""
+    out = tmp_path / "rel"
+    out.mkdir()
+    assert launch.kept_runs(out) == "no run had finished yet"
+    for suite in ("frontier", "lm"):
+        (out / suite).mkdir()
+        (out / suite / "runs.csv").write_text("suite,model\n")
+    assert launch.kept_runs(out) == f"the finished runs are kept in {out / 'frontier' / 'runs.csv'} and " + str(
+        out / "lm" / "runs.csv"
+    )
