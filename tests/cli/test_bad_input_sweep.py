@@ -361,6 +361,13 @@ case(
     "train --resume fx/sw/metrics-folder --set train.max_steps=3",
     "metrics.jsonl",
 )
+ok(  # one damaged run among many: listed without it, one warning naming it
+    "damaged-metrics-folder-among-runs-warns-ok",
+    "runs fx/sw",
+    check=lambda out, err, cwd: _assert(
+        b"run4" in out and "bdh: warning: " in err and "metrics-folder not listed" in err, (out, err)
+    ),
+)
 case("damaged-metrics-folder-plot", "damaged", "plot fx/sw/metrics-folder --out out/p", "metrics.jsonl")
 ok("damaged-metrics-cut-runs-warns-ok", "runs fx/sw/metrics-cut", check=stderr_has("damaged line(s) skipped"))
 ok(
