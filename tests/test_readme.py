@@ -40,14 +40,39 @@ def test_install_gives_pytorch_s_own_commands_for_cpu_and_cuda():
 
 def test_install_names_the_extras_a_user_needs_for_the_documented_features():
     """A new user followed the install lines, then read that lm-evaluation-harness works, but no line named the
-    ``eval`` extra that installs it (and runs its test): every extra of pyproject.toml that adds a feature is
-    named in the Install section (``test`` and ``lint`` are for contributors, ``gpu`` comes with ``test``)."""
+    ``eval`` extra that installs it (and runs its test): every extra of pyproject.toml is named in the Install
+    section, which says what each brings."""
     import tomllib
 
     extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     section = _section("Install")
-    missing = [name for name in sorted(set(extras) - {"test", "lint", "gpu"}) if f"`{name}`" not in section]
+    missing = [name for name in sorted(extras) if f"`{name}`" not in section]
     assert not missing, f"extras not named in the README's Install section: {missing}"
+
+
+def test_the_install_line_brings_no_gpu_package():
+    """The README's ``pip install -e ".[test,hf]"`` on a CPU machine pulled Triton (about 1 GB) through the
+    ``test`` extra: no extra the Install block names may bring Triton or a CUDA package, but ``gpu``."""
+    import tomllib
+
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    block = _blocks(_section("Install"), "bash")[0]
+    named = set(re.findall(r'pip install -e "\.\[([^\]]+)\]"', block)[0].split(","))
+
+    def brings(extra: str, seen: frozenset = frozenset()) -> set[str]:
+        found = set()
+        for req in extras[extra]:
+            inner = re.match(r"bdh\[([^\]]+)\]", req)
+            if inner:
+                found |= set().union(*(brings(e, seen | {extra}) for e in inner.group(1).split(",") if e not in seen))
+            else:
+                found.add(re.split(r"[<>=;\[ ]", req, maxsplit=1)[0].lower())
+        return found
+
+    gpu = {p for e in named for p in brings(e) if p == "triton" or p.startswith(("nvidia-", "cuda"))}
+    assert not gpu, f"the README's install line brings GPU packages: {sorted(gpu)}"
+    assert "triton" in brings("gpu")  # where it is: CI installs it
+    assert '"gpu"' not in "".join(extras["test"])
 
 
 def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, capsys):
