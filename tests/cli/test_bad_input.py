@@ -96,6 +96,16 @@ EXISTS = ("--overwrite",)  # what a refused existing output must tell the user
 # ---- the command line itself
 case("bdh-unknown-global-flag", "flag", "--frobnicate info", "--frobnicate")
 case("bdh-unknown-command", "flag", "infoo", "infoo")
+# a mistyped flag: the nearest flag of that subcommand suggested, its own help named
+case("train-mistyped-flag", "flag", "train --quik", "--quik", also=("did you mean '--quick'?", "'bdh train --help'"))
+case(
+    "dmft-mistyped-flag",
+    "flag",
+    "dmft bifurcation --stepz 3 --out out/d",
+    "--stepz",
+    also=("did you mean '--steps'?", "'bdh dmft bifurcation --help'"),
+)
+
 case("dmft-unknown-subcommand", "flag", "dmft nope --out out/d", "nope")
 case("bench-no-suite", "flag", "bench", "recall")
 case("bench-unknown-suite", "flag", "bench nosuch", "nosuch")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bdh import __version__
-from bdh.errors import ConfigWarning, UserError, exit_status, one_line
+from bdh.errors import ConfigWarning, UserError, did_you_mean, exit_status, one_line
 
 from . import (
     bench_cmds,
@@ -74,6 +74,10 @@ class _Formatter(argparse.HelpFormatter):
         return "\n".join(out)
 
 
+#: the namespace attribute that holds, while parsing, the parser of the subcommand given (`_Parser.parse_args`)
+_LEAF = "_bdh_subcommand_parser"
+
+
 class _Parser(argparse.ArgumentParser):
     """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``);
     defaults shown; an Examples section from `examples.EXAMPLES`."""
@@ -87,6 +91,25 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, noting in the namespace the innermost parser that ran (the subcommand's)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, _LEAF):
+            setattr(namespace, _LEAF, self)
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, with an unknown flag named by the subcommand that was given it: the nearest of its flags
+        suggested (`bdh.errors.did_you_mean`) and its own help pointed to."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        leaf = vars(namespace).pop(_LEAF, self)
+        if extras:
+            flags = [o for a in leaf._actions for o in a.option_strings if o.startswith("--")]
+            first = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+            hint = did_you_mean(first, flags) if first else ""
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}{hint} (see '{leaf.prog} --help')")
+        return namespace
 
 
 def build_parser() -> argparse.ArgumentParser:
