@@ -97,6 +97,7 @@ EXISTS = ("--overwrite",)  # what a refused existing output must tell the user
 case("bdh-unknown-global-flag", "flag", "--frobnicate info", "--frobnicate")
 case("bdh-unknown-command", "flag", "infoo", "infoo")
 # a mistyped flag: the nearest flag of that subcommand suggested, its own help named
+case("generate-a-folder-of-runs", "missing", "generate fx", "holds no model", GEN, also=("the newest fx/run",))
 case("train-mistyped-flag", "flag", "train --quik", "--quik", also=("did you mean '--quick'?", "'bdh train --help'"))
 case(
     "dmft-mistyped-flag",

@@ -255,7 +255,11 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         return verified(best)
     if found:
         return verified(found[-1])
-    raise UserError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
+    runs = sorted((p for p in src.iterdir() if (p / "config.yaml").is_file()), key=lambda p: p.stat().st_mtime)
+    inside = f"; it holds {len(runs)} run folder(s), the newest {runs[-1]}: give one of them" if runs else ""
+    raise UserError(
+        f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/){inside}"
+    )
 
 
 def verify(path: Path) -> dict[str, Any]:
