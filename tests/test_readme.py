@@ -90,3 +90,21 @@ def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     exec(compile(code.replace(assigned.group(1), str(folder)), "README.md", "exec"), {})
     assert capsys.readouterr().out.startswith("ROMEO:")
+
+
+def test_the_readme_names_every_baseline_and_the_help_every_experiment(capsys):
+    """The README listed 3 baselines of 8 and ``bdh --help`` 4 experiments of 6: every registered model is named
+    in the README's overview, and the command's help lists every registered experiment."""
+    from bdh import registry
+    from bdh.cli import main
+
+    head = README.read_text(encoding="utf-8").split("## Install")[0].replace("-", "").lower()
+    missing = [name for name in registry.names("model") if name.replace("-", "") not in head]
+    assert not missing, f"baselines not named in the README's overview: {missing}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert all(name in help_text for name in registry.names("experiment")), help_text
+    with pytest.raises(SystemExit):
+        main(["experiment", "--help"])
+    assert "under 30 minutes" not in " ".join(capsys.readouterr().out.split())  # long-context takes hours

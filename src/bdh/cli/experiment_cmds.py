@@ -38,9 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "experiment",
-        help="reproduce the paper's synapse, merging, no-BPTT and scaling experiments at laptop scale",
+        help=f"the paper's experiments and comparisons, at laptop scale: {', '.join(registered('experiment'))}",
         description="Train the models an experiment needs, measure, and write report.md, results.json and figures "
-        "into --out. The default sizes finish in under 30 minutes on 2 CPU cores; --quick is a smoke test.",
+        "into --out. The defaults are sized for a CPU, but their run times differ by experiment (from minutes to "
+        "hours: each one's measured time is in docs/experiments.md, docs/long-context.md and docs/bench.md); "
+        "--show-config prints an experiment's config, --quick is a smoke test.",
     )
     p.set_defaults(func=lambda args: _usage())
     names = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
