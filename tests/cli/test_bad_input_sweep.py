@@ -586,6 +586,15 @@ case("huge-bench-widths", "huge-number", "bench recall --out out/b", "--widths",
 case("huge-scaling-steps", "huge-number", f"experiment scaling --quick --show-config --set steps={HUGE}", "steps")
 case("huge-inspect-tokens", "huge-number", f"inspect {RUN} --out out/i", "--tokens", INSPECT, f"--tokens {HUGE}")
 case("huge-viz-hubs", "huge-number", f"viz {RUN} --out out/v.html --prompt hi --hubs {HUGE}", "--hubs")
+case(  # below 2^63 but more than memory holds: refused before numpy allocates
+    "huge-dmft-probe-steps-memory",
+    "huge-number",
+    f"dmft probe {RUN} --out out/d",
+    "--steps",
+    PROBE,
+    "--steps 1000000000000000",
+    also=("GiB available",),
+)
 case("huge-dmft-probe-steps", "huge-number", f"dmft probe {RUN} --out out/d", "--steps", PROBE, f"--steps {HUGE}")
 
 # ---------------------------------------------------------------------------------------------- wrong types
