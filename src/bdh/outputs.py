@@ -188,17 +188,20 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 class DiskFull(OutputError):
     """A file or folder that could not be written for want of space; ``path``: the one being written."""
 
-    def __init__(self, path: Path, errnum: int, then: str = "run the command again"):
-        super().__init__(
-            f"{path}: not written: {os.strerror(errnum)}; nothing was replaced (the temporary was removed); free "
-            f"some space and {then}"
-        )
-        self.path, self.errno = path, errnum
+    def __init__(
+        self,
+        path: Path,
+        errnum: int,
+        then: str = "run the command again",
+        kept: str = "nothing was replaced (the temporary was removed)",
+    ):
+        super().__init__(f"{path}: not written: {os.strerror(errnum)}; {kept}; free some space and {then}")
+        self.path, self.errno, self.kept = path, errnum, kept
 
     def continued_by(self, command: str) -> DiskFull:
         """The same error advising ``command`` (a command that continues the work, where running the same one
         again would be refused: a new run's folder now exists)."""
-        return DiskFull(self.path, self.errno, f"continue with: {command}")
+        return DiskFull(self.path, self.errno, f"continue with: {command}", self.kept)
 
 
 def _no_space(path: Path, exc: OSError | DiskFull, inside: Path | None = None) -> DiskFull | None:
