@@ -130,6 +130,7 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
     if result.budget_cut:
         after.append(
             f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
+            f"{result.step_limit} steps; to finish this run: bdh train --resume {result.run_dir} --set "
+            "train.max_minutes=null (a new run trains them all with a larger train.max_minutes, or null)"
         )
     return TrainReport(before, sample, after)
