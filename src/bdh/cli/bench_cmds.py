@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -174,4 +175,10 @@ def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
     for path in done["files"]:
         print(f"wrote {path}")
     print((out / "results.md").read_text(encoding="utf-8"))
+    if args.quick:  # models at chance look alike: the table is no verdict
+        print(
+            f"bench {args.suite}: --quick is a smoke test (tiny sizes, few steps): these numbers show that the suite "
+            "runs, not which model is better; drop --quick for the default sweep",
+            file=sys.stderr,
+        )
     return 0
