@@ -208,7 +208,7 @@ def degree_distribution(
     from scipy import special
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4))
     for ax, d in zip(axes, ("in", "out"), strict=True):
         k = np.asarray(degrees[d]).ravel()
         kv, p = _pmf(k)
@@ -236,7 +236,12 @@ def degree_distribution(
         ax.set_ylabel("P(k)")
         ax.set_title(f"{d}-degrees")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(loc="lower left", title=f"tail best described by: {best}" if best else None)
+        ax.legend(  # below the panel, where it hides no point (inside, a low-rank reference or a tail met it)
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            frameon=False,
+            title=f"tail best described by: {best}" if best else None,
+        )
     _titles(fig, title or "degree distribution")
     fig.tight_layout()
     return save(fig, stem, **READABLE)
