@@ -108,3 +108,24 @@ def test_the_readme_names_every_baseline_and_the_help_every_experiment(capsys):
     with pytest.raises(SystemExit):
         main(["experiment", "--help"])
     assert "under 30 minutes" not in " ".join(capsys.readouterr().out.split())  # long-context takes hours
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_what_we_measured_links_sections_that_exist_and_the_docs_index_every_page():
+    """The README's answer to "what does BDH do better or worse than a Transformer" points to the docs' tables:
+    every link names a page and a heading that exist; docs/index.md links every page of docs/."""
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", _section("What we measured: BDH against a Transformer"))
+    assert len(links) >= 6
+    for page, anchor in links:
+        path = README.parent / page
+        assert path.is_file(), page
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), flags=re.M)
+            assert anchor in {_slug(h) for h in headings}, f"{page}#{anchor}: no such heading"
+    index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (README.parent / "docs").glob("*.md") if p.name != "index.md")
+    assert [p for p in pages if f"]({p})" not in index] == []
