@@ -268,7 +268,8 @@ def build_sweep_fixtures(fx: Path) -> Path:
     sw/foreign-hf            a model folder of another library (config.json of model_type gpt2)
     sw/foreign-shapes        a BDH config.json with the weights of a GPT
     sw/edited-damping, edited-n-layer   a model folder whose config.json changes damping / n_layer (same shapes)
-    sw/best-damping-edited   a run whose best/config.json changes damping (its checksum fails)
+    sw/best-damping-edited, best-n-layer-edited   a run whose best/config.json changes damping / n_layer (its
+                             checksum fails: a checkpoint is the record of its run)
     sw/pt-as-safetensors     an official .pt checkpoint named model.safetensors
     sw/leftovers             a run with the temporaries of a dead writer (a file and a checkpoint folder)
     sw/mid-swap              a run whose writer died while swapping best/ (best/ is in .best.PID-x.old)
@@ -316,11 +317,13 @@ def build_sweep_fixtures(fx: Path) -> Path:
         config = {**json.loads((good / "config.json").read_text()), **edit}
         _model_folder_with(sw, f"edited-{name}", good, config=json.dumps(config).encode())
 
-    def best_damping(d: Path) -> None:
-        best = d / "best" / "config.json"
-        best.write_text(json.dumps({**json.loads(best.read_text()), "damping": 0.5}))
+    for name, edit in (("damping", {"damping": 0.5}), ("n-layer", {"n_layer": 3})):
 
-    _damaged_copy(run, sw / "best-damping-edited", best_damping)
+        def best_edited(d: Path, edit: dict = edit) -> None:
+            best = d / "best" / "config.json"
+            best.write_text(json.dumps({**json.loads(best.read_text()), **edit}))
+
+        _damaged_copy(run, sw / f"best-{name}-edited", best_edited)
     _model_folder_with(sw, "pt-as-safetensors", good, weights=(fx / "official.pt").read_bytes())
     pid = dead_pid()
 

@@ -401,6 +401,14 @@ case(
     GEN,
     also=("does not match its checksum", "damping is 0.5"),
 )
+case(  # a checkpoint is the record of its run: any edit refused, the way to another n_layer named
+    "damaged-best-n-layer-edited-generate",
+    "damaged",
+    "generate fx/sw/best-n-layer-edited",
+    "config.json",
+    GEN,
+    also=("n_layer is 3", "a folder of their own"),
+)
 ok(  # n_layer: the layers share their weights, a user may change it on purpose: a warning
     "damaged-edited-n-layer-generate-warns-ok",
     "generate fx/sw/edited-n-layer",

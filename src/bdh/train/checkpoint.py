@@ -30,6 +30,7 @@ from bdh.errors import UserError
 
 from ..model.io import (
     CONFIG_NAME,
+    FREE_FIELD,
     WEIGHTS_NAME,
     CheckpointError,
     architecture,
@@ -303,7 +304,12 @@ def _config_edit(path: Path) -> str:
     if not changes:
         return "edited or corrupted"
     name, (now, saved) = next(iter(changes.items()))
-    return f"edited: {name} is {now!r}, the weights were saved with {saved!r}"
+    on_purpose = (
+        f"; for another {FREE_FIELD} on purpose, copy config.json and model.safetensors to a folder of their own"
+        if changes.keys() == {FREE_FIELD}
+        else ""
+    )
+    return f"edited: {name} is {now!r}, the weights were saved with {saved!r}{on_purpose}"
 
 
 def load_checkpoint(
