@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -572,3 +573,42 @@ def test_push_to_hub_uploads_a_folder_that_loads_back(hf_model, saved, tmp_path,
     idx = torch.randint(0, 256, (1, 7))
     with torch.no_grad():
         torch.testing.assert_close(back(idx).logits, saved[0](idx), atol=ATOL, rtol=0)
+
+
+def _best_folder(run: Path) -> Path:
+    """A run's best/ folder as the trainer writes it: a checkpoint folder, meta.json with the checksums."""
+    from bdh.train.checkpoint import save_checkpoint
+
+    model = _bdh(seed=3)
+    optimizer = torch.optim.AdamW(model.parameters())
+    step = save_checkpoint(run, 1, model, optimizer, {}, {"step": 1}, keep=1)
+    shutil.copytree(step, run / "best")
+    return run / "best"
+
+
+@pytest.mark.parametrize("tamper", ["weights", "config"])
+def test_from_pretrained_verifies_the_checksums_of_a_best_folder(tmp_path, tamper):
+    best = _best_folder(tmp_path / "run")
+    assert isinstance(AutoModelForCausalLM.from_pretrained(best), BDHForCausalLM)  # untouched: loads
+    if tamper == "weights":  # one byte of a tensor's data changed: the file still reads
+        data = bytearray((best / "model.safetensors").read_bytes())
+        data[-1] ^= 0x01
+        (best / "model.safetensors").write_bytes(bytes(data))
+    else:  # a runtime field edited: the checksum of config.json no longer holds
+        config = json.loads((best / "config.json").read_text())
+        (best / "config.json").write_text(json.dumps({**config, "chunk_size": 64}))
+    name = "model.safetensors" if tamper == "weights" else "config.json"
+    with pytest.raises(bdh.errors.UserError, match=f"{name} does not match its checksum"):
+        AutoModelForCausalLM.from_pretrained(best)
+
+
+def test_from_pretrained_refuses_a_config_json_that_changes_what_the_weights_mean(saved, tmp_path):
+    folder = _save(saved[0], tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "damping": 0.5}))
+    with pytest.raises(bdh.errors.UserError, match="damping is 0.5 but the weights were saved with"):
+        AutoModelForCausalLM.from_pretrained(folder)
+    (folder / "config.json").write_text(json.dumps({**config, "n_layer": config["n_layer"] + 1}))
+    with pytest.warns(bdh.errors.ConfigWarning, match="n_layer is"):
+        model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.n_layer == config["n_layer"] + 1

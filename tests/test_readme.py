@@ -40,14 +40,39 @@ def test_install_gives_pytorch_s_own_commands_for_cpu_and_cuda():
 
 def test_install_names_the_extras_a_user_needs_for_the_documented_features():
     """A new user followed the install lines, then read that lm-evaluation-harness works, but no line named the
-    ``eval`` extra that installs it (and runs its test): every extra of pyproject.toml that adds a feature is
-    named in the Install section (``test`` and ``lint`` are for contributors, ``gpu`` comes with ``test``)."""
+    ``eval`` extra that installs it (and runs its test): every extra of pyproject.toml is named in the Install
+    section, which says what each brings."""
     import tomllib
 
     extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     section = _section("Install")
-    missing = [name for name in sorted(set(extras) - {"test", "lint", "gpu"}) if f"`{name}`" not in section]
+    missing = [name for name in sorted(extras) if f"`{name}`" not in section]
     assert not missing, f"extras not named in the README's Install section: {missing}"
+
+
+def test_the_install_line_brings_no_gpu_package():
+    """The README's ``pip install -e ".[test,hf]"`` on a CPU machine pulled Triton (about 1 GB) through the
+    ``test`` extra: no extra the Install block names may bring Triton or a CUDA package, but ``gpu``."""
+    import tomllib
+
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    block = _blocks(_section("Install"), "bash")[0]
+    named = set(re.findall(r'pip install -e "\.\[([^\]]+)\]"', block)[0].split(","))
+
+    def brings(extra: str, seen: frozenset = frozenset()) -> set[str]:
+        found = set()
+        for req in extras[extra]:
+            inner = re.match(r"bdh\[([^\]]+)\]", req)
+            if inner:
+                found |= set().union(*(brings(e, seen | {extra}) for e in inner.group(1).split(",") if e not in seen))
+            else:
+                found.add(re.split(r"[<>=;\[ ]", req, maxsplit=1)[0].lower())
+        return found
+
+    gpu = {p for e in named for p in brings(e) if p == "triton" or p.startswith(("nvidia-", "cuda"))}
+    assert not gpu, f"the README's install line brings GPU packages: {sorted(gpu)}"
+    assert "triton" in brings("gpu")  # where it is: CI installs it
+    assert '"gpu"' not in "".join(extras["test"])
 
 
 def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, capsys):
@@ -65,3 +90,42 @@ def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     exec(compile(code.replace(assigned.group(1), str(folder)), "README.md", "exec"), {})
     assert capsys.readouterr().out.startswith("ROMEO:")
+
+
+def test_the_readme_names_every_baseline_and_the_help_every_experiment(capsys):
+    """The README listed 3 baselines of 8 and ``bdh --help`` 4 experiments of 6: every registered model is named
+    in the README's overview, and the command's help lists every registered experiment."""
+    from bdh import registry
+    from bdh.cli import main
+
+    head = README.read_text(encoding="utf-8").split("## Install")[0].replace("-", "").lower()
+    missing = [name for name in registry.names("model") if name.replace("-", "") not in head]
+    assert not missing, f"baselines not named in the README's overview: {missing}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert all(name in help_text for name in registry.names("experiment")), help_text
+    with pytest.raises(SystemExit):
+        main(["experiment", "--help"])
+    assert "under 30 minutes" not in " ".join(capsys.readouterr().out.split())  # long-context takes hours
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_what_we_measured_links_sections_that_exist_and_the_docs_index_every_page():
+    """The README's answer to "what does BDH do better or worse than a Transformer" points to the docs' tables:
+    every link names a page and a heading that exist; docs/index.md links every page of docs/."""
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", _section("What we measured: BDH against a Transformer"))
+    assert len(links) >= 6
+    for page, anchor in links:
+        path = README.parent / page
+        assert path.is_file(), page
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), flags=re.M)
+            assert anchor in {_slug(h) for h in headings}, f"{page}#{anchor}: no such heading"
+    index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (README.parent / "docs").glob("*.md") if p.name != "index.md")
+    assert [p for p in pages if f"]({p})" not in index] == []

@@ -19,6 +19,11 @@ class UserError(ValueError):
     """A mistake in the user's input (config, arguments, files); the message is one line."""
 
 
+class ConfigWarning(UserWarning):
+    """Something the user gave that works but may not be what they meant (a model folder's ``n_layer`` other than
+    its weights were saved with); the ``bdh`` command prints it as one line ``bdh: warning: ...``."""
+
+
 class Interrupted(KeyboardInterrupt):
     """A command stopped by a signal: SIGINT (as Python's own `KeyboardInterrupt`) or SIGTERM (raised by the
     handler `bdh.cli.interrupts.terminate_raises` installs), so that ``finally`` blocks run, temporaries are

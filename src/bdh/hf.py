@@ -3,7 +3,9 @@
 ``import bdh.hf`` registers BDH with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer`` for
 ``model_type = "bdh"``, the type bdh's own ``save_pretrained`` writes into ``config.json``. A folder saved
 by bdh then loads with ``AutoModelForCausalLM.from_pretrained(folder)``, and ``generate``, ``pipeline``
-and lm-evaluation-harness's ``HFLM`` work on it.
+and lm-evaluation-harness's ``HFLM`` work on it. A folder on this machine is checked as the ``bdh`` commands
+check it: a run's ``best/`` or checkpoint must match the checksums of its meta.json, and an edited config.json
+must not change what the weights mean (`check_local_folder`).
 
 Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
 per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,12 +50,12 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .baselines.gpt import GPT, GPTConfig
-from .errors import UserError
+from .errors import ConfigWarning, UserError
 from .hf_cache import CACHE_NAME, BDHCache, BDHCacheLayer
 from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
-from .model.io import write_model_folder
+from .model.io import CONFIG_NAME, WEIGHTS_NAME, check_config_changes, read_model_config, write_model_folder
 from .model.kernels.pytorch.rope import frequencies
 from .model.state import BDHState
 
@@ -174,8 +177,10 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
-        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`)."""
+        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`) and a
+        folder on this machine that fails the checks of the ``bdh`` commands (`check_local_folder`)."""
         refuse_run_folder(pretrained_model_name_or_path)
+        check_local_folder(pretrained_model_name_or_path)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
@@ -524,6 +529,29 @@ def refuse_run_folder(path: Any) -> None:
         f"{folder} is a bdh run folder with no saved model yet (best/ is written at its first evaluation); "
         "from_pretrained takes a model folder such as RUN/best"
     )
+
+
+def check_local_folder(path: Any) -> None:
+    """For a model folder on this machine, what the ``bdh`` commands check before they load it: the checksums
+    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.checkpoint.verified`) and a
+    config.json that keeps what the weights mean (`bdh.model.io.check_config_changes`: a changed ``n_layer``
+    is a `bdh.errors.ConfigWarning`); a one-line `bdh.errors.UserError` naming the file that fails. A repo id
+    passes."""
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    folder = Path(path)
+    try:
+        if not folder.is_dir():
+            return
+    except OSError:  # a repo id that is no folder here
+        return
+    from bdh.train.checkpoint import verified
+
+    verified(folder)
+    if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
+        note = check_config_changes(folder, read_model_config(folder)[1])
+        if note is not None:
+            warnings.warn(ConfigWarning(note), stacklevel=3)
 
 
 def _guard_from_pretrained(owner: type) -> None:

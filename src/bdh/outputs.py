@@ -188,12 +188,20 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 class DiskFull(OutputError):
     """A file or folder that could not be written for want of space; ``path``: the one being written."""
 
-    def __init__(self, path: Path, errnum: int):
-        super().__init__(
-            f"{path}: not written: {os.strerror(errnum)}; nothing was replaced (the temporary was removed); free "
-            "some space and run the command again"
-        )
-        self.path, self.errno = path, errnum
+    def __init__(
+        self,
+        path: Path,
+        errnum: int,
+        then: str = "run the command again",
+        kept: str = "nothing was replaced (the temporary was removed)",
+    ):
+        super().__init__(f"{path}: not written: {os.strerror(errnum)}; {kept}; free some space and {then}")
+        self.path, self.errno, self.kept = path, errnum, kept
+
+    def continued_by(self, command: str) -> DiskFull:
+        """The same error advising ``command`` (a command that continues the work, where running the same one
+        again would be refused: a new run's folder now exists)."""
+        return DiskFull(self.path, self.errno, f"continue with: {command}", self.kept)
 
 
 def _no_space(path: Path, exc: OSError | DiskFull, inside: Path | None = None) -> DiskFull | None:
@@ -451,6 +459,33 @@ def folder_lock(path: PathLike) -> Iterator[Path]:
         if created:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only if the block left it empty
+
+
+def refuse_held(root: PathLike) -> None:
+    """Refuse (`FolderBusy`, naming the holder) while another process holds the `folder_lock` of ``root`` or of
+    a folder inside it: a command about to empty or continue ``root`` must not pull a folder from under a writer
+    still at work there (a worker of an earlier attempt, say). Takes no lock itself."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    for lock in sorted(root.rglob(LOCK_NAME)):
+        if lock.parent.resolve() in _HELD:
+            continue
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read: its writer's own lock still guards it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise FolderBusy(
+                f"{lock.parent}: in use by {_holder(fd)}; one writer at a time: wait for it to end, or stop that "
+                "process"
+            ) from None
+        finally:
+            os.close(fd)
 
 
 def holds_lock(path: PathLike) -> bool:

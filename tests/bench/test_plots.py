@@ -169,3 +169,15 @@ def test_suite_plot_log_x_names_and_more_than_ten_series(drawn, tmp_path):
     assert drawn["few"].axes[0].get_legend() is not None and not drawn["few"].legends  # few series: inside
     styles = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in ax.get_lines()}
     assert len({styles[m] for m in ["BDH", *models[1:]]}) == 12  # twelve different looks
+
+
+def test_series_at_the_same_points_stay_visible(drawn, tmp_path):
+    """Two models both at chance (``bdh bench recall --quick``): BDH's marker was hidden under GPT's. Each series
+    has its own marker shape, each later one smaller, so a marker drawn over another leaves it in sight."""
+    rows = _rows({(m, w): (0.02,) for m in ("bdh", "gpt", "mamba") for w in (8, 16)})
+    plots.suite_plot(rows, tmp_path / "same", "width", "accuracy")
+    lines = [line for line in drawn["same"].axes[0].get_lines() if line.get_marker() not in (None, "None", "")]
+    assert len(lines) == 3
+    assert len({line.get_marker() for line in lines}) == 3
+    sizes = [line.get_markersize() for line in lines]  # in drawing order: the later on top
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3

@@ -274,3 +274,10 @@ def test_a_suite_where_lower_is_better_picks_the_lowest_and_keeps_the_numbers():
     assert "(lower is better)" in results_markdown(summary, loss) and "(higher is better)" in results_markdown(
         summary, RECALL
     )
+
+
+def test_a_quick_bench_says_it_is_a_smoke_test(tmp_path, capsys):
+    """Models at chance look alike in a --quick table: the terminal says the run is no verdict."""
+    tiny = ["--quick", "--models", "bdh", "--steps", "1", "--seeds", "0", "--lrs", "1e-3", "--widths", "8"]
+    assert main(["bench", "recall", *tiny, "--threads", "1", "--out", str(tmp_path / "b")]) == 0
+    assert "--quick is a smoke test" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bdh.bench.runner import BenchOptions
-from bdh.bench.workers import Job, run_jobs
+from bdh.bench.workers import GRACE_S, Job, run_jobs
 from bdh.errors import Interrupted, UserError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -156,3 +156,82 @@ def test_sigterm_stops_every_worker_and_resume_trains_what_was_not_recorded(tmp_
     assert done.stderr.count("bench recall [") == 4 - recorded  # only the runs not recorded are trained
     rows = _rows(ledger)
     assert len(rows) == 4 and len({(r["lr"], r["seed"]) for r in rows}) == 4
+
+
+# ------------------------------------------------------------------ workers end with their parent
+#: a parent of two workers: each writes its pid into its run folder and trains until stopped (a SIGTERM ends its
+#: "run" after a step, as the trainer's handler does); the parent raises on SIGTERM as ``bdh`` does
+PARENT = """
+import os, signal, sys, time
+from pathlib import Path
+from bdh.bench.workers import GRACE_S, Job, run_jobs
+from bdh.cli.interrupts import terminate_raises
+
+
+def hold(spec, run_dir):
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "pid").write_text(str(os.getpid()))
+    while not stop:
+        time.sleep(0.05)
+    return {"spec": spec}
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    with terminate_raises():
+        run_jobs([Job(i, i, out / f"run{i}") for i in range(4)], hold, 2, lambda j: None, lambda j, r: None)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no longer does: nobody may have reaped an orphan yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        from bdh.outputs import pid_alive
+
+        return pid_alive(pid)
+
+
+def _start_parent(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(tmp_path / "err.txt", "wb") as err:  # a file: workers that outlive the parent do not hold a pipe
+        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "out")], env=env, stderr=err)
+    files = [tmp_path / "out" / f"run{i}" / "pid" for i in range(2)]
+    deadline = time.time() + 60
+    while not all(f.is_file() and f.read_text() for f in files):
+        assert proc.poll() is None and time.time() < deadline, (tmp_path / "err.txt").read_text()
+        time.sleep(0.05)
+    return proc, [int(f.read_text()) for f in files]
+
+
+def _gone_within(pids, seconds):
+    deadline = time.time() + seconds
+    while any(_running(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if _running(p)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_end_with_their_parent(tmp_path, sig):
+    """kill -9 of the parent (no finally runs): the kernel or the worker's watch ends the workers at once;
+    SIGTERM: each worker ends its run and then its process, well before the parent's grace period is over."""
+    proc, pids = _start_parent(tmp_path)
+    try:
+        proc.send_signal(sig)
+        proc.wait(timeout=GRACE_S / 2)
+        left = _gone_within(pids, 10)
+        assert not left, f"workers {left} outlived their parent ({signal.Signals(sig).name})"
+    finally:
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

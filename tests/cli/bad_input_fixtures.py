@@ -246,6 +246,14 @@ def _flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+#: a bench recall runs.csv: its header, a row and another run's row
+LEDGER = (
+    "suite,model,setting,width,params,state_size,lr,seed,steps,batch_size,val_loss,accuracy\n",
+    "recall,bdh,N32-D2,8,2560,512,0.001,0,1,16,4.1,0.016\n",
+    "recall,gpt,N32-D2,8,2560,512,0.001,0,1,16,4.1,0.5\n",
+)
+
+
 def build_sweep_fixtures(fx: Path) -> Path:
     """Add ``fx/sw/``, the states an unlucky user leaves behind, to a copy of the fixture tree:
 
@@ -259,11 +267,16 @@ def build_sweep_fixtures(fx: Path) -> Path:
     sw/metrics-folder, metrics-cut   metrics.jsonl a folder / its last line cut in the middle
     sw/foreign-hf            a model folder of another library (config.json of model_type gpt2)
     sw/foreign-shapes        a BDH config.json with the weights of a GPT
+    sw/edited-damping, edited-n-layer   a model folder whose config.json changes damping / n_layer (same shapes)
+    sw/best-damping-edited, best-n-layer-edited   a run whose best/config.json changes damping / n_layer (its
+                             checksum fails: a checkpoint is the record of its run)
     sw/pt-as-safetensors     an official .pt checkpoint named model.safetensors
     sw/leftovers             a run with the temporaries of a dead writer (a file and a checkpoint folder)
     sw/mid-swap              a run whose writer died while swapping best/ (best/ is in .best.PID-x.old)
     sw/bench-cut             a bench folder interrupted during its first run (runs/ only)
     sw/bench-bad-ledger, bench-foreign-ledger   a bench folder whose runs.csv is binary / another table
+    sw/bench-ledger-{dup,nan,abc,no-metric}   a bench runs.csv with a row repeated, lr nan, accuracy abc, no
+                             accuracy column
     sw/scaling-cut           a scaling folder interrupted after its marker (scaling.json, runs/)
     sw/lc-bad-marker         a long-context folder whose long-context.json is not JSON
     sw/foreign.pt            a PyTorch file of tensors that is not an official checkpoint
@@ -300,6 +313,17 @@ def build_sweep_fixtures(fx: Path) -> Path:
     _model_folder_with(sw, "foreign-hf", good, config=hf)
     other = (fx / "models" / "gpt" / "model.safetensors").read_bytes()
     _model_folder_with(sw, "foreign-shapes", good, weights=other)
+    for name, edit in (("damping", {"damping": 0.5}), ("n-layer", {"n_layer": 3})):
+        config = {**json.loads((good / "config.json").read_text()), **edit}
+        _model_folder_with(sw, f"edited-{name}", good, config=json.dumps(config).encode())
+
+    for name, edit in (("damping", {"damping": 0.5}), ("n-layer", {"n_layer": 3})):
+
+        def best_edited(d: Path, edit: dict = edit) -> None:
+            best = d / "best" / "config.json"
+            best.write_text(json.dumps({**json.loads(best.read_text()), **edit}))
+
+        _damaged_copy(run, sw / f"best-{name}-edited", best_edited)
     _model_folder_with(sw, "pt-as-safetensors", good, weights=(fx / "official.pt").read_bytes())
     pid = dead_pid()
 
@@ -321,6 +345,15 @@ def build_sweep_fixtures(fx: Path) -> Path:
     for name, data in (("bench-bad-ledger", PNG), ("bench-foreign-ledger", b"a,b\n1,2\n")):
         (sw / name).mkdir()
         (sw / name / "runs.csv").write_bytes(data)
+    head, row, other = LEDGER
+    for name, text in (
+        ("dup", head + row + other + row),
+        ("nan", head + row.replace(",0.001,", ",nan,")),
+        ("abc", head + row.replace(",0.016", ",abc")),
+        ("no-metric", head.replace(",accuracy", "") + row.replace(",0.016", "")),
+    ):
+        (sw / f"bench-ledger-{name}").mkdir()
+        (sw / f"bench-ledger-{name}" / "runs.csv").write_text(text)
     (sw / "scaling-cut" / "runs").mkdir(parents=True)
     (sw / "scaling-cut" / "scaling.json").write_text('{"experiment": "scaling", "config": {}}\n')
     (sw / "lc-bad-marker").mkdir()

@@ -96,6 +96,17 @@ EXISTS = ("--overwrite",)  # what a refused existing output must tell the user
 # ---- the command line itself
 case("bdh-unknown-global-flag", "flag", "--frobnicate info", "--frobnicate")
 case("bdh-unknown-command", "flag", "infoo", "infoo")
+# a mistyped flag: the nearest flag of that subcommand suggested, its own help named
+case("generate-a-folder-of-runs", "missing", "generate fx", "holds no model", GEN, also=("the newest fx/run",))
+case("train-mistyped-flag", "flag", "train --quik", "--quik", also=("did you mean '--quick'?", "'bdh train --help'"))
+case(
+    "dmft-mistyped-flag",
+    "flag",
+    "dmft bifurcation --stepz 3 --out out/d",
+    "--stepz",
+    also=("did you mean '--steps'?", "'bdh dmft bifurcation --help'"),
+)
+
 case("dmft-unknown-subcommand", "flag", "dmft nope --out out/d", "nope")
 case("bench-no-suite", "flag", "bench", "recall")
 case("bench-unknown-suite", "flag", "bench nosuch", "nosuch")
@@ -206,6 +217,13 @@ case("train-lr-inf", "set", f"train --set optim.lr=inf {PC}", "optim.lr")
 case("train-lr-1e400", "set", f"train --set optim.lr=1e400 {PC}", "optim.lr")
 case("train-lr-negative", "set", f"train --set optim.lr=-0.001 {PC}", "optim.lr", also=("> 0, got -0.001",))
 case("train-lr-non-numeric", "set", f"train --set optim.lr=fast {PC}", "optim.lr")
+case(  # a row too short for a fact: the curriculum would write nothing, silently
+    "train-facts-rows-too-short",
+    "set",
+    f"train --set task.seq_len=64 --set task.facts=5 {PC}",
+    "task.facts",
+    also=("65 bytes", "task.seq_len to 66"),
+)
 case("train-device-cuda", "device", f"train --set train.device=cuda {PC}", "CUDA", also=("train.device",))
 case("train-device-banana", "device", f"train --set train.device=banana {PC}", "banana", also=("train.device",))
 case("train-device-cuda-7", "device", f"train --set train.device=cuda:7 {PC}", "cuda:7", also=("train.device",))

@@ -247,7 +247,14 @@ ok(
     "interrupted-resume-before-checkpoint-ok",
     "train --resume fx/sw/no-ckpt --set log.progress=lines",
     changes=("sw/no-ckpt",),
-    check=stderr_has("no checkpoint yet"),
+    check=stderr_has("no checkpoint yet", "metrics.jsonl logged after step 0 is dropped"),
+)
+case(  # its checkpoint holds a BDH: the error named a field of the other model's config
+    "interrupted-resume-as-another-model",
+    "interrupted",
+    f"train --resume {RUN4} --set model.name=gpt",
+    "model.name=gpt",
+    also=("a resumed run keeps its model", "new run"),
 )
 case("interrupted-generate-before-checkpoint", "interrupted", "generate fx/sw/no-ckpt", "fx/sw/no-ckpt", GEN)
 case("interrupted-eval-before-checkpoint", "interrupted", "eval fx/sw/no-ckpt", "fx/sw/no-ckpt", EVAL)
@@ -354,6 +361,13 @@ case(
     "train --resume fx/sw/metrics-folder --set train.max_steps=3",
     "metrics.jsonl",
 )
+ok(  # one damaged run among many: listed without it, one warning naming it
+    "damaged-metrics-folder-among-runs-warns-ok",
+    "runs fx/sw",
+    check=lambda out, err, cwd: _assert(
+        b"run4" in out and "bdh: warning: " in err and "metrics-folder not listed" in err, (out, err)
+    ),
+)
 case("damaged-metrics-folder-plot", "damaged", "plot fx/sw/metrics-folder --out out/p", "metrics.jsonl")
 ok("damaged-metrics-cut-runs-warns-ok", "runs fx/sw/metrics-cut", check=stderr_has("damaged line(s) skipped"))
 ok(
@@ -376,6 +390,31 @@ case(
     exit=0,
     check=stderr_has("bdh: warning:", "model.safetensors", "truncated or corrupted"),
 )
+# a config.json edited to keep every shape but change what the weights mean: refused naming the field
+case("damaged-edited-damping-generate", "damaged", "generate fx/sw/edited-damping", "damping", GEN, also=("saved",))
+case("damaged-edited-damping-eval", "damaged", f"eval fx/sw/edited-damping --data {TEXT}", "damping", EVAL)
+case(
+    "damaged-best-damping-edited-generate",
+    "damaged",
+    "generate fx/sw/best-damping-edited",
+    "config.json",
+    GEN,
+    also=("does not match its checksum", "damping is 0.5"),
+)
+case(  # a checkpoint is the record of its run: any edit refused, the way to another n_layer named
+    "damaged-best-n-layer-edited-generate",
+    "damaged",
+    "generate fx/sw/best-n-layer-edited",
+    "config.json",
+    GEN,
+    also=("n_layer is 3", "a folder of their own"),
+)
+ok(  # n_layer: the layers share their weights, a user may change it on purpose: a warning
+    "damaged-edited-n-layer-generate-warns-ok",
+    "generate fx/sw/edited-n-layer",
+    GEN,
+    check=stderr_has("bdh: warning: ", "n_layer is 3 but the weights were saved with 2"),
+)
 case("foreign-tensors-convert", "damaged", "convert fx/sw/foreign.pt out/c", "foreign.pt")
 case(
     "foreign-bench-binary-ledger",
@@ -395,6 +434,25 @@ case(
     BENCH,
     also=("no column",),
 )
+case(  # a repeated row would count as a second seed
+    "damaged-bench-ledger-repeated-row",
+    "damaged",
+    "bench recall --out fx/sw/bench-ledger-dup --resume",
+    "runs.csv",
+    BENCH,
+    also=("line 4", "same run as line 2"),
+    follow=follow_overwrite_not_resume,
+    follow_check=exists("fx/sw/bench-ledger-dup/results.md"),
+)
+for name, said in (("nan", "lr 'nan'"), ("abc", "accuracy 'abc'"), ("no-metric", "no column 'accuracy'")):
+    case(
+        f"damaged-bench-ledger-{name}",
+        "damaged",
+        f"bench recall --out fx/sw/bench-ledger-{name} --resume",
+        "runs.csv",
+        BENCH,
+        also=("line 2", said),
+    )
 case(
     "foreign-bench-folder-resume",
     "damaged",
@@ -404,6 +462,15 @@ case(
     also=("--overwrite instead of --resume",),
     follow=follow_overwrite_not_resume,
     follow_check=exists("fx/full/results.md"),
+)
+case(  # --overwrite would delete the run
+    "foreign-bench-resume-a-training-run",
+    "damaged",
+    f"bench recall --out {RUN} --resume",
+    RUN,
+    BENCH,
+    also=("training run folder", "another --out"),
+    check=lambda out, err, cwd: _assert("--overwrite" not in err, f"advises deleting a run: {err!r}"),
 )
 case(
     "foreign-bench-folder-no-resume-advice",
@@ -471,6 +538,17 @@ case(
     SCALING,
     setup=held("fx/sw/scaling-cut"),
 )
+case(  # a worker of an earlier attempt (its parent killed) still trains into a run folder
+    "concurrent-bench-resume-a-run-held",
+    "concurrent",
+    "bench recall --out fx/sw/bench-cut --resume",
+    "one writer at a time",
+    BENCH,
+    also=("in use by pid", "N32-D2-w8-lr0.001-s0"),
+    setup=held("fx/sw/bench-cut/runs/bdh/N32-D2-w8-lr0.001-s0"),
+    follow=follow_stopping_the_holder,
+    follow_check=exists("fx/sw/bench-cut/results.md"),
+)
 for id, argv in (
     ("generate", f"generate {BUSY} --prompt hi {' '.join(GEN)}"),
     ("eval", f"eval {BUSY} {' '.join(EVAL)}"),
@@ -516,6 +594,15 @@ case("huge-bench-widths", "huge-number", "bench recall --out out/b", "--widths",
 case("huge-scaling-steps", "huge-number", f"experiment scaling --quick --show-config --set steps={HUGE}", "steps")
 case("huge-inspect-tokens", "huge-number", f"inspect {RUN} --out out/i", "--tokens", INSPECT, f"--tokens {HUGE}")
 case("huge-viz-hubs", "huge-number", f"viz {RUN} --out out/v.html --prompt hi --hubs {HUGE}", "--hubs")
+case(  # below 2^63 but more than memory holds: refused before numpy allocates
+    "huge-dmft-probe-steps-memory",
+    "huge-number",
+    f"dmft probe {RUN} --out out/d",
+    "--steps",
+    PROBE,
+    "--steps 1000000000000000",
+    also=("GiB available",),
+)
 case("huge-dmft-probe-steps", "huge-number", f"dmft probe {RUN} --out out/d", "--steps", PROBE, f"--steps {HUGE}")
 
 # ---------------------------------------------------------------------------------------------- wrong types

@@ -1,8 +1,11 @@
 """bdh info / the CLI's error handling."""
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +144,20 @@ def test_describe_table_gives_a_python_caller_what_bdh_info_printed(capsys):
     printed = capsys.readouterr().out
     table = describe_table(BDHConfig(n_layer=3, n_head=2), batch_size=4, block_size=64)
     assert printed == table + "\n" and "training memory, B=4 T=64" in table
+
+
+def test_generate_speed_line_is_not_glued_to_the_text_in_one_file(tmp_path):
+    """``bdh generate ... > out.txt 2>&1``: the text's closing newline reaches the file before the tokens/s line."""
+    import torch
+
+    import bdh
+
+    torch.manual_seed(0)
+    bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)).save_pretrained(tmp_path / "m")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = [sys.executable, "-m", "bdh", "generate", str(tmp_path / "m"), "--prompt", "hi", "--max-new-tokens", "8"]
+    with open(tmp_path / "out.txt", "wb") as f:
+        assert subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode == 0
+    text = (tmp_path / "out.txt").read_text(errors="replace")
+    assert re.search(r"(^|\n)generated \d+ tokens in ", text), text

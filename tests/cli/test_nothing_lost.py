@@ -680,3 +680,33 @@ def test_info_warns_in_one_line_about_cut_weights(run, capsysbinary):
     weights.unlink()
     weights.mkdir()
     assert "is a folder" in bdh("info", "run", capsys=capsysbinary)[2]
+
+
+def test_a_full_disk_in_a_new_run_advises_the_resume_that_continues_it(tmp_path, monkeypatch, capsysbinary):
+    """Running the same command again would refuse the run folder it made: the advice is --resume."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "--run-dir", "new", *set_args(TINY_TRAIN)]
+    with monkeypatch.context() as full:
+        _full_disk_for(full, lambda f: "step-2" in f and f.endswith(".tmp") and "model.safetensors" in f)
+        code, _, err = bdh(*argv, capsys=capsysbinary)
+    assert code == 2, err
+    line = one_error(err, "No space left on device", "continue with: bdh train --resume new")
+    code, _, err = bdh(*line.split("continue with: bdh ", 1)[1].split(), capsys=capsysbinary)  # as advised
+    assert code == 0, err
+    assert (tmp_path / "new" / "checkpoints" / "step-2" / "model.safetensors").is_file()
+
+
+def test_a_full_disk_under_tensorboard_is_one_line_naming_its_folder(run, monkeypatch, capsysbinary):
+    """TensorBoard writes its event file itself, not through bdh.outputs: a full disk there was not named."""
+    import errno
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(SummaryWriter, "add_scalar", full)
+    argv = ["train", "--resume", "run", "--set", "train.max_steps=4", "--set", "log.tensorboard=true"]
+    code, _, err = bdh(*argv, capsys=capsysbinary)
+    assert code == 2, err
+    one_error(err, "run/tensorboard", "No space left on device", "free some space")

@@ -58,3 +58,34 @@ def test_an_interrupted_experiment_that_cannot_continue_is_raised(tmp_path, monk
     _interrupting(monkeypatch, "merge")
     with pytest.raises(KeyboardInterrupt):
         launch.run_experiment("merge", get_experiment("merge").Config.preset("quick"), tmp_path / "lib")
+
+
+def test_an_interrupted_experiment_names_only_what_it_kept(tmp_path):
+    """relatives keeps its runs in its suites' ledgers, not in runs/ (the message named a folder that did not
+    exist)."""
+    out = tmp_path / "rel"
+    out.mkdir()
+    assert launch.kept_runs(out) == "no run had finished yet"
+    for suite in ("frontier", "lm"):
+        (out / suite).mkdir()
+        (out / suite / "runs.csv").write_text("suite,model\n")
+    assert launch.kept_runs(out) == f"the finished runs are kept in {out / 'frontier' / 'runs.csv'} and " + str(
+        out / "lm" / "runs.csv"
+    )
+
+
+def test_a_full_disk_in_an_experiment_that_can_continue_advises_its_resume(tmp_path, capsys, monkeypatch):
+    """Running the same command again would refuse the folder it made: the advice is the --resume command."""
+    import errno
+
+    from bdh.outputs import DiskFull
+
+    def run(config, out, *, log, resume=False):
+        (out / "runs").mkdir()
+        raise DiskFull(out / "runs" / "x.json", errno.ENOSPC)
+
+    monkeypatch.setattr(get_experiment("scaling"), "run", run)
+    assert main(["experiment", "scaling", "--quick", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "continue with: bdh experiment scaling" in err, err
+    assert err.rstrip().endswith(f"--out {tmp_path / 's'} --resume"), err

@@ -2,13 +2,14 @@
 
 import dataclasses
 import json
+import warnings
 
 import pytest
 import torch
 
 import bdh
 from bdh import BDH, BDHConfig, CheckpointError
-from bdh.model.io import architecture
+from bdh.model.io import architecture, load_tensors, save_tensors
 
 from .helpers import EVERY_FIELD, tiny_model
 
@@ -62,14 +63,62 @@ def test_truncated_weights(tmp_path):
     _one_line(e)
 
 
+def _edit_config(folder, **fields):
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, **fields}))
+
+
+def _forget_the_record(folder):
+    """The weights as a bdh before the record wrote them: no architecture in the header."""
+    save_tensors(load_tensors(folder / "model.safetensors"), folder / "model.safetensors", metadata={"format": "pt"})
+
+
 def test_config_that_does_not_match_the_weights(tmp_path):
     tiny_model().save_pretrained(tmp_path)
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    cfg["n_neurons"] = 128
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    _edit_config(tmp_path, n_neurons=128)
+    with pytest.raises(CheckpointError, match=r"n_neurons is 128 but the weights were saved with 64") as e:
+        BDH.from_pretrained(tmp_path)
+    _one_line(e)
+    _forget_the_record(tmp_path)  # an older file: the shapes still tell
     with pytest.raises(CheckpointError, match=r"tensor 'E' has shape \(64, 16\), the config needs \(128, 16\)") as e:
         BDH.from_pretrained(tmp_path)
     _one_line(e)
+
+
+def test_a_config_asking_for_a_huge_model_is_refused_before_anything_is_allocated(tmp_path):
+    tiny_model().save_pretrained(tmp_path)
+    _forget_the_record(tmp_path)  # no record to compare: the shapes, from a model built on the meta device
+    _edit_config(tmp_path, n_neurons=10**12)
+    with pytest.raises(CheckpointError, match=r"tensor 'E' has shape \(64, 16\), the config needs \(1000000000000,"):
+        BDH.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("damping", 0.5), ("ungated", True), ("positional", "none"), ("separate_keys", True), ("causal", False)],
+)
+def test_an_edit_that_keeps_the_shapes_but_changes_what_the_weights_mean_is_refused(tmp_path, field, value):
+    tiny_model().save_pretrained(tmp_path)
+    before = json.loads((tmp_path / "config.json").read_text())[field]
+    _edit_config(tmp_path, **{field: value})
+    with pytest.raises(CheckpointError, match=rf"config.json: {field} is .* but the weights were saved with") as e:
+        BDH.from_pretrained(tmp_path)
+    assert f"set {field} back to {before!r}" in _one_line(e)
+
+
+def test_another_n_layer_loads_with_a_warning(tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path)
+    _edit_config(tmp_path, n_layer=model.config.n_layer + 1)
+    with pytest.warns(bdh.errors.ConfigWarning, match=r"n_layer is \d+ but the weights were saved with \d+") as w:
+        again = BDH.from_pretrained(tmp_path)
+    assert len(w) == 1 and again.config.n_layer == model.config.n_layer + 1
+    _edit_config(tmp_path, n_layer=model.config.n_layer)  # as saved: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BDH.from_pretrained(tmp_path)
+    _edit_config(tmp_path, chunk_size=7)  # a runtime field: how the model runs, free to change
+    BDH.from_pretrained(tmp_path)
 
 
 @pytest.mark.parametrize(

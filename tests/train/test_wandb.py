@@ -111,3 +111,24 @@ def test_wandb_options_are_checked(tmp_path, corpus_file):
         load_config(None, ["log.wandb_mode=sometimes"])
     with pytest.raises(ConfigError, match="log.wandb_project"):
         load_config(None, ["log.wandb_project=' '"])
+
+
+def test_a_full_disk_under_wandb_is_one_line_naming_its_folder(tmp_path):
+    """W&B writes its files itself, not through bdh.outputs: a full disk there is the same one-line DiskFull."""
+    import errno
+    import os
+
+    from bdh.outputs import DiskFull
+    from bdh.train.log import TensorBoard
+
+    class FullWandB:
+        folder = tmp_path / "wandb"
+
+        def scalars(self, prefix, values, step):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    logger = TensorBoard(tmp_path / "tensorboard", enabled=False)
+    logger.wandb = FullWandB()
+    with pytest.raises(DiskFull, match=r"wandb: not written: No space left on device; .*free some space") as e:
+        logger.scalars("train", {"loss": 1.0}, 1)
+    assert "\n" not in str(e.value)

@@ -124,7 +124,7 @@ def test_layer_slider_changes_what_is_drawn(browser, pages):
         page.focus("#layer")
         page.keyboard.press("Home")  # the slider's own keyboard handling -> layer 0
         assert page.input_value("#layer") == "0"
-        assert page.inner_text("#layer-label").startswith("0")
+        assert page.inner_text("#layer-label") == "0 (of 3 layers, counted from 0)"  # was "0 / 2": read as 0 of 2
         assert page.inner_html("#graph") != graph  # nodes lit by layer 0's x and y
         assert canvas(page, "#heat-x") != heat  # layer 0's heatmap
         assert page.inner_html("#sparsity") != spars  # the highlighted layer moved

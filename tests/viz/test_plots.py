@@ -55,6 +55,21 @@ def test_degree_distribution_draws_the_fitted_power_law(tmp_path):
     assert f"alpha={fit['alpha']:.2f}" in svg  # the fit is drawn and labelled
 
 
+def test_degree_legends_hide_no_point(tmp_path, monkeypatch):
+    """The legend sat in a corner of each panel, over points of some models: it is now below the panel."""
+    figs = []
+    monkeypatch.setattr(plots, "save", lambda fig, stem, **options: figs.append(fig) or [])
+    k = np.floor(np.random.default_rng(0).pareto(1.5, size=3000) * 3 + 1).astype(int)
+    plots.degree_distribution({"in": k, "out": k}, {"in": None, "out": None}, tmp_path / "deg", reference={"in": k})
+    (fig,) = figs
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert legend.y1 <= frame.y0 + 1, (legend, frame)  # entirely below the axes (1 pixel of rounding)
+    plots.pyplot().close(fig)
+
+
 def test_bench_plots_from_rows(tmp_path):
     rows = [
         {

@@ -111,21 +111,52 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
-def read_ledger(path: Path) -> list[dict[str, Any]]:
-    """The rows of a bench folder's ``runs.csv`` (the resume ledger), each with the columns of `run_key`; a file
-    that is not one (binary, another table, a damaged row) is one line naming it, never guessed at."""
+#: the columns of every runs.csv row that are finite numbers (besides those of `run_key`)
+COUNT_COLUMNS = ("params", "state_size", "lr")
+
+
+def read_ledger(path: Path, scores: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The rows of a bench folder's ``runs.csv`` (the resume ledger), each with the columns of `run_key` (finite
+    numbers, as `COUNT_COLUMNS`), the ``scores`` columns (numbers, nan for a diverged run, or empty) and one row per
+    run; a file that is not one (binary, another table, a damaged or repeated row) is one line naming it and the
+    line, never guessed at (a repeated row would count as another seed)."""
     how = "start anew with --overwrite instead of --resume, or choose another --out"
     try:
         rows = read_csv(path)
     except (UnicodeDecodeError, csv.Error) as exc:
         raise BenchError(f"{path}: not a bench runs.csv ({str(exc).splitlines()[0]}); {how}") from None
+    seen: dict[tuple[str, ...], int] = {}
     for i, row in enumerate(rows, start=2):
-        try:
-            run_key(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            what = f"no column {exc}" if isinstance(exc, KeyError) else "a value that is not a number"
-            raise BenchError(f"{path}: line {i} has {what}; not a bench runs.csv; {how}") from None
+        problem = _row_problem(row, scores)
+        if problem is None and (key := run_key(row)) in seen:
+            problem = f"the same run as line {seen[key]} ({' '.join(key[:5])}), which would count twice"
+        if problem is not None:
+            raise BenchError(f"{path}: line {i} has {problem}; not a bench runs.csv as written; {how}")
+        seen[run_key(row)] = i
     return rows
+
+
+def _row_problem(row: dict[str, Any], scores: Sequence[str]) -> str | None:
+    """What is wrong with one ledger row (a missing column, a value that is not a number), or None."""
+    try:
+        run_key(row)
+    except KeyError as exc:
+        return f"no column {exc}"
+    except (TypeError, ValueError):
+        return "a value that is not a number in model, setting, width, lr, seed, steps or batch_size"
+    for column in (*COUNT_COLUMNS, *scores):
+        value = row.get(column)
+        if value is None:
+            return f"no column '{column}'"
+        if value == "" and column in scores:
+            continue  # a metric the task reported for no batch of this run
+        try:
+            number = float(value)
+        except ValueError:
+            return f"{column} {value!r}, not a number"
+        if column in COUNT_COLUMNS and not math.isfinite(number):
+            return f"{column} {value!r}, not a finite number"
+    return None
 
 
 def _fmt(v: Any) -> str:

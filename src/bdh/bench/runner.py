@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
+from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, refuse_held, write_text
 from bdh.typed_config import TypedConfig, bounded
 
 from .engine import TableLedger, fit, pending, train_all
@@ -175,9 +175,10 @@ class BenchOptions(TypedConfig):
         return max(1, torch.get_num_threads() // self.jobs)
 
 
-def prepare_out(opts: BenchOptions) -> None:
-    """Check and create the output folder: a non-empty one is continued with ``resume``, emptied with
-    ``overwrite``, refused otherwise (the suite writes into it as its runs finish, each file atomically)."""
+def prepare_out(opts: BenchOptions, suite: SuiteDef | None = None) -> None:
+    """Check and create the output folder: a non-empty one is continued with ``resume`` (its ledger checked, with
+    the score columns of ``suite`` when given), emptied with ``overwrite``, refused otherwise (the suite writes
+    into it as its runs finish, each file atomically)."""
     ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
     ours = Path(opts.out).is_dir() and (
         ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
@@ -188,13 +189,20 @@ def prepare_out(opts: BenchOptions) -> None:
         folder=True,
         how=f"{'add --resume to continue it or ' if ours else ''}pass --overwrite to replace it",
     )
+    if opts.resume and out.is_dir() and not ours and (out / "config.yaml").is_file():
+        raise BenchError(  # --overwrite would delete a trained run
+            f"--resume: {out} is a training run folder (its config.yaml), not a bench output folder; "
+            "choose another --out (a new folder)"
+        )
     if opts.resume and out.is_dir() and not ours:
         raise BenchError(
             f"--resume: {out} has no runs.csv (not a bench output folder); pass --overwrite instead of --resume "
             "to replace it, or choose another --out"
         )
     if opts.resume and ledger.is_file():
-        read_ledger(ledger)  # refused before anything is written
+        read_ledger(ledger, suite.scored() if suite else ())  # refused before anything is written
+    if opts.resume or opts.overwrite:
+        refuse_held(out)  # a worker of an earlier attempt still training into a run folder
     if opts.overwrite and out.is_dir():
         empty_folder(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -228,7 +236,7 @@ def _train_missing(
 ) -> tuple[list[dict[str, Any]], int]:
     """Train the specs not yet in ``runs.csv``, recording each in it as it finishes: (every row, runs skipped)."""
     out = opts.out
-    rows = read_ledger(out / "runs.csv") if opts.resume and (out / "runs.csv").is_file() else []
+    rows = read_ledger(out / "runs.csv", suite.scored()) if opts.resume and (out / "runs.csv").is_file() else []
     ledger = TableLedger(out / "runs.csv", rows, run_key, suite.columns())
     todo = pending(specs, ledger, opts.resume)
     skipped = len(specs) - len(todo)

@@ -303,6 +303,10 @@ class SuiteDef:
             + TAIL_COLUMNS
         )
 
+    def scored(self) -> list[str]:
+        """The score columns of every runs.csv row: the validation loss and the metrics."""
+        return ["val_loss", *self.metrics]
+
     def summarised(self) -> list[str]:
         """The columns summarised over seeds (mean, min, max): the loss, the metrics, the speed."""
         return ["val_loss", *self.metrics, *self.extra_metrics, *SPEED_COLUMNS]

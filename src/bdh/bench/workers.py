@@ -7,17 +7,27 @@ already run), hands each an idle worker's next run, and gives every finished run
 process, which alone records it (the ledgers are written by one process, as with one job).
 
 A worker ignores SIGINT outside a run (the trainer's own handler ends a run after its step), so a Ctrl-C reaches
-the parent, which stops every worker: SIGTERM (a run in a worker ends after its step), then SIGKILL after
-`GRACE_S`. The runs that had not finished are not recorded, so a resume trains them again. An error in a worker
-is raised again in the parent: a `bdh.errors.UserError` as the same one-line error, anything else with the
-worker's traceback.
+the parent, which stops every worker: no further run, SIGTERM (a run in a worker ends after its step), then
+SIGKILL after `GRACE_S`. A worker dies with its parent however the parent ends (``kill -9`` too, where no
+``finally`` runs): on Linux the kernel sends it SIGKILL (``prctl(PR_SET_PDEATHSIG)``), and everywhere a thread
+of its own watches the parent's pid and kills the worker once the parent is gone (`_die_with_parent`), so no
+orphan trains on into a run folder that a resume is about to train again (a resume also refuses a run folder
+whose lock a live process holds: `bdh.outputs.refuse_held`). The runs that had not finished are not recorded, so
+a resume trains them again. An error in a worker is raised again in the parent: a `bdh.errors.UserError` as the
+same one-line error, anything else with the worker's traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
+import os
 import queue
 import signal
+import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,8 +38,10 @@ from bdh.errors import Interrupted, UserError, one_line
 
 #: seconds a stopped worker has to end its run's step before it is killed
 GRACE_S = 30.0
-#: seconds between checks that every busy worker is still alive
+#: seconds between checks that every busy worker is still alive (and, in a worker, that its parent is)
 POLL_S = 1.0
+#: prctl's option "send me this signal when my parent dies" (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -70,8 +82,26 @@ class Failure:
         return RuntimeError(f"run {job.run_dir.name} failed in a worker: {self.kind}: {self.message}\n{self.trace}")
 
 
-def _serve(worker: int, tasks: Any, results: Any) -> None:
-    """A worker's loop: train each run it is handed (``train(spec, run_dir)``) until it gets None."""
+def _watch_parent(parent: int) -> None:
+    """Kill this process once ``parent`` is no longer its parent (it died: the process was handed to another)."""
+    while os.getppid() == parent:
+        time.sleep(POLL_S)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this worker when its parent process ``parent`` ends: SIGKILL from the kernel on Linux, and a watching
+    thread everywhere (the fallback where prctl is missing, and the check of a parent that died before it)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    threading.Thread(target=_watch_parent, args=(parent,), name="bdh-parent-watch", daemon=True).start()
+
+
+def _serve(worker: int, tasks: Any, results: Any, parent: int) -> None:
+    """A worker's loop: train each run it is handed (``train(spec, run_dir)``) until it gets None; it dies with
+    its parent process ``parent``."""
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while (task := tasks.get()) is not None:
         train, job = task
@@ -89,7 +119,9 @@ class _Pool:
         self.results = ctx.Queue()
         self.tasks = [ctx.SimpleQueue() for _ in range(jobs)]
         self.processes = [
-            ctx.Process(target=_serve, args=(w, self.tasks[w], self.results), daemon=True, name=f"bdh-worker-{w}")
+            ctx.Process(
+                target=_serve, args=(w, self.tasks[w], self.results, os.getpid()), daemon=True, name=f"bdh-worker-{w}"
+            )
             for w in range(jobs)
         ]
         for p in self.processes:
@@ -109,9 +141,12 @@ class _Pool:
                         ) from None
 
     def close(self) -> None:
-        """Stop the workers: each ends after its run's step (SIGTERM), or is killed after `GRACE_S`."""
-        for p in self.processes:
+        """Stop the workers: each ends after its run's step (SIGTERM) and takes no further run, or is killed
+        after `GRACE_S`."""
+        for p, tasks in zip(self.processes, self.tasks, strict=True):
             if p.is_alive():
+                with contextlib.suppress(OSError):
+                    tasks.put(None)  # read once the run in progress has ended: the worker's loop ends
                 p.terminate()
         for p in self.processes:
             p.join(GRACE_S)

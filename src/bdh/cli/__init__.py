@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bdh import __version__
-from bdh.errors import UserError, exit_status, one_line
+from bdh.errors import ConfigWarning, UserError, did_you_mean, exit_status, one_line
 
 from . import (
     bench_cmds,
@@ -72,6 +74,10 @@ class _Formatter(argparse.HelpFormatter):
         return "\n".join(out)
 
 
+#: the namespace attribute that holds, while parsing, the parser of the subcommand given (`_Parser.parse_args`)
+_LEAF = "_bdh_subcommand_parser"
+
+
 class _Parser(argparse.ArgumentParser):
     """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``);
     defaults shown; an Examples section from `examples.EXAMPLES`."""
@@ -85,6 +91,25 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, noting in the namespace the innermost parser that ran (the subcommand's)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, _LEAF):
+            setattr(namespace, _LEAF, self)
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, with an unknown flag named by the subcommand that was given it: the nearest of its flags
+        suggested (`bdh.errors.did_you_mean`) and its own help pointed to."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        leaf = vars(namespace).pop(_LEAF, self)
+        if extras:
+            flags = [o for a in leaf._actions for o in a.option_strings if o.startswith("--")]
+            first = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+            hint = did_you_mean(first, flags) if first else ""
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}{hint} (see '{leaf.prog} --help')")
+        return namespace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,6 +148,19 @@ def _report_bug(exc: BaseException) -> str:
     return str(path)
 
 
+def _one_line_warnings(show: Any) -> Any:
+    """`warnings.showwarning` while a command runs: a `bdh.errors.ConfigWarning` as one line on stderr, any other
+    warning as ``show`` shows it."""
+
+    def shown(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, ConfigWarning):
+            print(f"bdh: warning: {one_line(message)}", file=sys.stderr, flush=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bdh`` console script; returns the exit status.
 
@@ -133,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")
     try:
-        with interrupts.terminate_raises():
+        with interrupts.terminate_raises(), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
             args = parser.parse_args(argv)
             args.argv = list(sys.argv[1:] if argv is None else argv)
             debug = debug or args.debug

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def build_sweep(args: argparse.Namespace):
 def cmd_bench(args: argparse.Namespace) -> int:
     from bdh.bench import runner
     from bdh.bench.plan_table import plan_table
-    from bdh.outputs import folder_lock
+    from bdh.outputs import DiskFull, folder_lock
 
     module, sweep = build_sweep(args)
     out = (
@@ -145,9 +146,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(plan_table(module.plan(sweep, *data)))
         return 0
     with folder_lock(out):  # one bench at a time in a folder
-        runner.prepare_out(opts)  # before anything is printed or generated
+        runner.prepare_out(opts, module.suite_def(sweep))  # before anything is printed or generated
         try:
             return _run_bench(args, module, sweep, opts)
+        except DiskFull as exc:  # the same command again would find its folder: --resume continues it
+            raise exc.continued_by(interrupts.continue_command(args.argv, out)) from None
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
             ledger = out / "runs.csv"
             kept = f"the finished runs are kept in {ledger}" if ledger.is_file() else "no run had finished yet"
@@ -172,4 +175,10 @@ def _run_bench(args: argparse.Namespace, module, sweep, opts) -> int:
     for path in done["files"]:
         print(f"wrote {path}")
     print((out / "results.md").read_text(encoding="utf-8"))
+    if args.quick:  # models at chance look alike: the table is no verdict
+        print(
+            f"bench {args.suite}: --quick is a smoke test (tiny sizes, few steps): these numbers show that the suite "
+            "runs, not which model is better; drop --quick for the default sweep",
+            file=sys.stderr,
+        )
     return 0

@@ -7,7 +7,7 @@ import argparse
 
 from bdh.devices import DEVICE_HELP
 from bdh.train.eval_data import EVAL_BATCHES
-from bdh.train.eval_plan import LONG_LENGTH
+from bdh.train.eval_plan import LONG_LENGTH, MAX_LANES
 
 from .checks import integer
 
@@ -44,7 +44,8 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         type=integer(1),
         default=None,
         help="windows per batch (default: the run's evaluation batch, else 8); with --carry-state: lanes "
-        "read side by side, each its own stream (default 1: the whole text is one stream)",
+        f"read side by side, each its own stream (default: as many lanes of --length bytes as the split holds, "
+        f"at most {MAX_LANES}; with --full one, the whole split)",
     )
     e.add_argument(
         "--sliding",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
 
 from bdh.errors import did_you_mean
@@ -38,9 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "experiment",
-        help="reproduce the paper's synapse, merging, no-BPTT and scaling experiments at laptop scale",
+        help=f"the paper's experiments and comparisons, at laptop scale: {', '.join(registered('experiment'))}",
         description="Train the models an experiment needs, measure, and write report.md, results.json and figures "
-        "into --out. The default sizes finish in under 30 minutes on 2 CPU cores; --quick is a smoke test.",
+        "into --out. The defaults are sized for a CPU, but their run times differ by experiment (from minutes to "
+        "hours: each one's measured time is in docs/experiments.md, docs/long-context.md and docs/bench.md); "
+        "--show-config prints an experiment's config, --quick is a smoke test.",
     )
     p.set_defaults(func=lambda args: _usage())
     names = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
@@ -110,7 +113,8 @@ def _log(message: str) -> None:
 def cmd_experiment(args: argparse.Namespace) -> int:
     """Run the experiment (`bdh.experiments.launch.run_experiment`) and print its summary, or on an interruption
     of one that can continue, the line that says how to continue it."""
-    from bdh.experiments.launch import run_experiment
+    from bdh.experiments.launch import default_out, run_experiment
+    from bdh.outputs import DiskFull
 
     from .checks import UsageError
 
@@ -130,7 +134,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return 0
     if resume and (args.overwrite or not args.out):
         raise UsageError("--resume continues the folder given by --out (and cannot be combined with --overwrite)")
-    run = run_experiment(args.experiment, config, args.out, resume=resume, overwrite=args.overwrite, log=_log)
+    out = Path(args.out) if args.out else default_out(args.experiment)
+    try:
+        run = run_experiment(args.experiment, config, out, resume=resume, overwrite=args.overwrite, log=_log)
+    except DiskFull as exc:  # the same command again would find its folder: --resume continues it
+        if not resumable(args.experiment) or not out.is_dir():
+            raise
+        raise exc.continued_by(interrupts.continue_command(args.argv, out)) from None
     if run.interrupted is not None:
         return interrupts.report(f"experiment {args.experiment}", run.interrupted, run.kept, args.argv, run.out)
     print(run.summary())

@@ -116,6 +116,18 @@ class _Trace:
 
     @classmethod
     def empty(cls, temperatures: int, steps: int, features: int) -> _Trace:
+        """Zeros for every recorded token; refused in one line (naming ``--steps``) where they would not fit in
+        the memory available (a float64 per feature, five more numbers and two flags per token)."""
+        from bdh.errors import UserError
+        from bdh.train.memory import available_bytes
+
+        need, free = temperatures * steps * (8 * features + 8 * 4 + 2), available_bytes(torch.device("cpu"))
+        if free is not None and need > free:
+            raise UserError(
+                f"--steps {steps:,}: recording that many tokens at {temperatures} temperature(s) takes "
+                f"{need / 2**30:,.1f} GiB of memory, more than the {free / 2**30:,.1f} GiB available; give fewer "
+                "--steps"
+            )
         shape = (temperatures, steps)
         return cls(
             np.zeros((*shape, features)),

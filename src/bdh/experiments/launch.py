@@ -28,6 +28,15 @@ def resumable(name: str) -> bool:
     return declares("experiment", name, "prepare_resume")
 
 
+def kept_runs(out: Path) -> str:
+    """What an interrupted experiment kept, naming only what is there: its runs folder (``runs/``), or the
+    ledgers of the suites it trains through the bench engine (``relatives``: ``frontier/runs.csv``, ...)."""
+    places = [p for p in (out / "runs", *sorted(out.glob("*/runs.csv"))) if p.exists()]
+    if not places:
+        return "no run had finished yet"
+    return "the finished runs are kept in " + " and ".join(str(p) for p in places)
+
+
 def default_out(name: str) -> Path:
     """The output folder when none is given: ``runs/experiment-NAME-<timestamp>``."""
     return Path("runs") / f"experiment-{name}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -88,6 +97,6 @@ def run_experiment(
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one
             if not resumable(name):
                 raise
-            kept = f"the finished runs are kept in {out / 'runs'}"
+            kept = kept_runs(out)
             return ExperimentRun(name, out, None, (time.time() - start) / 60, interrupted=exc, kept=kept)
     return ExperimentRun(name, out, report, (time.time() - start) / 60)

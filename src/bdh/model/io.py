@@ -13,24 +13,37 @@ a load may choose other values (``load_pretrained(folder, attention="chunked")``
 (`architecture` is what must agree). Older files still load: one that an earlier bdh wrote with the
 architecture only takes the defaults of the runtime fields. Every writer of a model folder goes through
 `write_model_folder`.
+
+``model.safetensors`` records in its header the architecture its weights were saved with (`SAVED_KEY`), so an
+edited ``config.json`` that keeps every tensor's shape but changes what the weights mean (``damping``,
+``ungated``, ``positional``, ...) is refused naming the field (`check_config_changes`), by `load_pretrained` and
+by ``from_pretrained`` (`bdh.hf`) alike; ``n_layer``, which a user may change on purpose where the layers share
+their weights (BDH), gets a `bdh.errors.ConfigWarning` instead. A file written before the record has none to
+compare. Before the model is built, its tensors' shapes are checked against a model built on the ``meta`` device
+(no memory), so a ``config.json`` asking for a huge model is refused rather than allocated.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from bdh.errors import UserError
+from bdh.errors import ConfigWarning, UserError
 from bdh.model_api import runtime_fields
 from bdh.outputs import input_file, write_bytes
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT_VERSION = 1
+#: the key of model.safetensors' header that records the architecture (`architecture`, JSON) of its weights
+SAVED_KEY = "bdh_architecture"
+#: the architecture field a user may change on purpose (BDH: the layers share their weights): a warning
+FREE_FIELD = "n_layer"
 
 
 class CheckpointError(UserError):
@@ -141,10 +154,60 @@ def write_model_folder(
     wrappers)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_tensors(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": model_type})
+    record = json.dumps(architecture(config), sort_keys=True)
+    save_tensors(
+        tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "model_type": model_type, SAVED_KEY: record}
+    )
     text = json.dumps(folder_config(model_type, config), indent=2, sort_keys=True) + "\n"
     write_bytes(directory / CONFIG_NAME, text.encode())
     return directory
+
+
+def saved_architecture(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The architecture a weights file records in its header (`write_model_folder`), or None (none recorded)."""
+    from safetensors import safe_open
+
+    path = checked_file(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+    except Exception as exc:  # as load_tensors
+        raise _unreadable(path, exc) from None
+    try:
+        record = json.loads(header.get(SAVED_KEY, "null"))
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def config_changes(directory: str | os.PathLike, config: Any) -> dict[str, tuple[Any, Any]]:
+    """The architecture fields in which ``config`` (read from the folder's config.json) differs from what the
+    folder's weights were saved with: ``{field: (config value, saved value)}``; empty where nothing is recorded."""
+    saved = saved_architecture(Path(directory) / WEIGHTS_NAME)
+    if saved is None:
+        return {}
+    ours = json.loads(json.dumps(architecture(config)))
+    return {k: (ours[k], saved[k]) for k in sorted(ours.keys() & saved.keys()) if ours[k] != saved[k]}
+
+
+def check_config_changes(directory: str | os.PathLike, config: Any) -> str | None:
+    """Refuse a folder whose config.json changes what its weights mean (`CheckpointError` naming the first
+    field); the warning to give for a changed `FREE_FIELD` (once its shapes are known to fit), else None."""
+    path = Path(directory) / CONFIG_NAME
+    changes = config_changes(directory, config)
+    for name, (now, saved) in changes.items():
+        if name != FREE_FIELD:
+            raise CheckpointError(
+                f"{path}: {name} is {now!r} but the weights were saved with {saved!r}; an edit that changes what "
+                f"the weights mean is refused: set {name} back to {saved!r}"
+            )
+    if FREE_FIELD not in changes:
+        return None
+    now, saved = changes[FREE_FIELD]
+    return (
+        f"{path}: {FREE_FIELD} is {now} but the weights were saved with {saved}; they load (the layers share them), "
+        "but the model computes something other than what was trained"
+    )
 
 
 class PretrainedMixin:
@@ -232,8 +295,13 @@ def load_pretrained(
                 f"(those are: {', '.join(sorted(allowed)) or 'none'}); the architecture comes from config.json"
             )
         config = config.replace(**runtime)
+    note = check_config_changes(directory, config)
     tensors = load_tensors(directory / WEIGHTS_NAME)
+    with torch.device("meta"):  # the shapes the config asks for, no memory taken (a config.json edited to 1e12)
+        shaped = cls(config)
+    check_state_dict(shaped, tensors, str(directory / WEIGHTS_NAME))
+    if note is not None:
+        warnings.warn(ConfigWarning(note), stacklevel=2)
     model = cls(config)
-    check_state_dict(model, tensors, str(directory / WEIGHTS_NAME))
     model.load_state_dict(tensors)
     return model.to(map_location).eval()

@@ -36,7 +36,7 @@ from bdh.outputs import input_file
 from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig
-from .facts import MIN_DISTANCE, Overlay, apply_overlays, plan_facts
+from .facts import MIN_DISTANCE, PAIR_BYTES, Overlay, apply_overlays, plan_facts
 
 #: the name that selects the embedded corpus in ``task.data``
 EMBEDDED = "shakespeare"
@@ -306,6 +306,22 @@ class TextTask:
         facts = self._plan_facts([seed, stream], batch_size, span) if split == "train" else None
         inputs, targets = self._windows(starts, facts, w * self.seq_len)
         return inputs, targets, w == 0
+
+    def check_training_rows(self, bptt: str, stream_windows: int | None) -> None:
+        """Refuse a ``task.facts`` that no training row can hold: a row (a window of T + 1 bytes, or a stream of
+        ``train.tbptt_windows`` windows, or a lane's block of `LANE_FACT_WINDOWS`) shorter than a fact, its
+        question and the shortest distance between them would train on the corpus alone, silently."""
+        if self.config.facts <= 0:
+            return
+        windows = (stream_windows or LANE_FACT_WINDOWS) if bptt == "tbptt" else None
+        row = self.seq_len + 1 if windows is None else windows * self.seq_len
+        need = PAIR_BYTES + MIN_DISTANCE
+        if row < need:
+            raise UserError(
+                f"task.facts: a training row of {row} bytes cannot hold a fact, its question and the {MIN_DISTANCE} "
+                f"bytes between them ({need} bytes), so no fact would be written; raise task.seq_len to "
+                f"{need - 1 if windows is None else -(-need // windows)} or more, or set task.facts=0"
+            )
 
     def _plan_facts(self, key: list[int], rows: int, length: int) -> list[list[Overlay]] | None:
         """The recall curriculum's overlays of ``rows`` training rows of ``length`` bytes (`bdh.tasks.facts`),

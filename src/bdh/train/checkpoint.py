@@ -30,12 +30,15 @@ from bdh.errors import UserError
 
 from ..model.io import (
     CONFIG_NAME,
+    FREE_FIELD,
     WEIGHTS_NAME,
     CheckpointError,
     architecture,
     check_state_dict,
+    config_changes,
     load_tensors,
     read_json,
+    read_model_config,
     runtime_fields,
     save_tensors,
 )
@@ -207,8 +210,9 @@ def _model_files(folder: Path, fallback: str) -> bool:
     return True
 
 
-def _verified(folder: Path) -> Path:
-    """``folder`` after checking the checksums its meta.json records (a plain model folder has none)."""
+def verified(folder: Path) -> Path:
+    """``folder`` after checking the checksums its meta.json records (a plain model folder has none): what every
+    loader of a model folder checks, the commands (`resolve_model_dir`) and ``from_pretrained`` (`bdh.hf`)."""
     problem = file_problem(folder / META_NAME)
     if problem == "is missing":
         return folder
@@ -236,7 +240,7 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         path = src / "checkpoints" / checkpoint
         if not path.is_dir() or not _model_files(path, ""):
             raise FileNotFoundError(f"{path}: no such checkpoint (or it is incomplete)")
-        return _verified(path)
+        return verified(path)
     found = [p for p in list_checkpoints(src) if holds_model(p)]
     fallback = (
         f"; to load its newest checkpoint instead, give --checkpoint {found[-1].name} (or the folder {found[-1]})"
@@ -244,15 +248,19 @@ def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) 
         else ""
     )
     if _model_files(src, ""):
-        return _verified(src)
+        return verified(src)
     best = src / "best"
     if os.path.lexists(best):
         if not best.is_dir() or not _model_files(best, fallback):
             raise CheckpointError(f"{best}: {file_problem(best) or 'holds no model'}; not loaded{fallback}")
-        return _verified(best)
+        return verified(best)
     if found:
-        return _verified(found[-1])
-    raise UserError(f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/)")
+        return verified(found[-1])
+    runs = sorted((p for p in src.iterdir() if (p / "config.yaml").is_file()), key=lambda p: p.stat().st_mtime)
+    inside = f"; it holds {len(runs)} run folder(s), the newest {runs[-1]}: give one of them" if runs else ""
+    raise UserError(
+        f"{src}: holds no model (neither config.json + model.safetensors, best/, nor checkpoints/step-N/){inside}"
+    )
 
 
 def verify(path: Path) -> dict[str, Any]:
@@ -280,8 +288,28 @@ def verify(path: Path) -> dict[str, Any]:
         if problem is not None:
             raise CheckpointError(f"{file}: {problem}; the checkpoint {path} is damaged")
         if _sha256(file) != digest:
-            raise CheckpointError(f"{path}: {name} does not match its checksum (corrupted)")
+            how = _config_edit(path) if name == CONFIG_NAME else "corrupted"
+            raise CheckpointError(f"{path}: {name} does not match its checksum ({how})")
     return meta
+
+
+def _config_edit(path: Path) -> str:
+    """What an edit of a checkpoint's config.json changed in what its weights mean, for `verify`'s refusal: a
+    checkpoint is the record of its run, so any edit is refused (a model folder of one's own may change
+    ``n_layer``: `bdh.model.io.check_config_changes`)."""
+    try:
+        changes = config_changes(path, read_model_config(path)[1])
+    except CheckpointError:
+        return "corrupted"
+    if not changes:
+        return "edited or corrupted"
+    name, (now, saved) = next(iter(changes.items()))
+    on_purpose = (
+        f"; for another {FREE_FIELD} on purpose, copy config.json and model.safetensors to a folder of their own"
+        if changes.keys() == {FREE_FIELD}
+        else ""
+    )
+    return f"edited: {name} is {now!r}, the weights were saved with {saved!r}{on_purpose}"
 
 
 def load_checkpoint(

@@ -26,6 +26,8 @@ from .eval_data import EvalData
 
 #: tokens per lane a long-context evaluation reads by default (a whole play for byte-level text)
 LONG_LENGTH = 65536
+#: the most lanes a long-context reading takes by default (`bdh.train.context.plan_streams`)
+MAX_LANES = 8
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ def _stream_plan(
     T = task.seq_len
     trained = trained_context(ev.config) if ev.config is not None else None
     wanted = None if full else (batches * T if batches else length or LONG_LENGTH)
-    lanes, length = plan_streams(task, ev.split, wanted, lanes)
+    lanes, length = plan_streams(task, ev.split, wanted, lanes, MAX_LANES)
     plural = "s" if lanes > 1 else ""
     notes = [f"data: {ev.description}: {lanes} lane{plural} of {length:,} {unit}s, each read in order"]
     if trained is None:

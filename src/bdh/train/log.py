@@ -3,17 +3,19 @@ Weights & Biases when the run config asks for it (``log.wandb``; the ``wandb`` p
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from bdh.errors import UserError
-from bdh.outputs import append_text, file_problem, write_text
+from bdh.outputs import NO_SPACE, DiskFull, append_text, file_problem, write_text
 
 #: RUN_DIR/WANDB_ID_FILE holds the W&B run id, so that ``bdh train --resume`` continues the same W&B run
 WANDB_ID_FILE = "wandb-id"
@@ -102,11 +104,25 @@ def _scalars(values: dict[str, Any]) -> dict[str, float]:
     return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
 
 
+@contextlib.contextmanager
+def _disk_full_named(folder: Path) -> Iterator[None]:
+    """A full disk under a logger's own writes (TensorBoard's event file, W&B's files) as the one-line `DiskFull`
+    that `bdh.outputs` gives for its own, naming the logger's folder; other errors as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        raise DiskFull(folder, exc.errno, kept="the checkpoints written so far are whole") from None
+
+
 class TensorBoard:
     """Scalars to ``RUN_DIR/tensorboard`` when the ``tensorboard`` package is installed (a no-op otherwise),
-    and to Weights & Biases (`WandB`) when ``wandb`` is a run config with ``log.wandb`` on."""
+    and to Weights & Biases (`WandB`) when ``wandb`` is a run config with ``log.wandb`` on. A full disk under
+    either is a one-line `DiskFull` naming its folder."""
 
     def __init__(self, folder: Path, enabled: bool, wandb: Any = None):
+        self.folder = folder
         self.writer = None
         self.wandb = WandB(folder.parent, wandb) if wandb is not None and wandb.log.wandb else None
         if enabled:
@@ -118,17 +134,21 @@ class TensorBoard:
 
     def scalars(self, prefix: str, values: dict[str, Any], step: int) -> None:
         if self.wandb is not None:
-            self.wandb.scalars(prefix, values, step)
+            with _disk_full_named(self.wandb.folder):
+                self.wandb.scalars(prefix, values, step)
         if self.writer is None:
             return
-        for key, value in _scalars(values).items():
-            self.writer.add_scalar(f"{prefix}/{key}", value, step)
+        with _disk_full_named(self.folder):
+            for key, value in _scalars(values).items():
+                self.writer.add_scalar(f"{prefix}/{key}", value, step)
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            with _disk_full_named(self.folder):
+                self.writer.close()
         if self.wandb is not None:
-            self.wandb.close()
+            with _disk_full_named(self.wandb.folder):
+                self.wandb.close()
 
 
 def check_wandb() -> None:
@@ -155,6 +175,7 @@ class WandB:
         id_file = run_dir / WANDB_ID_FILE
         run_id = id_file.read_text(encoding="utf-8").strip() if id_file.is_file() else None
         folder = None if os.environ.get("WANDB_DIR") else str(run_dir)  # W&B writes its files to <dir>/wandb
+        self.folder = Path(os.environ.get("WANDB_DIR") or run_dir) / "wandb"
         self.run = wandb.init(
             project=log.wandb_project,
             mode=log.wandb_mode,

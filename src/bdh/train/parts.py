@@ -64,6 +64,9 @@ def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
         )
     if t.bptt == "none" and "detach_kv" not in inspect.signature(model_cls.forward).parameters:
         raise TrainingError(f"train.bptt: none needs a model whose forward takes detach_kv; {name!r} does not")
+    check_rows = getattr(task, "check_training_rows", None)  # a task whose training rows must be long enough
+    if check_rows is not None:
+        check_rows(t.bptt, t.tbptt_windows)
 
 
 def load_initial_weights(

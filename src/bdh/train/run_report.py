@@ -95,6 +95,20 @@ def _finished_lines(result: Any) -> list[str]:
     return lines
 
 
+def busy_machine() -> str:
+    """`` (the machine was busy: ...)`` where the load average of the last minute exceeds the CPU count (other
+    work took the cores a budgeted run counted on), else ``''``."""
+    import os
+
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except (AttributeError, OSError):  # no load average on this system
+        return ""
+    if load <= cores:
+        return ""
+    return f" (the machine was busy: load average {load:.1f} on {cores} cores, so each step took longer)"
+
+
 def train_report(config: Any, result: Any, resume: str | Path | None = None) -> TrainReport:
     """The report of ``result`` (a `TrainResult` of ``config``, resumed from ``resume``): one line for a resume
     that had already finished or an interrupted run (on stderr, with the exit status of its signal, and the
@@ -130,6 +144,7 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
     if result.budget_cut:
         after.append(
             f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps (to train them all: a larger train.max_minutes, or null for no budget)"
+            f"{result.step_limit} steps{busy_machine()}; to finish this run: bdh train --resume {result.run_dir} "
+            "--set train.max_minutes=null (a new run trains them all with a larger train.max_minutes, or null)"
         )
     return TrainReport(before, sample, after)

@@ -17,7 +17,7 @@ from bdh.errors import UserError
 
 from .checkpoint import list_checkpoints
 from .config import read_config_file
-from .log import read_metrics
+from .log import _warn, read_metrics
 
 #: the column titles of `RunSummary.row`, in order
 COLUMNS = ("run", "model", "task", "step", "tokens", "best", "last val_bpb", "checkpoint")
@@ -130,8 +130,20 @@ def summarize_run(run: str | Path) -> RunSummary | None:
 
 def list_runs(root: str | Path) -> list[RunSummary]:
     """The summaries of the run folders under ``root`` (or of ``root`` itself), skipping folders whose
-    config cannot be read."""
-    return [s for s in map(summarize_run, run_folders(root)) if s is not None]
+    config cannot be read. A run among several whose files cannot be read (a metrics.jsonl that is a folder)
+    is skipped with one warning line naming it; ``root`` itself such a run is refused."""
+    folders, summaries = run_folders(root), []
+    for run in folders:
+        try:
+            summary = summarize_run(run)
+        except (UserError, OSError) as exc:
+            if folders == [Path(root)]:
+                raise
+            _warn(f"{str(exc) if isinstance(exc, UserError) else f'{run}: {exc.strerror or exc}'}; {run} not listed")
+            continue
+        if summary is not None:
+            summaries.append(summary)
+    return summaries
 
 
 __all__ = ["COLUMNS", "RunSummary", "list_runs", "run_folders", "summarize_run"]

@@ -496,7 +496,10 @@ class Trainer:
             )
             return
         if self.restarted:
-            log.message(f"{self.folder.path} has no checkpoint yet: training it from step 0 with its config.yaml")
+            log.message(
+                f"{self.folder.path} has no checkpoint yet: training it from step 0 with its config.yaml (what its "
+                "metrics.jsonl logged after step 0 is dropped)"
+            )
         params = sum(p.numel() for p in self.model.parameters())
         env = self.runtime.env
         processes = f" over {env.world_size} processes" if env.enabled else ""

@@ -208,7 +208,7 @@ def degree_distribution(
     from scipy import special
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4))
     for ax, d in zip(axes, ("in", "out"), strict=True):
         k = np.asarray(degrees[d]).ravel()
         kv, p = _pmf(k)
@@ -236,7 +236,12 @@ def degree_distribution(
         ax.set_ylabel("P(k)")
         ax.set_title(f"{d}-degrees")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(loc="lower left", title=f"tail best described by: {best}" if best else None)
+        ax.legend(  # below the panel, where it hides no point (inside, a low-rank reference or a tail met it)
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            frameon=False,
+            title=f"tail best described by: {best}" if best else None,
+        )
     _titles(fig, title or "degree distribution")
     fig.tight_layout()
     return save(fig, stem, **READABLE)
@@ -292,8 +297,9 @@ def suite_plot(
     shared_legend = max((len(groups[f]) for f in facets), default=0) > LEGEND_INSIDE
     for ax, f in zip(axes[0], facets, strict=True):
         for i, (name, pts) in enumerate(sorted(groups[f].items())):
-            style = "o-" if i < 10 else "s--"  # ten colours, then dashed lines
-            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name), style)
+            style = f"{SERIES_MARKERS[i % 10]}{'-' if i < 10 else '--'}"  # ten colours, then dashed lines
+            ms = max(3.0, 10.0 - 2.5 * i)  # smaller over larger: series at the same point (at chance) stay visible
+            _mean_and_range(ax, pts, f"C{i % 10}", MODEL_NAMES.get(name, name), style, ms)
         _x_axis(ax, sorted({v for s in groups[f].values() for v in s}), log_x)
         if levels.get(f):
             ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
@@ -313,6 +319,8 @@ def suite_plot(
 
 #: series in a panel beyond which `suite_plot` draws one legend beside the panels instead of one inside each
 LEGEND_INSIDE = 6
+#: the marker of each series of `suite_plot`, one shape per colour
+SERIES_MARKERS = "osD^v<>ph*"
 
 
 def _suite_points(
@@ -337,14 +345,17 @@ def _suite_points(
     return groups, levels
 
 
-def _mean_and_range(ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-") -> None:
-    """One series of `suite_plot`: the mean of the values at each x as a line (``style``: marker and line), their
-    min-max range (the seeds') as a band between the points and a bar at each (one x: no band)."""
+def _mean_and_range(
+    ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-", ms: float = 5.0
+) -> None:
+    """One series of `suite_plot`: the mean of the values at each x as a line (``style``: marker and line; ``ms``
+    the marker's size), their min-max range (the seeds') as a band between the points and a bar at each (one x:
+    no band)."""
     xs = np.array(sorted(pts))
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
     hi = np.array([np.max(pts[v]) for v in xs])
-    ax.plot(xs, mean, style, ms=5, color=color, label=name)
+    ax.plot(xs, mean, style, ms=ms, color=color, label=name)
     if np.any(hi > lo):
         ax.fill_between(xs, lo, hi, color=color, alpha=0.15)
         ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)

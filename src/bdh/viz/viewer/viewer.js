@@ -345,7 +345,7 @@
 
   // ------------------------------------------------------------ all
   function draw() {
-    document.getElementById("layer-label").textContent = state.layer + " / " + (L - 1);
+    document.getElementById("layer-label").textContent = state.layer + " (of " + L + " layers, counted from 0)";
     document.getElementById("token-label").textContent = "#" + state.token + " '" + label(state.token) + "'";
     drawAttention();
     drawLens();
