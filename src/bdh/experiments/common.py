@@ -88,11 +88,6 @@ class ExperimentConfig(TypedConfig):
         return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
 
 
-def mean(values: Sequence[float]) -> float:
-    """The mean, NaN for no values."""
-    return sum(values) / len(values) if values else float("nan")
-
-
 # ------------------------------------------------------------------------------------------ corpora
 def write_corpus(
     path: str | Path,

@@ -43,6 +43,7 @@ import torch
 from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
 from bdh.plotting import bits, nats_axis, pyplot
+from bdh.seeds import mean
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
 
@@ -54,7 +55,6 @@ from .common import (
     SideLosses,
     coded_losses,
     direction_segments,
-    mean,
     save_figure,
     segment_losses,
     train_lm,

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from bdh.errors import UserError
 from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
+from bdh.seeds import mean
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.log import read_metrics
@@ -41,7 +42,6 @@ from .common import (
     ExperimentConfig,
     Report,
     direction_segments,
-    mean,
     save_figure,
     segment_losses,
     train_lm,

@@ -7,9 +7,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bdh.seeds import mean
 from bdh.tasks.facts import VALUE_LETTERS
 
-from ..common import Report, mean, save_figure
+from ..common import Report, save_figure
 from .config import RECIPES, Config
 
 #: the carried-loss columns: buckets that end at these positions (bytes)
