@@ -1,5 +1,6 @@
-"""Scores over seeds: their means, and the one rule that says when one set is better than another beyond the
-spread of the seeds (`beyond_seeds`). Every verdict of ``bdh bench`` and ``bdh experiment`` calls it."""
+"""Scores over seeds: their means, their table cell (`spread_cell`), and the one rule that says when one set is
+better than another beyond the spread of the seeds (`beyond_seeds`). Every verdict of ``bdh bench`` and
+``bdh experiment`` calls it."""
 
 from __future__ import annotations
 
@@ -37,3 +38,9 @@ def beyond_seeds(a: Sequence[Any], b: Sequence[Any], higher_is_better: bool) -> 
     if len(a) < 2 or len(b) < 2:
         return False
     return min(goodness(x, higher_is_better) for x in a) > max(goodness(x, higher_is_better) for x in b)
+
+
+def spread_cell(mean: float, lo: float | None, hi: float | None, seeds: int) -> str:
+    """A table cell of a score over seeds: ``mean (min–max)``, three decimals; the mean alone for one seed (or no
+    range)."""
+    return f"{mean:.3f}" if seeds < 2 else f"{mean:.3f} ({lo:.3f}–{hi:.3f})"

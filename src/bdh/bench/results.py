@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from bdh.outputs import write_text
-from bdh.seeds import beyond_seeds, goodness
+from bdh.seeds import beyond_seeds, goodness, spread_cell
 
 from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, run_key
 
@@ -221,9 +221,8 @@ def _metric(row: dict[str, Any], column: str) -> str:
     mean, lo, hi = (_finite(row.get(f"{column}_{k}")) for k in ("mean", "min", "max"))
     if mean is None:
         return ""
-    if len(str(row.get("seeds", "")).split(";")) < 2 or lo is None or hi is None:
-        return f"{mean:.3f}"
-    return f"{mean:.3f} ({lo:.3f}–{hi:.3f})"
+    seeds = len(str(row.get("seeds", "")).split(";")) if lo is not None and hi is not None else 1
+    return spread_cell(mean, lo, hi, seeds)
 
 
 def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
