@@ -60,6 +60,7 @@ from .common import (
     train_lm,
     write_corpus,
 )
+from .scaffold import Log
 
 ENGLISH = "en"
 #: a loss difference (nats per byte) below this counts as a tie in the findings
@@ -174,7 +175,7 @@ class _Runs:
     """The training runs of the experiment, in ``out/runs/<name>``, with their corpora in ``out/data`` and the
     seconds each took (``timings``)."""
 
-    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+    def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
         self.config, self.out, self.log = config, out, log
         self.common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
         self.timings: dict[str, float] = {}
@@ -214,7 +215,7 @@ class _Runs:
         return result.model.eval(), result.run_dir
 
 
-def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
+def run(config: Config, out: Path, *, log: Log = print, threads: int | None = None) -> Path:
     """Train, merge, evaluate and write the report into ``out``; returns the report's path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +46,7 @@ from .common import (
     train_lm,
     write_corpus,
 )
+from .scaffold import Log
 
 ARMS = ("bptt", "no-bptt")
 MODE = {"bptt": "window", "no-bptt": "none"}
@@ -124,7 +124,7 @@ def _curve(run_dir: Path) -> list[tuple[int, float]]:
 class _Arms:
     """The training runs of both arms (`ARMS`), in ``out/runs/<run>-<arm>``, and the seconds each took."""
 
-    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+    def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
         self.config, self.out, self.log, self.threads = config, out, log, threads
         self.timings: dict[str, float] = {}
 
@@ -152,7 +152,7 @@ class _Arms:
         return result
 
 
-def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
+def run(config: Config, out: Path, *, log: Log = print, threads: int | None = None) -> Path:
     """Train both arms on both tasks, evaluate, and write the report into ``out``; returns its path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
