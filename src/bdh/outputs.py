@@ -22,6 +22,9 @@ process is simply taken over. The holder of a folder's lock also removes the tem
 atomic writes of dead processes left there (`clean_leftovers`); temporary names carry the writer's pid
 (``.NAME.PID-XXXX.tmp``) so that nothing of a live process is ever taken for a leftover.
 
+Results are written as JSON with one encoder (`json_default`: NumPy values, dataclasses, paths; `json_ready` for
+strict JSON, NaN and infinities as null).
+
 Inputs are read only once they are known to be regular files (`input_file`, `file_problem`): a folder, FIFO or
 device given as a file is named for what it is, and a FIFO is never opened (it would block).
 """
@@ -29,8 +32,10 @@ device given as a file is named for what it is, and a FIFO is never opened (it w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -43,7 +48,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from bdh.errors import UserError
 
@@ -524,3 +529,25 @@ def clean_leftovers(folder: PathLike, depth: int = 2) -> list[Path]:
             entry.unlink(missing_ok=True)
         removed.append(entry)
     return removed
+
+
+def json_default(value: Any) -> Any:
+    """The ``default`` of every ``json.dumps`` of results: NumPy scalars and arrays as Python values, dataclasses
+    as dicts, paths as strings."""
+    import numpy as np
+
+    if isinstance(value, np.generic):  # NumPy scalars: floats, integers, booleans
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as plain JSON values (`json_default`; keys as strings, tuples as lists), NaN and infinities as None:
+    strict JSON, which every reader parses."""
+    return json.loads(json.dumps(value, default=json_default), parse_constant=lambda _: None)

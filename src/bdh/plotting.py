@@ -3,7 +3,8 @@
 * `pyplot` imports ``matplotlib.pyplot`` on first use, on the non-interactive Agg backend (a notebook's
   inline backend is kept), so that importing a plotting module, and ``bdh --help``, stays fast.
 * `save` writes a figure under a stem in several formats (``stem.png``, ``stem.svg``) and closes it;
-  `save_file` writes it to one path. Each file is written atomically through `bdh.outputs` (a temporary
+  `save_file` writes it to one path; `save_figure` is `save` with `READABLE`, for the figures of the reports.
+  Each file is written atomically through `bdh.outputs` (a temporary
   file beside it, then a rename), so a reader never sees half a figure; missing parent folders are made.
 * ``min_font`` raises every text of a figure to a readable size as it is written; the figures people read at
   100 % zoom (every figure of the docs: `bdh plot`, `bdh inspect`, `bdh dmft`, `bdh bench`, `bdh experiment`)
@@ -123,3 +124,12 @@ def save_file(
         return _write(fig, path, fmt or path.suffix.lstrip(".") or "png", dpi, tight, min_font)
     finally:
         pyplot().close(fig)
+
+
+def save_figure(
+    fig: Any, stem: str | os.PathLike, formats: Sequence[str] = ("png", "svg"), *, tight: bool = True
+) -> Path:
+    """Write a figure read at 100 % zoom (`READABLE`) as ``stem.<format>`` for each of ``formats`` and close it
+    (`save`); returns the first file's path. The one way ``bdh experiment``, ``bdh dmft`` and the reports write
+    their figures."""
+    return save(fig, stem, formats, tight=tight, **READABLE)[0]

@@ -166,10 +166,11 @@ def test_probe_is_reproducible_and_marginal_without_damping():
 
 def test_convergence_figure_is_readable(tmp_path, readable_figures):
     """The finite-size figure, drawn from arrays shaped as `finite_size_errors` returns them (sizes x seeds)."""
-    from bdh.dmft.plots import convergence_figure, save_figure
+    from bdh.dmft.plots import convergence_figure
+    from bdh.plotting import save_figure
 
     errors = np.array([[0.04, 0.05], [0.013, 0.012], [0.004, 0.0045]])
-    save_figure(convergence_figure([990, 9900, 99000], errors, -0.5), tmp_path / "convergence.png")
+    save_figure(convergence_figure([990, 9900, 99000], errors, -0.5), tmp_path / "convergence", ("png",), tight=False)
     assert "mean field" in readable_figures()["convergence.png"]
 
 

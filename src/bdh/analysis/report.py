@@ -10,7 +10,6 @@ restored afterwards.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import torch
 
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
+from bdh.outputs import json_ready
 
 from ..tasks.repeat import PERIOD, repeat_batch
 from ..typed_config import TypedConfig, bounded
@@ -308,7 +308,7 @@ def inspect_model(
     raw["graphs"] = graw
     report["seconds"] = time.time() - t0
     report["summary"] = summary_rows(report)
-    return _json_ready(report), raw
+    return json_ready(report), raw
 
 
 def check_request(cfg: Any, tokens: torch.Tensor, opts: InspectOptions) -> None:
@@ -343,23 +343,6 @@ def _sparsity(
         report["sparsity"]["repeat"] = {"trained": rp_t, "control": rp_c, "period": PERIOD}
         raw["sparsity_repeat"] = {"trained": rtr_t, "control": rtr_c, "phase": phase}
     return rec_t, rec_c
-
-
-def _json_ready(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return _json_ready(obj.tolist())
-    return obj
 
 
 # ---------------------------------------------------------------------- summary table

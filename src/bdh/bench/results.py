@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from bdh.outputs import write_text
+from bdh.seeds import beyond_seeds, goodness, spread_cell
 
 from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, run_key
 
@@ -43,14 +44,6 @@ def _float(v: Any) -> float:
     except (TypeError, ValueError):
         return float("-inf")
     return f if math.isfinite(f) else float("-inf")
-
-
-def goodness(v: Any, higher_is_better: bool = True) -> float:
-    """A score as a number that is larger when it is better: the value itself when higher is better, its
-    negative when lower is (a loss); a missing or NaN value is -inf, the worst, either way. Only for comparing:
-    every table and file keeps the values as measured."""
-    f = _float(v)
-    return f if higher_is_better or f == float("-inf") else -f
 
 
 def best_lr(
@@ -189,8 +182,9 @@ def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True)
     """The winner of one (setting, width) from each model's scores over seeds (higher is better, or lower when
     not ``higher_is_better``: `goodness`).
 
-    The model with the best mean wins only beyond the spread: when its worst seed is better than every other
-    model's best seed. A missing or NaN score counts as the worst (so that model cannot win).
+    The model with the best mean wins only beyond the spread: `bdh.seeds.beyond_seeds` against every other
+    model (its worst seed better than their best). A missing or NaN score counts as the worst (so that model cannot
+    win).
     Returns ``(model, "beyond the spread")`` or ``(None, why)``, ``why`` one of ``"one model"``,
     ``"one seed: no spread"`` (a model has fewer than two seeds), ``"no score"``, ``"within the spread"``.
     """
@@ -203,7 +197,7 @@ def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True)
     best = max(sorted(mean), key=lambda m: mean[m])
     if mean[best] == float("-inf"):
         return None, "no score"
-    if all(min(values[best]) > max(v) for m, v in values.items() if m != best):
+    if all(beyond_seeds(scores[best], v, higher_is_better) for m, v in scores.items() if m != best):
         return best, "beyond the spread"
     return None, "within the spread"
 
@@ -258,9 +252,8 @@ def _metric(row: dict[str, Any], column: str) -> str:
     mean, lo, hi = (_finite(row.get(f"{column}_{k}")) for k in ("mean", "min", "max"))
     if mean is None:
         return ""
-    if len(str(row.get("seeds", "")).split(";")) < 2 or lo is None or hi is None:
-        return f"{mean:.3f}"
-    return f"{mean:.3f} ({lo:.3f}–{hi:.3f})"
+    seeds = len(str(row.get("seeds", "")).split(";")) if lo is not None and hi is not None else 1
+    return spread_cell(mean, lo, hi, seeds)
 
 
 def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:

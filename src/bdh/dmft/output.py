@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bdh.outputs import atomic_folder
+from bdh.outputs import atomic_folder, json_default
 
 
 class OutputDir:
@@ -36,7 +36,7 @@ class OutputDir:
         return self.tmp / name
 
     def json(self, name: str, data: Any) -> None:
-        self.file(name).write_text(json.dumps(data, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+        self.file(name).write_text(json.dumps(data, indent=2, default=json_default) + "\n", encoding="utf-8")
 
     def npz(self, name: str, **arrays: np.ndarray) -> None:
         buf = io.BytesIO()
@@ -44,17 +44,7 @@ class OutputDir:
         self.file(name).write_bytes(buf.getvalue())
 
     def figure(self, name: str, fig) -> None:
-        """Write ``fig`` as the PNG ``name``, readable at 100 % zoom (`bdh.dmft.plots.save_figure`)."""
-        from .plots import save_figure
+        """Write ``fig`` as the PNG ``name`` (``NAME.png``), readable at 100 % zoom (`bdh.plotting.save_figure`)."""
+        from bdh.plotting import save_figure
 
-        save_figure(fig, self.file(name))
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, Path):
-        return str(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+        save_figure(fig, self.file(name).with_suffix(""), ("png",), tight=False)

@@ -9,23 +9,16 @@ lambda_1 the largest Lyapunov exponent per step (`bdh.dmft.lyapunov`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bdh.plotting import MIN_WIDTH, READABLE, pyplot, save_file
+from bdh.plotting import MIN_WIDTH, pyplot
 
 REGIME_COLOURS = {"periodic": "black", "quasi-periodic": "tab:orange", "chaotic": "tab:purple"}
 #: the colour of every value of a non-periodic run in the bifurcation diagram
 OTHER_COLOUR = "gold"
-
-
-def save_figure(fig: Any, path: str | os.PathLike) -> Path:
-    """Save a figure as PNG, readable at 100 % zoom (`bdh.plotting.READABLE`), atomically, and close it."""
-    return save_file(fig, path, fmt="png", **READABLE)
 
 
 def _label_all(ax: Any) -> None:

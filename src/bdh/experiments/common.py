@@ -30,9 +30,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bdh import plotting
 from bdh.errors import Interrupted, UserError
-from bdh.outputs import check_output, empty_folder, write_text
-from bdh.plotting import READABLE, save
+from bdh.outputs import check_output, empty_folder, json_default, write_text
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.multilingual import Lexicon, StreamConfig, make_sentence, segment, write_stream
 from bdh.typed_config import TypedConfig
@@ -86,11 +86,6 @@ class ExperimentConfig(TypedConfig):
     @property
     def size(self) -> ModelSize:
         return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
-
-
-def mean(values: Sequence[float]) -> float:
-    """The mean, NaN for no values."""
-    return sum(values) / len(values) if values else float("nan")
 
 
 # ------------------------------------------------------------------------------------------ corpora
@@ -357,29 +352,16 @@ class Report:
         """Write ``report.md`` and ``results.json`` into ``out``; returns the report's path."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        results = json.dumps(self.results, indent=2, sort_keys=True, default=_json_default)
+        results = json.dumps(self.results, indent=2, sort_keys=True, default=json_default)
         write_text(out / "results.json", results + "\n")
         write_text(out / "report.md", self.markdown())
         return out / "report.md"
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):  # NumPy scalars: floats, integers, booleans
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-
 def save_figure(fig: Any, stem: Path) -> str:
-    """Write a matplotlib figure as ``stem.png`` and ``stem.svg`` (`bdh.plotting.save`), readable at 100 % zoom
-    (`bdh.plotting.READABLE`), close it, and return the png's path relative to the report
-    (``figures/<name>.png``)."""
-    save(fig, stem, **READABLE)
+    """Write a figure as ``stem.png`` and ``stem.svg`` (`bdh.plotting.save_figure`) and return the png's path
+    relative to the report (``figures/<name>.png``)."""
+    plotting.save_figure(fig, stem)
     return f"figures/{stem.name}.png"
 
 

@@ -43,6 +43,7 @@ import torch
 from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
 from bdh.plotting import bits, nats_axis, pyplot
+from bdh.seeds import mean
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
 
@@ -54,12 +55,12 @@ from .common import (
     SideLosses,
     coded_losses,
     direction_segments,
-    mean,
     save_figure,
     segment_losses,
     train_lm,
     write_corpus,
 )
+from .scaffold import Log
 
 ENGLISH = "en"
 #: a loss difference (nats per byte) below this counts as a tie in the findings
@@ -174,7 +175,7 @@ class _Runs:
     """The training runs of the experiment, in ``out/runs/<name>``, with their corpora in ``out/data`` and the
     seconds each took (``timings``)."""
 
-    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+    def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
         self.config, self.out, self.log = config, out, log
         self.common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
         self.timings: dict[str, float] = {}
@@ -214,7 +215,7 @@ class _Runs:
         return result.model.eval(), result.run_dir
 
 
-def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
+def run(config: Config, out: Path, *, log: Log = print, threads: int | None = None) -> Path:
     """Train, merge, evaluate and write the report into ``out``; returns the report's path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)

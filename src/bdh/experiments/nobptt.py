@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from bdh.errors import UserError
 from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
+from bdh.seeds import mean
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.log import read_metrics
@@ -41,12 +41,12 @@ from .common import (
     ExperimentConfig,
     Report,
     direction_segments,
-    mean,
     save_figure,
     segment_losses,
     train_lm,
     write_corpus,
 )
+from .scaffold import Log
 
 ARMS = ("bptt", "no-bptt")
 MODE = {"bptt": "window", "no-bptt": "none"}
@@ -124,7 +124,7 @@ def _curve(run_dir: Path) -> list[tuple[int, float]]:
 class _Arms:
     """The training runs of both arms (`ARMS`), in ``out/runs/<run>-<arm>``, and the seconds each took."""
 
-    def __init__(self, config: Config, out: Path, log: Callable[[str], None], threads: int | None) -> None:
+    def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
         self.config, self.out, self.log, self.threads = config, out, log, threads
         self.timings: dict[str, float] = {}
 
@@ -152,7 +152,7 @@ class _Arms:
         return result
 
 
-def run(config: Config, out: Path, *, log: Callable[[str], None] = print, threads: int | None = None) -> Path:
+def run(config: Config, out: Path, *, log: Log = print, threads: int | None = None) -> Path:
     """Train both arms on both tasks, evaluate, and write the report into ``out``; returns its path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)

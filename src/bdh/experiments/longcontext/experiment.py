@@ -17,26 +17,22 @@ was written is trained again from the start (runs take minutes).
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, write_text
 
 from ..common import train_lm
+from ..scaffold import ExperimentFolder, Log, RunRecords
 from .cause import cause_record
 from .config import WINDOW_ONLY, Config
 from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials, word_recall
 
-#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
-MARKER = "long-context.json"
 #: config fields that only choose which runs are made: a resumed folder may add recipes or seeds
 SELECTORS = ("recipes", "seeds", "threads")
 #: bytes of held-out text before the recall probe's fact
@@ -44,37 +40,11 @@ RECALL_LEAD = 256
 #: bytes of held-out text that prompt the long generation
 PROMPT_BYTES = 256
 
-Log = Callable[[str], None]
 
-
-def prepare_resume(out: str | Path) -> Path:
-    """The output folder of ``--resume``: new, empty, or an earlier long-context folder (kept as it is)."""
-    out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
-        raise UserError(f"--resume: {out} is not a long-context experiment folder (no {MARKER}); give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _check_marker(config: Config, out: Path, resume: bool) -> None:
-    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
-    path = out / MARKER
-    mine = {"experiment": "long-context", "config": config.to_dict()}
-    if resume and path.is_file():
-        try:
-            theirs = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
-        except (ValueError, AttributeError):  # not UTF-8, not JSON, not an object: the config it was made with is lost
-            raise UserError(
-                f"{path}: damaged (not the JSON object bdh writes); the config this folder was made with cannot be "
-                "compared: start it anew with --overwrite instead of --resume, or give another --out"
-            ) from None
-        changed = sorted(k for k in mine["config"] if k not in SELECTORS and mine["config"].get(k) != theirs.get(k))
-        if changed:
-            raise UserError(
-                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
-                "give the same --set values or another --out"
-            )
-    write_text(path, json.dumps(mine, indent=1) + "\n")
+#: the output folder; its marker file ``long-context.json`` is what ``--resume`` continues
+FOLDER = ExperimentFolder("long-context", SELECTORS)
+MARKER = FOLDER.marker
+prepare_resume = FOLDER.prepare_resume
 
 
 class Data:
@@ -168,29 +138,19 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     from .report import write_report
 
     out = Path(out)
-    _check_marker(config, out, resume)
+    FOLDER.mark(config.to_dict(), out, resume)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     start = time.time()
     data = Data(config)
-    records = []
-    for recipe in config.recipe_list:
-        for seed in config.seed_list:
-            path = out / "results" / f"{recipe}-s{seed}.json"
-            if resume and path.is_file():
-                log(f"long-context: {recipe} (seed {seed}) already measured, reused")
-                records.append(json.loads(path.read_text(encoding="utf-8")))
-                continue
-            record = train_and_measure(config, out, recipe, seed, data, log)
-            write_text(path, json.dumps(record, indent=1, default=_plain) + "\n")
-            records.append(record)
+    runs = {f"{recipe}-s{seed}": (recipe, seed) for recipe in config.recipe_list for seed in config.seed_list}
+    records = RunRecords(out / "results").make_all(
+        list(runs),
+        lambda run: train_and_measure(config, out, *runs[run], data, log),
+        resume=resume,
+        reused=lambda run: log(f"long-context: {runs[run][0]} (seed {runs[run][1]}) already measured, reused"),
+    )
     spent = sum(r["train_seconds"] + r["measure_seconds"] for r in records)  # resumed runs count their own time
     report = write_report(config, out, records, data.reference, spent)
     log(f"long-context: done in {(time.time() - start) / 60:.1f} min")
     return report
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")

@@ -7,9 +7,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bdh.seeds import mean, spread_cell
 from bdh.tasks.facts import VALUE_LETTERS
 
-from ..common import Report, mean, save_figure
+from ..common import Report, save_figure
 from .config import RECIPES, Config
 
 #: the carried-loss columns: buckets that end at these positions (bytes)
@@ -41,9 +42,7 @@ def _stat(values: Sequence[float]) -> str:
     vals = [v for v in values if v is not None and not math.isnan(v)]
     if not vals:
         return "-"
-    if len(vals) == 1:
-        return f"{vals[0]:.3f}"
-    return f"{mean(vals):.3f} ({min(vals):.3f}–{max(vals):.3f})"
+    return spread_cell(mean(vals), min(vals), max(vals), len(vals))
 
 
 def by_recipe(records: Sequence[dict]) -> dict[str, list[dict]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bdh.errors import UserError
 from bdh.experiments.common import ExperimentConfig
 from bdh.typed_config import bounded
 
@@ -185,10 +184,3 @@ class Config(ExperimentConfig):
         """Part (b): the language model's sweep, BDH at ``lm_width`` with n = ``lm_neurons``."""
         fields = {theirs: getattr(self, mine) for mine, theirs in LM_FIELDS.items()}
         return LMSweep(**fields, widths=(self.lm_width,), neuron_mult=self.lm_neurons // self.lm_width)
-
-
-def check_resumable(mine: dict, theirs: dict, selectors: tuple[str, ...]) -> list[str]:
-    """The fields (not ``selectors``) in which two configs differ: a folder resumed with them would mix runs."""
-    if not isinstance(theirs, dict):
-        raise UserError("relatives: the marker's config is not a mapping")
-    return sorted(k for k in mine if k not in selectors and mine.get(k) != theirs.get(k))

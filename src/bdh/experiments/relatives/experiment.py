@@ -16,58 +16,26 @@ Each suite is `bdh.bench.runner.run_suite`: a run is recorded in its suite's run
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bdh.bench import recall, runner
-from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, write_text
 
+from ..scaffold import ExperimentFolder, Log
 from . import lm
-from .config import Config, check_resumable
+from .config import Config
 from .costs import estimate, plan_text
 from .verdict import compare
 
-#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
-MARKER = "relatives.json"
 #: config fields that only choose which runs are made (or how fast): a resumed folder may change them
 SELECTORS = ("models", "seeds", "jobs", "probe_steps")
-Log = Callable[[str], None]
-
-
-def prepare_resume(out: str | Path) -> Path:
-    """The output folder of ``--resume``: new, empty, or an earlier relatives folder (kept as it is)."""
-    out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
-        raise UserError(f"--resume: {out} is not a relatives experiment folder (no {MARKER}); give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _check_marker(config: Config, out: Path, resume: bool) -> None:
-    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
-    path = out / MARKER
-    mine = {"experiment": "relatives", "config": config.to_dict()}
-    if resume and path.is_file():
-        try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
-            changed = check_resumable(mine["config"], theirs, SELECTORS)
-        except (ValueError, KeyError, TypeError, UserError):
-            raise UserError(
-                f"{path}: damaged (not the JSON object bdh writes); start anew with --overwrite instead of --resume, "
-                "or give another --out"
-            ) from None
-        if changed:
-            raise UserError(
-                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
-                "give the same --set values or another --out"
-            )
-    write_text(path, json.dumps(mine, indent=1) + "\n")
+#: the output folder; its marker file ``relatives.json`` is what ``--resume`` continues
+FOLDER = ExperimentFolder("relatives", SELECTORS)
+MARKER = FOLDER.marker
+prepare_resume = FOLDER.prepare_resume
 
 
 def parts(config: Config) -> dict[str, tuple[Any, list, int, int]]:
@@ -107,7 +75,7 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_marker(config, out, resume)
+    FOLDER.mark(config.to_dict(), out, resume)
     start = time.time()
     suites = parts(config)
     plan = describe_plan(config, probe_steps=0)

@@ -3,8 +3,9 @@
 For each label other than BDH and each (suite, setting, width) where both were trained: the difference of the
 means over seeds (label minus BDH, in the suite's score: MQAR accuracy, the language model's bits per byte), its
 min-max over seeds (the difference seed by seed, for the seeds both have), and the verdict by the bench's own
-rule (`bdh.bench.results.pick_winner`, in the suite's direction): ``better`` or ``worse`` only beyond the spread of
-the seeds (the label's worst seed better than BDH's best, or its best seed worse than BDH's worst), else
+rule (`bdh.bench.results.pick_winner`, by `bdh.seeds.beyond_seeds`, in the suite's direction): ``better`` or
+``worse`` only beyond the spread of the seeds (the label's worst seed better than BDH's best, or its best seed
+worse than BDH's worst), else
 ``within the spread`` (or ``one seed: no spread``). `tally` counts the verdicts of a label per suite: the line of
 the report that says what a part of BDH costs or buys.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from bdh.bench.models import REFERENCE
 from bdh.bench.results import pick_winner
 from bdh.bench.spec import is_reference
+from bdh.seeds import finite_mean
 
 BETTER, WORSE = "better", "worse"
 
@@ -68,11 +70,6 @@ def _value(row: dict[str, Any], column: str) -> float:
         return math.nan
 
 
-def _mean(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return sum(finite) / len(finite) if finite else math.nan
-
-
 def _by_seed(rows: Iterable[dict[str, Any]], metric: str) -> dict[tuple[str, str, int], dict[int, float]]:
     """(model, setting, width) -> seed -> score, from result rows (one per seed; reference rows left out)."""
     out: dict[tuple[str, str, int], dict[int, float]] = {}
@@ -89,7 +86,7 @@ def _speed(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, int], float]:
     for r in rows:
         key = (str(r["model"]), str(r["setting"]), int(float(r["width"])))
         values.setdefault(key, []).append(_value(r, "cpu_s_per_step"))
-    return {k: _mean(v) for k, v in values.items()}
+    return {k: finite_mean(v) for k, v in values.items()}
 
 
 def compare(
@@ -106,7 +103,7 @@ def compare(
         paired = [d for d in paired if math.isfinite(d)] or [math.nan]
         winner, why = pick_winner({reference: list(base.values()), model: list(mine.values())}, higher_is_better)
         verdict = why if winner is None else (BETTER if winner == model else WORSE)
-        ref_mean, my_mean = _mean(list(base.values())), _mean(list(mine.values()))
+        ref_mean, my_mean = finite_mean(list(base.values())), finite_mean(list(mine.values()))
         out.append(
             Verdict(
                 model, suite, setting, width, metric, higher_is_better, ref_mean, my_mean,

@@ -4,32 +4,23 @@ size at each model's chosen rate), the data they share, and the summary the repo
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, write_text
 
+from ..scaffold import ExperimentFolder, Log
 from .config import Config
 from .ladder import MODELS, Rung, build_ladder, plan, plan_text
 from .runs import RunSpec, train_run
 
-#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
-MARKER = "scaling.json"
-Log = Callable[[str], None]
-
-
-def prepare_resume(out: str | Path) -> Path:
-    """The output folder of ``--resume``: new, empty, or an earlier scaling folder (kept as it is)."""
-    out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
-        raise UserError(f"--resume: {out} is not a scaling experiment folder (no {MARKER}); give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+#: the output folder; its marker file ``scaling.json`` is what ``--resume`` continues (each run's own
+#: ``result.json`` holds its spec, so the marker's config is not compared)
+FOLDER = ExperimentFolder("scaling")
+MARKER = FOLDER.marker
+prepare_resume = FOLDER.prepare_resume
 
 
 def describe_plan(config: Config) -> str:
@@ -126,7 +117,7 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     start, cpu = time.time(), time.process_time()
     rungs = build_ladder(config)
     log(plan_text(config, rungs))
-    write_text(out / MARKER, json.dumps({"experiment": "scaling", "config": config.to_dict()}, indent=1) + "\n")
+    FOLDER.mark(config.to_dict(), out, resume)
     task, data_id, segments = prepare_data(config, out, resume)
     records = []
     for model in MODELS:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bdh.experiments.common import Report
+from bdh.seeds import finite_mean
 
 from . import figures
 from .config import Config
@@ -17,11 +18,6 @@ from .summary import Summary, kept, summarise
 
 LN2 = math.log(2.0)
 NAMES = {"bdh": "BDH", "gpt": "GPT"}
-
-
-def _mean(values: list[float]) -> float:
-    ok = [v for v in values if math.isfinite(v)]
-    return sum(ok) / len(ok) if ok else math.nan
 
 
 def _seeds(values: list[float]) -> str:
@@ -156,7 +152,7 @@ def costs_table(rep: Report, config: Config, summary: Summary) -> None:
             rows.append(
                 [s["label"], NAMES[m], f"{s['params'][m]:,}", f"{x['train_flops']:.3g}", round(x["tok_per_s"])]
                 + [f"{x['at_seq_len']['state']:,.0f}", f"{x['at_context']['state']:,.0f}"]
-                + [f"{x['at_seq_len']['flops']:.3g}", f"{x['at_context']['flops']:.3g}", _mean(x["final"])]
+                + [f"{x['at_seq_len']['flops']:.3g}", f"{x['at_context']['flops']:.3g}", finite_mean(x["final"])]
             )
     t = config.seq_len
     headers = ["size", "model", "params", "train FLOPs/run", "measured tok/s", f"state @ {t}", f"state @ {c}"]
@@ -246,8 +242,9 @@ def write_report(
     sweep_table(rep, config, chosen)
     rep.heading("Validation loss per size (nats per byte; bits per byte = nats / ln 2)")
     rep.text(
-        "Each model at its chosen learning rate. The verdict counts a difference only beyond the seed spread (the "
-        "larger of the two models' max - min over seeds); within it the size is a tie; with one seed, undecided."
+        "Each model at its chosen learning rate. A model is better only beyond the seed spread (its worst seed "
+        "better than the other's best: the ranges do not overlap); otherwise the size is a tie; with one seed, "
+        "undecided. The seed spread column is the larger of the two models' max - min over seeds."
     )
     loss_table(rep, summary)
     directions_table(rep, summary, segments)

@@ -19,12 +19,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bdh.bench.engine import FolderLedger, fit, train_or_reuse
+
+from ..scaffold import Log
 
 #: the file that marks a finished run and holds its record
 RESULT = FolderLedger.RESULT
@@ -116,7 +118,7 @@ def train_run(
     *,
     resume: bool,
     segments: dict[str, Sequence[tuple[str, str, str, str]]] | None = None,
-    log: Callable[[str], None] = print,
+    log: Log = print,
 ) -> dict[str, Any]:
     """Train (or, with ``resume``, reuse) one run into ``out/runs`` (`bdh.bench.engine.train_or_reuse`); returns
     its record (``reused`` says which)."""
@@ -128,7 +130,7 @@ def train_run(
 
 
 def _train(
-    spec: RunSpec, run_dir: Path, segments: dict[str, Sequence[tuple[str, str, str, str]]], log: Callable[[str], None]
+    spec: RunSpec, run_dir: Path, segments: dict[str, Sequence[tuple[str, str, str, str]]], log: Log
 ) -> dict[str, Any]:
     from bdh.train import TrainingError
     from bdh.train.evaluate import evaluate

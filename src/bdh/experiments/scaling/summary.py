@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from bdh.seeds import finite_mean
+
 from .config import Config
 from .fits import PowerLawFit, crossovers, fit_power_law
 from .ladder import MODELS, Rung, inference_cost, train_flops_per_token
@@ -63,21 +65,16 @@ def size_rows(config: Config, rungs: list[Rung], records: list[dict], chosen: di
                 "train_flops": train_flops_per_token(m, rung.section(m), config.seq_len) * config.tokens_per_run,
                 "at_seq_len": inference_cost(m, rung.section(m), config.seq_len),
                 "at_context": inference_cost(m, rung.section(m), config.inference_context),
-                "tok_per_s": _mean([r.get("tok_per_s", math.nan) for r in runs]),
+                "tok_per_s": finite_mean([r.get("tok_per_s", math.nan) for r in runs]),
                 "directions": _directions(runs),
             }
         rows.append(row)
     return rows
 
 
-def _mean(values: list[float]) -> float:
-    ok = [v for v in values if math.isfinite(v)]
-    return sum(ok) / len(ok) if ok else math.nan
-
-
 def _directions(runs: list[dict[str, Any]]) -> dict[str, float]:
     keys = sorted({k for r in runs for k in r.get("directions", {})})
-    return {k: _mean([r["directions"].get(k, math.nan) for r in runs if "directions" in r]) for k in keys}
+    return {k: finite_mean([r["directions"].get(k, math.nan) for r in runs if "directions" in r]) for k in keys}
 
 
 def summarise(config: Config, rungs: list[Rung], records: list[dict], chosen: dict) -> Summary:

@@ -1,10 +1,11 @@
 """The verdicts: BDH against GPT at one size, decided against the spread over seeds, and the paper's
 section 4.2 claims (Fig. 7) checked on the numbers.
 
-At a size, each model has one final validation loss per seed. The difference of the means counts only
-when it exceeds the seed spread: the larger of the two models' ranges (max - min over seeds). Within it
-the size is a **tie** (not distinguishable here, which is not the same as equal). With one seed there is
-no spread, and nothing is decided. A model that diverged on a seed the other did not loses the size.
+At a size, each model has one final validation loss per seed. A model is better only beyond the seed spread
+(`bdh.seeds.beyond_seeds`: its worst seed better than the other's best); otherwise the size is a **tie** (not
+distinguishable here, which is not the same as equal). The spread reported beside it is the larger of the two
+models' ranges (max - min over seeds). With one seed there is no spread, and nothing is decided. A model that
+diverged on a seed the other did not loses the size.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from bdh.seeds import beyond_seeds, finite_mean
 
 from .fits import PowerLawFit
 
@@ -44,15 +47,11 @@ def _range(values: Sequence[float]) -> float:
     return max(values) - min(values) if len(values) > 1 else math.nan
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
-
-
 def decide(first: Sequence[float], second: Sequence[float]) -> tuple[str, float, float, str]:
     """Which of two sets of per-seed losses is lower beyond the seed spread: (``first``, ``second``,
     ``tie`` or ``undecided``, the difference of the means, the spread, a note). NaN or inf: diverged."""
     ok1, ok2 = [v for v in first if math.isfinite(v)], [v for v in second if math.isfinite(v)]
-    diff = _mean(ok1) - _mean(ok2)
+    diff = finite_mean(ok1) - finite_mean(ok2)
     lost1, lost2 = len(ok1) < len(first), len(ok2) < len(second)
     if lost1 != lost2:
         return ("second" if lost1 else "first"), diff, math.nan, "diverged on a seed"
@@ -61,9 +60,11 @@ def decide(first: Sequence[float], second: Sequence[float]) -> tuple[str, float,
     spread = max(_range(ok1), _range(ok2))
     if min(len(first), len(second)) < 2:
         return "undecided", diff, spread, "one seed: no spread to judge against"
-    if abs(diff) <= spread:
-        return "tie", diff, spread, ""
-    return ("first" if diff < 0 else "second"), diff, spread, ""
+    if beyond_seeds(ok1, ok2, higher_is_better=False):
+        return "first", diff, spread, ""
+    if beyond_seeds(ok2, ok1, higher_is_better=False):
+        return "second", diff, spread, ""
+    return "tie", diff, spread, ""
 
 
 def compare(bdh: Sequence[float], gpt: Sequence[float]) -> Comparison:
@@ -72,7 +73,7 @@ def compare(bdh: Sequence[float], gpt: Sequence[float]) -> Comparison:
     verdict = {"first": BDH_BETTER, "second": GPT_BETTER, "tie": TIE, "undecided": UNDECIDED}[code]
     if note == "diverged on a seed":
         note = f"{'GPT' if code == 'first' else 'BDH'} diverged on a seed"
-    means = [_mean([v for v in xs if math.isfinite(v)]) for xs in (bdh, gpt)]
+    means = [finite_mean(xs) for xs in (bdh, gpt)]
     return Comparison(verdict, means[0], means[1], diff, spread, min(len(bdh), len(gpt)), note)
 
 

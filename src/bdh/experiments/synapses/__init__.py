@@ -42,6 +42,7 @@ from this package.
 
 from __future__ import annotations
 
+from ..scaffold import Log
 from .analysis import analyse
 from .claims import Verdict, verdicts
 from .experiment import Config, run
@@ -58,7 +59,6 @@ from .options import (
     SEARCH_SEED,
     STATISTICS,
     SURFACES,
-    Log,
     SynapseOptions,
 )
 from .report import build_report

@@ -14,9 +14,10 @@ import torch
 from bdh.experiments.common import Report
 from bdh.model import BDH
 
+from ..scaffold import Log, no_log
 from .figures import plot_mechanism, plot_search_auc, plot_synapse_traces
 from .growth import step_statistics, trigger_words
-from .options import Log, SynapseOptions, no_log
+from .options import SynapseOptions
 from .report import build_report
 from .scoring import pair_increments, score_sentences, synapse_traces
 from .sentences import SentenceSets, examples, sentence_sets

@@ -16,8 +16,9 @@ from bdh.model import BDH
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
 
+from ..scaffold import Log
 from .analysis import analyse
-from .options import Log, SynapseOptions
+from .options import SynapseOptions
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from pathlib import Path
 from bdh.experiments.common import Report, prepare_out
 from bdh.model import BDH
 
+from ..scaffold import Log, no_log
 from .analysis import analyse
-from .options import Log, SynapseOptions, no_log
+from .options import SynapseOptions
 
 
 @dataclass(frozen=True)

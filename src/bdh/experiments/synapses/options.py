@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -23,12 +22,6 @@ SEARCH_SEED, HELDOUT_SEED, EXAMPLE_SEED = 10_000, 20_000, 30_000
 POOL, POS_POOL, MATCH_TOLERANCE = 30, 4, 2
 #: surface forms per concept (concept key -> language -> text)
 SURFACES = {"currency": CURRENCIES, "country": COUNTRIES}
-
-Log = Callable[[str], None]
-
-
-def no_log(msg: str) -> None:
-    """A `Log` that says nothing."""
 
 
 @dataclass(frozen=True)

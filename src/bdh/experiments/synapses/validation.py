@@ -12,7 +12,8 @@ import numpy as np
 from bdh.model import BDH
 from bdh.tasks.multilingual import LabelledSentence
 
-from .options import STATISTICS, Log, SynapseOptions
+from ..scaffold import Log
+from .options import STATISTICS, SynapseOptions
 from .scoring import Scores, score_sentences
 from .sentences import SentenceSets
 from .stats import Search, mann_whitney_test, search

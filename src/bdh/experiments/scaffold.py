@@ -1,0 +1,109 @@
+"""What every experiment shares besides its science: the progress log, its output folder marked as its own (what
+``--resume`` continues, only with the same config), and the records of its finished runs (what ``--resume`` skips).
+An experiment is then its ``Config``, its runs and its verdict (CONTRIBUTING.md, "Adding an experiment")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bdh.errors import UserError
+from bdh.outputs import check_output, folder_entries, json_default, write_text
+
+#: where an experiment writes its progress lines (``print`` on the command line)
+Log = Callable[[str], None]
+
+
+def no_log(line: str) -> None:
+    """A `Log` that says nothing."""
+
+
+@dataclass(frozen=True)
+class ExperimentFolder:
+    """The output folder of experiment ``name``, marked as its own by ``<name>.json`` (the `marker`), which holds
+    the config the folder was made with. ``selectors``: the config fields that only choose which runs are made, which
+    a resumed folder may change; None: the marker's config is not compared (each run's record holds its own)."""
+
+    name: str
+    selectors: tuple[str, ...] | None = None
+
+    @property
+    def marker(self) -> str:
+        return f"{self.name}.json"
+
+    def prepare_resume(self, out: str | Path) -> Path:
+        """The output folder of ``--resume``: new, empty, or an earlier folder of this experiment (kept as it is)."""
+        out = check_output(out, overwrite=True, folder=True)
+        if out.is_dir() and folder_entries(out) and not (out / self.marker).is_file():
+            raise UserError(
+                f"--resume: {out} is not a {self.name} experiment folder (no {self.marker}); give another --out"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+
+    def mark(self, config: dict[str, Any], out: Path, resume: bool) -> None:
+        """Write the marker with ``config`` (the config's `to_dict`); under ``resume``, first refuse a folder made
+        with another config (one that differs outside the ``selectors``)."""
+        path = out / self.marker
+        if resume and self.selectors is not None and path.is_file():
+            changed = sorted(k for k in config if k not in self.selectors and config[k] != self._made_with(path).get(k))
+            if changed:
+                raise UserError(
+                    f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
+                    "give the same --set values or another --out"
+                )
+        write_text(path, json.dumps({"experiment": self.name, "config": config}, indent=1) + "\n")
+
+    @staticmethod
+    def _made_with(path: Path) -> dict[str, Any]:
+        """The config a marker holds; a damaged marker is one line saying so."""
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
+        except (ValueError, KeyError, TypeError):  # not UTF-8, not JSON, not the object written: the config is lost
+            theirs = None
+        if not isinstance(theirs, dict):
+            raise UserError(
+                f"{path}: damaged (not the JSON object bdh writes); the config this folder was made with cannot be "
+                "compared: start it anew with --overwrite instead of --resume, or give another --out"
+            )
+        return theirs
+
+
+class RunRecords:
+    """The records of an experiment's finished runs, one JSON file each (``<folder>/<run>.json``, written atomically
+    when the run ends): the runs ledger that ``--resume`` skips. A missing or damaged file is a run to make again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def path(self, run: str) -> Path:
+        return self.folder / f"{run}.json"
+
+    def find(self, run: str) -> dict[str, Any] | None:
+        """The record of ``run``, or None when it has none (or a damaged one)."""
+        try:
+            record = json.loads(self.path(run).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def add(self, run: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Record ``run`` as finished; returns the record."""
+        write_text(self.path(run), json.dumps(record, indent=1, default=json_default) + "\n")
+        return record
+
+    def make_all(
+        self, runs: Sequence[str], make: Callable[[str], dict[str, Any]], *, resume: bool, reused: Log = no_log
+    ) -> list[dict[str, Any]]:
+        """The records of ``runs`` in order: with ``resume`` those found are reused (``reused(run)`` told), every
+        other made by ``make(run)`` and recorded as it ends."""
+        out = []
+        for run in runs:
+            found = self.find(run) if resume else None
+            if found is not None:
+                reused(run)
+            out.append(found if found is not None else self.add(run, make(run)))
+        return out
