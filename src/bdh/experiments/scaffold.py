@@ -44,12 +44,14 @@ class ExperimentFolder:
         out.mkdir(parents=True, exist_ok=True)
         return out
 
-    def mark(self, config: dict[str, Any], out: Path, resume: bool) -> None:
+    def mark(self, config: dict[str, Any], out: Path, resume: bool, defaults: dict[str, Any] | None = None) -> None:
         """Write the marker with ``config`` (the config's `to_dict`); under ``resume``, first refuse a folder made
-        with another config (one that differs outside the ``selectors``)."""
+        with another config (one that differs outside the ``selectors``; a field the marker lacks, added since the
+        folder was made, counts at its value in ``defaults``)."""
         path = out / self.marker
         if resume and self.selectors is not None and path.is_file():
-            changed = sorted(k for k in config if k not in self.selectors and config[k] != self._made_with(path).get(k))
+            theirs = {**(defaults or {}), **self._made_with(path)}
+            changed = sorted(k for k in config if k not in self.selectors and config[k] != theirs.get(k))
             if changed:
                 raise UserError(
                     f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "

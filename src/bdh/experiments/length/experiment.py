@@ -20,24 +20,21 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, write_text
+from bdh.outputs import write_text
 from bdh.tasks.lengths import fixed_test_set, wilson_interval
 
 from ..common import train_lm
+from ..scaffold import ExperimentFolder, Log
 from . import reading
 from .config import Config
 from .memory import trace_record
 
-#: the file that marks an output folder as this experiment's (what ``--resume`` continues)
-MARKER = "length.json"
 #: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
 SELECTORS = (
     "models",
@@ -58,40 +55,10 @@ ATTENTION = ("gpt",)
 HELD_TOKENS = 2**22
 #: the seed of the fixed test sets (the same sets for every model and training seed)
 TEST_SEED = 0
-Log = Callable[[str], None]
-
-
-def prepare_resume(out: str | Path) -> Path:
-    """The output folder of ``--resume``: new, empty, or an earlier length folder (kept as it is)."""
-    out = check_output(out, overwrite=True, folder=True)
-    if out.is_dir() and folder_entries(out) and not (out / MARKER).is_file():
-        raise UserError(f"--resume: {out} is not a length experiment folder (no {MARKER}); give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _check_marker(config: Config, out: Path, resume: bool) -> None:
-    """Write the marker with the config; under ``--resume``, refuse a folder made with another config."""
-    path = out / MARKER
-    mine = {"experiment": "length", "config": config.to_dict()}
-    if resume and path.is_file():
-        try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))["config"]
-            default = Config().to_dict()  # a field added since the folder was made counts at its default
-            changed = sorted(
-                k for k in mine["config"] if k not in SELECTORS and mine["config"][k] != theirs.get(k, default[k])
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise UserError(
-                f"{path}: damaged (not the JSON object bdh writes); start anew with --overwrite instead of --resume, "
-                "or give another --out"
-            ) from None
-        if changed:
-            raise UserError(
-                f"--resume: {out} was made with another config (differs in {', '.join(changed)}); "
-                "give the same --set values or another --out"
-            )
-    write_text(path, json.dumps(mine, indent=1) + "\n")
+#: the output folder, marked by ``length.json`` (what ``--resume`` continues, with the same config)
+FOLDER = ExperimentFolder("length", SELECTORS)
+MARKER = FOLDER.marker
+prepare_resume = FOLDER.prepare_resume
 
 
 def run_name(model: str, task: str, seed: int) -> str:
@@ -261,7 +228,7 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_marker(config, out, resume)
+    FOLDER.mark(config.to_dict(), out, resume, defaults=Config().to_dict())
     start = time.time()
     records = []
     for task in config.tasks:

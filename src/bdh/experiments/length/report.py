@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from bdh.seeds import mean
 from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
@@ -103,20 +104,15 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
             out.append(
                 [
                     _label(model, read),
-                    _mean([r["tokens_per_s"] for r in at_t]),
+                    mean([r["tokens_per_s"] for r in at_t if r["tokens_per_s"] is not None]),
                     f"{longest:,}",
-                    _mean([r["tokens_per_s"] for r in far]),
+                    mean([r["tokens_per_s"] for r in far if r["tokens_per_s"] is not None]),
                     max(r["state_bytes"] for r in far) / 2**20,
                     max((r["peak_bytes"] or 0) for r in far) / 2**20,
                 ]
             )
     headers = ["model", "tokens/s at T", "longest read", "tokens/s there", "state MiB", "peak growth MiB"]
     report.table(headers, out, digits=1)
-
-
-def _mean(values: list[Any]) -> float:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else float("nan")
 
 
 def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, float]) -> str:
