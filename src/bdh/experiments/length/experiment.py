@@ -109,7 +109,7 @@ def _train(
         steps=steps,
         batch_size=config.batch_size,
         seq_len=seq_len,
-        lr=config.lr,
+        lr=config.lr if init_from is None or config.lr_at_t is None else config.lr_at_t,
         seed=seed,
         init_from=init_from,
         device=config.device,
