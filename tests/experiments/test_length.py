@@ -90,12 +90,16 @@ def test_gpt_past_the_memory_cutoff_is_reported_out_of_memory_and_a_capped_model
 
 
 def test_peak_memory_sees_a_large_allocation():
-    with reading.PeakMemory(torch.device("cpu"), every=0.001) as memory:
-        big = torch.ones(64 * 2**20 // 4)  # 64 MiB, held for 50 ms
-        import time
+    import mmap
+    import time
 
+    with reading.PeakMemory(torch.device("cpu"), every=0.001) as memory:
+        # 64 MiB of fresh pages, held for 50 ms: an anonymous map, never memory that malloc kept from an earlier
+        # test (the trainer keeps freed memory in the process, so a tensor could land on pages already resident)
+        big = mmap.mmap(-1, 64 * 2**20)
+        big.write(b"\x01" * (64 * 2**20))
         time.sleep(0.05)
-        del big
+        big.close()
     if memory.peak is not None:  # Linux: sampled from /proc/self/statm
         assert memory.peak >= 32 * 2**20
 

@@ -297,8 +297,7 @@ class Trainer:
     def train_step(self, step: int) -> tuple[float, float]:
         """One optimiser step on global batch ``step``; returns (loss, gradient norm before clipping)."""
         t, rt = self.config.train, self.runtime
-        tbptt, reset = t.bptt == "tbptt", False
-        carried = tbptt or t.bptt == "state-passing"  # state passing: task batches, the last step's states
+        tbptt, reset, carried = t.bptt == "tbptt", False, t.bptt in ("tbptt", "state-passing")
         if tbptt:
             inputs, targets, reset = self.recurrent.batch(step, t.batch_size, t.seed)
         else:
