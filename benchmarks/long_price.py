@@ -1,0 +1,150 @@
+"""The price of a long context: BDH's state against its own windowed pass, and against a GPT's KV cache.
+
+    python benchmarks/long_price.py        # the length recipe's BDH (bdh-nopos-lg, width 64, n = 512), 2^20 tokens
+    python benchmarks/long_price.py --tokens 65536 --contexts 1024 8192
+
+Both tables use the models of ``bdh experiment length`` (`bdh.experiments.length.config.Config`, its ``--set``
+fields via ``--width`` / ``--n-layer`` / ``--models``) on the induction task's vocabulary, batch 1, no gradient.
+
+* **Read**: tokens/s of reading ``--tokens`` random tokens through the carried state in chunks of T, against the
+  same model's windowed pass (``forward`` over separate sequences of T, the form it was trained in), measured in
+  the same process, interleaved; and the resident memory at a quarter of the read and at its end (flat: the two
+  agree).
+* **Generation**: milliseconds per new token after a context of C tokens (read first, untimed): BDH's recurrent
+  step on its state, and a GPT of the same parameter count (`bdh.bench.models.sized_section`) with its KV cache.
+  The last column is GPT's time over BDH's: above 1, the state is cheaper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+
+import psutil
+import torch
+
+from bdh.experiments.length.config import Config
+from bdh.registry import get_model
+
+
+def build(config: Config, name: str) -> torch.nn.Module:
+    section = config.model_section(name, "induction")
+    cls = get_model(section.pop("name"))
+    return cls(cls.config_class(**section)).eval()
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def windowed_tok_s(model: torch.nn.Module, vocab: int, T: int, windows: int) -> float:
+    """Tokens/s of ``forward`` over ``windows`` separate sequences of T (batch 1)."""
+    gen = torch.Generator().manual_seed(1)
+    model(torch.randint(0, vocab, (1, T), generator=gen))  # warm-up
+    start = time.perf_counter()
+    for _ in range(windows):
+        model(torch.randint(0, vocab, (1, T), generator=gen))
+    return windows * T / (time.perf_counter() - start)
+
+
+def state_read(model: torch.nn.Module, vocab: int, T: int, tokens: int) -> dict[str, float]:
+    """Tokens/s and resident memory of reading ``tokens`` random tokens through the state in chunks of T."""
+    gen = torch.Generator().manual_seed(0)
+    state = model.init_state(1)
+    model.step(torch.randint(0, vocab, (1, T), generator=gen), model.init_state(1))  # warm-up, not kept
+    quarter, start = None, time.perf_counter()
+    for done in range(0, tokens, T):
+        _, state = model.step(torch.randint(0, vocab, (1, min(T, tokens - done)), generator=gen), state)
+        if quarter is None and done + T >= tokens // 4:
+            quarter = rss_mb()
+    return {"tok_s": tokens / (time.perf_counter() - start), "rss_quarter": quarter or rss_mb(), "rss_end": rss_mb()}
+
+
+def ms_per_token(model: torch.nn.Module, vocab: int, context: int, chunk: int, new_tokens: int) -> float:
+    """Median milliseconds of one new token's step after ``context`` tokens read through the model's state."""
+    gen = torch.Generator().manual_seed(2)
+    state = model.init_state(1)
+    for done in range(0, context, chunk):
+        _, state = model.step(torch.randint(0, vocab, (1, min(chunk, context - done)), generator=gen), state)
+    times, token = [], torch.zeros(1, dtype=torch.long)
+    for _ in range(new_tokens):
+        start = time.perf_counter()
+        logits, state = model.step(token, state)
+        times.append(time.perf_counter() - start)
+        token = logits.argmax(-1)
+    return 1e3 * statistics.median(times)
+
+
+def params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def read_table(config: Config, args: argparse.Namespace) -> None:
+    T, vocab = config.seq_len, config.induction_vocab
+    print(f"\nRead: {args.tokens:,} tokens through the state in chunks of T = {T}, against the windowed pass at T")
+    print("| model | params | windowed tok/s | state tok/s | state / windowed | RSS MB at 1/4 | RSS MB at end |")
+    print("|---|---|---|---|---|---|---|")
+    for name in (args.bdh, *args.models):
+        model = build(config, name)
+        windowed = windowed_tok_s(model, vocab, T, args.windows)
+        r = state_read(model, vocab, T, args.tokens)
+        windowed = max(windowed, windowed_tok_s(model, vocab, T, args.windows))  # best of two, around the read
+        print(
+            f"| {name} | {params(model):,} | {windowed:,.0f} | {r['tok_s']:,.0f} | {r['tok_s'] / windowed:.2f} | "
+            f"{r['rss_quarter']:.0f} | {r['rss_end']:.0f} |"
+        )
+
+
+def generation_table(config: Config, args: argparse.Namespace) -> None:
+    vocab = config.induction_vocab
+    bdh, gpt = build(config, args.bdh), build(config, "gpt")
+    print(f"\nGeneration: ms per new token after C tokens of context (median of {args.new_tokens}), batch 1")
+    print(f"{args.bdh} {params(bdh):,} parameters (its state), GPT {params(gpt):,} parameters (its KV cache)")
+    print("| context C | BDH ms/token | GPT ms/token | GPT / BDH |")
+    print("|---|---|---|---|")
+    for context in args.contexts:
+        b = ms_per_token(bdh, vocab, context, config.seq_len, args.new_tokens)
+        g = ms_per_token(gpt, vocab, context, config.seq_len, args.new_tokens)
+        print(f"| {context:,} | {b:.2f} | {g:.2f} | {g / b:.2f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, default=2**20, help="tokens of the long read")
+    ap.add_argument("--windows", type=int, default=64, help="sequences of T timed for the windowed pass")
+    ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 8192, 65536])
+    ap.add_argument("--new-tokens", type=int, default=32, help="timed new tokens per context")
+    ap.add_argument("--width", type=int, default=64, help="the experiment's width (its --set width=)")
+    ap.add_argument("--n-layer", type=int, default=2)
+    ap.add_argument("--neuron-mult", type=int, default=8, help="BDH's n = neuron_mult x width")
+    ap.add_argument("--bdh", default="bdh-nopos-lg", help="the BDH row of both tables (a name of BDH_STATES or bdh)")
+    ap.add_argument("--models", nargs="*", default=[], help="other models of the read table (e.g. mamba gla)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip", choices=("read", "generation"), help="leave one table out")
+    args = ap.parse_args(argv)
+    if args.tokens < 1 or args.windows < 1 or args.new_tokens < 1 or min(args.contexts) < 1:
+        ap.error("--tokens, --windows, --new-tokens and --contexts must be positive")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    config = Config(width=args.width, n_layer=args.n_layer, neuron_mult=args.neuron_mult)
+    command = shlex.join(["python", "benchmarks/long_price.py", *(sys.argv[1:] if argv is None else argv)])
+    print(f"command: `{command}`")
+    print(
+        f"torch {torch.__version__}, {os.cpu_count()} cores, {args.threads} threads, 1-minute load average "
+        f"{os.getloadavg()[0]:.2f} at the start; width {args.width}, {args.n_layer} layers, "
+        f"n = {args.neuron_mult} x width"
+    )
+    with torch.no_grad():
+        if args.skip != "read":
+            read_table(config, args)
+        if args.skip != "generation":
+            generation_table(config, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
