@@ -212,14 +212,20 @@ def test_a_curriculum_trains_short_first_then_at_t_from_there(tmp_path, capsys):
     out = tmp_path / "length"
     args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "models=[bdh]"]
     args += ["--set", "tasks=[induction]", "--set", "steps=2", "--set", "short_steps=3", "--set", "short_len=16"]
-    assert main([*args, "--set", "max_length=64", "--set", "lr_at_t=0.0003"]) == 0
+    assert main([*args, "--set", "max_length=64", "--set", "lr_at_t=0.0003", "--set", "batch_at_t=4"]) == 0
     err = capsys.readouterr().err
-    assert "training bdh-induction-s0-short (3 steps of 8 x 16)" in err and "training bdh-induction-s0 (2 steps" in err
+    assert "training bdh-induction-s0-short (3 steps of 8 x 16)" in err
+    assert "training bdh-induction-s0 (2 steps of 4 x 32)" in err
     short = yaml.safe_load((out / "runs" / "bdh-induction-s0-short" / "config.yaml").read_text())
     full = yaml.safe_load((out / "runs" / "bdh-induction-s0" / "config.yaml").read_text())
     assert short["task"]["seq_len"] == 16 and full["task"]["seq_len"] == 32
     assert short["optim"]["lr"] == Config.preset("quick").lr and full["optim"]["lr"] == 0.0003
     assert full["train"]["init_from"] == str(out / "runs" / "bdh-induction-s0-short")
-    assert "after 3 steps at 16, a curriculum over lengths" in (out / "report.md").read_text()
+    assert short["train"]["batch_size"] == 8 and full["train"]["batch_size"] == 4
+    report = (out / "report.md").read_text()
+    assert (
+        "after 3 steps of 8 at 16, a curriculum over lengths that is our deviation; then 2 steps of 4 at learning"
+        in report
+    )
     with pytest.raises(UserError, match="short_len: a curriculum starts shorter than seq_len"):
         Config.preset("quick").replace(short_steps=5, short_len=32)

@@ -35,7 +35,8 @@ class Config(ExperimentConfig):
         short_len, short_steps: a curriculum over lengths (our deviation): the first ``short_steps`` steps on
             sequences of ``short_len`` < T (cheaper steps, the same number of answers), then ``steps`` at T from
             there; 0 short steps: none (the paper's protocol).
-        lr_at_t: the learning rate of the steps at T after a curriculum's short phase (null: ``lr``).
+        lr_at_t, batch_at_t: the learning rate and batch size of the steps at T after a curriculum's short phase
+            (null: ``lr``, ``batch_size``).
         max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it (T times a power of 2).
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
         gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
@@ -65,6 +66,7 @@ class Config(ExperimentConfig):
     short_len: int = bounded(64, ge=16)
     short_steps: int = bounded(0, ge=0)
     lr_at_t: float | None = bounded(None, gt=0, lt=1)
+    batch_at_t: int | None = bounded(None, ge=1)
     max_length: int = bounded(2**16, ge=16)
     n_layer: int = bounded(2, ge=1)
     width: int = bounded(32, ge=4)

@@ -78,9 +78,9 @@ def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: 
     name = run_name(model, task, seed)
     start, init_from = time.time(), None
     if config.short_steps:
-        short = _train(config, out / "runs" / f"{name}-short", model, task, seed, config.short_len, None, log)
+        short = _train(config, out / "runs" / f"{name}-short", model, task, seed, None, log)
         init_from = short.run_dir
-    result = _train(config, out / "runs" / name, model, task, seed, config.seq_len, init_from, log)
+    result = _train(config, out / "runs" / name, model, task, seed, init_from, log)
     result.model.save_pretrained(out / "models" / name)
     final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
     return {
@@ -94,22 +94,25 @@ def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: 
     }
 
 
-def _train(
-    config: Config, run_dir: Path, model: str, task: str, seed: int, seq_len: int, init_from: Path | None, log: Log
-) -> Any:
-    """One training phase at ``seq_len`` (the short phase of a curriculum, or the run at T from ``init_from``)."""
+def _train(config: Config, run_dir: Path, model: str, task: str, seed: int, init_from: Path | None, log: Log) -> Any:
+    """One training phase: the short phase of a curriculum (``init_from`` None and ``short_steps``), or the run at
+    T (from ``init_from``, the short phase's run, with ``lr_at_t`` and ``batch_at_t`` where set)."""
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
-    steps = config.steps if seq_len == config.seq_len else config.short_steps
-    log(f"length: training {run_dir.name} ({steps} steps of {config.batch_size} x {seq_len})")
+    short = init_from is None and config.short_steps > 0
+    seq_len, steps = (config.short_len, config.short_steps) if short else (config.seq_len, config.steps)
+    after_short = init_from is not None
+    batch_size = config.batch_at_t if after_short and config.batch_at_t is not None else config.batch_size
+    lr = config.lr_at_t if after_short and config.lr_at_t is not None else config.lr
+    log(f"length: training {run_dir.name} ({steps} steps of {batch_size} x {seq_len})")
     return train_lm(
         run_dir,
         None,
         config.model_section(model, task),
         steps=steps,
-        batch_size=config.batch_size,
+        batch_size=batch_size,
         seq_len=seq_len,
-        lr=config.lr if init_from is None or config.lr_at_t is None else config.lr_at_t,
+        lr=lr,
         seed=seed,
         init_from=init_from,
         device=config.device,

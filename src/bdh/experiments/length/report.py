@@ -160,10 +160,16 @@ def text_table(report: Report, text: list[dict[str, Any]]) -> None:
     report.table(headers, rows)
 
 
-def _curriculum(config: Config) -> str:
+def _phases(config: Config) -> str:
+    """The training: its steps and batch, and a curriculum's short phase first."""
     if not config.short_steps:
-        return ""
-    return f"after {config.short_steps} steps at {config.short_len}, a curriculum over lengths that is our deviation; "
+        return f"{config.steps} steps of {config.batch_size}"
+    batch = config.batch_size if config.batch_at_t is None else config.batch_at_t
+    lr = "" if config.lr_at_t is None else f" at learning rate {config.lr_at_t:g}"
+    return (
+        f"after {config.short_steps} steps of {config.batch_size} at {config.short_len}, a curriculum over lengths "
+        f"that is our deviation; then {config.steps} steps of {batch}{lr}"
+    )
 
 
 def _stopping(config: Config) -> str:
@@ -182,9 +188,8 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     report = Report("Memory past the training length: induction heads and recall through a gap")
     report.text(f"Made by `{command_line(config)}` ({seconds / 60:.1f} min of wall time here).")
     report.text(
-        f"Every model trained at T = {config.seq_len} ({_curriculum(config)}{config.steps} steps of "
-        f"{config.batch_size}, seeds "
-        f"{list(config.seeds)}), then read on fixed test sets of {config.test_sequences} sequences per length. A cell "
+        f"Every model trained at T = {config.seq_len} ({_phases(config)}, seeds {list(config.seeds)}), then read "
+        f"on fixed test sets of {config.test_sequences} sequences per length. A cell "
         "is the accuracy with the seeds pooled and its 95 % Wilson interval; OOM: the whole-context read's estimated "
         f"memory passes {config.attention_gb:g} GB; {_stopping(config)} Recurrent models read through their state, "
         "T tokens at a time; a model without one reads each sequence whole."
