@@ -145,8 +145,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     streamed as it is made. A resumed run that is already finished: one line, nothing written."""
     from bdh.outputs import DiskFull
     from bdh.train import train
-    from bdh.train.distributed import from_environment
     from bdh.train.run_report import resume_checkpoint, resume_replans, train_report
+    from bdh.train.runtime.distributed import from_environment
 
     _check_set_syntax(args)
     config = _run_config(args)

@@ -9,7 +9,7 @@
 
 The folder is made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder) and its path is
 broadcast to the other processes; every file is written atomically by rank 0, while every process takes part
-in gathering what a sharded run writes (`bdh.train.process.Runtime`).
+in gathering what a sharded run writes (`bdh.train.runtime.device.Runtime`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from . import checkpoint as ckpt
 from .config import KEYS, ConfigError, RunConfig, read_config_file
 from .errors import TrainingError
 from .log import MetricsLog
-from .process import Runtime
+from .runtime.device import Runtime
 
 
 class RunFolder:

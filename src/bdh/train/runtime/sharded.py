@@ -20,7 +20,7 @@ the optimiser moments are gathered the same way (`full_optimizer_state`). A chec
 therefore loads anywhere (``bdh.load_pretrained``, one process, DDP, FSDP with another process count);
 `load_full_state_dict` and `shard_optimizer_tensors` cut full tensors back into this process's shards.
 
-Backends: NCCL on CUDA, gloo on CPU (`bdh.train.distributed.init`); the CPU/gloo path is tested with two
+Backends: NCCL on CUDA, gloo on CPU (`bdh.train.runtime.distributed.init`); the CPU/gloo path is tested with two
 processes (tests/train/test_distributed.py).
 """
 
