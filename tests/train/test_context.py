@@ -26,7 +26,7 @@ from bdh.train.context import (
     task_streams,
     trained_context,
 )
-from bdh.train.run_model import load_generator, past_training_warning
+from bdh.train.run.model import load_generator, past_training_warning
 
 LN2 = math.log(2.0)
 

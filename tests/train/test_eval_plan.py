@@ -19,7 +19,7 @@ from bdh.train.config import load_config
 from bdh.train.context import ContextCurve, plan_streams, position_edges, state_gain
 from bdh.train.eval_data import eval_data
 from bdh.train.eval_plan import LONG_LENGTH, StreamPlan, WindowPlan, plan_eval
-from bdh.train.run_model import load_run_model
+from bdh.train.run.model import load_run_model
 
 #: the command prints four decimals: a number it printed lies within half a unit of the last one of the value
 PRINTED = 0.5e-4 + 1e-9

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
 from bdh.baselines import GPT, GPTConfig
-from bdh.train import checkpoint as ckpt
+from bdh.train.run import checkpoint as ckpt
 from bdh.train.runtime import sharded
 
 

@@ -124,8 +124,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """Print `bdh.train.runs.list_runs` as a table."""
-    from bdh.train.runs import COLUMNS, list_runs, run_folders
+    """Print `bdh.train.run.listing.list_runs` as a table."""
+    from bdh.train.run.listing import COLUMNS, list_runs, run_folders
 
     if not run_folders(args.dir):
         print(f"no run folders in {args.dir}")

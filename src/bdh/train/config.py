@@ -343,7 +343,7 @@ class RunConfig(TypedConfig):
         if environment:
             check_device(self.train.device)
             if self.log.wandb:
-                from .log import check_wandb
+                from .run.log import check_wandb
 
                 check_wandb()
 

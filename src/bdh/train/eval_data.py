@@ -58,7 +58,7 @@ def eval_data(source: str | Path, model: Any, data: str | Path | None = None) ->
     from bdh.tasks.text import TextConfig, TextTask
 
     from .config import RunConfig
-    from .run_folder import load_run_config
+    from .run.folder import load_run_config
 
     is_run = (Path(source) / "config.yaml").is_file()
     config = RunConfig.from_dict(load_run_config(source)) if is_run else None

@@ -56,7 +56,7 @@ class WindowPlan:
         """The metrics of `bdh.train.evaluate.evaluate` (``val_loss`` in nats, ``val_bpb``, its standard error
         and the task's metrics); ``progress``: a mode of `EvalProgress` (``auto``, ``bar``, ``lines``, ``none``)."""
         from .evaluate import evaluate
-        from .log import EvalProgress
+        from .run.log import EvalProgress
 
         ev = self.ev
         ticker = EvalProgress(self.batches, progress) if self.progress else None
@@ -100,7 +100,7 @@ class StreamPlan:
 
     def _carried(self, model: Any, tokens: Any, progress: str) -> Any:
         from .context import carried_curve
-        from .log import EvalProgress
+        from .run.log import EvalProgress
 
         T = self.ev.task.seq_len
         chunks = -(-self.length // T)
@@ -112,7 +112,7 @@ class StreamPlan:
 
     def _sliding(self, model: Any, tokens: Any, progress: str) -> Any:
         from .context import sliding_curve, sliding_steps
-        from .log import EvalProgress
+        from .run.log import EvalProgress
 
         steps = sliding_steps(self.length, self.cut, self.stride)
         ticker = EvalProgress(steps, progress, unit="windows", desc="sliding") if steps > 1 else None

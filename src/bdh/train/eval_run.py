@@ -36,7 +36,7 @@ class EvalResult:
 
     def _metric_lines(self) -> list[str]:
         """The loss and bits per unit (the standard error of a sample), then the task's metrics."""
-        from .log import se_text
+        from .run.log import se_text
 
         m, plan = self.metrics, self.plan
         unit = plan.ev.unit
@@ -79,7 +79,7 @@ class RunEval:
         return "\n".join([f"model: {self.folder}", *self.plan.notes])
 
     def run(self, progress: str = "none") -> EvalResult:
-        """Score the plan (``progress``: a mode of `bdh.train.log.EvalProgress`) and draw the figure if asked."""
+        """Score the plan (``progress``: a mode of `bdh.train.run.log.EvalProgress`) and draw the figure if asked."""
         if isinstance(self.plan, WindowPlan):
             return EvalResult(self.plan, metrics=self.plan.run(self.model, progress))
         curves = self.plan.run(self.model, progress)
@@ -102,14 +102,14 @@ def open_eval(
     figure: str | Path | None = None,
     **reading: Any,
 ) -> RunEval:
-    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run_model.load_run_model`),
+    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run.model.load_run_model`),
     its data (`bdh.train.eval_data.eval_data`: the validation split, or ``data``) and the plan of
     `bdh.train.eval_plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
     ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
     into this file. A one-line `UserError` for options that do not go together."""
     from .eval_data import eval_data
     from .eval_plan import plan_eval
-    from .run_model import load_run_model
+    from .run.model import load_run_model
 
     model, folder = load_run_model(source, checkpoint, device)
     ev = eval_data(source, model, data)

@@ -125,7 +125,7 @@ def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 def full_optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict:
     """``optimizer.state_dict()`` with the sharded moments gathered into full CPU tensors (every process
-    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.checkpoint` writes it as is."""
+    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.run.checkpoint` writes it as is."""
     sd = optimizer.state_dict()
     state = {idx: {name: _full(value, keep) for name, value in entry.items()} for idx, entry in sd["state"].items()}
     return {"state": state, "param_groups": sd["param_groups"]} if keep else {}

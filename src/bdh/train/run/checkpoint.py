@@ -28,7 +28,7 @@ import torch
 
 from bdh.errors import UserError
 
-from ..model.io import (
+from ...model.io import (
     CONFIG_NAME,
     FREE_FIELD,
     WEIGHTS_NAME,
@@ -42,8 +42,8 @@ from ..model.io import (
     runtime_fields,
     save_tensors,
 )
-from ..outputs import atomic_folder, file_problem, write_text
-from .runtime.sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
+from ...outputs import atomic_folder, file_problem, write_text
+from ..runtime.sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
 
 FORMAT = "bdh-train-checkpoint"
 FORMAT_VERSION = 1

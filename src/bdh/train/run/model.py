@@ -7,7 +7,7 @@ from typing import Any
 
 
 def load_run_model(source: str | Path, checkpoint: str | None = None, device: Any = "auto") -> tuple[Any, Path]:
-    """The model of a run or model folder and the folder it came from (`bdh.train.checkpoint.resolve_model_dir`:
+    """The model of a run or model folder and the folder it came from (`bdh.train.run.checkpoint.resolve_model_dir`:
     the run's best checkpoint, else the latest, or ``checkpoint``; damaged files refused, checksums verified), on
     ``device`` (a name or `torch.device`, checked by `bdh.devices.resolve_device`).
 
@@ -18,7 +18,7 @@ def load_run_model(source: str | Path, checkpoint: str | None = None, device: An
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
 
     from .checkpoint import resolve_model_dir
-    from .run_folder import load_run_config
+    from .folder import load_run_config
 
     folder = resolve_model_dir(source, checkpoint)
     runtime = {}
@@ -38,7 +38,7 @@ def load_generator(
     ``top_k`` (at most its vocabulary)."""
     from bdh.errors import UserError
 
-    from .recurrent import StreamingModel
+    from ..recurrent import StreamingModel
 
     model, folder = load_run_model(source, checkpoint, device)
     if not isinstance(model, StreamingModel):
@@ -55,9 +55,9 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
     text run ``source`` past the longest context it was trained on (`bdh.train.context.trained_context`): its
     state then sums more tokens than it ever met, and the text degrades (docs/long-context.md). None otherwise,
     and for a model folder (no config.yaml to say what it met)."""
-    from .config import RunConfig
-    from .context import trained_context
-    from .run_folder import load_run_config
+    from ..config import RunConfig
+    from ..context import trained_context
+    from .folder import load_run_config
 
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
         return None
