@@ -5,7 +5,7 @@
 >>> result = train(config)                                 # doctest: +SKIP
 
 The names below are imported on first use (see `bdh._lazy`), so that a light module of the package (e.g.
-`bdh.train.eval_data`'s defaults) can be read without importing PyTorch.
+`bdh.train.main_job`, the main job and its presets) can be read without importing PyTorch.
 """
 
 from .._lazy import exports

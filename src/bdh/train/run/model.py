@@ -52,11 +52,10 @@ def load_generator(
 
 def past_training_warning(source: str | Path, model: Any, length: int) -> str | None:
     """The warning for generating ``length`` bytes (prompt included) with an undamped model (no U, Eq. 8) of the
-    text run ``source`` past the longest context it was trained on (`bdh.train.context.trained_context`): its
+    text run ``source`` past the longest context it was trained on (`bdh.train.run.model.trained_context`): its
     state then sums more tokens than it ever met, and the text degrades (docs/long-context.md). None otherwise,
     and for a model folder (no config.yaml to say what it met)."""
     from ..config import RunConfig
-    from ..context import trained_context
     from .folder import load_run_config
 
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
@@ -71,3 +70,19 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
         f"warning: this model has no state damping and met contexts of at most {trained:,} bytes in training; "
         f"past that its text degrades (train with --set model.damping=alibi: docs/long-context.md)"
     )
+
+
+def trained_context(config) -> int:
+    """The longest context a run's model met in training, in tokens (``config``: a `RunConfig` of the text
+    task): ``seq_len`` for window training, the stream length for truncated BPTT (``train.tbptt_windows``
+    windows, else a whole lane of the training split)."""
+    T = int(getattr(config.task, "seq_len", 256))
+    t = config.train
+    if t.bptt != "tbptt":
+        return T
+    if t.tbptt_windows is not None:
+        return T * t.tbptt_windows
+    from bdh.registry import get_task
+
+    task = get_task(config.task_name)(config.task)
+    return T * task.lane_windows("train", t.batch_size)
