@@ -17,7 +17,7 @@ dropout ``--dropout`` and without:
 
 Columns: the median step in milliseconds over ``--steps`` after ``--warmup`` (compiling happens in the warm-up),
 the ratio to *eager, loops* in the same run, and the number of graphs dynamo made of one forward pass (graph
-breaks + 1). Freed memory is kept for reuse as the trainer keeps it (`bdh.train.runtime.keep_freed_memory`).
+breaks + 1). Freed memory is kept for reuse as the trainer keeps it (`bdh.train.runtime.hardware.keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         args.n_layer, args.n_embd, args.n_head, args.n_neurons = 2, 32, 2, 256
         args.block, args.batch, args.warmup, args.steps = 16, 2, 1, 1
     from bdh.model.kernels.cpu import native
-    from bdh.train.runtime import keep_freed_memory
+    from bdh.train.runtime.hardware import keep_freed_memory
 
     torch.set_num_threads(args.threads)
     keep_freed_memory(True)

@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give a run folder or --quick")
     if args.threads:
         torch.set_num_threads(args.threads)
+    from bdh.analysis.evaluation.data import eval_data
     from bdh.cli.checks import load_model
-    from bdh.train.eval_data import eval_data
 
     with tempfile.TemporaryDirectory() as tmp:
         run = quick_run(Path(tmp)) if args.quick else Path(args.run)

@@ -62,7 +62,7 @@ def step_shares(
     """(step seconds, name -> (calls, seconds)) of each timed step; ``timer`` yields name -> seconds of each call
     (default `timed_loops`; `benchmarks/matmul_share.py` times the matmuls)."""
     from bdh.model import BDH, BDHConfig
-    from bdh.train.runtime import keep_freed_memory
+    from bdh.train.runtime.hardware import keep_freed_memory
 
     keep_freed_memory(True)  # as the trainer does: no page faults from returning memory to the system
     cfg = BDHConfig(

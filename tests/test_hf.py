@@ -577,7 +577,7 @@ def test_push_to_hub_uploads_a_folder_that_loads_back(hf_model, saved, tmp_path,
 
 def _best_folder(run: Path) -> Path:
     """A run's best/ folder as the trainer writes it: a checkpoint folder, meta.json with the checksums."""
-    from bdh.train.checkpoint import save_checkpoint
+    from bdh.train.run.checkpoint import save_checkpoint
 
     model = _bdh(seed=3)
     optimizer = torch.optim.AdamW(model.parameters())

@@ -13,6 +13,7 @@ import pytest
 
 from bdh import registry
 from bdh.cli import main
+from bdh.errors import UserError
 from bdh.typed_config import TypedConfig
 
 
@@ -78,14 +79,31 @@ def test_built_in_help_is_read_without_importing_the_module():
     assert text.startswith("BDH-GPU against a GPT-2-style Transformer") and "\n" not in text
     assert "bdh.experiments.scaling" not in sys.modules
     assert registry.summary("suite", "recall").startswith("BDH, GPT and BaseConv")  # the ``bdh bench recall``: goes
-    assert registry.declares("experiment", "scaling", "prepare_resume")
-    assert not registry.declares("experiment", "merge", "prepare_resume")
-    assert "bdh_damping" in registry.constant("suite", "recall", "FLAGS", {})
+    assert registry.help_of("experiment", "scaling").resumes
+    assert not registry.help_of("experiment", "merge").resumes
+    assert "bdh_damping" in registry.help_of("suite", "recall").flags
+
+
+@pytest.mark.parametrize("kind", ["suite", "experiment"])
+def test_the_written_out_help_is_what_each_module_says(kind):
+    """`BUILTIN_HELP` copies what each built-in module says (its docstring's first paragraph, a suite's ``FLAGS``,
+    an experiment's ``prepare_resume``) so that ``--help`` imports none of them; imported, each must agree."""
+    assert list(registry.BUILTIN_HELP[kind]) == list(registry._BUILTIN[kind])  # every registration, in its order
+    for name, written in registry.BUILTIN_HELP[kind].items():
+        module = registry._get(kind, name)
+        assert written == registry.help_from_module(module, name), f"{kind} {name}: BUILTIN_HELP is stale"
+
+
+def test_an_added_module_s_help_is_read_from_the_module(added):
+    suite = types.ModuleType("standin_suite", "``bdh bench standin``: boards again.\n\nMore.")
+    suite.FLAGS = {"n_head": {"type": int}}
+    registry.register_suite("standin", suite)
+    assert registry.help_of("suite", "standin") == registry.Help("boards again.", {"n_head": {"type": int}})
+    with pytest.raises(UserError, match="unknown experiment 'scalin'.*did you mean"):
+        registry.help_of("experiment", "scalin")
 
 
 def test_a_taken_suite_or_experiment_name_is_refused(added):
-    from bdh.errors import UserError
-
     with pytest.raises(UserError, match="'scaling' is taken"):
         registry.register_experiment("scaling", _experiment())
     with pytest.raises(UserError, match="unknown suite 'recal'.*did you mean"):

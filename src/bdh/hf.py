@@ -533,7 +533,7 @@ def refuse_run_folder(path: Any) -> None:
 
 def check_local_folder(path: Any) -> None:
     """For a model folder on this machine, what the ``bdh`` commands check before they load it: the checksums
-    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.checkpoint.verified`) and a
+    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.run.checkpoint.verified`) and a
     config.json that keeps what the weights mean (`bdh.model.io.check_config_changes`: a changed ``n_layer``
     is a `bdh.errors.ConfigWarning`); a one-line `bdh.errors.UserError` naming the file that fails. A repo id
     passes."""
@@ -545,7 +545,7 @@ def check_local_folder(path: Any) -> None:
             return
     except OSError:  # a repo id that is no folder here
         return
-    from bdh.train.checkpoint import verified
+    from bdh.train.run.checkpoint import verified
 
     verified(folder)
     if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():

@@ -5,15 +5,16 @@ A run config says ``model: {name: bdh}`` or ``task: {name: mqar}``; a model fold
 looked up here, and nowhere else. The built-in entries are the tables below, written once as ``"module:Class"``
 (a suite or an experiment: ``"module"``) and imported on first use (so naming a model imports its module only);
 a model's key is its class's ``model_type``. Code outside the package adds its own with `register_model` /
-`register_task` / `register_suite` / `register_experiment` (see CONTRIBUTING.md). The command line's help of a
-suite or an experiment is its module docstring's first paragraph (`summary`), read without importing it.
+`register_task` / `register_suite` / `register_experiment` (see CONTRIBUTING.md). What the command line's help
+says of a built-in suite or experiment (its module docstring's first paragraph, a suite's own flags, whether an
+experiment resumes) is written out in `BUILTIN_HELP`, beside its registration, so that ``bdh --help`` imports no
+suite or experiment; tests/test_registry_commands.py checks each entry against its module.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.util
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from bdh.errors import UserError, did_you_mean
@@ -60,6 +61,60 @@ BUILTIN_EXPERIMENTS: dict[str, str] = {
     "length": "bdh.experiments.length",
 }
 
+
+@dataclass(frozen=True)
+class Help:
+    """What the command line says of a suite or an experiment: ``summary``, its module docstring's first paragraph
+    on one line (without a leading ````bdh bench NAME``:``); ``flags``, a suite's own ``FLAGS`` (a sweep field ->
+    ``argparse`` options); ``resumes``, whether an experiment's module has ``prepare_resume`` (``--resume``,
+    ``--full``)."""
+
+    summary: str
+    flags: dict[str, dict[str, object]] = field(default_factory=dict)
+    resumes: bool = False
+
+
+#: the help of the built-in suites and experiments, written out so that ``--help`` imports none of their modules
+#: (they import PyTorch); `help_from_module` gives the same from an imported module, and a test compares the two
+BUILTIN_HELP: dict[str, dict[str, Help]] = {
+    "suite": {
+        "recall": Help(
+            "BDH, GPT and BaseConv on an MQAR sweep (Zoology's protocol, CPU-sized).",
+            flags={
+                "bdh_damping": {
+                    "choices": ("alibi", "multiscale"),
+                    "help": "BDH's state damping U (default: none, the official model; docs/long-context.md)",
+                }
+            },
+        ),
+        "boardpath": Help("BDH, GPT and Hyper-SET on shortest paths through boards with walls."),
+        "sudoku": Help("BDH, GPT and Hyper-SET on Sudoku, and the test-time depth sweep."),
+    },
+    "experiment": {
+        "synapses": Help("Monosemantic synapses (paper section 6.3, Figs. 12-13, appendix B.3) at laptop scale."),
+        "merge": Help("Model merging by concatenation (paper section 7.1, appendix B.4, Table 2), with two controls."),
+        "no-bptt": Help("Training without backpropagation through time (paper section 7.2)."),
+        "scaling": Help(
+            "BDH-GPU against a GPT-2-style Transformer at equal parameters, across sizes (paper section 4.2, Fig. 7, "
+            "appendix B.2).",
+            resumes=True,
+        ),
+        "long-context": Help(
+            "BDH past its training window: why the recurrent state breaks, and recipes that keep it reading.",
+            resumes=True,
+        ),
+        "relatives": Help(
+            "BDH among its relatives: Zoology's MQAR frontier, a byte-level language model, and what each part of "
+            "BDH is worth.",
+            resumes=True,
+        ),
+        "length": Help(
+            "Memory past the training length: induction heads and recall through a gap, for BDH and the zoo.",
+            resumes=True,
+        ),
+    },
+}
+
 _ADDED: dict[str, dict[str, object]] = {"model": {}, "task": {}, "suite": {}, "experiment": {}}
 _BUILTIN = {"model": BUILTIN_MODELS, "task": BUILTIN_TASKS, "suite": BUILTIN_SUITES, "experiment": BUILTIN_EXPERIMENTS}
 
@@ -96,13 +151,17 @@ def _add(kind: str, name: str, cls: object) -> object:
     return cls
 
 
+def _unknown(kind: str, name: object) -> UserError:
+    return UserError(
+        f"unknown {kind} {name!r}{did_you_mean(name, names(kind))}; known {kind}s: {', '.join(names(kind))}"
+    )
+
+
 def _get(kind: str, name: object) -> object:
     if isinstance(name, str) and name in _ADDED[kind]:
         return _ADDED[kind][name]
     if not isinstance(name, str) or name not in _BUILTIN[kind]:
-        raise UserError(
-            f"unknown {kind} {name!r}{did_you_mean(name, names(kind))}; known {kind}s: {', '.join(names(kind))}"
-        )
+        raise _unknown(kind, name)
     module, _, attr = _BUILTIN[kind][name].partition(":")
     return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
 
@@ -135,58 +194,26 @@ def get_experiment(name: object) -> ModuleType:
     return _get("experiment", name)  # type: ignore[return-value]
 
 
-def _source_tree(kind: str, name: str) -> ast.Module:
-    """The parsed source of a built-in suite's or experiment's module (a package: its ``__init__``), unimported."""
-    spec = importlib.util.find_spec(_BUILTIN[kind][name])
-    if spec is None or spec.origin is None:
-        raise UserError(f"{kind} {name!r}: its module {_BUILTIN[kind][name]} is not found")
-    with open(spec.origin, encoding="utf-8") as f:
-        return ast.parse(f.read())
+def help_from_module(module: object, name: str) -> Help:
+    """The `Help` of an imported suite or experiment module (or any object with a docstring): what the command line
+    says of one added with `register_suite` / `register_experiment`, and what `BUILTIN_HELP` must agree with."""
+    first = " ".join((getattr(module, "__doc__", None) or name).strip().split("\n\n")[0].split())
+    head, sep, rest = first.partition(": ")
+    summary = rest if sep and head.startswith("``") and head.endswith("``") else first
+    return Help(summary, dict(getattr(module, "FLAGS", {})), hasattr(module, "prepare_resume"))
+
+
+def help_of(kind: str, name: str) -> Help:
+    """The `Help` of suite or experiment ``name`` (``kind``: ``suite`` or ``experiment``): a built-in one's from
+    `BUILTIN_HELP` (its module is not imported), an added one's from its module."""
+    added = _ADDED[kind].get(name)
+    if added is not None:
+        return help_from_module(added, name)
+    if name not in BUILTIN_HELP[kind]:
+        raise _unknown(kind, name)
+    return BUILTIN_HELP[kind][name]
 
 
 def summary(kind: str, name: str) -> str:
-    """The help line of a suite or an experiment: its module docstring's first paragraph on one line, without a
-    leading ````bdh bench NAME``:`` (read from the source for a built-in one, so that ``bdh --help`` imports
-    nothing heavy)."""
-    added = _ADDED[kind].get(name)
-    doc = added.__doc__ if added is not None else ast.get_docstring(_source_tree(kind, name))
-    first = " ".join((doc or name).strip().split("\n\n")[0].split())
-    head, sep, rest = first.partition(": ")
-    return rest if sep and head.startswith("``") and head.endswith("``") else first
-
-
-def declares(kind: str, name: str, attr: str) -> bool:
-    """Whether a suite's or an experiment's module defines (or imports) the top-level name ``attr``: what it can
-    do, as its module declares it (e.g. ``prepare_resume``: an experiment that ``--resume`` continues)."""
-    added = _ADDED[kind].get(name)
-    if added is not None:
-        return hasattr(added, attr)
-    return attr in top_level(_source_tree(kind, name))
-
-
-def top_level(tree: ast.Module) -> dict[str, ast.AST]:
-    """The names a module's top level binds (assignments, definitions, imports) -> their node."""
-    found: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            found[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(t, ast.Name):
-                    found[t.id] = node
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for a in node.names:
-                found[a.asname or a.name.split(".")[0]] = node
-    return found
-
-
-def constant(kind: str, name: str, attr: str, default: object = None) -> object:
-    """A literal top-level constant of a suite's or an experiment's module (e.g. a suite's ``FLAGS``), read from
-    the source of a built-in one; ``default`` when the module has none."""
-    added = _ADDED[kind].get(name)
-    if added is not None:
-        return getattr(added, attr, default)
-    node = top_level(_source_tree(kind, name)).get(attr)
-    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-        return default
-    return ast.literal_eval(node.value)
+    """The help line of a suite or an experiment (`Help.summary`)."""
+    return help_of(kind, name).summary

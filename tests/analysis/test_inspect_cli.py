@@ -7,7 +7,7 @@ import torch
 
 import bdh
 from bdh.cli import main
-from bdh.train.checkpoint import resolve_model_dir
+from bdh.train.run.checkpoint import resolve_model_dir
 
 FAST = ["--seeds", "1", "--max-nodes", "96", "--tokens", "48", "--windows", "2"]
 

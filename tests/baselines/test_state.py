@@ -208,8 +208,8 @@ def test_gpt_refuses_what_its_cache_cannot_do_in_one_line():
 def test_a_baseline_state_survives_a_tbptt_checkpoint():
     """`TruncatedBPTT` writes the carried states into a checkpoint and reads them back: a `MixerState` (per-layer
     named tensors, not tensor fields) by its ``flat`` / ``unflat``; the read-back state continues the read exactly."""
-    from bdh.train.distributed import DistEnv
     from bdh.train.recurrent import Recurrent, TruncatedBPTT
+    from bdh.train.runtime.distributed import DistEnv
 
     model = _model("based")
     assert isinstance(model, Recurrent)

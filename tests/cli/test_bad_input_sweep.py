@@ -872,7 +872,7 @@ SIGNALLED = [
         ("train", "--run-dir", "out/r", *TINY),
         signal.SIGTERM,
         ("interrupted (SIGTERM)",),
-        at="bdh.train.process:check_fits",
+        at="bdh.train.runtime.device:check_fits",
     ),
     Signalled(
         "bench-sigterm-during-a-run",

@@ -26,7 +26,7 @@ def _exact_fp32_matmuls():
     """TF32 off for the length of a test, as it was before after it.
 
     With TF32 an fp32 matmul keeps 10 bits of mantissa: the fp32 comparisons below (1e-5 of the scale) would
-    measure TF32, not our kernels. The trainer turns TF32 on (on Ampere and newer, `bdh.train.runtime`); the
+    measure TF32, not our kernels. The trainer turns TF32 on (on Ampere and newer, `bdh.train.runtime.hardware`); the
     trainer tests here do not compare fp32 values across code paths.
     """
     saved = (

@@ -10,7 +10,7 @@ import torch
 import bdh
 from bdh.cli import main
 from bdh.dmft.probe import ProbeConfig, run_probe
-from bdh.train.checkpoint import resolve_model_dir
+from bdh.train.run.checkpoint import resolve_model_dir
 
 
 def _one_line_error(capsys, argv):

@@ -141,8 +141,8 @@ def test_cause_measurements():
     at 5e4 turns lose about 1e-3 of a radian's precision on the fastest frequencies; 2e-2 bits is well above
     the loss change that makes and far below any effect worth reporting). Damping of 1 is no damping. The far
     share is 0 where nothing is more than T away, positive past it for an undamped model."""
+    from bdh.analysis.loss_by_position import carried_curve
     from bdh.experiments.longcontext.cause import damped_curve, far_share, offset_curve
-    from bdh.train.context import carried_curve
 
     torch.manual_seed(0)
     model = BDH(BDHConfig(n_layer=2, n_embd=32, n_head=2, n_neurons=256, dropout=0.0)).eval()

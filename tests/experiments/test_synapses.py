@@ -276,7 +276,7 @@ def test_experiment_synapses_quick_end_to_end(tmp_path):
 
 def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_run, tmp_path, capsys):
     from bdh.cli.checks import load_model
-    from bdh.train.checkpoint import resolve_model_dir
+    from bdh.train.run.checkpoint import resolve_model_dir
 
     argv = ["synapses", str(tiny_run), "--search", "8", "--heldout", "4", "--top", "1", "--out", str(tmp_path / "cli")]
     assert main(argv) == 0
@@ -302,7 +302,7 @@ def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_r
 def test_write_analysis_refuses_a_missing_head_before_touching_the_folder(tiny_run, tmp_path):
     from bdh.cli.checks import load_model
     from bdh.errors import UserError
-    from bdh.train.checkpoint import resolve_model_dir
+    from bdh.train.run.checkpoint import resolve_model_dir
 
     model_dir = resolve_model_dir(tiny_run)
     model = load_model(model_dir, announce=False)

@@ -56,7 +56,7 @@ def test_train_reports_bits_per_byte_and_a_sample(tmp_path, corpus_file, capfdbi
 def test_a_python_caller_gets_what_train_printed(tmp_path, corpus_file, capfdbinary, monkeypatch):
     import bdh.train
     from bdh.train.config import load_config
-    from bdh.train.run_report import train_report
+    from bdh.train.run.report import train_report
 
     results, real = [], bdh.train.train
     monkeypatch.setattr(bdh.train, "train", lambda *a, **k: results.append(real(*a, **k)) or results[-1])
@@ -155,7 +155,7 @@ def test_eval_reports_what_training_reported_and_full_scores_everything(trained,
     """By default `bdh eval` scores the batches training scored (same seed): the last eval record's
     numbers, to the printed digits, since the best checkpoint is the final one of this run or an earlier
     one whose record is in metrics.jsonl. --full scores every window of the split."""
-    from bdh.train.log import read_metrics
+    from bdh.train.run.log import read_metrics
 
     records = [r for r in read_metrics(trained / "metrics.jsonl") if r.get("kind") == "eval"]
     code, out, err = cli(capsys, "eval", str(trained))
@@ -227,7 +227,7 @@ def test_quick_is_the_main_job_shortened_and_set_wins(capsys):
 def test_a_run_folder_loads_its_model_as_the_run_ran_it(tmp_path, corpus_file):
     """The run folder's model runs as the run ran it (its config.yaml), and so does its model folder alone (its
     config.json keeps every field); one an earlier bdh wrote with the architecture only takes the defaults."""
-    from bdh.train.run_model import load_run_model
+    from bdh.train.run.model import load_run_model
 
     run = tmp_path / "chunked"
     extra = ("train.max_steps=2", "eval.every=0", "model.attention=chunked", "model.chunk_size=8")
@@ -289,7 +289,7 @@ def test_a_budget_cut_on_a_busy_machine_says_so(monkeypatch):
     """A main job cut at 305 of 2,000 steps on a loaded machine did not say why its steps were slow."""
     import os
 
-    from bdh.train.run_report import busy_machine
+    from bdh.train.run.report import busy_machine
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 4.0, 3.0))

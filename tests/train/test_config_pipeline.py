@@ -18,8 +18,8 @@ from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.errors import UserError
 from bdh.model.config import BDHConfig
 from bdh.tasks.base import MODEL_FIELDS, decided_fields
-from bdh.train import memory
 from bdh.train.config import ConfigError, RunConfig, load_config
+from bdh.train.runtime import memory
 from bdh.typed_config import TypedConfig, bounded
 
 QUICK_RUN = [*TINY, "train.max_steps=1", "eval.every=0", "eval.batches=1", "eval.final_batches=1"]

@@ -15,7 +15,7 @@ from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train.evaluate import LN2, evaluate, evaluate_carried
-from bdh.train.log import EvalProgress
+from bdh.train.run.log import EvalProgress
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -1,12 +1,12 @@
-"""`bdh.train.eval_data`: what an evaluation reads is decided in the library, from the run's own config."""
+"""`bdh.analysis.evaluation.data`: what an evaluation reads is decided in the library, from the run's own config."""
 
 from types import SimpleNamespace
 
 import pytest
 
+from bdh.analysis.evaluation.data import EVAL_BATCHES, eval_data
 from bdh.errors import UserError
 from bdh.train.config import load_config
-from bdh.train.eval_data import EVAL_BATCHES, eval_data
 
 
 def byte_model(vocab_size=256):

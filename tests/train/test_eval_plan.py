@@ -1,5 +1,5 @@
-"""`bdh.train.eval_plan`: what ``bdh eval`` reads is planned in the library, and a Python caller running the plan
-gets what the command printed."""
+"""`bdh.analysis.evaluation.plan`: what ``bdh eval`` reads is planned in the library, and a Python caller running
+the plan gets what the command printed."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 import torch
 from _train_helpers import set_args, tiny
 
+from bdh.analysis.evaluation.data import eval_data
+from bdh.analysis.evaluation.plan import LONG_LENGTH, StreamPlan, WindowPlan, plan_eval
+from bdh.analysis.loss_by_position import ContextCurve, plan_streams, position_edges, state_gain
 from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.cli import main
 from bdh.errors import UserError
 from bdh.model import BDH, BDHConfig
 from bdh.train.config import load_config
-from bdh.train.context import ContextCurve, plan_streams, position_edges, state_gain
-from bdh.train.eval_data import eval_data
-from bdh.train.eval_plan import LONG_LENGTH, StreamPlan, WindowPlan, plan_eval
-from bdh.train.run_model import load_run_model
+from bdh.train.run.model import load_run_model
 
 #: the command prints four decimals: a number it printed lies within half a unit of the last one of the value
 PRINTED = 0.5e-4 + 1e-9
@@ -158,7 +158,7 @@ def same_printout(printed: list[str], got: list[str]) -> None:
     ],
 )
 def test_open_eval_gives_a_python_caller_the_lines_bdh_eval_printed(trained, capsys, tmp_path, flags, options):
-    from bdh.train.eval_run import open_eval
+    from bdh.analysis.evaluation.run import open_eval
 
     figure = ["--figure", str(tmp_path / "f.png")] if options.get("carry") else []
     lines = run_cli(capsys, str(trained), *flags, *figure, "--device", "cpu")
@@ -172,7 +172,7 @@ def test_open_eval_gives_a_python_caller_the_lines_bdh_eval_printed(trained, cap
 
 
 def test_open_eval_refuses_a_figure_without_a_long_context(trained):
-    from bdh.train.eval_run import open_eval
+    from bdh.analysis.evaluation.run import open_eval
 
     with pytest.raises(UserError, match="--figure and --stride go with --carry-state or --sliding"):
         open_eval(trained, device="cpu", figure="f.png")

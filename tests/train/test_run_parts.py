@@ -11,8 +11,8 @@ import torch
 
 from bdh.errors import UserError
 from bdh.train.config import RunConfig
-from bdh.train.process import Runtime
-from bdh.train.run_folder import RunFolder, new_run_dir
+from bdh.train.run.folder import RunFolder, new_run_dir
+from bdh.train.runtime.device import Runtime
 from bdh.train.signals import StopSignals
 
 

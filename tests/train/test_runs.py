@@ -1,11 +1,11 @@
-"""`bdh.train.runs`: the run listing is a library function, read from a run folder's files alone."""
+"""`bdh.train.run.listing`: the run listing is a library function, read from a run folder's files alone."""
 
 import json
 
 import pytest
 
 from bdh.errors import UserError
-from bdh.train.runs import COLUMNS, list_runs, run_folders, summarize_run
+from bdh.train.run.listing import COLUMNS, list_runs, run_folders, summarize_run
 
 
 def make_run(root, name, *, steps=3, max_steps=10, best=None, checkpoint_total=None, val_bpb=2.5):

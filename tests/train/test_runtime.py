@@ -10,9 +10,10 @@ import torch
 from _train_helpers import tiny, train_losses
 from torch import nn
 
-from bdh.train import load_config, runtime, train
-from bdh.train.distributed import DistEnv
-from bdh.train.process import autocast_dtype, resolve_device
+from bdh.train import load_config, train
+from bdh.train.runtime import hardware
+from bdh.train.runtime.device import autocast_dtype, resolve_device
+from bdh.train.runtime.distributed import DistEnv
 
 
 # --------------------------------------------------------------------------- capabilities
@@ -20,7 +21,7 @@ from bdh.train.process import autocast_dtype, resolve_device
 def test_cuda_capabilities_come_from_the_device(monkeypatch, capability, bf16):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
-    caps = runtime.detect(torch.device("cuda"))
+    caps = hardware.detect(torch.device("cuda"))
     assert caps.device_type == "cuda" and caps.compute_capability == capability
     assert caps.bf16 is bf16
     assert caps.tf32 is (capability[0] >= 8)
@@ -53,9 +54,9 @@ def test_tf32_is_switched_on_only_where_the_device_has_it(monkeypatch):
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        runtime.apply_backend_flags(runtime.Capabilities("cuda", bf16=False, tf32=False, fused_adamw=True))
+        hardware.apply_backend_flags(hardware.Capabilities("cuda", bf16=False, tf32=False, fused_adamw=True))
         assert not torch.backends.cuda.matmul.allow_tf32
-        runtime.apply_backend_flags(runtime.Capabilities("cuda", bf16=True, tf32=True, fused_adamw=True))
+        hardware.apply_backend_flags(hardware.Capabilities("cuda", bf16=True, tf32=True, fused_adamw=True))
         assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
@@ -63,16 +64,16 @@ def test_tf32_is_switched_on_only_where_the_device_has_it(monkeypatch):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_cpu_capabilities_and_auto_precision(monkeypatch, native):
-    monkeypatch.setattr(runtime, "cpu_bf16_supported", lambda: native)
-    caps = runtime.detect("cpu")
-    assert caps == runtime.Capabilities("cpu", bf16=native, tf32=False, fused_adamw=False)
+    monkeypatch.setattr(hardware, "cpu_bf16_supported", lambda: native)
+    caps = hardware.detect("cpu")
+    assert caps == hardware.Capabilities("cpu", bf16=native, tf32=False, fused_adamw=False)
     # auto stays fp32 on CPU whatever the CPU has (the documented default); bf16 is asked for explicitly
     assert autocast_dtype("auto", torch.device("cpu")) is None
     assert autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
 
 
 def test_cpu_bf16_query_answers_a_bool():
-    assert isinstance(runtime.cpu_bf16_supported(), bool)
+    assert isinstance(hardware.cpu_bf16_supported(), bool)
 
 
 # --------------------------------------------------------------------------- compile fallback
@@ -89,7 +90,7 @@ def _model() -> nn.Module:
 def test_a_compile_that_fails_when_run_warns_once_and_runs_eager(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda module, **kw: _Broken())
     model = _model()
-    wrapped = runtime.compile_or_eager(model)
+    wrapped = hardware.compile_or_eager(model)
     x = torch.randn(2, 4)
     with pytest.warns(RuntimeWarning, match="torch.compile failed.*backend exploded.*running eager"):
         out = wrapped(x)
@@ -107,14 +108,14 @@ def test_a_compile_that_fails_at_once_warns_and_runs_eager(monkeypatch):
     monkeypatch.setattr(torch, "compile", refuse)
     model = _model()
     with pytest.warns(RuntimeWarning, match="no compiler"):
-        wrapped = runtime.compile_or_eager(model)
+        wrapped = hardware.compile_or_eager(model)
     x = torch.randn(2, 4)
     assert torch.equal(wrapped(x), model(x))
 
 
 def test_a_bad_input_raises_the_eager_error_not_a_fallback(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda module, **kw: module)  # a compile that works
-    wrapped = runtime.compile_or_eager(_model())
+    wrapped = hardware.compile_or_eager(_model())
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         wrapped(torch.randn(2, 5))
     assert wrapped.failed is None
@@ -132,14 +133,14 @@ def test_the_trainer_falls_back_to_eager_when_compile_fails(monkeypatch, corpus_
 
 
 # --------------------------------------------------------------------------- allocator
-@pytest.mark.skipif(not sys.platform.startswith("linux") or runtime._glibc() is None, reason="glibc only")
+@pytest.mark.skipif(not sys.platform.startswith("linux") or hardware._glibc() is None, reason="glibc only")
 def test_keep_freed_memory_applies_and_restores():
-    assert runtime.keep_freed_memory(True)
+    assert hardware.keep_freed_memory(True)
     try:
         x = torch.ones(64, 2**16)  # 16 MiB, allocated and freed under the setting
         assert float(x.sum()) == 64 * 2**16
     finally:
-        assert runtime.keep_freed_memory(False)
+        assert hardware.keep_freed_memory(False)
 
 
 # --------------------------------------------------------------------------- bf16 autocast parity

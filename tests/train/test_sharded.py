@@ -1,4 +1,4 @@
-"""The FSDP2 helpers (bdh.train.sharded) in one process: a group of one (gloo on the CPU; NCCL on a GPU, marked
+"""The FSDP2 helpers (bdh.train.runtime.sharded) in one process: a group of one (gloo on the CPU; NCCL on a GPU, marked
 ``cuda``), where every tensor is one shard.
 
 The two-process runs that compare losses with one process are in test_distributed.py; these check the pieces
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
 from bdh.baselines import GPT, GPTConfig
-from bdh.train import checkpoint as ckpt
-from bdh.train import sharded
+from bdh.train.run import checkpoint as ckpt
+from bdh.train.runtime import sharded
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])

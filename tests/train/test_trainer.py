@@ -335,7 +335,7 @@ def test_the_run_folder_keeps_every_model_field(corpus_file, tmp_path):
     import dataclasses
 
     from bdh import load_pretrained
-    from bdh.train.run_model import load_run_model
+    from bdh.train.run.model import load_run_model
 
     model = [
         "model.dropout_rng=torch",

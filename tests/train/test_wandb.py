@@ -18,7 +18,7 @@ from _train_helpers import set_args, tiny
 
 from bdh.cli import main
 from bdh.train import load_config, train
-from bdh.train.log import WANDB_ID_FILE
+from bdh.train.run.log import WANDB_ID_FILE
 
 
 def _history(path: Path) -> list[dict[str, float]]:
@@ -119,7 +119,7 @@ def test_a_full_disk_under_wandb_is_one_line_naming_its_folder(tmp_path):
     import os
 
     from bdh.outputs import DiskFull
-    from bdh.train.log import TensorBoard
+    from bdh.train.run.log import TensorBoard
 
     class FullWandB:
         folder = tmp_path / "wandb"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bdh.cli import main
-from bdh.train.log import read_metrics
+from bdh.train.run.log import read_metrics
 from bdh.viz import plots
 
 

@@ -1,1 +1,2 @@
-"""Analyses of trained models: recorded dynamics, sparsity, neuron graphs. Analysis reads models; it never trains."""
+"""Analyses of trained models: recorded dynamics, sparsity, neuron graphs, loss by context position, and ``bdh eval``
+(`evaluation`). Analysis reads models; it never trains."""

@@ -21,7 +21,7 @@ from .checks import device, integer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from bdh.registry import constant, names, summary
+    from bdh.registry import help_of, names
 
     p = sub.add_parser(
         "bench",
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: _usage(p))
     suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=type(p))
     for name in names("suite"):
-        text = summary("suite", name)
+        text = help_of("suite", name).summary
         s = suites.add_parser(name, help=text, description=text)
         size = s.add_mutually_exclusive_group()
         size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         s.add_argument("--lrs", metavar="LR1,LR2", help="learning rates to sweep, e.g. 1e-3,3e-3")
         s.add_argument("--seeds", metavar="S1,S2", help="seeds, e.g. 0,1")
         s.add_argument("--widths", metavar="W1,W2", help="BDH widths (n_embd); the baselines are matched to them")
-        for field, options in constant("suite", name, "FLAGS", {}).items():  # type: ignore[union-attr]
+        for field, options in help_of("suite", name).flags.items():
             s.add_argument(f"--{field.replace('_', '-')}", **options)
         s.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
         s.add_argument(

@@ -205,9 +205,9 @@ def flag_errors(config_class: type, given: dict):
 
 def checked_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
     """The model folder a command loads for ``source`` (a run or model folder; ``checkpoint``: a step-N of the
-    run), by `bdh.train.checkpoint.resolve_model_dir`: damaged files refused, checksums verified. Every command
+    run), by `bdh.train.run.checkpoint.resolve_model_dir`: damaged files refused, checksums verified. Every command
     that loads weights finds its folder here and loads it with `load_model`."""
-    from bdh.train.checkpoint import resolve_model_dir
+    from bdh.train.run.checkpoint import resolve_model_dir
 
     return resolve_model_dir(source, checkpoint)
 
@@ -225,7 +225,7 @@ def load_model(folder: Path, map_location: Any = "cpu", announce: bool = True, *
 
 def announce_loaded(folder: Path, stream: Any = None) -> None:
     """``model: run/best (checksums verified)`` on ``stream`` (stdout; stderr where stdout is data)."""
-    from bdh.train.checkpoint import META_NAME
+    from bdh.train.run.checkpoint import META_NAME
 
     how = "checksums verified" if (folder / META_NAME).is_file() else "a model folder, no checksums to verify"
     print(f"model: {folder} ({how})", file=stream or sys.stdout, flush=True)

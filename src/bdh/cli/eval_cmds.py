@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from bdh.analysis.evaluation.data import EVAL_BATCHES
+from bdh.analysis.evaluation.plan import LONG_LENGTH, MAX_LANES
 from bdh.devices import DEVICE_HELP
-from bdh.train.eval_data import EVAL_BATCHES
-from bdh.train.eval_plan import LONG_LENGTH, MAX_LANES
 
 from .checks import integer
 
@@ -103,8 +103,8 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Score a run's model on its validation split (or --data), windows independent or the state carried
-    (`bdh.train.eval_run.open_eval`): the plan's lines, then its numbers."""
-    from bdh.train.eval_run import open_eval
+    (`bdh.analysis.evaluation.run.open_eval`): the plan's lines, then its numbers."""
+    from bdh.analysis.evaluation.run import open_eval
 
     reading = dict(batches=args.batches, full=args.full, batch_size=args.batch_size, length=args.length)
     run = open_eval(
@@ -124,8 +124,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """Print `bdh.train.runs.list_runs` as a table."""
-    from bdh.train.runs import COLUMNS, list_runs, run_folders
+    """Print `bdh.train.run.listing.list_runs` as a table."""
+    from bdh.train.run.listing import COLUMNS, list_runs, run_folders
 
     if not run_folders(args.dir):
         print(f"no run folders in {args.dir}")

@@ -141,12 +141,12 @@ def _register_generate(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- train
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train (or resume) a run and print its report (`bdh.train.run_report.train_report`); the sample in it is
+    """Train (or resume) a run and print its report (`bdh.train.run.report.train_report`); the sample in it is
     streamed as it is made. A resumed run that is already finished: one line, nothing written."""
     from bdh.outputs import DiskFull
     from bdh.train import train
-    from bdh.train.distributed import from_environment
-    from bdh.train.run_report import resume_checkpoint, resume_replans, train_report
+    from bdh.train.run.report import resume_checkpoint, resume_replans, train_report
+    from bdh.train.runtime.distributed import from_environment
 
     _check_set_syntax(args)
     config = _run_config(args)
@@ -302,9 +302,9 @@ def _report_speed(count: int, seconds: float, *, mid_line: bool) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    """Stream the bytes a run's model generates (`bdh.train.run_model.load_generator`) to stdout; the loaded
+    """Stream the bytes a run's model generates (`bdh.train.run.model.load_generator`) to stdout; the loaded
     folder, a warning past the trained context (`past_training_warning`) and the speed go to stderr."""
-    from bdh.train.run_model import load_generator, past_training_warning
+    from bdh.train.run.model import load_generator, past_training_warning
 
     prompt = prompt_bytes(args, default=b"\n")
     model, folder = load_generator(args.source, args.checkpoint, args.device, top_k=args.top_k)

@@ -119,7 +119,7 @@ class _Trace:
         """Zeros for every recorded token; refused in one line (naming ``--steps``) where they would not fit in
         the memory available (a float64 per feature, five more numbers and two flags per token)."""
         from bdh.errors import UserError
-        from bdh.train.memory import available_bytes
+        from bdh.train.runtime.memory import available_bytes
 
         need, free = temperatures * steps * (8 * features + 8 * 4 + 2), available_bytes(torch.device("cpu"))
         if free is not None and need > free:

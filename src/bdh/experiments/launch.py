@@ -23,9 +23,9 @@ from typing import Any
 def resumable(name: str) -> bool:
     """Whether experiment ``name`` continues an output folder (``resume``) and has a GPU-sized preset (``full``):
     its module declares ``prepare_resume`` (with the ``MARKER`` file of its folders and ``Config.full``)."""
-    from bdh.registry import declares
+    from bdh.registry import help_of
 
-    return declares("experiment", name, "prepare_resume")
+    return help_of("experiment", name).resumes
 
 
 def kept_runs(out: Path) -> str:

@@ -32,7 +32,7 @@ from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
 from bdh.seeds import mean
 from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
-from bdh.train.log import read_metrics
+from bdh.train.run.log import read_metrics
 from bdh.typed_config import bounded
 
 from .common import (

@@ -295,9 +295,9 @@ class BDHConfig(ModelConfig):
         (`bdh.model_api.ModelConfigAPI`; ``micro_batch`` x ``seq_len`` tokens, activations in ``dtype``).
 
         Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
-        process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.sharded`): it keeps 16 / shards bytes
-        per parameter, plus the whole weights and their unsharded gradients while a step runs (8 bytes: BDH's
-        weights are shared by all layers, so the model is one FSDP unit).
+        process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.runtime.sharded`): it keeps
+        16 / shards bytes per parameter, plus the whole weights and their unsharded gradients while a step runs
+        (8 bytes: BDH's weights are shared by all layers, so the model is one FSDP unit).
 
         Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
         y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The

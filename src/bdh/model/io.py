@@ -226,7 +226,7 @@ class PretrainedMixin:
         ``directory`` (created if needed), with `write_model_folder`.
 
         ``state_dict``: the weights to write instead of ``self.state_dict()`` (the full tensors gathered from
-        a sharded model, `bdh.train.sharded.full_state_dict`).
+        a sharded model, `bdh.train.runtime.sharded.full_state_dict`).
         """
         weights = self.state_dict() if state_dict is None else state_dict
         return write_model_folder(directory, self.model_type, self.config, weights)

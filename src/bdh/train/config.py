@@ -47,7 +47,7 @@ from ..registry import get_model, get_task
 from ..tasks.base import MODEL_FIELDS, decided_fields
 from ..typed_config import ConfigError, TypedConfig, apply_overrides, apply_values, bounded, check_value, plain
 from . import main_job
-from .distributed import from_environment
+from .runtime.distributed import from_environment
 
 
 @dataclass
@@ -343,7 +343,7 @@ class RunConfig(TypedConfig):
         if environment:
             check_device(self.train.device)
             if self.log.wandb:
-                from .log import check_wandb
+                from .run.log import check_wandb
 
                 check_wandb()
 

@@ -50,7 +50,7 @@ LN2 = math.log(2.0)
 
 
 class Ticker(Protocol):
-    """What the evaluation loops report progress to (`bdh.train.log.EvalProgress`)."""
+    """What the evaluation loops report progress to (`bdh.train.run.log.EvalProgress`)."""
 
     def update(self, done: int) -> None: ...
 

@@ -24,10 +24,10 @@ from .. import model_api
 from ..model.io import CheckpointError
 from ..registry import get_model, get_task
 from ..tasks.base import IGNORE_INDEX
-from . import checkpoint as ckpt
 from .config import RunConfig
 from .errors import TrainingError
 from .recurrent import Recurrent, check_tbptt
+from .run import checkpoint as ckpt
 
 
 def task_and_model_config(config: RunConfig) -> tuple[Any, type, Any]:

@@ -25,8 +25,8 @@ import torch
 
 from ..model_api import carries_state
 from ..tasks.base import StreamTask
-from . import distributed as dist_utils
 from .errors import TrainingError
+from .runtime import distributed as dist_utils
 
 
 @runtime_checkable

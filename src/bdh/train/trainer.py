@@ -52,11 +52,11 @@ from .budget import TimeBudget
 from .config import RunConfig, batch_layout
 from .errors import TrainingError
 from .evaluate import eval_batch_count, evaluate
-from .log import RunLog
-from .process import Runtime
 from .recurrent import TruncatedBPTT
-from .run_folder import RunFolder, load_run_config
-from .runtime import compile_or_eager
+from .run.folder import RunFolder, load_run_config
+from .run.log import RunLog
+from .runtime.device import Runtime
+from .runtime.hardware import compile_or_eager
 from .schedule import learning_rate
 from .signals import StopSignals
 

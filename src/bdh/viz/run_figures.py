@@ -26,7 +26,7 @@ HEATMAP_TOKENS = 64
 
 def holds_any_model(run: Path) -> bool:
     """Whether a folder has a model folder in it (itself, best/ or a checkpoint), readable or not."""
-    from bdh.train.checkpoint import list_checkpoints
+    from bdh.train.run.checkpoint import list_checkpoints
 
     return any(
         os.path.lexists(p / "config.json") or os.path.lexists(p / "model.safetensors")
@@ -108,7 +108,7 @@ def write_figures(
     """The figures of a run written into the folder ``out``: its training curves (``run_dir/metrics.jsonl``),
     ``model``'s figures reading ``inp`` (`model_figures`, with ``model_options``) and the suite plots of
     ``bench_rows`` (`bdh.viz.plots.bench_plots`). Returns the files written and, one line each, what was skipped."""
-    from bdh.train.log import read_metrics
+    from bdh.train.run.log import read_metrics
 
     from . import plots
 

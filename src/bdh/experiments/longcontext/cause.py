@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bdh.train.context import ContextCurve, carried_curve, position_edges
+from bdh.analysis.loss_by_position import ContextCurve, carried_curve, position_edges
 
 
 @torch.no_grad()

@@ -3,8 +3,8 @@
 Per run (recipe, seed), into ``runs/<recipe>-s<seed>`` and ``results/<recipe>-s<seed>.json``:
 
 * ``windowed`` — windows of T from an empty state (what training evaluates), on the same streams;
-* ``carried`` — the streams read with the state carried (`bdh.train.context.carried_curve`);
-* ``cut`` — every byte predicted from at most T bytes before it (`bdh.train.context.sliding_curve`): the
+* ``carried`` — the streams read with the state carried (`bdh.analysis.loss_by_position.carried_curve`);
+* ``cut`` — every byte predicted from at most T bytes before it (`bdh.analysis.loss_by_position.sliding_curve`): the
   same model with its context cut to T, so that ``cut - carried`` is what the state adds, by distance;
 * ``recall`` — the recall probe (`probes.recall_accuracy`) through the state and through the cut context;
 * ``generation`` — ``generate_bytes`` bytes sampled on the state, first and last thousand scored by a byte
@@ -51,8 +51,8 @@ class Data:
     """What every run is measured on: the held-out streams, the filler of the recall probe, the n-gram judge."""
 
     def __init__(self, config: Config):
+        from bdh.analysis.loss_by_position import plan_streams, task_streams
         from bdh.tasks.text import TextConfig, TextTask
-        from bdh.train.context import plan_streams, task_streams
 
         self.task = TextTask(TextConfig(seq_len=config.seq_len, val_fraction=0.1))
         lanes, length = plan_streams(self.task, "val", config.eval_length, config.eval_lanes)
@@ -78,7 +78,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data, seed: int) -> dict[str, Any]:
     """Every measurement of one trained model (module docstring)."""
-    from bdh.train.context import carried_curve, sliding_curve
+    from bdh.analysis.loss_by_position import carried_curve, sliding_curve
 
     T, streams = config.seq_len, data.streams
     windowed, t_win = _timed(lambda: sliding_curve(model, streams, T, T, T))

@@ -145,7 +145,7 @@ def word_targets(row: bytes, window: int) -> tuple[list[list[int]], list[int]]:
 def word_recall(tokens: torch.Tensor, carried: torch.Tensor, cut: torch.Tensor, window: int) -> list[dict]:
     """Bits per letter on recurring words (`word_targets`) with the state carried and with the context cut to
     ``window``, by distance to the previous occurrence; the last row is the first occurrences (control).
-    ``carried`` and ``cut``: every token's loss (B, L) from `bdh.train.context` curves with ``keep``."""
+    ``carried`` and ``cut``: every token's loss (B, L) from `bdh.analysis.loss_by_position` curves with ``keep``."""
     rows = [word_targets(bytes(r[:-1].tolist()), window) for r in tokens]
     labels = [f"{lo * window:,}-{hi * window:,}" for lo, hi in zip(WORD_BUCKETS[:-1], WORD_BUCKETS[1:])]
     out = []

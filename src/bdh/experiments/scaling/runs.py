@@ -104,7 +104,7 @@ class RunSpec:
 
 def curves(run_dir: Path) -> dict[str, list[list[float]]]:
     """The run's loss curves from its metrics.jsonl: ``val`` [step, tokens, val_loss] and ``train`` [step, loss]."""
-    from bdh.train.log import read_metrics
+    from bdh.train.run.log import read_metrics
 
     records = read_metrics(run_dir / "metrics.jsonl")
     val = [[r["step"], r["tokens"], r["val_loss"]] for r in records if r.get("kind") == "eval" and "val_loss" in r]

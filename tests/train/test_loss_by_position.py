@@ -1,5 +1,5 @@
-"""Loss by context position (`bdh.train.context`): the carried curve is one long forward, the sliding window
-gives every token exactly its cropped context, buckets add up, and ``bdh eval`` prints and draws them."""
+"""Loss by context position (`bdh.analysis.loss_by_position`): the carried curve is one long forward, the sliding
+window gives every token exactly its cropped context, buckets add up, and ``bdh eval`` prints and draws them."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ import torch
 import torch.nn.functional as F
 from _train_helpers import set_args, tiny
 
-from bdh.baselines.gpt import GPT, GPTConfig
-from bdh.cli import main
-from bdh.errors import UserError
-from bdh.model import BDH, BDHConfig
-from bdh.tasks.text import TextConfig, TextTask
-from bdh.train.config import RunConfig
-from bdh.train.context import (
+from bdh.analysis.loss_by_position import (
     ContextCurve,
     carried_curve,
     plan_streams,
@@ -24,9 +18,14 @@ from bdh.train.context import (
     sliding_curve,
     sliding_steps,
     task_streams,
-    trained_context,
 )
-from bdh.train.run_model import load_generator, past_training_warning
+from bdh.baselines.gpt import GPT, GPTConfig
+from bdh.cli import main
+from bdh.errors import UserError
+from bdh.model import BDH, BDHConfig
+from bdh.tasks.text import TextConfig, TextTask
+from bdh.train.config import RunConfig
+from bdh.train.run.model import load_generator, past_training_warning, trained_context
 
 LN2 = math.log(2.0)
 

@@ -20,7 +20,7 @@ the optimiser moments are gathered the same way (`full_optimizer_state`). A chec
 therefore loads anywhere (``bdh.load_pretrained``, one process, DDP, FSDP with another process count);
 `load_full_state_dict` and `shard_optimizer_tensors` cut full tensors back into this process's shards.
 
-Backends: NCCL on CUDA, gloo on CPU (`bdh.train.distributed.init`); the CPU/gloo path is tested with two
+Backends: NCCL on CUDA, gloo on CPU (`bdh.train.runtime.distributed.init`); the CPU/gloo path is tested with two
 processes (tests/train/test_distributed.py).
 """
 
@@ -125,7 +125,7 @@ def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 def full_optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict:
     """``optimizer.state_dict()`` with the sharded moments gathered into full CPU tensors (every process
-    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.checkpoint` writes it as is."""
+    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.run.checkpoint` writes it as is."""
     sd = optimizer.state_dict()
     state = {idx: {name: _full(value, keep) for name, value in entry.items()} for idx, entry in sd["state"].items()}
     return {"state": state, "param_groups": sd["param_groups"]} if keep else {}

@@ -1,13 +1,14 @@
 """How an evaluation of a trained run is read (``bdh eval``), decided once and then run: `plan_eval` turns the
-`EvalData` of a run (`bdh.train.eval_data`) and the reader's choices into a plan, and the plan's ``run`` scores it.
+`EvalData` of a run (`bdh.analysis.evaluation.data`) and the reader's choices into a plan, and the plan's ``run``
+scores it.
 
 Two kinds of plan:
 
 * `WindowPlan` — windows of the task's ``seq_len`` tokens, each scored on its own from an empty context, as
   training evaluates (`bdh.train.evaluate.evaluate`): by default the batches of the run's final evaluation with
   its seed, so the number equals the one training printed; ``full`` scores every window of the split.
-* `StreamPlan` — long context (`bdh.train.context`): ``lanes`` streams of ``length`` tokens read in order, with
-  the recurrent state carried across windows (``carry``, every token predicted from all the text before it),
+* `StreamPlan` — long context (`bdh.analysis.loss_by_position`): ``lanes`` streams of ``length`` tokens read in
+  order, with the recurrent state carried across windows (``carry``, every token predicted from all the text before it),
   and/or through a window cut to the trained context (``sliding``, the yardstick). Its curves give the loss by
   position, bucketed 0–W, W–2W, 2W–4W, ... (W the trained context when the streams are longer, else ``seq_len``).
 
@@ -22,11 +23,11 @@ from typing import Any
 
 from bdh.errors import UserError
 
-from .eval_data import EvalData
+from .data import EvalData
 
 #: tokens per lane a long-context evaluation reads by default (a whole play for byte-level text)
 LONG_LENGTH = 65536
-#: the most lanes a long-context reading takes by default (`bdh.train.context.plan_streams`)
+#: the most lanes a long-context reading takes by default (`bdh.analysis.loss_by_position.plan_streams`)
 MAX_LANES = 8
 
 
@@ -55,8 +56,8 @@ class WindowPlan:
     def run(self, model: Any, progress: str = "none") -> dict[str, float]:
         """The metrics of `bdh.train.evaluate.evaluate` (``val_loss`` in nats, ``val_bpb``, its standard error
         and the task's metrics); ``progress``: a mode of `EvalProgress` (``auto``, ``bar``, ``lines``, ``none``)."""
-        from .evaluate import evaluate
-        from .log import EvalProgress
+        from bdh.train.evaluate import evaluate
+        from bdh.train.run.log import EvalProgress
 
         ev = self.ev
         ticker = EvalProgress(self.batches, progress) if self.progress else None
@@ -86,7 +87,7 @@ class StreamPlan:
     def run(self, model: Any, progress: str = "none") -> list[tuple[str, Any]]:
         """``(name, ContextCurve)`` for the carried curve, then the sliding one (the ones asked for), over the
         same streams; ``progress`` as `WindowPlan.run`."""
-        from .context import task_streams
+        from ..loss_by_position import task_streams
 
         ev = self.ev
         tokens = task_streams(ev.task, ev.split, self.lanes, self.length, ev.seed)
@@ -99,8 +100,9 @@ class StreamPlan:
         return curves
 
     def _carried(self, model: Any, tokens: Any, progress: str) -> Any:
-        from .context import carried_curve
-        from .log import EvalProgress
+        from bdh.train.run.log import EvalProgress
+
+        from ..loss_by_position import carried_curve
 
         T = self.ev.task.seq_len
         chunks = -(-self.length // T)
@@ -111,8 +113,9 @@ class StreamPlan:
         return curve
 
     def _sliding(self, model: Any, tokens: Any, progress: str) -> Any:
-        from .context import sliding_curve, sliding_steps
-        from .log import EvalProgress
+        from bdh.train.run.log import EvalProgress
+
+        from ..loss_by_position import sliding_curve, sliding_steps
 
         steps = sliding_steps(self.length, self.cut, self.stride)
         ticker = EvalProgress(steps, progress, unit="windows", desc="sliding") if steps > 1 else None
@@ -151,7 +154,7 @@ def _mode(ev: EvalData) -> str:
 
 def _window_plan(ev: EvalData, batches: int | None, full: bool, batch_size: int | None) -> WindowPlan:
     """`plan_eval` of independent windows, with the lines saying what is scored."""
-    from .evaluate import eval_batch_count
+    from bdh.train.evaluate import eval_batch_count
 
     task, unit = ev.task, ev.unit
     size = batch_size or ev.batch_size
@@ -179,8 +182,10 @@ def _stream_plan(
     stride: int | None,
 ) -> StreamPlan:
     """`plan_eval` of long streams: lanes and length (`plan_streams`), the bucket window and the notes."""
-    from .context import plan_streams, trained_context
-    from .evaluate import check_carry
+    from bdh.train.evaluate import check_carry
+    from bdh.train.run.model import trained_context
+
+    from ..loss_by_position import plan_streams
 
     task, unit = ev.task, ev.unit
     if carry:

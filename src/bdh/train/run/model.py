@@ -7,7 +7,7 @@ from typing import Any
 
 
 def load_run_model(source: str | Path, checkpoint: str | None = None, device: Any = "auto") -> tuple[Any, Path]:
-    """The model of a run or model folder and the folder it came from (`bdh.train.checkpoint.resolve_model_dir`:
+    """The model of a run or model folder and the folder it came from (`bdh.train.run.checkpoint.resolve_model_dir`:
     the run's best checkpoint, else the latest, or ``checkpoint``; damaged files refused, checksums verified), on
     ``device`` (a name or `torch.device`, checked by `bdh.devices.resolve_device`).
 
@@ -18,7 +18,7 @@ def load_run_model(source: str | Path, checkpoint: str | None = None, device: An
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
 
     from .checkpoint import resolve_model_dir
-    from .run_folder import load_run_config
+    from .folder import load_run_config
 
     folder = resolve_model_dir(source, checkpoint)
     runtime = {}
@@ -38,7 +38,7 @@ def load_generator(
     ``top_k`` (at most its vocabulary)."""
     from bdh.errors import UserError
 
-    from .recurrent import StreamingModel
+    from ..recurrent import StreamingModel
 
     model, folder = load_run_model(source, checkpoint, device)
     if not isinstance(model, StreamingModel):
@@ -52,12 +52,11 @@ def load_generator(
 
 def past_training_warning(source: str | Path, model: Any, length: int) -> str | None:
     """The warning for generating ``length`` bytes (prompt included) with an undamped model (no U, Eq. 8) of the
-    text run ``source`` past the longest context it was trained on (`bdh.train.context.trained_context`): its
+    text run ``source`` past the longest context it was trained on (`bdh.train.run.model.trained_context`): its
     state then sums more tokens than it ever met, and the text degrades (docs/long-context.md). None otherwise,
     and for a model folder (no config.yaml to say what it met)."""
-    from .config import RunConfig
-    from .context import trained_context
-    from .run_folder import load_run_config
+    from ..config import RunConfig
+    from .folder import load_run_config
 
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
         return None
@@ -71,3 +70,19 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
         f"warning: this model has no state damping and met contexts of at most {trained:,} bytes in training; "
         f"past that its text degrades (train with --set model.damping=alibi: docs/long-context.md)"
     )
+
+
+def trained_context(config) -> int:
+    """The longest context a run's model met in training, in tokens (``config``: a `RunConfig` of the text
+    task): ``seq_len`` for window training, the stream length for truncated BPTT (``train.tbptt_windows``
+    windows, else a whole lane of the training split)."""
+    T = int(getattr(config.task, "seq_len", 256))
+    t = config.train
+    if t.bptt != "tbptt":
+        return T
+    if t.tbptt_windows is not None:
+        return T * t.tbptt_windows
+    from bdh.registry import get_task
+
+    task = get_task(config.task_name)(config.task)
+    return T * task.lane_windows("train", t.batch_size)

@@ -116,7 +116,7 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
     text from a model that streams) and whether the time budget cut the run short."""
     from bdh.errors import exit_status
 
-    from .recurrent import StreamingModel
+    from ..recurrent import StreamingModel
 
     if result.finished_before:
         return TrainReport(

@@ -1,6 +1,6 @@
 """The run folders under a directory and what each has achieved: `list_runs` (what ``bdh runs`` prints).
 
-A run folder is a folder with a ``config.yaml`` (`bdh.train.run_folder`). Its summary is read from files only
+A run folder is a folder with a ``config.yaml`` (`bdh.train.run.folder`). Its summary is read from files only
 (the config, ``metrics.jsonl``, ``best/meta.json`` and the last checkpoint's ``meta.json``), never from a
 model, so listing a folder of many runs is fast and a damaged file costs one field, not the listing.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from bdh.errors import UserError
 
+from ..config import read_config_file
 from .checkpoint import list_checkpoints
-from .config import read_config_file
 from .log import _warn, read_metrics
 
 #: the column titles of `RunSummary.row`, in order

@@ -254,22 +254,6 @@ def _need_state(model: nn.Module) -> None:
         )
 
 
-def trained_context(config) -> int:
-    """The longest context a run's model met in training, in tokens (``config``: a `RunConfig` of the text
-    task): ``seq_len`` for window training, the stream length for truncated BPTT (``train.tbptt_windows``
-    windows, else a whole lane of the training split)."""
-    T = int(getattr(config.task, "seq_len", 256))
-    t = config.train
-    if t.bptt != "tbptt":
-        return T
-    if t.tbptt_windows is not None:
-        return T * t.tbptt_windows
-    from bdh.registry import get_task
-
-    task = get_task(config.task_name)(config.task)
-    return T * task.lane_windows("train", t.batch_size)
-
-
 def plan_streams(task, split: str, length: int | None, lanes: int | None, max_lanes: int = 8) -> tuple[int, int]:
     """(lanes, tokens per lane) to read: ``length`` tokens per lane (None: each lane to its end) in ``lanes``
     lanes (None: as many lanes of ``length`` as the split holds, at most ``max_lanes``, at least one; a
@@ -344,5 +328,4 @@ __all__ = [
     "sliding_steps",
     "state_gain",
     "task_streams",
-    "trained_context",
 ]

@@ -56,9 +56,8 @@ def eval_data(source: str | Path, model: Any, data: str | Path | None = None) ->
     """The data of an evaluation of ``model`` (loaded from ``source``, a run or model folder): the run's
     validation split, or the bytes of ``data`` (a text file or folder, read whole) in the run's windows."""
     from bdh.tasks.text import TextConfig, TextTask
-
-    from .config import RunConfig
-    from .run_folder import load_run_config
+    from bdh.train.config import RunConfig
+    from bdh.train.run.folder import load_run_config
 
     is_run = (Path(source) / "config.yaml").is_file()
     config = RunConfig.from_dict(load_run_config(source)) if is_run else None

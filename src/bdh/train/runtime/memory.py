@@ -14,7 +14,7 @@ import torch
 
 from bdh.errors import UserError
 
-from ..model_api import memory_estimate
+from ...model_api import memory_estimate
 
 GiB = 2**30
 

@@ -1,14 +1,14 @@
 """`Runtime`: where and how this process trains, and every operation of the trainer that depends on it.
 
-A run trains in one process or in several under ``torchrun`` (`bdh.train.distributed`); each process has a
-device (`resolve_device`), what that device can do (`bdh.train.runtime.detect`), an autocast dtype
+A run trains in one process or in several under ``torchrun`` (`bdh.train.runtime.distributed`); each process has a
+device (`resolve_device`), what that device can do (`bdh.train.runtime.hardware.detect`), an autocast dtype
 (`autocast_dtype`: bf16 where it pays, else fp32) and a way of sharing the model with the other processes:
 
 * one process: the model as it is;
 * ``train.parallel: ddp`` (the default under torchrun): a full copy per process, the objective wrapped by
   ``DistributedDataParallel``, gradients averaged over the processes by its backward;
 * ``train.parallel: fsdp``: the parameters, gradients and AdamW moments sharded over the processes (FSDP2,
-  `bdh.train.sharded`); weights and moments are gathered whole to be written.
+  `bdh.train.runtime.sharded`); weights and moments are gathered whole to be written.
 
 The trainer asks the runtime, never the configuration, for these: it reads the same for one process and for
 many, and the collectives are no-ops for one process.
@@ -25,9 +25,9 @@ from torch import nn
 
 from bdh import devices
 
+from ..config import TrainConfig
 from . import distributed as dist_utils
-from . import runtime, sharded
-from .config import TrainConfig
+from . import hardware, sharded
 from .memory import check_fits
 
 
@@ -51,7 +51,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         return None
     if precision == "bf16":
         return torch.bfloat16
-    if device.type == "cuda" and runtime.detect(device).bf16:
+    if device.type == "cuda" and hardware.detect(device).bf16:
         return torch.bfloat16
     return None
 
@@ -71,10 +71,10 @@ class Runtime:
         self.device = resolve_device(train.device, self.env)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.caps = runtime.detect(self.device)  # fast paths by capability, never by assumption
-        runtime.apply_backend_flags(self.caps)
+        self.caps = hardware.detect(self.device)  # fast paths by capability, never by assumption
+        hardware.apply_backend_flags(self.caps)
         if self.device.type == "cpu" and train.keep_freed_memory:
-            runtime.keep_freed_memory()
+            hardware.keep_freed_memory()
         if process_group:
             dist_utils.init(self.env, self.device)
         #: FSDP2 over the processes (``train.parallel: fsdp`` under torchrun), else DDP or a single process
@@ -87,7 +87,7 @@ class Runtime:
         return ("fsdp" if self.sharded else "ddp") if self.env.enabled else "none"
 
     def check_memory(self, model_config: Any, micro_batch: int, seq_len: int) -> None:
-        """Refuse a micro-batch that does not fit this device (`bdh.train.memory.check_fits`): on CPU the
+        """Refuse a micro-batch that does not fit this device (`bdh.train.runtime.memory.check_fits`): on CPU the
         processes of the machine share its memory, on CUDA each has its own GPU."""
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if self.device.type == "cpu" else 1
         check_fits(
@@ -168,7 +168,7 @@ class Runtime:
         dist_utils.barrier(self.env)
 
     def close(self) -> None:
-        """Leave the process group (every process at once, `bdh.train.distributed.shutdown`)."""
+        """Leave the process group (every process at once, `bdh.train.runtime.distributed.shutdown`)."""
         dist_utils.shutdown(self.env)
 
 

@@ -28,7 +28,7 @@ import torch
 
 from bdh.errors import UserError
 
-from ..model.io import (
+from ...model.io import (
     CONFIG_NAME,
     FREE_FIELD,
     WEIGHTS_NAME,
@@ -42,8 +42,8 @@ from ..model.io import (
     runtime_fields,
     save_tensors,
 )
-from ..outputs import atomic_folder, file_problem, write_text
-from .sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
+from ...outputs import atomic_folder, file_problem, write_text
+from ..runtime.sharded import is_sharded, load_full_state_dict, shard_optimizer_tensors
 
 FORMAT = "bdh-train-checkpoint"
 FORMAT_VERSION = 1
@@ -83,7 +83,7 @@ def optimizer_tensors(
     """An optimiser's state dict split into tensors (``optimizer.{param}.{name}``) and JSON (the rest).
 
     ``state_dict``: the one to split instead of ``optimizer.state_dict()`` (the full moments gathered from a
-    sharded optimiser, `bdh.train.sharded.full_optimizer_state`)."""
+    sharded optimiser, `bdh.train.runtime.sharded.full_optimizer_state`)."""
     sd = optimizer.state_dict() if state_dict is None else state_dict
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
@@ -161,7 +161,7 @@ def save_checkpoint(
     """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints.
 
     ``weights`` and ``optimizer_state``: the full tensors gathered from a sharded model and optimiser
-    (`bdh.train.sharded`), written in place of their own (sharded) state dicts."""
+    (`bdh.train.runtime.sharded`), written in place of their own (sharded) state dicts."""
     opt_tensors, opt_meta = optimizer_tensors(optimizer, optimizer_state)
     path = _write_folder(
         run_dir / "checkpoints" / f"step-{step}",

@@ -1,5 +1,5 @@
 """``bdh eval`` as a library call: `open_eval` loads a run's model, reads its data and plans the evaluation
-(`bdh.train.eval_plan.plan_eval`); `RunEval.header` is what the command prints before scoring, `RunEval.run`
+(`bdh.analysis.evaluation.plan.plan_eval`); `RunEval.header` is what the command prints before scoring, `RunEval.run`
 scores and returns an `EvalResult`, whose `EvalResult.table` is what the command prints after. A Python caller
 gets the numbers and the lines the command printed."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from bdh.errors import UserError
 
-from .eval_plan import StreamPlan, WindowPlan
+from .plan import StreamPlan, WindowPlan
 
 LN2 = math.log(2.0)
 
@@ -36,7 +36,7 @@ class EvalResult:
 
     def _metric_lines(self) -> list[str]:
         """The loss and bits per unit (the standard error of a sample), then the task's metrics."""
-        from .log import se_text
+        from bdh.train.run.log import se_text
 
         m, plan = self.metrics, self.plan
         unit = plan.ev.unit
@@ -47,7 +47,7 @@ class EvalResult:
 
     def _curve_lines(self) -> list[str]:
         """The curves by position as a table, the state's gain when both are there, and each curve's total."""
-        from .context import curve_table, state_gain
+        from ..loss_by_position import curve_table, state_gain
 
         curves, unit = self.curves, self.plan.ev.unit
         lines = [f"bits per {unit} by position:", curve_table(curves, unit)]
@@ -79,12 +79,12 @@ class RunEval:
         return "\n".join([f"model: {self.folder}", *self.plan.notes])
 
     def run(self, progress: str = "none") -> EvalResult:
-        """Score the plan (``progress``: a mode of `bdh.train.log.EvalProgress`) and draw the figure if asked."""
+        """Score the plan (``progress``: a mode of `bdh.train.run.log.EvalProgress`) and draw the figure if asked."""
         if isinstance(self.plan, WindowPlan):
             return EvalResult(self.plan, metrics=self.plan.run(self.model, progress))
         curves = self.plan.run(self.model, progress)
         if self.figure is not None:
-            from .context import figure
+            from ..loss_by_position import figure
 
             title = f"{self.source.resolve().name}: loss by context position"
             figure(curves, self.figure, self.plan.trained, title=title, unit=self.plan.ev.unit)
@@ -102,14 +102,15 @@ def open_eval(
     figure: str | Path | None = None,
     **reading: Any,
 ) -> RunEval:
-    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run_model.load_run_model`),
-    its data (`bdh.train.eval_data.eval_data`: the validation split, or ``data``) and the plan of
-    `bdh.train.eval_plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
+    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run.model.load_run_model`),
+    its data (`bdh.analysis.evaluation.data.eval_data`: the validation split, or ``data``) and the plan of
+    `bdh.analysis.evaluation.plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
     ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
     into this file. A one-line `UserError` for options that do not go together."""
-    from .eval_data import eval_data
-    from .eval_plan import plan_eval
-    from .run_model import load_run_model
+    from bdh.train.run.model import load_run_model
+
+    from .data import eval_data
+    from .plan import plan_eval
 
     model, folder = load_run_model(source, checkpoint, device)
     ev = eval_data(source, model, data)

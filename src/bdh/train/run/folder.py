@@ -3,13 +3,13 @@
 ::
 
     RUN_DIR/config.yaml          the resolved run config, every field (written when the run starts)
-    RUN_DIR/metrics.jsonl        one JSON record per logged step and per evaluation (`bdh.train.log.MetricsLog`)
-    RUN_DIR/checkpoints/step-N/  the checkpoints (`bdh.train.checkpoint`: model folder + trainer state)
+    RUN_DIR/metrics.jsonl        one JSON record per logged step and per evaluation (`bdh.train.run.log.MetricsLog`)
+    RUN_DIR/checkpoints/step-N/  the checkpoints (`bdh.train.run.checkpoint`: model folder + trainer state)
     RUN_DIR/best/                the model of the best evaluation so far
 
 The folder is made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder) and its path is
 broadcast to the other processes; every file is written atomically by rank 0, while every process takes part
-in gathering what a sharded run writes (`bdh.train.process.Runtime`).
+in gathering what a sharded run writes (`bdh.train.runtime.device.Runtime`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from torch import nn
 
 from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
-from ..model.io import CheckpointError
+from ...model.io import CheckpointError
+from ..config import KEYS, ConfigError, RunConfig, read_config_file
+from ..errors import TrainingError
+from ..runtime.device import Runtime
 from . import checkpoint as ckpt
-from .config import KEYS, ConfigError, RunConfig, read_config_file
-from .errors import TrainingError
 from .log import MetricsLog
-from .process import Runtime
 
 
 class RunFolder:
@@ -120,7 +120,7 @@ class RunFolder:
         meta: dict[str, Any],
         keep: int,
     ) -> Path | None:
-        """Write checkpoints/step-``step`` (rank 0; `bdh.train.checkpoint.save_checkpoint`) with the trainer
+        """Write checkpoints/step-``step`` (rank 0; `bdh.train.run.checkpoint.save_checkpoint`) with the trainer
         ``state`` and ``meta``, keeping the last ``keep``; every process takes part in gathering a sharded model."""
         weights = self.runtime.full_weights(model)  # gathered by every process, written by rank 0
         optimizer_state = self.runtime.full_optimizer_state(optimizer)
