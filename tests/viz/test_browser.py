@@ -213,8 +213,8 @@ LENS_CELLS = """panel => {
   const box = {left: lens.getBoundingClientRect().left, right: lens.getBoundingClientRect().right,
                top: h2.getBoundingClientRect().bottom, bottom: p.bottom - pad};
   const cells = [...lens.querySelectorAll('td, th, rect')].map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
-  return {box: [box.left, box.top, box.right, box.bottom], cells: [Math.min(...cells.map(r => r.left)),
-          Math.min(...cells.map(r => r.top)), Math.max(...cells.map(r => r.right)), Math.max(...cells.map(r => r.bottom))]};
+  const lo = k => Math.min(...cells.map(r => r[k])), hi = k => Math.max(...cells.map(r => r[k]));
+  return {box: [box.left, box.top, box.right, box.bottom], cells: [lo('left'), lo('top'), hi('right'), hi('bottom')]};
 }"""
 
 
