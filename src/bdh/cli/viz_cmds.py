@@ -12,7 +12,7 @@ from bdh.errors import UserError, exit_status
 from bdh.viz.inputs import MAX_TOKENS
 
 from . import interrupts
-from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
+from .checks import add_overwrite, add_prompt, announce_loaded, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _load(folder: Path, device):
     """The BDH model of a model folder (from `resolve_model_dir`), on ``device``; BDH models only."""
     from bdh.model import BDH
 
-    model = load_model(folder, map_location=device)
+    model = load_model(folder, map_location=device, announce=False)  # named by `_input` once the input is good
     if not isinstance(model, BDH):
         raise UserError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
     return model
@@ -151,10 +151,14 @@ def _output(args: argparse.Namespace, default: Path, inputs: list[Path], folder:
 
 
 def _input(args: argparse.Namespace, model, folder: Path, prompt: bytes | None):
-    """The tokens to show (`bdh.viz.inputs.choose_input`): ``prompt``, --tokens, --board, --sudoku or the default."""
+    """The tokens to show (`bdh.viz.inputs.choose_input`): ``prompt``, --tokens, --board, --sudoku or the default.
+    Then the model folder is named on stderr, as by bdh generate: stdout says what was written (a script reads it),
+    and a bad input stays a one-line error."""
     from bdh.viz.inputs import choose_input
 
-    return choose_input(model, folder, prompt, args.tokens, args.board, args.sudoku, args.seed)
+    inp = choose_input(model, folder, prompt, args.tokens, args.board, args.sudoku, args.seed)
+    announce_loaded(folder, sys.stderr)
+    return inp
 
 
 # ---------------------------------------------------------------------- bdh viz
