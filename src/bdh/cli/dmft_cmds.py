@@ -16,18 +16,24 @@ from bdh.errors import UserError
 from .checks import add_overwrite, checked_model_dir, declared_integer, integer, load_model, number
 
 
-def _count(name: str):
-    """The argparse type of a count of a mean-field run: the range declared on `bdh.dmft.experiments.RunLength`."""
-    from bdh.dmft.experiments import RunLength
+def _count(name: str, config: str = "bdh.dmft.experiments:RunLength"):
+    """The argparse type of a count of a mean-field run: the range declared on ``config``'s field ``name``
+    (`bdh.dmft.experiments.RunLength`, `bdh.dmft.probe.ProbeConfig`), imported when a value is read: building
+    the help imports neither numpy nor torch."""
 
-    return declared_integer(RunLength, name)
+    def parse(text: str) -> int:
+        import importlib
+
+        module, _, cls = config.partition(":")
+        return declared_integer(getattr(importlib.import_module(module), cls), name)(text)
+
+    parse.__name__ = "integer"
+    return parse
 
 
 def _probe(name: str):
     """The argparse type of a count of the probe: the range declared on `bdh.dmft.probe.ProbeConfig`."""
-    from bdh.dmft.probe import ProbeConfig
-
-    return declared_integer(ProbeConfig, name)
+    return _count(name, "bdh.dmft.probe:ProbeConfig")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
