@@ -120,3 +120,24 @@ def test_the_readme_lists_every_command_and_each_group_s_choices():
         assert listed == choices, (command, listed, choices)
     continued = re.search(r"those that can continue \(`train`, `bench`, `experiment ([a-z|-]+)`\)", readme)
     assert continued and continued.group(1).split("|") == [n for n in registry.names("experiment") if resumable(n)]
+
+
+def test_the_main_job_s_time_in_the_help_is_its_time_budget(capsys):
+    """``bdh --help``, ``bdh train --help`` and the examples say how long the main job takes: its time budget,
+    train.max_minutes of the config it runs."""
+    import yaml
+
+    from bdh.cli import main
+    from bdh.cli.examples import EXAMPLES
+
+    assert main(["train", "--print-config"]) == 0
+    minutes = yaml.safe_load(capsys.readouterr().out)["train"]["max_minutes"]
+    assert minutes == int(minutes)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    assert f"the main job, a small BDH on the embedded corpus in ~{int(minutes)} min on CPU" in top
+    assert f"~{int(minutes)} min on 2 cores" in top  # the example
+    (train,) = [parser for words, parser in COMMANDS if words == ("train",)]
+    assert f"(about {int(minutes)} minutes on a 2-core CPU)" in " ".join(train.format_help().split())
+    assert any(f"~{int(minutes)} min on 2 cores" in line for line in EXAMPLES["bdh"])
