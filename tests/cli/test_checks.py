@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bdh.cli.checks import integer, number, prompt_bytes
+from bdh.cli.checks import declared_integer, integer, number, prompt_bytes
 from bdh.devices import resolve_device
 from bdh.errors import UserError
 
@@ -19,6 +19,16 @@ from bdh.errors import UserError
 def test_number_refuses_what_is_not_a_finite_number(text):
     with pytest.raises(argparse.ArgumentTypeError):
         number(0)(text)
+
+
+def test_declared_integer_reads_the_field_range_and_e_notation():
+    from bdh.dmft.experiments import RunLength
+
+    steps = declared_integer(RunLength, "steps")
+    assert steps("120000") == 120_000 and steps("1.2e6") == 1_200_000 and steps("1_000") == 1000
+    for bad in ("1e15", "10000001", "0", "1.5", "many", "nan", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"must be an integer in \[1, 10000000\]"):
+            steps(bad)
 
 
 def test_number_ranges():

@@ -283,16 +283,3 @@ def test_the_last_line_says_when_the_time_budget_cut_the_run(tmp_path, corpus_fi
     assert f"to finish this run: {resume}" in last, last  # the command that finishes it, not a new run's
     code, out, err = cli(capsys, "train", *set_args(tiny(corpus_file, tmp_path / "s", "train.max_steps=2")))
     assert code == 0 and "time budget" not in out
-
-
-def test_a_budget_cut_on_a_busy_machine_says_so(monkeypatch):
-    """A main job cut at 305 of 2,000 steps on a loaded machine did not say why its steps were slow."""
-    import os
-
-    from bdh.train.run.report import busy_machine
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 4.0, 3.0))
-    assert busy_machine() == " (the machine was busy: load average 5.5 on 2 cores, so each step took longer)"
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
-    assert busy_machine() == ""

@@ -205,3 +205,32 @@ def test_graph_panel_uses_its_frame(browser, pages):
         assert errors == []
     finally:
         page.close()
+
+
+LENS_CELLS = """panel => {
+  const lens = panel.querySelector('#lens'), h2 = panel.querySelector('h2');
+  const p = panel.getBoundingClientRect(), pad = parseFloat(getComputedStyle(panel).paddingBottom);
+  const box = {left: lens.getBoundingClientRect().left, right: lens.getBoundingClientRect().right,
+               top: h2.getBoundingClientRect().bottom, bottom: p.bottom - pad};
+  const cells = [...lens.querySelectorAll('td, th, rect')].map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+  const lo = k => Math.min(...cells.map(r => r[k])), hi = k => Math.max(...cells.map(r => r[k]));
+  return {box: [box.left, box.top, box.right, box.bottom], cells: [lo('left'), lo('top'), hi('right'), hi('bottom')]};
+}"""
+
+
+@pytest.mark.parametrize("name", ["text", "board", "sudoku"])
+def test_lens_panel_fills_its_box(browser, pages, name):
+    """The logit lens's cells (table cells, board squares) span most of the panel below its title: it shares a
+    grid row with the taller attention panel, and a small fixed-size table left two thirds of it empty."""
+    page, errors, _ = open_page(browser, pages[name])
+    try:
+        got = page.eval_on_selector("#lens", "l => (" + LENS_CELLS + ")(l.parentElement)")
+        (bx0, by0, bx1, by1), (cx0, cy0, cx1, cy1) = got["box"], got["cells"]
+        width, height = (cx1 - cx0) / (bx1 - bx0), (cy1 - cy0) / (by1 - by0)
+        # as large as the limiting side allows, most of the other (square boards leave some room); not exactly 1:
+        # captions and gaps take a little
+        assert max(width, height) > 0.95 and min(width, height) > 0.8, got
+        assert cx0 >= bx0 - 1 and cx1 <= bx1 + 1 and cy0 >= by0 - 1 and cy1 <= by1 + 1, got  # nothing cut off
+        assert errors == []
+    finally:
+        page.close()

@@ -50,6 +50,16 @@ def test_viz_prompt_writes_the_page_into_reports(text_run, capsys):
     assert oct(path.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not a private temp file
 
 
+def test_viz_and_plot_print_what_they_wrote_on_stdout_and_the_model_on_stderr(text_run, tmp_path, capsys):
+    """As for bdh generate: stdout holds what a script reads (the file or folder written), stderr the model
+    folder the command loaded."""
+    for command, out_path in (("viz", tmp_path / "v.html"), ("plot", tmp_path / "plots")):
+        code, out, err = run_cli(capsys, command, str(text_run), "--prompt", "to be", "--out", str(out_path))
+        assert code == 0, err
+        assert out.splitlines()[0].startswith(f"wrote {out_path}"), out
+        assert "model: " not in out and f"model: {text_run / 'best'}" in err, (out, err)
+
+
 def test_viz_board_file_and_default_board(board_run, tmp_path, capsys):
     f = tmp_path / "board.txt"
     f.write_text("// an 8 x 8 board\n" + BOARD.replace("", " ").strip() + "\n", encoding="utf-8")

@@ -18,6 +18,7 @@ from bdh.errors import UserError
 
 from . import interrupts
 from .checks import device, integer
+from .costs import with_cost
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,14 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train BDH and parameter-matched baselines on a sweep, keep the best learning rate per "
         "(model, setting, width), and write runs.csv, results.csv (one row per seed), summary.csv and results.md "
         "(mean and min-max over seeds; a winner only beyond that spread) and plots into --out. "
-        "The default sizes are CPU-sized (under 30 minutes on 2 cores); --full is for bigger machines; "
-        "--quick is a smoke test of a minute or two.",
+        "The default sizes are CPU-sized: each name below says what its default takes on 2 cores (measured in "
+        'docs/bench.md, "Run time of the CPU defaults"); --full is for bigger machines; --quick is a smoke test '
+        "of a minute or two.",
     )
     p.set_defaults(func=lambda args: _usage(p))
     suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=type(p))
     for name in names("suite"):
         text = help_of("suite", name).summary
-        s = suites.add_parser(name, help=text, description=text)
+        s = suites.add_parser(name, help=with_cost("suite", name, text), description=text)
         size = s.add_mutually_exclusive_group()
         size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
         size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")

@@ -84,6 +84,27 @@ def temperature(text: str) -> float:
     return value
 
 
+def declared_integer(config_class: type, name: str) -> Callable[[str], int]:
+    """An argparse type: an integer within the range declared on ``config_class``'s field ``name``
+    (`bdh.typed_config.bounded`), written plainly or as ``1.2e6``; anything else is refused naming the range
+    (``argument --steps: must be an integer in [1, 10000000], got '1e15'``)."""
+    from bdh.typed_config import declared_ranges
+
+    (declared,) = [d for d in declared_ranges(config_class) if d.name == name]
+
+    def parse(text: str) -> int:
+        try:
+            value = float(text)  # exact for every integer a bound admits
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value == int(value) and declared.admits(int(value))):
+            raise argparse.ArgumentTypeError(declared.message(text))
+        return int(value)
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _range(low: float | None, high: float | None, low_open: bool = False) -> str:
     if low is not None and high is not None:
         return f"in {'(' if low_open else '['}{low:g}, {high:g}]"

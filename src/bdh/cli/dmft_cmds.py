@@ -13,7 +13,27 @@ from pathlib import Path
 
 from bdh.errors import UserError
 
-from .checks import add_overwrite, checked_model_dir, integer, load_model, number
+from .checks import add_overwrite, checked_model_dir, declared_integer, integer, load_model, number
+
+
+def _count(name: str, config: str = "bdh.dmft.experiments:RunLength"):
+    """The argparse type of a count of a mean-field run: the range declared on ``config``'s field ``name``
+    (`bdh.dmft.experiments.RunLength`, `bdh.dmft.probe.ProbeConfig`), imported when a value is read: building
+    the help imports neither numpy nor torch."""
+
+    def parse(text: str) -> int:
+        import importlib
+
+        module, _, cls = config.partition(":")
+        return declared_integer(getattr(importlib.import_module(module), cls), name)(text)
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _probe(name: str):
+    """The argparse type of a count of the probe: the range declared on `bdh.dmft.probe.ProbeConfig`."""
+    return _count(name, "bdh.dmft.probe:ProbeConfig")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -60,10 +80,13 @@ def _register_bifurcation(gs: argparse._SubParsersAction) -> None:
     b.add_argument("--out", required=True, help="output folder")
     add_overwrite(b, "the --out folder")
     b.add_argument(
-        "--steps", type=integer(1), default=120_000, help="steps per beta (default 120000, as the released configs)"
+        "--steps",
+        type=_count("steps"),
+        default=120_000,
+        help="steps per beta (default 120000, as the released configs)",
     )
-    b.add_argument("--keep", type=integer(1), default=20_000, help="steps kept at the end (default 20000)")
-    b.add_argument("--lyap-steps", type=integer(1), default=5_000, help="steps for lambda_1 (default 5000)")
+    b.add_argument("--keep", type=_count("keep"), default=20_000, help="steps kept at the end (default 20000)")
+    b.add_argument("--lyap-steps", type=_count("lyap_steps"), default=5_000, help="steps for lambda_1 (default 5000)")
     b.add_argument("--chunk", type=integer(1), default=None, help="betas per batch (default all; lower to save memory)")
     _add_model_args(b)
     b.set_defaults(func=cmd_bifurcation)
@@ -81,10 +104,12 @@ def _register_trajectory(gs: argparse._SubParsersAction) -> None:
     t.add_argument("--beta", required=True, help="a beta, a comma list, or START:STOP:NUM")
     t.add_argument("--out", required=True, help="output folder")
     add_overwrite(t, "the --out folder")
-    t.add_argument("--steps", type=integer(1), default=120_000)
-    t.add_argument("--keep", type=integer(1), default=20_000)
-    t.add_argument("--lyap-steps", type=integer(1), default=5_000)
-    t.add_argument("--max-lag", type=integer(1), default=200, help="largest lag of the autocorrelation (default 200)")
+    t.add_argument("--steps", type=_count("steps"), default=120_000)
+    t.add_argument("--keep", type=_count("keep"), default=20_000)
+    t.add_argument("--lyap-steps", type=_count("lyap_steps"), default=5_000)
+    t.add_argument(
+        "--max-lag", type=_count("max_lag"), default=200, help="largest lag of the autocorrelation (default 200)"
+    )
     _add_model_args(t)
     t.set_defaults(func=cmd_trajectory)
 
@@ -99,9 +124,9 @@ def _register_convergence(gs: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--beta", type=number(0), default=1.0, help="inverse temperature beta (default 1)")
     c.add_argument("--n", default="990,9900,99000,990000", help="semantic sizes N_se, comma list (multiples of 3)")
-    c.add_argument("--seeds", type=integer(1), default=8, help="independent samples per N (default 8)")
-    c.add_argument("--steps", type=integer(1), default=2000)
-    c.add_argument("--keep", type=integer(1), default=1000)
+    c.add_argument("--seeds", type=_count("seeds"), default=8, help="independent samples per N (default 8)")
+    c.add_argument("--steps", type=_count("steps"), default=2000)
+    c.add_argument("--keep", type=_count("keep"), default=1000)
     c.add_argument("--out", required=True, help="output folder")
     add_overwrite(c, "the --out folder")
     _add_model_args(c)
@@ -125,8 +150,8 @@ def _register_probe(gs: argparse._SubParsersAction) -> None:
         default="0.5,0.8,1.0,1.3,1.6",
         help="comma list or START:STOP:NUM (default 0.5,0.8,1.0,1.3,1.6)",
     )
-    p.add_argument("--steps", type=integer(1), default=1000, help="recorded tokens (default 1000)")
-    p.add_argument("--transient", type=integer(0), default=200, help="tokens discarded first (default 200)")
+    p.add_argument("--steps", type=_probe("n_steps"), default=1000, help="recorded tokens (default 1000)")
+    p.add_argument("--transient", type=_probe("n_transient"), default=200, help="tokens discarded first (default 200)")
     p.add_argument("--features", type=integer(1), default=3, help="readout dimension M (default 3)")
     p.add_argument(
         "--delta",
@@ -164,7 +189,7 @@ def cmd_bifurcation(args) -> int:
     from bdh.dmft.experiments import parse_range
     from bdh.dmft.folders import write_sweep
 
-    beta = parse_range(args.beta)
+    beta = parse_range(args.beta, "--beta")
     _check_keep(args)
     out_dir = _out(args, args.out)
     w, params = _weights_params(args)
@@ -188,7 +213,7 @@ def cmd_trajectory(args) -> int:
     from bdh.dmft.experiments import parse_range
     from bdh.dmft.folders import check_trajectory_count, write_trajectories
 
-    betas = parse_range(args.beta)
+    betas = parse_range(args.beta, "--beta")
     check_trajectory_count(betas)
     _check_keep(args)
     out_dir = _out(args, args.out)
@@ -225,7 +250,7 @@ def cmd_probe(args) -> int:
         raise UserError("--prompt: the prompt is empty; give at least one character")
     model_dir = checked_model_dir(args.run_dir)
     cfg = ProbeConfig(
-        temperatures=tuple(float(t) for t in parse_range(args.temperatures)),
+        temperatures=tuple(float(t) for t in parse_range(args.temperatures, "--temperatures")),
         n_transient=args.transient,
         n_steps=args.steps,
         n_features=args.features,

@@ -1,7 +1,7 @@
 """``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, end to
 end (synapses, merge, no-bptt, scaling, long-context, relatives, length).
 
-    bdh experiment merge --out DIR                   CPU default (under 30 minutes on 2 cores)
+    bdh experiment merge --out DIR                   the CPU default (its cost: bdh experiment --help)
     bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
     bdh experiment synapses --set steps=2000 ...     change a field of the experiment's config
     bdh experiment scaling --out DIR --resume        continue a ladder, reusing the runs already finished
@@ -24,6 +24,7 @@ from bdh.experiments.launch import resumable
 
 from . import interrupts
 from .checks import integer
+from .costs import with_cost
 
 
 def experiment_module(name: str):
@@ -41,15 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "experiment",
         help=f"the paper's experiments and comparisons, at laptop scale: {', '.join(registered('experiment'))}",
         description="Train the models an experiment needs, measure, and write report.md, results.json and figures "
-        "into --out. The defaults are sized for a CPU, but their run times differ by experiment (from minutes to "
-        "hours: each one's measured time is in docs/experiments.md, docs/long-context.md and docs/bench.md); "
-        "--show-config prints an experiment's config, --quick is a smoke test.",
+        "into --out. The defaults are sized for a CPU, but their run times differ by experiment, from minutes to "
+        'hours: each name below says what its default takes on 2 cores (measured in docs/experiments.md, "What '
+        "each experiment costs\"); --show-config prints an experiment's config, --quick is a smoke test.",
     )
     p.set_defaults(func=lambda args: _usage())
     names = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
     for name in registered("experiment"):
         text = summary("experiment", name)
-        s = names.add_parser(name, help=text, description=text)
+        s = names.add_parser(name, help=with_cost("experiment", name, text), description=text)
         s.add_argument("--out", metavar="DIR", help=f"output folder (default runs/experiment-{name}-<timestamp>)")
         s.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of a minute or two")
         if resumable(name):

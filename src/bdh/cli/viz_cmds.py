@@ -12,7 +12,7 @@ from bdh.errors import UserError, exit_status
 from bdh.viz.inputs import MAX_TOKENS
 
 from . import interrupts
-from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
+from .checks import add_overwrite, add_prompt, announce_loaded, checked_model_dir, integer, load_model, prompt_bytes
 from .checks import device as device_of
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _load(folder: Path, device):
     """The BDH model of a model folder (from `resolve_model_dir`), on ``device``; BDH models only."""
     from bdh.model import BDH
 
-    model = load_model(folder, map_location=device)
+    model = load_model(folder, map_location=device, announce=False)  # named by `_done` once all went well
     if not isinstance(model, BDH):
         raise UserError(f"{folder}: a {type(model).__name__} model; viz and plot draw BDH models only")
     return model
@@ -141,6 +141,15 @@ def _load(folder: Path, device):
 def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
     """The files and folders a viz or plot command reads: the model folder, the run, a board or prompt file."""
     return [Path(args.run), folder] + [Path(p) for p in (args.board, args.prompt_file) if p is not None]
+
+
+def _done(folder: Path | None, summary: str) -> None:
+    """What a viz or plot command says once its output is written: the model folder it read on stderr, as
+    bdh generate names it (after every check, so that a mistake stays a one-line error), and on stdout what
+    it wrote (the line a script reads)."""
+    if folder is not None:
+        announce_loaded(folder, sys.stderr)
+    print(summary, flush=True)
 
 
 def _output(args: argparse.Namespace, default: Path, inputs: list[Path], folder: bool = False) -> Path:
@@ -189,7 +198,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
             out = _output(args, default, _inputs(args, folder))
         title = f"BDH viewer: {Path(args.run).resolve().name}"
         written = write_view(model, inp, out, options=opts, title=title, origin=str(folder))
-        print(written.summary())
+        _done(folder, written.summary())
         return 0 if server is None else _serve(server, written.page)
     finally:
         if server is not None:
@@ -233,5 +242,5 @@ def cmd_plot(args: argparse.Namespace) -> int:
     read = _inputs(args, folder if folder is not None else run) + [Path(p) for p in args.bench]
     out = _output(args, inputs.report_path(root, "plots", inp), read, folder=True)
     options = {"head": args.head, "layer": args.layer, "avg_degree": args.avg_degree}
-    print(plot_run(root, out, model, inp, args.bench, **options).summary())
+    _done(folder, plot_run(root, out, model, inp, args.bench, **options).summary())
     return 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bdh.errors import UserError
+from bdh.typed_config import TypedConfig, bounded
 
 from .diagnostics import autocorrelation, classify, count_distinct, power_spectrum
 from .lyapunov import lyapunov_spectrum
@@ -19,10 +20,35 @@ from .weights import DMFTParams, NetworkWeights, paper_weights
 
 INIT_MODES = ("token", "continue")
 
+#: most values a START:STOP:NUM range may give (25 times the paper's 4,001-value sweep)
+MAX_RANGE_VALUES = 100_000
+_LONG = "8 times the paper's 1.2e6"
+_KEPT = "5 times the paper's 2e5 kept"
 
-def parse_range(text: str) -> np.ndarray:
-    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive);
-    ``"a,b,c"`` or ``"a"`` -> those values."""
+
+@dataclass
+class RunLength(TypedConfig):
+    """The counts of a mean-field run (the flags of ``bdh dmft bifurcation``, ``trajectory`` and ``convergence``),
+    each bounded above: a mistyped count is refused in one line rather than run for days.
+
+    Attributes:
+        steps: steps simulated per beta.
+        keep: steps kept at the end.
+        lyap_steps: further steps over which the Lyapunov exponents are averaged.
+        max_lag: largest lag of the autocorrelation.
+        seeds: independent finite networks per size (convergence).
+    """
+
+    steps: int = bounded(120_000, ge=1, le=10_000_000, why=_LONG)
+    keep: int = bounded(20_000, ge=1, le=1_000_000, why=_KEPT)
+    lyap_steps: int = bounded(5_000, ge=1, le=1_000_000)
+    max_lag: int = bounded(200, ge=1, le=1_000_000)
+    seeds: int = bounded(8, ge=1, le=1_000)
+
+
+def parse_range(text: str, name: str = "range") -> np.ndarray:
+    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive; at most
+    `MAX_RANGE_VALUES`); ``"a,b,c"`` or ``"a"`` -> those values. ``name`` (a flag) names a count too large."""
     text = str(text).strip()
     try:
         if ":" in text:
@@ -32,6 +58,8 @@ def parse_range(text: str) -> np.ndarray:
             start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
             if num < 1 or not np.isfinite([start, stop]).all():
                 raise ValueError
+            if num > MAX_RANGE_VALUES:  # before numpy tries to allocate them
+                raise UserError(f"{name} {text}: at most {MAX_RANGE_VALUES:,} values, got {num:,}")
             if num > 1 and not stop > start:
                 raise ValueError
             vals = np.linspace(start, stop, num)
@@ -39,6 +67,8 @@ def parse_range(text: str) -> np.ndarray:
             vals = np.array([float(v) for v in text.split(",") if v.strip() != ""])
             if vals.size == 0 or not np.isfinite(vals).all():
                 raise ValueError
+    except UserError:
+        raise
     except ValueError:
         raise UserError(
             f"bad range {text!r}: expected START:STOP:NUM with STOP > START and NUM >= 1, or a comma list of numbers"

@@ -53,8 +53,8 @@ class ProbeConfig(TypedConfig):
     """
 
     temperatures: tuple[float, ...] = bounded((0.5, 0.8, 1.0, 1.3, 1.6), ge=0)
-    n_transient: int = bounded(200, ge=0)
-    n_steps: int = bounded(1000, ge=8)
+    n_transient: int = bounded(200, ge=0, le=1_000_000)
+    n_steps: int = bounded(1000, ge=8, le=1_000_000)
     n_features: int = bounded(3, ge=1)
     delta: float = bounded(1e-4, gt=0, lt=1)
     prompt: str = "\n"

@@ -8,11 +8,13 @@ before the run ends. The run may grow back up to its step and token limits, neve
 
 The budget reads no clock: the trainer passes it the times it measures (``now``, the seconds of each training
 step). Once planned, the length of the run is fixed (`TimeBudget.fixed`) and saved in checkpoints with the time
-spent, so that a resumed run keeps both.
+spent, so that a resumed run keeps both. Every run (with a budget or not) keeps its speed at the start and near the
+end (`TimeBudget.speeds`): the note of a run the budget cut short says from them whether the machine was busy.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 #: steps timed before a ``train.max_minutes`` budget fixes the length of the run (the first is not timed)
@@ -23,6 +25,8 @@ BUDGET_SHARE = 0.93
 REPLANS = 10
 #: a plan that changes the length of the run by this share or less leaves it as it is
 REPLAN_TOLERANCE = 0.03
+#: steps whose mean time gives the speed of a run at its start (after the untimed first) and near its end
+SPEED_STEPS = CALIBRATION_STEPS
 
 
 class TimeBudget:
@@ -68,6 +72,9 @@ class TimeBudget:
         self.seconds = None if self.minutes is None else self.minutes * 60.0 - self.elapsed_before
         self._step_seconds = 0.0  # time spent in training steps (not evaluations or checkpoints)
         self._timed_from: tuple[int, float] | None = None  # (step, training seconds) where the timing started
+        self._steps = 0  # steps counted by this process
+        self._first: list[float] = []  # the times of its first SPEED_STEPS steps after the first
+        self._last: deque[float] = deque(maxlen=SPEED_STEPS)  # and of its last SPEED_STEPS steps
 
     def elapsed(self, now: float) -> float:
         """Seconds the run has taken at ``now``, earlier processes of a resumed run included."""
@@ -86,6 +93,19 @@ class TimeBudget:
     def count(self, seconds: float) -> None:
         """Count the ``seconds`` a training step took (evaluations and checkpoints are not counted)."""
         self._step_seconds += seconds
+        self._steps += 1
+        if self._steps == 1:
+            return  # warm-up and allocations: not the speed of the run
+        if len(self._first) < SPEED_STEPS:
+            self._first.append(seconds)
+        self._last.append(seconds)
+
+    def speeds(self) -> tuple[float, float] | None:
+        """Steps per second of this process over its first `SPEED_STEPS` steps after the first, and over its last
+        `SPEED_STEPS`; None until the two stretches are apart."""
+        if self._steps < 1 + 2 * SPEED_STEPS:
+            return None
+        return SPEED_STEPS / max(sum(self._first), 1e-12), SPEED_STEPS / max(sum(self._last), 1e-12)
 
     def measure(self, step: int, total_steps: int) -> float | None:
         """After training step ``step`` (counted from 1): the seconds per step since the last plan when the next
@@ -129,4 +149,4 @@ class TimeBudget:
         return None
 
 
-__all__ = ["BUDGET_SHARE", "CALIBRATION_STEPS", "REPLANS", "TimeBudget"]
+__all__ = ["BUDGET_SHARE", "CALIBRATION_STEPS", "REPLANS", "SPEED_STEPS", "TimeBudget"]

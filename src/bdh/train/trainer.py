@@ -80,6 +80,7 @@ class TrainResult:
     new_tokens: int = 0  # tokens trained by this process (``tokens`` counts those before a resume too)
     step_limit: int = 0  # the steps the run's step and token limits allow
     budget_cut: bool = False  # the time budget (train.max_minutes) ended the run before step_limit
+    speeds: tuple[float, float] | None = None  # steps/s of this process at its start and near its end
 
 
 @dataclass
@@ -524,8 +525,6 @@ class Trainer:
                 finished_before=True,
                 model=self.result_model(),
             )
-        # the budget either stopped the run or planned fewer steps than its limits allow (then run.stop is None)
-        budget_cut = run.stop == "budget" or (run.stop is None and self.step < self.step_limit)
         return TrainResult(
             self.folder.path,
             self.step,
@@ -537,7 +536,8 @@ class Trainer:
             model=self.result_model(),
             new_tokens=self.tokens - run.tokens_before,
             step_limit=self.step_limit,
-            budget_cut=budget_cut,
+            budget_cut=run.stop == "budget" or (run.stop is None and self.step < self.step_limit),  # or planned less
+            speeds=self.budget.speeds(),
             **common,
         )
 

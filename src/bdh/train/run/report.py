@@ -95,18 +95,30 @@ def _finished_lines(result: Any) -> list[str]:
     return lines
 
 
-def busy_machine() -> str:
-    """`` (the machine was busy: ...)`` where the load average of the last minute exceeds the CPU count (other
-    work took the cores a budgeted run counted on), else ``''``."""
+#: the steps near the end of a run below this share of its speed at the start: slowed down, not slow throughout
+SLOWED = 0.5
+
+
+def busy_machine(speeds: tuple[float, float] | None) -> str:
+    """`` (the machine was busy: ...)`` when the run's speed near its end fell below `SLOWED` of its speed at the
+    start (``speeds``: `bdh.train.budget.TimeBudget.speeds`) and the load average of the last minute exceeds the
+    CPU count: other work took the cores the run had at its start. Else ``''``: a run slow from its first steps is
+    as fast as this machine trains it, and the note says only how to train all its steps."""
     import os
 
+    if speeds is None or not speeds[1] < SLOWED * speeds[0]:
+        return ""
     try:
         load, cores = os.getloadavg()[0], os.cpu_count() or 1
     except (AttributeError, OSError):  # no load average on this system
         return ""
     if load <= cores:
         return ""
-    return f" (the machine was busy: load average {load:.1f} on {cores} cores, so each step took longer)"
+    share = speeds[1] / speeds[0]
+    return (
+        f" (the machine was busy: load average {load:.1f} on {cores} cores, and the last steps ran at {share:.0%} of "
+        "the speed of the first)"
+    )
 
 
 def train_report(config: Any, result: Any, resume: str | Path | None = None) -> TrainReport:
@@ -144,7 +156,8 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
     if result.budget_cut:
         after.append(
             f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps{busy_machine()}; to finish this run: bdh train --resume {result.run_dir} "
-            "--set train.max_minutes=null (a new run trains them all with a larger train.max_minutes, or null)"
+            f"{result.step_limit} steps{busy_machine(result.speeds)}; to finish this run: "
+            f"bdh train --resume {result.run_dir} --set train.max_minutes=null (a new run trains them all with a "
+            "larger train.max_minutes, or null)"
         )
     return TrainReport(before, sample, after)

@@ -196,6 +196,8 @@
   }
 
   // ------------------------------------------------------------ logit lens
+  // The panel shares a grid row with the taller attention panel: its tables stretch to the row (CSS) and the
+  // boards are sized to the room measured with the panel empty, so that the lens uses the whole box.
   function drawLens() {
     var box = document.getElementById("lens");
     clear(box);
@@ -210,17 +212,76 @@
       var tr = h("tr", l === state.layer ? "cur" : "", tbl);
       h("td", "", tr, String(l));
       V.lens[l][t].forEach(function (p) {
-        h("td", p[0] === next ? "hit" : "", tr, vocabLabel(p[0]) + " " + fmt(p[1], 2));
+        h("td", p[0] === next ? "hit" : "", tr, vocabLabel(p[0]) + " " + fmt(p[1], 3));
       });
+    }
+    lensTokens(box);
+  }
+  // the top prediction after each layer (rows) for the tokens around the selected one (columns)
+  function lensTokens(box) {
+    var n = Math.max(1, Math.min(T, Math.floor((box.clientWidth - 50) / 46)));
+    var t0 = Math.max(0, Math.min(T - n, state.token - Math.floor(n / 2)));
+    h("div", "muted", box, "top prediction per token after each layer; shade = its probability, green = the input's next token");
+    var tbl = h("table", "lens by-token", box);
+    var hr = h("tr", "", tbl);
+    h("th", "", hr, "layer");
+    for (var t = t0; t < t0 + n; t++) {
+      var th = h("th", t === state.token ? "sel" : "", hr, label(t));
+      th.setAttribute("data-t", String(t));
+      th.title = "token #" + t;
+      th.addEventListener("click", onPick);
+    }
+    for (var l = 0; l < L; l++) {
+      var tr = h("tr", l === state.layer ? "cur" : "", tbl);
+      h("td", "", tr, String(l));
+      for (t = t0; t < t0 + n; t++) {
+        var p = V.lens[l][t][0], hit = t + 1 < T && p[0] === V.tokens[t + 1];
+        var td = h("td", (hit ? "hit" : "") + (t === state.token ? " sel" : ""), tr, vocabLabel(p[0]));
+        td.style.background = css(ramp(BLUE, 0.5 * p[1]));  // at most half strength: the label stays legible
+        td.title = "after layer " + l + ", token #" + t + " -> " + vocabLabel(p[0]) + " (" + fmt(p[1], 3) + ")";
+        td.setAttribute("data-t", String(t));
+        td.addEventListener("click", onPick);
+      }
     }
   }
   function lensBoard(box) {
     var l = state.layer, pred = V.lens[l];
-    var changed = 0;
-    if (l > 0) for (var i = 0; i < T; i++) if (V.lens[l - 1][i] !== pred[i]) changed++;
-    document.getElementById("lens-note").textContent = "(argmax label of every cell after layer " + l + (l > 0 ? "; " + changed + " cells changed since layer " + (l - 1) : "") + ")";
+    var changed = function (k) { var c = 0; for (var i = 0; k > 0 && i < T; i++) if (V.lens[k - 1][i] !== V.lens[k][i]) c++; return c; };
+    document.getElementById("lens-note").textContent = "(argmax label of every cell after layer " + l + (l > 0 ? "; " + changed(l) + " cells changed since layer " + (l - 1) : "") + "; beside it, after every layer)";
+    var fit = boardFit(box.clientWidth, box.clientHeight >= 120 ? box.clientHeight : Math.min(box.clientWidth, 460));
     var wrapper = h("div", "lens-boards", box);
-    var tbl = h("table", "board", wrapper);
+    boardTable(h("div", "", wrapper), pred, fit.main, true);
+    var thumbs = h("div", "lens-thumbs", wrapper);
+    thumbs.style.gridTemplateColumns = "repeat(" + fit.cols + ", " + fit.thumb + "px)";
+    for (var k = 0; k < L; k++) {
+      var fig = h("div", "lens-thumb" + (k === l ? " cur" : ""), thumbs);
+      boardTable(fig, V.lens[k], fit.thumb, false);
+      var n = 0;
+      for (var q = 0; q < T; q++) if (V.lens[k][q] === 4) n++;
+      var cap = h("div", "muted", fig, V.kind === "boardpath" ? "L" + k + ": " + n + " path" : "L" + k + (k > 0 ? ": " + changed(k) + " changed" : ""));
+      fig.title = "layer " + k + (V.kind === "boardpath" ? ": " + n + " path cells" : "") + (k > 0 ? ", " + changed(k) + " cells changed since layer " + (k - 1) : "") + "; click to show this layer";
+      fig.setAttribute("data-layer", String(k));
+      fig.addEventListener("click", function (ev) { setLayer(parseInt(ev.currentTarget.getAttribute("data-layer"), 10)); });
+      cap.style.width = fit.thumb + "px";
+    }
+  }
+  // sides in px of the current layer's board and of the per-layer thumbnails (in `cols` columns) that fill W x H best
+  function boardFit(W, H) {
+    var CAP = 16, GAP = 10, best = null;
+    for (var k = 1; k <= L; k++) {
+      var rows = Math.ceil(L / k);
+      var s = Math.min(Math.floor((H - rows * CAP - (rows - 1) * GAP) / rows), Math.floor((W - GAP * k) / (k + 2)));
+      var m = Math.min(H, W - k * (s + GAP));
+      var score = m * m + L * s * s;
+      if (s > 0 && m > 0 && (best === null || score > best.score)) best = { main: m, thumb: s, cols: k, score: score };
+    }
+    return best || { main: Math.max(40, Math.min(W, H)), thumb: 40, cols: 1 };
+  }
+  // one board of predicted labels as a table `side` px wide; the big one marks the selected cell and selects on click
+  function boardTable(parent, pred, side, big) {
+    var tbl = h("table", "board", parent), cell = Math.max(2, Math.floor((side - 1) / S) - 1);
+    var text = big || (V.kind === "sudoku" && cell >= 12);  // no letters in small cells: they would make them taller
+    tbl.style.fontSize = Math.max(6, Math.min(20, Math.floor(cell * 0.55))) + "px";
     for (var r = 0; r < S; r++) {
       var tr = h("tr", "", tbl);
       for (var c = 0; c < S; c++) {
@@ -233,19 +294,14 @@
           if (c % 3 === 2 && c < 8) td.className += " box-r";
           if (r % 3 === 2 && r < 8) td.className += " box-b";
         }
+        td.style.width = td.style.height = td.style.lineHeight = cell + "px";
+        if (!text) td.textContent = "";
+        if (!big) continue;
         if (j === state.token) td.className += " sel";
         td.setAttribute("data-t", String(j));
         td.addEventListener("click", onPick);
       }
     }
-    var steps = h("div", "muted", wrapper);
-    var counts = [];
-    for (var k = 0; k < L; k++) {
-      var n = 0;
-      for (var q = 0; q < T; q++) if (V.kind === "boardpath" ? V.lens[k][q] === 4 : V.tokens[q] === 0) n++;
-      counts.push(n);
-    }
-    steps.textContent = V.kind === "boardpath" ? "path cells per layer: " + counts.join(", ") : "blank cells: " + counts[0];
   }
 
   // ------------------------------------------------------------ neuron graph

@@ -1,0 +1,26 @@
+"""What each choice of ``bdh experiment --help`` and ``bdh bench --help`` costs: the wall time of its CPU default
+on the documented 2-core machine, rounded. The measurements are in docs/experiments.md ("What each experiment
+costs") and docs/bench.md ("Run time of the CPU defaults"), whose "--help says" columns hold these words
+(tests/cli/test_help.py keeps them equal). A suite or experiment registered from outside has none."""
+
+from __future__ import annotations
+
+#: ``bdh experiment NAME``: its CPU default
+EXPERIMENTS = {
+    "synapses": "about 8 min",
+    "merge": "about 21 min",
+    "no-bptt": "about 13 min",
+    "scaling": "about 22 min",
+    "long-context": "hours (not timed)",
+    "relatives": "about 1.5 h",
+    "length": "up to 6.6 h (estimated)",
+}
+
+#: ``bdh bench SUITE``: its CPU default
+SUITES = {"recall": "about 27 min", "boardpath": "about 14 min", "sudoku": "about 16 min"}
+
+
+def with_cost(kind: str, name: str, text: str) -> str:
+    """``text`` (a choice's help line) with the cost of its CPU default on 2 cores, where one is known."""
+    cost = (EXPERIMENTS if kind == "experiment" else SUITES).get(name)
+    return f"{text} [2-core CPU: {cost}]" if cost else text
