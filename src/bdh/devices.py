@@ -1,8 +1,5 @@
-"""Devices by name: ``auto``, ``cpu``, ``cuda``, ``cuda:K`` (and ``mps``), checked to exist and be available.
-
-Every place that takes a device from the user (a ``--device`` flag, ``train.device`` in a run config)
-resolves it here, so a device that is unknown or absent is one `UserError` before any work starts.
-"""
+"""Devices by name (``auto``, ``cpu``, ``cuda``, ``cuda:K``, ``mps``), checked to exist and be available: every
+``--device`` flag and ``train.device`` resolves here, so a bad one is one `UserError` before any work starts."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The package's user-error class.
-
-`UserError` is raised for a mistake in what the user gave: a config value, a shape, a file, a token,
-a command-line argument. Its message is one line that names the offending value or file. The ``bdh``
-command prints it as ``bdh: error: ...`` and exits with status 2; any other exception is a bug in
-``bdh`` and is reported as one (exit status 1, the traceback kept in a file).
-
-It subclasses `ValueError`, so code that catches ``ValueError`` around a library call keeps working.
-"""
+"""The package's user-error class: `UserError` is a mistake in what the user gave, with a one-line message naming the
+value or file; ``bdh`` prints it as ``bdh: error: ...`` (exit 2), any other exception is reported as a bug. It
+subclasses `ValueError`, so code that catches ``ValueError`` keeps working."""
 
 from __future__ import annotations
 
@@ -25,10 +19,8 @@ class ConfigWarning(UserWarning):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A command stopped by a signal: SIGINT (as Python's own `KeyboardInterrupt`) or SIGTERM (raised by the
-    handler `bdh.cli.interrupts.terminate_raises` installs), so that ``finally`` blocks run, temporaries are
-    removed and locks released on either. ``bdh`` exits with `exit_status` (128 + the signal, as a shell
-    reports a process the signal killed)."""
+    """A command stopped by SIGINT or SIGTERM, raised so that ``finally`` blocks run on either; ``bdh`` exits with
+    `exit_status` (128 + the signal, as a shell reports it)."""
 
     def __init__(self, signum: int = signal.SIGINT):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")

@@ -1,32 +1,11 @@
-"""BDH as a Hugging Face ``transformers`` causal language model.
+"""BDH as a Hugging Face ``transformers`` causal language model (docs/model.md, "Hugging Face transformers").
 
-``import bdh.hf`` registers BDH with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer`` for
-``model_type = "bdh"``, the type bdh's own ``save_pretrained`` writes into ``config.json``. A folder saved
-by bdh then loads with ``AutoModelForCausalLM.from_pretrained(folder)``, and ``generate``, ``pipeline``
-and lm-evaluation-harness's ``HFLM`` work on it. A folder on this machine is checked as the ``bdh`` commands
-check it: a run's ``best/`` or checkpoint must match the checksums of its meta.json, and an edited config.json
-must not change what the weights mean (`check_local_folder`).
-
-Generation runs on BDH's recurrent state (Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8):
-per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read
-so far. `BDHCache`, a ``transformers`` ``Cache`` (the ``cache`` argument, ``past_key_values`` before
-transformers 5.24; `CACHE_NAME` is the one in use), holds it as one `BDHCacheLayer` per layer (rho (B, H, N,
-D) and the position), as transformers' own recurrent models hold theirs; after the prompt, each step feeds
-only the new token and costs the same time and memory however long the context (paper section 4.1), the
-same arithmetic as ``bdh.BDH.generate``. Beam search reorders its batch rows. The state has no sequence
-axis, so it cannot be cropped or rolled back (``crop`` is refused; assisted/speculative decoding too, as
-for other recurrent models).
-
-Padding (an ``attention_mask`` with zeros): right padding is exact for scoring (attention is causal, so
-trailing pads change nothing before them; this is how lm-evaluation-harness pads) but cannot be
-continued by generation. Left padding (what ``generate`` and pipelines use for a batch) is handled in
-the first call: each row's real tokens are read on their own, starting from an empty state at the
-position of their first token, so pads never enter the state; the logits at pad positions are zeros.
-Holes inside a row are refused.
-
-The GPT baseline (``model_type = "gpt"``) is registered too, without a cache (`GPTForCausalLM`). Only
-this module, `bdh.hf_cache` (the cache) and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra).
-"""
+``import bdh.hf`` registers BDH (and the GPT baseline, without a cache) with ``AutoConfig``,
+``AutoModelForCausalLM`` and ``AutoTokenizer`` for the folders bdh's ``save_pretrained`` writes. Generation runs
+on BDH's recurrent state (paper section 3, Eq. 8) held in `BDHCache`: after the prompt each step feeds only the
+new token, at a cost that does not grow with the context; the state cannot be cropped or rolled back. Left
+padding is read row by row from an empty state at each row's first real token. Only this module, `bdh.hf_cache`
+and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra)."""
 
 from __future__ import annotations
 
@@ -78,13 +57,9 @@ _BDH_FOLDER_KEYS = ("format_version", "bdh_version")  # written by bdh's save_pr
 
 # ---------------------------------------------------------------------------------------------- configs
 class _FolderConfig(PretrainedConfig):
-    """A bdh typed config (``bdh_config_class``) as a ``PretrainedConfig``: the same fields, under the same
-    names, as attributes. Built from a bdh ``config.json`` as is (its ``format_version`` and
-    ``bdh_version`` keys are dropped); the fields are validated by the bdh config class.
-
-    A bdh ``config.json`` keeps every field, as a ``transformers`` one does; the runtime fields (BDH's
-    ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``) may be given again at load, like
-    ``attn_implementation``: ``AutoModelForCausalLM.from_pretrained(folder, attention="chunked")``."""
+    """A bdh typed config (``bdh_config_class``) as a ``PretrainedConfig``: the same fields as attributes, built from a
+    bdh ``config.json`` as is and validated by the bdh config class. The runtime fields may be given again at load,
+    like ``attn_implementation``: ``from_pretrained(folder, attention="chunked")``."""
 
     bdh_config_class = BDHConfig
 
@@ -161,10 +136,8 @@ def _padding_side(mask: torch.Tensor) -> str:
 
 # ---------------------------------------------------------------------------------------------- models
 class _FolderModel(PreTrainedModel, GenerationMixin):
-    """A bdh model (``self.model``, built from ``config.to_bdh()``) behind the ``transformers`` causal-LM
-    interface, saved in bdh's own folder format (read by ``bdh.load_pretrained`` and by
-    ``AutoModelForCausalLM.from_pretrained``). The weights are those of bdh's ``model.safetensors``
-    under the prefix ``model.`` (``base_model_prefix``: transformers adds it on load)."""
+    """A bdh model (``self.model``) behind the ``transformers`` causal-LM interface, saved in bdh's own folder format;
+    its weights are bdh's ``model.safetensors`` under the prefix ``model.`` (``base_model_prefix``)."""
 
     bdh_model_class = BDH
     base_model_prefix = "model"
@@ -219,11 +192,9 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         push_to_hub: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Write bdh's folder format (``config.json``, every config field, and ``model.safetensors``:
-        `bdh.model.io.write_model_folder`), the generation config and, if the folder has none, a model card
-        ``README.md``. Other ``transformers`` options (sharding, variants) are ignored; ``push_to_hub=True``
-        here is refused: use ``model.push_to_hub(repo_id)`` or ``huggingface_hub.upload_folder`` on the saved
-        folder."""
+        """Write bdh's folder format (`bdh.model.io.write_model_folder`), the generation config and, if absent, a model
+        card; other ``transformers`` options are ignored, and ``push_to_hub=True`` is refused (upload the saved
+        folder)."""
         if push_to_hub:
             raise NotImplementedError(f"{type(self).__name__}.save_pretrained: push with model.push_to_hub(repo_id)")
         if not is_main_process:
@@ -239,15 +210,10 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 class BDHForCausalLM(_FolderModel):
     """`bdh.BDH` as a ``transformers`` causal LM whose cache is BDH's recurrent state.
 
-    ``forward(input_ids, attention_mask=None, cache=None, use_cache=None, labels=None,
-    output_hidden_states=None)`` returns ``CausalLMOutputWithPast`` with logits (B, T, V). Without a cache
-    the logits are those of ``bdh.BDH.forward`` (the configured attention form); with one (a `BDHCache`,
-    given as ``cache`` or, its name before transformers 5.24, ``past_key_values``), the tokens continue its
-    state. A plain forward builds no state (``use_cache`` defaults to whether a cache was given), so scoring
-    does not pay for L * B * n * D numbers it does not need. ``output_hidden_states=True`` adds
-    ``hidden_states``: L + 1 tensors (B, T, D), v_0 = LN(embedding) and each layer's output v_l (Eq. 8); the
-    logits are the last times the readout.
-    """
+    ``forward(input_ids, attention_mask=None, cache=None, use_cache=None, labels=None, output_hidden_states=None)``
+    returns ``CausalLMOutputWithPast``. With a cache (``cache``, or ``past_key_values`` before transformers 5.24) the
+    tokens continue its state; a plain forward builds none, so scoring does not pay for it. ``output_hidden_states``
+    adds v_0 = LN(embedding) and each layer's output v_l (Eq. 8)."""
 
     config_class = BDHHFConfig
     bdh_model_class = BDH
@@ -322,9 +288,8 @@ class BDHForCausalLM(_FolderModel):
     def _advance(
         self, idx: torch.Tensor, state: BDHState, hidden: _HiddenStates | None = None
     ) -> tuple[torch.Tensor, BDHState]:
-        """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the
-        forms `bdh.BDH.generate` uses, so greedy tokens match it exactly), updating the state in place
-        when no gradient is wanted."""
+        """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the forms
+        `bdh.BDH.generate` uses, so greedy tokens match it exactly), in place when no gradient is wanted."""
         mode = "recurrent" if idx.shape[1] == 1 else "chunked"
         return self.model.step(idx, state, mode=mode, inplace=not torch.is_grad_enabled(), hook=hidden)
 
@@ -403,13 +368,8 @@ class _HiddenStates:
 
 
 class GPTForCausalLM(_FolderModel):
-    """The GPT baseline (`bdh.baselines.gpt.GPT`) as a ``transformers`` causal LM, without a cache.
-
-    bdh's GPT has no key/value cache, so ``generate`` re-reads the whole sequence for every new token
-    (quadratic; fine for comparisons on short texts). ``attention_mask`` may right-pad a batch (exact for
-    scoring, causal attention); left padding is refused (the learned positions would shift), so batched
-    generation needs prompts of one length.
-    """
+    """The GPT baseline (`bdh.baselines.gpt.GPT`) as a ``transformers`` causal LM without a cache: ``generate``
+    re-reads the whole sequence per token; right padding only (left padding would shift the learned positions)."""
 
     config_class = GPTHFConfig
     bdh_model_class = GPT
@@ -532,11 +492,9 @@ def refuse_run_folder(path: Any) -> None:
 
 
 def check_local_folder(path: Any) -> None:
-    """For a model folder on this machine, what the ``bdh`` commands check before they load it: the checksums
-    its meta.json records (a run's ``best/`` or ``checkpoints/step-N``; `bdh.train.run.checkpoint.verified`) and a
-    config.json that keeps what the weights mean (`bdh.model.io.check_config_changes`: a changed ``n_layer``
-    is a `bdh.errors.ConfigWarning`); a one-line `bdh.errors.UserError` naming the file that fails. A repo id
-    passes."""
+    """For a model folder on this machine, what the ``bdh`` commands check before loading it: the checksums of its
+    meta.json and a config.json that keeps what the weights mean; a one-line `bdh.errors.UserError` naming the file
+    that fails. A repo id passes."""
     if not isinstance(path, (str, os.PathLike)):
         return
     folder = Path(path)
@@ -572,9 +530,8 @@ def _guard_from_pretrained(owner: type) -> None:
 
 
 def register() -> None:
-    """Register BDH and the GPT baseline with ``AutoConfig``, ``AutoModelForCausalLM`` and ``AutoTokenizer``
-    (idempotent), and make ``AutoConfig.from_pretrained`` (which ``AutoModelForCausalLM`` and pipelines call)
-    and ``AutoTokenizer.from_pretrained`` refuse a bdh run folder in one line naming ``RUN/best``."""
+    """Register BDH and the GPT baseline with the Auto classes (idempotent), and make ``AutoConfig.from_pretrained`` and
+    ``AutoTokenizer.from_pretrained`` refuse a bdh run folder in one line naming ``RUN/best``."""
     for owner in (AutoConfig, AutoTokenizer):
         _guard_from_pretrained(owner)
     for config_class, model_class in ((BDHHFConfig, BDHForCausalLM), (GPTHFConfig, GPTForCausalLM)):

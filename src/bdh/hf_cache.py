@@ -1,11 +1,6 @@
-"""`BDHCache`: BDH's recurrent state as a Hugging Face ``transformers`` ``Cache``, for `bdh.hf.BDHForCausalLM`.
-
-Per layer and head an N x D matrix rho that sums the rotated keys times the values of every token read so far
-(Kosowski et al. 2025, arXiv 2509.26507, section 3 and Eq. 8), held as one `BDHCacheLayer` per layer (rho
-(B, H, N, D) and the position), as transformers' own recurrent models hold theirs. The state has no sequence
-axis, so it cannot be cropped or rolled back (``crop`` is refused). `CACHE_NAME` is the name this version of
-``transformers`` gives the cache (``cache`` from 5.24 on, ``past_key_values`` before).
-"""
+"""`BDHCache`: BDH's recurrent state as a Hugging Face ``transformers`` ``Cache``, for `bdh.hf.BDHForCausalLM`: one
+`BDHCacheLayer` per layer holding rho (B, H, N, D) of Eq. 8 and the position, as transformers' own recurrent models
+hold theirs. `CACHE_NAME` is the name this ``transformers`` gives the cache (``cache`` from 5.24 on)."""
 
 from __future__ import annotations
 
@@ -39,13 +34,9 @@ _NO_CROP = (
 
 
 class BDHCacheLayer(_LayerBase):
-    """One layer's part of `BDHCache`: its state rho (B, H, N, D) after the tokens read so far (paper Eq. 8,
-    transposed per head as `bdh.BDHState` holds it) and ``pos``, the number of those tokens.
-
-    Built like ``transformers``' linear-attention layers (``LinearAttentionLayer``, used by Mamba and the
-    other recurrent models in 5.x): one recurrent state, no convolution state, nothing along the sequence,
-    so ``cache.get_recurrent_state(layer)`` returns rho. ``rho`` is None until the first forward.
-    """
+    """One layer's part of `BDHCache`: its state rho (B, H, N, D) after the tokens read (paper Eq. 8, per head as
+    `bdh.BDHState` holds it) and ``pos``; built like ``transformers``' ``LinearAttentionLayer``, so
+    ``cache.get_recurrent_state(layer)`` returns rho. ``rho`` is None until the first forward."""
 
     is_compileable = False  # the state is replaced, not copied into a static buffer
     is_croppable = False  # a sum over the tokens read cannot be undone (paper Eq. 8)
@@ -145,15 +136,9 @@ class BDHCacheLayer(_LayerBase):
 
 
 class BDHCache(Cache):
-    """The cache of BDH (``cache``, formerly ``past_key_values``): one `BDHCacheLayer` per layer, each holding
-    that layer's recurrent state rho (B, H, N, D) (paper Eq. 8) and the position.
-
-    Unlike a key/value cache it does not grow with the context: L * B * n * D numbers (paper section 4.1).
-    The layers are empty until the first forward fills them. `state` gives them as one `bdh.BDHState`
-    (rho (L, B, H, N, D)), the form `bdh.BDH.step` advances: under ``torch.no_grad`` it is updated in place
-    (as `bdh.BDH.generate` does: the layers' rho are views of that one tensor), with autograd it is replaced.
-    Beam search reorders the batch (`reorder_cache`); cropping is refused (`crop`).
-    """
+    """The cache of BDH: one `BDHCacheLayer` per layer, L * B * n * D numbers whatever the context (paper section 4.1).
+    `state` gives them as one `bdh.BDHState`, the form `bdh.BDH.step` advances (in place under ``torch.no_grad``).
+    Beam search reorders the batch (`reorder_cache`); cropping is refused."""
 
     def __init__(self, n_layer: int | BDHState | None = None, state: BDHState | None = None):
         if isinstance(n_layer, BDHState):  # BDHCache(state), as before the layers
@@ -179,9 +164,9 @@ class BDHCache(Cache):
 
     @property
     def state(self) -> BDHState | None:
-        """The layers as one `bdh.BDHState` (rho (L, B, H, N, D), pos), or None before the first forward. While
-        the layers' rho are the views this cache set, it is the same storage (an in-place step updates them);
-        once a layer was given another tensor, the layers are stacked into a new one."""
+        """The layers as one `bdh.BDHState` (rho (L, B, H, N, D), pos), or None before the first forward: the same
+        storage
+        while the layers hold the views this cache set, else the layers stacked into a new tensor."""
         rhos = [layer.rho for layer in self.layers]
         if any(rho is None for rho in rhos):
             return None

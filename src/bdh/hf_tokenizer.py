@@ -1,18 +1,8 @@
 """`BDHByteTokenizer`: the byte-level tokenizer of BDH language models, as a `transformers` tokenizer.
 
-BDH's language models read raw UTF-8 bytes (``vocab_size = 256``, Kosowski et al. 2025, arXiv 2509.26507,
-section 7): token id ``b`` is the byte ``b``, there is no merge table and nothing to download. Each token is
-the one-character string ``chr(b)``; decoding joins the bytes and decodes them as UTF-8 (an incomplete
-character at the end, e.g. in a cut-off generation, becomes U+FFFD).
-
-There are no BOS/EOS tokens: a 256-byte vocabulary has no spare id, so generation stops at
-``max_new_tokens`` (or at an ``eos_token_id`` the caller chooses, such as ``ord("\\n")``). The pad token is
-the NUL byte (id 0), only so that batches can be padded; the attention mask tells the model which tokens
-are padding. Padding is on the left by default, the side BDH can continue generating from.
-
-Needs the ``hf`` extra (``pip install "bdh[hf]"``); ``import bdh.hf`` registers this class with
-``AutoTokenizer`` for ``model_type = "bdh"`` folders.
-"""
+Token id ``b`` is the byte ``b`` (``vocab_size = 256``, paper section 7): no merge table, nothing to download.
+There are no BOS/EOS tokens (no spare id); the pad token is the NUL byte, on the left by default, the side BDH
+can continue generating from. Needs the ``hf`` extra."""
 
 from __future__ import annotations
 

@@ -1,21 +1,9 @@
 """What the trainer needs from a model config: the `ModelConfigAPI` protocol, and `ModelConfig`, its shared defaults.
 
-The trainer (`bdh.train`) never names a model. Of a model's config it needs three things, and asks them here:
-
-* ``RUNTIME_FIELDS``: the fields that change how the model runs, not what its weights mean (a trained model may
-  go on training, or load, with other values: ``train.init_from``, `bdh.model.io.load_pretrained`);
-* ``merge(fields, changes)``: how a partial ``model`` section completes a default one (BDH: giving one of the two
-  neuron-count fields drops the other);
-* ``train_memory_bytes(micro_batch, seq_len, form=, dtype=, shards=)``: an estimate of the peak training memory
-  of one process, or None where the model has none (then the trainer does not check it).
-
-Every built-in config implements it: BDH's (`bdh.model.config.BDHConfig`) overrides all three, the baselines
-take the defaults of `ModelConfig` (their own ``RUNTIME_FIELDS`` aside). A config class from outside the package
-that mixes in neither is read with the same defaults (`runtime_fields`, `merge`, `memory_estimate`).
-
-Of a model itself, the trainer and the experiments ask what kind of state it declares: `carries_state` (a
-fixed-size recurrent state) and `state_grows` (a KV cache).
-"""
+The trainer never names a model; of its config it asks ``RUNTIME_FIELDS`` (fields that change how the model runs,
+not what its weights mean), ``merge`` (how a partial ``model`` section completes a default) and
+``train_memory_bytes`` (a peak-memory estimate, or None). Of a model it asks what state it declares:
+`carries_state` (fixed-size) or `state_grows` (a KV cache)."""
 
 from __future__ import annotations
 
@@ -63,9 +51,8 @@ class ModelConfig(TypedConfig):
 
 
 def carries_state(model: object) -> bool:
-    """Whether ``model`` declares a fixed-size recurrent state: ``init_state`` / ``step`` read any length in flat
-    memory (BDH, Mamba, GLA, RWKV, Based). What its class declares (``carries_state``), never guessed from its name
-    or from its having ``init_state``; False when it declares nothing."""
+    """Whether ``model`` declares a fixed-size recurrent state (``init_state``/``step`` read any length in flat memory),
+    as its class declares ``carries_state``, never guessed; False when it declares nothing."""
     return bool(getattr(model, "carries_state", False))
 
 

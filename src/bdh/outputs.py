@@ -1,33 +1,10 @@
 """One way to write outputs: every file and folder that ``bdh`` writes goes through this module.
 
-The rules, checked by `check_output` before any work starts:
-
-- an existing non-empty target is refused unless the user asked to replace it (``--overwrite``, or
-  ``--resume`` where a command continues its own folder);
-- a target that is one of the command's inputs, or a folder that contains one, is always refused
-  (``bdh merge M M M`` must not replace the model it reads);
-- a file is wanted where a file is given, a folder where a folder is.
-
-Then writing is atomic: a file is written to a temporary file beside it and renamed into place
-(`write_bytes`, `write_text`, `atomic_file`, `atomic_path`); a folder is assembled under a temporary
-name and swapped in (`atomic_folder`). An interrupted command leaves the old target or the new one,
-never a half-written one. Files and folders get the modes the user's umask gives (``tempfile`` would
-make them private), so every command's outputs look alike.
-
-A folder that a command writes into as it goes (a run folder, a bench or experiment output folder) has one
-writer at a time: `folder_lock` takes ``FOLDER/.bdh.lock`` (an exclusive ``flock``, with the pid, host and
-command of its holder written in it); a second writer is refused with one line naming the holder. The kernel
-drops the lock when its process dies, so a crash never leaves a folder stuck; a lock file left by a dead
-process is simply taken over. The holder of a folder's lock also removes the temporaries that interrupted
-atomic writes of dead processes left there (`clean_leftovers`); temporary names carry the writer's pid
-(``.NAME.PID-XXXX.tmp``) so that nothing of a live process is ever taken for a leftover.
-
-Results are written as JSON with one encoder (`json_default`: NumPy values, dataclasses, paths; `json_ready` for
-strict JSON, NaN and infinities as null).
-
-Inputs are read only once they are known to be regular files (`input_file`, `file_problem`): a folder, FIFO or
-device given as a file is named for what it is, and a FIFO is never opened (it would block).
-"""
+`check_output` refuses, before any work, a non-empty target without ``--overwrite``/``--resume``, a target that is
+one of the inputs or holds one, and a file where a folder is wanted. Writes are atomic (a temporary beside the
+target, then a rename or a folder swap); a folder written as a command goes has one writer (`folder_lock`, an
+``flock`` the kernel drops when its holder dies), who removes dead writers' temporaries (`clean_leftovers`).
+Inputs are read only once known to be regular files (`input_file`), so a FIFO never blocks."""
 
 from __future__ import annotations
 
@@ -121,10 +98,8 @@ class InputError(UserError):
 
 
 def input_file(path: PathLike, what: str = "", missing: str = "no such file") -> Path:
-    """``path`` checked to be a regular file to read (links followed), else one line naming it and saying what it
-    is instead (`file_problem`): ``--prompt-file notes: is a folder, not a regular file`` (`InputError`), or
-    ``MISSING`` (`FileNotFoundError`). Nothing is opened, so a FIFO never blocks. ``what``: the flag or key the
-    path was given as, put before it."""
+    """``path`` checked to be a regular file to read (links followed), else one line naming it and what it is instead
+    (`InputError`, or `FileNotFoundError`); nothing is opened. ``what``: the flag or key the path was given as."""
     path = Path(path)
     problem = file_problem(path)
     if problem is None:
@@ -426,11 +401,10 @@ def _lock_file(lock: Path, folder: Path) -> int:
 def folder_lock(path: PathLike) -> Iterator[Path]:
     """``with folder_lock(folder):`` be the one writer of ``folder`` (made if needed) for the block.
 
-    The lock is ``folder/.bdh.lock``, an exclusive ``flock`` (released by the kernel if the process dies, so
-    a lock file left by a dead process is taken over) holding ``pid``, ``host``, ``command`` and ``time``.
-    A second writer, in another process, gets `FolderBusy` naming the holder; in this process the lock
-    nests. On leaving, the lock file is removed, and the folder too if the block left it empty.
-    """
+    The lock is ``folder/.bdh.lock``, an exclusive ``flock`` (released by the kernel if the process dies, so a lock
+    file left by a dead process is taken over) holding the holder's ``pid``, ``host``, ``command`` and ``time``. A
+    second writer in another process gets `FolderBusy`; in this process the lock nests. On leaving, the lock file
+    goes, and the folder too if the block left it empty."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{folder}: exists and is not a folder")
@@ -467,9 +441,8 @@ def folder_lock(path: PathLike) -> Iterator[Path]:
 
 
 def refuse_held(root: PathLike) -> None:
-    """Refuse (`FolderBusy`, naming the holder) while another process holds the `folder_lock` of ``root`` or of
-    a folder inside it: a command about to empty or continue ``root`` must not pull a folder from under a writer
-    still at work there (a worker of an earlier attempt, say). Takes no lock itself."""
+    """Refuse (`FolderBusy`) while another process holds the `folder_lock` of ``root`` or of a folder inside it, so that
+    a command about to empty or continue ``root`` does not pull it from under a writer still at work. Takes no lock."""
     root = Path(root)
     if not root.is_dir() or root.is_symlink():
         return
@@ -503,12 +476,9 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[^.]+\.(?P<kind>tmp|old)$
 
 
 def clean_leftovers(folder: PathLike, depth: int = 2) -> list[Path]:
-    """Remove what interrupted atomic writes of dead processes left in ``folder`` and its subfolders (to
-    ``depth`` levels): ``.NAME.PID-XXXX.tmp`` files and folders, whose pid no longer runs on this machine.
-
-    A ``.old`` folder holds the previous version of NAME while a folder is swapped in; if NAME is gone (the
-    writer died between the two renames) that version is put back first, so nothing is lost. Returns what
-    was removed. Called by the holder of the folder's lock, so no other writer can be at work there."""
+    """Remove what interrupted atomic writes of dead processes left in ``folder`` (to ``depth`` levels):
+    ``.NAME.PID-XXXX.tmp`` files and folders whose pid no longer runs. A ``.old`` folder whose NAME is gone (the
+    writer died between the two renames) is put back first. Returns what was removed; the caller holds the lock."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():

@@ -1,21 +1,8 @@
 """The one place that loads matplotlib and writes figures (every figure of ``bdh`` goes through here).
 
-* `pyplot` imports ``matplotlib.pyplot`` on first use, on the non-interactive Agg backend (a notebook's
-  inline backend is kept), so that importing a plotting module, and ``bdh --help``, stays fast.
-* `save` writes a figure under a stem in several formats (``stem.png``, ``stem.svg``) and closes it;
-  `save_file` writes it to one path; `save_figure` is `save` with `READABLE`, for the figures of the reports.
-  Each file is written atomically through `bdh.outputs` (a temporary
-  file beside it, then a rename), so a reader never sees half a figure; missing parent folders are made.
-* ``min_font`` raises every text of a figure to a readable size as it is written; the figures people read at
-  100 % zoom (every figure of the docs: `bdh plot`, `bdh inspect`, `bdh dmft`, `bdh bench`, `bdh experiment`)
-  are written with `READABLE`: `MIN_FONT` points at `DPI` dots per inch, on figures at least `MIN_WIDTH`
-  inches wide (about 1200 pixels).
-* Losses are drawn in bits (per byte for byte-level models), the unit of every other number of bdh:
-  `bits` converts nats, and `nats_axis` adds the same scale in nats on the right, for a report whose
-  tables are in nats.
-
-This module knows figures only; the model package knows nothing of it.
-"""
+`pyplot` imports matplotlib on first use (Agg backend, a notebook's kept), so ``bdh --help`` stays fast; `save`
+writes each format atomically through `bdh.outputs`; `READABLE` sizes the figures read at 100 % zoom; `bits` and
+`nats_axis` draw losses in bits with nats on the right. The model package knows nothing of this module."""
 
 from __future__ import annotations
 
@@ -96,12 +83,9 @@ def save(
     tight: bool = True,
     min_font: float | None = None,
 ) -> list[Path]:
-    """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails).
-
-    ``dpi`` is matplotlib's (``"figure"``: the figure's own); ``tight`` crops the margins
-    (``bbox_inches="tight"``); ``min_font``: raise smaller texts to it (`raise_fonts`). Returns the paths
-    written, in the order of ``formats``.
-    """
+    """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails); ``tight``
+    crops
+    the margins, ``min_font`` raises smaller texts. Returns the paths written."""
     stem = Path(stem)
     try:
         return [_write(fig, stem.with_name(f"{stem.name}.{fmt}"), fmt, dpi, tight, min_font) for fmt in formats]

@@ -99,7 +99,7 @@ def test_it_trains_through_the_public_trainer(tmp_path):
 
 
 def test_mambas_own_init_survives_the_skeletons():
-    """The init of the module docstring: MixerLM's N(0, 0.02) does not touch the linear maps, and the mixer's own
+    """Mamba's init (docs/baselines.md): MixerLM's N(0, 0.02) does not touch the linear maps, and the mixer's own
     (Delta, A, D) runs last. Tolerances: each sample statistic below is within about 6 standard errors."""
     torch.manual_seed(0)
     cfg = MambaConfig(vocab_size=64, n_layer=2, n_embd=32, d_state=8)

@@ -1,17 +1,6 @@
-"""Figures of the brain-view report (PNGs written by `bdh.plotting`: matplotlib imported lazily, each file
-atomically, readable at 100 % zoom: `bdh.plotting.READABLE`, every panel with a title and axis labels, and the
-input named on each figure that shows activity).
-
-* ``entries_<x|y>.png`` — paper Fig. 9a: entry histogram of a diagonal block of D E in units of the
-  noise scale sigma_Q, split into symmetric part and skew, model against untrained control.
-* ``modularity_<x|y>.png`` — Fig. 9b: Louvain modularity against edges, with the Erdos-Renyi and
-  random low-rank baselines at the same edge counts.
-* ``degrees_<x|y>.png`` — Fig. 10: in- and out-degree CCDFs, model, control, random low-rank.
-* ``sigma.png`` — Fig. 11: degree CCDFs of the sigma graph and the firing-rate distribution beside them.
-* ``sparsity_repeat.png`` — Fig. 14: fraction of non-zero y per layer and token on the repeated-word
-  sequence with the phases shaded, per RoPE bucket for one layer, and the surprisal.
-* ``sparsity_data.png`` — the same per-token trace on the inspected text.
-"""
+"""Figures of the brain-view report, the analogues of paper Figs. 9a (entries), 9b (modularity), 10 (degrees),
+11 (the sigma graph) and 14 (sparsity), each PNG written by `bdh.plotting` and naming its input
+(docs/inspect.md lists the files)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Which neurons hold a fact across a gap: the rows of BDH's state one position wrote, read back at the last token.
 
-The state of a head (Eq. 8, `bdh.model.state`) is S = sum_tau u^(t-tau) (R x_tau) v_tau^T, one row per neuron,
-and the last token t reads a_t = (R x_t)^T S. Its score with a position s splits over the neurons:
-u^(t-s) <R x_t, R x_s> = sum_i u^(t-s) (R x_t)_i (R x_s)_i. For a fact written at s (induction: the answer after
-the first trigger) and asked at t, `trace_fact` gives per layer and head the score the fact gets and the score
-all other positions get, and the neurons that carry the fact's score: the rows it wrote that the question reads.
-A neuron holds the fact cleanly when the other positions wrote (almost) nothing into its row: with ReLU's exact
-zeros the fillers can leave it empty at any distance (the paper's monosemantic synapses, section 6, on memory).
-
-The sequence is read through the state chunk by chunk (`BDH.step`), so any length reads in flat memory.
-"""
+The score of the question t with the fact's position s, u^(t-s) <R x_t, R x_s> (Eq. 8), splits over the neurons;
+`trace_fact` gives per layer and head the fact's score, the other positions' score, and the neurons that carry it.
+The sequence is read through the state chunk by chunk (`BDH.step`), in flat memory."""
 
 from __future__ import annotations
 

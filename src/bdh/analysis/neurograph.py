@@ -1,33 +1,9 @@
 """Neuron graphs of a BDH-GPU model: G_x = D_x E and G_y = D_y E (paper section 5.5, Figs. 9 and 10) and
-the synapse graph sigma recovered from a run (section 6.2, Fig. 11).
+the synapse graph sigma recovered from a run (section 6.2, Fig. 11); the methods are in docs/inspect.md.
 
-Convention (paper section 1.4, `bdh.graph`): ``G[u, v]`` is the weight of the edge v -> u, row u = target
-neuron (an x- or y-neuron), column v = source neuron (a y-neuron feeding E). So the in-degree of u counts
-its row, the out-degree of v its column. Neuron j of head a has flat index a * N + j.
-
-Nothing here forms an n x n matrix: the per-head blocks G^(ab) = D[a] E[:, V_b] (N x N, paper notation
-G^(ab) with V_b the neurons of head b) are computed one at a time; at the paper's size (n = 32768, h = 4)
-a block is 8192 x 8192 floats (256 MB). Community detection (Louvain, pure Python) runs on an induced
-subgraph of ``max_nodes`` random neurons of one head, which is the paper's own construction (G* is the
-subgraph induced by one head) at a smaller size.
-
-Analyses:
-
-* `entry_stats` — the entry histogram on bins symmetric around 0, split into the symmetric part
-  min(freq(x), freq(-x)) (noise, eps_Q of Eq. 13) and the skew (signal right, inhibition left), Fig. 9a;
-  the noise scale sigma_Q (robust MAD), counts beyond k sigma_Q against a Gaussian, and the tail onset
-  beta_1 (where the right skew dominates).
-* `modularity_sweep` — thresholded graphs G_{>=beta} over a range of edge counts, Newman modularity of the
-  best of several Louvain runs against an Erdos-Renyi graph G(n, m) and a thresholded random low-rank
-  product (P1 P2^T)_{>=beta'} with the same number of edges, Fig. 9b (the claim is the gap).
-* `degree_analysis` — in- and out-degrees of G_{>=beta} with power-law / lognormal / exponential fits and
-  likelihood-ratio tests, hub neurons, compared with the random low-rank product at the same edge count,
-  Fig. 10.
-* `head_polarity` — per head, the mass beyond +k sigma_Q against the mass below -k sigma_Q: a head whose
-  diagonal block has no heavy positive tail but a negative one looks inhibitory (section 5.5).
-* `sigma_graph` — the synapse graph sigma (Eq. 16, RoPE rotation on, negative entries dropped, a small
-  positive threshold), its degree distributions and the firing rates of the neurons beside them, Fig. 11.
-"""
+``G[u, v]`` is the weight of the edge v -> u (row: target neuron, column: source y-neuron); neuron j of head a has
+flat index a * N + j. No n x n matrix is formed: the N x N blocks G^(ab) are computed one at a time, and Louvain
+runs on a subgraph of ``max_nodes`` neurons of one head (the paper's G*, smaller)."""
 
 from __future__ import annotations
 
@@ -51,10 +27,8 @@ WHICH = ("x", "y")
 
 
 def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Tensor:
-    """G^(ab) = D[a] E[:, V_b] (N x N, float32): rows = neurons of head a of D_x (``which='x'``) or D_y
-    (``'y'``), columns = neurons of head b as sources through E. ``b`` defaults to ``a`` (the diagonal
-    block G^(aa), the paper's G*). Computed on the model's device and returned on the CPU, where the
-    statistics of this module run (NumPy): a model on a GPU gives the same block."""
+    """G^(ab) = D[a] E[:, V_b] (N x N, float32) of D_x (``which='x'``) or D_y, on the CPU where this module's statistics
+    run; ``b`` defaults to ``a`` (the paper's G*)."""
     cfg = model.config
     cfg.require_paper_layer("the neuron graph", allow=("no_expansion", "ungated", "separate_keys"))  # one E, Dx, Dy
     if which not in WHICH:
@@ -113,11 +87,8 @@ class EntryStats:
 
 
 def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: int = 0) -> EntryStats:
-    """Entry statistics of a block (paper Fig. 9a, Eq. 13).
-
-    The noise scale is the MAD estimate on a random sample of 2M entries; the histogram covers
-    [-span sigma_Q, span sigma_Q] (entries beyond are counted in the outer bins) so that blocks of
-    different models are comparable in units of their noise."""
+    """Entry statistics of a block (paper Fig. 9a, Eq. 13), in units of its noise scale sigma_Q (MAD on a random sample)
+    so that blocks of different models compare; entries beyond ``span`` sigma_Q are counted in the outer bins."""
     sample = _sample(G, 2_000_000, seed)
     sigma_q = stats.noise_scale(sample)
     lim = span * sigma_q if sigma_q > 0 else float(G.abs().max())
@@ -141,12 +112,8 @@ def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: in
 
 
 def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]:
-    """Per head: entries of its diagonal block beyond +k sigma_Q and below -k sigma_Q.
-
-    A head is "excitatory" when the positive tail outweighs the negative one (above > 2 below + 10),
-    "inhibitory" in the opposite case, "symmetric" otherwise (a random product D E has symmetric
-    tails, heavier than a Gaussian's). Paper section 5.5: in every trained model "1 encoder submatrix
-    of 4 has no heavy positive tail and seems to capture inhibitory structure"."""
+    """Per head: entries of its diagonal block beyond +k sigma_Q and below -k sigma_Q, and the head called
+    "excitatory" (above > 2 below + 10), "inhibitory" (the opposite) or "symmetric" (paper section 5.5)."""
     heads = {}
     for h, st in sorted(blocks.items()):
         t = st.tails[k]
@@ -186,9 +153,8 @@ def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) 
 
 
 def undirected_edges(G: torch.Tensor, beta: float) -> np.ndarray:
-    """Edges {u, v} (u < v) of the symmetrised unweighted graph with an edge where G[u,v] >= beta or
-    G[v,u] >= beta; self-loops dropped. (The paper does not say whether Fig. 9b is weighted or
-    directed; we use the simplest reading: unweighted, undirected.)"""
+    """Edges {u, v} (u < v) of the symmetrised unweighted graph: an edge where G[u,v] >= beta or G[v,u] >= beta, no
+    self-loops (the paper does not say how Fig. 9b is weighted; this is the simplest reading)."""
     A = G >= beta
     A = A | A.T
     A.fill_diagonal_(False)
@@ -246,10 +212,8 @@ def modularity_sweep(
     seed: int = 0,
     sigma_q: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Fig. 9b on a square block G (n* x n*): for each target average degree k, threshold G at the
-    beta giving m = k n* directed entries, symmetrise, and compare the Louvain modularity with an
-    Erdos-Renyi graph with the same number of undirected edges and with the thresholded random
-    low-rank product (rank d) at the same directed entry count."""
+    """Fig. 9b on a square block G: per target average degree k, G thresholded at m = k n* entries, its Louvain
+    modularity against an Erdos-Renyi graph and a thresholded random low-rank product (rank d) of the same size."""
     n = G.shape[0]
     P = low_rank_baseline(n, n, d, seed + 7919)
     out = []
@@ -357,13 +321,9 @@ def sigma_graph(
     seed: int = 0,
     batch_index: int = 0,
 ) -> dict[str, Any]:
-    """The synapse graph of Fig. 11: sigma_{T-1, layer} (Eq. 16) of sequence ``batch_index`` restricted to
-    the x-neurons of ``head`` (columns) and all y-neurons of layer-1 (rows, a random subset of
-    ``max_rows`` when n is larger). Negative entries (from the RoPE rotation) are dropped; an edge is an
-    entry above the given quantile of the positive entries ("a small positive threshold"; the paper
-    gives no value, so several are reported). Out-degree = per y-neuron row, in-degree = per x-neuron
-    column. Beside the degrees: the firing rates of the same neurons and their rank correlation with
-    the degrees (sigma = sum y x^T, so a neuron that fires often gets many synapses)."""
+    """The synapse graph of Fig. 11: sigma_{T-1, layer} (Eq. 16) of sequence ``batch_index``, the x-neurons of ``head``
+    (columns) against up to ``max_rows`` y-neurons of layer-1 (rows), negative entries dropped, an edge above each
+    quantile of the positive entries (the paper gives no threshold); the degrees beside the firing rates."""
     cfg = rec.config
     rows = subsample_nodes(cfg.n, max_rows, seed)
     cols = head_neurons(cfg, head)
@@ -394,9 +354,8 @@ def sigma_graph(
 
 
 def _sigma_threshold(S: torch.Tensor, quantile: float, theta: float, fr_y: np.ndarray, fr_x: np.ndarray) -> dict:
-    """The sigma graph at one threshold ``theta`` (the ``quantile`` of the positive entries): its edge count,
-    and the out-degrees (rows, y-neurons) and in-degrees (columns, x-neurons) with their summary, fit and rank
-    correlation with the firing rates ``fr_y`` and ``fr_x``."""
+    """The sigma graph at the ``quantile`` ``theta``: edges, out-degrees (rows) and in-degrees (columns) with their fits
+    and rank correlation with the firing rates."""
     A = S > theta
     k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
     k_in = A.sum(dim=0).numpy()  # per x-neuron (column)

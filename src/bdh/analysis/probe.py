@@ -1,11 +1,5 @@
-"""The default probe text: what `bdh inspect`, `bdh plot` and `bdh viz` read when they are given no input.
-
-One text for every command, named on every figure that shows activity (`PROBE_NAME`): `DEFAULT_WINDOWS`
-windows of `DEFAULT_TOKENS` bytes spread evenly over the held-out end of the embedded corpus (its last 10%,
-the text task's default validation split, which training does not read). `bdh inspect` and `bdh plot` measure
-sparsity on all the windows, so that they report the same figures for the same model; the viewer and the
-activation heatmap draw the first window.
-"""
+"""The default probe text of `bdh inspect`, `bdh plot` and `bdh viz`: `DEFAULT_WINDOWS` windows of `DEFAULT_TOKENS`
+bytes spread over the held-out end of the embedded corpus, named on every figure (`PROBE_NAME`)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """Recorded dynamics of a BDH-GPU model, and the synapse state sigma recovered from them (paper Eq. 16).
 
-`record` runs a model over a token sequence and keeps, per layer and token, the neuron activations x and
-y, the attention outputs a and the layer inputs (the attention values), plus the per-token surprisal.
-From a recording:
-
-* `attention_state` gives the attention state rho of a layer and head after any token (N x D, the
-  model's own state layout), recomputed from the keys and values;
-* `recover_sigma` gives any block of the neuron-level synapse state (Eq. 16)
-
-      sigma_{t-1,l} = sum_{tau < t} y_{tau,l-1} x_{tau,l}^T U^{t-tau},
-
-  rows = y-neurons of layer l-1, columns = x-neurons of layer l, U the damping and (``rotate=True``)
-  the RoPE rotation, without forming the n x n matrix;
-* `top_sigma` scans blockwise for the largest entries.
-
-Layer indices are 0-based: layer l >= 1 pairs the y of layer l-1 with the x of layer l. Layer 0 has no
-previous-layer y (its values are the token embeddings), so sigma is not defined for it.
-"""
+`record` keeps per layer and token x, y, the attention outputs and values, and the surprisal; `attention_state`
+recomputes the state rho of a head; `recover_sigma` and `top_sigma` give blocks and the largest entries of
+sigma_{t-1,l} = sum_{tau < t} y_{tau,l-1} x_{tau,l}^T U^{t-tau} without forming it. Layers are 0-based; sigma needs
+l >= 1 (layer 0 has no previous y)."""
 
 from __future__ import annotations
 
@@ -37,15 +24,11 @@ class Recording:
     """What a model did on a batch of token sequences (all tensors on the CPU, float32).
 
     Attributes:
-        tokens: (B, T) the input.
         x, y: per layer (B, H, T, N) neuron activations (y gated, before dropout).
         a: per layer (B, H, T, D) attention outputs before their LayerNorm.
-        values: per layer (B, T, D) the layer's input v_{l-1}, i.e. the attention values.
-        logits: (B, T, V) the model's output.
+        values: per layer (B, T, D) the layer's input v_{l-1}, the attention values.
         surprisal: (B, T) -log2 p(next token) in bits; NaN at the last position.
-        config: the model's configuration.
-        freqs: (N,) the RoPE frequencies; log_u: (H,) log retention or None.
-    """
+        freqs: (N,) the RoPE frequencies; log_u: (H,) log retention or None."""
 
     tokens: torch.Tensor
     x: list[torch.Tensor]
@@ -95,11 +78,8 @@ def _surprisal(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list[int] | None = None) -> Recording:
-    """Run ``model`` over ``idx`` (B, T) in eval mode and record every layer (or only ``layers``).
-
-    The sequence is processed in chunks of ``chunk_size`` tokens with the recurrent state carried between
-    them, so T can exceed what one parallel pass would hold; the results equal one pass over all tokens.
-    """
+    """Run ``model`` over ``idx`` (B, T) in eval mode and record every layer (or only ``layers``), in chunks of
+    ``chunk_size`` tokens with the state carried, equal to one pass over all tokens."""
     if idx.dim() == 1:
         idx = idx.view(1, -1)
     cfg = model.config
@@ -208,16 +188,9 @@ def recover_sigma(
     rotate: bool = False,
     batch_index: int = 0,
 ) -> torch.Tensor:
-    """A block of sigma_{t-1, layer} (Eq. 16): (len(rows), len(cols)).
-
-    Args:
-        rec: a `Recording` holding layers ``layer - 1`` and ``layer``.
-        layer: l >= 1.
-        rows: y-neuron indices (layer l-1), default all n; cols: x-neuron indices (layer l), default all n.
-        t: the reading position; the sum runs over tau < t (default: all recorded tokens).
-        rotate: include the RoPE rotation of U (keys rotated to position t; entries can be negative).
-        batch_index: which sequence of the recording.
-    """
+    """A block of sigma_{t-1, layer} (Eq. 16), (len(rows), len(cols)): y-neurons of layer l-1 against x-neurons of
+    layer l >= 1, summed over tau < ``t`` (default: every recorded token); ``rotate`` includes the RoPE rotation of U
+    (entries can then be negative)."""
     _check_layer(rec, layer, need_previous=True)
     t = _resolve(rec, t)
     n = rec.config.n
@@ -242,10 +215,8 @@ def top_sigma(
     block: int = 4096,
     batch_index: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The ``k`` largest entries of sigma_{t-1, layer} over rows x cols, scanned in blocks of ``block``.
-
-    Returns (values, row indices, column indices), largest first; memory is O(block^2 + k).
-    """
+    """The ``k`` largest entries of sigma_{t-1, layer} as (values, rows, cols), largest first, scanned in blocks of
+    ``block`` (memory O(block^2 + k))."""
     if k < 1:
         raise UserError(f"top_sigma: k must be positive, got {k}")
     _check_layer(rec, layer, need_previous=True)

@@ -1,12 +1,6 @@
-"""The brain-view report of a BDH-GPU model: sparsity (section 6.4), the neuron graphs G_x = D_x E and
-G_y = D_y E (section 5.5) and the synapse graph sigma (section 6.2), each computed on the model and on
-an untrained control of the same configuration.
-
-`inspect_model` returns a JSON-ready dict and the raw arrays the figures need; `summary_rows` turns the
-dict into the short table ``bdh inspect`` prints. The control is ``control_model(config, seed)``: a fresh
-``BDH(config)`` created after ``torch.manual_seed(seed)`` (default seed 0), with the global random state
-restored afterwards.
-"""
+"""The brain-view report of a BDH-GPU model: sparsity (section 6.4), the neuron graphs G_x and G_y (section 5.5)
+and the synapse graph sigma (section 6.2), each on the model and on an untrained control
+(``control_model(config, seed)``, the global random state restored after)."""
 
 from __future__ import annotations
 
@@ -38,18 +32,17 @@ class InspectOptions(TypedConfig):
     """What `inspect_model` computes.
 
     Attributes:
-        layer: restrict the sparsity trace to this layer and read sigma there (0-based, >= 1 for sigma);
-            None: every layer, sigma at `neurograph.default_sigma_layer`.
-        head: restrict the graph analyses to this head; None: entry statistics for every head,
-            modularity and degrees for the head with the heaviest positive tail of G_x.
+        layer: the sparsity trace's layer and sigma's (>= 1); None: every layer, sigma at
+            `neurograph.default_sigma_layer`.
+        head: the head of the graph analyses; None: entries for every head, modularity and degrees for the head with
+            the heaviest positive tail of G_x.
         max_nodes: nodes of the induced subgraph used for Louvain (random neurons of the head).
-        seeds: Louvain runs per graph (best modularity kept; the paper used 5).
+        seeds: Louvain runs per graph (best modularity kept).
         avg_degrees: average degrees of the thresholded graphs of the modularity sweep.
         sigma_rows: y-neurons (rows) of the sigma graph, a random subset when n is larger.
         control_seed: seed of the untrained control.
         seed: seed of subsampling, baselines and the repeated-word sequences.
-        repeat_sequences: sequences of the section 6.4 task (3 periods each).
-    """
+        repeat_sequences: sequences of the section 6.4 task."""
 
     layer: int | None = bounded(None, ge=0)
     head: int | None = bounded(None, ge=0)
@@ -154,9 +147,8 @@ def _graphs(
     chosen: int,
     entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The graphs G_x and G_y (paper section 5, Figs. 9-10) of the trained model and of its control: the entry
-    statistics of every head, and the modularity and degrees of head ``chosen``; (report part, raw arrays).
-    ``entries_x``: the trained model's entry statistics of G_x, already computed to choose the head."""
+    """G_x and G_y (paper section 5, Figs. 9-10) of the model and its control: every head's entry statistics, and the
+    modularity and degrees of head ``chosen``; returns (report part, raw arrays)."""
     cfg = trained.config
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
     report: dict[str, Any] = {}
@@ -260,16 +252,8 @@ def inspect_model(
     opts: InspectOptions | None = None,
     log=lambda msg: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every analysis of the brain view on ``model`` and on its untrained control.
-
-    Args:
-        model: a BDH-GPU model (eval mode is set while recording).
-        tokens: (B, T) tokens for the sparsity trace and the sigma graph (sigma uses sequence 0).
-        opts: `InspectOptions`.
-        log: a callable for progress messages.
-    Returns:
-        (report, raw): ``report`` is JSON-ready; ``raw`` holds arrays for `figures`.
-    """
+    """Every analysis of the brain view on ``model`` and on its untrained control; ``tokens`` (B, T) feed the sparsity
+    trace and the sigma graph (sequence 0). Returns (JSON-ready report, raw arrays for `figures`)."""
     opts = opts or InspectOptions()
     cfg = model.config
     check_request(cfg, tokens, opts)

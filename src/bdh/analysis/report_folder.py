@@ -39,10 +39,8 @@ def write_report(
     figures: bool = True,
     log: Callable[[str], None] = lambda msg: None,
 ) -> WrittenReport:
-    """Inspect ``model`` on ``tokens`` (`bdh.analysis.report.inspect_model`, the sections of the paper it cites)
-    and write ``report.json`` (and, with ``figures``, the PNGs of `bdh.analysis.figures`) into ``out``, an
-    output folder already checked by the caller, atomically. A layer, head or input the model cannot take is a
-    one-line `UserError` before anything runs. ``source`` names the input, ``model_dir`` the model's folder."""
+    """Inspect ``model`` on ``tokens`` and write ``report.json`` (and, with ``figures``, the PNGs) into ``out``
+    atomically; a layer, head or input the model cannot take is a one-line `UserError` before anything runs."""
     from bdh.outputs import atomic_folder, write_text
 
     from . import figures as figs

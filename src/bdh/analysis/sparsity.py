@@ -1,11 +1,6 @@
-"""Sparsity of the neuron activations x and y (paper section 6.4, Fig. 14; the "about 5%" of sections
-1.3 and 4.1), per layer, per token and per RoPE-frequency bucket, beside the per-token surprisal.
-
-The paper is ambiguous about which vector is ~5% active (y in section 1.3, x in section 4.1), so both
-are reported. Buckets (Fig. 14b): the neurons of every head are cut into ``n_buckets`` groups of equal
-size by their RoPE period (neuron order inside a head fixes the frequency); bucket 0 holds the fastest
-neurons (period 2 pi / omega near 1 token), the last bucket the slowest.
-"""
+"""Sparsity of the neuron activations x and y (paper section 6.4, Fig. 14), per layer, per token and per
+RoPE-frequency bucket, beside the per-token surprisal. Both x and y are reported since the paper's "about 5%"
+names y in section 1.3 and x in section 4.1; bucket 0 holds each head's fastest neurons."""
 
 from __future__ import annotations
 
@@ -24,10 +19,8 @@ from .record import Recording
 
 
 def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8) -> torch.Tensor | None:
-    """Bucket index (0 = fastest) of each within-head neuron index, shape (N,); None without RoPE.
-
-    ``rope`` stores one frequency per neuron (N,), ``rope-standard`` one per pair (N/2,), neuron i and
-    i + N/2 sharing frequency i."""
+    """Bucket index (0 = fastest) of each within-head neuron index, shape (N,); None without RoPE (``rope-standard``:
+    neurons i and i + N/2 share frequency i)."""
     if config.positional == "none":
         return None
     N = config.N
@@ -56,15 +49,13 @@ def bucket_periods(
 
 @dataclass
 class SparsityTrace:
-    """Fractions of non-zero activations.
+    """Fractions of non-zero activations, averaged over sequences, heads and neurons.
 
-    Attributes (L layers, T tokens, K buckets; averages over sequences, heads and neurons):
+    Attributes:
         x_token, y_token: (L, T) per token.
         x_bucket, y_bucket: (L, K, T) per token and RoPE bucket, or None without RoPE.
-        surprisal: (T,) mean surprisal in bits of the token *read* at each position, i.e. how unexpected
-            the input was when it arrived (the recording's next-token surprisal shifted by one; nan at 0).
-        periods: (shortest, longest) period of each bucket, tokens.
-    """
+        surprisal: (T,) mean surprisal in bits of the token *read* at each position (shifted by one; nan at 0).
+        periods: (shortest, longest) period of each bucket, tokens."""
 
     x_token: np.ndarray
     y_token: np.ndarray
@@ -109,10 +100,8 @@ def sparsity(rec: Recording, n_buckets: int = 8) -> SparsityTrace:
 
 
 def phase_summary(trace: SparsityTrace, phase: torch.Tensor) -> dict[str, Any]:
-    """Mean activity and surprisal per phase of the section 6.4 sequence (warm-up, fact, repeat), per
-    layer and per bucket, and the ratio fact / repeat (the paper: 4.0-7.5% of y non-zero in layer 2
-    during memorisation against ~2.5% during repetition; the slow half of the buckets shows the largest
-    ratio). The first period is skipped when the sequence has more than one (nothing is known yet)."""
+    """Mean activity and surprisal per phase of the section 6.4 sequence (warm-up, fact, repeat), per layer and bucket,
+    and the ratio fact / repeat; the first period is skipped when there are several (nothing is known yet)."""
     ph = phase.numpy()
     T = ph.size
     from ..tasks.repeat import PERIOD

@@ -1,16 +1,6 @@
 """Statistics for the neuron-graph analyses: symmetric/skew split of an entry histogram (paper Fig. 9a),
-a robust noise scale, and fits of heavy-tailed degree distributions (paper Figs. 10 and 11).
-
-Degree fits follow the maximum-likelihood recipe of Clauset, Shalizi and Newman (2009) for discrete
-data: for every candidate lower cut-off ``k_min`` the power-law exponent is fitted by maximum likelihood
-on the tail ``k >= k_min`` (normalised by the Hurwitz zeta function), and the ``k_min`` with the smallest
-Kolmogorov-Smirnov distance between the tail and the fit is kept. On that tail the power law is compared
-with a discrete lognormal and a discrete exponential by the log-likelihood ratio R (positive: power law
-more likely) with Vuong's normalised test for its sign (p small: the sign is significant).
-
-The paper states no fit method or exponent; at laptop scale (a few thousand nodes) a tail spans one or
-two decades, so the report says "heavy-tailed relative to the baseline" unless the tests say more.
-"""
+a robust noise scale, and fits of heavy-tailed degree distributions (paper Figs. 10 and 11), by the discrete
+maximum-likelihood recipe of Clauset, Shalizi and Newman (2009) with Vuong's test (docs/inspect.md)."""
 
 from __future__ import annotations
 
@@ -27,11 +17,8 @@ from bdh.errors import UserError
 
 @dataclass
 class SymmetricSplit:
-    """A histogram on bins symmetric around 0, split as in Fig. 9a.
-
-    ``symmetric[i] = min(freq(x_i), freq(-x_i))`` stands for the noise, ``skew = freq - symmetric`` for
-    the signal (right) and the inhibition (left). ``edges`` has ``len(counts) + 1`` entries, symmetric.
-    """
+    """A histogram on bins symmetric around 0, split as in Fig. 9a: ``symmetric[i] = min(freq(x_i), freq(-x_i))``
+    (noise), ``skew = freq - symmetric`` (signal right, inhibition left)."""
 
     edges: np.ndarray
     counts: np.ndarray
@@ -67,10 +54,8 @@ def symmetric_split(values: np.ndarray, n_bins: int = 201, limit: float | None =
 
 
 def noise_scale(values: np.ndarray) -> float:
-    """Robust standard deviation of the central (noise) mass: 1.4826 * median |v - median(v)|.
-
-    For the entries of G = D E this estimates sigma_Q of the prior Eq. 13 (the symmetric, almost
-    Gaussian part); a heavy tail holding a small share of the entries barely moves it."""
+    """Robust standard deviation of the central mass, 1.4826 * median |v - median(v)|: sigma_Q of Eq. 13 for the
+    entries of G = D E, barely moved by a heavy tail."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size == 0:
         raise UserError("noise_scale: no values")
@@ -79,9 +64,8 @@ def noise_scale(values: np.ndarray) -> float:
 
 
 def tail_onset(split: SymmetricSplit, min_count: int = 20) -> float | None:
-    """beta_1 of paper section 5.5: the smallest x > 0 from which on the right skew dominates the
-    symmetric part (freq(x) > 2 freq(-x)) in every bin holding at least ``min_count`` entries; None if
-    the right side never dominates."""
+    """beta_1 of paper section 5.5: the smallest x > 0 from which the right skew dominates (freq(x) > 2 freq(-x)) in
+    every bin of at least ``min_count`` entries; None if it never does."""
     c = split.centers
     right = np.where(c > 0)[0]
     onset = None
@@ -105,14 +89,10 @@ class TailFit:
     Attributes:
         k_min: lower cut-off chosen by the KS criterion.
         n_tail: data points in the tail; n: all positive data points.
-        alpha: power-law exponent p(k) ~ k^-alpha.
-        ks: Kolmogorov-Smirnov distance of the power-law fit on the tail.
-        lognormal_mu, lognormal_sigma: discrete lognormal parameters on the same tail.
-        exponential_lambda: discrete exponential rate on the same tail.
+        alpha: power-law exponent p(k) ~ k^-alpha; ks: its Kolmogorov-Smirnov distance on the tail.
         R_lognormal, p_lognormal: log-likelihood ratio power law vs lognormal and Vuong's p-value.
         R_exponential, p_exponential: the same against the exponential.
-        preferred: "power_law", "lognormal", "exponential" or "undecided" (p >= 0.1 for every test).
-    """
+        preferred: "power_law", "lognormal", "exponential" or "undecided" (p >= 0.1 for every test)."""
 
     k_min: int
     n_tail: int
@@ -193,11 +173,8 @@ def _vuong(l1: np.ndarray, l2: np.ndarray) -> tuple[float, float]:
 
 
 def fit_degrees(degrees: np.ndarray, min_tail: int = 50, max_candidates: int = 60) -> TailFit | None:
-    """Fit the degree distribution's tail (zeros are dropped); None when fewer than ``min_tail`` positive
-    degrees exist or all are equal.
-
-    ``k_min`` is searched among at most ``max_candidates`` distinct degree values that leave at least
-    ``min_tail`` points in the tail."""
+    """Fit the degree distribution's tail (zeros dropped), ``k_min`` among at most ``max_candidates`` degree values;
+    None when fewer than ``min_tail`` positive degrees exist or all are equal."""
     k = np.asarray(degrees).astype(np.int64).ravel()
     k = k[k > 0].astype(np.float64)
     if k.size < min_tail or np.unique(k).size < 3:
@@ -243,9 +220,8 @@ def fit_degrees(degrees: np.ndarray, min_tail: int = 50, max_candidates: int = 6
 
 
 def degree_summary(degrees: np.ndarray) -> dict[str, float]:
-    """Shape of a degree sequence without a model: mean, max, coefficient of variation (1/sqrt(mean)
-    for a Poisson/Erdos-Renyi graph), the share of nodes with degree 0 and the share of edges held by
-    the top 1% of nodes."""
+    """Shape of a degree sequence without a model: mean, max, coefficient of variation (1/sqrt(mean) for Erdos-Renyi),
+    the share of nodes with degree 0 and the share of edges held by the top 1% of nodes."""
     k = np.asarray(degrees, dtype=np.float64).ravel()
     if k.size == 0:
         raise UserError("degree_summary: empty degree sequence")

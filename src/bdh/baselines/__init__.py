@@ -1,10 +1,7 @@
-"""Baseline models trained side by side with BDH, under the same protocol: an ``nn.Module`` built
-from a typed config, ``forward(idx) -> logits (B, T, V)``, ``num_params()``, ``state_size()``,
-save_pretrained / from_pretrained, ``init_state`` / ``step`` where the model reads through a state (Mamba, GLA,
-RWKV and Based carry a fixed-size one, GPT a KV cache; `bdh.baselines.state`), known to `bdh.registry` by name
-(``gpt``, ``baseconv``, ``hyperset``, ``based``, ``gla``, ``mamba``, ``hyena``, ``rwkv``).
-
-The names below are imported on first use (see `bdh._lazy`)."""
+"""Baseline models trained side by side with BDH, under the same protocol (a typed config, ``forward(idx) ->
+logits``, ``num_params()``, ``state_size()``, save/from_pretrained, ``init_state``/``step`` where the model reads
+through a state), known to `bdh.registry` by name; docs/baselines.md. The names below are imported on first use
+(see `bdh._lazy`)."""
 
 from .._lazy import exports
 

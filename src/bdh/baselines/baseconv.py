@@ -1,37 +1,10 @@
 """BaseConv (Arora et al. 2023, "Zoology", Definition 4.1, Eq. 4 and the code listings of appendix B).
 
-One BaseConv layer on u in R^{T x d} (Eq. 4, plus the residual of Listing 1):
+    y = (u W + b_1) ⊙ (h * u + b_2) + u        (Eq. 4, plus the residual of Listing 1)
 
-    y = (u W + b_1) ⊙ (h * u + b_2) + u
-
-a linear projection gated elementwise by a causal per-channel convolution h * u. Two kinds of filter h:
-
-* **short**: an explicit depthwise filter of ``k`` taps (``kernel_size = k > 0``), i.e. a causal
-  ``Conv1d(d, d, k, groups=d)``;
-* **long** (``kernel_size = -1``): a filter as long as the sequence, applied by FFT (zero-padded to 2T,
-  so the circular convolution equals the causal linear one). The filter is either an explicit
-  parameter ``h in R^{d x seq_len}`` (Listing 1, ``randn`` init) or implicit (Listing 2): an MLP
-  ``Linear(e -> hidden) -> ReLU -> Linear(hidden -> d)`` of positional features
-  ``z_t = [t / (T-1), Re exp(-i f w_t), Im exp(-i f w_t)]`` with ``w_t = 2 pi t / T`` and
-  ``f = linspace(1e-4, bands - 1, bands)``, ``bands = (e - 1) / 2``.
-
-Layers take their kernel size from ``kernel_sizes`` in turn (Zoology's Figure 2 sweep: [3, -1], short
-then long). The network is Zoology's ``LanguageModel``: token embedding (dropout 0.1), blocks
-``h = h + BaseConv(LN(h))`` then ``h = h + MLP(LN(h))`` (``mlp_ratio = 0``: no MLP, the Identity state
-mixer of their Figure 2 runs), final LayerNorm, readout tied to the embedding.
-
-Biases: b_1 is the projection's bias; b_2 is a per-channel bias of the convolution (the paper writes
-b_1, b_2 in R^{T x d}; the Zoology code, like us, uses per-channel biases: Conv1d's for short filters;
-the long filters have b_2 too, as a separate parameter).
-
-Parameter count (`BaseConvConfig.num_params`; d, V, T = seq_len, m = mlp hidden width, e/q = implicit
-filter embedding/hidden sizes):
-    V d [embedding; readout tied] + [T d if learned positions] + 2 d [final LN]
-    + sum over layers of:  2 d [LN]  +  d^2 + d [projection W, b_1]  +  filter  +  [2 d + 2 d m + m + d if MLP]
-    filter: short k -> d k + d;  long explicit -> d T + d;  long implicit -> e q + q + q d + d + d.
-State (Zoology's ``BaseConv.state_size``): a short-filter layer keeps its last k inputs (d k scalars);
-a long-filter layer keeps the whole input history (d T at seq_len).
-"""
+h is a causal per-channel filter: short (``k`` taps) or long (as long as the sequence, by FFT; explicit, Listing
+1, or implicit, Listing 2), taken per layer from ``kernel_sizes``, inside Zoology's ``LanguageModel``. The
+parameter count and the state size are in docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -55,11 +28,8 @@ LONG_FILTERS = ("implicit", "explicit")
 
 
 def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Causal per-channel convolution y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] by FFT.
-
-    u: (B, d, T); k: (d, T') with T' >= T (only the first T taps can reach). Zero padding to 2T makes
-    the circular convolution linear (the paper's ``fft_conv``; their 1/2T and ``norm="forward"`` cancel).
-    """
+    """Causal per-channel convolution y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] by FFT, u (B, d, T), k (d, T' >= T); zero
+    padding to 2T makes the circular convolution linear."""
     T = u.shape[-1]
     n = 2 * T
     k = k[..., :T]
@@ -72,21 +42,13 @@ class BaseConvConfig(ModelConfig):
     """Configuration of the BaseConv language model.
 
     Attributes:
-        vocab_size: V.
         seq_len: T, the longest sequence (length of explicit long filters and implicit filter features).
-        n_layer: number of BaseConv blocks.
-        n_embd: d.
         kernel_sizes: filter size per layer, taken in turn (k > 0 short, -1 long); Zoology: [3, -1].
         long_filter: ``implicit`` (Listing 2, Zoology's default) or ``explicit`` (Listing 1).
-        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3).
-        filter_hidden: q, hidden width of the implicit filter MLP.
+        filter_emb_dim, filter_hidden: e and q, features and hidden width of the implicit filter (e odd, >= 3).
         mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
-        dropout: dropout on the residual branches (Zoology: 0).
         positional: ``none`` (Zoology's choice for convolutions) or ``learned`` absolute embeddings.
-        causal: must be true (the convolutions are causal); present so callers can read it.
-        ln_eps: LayerNorm epsilon.
-    """
+        causal: must be true; present so callers can read it."""
 
     vocab_size: int = bounded(256, ge=1)
     seq_len: int = bounded(256, ge=1)
@@ -136,7 +98,7 @@ class BaseConvConfig(ModelConfig):
         return e * q + q + q * d + d + d
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, m, V = self.n_embd, self.hidden, self.vocab_size
         total = V * d + (self.seq_len * d if self.positional == "learned" else 0) + 2 * d
         for layer in range(self.n_layer):
@@ -149,10 +111,8 @@ class BaseConvConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> BaseConvConfig:
-        """The BaseConv of ``n_layer`` layers whose parameter count is closest to ``params``: n_embd over multiples
-        of 2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). It has no heads
-        (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
-        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The BaseConv of ``n_layer`` layers closest to ``params`` parameters, n_embd over multiples of 2
+        (`bdh.sizing.BudgetSized`); no heads, causal only."""
         return closest_by_params(
             params,
             lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),

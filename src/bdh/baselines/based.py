@@ -1,30 +1,10 @@
 """Based (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput tradeoff",
 section 3 and appendix; Zoology's ``based`` MQAR configuration).
 
-Three kinds of sequence mixer, taken in turn from ``layer_pattern`` (Based's language models mix them across
-layers; Zoology's MQAR model is ``conv, linear``):
-
-* ``conv``: BaseConv with a short filter (Zoology, eq. 4; `bdh.baselines.baseconv.BaseConvLayer`):
-      y = (u W + b_1) ⊙ (h * u + b_2) + u,   h a causal depthwise filter of ``conv_size`` taps;
-* ``linear``: Taylor linear attention (section 3.1, eq. 2; `bdh.baselines.taylor_attention`), per head:
-      q = u W_q, k = u W_k in R^f (f = ``d_feature``), v = u W_v in R^{d/H},
-      y_t = sum_{s<=t} phi(q_t).phi(k_s) v_s / sum_{s<=t} phi(q_t).phi(k_s),  phi the 2nd-order Taylor map,
-  then the heads concatenated and projected by W_o (no biases: Zoology's ``Based``);
-* ``window``: softmax attention over the last w = ``window`` tokens (the current one included), with
-  rotary positions on q and k (``window_rope``):
-      y_t = sum_{t-w < s <= t} softmax_s(q_t.k_s / sqrt(d/H)) v_s,  then W_o;
-  `window_attention` (scaled-dot-product attention under a band mask) and the loop `window_attention_reference`.
-
-The network around them is `bdh.baselines.mixer_lm.MixerLM` (embedding, pre-LN blocks with an optional MLP,
-tied readout, no positional embedding: Zoology's choice for Based).
-
-Parameter count (`BasedConfig.num_params`; V, d, H, f, k = conv_size, m = MLP width):
-    skeleton (`bdh.baselines.mixer_lm.skeleton_params`)  +  per layer:
-    conv: d^2 + d + d k + d;   linear: 2 d H f + 2 d^2;   window: 4 d^2 + 4 d.
-State per layer (`BasedConfig.layer_state_size`, as Zoology counts it; T = seq_len, E = 1 + f + f (f+1)/2):
-    conv: d k (the last k inputs);  linear: H E (d/H + 1) (the sums S and z);  window: 2 d min(w, T) (its keys
-    and values; Zoology counts 2 d w, but no more than T tokens are ever cached).
-"""
+Mixers taken in turn from ``layer_pattern``: ``conv`` (BaseConv with a short filter, Zoology eq. 4), ``linear``
+(Taylor linear attention, section 3.1, eq. 2; `bdh.baselines.taylor_attention`) and ``window`` (softmax attention
+over the last ``window`` tokens with RoPE), in `bdh.baselines.mixer_lm.MixerLM`. Parameter counts and state sizes
+(as Zoology counts them) are in docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -54,24 +34,16 @@ class BasedConfig(ModelConfig):
     """Configuration of the Based language model.
 
     Attributes:
-        vocab_size: V.
-        seq_len: T, the longest sequence.
         n_layer: layers; layer i mixes with ``layer_pattern[i % len(layer_pattern)]``.
-        n_embd: d.
         n_head: H, heads of the linear and window attention (Zoology's Based: 1); d divisible by H.
-        layer_pattern: the mixers in turn: ``conv``, ``linear``, ``window`` (module docstring).
-        d_feature: f, the query/key size of linear attention before the feature map (Zoology: 16).
-        conv_size: taps of the short convolution (Zoology: 3).
-        window: w, tokens a window layer attends over, itself included (Based: 64).
-        window_rope: rotary positions in the window layers.
+        layer_pattern: the mixers in turn: ``conv``, ``linear``, ``window``.
+        d_feature: f, the query/key size of linear attention before the feature map.
+        conv_size: taps of the short convolution.
+        window: w, tokens a window layer attends over, itself included.
         mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
-        dropout: dropout on the residual branches.
-        causal: must be true (every mixer is causal); present so callers can read it.
-        ln_eps: LayerNorm epsilon.
+        causal: must be true; present so callers can read it.
         form: ``fast`` or ``reference`` forms of the attention layers (`FORMS`); the same function.
-        chunk_size: C of the chunked linear attention.
-    """
+        chunk_size: C of the chunked linear attention."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
 
@@ -129,12 +101,12 @@ class BasedConfig(ModelConfig):
         return 4 * d * d + 4 * d
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         skeleton = skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
         return skeleton + sum(self.mixer_params(i) for i in range(self.n_layer))
 
     def layer_state_size(self, layer: int) -> int:
-        """Recurrent-state scalars of one layer (module docstring)."""
+        """Recurrent-state scalars of one layer, as Zoology counts them (docs/baselines.md)."""
         d, kind = self.n_embd, self.kind(layer)
         if kind == "conv":
             return d * self.conv_size
@@ -146,10 +118,8 @@ class BasedConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> BasedConfig:
-        """The Based of ``n_layer`` layers whose parameter count is closest to ``params``: n_embd over multiples of 2
-        (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). One head, as Zoology's
-        Based: the bench's ``n_head`` (BDH's and GPT's) is not used. Causal only. The protocol
-        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The Based of ``n_layer`` layers closest to ``params`` parameters, n_embd over multiples of 2
+        (`bdh.sizing.BudgetSized`); one head as Zoology's Based (the bench's ``n_head`` is not used), causal only."""
         return closest_by_params(
             params,
             lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
@@ -165,9 +135,8 @@ def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
 
 
 def window_mask_after(pos: int, T: int, window: int, device: torch.device) -> torch.Tensor:
-    """(T, window - 1 + T) boolean: the chunk's queries at positions pos..pos+T-1 against the w - 1 carried keys
-    (positions pos-w+1..pos-1) and the chunk's own; key s is visible from query t iff t - window < s <= t and s is
-    a real token (s >= 0)."""
+    """(T, window - 1 + T) boolean: key s visible from query t iff t - window < s <= t and s >= 0, for a chunk at
+    ``pos`` after the w - 1 carried keys."""
     t = pos + torch.arange(T, device=device)
     s = pos - (window - 1) + torch.arange(window - 1 + T, device=device)
     gap = t[:, None] - s[None, :]

@@ -1,10 +1,5 @@
-"""Pieces shared by the baseline models: the model-config mixin and the parameter count helper.
-
-Every baseline config is a dataclass with `ModelConfig` mixed in (`bdh.model_api.ModelConfig`, a `TypedConfig`
-with the defaults of what the trainer asks of a model config): ``to_dict`` / ``from_dict`` (refusing unknown
-keys) as `PretrainedMixin` needs, ranges declared on the fields (`bdh.typed_config.bounded`,
-`bdh.typed_config.one_of`) and checks, all raising one-line ``ValueError("GPTConfig.n_head: ...")``.
-"""
+"""Pieces shared by the baseline models: the model-config mixin (`bdh.model_api.ModelConfig`: ``to_dict`` /
+``from_dict``, declared ranges, one-line ``ValueError("GPTConfig.n_head: ...")``) and the parameter count helper."""
 
 from __future__ import annotations
 

@@ -1,32 +1,12 @@
 """Gated linear attention (GLA: Yang, Wang, Shen, Panda, Kim 2024, "Gated Linear Attention Transformers with
 Hardware-Efficient Training", section 4, eq. 4-6 and the chunkwise form of section 4.2; Zoology's ``gla`` mixer).
 
-Per head (H heads; keys of size d_k = expand_k d / H, values of size d_v = expand_v d / H), on u in R^{T x d}:
+    alpha_t = sigmoid(u_t W_a1 W_a2 + b_a)^(1 / tau),   S_t = diag(alpha_t) S_{t-1} + k_t^T v_t,   o_t = q_t S_t
+    y_t = [RMSNorm(o_t) ⊙ Swish(r_t)]_heads W_o
 
-    q_t = u_t W_q / sqrt(d_k),   k_t = u_t W_k,   v_t = u_t W_v,   r_t = u_t W_r        (no biases)
-    alpha_t = sigmoid( u_t W_a1 W_a2 + b_a )^(1 / tau)        data-dependent forget gate in (0, 1)^{d_k},
-                                                             low rank (W_a1: d x r, W_a2: r x d_k), tau = 16
-    S_t = diag(alpha_t) S_{t-1} + k_t^T v_t                  (d_k x d_v state)
-    o_t = q_t S_t
-    y_t = [ RMSNorm(o_t) ⊙ Swish(r_t) ]_heads W_o           output gate; the RMSNorm gain shared by the heads
-
-``decay = "fixed"`` replaces alpha_t by RetNet's constant per-head decay gamma_h = 1 - 2^(-5 - h), h = 0..H-1
-(Sun et al. 2023, "Retentive Network", eq. 8): the same recurrence with an input-independent scalar gate.
-
-Two forms of the recurrence, equal up to rounding (`FORMS`):
-
-* `gla_recurrent`: the loop over t above (the reference);
-* `gla_chunked`: chunks of C steps. With g_t = log alpha_t and b_t = sum of g over the chunk up to t (inclusive),
-      o_t = (q_t ⊙ exp(b_t)) S_0 + sum_{s<=t in chunk} [ sum_i q_ti k_si exp(b_ti - b_si) ] v_s
-      S_C = diag(exp(b_C)) S_0 + sum_s (k_s ⊙ exp(b_C - b_s))^T v_s
-  Every exponent is <= 0 (the log-gates are negative), so nothing overflows; the pairwise factors
-  exp(b_t - b_s) are formed explicitly (C x C x d_k per chunk, the paper's stable secondary-chunk form), in fp32.
-
-Parameter count (`GLAConfig.num_params`; D_k = H d_k, D_v = H d_v, r = gate_rank):
-    skeleton (`bdh.baselines.mixer_lm.skeleton_params`) + per layer:
-    2 d D_k [W_q, W_k] + 3 d D_v [W_v, W_r, W_o] + d_v [RMSNorm] + (data decay) d r + r D_k + D_k [gate].
-State per layer (`GLAConfig.layer_state_size`, Zoology's ``key_dim * head_v_dim``): H d_k d_v.
-"""
+``decay = "fixed"`` is RetNet's constant per-head decay gamma_h = 1 - 2^(-5 - h) (Sun et al. 2023, eq. 8).
+`gla_recurrent` is the reference loop, `gla_chunked` the chunkwise form with the pairwise factors
+exp(b_t - b_s) formed explicitly (every exponent <= 0, so nothing overflows). docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -54,25 +34,15 @@ class GLAConfig(ModelConfig):
     """Configuration of the GLA language model (defaults: Zoology's / the paper's GLA layer).
 
     Attributes:
-        vocab_size: V.
-        seq_len: T, the longest sequence.
-        n_layer: layers.
-        n_embd: d.
-        n_head: H.
-        expand_k: D_k / d, the total key size (GLA: 0.5); D_k divisible by H.
-        expand_v: D_v / d, the total value size (GLA: 1); D_v divisible by H.
-        gate_rank: r, the rank of the forget-gate projection (GLA: 16).
-        gate_tau: tau, alpha = sigmoid(.)^(1/tau) (GLA: 16; larger: slower forgetting).
+        expand_k, expand_v: D_k / d and D_v / d, the total key and value sizes; each divisible by H.
+        gate_rank: r, the rank of the forget-gate projection.
+        gate_tau: tau, alpha = sigmoid(.)^(1/tau) (larger: slower forgetting).
         decay: ``data`` (GLA's gate alpha_t) or ``fixed`` (RetNet's per-head constant).
         mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
-        dropout: dropout on the residual branches.
-        causal: must be true (a recurrence); present so callers can read it.
-        ln_eps: LayerNorm epsilon.
+        causal: must be true; present so callers can read it.
         norm_eps: epsilon of the RMSNorm on the heads' outputs.
         form: ``fast`` or ``reference`` (`FORMS`); the same function.
-        chunk_size: C of the chunked form.
-    """
+        chunk_size: C of the chunked form."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
 
@@ -126,7 +96,7 @@ class GLAConfig(ModelConfig):
         return 2 * d * Dk + 3 * d * Dv + Dv // self.n_head + gate
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         return (
             skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
             + self.n_layer * self.mixer_params()
@@ -140,14 +110,10 @@ class GLAConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> GLAConfig:
-        """The GLA of ``n_layer`` layers and ``n_head`` heads whose parameter count is closest to ``params``: n_embd
-        over the multiples of the smallest step that gives whole heads (`bdh.sizing.closest_by_params`); ``extra``:
-        other fields (the defaults otherwise). Causal only. The protocol `bdh.sizing.BudgetSized`.
-
-        Whole heads make the width step 2 ``n_head`` at GLA's key size d / 2, coarse at small widths (4 heads: d =
-        8 or 16, nothing between). When the closest width at ``n_head`` heads is more than `HEAD_TOLERANCE` away
-        from the budget, fewer heads (the divisors of ``n_head``, a finer step) are tried too, and the closest of
-        all is kept."""
+        """The GLA of ``n_layer`` layers closest to ``params`` parameters, n_embd over the smallest step that gives
+        whole
+        heads (`bdh.sizing.BudgetSized`), causal only. That step is coarse at small widths, so when the closest width is
+        more than `HEAD_TOLERANCE` off, fewer heads (divisors of ``n_head``) are tried too and the closest kept."""
         ek, ev = extra.get("expand_k", 0.5), extra.get("expand_v", 1.0)
 
         def closest(heads: int) -> GLAConfig:
@@ -191,10 +157,9 @@ def gla_recurrent(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference).
-
-    q, k, log_alpha: (B, H, T, d_k); v: (B, H, T, d_v); S0: (B, H, d_k, d_v), the state before the first step
-    (zeros when None) -> o (B, H, T, d_v), and with ``final`` (o, S_T)."""
+    """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference): q, k, log_alpha (B,
+    H,
+    T, d_k), v (B, H, T, d_v), S0 (B, H, d_k, d_v) or None -> o, and with ``final`` (o, S_T)."""
     B, H, T, K = q.shape
     S = q.new_zeros(B, H, K, v.shape[-1]) if S0 is None else S0
     out = []
@@ -215,9 +180,8 @@ def gla_chunked(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The chunkwise form (module docstring), equal to `gla_recurrent`; same arguments and results; in fp32 at
-    least (the final state too). ``chunk`` need not divide T (the tail is padded with zero keys and log-gates,
-    which reach no real row and leave the state as it is)."""
+    """The chunkwise form, equal to `gla_recurrent` (same arguments), in fp32 at least; ``chunk`` need not divide T (the
+    tail is padded with zero keys and log-gates, which change nothing)."""
     out_dtype = v.dtype
     dtype = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))

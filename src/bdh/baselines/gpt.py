@@ -1,20 +1,8 @@
 """GPT: a GPT-2-style pre-LayerNorm Transformer (Radford et al. 2019; the nanoGPT layout).
 
-    h_0 = embed(tokens) (+ pos)                                  learned absolute positions, or none
-    h'  = h + Proj( softmax(Q K^T / sqrt(d_head) [+ causal mask]) V ),  Q, K, V = LN(h) W_qkv   (RoPE on Q, K)
-    h   = h' + W_2 GELU( W_1 LN(h') )                             MLP of width mlp_ratio * d
-    logits = LN(h_L) W_emb^T                                      (readout tied to the embedding by default)
-
-Attention is computed by ``F.scaled_dot_product_attention`` (fused kernels on CUDA), causal or
-bidirectional. ``share_layers`` applies one block ``n_layer`` times (the weight-shared "recurrent
-Transformer" Hyper-SET compares with); then ``forward(idx, n_layer=k)`` runs k passes at test time.
-
-Parameter count (see `GPTConfig.num_params`; d = n_embd, m = hidden width of the MLP, V, T, b = 1 with biases):
-    V d  +  [T d if learned positions]  +  [V d if the readout is untied]
-    + L_distinct * ( 4 d^2 + 2 d m  +  2 d (1 + b)  +  b (5 d + m) )  +  d (1 + b)
-where L_distinct = 1 with shared layers, else n_layer (the LayerNorms have a bias when b = 1); with
-mlp_ratio = 0 a block is 4 d^2 + d (1 + b) + 4 b d.
-"""
+Attention by ``F.scaled_dot_product_attention``, causal or bidirectional; learned, rotary or no positions;
+``share_layers`` applies one block ``n_layer`` times (Hyper-SET's "recurrent Transformer"), and then
+``forward(idx, n_layer=k)`` runs k passes at test time. The parameter count is in docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -43,21 +31,15 @@ class GPTConfig(ModelConfig):
     """Configuration of the GPT baseline.
 
     Attributes:
-        vocab_size: V, tokens embedded and predicted.
         seq_len: T, the longest sequence (size of the learned position table; the KV cache of state_size).
         n_layer: L, blocks (or passes of the one block with ``share_layers``).
-        n_embd: d, the width.
         n_head: heads; d must be divisible by n_head (and d / n_head even for RoPE).
         mlp_ratio: hidden width of the MLP as a multiple of d (0: no MLP).
         dropout: dropout on attention probabilities, the residual branches and the embeddings.
-        causal: causal (next-token) or bidirectional attention.
         positional: ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), or ``none``.
-        rope_theta: RoPE base.
         bias: biases in linear layers and LayerNorms (GPT-2: yes).
         tie_embeddings: readout = embedding matrix transposed (GPT-2: yes).
-        share_layers: one block applied n_layer times (weight-shared depth).
-        ln_eps: LayerNorm epsilon.
-    """
+        share_layers: one block applied n_layer times (weight-shared depth)."""
 
     vocab_size: int = bounded(256, ge=1)
     seq_len: int = bounded(256, ge=1)
@@ -92,7 +74,7 @@ class GPTConfig(ModelConfig):
         return int(round(self.mlp_ratio * self.n_embd))
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, m, V, b = self.n_embd, self.hidden, self.vocab_size, int(self.bias)
         if m:
             per_block = 4 * d * d + 2 * d * m + 2 * d * (1 + b) + b * (5 * d + m)
@@ -105,9 +87,8 @@ class GPTConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> GPTConfig:
-        """The GPT of ``n_layer`` distinct blocks whose parameter count is closest to ``params``: n_embd over
-        multiples of n_head (`gpt_config_for_params`); ``extra``: other fields (the defaults otherwise).
-        The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The GPT of ``n_layer`` distinct blocks closest to ``params`` parameters, n_embd over multiples of n_head
+        (`gpt_config_for_params`; `bdh.sizing.BudgetSized`)."""
         return gpt_config_for_params(
             params, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=causal, **extra
         )
@@ -169,9 +150,8 @@ class Block(nn.Module):
     def step(
         self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`forward` over a chunk h (B, T, d) after the cached ``keys`` and ``values`` (B, H, t, d/H) of the t tokens
-        before it: each query sees every cached key and the chunk's up to its own. Returns (h, keys, values) with
-        the chunk's appended."""
+        """`forward` over a chunk h (B, T, d) after the cached ``keys`` and ``values`` (B, H, t, d/H); returns (h, keys,
+        values) with the chunk's appended."""
         q, k, v = self.heads(h, rot)
         keys, values = torch.cat([keys, k.to(keys.dtype)], dim=2), torch.cat([values, v.to(values.dtype)], dim=2)
         T, t = h.shape[1], keys.shape[2] - h.shape[1]
@@ -270,16 +250,11 @@ class GPT(PretrainedMixin, nn.Module):
         return 2 * self.config.n_layer * batch_size * tokens * self.config.n_embd * element_size
 
     def step(self, tokens: torch.Tensor, state: KVCache) -> tuple[torch.Tensor, KVCache]:
-        """Read one token per sequence or a chunk after the cached ones: equal to `forward` over everything read.
-
-        Args:
-            tokens: (B,) one token per sequence, or (B, T) a chunk; with learned positions the whole read must fit
-                seq_len (RoPE or no positions read any length); gradients flow through the chunk and the cache.
-            state: from `init_state` or an earlier `step` (it is not changed).
-        Returns:
-            (logits, new_state): logits (B, V) for (B,) tokens, (B, T, V) for (B, T); the cache with the chunk's
-            keys and values appended.
-        """
+        """Read one token per sequence (B,) or a chunk (B, T) after the cached ones, equal to `forward` over everything
+        read;
+        ``state`` (from `init_state` or `step`) is not changed. Returns (logits, the cache with the chunk appended).
+        With
+        learned positions the whole read must fit seq_len."""
         cfg = self.config
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens
@@ -319,11 +294,8 @@ class GPT(PretrainedMixin, nn.Module):
 
 
 def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
-    """The GPTConfig whose parameter count is closest to ``budget``, varying only n_embd.
-
-    Other fields (n_layer, n_head, vocab_size, seq_len, ...) are taken from ``fields`` or the defaults;
-    n_embd runs over multiples of n_head (times 2 for RoPE).
-    """
+    """The GPTConfig whose parameter count is closest to ``budget``, varying only n_embd (multiples of n_head, times 2
+    for RoPE); other fields from ``fields`` or the defaults."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise UserError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
     if "n_embd" in fields:

@@ -1,39 +1,11 @@
 """Hyena (Poli et al. 2023, "Hyena Hierarchy: Towards Larger Convolutional Language Models", Section 3,
 Definition 3.1, Algorithms 1-3), the order-2 operator of Zoology's Figure 2 (Arora et al. 2023).
 
-One Hyena operator of order 2 on u in R^{T x d}:
+    (x1, x2, v) = conv_k(u W_in + b_in);  v = x1 ⊙ v;  v = h * v + D ⊙ v;  y = (x2 ⊙ v) W_out + b_out
 
-    (x1, x2, v) = conv_k(u W_in + b_in)         three projections, each through a short causal depthwise filter
-    v  = x1 ⊙ v                                  first gate
-    v  = h * v + D ⊙ v                           long causal convolution per channel (the implicit filter h, the
-                                                  skip D), by FFT: `bdh.baselines.baseconv.fft_conv`
-    y  = (x2 ⊙ v) W_out + b_out                  second gate, out-projection
-
-The implicit long filter (Algorithm 2 and Eq. 7): h_t = FFN(z_t) ⊙ window_t, with positional features
-z_t = [t / (T-1), Re e^{-i f w_t}, Im e^{-i f w_t}] (`bdh.baselines.baseconv.PositionalFeatures`), the FFN
-Linear(e -> q) then ``filter_layers`` times Linear(q -> q), each followed by sin(omega ⊙ .) with one trained
-frequency vector omega (init ``filter_freq``), then Linear(q -> d) without bias, and the exponential decay
-window_{t,c} = exp(-|alpha_c| t / (T-1)), alpha_c spread evenly between ln(target) / slow and ln(target) / fast
-over the channels (fixed: Zoology trains it at learning rate 0). Zoology trains the positional features z at a
-learning rate of 1e-5; here they are fixed.
-
-The long convolution has two forms (``conv``): ``fft`` (fast, O(T log T), in fp32) and ``direct``, the reference:
-the O(T^2) sum y[c, t] = sum_{s<=t} h[c, s] v[c, t - s] through the Toeplitz matrix of h.
-
-The network is Zoology's ``LanguageModel``: token embedding (dropout), blocks h = h + Hyena(LN(h)) then
-h = h + MLP(LN(h)) (``mlp_ratio = 0``: no MLP, Zoology's Figure 2 runs), final LayerNorm, readout tied to the
-embedding; no positions. Initialisation as Zoology's: linear maps and the embedding N(0, 0.02), biases 0, the
-residual outputs (W_out, the MLP's second layer) N(0, 0.02 / sqrt(2 n_layer)); D ~ N(0, 1).
-
-Parameter count (`HyenaConfig.num_params`; d, V, k, e = filter_emb_dim, q = filter_order, n = filter_layers,
-m = MLP width, L = n_layer):
-    V d [embedding; tied readout] + 2 d [final LN]
-    + L ( 2 d [LN] + 3 d^2 + 3 d [W_in] + 3 d k + 3 d [short filters] + d^2 + d [W_out]
-          + e q + q + n (q^2 + q) + q d + q [omega] + d [D]  [implicit filter]
-          + [2 d + 2 d m + m + d  if m > 0] )
-State (Zoology's ``Hyena.state_size``): d T scalars per layer at T = seq_len, the input history of the long
-convolution.
-"""
+h is the implicit long filter (Algorithm 2, Eq. 7): an FFN with sine activations of positional features, times
+an exponential decay window; the long convolution runs by FFT or directly (``conv``, the O(T^2) reference).
+Layout, initialisation and parameter count: docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -59,25 +31,17 @@ class HyenaConfig(ModelConfig):
     """Configuration of the Hyena language model (defaults: Zoology's Hyena operator at a CPU-sized width).
 
     Attributes:
-        vocab_size: V.
         seq_len: T, the longest sequence (the length of the implicit filter's features).
-        n_layer: number of Hyena blocks.
-        n_embd: d.
-        short_filter: k, taps of the short causal filters on the projections (Zoology: 3).
-        filter_order: q, width of the implicit filter's FFN (Zoology: 64).
-        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3; Zoology: 3).
-        filter_layers: n, inner q -> q layers of the FFN (Zoology: 2).
-        filter_freq: the initial frequency of the sine activations (Zoology: 1).
+        short_filter: k, taps of the short causal filters on the projections.
+        filter_order: q, width of the implicit filter's FFN.
+        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3).
+        filter_layers: n, inner q -> q layers of the FFN.
+        filter_freq: the initial frequency of the sine activations.
         decay_fast, decay_slow, decay_target: the decay window reaches ``decay_target`` at the fraction
-            ``decay_fast`` of the length in the fastest channel and ``decay_slow`` in the slowest
-            (Zoology: 0.3, 1.5, 0.01).
+            ``decay_fast`` of the length in the fastest channel and ``decay_slow`` in the slowest.
         mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
-        dropout: dropout on the residual branches.
         conv: ``fft`` (fast) or ``direct`` (the O(T^2) reference); how the model runs, not its weights.
-        causal: must be true; present so callers can read it.
-        ln_eps: LayerNorm epsilon.
-    """
+        causal: must be true; present so callers can read it."""
 
     vocab_size: int = bounded(256, ge=1)
     seq_len: int = bounded(256, ge=1)
@@ -115,7 +79,7 @@ class HyenaConfig(ModelConfig):
         return int(round(self.mlp_ratio * self.n_embd))
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, k, m = self.n_embd, self.short_filter, self.hidden
         e, q, n = self.filter_emb_dim, self.filter_order, self.filter_layers
         implicit = e * q + q + n * (q * q + q) + q * d + q + d
@@ -131,11 +95,10 @@ class HyenaConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyenaConfig:
-        """The Hyena of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples of
-        2 (`bdh.sizing.closest_by_params`), the filter FFN's width ``filter_order`` following it
-        (`budget_filter_order`) unless ``extra`` gives one; ``extra``: other fields (the defaults otherwise). It
-        has no heads (``n_head`` is not used) and is causal only (``causal=False`` is refused). The protocol
-        `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The Hyena of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2,
+        ``filter_order``
+        following it (`budget_filter_order`) unless ``extra`` gives one (`bdh.sizing.BudgetSized`); no heads, causal
+        only."""
 
         def config(d: int) -> HyenaConfig:
             fields = {"filter_order": budget_filter_order(d), **extra}
@@ -145,9 +108,9 @@ class HyenaConfig(ModelConfig):
 
 
 def budget_filter_order(n_embd: int) -> int:
-    """The implicit filter's FFN width of a Hyena sized to a budget: Zoology's 64 from width 32 on, 2 d below it,
-    so that the filter (about 2 q^2 parameters per layer) does not outweigh a small model (at d = 8 a 64-wide
-    filter alone is three times the parameters of the BDH it is compared with)."""
+    """The implicit filter's FFN width of a Hyena sized to a budget: Zoology's 64 from width 32 on, 2 d below it, so
+    that
+    the filter (about 2 q^2 parameters per layer) does not outweigh a small model."""
     return min(64, 2 * n_embd)
 
 
@@ -207,9 +170,7 @@ class HyenaOperator(nn.Module):
 
 
 class Hyena(PretrainedMixin, MixerLM):
-    """Hyena language model (causal): Zoology's ``LanguageModel`` (`bdh.baselines.mixer_lm.MixerLM`: embedding,
-    pre-LN blocks with the MLP, tied readout, its initialisation) around one `HyenaOperator` per layer.
-    ``model(idx) -> logits (B, T, vocab_size)``."""
+    """Hyena language model (causal): `bdh.baselines.mixer_lm.MixerLM` around one `HyenaOperator` per layer."""
 
     model_type = "hyena"
     config_class = HyenaConfig

@@ -1,33 +1,9 @@
 """Hyper-SET: the Hyperspherical Energy Transformer with recurrent depth (Hu, Zou, Xu, ICML; arXiv 2502.11646).
 
-One weight-tied layer, iterated ``n_recur`` times, each iteration one alternating-minimisation step
-of the energy E = E_ATTN + E_FF on the sphere (tokens as rows, X in R^{N x d}):
-
-    Ẑ_h   = RMSNorm(X W_h)                         projection onto the sphere in subspace h (Eq. 7)
-    S_h   = β Ẑ_h Ẑ_h^T,  β = 1/sqrt(p)             symmetric scores (tied Q = K = V = W_h)
-    X'    = X - α_t ⊙ Σ_h (softmax_row(S_h) + softmax_col(S_h)) Ẑ_h W_h^T      (Eq. 8; output tied to W_h^T)
-    X_t+1 = X' + γ_t ⊙ ReLU(RMSNorm(X' D)) D^T                                  (Eq. 10; D tied up and down)
-
-with W = [W_1..W_H] in R^{d x d} (H heads of size p = d / H) and D in R^{d x M}, M = ff_mult * d.
-The row softmax plus the column softmax is the exact gradient of the repulsive log-sum-exp energy
-E_ATTN (Eq. 2-3, 6); the column term lets a token's key role send gradient too, so the attention is
-inherently bidirectional: Hyper-SET is for whole-sequence tasks (board pathfinding, Sudoku).
-
-Step sizes (Eq. 11-12): channel-wise per token, α_t, γ_t = Linear(d -> 2d)(GELU(e_t + c)) with the
-iteration embedding e_t = Linear(d -> d)(GELU(Linear(F -> d)(sinusoid_F(t)))) and c = X_0 (the embedded
-input, ``step_condition = "x0"``, the Sudoku setting) or X_t (``"xt"``). The paper zero-initialises this
-network (ReZero); we zero-initialise its output layer only, so α = γ = 0 at the start exactly as in
-the paper, while the time path keeps a gradient (with all three layers at zero, the weights of the
-time embedding would never receive one and α_t could not depend on t).
-
-Input: token embedding + learned absolute positions (Sudoku) and embedding dropout; output:
-RMSNorm then a bias-free linear readout. Because the single layer is shared, ``forward(idx, n_layer=k)``
-runs k iterations at test time (the sinusoidal t-embedding is defined for any t).
-
-Parameter count (`HyperSETConfig.num_params`; d, V, T = seq_len, p = d / H, M, F = time_freq):
-    V d [embedding] + [T d if learned positions] + d^2 [W] + d M [D] + p + M [the two RMSNorm gains]
-    + (F d + d) + (d^2 + d) + (2 d^2 + 2 d) [step-size network] + d [final RMSNorm] + V d [readout]
-"""
+One weight-tied layer iterated ``n_recur`` times, each an alternating-minimisation step of E = E_ATTN + E_FF on
+the sphere: symmetric attention with tied Q = K = V = W_h (Eq. 7-8; the row plus column softmax is the exact
+gradient of E_ATTN, so it is bidirectional only), a tied feed-forward step (Eq. 10), and step sizes alpha_t,
+gamma_t from the iteration index (Eq. 11-12). ``forward(idx, n_layer=k)`` runs k iterations; docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -49,23 +25,17 @@ from .common import ModelConfig, check_tokens, count_params
 
 @dataclass
 class HyperSETConfig(ModelConfig):
-    """Configuration of Hyper-SET (defaults: a small version of the paper's Sudoku model,
-    which has d = 768, 12 heads, M = 4 d, 24 iterations, F = 512).
+    """Configuration of Hyper-SET (defaults: a small version of the paper's Sudoku model, docs/baselines.md).
 
     Attributes:
-        vocab_size: V, input tokens and output classes.
         seq_len: T, tokens per example (size of the learned position table).
-        n_embd: d.
         n_head: H subspaces of size p = d / H.
         ff_mult: M / d, the width of the feed-forward basis D.
         n_recur: iterations of the shared layer during training (the default depth).
         time_freq: F, sinusoidal features of the iteration index t.
         step_condition: ``x0`` (condition the step sizes on the embedded input) or ``xt`` (on the current X).
-        embed_dropout: dropout on the embeddings (official Sudoku code: 0.1).
         positional: ``learned`` absolute embeddings (Sudoku), ``sinusoidal`` or ``none``.
-        causal: must be false (the symmetric attention is bidirectional); present so callers can read it.
-        rms_eps: RMSNorm epsilon.
-    """
+        causal: must be false (the symmetric attention is bidirectional); present so callers can read it."""
 
     vocab_size: int = bounded(10, ge=1)
     seq_len: int = bounded(81, ge=1)
@@ -98,7 +68,7 @@ class HyperSETConfig(ModelConfig):
         return self.ff_mult * self.n_embd
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, V, M, Fq, p = self.n_embd, self.vocab_size, self.ff_width, self.time_freq, self.head_size
         total = V * d + (self.seq_len * d if self.positional == "learned" else 0)
         total += d * d + d * M + p + M
@@ -109,10 +79,9 @@ class HyperSETConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyperSETConfig:
-        """The Hyper-SET iterating its one layer ``n_layer`` times (``n_recur``) whose parameter count is closest
-        to ``params``: n_embd over multiples of n_head (`bdh.sizing.closest_by_params`); ``extra``: other fields,
-        e.g. ``time_freq`` (the defaults otherwise). Bidirectional only (``causal=True`` is refused). The
-        protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The Hyper-SET iterating its layer ``n_layer`` times closest to ``params`` parameters, n_embd over multiples
+        of
+        n_head (`bdh.sizing.BudgetSized`); ``extra`` e.g. ``time_freq``; bidirectional only."""
         return closest_by_params(
             params,
             lambda d: cls(

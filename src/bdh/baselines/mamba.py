@@ -1,42 +1,11 @@
 """Mamba: the selective state-space model (Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective
 State Spaces", Section 3 and Algorithm 2), in Zoology's language-model frame (Arora et al. 2023, Figure 2).
 
-One Mamba mixer on u in R^{T x d}, with the inner width e = E d (``expand`` E) and N = ``d_state``:
+    h_t = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t,   y_t = h_t C_t + D ⊙ x_t     (Eq. 2 with Eq. 4's Abar, Bbar)
 
-    [x, z]   = u W_in                                   in-projection to 2 e channels
-    x        = SiLU(conv_k(x))                          short causal depthwise convolution (k = ``d_conv`` taps)
-    Delta_t  = softplus(W_dt (x_t W_x^dt) + b_dt)        input-dependent step, (e,), through a rank-r bottleneck
-    B_t, C_t = x_t W_x^B, x_t W_x^C                      input-dependent input and output maps, (N,)
-    A        = -exp(A_log)                               diagonal, (e, N); S4D-real init A_{c,n} = -(n + 1)
-    h_t      = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t        Eq. 2a with the discretisation of Eq. 4:
-                                                                  Abar = exp(Delta A), Bbar x = Delta B x
-    y_t      = h_t C_t + D ⊙ x_t                         Eq. 2b plus the skip D
-    out      = (y ⊙ SiLU(z)) W_out                       gate and out-projection
-
-with h_t in R^{e x N} per sequence (one N-state per inner channel). The recurrence has two forms, equal in
-exact arithmetic (``scan``): ``sequential``, the obviously correct loop over t (the reference), and
-``parallel``, the fast form: the steps h -> Abar_t h + Bbar_t x_t compose associatively, so a prefix scan
-(Blelloch 1990; the parallel scan of Mamba's Section 3.3) finds every h_t in log2(T) rounds of whole-sequence
-tensor operations instead of T small ones; it forms only products of decays in (0, 1] and sums, so it is as
-stable as the loop. It does log2(T) times the loop's arithmetic, which a GPU absorbs but a CPU does not: ``auto``
-(the default) runs the loop on a CPU and the prefix scan on any other device (docs/baselines.md has the
-timings). Both run in fp32 at least (fp64 stays fp64).
-
-The network (Zoology's ``MambaBlock`` stack) is `bdh.baselines.mixer_lm.MixerLM` with RMSNorm and no second
-branch: token embedding (dropout), blocks h = h + Mamba(RMSNorm(h)) (no MLP: Mamba's block is the mixer alone),
-final RMSNorm, readout tied to the embedding; no positions.
-Initialisation as Zoology's Mamba (`Mamba.init_weights`, in place of MixerLM's N(0, 0.02)): embedding
-N(0, 0.02), W_out PyTorch's init scaled by 1/sqrt(n_layer), other linear maps PyTorch's; then the mixer's own
-(`MambaMixer.reset_special`, run last): the Delta bias so that softplus(b_dt) is log-uniform in
-[dt_min, dt_max], W_dt uniform in +-r^-1/2, A_log = log(n + 1), D = 1.
-
-Parameter count (`MambaConfig.num_params`; d, V, e = E d, N, k, r = ``dt_rank``, L = n_layer):
-    V d [embedding; tied readout] + d [final RMSNorm]                  (`bdh.baselines.mixer_lm.skeleton_params`)
-    + L ( d [RMSNorm] + 2 e d [W_in] + e k + e [conv] + e (r + 2 N) [W_x] + r e + e [W_dt, b_dt]
-          + e N [A_log] + e [D] + e d [W_out] )
-State (Zoology's ``Mamba.state_size``): e N scalars per layer, the SSM state h (the short convolution's
-cache of e (k - 1) inputs is not counted, as Zoology does not). `MambaMixer.step` carries both.
-"""
+with Delta_t, B_t, C_t input-dependent and h_t in R^{e x N}. The recurrence runs as a loop (``sequential``, the
+reference) or a prefix scan (``parallel``, Section 3.3), equal in exact arithmetic. Layout, Mamba's
+initialisation, the parameter count and the scan timings are in docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -63,21 +32,14 @@ class MambaConfig(ModelConfig):
     """Configuration of the Mamba language model (defaults: Mamba's mixer settings at a CPU-sized width).
 
     Attributes:
-        vocab_size: V.
-        n_layer: number of Mamba blocks.
-        n_embd: d.
-        d_state: N, the state size per inner channel (Mamba: 16).
-        d_conv: k, taps of the short causal convolution (Mamba: 4).
-        expand: E, inner width e = E d (Mamba: 2).
+        d_state: N, the state size per inner channel.
+        d_conv: k, taps of the short causal convolution.
+        expand: E, inner width e = E d.
         dt_rank: r, rank of the Delta projection; null: ceil(d / 16) (Mamba's "auto").
-        dt_min, dt_max: the range of the initial step Delta (log-uniform).
-        dt_init_floor: the smallest initial Delta.
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
-        scan: ``parallel`` (the prefix scan), ``sequential`` (the reference loop) or ``auto`` (the loop on a CPU,
-            the prefix scan elsewhere); how the model runs, not what its weights mean.
-        causal: must be true; present so callers can read it.
-        norm_eps: RMSNorm epsilon.
-    """
+        dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of the initial step Delta.
+        scan: ``parallel`` (the prefix scan), ``sequential`` (the loop) or ``auto`` (the loop on a CPU, which does not
+            absorb the scan's log2(T) times more arithmetic; the prefix scan elsewhere).
+        causal: must be true; present so callers can read it."""
 
     vocab_size: int = bounded(256, ge=1)
     n_layer: int = bounded(2, ge=1)
@@ -114,7 +76,7 @@ class MambaConfig(ModelConfig):
         return self.dt_rank if self.dt_rank is not None else math.ceil(self.n_embd / 16)
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, e, N, k, r = self.n_embd, self.inner, self.d_state, self.d_conv, self.rank
         mixer = 2 * e * d + e * k + e + e * (r + 2 * N) + r * e + e + e * N + e + e * d
         return skeleton_params(self.vocab_size, d, 0, self.n_layer, norm="rms") + self.n_layer * mixer
@@ -127,10 +89,8 @@ class MambaConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> MambaConfig:
-        """The Mamba of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples
-        of 2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). A recurrent model
-        has no length and no heads (``seq_len`` and ``n_head`` are not used) and is causal only (``causal=False``
-        is refused). The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The Mamba of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2
+        (`bdh.sizing.BudgetSized`); no length, no heads, causal only."""
         return closest_by_params(
             params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
         )
@@ -152,10 +112,8 @@ def selective_scan_sequential(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The reference: h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t, y_t = h_t C_t + D x_t, a plain loop over t.
-
-    x, delta: (b, T, e); A: (e, N); B, C: (b, T, N); D: (e,); h0: (b, e, N), the state before the first step (zeros
-    when None). Returns y (b, T, e), and with ``final`` (y, h_T)."""
+    """The reference loop: h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t, y_t = h_t C_t + D x_t. x, delta (b, T, e); A
+    (e, N); B, C (b, T, N); D (e,); h0 (b, e, N) or None. Returns y (b, T, e), and with ``final`` (y, h_T)."""
     b, T, e = x.shape
     h = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
     ys = []
@@ -178,12 +136,10 @@ def selective_scan_parallel(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): the steps
-    h -> a_t h + u_t (a_t = exp(Delta_t A), u_t = Delta_t B_t x_t) compose associatively, (a, u) then (a', u')
-    being (a' a, a' u + u'); log2(T) rounds each compose every step with the one ``offset`` earlier. Only
-    products of decays in (0, 1] and sums are formed, so it is as stable as the loop. After the rounds a_t is the
-    product of the decays up to t, which carries a starting state h0 in: h_t += a_t h0. Arguments and result as
-    `selective_scan_sequential`."""
+    """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): (a, u) then (a',
+    u')
+    compose to (a' a, a' u + u'), log2(T) rounds. Only products of decays in (0, 1] and sums are formed, so it is as
+    stable as the loop; h0 enters as h_t += a_t h0."""
     T = x.shape[1]
     a = torch.exp(delta[..., None] * A)  # b T e N
     h = (delta * x)[..., None] * B[:, :, None, :]  # b T e N: u_t, becoming h_t
@@ -273,9 +229,8 @@ class MambaMixer(nn.Module):
 
 
 class Mamba(PretrainedMixin, MixerLM):
-    """Mamba language model (causal): `bdh.baselines.mixer_lm.MixerLM` (embedding, tied readout) with RMSNorm and
-    blocks of one `MambaMixer` each, no second branch; Mamba's initialisation (`init_weights`).
-    ``model(idx) -> logits (B, T, vocab_size)``."""
+    """Mamba language model (causal): `bdh.baselines.mixer_lm.MixerLM` with RMSNorm and one `MambaMixer` per block, no
+    second branch, Mamba's initialisation."""
 
     model_type = "mamba"
     config_class = MambaConfig
@@ -291,9 +246,8 @@ class Mamba(PretrainedMixin, MixerLM):
 
     @torch.no_grad()
     def init_weights(self) -> None:
-        """Mamba's scheme (module docstring), in place of Zoology's N(0, 0.02) for every linear map: the embedding
-        N(0, 0.02), W_out PyTorch's (Kaiming-uniform) init divided by sqrt(n_layer) (one residual per block), the
-        other maps as built; `MixerLM` runs each mixer's `MambaMixer.reset_special` (the step Delta) after it."""
+        """Mamba's scheme in place of Zoology's N(0, 0.02): the embedding N(0, 0.02), W_out PyTorch's init divided by
+        sqrt(n_layer) (one residual per block); each mixer's `MambaMixer.reset_special` runs after it."""
         nn.init.normal_(self.embed.weight, std=0.02)
         for block in self.blocks:
             w = block.mixer.out_proj.weight

@@ -1,39 +1,9 @@
-"""The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4 and
-the code's ``model.py``), shared by the baselines that differ in their mixers (Based, GLA, Hyena, Mamba, RWKV).
-
-    h_0    = Dropout_e( E[tokens] )                                 no positions: the mixers carry order
-    h'     = h + Dropout( mixer_l( Norm(h) ) )                      mixer_l: the layer's sequence mixer
-    h      = h' + Dropout( branch_l( Norm(h') ) )                   the block's second branch, if it has one
-    logits = Norm(h_L) E^T                                          readout tied to the embedding
-
-Two choices, made by the subclass (arguments of `MixerLM`):
-
-- ``norm``: every Norm above is ``"layer"``, LayerNorm with ``cfg.ln_eps`` (Zoology's), or ``"rms"``, RMSNorm
-  with ``cfg.norm_eps`` (Mamba's).
-- ``branches``: the second branch of each block. By default Zoology's MLP,
-  branch(x) = W_2 GELU( W_1 x + c_1 ) + c_2 of width m = ``cfg.hidden`` (no second branch when m = 0);
-  otherwise one module, or None for no second branch, per block, given by the subclass (RWKV's channel
-  mixing; Mamba's block is the mixer alone).
-
-Initialisation as Zoology's (`MixerLM.init_weights`, which a subclass with another scheme overrides, as Mamba
-does): linear and embedding weights N(0, 0.02), biases 0, the residual branches' output projections
-(``output_projections``: the mixers' ``out_proj`` and the MLP's W_2) N(0, 0.02 / sqrt(2 L)). After it, every
-submodule's own ``reset_special()`` runs, last, so that a mixer's special initialisation (Mamba's step Delta)
-is not overwritten by the skeleton's.
-
-Parameter count of the skeleton (`skeleton_params`; V, d, m, L, and n = 2 d for LayerNorm, d for RMSNorm):
-    V d + n [final norm] + L ( n [norm] + [n + 2 d m + m + d  with the MLP]  + [n  with a branch of its own] )
-plus the mixers' own and the own branches' own.
-
-Reading through a carried state (`MixerLM.init_state` / `MixerLM.step`, BDH's interface): a subclass whose every
-mixer (and every second branch that reads more than its token, as RWKV's channel mixing) has ``init_state`` and
-``step`` of its own declares ``carries_state``; the blocks then read a chunk from the state the tokens before it left
-(`bdh.baselines.state.MixerState`), equal to the forward over the whole sequence. The MLP reads each token alone.
-
-``cfg`` needs ``vocab_size``, ``n_embd``, ``embed_dropout``, the norm's epsilon, ``hidden`` with the default
-branches; ``dropout`` (on the residual branches) and ``seq_len`` (the longest input) are read when present
-(none and no limit otherwise).
-"""
+"""The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4), shared
+by Based, GLA, Hyena, Mamba and RWKV: embedding (no positions), blocks h += mixer(Norm(h)), h += branch(Norm(h)),
+final norm, tied readout. The subclass picks the norm (LayerNorm or RMSNorm) and the second branch (Zoology's MLP,
+its own, or none). Zoology's initialisation runs first and each submodule's ``reset_special()`` last, so a
+mixer's own init (Mamba's Delta) is not overwritten. A model whose every mixer has ``init_state``/``step``
+declares ``carries_state`` and reads through `bdh.baselines.state.MixerState`."""
 
 from __future__ import annotations
 
@@ -69,10 +39,8 @@ def norm_params(norm: str, d: int) -> int:
 def skeleton_params(
     vocab_size: int, d: int, hidden: int, n_layer: int, *, norm: str = "layer", own_branch: bool = False
 ) -> int:
-    """Parameters of `MixerLM` without its mixers (the formula of the module docstring).
-
-    ``hidden``: the MLP's width m (0: no MLP); ``own_branch``: every block has a second branch of the subclass's
-    own in place of the MLP (its norm is counted here, its parameters are not)."""
+    """Parameters of `MixerLM` without its mixers (docs/baselines.md): ``hidden``, the MLP's width (0: none);
+    ``own_branch``, a second branch of the subclass's own (its norm counted here, its parameters not)."""
     if hidden and own_branch:
         raise ValueError("a block has either the MLP (hidden > 0) or a branch of its own, not both")
     n = norm_params(norm, d)
@@ -133,10 +101,8 @@ class MixerBlock(nn.Module):
 
 
 class MixerLM(nn.Module):
-    """Embedding, one `MixerBlock` per mixer, final norm, tied readout. ``model(idx) -> logits (B, T, V)``.
-
-    A subclass builds its mixers (and its blocks' second branches, when not the MLP) and passes them in, with
-    the norm (module docstring)."""
+    """Embedding, one `MixerBlock` per mixer, final norm, tied readout; a subclass passes its mixers, branches and
+    norm."""
 
     config: Any
     #: whether the mixers carry a fixed-size state (`init_state` / `step`); a subclass whose mixers do says so
@@ -192,7 +158,7 @@ class MixerLM(nn.Module):
         return len(self.blocks)
 
     def num_params(self) -> int:
-        """Trainable parameters (equal to the config's ``num_params``, the formula of the model's docstring)."""
+        """Trainable parameters (equal to the config's ``num_params``, the formula of docs/baselines.md)."""
         return count_params(self)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -217,15 +183,9 @@ class MixerLM(nn.Module):
         return MixerState(getattr(self, "model_type", name), layers, 0)
 
     def step(self, tokens: torch.Tensor, state: MixerState) -> tuple[torch.Tensor, MixerState]:
-        """Read one token per sequence or a chunk, continuing ``state``: equal to `forward` over everything read.
-
-        Args:
-            tokens: (B,) one token per sequence, or (B, T) a chunk of any length (no ``seq_len`` limit: the state
-                is what carries the past); gradients flow through the chunk and ``state`` unless under no_grad.
-            state: from `init_state` or an earlier `step` (it is not changed).
-        Returns:
-            (logits, new_state): logits (B, V) for (B,) tokens, (B, T, V) for (B, T).
-        """
+        """Read one token per sequence (B,) or a chunk (B, T) of any length, continuing ``state`` (not changed): equal
+        to
+        `forward` over everything read. Returns (logits, new_state)."""
         name = type(self).__name__
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens

@@ -1,40 +1,12 @@
 """RWKV-4 (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era", Section 4, Eq. 11-17), in Zoology's
 language-model frame (Arora et al. 2023, Figure 2, whose RWKV is this time mixing).
 
-Time mixing on x in R^{T x d}, with the token shift x_{t-1} (zero before the first token):
-
-    r_t = W_r (mu_r ⊙ x_t + (1 - mu_r) ⊙ x_{t-1}),  k_t, v_t likewise with mu_k, W_k and mu_v, W_v   (Eq. 11-13)
     wkv_t = ( sum_{i<t} e^{-(t-1-i) w + k_i} ⊙ v_i + e^{u + k_t} ⊙ v_t )
           / ( sum_{i<t} e^{-(t-1-i) w + k_i}       + e^{u + k_t} )                                   (Eq. 14)
-    o_t = W_o (sigmoid(r_t) ⊙ wkv_t)                                                                 (Eq. 15)
 
-per channel, with the decay w = exp(time_decay) > 0 and the bonus u = time_first of the current token.
-Channel mixing (Eq. 16-17): r'_t, k'_t from token-shifted inputs (mu'_r, mu'_k), o'_t = sigmoid(r'_t) ⊙
-W'_v max(k'_t, 0)^2 with k' of width m = mlp_ratio d.
-
-The WKV sum is computed in the stable form of the RWKV-4 kernel: the numerator and denominator are carried as
-a e^p and b e^p with p the largest exponent so far, so no exponential overflows. Two forms (``wkv``):
-``sequential``, the reference loop over t of that recurrence, and ``chunked``, the fast form: inside a chunk of
-L tokens every output is a weighted mean of the chunk's values and the carried state, with log-weights
--(t-1-i) w + k_i (i < t), u + k_t (i = t) and p - t w (the state), less their largest (a masked L x L
-softmax-like table per channel); the state then moves L tokens on in one step. Both compute in fp32 at least.
-
-The network is `bdh.baselines.mixer_lm.MixerLM` (Zoology's ``LanguageModel``; RWKV's own has an untied head
-and a LayerNorm after the embedding) with time mixing as the mixer and channel mixing as the second branch:
-token embedding (dropout), blocks h = h + TimeMix(LN(h)), then h = h + ChannelMix(LN(h)) unless
-``mlp_ratio = 0`` (Zoology's Figure 2 runs have no channel mixing), final LayerNorm, readout tied to the
-embedding. Initialisation: the RWKV-4 ("fancy") values of time_decay, time_first and the mu's, depending on the
-layer (set when built; MixerLM's pass touches only linear maps and the embedding); linear maps and the embedding
-N(0, 0.02), the residual outputs W_o, W'_v N(0, 0.02 / sqrt(2 n_layer)) (Zoology's, `MixerLM.init_weights`).
-
-Parameter count (`RWKVConfig.num_params`; d, V, m, L = n_layer):
-    V d [embedding; tied readout] + 2 d [final LN]                     (`bdh.baselines.mixer_lm.skeleton_params`)
-    + L ( 2 d [LN] + 5 d [time_decay, time_first, mu_k, mu_v, mu_r] + 4 d^2 [W_k, W_v, W_r, W_o]
-          + [2 d [LN] + 2 d [mu'_k, mu'_r] + 2 d m + d^2 [W'_k, W'_v, W'_r]  if m > 0] )
-State per layer (Zoology defines none for RWKV-4): the WKV numerator and denominator (2 d) and the previous
-input of each token shift (d, plus d with channel mixing); the running maximum p only keeps the carried
-numbers in range and is not counted.
-"""
+on token-shifted k, v, r (Eq. 11-13), o_t = W_o (sigmoid(r_t) ⊙ wkv_t), with channel mixing (Eq. 16-17)
+as the second branch. The WKV runs in the RWKV-4 kernel's stable form (sums carried times e^-p, p the running
+largest exponent): ``sequential`` (the reference) or ``chunked``. Layout, init and parameters: docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -61,16 +33,10 @@ class RWKVConfig(ModelConfig):
     """Configuration of the RWKV-4 language model.
 
     Attributes:
-        vocab_size: V.
-        n_layer: number of blocks.
-        n_embd: d.
-        mlp_ratio: channel-mixing width m as a multiple of d (RWKV: 4; 0: no channel mixing, Zoology Figure 2).
-        embed_dropout: dropout on the embeddings (Zoology: 0.1).
+        mlp_ratio: channel-mixing width m as a multiple of d (0: no channel mixing, Zoology Figure 2).
         wkv: ``chunked`` (fast) or ``sequential`` (the reference loop); how the model runs, not its weights.
         chunk_size: L, tokens per chunk of the chunked WKV.
-        causal: must be true; present so callers can read it.
-        ln_eps: LayerNorm epsilon.
-    """
+        causal: must be true; present so callers can read it."""
 
     vocab_size: int = bounded(256, ge=1)
     n_layer: int = bounded(2, ge=1)
@@ -95,7 +61,7 @@ class RWKVConfig(ModelConfig):
         return int(round(self.mlp_ratio * self.n_embd))
 
     def num_params(self) -> int:
-        """The parameter count by the formula of the module docstring."""
+        """The parameter count by the formula of docs/baselines.md."""
         d, m = self.n_embd, self.hidden
         layer = 5 * d + 4 * d * d + (2 * d + 2 * d * m + d * d if m else 0)  # time and channel mixing
         return skeleton_params(self.vocab_size, d, 0, self.n_layer, own_branch=m > 0) + self.n_layer * layer
@@ -108,10 +74,8 @@ class RWKVConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> RWKVConfig:
-        """The RWKV of ``n_layer`` blocks whose parameter count is closest to ``params``: n_embd over multiples of
-        2 (`bdh.sizing.closest_by_params`); ``extra``: other fields (the defaults otherwise). A recurrent model has
-        no length and no heads (``seq_len`` and ``n_head`` are not used) and is causal only (``causal=False`` is
-        refused). The protocol `bdh.sizing.BudgetSized`, what ``bdh bench`` sizes a model by."""
+        """The RWKV of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2
+        (`bdh.sizing.BudgetSized`); no length, no heads, causal only."""
         return closest_by_params(
             params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
         )
@@ -136,12 +100,9 @@ def wkv_sequential(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, WKVState]:
-    """The reference: Eq. 14 by the RWKV-4 kernel's stable recurrence, a loop over t.
-
-    w (decay > 0), u (bonus): (d,); k, v: (b, T, d); ``state``: the (num, den, p) before the first token
-    (`wkv_empty` when None). Returns wkv (b, T, d), and with ``final`` (wkv, the state after the last token).
-    The carried (num, den) are the numerator and denominator times e^-p; p is a detached shift (the result does
-    not depend on it), so the gradients are those of Eq. 14."""
+    """The reference: Eq. 14 by the RWKV-4 kernel's stable recurrence, a loop over t; w (decay > 0), u (bonus) (d,); k,
+    v (b, T, d); ``state``: (num, den, p) or None. Returns wkv, and with ``final`` (wkv, state). p is a detached shift
+    the result does not depend on, so the gradients are those of Eq. 14."""
     num, den, p = wkv_empty(k) if state is None else state
     T = k.shape[1]
     out = []
@@ -298,9 +259,8 @@ class ChannelMix(nn.Module):
 
 
 class RWKV(PretrainedMixin, MixerLM):
-    """RWKV-4 language model (causal): `bdh.baselines.mixer_lm.MixerLM` (embedding, LayerNorm, tied readout,
-    Zoology's init) with one `TimeMix` per block as its mixer and `ChannelMix` as its second branch (none when
-    ``mlp_ratio = 0``). ``model(idx) -> logits (B, T, vocab_size)``."""
+    """RWKV-4 language model (causal): `bdh.baselines.mixer_lm.MixerLM` with one `TimeMix` per block and `ChannelMix`
+    as its second branch (none when ``mlp_ratio = 0``)."""
 
     model_type = "rwkv"
     config_class = RWKVConfig

@@ -1,13 +1,6 @@
 """The carried state of a baseline language model: what `MixerLM.step` (Mamba, GLA, RWKV, Based) reads and returns.
-
-A `MixerState` holds, per block, named tensors (batch first): the mixer's under ``mixer.<name>`` (Mamba's SSM state
-``h`` and its convolution's last inputs ``conv``; GLA's ``S``; RWKV's WKV sums and token shift; Based's sums, taps
-or window) and the second branch's under ``branch.<name>`` (RWKV's channel-mixing shift). Its size is fixed by the
-model and the batch: reading more tokens changes the numbers, never the shapes (``nbytes`` does not grow).
-
-GPT's `KVCache` is the other kind of state, one that grows with the tokens read. Which kind a model has is what its
-class declares (`bdh.model_api.carries_state`, `bdh.model_api.state_grows`).
-"""
+A `MixerState` has a size fixed by the model and the batch (``nbytes`` does not grow); GPT's `KVCache` grows with
+the tokens read (`bdh.model_api.carries_state`, `bdh.model_api.state_grows`)."""
 
 from __future__ import annotations
 
@@ -28,9 +21,9 @@ class MixerState:
 
     Attributes:
         model: the ``model_type`` of the model that made it (a state of another model is refused).
-        layers: per block, its named tensors (module docstring).
-        pos: tokens read so far (the absolute position of the next one).
-    """
+        layers: per block, named tensors (batch first): the mixer's under ``mixer.<name>``, the second branch's
+            under ``branch.<name>``.
+        pos: tokens read so far (the absolute position of the next one)."""
 
     model: str
     layers: list[Tensors] = field(default_factory=list)
@@ -74,15 +67,8 @@ class MixerState:
 
 @dataclass
 class KVCache:
-    """GPT's state for generation: the keys (rotated, with RoPE) and values of every token read, per layer pass.
-
-    It grows with the tokens read (2 L B t d scalars after t tokens), which is what a fixed-size state is compared
-    with (``state_grows``).
-
-    Attributes:
-        keys, values: per layer pass, (B, H, t, d/H).
-        pos: tokens read so far (the absolute position of the next one).
-    """
+    """GPT's state for generation: the keys (rotated, with RoPE) and values of every token read, per layer pass, (B, H,
+    t, d/H) each; it grows with the tokens read (``state_grows``). ``pos``: tokens read so far."""
 
     keys: list[torch.Tensor] = field(default_factory=list)
     values: list[torch.Tensor] = field(default_factory=list)

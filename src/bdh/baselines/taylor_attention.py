@@ -1,29 +1,12 @@
 """Causal linear attention with the second-order Taylor feature map (Based: Arora et al. 2024, "Simple linear
 attention language models balance the recall-throughput tradeoff", section 3.1 and eq. 2-3).
 
-The feature map of a query or key x in R^f (``taylor_features``) is
+    phi(x) = [1, x / f^(1/4), (x_i x_j c_ij)_{i <= j}],  so  phi(q) . phi(k) = 1 + q.k / sqrt(f) + (q.k)^2 / (2 f)
+    y_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s / sum_{s<=t} phi(q_t) . phi(k_s)                            (eq. 2)
 
-    phi(x) = [ 1,  x / f^(1/4),  ( x_i x_j c_ij )_{i <= j} ],   c_ii = 1 / sqrt(2 f),  c_ij = 1 / sqrt(f) (i < j)
-
-of size E = 1 + f + f (f + 1) / 2, so that phi(q) . phi(k) = 1 + q.k / sqrt(f) + (q.k)^2 / (2 f): the Taylor
-expansion of exp(q.k / sqrt(f)) to second order (each product x_i x_j, i < j, appears twice in (q.k)^2, hence
-the sqrt(2) between the diagonal and off-diagonal weights). This kernel is at least 1/2 for every pair
-(1 + a + a^2/2 = ((1 + a)^2 + 1) / 2), so the normalised attention below never divides by less than (t+1)/2.
-
-Causal, normalised linear attention (eq. 2):
-
-    y_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s  /  sum_{s<=t} phi(q_t) . phi(k_s)
-
-* `linear_attention_reference`: the quadratic form, the masked T x T matrix A = tril(phi(Q) phi(K)^T),
-  y = A V / (A 1) (Zoology's "quadratic" training view): the obviously correct one.
-* `linear_attention_chunked`: the recurrent form, chunk by chunk. With S_c = sum_{s in chunks < c} phi(k_s)^T v_s
-  (E x d_v) and z_c = sum phi(k_s) (E), a chunk's rows are (phi(Q_c) S_c + tril(phi(Q_c) phi(K_c)^T) V_c)
-  divided by (phi(Q_c) z_c + tril(...) 1): O(T C E d_v) instead of O(T^2 E). Chunk size 1 is the recurrence
-  S_t = S_{t-1} + phi(k_t)^T v_t, y_t = phi(q_t) S_t / phi(q_t) z_t, whose state (S, z) is E (d_v + 1) numbers
-  per head: the state size Zoology reports for Based.
-
-Both compute in fp32 at least (sums of positive numbers over the sequence; bf16 under autocast would lose them).
-"""
+The kernel is >= 1/2 for every pair, so the normaliser never vanishes. `linear_attention_reference` is the
+masked T x T form, `linear_attention_chunked` the recurrent form; both in fp32 at least (sums of positives over
+the sequence would be lost in bf16)."""
 
 from __future__ import annotations
 
@@ -80,12 +63,9 @@ def linear_attention_chunked(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, Sums]:
-    """The chunked recurrent form (module docstring), equal to `linear_attention_reference`; same shapes.
-
-    The running sums over earlier chunks are prefix sums of the chunks' own sums (no loop over chunks); a
-    sequence of one chunk is the quadratic form; ``chunk`` need not divide T. ``state``: the sums (S, z) over the
-    tokens before q's first (none when None), which every row adds; with ``final`` the result is (y, the sums
-    after the last token), in fp32 at least."""
+    """The chunked recurrent form, equal to `linear_attention_reference` (same shapes); ``chunk`` need not divide T.
+    ``state``: the sums (S, z) over the tokens before (None: none); with ``final``, (y, the sums after the last
+    token)."""
     out_dtype = v.dtype
     q, k, v = _wide(q, k, v)
     if state is not None:

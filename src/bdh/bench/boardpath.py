@@ -1,15 +1,7 @@
 """``bdh bench boardpath``: BDH, GPT and Hyper-SET on shortest paths through boards with walls.
 
-The sweep is board size x model width x learning rate x seed. Each board size has one fixed pool of
-unique boards (from ``data_seed``) shared by every run. Reported per (model, board size, width): the
-learning rate with the best path validity (ties: cell accuracy), with cell and board accuracy; the plots
-show path validity against the width and against the state size. Widths: see `bdh.bench.boards`.
-
-The reference row ``trivial (predict no path)`` scores the trivial answer: each cell's most frequent training
-target given its input token, which is the input board with no PATH cell (`bdh.bench.trivial.trivial_rows`). Its
-path validity is the share of boards whose START and END touch (the empty path is then a shortest path), its
-cell accuracy the share of cells off the path.
-"""
+Board size x model width x learning rate x seed on one fixed pool of boards per size; the best learning rate by
+path validity (ties: cell accuracy). The reference row predicts no path (`bdh.bench.trivial`)."""
 
 from __future__ import annotations
 
@@ -24,12 +16,8 @@ from .spec import QUICK, RunSpec, SuiteDef, Trivial, redefault
 
 @dataclass
 class BoardPathSweep(BoardSweep):
-    """The board-pathfinding sweep: the fields of `BoardSweep`, plus
-
-    Attributes:
-        board_sizes: board sides S (S^2 tokens).
-        wall_prob: the share of walls on a board (the board pool: ``wall_prob``, ``num_train``, ``num_val``).
-    """
+    """The board-pathfinding sweep: the fields of `BoardSweep`, plus ``board_sizes`` (board sides S, S^2 tokens) and
+    ``wall_prob`` (the share of walls on a board)."""
 
     suite = "boardpath"
 

@@ -1,13 +1,6 @@
-"""Model sections shared by the bidirectional board suites (``boardpath``, ``sudoku``): BDH at a width,
-GPT and Hyper-SET sized to BDH's parameter count at that width.
-
-BDH is bidirectional here (``causal: false``) with ``n_layer`` weight-shared layer passes; GPT has
-``n_layer`` distinct bidirectional blocks; Hyper-SET has one weight-tied layer iterated
-``n_layer`` times (``n_recur``). The widths of GPT and Hyper-SET are their ``n_embd`` chosen so that
-their parameter count is closest to BDH's: each config class's ``for_budget``, reached through `bdh.registry`.
-``models`` may name any other registered model the bench can size that has a bidirectional form
-(`bdh.bench.models.bench_models`), and BDH's ablated rows.
-"""
+"""Model sections shared by the bidirectional board suites (``boardpath``, ``sudoku``): BDH at a width (``causal:
+false``, ``n_layer`` weight-shared passes), GPT (``n_layer`` blocks) and Hyper-SET (one layer iterated ``n_layer``
+times) sized to BDH's parameter count by their ``for_budget``, or any registered model with a bidirectional form."""
 
 from __future__ import annotations
 
@@ -26,13 +19,8 @@ MODELS = ("bdh", "gpt", "hyperset")
 
 @dataclass
 class BoardSweep(Sweep):
-    """The sweep of a board suite: `Sweep`'s fields (``n_layer``: BDH layer passes, GPT blocks, Hyper-SET
-    iterations), plus
-
-    Attributes:
-        num_train, num_val: the boards of the training and validation sets.
-        time_freq: Hyper-SET's F (sinusoid features of the iteration index; the paper: 512).
-    """
+    """The sweep of a board suite: `Sweep`'s fields (``n_layer``: BDH layer passes, GPT blocks, Hyper-SET iterations),
+    plus ``num_train``/``num_val`` (the boards of each set) and ``time_freq`` (Hyper-SET's F)."""
 
     MODELS = MODELS
 
@@ -55,9 +43,10 @@ class BoardSweep(Sweep):
             self.check_models(lambda model, width: self.model_section(model, width, **first[0]))
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
-        """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to
-        BDH's parameter count (`bdh.bench.models.sized_section`), Hyper-SET with the sweep's ``time_freq``
-        (its F d parameters are a large share of a small model)."""
+        """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to BDH's
+        parameter
+        count (`bdh.bench.models.sized_section`), Hyper-SET with ``time_freq`` (its F d parameters weigh in a small
+        model)."""
         return sized_section(
             model,
             width,

@@ -1,22 +1,7 @@
-"""The engine of every sweep of training runs: ``bdh bench``'s suites (and the experiments run as suites,
-`bdh.experiments.relatives`) and the scaling experiment (`bdh.experiments.scaling`).
-
-A sweep is a list of runs, each described by a spec with a stable ``key()`` (what identifies its result: a
-run of another length, rate or model is another result) and a ``run_name()`` (its folder's name). The engine:
-
-* `fit`: one run's trainer config through the public trainer (`bdh.train.train`); a run stopped by SIGINT or
-  SIGTERM raises `Interrupted` (it is not recorded, so a resume trains it again);
-* the record of the finished runs, which a resume reads back instead of training them again, in one of two
-  forms: `TableLedger` (one table of rows, the bench's ``runs.csv``; a row is found by the spec's key,
-  `bdh.bench.spec.run_key`) and `FolderLedger` (a ``result.json`` in each run's folder holding the spec's key;
-  the scaling experiment's, whose records hold curves and per-direction losses);
-* `pending` (the specs a resume still has to train), `train_fresh` (a run's folder started anew, trained,
-  recorded), `train_or_reuse` (on resume the recorded result, else `train_fresh`) and `train_all` (a list of
-  runs, one after the other or ``jobs`` at once in worker processes, `bdh.bench.workers`).
-
-The learning-rate choice over seeds is `bdh.bench.results.best_lr`; the parameter match is the model's own
-``for_budget`` (`bdh.sizing.BudgetSized`), reached through the registry by `bdh.bench.models.budget_config`.
-"""
+"""The engine of every sweep of training runs: ``bdh bench``'s suites (and `bdh.experiments.relatives`) and
+`bdh.experiments.scaling`. A run's spec has a stable ``key()`` (its result's identity) and a ``run_name()``; `fit`
+trains one, a ledger records the finished ones for resume (`TableLedger`: ``runs.csv``; `FolderLedger`: a
+``result.json`` per run folder), and `train_all` trains the rest, one after the other or ``jobs`` at once."""
 
 from __future__ import annotations
 
@@ -61,10 +46,8 @@ class Ledger(Protocol):
 
 
 class TableLedger:
-    """One table of result rows (the bench's ``runs.csv``), rewritten with every finished run.
-
-    ``rows``: the rows already recorded (kept, also those of runs no longer swept); ``key_of``: a row's key, equal
-    to its spec's ``key()``; ``columns``: the table's leading columns (`write_csv`)."""
+    """One table of result rows (the bench's ``runs.csv``), rewritten with every finished run; ``rows`` kept include
+    those of runs no longer swept, ``key_of`` gives a row's key (its spec's ``key()``)."""
 
     def __init__(self, path: Path, rows: list[Row], key_of: Callable[[Row], Hashable], columns: Sequence[str]) -> None:
         self.path, self.rows, self.columns = Path(path), rows, list(columns)
@@ -157,10 +140,9 @@ def train_all(
     on_done: Callable[[int, Any, Row], None] = lambda i, spec, row: None,
     interrupted: type[Interrupted] = Interrupted,
 ) -> None:
-    """Train every spec into ``run_dir(spec)`` (started anew) and record its row in ``ledger`` as it finishes:
-    one after the other, or with ``jobs`` > 1 that many at once, each in a worker process (`bdh.bench.workers`;
-    ``train`` must then be picklable). ``on_start(i, spec)`` / ``on_done(i, spec, row)`` (``i`` counted from 1 in
-    ``specs``) are called in this process, which alone writes the ledger."""
+    """Train every spec into ``run_dir(spec)`` (started anew) and record its row in ``ledger`` as it finishes, one after
+    the other or ``jobs`` at once in worker processes (``train`` then picklable). ``on_start(i, spec)`` and
+    ``on_done(i, spec, row)`` run in this process, which alone writes the ledger."""
     if jobs <= 1 or len(specs) <= 1:
         for i, spec in enumerate(specs, 1):
             on_start(i, spec)

@@ -1,15 +1,7 @@
-"""The models a ``bdh bench`` suite compares, sized to one parameter count.
-
-The reference, BDH (`REFERENCE`), is built from the sweep's width (`bdh_section`); every other registered model
-is sized to BDH's parameter count at that width by its config class's ``for_budget`` (the protocol
-`bdh.sizing.BudgetSized`, `budget_config`), so nothing here names a model but the reference.
-
-BDH taken apart (`BDH_VARIANTS`, the ablations of `bdh.model.config.ABLATIONS`) gives rows of their own, named
-``bdh-qk`` and so on: BDH's section at the width with one ablation turned on (`variant_section`).
-
-What a suite's ``models`` may name is `bench_models`, read from the registry when a sweep is built: a model
-registered at run time (`bdh.registry.register_model`) is compared as soon as the bench can size it (`comparable`).
-"""
+"""The models a ``bdh bench`` suite compares, sized to one parameter count: BDH (`REFERENCE`) from the sweep's
+width, every other registered model by its config class's ``for_budget`` (`bdh.sizing.BudgetSized`), and BDH's
+ablated rows (`BDH_VARIANTS`: ``bdh-qk`` ...). What ``models`` may name is read from the registry when a sweep is
+built (`bench_models`), so a model registered at run time is compared too."""
 
 from __future__ import annotations
 
@@ -44,10 +36,9 @@ ACCEPTED = (
 
 
 def bench_models() -> tuple[str, ...]:
-    """Every name a suite's ``models`` may give, read from `bdh.registry` when called (so a model registered at run
-    time is among them): the reference (`REFERENCE`), every other registered model the bench can size and measure
-    (`comparable`), then BDH's ablated rows (`BDH_VARIANTS`) and state variants (`BDH_STATES`). Whether a suite
-    can run a model (its causal form) is the suite's to check (`bdh.bench.spec.Sweep.check_models`)."""
+    """Every name a suite's ``models`` may give, read from `bdh.registry` when called: the reference, every other model
+    the bench can size (`comparable`), BDH's ablated rows and state variants. The suite checks its own form
+    (`bdh.bench.spec.Sweep.check_models`)."""
     from bdh.registry import get_model, names
 
     others = [n for n in names("model") if n != REFERENCE and comparable(get_model(n))]
@@ -60,9 +51,8 @@ def comparable(model_class: type) -> bool:
 
 
 def incomparable(model_class: type) -> str | None:
-    """Why the bench cannot compare a model class with BDH, or None when it can: its config class must size it to a
-    parameter count (``for_budget``, the protocol `bdh.sizing.BudgetSized`) and the class must say its
-    recurrent-state size (``state_size()``, every result row's ``state_size``)."""
+    """Why the bench cannot compare a model class with BDH, or None: its config must have ``for_budget`` and the class
+    ``state_size()``."""
     config_class = getattr(model_class, "config_class", None)
     if not callable(getattr(config_class, "for_budget", None)):
         name = getattr(config_class, "__name__", repr(config_class))
@@ -113,9 +103,9 @@ def sized_section(
     causal: bool,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The model section of one run: the reference (BDH) at ``width`` (`bdh_section`), or ``model`` sized to
-    the reference's parameter count by `budget_config`, with ``options[model]`` as its own fields (e.g.
-    ``{"hyperset": {"time_freq": 64}}``). ``seq_len``: the longest length the model sees."""
+    """The model section of one run: BDH at ``width``, or ``model`` sized to BDH's parameter count (`budget_config`)
+    with
+    ``options[model]`` as its own fields; ``seq_len``: the longest length the model sees."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
     if model == REFERENCE:
         return reference
@@ -150,10 +140,8 @@ def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, caus
 
 
 def variant_section(reference: dict[str, Any], ablation: str, vocab_size: int) -> dict[str, Any]:
-    """BDH's model section ``reference`` with the ablation ``ablation`` turned on, at the same width: the same
-    parameters and state with the gate removed; n D more parameters with a key encoder; n = h D (fewer parameters,
-    a smaller state) without the neuron expansion. Unshared layers would have L times the encoder parameters, so
-    that row is narrowed to the reference's count instead (`bdh.model.sizes.match_budget`, the expansion kept)."""
+    """BDH's section ``reference`` with ``ablation`` turned on at the same width; the unshared row, which would have L
+    times the encoder parameters, is narrowed to the reference's count (`bdh.model.sizes.match_budget`)."""
     from bdh.model.config import BDHConfig
     from bdh.model.sizes import match_budget
 

@@ -8,10 +8,9 @@ from typing import Any
 
 
 def plan_table(specs: Sequence[Any]) -> str:
-    """The lines of a dry run of the run specs ``specs`` (a suite's ``plan``): each (model, setting, width) once,
-    with the parameters of its model as the run would build it (the task decides the vocabulary and causality;
-    Sudoku's files are written only when the suite runs, so its 10 tokens and bidirectional reading are said
-    here), then how many runs there are."""
+    """The lines of a dry run of ``specs``: each (model, setting, width) once with its parameter count as the run would
+    build it, then how many runs there are (Sudoku's vocabulary and bidirectional reading said here, since its files
+    are written only when it runs)."""
     from bdh.registry import get_task
     from bdh.train.config import build_section_config
 

@@ -1,28 +1,9 @@
 """``bdh bench recall``: BDH, GPT and BaseConv on an MQAR sweep (Zoology's protocol, CPU-sized).
 
-The sweep is sequence length N x number of key-value pairs D (every pair with 4 D <= N) x model
-width x learning rate x seed. Each (N, D) setting is trained and validated on its own slice (a fixed
-training set and a fixed validation set drawn from ``data_seed``, shared by every run). As Zoology
-reports, the table keeps, per (model, setting, width), the learning rate with the best validation
-accuracy; the plots show accuracy against the width and against the recurrent-state size.
-
-Length generalisation: with ``eval_length_factor`` k > 1, every trained run is also evaluated on a second
-validation set, of length k N (same D, same vocabulary, from ``data_seed``; never trained on): the columns
-``longer_len`` and ``accuracy_longer``. GPT's position table and BaseConv's long filter are therefore
-sized to k N; GPT's positions beyond N are never trained, while BDH uses RoPE.
-
-Widths: the width w is BDH's ``n_embd`` (with ``n_neurons = neuron_mult * w``). GPT and BaseConv are sized to
-BDH's parameter count at that width, with the same number of layers, by choosing their ``n_embd``: each
-config class's ``for_budget``, reached through `bdh.registry`.
-
-BDH taken apart: ``models`` may also name ``bdh-qk``, ``bdh-nogate``, ``bdh-noexpand`` and ``bdh-unshared``
-(`bdh.bench.models.BDH_VARIANTS`, e.g. ``bdh bench recall --models bdh,bdh-qk,bdh-nogate``), BDH at the width with
-one ablation turned on (the unshared model narrowed to BDH's parameter count).
-
-Other models: ``models`` may name any registered model the bench can size (`bdh.bench.models.bench_models`, a
-model registered at run time included, e.g. ``bdh bench recall --models bdh,mamba``) that has a causal form; one
-without is refused when the sweep is validated, by its config's ``for_budget`` (`bdh.bench.spec.Sweep.check_models`).
-"""
+Sequence length N x key-value pairs D (4 D <= N) x width x learning rate x seed, each (N, D) on fixed data sets;
+the best learning rate per (model, setting, width), as Zoology reports. With ``eval_length_factor`` k > 1 each
+run is also scored at length k N (``accuracy_longer``). ``models`` may name any registered model with a causal
+form and BDH's ablated rows (docs/bench.md)."""
 
 from __future__ import annotations
 
@@ -45,19 +26,16 @@ MODELS = ("bdh", "gpt", "baseconv")
 
 @dataclass
 class RecallSweep(Sweep):
-    """The MQAR sweep: the fields of `Sweep` (``n_layer``: layers of every model, BDH's weight-shared layer
-    passes; ``n_head``: BDH's and GPT's heads), plus
+    """The MQAR sweep: the fields of `Sweep` (``n_layer``: layers of every model, BDH's weight-shared passes;
+    ``n_head``: BDH's and GPT's heads), plus
 
     Attributes:
         seq_lens: sequence lengths N.
         num_pairs: key-value pairs D (combined with every N where 4 D <= N).
-        vocab_size: MQAR's V (Zoology: 8192).
+        vocab_size: MQAR's V.
         num_train_examples, num_val_examples: the fixed data sets per setting.
-        eval_length_factor: k; after training at length N, each run is also evaluated on a validation set
-            of length k N (same D and vocabulary): ``accuracy_longer``. 0 or 1: no longer evaluation.
-        bdh_damping: the state damping U of BDH's runs (`bdh.model.BDHConfig.damping`: ``alibi``,
-            ``multiscale``); null: the official, undamped model (docs/long-context.md).
-    """
+        eval_length_factor: k; each run is also evaluated at length k N (``accuracy_longer``); 0 or 1: not.
+        bdh_damping: the state damping U of BDH's runs (`bdh.model.BDHConfig.damping`); null: the official model."""
 
     suite = "recall"
     MODELS = MODELS
@@ -122,10 +100,10 @@ class RecallSweep(Sweep):
         return self.longer_len(seq_len) or seq_len
 
     def section(self, model: str, width: int, seq_len: int) -> dict[str, Any]:
-        """The model section of one run: BDH at ``width``, or a registered model sized to BDH's parameter count
-        (`bdh.bench.models.sized_section`). ``seq_len`` is the longest length the model sees (GPT's position
-        table, BaseConv's long filter). BDH's damping (``bdh_damping``) changes no parameter count; it applies to
-        BDH's ablated rows (``bdh-qk``, ...) too."""
+        """The model section of one run: BDH at ``width`` (with ``bdh_damping``, its ablated rows too), or a registered
+        model
+        sized to BDH's parameter count; ``seq_len`` is the longest length the model sees (GPT's positions, BaseConv's
+        filter)."""
         section = sized_section(
             model,
             width,
@@ -198,9 +176,8 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
 
 
 class LongerColumns:
-    """The suite's ``extra`` hook: the trained model's accuracy on a validation set of ``longer_len(N)``
-    tokens with the run's D, vocabulary, validation size and ``data_seed`` (one MQAR task per length and
-    D, shared by the runs of a process). A class, so that a worker process can be handed it."""
+    """The suite's ``extra`` hook: the model's accuracy on a validation set of ``longer_len(N)`` tokens with the run's
+    D and data seed. A class, so that a worker process can be handed it."""
 
     def __init__(self, sweep: RecallSweep) -> None:
         self.sweep = sweep
@@ -230,9 +207,8 @@ def train_size(task: Any) -> int:
 
 
 def suite_def(sweep: RecallSweep) -> SuiteDef:
-    """The recall suite (named by the sweep's ``suite``); with a longer evaluation, its columns ``longer_len`` and
-    ``accuracy_longer``. Its reference row is chance: each key's most frequent value in training (values are
-    drawn per example)."""
+    """The recall suite; with a longer evaluation, its columns ``longer_len`` and ``accuracy_longer``. Its reference row
+    is chance (each key's most frequent value in training)."""
     longer = sweep.eval_length_factor > 1
     return SuiteDef(
         name=sweep.suite,

@@ -1,12 +1,6 @@
-"""The result rows of a ``bdh bench`` suite and the files made from them.
-
-A trained model's scores (`evaluate_examples`, the trainer's evaluation under the task's own metric names);
-for every (model, setting, width) the learning rate with the best mean score over seeds (`best_over_lr` by
-`best_lr`, the choice every sweep makes; as Zoology reports its sweeps); one summary row per (model, setting,
-width) with the mean, min and max over seeds and the winner of each (setting, width), declared only beyond
-the spread of the seeds (`summarize`, `pick_winner`); the CSV files and the markdown table (`write_csv`,
-`results_markdown`).
-"""
+"""The result rows of a ``bdh bench`` suite and the files made from them: a model's scores (`evaluate_examples`),
+the best learning rate over seeds (`best_lr`, every sweep's choice), one summary row per (model, setting, width)
+with the winner declared only beyond the seed spread (`summarize`, `pick_winner`), CSV and markdown."""
 
 from __future__ import annotations
 
@@ -28,10 +22,9 @@ from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, 
 def evaluate_examples(
     model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int
 ) -> dict[str, float]:
-    """The task's validation metrics under their own names plus ``val_loss`` (nats per scored token; NaN
-    when nothing was scored): the trainer's evaluation (`bdh.train.evaluate.evaluate_metrics`), each batch
-    weighted by its number of examples and each key averaged only over the batches that report it, so an
-    MQAR per-slice accuracy is not diluted by the other slices' batches."""
+    """The task's validation metrics under their own names plus ``val_loss`` (nats per scored token): each batch
+    weighted by its examples and each key averaged only over the batches that report it, so an MQAR per-slice
+    accuracy is not diluted by the other slices."""
     from bdh.train.evaluate import evaluate_metrics
 
     metrics, loss = evaluate_metrics(model, task, batch_size, batches, seed)
@@ -49,11 +42,9 @@ def _float(v: Any) -> float:
 def best_lr(
     by_lr: dict[float, Sequence[dict[str, Any]]], score: Sequence[str], higher_is_better: bool = True
 ) -> tuple[float, dict[float, tuple[float, ...]]]:
-    """The learning rate whose rows (one per seed) have the best mean score, and every rate's mean `goodness` of
-    each ``score`` column (larger is better whichever the direction). The columns are compared in order (ties on
-    the first go to the next); a missing or NaN value (a run that diverged) counts as the worst, so its rate's
-    mean is the worst; a rate without rows is the worst; a full tie goes to the smaller rate. The one choice of
-    every sweep (`best_over_lr`, the scaling experiment's ``choose_lr``)."""
+    """The learning rate whose rows (one per seed) have the best mean score, and every rate's mean `goodness` per
+    ``score`` column. Columns compared in order; a missing or NaN value (diverged) counts as the worst; a full tie goes
+    to the smaller rate."""
     means = {
         lr: tuple(sum(goodness(r.get(c), higher_is_better) for r in rs) / len(rs) if rs else -math.inf for c in score)
         for lr, rs in by_lr.items()
@@ -64,12 +55,8 @@ def best_lr(
 def best_over_lr(
     rows: Iterable[dict[str, Any]], score: Sequence[str], higher_is_better: bool = True
 ) -> list[dict[str, Any]]:
-    """For each (model, setting, width): the rows (one per seed) of the learning rate whose mean
-    score over seeds is best (`best_lr`: highest, or lowest when not ``higher_is_better``). ``score`` names the
-    columns compared in order (ties on the first go to the next); missing or NaN values count as the worst; a
-    full tie goes to the smaller learning rate. Each kept row gets ``lrs_tried`` (the learning rates compared,
-    ';'-separated). Reference rows (`is_reference`: the trivial answer, no learning rate) are kept as they are,
-    after the others."""
+    """For each (model, setting, width): the rows of the learning rate `best_lr` chooses, each with ``lrs_tried``;
+    reference rows (`is_reference`) kept as they are, after the others."""
     groups: dict[tuple[str, str, str], dict[float, list[dict[str, Any]]]] = {}
     references = [{**r, "lrs_tried": ""} for r in rows if is_reference(r)]
     for r in rows:
@@ -109,10 +96,8 @@ COUNT_COLUMNS = ("params", "state_size", "lr")
 
 
 def read_ledger(path: Path, scores: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The rows of a bench folder's ``runs.csv`` (the resume ledger), each with the columns of `run_key` (finite
-    numbers, as `COUNT_COLUMNS`), the ``scores`` columns (numbers, nan for a diverged run, or empty) and one row per
-    run; a file that is not one (binary, another table, a damaged or repeated row) is one line naming it and the
-    line, never guessed at (a repeated row would count as another seed)."""
+    """The rows of a bench folder's ``runs.csv`` (the resume ledger), typed; a file that is not one (another table, a
+    damaged or repeated row, which would count as another seed) is a one-line error naming the line."""
     how = "start anew with --overwrite instead of --resume, or choose another --out"
     try:
         rows = read_csv(path)
@@ -179,15 +164,9 @@ def _seed(r: dict[str, Any]) -> int:
 
 
 def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True) -> tuple[str | None, str]:
-    """The winner of one (setting, width) from each model's scores over seeds (higher is better, or lower when
-    not ``higher_is_better``: `goodness`).
-
-    The model with the best mean wins only beyond the spread: `bdh.seeds.beyond_seeds` against every other
-    model (its worst seed better than their best). A missing or NaN score counts as the worst (so that model cannot
-    win).
-    Returns ``(model, "beyond the spread")`` or ``(None, why)``, ``why`` one of ``"one model"``,
-    ``"one seed: no spread"`` (a model has fewer than two seeds), ``"no score"``, ``"within the spread"``.
-    """
+    """The winner of one (setting, width): the model with the best mean, only if it beats every other beyond the seed
+    spread (`bdh.seeds.beyond_seeds`; a missing score counts as the worst). Returns ``(model, "beyond the spread")``
+    or ``(None, why)``."""
     if len(scores) < 2:
         return None, "one model"
     if any(len(v) < 2 for v in scores.values()):
@@ -203,15 +182,9 @@ def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True)
 
 
 def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[str, Any]]:
-    """One row per (model, setting, width) from the chosen rows (one per seed): the shared columns, the
-    ``seeds`` (';'-separated), ``<c>_mean``, ``<c>_min`` and ``<c>_max`` over seeds of every summarised
-    column (NaN and missing values left out; empty when none is left), and the ``winner`` of the row's
-    (setting, width) by `pick_winner` on the first score column in the suite's direction (the model's name, or
-    `NO_WINNER`)
-    with ``winner_note`` saying why. A reference row (`is_reference`, the trivial answer) is summarised like a
-    model and gets its (setting, width)'s verdict, but it never competes: the winner is picked among the models
-    only, so it is never the winner and does not count as a model. ``reference`` holds its label (empty for the
-    models), and it comes after the models of its (setting, width)."""
+    """One row per (model, setting, width) from the chosen rows: ``<c>_mean``, ``_min`` and ``_max`` over seeds of every
+    summarised column and the ``winner`` of its (setting, width) by `pick_winner` with ``winner_note``. A reference
+    row is summarised too but never competes; it comes after the models."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((str(r["model"]), str(r["setting"]), int(float(r["width"]))), []).append(r)
@@ -257,10 +230,8 @@ def _metric(row: dict[str, Any], column: str) -> str:
 
 
 def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
-    """The summary rows (`summarize`) as a markdown table: the setting, sizes, chosen learning rate and
-    seeds, each metric as ``mean (min–max)`` over seeds, the mean speed, and the winner of the row's
-    (setting, width), whose first score is bold; ``— (why)`` where there is no winner beyond the spread. A reference
-    row (the trivial answer) is named by its ``reference`` label and says ``reference`` in the winner column."""
+    """The summary rows as a markdown table: each metric as ``mean (min–max)`` over seeds, the winner's first score
+    bold, ``— (why)`` where no model wins beyond the spread."""
     metrics = ["val_loss", *suite.metrics, *suite.extra_metrics]
     cols = [
         "model",

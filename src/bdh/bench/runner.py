@@ -1,32 +1,10 @@
 """The ``bdh bench`` runner: one training run per sweep point, and the suite loop that trains them and writes the
 output folder.
 
-A suite (``bdh.bench.recall``, ``boardpath``, ``sudoku``) turns its sweep definition into a list of
-`RunSpec` (`bdh.bench.spec`): one training run each (model, task setting, width, learning rate, seed) with the
-run config sections it needs. `run_suite` trains them one after the other through the public trainer
-(`bdh.train.Trainer`, `train_one`), evaluates each trained model on the task's validation set itself (per
-example, so metrics of different validation slices are never mixed; `bdh.bench.results.evaluate_examples`),
-and appends one row per run to ``runs.csv``. From those rows `bdh.bench.results` keeps, for every (model,
-setting, width), the learning rate with the best mean score over seeds (`best_over_lr`, as Zoology reports its
-sweeps); those rows (one per seed) are ``results.csv``, and the plots are drawn from them by
-`bdh.viz.plots.bench_plots`. `summarize` turns them into one row per (model, setting, width) with the mean, min
-and max over seeds of every metric, and marks the winner of each (setting, width) only where it wins beyond the
-spread of the seeds (`pick_winner`); those rows are ``summary.csv`` and ``results.md``. Each board suite (and
-recall) adds reference rows, model ``trivial``: the score of the trivial answer (`bdh.bench.trivial`), by the
-same evaluation code, shown in every output next to the models but never a winner.
-
-Output folder (``--out``)::
-
-    runs.csv           one row per training run (every learning rate); the resume ledger
-    results.csv        the rows of the best learning rate per (model, setting, width), one per seed
-    summary.csv        one row per (model, setting, width): mean, min and max over seeds, and the winner
-    results.md         the summary as a markdown table (mean and min-max range of each metric, winners)
-    plots/             bench-<suite>-<x>.png/.svg (accuracy against width and against state size)
-    runs/<model>/...   the trainer's run folder of every run (config.yaml, metrics.jsonl, checkpoint)
-
-Every file is written to a temporary name and renamed. With ``resume`` the runs already in
-``runs.csv`` are skipped.
-"""
+`run_suite` trains a suite's `RunSpec` list through the public trainer, evaluates each model on the whole
+validation set itself (per example: `bdh.bench.results.evaluate_examples`) and writes ``runs.csv`` (one row per
+run, the resume ledger), ``results.csv`` (best learning rate), ``summary.csv``, ``results.md``, ``plots/`` and
+``runs/`` (docs/bench.md, "Result columns")."""
 
 from __future__ import annotations
 
@@ -75,9 +53,8 @@ def train_row(
 
 
 def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None) -> Any:
-    """The trainer's run config of ``spec`` (`bdh.train.config.sweep_run_config`): one evaluation batch at the
-    end (the runner evaluates the whole validation set itself), no memory check, the spec's time budget
-    (``max_minutes``; None: a fixed length)."""
+    """The trainer's run config of ``spec``: one evaluation batch at the end (the runner evaluates the whole set
+    itself), no memory check, the spec's time budget."""
     from bdh.train.config import sweep_run_config
 
     return sweep_run_config(
@@ -100,9 +77,8 @@ def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None
 def result_row(
     spec: RunSpec, resolved: dict[str, Any], result: Any, scores: dict[str, Any], *, wall: float, cpu_train: float
 ) -> dict[str, Any]:
-    """The ``runs.csv`` row of a trained run: the spec, the sizes of the ``resolved`` run config's model, the
-    trainer's `TrainResult` (steps, tokens, speed), the ``scores`` and the ``wall`` and ``cpu_train`` seconds; a
-    run under a time budget also has ``max_minutes`` (its identity in the ledger, `run_key`)."""
+    """The ``runs.csv`` row of a trained run: the spec, the model's sizes, the `TrainResult`, the ``scores`` and the
+    seconds; a run under a time budget also has ``max_minutes`` (its identity, `run_key`)."""
     model = result.model
     return {
         "suite": spec.suite,
@@ -134,18 +110,14 @@ def result_row(
 # ---------------------------------------------------------------------- the suite loop
 @dataclass
 class BenchOptions(TypedConfig):
-    """How a suite is run (not what it sweeps); a `TypedConfig` (ranges declared on the fields).
+    """How a suite is run (not what it sweeps).
 
     Attributes:
-        out: the output folder (a string is taken as a path; ``bdh bench`` gives runs/bench-<suite>-<time>).
+        out: the output folder (``bdh bench`` gives runs/bench-<suite>-<time>).
         resume: skip the runs already in ``out/runs.csv`` (otherwise ``out`` must be new or empty).
-        device: the trainer's device (``cpu`` by default, so timings are CPU timings).
         threads: PyTorch CPU threads of a run (None: PyTorch's default, shared among the ``jobs``).
-        jobs: runs trained at once, each in a worker process of its own (`bdh.bench.workers`); 1: one after the
-            other in this process.
-        plots: draw the plots.
-        overwrite: empty a non-empty ``out`` first (not with ``resume``, which continues it).
-    """
+        jobs: runs trained at once, each in a worker process (`bdh.bench.workers`); 1: in this process.
+        overwrite: empty a non-empty ``out`` first (not with ``resume``, which continues it)."""
 
     out: Path = Path("runs/bench")
     resume: bool = False
@@ -176,9 +148,8 @@ class BenchOptions(TypedConfig):
 
 
 def prepare_out(opts: BenchOptions, suite: SuiteDef | None = None) -> None:
-    """Check and create the output folder: a non-empty one is continued with ``resume`` (its ledger checked, with
-    the score columns of ``suite`` when given), emptied with ``overwrite``, refused otherwise (the suite writes
-    into it as its runs finish, each file atomically)."""
+    """Check and create the output folder: continued with ``resume`` (its ledger checked), emptied with
+    ``overwrite``, refused otherwise (the suite writes into it as runs finish)."""
     ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
     ours = Path(opts.out).is_dir() and (
         ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
@@ -216,14 +187,9 @@ def run_suite(
     finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None = None,
     prepared: bool = False,
 ) -> dict[str, Any]:
-    """Train every spec not yet in ``runs.csv``, then write results.csv, summary.csv, results.md and the plots.
-    results.csv also holds the suite's reference rows (`trivial_rows`, not in runs.csv: they are recomputed).
-
-    Returns ``{"runs": rows, "results": best rows (one per seed), "summary": `summarize` rows, "files": written
-    files, "skipped": run count skipped}``.
-    ``finish(results, out)`` may write suite-specific files (the Sudoku depth table) and returns them.
-    ``prepared``: `prepare_out` was already called (the suite wrote its data into the folder first).
-    """
+    """Train every spec not yet in ``runs.csv``, then write results.csv (with the recomputed reference rows),
+    summary.csv, results.md and the plots; returns ``{"runs", "results", "summary", "files", "skipped"}``.
+    ``finish(results, out)`` may write suite-specific files; ``prepared``: `prepare_out` was already called."""
     with folder_lock(opts.out):  # nests when the caller holds it (bdh bench)
         if not prepared:
             prepare_out(opts)

@@ -1,7 +1,5 @@
-"""What a ``bdh bench`` suite is made of: its runs (`RunSpec`), its sweep (`Sweep`, with the `QUICK` and `FULL`
-values every suite shares), what the runner needs to know of it (`SuiteDef`: columns, metrics, score) and its
-trivial answer (`Trivial`); the columns of the result rows and the errors of a bench.
-"""
+"""What a ``bdh bench`` suite is made of: its runs (`RunSpec`), its sweep (`Sweep`, `QUICK`, `FULL`), what the
+runner needs to know of it (`SuiteDef`) and its trivial answer (`Trivial`)."""
 
 from __future__ import annotations
 
@@ -57,21 +55,12 @@ class RunSpec:
     """One training run of a suite.
 
     Attributes:
-        suite: the suite name (``recall``, ``boardpath``, ``sudoku``).
-        model: the registered model name.
-        setting: a short label of the task setting (e.g. ``N64-D4``).
-        setting_columns: the task setting as result columns (e.g. ``{"seq_len": 64, "num_pairs": 4}``).
-        width: the nominal width of the sweep (BDH's ``n_embd``; baselines are sized to BDH's
-            parameter count at this width).
-        lr: peak learning rate.
-        seed: the run's seed (model initialisation and data order; the data sets are fixed).
-        model_section, task_section: the ``model`` and ``task`` sections of the run config.
-        steps, batch_size: optimiser steps and sequences per step.
+        setting: a short label of the task setting (e.g. ``N64-D4``); setting_columns: the same as result columns.
+        width: the nominal width of the sweep (BDH's ``n_embd``; the others sized to BDH's parameters there).
+        seed: model initialisation and data order (the data sets are fixed).
         eval_batch_size, eval_batches: the validation pass after training (None: the whole set).
-        max_minutes: a time budget (the trainer's ``train.max_minutes``, `bdh.train.budget`): the run's length is
-            planned from the time its steps take, up to ``steps``, and the schedule decays over it (runs at
-            equal wall-clock); None: exactly ``steps`` steps (runs at equal tokens).
-    """
+        max_minutes: a time budget (``train.max_minutes``): the length planned from the step time, up to ``steps``
+            (equal wall-clock); None: exactly ``steps`` (equal tokens)."""
 
     suite: str
     model: str
@@ -109,10 +98,8 @@ class RunSpec:
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, ...]:
-    """The identity of a run row: model, setting, width, learning rate, seed, length and batch size,
-    normalised as text (a run of another length is another result). The length is the number of steps, or
-    for a run under a time budget (a row with ``max_minutes``) the budget, ``<minutes>min``: such a run's
-    ``steps`` column holds the steps it planned and trained, which the budget chose."""
+    """The identity of a run row as text: model, setting, width, learning rate, seed, length and batch size; the length
+    is the steps, or ``<minutes>min`` for a run under a time budget (whose ``steps`` the budget chose)."""
     minutes = row.get("max_minutes")
     timed = minutes not in (None, "")
     return (
@@ -128,26 +115,16 @@ def run_key(row: dict[str, Any]) -> tuple[str, ...]:
 
 @dataclass
 class Sweep(TypedConfig):
-    """What the sweep of every suite has; each suite's sweep adds its task settings and data sets.
-
-    A `TypedConfig`: every field declares its range (checked however the sweep is built, the constructor,
-    ``dataclasses.replace`` or ``from_dict``; errors name the field as ``<suite>.<field>``); `validate` checks
-    the rules between fields. A suite that changes a default keeps the range with `redefault`.
+    """What the sweep of every suite has; each suite's adds its task settings and data sets. A `TypedConfig` (errors
+    name ``<suite>.<field>``); `validate` checks the rules between fields, `redefault` changes a default.
 
     Attributes:
         widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
-        models: the models compared: by default the suite's `MODELS` (its choice), or any registered model the
-            bench can size and BDH's ablated rows (`bdh.bench.models.bench_models`, declared by each suite with
-            `bdh.typed_config.one_of`) that the suite can run (`check_models`).
-        lrs, seeds: the learning rates (the best is reported) and run seeds (model initialisation and data
-            order; the data sets come from ``data_seed``). Two seeds by default, so that the results show
-            a spread and a winner can be declared beyond it.
-        steps, batch_size: optimiser steps and examples per step of every run.
+        models: the models compared (`bdh.bench.models.bench_models`) that the suite can run (`check_models`).
+        lrs, seeds: the learning rates (the best is reported) and run seeds; two seeds by default, so that a winner
+            can be declared beyond their spread.
         n_layer, n_head: layers (the suite says which) and heads of every model.
-        neuron_mult: BDH's n = neuron_mult * n_embd.
-        data_seed: the seed of the data sets.
-        eval_batch_size: examples per batch of the validation pass after training.
-    """
+        neuron_mult: BDH's n = neuron_mult * n_embd."""
 
     #: the suite's name (its runs and errors) and the models it knows
     suite: ClassVar[str]
@@ -171,9 +148,8 @@ class Sweep(TypedConfig):
         return f"{getattr(cls, 'suite', cls.__name__)}.{field}"
 
     def validate(self) -> None:
-        """A one-line `BenchError` for a rule between fields (a suite adds its own; the declared ranges are
-        checked when the sweep is built): BDH's n = neuron_mult * width neurons must split into ``n_head``
-        heads of an even size (RoPE rotates pairs of neurons) at every width."""
+        """A one-line `BenchError` for a rule between fields: BDH's n = neuron_mult * width must split into ``n_head``
+        heads of an even size (RoPE rotates pairs) at every width."""
         for w in self.widths:
             n = self.neuron_mult * w
             if n % (2 * self.n_head):
@@ -183,10 +159,9 @@ class Sweep(TypedConfig):
                 )
 
     def check_models(self, section: Callable[[str, int], Any]) -> None:
-        """A one-line `BenchError` for a model of ``models`` that the suite cannot run: ``section(model, width)``
-        sizes each at the first width as a run of the suite does (a suite's `validate` calls it). A model refuses
-        there, in its config's ``for_budget`` (`bdh.sizing.BudgetSized`), what it does not have: a causal-only
-        model the bidirectional board suites, a bidirectional-only one the causal recall suite."""
+        """A one-line `BenchError` for a model of ``models`` the suite cannot run, found by sizing each at the first
+        width:
+        its ``for_budget`` refuses the form it lacks (causal or bidirectional)."""
         for width in self.widths[:1]:
             for model in self.models:
                 try:
@@ -227,29 +202,20 @@ class Sweep(TypedConfig):
 
 
 def redefault(base: type, name: str, default: Any) -> Any:
-    """The field ``name`` of the sweep class ``base`` with another default and the same declared range, for a
-    suite's sweep (a dataclass field declared again in a subclass replaces the base's, range included), e.g.
+    """The field ``name`` of the sweep class ``base`` with another default and the same declared range, e.g.
     ``steps: int = redefault(Sweep, "steps", 3000)``."""
     return dataclasses.field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
 @dataclass(frozen=True)
 class Trivial:
-    """The trivial answer of a suite, scored as a reference row (`trivial_rows`).
-
-    The answer reads each position alone: it predicts the target seen most often in training with that
-    position's input token (`fit_token_prior`). On boardpath that is the input board with no path cell, on
-    Sudoku one digit for every blank, on MQAR one value per key (chance).
+    """The trivial answer of a suite, scored as a reference row: each position's most frequent training target given
+    its input token (no path on boardpath, one digit on Sudoku, chance on MQAR).
 
     Attributes:
-        label: how results.md names the row (``model`` is `TRIVIAL` in the CSV files), e.g.
-            ``trivial (predict no path)``.
-        train_size: the number of training examples of a task (the first that many examples of its training
-            stream are the training set, each once).
-        fit: ``(task, train_size, seed) -> model``, the trivial answer as a model scored like the others; None:
-            `bdh.bench.trivial.fit_token_prior` (each position's most frequent target given its input token). A
-            suite may give another (the byte unigram of a language model's training split).
-    """
+        label: how results.md names the row, e.g. ``trivial (predict no path)``.
+        train_size: the training examples of a task (the first that many of its training stream).
+        fit: ``(task, train_size, seed) -> model``; None: `bdh.bench.trivial.fit_token_prior`."""
 
     label: str
     train_size: Callable[[Any], int]
@@ -266,20 +232,14 @@ class SuiteDef:
     """What the runner needs to know about a suite.
 
     Attributes:
-        name: suite name; the ``suite`` column and the plot names.
         setting_columns: the names of the task-setting columns, in table order.
         metrics: the metric columns (validation metrics computed after training), in table order.
         score: the columns compared (in this order) to pick the best learning rate and the winner.
-        higher_is_better: the direction of the score columns: True (accuracy) or False (a loss, bits per byte).
-        extra: optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model
-            (the Sudoku depth sweep, the recall suite's longer evaluation).
-        extra_columns: the names of those extra columns.
-        extra_metrics: those of the extra columns that are metrics: summarised over seeds and shown in
-            results.md like ``metrics`` (e.g. ``accuracy_longer``).
-        extra_settings: those of the extra columns that describe the setting, the same for every seed
-            (e.g. ``longer_len``): copied into the summary and shown next to the setting.
-        trivial: the suite's reference row, the score of the trivial answer (`Trivial`); None: no such row.
-    """
+        higher_is_better: the direction of the score columns (False for a loss).
+        extra: optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model;
+            extra_columns: their names; extra_metrics: those summarised over seeds; extra_settings: those that
+            describe the setting.
+        trivial: the suite's reference row (`Trivial`); None: no such row."""
 
     name: str
     setting_columns: list[str]

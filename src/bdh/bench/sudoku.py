@@ -1,18 +1,8 @@
 """``bdh bench sudoku``: BDH, GPT and Hyper-SET on Sudoku, and the test-time depth sweep.
 
-The sweep is model width x learning rate x seed on one generated puzzle set (Hyper-SET's encoding:
-blanks are scored, givens are not). The puzzles are generated once per bench folder (``data/``, as
-``puzzle,solution`` CSV files) and every run reads them, so no run pays for generation. Reported per
-(model, width): the learning rate with the best board accuracy (ties: cell accuracy). Every
-weight-shared model (BDH; Hyper-SET; GPT only with ``share_layers``) is also evaluated at other layer
-counts than it was trained with (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3 protocol): the
-``depth`` column of each row, ``depth.csv`` for the chosen learning rates and the plot
-``plots/depth-sudoku``. Widths: see `bdh.bench.boards`.
-
-The reference row ``trivial (predict the most frequent digit)`` scores the trivial answer: every blank gets the
-digit that fills the training puzzles' blanks most often (`bdh.bench.trivial.trivial_rows`), about 1/9 of the
-cells and no board.
-"""
+Width x learning rate x seed on one puzzle set generated into the folder (``data/``); every weight-shared model is
+also evaluated at other layer counts (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3): ``depth.csv`` and
+``plots/depth-sudoku``. The reference row gives every blank the most frequent digit."""
 
 from __future__ import annotations
 
@@ -34,13 +24,8 @@ from .spec import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefa
 
 @dataclass
 class SudokuSweep(BoardSweep):
-    """The Sudoku sweep: the fields of `BoardSweep` (``num_train``, ``num_val``: generated puzzles;
-    ``n_layer``: the trained depth), plus
-
-    Attributes:
-        min_givens, max_givens: the generator's range of givens.
-        depth_passes: the layer counts of the test-time depth sweep.
-    """
+    """The Sudoku sweep: the fields of `BoardSweep` (``n_layer``: the trained depth), plus ``min_givens``/``max_givens``
+    (the generator's range) and ``depth_passes`` (the layer counts of the depth sweep)."""
 
     suite = "sudoku"
 

@@ -1,7 +1,5 @@
-"""The trivial answer of a suite as a reference row: each position's most frequent training target given its
-own input token (`TokenPrior`, fit by `fit_token_prior`), scored by the same evaluation as the models
-(`trivial_rows`). A model has learned something only where it is above it; it is never a winner.
-"""
+"""The trivial answer of a suite as a reference row: each position's most frequent training target given its input
+token (`TokenPrior`), scored by the models' own evaluation (`trivial_rows`); never a winner."""
 
 from __future__ import annotations
 
@@ -16,12 +14,8 @@ from .spec import TRIVIAL, BenchError, RunSpec, SuiteDef
 
 
 class TokenPrior(torch.nn.Module):
-    """The trivial answer as a model: the logits at a position depend only on that position's input token.
-
-    ``log_probs[t]`` is the log of the distribution of the targets seen with input token ``t`` (`fit_token_prior`),
-    so the argmax at every position is that token's most frequent target, and the loss is the cross-entropy of
-    a model that reads each position alone. It has no trainable parameter (the table is frozen).
-    """
+    """The trivial answer as a model: ``log_probs[t]``, the log distribution of the targets seen with input token ``t``,
+    at every position; no trainable parameter."""
 
     def __init__(self, log_probs: torch.Tensor):
         super().__init__()
@@ -39,14 +33,8 @@ class TokenPrior(torch.nn.Module):
 
 
 def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) -> TokenPrior:
-    """The `TokenPrior` of a task's training set: for every input token, the counts of the scored targets
-    (targets other than ``IGNORE_INDEX``) seen with it at the same position, add-one smoothed over the
-    ``task.vocab_size`` classes.
-
-    The training set is read as the first ``train_size`` examples of the training stream (``task.batch("train",
-    ...)`` in batches of ``chunk``, the last one cut short): each training example once, for the tasks whose
-    training batches walk an epoch of the whole set (boardpath, Sudoku, MQAR with one slice).
-    """
+    """The `TokenPrior` of a task's first ``train_size`` training examples (read in batches of ``chunk``): counts of the
+    scored targets per input token, add-one smoothed."""
     import numpy as np
 
     from bdh.tasks.base import IGNORE_INDEX
@@ -69,14 +57,10 @@ def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) ->
 
 
 def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu") -> list[dict[str, Any]]:
-    """The reference rows of ``suite.trivial`` (none when it is None): one per (setting, width, seed) of
-    ``specs``, with ``model`` `TRIVIAL`, ``reference`` the label, no training (``params``, ``state_size``,
-    ``steps`` and ``tokens`` 0; ``lr`` empty) and the task's metrics scored by the models' own evaluation
-    (`evaluate_examples`, then the suite's ``extra`` hook) on the `TokenPrior` of the training set (or the
-    model of the suite's own ``Trivial.fit``), on ``device`` (the device of the runs).
-
-    The score does not depend on the width, so it is computed once per task, data seed and evaluation batch size,
-    and copied to every width."""
+    """The reference rows of ``suite.trivial``: one per (setting, width, seed) of ``specs``, model `TRIVIAL`, no
+    training,
+    scored by the models' evaluation on ``device``; computed once per task and copied to every width (it does not
+    depend on it)."""
     if suite.trivial is None:
         return []
     from bdh.devices import resolve_device

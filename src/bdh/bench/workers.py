@@ -1,21 +1,7 @@
-"""Several runs of a sweep trained at once, each in a worker process of its own (``jobs``).
-
-A sweep's runs are small and independent: on a CPU two single-threaded runs side by side finish about twice as
-fast as one after the other on two threads (a small model's step does not split well across threads). `run_jobs`
-starts ``jobs`` worker processes (``spawn``: a fresh interpreter, never a fork of a process whose thread pools
-already run), hands each an idle worker's next run, and gives every finished run back to the caller in this
-process, which alone records it (the ledgers are written by one process, as with one job).
-
-A worker ignores SIGINT outside a run (the trainer's own handler ends a run after its step), so a Ctrl-C reaches
-the parent, which stops every worker: no further run, SIGTERM (a run in a worker ends after its step), then
-SIGKILL after `GRACE_S`. A worker dies with its parent however the parent ends (``kill -9`` too, where no
-``finally`` runs): on Linux the kernel sends it SIGKILL (``prctl(PR_SET_PDEATHSIG)``), and everywhere a thread
-of its own watches the parent's pid and kills the worker once the parent is gone (`_die_with_parent`), so no
-orphan trains on into a run folder that a resume is about to train again (a resume also refuses a run folder
-whose lock a live process holds: `bdh.outputs.refuse_held`). The runs that had not finished are not recorded, so
-a resume trains them again. An error in a worker is raised again in the parent: a `bdh.errors.UserError` as the
-same one-line error, anything else with the worker's traceback.
-"""
+"""Several runs of a sweep trained at once, each in a worker process of its own (``jobs``): a small model's step
+does not split well across threads, so runs side by side use the cores better. Only this process records the
+runs; a Ctrl-C stops every worker (SIGTERM, then SIGKILL after `GRACE_S`); a worker dies with its parent; an error
+in a worker is raised again here (a `bdh.errors.UserError` as the same one line)."""
 
 from __future__ import annotations
 
@@ -101,8 +87,8 @@ def _die_with_parent(parent: int) -> None:
 def _serve(worker: int, tasks: Any, results: Any, parent: int) -> None:
     """A worker's loop: train each run it is handed (``train(spec, run_dir)``) until it gets None; it dies with
     its parent process ``parent``."""
-    _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)  # no orphan trains on into a run folder that a resume is about to train again
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every worker
     while (task := tasks.get()) is not None:
         train, job = task
         try:
@@ -115,7 +101,7 @@ class _Pool:
     """The worker processes, each with its own task queue, and one queue of results."""
 
     def __init__(self, jobs: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: never fork a process whose thread pools run
         self.results = ctx.Queue()
         self.tasks = [ctx.SimpleQueue() for _ in range(jobs)]
         self.processes = [
@@ -164,10 +150,8 @@ def run_jobs(
     on_done: Callable[[Job, Any], None],
     interrupted: type[Interrupted] = Interrupted,
 ) -> None:
-    """Train every job with ``train(spec, run_dir)`` (picklable: a module-level function or a
-    `functools.partial` of one) in ``workers`` processes; ``on_start(job)`` is called as a job is handed to a
-    worker and ``on_done(job, result)`` as it finishes, both in this process. The first error stops the rest (a
-    run a signal stopped in a worker raises ``interrupted``)."""
+    """Train every job with ``train(spec, run_dir)`` (picklable) in ``workers`` processes; ``on_start(job)`` and
+    ``on_done(job, result)`` run in this process. The first error stops the rest."""
     pending = list(jobs)
     pool = _Pool(min(workers, len(pending)))
     idle, busy = list(range(len(pool.processes))), {}

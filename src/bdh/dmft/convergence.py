@@ -24,12 +24,9 @@ def finite_size_errors(
     seed: int = 0,
     sampler: str = "binomial",
 ) -> dict:
-    """RMS distance between the finite-network and mean-field trajectories of m^o (semantic), per size and seed.
-
-    Both start from the same state (the token W^o_1, or the continued window) and are compared step by
-    step over the last ``n_keep`` steps. Returns the errors (len(sizes), n_seeds) and the least-squares
-    slope of log(mean error) against log N.
-    """
+    """RMS distance between the finite-network and mean-field trajectories of m^o (semantic), per size and seed, from
+    the same start over the last ``n_keep`` steps; returns the errors (len(sizes), n_seeds) and the slope of
+    log(mean error) against log N."""
     mf = MeanField(weights, params)
     window, t0 = (None, 0)
     if init == "continue":

@@ -20,12 +20,9 @@ def count_distinct(x: np.ndarray, decimals: int = 7) -> np.ndarray:
 
 
 def classify(n_distinct: np.ndarray, lyap: np.ndarray, n_points: int, *, tol: float = 2e-3) -> np.ndarray:
-    """Regime labels from the number of distinct points and the largest Lyapunov exponent.
-
-    'periodic' when the orbit visits a finite set of points (< n_points / 4) or lambda_1 < -tol,
-    'chaotic' when lambda_1 > tol, 'quasi-periodic' otherwise (lambda_1 ~ 0 on an invariant torus).
-    The paper separates them by inspection and point counts (section 4.1); lambda_1 makes it explicit.
-    """
+    """Regime labels: 'periodic' for a finite set of points (< n_points / 4) or lambda_1 < -tol, 'chaotic' for
+    lambda_1 > tol, else 'quasi-periodic'. The paper separates them by inspection (section 4.1); lambda_1 makes it
+    explicit."""
     n_distinct = np.asarray(n_distinct)
     lyap = np.asarray(lyap)
     lab = np.where(lyap > tol, "chaotic", "quasi-periodic").astype(object)
@@ -41,11 +38,8 @@ def poincare_section(x: np.ndarray, y: np.ndarray, tol: float = 1e-3) -> np.ndar
 
 
 def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool = True) -> np.ndarray:
-    """R_l = (1/T) sum_t x_t x_{t-l} for l = 0..max_lag (section 4.2), along the last axis.
-
-    With ``centre`` the mean is removed first and R is divided by R_0 (the normalised autocorrelation
-    function); computed with an FFT, exact for every lag.
-    """
+    """R_l = (1/T) sum_t x_t x_{t-l} for l = 0..max_lag (section 4.2) along the last axis, by FFT (exact); ``centre``
+    removes the mean and divides by R_0."""
     x = np.asarray(x, dtype=np.float64)
     T = x.shape[-1]
     max_lag = T - 1 if max_lag is None else min(int(max_lag), T - 1)

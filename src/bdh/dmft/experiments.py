@@ -139,13 +139,9 @@ def run_sweep(
     params: DMFTParams | None = None,
     chunk: int | None = None,
 ) -> SweepResult:
-    """Simulate every beta in one batch (or in chunks of ``chunk`` betas), keep the last ``n_keep``
-    steps and estimate the ``n_exponents`` largest Lyapunov exponents over ``n_lyap`` further steps.
-
-    ``init="continue"`` follows the paper (Fig. 3 caption): the largest beta is run first from the
-    token W^o_1, and its final context window starts every beta; ``init="token"`` starts every beta
-    from the token W^o_1.
-    """
+    """Simulate every beta in one batch (or chunks of ``chunk``), keep the last ``n_keep`` steps and estimate the
+    ``n_exponents`` largest Lyapunov exponents over ``n_lyap`` more steps. ``init="continue"`` is the paper's (Fig. 3
+    caption): every beta starts from the final window of the largest beta; ``"token"`` from W^o_1."""
     if init not in INIT_MODES:
         raise UserError(f"init must be one of {INIT_MODES}, got {init!r}")
     if n_keep > n_steps:
@@ -201,10 +197,8 @@ def run_trajectory(
     params: DMFTParams | None = None,
     start: tuple[np.ndarray, int] | None = None,
 ) -> TrajectoryResult:
-    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum.
-
-    ``start`` = (window, t0) reuses a continuation start computed once (see `initial_window`).
-    """
+    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum; ``start`` =
+    (window, t0) reuses a continuation start (`initial_window`)."""
     weights = weights or paper_weights()
     mf = MeanField(weights, params)
     window, tstart = (None, 0)

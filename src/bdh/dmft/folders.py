@@ -1,17 +1,6 @@
-"""The mean-field lab's results written to a folder: one function per ``bdh dmft`` command.
-
-Each function runs one experiment of the lab, assembles its files in a temporary folder that replaces the
-output folder when complete (`bdh.dmft.output.OutputDir`), and returns a small record holding what a Python
-caller wants (the result, the folder) and, as ``summary()``, the lines the command prints:
-
-    write_sweep          the beta sweep (paper Fig. 3, bifurcation diagram and lambda_1(beta))
-    write_trajectories   trajectories at a few betas (paper Figs. 4-5: portrait, autocorrelation, spectrum)
-    write_convergence    the finite network against the mean field (error ~ N^-1/2, paper section 3)
-    write_probe          a trained BDH run as a dynamical system under a temperature sweep (`bdh.dmft.probe`)
-
-The output folder is checked by the caller first (`bdh.outputs.check_output`); the argument checks that name
-command-line flags stay in the command.
-"""
+"""The mean-field lab's results written to a folder, one function per ``bdh dmft`` command (`write_sweep`,
+`write_trajectories`, `write_convergence`, `write_probe`): each assembles its files in a temporary folder that
+replaces the output folder when complete, and returns a record whose ``summary()`` is what the command prints."""
 
 from __future__ import annotations
 
@@ -68,10 +57,8 @@ def write_sweep(
     params: DMFTParams | None = None,
     chunk: int | None = None,
 ) -> WrittenSweep:
-    """The paper's beta sweep (section 4, Fig. 3; `bdh.dmft.experiments.run_sweep`, which documents the
-    arguments) written into ``out``: ``bifurcation.npz`` (beta, the kept m^o of the semantic features,
-    lambda_1, distinct points, regime per beta), ``bifurcation.png`` and ``summary.json`` (regime counts,
-    seconds, the configuration)."""
+    """The paper's beta sweep (section 4, Fig. 3; `bdh.dmft.experiments.run_sweep`) written into ``out``:
+    ``bifurcation.npz``, ``bifurcation.png`` and ``summary.json``."""
     from .plots import bifurcation_figure
 
     res = run_sweep(
@@ -140,12 +127,9 @@ def write_trajectories(
     weights: NetworkWeights | None = None,
     params: DMFTParams | None = None,
 ) -> WrittenTrajectories:
-    """Each beta in detail (paper Figs. 4-5; `bdh.dmft.experiments.run_trajectory`): ``trajectory-beta<B>.npz``
-    (m^o, m^q, m^k, m^v, attention, Lyapunov spectrum, autocorrelation and spectrum of m^o_1) and ``.png``, the
-    phase portraits side by side (``portraits.png``, for two betas or more) and ``summary.json``, into ``out``.
-
-    ``init="continue"`` starts every beta from the final window of beta = 3, the top of the paper's sweep,
-    computed once; ``"token"`` from x_0 = W^o_1. At most `MAX_TRAJECTORIES` betas."""
+    """Each beta in detail (paper Figs. 4-5; `bdh.dmft.experiments.run_trajectory`): ``trajectory-beta<B>.npz`` and
+    ``.png``, ``portraits.png`` and ``summary.json`` into ``out``. ``init="continue"`` starts every beta from the
+    final window of beta = 3, the top of the paper's sweep; at most `MAX_TRAJECTORIES` betas."""
     from .plots import portraits_figure
 
     betas = np.asarray(betas, dtype=np.float64)
@@ -222,10 +206,8 @@ def write_convergence(
     weights: NetworkWeights | None = None,
     params: DMFTParams | None = None,
 ) -> WrittenConvergence:
-    """The finite network against the mean field at one beta (paper section 3: the mean-field equations are
-    exact as N -> infinity; `bdh.dmft.convergence.finite_size_errors`), written into ``out``:
-    ``convergence.npz`` (sizes, errors, slope), ``convergence.png`` and ``summary.json`` (the mean error per
-    size instead of every seed's). ``sizes``: at least two semantic sizes N_se >= 3."""
+    """The finite network against the mean field at one beta (`bdh.dmft.convergence.finite_size_errors`) written into
+    ``out``: ``convergence.npz``, ``convergence.png`` and ``summary.json``; ``sizes``: at least two N_se >= 3."""
     from .plots import convergence_figure
 
     check_sizes(sizes)
@@ -270,10 +252,8 @@ class WrittenProbe:
 def write_probe(
     model: Any, cfg: ProbeConfig, out: str | Path, *, model_dir: Path, run_dir: Path | None = None
 ) -> WrittenProbe:
-    """A trained BDH as a dynamical system (`bdh.dmft.probe.run_probe` with the `ProbeConfig` ``cfg``) written
-    into ``out``: ``probe.json`` (per temperature: lambda_1, token flips, the free pair, the ACF decay; the
-    model folder as ``model_dir``, relative to ``run_dir`` when it lies inside it), ``probe.npz`` and
-    ``probe.png``. A model without a recurrent state is a one-line `UserError`."""
+    """A trained BDH as a dynamical system (`bdh.dmft.probe.run_probe`) written into ``out``: ``probe.json``,
+    ``probe.npz`` and ``probe.png``. A model without a recurrent state is a one-line `UserError`."""
     from bdh.model import BDH
 
     from .plots import probe_figure

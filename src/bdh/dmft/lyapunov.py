@@ -1,11 +1,6 @@
-"""Lyapunov exponents of a batched discrete-time map (Benettin et al.; QR re-orthonormalisation).
-
-The paper (v1) classifies attractors by inspection; the largest Lyapunov exponent makes that
-quantitative: lambda_1 < 0 on a periodic orbit, ~ 0 on a quasi-periodic torus, > 0 in chaos. For a map
-x_{t+1} = F_t(x_t) with tangent map J_t, K tangent vectors are propagated, Q R = qr(J_t Q) at each
-step, and lambda_k = (1/T) sum_t log |R_kk|. Everything is batched over a leading axis (one system
-per inverse temperature).
-"""
+"""Lyapunov exponents of a batched discrete-time map (Benettin et al.; QR re-orthonormalisation): K tangent vectors
+propagated by the tangent map J_t, Q R = qr(J_t Q), lambda_k = (1/T) sum_t log |R_kk|. lambda_1 makes the paper's
+classification by inspection quantitative (< 0 periodic, ~ 0 quasi-periodic, > 0 chaos)."""
 
 from __future__ import annotations
 
@@ -35,19 +30,9 @@ def lyapunov_spectrum(
     seed: int = 0,
     renorm_every: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_exponents`` largest Lyapunov exponents (per step, natural log) of a batched map.
-
-    Args:
-        jvp: the map with its tangent map (e.g. `MeanField.window_map_jvp` with beta bound).
-        state: (B, *S) initial state, ideally already on the attractor (after a transient).
-        t0: time index of the first step (the maps here are forced by the positional code).
-        n_steps: steps averaged over.
-        n_exponents: K, how many exponents (K <= prod(S)).
-        seed: seed of the random initial tangent vectors.
-        renorm_every: steps between QR re-orthonormalisations.
-    Returns:
-        (exponents (B, K) in decreasing order, final state).
-    """
+    """The ``n_exponents`` largest Lyapunov exponents (per step, natural log) of a batched map ``jvp`` (the map with its
+    tangent map), from ``state`` (B, *S), ideally on the attractor; ``t0`` is the first step's time (the maps are
+    forced by the positional code). Returns (exponents (B, K), decreasing; final state)."""
     B = state.shape[0]
     shape = state.shape[1:]
     D = int(np.prod(shape))
@@ -81,15 +66,9 @@ def largest_lyapunov_two_runs(
     delta: float = 1e-8,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The largest exponent from two nearby trajectories (renormalised separation, Benettin's method).
-
-    Needs only the map, not its derivative: a copy of the state displaced by ``delta`` in a random
-    direction is advanced together with the reference; after every step the log growth of the
-    separation is accumulated and the copy is pulled back to distance ``delta``.
-
-    Returns:
-        (lambda_1 (B,), log-separation growth per step (B, n_steps)).
-    """
+    """The largest exponent from two nearby trajectories (Benettin's renormalised separation): needs only the map.
+    Returns
+    (lambda_1 (B,), log-separation growth per step (B, n_steps))."""
     x = np.array(state, dtype=np.float64, copy=True)
     B = x.shape[0]
     rng = np.random.default_rng(seed)

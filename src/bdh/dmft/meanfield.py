@@ -1,28 +1,12 @@
-"""The mean-field equations of the self-attention network, exact as N -> infinity (paper section 3).
-
-With 1-bit tokens and weights, the saddle point of the generating functional (Eqs. 9-12, 17-24) gives
+"""The mean-field equations of the self-attention network, exact as N -> infinity (paper section 3):
 
     m^alpha_{a,t} = (1-eps) sum_g frac_g W^alpha_{g a} tanh(beta sum_b W^o_{g b} Ahat_{b,t-1})
                     + eps (1/N_P) sum_{i<=N_P} W^alpha_{i a} p_{i,t}                       (Eqs. 13, 15, 16)
     Ahat_{a,t}     = sum_tau softmax_tau(gamma_eff sum_b m^q_{b,t} m^k_{b,t-tau}) m^v_{a,t-tau}   (Eq. 14)
 
-for alpha in {o, v, q, k}; tau runs over the context window (tau = 0..L-1, the current token
-included) and p_t is the +/-1 binary code of the position t mod 2^N_P. (Eq. 14 as printed swaps
-the indices a and b, and Eq. 15 prints W^alpha and 1/U inside the tanh; Eq. 13 is the consistent
-form, used here.) The sum over groups g is Eq. 16 (the sigma-sum over weight correlations) written
-over neurons that share one weight row.
-
-Everything is vectorised over a leading batch of inverse temperatures beta (shape (B,)), so a whole
-beta sweep advances in one numpy call per operation.
-
-Two equivalent forms of the dynamics are given:
-
-* `simulate` keeps the window of overlaps (m^k, m^v) and m^q, starting from an initial token
-  (the window fills up from one slot to L), and records the order parameters;
-* `window_map` is the autonomous-up-to-phase map Ahat-window -> Ahat-window of dimension L*M used for
-  Lyapunov exponents (the state of the dynamics once the window is full: Ahat_{t-1}, ..., Ahat_{t-L}
-  determine every overlap in the window), with its exact tangent map `window_map_jvp`.
-"""
+tau runs over the window (0..L-1), p_t is the +/-1 code of t mod 2^N_P; Eq. 13 is the consistent form where
+Eqs. 14-15 as printed differ (docs/dmft.md). Vectorised over a batch of beta; `simulate` records the order
+parameters, `window_map` (with its tangent map `window_map_jvp`) is the map used for Lyapunov exponents."""
 
 from __future__ import annotations
 
@@ -40,14 +24,11 @@ class MFTrajectory:
     """Recorded steps of a mean-field run (B inverse temperatures, T kept steps, M features).
 
     Attributes:
-        beta: (B,) inverse temperatures.
-        t: (T,) the time index of each kept step.
         mo_se: (B, T, M) semantic part of m^o_t (first term of Eq. 15), the variable of the paper's figures.
         m: projection -> (B, T, M) full overlaps m^alpha_t (semantic + positional).
         att: (B, T, M) attention values Ahat_t.
         window: (B, L, M) the final Ahat window (Ahat_{T-1}, ..., Ahat_{T-L}) for continuation / Lyapunov.
-        t_next: the time index of the next step after the run.
-    """
+        t_next: the time index of the next step after the run."""
 
     beta: np.ndarray
     t: np.ndarray
@@ -107,10 +88,9 @@ class MeanField:
         return self.weights.W["o"][:, feature].copy()
 
     def attention(self, mq: np.ndarray, mk: np.ndarray, mv: np.ndarray, valid: int | None = None) -> np.ndarray:
-        """Ahat = sum_d softmax_d(gamma_eff m^q . m^k_d) m^v_d (Eq. 14) for mq (B, M), mk and mv (B, L, M).
-
-        Only the first ``valid`` slots of the window are attended to (the window fills up at the start).
-        """
+        """Ahat = sum_d softmax_d(gamma_eff m^q . m^k_d) m^v_d (Eq. 14) for mq (B, M), mk and mv (B, L, M), over the
+        first
+        ``valid`` slots of the window only (it fills up at the start)."""
         z = self.params.gamma_eff * np.einsum("bm,bdm->bd", mq, mk)
         if valid is not None and valid < z.shape[1]:
             z[:, valid:] = -np.inf
@@ -131,18 +111,10 @@ class MeanField:
         t0: int = 0,
         record: tuple[str, ...] = ("o",),
     ) -> MFTrajectory:
-        """Run the mean-field dynamics for every beta at once and keep the last ``n_keep`` steps.
-
-        Args:
-            beta: inverse temperature(s) of the output softmax, shape (B,) or scalar.
-            n_steps: number of generated tokens.
-            n_keep: steps recorded at the end (default all).
-            init_feature: without ``window``, start from the token x_0 = W^o_{init_feature}.
-            window: (B, L, M) or (L, M) an Ahat window to continue from (e.g. ``traj.window`` of a
-                previous run; the paper continues every beta from the final window of the largest beta).
-            t0: time index of the first step when continuing from ``window``.
-            record: projections whose full overlaps m^alpha are recorded (m^o semantic is always kept).
-        """
+        """Run the mean-field dynamics for every ``beta`` at once and keep the last ``n_keep`` steps, from the token
+        W^o_{init_feature} or continuing an Ahat ``window`` (B, L, M) at time ``t0`` (the paper continues every beta
+        from
+        the largest beta's final window); ``record``: projections whose full overlaps are kept."""
         beta = np.atleast_1d(np.asarray(beta, dtype=np.float64))
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         if n_steps < 1:
@@ -178,9 +150,8 @@ class MeanField:
         return MFTrajectory(beta, tt, out_mo, out_m, out_att, att_hist, t)
 
     def _start(self, beta: np.ndarray, init_feature: int, window: np.ndarray | None, t0: int) -> tuple:
-        """The state `simulate` starts from: the overlaps of the query, of the keys and values in the context
-        (most recent first), the semantic m^o and every projection of the current token, the context filled so
-        far and the time: from the token W^o_{init_feature} at t = 0, or continuing an Ahat ``window`` at ``t0``."""
+        """The state `simulate` starts from (overlaps of query, keys and values, most recent first; m^o; context filled;
+        time): the token W^o_{init_feature} at t = 0, or an Ahat ``window`` at ``t0``."""
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         mk = np.zeros((B, L, M))
         mv = np.zeros((B, L, M))
@@ -226,13 +197,7 @@ class MeanField:
     def window_map_jvp(
         self, window: np.ndarray, beta: np.ndarray, t: int, tangents: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The window map and its exact derivative applied to tangent vectors.
-
-        Args:
-            window: (B, L, M) state; tangents: (B, K, L, M) K tangent vectors per beta.
-        Returns:
-            (new_window (B, L, M), new_tangents (B, K, L, M)).
-        """
+        """The window map and its exact derivative on ``tangents`` (B, K, L, M); returns (new_window, new_tangents)."""
         beta = np.asarray(beta, dtype=np.float64).reshape(-1)
         u, mq, mk, mv, p = self._window_parts(window, beta, t)
         du = (beta[:, None, None, None] * (1.0 - u[:, None] ** 2)) * (tangents @ self._So.T)  # (B, K, L, G)

@@ -1,23 +1,11 @@
 """The finite-size network of the paper (section 2, Eqs. 4-8): 1-bit tokens and weights, softmax
 attention over the context window, a softmax output sampled bit by bit, tokens fed back.
 
-For N = N_se + N_P neurons, with x_t in {+-1}^N (N_se semantic bits and the N_P bits of position t):
-
-    m^alpha_{a,t} = (1-eps) W^alpha_se . x_{se,t} / N_se + eps W^alpha_pe . p_t / N_P      (overlaps, Eq. 11/15)
-    Ahat_t        = sum_tau softmax_tau(gamma/(N^2 sqrt M) q_t . k_{t-tau}) v_{t-tau} / N   (Eqs. 4-5)
-                  = sum_tau softmax_tau(gamma_eff m^q_t . m^k_{t-tau}) m^v_{t-tau}
     P(x_{i,t+1} = +1) = (1 + tanh(beta sum_b W^o_{i b} Ahat_{b,t})) / 2                    (Eq. 6)
 
-The output softmax over the 2^N_se tokens has logits linear in the bits, so it factorises exactly
-into independent bits (the last line). Two exact samplers:
-
-* ``"bits"``: draw every semantic bit (cost O(N) per step);
-* ``"binomial"``: neurons in a group share their weights and field, so only the number of +1 bits
-  per group matters: n_g ~ Binomial(N_g, (1 + tanh h_g)/2) (cost independent of N).
-
-As N -> infinity the overlaps converge to the mean-field equations (`bdh.dmft.meanfield`), with
-fluctuations of order 1/sqrt(N) ("thermal fluctuations", end of section 3).
-"""
+The output softmax factorises exactly into independent bits; ``"bits"`` draws each (O(N) per step),
+``"binomial"`` draws the +1 count per weight group (independent of N). As N -> infinity it converges to
+`bdh.dmft.meanfield` with 1/sqrt(N) fluctuations."""
 
 from __future__ import annotations
 
@@ -32,12 +20,8 @@ SAMPLERS = ("binomial", "bits")
 
 
 class FiniteNetwork(MeanField):
-    """The finite network with ``n_se`` semantic neurons, batched over (beta, sample) rows.
-
-    `simulate` is the same loop as the mean field's, with the group magnetisations of each new token
-    *sampled* instead of averaged. Row b of the batch uses beta[b]; repeat a beta to get independent
-    samples. Random draws come from one ``numpy.random.Generator`` seeded with ``seed``.
-    """
+    """The finite network with ``n_se`` semantic neurons, batched over (beta, sample) rows: the mean field's loop with
+    each token's group magnetisations *sampled*; repeat a beta for independent samples (one Generator from ``seed``)."""
 
     def __init__(
         self,

@@ -1,11 +1,5 @@
-"""Figures of the mean-field lab (matplotlib is imported lazily by `bdh.plotting`, only when a figure is drawn).
-
-Every figure is written readable at 100 % zoom (`bdh.plotting.READABLE`: at least `bdh.plotting.MIN_WIDTH`
-inches at `bdh.plotting.DPI`, no text under `bdh.plotting.MIN_FONT` points), and every panel has a title
-and both axis labels. The quantities are those of the paper's section 4: m^o_a, the semantic part of the
-output overlap a (first term of Eq. 15), beta the inverse temperature of the output softmax (Eq. 6), and
-lambda_1 the largest Lyapunov exponent per step (`bdh.dmft.lyapunov`).
-"""
+"""Figures of the mean-field lab (matplotlib imported only when drawing), readable at 100 % zoom
+(`bdh.plotting.READABLE`): m^o_a (first term of Eq. 15), beta (Eq. 6) and lambda_1 (`bdh.dmft.lyapunov`)."""
 
 from __future__ import annotations
 

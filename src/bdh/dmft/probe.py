@@ -1,26 +1,9 @@
-"""Bridge to BDH: a trained BDH language model run autoregressively as a dynamical system.
+"""Bridge to BDH: a trained BDH language model run autoregressively as a dynamical system (docs/dmft.md).
 
-The paper's control parameter is the inverse temperature beta of the output softmax (Eq. 6); here it
-is the sampling temperature T = 1/beta of the model's next-token softmax. The order parameter of the
-paper is the overlap of the generated token with a few feature directions (m^o_a, Eq. 11), averaged
-over the output distribution in the mean field. The probe uses the same construction:
-
-    r_a(t) = sum_v p_t(v) e_v . w_a,    p_t = softmax(logits_t / T)
-
-the expected embedding of the next token projected on the top-M principal directions w_a of the
-token embedding table (a continuous, M-dimensional readout of the state). For each temperature it
-reports the trajectory of r, its autocorrelation and spectrum (section 4.2), and the largest
-Lyapunov exponent estimated from two nearby states (Benettin): a copy of the recurrent state rho
-displaced by a tiny relative amount is run beside the reference with the *same* uniform random
-numbers for sampling (common random numbers), the log growth of the separation is accumulated and
-the copy is pulled back to the initial distance after every token. lambda_1 > 0 means nearby states
-separate (chaos in the paper's sense); < 0 means they converge onto the same orbit. The fraction of
-tokens on which the two copies sampled different tokens is reported beside it, together with the
-exponent averaged over the tokens on which they agreed (``lyapunov_same_tokens``: the smooth part of
-the dynamics of rho; a flip of the sampled token is a finite jump that dominates ``lyapunov``). A third copy, perturbed
-once and never pulled back ("free pair"), shows the finite-perturbation picture: the first token at
-which its sampled text departs from the reference, and the log separation of the states at the end.
-"""
+The control parameter is the sampling temperature T = 1/beta (Eq. 6), the order parameter the readout
+r_a(t) = sum_v p_t(v) e_v . w_a (Eq. 11's overlap; w_a the top principal directions of the embedding table).
+lambda_1 comes from a perturbed copy of the state rho run with the same random numbers (Benettin), beside the
+share of tokens where the copies sampled differently and a "free pair" perturbed once and never pulled back."""
 
 from __future__ import annotations
 
@@ -45,12 +28,7 @@ class ProbeConfig(TypedConfig):
         n_steps: tokens recorded per temperature.
         n_features: M, the readout dimension (top principal directions of the embedding table).
         delta: relative size of the state perturbation of the Lyapunov estimate.
-        prompt: the prompt text.
-        seed: the sampling seed.
-        max_lag: lags of the autocorrelation.
-        dtype: the precision of the run, ``float32`` or ``float64``.
-        threads: torch intra-op threads (1 is fastest for small models on a shared machine).
-    """
+        threads: torch intra-op threads (1 suits small models on a shared machine)."""
 
     temperatures: tuple[float, ...] = bounded((0.5, 0.8, 1.0, 1.3, 1.6), ge=0)
     n_transient: int = bounded(200, ge=0, le=1_000_000)

@@ -1,16 +1,8 @@
 """Parameters and 1-bit weights of the self-attention network of Poc-López & Aguilera (2024).
 
-The network (paper section 2, Eqs. 4-8) has M features for each projection alpha in {o, v, q, k};
-each weight column W^alpha_a is a +/-1 vector over the N_se semantic neurons, plus N_P positional
-bits. Paper appendix C builds every column from equal *segments*, each filled with one random sign,
-so all pair and four-point correlations between columns lie in {+-1, +-1/3} (for 3 segments).
-
-The mean-field equations (Eqs. 13-16, 25-29) only need the weights up to a permutation of the
-neurons: a `NetworkWeights` stores *groups* of neurons that share one row of all four matrices
-(a segment, or more generally a distinct row), with the fraction of neurons in each group. Eq. 16
-(the sum over spin configurations sigma weighted by the column correlations) is the same sum
-written over these groups: m^alpha_a = sum_g frac_g W^alpha_{g a} tanh(beta sum_b W^o_{g b} A_b).
-"""
+M features per projection alpha in {o, v, q, k}, each column +/-1 over N_se semantic neurons plus N_P positional
+bits, built from equal segments of one random sign (appendix C). The mean field (Eqs. 13-16) needs the weights
+only up to a permutation, so `NetworkWeights` stores groups of neurons sharing a row, with their fractions."""
 
 from __future__ import annotations
 
@@ -34,9 +26,8 @@ class DMFTParams(TypedConfig):
         context: L, the context window (tokens attended to, the current one included).
         n_pe: N_P, positional bits; the position is t mod 2^N_P (paper: L = 2^N_P).
         epsilon: weight of the positional encoding in the overlaps (Eq. 15).
-        gamma: attention inverse temperature gamma (Eq. 5); with the normalisation U = N^2 sqrt(M)
-            the softmax multiplies m^q . m^k by gamma / sqrt(M) (`gamma_eff`).
-    """
+        gamma: attention inverse temperature (Eq. 5); the softmax multiplies m^q . m^k by gamma / sqrt(M)
+            (`gamma_eff`, from the normalisation U = N^2 sqrt(M))."""
 
     n_features: int = bounded(3, ge=1)
     context: int = bounded(4, ge=1)
@@ -56,10 +47,8 @@ class DMFTParams(TypedConfig):
 
 
 def position_bits(t: np.ndarray | int, n_pe: int) -> np.ndarray:
-    """The +/-1 binary code p_t of position t mod 2^N_P (most significant bit first; position 0 = all -1).
-
-    Returns an array of shape (*t.shape, n_pe).
-    """
+    """The +/-1 binary code p_t of position t mod 2^N_P, shape (*t.shape, n_pe) (most significant bit first; position
+    0 = all -1)."""
     t = np.asarray(t) % (2**n_pe)
     shifts = np.arange(n_pe - 1, -1, -1)
     return (((t[..., None] >> shifts) & 1) * 2 - 1).astype(np.float64)
@@ -67,13 +56,9 @@ def position_bits(t: np.ndarray | int, n_pe: int) -> np.ndarray:
 
 @dataclass
 class NetworkWeights:
-    """1-bit weights, stored as groups of neurons that share a row of W^o, W^v, W^q, W^k.
-
-    Attributes:
-        frac: (G,) fraction of the semantic neurons in each group (sums to 1).
-        W: projection -> (G, M) the +/-1 weight row of each group.
-        P: projection -> (N_P, M) the +/-1 weights of the positional bits.
-    """
+    """1-bit weights, stored as groups of neurons that share a row of W^o, W^v, W^q, W^k: ``frac`` (G,) the fraction of
+    semantic neurons per group, ``W`` projection -> (G, M) its rows, ``P`` projection -> (N_P, M) the positional
+    weights."""
 
     frac: np.ndarray
     W: dict[str, np.ndarray]
@@ -148,16 +133,9 @@ def random_segment_weights(seed: int, params: DMFTParams | None = None, n_segmen
 def paper_weights(
     seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DMFTParams | None = None
 ) -> NetworkWeights:
-    """The weight configuration of the paper's figures (appendix C, seed 1).
-
-    The authors draw, with numpy's legacy global generator seeded with ``seed``: a (M, n_se) random
-    +/-1 matrix that is not used further, one (M, n_se) random +/-1 matrix per projection in the
-    order o, v, q, k (its last N_P columns become the positional weights), and then one sign per
-    (projection o, v, q, k; feature; segment), which fills the semantic segments. This function
-    replays that order of draws (the draws are data, our code is our own) so that the correlations
-    are those of the paper's network; e.g. <W^o_b W^v_a> = [[1/3, 1/3, 1], [1, -1/3, 1/3],
-    [-1/3, -1/3, 1/3]] for seed 1.
-    """
+    """The weight configuration of the paper's figures (appendix C, seed 1). It replays the authors' order of draws from
+    numpy's legacy global generator (one unused matrix, one per projection o, v, q, k, then one sign per projection,
+    feature and segment), so that the column correlations are the paper's (docs/dmft.md)."""
     params = params or DMFTParams()
     M, n_pe = params.n_features, params.n_pe
     rs = np.random.RandomState(seed)

@@ -1,19 +1,6 @@
 """What the section-6.3 and section-7 experiments share: corpora, short training runs, per-direction losses
-on the translation stream, the bigram reference, and the markdown report.
-
-* `write_corpus` writes a translation stream (`bdh.tasks.multilingual`, paper App. B.1) for a set of
-  language pairs; `direction_segments` makes held-out (source, target) pairs for one direction from a
-  seed the training stream never uses.
-* `train_lm` trains a BDH byte model on such a file through the public trainer (`bdh.train`), optionally
-  starting from another model (fine-tuning) and optionally without backprop through time.
-* `segment_losses` scores whole segments ``<F:xx>source<T:yy>target`` from a zero state and splits the
-  next-byte loss into source-side and target-side bytes (the delimiters are not counted); this is the
-  per-direction, target-side loss of paper Table 2.
-* `bigram_loss` is the loss of the best letter-bigram model of the training bytes on the same positions:
-  the "bigram barrier" of section 7.2.
-* `Report` collects headings, paragraphs, tables and figures and writes ``report.md`` and
-  ``results.json`` atomically.
-"""
+on the translation stream (the target-side loss of paper Table 2), the bigram reference (section 7.2) and the
+markdown report."""
 
 from __future__ import annotations
 
@@ -153,12 +140,8 @@ def train_lm(
 ) -> Any:
     """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
 
-    AdamW with a warmup of a tenth of the run (or ``warmup_steps``) and linear decay to a tenth of
-    ``lr`` (the paper's schedule, appendix B.3, compressed), fp32, a fixed number of steps. ``task``
-    replaces the text task on ``data`` by another task section (e.g. ``{"name": "repeat"}``); ``size`` is a
-    `ModelSize` or a whole ``model`` section (another registered model). ``sections``: fields that replace
-    those of the sections built here, by section (``{"model": {"damping": "alibi"}, "train": {...}}``).
-    """
+    The paper's schedule (appendix B.3) compressed: warmup of a tenth of the run, linear decay to ``lr / 10``.
+    ``size``: a `ModelSize` or a whole ``model`` section; ``sections``: field overrides by section."""
     from bdh.train import train
     from bdh.train.config import sweep_run_config
 
@@ -204,11 +187,8 @@ class SideLosses:
 
 
 def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[bytes], list[np.ndarray]]:
-    """Per segment: its bytes, and a code per predicted position (0 delimiter, 1 source, 2 target).
-
-    Position ``i`` predicts byte ``i + 1``; it is a source (target) position when byte ``i + 1`` lies in
-    the source (target) text.
-    """
+    """Per segment: its bytes, and a code per predicted position (0 delimiter, 1 source, 2 target); position ``i``
+    predicts byte ``i + 1``."""
     datas, codes = [], []
     for seg in segments:
         data, (s0, s1), (t0, t1) = encode_segment(*seg)
@@ -224,11 +204,10 @@ def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[byt
 def coded_losses(
     model: torch.nn.Module, datas: Sequence[bytes], codes: Sequence[np.ndarray], *, batch_size: int = 32
 ) -> tuple[list[float], list[int]]:
-    """Next-byte loss sums and counts of ``model`` per code (0, 1, 2) over byte sequences read from a zero state.
+    """Next-byte loss sums and counts of ``model`` per code over byte sequences read from a zero state.
 
-    ``codes[i][t]`` labels the prediction of byte t + 1 of ``datas[i]`` (0: not scored). Sequences of a
-    batch are right-padded; a causal model never looks at the padding.
-    """
+    ``codes[i][t]`` labels the prediction of byte t + 1 of ``datas[i]`` (0: not scored); batches are right-padded,
+    which a causal model never sees."""
     device = next(model.parameters()).device
     was = model.training
     model.eval()
@@ -372,12 +351,8 @@ def prepare_out(
     inputs: Sequence[str | Path] = (),
     how: str = "pass --overwrite to replace it",
 ) -> Path:
-    """The experiment's output folder, created empty: an existing non-empty folder is refused unless
-    ``overwrite`` (then its contents are deleted first), and one that holds an input always is; ``how``: what the
-    refusal advises (`bdh.outputs.check_output`).
-
-    Experiments write into the folder as they go (their runs can take half an hour), so it is checked
-    and emptied here rather than swapped in at the end; each file in it is written atomically."""
+    """The experiment's output folder, created empty; a non-empty one is refused unless ``overwrite`` (then emptied
+    here, since runs write into it as they go), and one that holds an input always is (`bdh.outputs.check_output`)."""
     out = check_output(out, overwrite=overwrite, inputs=inputs, folder=True, how=how)
     if out.is_dir():
         empty_folder(out)  # all but the lock of a caller that holds it (`bdh.outputs.folder_lock`)

@@ -1,14 +1,5 @@
-"""Running a registered experiment into an output folder, as ``bdh experiment NAME`` does: the folder chosen
-(a new timestamped one by default), refused or emptied (`bdh.experiments.common.prepare_out`) or, with
-``resume``, continued (the experiment's ``prepare_resume``), locked for the run (`bdh.outputs.folder_lock`),
-and an interruption of an experiment that can continue turned into a result that says what was kept.
-
-    from bdh.experiments.launch import run_experiment
-    from bdh.registry import get_experiment
-
-    config = get_experiment("merge").Config.preset("quick")
-    print(run_experiment("merge", config, "runs/merge").summary())
-"""
+"""Running a registered experiment as ``bdh experiment NAME`` does: the output folder chosen, refused, emptied or
+(``resume``) continued, locked for the run, and an interruption of a resumable experiment turned into a result."""
 
 from __future__ import annotations
 
@@ -76,12 +67,10 @@ def run_experiment(
     overwrite: bool = False,
     log: Callable[[str], None] = print,
 ) -> ExperimentRun:
-    """Run experiment ``name`` (`bdh.registry.get_experiment`) with ``config`` into ``out`` (`default_out` when
-    None): a non-empty folder is refused unless ``overwrite`` (its contents deleted) or ``resume`` (an
-    experiment that can continue reuses the runs finished there). ``log`` gets the progress lines.
+    """Run experiment ``name`` with ``config`` into ``out`` (`default_out` when None); ``log`` gets the progress lines.
 
-    A signal (`KeyboardInterrupt`) during an experiment that can continue returns a run with ``interrupted``
-    set (its finished runs are kept in ``out/runs``); any other experiment lets it through."""
+    A `KeyboardInterrupt` of a resumable experiment returns a run with ``interrupted`` set (finished runs kept in
+    ``out/runs``); any other experiment lets it through."""
     from bdh.experiments.common import prepare_out
     from bdh.outputs import folder_lock
     from bdh.registry import get_experiment

@@ -1,30 +1,8 @@
 """Model merging by concatenation (paper section 7.1, appendix B.4, Table 2), with two controls.
 
-Protocol (the paper's, on the synthetic translation stream of `bdh.tasks.multilingual`):
-
-1. **base**: a model trained on the base pair (English-Spanish);
-2. **tuned-X**: two copies of the base fine-tuned on two other pairs (English-French, English-Portuguese);
-3. **merged**: the two fine-tunes concatenated along the neuron dimension, head by head (E, Dx, Dy and
-   the RoPE frequencies; `bdh.model.merge.concatenate`), embeddings and readout averaged; no training
-   after the merge. It has twice the neurons of its parents.
-
-Every model is scored on every direction (X -> en and en -> X for every language X of the experiment)
-by its mean next-byte loss on the **target-side** bytes of held-out segments ``<F:src>source<T:tgt>target``
-read from a zero state (`bdh.experiments.common.segment_losses`; the paper does not say which bytes
-its Table 2 scores, we record the choice). References:
-
-* an **unconditional English model** (trained on English sentences alone, read with no source): what
-  X -> en costs without using the source (the paper's 0.65);
-* the **bigram** model of the training bytes.
-
-Controls the paper does not have:
-
-* **averaged**: plain weight averaging of the two fine-tunes (same size as a parent);
-* **merged, no shared base**: the English-French fine-tune concatenated with an English-Portuguese
-  fine-tune of a *second* base trained from another seed: same data and steps, but no common ancestor;
-* optionally a short **joint fine-tune** of the merged model on all pairs (the paper mentions that a
-  little training restores proficiency, without numbers).
-"""
+A base model (en-es), two fine-tunes of it (en-fr, en-pt), and their merge along the neuron dimension
+(`bdh.model.merge.concatenate`), each scored on the target-side bytes of every direction; the protocol, the
+references and the controls (weight averaging, no shared base, a joint fine-tune) are in docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -69,23 +47,21 @@ TOL = 0.01
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The merge experiment. The defaults are the CPU default (under 30 minutes on 2 cores).
+    """The merge experiment; the defaults are the CPU default (its time: docs/experiments.md).
 
     Attributes:
         base_language: X of the base pair en-X (the paper: es).
         tune_languages: the two languages the base is fine-tuned on (the paper: fr, pt).
         n_layer, n_embd, n_head, n_neurons, dropout: the parents' size (the merge has 2 n_neurons).
         corpus_bytes: bytes of training stream per pair (and of the English-only stream).
-        base_steps, tune_steps, uncond_steps, joint_steps: optimiser steps of the base models, of each
-            fine-tune, of the unconditional English model (0: skip it; the default, base_steps +
-            tune_steps, gives it as many steps as a specialist's whole history) and of the joint
-            fine-tune of the merged model (0: skip it).
+        base_steps, tune_steps, uncond_steps, joint_steps: steps of the base models, of each fine-tune, of the
+            unconditional English model (default base_steps + tune_steps, a specialist's whole history) and of the
+            joint fine-tune of the merge; 0 skips the last two.
         batch_size, seq_len: sequences per step, bytes per window.
         lr, tune_lr: peak learning rates of training from scratch and of fine-tuning.
         eval_segments: held-out segments per direction.
         controls: also build the averaged and the no-shared-base merges.
-        seed: seed of the base model (the second base uses seed + 1).
-    """
+        seed: seed of the base model (the second base uses seed + 1)."""
 
     base_language: str = "es"
     tune_languages: tuple[str, str] = ("fr", "pt")
@@ -314,10 +290,8 @@ def _losses(
 def findings(config: Config, table: dict[str, dict[str, float]]) -> list[tuple[str, bool | None, str]]:
     """The paper's testable claims (and the controls), each (claim, held?, the numbers behind it).
 
-    "Beats" and "lowers" need a margin of `TOL`; "close to the specialist" means closing at least half
-    of the gap from the unconditional English model to the specialist, and is undecided (None) when
-    the specialist is no better than the unconditional model (the source sentence is not used).
-    """
+    "Beats" needs a margin of `TOL`; "close to the specialist" means closing half the gap from the unconditional
+    model to the specialist, undecided (None) when the specialist does not beat that model."""
     return _source_findings(config, table) + _merge_findings(config, table)
 
 

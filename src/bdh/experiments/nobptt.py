@@ -1,23 +1,9 @@
 """Training without backpropagation through time (paper section 7.2).
 
-BDH's attention state is a sum of outer products of past keys and values (Eq. 8). Training "without
-BPTT" cuts the gradient through those keys and values (``train.bptt: none``, ``detach_kv`` in
-`bdh.model.bdh.BDH.forward`): a token's loss still trains the weights through its own query, value
-and feed-forward path, but nothing flows back into the tokens it attends to. The paper reports that
-such models "retained some ability to model language, but lost the ability to match concepts between
-languages": English loss rose from about 0.65 (an unconditional English model trained with BPTT) to
-0.75-1.05, and training still crossed the letter-bigram barrier (about 2.4).
-
-Two arms with the same data, seed, steps and schedule, differing only in ``train.bptt``:
-
-* **translation stream** (`bdh.tasks.multilingual`): per direction, the source-side and target-side
-  next-byte losses of held-out segments, against the bigram model of the training bytes. If the
-  no-BPTT model stops using the source sentence, its target-side loss should suffer more than its
-  source-side loss;
-* **repeated-word task** (section 6.4, `bdh.tasks.repeat`): the sharp test. The repetitions of a
-  random word are predictable only by looking back at its first presentation; without BPTT the keys
-  never learn to make that possible, so copying should fail while the fixed warm-up is still learnt.
-"""
+Two arms that differ only in ``train.bptt`` (``none`` detaches the keys and values of the Eq. 8 state,
+``detach_kv`` in `bdh.model.bdh.BDH.forward`), compared on the translation stream (source- and target-side
+losses against the bigram barrier) and on the repeated-word task of section 6.4, the sharp test of copying;
+docs/experiments.md has the protocol and the paper's numbers."""
 
 from __future__ import annotations
 
@@ -54,7 +40,7 @@ MODE = {"bptt": "window", "no-bptt": "none"}
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The no-BPTT experiment. The defaults are the CPU default (under 30 minutes on 2 cores).
+    """The no-BPTT experiment; the defaults are the CPU default (its time: docs/experiments.md).
 
     Attributes:
         pairs: language pairs of the translation stream, e.g. ``en-es,en-fr``.
@@ -62,11 +48,10 @@ class Config(ExperimentConfig):
         corpus_bytes: bytes of the training stream.
         steps, batch_size, seq_len, lr: training of each arm on the translation stream.
         eval_segments: held-out segments per direction.
-        repeat_steps, repeat_batch_size, repeat_periods: training of each arm on the repeated-word task
-            (windows of ``repeat_periods`` periods of 77 letters); 0 steps skips it.
+        repeat_steps, repeat_batch_size, repeat_periods: training of each arm on the repeated-word task (windows
+            of ``repeat_periods`` periods); 0 steps skips it.
         repeat_eval_batches: validation batches of the repeated-word task.
-        seed: the seed of both arms.
-    """
+        seed: the seed of both arms."""
 
     pairs: str = "en-es,en-fr"
     n_layer: int = bounded(4, ge=1)

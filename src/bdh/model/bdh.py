@@ -8,25 +8,11 @@ residual and LayerNorm placement of the official code and appendix E):
     y_l  = ReLU(Dy LN(a_l)) * x_l                  gated by the un-rotated x            (n)
     v_l  = LN(v_{l-1} + LN(E y_l))                 dropout on y_l before E              (D)
 
-with v_0 = LN(embed(token)) and logits = v_L @ readout. Keys and queries are the same vector x
-(rotated by RoPE R, no softmax, no scaling), values are the layer's input v_{l-1}, and the sum is
-strictly causal (a token never attends to itself). LayerNorm has no affine parameters. Heads split the
-n neurons into h blocks of N; each head reads its own block and has its own LayerNorm of a.
-
-The ablations of `BDHConfig` (`bdh.model.config.ABLATIONS`, all off in the paper's model) change this as follows:
-
-* ``separate_keys`` (Q != K): the keys come from an encoder D_k of their own (h x D x N, like Dx):
-  k_l = R ReLU(D_k v_{l-1}), while the queries stay q_l = R x_l and the gate keeps the query side x_l;
-  a_l = sum_{tau<t} U^(t-tau) <R x_l(t), k_l(tau)> v_{l-1}(tau). RoPE rotates both.
-* ``ungated``: y_l = ReLU(Dy LN(a_l)), Eq. 8 without its product with x_l.
-* ``no_expansion``: n = h D, N = D neurons per head (a size, `BDHConfig`; the equations are unchanged).
-* ``unshared_layers``: layer l uses weights E_l, Dx_l, Dy_l (and D_k,l) of its own, stored stacked along a
-  first dimension of size L.
-
-Names: ``E`` (n x D, stored transposed so that E y is ``y @ E``), ``Dx`` and ``Dy`` (h x D x N, stored
-so that Dx v is ``v @ Dx``), ``embed`` (the token encoder f_e) and ``readout`` (the decoder f_d).
-`bdh.model.interop` maps them to the official code's names, once.
-"""
+with v_0 = LN(embed(token)), logits = v_L @ readout, keys = queries (RoPE R, no softmax), a strictly causal sum and
+LayerNorms without affine parameters; heads split the n neurons into h blocks of N. The ablations of `BDHConfig`
+(``separate_keys``: k_l = R ReLU(D_k v_{l-1}); ``ungated``: y_l without * x_l; ``no_expansion``: n = h D;
+``unshared_layers``: weights per layer) are tabled in docs/model.md; `bdh.model.interop` maps the names to the
+official code's."""
 
 from __future__ import annotations
 
@@ -203,20 +189,12 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         detach_kv: bool = False,
         n_layer: int | None = None,
     ):
-        """Logits for a batch of token sequences.
+        """Logits (B, T, vocab_size) for a batch ``idx`` (B, T) of token sequences, or (logits, `BDHCapture`) with
+        ``capture``.
 
-        Args:
-            idx: (B, T) integer tokens in [0, vocab_size).
-            mode: the attention form (``parallel``, ``chunked``, ``recurrent``); default: the config's.
-            capture: also return a `BDHCapture` of every layer.
-            hook: called after every layer with ``(model, layer, LayerActivations)``.
-            detach_kv: cut the gradient through attention keys and values (training without
-                backpropagation through time, paper section 7.2); the forward values do not change.
-            n_layer: run this many layer passes instead of the configured L (the weights are shared by
-                all layers, so a model can be evaluated deeper or shallower than it was trained).
-        Returns:
-            logits (B, T, vocab_size), or (logits, capture) when ``capture`` is set.
-        """
+        ``mode``: the attention form (default: the config's); ``hook(model, layer, LayerActivations)`` runs after every
+        layer; ``detach_kv`` cuts the gradient through keys and values (training without BPTT, paper section 7.2);
+        ``n_layer`` runs that many passes of the shared weights instead of L."""
         cap = BDHCapture() if capture else None
         hooks = [h for h in (hook, cap) if h is not None]
         p = Pass(mode or self.config.attention, 0, _length(idx), detach_kv=detach_kv, hooked=bool(hooks))
@@ -226,12 +204,11 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
     def slow_forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, beside the fast `forward`.
 
-        No kernel is chosen (no `select`): the attention is the explicit T x T matrix of Eq. 4 with its causal mask
-        and the damping U^(t-tau) of ``config.retention()``, the rotation the official code's expression
-        (`kernels.pytorch.rope.rope_plain`), the ablations of the module docstring as plain branches. It is the
-        eval-mode model, so a training model with dropout is refused; tests/model compares every form, ablation,
-        damping and positional scheme of `forward` with it (values and gradients), and it with the transcription
-        of the official code (`kernels.naive.naive_official_forward`). Line by line:
+        No kernel is chosen: the explicit T x T matrix of Eq. 4 with its mask M and damping U^(t-tau), the official
+        code's
+        rotation (`kernels.pytorch.rope.rope_plain`), the ablations as plain branches; eval mode only (dropout refused).
+        tests/model compares every form, ablation, damping and positional scheme of `forward` with it, and it with the
+        official code's transcription (`kernels.naive.naive_official_forward`). Line by line:
 
             v_0 = LN(embed(idx))                                               f_e, then LN
             x_l = ReLU(Dx v_{l-1})                                             Eq. 8, n neurons in h heads
@@ -239,11 +216,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             a_l = (M * U * q_l k_l^T) v_{l-1}                                  Eq. 4: a_t = sum_tau U^(t-tau) ...
             y_l = ReLU(Dy LN(a_l)) * x_l   (without * x_l, ungated)            Eq. 8, the gate
             v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
-            logits = v_L readout                                               f_d
-
-        with M the mask tau < t (every tau when ``causal`` is false), U^(t-tau) = u_h^|t-tau| per head, and the
-        weights E, Dx, Dy, D_k of layer l (`weights`: shared, or its own with ``unshared_layers``).
-        """
+            logits = v_L readout                                               f_d"""
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
         if self.training and cfg.dropout > 0:
@@ -288,18 +261,11 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         detach_kv: bool = False,
         hook: LayerHook | None = None,
     ) -> tuple[torch.Tensor, BDHState]:
-        """Advance the state by one token per sequence or by a chunk of tokens.
+        """Advance the state by one token per sequence (B,) or by a chunk (B, T) (prefill, or a truncated-BPTT window;
+        gradients flow unless under ``torch.no_grad``); returns (logits, new_state).
 
-        Args:
-            tokens: (B,) one token per sequence, or (B, T) a chunk (prefill, or a training window for
-                truncated backprop through time; gradients flow unless under ``torch.no_grad``).
-            state: the state after the earlier tokens (from `init_state` or a previous step).
-            mode: attention form: default ``recurrent`` for one token, the configured form otherwise (all
-                forms give the same result); ``sparse`` for one token of one sequence, in place.
-            inplace: update ``state`` itself and return it (under ``torch.no_grad``), instead of a new one.
-        Returns:
-            (logits, new_state): logits (B, V) for (B,) tokens, (B, T, V) for (B, T).
-        """
+        ``mode``: default ``recurrent`` for one token, the configured form otherwise (all give the same result);
+        ``sparse`` for one token of one sequence, in place. ``inplace``: update ``state`` itself (under ``no_grad``)."""
         if not self.config.causal:
             raise UserError("BDH.step: a bidirectional model (causal=false) has no recurrent state")
         if not isinstance(state, BDHState):

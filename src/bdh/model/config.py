@@ -1,25 +1,9 @@
-"""`BDHConfig`: the typed, validated configuration of a BDH-GPU model.
+"""`BDHConfig`: the typed, validated configuration of a BDH-GPU model (docs/model.md, "Configuration").
 
-Names follow the paper (Kosowski et al. 2025, section 3 and appendix E):
-
-* ``n_embd`` is D (the paper's low-rank dimension d),
-* ``n_head`` is h, the number of heads that split the neuron dimension,
-* ``n`` is the total number of neurons, ``N = n / h`` the neurons per head.
-
-The neuron count can be given directly (``n_neurons``) or, as in the official code, through
-``mlp_internal_dim_multiplier`` (``n = mlp_internal_dim_multiplier * n_embd``). The defaults are the
-official ``pathwaycom/bdh`` defaults (L=6, D=256, h=4, multiplier 128, so n = 32768, 25.3M parameters).
-
-Four ablations take BDH apart (`ABLATIONS`, each off by default, so the default is the official model);
-`bdh.model.bdh` gives their equations:
-
-* ``separate_keys``: Q != K, the keys come from an encoder D_k of their own (n D more parameters);
-* ``ungated``: y = ReLU(Dy LN(a)), without Eq. 8's product with x;
-* ``no_expansion``: no neuron expansion, N = D neurons per head, so n = h D (the official code's
-  ``mlp_internal_dim_multiplier`` = h instead of 128; the size fields must then be left out);
-* ``unshared_layers``: each of the L layers has its own E, Dx, Dy (and D_k), L times the encoder parameters
-  (`bdh.model.sizes.match_budget` sizes such a model to another's parameter count by its width D).
-"""
+Names follow the paper (section 3, appendix E): ``n_embd`` is D, ``n_head`` is h, ``n`` the neurons (``n_neurons``,
+or the official ``mlp_internal_dim_multiplier`` times D), N = n / h per head. The defaults are the official
+``pathwaycom/bdh`` ones. Four ablations (`ABLATIONS`, off by default) take BDH apart; `bdh.model.bdh` gives their
+equations."""
 
 from __future__ import annotations
 
@@ -48,13 +32,10 @@ ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:
-    """Per-head retention factors u_h of the ALiBi-style damping U = diag(u) (paper Eq. 8).
-
-    ALiBi (Press et al. 2022) gives head h (1-based) the slope m_h = 2^(-8 h / H) and adds
-    ``-m_h (t - tau)`` to the attention logits. BDH has no softmax, so the multiplicative analogue is
-    used: the state is multiplied by ``u_h = exp(-m_h)`` per token, i.e. a score is weighted by
-    ``u_h ** (t - tau)``. The paper gives no slopes; these are ALiBi's.
-    """
+    """Per-head retention factors u_h of the ALiBi-style damping U = diag(u) (paper Eq. 8): ALiBi's slopes m_h = 2^(-8 h
+    /
+    H) (Press et al. 2022; the paper gives none) as the multiplicative u_h = exp(-m_h) per token, since BDH has no
+    softmax to add ``-m_h (t - tau)`` to."""
     return tuple(math.exp(-(2.0 ** (-8.0 * (h + 1) / n_head))) for h in range(n_head))
 
 
@@ -67,10 +48,8 @@ DAMPING_PRESETS = ("alibi", "multiscale", "local-global")
 
 
 def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCALE_HALF_LIVES) -> tuple[float, ...]:
-    """Per-head retention factors u_h with half-lives spread geometrically from ``half_lives[0]`` to
-    ``half_lives[1]`` tokens (u_h = 2^(-1 / half-life_h)), as RetNet spreads its decays over heads, but over
-    a wider range: fast heads read the last words, the slowest keeps most of what it read ten thousand
-    tokens ago. One head takes the geometric mean."""
+    """Per-head retention factors u_h = 2^(-1 / half-life_h), half-lives spread geometrically from ``half_lives[0]`` to
+    ``half_lives[1]`` tokens (RetNet's spread over heads, wider); one head takes the geometric mean."""
     lo, hi = half_lives
     if n_head == 1:
         return (2.0 ** (-1.0 / math.sqrt(lo * hi)),)
@@ -78,10 +57,10 @@ def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCA
 
 
 def local_global_retention(n_head: int, half_lives: tuple[float, float] = LOCAL_HALF_LIVES) -> tuple[float, ...]:
-    """Per-head retention factors u_h: the first half of the heads (rounded down) local, with half-lives spread
-    geometrically over ``half_lives`` tokens (they read the last few tokens: the only sense of order a model
-    without positions has), the others undamped (u = 1: they keep everything they read, at any distance).
-    One head is undamped. Ours, not the paper's: docs/long-context.md measures what it keeps."""
+    """Per-head retention factors u_h: the first half of the heads local (half-lives spread over ``half_lives``: the
+    only
+    sense of order a model without positions has), the others undamped (u = 1); one head is undamped. Ours, not the
+    paper's (docs/long-context.md)."""
     fast = n_head // 2
     if fast == 0:
         return (1.0,)
@@ -291,21 +270,11 @@ class BDHConfig(ModelConfig):
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
     ) -> int:
-        """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations
-        (`bdh.model_api.ModelConfigAPI`; ``micro_batch`` x ``seq_len`` tokens, activations in ``dtype``).
-
-        Weights, gradients and the two AdamW moments are fp32, 16 bytes per parameter. ``shards`` > 1 is one
-        process of a fully sharded run (``train.parallel: fsdp``, `bdh.train.runtime.sharded`): it keeps
-        16 / shards bytes per parameter, plus the whole weights and their unsharded gradients while a step runs
-        (8 bytes: BDH's weights are shared by all layers, so the model is one FSDP unit).
-
-        Per layer the backward keeps about five (B, T, n) activation tensors (x, rotated x, ReLU(Dy LN a),
-        y, and y after dropout, reshaped for E) plus, for the parallel form, the (B, h, T, T) scores. The
-        chunked form keeps no scores and no per-chunk states (its backward recomputes them,
-        `bdh.model.kernels.pytorch.chunked_lean`); it needs a few (B, n, D) states and (B, h, C, C) blocks while it
-        runs. The recurrent form keeps every intermediate state. Two more (B, T, n) tensors are live as temporaries.
-        The logits and their gradient add about 3 B T V.
-        """
+        """An estimate of peak training memory (`bdh.model_api.ModelConfigAPI`): fp32 weights, gradients and AdamW
+        moments (16 bytes per parameter; 16 / ``shards`` plus 8 while a step runs in a sharded run, the model being
+        one FSDP unit) and the saved activations: about five (B, T, n) tensors per layer, the (B, h, T, T) scores of
+        the parallel form, every state of the recurrent form (the chunked form recomputes its states), plus about
+        3 B T V for the logits."""
         n, D, H, L, V = self.n, self.n_embd, self.n_head, self.n_layer, self.vocab_size
         B, T = micro_batch, seq_len
         form = form or self.attention

@@ -1,25 +1,10 @@
 """Batched generation on the recurrent state as one static step: what a CUDA graph captures once and replays.
 
-`GenerationMixin.stream` takes one recurrent step per token (paper Eq. 8) but drives it from the host: a new
-RoPE table for every position (a Python int), a new state for every step unless in place, and the stop check
-reading each token. `StateDecoder` does the same arithmetic with everything the step touches allocated once
-and advanced on the device:
-
-* the state rho (L, B, H, N, D) of every layer, updated in place;
-* the position, a device tensor the step increments (the RoPE tables are computed from it on the device,
-  `bdh.model.kernels.pytorch.rope.rope_tables_at`);
-* the last tokens (B,), the last logits (B, V) and, with a repetition penalty, the (B, V) mask of the
-  tokens seen, each a fixed buffer the step overwrites;
-* sampling on the device (`bdh.model.generation.sample`: greedy, or the exponential race, which draws
-  without asking the host anything).
-
-So a step has static shapes and no host synchronisation: on CUDA, after two eager steps on a side stream (to
-settle cuBLAS's workspaces and the caching allocator), the third is captured in a `torch.cuda.CUDAGraph` and
-every later step is one graph replay. On the CPU (or with ``cuda_graph=False``) the same step runs eagerly.
-It computes what `BDH.step` computes token by token (tests/model/test_decoder.py compares logits, states and
-tokens; tests/cuda compares the replayed graph with the eager step). Stop sequences are not supported here:
-checking them needs the host to read every token.
-"""
+`StateDecoder` does the arithmetic of `BDH.step` (paper Eq. 8) with everything the step touches allocated once
+and advanced on the device: the state rho, the position (RoPE tables computed from it on the device), the last
+tokens and logits, the seen-token mask, and sampling. With static shapes and no host synchronisation, on CUDA
+the third step is captured in a `torch.cuda.CUDAGraph` and replayed (docs/performance.md); stop sequences are not
+supported (they need the host to read every token)."""
 
 from __future__ import annotations
 
@@ -42,14 +27,8 @@ class StateDecoder:
     >>> dec = StateDecoder(model, batch_size=8, temperature=0)
     >>> tokens = dec.generate(prompt, 256)          # prompt (8, T) -> (8, T + 256)
 
-    Args:
-        model: a causal `bdh.BDH`; the decoder puts it in eval mode (the kernels of its step are chosen once,
-            for inference: no dropout).
-        batch_size: B, the sequences generated together.
-        temperature, top_k, top_p, repetition_penalty: as `GenerationMixin.stream`.
-        seed: seeds the decoder's own generator (on the model's device); None uses torch's default one.
-        cuda_graph: capture the step in a CUDA graph (default: on CUDA).
-    """
+    ``model`` is put in eval mode (its step's kernels chosen once, no dropout); the sampling options are
+    `GenerationMixin.stream`'s; ``seed`` seeds the decoder's own generator; ``cuda_graph`` defaults to on CUDA."""
 
     def __init__(
         self,

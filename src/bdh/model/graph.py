@@ -1,34 +1,15 @@
 """BDH, the neuron-level graph model (paper section 2), and its exact link to BDH-GPU (section 3.4).
 
-BDH is a system of n neurons. Each neuron i carries fast activations x(i), y(i) and an attention
-readout A(i); each synapse i -> j of the graph G_s carries a slow state sigma(i, j), one copy per layer.
-The parameters are non-negative edge weights of excitatory and inhibitory graphs G_x^e, G_x^i (the
-"inference from parameters" for x) and G_y^e, G_y^i (for y). Per token t and layer l the vector form
-of the dynamics is (Eq. 6, with the Hebbian orientation that reproduces it, spec section 1.5):
+Per token t and layer l (Eq. 6, with the Hebbian orientation that reproduces it, spec section 1.5):
 
     x_{t,l}     = x_{t,l-1} + ((G_x^e - G_x^i) y_{t,l-1})^+
     A_{t,l}     = sigma_{t-1,l} x_{t,l}                                 (read the synapses)
     y_{t,l}     = ((G_y^e - G_y^i) A_{t,l})^+ * x_{t,l}
     sigma_{t,l} = (sigma_{t-1,l} + (y_{t,l-1} x_{t,l}^T) . G_s) U      (Hebbian write, then damping)
 
-Matrices follow the paper's convention (section 1.4): the weight of the edge i -> j is stored at row j,
-column i, so (G v)_j = sum_i G(j <- i) v_i. sigma[j, i] is the synapse between the y-neuron j of the
-previous layer and the x-neuron i: "j fired in y, then i fired in x", and later, when i fires, it
-recalls j. U is the paper's diagonal or 2x2-block-diagonal state update: the per-head damping u and
-the RoPE rotation by one step (x^T U^k x' = <R_0 x, R_k x'>).
-
-Heads: a BDH-GPU model with h heads splits the neurons into h blocks; attention is read per head, so
-A has one copy per head, A_h = sigma[:, block h] x[block h], and neuron j of head h reads A_h.
-
-`from_gpu(model)` builds the graphs of a BDH-GPU model (Observation 4, Eq. 9): G_x = D_x E and
-G_y = D_y E split into positive and negative parts, G_s all ones. Then the graph model equals
-BDH-Normfree (Eq. 7), BDH-GPU without its LayerNorms, computed here in tensor form by `normfree_gpu`
-with the low-rank matrices and linear attention — and E sigma = rho (Eq. 9). `run_rounds` simulates the
-same dynamics as the local rules of Table 1, four rounds per layer, to show that they reproduce Eq. 6.
-
-The graph model holds n x n matrices: it is meant for small n (`from_gpu` refuses n > max_neurons).
-For analyses of large models use `bdh.analysis`, which works blockwise.
-"""
+The edge i -> j is stored at row j, column i (section 1.4). `from_gpu` builds the graphs of a BDH-GPU model
+(Observation 4, Eq. 9), which then equals BDH-Normfree (Eq. 7, `normfree_gpu`) with E sigma = rho; `run_rounds`
+runs the local rules of Table 1. The matrices are n x n: for small n only (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -47,14 +28,8 @@ from .kernels.pytorch.rope import rope_tables
 
 @dataclass
 class GraphTrace:
-    """Activations of a graph-model (or Normfree) run.
-
-    Attributes:
-        x: (L, B, T, n) x_{t,l} for l = 1..L.
-        y: (L, B, T, n) y_{t,l} for l = 1..L.
-        sigma: (L, B, n, n) synapse state after the last token (graph model), or None.
-        rho: (L, B, D, n) attention state E sigma after the last token (paper layout d x n), or None.
-    """
+    """Activations of a graph-model (or Normfree) run: ``x``, ``y`` (L, B, T, n) for l = 1..L, and after the last token
+    ``sigma`` (L, B, n, n) (graph model) or ``rho`` = E sigma (L, B, D, n), each None where not computed."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -63,15 +38,10 @@ class GraphTrace:
 
 
 class BDHGraph:
-    """The BDH graph model with n neurons, L layers and h heads.
-
-    Args:
-        Gx_e, Gx_i, Gy_e, Gy_i: (n, n) non-negative edge weights, row = target, column = source.
-        n_layer: L.
-        n_head: h; neurons are split into h consecutive blocks.
-        Gs: (n, n) non-negative synapse mask of the Hebbian write, or None for all ones.
-        U: (n, n) state update applied after each write (damping and rotation), or None for identity.
-    """
+    """The BDH graph model with n neurons, L layers and h heads (consecutive blocks of neurons): non-negative (n, n)
+    edge
+    weights ``Gx_e``, ``Gx_i``, ``Gy_e``, ``Gy_i`` (row = target), the synapse mask ``Gs`` of the Hebbian write (None:
+    all ones) and the state update ``U`` after each write (None: identity)."""
 
     def __init__(
         self,
@@ -151,13 +121,9 @@ class BDHGraph:
 
     # ------------------------------------------------------------------ Table 1
     def run_rounds(self, y0: torch.Tensor) -> GraphTrace:
-        """The same dynamics as the local rules of Table 1 (spec section 1.5), four rounds per layer.
-
-        State on neurons: X, Y, A (one per head), the integrators Xe, Xi, Ye, Yi; on synapses: sigma per
-        layer. Each round is a communication step (along edges) followed by a computation step (at
-        nodes), all rules of a step reading the old values. A token is ingested by setting Y = y_{t,0},
-        X = 0; layer l then runs rounds 4l+3 of the previous layer (x update), 4l, 4l+1, 4l+2.
-        """
+        """The same dynamics as the local rules of Table 1 (spec section 1.5), four rounds per layer, each a
+        communication
+        step along edges then a computation step at nodes, all rules of a step reading the old values."""
         B, T, n = self._check_input(y0)
         sigma = self.init_sigma(B)
         xs = y0.new_zeros(self.n_layer, B, T, n)
@@ -228,11 +194,8 @@ def state_update_matrix(model: BDH) -> torch.Tensor | None:
 
 
 def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
-    """The graph model of a BDH-GPU model (Observation 4, Eq. 9).
-
-    G_x^e - G_x^i = D_x E and G_y^e - G_y^i = D_y E, split as G^e = (DE)^+, G^i = (-DE)^+; G_s is all
-    ones; U is the model's one-step RoPE rotation and damping.
-    """
+    """The graph model of a BDH-GPU model (Observation 4, Eq. 9): G^e = (DE)^+, G^i = (-DE)^+ for D_x and D_y, G_s all
+    ones, U the model's one-step RoPE rotation and damping."""
     cfg = model.config
     if cfg.n > max_neurons:
         gib = 4 * cfg.n * cfg.n * 4 / 2**30
@@ -258,12 +221,9 @@ def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
 
 
 def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
-    """BDH-Normfree (Eq. 7) in tensor form, with the model's low-rank matrices and linear attention.
-
-    x_{t,l} = x_{t,l-1} + (D_x E y_{t,l-1})^+,  a_{t,l} = rho_{t-1,l} x_{t,l},  y_{t,l} = (D_y a)^+ * x,
-    rho_{t,l} = (rho_{t-1,l} + E y_{t,l-1} x_{t,l}^T) U. No LayerNorm, values E y_{t,l-1}, x accumulated in
-    neuron space. y0: (B, T, n) the input y_{t,0}. Returns x, y and rho (paper layout, D x n).
-    """
+    """BDH-Normfree (Eq. 7) in tensor form with the model's low-rank matrices: x_{t,l} = x_{t,l-1} + (D_x E
+    y_{t,l-1})^+, a = rho_{t-1,l} x, y = (D_y a)^+ * x, rho_{t,l} = (rho_{t-1,l} + E y_{t,l-1} x^T) U. ``y0`` (B, T, n)
+    is y_{t,0}; returns x, y and rho (D x n)."""
     cfg = model.config
     cfg.require_paper_layer("normfree_gpu", allow=("no_expansion",))
     B, T, n = y0.shape
@@ -290,12 +250,8 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
 
 
 def _absolute_to_relative(S: torch.Tensor, kind: str, freqs: torch.Tensor, T: int) -> torch.Tensor:
-    """Turn our state S_h = sum u^(T-tau) (M_tau x_tau) v_tau^T (B, H, N, D) into the paper's rho (B, D, n).
-
-    The paper's rho_T = sum_tau v_tau x_tau^T U^(T-tau) uses the relative rotation; with U = u M_1,
-    (U^(T-tau))^T x_tau = u^(T-tau) M_(tau-T) x_tau = u^(T-tau) M_(-T) M_tau x_tau, so rho^T = M_(-T) S:
-    our absolute-position state rotated back by position -T.
-    """
+    """Turn our state S_h = sum u^(T-tau) (M_tau x_tau) v_tau^T (B, H, N, D) into the paper's rho (B, D, n): with U = u
+    M_1, (U^(T-tau))^T x_tau = u^(T-tau) M_(-T) M_tau x_tau, so rho^T = M_(-T) S."""
     B, H, N, D = S.shape
     if kind != "none":
         cos, sin = rope_tables(kind, freqs, -T, 1)  # rotation by position -T

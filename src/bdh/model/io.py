@@ -1,27 +1,10 @@
-"""Save and load model folders: ``config.json`` + ``model.safetensors`` (the Hugging Face layout).
+"""Save and load model folders: ``config.json`` + ``model.safetensors`` (the Hugging Face layout), nothing unpickled,
+every file written atomically (docs/model.md, "Saving, loading").
 
-Every model class of the package inherits `PretrainedMixin` and names its ``model_type``; the
-folder's ``config.json`` records it, so `load_pretrained` can rebuild any registered model. Nothing
-is unpickled: weights are safetensors, the config is JSON. Files are written atomically (a temporary
-file in the same folder, then a rename), so an interrupted save never leaves a half-written file.
-
-``config.json`` holds every field of the model's config, as Hugging Face's ``config.json`` does (dropout
-among them): a model loads as it was saved. The fields a config class declares in ``RUNTIME_FIELDS`` (BDH: the
-attention form, ``chunk_size``, ``dropout``, ``dropout_rng``) say how the model runs, not what its weights mean:
-a load may choose other values (``load_pretrained(folder, attention="chunked")``, as ``transformers`` chooses
-``attn_implementation``), and a checkpoint or ``train.init_from`` model may differ from the run in them
-(`architecture` is what must agree). Older files still load: one that an earlier bdh wrote with the
-architecture only takes the defaults of the runtime fields. Every writer of a model folder goes through
-`write_model_folder`.
-
-``model.safetensors`` records in its header the architecture its weights were saved with (`SAVED_KEY`), so an
-edited ``config.json`` that keeps every tensor's shape but changes what the weights mean (``damping``,
-``ungated``, ``positional``, ...) is refused naming the field (`check_config_changes`), by `load_pretrained` and
-by ``from_pretrained`` (`bdh.hf`) alike; ``n_layer``, which a user may change on purpose where the layers share
-their weights (BDH), gets a `bdh.errors.ConfigWarning` instead. A file written before the record has none to
-compare. Before the model is built, its tensors' shapes are checked against a model built on the ``meta`` device
-(no memory), so a ``config.json`` asking for a huge model is refused rather than allocated.
-"""
+``config.json`` holds every config field; ``RUNTIME_FIELDS`` may be chosen again at load. The safetensors header
+records the architecture the weights were saved with (`SAVED_KEY`), so an edited ``config.json`` that changes
+what the weights mean is refused naming the field (`check_config_changes`; ``n_layer`` only warns), and shapes
+are checked against a model built on the ``meta`` device before anything is allocated."""
 
 from __future__ import annotations
 
@@ -72,9 +55,8 @@ def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") ->
 
 
 def check_weights_file(path: str | os.PathLike) -> Path:
-    """A safetensors file checked from its header alone, no tensor read: a regular file whose header is whole and
-    whose tensors cover the file exactly (a file cut short fails), else the one-line `CheckpointError` that
-    `load_tensors` would raise."""
+    """A safetensors file checked from its header alone: a regular file whose tensors cover it exactly, else the
+    one-line `CheckpointError` that `load_tensors` would raise."""
     from safetensors import safe_open
 
     path = checked_file(path)
@@ -211,23 +193,16 @@ def check_config_changes(directory: str | os.PathLike, config: Any) -> str | Non
 
 
 class PretrainedMixin:
-    """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config.
-
-    A subclass sets ``model_type`` (the name written into config.json, its key in `bdh.registry`) and
-    ``config_class`` (with ``to_dict`` / ``from_dict``), keeps its config in ``self.config``, and is
-    constructed as ``cls(config)``.
-    """
+    """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config: a subclass sets
+    ``model_type`` (its name in config.json and `bdh.registry`) and ``config_class``, keeps ``self.config`` and is built
+    as ``cls(config)``."""
 
     model_type: ClassVar[str] = ""
     config_class: ClassVar[type]
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
-        """Write ``config.json`` (every config field) and ``model.safetensors`` into
-        ``directory`` (created if needed), with `write_model_folder`.
-
-        ``state_dict``: the weights to write instead of ``self.state_dict()`` (the full tensors gathered from
-        a sharded model, `bdh.train.runtime.sharded.full_state_dict`).
-        """
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` with `write_model_folder`;
+        ``state_dict``: the weights to write instead of ``self.state_dict()`` (a sharded model's gathered tensors)."""
         weights = self.state_dict() if state_dict is None else state_dict
         return write_model_folder(directory, self.model_type, self.config, weights)
 
@@ -277,13 +252,8 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
 def load_pretrained(
     directory: str | os.PathLike, map_location: str | torch.device = "cpu", **runtime: Any
 ) -> torch.nn.Module:
-    """Load any registered model from a ``save_pretrained`` folder, in eval mode.
-
-    ``runtime`` changes how the model runs, not what its weights mean: only the fields its config class
-    declares in ``RUNTIME_FIELDS`` (BDH: ``attention``, ``chunk_size``, ``dropout``, ``dropout_rng``), e.g.
-    ``load_pretrained(folder, attention="chunked")``; anything else is refused in one line. A runtime field
-    not given takes the value ``config.json`` stores, else (an architecture-only file) the class's default.
-    """
+    """Load any registered model from a ``save_pretrained`` folder, in eval mode; ``runtime`` may set only the config's
+    ``RUNTIME_FIELDS`` (e.g. ``attention="chunked"``), anything else is refused in one line."""
     directory = Path(directory)
     cls, config = read_model_config(directory)
     if runtime:

@@ -1,17 +1,8 @@
 """Model merging by concatenation along the neuron dimension (paper section 7.1, appendix B.4).
 
-Two BDH-GPU models with the same D, heads and layers become one model with n_a + n_b neurons:
-
-* every tensor with a neuron dimension is concatenated **head by head** — E (rows of each head's
-  block), Dx and Dy (columns of each head's block) and the RoPE frequencies — so that head h of the
-  merged model holds head h of A followed by head h of B;
-* every other tensor (token embedding, readout) is averaged.
-
-Because heads only split the neurons, the merged model computes, per head, attention scores that are
-the sums of the parents' scores (x . x' = x_a . x_a' + x_b . x_b') and E y = E_a y_a + E_b y_b, then the
-LayerNorms renormalise. `average` is the control the paper lacks: plain weight averaging of two models
-of the same size.
-"""
+Tensors with a neuron dimension (E, Dx, Dy, the RoPE frequencies) are concatenated head by head, the others
+(embedding, readout) averaged: per head, the merged scores are the sums of the parents' and E y = E_a y_a + E_b
+y_b, then the LayerNorms renormalise. `average` is the control the paper lacks: plain weight averaging."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The names a BDH config chooses its computation by, defined once (no PyTorch import): the config declares
-its fields with them, the kernels dispatch on them, experiments sweep them.
-
-* `ATTENTION_FORMS` — the three interchangeable forms of the linear attention of Eq. 8
-  (`bdh.model.kernels.pytorch.attention`), proven equal by tests;
-* `MODES` — what a forward pass can be asked for: a form, or ``sparse`` (the top-k read-in of
-  `bdh.model.kernels.pytorch.sparse`);
-* `POSITIONAL` — the positional schemes (`bdh.model.kernels.pytorch.rope`): the official interleaved RoPE, the standard
-  halves layout, none.
-"""
+"""The names a BDH config chooses its computation by, defined once (no PyTorch import): `ATTENTION_FORMS` (the three
+equal forms of Eq. 8's attention, `bdh.model.kernels.pytorch.attention`), `MODES` (a form, or ``sparse``) and
+`POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Sampling a next token from logits, shared by `GenerationMixin` and `bdh.model.decoder.StateDecoder`:
-the checks of the sampling options, the repetition penalty, temperature, top-k and top-p.
-
-Sampling, in this order (as Hugging Face's ``generate`` applies them): ``repetition_penalty`` (>= 1,
-CTRL's: the logit of every token already in the context, the prompt's and the generated ones, is
-divided by it where positive and multiplied by it where negative; the tokens seen are a (B, V) mask
-updated per token, so its cost is O(V) per token whatever the context length; with ``state`` the
-context before ``prompt`` is not known and does not count), then ``temperature`` (0 is greedy
-decoding of the penalised logits), ``top_k`` (the k most likely tokens) and ``top_p`` (nucleus
-sampling, in (0, 1]: the smallest set of the most likely tokens whose probability reaches p; 1 keeps
-every token). ``stop``: token sequences (for a byte model, ``bytes`` such as ``[b"\\n\\n"]``); the
-stream ends with the token that completes one of them in the generated tokens (the stop sequence is
-yielded; one that would straddle the prompt does not count). It needs a batch of one sequence.
-"""
+"""Sampling a next token from logits, shared by `GenerationMixin` and `bdh.model.decoder.StateDecoder`: the checks
+of the options, then (in Hugging Face's order) ``repetition_penalty`` (CTRL's, on a (B, V) mask of the tokens seen,
+O(V) per token), ``temperature`` (0: greedy), ``top_k`` and ``top_p`` (nucleus). ``stop``: token sequences that end
+the stream when the generated tokens complete one (a batch of one sequence only)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,10 @@
 """Analytic sizes of a BDH-GPU model: parameters, state, FLOPs and a training-memory estimate.
 
-Parameters (paper section 3.2): E, Dx, Dy hold n D each and are shared by all layers, plus the token
-embedding and the readout, V D each:  P = 3 n D + 2 V D. The ablations (`bdh.model.config.ABLATIONS`): a key
-encoder D_k adds n D (``separate_keys``), and ``unshared_layers`` has L weight sets:
-P = L_sets (3 or 4) n D + 2 V D. `match_budget` sizes a config to a parameter count by its width D.
-
-Recurrent state (paper section 4.1): per layer and head an N x D matrix, n D scalars per layer.
-
-Forward FLOPs per token (a multiply-add counts 2), with h heads, T the window, C the chunk:
-
-* per layer, always: Dx v, Dy LN(a), E y  -> 3 * 2 n D (4 * 2 n D with the key encoder D_k)
-* attention, parallel form: scores T n and scores @ v T D h (full T x T, as computed) -> 2 T (n + D h)
-* attention, chunked form: the same inside a chunk, 2 C (n + D h), plus the state read and write 2 * 2 n D
-* attention, recurrent form: the state read and write, 2 * 2 n D
-* once: the readout, 2 D V
-
-Training (forward + backward) is taken as 3x the forward FLOPs, the usual convention (the backward of
-each matmul is two matmuls of the same size; the lean chunked backward's recomputation of the chunk
-states is not counted, as model FLOPs leave out recomputation). ``benchmarks/perf.py`` divides measured
-tokens/s by these counts for GFLOP/s and MFU (docs/performance.md).
-"""
+Parameters (paper section 3.2): P = 3 n D + 2 V D (E, Dx, Dy shared by all layers; + n D with a key encoder, L
+weight sets when unshared). State (section 4.1): n D scalars per layer. Forward FLOPs per token (a multiply-add
+is 2): 3 * 2 n D per layer, plus the attention of the form (parallel 2 T (n + D h), chunked 2 C (n + D h) + 4 n
+D, recurrent 4 n D) and the readout 2 D V; training is 3x the forward (recomputation not counted), as
+``benchmarks/perf.py`` divides by for MFU (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,8 @@
 """Board pathfinding (the "boardpath" task of krychu/bdh): find a shortest path on a grid with walls.
 
-A board is ``board_size x board_size`` cells, read row by row as ``board_size^2`` tokens::
-
-    FLOOR = 0, WALL = 1, START = 2, END = 3, PATH = 4          (vocabulary 5)
-
-Input: the board with a START and an END cell (distinct, uniform) and walls placed i.i.d. with
-probability ``wall_prob`` on the other cells; boards where END cannot be reached are drawn again.
-Target: the same board with the cells of one shortest START -> END path (4-neighbourhood, excluding
-START and END) marked PATH; every cell is labelled, so the task is read bidirectionally
-(``causal = False``: the whole board in, one label per cell out).
-
-Which shortest path is the label: walking back from END, each step goes to the first neighbour in the
-order up, down, left, right that is one step closer to START (krychu/bdh keeps the BFS predecessor
-instead; both are deterministic choices among equally short paths). Because several shortest paths
-usually exist, exact-board accuracy under-reports; ``path_validity`` accepts any shortest path.
-
-Data: one pool of unique boards per seed (no board appears twice, so none is shared by the training
-and validation sets), generated vectorised: candidate boards in rounds, distances to START by
-parallel relaxation over all boards at once (a BFS wavefront, one step per iteration), unsolvable and
-repeated boards dropped. The first ``num_val`` boards are the validation set, the next
-``num_train`` the training set; training batches visit the set in a fresh random order every epoch
-(drawn from the seed and the epoch number, so batch ``index`` is a pure function of its arguments).
-
-Metrics (on the argmax predictions):
-    cell_accuracy   fraction of cells predicted right;
-    board_accuracy  fraction of boards with every cell right;
-    path_validity   fraction of boards whose predicted PATH cells all lie on floor cells, number
-                    exactly the shortest length minus one, and connect START to END (so they form a
-                    shortest path; any of the equally short paths counts).
-"""
+A board of S x S cells is S^2 tokens (FLOOR 0, WALL 1, START 2, END 3, PATH 4); the target marks the cells of one
+shortest START -> END path, read bidirectionally. The data is one pool of unique boards per seed, generated
+vectorised; ``path_validity`` accepts any of the equally short paths (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -48,11 +22,9 @@ _UNREACHED = np.iinfo(np.int32).max // 2
 
 
 def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Shortest 4-neighbour distances from ``source`` over non-wall cells, for a batch of boards.
-
-    walls, source: (n, S, S) bool. Returns (n, S, S) int32, `_UNREACHED` where unreachable or wall.
-    A BFS wavefront run on all boards at once: each iteration relaxes every cell from its neighbours.
-    """
+    """Shortest 4-neighbour distances from ``source`` over non-wall cells for a batch of boards (walls, source: (n, S,
+    S)
+    bool), `_UNREACHED` where unreachable: a BFS wavefront on all boards at once."""
     dist = np.where(source, 0, _UNREACHED).astype(np.int32)
     free = ~walls
     while True:
@@ -68,11 +40,8 @@ def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
 
 
 def trace_paths(dist: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Cells of one shortest path per board (excluding START and END), as an (n, S, S) bool mask.
-
-    From END, step to the first neighbour (up, down, left, right) whose distance is one less, until
-    START; all boards advance together.
-    """
+    """Cells of one shortest path per board (excluding START and END) as an (n, S, S) mask: from END, the first
+    neighbour (up, down, left, right) one step closer, until START."""
     n, S, _ = dist.shape
     rows, cols = end[:, 0].copy(), end[:, 1].copy()
     path = np.zeros(dist.shape, dtype=bool)
@@ -122,16 +91,14 @@ def generate_boards(
 
 @dataclass
 class BoardPathConfig(TaskConfig):
-    """Board pathfinding data (krychu/bdh defaults: 10 x 10, wall probability 0.3, 8000 / 500 boards).
+    """Board pathfinding data (krychu/bdh's defaults).
 
     Attributes:
         board_size: S; a board is S^2 tokens.
         wall_prob: probability that a cell other than START and END is a wall.
-        num_train: boards in the training set.
         num_val: boards in the validation set (disjoint from the training set).
-        data_seed: draw the boards from this seed instead of the run's seed (so runs with
-            different seeds share one training and validation set); null: the run's seed.
-    """
+        data_seed: draw the boards from this seed instead of the run's (runs of different seeds then share the data
+            sets); null: the run's seed."""
 
     board_size: int = bounded(10, ge=2)
     wall_prob: float = bounded(0.3, ge=0, lt=1)
@@ -210,20 +177,15 @@ class BoardPath:
         return -(-self.config.num_val // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """cell_accuracy, board_accuracy and path_validity (module docstring).
-
-        board_accuracy and path_validity are means over boards; cell_accuracy is a mean over cells, and every
-        board has ``board_size**2`` labelled cells, so the evaluation's weighting of a batch by its boards
-        (`bdh.train.evaluate`) is exact for all three."""
+        """cell_accuracy, board_accuracy and path_validity; every board has S^2 labelled cells, so weighting a batch by
+        its
+        boards (`bdh.train.evaluate`) is exact for all three."""
         return boardpath_metrics(logits.argmax(dim=-1), targets, inputs, self.config.board_size)
 
 
 def path_valid(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int) -> torch.Tensor:
-    """(B,) bool: the predicted PATH cells form a shortest START -> END path (any of them).
-
-    Valid when every predicted PATH cell is a floor cell of the input, their number equals the number
-    of PATH cells of the target (shortest length - 1), and they connect START to END.
-    """
+    """(B,) bool: the predicted PATH cells are floor cells of the input, as many as the target's (shortest length - 1),
+    and connect START to END."""
     B = pred.shape[0]
     S = board_size
     on_path = pred == PATH

@@ -1,11 +1,6 @@
-"""Small helpers shared by the task modules: typed configs and per-batch random generators.
-
-Every task config is a dataclass with `TaskConfig` mixed in: ``to_dict`` / ``from_dict`` (refusing
-unknown keys with one line) and ranges declared on the fields (`bdh.typed_config.bounded`), checked with
-one-line errors such as ``ValueError("MQARConfig.power_a: must be a number > 0, got 0")``.
-Randomness is always drawn from a numpy ``Generator`` seeded by a ``SeedSequence`` of integers
-(the run seed, a split id, an index, ...), so a batch is a pure function of its arguments.
-"""
+"""Small helpers shared by the task modules: typed configs (`TaskConfig`: one-line errors naming the field) and
+per-batch random generators seeded by a ``SeedSequence`` of integers, so a batch is a pure function of its
+arguments."""
 
 from __future__ import annotations
 

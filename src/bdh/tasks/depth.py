@@ -1,12 +1,6 @@
-"""Test-time depth sweeps for weight-shared models (Hyper-SET's protocol, Hu et al. Fig. 3).
-
-A weight-shared model (one layer applied L times: BDH, Hyper-SET, GPT with ``share_layers``) can be
-run with more or fewer layer passes at test time than it was trained with. `depth_sweep` evaluates a
-task's validation metrics for each pass count. The model is given as a callable
-``model_fn(idx, k) -> logits``, so that tasks stay independent of model classes, or as a module whose
-forward takes the pass count as ``n_layer`` (``BDH``, ``GPT`` with ``share_layers``, ``HyperSET``):
-then ``model(idx, n_layer=k)`` is called, in eval mode.
-"""
+"""Test-time depth sweeps for weight-shared models (Hyper-SET's protocol, Hu et al. Fig. 3): a model that applies one
+layer L times, run with other pass counts at test time. The model is a callable ``model_fn(idx, k) -> logits`` or
+a module called as ``model(idx, n_layer=k)`` in eval mode, so tasks stay independent of model classes."""
 
 from __future__ import annotations
 
@@ -43,13 +37,8 @@ def depth_sweep(
     max_batches: int | None = None,
     device: torch.device | str | None = None,
 ) -> dict[int, dict[str, float]]:
-    """``{n_passes: metrics}``: the task's metrics over (the first ``max_batches`` batches of) ``split``
-    at each pass count.
-
-    Per-batch metrics are averaged with weights equal to the number of examples in the batch, so
-    example-level metrics (board accuracy) are exact over the set and cell-level ones are averages
-    of per-batch values. The batches are built once and reused for every pass count.
-    """
+    """``{n_passes: metrics}``: the task's metrics over (the first ``max_batches`` batches of) ``split`` at each pass
+    count, the batches built once; batches weighted by their examples."""
     fn = _as_fn(model_fn)
     if not passes:
         raise UserError("depth_sweep: give at least one pass count")

@@ -1,16 +1,7 @@
-"""Facts read once and asked for later: the recall curriculum of the ``text`` task, and its probe's format.
-
-A *fact* is the sentence ``" The word for KEY is VALUE. "`` (KEY and VALUE random lowercase words, so
-nothing but the fact itself predicts VALUE); its *question*, some distance later, is
-``" The word for KEY is VALUE."`` again, whose VALUE letters can only be predicted by remembering the fact.
-The long-context experiment's recall probe (`bdh.experiments.longcontext.probes`) scores exactly these
-letters on held-out text; ``task.facts`` (`bdh.tasks.text.TextConfig`) writes such pairs into training
-rows, so that a model learns to keep what it read (the lever of issue "the state that keeps reading":
-training on carried state teaches the read, the pair's distance decides how far back it must reach).
-
-Facts are written over the corpus bytes of a row (the row's length does not change), at places drawn
-from a generator seeded by the caller, so a batch stays a pure function of its index.
-"""
+"""Facts read once and asked for later: the recall curriculum of the ``text`` task (``task.facts``), and its probe's
+format. A fact is ``" The word for KEY is VALUE. "`` (random lowercase words, so only the fact predicts VALUE); its
+question, some distance later, repeats it. Facts are written over a row's corpus bytes at seeded places, so a
+batch stays a pure function of its index (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -57,11 +48,9 @@ class Overlay:
 
 
 def plan_facts(rng: np.random.Generator, length: int, per_kilobyte: float, reach: int) -> list[Overlay]:
-    """The fact/question pairs of one row of ``length`` bytes.
-
-    Their number is Poisson with mean ``per_kilobyte * length / 1000``; each pair's distance is drawn
-    log-uniformly from `MIN_DISTANCE` to ``reach`` (bytes), clipped to what fits in the row, and its place
-    uniformly; a pair that would overlap one already placed is dropped (no fact is ever overwritten)."""
+    """The fact/question pairs of one row of ``length`` bytes: a Poisson number (mean ``per_kilobyte * length / 1000``),
+    distances log-uniform from `MIN_DISTANCE` to ``reach``, places uniform; a pair that would overlap one already
+    placed is dropped."""
     longest = min(reach, length - PAIR_BYTES)
     if per_kilobyte <= 0 or longest < MIN_DISTANCE:
         return []

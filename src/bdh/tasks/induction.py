@@ -1,26 +1,9 @@
 """Induction heads (Gu & Dao 2023, "Mamba", section 4.1.2; numbers in Table 11): recall the token that followed a
 trigger, asked again at the end of a long sequence. The ``induction`` task.
 
-One example of ``seq_len = T`` tokens over a vocabulary of ``V`` (16 in the paper), with ``k = triggers``
-(1 in the paper)::
-
-    plain tokens      ids 0 .. V-k-1; every position not named below holds a uniform random plain token
-    trigger tokens    ids V-k .. V-1, a reserved set; each trigger j occurs exactly twice:
-    first occurrence  at a position drawn at random, its answer a_j (a uniform random plain token) right after it
-    re-occurrence     later; trigger k-1 (a random one of the set) at the last position T-1
-    targets           a_j at the re-occurrence of trigger j; IGNORE_INDEX everywhere else
-
-With ``k = 1`` this is the paper's task: the trigger once at a uniform place p in [0, T-3], its answer at p+1,
-the trigger again at T-1, and exactly one scored position per sequence, the last (chance 1 / (V - 1)).
-With ``k > 1`` (our deviation, for a denser training signal: k answers per sequence instead of one) the k
-(trigger, answer) pairs and the k-1 earlier re-occurrences are k + (k-1) items laid among the plain tokens in a
-uniform random order in which each trigger's pair precedes its re-occurrence, the items' places uniform among
-the plain tokens; the token after an earlier re-occurrence is a plain token (the answer is scored, not shown).
-
-Batches are drawn fresh for every (seed, split, index) from ``SeedSequence(seed, split, index)``: a pure
-function of ``(split, index, batch_size, seed)``, train and val on disjoint seed streams. `generate_induction`
-makes sequences of any length from a numpy generator (the fixed test sets of `bdh.tasks.lengths`).
-"""
+``k = triggers`` reserved trigger ids each occur twice, the first followed by its answer; the answer is scored where
+the trigger recurs. k = 1 is the paper's task (one scored position, the last); k > 1 is our deviation for a denser
+signal (docs/tasks.md). `generate_induction` makes sequences of any length."""
 
 from __future__ import annotations
 
@@ -38,9 +21,8 @@ from .mqar import _distinct, mqar_metrics
 
 
 def _item_order(gen: np.random.Generator, n: int, k: int) -> np.ndarray:
-    """(n, 2k-1) items in slot order: item j < k is trigger j's (trigger, answer) pair, item k + j its earlier
-    re-occurrence (j < k-1). A uniform permutation, then each pair swapped before its re-occurrence where it
-    fell after it (every order with the pairs first has the same number of preimages: uniform)."""
+    """(n, 2k-1) items in slot order (item j < k: trigger j's pair; item k + j: its earlier re-occurrence): a uniform
+    permutation with each pair swapped before its re-occurrence, still uniform over the valid orders."""
     order = np.argsort(gen.random((n, 2 * k - 1)), axis=1)
     rank = np.argsort(order, axis=1)  # slot of each item
     rows = np.arange(n)
@@ -54,7 +36,7 @@ def _item_order(gen: np.random.Generator, n: int, k: int) -> np.ndarray:
 def generate_induction(
     gen: np.random.Generator, n: int, length: int, *, vocab_size: int = 16, triggers: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` sequences (inputs, targets), both (n, length) int64; see the module docstring. ``gen`` is the only
+    """``n`` sequences (inputs, targets), both (n, length) int64; layout in docs/tasks.md. ``gen`` is the only
     source of randomness."""
     k, plain = triggers, vocab_size - triggers
     check_induction_args(vocab_size, length, triggers)
@@ -91,12 +73,10 @@ class InductionConfig(TaskConfig):
     """The ``induction`` task.
 
     Attributes:
-        seq_len: tokens per sequence T (the paper trains at 256).
-        vocab_size: V, the triggers included (the paper: 16).
-        triggers: k (trigger, answer) pairs per sequence, each scored where its trigger recurs; 1 is the
-            paper's task, more is our deviation (a denser training signal).
-        val_batches: batches in one pass over the validation split (it is endless otherwise).
-    """
+        seq_len: tokens per sequence T.
+        vocab_size: V, the triggers included.
+        triggers: k (trigger, answer) pairs per sequence; 1 is the paper's task.
+        val_batches: batches in one pass over the validation split (it is endless otherwise)."""
 
     seq_len: int = bounded(256, ge=3)
     vocab_size: int = bounded(16, ge=3)
@@ -112,7 +92,7 @@ class InductionConfig(TaskConfig):
 
 
 class Induction:
-    """Induction heads: the answer after a trigger, asked when the trigger recurs; see the module docstring."""
+    """Induction heads: the answer after a trigger, asked when the trigger recurs (docs/tasks.md)."""
 
     name = "induction"
     config_class = InductionConfig

@@ -1,18 +1,9 @@
 """Fixed test sets per length, and accuracy with its binomial interval: what a length-generalisation test reads.
 
-A task that makes sequences of any length (`LengthTask`: ``induction``, ``recall_gap``) has, for each test
-length L (and gap G), one fixed set of n sequences: sequence i is drawn from ``SeedSequence(seed, 0, TEST_STREAM,
-L, G + 1 or 0, i)``, so the set is a pure function of (task config, L, G, n, seed), any rows of it can be made
-alone (a long set is read a few rows at a time), and it never shares a seed stream with the task's training
-and validation batches (``SeedSequence(seed, split, index)``: a SeedSequence ignores trailing zero keys, and
-the fourth key here, L, is never 0).
-
-`answers` counts the scored positions a model gets right; `wilson_interval` is the Wilson score interval of a
-binomial proportion (Wilson 1927): with p = k/n and z the normal quantile,
-``(p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``, which stays inside [0, 1] and is not empty at k = 0
-or k = n. Its n is the number of scored positions; where a sequence has several (``recall_gap``'s D questions,
-``induction`` with several triggers), they are not independent, and the interval is narrower than the truth.
-"""
+For a `LengthTask`, sequence i of the set of length L (and gap G) comes from ``SeedSequence(seed, 0, TEST_STREAM,
+L, G + 1 or 0, i)``: any rows can be made alone, and the stream never meets the training batches' (L is never 0,
+and a SeedSequence ignores trailing zeros). `wilson_interval` is Wilson's (1927) score interval; the scored
+positions of one sequence are not independent, so it is narrower than the truth there."""
 
 from __future__ import annotations
 
@@ -36,9 +27,8 @@ Z95 = 1.959963984540054
 
 @runtime_checkable
 class LengthTask(Protocol):
-    """A task whose sequences can be made at any length: ``generate(gen, n, length, gap)`` -> (inputs, targets)
-    numpy (n, length) int64, and ``test_gap(length)``, the gap of a test sequence of that length (None: the task
-    has none)."""
+    """A task whose sequences can be made at any length: ``generate(gen, n, length, gap)`` -> (inputs, targets), and
+    ``test_gap(length)`` (None: no gap)."""
 
     def generate(self, gen: np.random.Generator, n: int, length: int, gap: int | None = None): ...
 

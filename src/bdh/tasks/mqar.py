@@ -1,58 +1,10 @@
 """Multi-query associative recall (MQAR) with the semantics of Zoology (Arora et al. 2023, section 3.2,
 Definition 3.1 and Algorithm 1 of appendix E.1, as implemented in their ``multiquery_ar`` generator).
 
-One example of length ``N = input_seq_len`` with ``D = num_kv_pairs`` pairs::
-
-    positions 0 .. 2D-1       k_0 v_0 k_1 v_1 ... k_{D-1} v_{D-1}     (keys from [1, V/2), values from [V/2, V))
-    positions 2D .. N-1       fillers, and each key k_j once more at position 2D + 2 g_j
-
-* keys are D distinct ids of ``[1, V/2)`` and values D distinct ids of ``[V/2, V)``, drawn per example
-  (there is no global key -> value map);
-* the query slots ``g_j`` are D distinct slots of ``range(space)``, ``space = (N - 2D) / 2``, drawn
-  without replacement with probabilities ``p_i ∝ a * i^(a-1)`` (i = 1..space, ``a = power_a``): a power
-  law favouring queries close to the key-value block; slot g_j goes to key j in draw order;
-* the label sits on the query's own position (the model predicts the value as the next token there);
-  every other label is -100;
-* fillers are token 0, or uniform random tokens of the whole vocabulary with ``random_non_queries``
-  (they can then coincide with keys or values, as in Zoology);
-* the checks Zoology asserts: N even, ``vocab_size > N`` and ``4 D <= N``.
-
-Sampling D distinct slots without replacement in draw order is done for all examples at once with
-the Gumbel-top-k trick (sorting ``log p + Gumbel noise`` gives exactly the sequential draw order of
-``np.random.choice(replace=False, p=p)``), which is what makes 100k examples take well under a second.
-
-Data: the training set is a fixed set of ``num_train_examples`` examples per slice (one count for every
-slice, or one per slice: Zoology's configs give 100,000 to the first slice and 20,000 to the others);
-the validation set is a fixed set of ``num_val_examples`` per slice. Examples are generated in blocks of
-`BLOCK` from ``SeedSequence(seed, split, slice, block)``, so train and validation come from disjoint seed
-streams, a slice's first examples do not depend on its size, and any batch is a pure function of
-``(split, index, batch_size, seed)``.
-
-Training batches never span a slice boundary (Zoology batches each segment on its own). Each slice is
-walked in order in full batches of consecutive examples, ``max(n_s // batch_size, 1)`` batches per epoch
-(the rest of a slice, less than a batch, starts its next epoch's first batch: the slice's examples are
-read as an endless stream in order, as with a single slice). The batches of the slices are interleaved in
-one fixed order per epoch (`MQAR.train_order`): slice s's k-th batch sits at ``(k + u_s) / c_s`` of the
-epoch, with ``c_s`` its batches and ``u_s`` in [0, 1) drawn from the seed, so by a fraction f of the epoch
-each slice has had ``f c_s`` batches give or take one (a share proportional to its size) and a short run
-sees every slice. Zoology walks its segments one after the other (no shuffling), each ending in a short
-batch; the trainer takes batches of one size, hence the wrap, and a proportional order keeps a run that
-stops early (``train.target``, a time budget, a few hundred steps on a CPU) from having seen only the
-first slice.
-
-Lengths: each split is as long as its longest slice (``train_seq_len`` for training, ``val_seq_len`` for
-validation; ``seq_len``, the model's length, is the longer of the two); only a split that mixes lengths is
-right-padded, with a PAD token (id V, vocabulary V + 1), labelled -100. Training on slices of one length is
-thus never padded to a longer validation length.
-
-Metric (Zoology's ``compute_metrics``): per example, the fraction of its query positions where the
-argmax over the vocabulary equals the value; then the mean over examples, overall and per slice
-(``num_kv_pairs``, ``input_seq_len``). The argmax leaves out the PAD column, so a PAD prediction never
-counts (it is never a label either; without padding the argmax is over every column, as in Zoology).
-Validation batches never mix slices, so each validation batch reports exactly one slice key
-``accuracy_kv{D}_len{N}``; the trainer's evaluation weights each batch by its examples, which makes
-``accuracy`` the mean over all validation examples, as Zoology's.
-"""
+D key-value pairs, then each key once more at a power-law-drawn query slot, its value labelled there. Slots are
+drawn for all examples at once by the Gumbel-top-k trick (the same draw order as ``np.random.choice(replace=False,
+p=p)``); training batches never span a slice, and the slices are interleaved in proportion (`MQAR.train_order`) so
+a run that stops early has seen each. Layout, data and metric: docs/tasks.md."""
 
 from __future__ import annotations
 
@@ -132,11 +84,8 @@ def generate_mqar(
     power_a: float = 0.01,
     random_non_queries: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``num_examples`` MQAR examples as numpy arrays (inputs, labels), both (n, input_seq_len) int64.
-
-    Vectorised over examples; see the module docstring for the layout. ``gen`` is the only source of
-    randomness.
-    """
+    """``num_examples`` MQAR examples (inputs, labels), both (n, input_seq_len) int64; ``gen`` is the only source of
+    randomness."""
     check_mqar_args(vocab_size, input_seq_len, num_kv_pairs)
     n, N, D = num_examples, input_seq_len, num_kv_pairs
     half = vocab_size // 2
@@ -178,27 +127,19 @@ def _as_slices(value: object, field: str, cfg: MQARConfig) -> tuple[tuple[int, i
 
 @dataclass
 class MQARConfig(TaskConfig):
-    """MQAR data (Zoology's ``MQARConfig`` plus our split sizes).
+    """MQAR data (Zoology's ``MQARConfig`` plus our split sizes); slices of different lengths are right-padded with a
+    PAD token (id V, vocabulary V + 1) labelled -100.
 
     Attributes:
-        vocab_size: V; keys from [1, V/2), values from [V/2, V). Zoology: 8192.
+        vocab_size: V; keys from [1, V/2), values from [V/2, V).
         input_seq_len: N, tokens per example (even, < V).
         num_kv_pairs: D key-value pairs per example (4 D <= N).
-        power_a: exponent a of the query-slot power law p_i ∝ a i^(a-1) (Zoology code: 0.01).
+        power_a: exponent a of the query-slot power law p_i ∝ a i^(a-1).
         random_non_queries: fillers are uniform random tokens (True, Zoology's default) or token 0.
-        num_train_examples: size of the fixed training set of each train slice: one integer for every
-            slice, or a list with one count per train slice (Zoology's configs: 100,000 for the first
-            slice, 20,000 for each other one).
-        num_val_examples: size of the fixed validation set, per slice (Zoology: 3,000).
-        train_slices: optional list of [input_seq_len, num_kv_pairs] to train on a mixture; default: the
-            single (input_seq_len, num_kv_pairs).
-        val_slices: the same for validation (e.g. [[64, 4], [128, 8], [256, 16]]).
-        data_seed: draw the data sets from this seed instead of the run's seed (so runs with
-            different seeds share one training and validation set); null: the run's seed.
-    When the slices of a split have different lengths, its shorter examples are right-padded with a PAD
-    token (id V, so the task's vocabulary is V + 1) whose labels are -100; a causal model never sees the
-    padding.
-    """
+        num_train_examples: the fixed training set per train slice: one count, or a list with one per slice.
+        num_val_examples: size of the fixed validation set, per slice.
+        train_slices, val_slices: lists of [input_seq_len, num_kv_pairs] to mix; default the single one.
+        data_seed: draw the data sets from this seed instead of the run's; null: the run's seed."""
 
     vocab_size: int = bounded(8192, ge=1)
     input_seq_len: int = bounded(64, ge=1)
@@ -269,7 +210,7 @@ class MQARConfig(TaskConfig):
 
 
 class MQAR:
-    """The MQAR task (causal next-token recall); see the module docstring."""
+    """The MQAR task (causal next-token recall) (docs/tasks.md)."""
 
     name = "mqar"
     config_class = MQARConfig
@@ -349,14 +290,10 @@ class MQAR:
         return self._gather(sid, np.full_like(local, slice_id), local, self.config.data_seed_for(seed))
 
     def train_order(self, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The fixed order of one training epoch: ``(slice_of, within, per_slice)``, where batch ``p`` of the
-        epoch is batch ``within[p]`` of slice ``slice_of[p]`` and slice s has ``per_slice[s] =
-        max(n_s // batch_size, 1)`` batches per epoch.
-
-        Slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` (ties: lower slice first), with ``u_s`` in
-        [0, 1) drawn from the data seed: a proportional interleave, the same every epoch. A pure function of
-        ``(batch_size, seed)`` (``seed`` is the data seed); the last one is kept.
-        """
+        """The fixed order of one training epoch, ``(slice_of, within, per_slice)``: batch p is batch ``within[p]`` of
+        slice
+        ``slice_of[p]``; slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` with ``u_s`` from the data seed, a
+        proportional interleave, the same every epoch."""
         if self._order is not None and self._order[0] == (batch_size, seed):
             return self._order[1]
         per_slice = np.array([max(n // batch_size, 1) for n in self._sizes("train")], dtype=np.int64)
@@ -369,10 +306,9 @@ class MQAR:
         return plan
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch ``index``: ``batch_size`` consecutive examples of one slice, the slices' batches
-        interleaved in the fixed order of `train_order`, epoch after epoch (each slice's examples read as an
-        endless stream in order); validation batch ``index``: each slice in whole batches, the last one short.
-        Training batches are ``(batch_size, train_seq_len)``, validation ones ``(<= batch_size, val_seq_len)``."""
+        """Training batch ``index``: ``batch_size`` consecutive examples of one slice in the order of `train_order`,
+        each
+        slice read as an endless stream; validation batch ``index``: each slice in whole batches, the last one short."""
         sid = check_batch_args(split, index, batch_size)
         seed = self.config.data_seed_for(seed)
         sizes = self._sizes(split)
@@ -410,16 +346,14 @@ class MQAR:
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``accuracy``: Zoology's per-example query accuracy (argmax over the vocabulary, the PAD column left
-        out), averaged over examples; plus ``accuracy_kv{D}_len{N}`` for each slice present in the batch.
-        Means over examples: the evaluation weights each batch by its examples (`bdh.train.evaluate`)."""
+        """``accuracy``: Zoology's per-example query accuracy (argmax without the PAD column), plus
+        ``accuracy_kv{D}_len{N}`` per slice; means over examples."""
         return mqar_metrics(logits, targets, inputs, pad_id=self.pad_id if self.padded else None)
 
 
 def predictions(logits: torch.Tensor, pad_id: int | None = None) -> torch.Tensor:
-    """The argmax of ``logits`` (B, T, V') over its last axis, leaving out column ``pad_id`` (MQAR's PAD, V;
-    None: every column), so PAD is never predicted. Ties go to the lowest id, as ``argmax``; no copy of the
-    logits."""
+    """The argmax of ``logits`` over its last axis without column ``pad_id`` (None: every column), so PAD is never
+    predicted; ties to the lowest id, no copy."""
     if pad_id is None or pad_id >= logits.shape[-1]:
         return logits.argmax(dim=-1)
     best, pred = logits[..., :pad_id].max(dim=-1)

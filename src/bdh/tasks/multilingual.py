@@ -1,24 +1,7 @@
-"""A synthetic, sentence-aligned multilingual corpus in the paper's translation-stream format (App. B.1).
-
-The paper trains on Europarl pairs written as one long byte stream of alternating source and target
-sentences, ``<F:en>source sentence<T:es>target sentence<F:...``, the source side chosen at random per
-sentence. Europarl cannot be downloaded here, so this module generates a stand-in with the properties the
-experiments of sections 6.3 and 7 rely on:
-
-* an English-like template grammar about European politics and economics;
-* further "languages" (``es``, ``fr``, ``pt``, ``it``, ``de``) made by deterministic lexical mappings:
-  each English word gets a pseudo-word per language from a seeded cipher of its letters, with
-  language-specific endings; the Romance-like languages share a common stem cipher (so they are
-  cognates of each other) and keep a fraction of English stems (cognates with English);
-  adjectives follow nouns in the Romance-like languages, so translation is not word-for-word;
-* concept slots with real, multi-word surface forms per language — currencies ("British pound",
-  "livre sterling", "libra esterlina") and countries ("Spain", "Espagne", "España") — and contrast
-  sentences without them, each sentence labelled with the concepts it contains.
-
-Everything is a pure function of the seed. `translation_stream` makes a stream of a given size (kilobytes
-to hundreds of megabytes, written in pieces by `write_stream`); `concept_sentences` and
-`contrast_sentences` make the labelled sentence sets of the monosemanticity test.
-"""
+"""A synthetic, sentence-aligned multilingual corpus in the paper's translation-stream format (App. B.1),
+``<F:en>source sentence<T:es>target sentence<F:...``: a stand-in for Europarl with an English-like template
+grammar, languages made by seeded lexical mappings (cognates among the Romance-like ones), and concept slots with
+real multi-word surface forms (currencies, countries). A pure function of the seed; docs/tasks.md."""
 
 from __future__ import annotations
 
@@ -184,12 +167,9 @@ def _part_of_speech(word: str) -> str:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """Word -> surface form for every language; deterministic in ``seed``.
-
-    ``cognate_fraction`` of the content words keep their English stem in every language; the rest take
-    a stem ciphered once for all Romance-like languages (so es/fr/pt/it are cognates of each other) or,
-    for ``de``, a stem ciphered on its own.
-    """
+    """Word -> surface form for every language, deterministic in ``seed``: ``cognate_fraction`` of the content words
+    keep
+    their English stem, the rest a stem ciphered once for es/fr/pt/it (cognates of each other) or on its own for de."""
 
     seed: int = 0
     cognate_fraction: float = 0.3
@@ -230,12 +210,8 @@ class Lexicon:
 # ------------------------------------------------------------------------------------------ sentences
 @dataclass(frozen=True)
 class Sentence:
-    """One abstract sentence: a sequence of (kind, value) items, rendered in any language.
-
-    kind is ``word`` (an English lexicon word), ``currency`` or ``country`` (a concept key), or ``np``
-    (a determiner-adjective-noun phrase, value ``"det adj noun"``, whose order depends on the language).
-    ``concepts`` lists the concept kinds present.
-    """
+    """One abstract sentence, rendered in any language: (kind, value) items, kind ``word``, ``currency``, ``country``
+    or ``np`` (``"det adj noun"``, ordered per language); ``concepts`` lists the concept kinds present."""
 
     items: tuple[tuple[str, str], ...]
     concepts: frozenset[str]
@@ -320,14 +296,8 @@ def _random_concept(rng: random.Random, concept_rate: float) -> str | None:
 # ------------------------------------------------------------------------------------------ streams
 @dataclass(frozen=True)
 class StreamConfig(TypedConfig):
-    """A translation stream (what ``bdh corpus`` writes; the experiments' corpora).
-
-    Attributes:
-        pairs: language pairs, e.g. ``(("en", "es"), ("en", "fr"))``.
-        concept_rate: the share of sentences that name a concept.
-        seed: seeds the sentences and the order of the pairs.
-        lexicon_seed, cognate_fraction: the word mappings (`Lexicon`).
-    """
+    """A translation stream (what ``bdh corpus`` writes; the experiments' corpora): ``pairs`` such as ``(("en",
+    "es"),)``, the ``concept_rate``, the ``seed`` of sentences and pair order, and the `Lexicon`'s fields."""
 
     pairs: tuple[tuple[str, str], ...] = (("en", "es"),)
     concept_rate: float = bounded(0.5, ge=0, le=1)

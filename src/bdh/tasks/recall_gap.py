@@ -1,27 +1,8 @@
 """Recall through a gap: MQAR's key-value pairs, a gap of G filler tokens, then the keys asked again. The
 ``recall_gap`` task (a multi-key needle: D facts stated once, asked after G unrelated tokens).
 
-One example of ``length = L`` tokens with ``D = num_kv_pairs`` pairs over a vocabulary of ``V``::
-
-    prefix      L - 4D - G fillers (none when the gap takes the whole room)
-    pairs       k_0 v_0 ... k_{D-1} v_{D-1}         keys: D distinct ids of [1, V/2), values: D distinct of [V/2, V)
-    gap         G fillers
-    questions   k_{π(0)} v_{π(0)} ... k_{π(D-1)} v_{π(D-1)}   every key once more, in a uniform random order π
-    targets     v_j on the position of the question's key k_j; IGNORE_INDEX everywhere else
-
-* keys and values are drawn per example as in MQAR (`bdh.tasks.mqar`, its ``_distinct``);
-* fillers (prefix and gap) are uniform over the V - 2D tokens that are neither a key nor a value of the
-  example, so a filler never looks like a fact and a question is always a key;
-* a question's value follows it (the pairs' own format); it is scored at the key, where the model must
-  recall it, and it only shows the answer after it was scored;
-* the questions end the sequence: the last 2D tokens; ``length`` is the whole sequence, G is given beside it.
-
-Training examples are ``seq_len`` tokens with a gap drawn per example, uniform in [0, min(gap_max, seq_len - 4D)]
-(small gaps: the model learns to recall, not the long gaps it is tested on); validation uses the fixed gap
-``val_gap`` (null: the whole room, ``seq_len - 4D``). Batches come from ``SeedSequence(seed, split, index)``:
-a pure function of ``(split, index, batch_size, seed)``. `generate_recall_gap` makes examples of any length and
-gap (the fixed test sets of `bdh.tasks.lengths` use the whole room, G = L - 4D).
-"""
+Fillers are never a key or a value of the example; each question's value is scored at its key. Training gaps are
+uniform in [0, min(gap_max, seq_len - 4D)], validation uses ``val_gap`` (null: the whole room); docs/tasks.md."""
 
 from __future__ import annotations
 
@@ -68,7 +49,7 @@ def generate_recall_gap(
     num_kv_pairs: int = 8,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` examples (inputs, targets), both (n, length) int64, with gaps ``gap`` (one for all, or one per
-    example); see the module docstring. ``gen`` is the only source of randomness."""
+    example); layout in docs/tasks.md. ``gen`` is the only source of randomness."""
     D, V = num_kv_pairs, vocab_size
     gaps = np.broadcast_to(np.asarray(gap, dtype=np.int64), (n,))
     check_recall_gap_args(V, D, length, int(gaps.max(initial=0)))
@@ -92,13 +73,11 @@ class RecallGapConfig(TaskConfig):
     """The ``recall_gap`` task.
 
     Attributes:
-        seq_len: tokens per training and validation example.
         vocab_size: V; keys from [1, V/2), values from [V/2, V).
         num_kv_pairs: D key-value pairs per example (4 D <= seq_len).
         gap_max: training gaps are uniform in [0, min(gap_max, seq_len - 4D)].
         val_gap: the gap of every validation example; null: the whole room, seq_len - 4D.
-        val_batches: batches in one pass over the validation split.
-    """
+        val_batches: batches in one pass over the validation split."""
 
     seq_len: int = bounded(256, ge=4)
     vocab_size: int = bounded(256, ge=4)
@@ -117,7 +96,7 @@ class RecallGapConfig(TaskConfig):
 
 
 class RecallGap:
-    """Recall of D facts through a gap of fillers; see the module docstring."""
+    """Recall of D facts through a gap of fillers (docs/tasks.md)."""
 
     name = "recall_gap"
     config_class = RecallGapConfig

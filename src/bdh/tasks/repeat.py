@@ -1,19 +1,9 @@
 """The repeated-word sequence of paper section 6.4 (Fig. 14), its phase labels, and the ``repeat`` task.
 
-The input is letters of the Latin alphabet. Every period of 13 + 8 * 8 = 77 letters starts with a
-fixed 13-letter warm-up, followed by 8 repetitions of a random 8-letter word (the "fact"). A new word
-is drawn for every period (the paper does not say; with one word for all periods everything after the
-first period would be predictable). Letters are byte tokens (``ord('a') ... ord('z')``), so the same
-sequence can be fed to a byte-level model and to a model trained on this task alone.
-
-Each position carries a phase label: ``warmup`` (the warm-up letters), ``fact`` (the first
-presentation of the word: the memorisation phase, unpredictable) and ``repeat`` (the 7 repetitions:
-predictable once the word has been seen).
-
-The ``repeat`` task trains on these sequences (next-letter prediction on every position) and reports the
-accuracy and loss per phase: copying the fact (``repeat_accuracy``) needs attention to earlier tokens,
-which is what training without backprop through time (paper section 7.2) is expected to lose.
-"""
+Each period is a fixed warm-up then a random word repeated (a new word per period: with one word, everything
+after the first period would be predictable), as byte tokens; phases ``warmup``, ``fact`` (the first presentation)
+and ``repeat``. Copying the fact needs attention to earlier tokens, what training without BPTT (section 7.2) is
+expected to lose; docs/inspect.md."""
 
 from __future__ import annotations
 
@@ -42,13 +32,8 @@ PHASES = ("warmup", "fact", "repeat")
 
 @dataclass
 class RepeatBatch:
-    """A batch of repeated-word sequences.
-
-    Attributes:
-        tokens: (B, T) int64 byte tokens of lowercase letters.
-        phase: (T,) int64 phase code per position: 0 warm-up, 1 fact (first presentation), 2 repeat.
-        period_index: (T,) which period each position belongs to.
-    """
+    """A batch of repeated-word sequences: ``tokens`` (B, T), ``phase`` (T,) (0 warm-up, 1 fact, 2 repeat) and
+    ``period_index`` (T,)."""
 
     tokens: torch.Tensor
     phase: torch.Tensor
@@ -103,12 +88,8 @@ def describe_phases(phase: torch.Tensor) -> list[tuple[int, int, str]]:
 # ------------------------------------------------------------------------------------------ the task
 @dataclass
 class RepeatConfig(TaskConfig):
-    """The ``repeat`` task.
-
-    Attributes:
-        seq_len: tokens per window (default two periods of 77 letters).
-        val_batches: batches in one pass over the validation split (it is endless otherwise).
-    """
+    """The ``repeat`` task: ``seq_len`` tokens per window (default two periods) and ``val_batches`` per validation pass
+    (it is endless otherwise)."""
 
     seq_len: int = bounded(2 * PERIOD, ge=2)
     val_batches: int = bounded(8, ge=1)
@@ -139,10 +120,9 @@ class RepeatTask:
         return None if split == "train" else self.config.val_batches
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) for the warm-up, fact and repeat letters.
-
-        Per-token means over a phase; every sequence has the same positions in each phase, so the evaluation's
-        weighting of a batch by its sequences (`bdh.train.evaluate`) equals weighting by tokens."""
+        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) per phase; every sequence has the same positions in
+        each
+        phase, so weighting by sequences equals weighting by tokens."""
         T = targets.shape[1]
         phase = phases(T + 1)[0][1:].to(targets.device)
         valid = targets != IGNORE_INDEX

@@ -1,31 +1,9 @@
 """Sudoku: 9 x 9 puzzles with a unique solution, read as 81 tokens, solved as per-cell labelling.
 
-Encoding (Hyper-SET's protocol, Hu et al. section 5.1): cells row by row; input token 0 = blank and
-1..9 = a given digit (vocabulary 10); the target of a blank cell is its digit 1..9 and the target of a
-given cell is -100, so the loss and the metrics see only the blank cells. The task is bidirectional
-(``causal = False``).
-
-Data sources:
-
-* our generator (default): a random complete grid (depth-first search with shuffled digits), then
-  cells are emptied in random order, each removal kept only if the solution stays unique, until
-  the puzzle has its target number of givens, drawn uniformly from ``[min_givens, max_givens]``.
-  Uniqueness after emptying cell c (whose solution digit is v) is checked by searching for a
-  solution with c != v: there is none exactly when the solution is still unique. Random digging
-  rarely gets below ~22 givens (17-clue puzzles are very rare); a puzzle whose digging stops above
-  its target keeps the fewest givens reached (so at most ``max_givens``), after up to
-  ``dig_attempts`` fresh grids. Puzzle i of a split is generated from ``SeedSequence(seed, split, i)``
-  on first use and memoised in memory (no files), so training starts at once and batch ``index`` is
-  a pure function of its arguments. Hardness is not comparable to curated sets such as Palm et al.'s
-  "sudoku-hard" (17-34 givens, chosen for difficulty), whatever the given count.
-* CSV files (``train_csv``, ``val_csv``) in the common ``puzzle,solution`` layout with 81-character
-  strings, ``.`` or ``0`` for blanks, with or without a header, extra columns allowed (RRN's
-  sudoku-hard, Kaggle's 1M sudoku, Sudoku-Extreme's ``source,q,a,rating``): `load_sudoku_csv`.
-
-Metrics: ``cell_accuracy`` (blank cells predicted right, argmax over the vocabulary) and
-``board_accuracy`` (boards with every blank cell right). For weight-shared models see
-`bdh.tasks.depth.depth_sweep` (accuracy against the number of layer passes at test time).
-"""
+Hyper-SET's encoding (Hu et al. section 5.1): 0 = blank, 1..9 = a given; only blank cells are scored,
+bidirectionally. Puzzles come from our generator (dig a random grid while the solution stays unique, puzzle i
+from ``SeedSequence(seed, split, i)`` on first use) or from ``puzzle,solution`` CSV files (`load_sudoku_csv`);
+generated puzzles are easier than curated sets with the same givens (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -208,12 +186,8 @@ def valid_solutions(solutions: np.ndarray) -> np.ndarray:
 
 
 def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Read (puzzles, solutions), (n, 81) int64 each (0 = blank), from a CSV of puzzle,solution strings.
-
-    The puzzle column is the first 81-character field of digits and ``.``; the solution is the next
-    81-digit field. A header row (and extra columns) are skipped. Every row is checked: the solution
-    is a valid grid and agrees with the givens. Errors are one line naming the file and row.
-    """
+    """Read (puzzles, solutions), (n, 81) int64 each (0 = blank), from a CSV of ``puzzle,solution`` strings (header and
+    extra columns skipped); every row checked, errors one line naming the file and row."""
     path = input_file(path, missing="file not found")
     puzzles, solutions = [], []
     with open(path, newline="", encoding="utf-8") as f:
@@ -254,17 +228,13 @@ class SudokuConfig(TaskConfig):
     """Sudoku data.
 
     Attributes:
-        num_train: training puzzles (Hyper-SET: 9000). With ``train_csv``: at most this many rows.
-        num_val: validation puzzles (Hyper-SET: 1000).
-        min_givens, max_givens: the generator's range of given digits (17..81; see the module
-            docstring for what random digging reaches).
+        num_train: training puzzles; with ``train_csv``, at most this many rows.
+        min_givens, max_givens: the generator's range of given digits (17..81; random digging rarely goes below
+            about 22).
         dig_attempts: fresh grids tried per puzzle to reach a low target.
         train_csv: optional CSV of puzzle,solution rows for training (replaces the generator).
-        val_csv: optional CSV for validation; with only ``train_csv``, validation takes the
-            ``num_val`` rows after the training rows of that file.
-        data_seed: draw the generated puzzles from this seed instead of the run's seed (so runs with
-            different seeds share one training and validation set); null: the run's seed.
-    """
+        val_csv: optional CSV for validation; with only ``train_csv``, the ``num_val`` rows after the training rows.
+        data_seed: draw the generated puzzles from this seed instead of the run's; null: the run's seed."""
 
     num_train: int = bounded(9000, ge=1)
     num_val: int = bounded(1000, ge=1)

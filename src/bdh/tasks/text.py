@@ -1,21 +1,8 @@
 """Byte-level language modelling (vocabulary 256): the ``text`` task.
 
-The data is one stream of bytes: a file, the files of a folder (sorted by path, concatenated), or the
-embedded default corpus (Shakespeare's plays, public domain, shipped compressed with the package). Files
-are memory-mapped; any byte is a token, so non-UTF-8 input is fine. The stream is split without overlap:
-the first ``1 - val_fraction`` of the bytes are ``train``, the rest ``val``; a window never crosses the
-boundary.
-
-Two ways to cut windows of ``seq_len`` tokens (targets are the inputs shifted by one byte):
-
-* `TextTask.batch` — the `Task` protocol: ``train`` batches are windows at random offsets drawn from a
-  generator seeded by ``(seed, index)`` (a pure function of the batch index, so a resumed run sees the
-  same data); ``val`` batches walk the split's non-overlapping windows in order.
-* `TextTask.stream_batch` — consecutive windows for truncated backprop through time (paper appendix B.2):
-  the split is cut into ``batch_size`` lanes, and row ``b`` of batch ``index + 1`` continues row ``b`` of
-  batch ``index``, so a recurrent state can be carried from one batch to the next. The third value
-  returned says when a new pass over the lanes starts (the carried state must then be reset).
-"""
+One byte stream (a file, a folder's files sorted and concatenated, or the embedded Shakespeare), memory-mapped,
+split into ``train`` then ``val`` without overlap. `TextTask.batch` gives random training windows and validation
+windows in a spread order; `TextTask.stream_batch` gives consecutive windows for truncated BPTT (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -52,16 +39,12 @@ class TextConfig(TaskConfig):
     """Configuration of the byte-level text task.
 
     Attributes:
-        data: a text file, a folder of files (all files below it, sorted by path, concatenated), or
-            ``shakespeare`` / null for the embedded corpus.
-        seq_len: T, tokens per window.
+        data: a text file, a folder of files (sorted by path, concatenated), or ``shakespeare`` / null for the
+            embedded corpus.
         val_fraction: share of the stream (its end) held out for validation.
-        facts: the recall curriculum (`bdh.tasks.facts`): mean number of fact/question pairs written per
-            1,000 bytes of each training row (a window, or a whole stream of ``train.tbptt_windows``);
-            0 (the default) trains on the corpus alone. Validation text is never changed.
-        fact_reach: the longest distance in bytes between a fact and its question (null: as long as the
-            row allows); distances are drawn log-uniformly from 8 bytes up.
-    """
+        facts: the recall curriculum (`bdh.tasks.facts`): mean fact/question pairs per 1,000 bytes of each training
+            row; 0 trains on the corpus alone. Validation text is never changed.
+        fact_reach: the longest distance in bytes between a fact and its question (null: the row's length)."""
 
     data: str | None = None
     seq_len: int = bounded(256, ge=1)
@@ -130,11 +113,9 @@ def open_stream(data: str | None) -> ByteStream:
 
 
 def spread(order: np.ndarray, count: int) -> np.ndarray:
-    """The window each place in the evaluation order reads: ``order * g mod count``, with g the integer nearest
-    to ``count`` / golden ratio that is coprime to ``count``. A permutation of the ``count`` windows (a full
-    pass scores each once), whose every prefix is spread evenly over the split (the golden-ratio sequence has
-    low discrepancy), so that the first few batches are an unbiased estimate of the whole split, not one
-    stretch of it."""
+    """The window each place in the evaluation order reads: ``order * g mod count``, g the integer nearest to
+    ``count`` / golden ratio coprime to ``count``; every prefix of this permutation is spread evenly over the split,
+    so the first batches estimate the whole split."""
     g = max(1, round(count * 0.6180339887498949))
     while math.gcd(g, count) != 1:
         g += 1
@@ -209,10 +190,9 @@ class TextTask:
 
     # ------------------------------------------------------------------ the Task protocol
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the
-        non-overlapping windows ``index * batch_size ...`` of ``val`` (or ``all``) in the evaluation order
-        `spread` (any first batches are spread over the whole split); the last batch of a pass is short (each
-        window is scored once), later indices wrap around."""
+        """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the windows of ``val``
+        (or
+        ``all``) in the order of `spread`, the last batch of a pass short; later indices wrap around."""
         lo, hi = self._bounds(split)
         if split == "train":
             rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
@@ -232,10 +212,8 @@ class TextTask:
         return -(-self._seq_windows(split) // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions.
-
-        Per-token means; every window has ``seq_len`` scored positions, so the evaluation's weighting of
-        a batch by its windows (`bdh.train.evaluate`) gives the same average as weighting by tokens."""
+        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions (every window has
+        ``seq_len`` of them, so weighting by windows equals weighting by tokens)."""
         scored = targets != IGNORE_INDEX
         count = int(scored.sum())
         if count == 0:
@@ -261,19 +239,10 @@ class TextTask:
     def stream_batch(
         self, split: str, index: int, batch_size: int, seed: int, stream_windows: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-        """Batch ``index`` of consecutive windows: row b continues row b of batch ``index - 1``.
-
-        Returns (inputs, targets, reset): ``reset`` is True when this batch starts new streams, i.e. a
-        carried recurrent state must start from zero.
-
-        * ``stream_windows`` None: the split is cut into ``batch_size`` lanes read to their end; a new pass
-          over the lanes starts the streams again, shifted by a random offset (seeded by ``seed`` and the
-          pass number), so passes see different window cuts.
-        * ``stream_windows`` K: streams of K windows, each row at its own random place in the split (seeded
-          by ``seed`` and the stream number ``index // K``): every K batches the streams start over
-          somewhere else, so consecutive batches are as varied as random windows while the state is
-          carried over K windows.
-        """
+        """Batch ``index`` of consecutive windows, (inputs, targets, reset). ``stream_windows`` None: ``batch_size``
+        lanes
+        read to their end, each new pass shifted by a seeded offset; K: streams of K windows at seeded random places,
+        restarted every K batches (as varied as random windows, the state carried over K)."""
         if stream_windows is not None:
             return self._random_streams(split, index, batch_size, seed, stream_windows)
         lo, hi = self._bounds(split)
@@ -308,9 +277,9 @@ class TextTask:
         return inputs, targets, w == 0
 
     def check_training_rows(self, bptt: str, stream_windows: int | None) -> None:
-        """Refuse a ``task.facts`` that no training row can hold: a row (a window of T + 1 bytes, or a stream of
-        ``train.tbptt_windows`` windows, or a lane's block of `LANE_FACT_WINDOWS`) shorter than a fact, its
-        question and the shortest distance between them would train on the corpus alone, silently."""
+        """Refuse a ``task.facts`` that no training row can hold (a row shorter than a fact, its question and the
+        shortest
+        distance between them would silently train on the corpus alone)."""
         if self.config.facts <= 0:
             return
         windows = (stream_windows or LANE_FACT_WINDOWS) if bptt == "tbptt" else None

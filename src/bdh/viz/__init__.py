@@ -1,10 +1,6 @@
-"""Seeing a BDH model at work: matplotlib plots of a run (`bdh.viz.plots`) and a self-contained
-interactive HTML viewer (`bdh.viz.export` builds its data, `bdh.viz.page` renders the page,
-`bdh.viz.server` serves it on the loopback interface).
-
-Nothing here trains or analyses on its own terms: the viewer draws the model's own capture of a forward
-pass and the hub graph of G_x; the plots draw the run's metrics and `bdh.analysis` results.
-"""
+"""Seeing a BDH model at work: matplotlib plots of a run (`bdh.viz.plots`) and a self-contained interactive HTML
+viewer (`bdh.viz.export` builds its data, `bdh.viz.page` renders it, `bdh.viz.server` serves it on the loopback
+interface); docs/viz.md."""
 
 from .._lazy import exports
 

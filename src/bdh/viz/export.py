@@ -1,22 +1,9 @@
 """The data of the interactive viewer: what a BDH model does on one input, reduced to a small JSON document.
 
-`build_view(model, tokens, ...)` runs the model once with ``capture=True`` and keeps, per layer:
-
-* ``graph`` (layer independent): the top hub neurons of G_x = D_x E (weighted degree of the positive
-  part, in + out, self-loops excluded), the strongest edges among them and a fixed 2-D layout. G_x is
-  never formed whole: `hub_graph` computes it in row blocks of ``block`` rows (n x block floats at a time).
-* ``lit``: x and y of every hub neuron for every token (quantised to 0..255 per layer and kind);
-* ``heat``: x and y heatmaps, tokens x the ``heat_neurons`` most active neurons of the layer (0..255);
-* ``sparsity``: the fraction of non-zero x and y, per layer and per token;
-* ``attention``: per token, its ``attn_top`` strongest sources (head average, by magnitude, signed);
-* ``lens``: the logit lens, top predictions per token after each layer (for boards: the argmax label
-  of every cell after each layer);
-* ``meta``: the model's configuration, parameter count and state size.
-
-Quantisation keeps the document small: at the paper's size (n = 32768) and a 256-token prompt it is
-well under 20 MB (see docs/viz.md for measured numbers). `neuron_graph` is the place to swap in another
-hub rule; the rest only reads the capture of the forward pass.
-"""
+`build_view` runs the model once with ``capture=True`` and keeps the hub graph of G_x = D_x E (computed in row
+blocks, never whole), the hubs' x and y per token, heatmaps, sparsity, the strongest attention sources, the logit
+lens and the model's metadata, quantised to 0..255 so that the document stays small (docs/viz.md gives its size).
+`neuron_graph` is the place to swap in another hub rule."""
 
 from __future__ import annotations
 
@@ -56,9 +43,7 @@ class ViewOptions(TypedConfig):
         heat_neurons: neurons (columns) of the x and y heatmaps, per layer.
         attn_top: strongest attention sources kept per token and layer.
         lens_top: logit-lens predictions kept per token and layer (text).
-        block: rows of G_x computed at once when ranking hubs.
-        layout_seed: seed of the force layout of the hub graph.
-    """
+        block: rows of G_x computed at once when ranking hubs."""
 
     hubs: int = bounded(48, ge=1)
     edges_per_hub: int = bounded(3, ge=1)
@@ -74,10 +59,8 @@ class ViewOptions(TypedConfig):
 
 @torch.no_grad()
 def hub_strength(model: BDH, block: int = 2048) -> torch.Tensor:
-    """Weighted degree of every neuron in the positive part of G_x = D_x E (rows = targets, columns =
-    sources): in-strength (its row sum) plus out-strength (its column sum), self-loops excluded.
-
-    Computed in row blocks of ``block`` rows; memory n x block floats, never n x n. Returns (n,)."""
+    """Weighted degree of every neuron in the positive part of G_x (in-strength plus out-strength, self-loops
+    excluded), (n,), computed in row blocks of ``block`` rows (memory n x block, never n x n)."""
     Dx, _, E = flat_decoders(model)
     Dx, E = Dx.float(), E.float()
     n = Dx.shape[0]
@@ -99,11 +82,8 @@ ISOLATED_PER_ROW = 12
 
 @torch.no_grad()
 def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, seed: int = 0) -> dict[str, Any]:
-    """The hub subgraph of G_x: the ``hubs`` neurons of largest weighted degree (`hub_strength`), the
-    ``hubs * edges_per_hub`` strongest positive edges among them (source -> target) and a force layout.
-
-    Returns ``{"nodes": [{"id", "head", "strength"}], "edges": [[source, target, weight]], "pos": [[x, y]]}``
-    with node positions in [0, 1] and indices into ``nodes``; weights are relative to the strongest edge."""
+    """The hub subgraph of G_x: the ``hubs`` neurons of largest `hub_strength`, the ``hubs * edges_per_hub`` strongest
+    positive edges among them and a layout, as ``{"nodes", "edges", "pos"}`` (weights relative to the strongest)."""
     cfg = model.config
     strength = hub_strength(model, block)
     k = min(hubs, cfg.n)
@@ -131,11 +111,9 @@ def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, s
 
 
 def _layout(k: int, edges: list[list[float]], seed: int) -> list[list[float]]:
-    """Positions of the hubs in [0.04, 0.96]^2, rounded to 3 decimals: a spring layout (networkx) of the
-    hubs that have an edge, scaled to fill the panel, and the hubs without one in rows along its bottom.
-
-    (A spring layout of all hubs pushes the isolated ones far out; scaled together, the connected part
-    shrank into a corner.)"""
+    """Positions of the hubs in [0.04, 0.96]^2: a spring layout of the hubs that have an edge, scaled to fill the panel,
+    and the isolated hubs in rows along its bottom (laid out together, the isolated ones pushed the rest into a
+    corner)."""
     import networkx as nx
 
     g = nx.Graph()
@@ -217,16 +195,8 @@ def build_view(
     title: str = "",
     source: str = "",
 ) -> dict[str, Any]:
-    """Everything the viewer shows for one input sequence, as a JSON-ready dict (see the module doc).
-
-    Args:
-        model: a BDH model (any size; G_x is handled blockwise).
-        tokens: the input, T token ids in [0, vocab_size).
-        kind: ``text`` (bytes), ``tokens`` (other token ids), ``boardpath`` or ``sudoku`` (a board of
-            ``board_size`` x ``board_size`` cells read row by row; Sudoku boards are 9 x 9).
-        options: sizes of the reductions (`ViewOptions`).
-        title, source: shown in the page header.
-    """
+    """Everything the viewer shows for one input sequence, as a JSON-ready dict. ``kind``: ``text`` (bytes), ``tokens``,
+    ``boardpath`` or ``sudoku`` (a board read row by row); ``title`` and ``source`` are shown in the page header."""
     idx = _input(tokens, kind, board_size)
     opts = options or ViewOptions()
     t0 = time.time()
@@ -269,15 +239,8 @@ def build_view(
 
 @dataclass(frozen=True)
 class WrittenView:
-    """A viewer page written by `write_view`.
-
-    Attributes:
-        path: the HTML file written.
-        size: its size in bytes.
-        tokens: tokens shown.
-        seconds: wall-clock seconds to build, render and write the page.
-        page: the page itself (what a server hands out).
-    """
+    """A viewer page written by `write_view`: its ``path``, ``size`` in bytes, ``tokens`` shown, ``seconds`` taken and
+    the ``page`` itself (what a server hands out)."""
 
     path: Path
     size: int
@@ -299,12 +262,8 @@ def write_view(
     title: str = "",
     origin: str = "",
 ) -> WrittenView:
-    """Build the viewer document of ``model`` reading ``inp`` (`build_view`), render it as one HTML page
-    (`bdh.viz.page.render`) and write it atomically to ``out`` (an output path already checked by the caller).
-
-    Args:
-        origin: where the model came from (e.g. its folder), shown before the input's description in the header.
-    """
+    """Build the viewer document of ``model`` reading ``inp``, render it as one HTML page and write it atomically to
+    ``out`` (already checked by the caller); ``origin`` (e.g. the model's folder) is shown in the header."""
     from bdh.outputs import write_text
 
     from .page import render

@@ -1,18 +1,6 @@
-"""What the viewer and the plots are shown: a prompt, token ids, a pathfinding board or a Sudoku, turned
-into token ids and checked against the model, plus the run's task (read from RUN_DIR/config.yaml).
-
-Board file format (``--board FILE``), one row of the ``S x S`` board per line, in the token order of
-`bdh.tasks.boardpath` (row by row)::
-
-    S..#......
-    .#.#.##...
-    ...       (S lines of S cells)
-
-Cells: ``.`` or ``0`` floor, ``#`` or ``1`` wall, ``S`` or ``2`` start, ``E`` or ``3`` end; spaces
-between cells are ignored, as are empty lines and lines starting with ``//``. Exactly one start and one
-end. A Sudoku (``--sudoku``) is 81 characters, row by row, ``0`` or ``.`` for a blank and ``1``..``9``
-for a given digit (whitespace ignored), as in `bdh.tasks.sudoku`.
-"""
+"""What the viewer and the plots are shown: a prompt, token ids, a pathfinding board or a Sudoku, turned into token
+ids and checked against the model, plus the run's task (read from RUN_DIR/config.yaml). The board file format
+(``--board FILE``: ``.`` floor, ``#`` wall, ``S`` start, ``E`` end, one row per line) is in docs/viz.md."""
 
 from __future__ import annotations
 
@@ -41,9 +29,8 @@ class ViewInput:
 
 
 def output_stem(inp: ViewInput) -> str:
-    """A file name for what is drawn of ``inp``: the first words of a text (ASCII, lower case; else the input's
-    kind) and a hash of its tokens, e.g. ``to-be-or-not-to-be-3f2a1c``. Another input writes beside the
-    first; the same input again names the same file."""
+    """A file name for what is drawn of ``inp``: the first words of a text (else the input's kind) and a hash of its
+    tokens, e.g. ``to-be-or-not-to-be-3f2a1c``; the same input names the same file."""
     import hashlib
     import re
     import unicodedata

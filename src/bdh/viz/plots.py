@@ -1,20 +1,7 @@
-"""Static figures of a run (matplotlib, imported lazily; every figure is written as PNG and SVG).
-
-* `training_curves` — training loss and validation loss / metrics against the step (metrics.jsonl);
-* `sparsity_by_layer` — fraction of non-zero x and y per layer (`bdh.analysis.sparsity`);
-* `degree_distribution` — in- and out-degree distributions of a thresholded head block of G_x on
-  log-log axes with the power law fitted by `bdh.analysis.stats.fit_degrees`;
-* `suite_plot` / `bench_plots` — the MQAR, board and Sudoku suites of ``bdh bench`` from result rows;
-* `activation_heatmap` — tokens x the most active neurons of a layer, x and y side by side.
-
-Each function takes plain data (lists, arrays, dicts) and an output *stem* (a path without suffix) and
-returns the files it wrote (`bdh.plotting.save`: each file written to a temporary name and renamed, so a
-reader never sees half a figure). The figures are meant to be read at 100 % zoom: at least
-`bdh.plotting.MIN_WIDTH` inches at `bdh.plotting.DPI` (about 1200 pixels), no text under
-`bdh.plotting.MIN_FONT` points (`bdh.plotting.READABLE`), every panel with a title and axis labels; the
-losses are in bits (per byte for byte-level tasks), the unit of every other number of bdh. A ``subtitle``
-names the input a figure shows (`bdh.analysis.probe` when none was given).
-"""
+"""Static figures of a run (matplotlib, imported lazily): training curves, sparsity by layer, degree distributions,
+the ``bdh bench`` suite plots and activation heatmaps. Each function takes plain data and an output *stem* and
+returns the files it wrote (PNG and SVG, atomically, readable at 100 % zoom: `bdh.plotting.READABLE`); losses are
+in bits, the unit of every other number of bdh."""
 
 from __future__ import annotations
 
@@ -100,10 +87,8 @@ def _num(v: Any) -> float | None:
 
 
 def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: str = "") -> list[Path]:
-    """Training loss (``kind: train``, key ``loss``) and validation loss (``kind: eval``, ``val_loss``)
-    against the step, in bits (nats / ln 2: bits per byte when the evaluations report ``val_bpb``, a
-    byte-level task; else bits per token); a second panel with the other ``val_*`` metrics when there are
-    any."""
+    """Training loss and validation loss against the step, in bits (per byte when the evaluations report ``val_bpb``,
+    else per token); a second panel with the other ``val_*`` metrics when there are any."""
     train = [(r["step"], _num(r.get("loss"))) for r in records if r.get("kind") == "train" and "step" in r]
     train = [(s, bits(v)) for s, v in train if v is not None]
     evals = [r for r in records if r.get("kind") == "eval" and "step" in r]
@@ -202,9 +187,8 @@ def degree_distribution(
     title: str = "",
     reference: dict[str, np.ndarray] | None = None,
 ) -> list[Path]:
-    """P(k) of in- and out-degrees on log-log axes with the fitted power law p(k) ~ k^-alpha on the tail
-    k >= k_min (scaled to the tail's share of the nodes); ``fits[d]`` is a `TailFit.to_dict()` or None.
-    ``reference`` (optional) draws the degrees of a control graph in grey."""
+    """P(k) of in- and out-degrees on log-log axes with the fitted power law on the tail k >= k_min; ``fits[d]`` is a
+    `TailFit.to_dict()` or None; ``reference`` draws a control graph's degrees in grey."""
     from scipy import special
 
     plt = pyplot()
@@ -261,9 +245,8 @@ _TAIL_MODELS = {
 
 
 def _x_axis(ax: Any, xs: list[float], log: bool = False) -> None:
-    """A log-2 x axis for positive values spread over a factor of 8 or more (more than two of them), or for any
-    positive values when ``log``, else linear; a few values (up to 8, each at least a tenth of the range from the
-    next, so that their labels do not overlap) on a linear axis are ticked where they are, not between."""
+    """A log-2 x axis for positive values spread over a factor of 8 or more (or any positive values when ``log``), else
+    linear; a few well-separated values on a linear axis are ticked where they are."""
     if xs and xs[0] > 0 and (log or (len(xs) > 2 and xs[-1] / xs[0] >= 8)):
         ax.set_xscale("log", base=2)
     elif len(xs) <= 8 and all(b - a >= 0.1 * (xs[-1] - xs[0]) for a, b in zip(xs, xs[1:])):
@@ -281,14 +264,9 @@ def suite_plot(
     reference: str | None = None,
     log_x: bool = False,
 ) -> list[Path]:
-    """Lines of ``y`` against ``x``, one per value of ``series`` and one panel per value of ``facet``;
-    several rows with the same (facet, series, x) (e.g. seeds) are averaged, and their min-max range is
-    drawn as a band between the points and as a bar at each point. Rows are dicts (e.g. CSV rows, values
-    may be strings). ``log_x``: a logarithmic x axis whatever the spread of the values.
-
-    The rows whose ``series`` is ``reference`` (the bench's ``trivial`` answer) are not a line: the mean of
-    their ``y`` is a horizontal dashed line labelled with that name, in each panel where they have a value
-    (their ``x`` is not needed)."""
+    """Lines of ``y`` against ``x``, one per value of ``series``, one panel per value of ``facet``; rows with the same
+    (facet, series, x) (seeds) are averaged, their min-max range drawn as a band and bars. The ``reference`` series
+    (the bench's trivial answer) is a horizontal dashed line."""
     groups, levels = _suite_points(rows, x, y, series, facet, reference)
     plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
@@ -348,9 +326,8 @@ def _suite_points(
 def _mean_and_range(
     ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-", ms: float = 5.0
 ) -> None:
-    """One series of `suite_plot`: the mean of the values at each x as a line (``style``: marker and line; ``ms``
-    the marker's size), their min-max range (the seeds') as a band between the points and a bar at each (one x:
-    no band)."""
+    """One series of `suite_plot`: the mean at each x as a line, the min-max range as a band between the points and a
+    bar at each."""
     xs = np.array(sorted(pts))
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
@@ -367,10 +344,8 @@ def bench_plots(
     axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None,
     reference: str | None = "trivial",
 ) -> tuple[list[Path], list[str]]:
-    """For each suite found in the rows' ``suite`` column, one `suite_plot` per entry of its axes
-    (default `SUITE_AXES`), written as ``bench-<suite>-<x>``; a facet is dropped when the rows lack it.
-    The rows of the model ``reference`` (the bench's trivial answer, ``model`` ``trivial``) are drawn as a
-    horizontal dashed line in each panel (`suite_plot`). Returns (files, skipped reasons)."""
+    """For each suite in the rows' ``suite`` column, one `suite_plot` per entry of its axes (default `SUITE_AXES`),
+    written as ``bench-<suite>-<x>``; a facet the rows lack is dropped. Returns (files, skipped reasons)."""
     axes = SUITE_AXES if axes is None else axes
     by_suite: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

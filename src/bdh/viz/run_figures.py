@@ -1,12 +1,7 @@
-"""The figures of ``bdh plot``, chosen and drawn: `write_figures` writes into a folder what a run has (training
-curves from metrics.jsonl, the model's figures for an input, the suite plots of bench rows) and says why it
-skipped the others. The drawing itself is `bdh.viz.plots`; this module picks the data and the titles.
-
-The model's figures (`model_figures`): sparsity of x and y per layer on every window of the input (as
-`bdh inspect` measures it, `bdh.analysis.sparsity`), the activation heatmap of one layer on its first
-`HEATMAP_TOKENS` tokens, and the degree distribution of a head block of G_x thresholded to an average degree
-(`bdh.analysis.neurograph.degree_analysis`, the scale-free structure of the paper's section 5).
-"""
+"""The figures of ``bdh plot``, chosen and drawn: `write_figures` writes what a run has (training curves, the model's
+figures for an input, the suite plots of bench rows) and says why it skipped the others; the drawing itself is
+`bdh.viz.plots`. The model's figures: sparsity per layer (as `bdh inspect` measures it), an activation heatmap and
+the degree distribution of a head block of G_x (paper section 5)."""
 
 from __future__ import annotations
 
@@ -105,9 +100,8 @@ def write_figures(
     bench_rows: list[dict[str, Any]] | None = None,
     **model_options: Any,
 ) -> tuple[list[Path], list[str]]:
-    """The figures of a run written into the folder ``out``: its training curves (``run_dir/metrics.jsonl``),
-    ``model``'s figures reading ``inp`` (`model_figures`, with ``model_options``) and the suite plots of
-    ``bench_rows`` (`bdh.viz.plots.bench_plots`). Returns the files written and, one line each, what was skipped."""
+    """The figures of a run written into the folder ``out``: training curves, ``model``'s figures reading ``inp`` and
+    the suite plots of ``bench_rows``. Returns the files written and, one line each, what was skipped."""
     from bdh.train.run.log import read_metrics
 
     from . import plots
@@ -154,9 +148,8 @@ def plot_run(
     bench: Sequence[str | Path] = (),
     **model_options: Any,
 ) -> RunFigures:
-    """The figures of the run ``run_dir`` (`write_figures`) written atomically into the folder ``out``, with the
-    suite plots of the ``bench`` CSV files (`bdh.bench` results; all read before anything is drawn, so that an
-    unreadable one is an error that leaves nothing). Without a ``model`` its figures are skipped, saying why."""
+    """The figures of the run ``run_dir`` written atomically into ``out``, with the suite plots of the ``bench`` CSV
+    files (all read before anything is drawn, so an unreadable one leaves nothing)."""
     from bdh.outputs import atomic_folder
 
     from . import plots

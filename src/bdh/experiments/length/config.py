@@ -1,10 +1,5 @@
-"""`Config` of ``bdh experiment length``: the models, the two tasks, the training at T and the test lengths.
-
-Three presets: the CPU default (six models x two tasks x two seeds trained at T = 256 and tested at T, 2T, ...,
-2^16; ``--show-config`` prints the plan and its cost estimated from a few steps and reads timed on the machine at
-hand; docs/experiments.md gives a measured cost), `Config.quick` (a smoke test of about a minute) and `Config.full`
-(for a GPU: the Mamba paper's training budget in sequences, tested to 2^20).
-"""
+"""`Config` of ``bdh experiment length``: the models, the two tasks, the training at T and the test lengths; three
+presets (the CPU default, `Config.quick`, `Config.full` for a GPU), described in docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -32,32 +27,25 @@ class Config(ExperimentConfig):
         tasks: ``induction`` and/or ``recall_gap``.
         seeds: training seeds (initialisation and data); the test sets are the same for every seed.
         seq_len: T, the training length.
-        short_len, short_steps: a curriculum over lengths (our deviation): the first ``short_steps`` steps on
-            sequences of ``short_len`` < T (cheaper steps, the same number of answers), then ``steps`` at T from
-            there; 0 short steps: none (the paper's protocol).
-        lr_at_t, batch_at_t: the learning rate and batch size of the steps at T after a curriculum's short phase
-            (null: ``lr``, ``batch_size``).
-        max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it (T times a power of 2).
+        short_len, short_steps: a curriculum (our deviation): ``short_steps`` steps at ``short_len`` < T first, then
+            ``steps`` at T; 0: none (the paper's protocol).
+        lr_at_t, batch_at_t: the learning rate and batch size at T after a curriculum's short phase (null: ``lr``,
+            ``batch_size``).
+        max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it.
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
         gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
-        steps, batch_size, lr: training: Adam without weight decay at a constant ``lr`` after a warmup of a tenth
-            (the Mamba paper's optimiser, its warmup added).
-        induction_vocab, induction_triggers: the induction task's vocabulary (16) and trigger/answer pairs per
-            sequence (1: the paper's task; more: a denser signal, our deviation).
+        steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
+        induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
         recall_vocab, recall_pairs, recall_gap_max: recall_gap's vocabulary, key-value pairs D and the largest
-            training gap (training gaps are uniform in [0, recall_gap_max]; test gaps fill the sequence, L - 4D).
+            training gap (test gaps fill the sequence, L - 4D).
         test_sequences: sequences of each fixed test set (one per task and length).
         read_batch: sequences read together through a state.
         whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
-        stop_after_chance: a read form (state, whole, window) stops after this many test lengths in a row at chance
-            (the accuracy's interval reaches down to chance); 0: every length is read.
-        attention_gb: the cutoff of GPT's whole-context read: a length whose estimated attention memory (4 bytes x
-            heads x L^2 per row) exceeds it is reported as out of memory.
-        text_models: byte-level text model folders (``save_pretrained`` folders, e.g. a run's ``best``) whose recall
-            through a gap of prose (`bdh.experiments.longcontext.probes.recall_trials`) goes beside the tables.
+        stop_after_chance: a read form stops after this many lengths in a row at chance; 0: every length is read.
+        attention_gb: the cutoff of GPT's whole-context read (estimated 4 bytes x heads x L^2 per row); past it: OOM.
+        text_models: byte-level model folders whose recall through a gap of prose goes beside the tables.
         text_distances, text_trials: bytes between the fact and its question; trials per distance.
-        device: where models train and read (``cpu``; ``auto`` for a GPU).
-    """
+        device: where models train and read (``cpu``; ``auto`` for a GPU)."""
 
     models: tuple[str, ...] = MODELS
     tasks: tuple[str, ...] = one_of(TASKS, TASKS)

@@ -1,19 +1,7 @@
 """``bdh experiment length``: every (model, task, seed) trained at T, then read on the fixed test sets of T, 2T, ...
 
-Output folder::
-
-    length.json            the marker: the config the folder was made with (``--resume`` continues only that config)
-    runs/<run>/            the trainer's run folder of each run (``<model>-<task>-s<seed>``)
-    models/<run>/          the trained model (``save_pretrained``), what a resumed run reads again
-    results/<run>.json     the run's training record and one row per (test length, read), written as each ends
-    figures/               accuracy against length (png and svg)
-    report.md, results.json
-
-Reads (`reading`): a model with a carried state (``init_state``/``step``) reads through it, T tokens at a time;
-a model without one reads each sequence whole; GPT reads whole up to the memory estimate's cutoff (``attention_gb``;
-past it the row says out of memory) and through a window of T. ``--resume`` keeps every finished training and
-every finished row: a run trained but not fully read is read on from its saved model.
-"""
+The output folder (docs/experiments.md): the marker ``length.json``, ``runs/``, ``models/`` (what a resumed run
+reads again), ``results/<run>.json`` (written as each row ends), ``figures/``, report.md and results.json."""
 
 from __future__ import annotations
 
@@ -122,9 +110,8 @@ def _train(config: Config, run_dir: Path, model: str, task: str, seed: int, init
 
 
 def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read: str, length: int) -> int:
-    """Sequences read together: ``read_batch`` through a state or a window (through a state no more than
-    `HELD_TOKENS` tokens of test sequences at once); whole: ``whole_tokens // length`` (at least 1), for attention
-    no more than the memory cutoff allows (0: not even one)."""
+    """Sequences read together: ``read_batch`` through a state or a window (at most `HELD_TOKENS` tokens through a
+    state); whole: ``whole_tokens // length``, for attention within the memory cutoff (0: not even one)."""
     if read == "window":
         return config.read_batch
     if read == "state":

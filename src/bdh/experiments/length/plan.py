@@ -1,13 +1,6 @@
 """What ``bdh experiment length --show-config`` prints beside the config: the runs, the tokens they train and read,
-and their cost estimated on the machine at hand.
-
-Each model is built at the config's size and timed here: `PROBE_STEPS` training steps (forward, backward and an
-Adam step on ``batch_size`` x T tokens, after one untimed step) and one read of a few sequences of 4T tokens as the
-experiment reads it (through the state, or whole). A run's estimate is its steps times the step's time plus the
-tokens it reads over the read's tokens/s; a whole read through attention costs more per token as the length grows,
-counted as proportional to the length. It is an upper bound on the reads: every length is counted, while
-``stop_after_chance`` stops reading a model at chance. The trainer's evaluations and start-up are left out.
-"""
+and their cost estimated by timing `PROBE_STEPS` steps and one read at 4T of each model here (an upper bound:
+every length is counted, and a whole attention read is scaled in proportion to the length)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""How a trained model reads a fixed test set of one length, and what the read costs.
-
-Three reads, each giving the scored positions it got right (`bdh.tasks.lengths.answers`), their number, the
-carried state's bytes (0 without one) and the tokens it ran the model on:
-
-* `read_state` — through the model's carried state, chunk by chunk: the contract
-  ``model.init_state(batch_size, device)`` and ``model.step(tokens, state) -> (logits, state)`` (BDH's; any model
-  that has both is read so), so memory stays flat in the length;
-* `read_whole` — one forward over the whole sequence (a model without a state); a model whose config caps its
-  length (``seq_len``) but whose weights do not depend on it is rebuilt at the test length (`at_length`);
-* `read_window` — every scored position predicted from its last T tokens only (a sliding window: GPT's
-  windowed row).
-
-`measured` runs a read and records its wall time (tokens/s) and its memory: the carried state's bytes
-(`state_bytes`) and the peak growth of the process's resident memory over the read (`PeakMemory`: sampled from
-``/proc/self/statm`` on Linux, None elsewhere; on CUDA, the peak of ``torch.cuda.max_memory_allocated``).
-`attention_bytes` is the memory estimate that decides whether GPT's whole-context read is attempted.
-"""
+"""How a trained model reads a fixed test set of one length (`read_state`, `read_whole`, `read_window`), and what the
+read costs (`measured`: tokens/s, the state's bytes, the peak memory growth; docs/experiments.md, "Reads")."""
 
 from __future__ import annotations
 

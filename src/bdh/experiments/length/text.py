@@ -1,11 +1,6 @@
-"""The natural measurement beside the synthetic ones: the long-context experiment's recall probe on text models.
-
-Each folder of ``text_models`` (a byte-level model's ``save_pretrained`` folder) is read on the probe of
-`bdh.experiments.longcontext.probes` (`recall_trials`: a fact ``The word for KEY is VALUE.`` in held-out prose,
-asked ``distance`` bytes later; `recall_accuracy`: the value's letters predicted greedily, with and without the
-fact), through its carried state where it has one and through a window of T bytes (the experiment's
-``seq_len``). The prose is the held-out tenth of the embedded Shakespeare, the long-context experiment's.
-"""
+"""The natural measurement beside the synthetic ones: the long-context experiment's recall probe
+(`bdh.experiments.longcontext.probes`) on text models, through their state and through a window of T bytes, on
+the held-out tenth of the embedded Shakespeare."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""Why the state of a window-trained BDH breaks past T: measurements on a trained model, no retraining.
+"""Why the state of a window-trained BDH breaks past T: measurements on a trained model, no retraining
+(docs/long-context.md, "Why the state breaks").
 
-* `far_share` — how much of the attention read-out a_t (Eq. 8) comes from tokens older than T. With chunks
-  of T tokens, the tokens before the previous chunk's start (all more than T away) contribute
-  ``u^(T + i) (R x_t)^T S_prev`` to a_t, where S_prev is the state at the previous chunk's start and i the
-  token's place in its chunk; its norm over the norm of a_t, averaged over heads, layers and streams, per
-  bucket of positions. Undamped, every token ever read stays in the sum with its full weight.
-* `damped_curve` — the carried loss of the same weights with a damping U applied only at evaluation: if
-  forgetting the far tokens restores the loss, their sum was what broke the read-out.
-* `offset_curve` — the loss of the first positions of the streams read from an empty state placed at a
-  large absolute position: RoPE makes every score depend on t - tau only, so this must match position 0
-  (float rounding aside): the absolute positions are not the cause; the relative distances beyond T are,
-  through the tokens that sit at them.
-"""
+`far_share`: the share of the read-out a_t (Eq. 8) that comes from tokens more than T away; `damped_curve`: the
+carried loss with a damping U applied at evaluation only; `offset_curve`: the loss read from an empty state at a
+large absolute position (RoPE: it must match position 0, so the positions are not the cause)."""
 
 from __future__ import annotations
 
@@ -23,8 +15,10 @@ from bdh.analysis.loss_by_position import ContextCurve, carried_curve, position_
 
 @torch.no_grad()
 def far_share(model: nn.Module, tokens: torch.Tensor, window: int) -> dict[str, list]:
-    """Mean ||a_far|| / ||a|| by position bucket (module docstring), over layers, heads and streams; ``model``
-    in eval mode (the caller's, as `measure` gives it)."""
+    """Mean ||a_far|| / ||a|| by position bucket over layers, heads and streams (``model`` in eval mode, as `measure`
+    gives
+    it). With chunks of T, the tokens before the previous chunk's start contribute ``u^(T + i) (R x_t)^T S_prev``
+    to a_t (S_prev: the state there, i: the token's place in its chunk)."""
     L = tokens.shape[1] - 1
     curve = ContextCurve(position_edges(window, L), window, "far share")
     log_u = None if model.log_u is None else model.log_u.float()

@@ -1,37 +1,8 @@
-"""The long-context experiment's config and its recipes.
+"""The long-context experiment's config and its recipes (`RECIPES`).
 
-A recipe is a way to train the main job's model (L=4, D=128, h=4, n=2048 on Shakespeare, windows of
-T = 128 bytes) so that its recurrent state keeps reading past T: a named set of run-config fields, each an
-option of `bdh.model.BDHConfig` or `bdh.train.config.TrainConfig` with its own tests.
-
-================  ==========================================================================================
-recipe            what changes (``section.field: value``)
-================  ==========================================================================================
-official          nothing: window training, no damping (the official model)
-alibi             ``model.damping: alibi`` (U of Eq. 8 with ALiBi's per-head slopes), window training
-tbptt             ``train.bptt: tbptt`` (the state carried over whole lanes of the training split)
-tbptt-streams     ``train.bptt: tbptt``, ``train.tbptt_windows: 16`` (streams of 2k bytes at random places)
-alibi-tbptt       ``model.damping: alibi`` and tbptt over streams of 16 windows
-multiscale        ``model.damping: multiscale`` (half-lives 16 to 16k bytes over the heads), tbptt over
-                  streams of 32 windows (4k bytes)
-facts             ``multiscale`` over streams of 64 windows (8k bytes) with the recall curriculum
-                  ``task.facts: 2`` (`bdh.tasks.facts`: a fact and its question, up to a stream apart, written
-                  over the text about twice per 1,000 training bytes): the state is taught to keep what it read
-facts-dense       ``multiscale`` over streams of 32 windows with three times the curriculum (``task.facts: 6``):
-                  the longer-run probe of whether BDH learns to copy at all (not in the default list; run it
-                  with ``--set recipes=facts-dense --set steps=5000``)
-facts-qk          the main job's recipe (``alibi``, window training) with ``task.facts: 4`` and keys of their own
-                  (``model.separate_keys``, Q != K: a key may hold the previous bytes and the query the current
-                  ones, as copying needs); not in the default list (``--set recipes=facts-qk --set steps=3000``)
-facts-alibi       the main job's recipe (``alibi``, window training, Q = K) with ``task.facts: 4``: whether the
-                  official architecture learns to copy with more training (not in the default list;
-                  ``--set recipes=facts-alibi --set steps=10000``)
-gpt               the yardstick: a GPT of the same parameter count, windows of T, read with its context
-                  cropped to T (a sliding window)
-gpt-facts         the yardstick of the recall curriculum: the GPT trained with ``task.facts: 2`` (pairs within
-                  a window)
-================  ==========================================================================================
-"""
+A recipe is a way to train the main job's model so that its recurrent state keeps reading past T: a named set of
+run-config fields, each an option of `bdh.model.BDHConfig` or `bdh.train.config.TrainConfig` with its own tests.
+The recipes and what each changes are tabled in docs/long-context.md, "Recipes"."""
 
 from __future__ import annotations
 
@@ -72,8 +43,8 @@ WINDOW_ONLY = ("gpt", "gpt-facts")
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The long-context experiment. The defaults are the CPU default (8 recipes x 2 seeds: about 4 hours
-    of single-threaded runs, which four processes with ``--set recipes=... --set seeds=...`` share out).
+    """The long-context experiment; the defaults are the CPU default (its cost: docs/long-context.md; four processes
+    with ``--set recipes=... --set seeds=...`` can share it out).
 
     Attributes:
         recipes: comma-separated recipe names (`RECIPES`).
@@ -86,8 +57,7 @@ class Config(ExperimentConfig):
         recall_trials: trials per distance.
         generate_bytes: bytes of the long generation scored first against last thousand.
         ngram: order of the byte n-gram judge of generations.
-        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default).
-    """
+        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default)."""
 
     recipes: str = "official,alibi,tbptt-streams,alibi-tbptt,multiscale,facts,gpt,gpt-facts"
     seeds: str = "0,1"

@@ -1,19 +1,8 @@
 """``bdh experiment long-context``: every recipe trained per seed, then measured on long held-out streams.
 
-Per run (recipe, seed), into ``runs/<recipe>-s<seed>`` and ``results/<recipe>-s<seed>.json``:
-
-* ``windowed`` — windows of T from an empty state (what training evaluates), on the same streams;
-* ``carried`` — the streams read with the state carried (`bdh.analysis.loss_by_position.carried_curve`);
-* ``cut`` — every byte predicted from at most T bytes before it (`bdh.analysis.loss_by_position.sliding_curve`): the
-  same model with its context cut to T, so that ``cut - carried`` is what the state adds, by distance;
-* ``recall`` — the recall probe (`probes.recall_accuracy`) through the state and through the cut context;
-* ``generation`` — ``generate_bytes`` bytes sampled on the state, first and last thousand scored by a byte
-  n-gram model of the training split and by zlib;
-* ``speed`` — tokens/s of the carried pass against the windowed pass (the same tokens).
-
-A run whose result file exists is not trained again under ``--resume``; a run interrupted before its result
-was written is trained again from the start (runs take minutes).
-"""
+Per run, into ``runs/<recipe>-s<seed>`` and ``results/<recipe>-s<seed>.json``: the windowed, carried and cut-to-T
+losses, the recall probe, a long generation scored by an n-gram model and zlib, and the speed (`measure`).
+``--resume`` skips a run whose result file exists; an interrupted run is trained again from the start."""
 
 from __future__ import annotations
 
@@ -77,7 +66,8 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data, seed: int) -> dict[str, Any]:
-    """Every measurement of one trained model (module docstring)."""
+    """Every measurement of one trained model: windowed, carried (`bdh.analysis.loss_by_position.carried_curve`), cut
+    to T (`sliding_curve`; ``cut - carried`` is what the state adds), recall, generation and speed."""
     from bdh.analysis.loss_by_position import carried_curve, sliding_curve
 
     T, streams = config.seq_len, data.streams

@@ -1,16 +1,5 @@
-"""The long-context probes: recall through the state, and long generation scored without a neural model.
-
-* `recall_probe` — a fact read once, asked for later. Each trial is held-out text with a sentence
-  ``The word for KEY is VALUE.`` (KEY and VALUE random lowercase words) placed ``distance`` bytes before
-  the question ``The word for KEY is `` near the end; the model's greedy predictions of VALUE's letters
-  (teacher-forced) are scored. The same trials without the fact sentence (the filler in its place) are the
-  control: what the model guesses from the question alone. Recall is the accuracy with the fact minus the
-  control; a model whose context does not reach back ``distance`` bytes scores the control.
-* `NGramModel` — an interpolated (Witten-Bell) byte n-gram model of a corpus: the loss of generated text
-  under it measures whether the text still looks like the corpus, with no neural network in the judge.
-  `generation_scores` scores the first and the last thousand bytes of a long generation under it, with
-  the zlib compression ratio beside (repetitive text such as ``anenenene`` compresses far better than prose).
-"""
+"""The long-context probes: recall of a fact through the state (`recall_accuracy`, against a control without the
+fact; docs/long-context.md), and long generation judged without a neural model (`NGramModel`, zlib)."""
 
 from __future__ import annotations
 
@@ -118,12 +107,11 @@ _WORD = re.compile(rb"[A-Za-z]{%d,}" % WORD_MIN)
 
 
 def word_targets(row: bytes, window: int) -> tuple[list[list[int]], list[int]]:
-    """Loss indices of the letters of recurring words, by distance bucket, and of first occurrences.
+    """Loss indices of the letters of recurring words, by distance bucket, and of first occurrences (the control).
 
-    A word (``WORD_MIN`` letters or more) whose previous occurrence started ``d`` bytes earlier, with
-    ``d`` > ``window`` (so the cut context cannot see it), falls in bucket i when ``WORD_BUCKETS[i] * window
-    < d <= WORD_BUCKETS[i + 1] * window``. Its letters after the first ``WORD_GIVEN`` are scored: letter j
-    is predicted at loss index j - 1. First occurrences are the control (nothing to recall)."""
+    A word of ``WORD_MIN``+ letters whose previous occurrence started d > ``window`` bytes earlier (out of the cut
+    context's reach) falls in bucket i when ``WORD_BUCKETS[i] * window < d <= WORD_BUCKETS[i + 1] * window``; its
+    letters after the first ``WORD_GIVEN`` are scored (letter j at loss index j - 1)."""
     buckets: list[list[int]] = [[] for _ in WORD_BUCKETS[:-1]]
     first: list[int] = []
     last: dict[bytes, int] = {}
@@ -168,10 +156,8 @@ def word_recall(tokens: torch.Tensor, carried: torch.Tensor, cut: torch.Tensor, 
 class NGramModel:
     """Interpolated Witten-Bell byte n-gram model of ``data`` (orders 0 .. n - 1 bytes of context).
 
-    P_k(w | h) = (c(h w) + T(h) P_{k-1}(w | h')) / (c(h) + T(h)), with T(h) the number of distinct bytes
-    seen after h and h' the context without its oldest byte; a context never seen takes P_{k-1}; order 0 is
-    the add-one unigram.
-    """
+    P_k(w | h) = (c(h w) + T(h) P_{k-1}(w | h')) / (c(h) + T(h)), T(h) the distinct bytes seen after h, h' the
+    context without its oldest byte; an unseen context takes P_{k-1}; order 0 is the add-one unigram."""
 
     def __init__(self, data: bytes | np.ndarray, n: int = 5):
         if not 1 <= n <= 7:

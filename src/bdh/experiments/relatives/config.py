@@ -1,11 +1,6 @@
 """`Config` of ``bdh experiment relatives``: the models, the MQAR frontier's sweep and the language model's runs.
-
-Three presets: the CPU default (about 90 minutes on 2 cores for twelve models, sized from the CPU seconds per
-step of every model timed on small runs: docs/bench.md; ``--show-config`` times each model again on the machine
-at hand), `Config.quick` (a
-smoke test of a minute or two) and `Config.full` (Zoology's Figure 2 sweep for a GPU, and a longer language
-model).
-"""
+Three presets: the CPU default, `Config.quick` and `Config.full` (Zoology's sweep, for a GPU); their sizes and the
+default's measured time are in docs/bench.md."""
 
 from __future__ import annotations
 
@@ -58,8 +53,8 @@ class Config(ExperimentConfig):
     """The relatives experiment. The defaults are the CPU default.
 
     Attributes:
-        models: the labels compared (`bdh.experiments.relatives.zoo`: registered models and BDH's ablated rows); BDH
-            must be one of them (every other is sized to its parameter count and judged against it).
+        models: the labels compared (`bdh.experiments.relatives.zoo`); BDH must be one of them (every other is sized
+            to its parameter count and judged against it).
         seeds: run seeds (initialisation and data order; the data sets are fixed).
         n_head: heads of BDH (and of every model with heads), in both parts.
         widths: (a) BDH's n_embd at each point of the frontier (the others matched in parameters).
@@ -67,20 +62,16 @@ class Config(ExperimentConfig):
         vocab_size: (a) MQAR's vocabulary V (larger than every N).
         neuron_mult: (a) BDH's n = neuron_mult x width.
         mqar_layers, mqar_lrs, mqar_steps, mqar_batch_size: (a) the layers of every model, the learning rates (the
-            best mean accuracy over seeds is kept, as Zoology reports), the steps and sequences per step.
+            best mean over seeds is kept, as Zoology reports), the steps and sequences per step.
         train_examples, val_examples: (a) the fixed training and validation sets of each (N, D).
-        lm_width, lm_neurons, lm_layers: (b) BDH's D, n and L (the main job's: 128, 2048, 4).
+        lm_width, lm_neurons, lm_layers: (b) BDH's D, n and L (the main job's).
         lm_lrs, lm_steps, lm_batch_size, lm_seq_len: (b) learning rates, the steps of the equal-tokens runs,
             windows per step, and T.
         lm_minutes: (b) the time budget of each equal-clock run (``train.max_minutes``).
         lm_eval_batches: (b) validation batches (32 windows each) scored after training.
         device: the trainer's device (``cpu``: the times are CPU times; ``auto`` for a GPU).
-        jobs: runs trained at once, each in a process of its own with its share of this process's PyTorch threads
-            (`bdh.bench.workers`); the CPU default's 2 keeps both cores busy with one single-threaded run each
-            (every run, the equal-clock ones too, then shares the machine with one other run).
-        probe_steps: training steps timed per model shape for the plan's cost estimate (``--show-config``);
-            0 lists the runs without timing them.
-    """
+        jobs: runs trained at once, each in a process with its share of the PyTorch threads (`bdh.bench.workers`).
+        probe_steps: training steps timed per model shape for ``--show-config``'s estimate; 0: no timing."""
 
     models: tuple[str, ...] = zoo.MODELS
     seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)

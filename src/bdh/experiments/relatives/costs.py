@@ -1,12 +1,5 @@
-"""The plan of ``bdh experiment relatives`` and its estimated cost, timed on the machine at hand.
-
-The models of the comparison differ too much in what a step costs (BDH's attention over n neurons, a sequential
-scan, an FFT convolution) for one throughput figure to estimate them all. So `describe_plan` times
-``probe_steps`` training steps (forward, backward, AdamW; after one untimed step) of every model shape the runs
-use, on random tokens of the run's batch shape, with the PyTorch threads of this process, and multiplies: a run of
-S steps costs S times the step, a run under a time budget its minutes, and the validation after training a third
-of a step per batch of windows it reads. The report gives the measured times (``cpu_s_per_step`` of every row).
-"""
+"""The plan of ``bdh experiment relatives`` and its estimated cost, timed on the machine at hand: the models differ
+too much in what a step costs for one throughput figure, so every model shape is timed for ``probe_steps`` steps."""
 
 from __future__ import annotations
 
@@ -25,10 +18,8 @@ EVAL_SHARE = 1 / 3
 
 
 def step_seconds(section: dict[str, Any], vocab_size: int, batch: int, seq_len: int, steps: int, device: str) -> float:
-    """Seconds of one training step (forward, cross-entropy, backward, AdamW) of the model ``section`` on random
-    tokens of shape (``batch``, ``seq_len``): the mean of ``steps`` steps after one untimed step; CPU seconds of
-    this process on a CPU (what a run's ``cpu_s_per_step`` counts, whatever else the machine runs), wall seconds
-    on a GPU."""
+    """Seconds of one training step of the model ``section`` on random (``batch``, ``seq_len``) tokens, the mean of
+    ``steps`` after an untimed one: process CPU seconds on a CPU (what ``cpu_s_per_step`` counts), wall on a GPU."""
     from bdh.devices import resolve_device
     from bdh.registry import get_model
     from bdh.train.config import build_section_config
@@ -87,9 +78,8 @@ def duration(seconds: float) -> str:
 
 
 def plan_text(rows: Sequence[dict[str, Any]], header: Sequence[str], probe_steps: int, jobs: int = 1) -> str:
-    """The plan as lines of text: ``header``, then per part and model its runs, the range of its timed seconds per
-    step and the estimated time of its runs, then the total (and with ``jobs`` runs at once, that total shared
-    among them)."""
+    """The plan as lines of text: per part and model its runs, its timed seconds per step and estimated time, then the
+    total (shared among ``jobs`` runs at once)."""
     lines = list(header)
     if probe_steps:
         lines.append(

@@ -1,18 +1,7 @@
 """``bdh experiment relatives``: the two suites trained through the bench engine, then the verdicts and the report.
 
-Output folder::
-
-    relatives.json   the marker: the config the folder was made with (``--resume`` continues only that config)
-    frontier/        part (a), a ``bdh bench`` output folder: runs.csv (the resume ledger), results.csv,
-                     summary.csv, results.md, runs/<model>/<run>/
-    lm/              part (b), the same
-    figures/         frontier-width, frontier-state, lm-bpb (png and svg)
-    report.md        the tables, the verdicts against BDH, the targets, the figures
-    results.json     the same numbers for a program
-
-Each suite is `bdh.bench.runner.run_suite`: a run is recorded in its suite's runs.csv when it ends, and
-``--resume`` trains only the runs not in it (an interrupted run is trained again from its start).
-"""
+Output folder: the marker ``relatives.json``, ``frontier/`` and ``lm/`` (``bdh bench`` output folders, whose
+runs.csv ledgers ``--resume`` continues), ``figures/``, report.md and results.json."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Part (a) of ``bdh experiment relatives``: the MQAR frontier (Zoology, Arora et al. 2023, Figure 2).
 
-The recall suite of ``bdh bench`` (`bdh.bench.recall`) with two changes: the pairs D go with the sequence
-lengths N one to one, as in Zoology's Figure 2 sweep ((64, 4), (128, 8), (256, 16), (512, 64)), instead of every
-D with every N; and the models are the comparison's names (`bdh.experiments.relatives.zoo`: registered models
-and BDH's ablated rows), each but BDH sized to BDH's parameter count at every width. Plan, runs, result rows, the
-trivial row (chance) and the best learning rate per (model, setting, width) are the recall suite's.
-"""
+The recall suite of ``bdh bench`` (`bdh.bench.recall`) with the pairs D tied to the lengths N one to one (Zoology's
+sweep) and the models named by `bdh.experiments.relatives.zoo`, each but BDH sized to BDH's parameter count."""
 
 from __future__ import annotations
 

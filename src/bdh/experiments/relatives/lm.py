@@ -1,18 +1,8 @@
 """Part (b) of ``bdh experiment relatives``: the byte-level language model at the main job's parameter count.
 
-Every model of the comparison (`bdh.experiments.relatives.zoo`) on the embedded Shakespeare (the ``text`` task,
-windows of T = 128 bytes), BDH at the main job's size (L = 4, D = 128, h = 4, n = 2048: width 128 with
-n = 16 D) and every other model sized to BDH's parameter count, trained twice per seed:
-
-* ``tokens``: a fixed number of steps, so every model reads the same bytes (equal tokens);
-* ``clock``: a time budget (the trainer's ``train.max_minutes``, `bdh.train.budget`), which plans the length of
-  the run from the time its steps take so that the schedule still decays (equal wall-clock). A faster model
-  reads more bytes; the row's ``steps`` and ``tokens`` say how many.
-
-Measured: bits per byte on the validation split (the first ``eval_batches`` batches of its evaluation order,
-spread over the whole split), lower is better (the suite declares it: `bdh.bench.spec.SuiteDef`). The trivial row
-is the byte unigram of the training split, scored on the same windows (`byte_unigram`).
-"""
+Every model on the embedded Shakespeare, trained per seed at equal tokens (``tokens``) and at equal wall-clock
+(``clock``, `bdh.train.budget`), scored in bits per byte on validation (lower is better) against the byte unigram
+(docs/bench.md)."""
 
 from __future__ import annotations
 
@@ -36,8 +26,8 @@ BYTES = 256
 
 @dataclass
 class LMSweep(Sweep):
-    """The language model's runs: the fields of `Sweep` (``widths``: BDH's ``n_embd``, one width: the main
-    job's; ``steps``: the equal-tokens runs' length and the longest an equal-clock run may plan), plus
+    """The language model's runs: the fields of `Sweep` (``widths``: BDH's ``n_embd``; ``steps``: the equal-tokens
+    runs' length and the most an equal-clock run may plan), plus
 
     Attributes:
         models: the comparison's labels (`zoo.check_labels`).
@@ -45,8 +35,7 @@ class LMSweep(Sweep):
         minutes: the time budget of each equal-clock run (``train.max_minutes``).
         clock_steps: the most steps an equal-clock run may plan (its ``train.max_steps``).
         val_fraction: the share of the corpus (its end) held out for validation.
-        eval_batches: validation batches of ``eval_batch_size`` windows scored after training.
-    """
+        eval_batches: validation batches of ``eval_batch_size`` windows scored after training."""
 
     suite = "lm"
     CONFIG_NAMES: ClassVar[dict[str, str]] = {}
@@ -102,10 +91,9 @@ def plan(sweep: LMSweep) -> list[RunSpec]:
 
 
 def byte_unigram(task: Any, train_size: int, seed: int) -> TokenPrior:
-    """The byte unigram of the text task's training split as a model (a `TokenPrior` whose every row is the same
-    distribution, so it reads no input): the frequency of every byte in the first ``train_size`` bytes (the
-    training split), add-one smoothed. Its loss on validation is the entropy code length of a model that knows
-    only how often each byte occurs. ``seed`` is unused: the counts are those of the whole split."""
+    """The byte unigram of the training split as a `TokenPrior` (every row the same add-one smoothed byte frequencies,
+    so
+    it reads no input); ``seed`` is unused."""
     del seed
     if train_size < 1:
         raise BenchError("lm: the training split is empty")

@@ -1,13 +1,5 @@
-"""report.md, results.json and the figures of ``bdh experiment relatives``, from the two suites' rows.
-
-* The frontier (Zoology's Figure 2): MQAR accuracy against the width and against the recurrent state size (log
-  x), one line per model (mean over seeds, min-max band), one panel per sequence length; the trivial row dashed.
-* The language model: bits per byte against the training tokens, one panel per budget (equal tokens, equal
-  wall-clock).
-* The tables of both suites as the bench writes them (mean and min-max over seeds, ``cpu_s_per_step`` beside
-  every score), the verdicts against BDH (`verdict`) and the issue's two targets, checked: attention reaches 0.9
-  somewhere, and every model is above its trivial row somewhere.
-"""
+"""report.md, results.json and the figures of ``bdh experiment relatives``, from the two suites' rows: the frontier
+against width and state size, the language model's bits per byte, the verdicts and the two targets checked."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """Part (c) of ``bdh experiment relatives``: every model and ablated row of BDH against BDH, computed from the rows.
 
-For each label other than BDH and each (suite, setting, width) where both were trained: the difference of the
-means over seeds (label minus BDH, in the suite's score: MQAR accuracy, the language model's bits per byte), its
-min-max over seeds (the difference seed by seed, for the seeds both have), and the verdict by the bench's own
-rule (`bdh.bench.results.pick_winner`, by `bdh.seeds.beyond_seeds`, in the suite's direction): ``better`` or
-``worse`` only beyond the spread of the seeds (the label's worst seed better than BDH's best, or its best seed
-worse than BDH's worst), else
-``within the spread`` (or ``one seed: no spread``). `tally` counts the verdicts of a label per suite: the line of
-the report that says what a part of BDH costs or buys.
-"""
+Per (suite, setting, width): label minus BDH (means over seeds, and the seed-by-seed min-max), ``better`` or
+``worse`` only beyond the seed spread (`bdh.bench.results.pick_winner`); `tally` counts the verdicts per label."""
 
 from __future__ import annotations
 
@@ -33,12 +26,10 @@ class Verdict:
         model: the label; suite, setting, width: where.
         metric: the score compared; higher_is_better: its direction.
         reference, value: BDH's and the label's means over seeds.
-        diff, diff_min, diff_max: label minus BDH: the difference of the means, and the least and greatest of
-            the seed-by-seed differences (NaN without a common seed).
-        verdict: ``better`` / ``worse`` (beyond the seed spread), or why not (``within the spread``, ``one
-            seed: no spread``, ``no score``).
-        cpu_s_per_step: the label's mean CPU seconds per step (its compute beside its score).
-    """
+        diff, diff_min, diff_max: label minus BDH, and the least and greatest seed-by-seed differences (NaN without a
+            common seed).
+        verdict: ``better`` / ``worse`` (beyond the seed spread), or why not.
+        cpu_s_per_step: the label's mean CPU seconds per step."""
 
     model: str
     suite: str

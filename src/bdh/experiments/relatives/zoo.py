@@ -1,11 +1,6 @@
-"""The models ``bdh experiment relatives`` compares, by the names the bench knows.
-
-A name is a registered model (`bdh.registry`) or one of BDH's ablated rows (`bdh.bench.models.BDH_VARIANTS`:
-``bdh-qk``, ``bdh-nogate``, ``bdh-noexpand``, ``bdh-unshared``, each a `BDHConfig` ablation turned on). BDH
-(`REFERENCE`) is built from the sweep's width; every other model is sized to BDH's parameter count by its config
-class's ``for_budget``, and the ablated rows as `bdh.bench.models.variant_section` says
-(`bdh.bench.models.sized_section` does both). Adding a model to the comparison is one line: its name in `MODELS`.
-"""
+"""The models ``bdh experiment relatives`` compares: registered models (`bdh.registry`) and BDH's ablated rows
+(`bdh.bench.models.BDH_VARIANTS`), every one but BDH sized to BDH's parameter count
+(`bdh.bench.models.sized_section`). Adding a model is one line: its name in `MODELS`."""
 
 from __future__ import annotations
 

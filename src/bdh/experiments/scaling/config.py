@@ -1,10 +1,6 @@
-"""`Config` of ``bdh experiment scaling``: the ladder of sizes, the data, the training budget and the
-learning-rate sweep (paper section 4.2, Fig. 7, appendix B.2).
-
-Three presets: the CPU default (five sizes, 2 seeds, under half an hour on 2 cores), `Config.quick` (a
-smoke test: two tiny sizes, one seed) and `Config.full` (the paper's shape from 10M to 100M parameters,
-for a GPU; ``bdh experiment scaling --full --show-config`` prints its plan without training).
-"""
+"""`Config` of ``bdh experiment scaling``: the ladder of sizes, the data, the training budget and the learning-rate
+sweep (paper section 4.2, Fig. 7, appendix B.2). Three presets: the CPU default, `Config.quick` (a smoke test)
+and `Config.full` (10M to 100M parameters, for a GPU); docs/experiments.md gives the default's measured time."""
 
 from __future__ import annotations
 
@@ -27,23 +23,21 @@ class Config(ExperimentConfig):
     """The scaling experiment. The defaults are the CPU default.
 
     Attributes:
-        data: ``shakespeare`` (the embedded byte corpus of the ``text`` task), ``translation`` (the synthetic
-            translation stream of `bdh.tasks.multilingual`, the paper's setting, with per-direction
-            target-side losses) or the path of a text file or folder.
+        data: ``shakespeare`` (the embedded corpus), ``translation`` (the synthetic translation stream, the paper's
+            setting, with per-direction target-side losses) or the path of a text file or folder.
         pairs, corpus_bytes: the language pairs and size of the translation stream (``data: translation``).
-        n_neurons: BDH's neuron count n at each size of the ladder; the paper scales BDH in n only
-            (appendix B.2, Table 5), so ``n_layer``, ``n_embd`` and ``n_head`` are fixed for every size.
+        n_neurons: BDH's n at each size; the paper scales BDH in n only (Table 5), so L, D and h are fixed.
         n_layer, n_embd, n_head: BDH's L, D and h.
         bdh_attention: the form BDH computes attention in (the same model either way).
-        gpt_layers, gpt_heads: the Transformer's depth and heads at each size; its width is then chosen to
-            match BDH's parameter count (the paper scales GPTXL in depth and width, Table 4).
+        gpt_layers, gpt_heads: the Transformer's depth and heads at each size; its width then matches BDH's
+            parameter count (the paper scales GPTXL in depth and width, Table 4).
         gpt_positional: the Transformer's positions (GPT-2: ``learned``).
         dropout: dropout of both models.
         match_tolerance: the largest relative parameter mismatch accepted between the two models of a size.
         lrs: the learning rates swept at the smallest size; each model's best is then used at every size.
         seeds: run seeds (initialisation and data order; the two models of a seed see the same batches).
-        steps, batch_size, seq_len: every run's optimiser steps, sequences per step and bytes per sequence
-            (the token budget, equal for all runs, is their product).
+        steps, batch_size, seq_len: every run's steps, sequences per step and bytes per sequence (their product:
+            the token budget, equal for all runs).
         micro_batch_size: sequences per forward/backward (gradient accumulation), null for none.
         val_fraction: the share of the corpus held out for validation.
         curve_points, curve_eval_batches: validations during a run (the loss curve) and batches each.
@@ -51,8 +45,7 @@ class Config(ExperimentConfig):
         eval_segments: held-out segments per direction (``data: translation``).
         inference_context: the context length of the inference-cost columns (state size, FLOPs per token).
         device, precision: the trainer's device and precision.
-        plan_tflops: the sustained training throughput (TFLOP/s) assumed by the plan's time estimates.
-    """
+        plan_tflops: the sustained training throughput (TFLOP/s) assumed by the plan's time estimates."""
 
     data: str = "shakespeare"
     pairs: str = "en-es,en-fr"

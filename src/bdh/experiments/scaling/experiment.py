@@ -84,9 +84,8 @@ def _spec(config: Config, rung: Rung, model: str, lr: float, seed: int, task: di
 
 
 def choose_lr(records: list[dict[str, Any]], model: str, lrs: tuple[float, ...]) -> tuple[float, dict[float, float]]:
-    """The learning rate of ``model`` with the lowest mean final loss over seeds at the smallest size (a run
-    that diverged counts as infinite; ties go to the smaller rate), and the mean of every rate: the choice of
-    every sweep (`bdh.bench.results.best_lr`) on the runs of the smallest size."""
+    """The learning rate of ``model`` with the lowest mean final loss over seeds at the smallest size, and the mean of
+    every rate (`bdh.bench.results.best_lr`: a diverged run counts as infinite, ties go to the smaller rate)."""
     from bdh.bench.results import best_lr
 
     at_lr = {lr: [r for r in records if r["model"] == model and r["size"] == 0 and r["lr"] == lr] for lr in lrs}

@@ -1,12 +1,8 @@
 """Power-law fits of loss against parameters, L(N) = a (N / N0)^-b + c, and where two fitted curves cross
 (paper section 4.2: "scaling laws for loss versus parameter count").
 
-`fit_power_law` fits with ``scipy.optimize.curve_fit`` (a, c >= 0; 0 <= b <= 5) and takes confidence
-intervals from its covariance, with Student's t on the residual degrees of freedom. It refuses to
-pretend: with fewer than four distinct sizes the three parameters are not determined (``status:
-under-determined``, no numbers); a covariance that is not finite, or an interval of b that reaches 0,
-is ``loose`` (the points do not pin the exponent down).
-"""
+Fewer than four distinct sizes do not determine three parameters (``under-determined``, no numbers); a covariance
+that is not finite, or an interval of b that reaches 0, is ``loose``."""
 
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""The ladder of sizes: BDH at each size and the GPT-2-style Transformer matched to its parameter count,
-with what each costs to train and to run (paper section 4.2, "FLOPS counts"; appendix B.2, Tables 4-5).
-
-BDH is scaled in its neuron count n only, as in the paper; the Transformer gets the depth and heads the
-config gives for the size, and the width whose parameter count is closest to BDH's.
-
-Costs, with the convention of `bdh.model.sizes` (a multiply-add is 2 FLOPs; attention over a window of T
-tokens is counted as the full T x T it is computed as; training = 3 x the forward):
-
-* BDH: `bdh.model.sizes.forward_flops_per_token`; at inference the recurrent form, whose cost and state
-  (n D scalars per layer) do not grow with the context;
-* GPT, d = n_embd, m = MLP width, L layers, c keys attended to:
-  ``L (2 (4 d^2 + 2 d m) + 4 c d) + 2 d V`` per token (the QKV and output projections, the MLP, the
-  scores and the weighted values, the tied readout); at inference with a KV cache the state is
-  ``2 c d`` scalars per layer.
-"""
+"""The ladder of sizes: BDH at each size (scaled in n only, as the paper) and the GPT-2-style Transformer matched to
+its parameter count, with what each costs to train and to run (paper section 4.2, "FLOPS counts"; appendix B.2,
+Tables 4-5). Costs follow `bdh.model.sizes` (a multiply-add is 2 FLOPs, training 3 x the forward); GPT's per
+token is ``L (2 (4 d^2 + 2 d m) + 4 c d) + 2 d V``, its KV cache ``2 c d`` scalars per layer (docs/experiments.md)."""
 
 from __future__ import annotations
 
@@ -62,9 +50,8 @@ def gpt_config(section: dict[str, Any]) -> Any:
 
 
 def match_gpt(budget: int, *, n_layer: int, n_head: int, seq_len: int, positional: str, dropout: float) -> Any:
-    """The `GPTConfig` of ``n_layer`` blocks and ``n_head`` heads whose parameter count is closest to
-    ``budget``, varying the width over multiples of the heads (times 2 for RoPE): the parameter match of
-    every sweep (`bdh.bench.models.budget_config`, the model's ``for_budget``), for a causal byte-level GPT."""
+    """The `GPTConfig` of ``n_layer`` blocks and ``n_head`` heads whose parameter count is closest to ``budget``,
+    varying the width over multiples of the heads (times 2 for RoPE): the model's ``for_budget``."""
     from bdh.bench.models import budget_config
 
     return budget_config(

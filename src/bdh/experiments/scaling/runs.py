@@ -1,18 +1,7 @@
-"""One training run of the scaling experiment: a model at a size, a learning rate and a seed, trained
-through the public trainer (`bdh.train`) and validated; its record kept in its own folder so that
-``--resume`` reuses it (paper appendix B.2: "the same training regime for all models at all sizes").
-
-Each run lives in ``runs/<model>/size<i>-lr<lr>-s<seed>/``: the trainer's run folder (config.yaml,
-metrics.jsonl, the checkpoint) plus ``result.json``, written last and atomically. With ``resume`` a run
-whose ``result.json`` holds the same spec (model section, task, budget, schedule, evaluation) is not
-trained again; any other folder of that name is an unfinished or different run, and is trained anew. That
-is the sweep engine every bench suite runs on (`bdh.bench.engine`: `FolderLedger`, `train_or_reuse`, `fit`);
-what is the experiment's own is the spec (its fields are the key stored in ``result.json``, so that folders
-written before keep resuming) and the record (curves and per-direction losses, which no CSV row holds).
-
-The two models of a seed read the same batches in the same order: the text task draws a training
-batch as a pure function of (seed, batch index), and every run has the same batch size and length.
-"""
+"""One training run of the scaling experiment: a model at a size, a learning rate and a seed, trained through
+`bdh.train` and validated, its record kept in ``runs/<model>/size<i>-lr<lr>-s<seed>/result.json`` (written last)
+so that ``--resume`` reuses a run whose spec matches. The training loop is the bench's (`bdh.bench.engine`); the
+spec's fields are the key stored in ``result.json``, so that folders written before keep resuming."""
 
 from __future__ import annotations
 
@@ -37,11 +26,8 @@ DIVERGED = "loss is "
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What identifies a run (and its result on resume).
-
-    ``task`` is the run's ``task`` section; ``data_id`` names the data independently of where the
-    output folder lies (the translation stream is written into it).
-    """
+    """What identifies a run (and its result on resume); ``data_id`` names the data independently of where the output
+    folder lies."""
 
     model: str
     size: int
@@ -76,9 +62,9 @@ class RunSpec:
         return json.loads(json.dumps(d))
 
     def run_config(self, run_dir: Path) -> Any:
-        """The trainer's `RunConfig` (`bdh.train.config.sweep_run_config`, as every sweep builds it): AdamW (weight
-        decay 0.1, the trainer's default), warmup over a tenth of the run and linear decay to a tenth of the
-        peak; the loss curve evaluated every ``curve_every`` steps."""
+        """The trainer's `RunConfig` (`bdh.train.config.sweep_run_config`, as every sweep builds it), with the loss
+        curve
+        evaluated every ``curve_every`` steps."""
         from bdh.train.config import sweep_run_config
 
         return sweep_run_config(

@@ -1,12 +1,8 @@
 """The verdicts: BDH against GPT at one size, decided against the spread over seeds, and the paper's
 section 4.2 claims (Fig. 7) checked on the numbers.
 
-At a size, each model has one final validation loss per seed. A model is better only beyond the seed spread
-(`bdh.seeds.beyond_seeds`: its worst seed better than the other's best); otherwise the size is a **tie** (not
-distinguishable here, which is not the same as equal). The spread reported beside it is the larger of the two
-models' ranges (max - min over seeds). With one seed there is no spread, and nothing is decided. A model that
-diverged on a seed the other did not loses the size.
-"""
+A model is better only beyond the seed spread (`bdh.seeds.beyond_seeds`); otherwise the size is a tie (not
+distinguishable here, not equal). One seed decides nothing; a model that diverged where the other did not loses."""
 
 from __future__ import annotations
 
@@ -88,11 +84,10 @@ def findings(
     fits: dict[str, PowerLawFit],
     improved: dict[str, tuple[str, float, float, str]],
 ) -> list[tuple[str, bool | None, str]]:
-    """The paper's claims as (claim, held: True / False / None = not decidable here, the numbers).
-
-    ``final`` and ``half`` compare the models per size at the end of training and at half the token
-    budget; ``improved`` is, per model, `decide` of its largest size against its smallest.
-    """
+    """The paper's claims as (claim, held: True / False / None = not decidable here, the numbers); ``final`` and
+    ``half``
+    compare per size at the end and at half the token budget, ``improved`` a model's largest size against its
+    smallest."""
     verdicts = [c.verdict for c in final]
     decided = [v for v in verdicts if v != UNDECIDED]
     out: list[tuple[str, bool | None, str]] = []

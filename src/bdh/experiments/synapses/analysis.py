@@ -95,12 +95,9 @@ def analyse(
     title: str = "Monosemantic synapses (paper section 6.3)",
     setup: Sequence[tuple[str, Any]] = (),
 ) -> Report:
-    """Search, validate, test across languages and against the nulls, and plot into ``out/figures``.
-
-    ``untrained`` is the untrained null (a model of the same configuration; None builds one with
-    ``torch.manual_seed(opts.seed)``). ``setup`` rows (e.g. the training run) head the report. Returns the
-    `Report` (``report.results`` holds every number); ``report.write(out)`` writes report.md and results.json.
-    """
+    """Search, validate, test across languages and against the nulls, and plot into ``out/figures``; returns the
+    `Report` (``report.write(out)`` writes it). ``untrained``: the untrained null (None: built with
+    ``torch.manual_seed(opts.seed)``); ``setup`` rows head the report."""
     t_start = time.time()
     out = Path(out)
     layer = opts.check_model(model)

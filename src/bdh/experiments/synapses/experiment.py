@@ -23,20 +23,15 @@ from .options import SynapseOptions
 
 @dataclass(frozen=True)
 class Config(SynapseOptions):
-    """``bdh experiment synapses``: the analysis (every field of `SynapseOptions`, inherited, so that
-    ``--set search=100`` and ``Config(head=1)`` name them directly) plus the corpus, the model and training.
-
-    The options' ``seed`` also seeds the corpus and training (so the untrained null is the trained model's
-    initialisation), and their ``lexicon_seed`` also makes the corpus (so the analysis reads the words the
-    model was trained on).
+    """``bdh experiment synapses``: the analysis (every field of `SynapseOptions`, inherited, so ``--set search=100``
+    names them directly) plus the corpus, the model and training. ``seed`` also seeds the corpus and training (so the
+    untrained null is the trained model's initialisation), and ``lexicon_seed`` also makes the corpus.
 
     Attributes:
-        n_layer, n_embd, n_head, n_neurons, dropout: the model (the paper, appendix B.3: 8 layers,
-            d = 256, 4 heads, n = 49152).
-        pairs: language pairs of the translation stream (the paper: Europarl en-es, en-pt, en-fr).
+        n_layer, n_embd, n_head, n_neurons, dropout: the model (the paper's, appendix B.3: docs/experiments.md).
+        pairs: language pairs of the translation stream.
         corpus_bytes: bytes of the stream; concept_rate: the share of its sentences that name a concept.
-        steps, batch_size, seq_len, lr: training (AdamW, warmup and linear decay; `train_lm`).
-    """
+        steps, batch_size, seq_len, lr: training (AdamW, warmup and linear decay; `train_lm`)."""
 
     # model
     n_layer: int = bounded(4, ge=2, why="sigma links two layers")

@@ -1,8 +1,6 @@
 """Figures of the synapse analysis: the analogues of the paper's Fig. 12 (a synapse's value along example
 segments) and Fig. 13 (the y and x behind its Hebbian increments), and the search AUC of every candidate.
-Each is written as PNG and SVG by `bdh.plotting.save`, readable at 100 % zoom (`bdh.plotting.READABLE`: the
-per-byte figures give each byte room for its character at the smallest font, so they are wide), with matplotlib
-imported only when drawing."""
+The per-byte figures are wide so that each byte has room for its character (`bdh.plotting.READABLE`)."""
 
 from __future__ import annotations
 

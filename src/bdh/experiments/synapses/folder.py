@@ -17,13 +17,8 @@ from .options import SynapseOptions
 
 @dataclass(frozen=True)
 class WrittenAnalysis:
-    """An analysis written by `write_analysis`.
-
-    Attributes:
-        report: the `Report` (``report.results`` holds every number, as in ``results.json``).
-        path: the ``report.md`` written.
-        seconds: wall-clock seconds of the analysis and the writing.
-    """
+    """An analysis written by `write_analysis`: its ``report`` (``report.results`` holds every number), the ``path`` of
+    report.md and the ``seconds`` it took."""
 
     report: Report
     path: Path
@@ -53,12 +48,9 @@ def write_analysis(
     overwrite: bool = False,
     log: Log = no_log,
 ) -> WrittenAnalysis:
-    """Search ``model`` (saved in ``model_dir`` of the run ``run_dir``) for synapses that separate concept
-    sentences, validate them on held-out sentences in two languages, repeat on the untrained null (a model of
-    the same configuration built with ``torch.manual_seed(opts.seed)``) and with shuffled labels, and plot
-    (`analyse`); then write ``report.md``, ``results.json`` and ``figures/`` into ``out``, created empty
-    (`bdh.experiments.common.prepare_out`: a non-empty folder is refused unless ``overwrite``; the run and the
-    model folder are inputs it may not hold). A layer or head the model lacks is a one-line `UserError`."""
+    """The synapse analysis (`analyse`) of ``model`` (saved in ``model_dir`` of the run ``run_dir``), written into
+    ``out``, created empty (`bdh.experiments.common.prepare_out`). A layer or head the model lacks is a one-line
+    `UserError`."""
     opts.check_model(model)
     out = prepare_out(out, overwrite=overwrite, inputs=[run_dir, model_dir])
     cfg = model.config

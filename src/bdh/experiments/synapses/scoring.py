@@ -24,11 +24,8 @@ Pairs = tuple[np.ndarray, np.ndarray]
 
 @dataclass
 class Scores:
-    """Sentence scores of synapses: (sentences, candidates) float32 per statistic.
-
-    Candidate c is the synapse (i, j) = divmod(c, N) within the head when all N^2 are scored, else the
-    c-th entry of ``pairs``.
-    """
+    """Sentence scores of synapses: (sentences, candidates) float32 per statistic; candidate c is (i, j) = divmod(c, N)
+    within the head when all N^2 are scored, else the c-th entry of ``pairs``."""
 
     end: np.ndarray
     max: np.ndarray
@@ -74,13 +71,10 @@ def score_sentences(
     batch_size: int = 32,
     t_chunk: int = 16,
 ) -> Scores:
-    """Both sentence statistics of the synapses of ``head`` between layers ``layer - 1`` and ``layer``.
-
-    Each sentence is read from a zero state. ``end`` is sigma_{T-1,layer}[i, j] of Eq. 16 after the last
-    byte, exactly `recover_sigma` (``rotate``: with the RoPE rotation to the reading position T); ``max``
-    is max_tau y_{tau,layer-1}[i] x_{tau,layer}[j], the largest single Hebbian increment (no rotation).
-    ``pairs`` = (rows, cols) within the head restricts the candidates to those synapses (else all N^2).
-    """
+    """Both sentence statistics of the synapses of ``head`` between layers ``layer - 1`` and ``layer``, each sentence
+    read from a zero state: ``end`` = sigma_{T-1,layer}[i, j] of Eq. 16 (`recover_sigma`; ``rotate``: with RoPE), and
+    ``max`` = max_tau y_{tau,layer-1}[i] x_{tau,layer}[j], the largest Hebbian increment. ``pairs`` restricts the
+    candidates (else all N^2)."""
     if not sentences:
         raise UserError("score_sentences: no sentences")
     N = model.config.N

@@ -123,13 +123,9 @@ def matched_pairs(
 
 
 def sentence_sets(opts: SynapseOptions) -> SentenceSets:
-    """Search and held-out sets from seeds the training stream never uses; held-out sentences whose text
-    also occurs in the search set are replaced (the template grammar repeats sentences).
-
-    With ``match_length`` each concept sentence is paired with a contrast sentence of (nearly) the same
-    byte length (`matched_pairs`, from pools several times larger; the other-concept sentences by
-    `length_matched`): the synthetic concept sentences are otherwise longer than the contrast sentences,
-    and the end-of-sentence value is a sum over the sentence."""
+    """Search and held-out sets from seeds the training stream never uses; held-out sentences that repeat a search
+    sentence are replaced. With ``match_length`` each concept sentence gets a contrast sentence of nearly its byte
+    length, since the end-of-sentence value is a sum over the sentence and concept sentences run longer."""
     c, lang, lang2, ls = opts.concept, opts.language, opts.second_language, opts.lexicon_seed
     s_seed, h_seed = SEARCH_SEED + opts.seed, HELDOUT_SEED + opts.seed
     m = opts.match_length

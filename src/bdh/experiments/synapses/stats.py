@@ -34,10 +34,9 @@ def _u_block(block: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def mann_whitney_u(scores: np.ndarray, labels: np.ndarray, *, chunk: int = 16384) -> np.ndarray:
-    """The Mann-Whitney U of the positives (``labels`` true) against the negatives, for every column of
-    ``scores`` (sentences, candidates) at once: U = #{(p, q): p > q} + #{(p, q): p = q} / 2 over positive p
-    and negative q (ties count half, which equals the average-rank form R_1 - n_1 (n_1 + 1) / 2).
-    U / (n_1 n_0) is the AUC; U equals ``scipy.stats.mannwhitneyu(pos, neg).statistic``."""
+    """The Mann-Whitney U of the positives (``labels`` true) against the negatives, for every column of ``scores``
+    (sentences, candidates) at once, ties counting half; U / (n_1 n_0) is the AUC, U equals
+    ``scipy.stats.mannwhitneyu(pos, neg).statistic``."""
     return _search_statistics(scores, labels, chunk=chunk)[0]
 
 

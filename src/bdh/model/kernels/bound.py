@@ -34,23 +34,18 @@ Attention = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], "tuple[Tensor, T
 
 @dataclass(frozen=True, eq=False)
 class Kernels:
-    """The kernels of one forward pass, chosen by `select` (named in ``choice``) and bound to the pass: every step
-    is a callable that chooses nothing when called (module docstring: what the tensors decide).
+    """The kernels of one forward pass, chosen by `select` and bound to the pass: every step a callable that chooses
+    nothing when called.
 
     Attributes:
-        rotate: R x, the RoPE rotation at the pass's positions (``tables``: cos, sin).
-        fire: h = Dx v -> (x, R x): the neuron activations x = ReLU(h) and their rotation (keys = queries).
-        attend: (q, k, v, rho) -> (a, rho after the block): linear attention of queries q and keys k over values v
-            from state rho (`Attention`). BDH's keys are its queries (pass the same tensor for both); the
-            ``separate_keys`` ablation passes its own.
-        gate: (z, x) -> y = ReLU(z) * x; with host dropout masks, the dropped entries are zeroed here (unscaled).
-        activate: z -> y = ReLU(z), the ``ungated`` ablation of ``gate``; host masks zero the dropped entries too.
-        heads: (a, W) -> a @ W per head, a (B, 1 or H, T, D) and W (H, D, N) -> (B, H, T, N) (Dx v and Dy LN(a) of
-            Eq. 8; `_heads`).
-        read_in: (y, E) -> E y for y (B, H, T, N) and E (n, D): one N x D product per head, summed over the
-            heads, (B, 1, T, D); dropout with ``torch`` masks applied to y here, the 1 / (1 - p) of ``host``
-            masks (applied by ``gate``) to the product, a tensor n / D times smaller than y.
-    """
+        fire: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
+        attend: (q, k, v, rho) -> (a, rho after the block), linear attention (`Attention`); BDH passes the same
+            tensor as q and k, ``separate_keys`` its own keys.
+        gate: (z, x) -> y = ReLU(z) * x; host dropout masks zero the dropped entries here (unscaled).
+        activate: z -> ReLU(z), the ``ungated`` ablation of ``gate``.
+        heads: (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
+        read_in: (y, E) -> E y summed over the heads, (B, 1, T, D); ``torch`` masks applied to y here, the 1 / (1 - p)
+            of ``host`` masks to the product, n / D times smaller than y."""
 
     choice: Choice
     tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
@@ -235,16 +230,10 @@ def _activate(c: Choice) -> Callable[[Tensor], Tensor]:
 
 
 def _heads(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
-    """a @ W per head (`Kernels.heads`). torch.matmul broadcasts W over the batch by copying it B times (B h D N
-    numbers), and autograd then sums W's gradient over the batch: B products of a T-long contraction.
-
-    Folded (`_fold`: a batch of sequences shorter than D, generation and short prompts) or, with the ``heads-outer``
-    layout, for a per-head input a (Dy LN(a)): the batch goes into the rows of one (B T) x D product per head, and
-    the result stays in that (H, B, T, N) storage, a (B, H, T, N) view (head-major: copied once into that layout).
-    Its weight gradient is then one product per head of a B T-long contraction, and E y (`_read_in`) reads y in the
-    same storage without a copy; the gate's compiled loops read and write either layout (`native.rows`). A shared
-    input (Dx v, a (B, 1, T, D)) keeps the broadcast product, which measured as fast.
-    """
+    """a @ W per head (`Kernels.heads`). torch.matmul would copy W B times and sum its gradient over B products of a
+    T-long contraction; folded (a batch shorter than D) or with the ``heads-outer`` layout, the batch goes into the
+    rows of one (B T) x D product per head, kept in (H, B, T, N) storage that `_read_in` and the gate read without a
+    copy. A shared input (Dx v) keeps the broadcast product, which measured as fast."""
     outer = c.layout == "heads-outer"
 
     def heads(a: Tensor, W: Tensor) -> Tensor:

@@ -1,12 +1,7 @@
-"""Which kernel runs each step of a forward pass: `choose`, one table read from the top.
-
-For each step the first row whose condition holds names the kernel (the names of docs/model.md); the comment
-says where it lives: ``pytorch/`` (plain PyTorch, any device), ``cpu/`` (the compiled CPU loops, where setup.py
-built them) or ``triton/`` (CUDA). `bdh.model.kernels.bound.bind` turns the names into the pass's callables. What
-only the tensors can tell is decided there, when they arrive: the compiled loops take fp32 and bf16 CPU tensors
-(another dtype runs the PyTorch kernel), ``recurrent-native`` one token on a contiguous fp32 state, and
-``shared-keys`` keys that are the queries (not ``separate_keys``).
-"""
+"""Which kernel runs each step of a forward pass: `choose`, one table read from the top (the names of docs/model.md;
+each row's comment says where it lives). What only the tensors can tell (a dtype the compiled loops do not take,
+a one-token step on a contiguous fp32 state, keys that are the queries) is decided in
+`bdh.model.kernels.bound.bind`'s callables when they arrive."""
 
 from __future__ import annotations
 
@@ -46,19 +41,15 @@ class Pass:
 
 @dataclass(frozen=True)
 class Choice:
-    """What `choose` chose for one pass: the kernel of each step by name (the rows of `choose`), and the
-    parameters of the pass the kernels are bound to.
+    """What `choose` chose for one pass: the kernel of each step by name (the rows of `choose`), and the pass's
+    parameters the kernels are bound to.
 
     Attributes:
-        positional: the positional scheme; rope: the rotation kernel (`rope_impl`).
         fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
-        attention: the attention kernel; gate: ``native``, ``fused`` or ``plain``.
         masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
-        layout: where the per-head products of a per-head input (Dy LN(a)) and E y keep the (B, H, T, N) neuron
-            tensors z and y: ``head-major`` (contiguous) or ``heads-outer`` (stored (H, B, T, N), `Kernels.heads`).
-        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
-        need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
-    """
+        layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
+            (stored (H, B, T, N), `Kernels.heads`).
+        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention."""
 
     positional: str
     rope: str

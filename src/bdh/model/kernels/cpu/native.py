@@ -1,24 +1,10 @@
 """The compiled element-wise loops of a BDH layer on the CPU (optional; PyTorch runs the same steps without them).
 
-A bf16 step on a CPU whose matmuls are fast (AMX) spends most of its time in element-wise passes over the
-(B, h, T, N) neuron tensors: every PyTorch operation reads and writes a whole tensor, and a bf16 operation
-converts to fp32 and back on the way. `_native.c`, built at install time by ``setup.py`` as an optional
-extension, does each step of Eq. 8 that is element-wise in one pass, in fp32 arithmetic rounded once:
-
-* `relu_rope`: x = ReLU(h) and R x together (h = Dx v), the rotation per pair from (T, N / 2) tables;
-* `relu_rope_back`: dh = [x > 0] (gx + R^T gxr), the gradients from the gate and from attention summed
-  in the same pass (R^T: the rotation by minus the angle);
-* `gate`: y = ReLU(z) * keep * x, the dropout draws made inside the loop from a counter-based generator
-  (`bdh.model.kernels.pytorch.dropout.counter_draws`: no mask is drawn, stored or read), and ReLU(z) * keep for the
-  backward; `gate_back`: dz = [r > 0] g x, dx = g ReLU(r);
-* `recurrent_step`: one token of Eq. 8 on the fp32 state, the read a = q^T S and the write S = u (S + k v^T)
-  in one pass over S (generation).
-
-Each is called through ctypes on CPU tensors of fp32 or bf16 (contiguous; the gate's rows at any strides, `rows`)
-and has a PyTorch reference it is tested against (tests/model/test_native.py). `available` says whether the
-library was built and loads, and is False while ``BDH_NATIVE=0`` is set or inside `disabled` (the tests run both
-paths).
-"""
+On a CPU with fast bf16 matmuls (AMX) a step's time goes to element-wise passes over the (B, h, T, N) tensors;
+`_native.c` (built by ``setup.py``) does each element-wise step of Eq. 8 in one fp32 pass: `relu_rope`,
+`relu_rope_back`, `gate` (dropout drawn in the loop, `counter_draws`), `gate_back` and `recurrent_step`. Each has
+a PyTorch reference it is tested against; `available` is False when not built, under ``BDH_NATIVE=0`` or inside
+`disabled` (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -174,13 +160,8 @@ def _row_strides(*tensors: torch.Tensor | None) -> tuple[ctypes.Array, ctypes.Ar
 def gate(
     z: torch.Tensor, x: torch.Tensor, seed: int, drop: int, keep_r: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(y, r): y = ReLU(z) * keep * x and, when ``keep_r``, r = ReLU(z) * keep, for z, x of one shape and dtype
-    (`rows`); y and r take z's layout.
-
-    keep is 0 where entry i's draw from `bdh.model.kernels.pytorch.dropout.counter_draws` (``seed``) is below ``drop``
-    (= round(p 2^16); 0: nothing dropped), drawn inside the loop; i is the entry's index in the (B, H, T, N) shape,
-    whatever the layout.
-    """
+    """(y, r): y = ReLU(z) * keep * x and, with ``keep_r``, r = ReLU(z) * keep, in z's layout; keep is 0 where entry i's
+    draw (`counter_draws` of ``seed``, i its index in the (B, H, T, N) shape) is below ``drop`` = round(p 2^16)."""
     y = torch.empty_like(z)
     r = torch.empty_like(z) if keep_r else None
     shape, strides = _row_strides(z, x, y, r)
@@ -203,11 +184,8 @@ def gate_back(
 def recurrent_step(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, S: torch.Tensor, u: torch.Tensor | None
 ) -> torch.Tensor:
-    """One token of Eq. 8 in place: a = q^T S, then S = u (S + k v^T); returns a (B, H, 1, D) in q's dtype.
-
-    q, k: contiguous (B, H, 1, N) of one dtype; v: (B, 1 or H, 1, D), read in fp32; S: contiguous fp32 (B, H, N, D);
-    u: (H,) fp32 retention or None. The rows of each head are split so that every thread has work at batch 1.
-    """
+    """One token of Eq. 8 in place: a = q^T S, then S = u (S + k v^T); returns a (B, H, 1, D) in q's dtype. q, k
+    contiguous (B, H, 1, N); v (B, 1 or H, 1, D); S contiguous fp32 (B, H, N, D); u (H,) or None."""
     B, H, _, N = q.shape
     D = S.shape[-1]
     a = q.new_empty(B, H, 1, D)

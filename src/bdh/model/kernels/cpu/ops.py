@@ -1,16 +1,6 @@
-"""The compiled CPU loops (`native`) as PyTorch operators, with their backward loops (same values, one pass).
-
-Where the compiled loops of `bdh.model.kernels.cpu.native` are built, two functions fuse further than
-`bdh.model.kernels.pytorch.fused`, each step one pass (tests/model/test_native.py):
-
-* `native_relu_rope(h)` = (ReLU(h), R ReLU(h)): forward one pass writing x and R x; it keeps x only, and its
-  backward receives the gradients of both outputs (from the gate and from attention) and writes
-  dh = [x > 0] (gx + R^T gxr) in one pass, where autograd would add the two gradients, rotate, and apply
-  ReLU's backward in four to six passes (with fp32 round trips for bf16).
-* `native_gate(z, x, p)` = ReLU(z) * keep * x: forward one pass, the dropout draws made in the loop (no mask
-  drawn beforehand, stored or read; ReLU(z) * keep is written beside y with dropout, else z is kept), backward
-  one pass writing dz and dx.
-"""
+"""The compiled CPU loops (`native`) as PyTorch operators, with their backward loops (same values, one pass each):
+`native_relu_rope` (x and R x forward; dh = [x > 0] (gx + R^T gxr) backward, the two gradients summed in the same
+pass) and `native_gate` (ReLU(z) * keep * x, the dropout drawn in the loop). tests/model/test_native.py."""
 
 from __future__ import annotations
 

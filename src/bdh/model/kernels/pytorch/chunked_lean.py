@@ -1,38 +1,16 @@
 """Memory-lean chunked linear attention: a custom autograd function with a hand-written backward.
 
-The plain chunked form (`bdh.model.kernels.pytorch.attention.chunked`) lets autograd keep the fp32 state S (B, H, N, D)
-of every chunk, and every intermediate of every chunk, for the backward pass. This function keeps
-q, k, v (as chunk-major copies), the C x C scores, and the per-chunk states only when they are no
-larger than q (in q's dtype); it recomputes the rest in backward. Memory stays linear in T.
-
-With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}, the gradients are
+Autograd on the plain chunked form keeps every chunk's fp32 state; this keeps q, k, v (as chunk-major copies), the
+C x C scores, and the per-chunk states only when no larger than q (D <= C), recomputing the rest. With S_t = u
+(S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}:
 
     dq_t = S_{t-1} do_t
     dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
     dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
 
-Only the state has to be carried from chunk to chunk. Everything else is one batched matmul over all
-chunks at once: the masked C x C scores and their products with v, every chunk's k^T v, every chunk's
-q^T do, and the reads of the states. The states themselves are a scan over the chunks,
-S_{g+1} = u^C S_g + K_g^T V_g (and dS_g = u^C dS_{g+1} + Q_{g+1}^T dO_{g+1} in reverse), summed in
-fp32 one chunk after the other. The state before each chunk is kept for backward when the kept states
-take no more memory than q (T / C chunks x N x D <= T x N, i.e. D <= C); otherwise backward runs the
-forward scan again. Memory: the scores are C x C per chunk; the per-chunk states are (T / C) x N x D
-while a layer's forward or backward runs (kept to its backward only when D <= C).
-
-Two more things make it fast on CPU (docs/performance.md):
-
-* **Chunk-major copies.** q, k, v are copied once into a (T / C, B, H, C, .) layout, so that every
-  chunk is one contiguous tensor. A chunk sliced out of (B, H, T, N) is not, and its transpose (the
-  keys in q k^T and k^T v) made each bf16 matmul copy its operand first (several times slower per
-  chunk product; docs/performance.md). These copies are kept for backward instead of q, k, v; the
-  gradients are written in the same layout and copied back once.
-* **Shared keys.** BDH's keys are its queries (k = q = the rotated x). When both arguments are the
-  same tensor, the intra-chunk terms of dq and dk are one product, (P + P^T) x_c, and autograd gets one
-  gradient instead of two to add up.
-
-Tested against the plain chunked and the recurrent forms (values and all gradients).
-"""
+Only the state is scanned chunk by chunk (in fp32); everything else is one batched matmul over all chunks. The
+chunk-major copies and the shared-keys gradient ((P + P^T) x_c when k is q) are why it is fast on CPU
+(docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -68,11 +46,8 @@ class _Powers:
 
 
 class _Chunks:
-    """A (B, H, T, X) tensor as chunks of C tokens, in groups of equal-length chunks.
-
-    ``groups`` holds one (T // C, B, H, C, X) tensor for the full chunks and, when C does not divide T,
-    a (1, B, H, T % C, X) tensor for the shorter last chunk; each is contiguous.
-    """
+    """A (B, H, T, X) tensor as contiguous chunks of C tokens: one (T // C, B, H, C, X) group of full chunks and, when C
+    does not divide T, a (1, B, H, T % C, X) last one."""
 
     def __init__(self, groups: list[torch.Tensor]):
         self.groups = groups
@@ -102,10 +77,9 @@ def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 
 def _weighted(t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
-    """t (G, B, H, C, X) with row i of head h scaled by w[h, i] (``head`` or ``tail`` of `_powers`); t if w is None.
-
-    A row weight commutes with a product, (w q) S = w (q S) and (w k)^T v = k^T (w v), so it is applied to
-    the D-wide factor or product, never to the N-wide q or k (N / D times fewer numbers)."""
+    """t (G, B, H, C, X) with row i of head h scaled by w[h, i], or t if w is None. A row weight commutes with a
+    product,
+    so it is applied to the D-wide factor, never to the N-wide q or k."""
     return t if w is None else t * w.view(1, 1, *w.shape, 1)
 
 
@@ -117,11 +91,8 @@ def _add_weighted_(out: torch.Tensor, t: torch.Tensor, w: torch.Tensor | None) -
 def _scan(
     parts: torch.Tensor, S: torch.Tensor, whole: torch.Tensor | None, low: torch.dtype, reverse: bool = False
 ) -> torch.Tensor:
-    """The state before each of G chunks, in ``low``: (G, B, H, N, D); ``S`` (fp32) ends as the state after them.
-
-    S_{g+1} = u^C S_g + parts_g, summed in S's dtype (fp32) one chunk after the other, as the recurrence
-    (``reverse``: from the last chunk to the first, for the gradient of the state).
-    """
+    """The state before each of G chunks, in ``low`` (G, B, H, N, D); ``S`` (fp32) ends as the state after them: S_{g+1}
+    = u^C S_g + parts_g in fp32 (``reverse``: last chunk first, for the state's gradient)."""
     before = parts.new_empty(parts.shape, dtype=low)
     G = parts.shape[0]
     whole = None if whole is None else whole.view(1, -1, 1, 1).to(S.dtype)
@@ -242,10 +213,8 @@ def chunked_lean(
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chunked linear attention (same values as `bdh.model.kernels.pytorch.attention.chunked`) with a lean backward.
-
-    Returns (a (B, H, T, D), the state after the block (B, H, N, D)).
-    """
+    """Chunked linear attention (the values of `bdh.model.kernels.pytorch.attention.chunked`) with a lean backward;
+    returns (a (B, H, T, D), the state after the block (B, H, N, D))."""
     log_u = None if log_u is None else log_u.detach()
     if torch.is_autocast_enabled(q.device.type):
         # one dtype inside (autocast's, e.g. bf16): the backward runs outside autocast, so the inputs are cast

@@ -1,33 +1,10 @@
-"""Dropout masks for CPU tensors from a fast generator, seeded from PyTorch's.
+"""Dropout masks for CPU tensors from a fast generator, seeded from PyTorch's (docs/performance.md).
 
-Dropout in BDH sits on the gated activations y (B, h, T, N), the largest tensor of a layer, so it
-needs one random number per neuron per token. PyTorch's CPU ``bernoulli_`` draws them from a
-single-threaded Mersenne Twister, which showed up in the profile of a CPU training step as more than the
-attention matmuls (docs/performance.md has the measurements).
-
-`drop_mask` draws the same Bernoulli mask from NumPy's SFC64 generator instead, 16 random bits per
-entry, an order of magnitude cheaper per draw. Each call takes a 64-bit seed from PyTorch's default CPU
-generator (or the one given), so the masks are as reproducible as ``nn.Dropout``'s: ``torch.manual_seed``
-fixes them, and saving and restoring PyTorch's RNG state (as checkpoints do) resumes the same stream.
-They are not the official code's masks: a run that must reproduce ``nn.Dropout`` draw for draw sets the
-model's ``dropout_rng`` to ``torch``.
-
-An entry is dropped when its 16-bit draw r (uniform on [0, 2^16)) is below round(p 2^16): the drop
-probability is p rounded to a multiple of 2^-16, at most 7.7e-6 away (0.1 becomes 0.1000061).
-
-Applying a bool mask to a bf16 tensor (``masked_fill_``) is a slow mixed-dtype pass on CPU, several times
-a bf16 multiply. `DropMask` can instead hold the 16-bit draws *read as bf16 numbers*: every bit pattern is
-equally likely, and the patterns are ordered by their value, so "drop when the draw is at most a
-threshold" with the threshold chosen such that exactly round(p 2^16) of the 2^16 patterns lie at or below
-it (NaN patterns never do) has the same drop probability as the integer comparison. Zeroing the dropped
-entries is then one same-dtype ``threshold_backward`` pass, with no separate comparison.
-
-Where the compiled gate of `bdh.model.kernels.cpu.native` runs, no mask is drawn here: its loop makes each
-entry's 16-bit draw itself from a counter-based generator (`counter_draws`: splitmix64 of the seed and the
-entry's index, so any thread can make any draw), with the same seed from PyTorch's generator and the same
-drop probability round(p 2^16) / 2^16, but another stream than `drop_mask`'s. `counter_mask` is that
-stream in NumPy, the reference the compiled loop is tested against.
-"""
+PyTorch's CPU ``bernoulli_`` draws from a single-threaded Mersenne Twister, which cost more than the attention
+matmuls of a CPU step; `drop_mask` draws 16-bit numbers from NumPy's SFC64 instead, seeded per call from PyTorch's
+generator (so ``torch.manual_seed`` and a resumed checkpoint reproduce them; ``dropout_rng: torch`` gives the
+official masks). The drop probability is round(p 2^16) / 2^16. The compiled gate draws its own from a
+counter-based generator (`counter_draws`, another stream, same distribution)."""
 
 from __future__ import annotations
 
@@ -44,7 +21,7 @@ from bdh.errors import UserError
 @dataclass(frozen=True)
 class DropMask:
     """Which entries dropout zeroes: ``draws`` True where dropped (``threshold`` None), or bf16 draws kept
-    where they exceed ``threshold`` (see the module docstring)."""
+    where they exceed ``threshold`` (see `drop_mask`)."""
 
     draws: torch.Tensor
     threshold: float | None = None
@@ -84,11 +61,8 @@ def _draws16(count: int, generator: torch.Generator | None) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=64)
 def _bf16_threshold(keep: int) -> float | None:
-    """The value with exactly ``keep`` of the 2^16 bf16 bit patterns kept by ``threshold_backward``, or None.
-
-    ``threshold_backward(t, draws, h)`` zeroes where ``draws <= h``; a NaN draw compares false, so the 254
-    NaN patterns are always kept and the threshold places the other keep - 254 among the numbers.
-    """
+    """The value with exactly ``keep`` of the 2^16 bf16 bit patterns kept by ``threshold_backward`` (zeroes where draws
+    <= h; the 254 NaN patterns compare false, so always kept), or None."""
     values = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
     nans = int(values.isnan().sum())
     values = values[~values.isnan()].sort(descending=True).values
@@ -102,11 +76,9 @@ def _bf16_threshold(keep: int) -> float | None:
 def drop_mask(
     shape: tuple[int, ...], p: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None
 ) -> DropMask:
-    """A CPU dropout mask of ``shape``: each entry dropped with probability ``p`` (to 2^-16), independently.
-
-    For ``dtype`` bf16, fp32 or fp64 (the tensor it will be applied to) the draws are held as bf16 with a
-    threshold when one exists (p <= 1 - 254 / 2^16, the share of NaN patterns); otherwise as a bool tensor.
-    """
+    """A CPU dropout mask of ``shape``, each entry dropped with probability ``p`` (to 2^-16). For bf16, fp32 or fp64 the
+    draws are held as bf16 with a threshold, so zeroing is one same-dtype ``threshold_backward`` pass (a bool
+    ``masked_fill_`` on bf16 is a slow mixed-dtype pass); otherwise as a bool tensor."""
     drop = drop_count(p)
     draws = _draws16(math.prod(shape), generator).view(shape)
     if dtype in (torch.bfloat16, torch.float32, torch.float64):
@@ -122,13 +94,10 @@ _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
 def counter_draws(seed: int, count: int) -> np.ndarray:
-    """The 16-bit draws the compiled gate (`bdh.model.kernels.cpu.native`) makes inside its loop, uint16 (count,).
-
-    Draw i is bits 16 (i mod 4) .. 16 (i mod 4) + 15 of word i // 4 of the splitmix64 stream seeded with
-    ``seed``: word k = mix(seed + (k + 1) golden). Every draw is a function of (seed, i) alone, so each thread
-    of the loop computes its own and no mask is stored. This is the reference those draws are tested against,
-    and the same distribution as `drop_mask`'s (uniform 16 bits), but another stream.
-    """
+    """The 16-bit draws the compiled gate (`bdh.model.kernels.cpu.native`) makes inside its loop, uint16 (count,): draw
+    i
+    is bits 16 (i mod 4) .. + 15 of word i // 4 of splitmix64 seeded with ``seed``, a function of (seed, i) alone so
+    that each thread makes its own. The reference the loop is tested against."""
     k = np.arange(1, (count + 3) // 4 + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = np.uint64(seed) + k * np.uint64(_GOLDEN)

@@ -1,28 +1,9 @@
 """Fused element-wise steps of the BDH layer, as custom autograd functions (same values, fewer passes).
 
-The profile of a CPU training step (docs/performance.md) shows, after the matmuls, the element-wise
-work on the (B, h, T, N) neuron tensors: the gate y = ReLU(z) * x (paper Eq. 8, z = Dy LN(a)) and
-the RoPE rotation of x. Autograd records every primitive of these chains and keeps their outputs;
-the functions here do the same arithmetic in fewer passes and save less for backward:
-
-* `relu_mul(z, x, drop)` = ReLU(z) * x, with the dropout mask applied in the same function. Plain
-  autograd with ``nn.Dropout`` runs relu, mul, bernoulli_, div_ and mul forward and five passes
-  backward. Here the forward is relu, zeroing the dropped entries (`bdh.model.kernels.pytorch.dropout.DropMask`;
-  the 1 / (1 - p) factor is applied by the caller to y E, a tensor n / D times smaller) and one
-  multiply; ReLU(z) with the dropped entries zeroed and x are kept, and the backward is
-  dz = threshold_backward(g * x, ReLU(z)) (= g * x * [z > 0] * kept), dx = g * ReLU(z): three passes.
-  Without dropout it is bit-identical to autograd's ReLU(z) * x (the same products).
-* `rope_rotate(v, cos, sin)` = v * cos + rot(v) * sin, with rot the rotation by a quarter turn of each
-  pair (interleaved (2k, 2k+1) for ``rope``, (i, i + N/2) for ``rope-standard``). rot(v) is written
-  swap(v) * sign, the sign folded into the sin table, so the forward is three passes (mul, the
-  swap copy, addcmul) instead of five; the tables are cast once to v's dtype (bf16 stays bf16), and
-  the backward is the inverse rotation g * cos + swap(g) * swap(signed sin), three passes too
-  (docs/performance.md has the measurements).
-
-Both are tested against the plain expressions in values and gradients (tests/model/test_fused.py).
-Under ``torch.compile`` without the compiled loops the model uses the plain expressions, which inductor fuses
-itself.
-"""
+`relu_mul` is the gate y = ReLU(z) * x of Eq. 8 with the dropout mask applied in the same function (three passes
+backward instead of five); `rope_rotate` is v * cos + rot(v) * sin with the sign folded into the sin table (three
+passes each way). Tested against the plain expressions (tests/model/test_fused.py); under ``torch.compile``
+without the compiled loops the plain expressions are used and inductor fuses them (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""The parallel form of linear attention when the keys are the queries (BDH: k = q = R x), with a lean backward.
-
-BDH's attention scores are the Gram matrix of the rotated neuron activations, A = (x x^T) * W, with W
-the strictly causal mask (or the damping weights u^(t - tau) of Eq. 8 on it; everything for
-bidirectional attention). Autograd through ``q @ k.mT`` computes dq = dA k and dk = dA^T q as two
-T x T x N products and then adds them; with k = q the gradient is one product,
+"""The parallel form of linear attention when the keys are the queries (BDH: k = q = R x), with a lean backward:
+A = (x x^T) * W (W the causal mask, damped as in Eq. 8), and with k = q the gradient is one product,
 
     dx = (dA + dA^T) x,          dA = (do v^T) * W,          dv = A^T do,
 
-which saves a third of the attention matmul work of the backward pass and one pass over x-sized
-tensors. Used by `bdh.model.kernels.pytorch.attention.parallel` for training steps without a carried state; tested
-against autograd through the plain form (values and gradients).
-"""
+a third less of the backward's attention matmuls than autograd's dq + dk. Tested against autograd."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """A recurrent step that touches only the neurons that fire (inference, one sequence, one token).
 
-In a trained BDH few neurons fire: x is sparse and y, gated by x, sparser still (paper section 6.4: a few
-percent of y). In a recurrent step the state read a = q^T S and the write S += k v^T touch only the state
-rows where the rotated x is non-zero (both members of a RoPE pair), and E y only the rows of E where y is
-non-zero. With a fraction f of active neurons the state traffic, n D numbers per layer and the largest cost
-of a step, drops by about 1 / f. Dx and Dy stay dense products (every x must be computed).
-
-`BDH.step(..., mode="sparse", inplace=True)` and ``BDH.generate(..., sparse=True)`` run these in place of
-the dense recurrent kernels; they compute the same values (tests/model/test_generate.py). A head whose x is
-denser than `DENSITY` takes the dense read and write, which is faster there.
-"""
+With a fraction f of active neurons (x sparse, y sparser: paper section 6.4) the state read a = q^T S and write S
++= k v^T touch only the rows where the rotated x is non-zero, and E y only the rows where y is, so the state
+traffic (n D numbers per layer, a step's largest cost) drops by about 1 / f. Same values as the dense kernels
+(tests/model/test_generate.py); a head denser than `DENSITY` takes the dense read and write."""
 
 from __future__ import annotations
 

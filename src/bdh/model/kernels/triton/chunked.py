@@ -1,59 +1,19 @@
 """BDH's chunked linear attention as fused Triton kernels, forward and backward (chosen on CUDA by `select`).
 
-The same quantity as `bdh.model.kernels.pytorch.attention.chunked` (paper Eq. 4 in the chunked form of Eq. 8): per
-head, with keys = queries in BDH, one value vector shared by the heads, strictly causal, optional damping u,
-a state S (N x D) carried in and out. For chunk c of ``len`` tokens, i, j local positions, S_b the state before
-the chunk and S_a the state after it:
+The quantity of `bdh.model.kernels.pytorch.attention.chunked` (Eq. 4 in the chunked form of Eq. 8). Per chunk of
+``len`` tokens, S_b and S_a the states before and after it:
 
     a_i  = u^i q_i S_b + sum_{j < i} u^(i-j) (q_i . k_j) v_j                     (read + the chunk's scores)
     S_a  = u^len S_b + sum_j u^(len-j) k_j v_j^T                                  (the write)
-
-and, with dS_a the gradient of S_a (the gradient of the returned state after the last chunk),
-
     dq_i = u^i dO_i S_b^T + sum_{j<i} P_ij k_j,       P_ij = u^(i-j) (dO_i . v_j)
     dk_j = u^(len-j) v_j dS_a^T + sum_{i>j} P_ij q_i
     dv_j = u^(len-j) k_j dS_a + sum_{i>j} A_ij dO_i,   A_ij = u^(i-j) (q_i . k_j)
     dS_b = u^len dS_a + sum_i u^i q_i dO_i^T.
 
-**How it is tiled.** BDH's key dimension is large (N = 8192 per head at paper size) and so is its value
-dimension (D = 256), so the N x D state of one head (8 MiB in fp32) is far larger than a streaming
-multiprocessor's registers and shared memory; flash-linear-attention's kernels assume 64-256 for both. Three
-kernels (`bdh.model.kernels.triton.chunked_jit`), each used in the forward and in the backward pass:
-
-* ``scan_kernel``, one program per (BN x BD) tile of the state of one (batch, head): the recurrence over the
-  chunks with the tile in registers, from the first chunk to the last (forward: k, v) or back
-  (backward: q, dO). The state is written to global memory only at chunk boundaries, in the inputs' dtype
-  (what the matmuls read), never read back by the scan itself.
-* ``read_kernel``, one program per (chunk, BD-block of D, batch x head): a = u^i (q S_b) + (M * q k^T) v,
-  summed over N in BN-wide steps; the chunk's C x C scores and the state read share the loads of q (the
-  backward's dv is the same kernel on k, q, dO and dS_a).
-* ``grad_keys_kernel``, one program per (chunk, BN-block of N, batch x head): dq and dk of the block, summed over
-  D in BD-wide steps (P = M * dO v^T is built in the same loop from the loads it needs anyway); with shared
-  keys (k is q, BDH) one gradient dq + dk is written.
-
-Where the N x D state lives: in registers during each scan (one tile per program, so the grid covers N / BN x
-D / BD tiles of every head), and in global memory once per chunk boundary, (T / C) x N x D per head in the
-inputs' dtype, D / C times the size of q. It does not stay in registers from chunk to chunk across the whole
-layer, as flash-linear-attention's ``fused_chunk`` kernels keep theirs, because with BDH's N that would cut
-every output row into N / BN partial sums over D: with a BN x D tile of at most 16k fp32 registers (BN = 64
-at D = 256), N / BN x D fp32 partial outputs per token and head, each written and read once (256 KiB at
-paper size), against N x D / C state entries per token written and read once in bf16 (128 KiB with C = 64),
-and the partial sums would not shrink with a longer chunk. The backward recomputes the chunk states instead of
-keeping them (the forward keeps only q, k, v and the carried state), as `bdh.model.kernels.pytorch.chunked_lean` does
-when D > C. The kernel's chunk is ``min(chunk_size, 64)`` tokens: the C x C scores of a chunk live in
-registers, so the register budget sets the chunk, not the model's ``chunk_size`` (the values are the same, up
-to rounding). The sums are in fp32 (fp64 for fp64 inputs).
-
-The block sizes (`_plan`) are chosen from the register and shared-memory budgets, not tuned: BN x BD = 64 x 64
-for bf16 / fp16, 64 x 32 for fp32, 32 x 32 for fp64, so that the operands of one step of the longest loop stay
-under 48 KiB (three pipeline stages fit in 164 KiB of shared memory). How fast this is, and whether it beats
-`bdh.model.kernels.pytorch.chunked_lean` at a given T, is for a GPU to measure (benchmarks/gpu_all.py). Tested
-against the naive sum and the recurrent form in values and every gradient under Triton's CPU interpreter
-(``TRITON_INTERPRET=1``, tests/model/test_chunked_triton.py), compiled for sm_90 without a GPU there too (the
-interpreter does not compile), and on CUDA (tests/cuda).
-
-Triton is optional (the ``gpu`` extra): nothing here imports it until a kernel runs.
-"""
+BDH's N x D state of a head is far larger than registers, so ``scan_kernel`` scans it in BN x BD tiles, writing
+states only at chunk boundaries, and ``read_kernel`` and ``grad_keys_kernel`` sum over N and D in blocks; the
+backward recomputes the chunk states. docs/performance.md ("GPU") has the tiling, why the state does not stay in
+registers across chunks, and the block sizes. Triton (the ``gpu`` extra) is imported only when a kernel runs."""
 
 from __future__ import annotations
 
@@ -299,12 +259,10 @@ def chunked_triton(
     state: torch.Tensor | None = None,
     need_state: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The chunked form with the fused kernels: the signature and values of `pytorch.attention.chunked`.
-
-    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_u: (H,) or None; state: (B, H, N, D) or None. Returns (a (B, H,
-    T, D) in q's dtype, the state after the block in fp32 (fp64 for fp64 inputs) when ``need_state``, else None).
-    Under autocast q, k and v are cast to its dtype here, as `bdh.model.kernels.pytorch.chunked_lean` does.
-    """
+    """The chunked form with the fused kernels, with the signature and values of `pytorch.attention.chunked`: q, k (B,
+    H,
+    T, N), v (B, 1 or H, T, D), log_u (H,) or None, state (B, H, N, D) or None -> (a in q's dtype, the fp32 state after
+    the block when ``need_state``); under autocast q, k, v are cast here."""
     _check(q, k, v, state)
     if not (q.is_cuda or interpreting()):
         raise UserError("chunked_triton: the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 on the CPU)")
