@@ -7,6 +7,8 @@ its fields with them, the kernels dispatch on them, experiments sweep them.
   `bdh.model.kernels.pytorch.sparse`);
 * `POSITIONAL` — the positional schemes (`bdh.model.kernels.pytorch.rope`): the official interleaved RoPE, the standard
   halves layout, none.
+* `STATE_WRITES` — how a token writes the state: ``add`` (Eq. 8's Hebbian sum) or ``delta`` (ours, DeltaNet's
+  correction, `bdh.model.kernels.pytorch.token_rules`).
 """
 
 from __future__ import annotations
@@ -14,5 +16,6 @@ from __future__ import annotations
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 MODES = (*ATTENTION_FORMS, "sparse")
 POSITIONAL = ("rope", "rope-standard", "none")
+STATE_WRITES = ("add", "delta")
 
-__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL"]
+__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_WRITES"]

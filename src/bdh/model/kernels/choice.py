@@ -5,7 +5,9 @@ says where it lives: ``pytorch/`` (plain PyTorch, any device), ``cpu/`` (the com
 built them) or ``triton/`` (CUDA). `bdh.model.kernels.bound.bind` turns the names into the pass's callables. What
 only the tensors can tell is decided there, when they arrive: the compiled loops take fp32 and bf16 CPU tensors
 (another dtype runs the PyTorch kernel), ``recurrent-native`` one token on a contiguous fp32 state, and
-``shared-keys`` keys that are the queries (not ``separate_keys``).
+``shared-keys`` keys that are the queries (not ``separate_keys``). The state rules beyond Eq. 8 (``rule``: a
+retention per token, the delta rule) run in plain PyTorch (`pytorch.token_rules`); a learned U runs the kernels
+that differentiate it when it trains.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class Choice:
             tensors z and y: ``head-major`` (contiguous) or ``heads-outer`` (stored (H, B, T, N), `Kernels.heads`).
         log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
         need_state, inplace, detach_kv: as `Pass`; dropout: the rate of the masks.
+        rule: the state rule (`RULES`): ``plain`` (U fixed), ``learned`` (U a parameter), ``gated`` (a retention
+            per token), ``delta`` (the delta-rule write); the last two call the attention with (log_g, beta).
     """
 
     positional: str
@@ -75,6 +79,7 @@ class Choice:
     inplace: bool
     detach_kv: bool
     dropout: float
+    rule: str = "plain"
 
     @property
     def native(self) -> bool:
@@ -94,21 +99,25 @@ def choose(
     training: bool,
     autograd: bool,
     device: torch.device,
+    rule: str = "plain",
 ) -> Choice:
     """The kernel of every step of pass ``p``: the first row of the step that holds. ``autograd``: gradients will
     flow to the weights; ``training``: dropout is on."""
-    check(p, causal, log_u)
+    check(p, causal, log_u, rule)
     cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
     stateless = not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
     host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
+    fixed = not (rule == "learned" and autograd)  # these kernels do not differentiate U: a learned U trains without
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py
         ("fire",      "plain",            True),                                          # F.relu, then rope
-        ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
-        ("attention", "chunked-triton",   mode == "chunked" and use_triton(device)),      # triton/chunked.py
-        ("attention", "chunked-lean",     mode == "chunked" and autograd),                # pytorch/chunked_lean.py
+        ("attention", "delta-" + mode,    rule == "delta"),                               # pytorch/token_rules.py
+        ("attention", "gated-" + mode,    rule == "gated"),                               # pytorch/token_rules.py
+        ("attention", "shared-keys",      mode == "parallel" and autograd and stateless and fixed),  # shared_keys.py
+        ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
+        ("attention", "chunked-lean",     mode == "chunked" and autograd and fixed),      # pytorch/chunked_lean.py
         ("attention", "recurrent-native", mode == "recurrent" and p.inplace and loops and eager),  # cpu/native.py
         ("attention", mode,               True),                    # pytorch/attention.py, sparse: pytorch/sparse.py
         ("gate",      "native",           loops),                                         # cpu/ops.py
@@ -137,10 +146,15 @@ def choose(
         inplace=p.inplace,
         detach_kv=p.detach_kv,
         dropout=dropout,
+        rule=rule,
     )
 
 
-def check(p: Pass, causal: bool, log_u) -> None:
+#: the state rules of `Choice.rule`
+RULES = ("plain", "learned", "gated", "delta")
+
+
+def check(p: Pass, causal: bool, log_u, rule: str = "plain") -> None:
     """Refuse a pass that no kernel computes, in one line."""
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
@@ -150,6 +164,10 @@ def check(p: Pass, causal: bool, log_u) -> None:
         raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
     if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
         raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
+    if rule not in RULES:
+        raise UserError(f"BDH: the state rule must be one of {', '.join(RULES)}; got {rule!r}")
+    if rule in ("gated", "delta") and p.mode == "sparse":
+        raise UserError("BDH: mode 'sparse' reads a state written by Eq. 8's rule only (no decay_gate, no delta)")
 
 
 def rope_impl(kind: str) -> str:
