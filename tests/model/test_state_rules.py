@@ -211,3 +211,15 @@ def test_tools_that_read_the_papers_state_refuse_the_rules():
     assert cfg.state_rules() == ("state_write",) and tiny_config().state_rules() == ()
     with pytest.raises(UserError, match="state_write"):
         cfg.require_paper_layer("the graph form")
+
+
+@pytest.mark.parametrize("case", CASES[1:2] + CASES[5:6], ids=_id)
+def test_captured_scores_give_the_attention_outputs(case):
+    """With a retention per token or the delta rule, the captured (T, T) scores times the values are a (fp32, 1e-5)."""
+    model = BDH(tiny_config(**case)).eval()
+    idx = torch.randint(0, 256, (2, 9))
+    values = []
+    with torch.no_grad():
+        _, cap = model(idx, capture=True, hook=lambda m, layer, act: values.append(act.values))
+    for scores, a, v in zip(cap.attention, cap.a, values):
+        assert rel_err(scores @ v, a) <= 1e-5

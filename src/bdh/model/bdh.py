@@ -101,19 +101,33 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
     def _state_rule_parameters(self, config: BDHConfig) -> None:
         """The parameters of the state options (module docstring), drawn after the paper's weights."""
-        H, D = config.n_head, config.n_embd
-        logit = None
-        if config.learn_damping:  # a_h = logit(u_h), u = 1 capped at a half-life of LEARNED_MAX_HALF_LIFE tokens
-            u = torch.tensor(config.retention(), dtype=torch.float64).clamp(max=2.0 ** (-1.0 / LEARNED_MAX_HALF_LIFE))
-            logit = nn.Parameter(torch.logit(u).float())
-        self.register_parameter("decay_logit", logit)
-        gate = config.decay_gate
-        self.register_parameter("decay_w", nn.Parameter(torch.zeros(D, H).normal_(std=0.02)) if gate else None)
-        bias = math.log(1.0 / (2.0 ** (1.0 / DECAY_GATE_HALF_LIFE) - 1.0))  # sigmoid(bias) = 2^(-1 / half-life)
-        self.register_parameter("decay_b", nn.Parameter(torch.full((H,), bias)) if gate else None)
-        delta = config.state_write == "delta"
-        self.register_parameter("write_w", nn.Parameter(torch.zeros(D, H).normal_(std=0.02)) if delta else None)
-        self.register_parameter("write_b", nn.Parameter(torch.zeros(H)) if delta else None)  # b_t starts near 1/2
+        H, D, delta = config.n_head, config.n_embd, config.state_write == "delta"
+        shapes = {"decay_logit": (H,)} if config.learn_damping else {}
+        shapes.update({"decay_w": (D, H), "decay_b": (H,)} if config.decay_gate else {})
+        shapes.update({"write_w": (D, H), "write_b": (H,)} if delta else {})
+        for name in ("decay_logit", "decay_w", "decay_b", "write_w", "write_b"):
+            self.register_parameter(name, nn.Parameter(torch.empty(shapes[name])) if name in shapes else None)
+        with torch.no_grad():
+            self.init_state_rules()
+
+    def init_state_rules(self, keep=None) -> None:
+        """The state options' parameters at their start, but those ``keep(p)`` holds for: a_h = logit(u_h) of
+        ``damping`` (u = 1 capped at a half-life of LEARNED_MAX_HALF_LIFE tokens), the decay gate at
+        DECAY_GATE_HALF_LIFE, b_t near 1/2."""
+
+        def fresh(p: nn.Parameter | None) -> bool:
+            return p is not None and not (keep is not None and keep(p))
+
+        if fresh(self.decay_logit):
+            u = torch.tensor(self.config.retention(), dtype=torch.float64)
+            self.decay_logit.copy_(torch.logit(u.clamp(max=2.0 ** (-1.0 / LEARNED_MAX_HALF_LIFE))))
+        for w in (self.decay_w, self.write_w):
+            if fresh(w):
+                w.normal_(std=0.02)
+        if fresh(self.decay_b):  # sigmoid(bias) = 2^(-1 / half-life)
+            self.decay_b.fill_(math.log(1.0 / (2.0 ** (1.0 / DECAY_GATE_HALF_LIFE) - 1.0)))
+        if fresh(self.write_b):
+            self.write_b.zero_()
 
     def retention_log(self) -> torch.Tensor | None:
         """log u_h (h,) of the damping U: the config's, or log sigmoid(a_h) when learned; None without damping."""

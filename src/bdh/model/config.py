@@ -353,6 +353,8 @@ class BDHConfig(ModelConfig):
         elif form == "chunked":
             c = min(self.chunk_size, T)
             temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
+            if self.state_rules():  # the plain chunked form: autograd keeps the state before every chunk
+                per_layer += -(-T // c) * B * n * D * 4
         else:
             per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
         logits = 3 * B * T * V * 4

@@ -3,7 +3,8 @@
 Parameters (paper section 3.2): E, Dx, Dy hold n D each and are shared by all layers, plus the token
 embedding and the readout, V D each:  P = 3 n D + 2 V D. The ablations (`bdh.model.config.ABLATIONS`): a key
 encoder D_k adds n D (``separate_keys``), and ``unshared_layers`` has L weight sets:
-P = L_sets (3 or 4) n D + 2 V D. `match_budget` sizes a config to a parameter count by its width D.
+P = L_sets (3 or 4) n D + 2 V D, plus h for ``learn_damping`` and h (D + 1) each for ``decay_gate`` and the delta
+``state_write`` (`BDHConfig.num_params`). `match_budget` sizes a config to a parameter count by its width D.
 
 Recurrent state (paper section 4.1): per layer and head an N x D matrix, n D scalars per layer.
 

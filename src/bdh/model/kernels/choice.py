@@ -101,14 +101,13 @@ def choose(
     device: torch.device,
     rule: str = "plain",
 ) -> Choice:
-    """The kernel of every step of pass ``p``: the first row of the step that holds. ``autograd``: gradients will
-    flow to the weights; ``training``: dropout is on."""
+    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
     check(p, causal, log_u, rule)
     cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
     stateless = not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
     host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
-    fixed = not (rule == "learned" and autograd)  # these kernels do not differentiate U: a learned U trains without
+    fixed = not (rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels keep it
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py

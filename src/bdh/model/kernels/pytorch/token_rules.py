@@ -34,10 +34,9 @@ def unit_keys(k: torch.Tensor) -> torch.Tensor:
     return k / k.norm(dim=-1, keepdim=True).clamp_min(KEY_EPS)
 
 
-def _block(q, k, v, log_g, beta, S):
-    """a of one block (B, H, C, D) and the state after it, from the state S before it (None: zero)."""
+def _decay(q, log_g):
+    """(M, e, c): M[i, j] = e^{e_i - e_j} for j < i (else 0), (B, H, C, C) in q's dtype; e and c in fp64."""
     B, H, C, _ = q.shape
-    v = v.expand(B, H, C, v.shape[-1])
     # the cumulative log-retention in fp64: differences of long sums keep their digits (a (B, H, C) vector)
     lg = log_g.double() if log_g is not None else q.new_zeros(B, H, C, dtype=torch.float64)
     c = lg.cumsum(-1)
@@ -46,6 +45,27 @@ def _block(q, k, v, log_g, beta, S):
     below = (i.view(-1, 1) > i.view(1, -1)).expand(B, H, C, C)
     # e^{e_i - e_j} on j < i; masked before exp, so no overflow above the diagonal (and no NaN in its gradient)
     M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(~below, float("-inf"))).to(q.dtype)
+    return M, e, c
+
+
+def scores(q, k, log_g=None, beta=None):
+    """The weight of v_tau in a_t from an empty state, (B, H, T, T): (q k^T * M), times (I + A)^{-1} diag(b) for
+    the delta rule (what the state of the earlier tokens gives each value; `bdh.model.capture`)."""
+    M, _, _ = _decay(q, log_g)
+    P = q @ k.mT * M
+    if beta is None:
+        return P
+    A = (k @ k.mT) * M * beta.unsqueeze(-1).to(q.dtype)
+    acc = torch.promote_types(q.dtype, torch.float32)
+    eye_b = torch.diag_embed(beta.to(acc))
+    return P @ torch.linalg.solve_triangular(A.to(acc), eye_b, upper=False, unitriangular=True).to(q.dtype)
+
+
+def _block(q, k, v, log_g, beta, S):
+    """a of one block (B, H, C, D) and the state after it, from the state S before it (None: zero)."""
+    B, H, C, _ = q.shape
+    v = v.expand(B, H, C, v.shape[-1])
+    M, e, c = _decay(q, log_g)
     head = torch.exp(e).to(q.dtype).unsqueeze(-1)  # e^{e_i}, (B, H, C, 1)
     w = v
     if beta is not None:
