@@ -312,7 +312,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             logits = v_L readout                                               f_d
 
         with M the mask tau < t (every tau when ``causal`` is false), U^(t-tau) = u_h^|t-tau| per head, and the
-        weights E, Dx, Dy, D_k of layer l (`weights`: shared, or its own with ``unshared_layers``).
+        weights E, Dx, Dy, D_k of layer l (`weights`: shared, or its own with ``unshared_layers``). With a learned U
+        its u_h; with ``decay_gate`` or the delta rule, `_slow_token_rule` computes a_l.
         """
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
