@@ -105,16 +105,16 @@ def choose(
     check(p, causal, log_u, rule)
     cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
-    stateless = not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
-    host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
     fixed = not (rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels keep it
+    stateless = fixed and not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
+    host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py
         ("fire",      "plain",            True),                                          # F.relu, then rope
         ("attention", "delta-" + mode,    rule == "delta"),                               # pytorch/token_rules.py
         ("attention", "gated-" + mode,    rule == "gated"),                               # pytorch/token_rules.py
-        ("attention", "shared-keys",      mode == "parallel" and autograd and stateless and fixed),  # shared_keys.py
+        ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
         ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
         ("attention", "chunked-lean",     mode == "chunked" and autograd and fixed),      # pytorch/chunked_lean.py
         ("attention", "recurrent-native", mode == "recurrent" and p.inplace and loops and eager),  # cpu/native.py
