@@ -237,6 +237,7 @@ class BDHForCausalLM(_FolderModel):
             module.freqs.copy_(frequencies(module.config.positional, module.config.N, module.config.theta))
         if module.log_u is not None:  # the damping log u is not saved (non-persistent): always recomputed
             module.log_u.copy_(torch.tensor(module.config.retention()).log())
+        module.init_state_rules(keep=lambda p: getattr(p, "_is_hf_initialized", False))  # the state options' own
 
     def forward(
         self,

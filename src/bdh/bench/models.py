@@ -20,12 +20,16 @@ BDH_VARIANTS = {
 }
 
 #: BDH with another state or positions (docs/long-context.md): a row's name -> the `BDHConfig` fields it sets
-#: (same parameters and state size as BDH; ``bdh-nopos-lg`` is the state that keeps a fact)
+#: (the state size of BDH; ``bdh-nopos-lg`` is the state that keeps a fact; the last three add its state rules,
+#: h to h (D + 1) parameters, docs/model.md)
 BDH_STATES: dict[str, dict[str, Any]] = {
     "bdh-alibi": {"damping": "alibi"},
     "bdh-nopos": {"positional": "none"},
     "bdh-lg": {"damping": "local-global"},
     "bdh-nopos-lg": {"positional": "none", "damping": "local-global"},
+    "bdh-nopos-lg-learned": {"positional": "none", "damping": "local-global", "learn_damping": True},
+    "bdh-nopos-lg-gate": {"positional": "none", "damping": "local-global", "decay_gate": True},
+    "bdh-nopos-lg-delta": {"positional": "none", "damping": "local-global", "state_write": "delta"},
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)

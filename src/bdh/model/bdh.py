@@ -11,11 +11,13 @@ residual and LayerNorm placement of the official code and appendix E):
 with v_0 = LN(embed(token)), logits = v_L @ readout, keys = queries (RoPE R, no softmax), a strictly causal sum and
 LayerNorms without affine parameters; heads split the n neurons into h blocks of N. The ablations of `BDHConfig`
 (``separate_keys``: k_l = R ReLU(D_k v_{l-1}); ``ungated``: y_l without * x_l; ``no_expansion``: n = h D;
-``unshared_layers``: weights per layer) are tabled in docs/model.md; `bdh.model.interop` maps the names to the
-official code's."""
+``unshared_layers``: weights per layer) are tabled in docs/model.md, as are the state options beyond Eq. 8's
+fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta``); `bdh.model.interop` maps the names to
+the official code's."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -25,11 +27,12 @@ from torch import nn
 from bdh.errors import UserError
 
 from .capture import BDHCapture, LayerActivations, LayerHook
-from .config import BDHConfig
+from .config import DECAY_GATE_HALF_LIFE, LEARNED_MAX_HALF_LIFE, BDHConfig
 from .generation import GenerationMixin
 from .io import PretrainedMixin
 from .kernels import Kernels, Pass, select
 from .kernels.pytorch.rope import frequencies, rope_plain, rope_tables
+from .kernels.pytorch.token_rules import KEY_EPS, unit_keys
 from .state import BDHState
 from .tokens import check_tokens
 
@@ -76,6 +79,67 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         retention = config.retention()
         log_u = None if retention is None else torch.log(torch.tensor(retention, dtype=torch.float32))
         self.register_buffer("log_u", log_u, persistent=False)
+        self._state_rule_parameters(config)
+
+    def _state_rule_parameters(self, config: BDHConfig) -> None:
+        """The parameters of the state options (module docstring), drawn after the paper's weights."""
+        H, D, delta = config.n_head, config.n_embd, config.state_write == "delta"
+        shapes = {"decay_logit": (H,)} if config.learn_damping else {}
+        shapes.update({"decay_w": (D, H), "decay_b": (H,)} if config.decay_gate else {})
+        shapes.update({"write_w": (D, H), "write_b": (H,)} if delta else {})
+        for name in ("decay_logit", "decay_w", "decay_b", "write_w", "write_b"):
+            self.register_parameter(name, nn.Parameter(torch.empty(shapes[name])) if name in shapes else None)
+        with torch.no_grad():
+            self.init_state_rules()
+
+    def init_state_rules(self, keep=None) -> None:
+        """The state options' parameters at their start, but those ``keep(p)`` holds for: a_h = logit(u_h) of
+        ``damping`` (u = 1 capped at a half-life of LEARNED_MAX_HALF_LIFE tokens), the decay gate at
+        DECAY_GATE_HALF_LIFE, b_t near 1/2."""
+
+        def fresh(p: nn.Parameter | None) -> bool:
+            return p is not None and not (keep is not None and keep(p))
+
+        if fresh(self.decay_logit):
+            u = torch.tensor(self.config.retention(), dtype=torch.float64)
+            self.decay_logit.copy_(torch.logit(u.clamp(max=2.0 ** (-1.0 / LEARNED_MAX_HALF_LIFE))))
+        for w in (self.decay_w, self.write_w):
+            if fresh(w):
+                w.normal_(std=0.02)
+        if fresh(self.decay_b):  # sigmoid(bias) = 2^(-1 / half-life)
+            self.decay_b.fill_(math.log(1.0 / (2.0 ** (1.0 / DECAY_GATE_HALF_LIFE) - 1.0)))
+        if fresh(self.write_b):
+            self.write_b.zero_()
+
+    def retention_log(self) -> torch.Tensor | None:
+        """log u_h (h,) of the damping U: the config's, or log sigmoid(a_h) when learned; None without damping."""
+        if self.decay_logit is not None:
+            return F.logsigmoid(self.decay_logit)
+        return None if self.log_u is None else self.log_u.float()
+
+    def state_rule(self) -> str:
+        """The kernels' name of the state rule (`bdh.model.kernels.choice.RULES`)."""
+        cfg = self.config
+        if cfg.state_write == "delta":
+            return "delta"
+        return "gated" if cfg.decay_gate else ("learned" if cfg.learn_damping else "plain")
+
+    def token_rule(self, v: torch.Tensor) -> tuple:
+        """(log u_t, b_t), each (B, h, T) or None, from the layer input v (B, 1, T, D): the retention per token
+        (U's u_h times the decay gate) and the delta rule's write strength; () for Eq. 8's rule."""
+        cfg = self.config
+        if not (cfg.decay_gate or cfg.state_write == "delta"):
+            return ()
+        v = v.squeeze(1)
+        log_u = self.retention_log()
+        log_g = None if log_u is None else log_u.view(1, -1, 1).expand(v.shape[0], -1, v.shape[1])
+        if cfg.decay_gate:
+            gate = F.logsigmoid((v @ self.decay_w).float() + self.decay_b).transpose(1, 2)  # log of u_t / u_h
+            log_g = gate if log_g is None else log_g + gate
+        beta = None
+        if cfg.state_write == "delta":
+            beta = torch.sigmoid((v @ self.write_w).float() + self.write_b).transpose(1, 2)
+        return log_g, beta
 
     def num_params(self) -> int:
         """Trainable parameters, 3 n D + 2 V D (paper section 3.2; `BDHConfig.num_params` with the ablations)."""
@@ -116,7 +180,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         the ablations (module docstring) as named branches."""
         x, xr = k.fire(k.heads(v, w.Dx))  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l    (B, H, T, N)
         keys = xr if w.Dk is None else k.fire(k.heads(v, w.Dk))[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
-        a, rho = k.attend(xr, keys, v, rho)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau  (B, H, T, D)
+        keys = unit_keys(keys) if self.config.state_write == "delta" else keys
+        a, rho = k.attend(xr, keys, v, rho, *self.token_rule(v))  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau
         z = k.heads(self.ln(a), w.Dy)  # Dy LN(a_l)
         y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
         v_out = self.ln(v + self.ln(k.read_in(y, w.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
@@ -168,7 +233,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             p,
             positional=cfg.positional,
             freqs=self.freqs,
-            log_u=None if self.log_u is None else self.log_u.float(),
+            log_u=self.retention_log(),
             causal=cfg.causal,
             chunk_size=cfg.chunk_size,
             dropout=cfg.dropout,
@@ -176,6 +241,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             training=self.training,
             autograd=torch.is_grad_enabled() and self.E.requires_grad,
             device=self.E.device,
+            rule=self.state_rule(),
         )
 
     # ------------------------------------------------------------------ entry points
@@ -216,7 +282,9 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             a_l = (M * U * q_l k_l^T) v_{l-1}                                  Eq. 4: a_t = sum_tau U^(t-tau) ...
             y_l = ReLU(Dy LN(a_l)) * x_l   (without * x_l, ungated)            Eq. 8, the gate
             v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
-            logits = v_L readout                                               f_d"""
+            logits = v_L readout                                               f_d
+
+        With a learned U its u_h; with ``decay_gate`` or the delta rule, `_slow_token_rule` computes a_l."""
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
         if self.training and cfg.dropout > 0:
@@ -225,7 +293,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         t = torch.arange(T, device=idx.device)
         gap = (t.view(-1, 1) - t.view(1, -1)).abs().to(self.E.dtype)  # |t - tau|
         M = (t.view(-1, 1) > t.view(1, -1)) if cfg.causal else torch.ones_like(gap, dtype=torch.bool)  # tau < t
-        u = torch.tensor(cfg.retention() or (1.0,), dtype=gap.dtype, device=gap.device).view(-1, 1, 1)  # u_h
+        log_u = self.retention_log()  # log u_h, the config's or learned
+        u = (torch.ones(1, device=gap.device) if log_u is None else torch.exp(log_u)).to(gap.dtype).view(-1, 1, 1)
         MU = M * u**gap  # U^(t - tau) where the mask keeps tau, (h or 1, T, T)
         cos, sin = rope_tables(cfg.positional, self.freqs, 0, T) if cfg.positional != "none" else (None, None)
 
@@ -238,7 +307,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             x = F.relu(v @ Dx)  # x_l (B, h, T, N)
             q = R(x)
             k = q if Dk is None else R(F.relu(v @ Dk))
-            a = (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
+            rule = self.token_rule(v)  # (log u_t, b_t) of decay_gate and the delta rule, or ()
+            a = _slow_token_rule(q, k, v, *rule) if rule else (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
             y = F.relu(self.ln(a) @ Dy)
             y = y if cfg.ungated else y * x  # y_l (B, h, T, N)
             Ey = y.transpose(1, 2).reshape(B, 1, T, cfg.n) @ E  # E y_l: the h N neurons as one n-vector
@@ -302,6 +372,25 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         want = (cfg.n_layer, batch_size, cfg.n_head, cfg.N, cfg.n_embd)
         if tuple(state.rho.shape) != want:
             raise UserError(f"BDH: state rho has shape {tuple(state.rho.shape)}, this model and batch need {want}")
+
+
+def _slow_token_rule(q, k, v, log_g, beta) -> torch.Tensor:
+    """a_l of `BDH.slow_forward` with a retention per token: the T x T matrix with u_h^(t - tau) replaced by
+    prod_{tau <= j < t} u_j; with the delta rule, the state of unit keys written token by token."""
+    B, H, T, N = q.shape
+    if beta is None:
+        t = torch.arange(T, device=q.device)
+        between = (t.view(1, -1, 1) <= t.view(1, 1, -1)) & (t.view(1, 1, -1) < t.view(-1, 1, 1))  # [t, tau, j]
+        decay = torch.exp(torch.einsum("bhj,stj->bhst", log_g, between.to(log_g.dtype)))  # prod_j u_j
+        return (decay * (t.view(-1, 1) > t.view(1, -1)) * (q @ k.transpose(-1, -2))) @ v
+    k = k / k.norm(dim=-1, keepdim=True).clamp_min(KEY_EPS)
+    S, outs = q.new_zeros(B, H, N, v.shape[-1]), []
+    for t in range(T):
+        outs.append(torch.einsum("bhn,bhnd->bhd", q[:, :, t], S))  # read before write
+        w = beta[:, :, t, None] * (v[:, :, t] - torch.einsum("bhn,bhnd->bhd", k[:, :, t], S))  # b (v - S^T k)
+        S = S + torch.einsum("bhn,bhd->bhnd", k[:, :, t], w)
+        S = S if log_g is None else S * torch.exp(log_g[:, :, t, None, None])
+    return torch.stack(outs, dim=2)
 
 
 def _length(idx: object) -> int:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import torch
 
+from .kernels.pytorch import token_rules
 from .kernels.pytorch.attention import scores
 
 
@@ -49,7 +50,8 @@ class BDHCapture:
         x: (B, H, T, N) neuron activations ReLU(Dx v) (before RoPE).
         y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x (before dropout).
         attention: (B, H, T, T) attention scores <R x_t, R x_tau> after the causal mask and damping
-            (row t holds what token t reads from each tau of this block).
+            (row t holds what token t reads from each tau of this block; with ``decay_gate`` or the delta rule, the
+            weight of v_tau in a_t, `token_rules.scores`).
         a: (B, H, T, D) attention outputs before their LayerNorm.
         v: (B, T, D) the residual stream after the layer.
         logits: (B, T, V) the readout applied after the layer (logit lens); the last equals the output.
@@ -68,11 +70,16 @@ class BDHCapture:
 
     @torch.no_grad()
     def __call__(self, model: torch.nn.Module, layer: int, act: LayerActivations) -> None:
-        log_u = None if model.log_u is None else model.log_u.float()
+        log_u = model.retention_log()
         v = act.v.squeeze(1).detach()
         self.x.append(act.x.detach())
         self.y.append(act.y.detach())
-        self.attention.append(scores(act.xr, act.xr, log_u, model.config.causal).detach())
+        rule = model.token_rule(act.values)  # a retention per token, the delta rule's b_t: () for Eq. 8's
+        if rule:
+            keys = token_rules.unit_keys(act.xr) if rule[1] is not None else act.xr
+            self.attention.append(token_rules.scores(act.xr, keys, *rule).detach())
+        else:
+            self.attention.append(scores(act.xr, act.xr, log_u, model.config.causal).detach())
         self.a.append(act.a.detach())
         self.v.append(v)
         self.logits.append(v @ model.readout)

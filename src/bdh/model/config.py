@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..model_api import ModelConfig
 from ..typed_config import bounded, one_of
-from .names import ATTENTION_FORMS, POSITIONAL
+from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES
 
 DROPOUT_RNGS = ("auto", "torch")
 #: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
@@ -45,6 +45,10 @@ MULTISCALE_HALF_LIVES = (16.0, 16384.0)
 LOCAL_HALF_LIVES = (1.0, 8.0)
 #: the named per-head damping presets
 DAMPING_PRESETS = ("alibi", "multiscale", "local-global")
+#: ``learn_damping`` starts from u_h = sigmoid(a_h) < 1: an undamped head (u = 1) starts at this half-life in tokens
+LEARNED_MAX_HALF_LIFE = 2.0**20
+#: ``decay_gate`` starts every head at this half-life in tokens (its bias; the token's term starts small)
+DECAY_GATE_HALF_LIFE = 1024.0
 
 
 def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCALE_HALF_LIVES) -> tuple[float, ...]:
@@ -96,6 +100,12 @@ class BDHConfig(ModelConfig):
             for half-lives spread from 16 to 16384 tokens over the heads (`multiscale_retention`), or
             ``"local-global"``: half the heads local (half-lives 1 to 8 tokens), the rest undamped
             (`local_global_retention`; with ``positional: none``, the state that keeps a fact).
+        learn_damping: ours: u_h = sigmoid(a_h) with a_h a parameter per head, initialised from ``damping``
+            (which must be set; u = 1 starts at a half-life of `LEARNED_MAX_HALF_LIFE` tokens).
+        decay_gate: ours (GLA, Mamba-2): a retention per token and head, u_{t,h} = u_h sigmoid(w_h . v_t + c_h)
+            from the layer input v_t (u_h of ``damping``, 1 without), so the state forgets on some tokens only.
+        state_write: ``add`` (Eq. 8: S += k v^T) or ``delta`` (ours, DeltaNet: S += b_t k (v - S^T k)^T with unit
+            keys k = x / |x| and b_t = sigmoid(w_h . v_t + c_h) per token and head); decayed by U after the write.
         attention: which of the three equivalent forms computes linear attention:
             ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
             ``recurrent`` (token by token on the state rho).
@@ -120,6 +130,9 @@ class BDHConfig(ModelConfig):
     positional: str = one_of("rope", POSITIONAL)
     rope_theta: float | None = bounded(None, gt=1)
     damping: float | Sequence[float] | str | None = None
+    learn_damping: bool = False
+    decay_gate: bool = False
+    state_write: str = one_of("add", STATE_WRITES)
     attention: str = one_of("parallel", ATTENTION_FORMS)
     chunk_size: int = bounded(128, ge=1)
     ln_eps: float = bounded(1e-5, gt=0)
@@ -161,9 +174,15 @@ class BDHConfig(ModelConfig):
     def require_paper_layer(self, what: str, allow: tuple[str, ...] = ()) -> None:
         """A one-line `UserError` naming ``what`` when this config turns on an ablation outside ``allow``: for the
         tools that read the paper's weights (Eq. 8's E, Dx, Dy shared by all layers, keys = queries, the gate)."""
-        extra = [name for name in self.ablations() if name not in allow]
+        extra = [name for name in self.ablations() + self.state_rules() if name not in allow]
         if extra:
             raise UserError(f"{what}: needs the paper's architecture, and this model has {', '.join(extra)}")
+
+    def state_rules(self) -> tuple[str, ...]:
+        """The state options beyond Eq. 8's fixed U this config turns on (``learn_damping``, ``decay_gate``,
+        ``state_write``); () for the paper's state."""
+        on = (self.learn_damping, self.decay_gate, self.state_write != "add")
+        return tuple(name for name, o in zip(("learn_damping", "decay_gate", "state_write"), on) if o)
 
     @property
     def n_encoders(self) -> int:
@@ -217,6 +236,7 @@ class BDHConfig(ModelConfig):
                 f"use attention='parallel', got {self.attention!r}",
             )
         self._validate_damping()
+        self._validate_state_rules()
 
     def _validate_damping(self) -> None:
         d = self.damping
@@ -241,11 +261,23 @@ class BDHConfig(ModelConfig):
         if isinstance(d, list):
             self.damping = tuple(float(u) for u in d)
 
+    def _validate_state_rules(self) -> None:
+        for name in ("learn_damping", "decay_gate"):
+            self._check_bool(name)
+        if self.learn_damping and self.damping is None:
+            self._fail("learn_damping", "learns the retention of damping, so set damping too (e.g. 'local-global')")
+        if not self.causal and (self.decay_gate or self.state_write != "add"):
+            name = "decay_gate" if self.decay_gate else "state_write"
+            self._fail(name, "reads tokens in order through the state, so it needs causal attention (causal=true)")
+
     # ------------------------------------------------------------------ sizes
     def num_params(self) -> int:
         """Trainable parameters: 3 n D + 2 V D (paper section 3.2: E, Dx, Dy plus embedding and readout); with
-        the ablations, (3 or 4 with D_k) n D per weight set, times L for ``unshared_layers``."""
-        return self.weight_sets * self.n_encoders * self.n * self.n_embd + 2 * self.vocab_size * self.n_embd
+        the ablations, (3 or 4 with D_k) n D per weight set, times L for ``unshared_layers``; plus h for
+        ``learn_damping`` and h (D + 1) each for ``decay_gate`` and the delta ``state_write`` (shared by layers)."""
+        rules = self.learn_damping + (self.decay_gate + (self.state_write == "delta")) * (self.n_embd + 1)
+        encoders = self.weight_sets * self.n_encoders * self.n * self.n_embd
+        return encoders + 2 * self.vocab_size * self.n_embd + rules * self.n_head
 
     def state_size(self) -> int:
         """Scalars of recurrent state rho per layer: h heads x N x D = n D (paper section 4.1)."""
@@ -290,6 +322,8 @@ class BDHConfig(ModelConfig):
         elif form == "chunked":
             c = min(self.chunk_size, T)
             temporaries += 3 * B * n * D * 4 + 3 * B * H * c * c * act
+            if self.state_rules():  # the plain chunked form: autograd keeps the state before every chunk
+                per_layer += -(-T // c) * B * n * D * 4
         else:
             per_layer += T * B * n * D * 4  # every intermediate state is kept for backward
         logits = 3 * B * T * V * 4

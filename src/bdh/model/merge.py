@@ -23,6 +23,9 @@ SHARED_FIELDS = (
     "positional",
     "rope_theta",
     "damping",
+    "learn_damping",
+    "decay_gate",
+    "state_write",
     "ln_eps",
 ) + ABLATIONS
 

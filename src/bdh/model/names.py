@@ -1,11 +1,13 @@
 """The names a BDH config chooses its computation by, defined once (no PyTorch import): `ATTENTION_FORMS` (the three
 equal forms of Eq. 8's attention, `bdh.model.kernels.pytorch.attention`), `MODES` (a form, or ``sparse``) and
-`POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none)."""
+`POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none) and `STATE_WRITES` (``add``, Eq. 8's
+Hebbian sum, or ``delta``, ours)."""
 
 from __future__ import annotations
 
 ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 MODES = (*ATTENTION_FORMS, "sparse")
 POSITIONAL = ("rope", "rope-standard", "none")
+STATE_WRITES = ("add", "delta")
 
-__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL"]
+__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_WRITES"]

@@ -1,10 +1,11 @@
 """Analytic sizes of a BDH-GPU model: parameters, state, FLOPs and a training-memory estimate.
 
 Parameters (paper section 3.2): P = 3 n D + 2 V D (E, Dx, Dy shared by all layers; + n D with a key encoder, L
-weight sets when unshared). State (section 4.1): n D scalars per layer. Forward FLOPs per token (a multiply-add
-is 2): 3 * 2 n D per layer, plus the attention of the form (parallel 2 T (n + D h), chunked 2 C (n + D h) + 4 n
-D, recurrent 4 n D) and the readout 2 D V; training is 3x the forward (recomputation not counted), as
-``benchmarks/perf.py`` divides by for MFU (docs/performance.md)."""
+weight sets when unshared; + h for ``learn_damping``, + h (D + 1) each for ``decay_gate`` and the delta write).
+State (section 4.1): n D scalars per layer. Forward FLOPs per token (a multiply-add is 2): 3 * 2 n D per layer, plus
+the attention of the form (parallel 2 T (n + D h), chunked 2 C (n + D h) + 4 n D, recurrent 4 n D) and the readout 2
+D V; training is 3x the forward (recomputation not counted), as ``benchmarks/perf.py`` divides by for MFU
+(docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@
     naive.py        the slow, obviously-correct references the kernels are tested against
     pytorch/        plain PyTorch, any device:
       attention.py    the paper's three forms of linear attention: parallel, chunked, recurrent (Eq. 4, Eq. 8)
+      token_rules.py  the same three forms with a retention per token and the delta-rule write (ours)
       chunked_lean.py, shared_keys.py, sparse.py    faster forms of it (training, training, one-token steps)
       rope.py, fused.py, dropout.py                 RoPE, the gate and rotation in fewer passes, dropout masks
     cpu/            the compiled CPU loops, where setup.py built them (``BDH_NATIVE=0`` turns them off):
@@ -53,6 +54,7 @@ def select(
     training: bool,
     autograd: bool,
     device: torch.device,
+    rule: str = "plain",
 ) -> Kernels:
     """The kernels of one forward pass (`choose`), bound to it (`bind`) at its RoPE tables. ``autograd``: gradients
     will flow to the weights; ``training``: dropout is on."""
@@ -69,6 +71,7 @@ def select(
         training=training,
         autograd=autograd,
         device=device,
+        rule=rule,
     )
     return bind(choice, tables)
 

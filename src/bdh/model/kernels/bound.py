@@ -25,6 +25,7 @@ from .pytorch.fused import relu_mul
 from .pytorch.rope import rotation
 from .pytorch.shared_keys import shared_key_attention
 from .pytorch.sparse import sparse_attention, sparse_read_in
+from .pytorch.token_rules import FORMS as _TOKEN_FORMS
 from .triton import chunked as _triton
 
 Tensor = torch.Tensor
@@ -40,7 +41,8 @@ class Kernels:
     Attributes:
         fire: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
         attend: (q, k, v, rho) -> (a, rho after the block), linear attention (`Attention`); BDH passes the same
-            tensor as q and k, ``separate_keys`` its own keys.
+            tensor as q and k, ``separate_keys`` its own keys; the ``gated`` and ``delta`` rules take (log_g, beta)
+            after rho.
         gate: (z, x) -> y = ReLU(z) * x; host dropout masks zero the dropped entries here (unscaled).
         activate: z -> ReLU(z), the ``ungated`` ablation of ``gate``.
         heads: (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
@@ -113,10 +115,10 @@ def _attend(c: Choice) -> Attention:
         return attention
     detach, inplace = c.detach_kv, c.inplace
 
-    def attend(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    def attend(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None, *rule) -> tuple[Tensor, Tensor | None]:
         if detach:
             k, v = k.detach(), v.detach()
-        a, rho_next = attention(q, k, v, rho)
+        a, rho_next = attention(q, k, v, rho, *rule)
         if inplace and rho_next is not rho:
             rho.copy_(rho_next)
             rho_next = rho
@@ -129,6 +131,8 @@ def _attention(c: Choice) -> Attention:
     """The attention kernel named ``c.attention`` as one function (q, k, v, rho) -> (a, rho after)."""
     log_u, need = c.log_u, c.need_state
     name = c.attention
+    if name.startswith(("gated-", "delta-")):
+        return _token_rule(_TOKEN_FORMS[name.split("-", 1)[1]], c)
     if name in ("parallel", "shared-keys"):
         plain = _stateful(parallel, log_u=log_u, need_state=need, causal=c.causal)
         return _shared_keys(plain, log_u, c.causal) if name == "shared-keys" else plain
@@ -149,6 +153,16 @@ def _stateful(form: Callable, **options) -> Attention:
 
     def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
         return form(q, k, v, state=rho, **options)
+
+    return attention
+
+
+def _token_rule(form: Callable, c: Choice) -> Callable:
+    """A form of `pytorch.token_rules` as (q, k, v, rho, log_g, beta) -> (a, rho after)."""
+    options = {"chunk_size": c.chunk_size} if form is _TOKEN_FORMS["chunked"] else {}
+
+    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None, log_g, beta) -> tuple[Tensor, Tensor | None]:
+        return form(q, k, v, log_g=log_g, beta=beta, state=rho, need_state=c.need_state, **options)
 
     return attention
 

@@ -1,7 +1,8 @@
 """Which kernel runs each step of a forward pass: `choose`, one table read from the top (the names of docs/model.md;
 each row's comment says where it lives). What only the tensors can tell (a dtype the compiled loops do not take,
 a one-token step on a contiguous fp32 state, keys that are the queries) is decided in
-`bdh.model.kernels.bound.bind`'s callables when they arrive."""
+`bdh.model.kernels.bound.bind`'s callables when they arrive. The state rules beyond Eq. 8 (a retention per token,
+the delta rule) run in plain PyTorch (`pytorch.token_rules`)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class Choice:
         masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
         layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
             (stored (H, B, T, N), `Kernels.heads`).
-        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention."""
+        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
+        rule: the state rule (`RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``."""
 
     positional: str
     rope: str
@@ -66,6 +68,7 @@ class Choice:
     inplace: bool
     detach_kv: bool
     dropout: float
+    rule: str = "plain"
 
     @property
     def native(self) -> bool:
@@ -85,21 +88,24 @@ def choose(
     training: bool,
     autograd: bool,
     device: torch.device,
+    rule: str = "plain",
 ) -> Choice:
-    """The kernel of every step of pass ``p``: the first row of the step that holds. ``autograd``: gradients will
-    flow to the weights; ``training``: dropout is on."""
-    check(p, causal, log_u)
+    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
+    check(p, causal, log_u, rule)
     cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
-    stateless = not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
+    fixed = not (rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels keep it
+    stateless = fixed and not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
     host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py
         ("fire",      "plain",            True),                                          # F.relu, then rope
+        ("attention", "delta-" + mode,    rule == "delta"),                               # pytorch/token_rules.py
+        ("attention", "gated-" + mode,    rule == "gated"),                               # pytorch/token_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
-        ("attention", "chunked-triton",   mode == "chunked" and use_triton(device)),      # triton/chunked.py
-        ("attention", "chunked-lean",     mode == "chunked" and autograd),                # pytorch/chunked_lean.py
+        ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
+        ("attention", "chunked-lean",     mode == "chunked" and autograd and fixed),      # pytorch/chunked_lean.py
         ("attention", "recurrent-native", mode == "recurrent" and p.inplace and loops and eager),  # cpu/native.py
         ("attention", mode,               True),                    # pytorch/attention.py, sparse: pytorch/sparse.py
         ("gate",      "native",           loops),                                         # cpu/ops.py
@@ -128,10 +134,15 @@ def choose(
         inplace=p.inplace,
         detach_kv=p.detach_kv,
         dropout=dropout,
+        rule=rule,
     )
 
 
-def check(p: Pass, causal: bool, log_u) -> None:
+#: the state rules of `Choice.rule`
+RULES = ("plain", "learned", "gated", "delta")
+
+
+def check(p: Pass, causal: bool, log_u, rule: str = "plain") -> None:
     """Refuse a pass that no kernel computes, in one line."""
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
@@ -141,6 +152,10 @@ def check(p: Pass, causal: bool, log_u) -> None:
         raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
     if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
         raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
+    if rule not in RULES:
+        raise UserError(f"BDH: the state rule must be one of {', '.join(RULES)}; got {rule!r}")
+    if rule in ("gated", "delta") and p.mode == "sparse":
+        raise UserError("BDH: mode 'sparse' reads a state written by Eq. 8's rule only (no decay_gate, no delta)")
 
 
 def rope_impl(kind: str) -> str:

@@ -1,6 +1,7 @@
 """Obviously-correct references, slow on purpose: the fast paths are tested against these.
 
 * `naive_linear_attention` evaluates paper Eq. 4 term by term with explicit loops over t and tau.
+* `naive_token_rule_attention` runs the state of a retention per token and of the delta rule one token at a time.
 * `naive_official_forward` is a hand-written transcription of the official ``pathwaycom/bdh``
   forward pass in the official parameter names and shapes (``encoder``, ``encoder_v``, ``decoder``,
   ``embed``, ``lm_head``), used to prove that the model's reference forward (`bdh.model.bdh.BDH.slow_forward`),
@@ -43,6 +44,35 @@ def naive_linear_attention(
                 for tau in taus:
                     acc = acc + (u ** abs(t - tau)) * torch.dot(q[b, h, t], k[b, h, tau]) * vh[tau]
                 out[b, h, t] = acc
+    return out
+
+
+def naive_token_rule_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_g: torch.Tensor | None = None,
+    beta: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`bdh.model.kernels.pytorch.token_rules`, one sequence, head and token at a time: read a_t = q_t^T S, then
+    S = u_t (S + k_t w_t^T) with w_t = v_t, or b_t (v_t - S^T k_t) when ``beta`` is given (the delta rule).
+
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None.
+    """
+    B, H, T, N = q.shape
+    out = q.new_zeros(B, H, T, v.shape[-1])
+    for b in range(B):
+        for h in range(H):
+            S = q.new_zeros(N, v.shape[-1]) if state is None else state[b, h].clone()
+            for t in range(T):
+                out[b, h, t] = q[b, h, t] @ S
+                w = v[b, 0 if v.shape[1] == 1 else h, t]
+                if beta is not None:
+                    w = beta[b, h, t] * (w - k[b, h, t] @ S)
+                S = S + torch.outer(k[b, h, t], w)
+                if log_g is not None:
+                    S = S * torch.exp(log_g[b, h, t])
     return out
 
 
