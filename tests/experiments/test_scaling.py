@@ -8,26 +8,36 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bdh.cli import main
 from bdh.experiments import scaling
 from bdh.experiments.scaling import BDH_BETTER, GPT_BETTER, TIE, UNDECIDED
 
 
-def bdh(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bdh", *args], capture_output=True, text=True)
+@pytest.fixture
+def bdh(capsys):
+    """``bdh ARGS`` in this process (no PyTorch to start each time), as a finished process."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="module")
 def quick_out(tmp_path_factory) -> Path:
     """One ``--quick`` run through the command line, shared by the tests that read its outputs."""
     out = tmp_path_factory.mktemp("scaling") / "quick"
-    r = bdh("experiment", "scaling", "--quick", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    assert main(["experiment", "scaling", "--quick", "--out", str(out)]) == 0
     return out
 
 
@@ -67,7 +77,7 @@ def test_resume_reuses_finished_runs_and_retrains_changed_ones(quick_out, tmp_pa
     assert not any(r["reused"] for r in changed) and all(r["steps"] == config.steps + 2 for r in changed)
 
 
-def test_resume_refuses_a_foreign_folder(tmp_path):
+def test_resume_refuses_a_foreign_folder(tmp_path, bdh):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("mine")
     r = bdh("experiment", "scaling", "--quick", "--resume", "--out", str(tmp_path / "other"))
@@ -87,12 +97,12 @@ def test_resume_refuses_a_foreign_folder(tmp_path):
         ("stepz=3", "unknown field"),
     ],
 )
-def test_bad_set_values_are_one_line_errors(setting, field):
+def test_bad_set_values_are_one_line_errors(setting, field, bdh):
     r = bdh("experiment", "scaling", "--quick", "--show-config", "--set", setting)
     assert r.returncode == 2 and field in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_quick_and_full_exclude_each_other_and_full_prints_its_plan():
+def test_quick_and_full_exclude_each_other_and_full_prints_its_plan(bdh):
     r = bdh("experiment", "scaling", "--quick", "--full", "--show-config")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     r = bdh("experiment", "scaling", "--full", "--show-config")

@@ -244,7 +244,21 @@ def test_synapses_command_needs_a_bdh_model(tmp_path, capsys):
     assert "needs a BDH model" in capsys.readouterr().err
 
 
-def test_experiment_synapses_quick_end_to_end(tmp_path):
+@pytest.fixture
+def unrendered_figures(monkeypatch):
+    """Figures built but not drawn (an empty file each): drawing the per-byte figures is most of an analysis's
+    time, and test_synapses_command_on_a_trained_model draws and checks them."""
+    import bdh.plotting as plotting
+
+    def write(fig, path, fmt, dpi, tight, min_font=None):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        return path
+
+    monkeypatch.setattr(plotting, "_write", write)
+
+
+def test_experiment_synapses_quick_end_to_end(tmp_path, unrendered_figures):
     out = tmp_path / "exp"
     assert (
         main(
@@ -274,7 +288,9 @@ def test_experiment_synapses_quick_end_to_end(tmp_path):
     assert (out / "runs" / "bdh").is_dir() and (out / "data" / "corpus.txt").is_file()
 
 
-def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(tiny_run, tmp_path, capsys):
+def test_a_python_caller_of_write_analysis_gets_what_bdh_synapses_printed(
+    tiny_run, tmp_path, capsys, unrendered_figures
+):
     from bdh.cli.checks import load_model
     from bdh.train.run.checkpoint import resolve_model_dir
 

@@ -29,9 +29,19 @@ def test_quick_runs_every_way_with_and_without_dropout(bench, capsys):
             assert ratio == "1.00"  # the baseline of its dropout
 
 
-def test_without_the_loops_only_the_pytorch_ways_run(bench, capsys):
+def test_without_the_loops_only_the_pytorch_ways_run(bench, capsys, monkeypatch):
+    # which ways run is main's choice: the measurement itself (compiling each way, minutes on two cores) is the
+    # test above's, so a stand-in records the ways asked for
+    asked = []
+
+    def measure(way, dropout, args):
+        asked.append(way)
+        return {"way": way, "dropout": dropout, "ms": 1.0, "graphs": 0, "top": []}
+
+    monkeypatch.setattr(bench, "measure", measure)
     with native.disabled():
         assert bench.main(["--quick", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "not built" in out
+    assert asked == ["eager, PyTorch", "compiled, inductor"] * 2  # with dropout and without
     assert {r[1] for r in _rows(out)} == {"eager, PyTorch", "compiled, inductor"}

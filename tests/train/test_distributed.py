@@ -9,24 +9,50 @@ import sys
 
 import pytest
 import torch
-from _train_helpers import run_bdh, set_args, subprocess_env, tiny, train_losses
+from _train_helpers import set_args, subprocess_env, tiny, train_losses
+
+from bdh.cli import main
+
+# dropout off: the two processes draw their own dropout masks, one process draws one stream
+WINDOW = ["train.max_steps=12", "eval.every=6", "checkpoint.every=6", "model.dropout=0.0"]
+TBPTT = ["train.max_steps=6", "eval.every=0", "model.dropout=0.0", "train.bptt=tbptt"]
+
+
+def _torchrun_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", *args]
 
 
 def _torchrun(*args: str) -> subprocess.CompletedProcess:
     """``bdh`` under torchrun with two processes on this machine."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "bdh", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    return subprocess.run(_torchrun_cmd(*args), capture_output=True, text=True, timeout=300, env=subprocess_env())
 
 
-def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_path):
-    # dropout off: the two processes draw their own dropout masks, one process draws one stream
-    common = ["train.max_steps=12", "eval.every=6", "checkpoint.every=6", "model.dropout=0.0"]
-    single = tmp_path / "single"
-    one = run_bdh("train", *set_args(tiny(corpus_file, single, *common, "train.micro_batch_size=2")))
-    assert one.returncode == 0, one.stderr
+def _train_here(*args: str) -> None:
+    """``bdh ARGS`` in this process (one PyTorch less to start than a subprocess)."""
+    assert main(list(args)) == 0
 
+
+# The one-process runs the two-process runs are compared with, each trained once for the tests that share it: the
+# global batch of 4 in micro-batches of 1 (as each FSDP process of the 2-row halves takes them) or 2; the same sums
+# in another order, which the tolerances of the comparisons allow for
+@pytest.fixture(scope="module")
+def single_window(corpus_file, tmp_path_factory):
+    run = tmp_path_factory.mktemp("single-window") / "run"
+    _train_here("train", *set_args(tiny(corpus_file, run, *WINDOW, "train.micro_batch_size=1")))
+    return run
+
+
+@pytest.fixture(scope="module")
+def single_tbptt(corpus_file, tmp_path_factory):
+    run = tmp_path_factory.mktemp("single-tbptt") / "run"
+    _train_here("train", *set_args(tiny(corpus_file, run, *TBPTT, "train.micro_batch_size=2")))
+    return run
+
+
+def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_path, single_window):
+    single = single_window
     ddp = tmp_path / "ddp"
-    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *common)))
+    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *WINDOW)))
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("run folder:") == 1  # only rank 0 reports
 
@@ -46,23 +72,19 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus_file, tmp_pat
     assert sorted(train_losses(ddp)) == list(range(1, 15))
 
 
-def test_two_processes_match_one_in_tbptt_mode(corpus_file, tmp_path):
+def test_two_processes_match_one_in_tbptt_mode(corpus_file, tmp_path, single_tbptt):
     # each process carries the recurrent state of its own lanes
-    common = ["train.max_steps=6", "eval.every=0", "model.dropout=0.0", "train.bptt=tbptt"]
-    single = tmp_path / "single"
-    one = run_bdh("train", *set_args(tiny(corpus_file, single, *common, "train.micro_batch_size=2")))
-    assert one.returncode == 0, one.stderr
     ddp = tmp_path / "ddp"
-    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *common)))
+    two = _torchrun("train", *set_args(tiny(corpus_file, ddp, *TBPTT)))
     assert two.returncode == 0, two.stderr[-3000:]
-    a, b = train_losses(single), train_losses(ddp)
+    a, b = train_losses(single_tbptt), train_losses(ddp)
     assert sorted(a) == sorted(b) == list(range(1, 7))
     for step in a:
         assert b[step] == pytest.approx(a[step], rel=2e-4, abs=1e-5), step
 
 
 # --------------------------------------------------------------------------- FSDP2 (train.parallel: fsdp)
-def test_fsdp_matches_one_process_and_writes_full_checkpoints_that_load_anywhere(corpus_file, tmp_path):
+def test_fsdp_matches_one_process_and_writes_full_checkpoints_that_load_anywhere(corpus_file, tmp_path, single_window):
     """Two processes shard the weights, gradients and AdamW moments (gloo); the losses are those of one process,
     the checkpoint holds full tensors (loadable by load_pretrained, resumable by one process or by FSDP)."""
     import shutil
@@ -70,13 +92,11 @@ def test_fsdp_matches_one_process_and_writes_full_checkpoints_that_load_anywhere
     import bdh
     from bdh.model.io import load_tensors
 
-    common = ["train.max_steps=12", "eval.every=6", "checkpoint.every=6", "train.micro_batch_size=1"]
-    single = tmp_path / "single"
-    one = run_bdh("train", *set_args(tiny(corpus_file, single, *common)))
-    assert one.returncode == 0, one.stderr
+    single = single_window
     fsdp = tmp_path / "fsdp"
     # micro-batches of 1 of the 2 rows per process: gradients accumulate locally before the reduce-scatter
-    two = _torchrun("train", *set_args(tiny(corpus_file, fsdp, *common, "train.parallel=fsdp")))
+    fsdp_args = tiny(corpus_file, fsdp, *WINDOW, "train.micro_batch_size=1", "train.parallel=fsdp")
+    two = _torchrun("train", *set_args(fsdp_args))
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("run folder:") == 1 and "parallel: fsdp" in (fsdp / "config.yaml").read_text()
 
@@ -98,10 +118,21 @@ def test_fsdp_matches_one_process_and_writes_full_checkpoints_that_load_anywhere
     # resumed by FSDP and, from a copy, by one process: the same next steps
     copy = tmp_path / "copy"
     shutil.copytree(fsdp, copy)
-    more = _torchrun("train", "--resume", str(fsdp), "--set", "train.max_steps=14")
-    assert more.returncode == 0, more.stderr[-3000:]
-    alone = run_bdh("train", "--resume", str(copy), "--set", "train.max_steps=14")
-    assert alone.returncode == 0, alone.stderr[-3000:]
+    more = subprocess.Popen(
+        _torchrun_cmd("train", "--resume", str(fsdp), "--set", "train.max_steps=14"),
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _train_here("train", "--resume", str(copy), "--set", "train.max_steps=14")  # meanwhile, in this process
+        _, err = more.communicate(timeout=300)
+    finally:
+        if more.poll() is None:
+            more.kill()
+            more.wait()
+    assert more.returncode == 0, err[-3000:]
     c, d = train_losses(fsdp), train_losses(copy)
     assert sorted(c) == sorted(d) == list(range(1, 15))
     for step in (13, 14):
@@ -126,10 +157,14 @@ def _overrides(corpus_file, run_dir, extra: list[str]) -> list[str]:
     ],
     ids=["bdh-tbptt", "gpt"],
 )
-def test_fsdp_matches_one_process_in_tbptt_mode_and_for_the_gpt_baseline(corpus_file, tmp_path, extra):
+def test_fsdp_matches_one_process_in_tbptt_mode_and_for_the_gpt_baseline(corpus_file, tmp_path, extra, request):
     single, fsdp = tmp_path / "single", tmp_path / "fsdp"
-    one = run_bdh("train", *_overrides(corpus_file, single, ["train.max_steps=6", *extra, "train.micro_batch_size=2"]))
-    assert one.returncode == 0, one.stderr
+    if extra[0] == "train.bptt=tbptt":  # the run test_two_processes_match_one_in_tbptt_mode compares with
+        single = request.getfixturevalue("single_tbptt")
+    else:
+        _train_here(
+            "train", *_overrides(corpus_file, single, ["train.max_steps=6", *extra, "train.micro_batch_size=2"])
+        )
     two = _torchrun("train", *_overrides(corpus_file, fsdp, ["train.max_steps=6", *extra, "train.parallel=fsdp"]))
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = train_losses(single), train_losses(fsdp)

@@ -65,31 +65,33 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: flo
     ],
 )
 def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_path, bptt, sig):
-    ref = tmp_path / "uninterrupted"
-    done = run_bdh("train", *set_args(overrides(corpus_file, ref, bptt)))
-    assert done.returncode == 0, done.stderr
+    def start(run_dir: Path) -> subprocess.Popen:
+        cmd = bdh_cmd("train", *set_args(overrides(corpus_file, run_dir, bptt)))
+        return subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    # the uninterrupted run alongside the interrupted one: both single-threaded, on a second core where there is one
+    ref, run = tmp_path / "uninterrupted", tmp_path / "interrupted"
+    done, proc = start(ref), start(run)
+    try:
+        wait_for_step(run, 45, proc)  # between the periodic checkpoints at 40 and 80
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + sig, err
+        assert "interrupted at step" in err and "Traceback" not in err
+        stopped = int(err.split("interrupted at step ")[1].split("/")[0])
+        assert 45 <= stopped < STEPS
+        assert (run / "checkpoints" / f"step-{stopped}" / "meta.json").is_file()
+        resumed = run_bdh("train", "--resume", str(run))
+        assert resumed.returncode == 0, resumed.stderr
+        _, ref_err = done.communicate(timeout=240)
+        assert done.returncode == 0, ref_err
+    finally:
+        for p in (done, proc):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     expected = train_losses(ref)
     assert sorted(expected) == list(range(1, STEPS + 1))
-
-    run = tmp_path / "interrupted"
-    proc = subprocess.Popen(
-        bdh_cmd("train", *set_args(overrides(corpus_file, run, bptt))),
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    wait_for_step(run, 45, proc)  # between the periodic checkpoints at 40 and 80
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + sig, err
-    assert "interrupted at step" in err and "Traceback" not in err
-    stopped = int(err.split("interrupted at step ")[1].split("/")[0])
-    assert 45 <= stopped < STEPS
-    assert (run / "checkpoints" / f"step-{stopped}" / "meta.json").is_file()
-
-    resumed = run_bdh("train", "--resume", str(run))
-    assert resumed.returncode == 0, resumed.stderr
     got = train_losses(run)
     assert sorted(got) == list(range(1, STEPS + 1))
     after = [s for s in got if s > stopped]
