@@ -1,14 +1,9 @@
 """The one registry: names -> model classes, task classes, ``bdh bench`` suites and ``bdh experiment`` experiments.
 
-A run config says ``model: {name: bdh}`` or ``task: {name: mqar}``; a model folder's ``config.json`` says
-``model_type: bdh``; ``bdh bench recall`` and ``bdh experiment scaling`` name a suite and an experiment. All are
-looked up here, and nowhere else. The built-in entries are the tables below, written once as ``"module:Class"``
-(a suite or an experiment: ``"module"``) and imported on first use (so naming a model imports its module only);
-a model's key is its class's ``model_type``. Code outside the package adds its own with `register_model` /
-`register_task` / `register_suite` / `register_experiment` (see CONTRIBUTING.md). What the command line's help
-says of a built-in suite or experiment (its module docstring's first paragraph, a suite's own flags, whether an
-experiment resumes) is written out in `BUILTIN_HELP`, beside its registration, so that ``bdh --help`` imports no
-suite or experiment; tests/test_registry_commands.py checks each entry against its module.
+The built-in entries are the tables below (``"module:Class"``, or ``"module"`` for a suite or an experiment),
+imported on first use; code outside the package adds its own with `register_model` / `register_task` /
+`register_suite` / `register_experiment` (CONTRIBUTING.md). `BUILTIN_HELP` writes out what ``--help`` says of the
+built-in suites and experiments, so that ``bdh --help`` imports none of them (a test checks it against the modules).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Sizing a model config to a parameter budget: the closest-width search and the protocol of ``for_budget``.
-
-A model that ``bdh bench`` compares with BDH is sized to BDH's parameter count at each width of a sweep. The
-knowledge of how to do that lives with the model's config class, as the classmethod `BudgetSized.for_budget`
-(the bench reaches it through `bdh.registry.get_model(name).config_class`); most implement it with
-`closest_by_params`, a search over one width field. This module knows nothing of the bench or of any model.
+"""Sizing a model config to a parameter budget (``bdh bench`` matches BDH's count at each width): the protocol
+`BudgetSized.for_budget`, implemented by each model's config class, and `closest_by_params`, a search over one
+width field that most of them use.
 """
 
 from __future__ import annotations
@@ -21,11 +18,8 @@ def closest_by_params(
     budget: int, make: Callable[[int], C], step: int, start: int | None = None, limit: int | None = 4096
 ) -> C:
     """The config ``make(d)`` whose ``num_params()`` is closest to ``budget``, d running over ``start``,
-    ``start + step``, ... (``start`` defaults to ``step``) up to ``limit`` (None: no limit).
-
-    The parameter count is taken to grow with d: the search stops at the first d above the budget, and of
-    two equally close widths keeps the smaller. A one-line `UserError` when no width up to ``limit`` is built.
-    """
+    ``start + step``, ... (``start`` defaults to ``step``) up to ``limit`` (None: no limit). The count is taken
+    to grow with d (the search stops above the budget); of two equally close widths the smaller is kept."""
     best, err = None, math.inf
     d = start or step
     while limit is None or d <= limit:
@@ -48,14 +42,7 @@ class BudgetSized(Protocol):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> Any:
-        """The config whose ``num_params()`` is closest to ``params``, varying only its width.
-
-        Args:
-            params: the parameter budget (in the bench: BDH's count at the sweep's width).
-            vocab_size, seq_len: the task's vocabulary and the longest sequence the model sees.
-            n_layer: the depth (layers, blocks or iterations, as the model reads it).
-            n_head: heads (a model without heads ignores it).
-            causal: causal or bidirectional (a model with only one form refuses the other).
-            extra: model-specific fields, passed to the config unchanged (e.g. Hyper-SET's ``time_freq``).
-        """
+        """The config whose ``num_params()`` is closest to ``params``, varying only its width. ``n_layer``: the
+        depth as the model reads it; ``n_head`` ignored by a model without heads; a model with one form refuses the
+        other ``causal``; ``extra``: model-specific fields, passed on (Hyper-SET's ``time_freq``)."""
         ...

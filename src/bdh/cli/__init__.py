@@ -1,10 +1,8 @@
 """The ``bdh`` command line. Thin: it parses, calls the library, prints.
 
-Each command group lives in its own module with a ``register(subparsers)`` function that adds its
-commands; every command is a function ``(args) -> int`` stored as ``args.func``. Errors the user can
-fix (`bdh.errors.UserError`: bad arguments, files, configs; and the OS errors of the files the user
-named) are printed as one line on stderr with exit status 2; anything else is a bug, reported in one line
-with exit status 1 and its traceback saved to a file (``bdh --debug`` prints it instead).
+Each command group's module has a ``register(subparsers)``; a command is ``args.func(args) -> int``. A
+`bdh.errors.UserError` (or an OS error on a file the user named) is one line on stderr, exit status 2; anything
+else is a bug: one line, exit status 1, its traceback saved to a file (``bdh --debug`` prints it).
 """
 
 from __future__ import annotations
@@ -162,11 +160,8 @@ def _one_line_warnings(show: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bdh`` console script; returns the exit status.
-
-    0: done; 2: a mistake in the input (one line on stderr); 1: an internal error, a bug in ``bdh``
-    (one line on stderr naming the file that holds the traceback); 128 + the signal when interrupted: 130 after
-    SIGINT, 143 after SIGTERM (`interrupts`). A command sees its own arguments as ``args.argv``.
+    """Entry point of the ``bdh`` console script; returns the exit status: 0 done, 2 a mistake in the input,
+    1 a bug, 128 + the signal when interrupted (`interrupts`). A command sees its own arguments as ``args.argv``.
     """
     parser = build_parser()
     debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")

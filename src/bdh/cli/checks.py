@@ -1,12 +1,7 @@
-"""One validation of user-facing values for every command, run before any work.
-
-- argparse ``type=`` functions (`integer`, `number`) refuse a value at parse time with one line that
-  names the flag: ``argument --temperature: must be a finite number >= 0, got 'nan'``;
-- `device` resolves a ``--device`` (`bdh.devices.resolve_device`);
-- `prompt_bytes` reads a prompt as bytes: ``--prompt`` keeps the bytes the shell passed (any byte,
-  also those that are not UTF-8), ``--prompt-file`` reads a file as it is;
-- `add_overwrite` adds the ``--overwrite`` flag of every command that writes an output;
-- `checked_model_dir` is the model folder every command that loads weights loads (checked, verified, named).
+"""One validation of user-facing values for every command, run before any work: argparse types that refuse a
+value at parse time naming the flag (``argument --temperature: must be a finite number >= 0, got 'nan'``),
+``--device``, prompts as bytes, ``--overwrite``, the model folder a command loads, and flags generated from a
+config's fields.
 """
 
 from __future__ import annotations
@@ -169,13 +164,11 @@ def field_help(config_class: type) -> dict[str, str]:
 
 
 def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
-    """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass, generated from
-    the fields: each value read and converted by the config (`TypedConfig.field_value`: the reading of a ``--set``
-    value, the field's type), refused at parse time under the flag's name (``argument --n-embd: expected an
-    integer, got 'wide'``); the choices of a field's declared `bdh.typed_config.one_of` are argparse's
-    ``choices``, the help comes from the field's docstring. A flag left out is None (see `config_values`); the
-    config checks the declared ranges and the rules that relate several fields when it is built from the flags,
-    its refusal named by the flag (`flag_errors`: ``argument --n-head: must be an integer >= 1, got 0``)."""
+    """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass: each value read as a
+    ``--set`` value is (`TypedConfig.field_value`) and refused at parse time under the flag's name; a declared
+    `bdh.typed_config.one_of` gives ``choices``, the field's ``Attributes:`` entry the help (`field_help`). A flag
+    left out is None (`config_values`); ranges and cross-field rules are checked when the config is built
+    (`flag_errors` names the flag)."""
     from bdh.typed_config import declared_ranges
 
     helps = field_help(config_class)

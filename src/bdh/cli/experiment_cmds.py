@@ -1,14 +1,9 @@
 """``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, end to
-end (synapses, merge, no-bptt, scaling, long-context, relatives, length).
+end; each writes ``report.md``, ``results.json``, figures and ``runs/`` into ``--out``.
 
     bdh experiment merge --out DIR                   the CPU default (its cost: bdh experiment --help)
     bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
-    bdh experiment synapses --set steps=2000 ...     change a field of the experiment's config
     bdh experiment scaling --out DIR --resume        continue a ladder, reusing the runs already finished
-    bdh experiment scaling --full --show-config      the GPU ladder's config and estimated cost
-
-Each writes ``report.md``, ``results.json`` and figures into ``--out`` (and the trained models under
-``--out/runs``).
 """
 
 from __future__ import annotations

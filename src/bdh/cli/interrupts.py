@@ -1,12 +1,7 @@
-"""Interrupted commands: the same exit status after the same signal for every command, and for the commands
-that can continue (``bdh bench``, ``bdh experiment scaling|long-context|relatives``) one line saying what was kept and
-the command that continues.
-
-SIGINT raises `KeyboardInterrupt` (Python's own handler); `terminate_raises` makes SIGTERM raise
-`bdh.errors.Interrupted` the same way, so that ``finally`` blocks run on both (atomic writes rolled back, folder
-locks released). The trainer catches both itself during its loop (it ends the run after the step and writes a
-checkpoint). ``bdh`` then exits with 128 + the signal: 130 after SIGINT, 143 after SIGTERM, as a shell reports
-a process the signal killed.
+"""Interrupted commands: the same exit status after the same signal for every command (128 + the signal, as a
+shell reports it), and for the commands that can continue one line saying what was kept and how to continue.
+`terminate_raises` makes SIGTERM raise like SIGINT, so ``finally`` blocks run on both (atomic writes rolled
+back, locks released).
 """
 
 from __future__ import annotations

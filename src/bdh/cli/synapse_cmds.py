@@ -3,10 +3,8 @@
     bdh synapses runs/my-run --concept currency --out reports/synapses
     bdh synapses runs/my-run --layer 2 --head 1 --language en --second-language fr --search 200 --heldout 50
 
-The model should have been trained on the translation stream of ``bdh corpus`` (same ``--lexicon-seed``).
-The search, the held-out Mann-Whitney tests, the cross-language check, the nulls (an untrained model of the
-same configuration built with ``--seed``, and shuffled search labels) and the figures are those of
-``bdh experiment synapses`` (`bdh.experiments.synapses`).
+The model should have been trained on ``bdh corpus``'s translation stream (same ``--lexicon-seed``). The search,
+tests, nulls and figures are those of ``bdh experiment synapses`` (`bdh.experiments.synapses`).
 """
 
 from __future__ import annotations

@@ -4,13 +4,9 @@
 >>> config = load_config("run.yaml", ["optim.lr=3e-4"])   # doctest: +SKIP
 >>> result = train(config)                                 # doctest: +SKIP
 
-The run's config (`config`), what it builds (`parts`) and the loop (`trainer`), with the loop's helpers beside them
-(`evaluate`, `budget`, `schedule`, `signals`, `rng`, `recurrent`, `errors`); where and how a process trains in
-`runtime` (device, hardware, distributed, sharded, memory); a run's folder and what is read back from a finished
-run in `run` (folder, checkpoint, log, listing, report, model).
-
-The names below are imported on first use (see `bdh._lazy`), so that a light module of the package (e.g.
-`bdh.train.main_job`, the main job and its presets) can be read without importing PyTorch.
+`config` (the run's config), `parts` (what it builds), `trainer` (the loop) and its helpers; `runtime` (where and
+how a process trains); `run` (a run's folder). Names are imported on first use (`bdh._lazy`), so a light module
+(`bdh.train.main_job`) is read without PyTorch.
 """
 
 from .._lazy import exports

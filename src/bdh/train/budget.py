@@ -1,15 +1,7 @@
-"""`TimeBudget`: ``train.max_minutes``, a run whose length is planned from the time its steps take.
-
-A run starts with the length its step and token limits give. After `CALIBRATION_STEPS` timed steps (the first
-step, with its warm-up and allocations, is not timed) the budget plans how many steps fit the minutes left, and
-the learning-rate schedule decays over them; it plans again every tenth of the planned run (`REPLANS`) from the
-time per step since the last plan, so that a machine whose speed changes (a brief load at the start) is followed
-before the run ends. The run may grow back up to its step and token limits, never past them.
-
-The budget reads no clock: the trainer passes it the times it measures (``now``, the seconds of each training
-step). Once planned, the length of the run is fixed (`TimeBudget.fixed`) and saved in checkpoints with the time
-spent, so that a resumed run keeps both. Every run (with a budget or not) keeps its speed at the start and near the
-end (`TimeBudget.speeds`): the note of a run the budget cut short says from them whether the machine was busy.
+"""`TimeBudget`: ``train.max_minutes``, a run whose length is planned from the time its steps take: after
+`CALIBRATION_STEPS` timed steps, and again every tenth of the run (`REPLANS`), never past the step and token
+limits. It reads no clock (the trainer passes the times); the planned length is saved in checkpoints. How it
+behaves: docs/training.md, "The main job".
 """
 
 from __future__ import annotations
@@ -21,7 +13,8 @@ from typing import Any
 CALIBRATION_STEPS = 12
 #: share of the budget planned for training steps (the rest: evaluations, checkpoints, the final sample)
 BUDGET_SHARE = 0.93
-#: plans of a time budget over the run after the first (one every tenth of the planned steps)
+#: plans of a time budget over the run after the first (one every tenth of the planned steps: follows a machine
+#: whose speed changes, e.g. busy at the start)
 REPLANS = 10
 #: a plan that changes the length of the run by this share or less leaves it as it is
 REPLAN_TOLERANCE = 0.03

@@ -1,32 +1,9 @@
 """Evaluation of a model on a task's held-out split: the loop behind ``Trainer.evaluate`` and ``bdh eval``.
 
-Two ways to read a split:
-
-* `evaluate` — windows of ``seq_len`` tokens, each scored on its own from an empty context (what the
-  trainer estimates at every evaluation: the first token of a window has no context, the last one
-  ``seq_len - 1`` tokens).
-* `evaluate_carried` — long context, for a recurrent model (``init_state``/``step``, e.g. BDH) on a task
-  with consecutive windows (``stream_batch``, the ``text`` task): the split is cut into ``lanes`` lanes,
-  each read window after window with the recurrent state carried from one window into the next, so every
-  token is predicted from all the text before it in its lane. With one lane that is all the text of the
-  split before it. It is the same computation as one forward pass over the whole lane (tested), with memory
-  that does not grow with the context.
-
-Both report ``val_loss`` (nats per scored token) and ``val_bpb`` (bits per token: bits per byte for
-byte-level text), token-weighted, and every metric of ``task.metrics`` as ``val_<name>``. `evaluate_metrics`
-is `evaluate` returned as ``(metrics, loss)`` with the task's own metric names (what ``bdh bench`` records).
-
-How the task's metrics are averaged over batches: each batch's value is weighted by the batch's number of
-examples (rows), and a key is averaged only over the batches that report it. For a metric that is a mean
-over examples (MQAR's ``accuracy``, Zoology's per-example mean; board and path accuracies) this is exactly
-the mean over all examples of the evaluated batches, and a per-slice key (MQAR's ``accuracy_kv{D}_len{N}``,
-reported only by the validation batches of its own slice, which never mix slices) is the mean over that
-slice's examples, not diluted by the other slices. A metric that is a mean over scored tokens gives the same
-average as token weighting when every example has the same number of scored tokens (the ``text`` task's
-``loss``/``bpb``/``acc`` over full windows, ``repeat``'s per-phase metrics, boardpath's ``cell_accuracy``).
-A task whose per-token metric has a varying number of scored tokens per example lists it in an optional
-attribute ``per_token_metrics`` (Sudoku's ``cell_accuracy``: blanks differ from puzzle to puzzle); those keys
-are weighted by the batch's scored tokens instead, which makes them the pooled mean over every scored token.
+`evaluate` scores each window of ``seq_len`` tokens from an empty context; `evaluate_carried` reads lanes of a
+stream task window after window with a recurrent model's state carried (long context, the same computation as one
+forward over the lane, with memory that does not grow). Both report ``val_loss`` (nats per scored token),
+``val_bpb`` and ``val_<metric>`` for the task's metrics, averaged as docs/tasks.md says.
 """
 
 from __future__ import annotations
@@ -59,8 +36,8 @@ class Ticker(Protocol):
 
 class _Scores:
     """Sums over scored batches: the loss per scored token, and each task metric weighted by the batch's
-    examples (or by its scored tokens for a key in the task's ``per_token_metrics``); see the module
-    docstring."""
+    examples (or by its scored tokens for a key in the task's ``per_token_metrics``), averaged only over the
+    batches that report it, so a per-slice key (MQAR's ``accuracy_kv{D}_len{N}``) is not diluted."""
 
     def __init__(self, task: Any):
         self.task = task
@@ -101,11 +78,9 @@ class _Scores:
         return self.loss_sum / self.count if self.count else float("nan")
 
     def loss_se(self) -> float:
-        """The standard error of `loss` over the scored examples (windows), NaN for fewer than two: `loss` is a
-        ratio of sums over n examples, sum(l_i) / sum(c_i) (l_i the summed loss and c_i the scored tokens of
-        example i), whose delta-method variance is n / (n - 1) * sum((l_i - loss c_i)^2) / (sum c_i)^2. It
-        treats the examples as drawn independently from the split, which the evaluation order spreads them
-        over (`bdh.tasks.text.spread`); it measures how far the estimate may be from the whole split's value."""
+        """The standard error of `loss` over the scored examples (windows), NaN for fewer than two: the
+        delta-method variance of the ratio sum(l_i) / sum(c_i), n / (n - 1) * sum((l_i - loss c_i)^2) / (sum c_i)^2
+        (examples independent: the evaluation order spreads them over the split, `bdh.tasks.text.spread`)."""
         if not self.row_losses:
             return float("nan")
         l, c = torch.cat(self.row_losses), torch.cat(self.row_counts)
@@ -197,11 +172,9 @@ def evaluate(
     split: str = "val",
     progress: Ticker | None = None,
 ) -> dict[str, float]:
-    """Validation metrics of ``model`` over the first ``batches`` batches of ``split`` (all of them when
-    None), every window scored on its own: ``val_loss`` (nats per scored token), ``val_bpb`` (bits per token;
-    bits per byte for byte-level text) and every metric of ``task.metrics`` as ``val_<name>``, each batch
-    weighted by its examples (module docstring). Empty when no target was scored. ``progress`` is told the
-    number of batches done after each batch."""
+    """Validation metrics of ``model`` over the first ``batches`` batches of ``split`` (all when None), every
+    window scored on its own (module docstring); empty when no target was scored. ``progress`` is told the
+    batches done."""
     return _independent(model, task, batch_size, batches, seed, autocast, split, progress).result()
 
 
@@ -254,13 +227,9 @@ def evaluate_carried(
     split: str = "val",
     progress: Ticker | None = None,
 ) -> dict[str, float]:
-    """Validation metrics with the recurrent state carried across windows (long context).
-
-    ``split`` is cut into ``lanes`` lanes (`TextTask.stream_batch`, the batches truncated backprop
-    through time trains on, pass 0 with ``seed``); the first ``windows`` windows of every lane (all when
-    None) are read in order with ``model.step``, the state of window ``w`` carried into window ``w + 1``.
-    Token ``t`` of a lane is predicted from the ``t`` tokens before it, so the context reaches
-    ``windows * seq_len`` tokens. Same keys as `evaluate`; ``progress`` is told the windows done per lane.
+    """Validation metrics with the recurrent state carried across windows: ``split`` cut into ``lanes`` lanes
+    (`TextTask.stream_batch`, pass 0 with ``seed``), the first ``windows`` windows of each (all when None) read
+    in order with ``model.step``. Same keys as `evaluate`; ``progress`` is told the windows done per lane.
     """
     check_carry(model, task, "evaluate_carried")
     device = next(model.parameters()).device

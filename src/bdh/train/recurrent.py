@@ -1,18 +1,7 @@
-"""Truncated backprop through time (``train.bptt=tbptt``, paper appendix B.2): what it needs from the task and
-the model, and the recurrent states it carries from step to step.
-
-* the task serves consecutive windows (`bdh.tasks.base.StreamTask`): row b of batch s + 1 continues row b
-  of batch s, and a batch says when the stream starts over;
-* the model has a recurrent state (`Recurrent`): ``init_state`` makes an empty one, ``step`` reads a window
-  from a state and returns the logits and the state after it.
-
-`TruncatedBPTT` keeps one state per micro-batch of this process, detached after each step (the gradient stops
-at the start of the window), and starts from an empty state when the stream starts over. Carried states are
-part of a checkpoint, so that a resumed run continues exactly. `check_tbptt` refuses a task or a model that
-cannot do it, before anything is trained.
-
-`StreamingModel` declares the other use of a recurrent state: generating token by token (``bdh generate``
-and the sample after training).
+"""Truncated backprop through time (``train.bptt=tbptt``, paper appendix B.2): what it needs from the task (a
+`bdh.tasks.base.StreamTask`) and the model (`Recurrent`), and `TruncatedBPTT`, the states it carries from step to
+step, detached, and saved in checkpoints. `StreamingModel`: generating token by token. docs/training.md,
+"Recurrent training modes".
 """
 
 from __future__ import annotations
@@ -33,11 +22,8 @@ from .runtime import distributed as dist_utils
 class Recurrent(Protocol):
     """A model with a recurrent state (`bdh.model.BDH`, and the baselines that declare `carries_state`: Mamba, GLA,
     RWKV, Based): what ``train.bptt=tbptt`` needs (GPT's KV cache has the methods but grows: `check_tbptt` asks
-    the declaration too).
-
-    The state is a dataclass whose tensor fields hold the state and whose other fields are plain values
-    (a position), or one that says how to write it (``flat()`` and its class's ``unflat``, as
-    `bdh.baselines.state.MixerState`), with a ``detach()`` that returns the same state cut from the autograd graph.
+    the declaration too). The state is a dataclass of tensors and plain values (or one with ``flat()`` /
+    ``unflat``, as `bdh.baselines.state.MixerState`) with a ``detach()``.
     """
 
     def init_state(self, batch_size: int = 1) -> Any:

@@ -1,7 +1,5 @@
-"""Every random number generator's state as tensors, so a checkpoint can hold them in safetensors.
-
-Python's ``random``, NumPy's legacy global generator, PyTorch's CPU generator and every CUDA device's
-generator. Nothing is pickled: each state becomes a few integer tensors.
+"""Every random number generator's state (Python, NumPy's global, PyTorch's CPU and CUDA) as integer tensors, so
+a checkpoint holds them in safetensors and nothing is pickled.
 """
 
 from __future__ import annotations

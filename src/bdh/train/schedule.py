@@ -1,7 +1,5 @@
-"""The learning-rate schedule: linear warmup, then linear or cosine decay to a floor.
-
-The paper (appendix B.2) warms up for 1000 steps to 1e-3 and decays linearly to 1e-4 over training. The
-rate is a pure function of the step, so a resumed run needs no scheduler state beyond the step number.
+"""The learning-rate schedule (paper appendix B.2): linear warmup, then linear or cosine decay to a floor; a pure
+function of the step, so a resumed run needs no scheduler state.
 """
 
 from __future__ import annotations

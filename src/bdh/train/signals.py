@@ -1,9 +1,6 @@
-"""`StopSignals`: SIGINT and SIGTERM end a run after the current step, so that it leaves a checkpoint.
-
-The first signal is noted (`StopSignals.received`) and the trainer stops after the step it is in, saving a
-checkpoint that a resume continues exactly; a second signal stops at once (`bdh.errors.Interrupted`, whose
-exit status says which signal). Handlers are
-installed in the main thread only (Python allows no other) and the previous ones are restored on exit.
+"""`StopSignals`: a first SIGINT or SIGTERM ends a run after the current step, leaving a checkpoint that a resume
+continues exactly; a second stops at once (`bdh.errors.Interrupted`). Handlers are installed in the main thread
+only (Python allows no other).
 """
 
 from __future__ import annotations

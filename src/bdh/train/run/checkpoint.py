@@ -1,15 +1,6 @@
-"""Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``.
-
-A checkpoint folder is a model folder (``config.json`` with every field of the run's model config, +
-``model.safetensors``, loadable with `bdh.load_pretrained`) plus
-``trainer_state.safetensors`` (optimiser moments, RNG states of every process, the carried recurrent state
-of truncated BPTT) and ``meta.json`` (step, tokens, optimiser hyper-parameters, best metric, and the
-SHA-256 of every file). Nothing is pickled.
-
-Writes are atomic: the folder is assembled under a temporary name and renamed into place, so a crash
-or a signal while saving leaves the previous checkpoints untouched; old ones are removed only after
-the new one is in place. Loading checks the format tag, the checksums and the model's shapes, and
-refuses a corrupted or foreign checkpoint with one line that also names the previous good one.
+"""Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``, each a model folder plus
+``trainer_state.safetensors`` and ``meta.json`` (checksums). Nothing is pickled; writes are atomic (assembled under
+a temporary name, then renamed). Layout and guarantees: docs/training.md, "Run folders and checkpoints".
 """
 
 from __future__ import annotations
@@ -223,13 +214,10 @@ def verified(folder: Path) -> Path:
 
 
 def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
-    """The model folder that a command given ``source`` should load, its checksums verified.
+    """The model folder that a command given ``source`` (a model or run folder) should load, checksums verified.
 
-    ``source`` is a model folder (config.json + model.safetensors) or a run folder; for a run folder:
-    ``checkpoints/<checkpoint>`` when ``checkpoint`` is given, else ``best/``, else (no best/ yet) the newest
-    complete ``checkpoints/step-N``. A damaged model file (missing, looping, not a regular file) is refused, never
-    passed over for another checkpoint; a folder with a meta.json must match its checksums (`verify`). Every
-    command that takes a trained model resolves it here.
+    For a run folder: ``checkpoints/<checkpoint>`` if given, else ``best/``, else the newest complete
+    ``checkpoints/step-N``. A damaged model file is refused, never passed over for another checkpoint.
     """
     src = Path(source)
     if not src.exists():

@@ -1,15 +1,5 @@
-"""`RunFolder`: the folder of a run, what is written into it and what a resume reads back.
-
-::
-
-    RUN_DIR/config.yaml          the resolved run config, every field (written when the run starts)
-    RUN_DIR/metrics.jsonl        one JSON record per logged step and per evaluation (`bdh.train.run.log.MetricsLog`)
-    RUN_DIR/checkpoints/step-N/  the checkpoints (`bdh.train.run.checkpoint`: model folder + trainer state)
-    RUN_DIR/best/                the model of the best evaluation so far
-
-The folder is made and locked by rank 0 (`bdh.outputs.folder_lock`: one writer per run folder) and its path is
-broadcast to the other processes; every file is written atomically by rank 0, while every process takes part
-in gathering what a sharded run writes (`bdh.train.runtime.device.Runtime`).
+"""`RunFolder`: the folder of a run (config.yaml, metrics.jsonl, checkpoints/, best/; docs/training.md), what
+is written into it and what a resume reads back. Rank 0 makes, locks and writes it; its path is broadcast.
 """
 
 from __future__ import annotations

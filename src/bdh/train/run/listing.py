@@ -1,8 +1,5 @@
-"""The run folders under a directory and what each has achieved: `list_runs` (what ``bdh runs`` prints).
-
-A run folder is a folder with a ``config.yaml`` (`bdh.train.run.folder`). Its summary is read from files only
-(the config, ``metrics.jsonl``, ``best/meta.json`` and the last checkpoint's ``meta.json``), never from a
-model, so listing a folder of many runs is fast and a damaged file costs one field, not the listing.
+"""The run folders under a directory and what each has achieved: `list_runs` (what ``bdh runs`` prints). Read
+from files only, never a model, so it is fast and a damaged file costs one field, not the listing.
 """
 
 from __future__ import annotations

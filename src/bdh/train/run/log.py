@@ -197,9 +197,7 @@ class WandB:
 
 class Progress:
     """A progress bar with loss, tokens/s and ETA (tqdm) in a terminal, or one plain line per evaluation.
-
-    ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal).
-    """
+    ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal)."""
 
     def __init__(self, total: int, initial: int, mode: str, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
@@ -294,12 +292,8 @@ class RunLog:
 
 
 class EvalProgress:
-    """Progress of a long evaluation (``bdh eval --full``), shown like training's: a tqdm bar in a
-    terminal, or plain lines (about every tenth of the work, with the elapsed time and an ETA) otherwise.
-
-    ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal); ``unit``: what
-    is counted, plural (``batches``, ``windows``).
-    """
+    """Progress of a long evaluation (``bdh eval --full``), shown like training's (`Progress`'s ``mode``);
+    ``unit``: what is counted, plural (``batches``, ``windows``)."""
 
     def __init__(
         self, total: int, mode: str = "auto", stream: TextIO | None = None, unit: str = "batches", desc: str = "eval"

@@ -7,13 +7,10 @@ from typing import Any
 
 
 def load_run_model(source: str | Path, checkpoint: str | None = None, device: Any = "auto") -> tuple[Any, Path]:
-    """The model of a run or model folder and the folder it came from (`bdh.train.run.checkpoint.resolve_model_dir`:
-    the run's best checkpoint, else the latest, or ``checkpoint``; damaged files refused, checksums verified), on
-    ``device`` (a name or `torch.device`, checked by `bdh.devices.resolve_device`).
-
-    The model of a run folder runs as the run ran it (the runtime fields of the ``model`` section of its
-    config.yaml: the attention form, the chunk size; the same as its config.json unless that was written by an
-    older bdh, which kept the architecture only), that of a model folder as its config.json says."""
+    """The model of a run or model folder (`bdh.train.run.checkpoint.resolve_model_dir`) and that folder, on
+    ``device``. A run folder's model runs as the run ran it (the runtime fields of its config.yaml: the attention
+    form, the chunk size; an older config.json kept the architecture only); a model folder's as its config.json
+    says."""
     from bdh.devices import resolve_device
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
 

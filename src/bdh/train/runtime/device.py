@@ -1,17 +1,6 @@
-"""`Runtime`: where and how this process trains, and every operation of the trainer that depends on it.
-
-A run trains in one process or in several under ``torchrun`` (`bdh.train.runtime.distributed`); each process has a
-device (`resolve_device`), what that device can do (`bdh.train.runtime.hardware.detect`), an autocast dtype
-(`autocast_dtype`: bf16 where it pays, else fp32) and a way of sharing the model with the other processes:
-
-* one process: the model as it is;
-* ``train.parallel: ddp`` (the default under torchrun): a full copy per process, the objective wrapped by
-  ``DistributedDataParallel``, gradients averaged over the processes by its backward;
-* ``train.parallel: fsdp``: the parameters, gradients and AdamW moments sharded over the processes (FSDP2,
-  `bdh.train.runtime.sharded`); weights and moments are gathered whole to be written.
-
-The trainer asks the runtime, never the configuration, for these: it reads the same for one process and for
-many, and the collectives are no-ops for one process.
+"""`Runtime`: where and how this process trains (device, autocast dtype, one process / DDP / FSDP), and every
+operation of the trainer that depends on it; the collectives are no-ops for one process. docs/training.md,
+"Data parallel".
 """
 
 from __future__ import annotations

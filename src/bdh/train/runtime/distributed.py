@@ -1,10 +1,6 @@
-"""Data-parallel training with ``torchrun``: process group setup and the few collectives the trainer uses.
-
-``torchrun --nproc_per_node=K -m bdh train ...`` sets ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``; the
-trainer then joins a process group (``nccl`` on CUDA, ``gloo`` on CPU) and wraps the model in
-``DistributedDataParallel`` (``train.parallel: ddp``) or shards it with FSDP2 (``fsdp``, `bdh.train.runtime.sharded`).
-Every process builds the same global batch (tasks are pure functions of the batch index) and takes its own
-rows; only rank 0 logs and writes checkpoints.
+"""Data-parallel training under ``torchrun``: the process group (``nccl`` on CUDA, ``gloo`` on CPU) and the few
+collectives the trainer uses. Every process builds the same global batch and takes its own rows; rank 0 logs and
+writes. docs/training.md, "Data parallel".
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """What the hardware can do, decided by asking it: capabilities, the CPU allocator, and compile with a fallback.
 
-Nothing here assumes a device. Every fast path that exists on some hardware only is chosen by a query:
-
-* CUDA: bf16 autocast where ``torch.cuda.is_bf16_supported()``; fused AdamW on every CUDA device;
-  TF32 matmuls on devices of compute capability 8.0 or newer (``torch.cuda.get_device_capability()``: Ampere, where TF32
-  tensor cores exist). Attention kernels are not chosen here: BDH's linear attention is plain matmuls, and
-  the GPT baseline calls ``F.scaled_dot_product_attention``, which picks flash / memory-efficient kernels
-  by itself where they exist.
-* CPU: bf16 is native where oneDNN reports it (AVX512-BF16 or AMX); ``train.precision: auto`` stays fp32
-  on CPU (the documented default), ``bf16`` turns autocast on (see docs/performance.md for what it gains).
-  `keep_freed_memory` stops glibc from returning large blocks to the system after every free: BDH's
-  (B, h, T, N) activations are tens of MiB, above glibc's mmap threshold, so without it every such
-  tensor is mapped afresh and page-faulted in at each step (a large share of an fp32 CPU step; docs/performance.md).
-* ``torch.compile``: `compile_or_eager` wraps a module so that a compile that fails (no C++ compiler, an
-  unsupported backend, an inductor error) warns once and runs eager instead.
+Every fast path that exists on some hardware only is chosen by a query, never assumed: bf16 autocast, TF32,
+fused AdamW. What each gains: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -93,13 +81,10 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def keep_freed_memory(enable: bool = True) -> bool:
-    """Make glibc keep freed memory in the process for reuse (``enable``) or restore its defaults.
+    """Make glibc keep freed memory for reuse (``enable``) or restore its defaults; True if applied (glibc only).
 
-    With ``enable``: no mmap for large blocks (M_MMAP_MAX = 0) and no trimming of the heap top
-    (M_TRIM_THRESHOLD = 1 GiB), so a freed activation's pages are reused by the next tensor of that size
-    instead of being unmapped and page-faulted in again. Peak memory stays what the step needs at once;
-    the process just does not give it back between steps. Returns True if applied (glibc only; a no-op
-    returning False elsewhere).
+    BDH's (B, h, T, N) activations are above glibc's mmap threshold: without this each is unmapped when freed
+    and page-faulted in again at the next step (docs/performance.md). Peak memory is unchanged.
     """
     libc = _glibc()
     if libc is None:
@@ -112,11 +97,8 @@ def keep_freed_memory(enable: bool = True) -> bool:
 
 
 class CompiledOrEager(nn.Module):
-    """``torch.compile(module)`` that falls back to the eager module if compiling or running the compiled form fails.
-
-    The first failure warns once (with the error) and every later call runs eager. An error that eager
-    also raises (a bad input) is raised as eager raises it. Parameters are the wrapped module's.
-    """
+    """``torch.compile(module)`` that warns once and runs eager from then on if compiling or running it fails
+    (no C++ compiler, an inductor error); an error eager also raises (a bad input) is raised as eager raises it."""
 
     def __init__(self, module: nn.Module, **compile_kwargs):
         super().__init__()

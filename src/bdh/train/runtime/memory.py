@@ -1,9 +1,5 @@
-"""Refuse a micro-batch that will not fit in memory, before allocating anything.
-
-The estimate is the model config's own (``train_memory_bytes`` of `bdh.model_api.ModelConfigAPI`; BDH's:
-`bdh.model.sizes.train_memory_bytes`, weights, gradients, AdamW moments and saved activations) and is compared
-with the memory available now: free GPU memory on CUDA, ``MemAvailable`` of the machine on CPU (shared by all
-processes of the machine). Models without an estimate are not checked.
+"""Refuse a micro-batch that will not fit in memory, before allocating anything: the model config's
+``train_memory_bytes`` against free GPU memory, or the machine's ``MemAvailable`` shared by its processes on CPU.
 """
 
 from __future__ import annotations

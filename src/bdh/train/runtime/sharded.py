@@ -1,27 +1,8 @@
-"""Fully sharded data parallel training (FSDP2, ``torch.distributed.fsdp.fully_shard``): ``train.parallel: fsdp``.
+"""Fully sharded data parallel training (FSDP2, ``fully_shard``): ``train.parallel: fsdp``.
 
-Under torchrun with ``train.parallel: fsdp`` each of the W processes keeps 1/W of every parameter, of its
-gradient and of its AdamW moments (ZeRO stage 3), where DistributedDataParallel keeps a full copy of all
-three on every process: a model whose weights and optimiser state do not fit one GPU can train on several.
-The parameters become DTensors sharded along their first dimension. An FSDP unit gathers its full weights
-for its forward and again for its backward and frees them afterwards; gradients are reduce-scattered,
-averaged over the processes as DistributedDataParallel averages them, so the loss of a step is the same.
-
-**Units.** BDH shares E, Dx and Dy across all its layers (paper section 3, Eq. 8 with the same weights in
-every layer), so the whole model is one unit: its full weights are gathered for every forward and backward,
-and what stays sharded is the copy at rest, the gradients after the step and the AdamW moments. Per
-process that is about 8 + 16 / W bytes per parameter while a step runs (the gathered fp32 weights and
-their unsharded gradients, plus the shards) instead of 16. A model with a ``blocks`` list of distinct
-layers (the GPT baseline) gets one unit per block, so only one block is whole at a time.
-
-**Checkpoints stay whole.** `full_state_dict` gathers every tensor into a plain CPU tensor (a collective:
-every process calls it), and the trainer writes the same ``model.safetensors`` a single process writes;
-the optimiser moments are gathered the same way (`full_optimizer_state`). A checkpoint written under FSDP
-therefore loads anywhere (``bdh.load_pretrained``, one process, DDP, FSDP with another process count);
-`load_full_state_dict` and `shard_optimizer_tensors` cut full tensors back into this process's shards.
-
-Backends: NCCL on CUDA, gloo on CPU (`bdh.train.runtime.distributed.init`); the CPU/gloo path is tested with two
-processes (tests/train/test_distributed.py).
+BDH shares E, Dx and Dy across layers (paper section 3), so it is one FSDP unit; a ``blocks`` list of distinct
+layers gets one unit per block. Checkpoints are gathered whole, so they load with any process count. What it saves
+and how it is tested: docs/training.md, "Fully sharded".
 """
 
 from __future__ import annotations
