@@ -1,20 +1,14 @@
 """`RunConfig`: one typed configuration of a training run, read from YAML or JSON with ``--set`` overrides.
 
-A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
-fields of their own config classes; the other sections are the dataclasses below. One function makes it,
-`load_config`: the defaults (the main job), a config file, a preset, the ``--set`` overrides, or the config.yaml of
-a run folder to resume, into one mapping, and `RunConfig.from_dict` builds and checks that once. Every section is
-a typed object from then on: `RunConfig.task` is the task's config (`RunConfig.task_name` its registered name),
-`RunConfig.model` the model's, completed from the task (the fields the task decides, ``vocab_size``, ``causal``,
-``seq_len``, where the run leaves them out; `typed_sections`) and handed to the model as it is. ``to_dict``
-writes them back as ``{name: ..., **fields}`` (the model's every field, the task's as given). What the trainer
-needs of a model config beyond its fields is `bdh.model_api`'s; what a run checks against this machine, the task
-and its data is `bdh.train.parts.plan_run`'s. The main job's sections and its ``--quick`` preset are data
-(`bdh.train.main_job`). Every key is checked: an unknown key or a value of the wrong type is refused with one line
-that names the key (``optim.lr: expected a finite number, got 'fast'``), and so is a value outside the range
-declared on its field (``optim.lr: must be a number > 0, got -1``; `bdh.typed_config.bounded`). The defaults are
-the main job, what ``bdh train`` runs without arguments: a small BDH on the embedded Shakespeare corpus, about ten
-minutes on a 2-core CPU.
+`load_config` makes it, once: the defaults (the main job, `bdh.train.main_job`), a config file, a preset and the
+``--set`` overrides, or a resumed run's config.yaml and the overrides, into one mapping that `RunConfig.from_dict`
+builds and checks. ``model`` and ``task`` name a registered model and task and carry the fields of their config
+classes; the model's is completed from the task (``vocab_size``, ``causal``, ``seq_len`` where the run leaves
+them out; `typed_sections`) and handed to the model as it is. The other sections are the dataclasses below.
+Every key is checked, one line naming it: an unknown key, a wrong type (``optim.lr: expected a finite number, got
+'fast'``), a value outside its declared range (``optim.lr: must be a number > 0, got -1``). What a run checks
+against this machine and its task is `bdh.train.parts.plan_run`'s. The defaults are what ``bdh train`` runs
+without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
     task:     {name: text, seq_len: 128, data: null, ...}    fields of the task's config class
@@ -238,11 +232,9 @@ class RunConfig(TypedConfig):
     """The whole run: the typed sections, built and checked once, when the config is read (`from_dict`).
 
     ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
-    ``task_name`` (`bdh.registry`): the task's first, then the model's, whose fields the task decides
-    (`bdh.tasks.base.MODEL_FIELDS`: ``vocab_size``, ``causal``, ``seq_len``) are the task's where the run leaves
-    them out (`typed_sections`). Left out (None), a section is the main job's (`RunConfig()` is the main job).
-    ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None: all of them); the model
-    section is written whole. ``built_task``: the task, when reading the config built it (`make_task`).
+    ``task_name`` (`bdh.registry`; built by `typed_sections`). Left out (None), a section is the main job's
+    (`RunConfig()` is the main job). ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None:
+    all of them); the model section is written whole. ``built_task``: the task, if reading the config built it.
 
     ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
     unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
@@ -283,11 +275,9 @@ class RunConfig(TypedConfig):
                 raise ConfigError(f"{section}: a {type(typed).__name__} is not the config of the {section} {name!r}")
 
     def make_task(self) -> Any:
-        """The run's task on ``task``: the one built when the config was read (a task that says the model fields it
-        decides only once built), else a new one."""
-        if self.built_task is not None and getattr(self.built_task, "config", None) is self.task:
-            return self.built_task
-        return get_task(self.task_name)(self.task)
+        """The run's task on ``task``: the one reading the config built (``built_task``), else a new one."""
+        built = self.built_task
+        return built if getattr(built, "config", None) is self.task else get_task(self.task_name)(self.task)
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -323,12 +313,14 @@ class RunConfig(TypedConfig):
         return config
 
     def validate(self) -> None:
-        """The checks of the config alone, one line naming the key; `from_dict` makes them, and so again for a
-        config changed after loading. What a run checks against this machine, its processes, the task and its
-        data is `bdh.train.parts.plan_run`'s."""
+        """The checks of the config alone, one line naming the key (`from_dict` makes them); those against this
+        machine, its processes, the task and its data are `bdh.train.parts.plan_run`'s."""
         for section in SECTIONS:
             check_finite(getattr(self, section), section)
-            check_ranges(getattr(self, section), section)
+            try:  # the sections check them when they are built: again here, for a config changed after loading
+                getattr(self, section).check_ranges(section)
+            except UserError as exc:
+                raise ConfigError(str(exc)) from None
         for section in ("model", "task"):
             if dataclasses.is_dataclass(getattr(self, section)):
                 check_finite(getattr(self, section), section)
@@ -350,15 +342,6 @@ class RunConfig(TypedConfig):
 
 
 # ---------------------------------------------------------------------- checks
-def check_ranges(section: TypedConfig, prefix: str) -> None:
-    """A `ConfigError` for the first field of a section outside its declared range (`TypedConfig.check_ranges`):
-    the sections check them when they are built, and again here for a config changed after loading."""
-    try:
-        section.check_ranges(prefix)
-    except UserError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def check_finite(section: Any, prefix: str) -> None:
     """A `ConfigError` for the first float field of a section dataclass (or number in a list) that is nan or inf."""
     for f in dataclasses.fields(section):
@@ -366,22 +349,6 @@ def check_finite(section: Any, prefix: str) -> None:
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(item, float) and not math.isfinite(item):
                 raise ConfigError(f"{prefix}.{f.name}: must be a finite number, got {item}")
-
-
-def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
-    """(rows per process, micro-batch size, micro-batches per step) of the global batch over ``world_size``
-    processes; a `ConfigError` if the batch or the micro-batch does not divide evenly."""
-    W = world_size
-    if train.batch_size % W:
-        raise ConfigError(f"train.batch_size: {train.batch_size} sequences cannot be split evenly over {W} processes")
-    rows = train.batch_size // W
-    micro = train.micro_batch_size or rows
-    if rows % micro:
-        raise ConfigError(
-            f"train.micro_batch_size: {micro} does not divide the {rows} sequences per process "
-            f"(train.batch_size {train.batch_size} over {W} process{'es' if W > 1 else ''})"
-        )
-    return rows, micro, rows // micro
 
 
 def _typed(value: Any, tp: Any, key: str) -> Any:
@@ -526,21 +493,16 @@ def load_config(
     """The run config, built and checked once (`RunConfig.from_dict`): the defaults, updated by a YAML/JSON file,
     by the values of a ``preset`` (`RunConfig.PRESETS`: ``quick``), then by ``--set`` overrides; or, resuming
     the run folder ``resume``, its config.yaml updated by the overrides (it keeps its model and task)."""
-    if resume is not None:
-        saved = load_run_config(resume)
-        data = apply_overrides(saved, overrides or [])
-        _keeps_its_model(resume, saved, data)
-        return RunConfig.from_dict(data)
-    data = read_config_file(path) if path is not None else {}
-    if preset is not None:
-        data = apply_values(data, RunConfig.preset_values(preset).items())
+    given = load_run_config(resume) if resume is not None else read_config_file(path) if path is not None else {}
+    data = given if preset is None else apply_values(given, RunConfig.preset_values(preset).items())
     data = apply_overrides(data, overrides or [])
+    if resume is not None:
+        _keeps_its_model(resume, given, data)
     return RunConfig.from_dict(data)
 
 
 def _keeps_its_model(run: str | Path, saved: dict, changed: dict) -> None:
-    """Refuse a ``--set model.name=`` / ``task.name=`` that would resume a run as another model or task (its
-    checkpoint holds the weights of its own: a new run trains another)."""
+    """Refuse a ``--set model.name=`` / ``task.name=`` that would resume a run as another model or task."""
     for section in ("model", "task"):
         before, after = (
             d.get(section, {}).get("name") if isinstance(d.get(section), dict) else None for d in (saved, changed)
@@ -550,7 +512,6 @@ def _keeps_its_model(run: str | Path, saved: dict, changed: dict) -> None:
                 f"--set {section}.name={after}: {run} is a run of {section} {before!r}, and a resumed run keeps its "
                 f"{section}; train {after!r} in a new run (bdh train --set {section}.name={after} ...)"
             )
-
 
 
 def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:

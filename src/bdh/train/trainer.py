@@ -49,13 +49,12 @@ from ..model.io import CheckpointError
 from ..tasks.base import IGNORE_INDEX
 from . import parts, rng
 from .budget import TimeBudget
-from .config import RunConfig, batch_layout
+from .config import RunConfig, load_run_config
 from .errors import TrainingError
-from .evaluate import eval_batch_count, evaluate
+from .evaluate import evaluate
 from .log import RunLog
-from .process import Runtime
 from .recurrent import TruncatedBPTT
-from .run_folder import RunFolder, load_run_config
+from .run_folder import RunFolder
 from .runtime import compile_or_eager
 from .schedule import learning_rate
 from .signals import StopSignals
@@ -117,25 +116,16 @@ class Trainer:
         resume_from: Path | None = None,
         replan: bool = False,
         overwrite: bool = False,
-        check_only: bool = False,
     ):
-        """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
-        ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
-        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise); ``check_only``:
-        stop after the checks, before the process group, the optimiser and the run folder (`check_run_config`)."""
-        config.validate()  # every check on the config alone lives there
-        self.config = config
-        self.runtime = Runtime(config.train, process_group=not check_only)
-        self.task, self.model_cls, self.model_config = parts.task_and_model_config(config)
-        self._plan()
-        self._check()
-        init_from = config.train.init_from if resume is None else None
-        if check_only:  # the model train.init_from names: found, verified, of this class and configuration
-            if init_from is not None:
-                model = self.model_cls(self.model_config)
-                parts.load_initial_weights(model, self.model_cls, self.model_config, init_from, self.runtime.device)
-            return
-        self._build_model(init_from=init_from)
+        """``config``: checked when it was read (`bdh.train.config.load_config`); the checks against this machine
+        and the task are `parts.plan_run`'s. ``resume``: a run folder to continue (from ``resume_from``, else its
+        newest checkpoint); ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`);
+        ``overwrite``: a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
+        self.config, plan = config, parts.plan_run(config)
+        self.runtime, self.task, self.model_cls, self.seq_len = plan.runtime, plan.task, plan.model_cls, plan.seq_len
+        self.rows, self.micro, self.accum, self.eval_batch = plan.rows, plan.micro, plan.accum, plan.eval_batch
+        self._limits()
+        self._build_model(init_from=config.train.init_from if resume is None else None)
         self.folder = RunFolder(config, self.runtime, resume=resume, overwrite=overwrite)
         try:
             self._open(resume, resume_from, replan)
@@ -145,20 +135,14 @@ class Trainer:
         self.budget.start(time.time())
 
     # ------------------------------------------------------------------ setup, in the order __init__ runs it
-    def _plan(self) -> None:
-        """The batch layout (global batch -> rows of this process -> micro-batches), the length of the run (its
-        step and token limits), the evaluation batch and the time budget."""
+    def _limits(self) -> None:
+        """The length of the run (its step and token limits) and the time budget."""
         t = self.config.train
-        self.rows, self.micro, self.accum = batch_layout(t, self.runtime.env.world_size)
-        # tokens per training example: a task may train on shorter sequences than it validates on (MQAR's
-        # train_seq_len); the model is sized to task.seq_len, the longest (parts.task_and_model_config)
-        self.seq_len = getattr(self.task, "train_seq_len", self.task.seq_len)
         self.tokens_per_step = t.batch_size * self.seq_len
         total = t.max_steps
         if t.max_tokens is not None:
             total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
         self.total_steps = self.step_limit = total
-        self.eval_batch = self.config.eval.batch_size or self.micro
         self.budget = TimeBudget(
             t.max_minutes,
             eval_every=self.config.eval.every,
@@ -168,15 +152,6 @@ class Trainer:
             train_rows=self.rows,
         )
 
-    def _check(self) -> None:
-        """What would otherwise fail at step N: an endless validation split without ``eval.batches``, a
-        ``train.bptt`` mode the task or the model cannot train, a micro-batch that does not fit in memory."""
-        eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.batches)
-        eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.final())
-        parts.check_modes(self.config, self.task, self.model_cls)
-        if self.config.train.check_memory:
-            self.runtime.check_memory(self.model_config, self.micro, self.seq_len)
-
     def _build_model(self, init_from: str | None) -> None:
         """The model (initialised from the seed, like the official code, or from ``init_from``), the optimiser,
         the objective (wrapped by DistributedDataParallel under torchrun) and the states tbptt carries."""
@@ -184,9 +159,9 @@ class Trainer:
         torch.manual_seed(t.seed)
         np.random.seed(t.seed % 2**32)
         random.seed(t.seed)
-        self.model = self.model_cls(self.model_config).to(rt.device)
+        self.model = self.model_cls(self.config.model).to(rt.device)
         if init_from is not None:
-            parts.load_initial_weights(self.model, self.model_cls, self.model_config, init_from, rt.device)
+            parts.load_initial_weights(self.model, self.model_cls, self.config.model, init_from, rt.device)
         if rt.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * rt.env.rank)
         rt.shard(self.model)  # before the optimiser: sharding replaces the parameters by DTensors
@@ -215,7 +190,7 @@ class Trainer:
             self.restarted = True
             if t.init_from is not None:
                 parts.load_initial_weights(
-                    self.model, self.model_cls, self.model_config, t.init_from, self.runtime.device
+                    self.model, self.model_cls, self.config.model, t.init_from, self.runtime.device
                 )
             return
         state = self.folder.load(path, self.model, self.optimizer, self.runtime.device)
@@ -550,7 +525,7 @@ class Trainer:
         weights = self.runtime.full_weights(self.model)
         if not self.runtime.env.is_main:
             return None
-        model = self.model_cls(self.model_config)
+        model = self.model_cls(self.config.model)
         model.load_state_dict(weights)
         return model.train(self.model.training)
 
@@ -562,15 +537,6 @@ class Trainer:
             gc.collect()
         self.runtime.close()
         self.folder.close()
-
-
-def check_run_config(config: RunConfig, resume: str | Path | None = None) -> RunConfig:
-    """Every check a run of ``config`` makes before it writes anything, by `Trainer` itself (``check_only``):
-    the config (`RunConfig.validate`), this machine, the task and its data, the memory the model needs,
-    ``train.init_from``. Returns the config as the run resolves it (the model section completed from the task);
-    ``bdh train --print-config`` prints it. ``resume``: the config is that run's (``init_from`` is not read)."""
-    Trainer(config, resume=Path(resume) if resume is not None else None, check_only=True)
-    return config
 
 
 def train(
@@ -597,4 +563,4 @@ def train(
         trainer.close()
 
 
-__all__ = ["TrainResult", "Trainer", "TrainingError", "check_run_config", "evaluate", "load_run_config", "train"]
+__all__ = ["TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]
