@@ -23,11 +23,11 @@ from _shared import cpu_description, peak, reset_peak
 
 def main_job_model() -> torch.nn.Module:
     """The main job's model (its default run config), untrained."""
+    from bdh.registry import get_model
     from bdh.train.config import RunConfig
-    from bdh.train.parts import task_and_model_config
 
-    _, model_cls, model_config = task_and_model_config(RunConfig.from_dict({}))
-    return model_cls(model_config).eval()
+    config = RunConfig.from_dict({})
+    return get_model(config.model_name)(config.model).eval()
 
 
 def page(model: torch.nn.Module, tokens: int, seed: int = 0) -> tuple[float, float, int]:

@@ -286,7 +286,7 @@ def test_a_run_config_changed_after_loading_is_checked_again():
     config = RunConfig.from_dict({"train": {"batch_size": 4}})
     config.train.batch_size = 0
     with pytest.raises(ConfigError, match=r"^train\.batch_size: must be an integer >= 1, got 0$"):
-        config.validate(environment=False)
+        config.validate()
     with pytest.raises(ConfigError, match=r"^optim\.lr: must be a number > 0, got -1$"):
         RunConfig.from_dict({"optim": {"lr": -1}})
 

@@ -520,7 +520,7 @@ def test_generate_refuses_absurd_sampling_settings(run, capsysbinary, argv, flag
 def test_print_config_refuses_what_the_run_refuses_with_the_same_line(
     tmp_path, monkeypatch, capsysbinary, override, said
 ):
-    """--print-config goes through the trainer's own checks (check_run_config): the same one line as the run."""
+    """--print-config makes the run's own checks (plan_run, check_run_config): the same one line as the run."""
     monkeypatch.chdir(tmp_path)
     argv = ["train", "--run-dir", "r", *set_args(TINY_TRAIN), "--set", override]
     code, out, err = bdh(*argv, "--print-config", capsys=capsysbinary)

@@ -1,5 +1,6 @@
-"""Every check a run makes on its config before training is made by the config itself: ``--print-config``
-refuses exactly what the run would refuse, with one line naming the key, and nothing is written."""
+"""Every check a run makes before training is made once: on the config alone when it is read (`load_config`), on
+this machine, the processes and the task by `plan_run`; ``--print-config`` refuses exactly what the run would
+refuse, with one line naming the key, and nothing is written."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import torch
 from _train_helpers import tiny
 
 from bdh.cli import main
+from bdh.errors import UserError
 from bdh.train import load_config
 from bdh.train.config import ConfigError
+from bdh.train.parts import check_run_config
 from bdh.train.trainer import Trainer, TrainingError
 
 NOT_FINITE = [
@@ -49,8 +52,8 @@ def test_print_config_refuses_what_the_run_refuses(override, fragment, capsys):
     code, out, err = cli(capsys, "train", "--set", override, "--print-config")
     assert code == 2 and out == ""
     assert err.startswith("bdh: error: ") and err.count("\n") == 1 and fragment in err, err
-    with pytest.raises(ConfigError, match=fragment.split(":")[0]):
-        load_config(None, [override])
+    with pytest.raises(UserError, match=fragment.split(":")[0]):  # the config alone, or the run's checks
+        check_run_config(load_config(None, [override]))
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:3"])
@@ -93,11 +96,11 @@ def test_micro_batches_are_checked_against_the_processes_of_the_environment(monk
     assert code == 0, err
 
 
-def test_the_trainer_checks_a_config_changed_after_loading(corpus_file, tmp_path):
+def test_a_config_changed_after_loading_is_checked_again(corpus_file, tmp_path):
     config = load_config(None, tiny(corpus_file, tmp_path / "r"))
     config.optim.lr = float("nan")
     with pytest.raises(ConfigError, match="optim.lr: must be a finite number, got nan"):
-        Trainer(config)
+        config.validate()  # the trainer takes a checked config: what changes it checks it again
     config = load_config(None, tiny(corpus_file, tmp_path / "r"))
     config.train.micro_batch_size = 3
     with pytest.raises(ConfigError, match="train.micro_batch_size"):
@@ -122,7 +125,7 @@ def test_the_config_of_a_run_made_elsewhere_can_still_be_read(capsys):
     if torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
     assert RunConfig.from_dict(data).train.device == "cuda:7"  # bdh eval reads it on a machine without it
-    with pytest.raises(ConfigError, match="train.device"):
-        RunConfig.from_dict(data, environment=True)
+    with pytest.raises(UserError, match="train.device"):
+        check_run_config(RunConfig.from_dict(data))
     code, _, err = cli(capsys, "train", "--set", "train.device=cuda:7", "--print-config")
     assert code == 2 and "train.device" in err

@@ -151,9 +151,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_set_syntax(args)
     config = _run_config(args)
     if args.print_config:  # after every check the run makes before it writes anything
-        from bdh.train.trainer import check_run_config
+        from bdh.train.parts import check_run_config
 
-        print(check_run_config(config, resume=args.resume).to_yaml(), end="")
+        check_run_config(config, resume=args.resume)
+        print(config.to_yaml(), end="")
         return 0
     resume_from = resume_checkpoint(args.resume, args.checkpoint)
     replan = resume_replans(args.resume, args.overrides)
@@ -178,27 +179,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     return report.status
 
 
-def _keeps_its_model(run: str, saved: dict, changed: dict) -> None:
-    """Refuse a ``--set model.name=`` / ``task.name=`` that would resume a run as another model or task (its
-    checkpoint holds the weights of its own: a new run trains another)."""
-    for section in ("model", "task"):
-        before, after = (
-            d.get(section, {}).get("name") if isinstance(d.get(section), dict) else None for d in (saved, changed)
-        )
-        if before != after:
-            raise UserError(
-                f"--set {section}.name={after}: {run} is a run of {section} {before!r}, and a resumed run keeps its "
-                f"{section}; train {after!r} in a new run (bdh train --set {section}.name={after} ...)"
-            )
-
-
 def _run_config(args: argparse.Namespace):
-    """The run config of ``bdh train``: the resumed run's config.yaml with the ``--set`` overrides, or CONFIG (else
-    the main job) with ``--quick``, ``--name`` and the overrides; flags that do not go with a resume refused."""
+    """The run config of ``bdh train`` (`bdh.train.config.load_config`): the resumed run's config.yaml with the
+    ``--set`` overrides, or CONFIG (else the main job) with ``--quick``, ``--name`` and the overrides; flags that do
+    not go with a resume refused."""
     from bdh.train import load_config
-    from bdh.train.config import RunConfig
-    from bdh.train.trainer import load_run_config
-    from bdh.typed_config import apply_overrides
 
     if args.resume:
         if args.quick:
@@ -207,10 +192,7 @@ def _run_config(args: argparse.Namespace):
             raise UserError("--name cannot rename a resumed run; it continues in its own folder")
         if args.config:
             raise UserError("give either a CONFIG or --resume RUN_DIR (a resumed run keeps its own config.yaml)")
-        saved = load_run_config(args.resume)
-        changed = apply_overrides(saved, args.overrides)
-        _keeps_its_model(args.resume, saved, changed)
-        config = RunConfig.from_dict(changed, environment=True)
+        config = load_config(overrides=args.overrides, resume=args.resume)
         if args.run_dir:
             raise UserError("--run-dir cannot move a resumed run; it continues in its own folder")
         if args.overwrite:

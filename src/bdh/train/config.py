@@ -1,17 +1,13 @@
 """`RunConfig`: one typed configuration of a training run, read from YAML or JSON with ``--set`` overrides.
 
-A run config has sections. ``model`` and ``task`` name a registered model and task and carry the
-fields of their own config classes; the other sections are the dataclasses below. The config is built in one
-place, `RunConfig.from_dict` (a file, ``--set`` overrides and presets are applied to its mapping first), and
-every section is a typed object from then on: `RunConfig.task` is the task's config (`RunConfig.task_name` its
-registered name), `RunConfig.model` the model's, completed from the task (the fields the task decides,
-``vocab_size``, ``causal``, ``seq_len``, where the run leaves them out; `build_model`), built and checked once
-and handed to the model as it is. ``to_dict`` writes them back as ``{name: ..., **fields}`` (the model's every
-field, the task's as given). What the trainer needs of a model config beyond its fields is `bdh.model_api`'s.
-The main job's sections and its ``--quick`` preset are data (`bdh.train.main_job`). Every key is checked: an
-unknown key or a value of the wrong type is refused with one line that names the key (``optim.lr: expected a
-finite number, got 'fast'``), and so is a value outside the range declared on its field (``optim.lr: must be a
-number > 0, got -1``; `bdh.typed_config.bounded`). The defaults are the main job, what ``bdh train`` runs
+`load_config` makes it, once: the defaults (the main job, `bdh.train.main_job`), a config file, a preset and the
+``--set`` overrides, or a resumed run's config.yaml and the overrides, into one mapping that `RunConfig.from_dict`
+builds and checks. ``model`` and ``task`` name a registered model and task and carry the fields of their config
+classes; the model's is completed from the task (``vocab_size``, ``causal``, ``seq_len`` where the run leaves
+them out; `typed_sections`) and handed to the model as it is. The other sections are the dataclasses below.
+Every key is checked, one line naming it: an unknown key, a wrong type (``optim.lr: expected a finite number, got
+'fast'``), a value outside its declared range (``optim.lr: must be a number > 0, got -1``). What a run checks
+against this machine and its task is `bdh.train.parts.plan_run`'s. The defaults are what ``bdh train`` runs
 without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
@@ -31,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +35,6 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
-from bdh.devices import resolve_device
 from bdh.errors import UserError, did_you_mean
 from bdh.outputs import file_problem
 
@@ -47,7 +43,7 @@ from ..registry import get_model, get_task
 from ..tasks.base import MODEL_FIELDS, decided_fields
 from ..typed_config import ConfigError, TypedConfig, apply_overrides, apply_values, bounded, check_value, plain
 from . import main_job
-from .runtime.distributed import from_environment
+from .errors import TrainingError
 
 
 @dataclass
@@ -118,7 +114,7 @@ class TrainConfig(TypedConfig):
         parallel: how several processes (torchrun) share the work: ``ddp`` (DistributedDataParallel: every
             process holds the whole model and optimiser state) or ``fsdp`` (FSDP2 ``fully_shard``: each holds
             1/W of the weights, gradients and AdamW moments, for models that do not fit one GPU;
-            `bdh.train.sharded`). Checkpoints are full safetensors either way. No effect in one process.
+            `bdh.train.runtime.sharded`). Checkpoints are full safetensors either way. No effect in one process.
         init_from: fine-tuning: a model folder or run folder (resolved like every other command: ``best/``,
             else the newest checkpoint) whose weights replace the fresh initialisation. Its model must be
             the run's model with the same configuration; only the weights are taken (not the optimiser,
@@ -236,11 +232,9 @@ class RunConfig(TypedConfig):
     """The whole run: the typed sections, built and checked once, when the config is read (`from_dict`).
 
     ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
-    ``task_name`` (`bdh.registry`): the task's first, then the model's, whose fields the task decides
-    (`bdh.tasks.base.MODEL_FIELDS`: ``vocab_size``, ``causal``, ``seq_len``) are the task's where the run leaves
-    them out (`build_sections`). Left out (None), a section is the main job's (`RunConfig()` is the main job).
-    ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None: all of them); the model
-    section is written whole.
+    ``task_name`` (`bdh.registry`; built by `typed_sections`). Left out (None), a section is the main job's
+    (`RunConfig()` is the main job). ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None:
+    all of them); the model section is written whole. ``built_task``: the task, if reading the config built it.
 
     ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
     unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
@@ -259,23 +253,31 @@ class RunConfig(TypedConfig):
     model_name: str = field(default_factory=lambda: main_job.model_section()["name"])
     task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
     task_fields: tuple[str, ...] | None = None
+    built_task: Any = field(default=None, repr=False, compare=False)
 
     #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = main_job.PRESETS
 
     def __post_init__(self) -> None:
-        """A section left out is built (the main job's, or that of the name given); a typed section must be the
-        config of the class its name registers."""
+        """A section left out is built (the main job's, or the defaults of the name given); a typed section must be
+        the config of the class its name registers."""
         super().__post_init__()
-        if self.task is None:
-            self.task_name, self.task, self.task_fields = build_task({"name": self.task_name})
-        if self.model is None:
-            self.model_name, self.model = build_model({"name": self.model_name}, self.task_name, self.task)
+        if self.model is None or self.task is None:
+            built = typed_sections({"name": self.model_name}, {"name": self.task_name})
+            if self.task is None:
+                self.task, self.task_fields, self.built_task = built["task"], built["task_fields"], built["built_task"]
+            if self.model is None:
+                self.model = built["model"]
         for section, lookup in (("model", get_model), ("task", get_task)):
-            name, built = getattr(self, f"{section}_name"), getattr(self, section)
+            name, typed = getattr(self, f"{section}_name"), getattr(self, section)
             expected = getattr(lookup(name), "config_class", None)
-            if not isinstance(built, expected):
-                raise ConfigError(f"{section}: a {type(built).__name__} is not the config of the {section} {name!r}")
+            if not isinstance(typed, expected):
+                raise ConfigError(f"{section}: a {type(typed).__name__} is not the config of the {section} {name!r}")
+
+    def make_task(self) -> Any:
+        """The run's task on ``task``: the one reading the config built (``built_task``), else a new one."""
+        built = self.built_task
+        return built if getattr(built, "config", None) is self.task else get_task(self.task_name)(self.task)
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -296,10 +298,8 @@ class RunConfig(TypedConfig):
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, prefix: str | None = None, *, environment: bool = False) -> RunConfig:
-        """Build and validate, refusing unknown keys and wrong types (with the key's dotted name);
-        ``environment``: also check it against this machine (see `validate`; off by default, so that the
-        config of a run made elsewhere can be read; `load_config` and the trainer check it)."""
+    def from_dict(cls, data: Any, prefix: str | None = None) -> RunConfig:
+        """Build and check (`validate`), refusing unknown keys and wrong types (with the key's dotted name)."""
         if not isinstance(data, dict):
             raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
         for key in data:
@@ -308,22 +308,19 @@ class RunConfig(TypedConfig):
                 raise ConfigError(f"{cls._key(key)}: unknown field {key!r}{hint}; known sections: {', '.join(KEYS)}")
         hints = typing.get_type_hints(cls)
         kwargs = {key: _typed(data[key], hints[key], key) for key in KEYS[2:] if key in data}
-        kwargs.update(build_sections(data.get("model"), data.get("task")))
-        config = cls(**kwargs)
-        config.validate(environment=environment)
+        config = cls(**kwargs, **typed_sections(data.get("model"), data.get("task")))
+        config.validate()
         return config
 
-    def validate(self, *, environment: bool = True) -> None:
-        """Every check a run makes on its config before it trains, so that loading a config (and
-        ``bdh train --print-config``) refuses what the run would refuse, with one line naming the key.
-
-        ``environment``: also the checks against this machine and process group (``train.device`` exists
-        and is available; the batch splits over the ``WORLD_SIZE`` processes torchrun set); leave it on
-        for a config that is about to train, off to read the config of a run made elsewhere.
-        """
+    def validate(self) -> None:
+        """The checks of the config alone, one line naming the key (`from_dict` makes them); those against this
+        machine, its processes, the task and its data are `bdh.train.parts.plan_run`'s."""
         for section in SECTIONS:
             check_finite(getattr(self, section), section)
-            check_ranges(getattr(self, section), section)
+            try:  # the sections check them when they are built: again here, for a config changed after loading
+                getattr(self, section).check_ranges(section)
+            except UserError as exc:
+                raise ConfigError(str(exc)) from None
         for section in ("model", "task"):
             if dataclasses.is_dataclass(getattr(self, section)):
                 check_finite(getattr(self, section), section)
@@ -333,34 +330,18 @@ class RunConfig(TypedConfig):
             raise ConfigError(
                 "sample.prompt: empty; give at least one character, or set sample.max_new_tokens=0 for no sample"
             )
-        batch_layout(self.train, _world_size() if environment else 1)
         if self.name is not None and (
             not self.name.strip() or self.name in (".", "..") or any(c in self.name for c in "/\\\0")
         ):
             raise ConfigError(f"name: {self.name!r} cannot be part of a folder name; give a word such as lr-3e-4")
         if self.log.wandb_project is not None and not self.log.wandb_project.strip():
             raise ConfigError("log.wandb_project: empty; give a project name or null")
-        if environment:
-            check_device(self.train.device)
-            if self.log.wandb:
-                from .run.log import check_wandb
-
-                check_wandb()
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
 
 
-# ---------------------------------------------------------------------- checks shared with the trainer
-def check_ranges(section: TypedConfig, prefix: str) -> None:
-    """A `ConfigError` for the first field of a section outside its declared range (`TypedConfig.check_ranges`):
-    the sections check them when they are built, and again here for a config changed after loading."""
-    try:
-        section.check_ranges(prefix)
-    except UserError as exc:
-        raise ConfigError(str(exc)) from None
-
-
+# ---------------------------------------------------------------------- checks
 def check_finite(section: Any, prefix: str) -> None:
     """A `ConfigError` for the first float field of a section dataclass (or number in a list) that is nan or inf."""
     for f in dataclasses.fields(section):
@@ -368,35 +349,6 @@ def check_finite(section: Any, prefix: str) -> None:
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(item, float) and not math.isfinite(item):
                 raise ConfigError(f"{prefix}.{f.name}: must be a finite number, got {item}")
-
-
-def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
-    """(rows per process, micro-batch size, micro-batches per step) of the global batch over ``world_size``
-    processes; a `ConfigError` if the batch or the micro-batch does not divide evenly."""
-    W = world_size
-    if train.batch_size % W:
-        raise ConfigError(f"train.batch_size: {train.batch_size} sequences cannot be split evenly over {W} processes")
-    rows = train.batch_size // W
-    micro = train.micro_batch_size or rows
-    if rows % micro:
-        raise ConfigError(
-            f"train.micro_batch_size: {micro} does not divide the {rows} sequences per process "
-            f"(train.batch_size {train.batch_size} over {W} process{'es' if W > 1 else ''})"
-        )
-    return rows, micro, rows // micro
-
-
-def check_device(name: str) -> None:
-    """A `ConfigError` naming ``train.device`` if that device is unknown or not available here."""
-    try:
-        resolve_device(name, what="train.device")
-    except UserError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _world_size() -> int:
-    """The number of processes torchrun started (1 outside torchrun)."""
-    return max(1, from_environment().world_size)
 
 
 def _typed(value: Any, tp: Any, key: str) -> Any:
@@ -409,6 +361,7 @@ def _typed(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
+# ---------------------------------------------------------------------- the model and task sections
 def build_section_config(section: str, spec: dict[str, Any]) -> Any:
     """The registered class for ``spec['name']`` and its validated config object (model or task)."""
     cls = (get_model if section == "model" else get_task)(spec["name"])
@@ -439,21 +392,39 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
     return cls, config
 
 
-def build_sections(model: Any, task: Any) -> dict[str, Any]:
-    """The typed ``model`` and ``task`` of a run config (`RunConfig` fields) from their mappings as given (None: the
-    main job's): the task first (`build_task`), then the model completed from it (`build_model`)."""
-    task_name, task_config, task_fields = build_task(task)
-    model_name, model_config = build_model(model, task_name, task_config)
+def typed_sections(model: Any, task: Any) -> dict[str, Any]:
+    """The typed ``model`` and ``task`` of a run config (`RunConfig`'s fields) from their mappings as given (None:
+    the main job's). A section is completed from the main job's (the model's by its config class's ``merge``,
+    `bdh.model_api`) unless it names another class. The task comes first: the model fields it decides
+    (`MODEL_FIELDS`) that the model section leaves out are the task's; a task that cannot say them unbuilt (no
+    ``model_fields``, `bdh.tasks.base.decided_fields`) is built to read them, and handed on (``built_task``)."""
+    task = _completed("task", task, main_job.task_section(), lambda default, value: {**default, **value})
+    task_cls, task_config = build_section_config("task", task)
+    main = main_job.model_section()
+    model = _completed("model", model, main, lambda d, v: merge(get_model(main["name"]).config_class, d, v))
+    config_class, built = getattr(get_model(model["name"]), "config_class", None), None
+    if dataclasses.is_dataclass(config_class):
+        fields = {f.name for f in dataclasses.fields(config_class) if f.init}
+        left = [key for key in MODEL_FIELDS if key in fields and key not in model]
+        if left:
+            if hasattr(task_cls, "model_fields"):  # says them from its config (a task that reads data when built)
+                decided = decided_fields(task_cls, task_config)
+            else:  # read off the task built on its config, which the run then takes (`RunConfig.make_task`)
+                built = task_cls(task_config)
+                decided = {key: getattr(built, key) for key in left}
+            model = {**model, **{key: decided[key] for key in left}}
+    _, model_config = build_section_config("model", model)
     return {
         "model": model_config,
         "task": task_config,
-        "model_name": model_name,
-        "task_name": task_name,
-        "task_fields": task_fields,
+        "model_name": model["name"],
+        "task_name": task["name"],
+        "task_fields": tuple(k for k in task if k != "name"),
+        "built_task": built,
     }
 
 
-def _section(section: str, given: Any, default: dict[str, Any], merge: Any) -> dict[str, Any]:
+def _completed(section: str, given: Any, default: dict[str, Any], merge: Any) -> dict[str, Any]:
     """The mapping of a section as given (None: nothing) completed from the main job's ``default`` by ``merge``,
     or, naming another class, alone (its class's own defaults); a `ConfigError` without a name."""
     value = {} if given is None else given
@@ -463,32 +434,6 @@ def _section(section: str, given: Any, default: dict[str, Any], merge: Any) -> d
     if not isinstance(merged.get("name"), str):
         raise ConfigError(f"{section}.name: required (a registered {section} name)")
     return merged
-
-
-def build_task(given: Any) -> tuple[str, Any, tuple[str, ...]]:
-    """(name, typed config, the fields given) of a run's ``task`` section (None: the main job's)."""
-    merged = _section("task", given, main_job.task_section(), lambda default, value: {**default, **value})
-    _, config = build_section_config("task", merged)
-    return merged["name"], config, tuple(k for k in merged if k != "name")
-
-
-def build_model(given: Any, task_name: str, task_config: Any) -> tuple[str, Any]:
-    """(name, typed config) of a run's ``model`` section (None: the main job's, completed by its config class's
-    ``merge``, `bdh.model_api`): the fields the task decides (`bdh.tasks.base.decided_fields`) that the section
-    leaves out are the task's."""
-    main = main_job.model_section()
-    merged = _section(
-        "model", given, main, lambda default, value: merge(get_model(main["name"]).config_class, default, value)
-    )
-    config_class = getattr(get_model(merged["name"]), "config_class", None)
-    if dataclasses.is_dataclass(config_class):
-        fields = {f.name for f in dataclasses.fields(config_class) if f.init}
-        left = [key for key in MODEL_FIELDS if key in fields and key not in merged]
-        if left:
-            decided = decided_fields(get_task(task_name), task_config)
-            merged = {**merged, **{key: decided[key] for key in left}}
-    _, config = build_section_config("model", merged)
-    return merged["name"], config
 
 
 # ---------------------------------------------------------------------- files and overrides
@@ -516,17 +461,57 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def load_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
+    path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        if os.path.lexists(run_dir):
+            raise TrainingError(f"{run_dir}: not a folder; give a run folder (it holds config.yaml)")
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
+    anew = f"restore the file, or start the run anew with bdh train --run-dir {run_dir} --overwrite"
+    try:
+        data = read_config_file(path)
+    except ConfigError as exc:  # not YAML, not text, not a regular file: damaged
+        raise TrainingError(f"{exc}; {anew}") from None
+    keys = list(KEYS)  # written whole at the start of a run, run_dir last
+    missing = [k for k in keys if k not in data]
+    if missing:
+        what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
+        raise TrainingError(f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: {anew}")
+    return data
+
+
 def load_config(
-    path: str | Path | None = None, overrides: list[str] | None = None, preset: str | None = None
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    preset: str | None = None,
+    *,
+    resume: str | Path | None = None,
 ) -> RunConfig:
-    """The run config: the defaults, updated by a YAML/JSON file, by the values of a ``preset`` (`RunConfig.PRESETS`:
-    ``quick``), then by ``--set`` overrides; checked like a run checks it (`RunConfig.validate`, this machine
-    included)."""
-    data = read_config_file(path) if path is not None else {}
-    if preset is not None:
-        data = apply_values(data, RunConfig.preset_values(preset).items())
+    """The run config, built and checked once (`RunConfig.from_dict`): the defaults, updated by a YAML/JSON file,
+    by the values of a ``preset`` (`RunConfig.PRESETS`: ``quick``), then by ``--set`` overrides; or, resuming
+    the run folder ``resume``, its config.yaml updated by the overrides (it keeps its model and task)."""
+    given = load_run_config(resume) if resume is not None else read_config_file(path) if path is not None else {}
+    data = given if preset is None else apply_values(given, RunConfig.preset_values(preset).items())
     data = apply_overrides(data, overrides or [])
-    return RunConfig.from_dict(data, environment=True)
+    if resume is not None:
+        _keeps_its_model(resume, given, data)
+    return RunConfig.from_dict(data)
+
+
+def _keeps_its_model(run: str | Path, saved: dict, changed: dict) -> None:
+    """Refuse a ``--set model.name=`` / ``task.name=`` that would resume a run as another model or task."""
+    for section in ("model", "task"):
+        before, after = (
+            d.get(section, {}).get("name") if isinstance(d.get(section), dict) else None for d in (saved, changed)
+        )
+        if before != after:
+            raise UserError(
+                f"--set {section}.name={after}: {run} is a run of {section} {before!r}, and a resumed run keeps its "
+                f"{section}; train {after!r} in a new run (bdh train --set {section}.name={after} ...)"
+            )
 
 
 def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:

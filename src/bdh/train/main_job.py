@@ -10,7 +10,7 @@ from typing import Any
 def model_section() -> dict[str, Any]:
     """The main job's model. ``damping: alibi`` (U of Eq. 8, ALiBi's per-head slopes) keeps its recurrent state
     reading past the 128-byte training window at no cost inside it (docs/long-context.md); the official,
-    undamped model is ``--set model.damping=null``. Built through the registry (`bdh.train.config.build_model`)."""
+    undamped model is ``--set model.damping=null``. Built through the registry (`bdh.train.config.typed_sections`)."""
     return {
         "name": "bdh",
         "n_layer": 4,

@@ -1,11 +1,11 @@
-"""The parts of a run that its config decides, built before the first step: the task and the model config, the
-checks that would otherwise fail at step N, the starting weights (``train.init_from``), the objective and the
-optimiser.
+"""The parts of a run that its config decides, built before the first step: the plan of the run on this machine
+(its task, its batch layout, the checks that would otherwise fail at step N), the starting weights
+(``train.init_from``), the objective and the optimiser.
 
-* `task_and_model_config`: the task, built on the run config's typed ``task``, and the run config's typed
-  ``model`` (built once, when the config was read, completed from the task), which must agree with the task
-  (`check_agreement`).
-* `check_modes`: ``train.bptt`` against what the task and the model can do.
+* `plan_run`: every check a run makes before it writes anything, on a config that `bdh.train.config` has already
+  checked alone: the processes, the device, the task (built once, and handed on) and its data, the model against
+  the task (`check_agreement`), ``train.bptt`` (`check_modes`), the validation split and the memory a micro-batch
+  needs. `check_run_config` adds ``train.init_from``: ``bdh train --print-config``.
 * `load_initial_weights`: a trained model of the same class and configuration (its `runtime_fields` aside).
 * `Objective`: the summed cross-entropy of a micro-batch, the module DistributedDataParallel wraps.
 * `make_optimizer`: AdamW, weight decay on matrices only.
@@ -14,6 +14,8 @@ optimiser.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,22 +24,84 @@ from torch import nn
 
 from .. import model_api
 from ..model.io import CheckpointError
-from ..registry import get_model, get_task
+from ..registry import get_model
 from ..tasks.base import IGNORE_INDEX
-from .config import RunConfig
+from .config import ConfigError, RunConfig, TrainConfig
 from .errors import TrainingError
+from .evaluate import eval_batch_count
 from .recurrent import Recurrent, check_tbptt
 from .run import checkpoint as ckpt
+from .run.log import check_wandb
+from .runtime.device import Runtime
+from .runtime.distributed import from_environment
 
 
-def task_and_model_config(config: RunConfig) -> tuple[Any, type, Any]:
-    """(task, model class, model config) of a run: the task built on the run config's typed ``task``, and the
-    run config's typed ``model`` itself, the object built when the config was read (`bdh.train.config.build_model`:
-    the fields the task decides that the run leaves out are the task's), checked against the task
-    (`check_agreement`)."""
-    task = get_task(config.task_name)(config.task)
+@dataclass
+class Plan:
+    """A run of a config on this machine, checked (`plan_run`): its ``runtime`` (`bdh.train.runtime.device`),
+    its ``task`` and ``model_cls``, the global batch as ``rows`` of this process in ``accum`` micro-batches of
+    ``micro``, the tokens of a training example (``seq_len``) and the validation batch (``eval_batch``)."""
+
+    runtime: Runtime
+    task: Any
+    model_cls: type
+    rows: int
+    micro: int
+    accum: int
+    seq_len: int
+    eval_batch: int
+
+
+def plan_run(config: RunConfig, *, process_group: bool = True) -> Plan:
+    """Every check a run of ``config`` makes before it writes anything, in this order: the batch over the processes
+    of the environment, the device (`Runtime`; ``process_group``: join the processes' group, which a check only
+    leaves out), W&B, the task and its data, the model against the task, the validation split, ``train.bptt`` and
+    the memory of a micro-batch."""
+    t = config.train
+    rows, micro, accum = batch_layout(t, max(1, from_environment().world_size))
+    runtime = Runtime(t, process_group=process_group)
+    if config.log.wandb:
+        check_wandb()
+    task = config.make_task()
     check_agreement(task, config.model)
-    return task, get_model(config.model_name), config.model
+    model_cls = get_model(config.model_name)
+    # tokens per training example: a task may train on shorter sequences than it validates on (MQAR's
+    # train_seq_len); the model is sized to task.seq_len, the longest (`check_agreement`)
+    seq_len = getattr(task, "train_seq_len", task.seq_len)
+    eval_batch = config.eval.batch_size or micro
+    eval_batch_count(task, "val", eval_batch, config.eval.batches)
+    eval_batch_count(task, "val", eval_batch, config.eval.final())
+    check_modes(config, task, model_cls)
+    if t.check_memory:
+        runtime.check_memory(config.model, micro, seq_len)
+    return Plan(runtime, task, model_cls, rows, micro, accum, seq_len, eval_batch)
+
+
+def check_run_config(config: RunConfig, resume: str | Path | None = None) -> None:
+    """`plan_run` outside the processes' group, and the model ``train.init_from`` names (found, verified, of this
+    class and configuration) unless the run is resumed (``resume``: then its checkpoint's weights win):
+    ``bdh train --print-config``."""
+    plan = plan_run(config, process_group=False)
+    source = config.train.init_from
+    if resume is None and source is not None:
+        model = plan.model_cls(config.model)
+        load_initial_weights(model, plan.model_cls, config.model, source, plan.runtime.device)
+
+
+def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
+    """(rows per process, micro-batch size, micro-batches per step) of the global batch over ``world_size``
+    processes; a `ConfigError` if the batch or the micro-batch does not divide evenly."""
+    W = world_size
+    if train.batch_size % W:
+        raise ConfigError(f"train.batch_size: {train.batch_size} sequences cannot be split evenly over {W} processes")
+    rows = train.batch_size // W
+    micro = train.micro_batch_size or rows
+    if rows % micro:
+        raise ConfigError(
+            f"train.micro_batch_size: {micro} does not divide the {rows} sequences per process "
+            f"(train.batch_size {train.batch_size} over {W} process{'es' if W > 1 else ''})"
+        )
+    return rows, micro, rows // micro
 
 
 def check_agreement(task: Any, model_config: Any) -> None:
@@ -133,9 +197,11 @@ def make_optimizer(model: nn.Module, config: RunConfig, fused: bool) -> torch.op
 
 __all__ = [
     "Objective",
+    "Plan",
     "check_agreement",
     "check_modes",
+    "check_run_config",
     "load_initial_weights",
     "make_optimizer",
-    "task_and_model_config",
+    "plan_run",
 ]

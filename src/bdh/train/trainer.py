@@ -6,7 +6,7 @@ Per optimiser step ``s`` (0-based), `Trainer.fit` and `Trainer.train_step`:
 2. the global batch ``task.batch("train", s, batch_size, seed)`` (a pure function of ``s``, so the data
    position of a run is just its step); each process takes its rows and walks them in micro-batches,
    accumulating gradients (DistributedDataParallel, or FSDP2 with ``train.parallel: fsdp``, averages them over
-   processes; `bdh.train.process.Runtime`),
+   processes; `bdh.train.runtime.device.Runtime`),
 3. loss = cross-entropy summed over the scored targets / the number of scored targets of the global batch,
    so one process with accumulation and K processes compute the same gradient,
 4. gradient clipping, AdamW (weight decay on matrices only), a NaN check,
@@ -23,9 +23,9 @@ paper section 7.2).
 A time budget (``train.max_minutes``) sets the length of the run from the time its steps take (`bdh.train.budget`).
 
 What the loop stands on, each in its own module: the parts the config decides (task, model, objective,
-optimiser: `bdh.train.parts`), the process (device, autocast, gradient sync, sharding: `bdh.train.process`),
-the run folder (lock, config.yaml, checkpoints, best/, resume: `bdh.train.run_folder`) and what a run reports
-(`bdh.train.log.RunLog`).
+optimiser: `bdh.train.parts`), the process (device, autocast, gradient sync, sharding: `bdh.train.runtime`),
+the run folder (lock, config.yaml, checkpoints, best/, resume: `bdh.train.run.folder`) and what a run reports
+(`bdh.train.run.log.RunLog`).
 """
 
 from __future__ import annotations
@@ -49,13 +49,12 @@ from ..model.io import CheckpointError
 from ..tasks.base import IGNORE_INDEX
 from . import parts, rng
 from .budget import TimeBudget
-from .config import RunConfig, batch_layout
+from .config import RunConfig, load_run_config
 from .errors import TrainingError
-from .evaluate import eval_batch_count, evaluate
+from .evaluate import evaluate
 from .recurrent import TruncatedBPTT
-from .run.folder import RunFolder, load_run_config
+from .run.folder import RunFolder
 from .run.log import RunLog
-from .runtime.device import Runtime
 from .runtime.hardware import compile_or_eager
 from .schedule import learning_rate
 from .signals import StopSignals
@@ -104,8 +103,8 @@ class _Fit:
 class Trainer:
     """Builds everything a run needs from a `RunConfig` and runs the loop; see the module docstring.
 
-    Its parts: ``runtime`` (`bdh.train.process.Runtime`), ``task``, ``model``, ``optimizer`` and ``objective``
-    (`bdh.train.parts`), ``folder`` (`bdh.train.run_folder.RunFolder`), the time budget (``budget``,
+    Its parts: ``runtime`` (`bdh.train.runtime.device.Runtime`), ``task``, ``model``, ``optimizer`` and ``objective``
+    (`bdh.train.parts`), ``folder`` (`bdh.train.run.folder.RunFolder`), the time budget (``budget``,
     `bdh.train.budget.TimeBudget`) and the recurrent states truncated backprop through time carries
     (``recurrent``, `bdh.train.recurrent.TruncatedBPTT`); its position: ``step`` and ``tokens``.
     """
@@ -118,25 +117,16 @@ class Trainer:
         resume_from: Path | None = None,
         replan: bool = False,
         overwrite: bool = False,
-        check_only: bool = False,
     ):
-        """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint);
-        ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
-        a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise); ``check_only``:
-        stop after the checks, before the process group, the optimiser and the run folder (`check_run_config`)."""
-        config.validate()  # every check on the config alone lives there
-        self.config = config
-        self.runtime = Runtime(config.train, process_group=not check_only)
-        self.task, self.model_cls, self.model_config = parts.task_and_model_config(config)
-        self._plan()
-        self._check()
-        init_from = config.train.init_from if resume is None else None
-        if check_only:  # the model train.init_from names: found, verified, of this class and configuration
-            if init_from is not None:
-                model = self.model_cls(self.model_config)
-                parts.load_initial_weights(model, self.model_cls, self.model_config, init_from, self.runtime.device)
-            return
-        self._build_model(init_from=init_from)
+        """``config``: checked when it was read (`bdh.train.config.load_config`); the checks against this machine
+        and the task are `parts.plan_run`'s. ``resume``: a run folder to continue (from ``resume_from``, else its
+        newest checkpoint); ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`);
+        ``overwrite``: a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
+        self.config, plan = config, parts.plan_run(config)
+        self.runtime, self.task, self.model_cls, self.seq_len = plan.runtime, plan.task, plan.model_cls, plan.seq_len
+        self.rows, self.micro, self.accum, self.eval_batch = plan.rows, plan.micro, plan.accum, plan.eval_batch
+        self._limits()
+        self._build_model(init_from=config.train.init_from if resume is None else None)
         self.folder = RunFolder(config, self.runtime, resume=resume, overwrite=overwrite)
         try:
             self._open(resume, resume_from, replan)
@@ -146,20 +136,14 @@ class Trainer:
         self.budget.start(time.time())
 
     # ------------------------------------------------------------------ setup, in the order __init__ runs it
-    def _plan(self) -> None:
-        """The batch layout (global batch -> rows of this process -> micro-batches), the length of the run (its
-        step and token limits), the evaluation batch and the time budget."""
+    def _limits(self) -> None:
+        """The length of the run (its step and token limits) and the time budget."""
         t = self.config.train
-        self.rows, self.micro, self.accum = batch_layout(t, self.runtime.env.world_size)
-        # tokens per training example: a task may train on shorter sequences than it validates on (MQAR's
-        # train_seq_len); the model is sized to task.seq_len, the longest (parts.task_and_model_config)
-        self.seq_len = getattr(self.task, "train_seq_len", self.task.seq_len)
         self.tokens_per_step = t.batch_size * self.seq_len
         total = t.max_steps
         if t.max_tokens is not None:
             total = min(total, max(1, -(-t.max_tokens // self.tokens_per_step)))
         self.total_steps = self.step_limit = total
-        self.eval_batch = self.config.eval.batch_size or self.micro
         self.budget = TimeBudget(
             t.max_minutes,
             eval_every=self.config.eval.every,
@@ -169,15 +153,6 @@ class Trainer:
             train_rows=self.rows,
         )
 
-    def _check(self) -> None:
-        """What would otherwise fail at step N: an endless validation split without ``eval.batches``, a
-        ``train.bptt`` mode the task or the model cannot train, a micro-batch that does not fit in memory."""
-        eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.batches)
-        eval_batch_count(self.task, "val", self.eval_batch, self.config.eval.final())
-        parts.check_modes(self.config, self.task, self.model_cls)
-        if self.config.train.check_memory:
-            self.runtime.check_memory(self.model_config, self.micro, self.seq_len)
-
     def _build_model(self, init_from: str | None) -> None:
         """The model (initialised from the seed, like the official code, or from ``init_from``), the optimiser,
         the objective (wrapped by DistributedDataParallel under torchrun) and the states tbptt carries."""
@@ -185,9 +160,9 @@ class Trainer:
         torch.manual_seed(t.seed)
         np.random.seed(t.seed % 2**32)
         random.seed(t.seed)
-        self.model = self.model_cls(self.model_config).to(rt.device)
+        self.model = self.model_cls(self.config.model).to(rt.device)
         if init_from is not None:
-            parts.load_initial_weights(self.model, self.model_cls, self.model_config, init_from, rt.device)
+            parts.load_initial_weights(self.model, self.model_cls, self.config.model, init_from, rt.device)
         if rt.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * rt.env.rank)
         rt.shard(self.model)  # before the optimiser: sharding replaces the parameters by DTensors
@@ -216,7 +191,7 @@ class Trainer:
             self.restarted = True
             if t.init_from is not None:
                 parts.load_initial_weights(
-                    self.model, self.model_cls, self.model_config, t.init_from, self.runtime.device
+                    self.model, self.model_cls, self.config.model, t.init_from, self.runtime.device
                 )
             return
         state = self.folder.load(path, self.model, self.optimizer, self.runtime.device)
@@ -550,7 +525,7 @@ class Trainer:
         weights = self.runtime.full_weights(self.model)
         if not self.runtime.env.is_main:
             return None
-        model = self.model_cls(self.model_config)
+        model = self.model_cls(self.config.model)
         model.load_state_dict(weights)
         return model.train(self.model.training)
 
@@ -562,15 +537,6 @@ class Trainer:
             gc.collect()
         self.runtime.close()
         self.folder.close()
-
-
-def check_run_config(config: RunConfig, resume: str | Path | None = None) -> RunConfig:
-    """Every check a run of ``config`` makes before it writes anything, by `Trainer` itself (``check_only``):
-    the config (`RunConfig.validate`), this machine, the task and its data, the memory the model needs,
-    ``train.init_from``. Returns the config as the run resolves it (the model section completed from the task);
-    ``bdh train --print-config`` prints it. ``resume``: the config is that run's (``init_from`` is not read)."""
-    Trainer(config, resume=Path(resume) if resume is not None else None, check_only=True)
-    return config
 
 
 def train(
@@ -597,4 +563,4 @@ def train(
         trainer.close()
 
 
-__all__ = ["TrainResult", "Trainer", "TrainingError", "check_run_config", "evaluate", "load_run_config", "train"]
+__all__ = ["TrainResult", "Trainer", "TrainingError", "evaluate", "load_run_config", "train"]

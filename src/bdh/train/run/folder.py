@@ -5,7 +5,6 @@ is written into it and what a resume reads back. Rank 0 makes, locks and writes 
 from __future__ import annotations
 
 import contextlib
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from torch import nn
 from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
 
 from ...model.io import CheckpointError
-from ..config import KEYS, ConfigError, RunConfig, read_config_file
+from ..config import RunConfig, load_run_config
 from ..errors import TrainingError
 from ..runtime.device import Runtime
 from . import checkpoint as ckpt
@@ -157,28 +156,6 @@ def new_run_dir(name: str | None) -> Path:
         k += 1
         p = base.with_name(f"{base.name}-{k}")
     return p
-
-
-def load_run_config(run_dir: str | Path) -> dict[str, Any]:
-    """The raw resolved config of a run folder (RUN_DIR/config.yaml)."""
-    path = Path(run_dir) / "config.yaml"
-    if not Path(run_dir).is_dir():
-        if os.path.lexists(run_dir):
-            raise TrainingError(f"{run_dir}: not a folder; give a run folder (it holds config.yaml)")
-        raise FileNotFoundError(f"{run_dir}: no such run folder")
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{run_dir}: not a run folder (no config.yaml)")
-    anew = f"restore the file, or start the run anew with bdh train --run-dir {run_dir} --overwrite"
-    try:
-        data = read_config_file(path)
-    except ConfigError as exc:  # not YAML, not text, not a regular file: damaged
-        raise TrainingError(f"{exc}; {anew}") from None
-    keys = list(KEYS)  # written whole at the start of a run, run_dir last
-    missing = [k for k in keys if k not in data]
-    if missing:
-        what = "is empty" if not data else f"has no {missing[0]!r} ({len(missing)} of its {len(keys)} keys missing)"
-        raise TrainingError(f"{path}: {what}: cut short or damaged; bdh does not guess the lost values: {anew}")
-    return data
 
 
 __all__ = ["RunFolder", "load_run_config", "new_run_dir"]
