@@ -152,7 +152,8 @@ EDGES = [
         f"must be a number in [0, 1], got {_above(1.0, False)!r}",
     ),
     ("bdh.dmft.weights.DMFTParams", "n_pe", 0, -1, "must be an integer >= 0, got -1"),
-    ("bdh.dmft.probe.ProbeConfig", "n_steps", 8, 7, "must be an integer >= 8, got 7"),
+    ("bdh.dmft.probe.ProbeConfig", "n_steps", 8, 7, "must be an integer in [8, 1000000], got 7"),
+    ("bdh.dmft.probe.ProbeConfig", "n_steps", 10**6, 10**6 + 1, "must be an integer in [8, 1000000], got 1000001"),
     ("bdh.viz.export.ViewOptions", "hubs", 1, 0, "must be an integer >= 1, got 0"),
 ]
 
