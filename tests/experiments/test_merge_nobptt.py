@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
-from bdh.cli import main
 from bdh.experiments import common, merge, nobptt
 
 
@@ -189,16 +187,7 @@ def test_nobptt_findings_follow_the_numbers():
     assert found["copying the repeated word fails without BPTT (repeat accuracy far below the BPTT arm)"] is False
 
 
-def test_experiment_command_errors_are_one_line(tmp_path, capsys):
-    def bdh(*args):
-        """``bdh ARGS`` in this process (no PyTorch to start each time), as a finished process."""
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's own errors
-            code = exc.code
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
+def test_experiment_command_errors_are_one_line(tmp_path, bdh):
     r = bdh("experiment", "merge", "--set", "nope=1", "--out", str(tmp_path / "a"))
     assert (
         r.returncode == 2

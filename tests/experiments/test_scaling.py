@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,21 +15,6 @@ import pytest
 from bdh.cli import main
 from bdh.experiments import scaling
 from bdh.experiments.scaling import BDH_BETTER, GPT_BETTER, TIE, UNDECIDED
-
-
-@pytest.fixture
-def bdh(capsys):
-    """``bdh ARGS`` in this process (no PyTorch to start each time), as a finished process."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's own errors
-            code = exc.code
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

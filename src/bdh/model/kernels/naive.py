@@ -16,6 +16,11 @@ import torch
 import torch.nn.functional as F
 
 
+def _values(v: torch.Tensor, b: int, h: int) -> torch.Tensor:
+    """The values head h of sequence b reads: v is (B, 1 or H, T, D), one value stream shared by heads or one each."""
+    return v[b, 0 if v.shape[1] == 1 else h]
+
+
 def naive_linear_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -35,7 +40,7 @@ def naive_linear_attention(
     for b in range(B):
         for h in range(H):
             u = 1.0 if retention is None else float(retention[h])
-            vh = v[b, 0 if v.shape[1] == 1 else h]
+            vh = _values(v, b, h)
             for t in range(T):
                 acc = q.new_zeros(D)
                 if state is not None:
@@ -61,13 +66,15 @@ def naive_token_rule_attention(
     q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None.
     """
     B, H, T, N = q.shape
-    out = q.new_zeros(B, H, T, v.shape[-1])
+    D = v.shape[-1]
+    out = q.new_zeros(B, H, T, D)
     for b in range(B):
         for h in range(H):
-            S = q.new_zeros(N, v.shape[-1]) if state is None else state[b, h].clone()
+            S = q.new_zeros(N, D) if state is None else state[b, h].clone()
+            vh = _values(v, b, h)
             for t in range(T):
                 out[b, h, t] = q[b, h, t] @ S
-                w = v[b, 0 if v.shape[1] == 1 else h, t]
+                w = vh[t]
                 if beta is not None:
                     w = beta[b, h, t] * (w - k[b, h, t] @ S)
                 S = S + torch.outer(k[b, h, t], w)
