@@ -11,13 +11,29 @@ from bdh.errors import UserError
 
 
 @pytest.mark.parametrize(
-    "options", [{}, {"positional": "none", "damping": "local-global"}, {"damping": [0.5, 0.9, 1.0, 0.99]}]
+    "options",
+    [
+        {},
+        {"positional": "none", "damping": "local-global"},
+        {"damping": [0.5, 0.9, 1.0, 0.99]},
+        {"damping": "local-global", "learn_damping": True},
+        {"positional": "none", "decay_gate": True},
+        {"positional": "none", "damping": "local-global", "state_write": "delta"},
+        {"state_write": "delta", "decay_gate": True, "separate_keys": True},
+        {"separate_keys": True, "damping": "alibi"},
+    ],
+    ids=str,
 )
 def test_scores_equal_the_attention_matrix_of_a_whole_pass(options):
     """Read in chunks of 7 through the state, the fact's score and the rest's are the entries and the row sum of
-    the attention scores a whole forward captures (float32 sums in another order: 1e-4 relative)."""
+    the attention scores a whole forward captures, for every state rule (the weight of each v_tau in the question's
+    a; float32 sums in another order: 1e-4 relative)."""
     torch.manual_seed(0)
     model = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=4, n_neurons=64, vocab_size=16, dropout=0.0, **options)).eval()
+    with torch.no_grad():  # a learned U away from the config's, gates and write strengths that vary by token
+        for name, std in (("decay_logit", 1.0), ("decay_w", 1.0), ("write_w", 1.0)):
+            if getattr(model, name, None) is not None:
+                getattr(model, name).add_(torch.randn_like(getattr(model, name)) * std)
     idx = torch.randint(0, 16, (40,))
     trace = trace_fact(model, idx, write=11, top=1000, chunk=7)
     _, cap = model(idx.view(1, -1), capture=True)

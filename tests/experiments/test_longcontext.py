@@ -157,6 +157,12 @@ def test_cause_measurements():
     share = far_share(model, tokens, 16)
     assert math.isnan(share["share"][0]) and share["share"][1] == 0  # the first two chunks: nothing older
     assert all(0 < s < 10 for s in share["share"][2:])
+    for options in ({"decay_gate": True}, {"state_write": "delta"}, {"damping": "alibi", "learn_damping": True}):
+        other = BDH(BDHConfig(n_layer=1, n_embd=32, n_head=2, n_neurons=64, dropout=0.0, **options)).eval()
+        with pytest.raises(UserError, match="needs Eq. 8's state rule with a fixed U"):
+            far_share(other, tokens, 16)
+        with pytest.raises(UserError, match="needs Eq. 8's state rule with a fixed U"):
+            damped_curve(other, tokens, 16, (0.5, 0.5))
 
 
 def test_word_targets_find_recurring_words_by_distance():

@@ -213,9 +213,10 @@ def test_tools_that_read_the_papers_state_refuse_the_rules():
         cfg.require_paper_layer("the graph form")
 
 
-@pytest.mark.parametrize("case", CASES[1:2] + CASES[5:6], ids=_id)
+@pytest.mark.parametrize("case", CASES[1:2] + CASES[5:7] + [dict(separate_keys=True)], ids=_id)
 def test_captured_scores_give_the_attention_outputs(case):
-    """With a retention per token or the delta rule, the captured (T, T) scores times the values are a (fp32, 1e-5)."""
+    """With a retention per token, the delta rule or separate keys, the captured (T, T) scores times the values are
+    a (fp32, 1e-5)."""
     model = BDH(tiny_config(**case)).eval()
     idx = torch.randint(0, 256, (2, 9))
     values = []

@@ -1,8 +1,11 @@
 """Which neurons hold a fact across a gap: the rows of BDH's state one position wrote, read back at the last token.
 
-The score of the question t with the fact's position s, u^(t-s) <R x_t, R x_s> (Eq. 8), splits over the neurons;
-`trace_fact` gives per layer and head the fact's score, the other positions' score, and the neurons that carry it.
-The sequence is read through the state chunk by chunk (`BDH.step`), in flat memory."""
+The state after t tokens is a sum over the positions s of (key that s wrote, carried to t) x (b_s v_s): for Eq. 8,
+u^(t-s) k_s v_s^T; a decay gate multiplies the u_t between; the delta rule also turns the carried key by each later
+(I - b k k^T). The question's coefficient on v_s, <R x_t, carried key of s>, splits over the neurons; `trace_fact`
+gives per layer and head the fact's coefficient, the other positions', and the neurons that carry it, for every
+state rule, by running the model's own rule on two value channels. Read through the state chunk by chunk, in flat
+memory."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from bdh.errors import UserError
+from bdh.model.kernels.pytorch import token_rules
 
 
 @dataclass(frozen=True)
@@ -67,33 +71,42 @@ class FactTrace:
 
 
 class _Recorder:
-    """A hook over chunked steps: per layer the decayed key mass sum_tau u^(t-tau) R x_tau of the positions before
-    the last token, the key at ``write`` and the query at the last token."""
+    """A hook over chunked steps that carries, per layer, a two-channel copy of the state's rule: the same keys,
+    retentions and write strengths as the model's state, with the values 1 (every position) and 1 at ``write`` only
+    (the fact). What the question reads from them are the summed and the fact's coefficients on the values."""
 
-    def __init__(self, log_u: torch.Tensor | None, write: int, last: int):
-        self.log_u, self.write, self.last = log_u, write, last
-        self.mass: dict[int, torch.Tensor] = {}
+    def __init__(self, write: int, last: int):
+        self.write, self.last = write, last
+        self.state: dict[int, torch.Tensor] = {}  # (1, H, N, 2) after the positions read so far
         self.key: dict[int, torch.Tensor] = {}
         self.query: dict[int, torch.Tensor] = {}
         self.start = 0  # absolute position of the chunk being read
 
     def __call__(self, model: torch.nn.Module, layer: int, act) -> None:
-        xr = act.xr[0].float()  # (H, C, N)
-        C = xr.shape[1]
-        mass = self.mass.get(layer, torch.zeros_like(xr[:, 0]))
+        q, keys = act.xr.double(), act.keys.double()  # (1, H, C, N)
+        C = q.shape[2]
+        log_g, beta = model.token_rule(act.values) or (None, None)
+        log_u = model.retention_log()
+        if log_g is None and log_u is not None:  # Eq. 8's U: the same retention at every token
+            log_g = log_u.view(1, -1, 1).expand(1, -1, C)
         if self.start <= self.write < self.start + C:
-            self.key[layer] = xr[:, self.write - self.start].clone()
+            self.key[layer] = keys[0, :, self.write - self.start].float()
+        end = min(C, self.last - self.start)  # the question reads strictly earlier positions
         if self.start <= self.last < self.start + C:
-            self.query[layer] = xr[:, self.last - self.start].clone()
-            xr = xr[:, : self.last - self.start]  # the question reads strictly earlier positions
-            C = xr.shape[1]
-        # mass at the end of this chunk's part: u^C mass + sum_j u^(C-j) xr_j (Eq. 8's S = u (S + k v^T), keys only)
-        age = torch.arange(C, 0, -1, device=xr.device, dtype=xr.dtype)
-        if self.log_u is None:
-            self.mass[layer] = mass + xr.sum(1)
-        else:
-            lu = self.log_u.to(xr).view(-1, 1)
-            self.mass[layer] = torch.exp(lu * C) * mass + (torch.exp(lu * age).unsqueeze(-1) * xr).sum(1)
+            self.query[layer] = q[0, :, self.last - self.start]
+        if end <= 0:
+            return
+        pos = torch.arange(self.start, self.start + end, device=q.device)
+        values = torch.stack([torch.ones_like(pos), pos == self.write], -1).to(q).view(1, 1, end, 2)
+        _, self.state[layer] = token_rules.parallel(
+            q[:, :, :end],
+            keys[:, :, :end],
+            values,
+            log_g=None if log_g is None else log_g[:, :, :end].double(),
+            beta=None if beta is None else beta[:, :, :end].double(),
+            state=self.state.get(layer),
+            need_state=True,
+        )
 
 
 def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: int = 8, chunk: int = 2048) -> FactTrace:
@@ -106,8 +119,7 @@ def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: in
     last = idx.numel() - 1
     if not 0 <= write < last:
         raise UserError(f"trace_fact: the fact's position must lie before the last token ({last}), got {write}")
-    log_u = None if model.log_u is None else model.log_u.float()
-    rec = _Recorder(log_u, write, last)
+    rec = _Recorder(write, last)
     state = model.init_state(1)
     with torch.no_grad():
         for s in range(0, idx.numel(), chunk):
@@ -115,10 +127,10 @@ def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: in
             logits, state = model.step(idx[s : s + chunk].view(1, -1).to(state.rho.device), state, hook=rec)
     heads, neurons = [], []
     for layer in sorted(rec.query):
-        q, k = rec.query[layer], rec.key[layer]  # (H, N)
-        decay = 1.0 if log_u is None else torch.exp(log_u.to(q) * (last - write)).view(-1, 1)
-        fact = decay * q * k
-        other = q * rec.mass[layer] - fact
+        q, S = rec.query[layer], rec.state[layer][0]  # (H, N), (H, N, 2)
+        fact = (q * S[..., 1]).float()  # per neuron: the question's coefficient on the fact's value
+        other = (q * S[..., 0]).float() - fact
+        k, q = rec.key[layer], q.float()
         for h in range(q.shape[0]):
             heads.append(HeadTrace(layer, h, float(fact[h].sum()), float(other[h].sum())))
             for i in torch.nonzero(fact[h] != 0).flatten().tolist():

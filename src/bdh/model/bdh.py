@@ -185,7 +185,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         z = k.heads(self.ln(a), w.Dy)  # Dy LN(a_l)
         y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
         v_out = self.ln(v + self.ln(k.read_in(y, w.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
-        return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out)
+        return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out, keys=keys)
 
     def run(
         self,

@@ -28,6 +28,8 @@ class LayerActivations:
         a: (B, H, T, D) attention outputs, before their LayerNorm.
         y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout.
         v: (B, 1, T, D) the layer's output v_l.
+        keys: (B, H, T, N) the attention's keys: xr itself (Q = K), or R ReLU(D_k v_{l-1}) with ``separate_keys``;
+            unit-normalised under the delta rule.
     """
 
     values: torch.Tensor
@@ -36,6 +38,7 @@ class LayerActivations:
     a: torch.Tensor
     y: torch.Tensor
     v: torch.Tensor
+    keys: torch.Tensor
 
 
 class LayerHook(Protocol):
@@ -76,10 +79,9 @@ class BDHCapture:
         self.y.append(act.y.detach())
         rule = model.token_rule(act.values)  # a retention per token, the delta rule's b_t: () for Eq. 8's
         if rule:
-            keys = token_rules.unit_keys(act.xr) if rule[1] is not None else act.xr
-            self.attention.append(token_rules.scores(act.xr, keys, *rule).detach())
+            self.attention.append(token_rules.scores(act.xr, act.keys, *rule).detach())
         else:
-            self.attention.append(scores(act.xr, act.xr, log_u, model.config.causal).detach())
+            self.attention.append(scores(act.xr, act.keys, log_u, model.config.causal).detach())
         self.a.append(act.a.detach())
         self.v.append(v)
         self.logits.append(v @ model.readout)

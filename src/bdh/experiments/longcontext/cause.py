@@ -11,6 +11,18 @@ import torch
 from torch import nn
 
 from bdh.analysis.loss_by_position import ContextCurve, carried_curve, position_edges
+from bdh.errors import UserError
+
+
+def measurable(model: nn.Module) -> bool:
+    """Whether `far_share` and `damped_curve` apply: Eq. 8's rule with a fixed U (a learned U, a decay gate or the
+    delta rule changes what the state holds, and setting ``log_u`` would not reach it)."""
+    return getattr(model, "state_rule", lambda: None)() == "plain"
+
+
+def _require_plain(model: nn.Module, what: str) -> None:
+    if not measurable(model):
+        raise UserError(f"{what}: needs Eq. 8's state rule with a fixed U (not a learned U, decay gate or delta rule)")
 
 
 @torch.no_grad()
@@ -19,6 +31,7 @@ def far_share(model: nn.Module, tokens: torch.Tensor, window: int) -> dict[str, 
     gives
     it). With chunks of T, the tokens before the previous chunk's start contribute ``u^(T + i) (R x_t)^T S_prev``
     to a_t (S_prev: the state there, i: the token's place in its chunk)."""
+    _require_plain(model, "far_share")
     L = tokens.shape[1] - 1
     curve = ContextCurve(position_edges(window, L), window, "far share")
     log_u = None if model.log_u is None else model.log_u.float()
@@ -46,6 +59,7 @@ def far_share(model: nn.Module, tokens: torch.Tensor, window: int) -> dict[str, 
 @torch.no_grad()
 def damped_curve(model: nn.Module, tokens: torch.Tensor, window: int, retention: tuple[float, ...]) -> ContextCurve:
     """`carried_curve` with the damping U = diag(``retention``) applied at evaluation only (restored after)."""
+    _require_plain(model, "damped_curve")
     saved = model.log_u
     model.log_u = torch.log(torch.tensor(retention, dtype=torch.float32, device=model.E.device))
     try:
@@ -91,4 +105,4 @@ def _cause(model: nn.Module, tokens: torch.Tensor, window: int) -> dict:
     }
 
 
-__all__ = ["cause_record", "damped_curve", "far_share", "offset_curve"]
+__all__ = ["cause_record", "damped_curve", "far_share", "measurable", "offset_curve"]

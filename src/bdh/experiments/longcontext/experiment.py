@@ -18,7 +18,7 @@ from bdh.errors import UserError
 
 from ..common import train_lm
 from ..scaffold import ExperimentFolder, Log, RunRecords
-from .cause import cause_record
+from .cause import cause_record, measurable
 from .config import WINDOW_ONLY, Config
 from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials, word_recall
 
@@ -88,7 +88,7 @@ def measure(model: torch.nn.Module, recurrent: bool, config: Config, data: Data,
         tokens = streams.shape[0] * (streams.shape[1] - 1)
         out["speed"] = {"windowed_tokens_per_s": tokens / t_win, "carried_tokens_per_s": tokens / t_car}
         out["state_bytes"] = model.init_state(1).nbytes()
-        if getattr(model, "log_u", None) is None:  # undamped: why does its state break?
+        if getattr(model, "log_u", None) is None and measurable(model):  # undamped Eq. 8: why does its state break?
             out["cause"] = cause_record(model, streams, T)
         text = generate_bytes(model, data.prompt, config.generate_bytes, seed=seed)
         out["generation"] = {**generation_scores(data.judge, text), "sample_end": text[-300:].decode("latin-1")}
