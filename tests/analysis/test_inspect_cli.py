@@ -143,3 +143,57 @@ def test_a_python_caller_of_write_report_gets_what_bdh_inspect_printed(run_dir, 
     assert lines[:-1] == printed[1:-1] and printed[0].startswith("model: ")
     assert lines[-1].startswith(f"report: {written.path} (") and printed[-1].startswith(f"report: {tmp_path / 'cli'}")
     assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == ["report.json"]
+
+
+def test_inspect_traces_a_fact_in_a_prompt(run_dir, tmp_path, capsys):
+    """--fact POS: fact.json holds `trace_fact`'s record of that position read back at the last byte (the same
+    numbers as calling it), fact.png its figure; stdout names the largest share and what was written."""
+    from bdh.analysis.memory import trace_fact
+    from bdh.model.io import load_pretrained
+
+    out = tmp_path / "fact"
+    prompt = "The key is 7. " + "filler " * 10 + "The key is"
+    assert main(["inspect", str(run_dir), "--prompt", prompt, "--fact", "11", "--out", str(out)]) == 0
+    rec = json.loads((out / "fact.json").read_text())
+    assert rec["write"] == 11 and rec["read"] == len(prompt) - 1 and rec["length"] == len(prompt)
+    model = load_pretrained(resolve_model_dir(run_dir))
+    want = trace_fact(model, torch.tensor(list(prompt.encode())), 11, top=16)
+    assert [h["fact"] for h in rec["heads"]] == pytest.approx([h.fact for h in want.heads], rel=1e-6, abs=1e-9)
+    assert rec["neurons"][0]["neuron"] == want.neurons[0].neuron and (out / "fact.png").is_file()
+    text = capsys.readouterr().out
+    assert "largest share: layer" in text and "fact.json" in text and not (out / "report.json").exists()
+
+
+def test_inspect_traces_the_fact_of_an_induction_sequence(tmp_path, capsys):
+    """--induction LENGTH: the fixed test sequence's fact found (the answer after the first trigger), the answer
+    recorded beside the prediction."""
+    from bdh.analysis.memory import induction_write
+    from bdh.registry import get_task
+    from bdh.tasks.lengths import fixed_test_set
+
+    model = bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=16, state_write="delta"))
+    model.save_pretrained(tmp_path / "m")
+    assert (
+        main(["inspect", str(tmp_path / "m"), "--induction", "300", "--out", str(tmp_path / "o"), "--no-figures"]) == 0
+    )
+    rec = json.loads((tmp_path / "o" / "fact.json").read_text())
+    cls = get_task("induction")
+    x, y = fixed_test_set(cls(cls.config_class(seq_len=300, vocab_size=16)), 300, rows=[0])
+    assert rec["write"] == induction_write(x[0]) and rec["answer"] == int(y[0, -1]) and rec["read"] == 299
+    assert len(rec["heads"]) == 2 and not (tmp_path / "o" / "fact.png").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--fact", "3"], "--fact needs the text it is in"),
+        (["--prompt", "abc", "--fact", "2"], "must lie before the prompt's last byte (2)"),
+        (["--induction", "2"], "--induction"),
+        (["--prompt", "abcdef", "--fact", "1", "--induction", "64"], "not allowed with"),
+    ],
+)
+def test_fact_bad_input_is_one_line_exit_2(run_dir, tmp_path, capsys, extra, message):
+    assert main(["inspect", str(run_dir), "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bdh: error:") and "\n" not in err and message in err
+    assert not (tmp_path / "o").exists()

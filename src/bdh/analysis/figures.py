@@ -174,6 +174,31 @@ def sparsity_data(raw: dict[str, Any], path: Path, source: str = "") -> Path:
     return _finish(fig, path, "sparsity on the inspected text", source)
 
 
+def fact(trace: dict[str, Any], path: Path, source: str = "") -> Path:
+    """Which neurons hold the fact (`bdh.analysis.memory.FactTrace.to_dict`): each head's share of the question's
+    read, and the top neurons' part of the fact's coefficient against what the other positions left in their rows."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(MIN_WIDTH, 12), 5))
+    heads = trace["heads"]
+    left.bar(range(len(heads)), [h["share"] for h in heads], color="C0")
+    left.set_xticks(range(len(heads)), [f"L{h['layer']}H{h['head']}" for h in heads], rotation=90)
+    left.axhline(0, color="k", lw=0.8)
+    left.set_ylabel("fact / (|fact| + |others|)")
+    left.set_title("each head's share of the read")
+    neurons = trace["neurons"]
+    names = [f"L{n['layer']}H{n['head']}#{n['neuron']}" for n in neurons]
+    at = np.arange(len(neurons))
+    right.barh(at - 0.2, [n["fact"] for n in neurons], height=0.4, color="C1", label="the fact")
+    right.barh(at + 0.2, [n["other"] for n in neurons], height=0.4, color="C7", label="every other position")
+    right.set_yticks(at, names)
+    right.invert_yaxis()
+    right.set_xlabel("part of the question's coefficient on the values")
+    right.set_title("the neurons that carry it")
+    right.legend()
+    gap = trace["read"] - trace["write"]
+    return _finish(fig, path, f"the fact written at {trace['write']:,}, read {gap:,} tokens later", source)
+
+
 def write_all(raw: dict[str, Any], folder: Path, source: str = "") -> list[Path]:
     """Every figure the raw results allow, written into ``folder``; returns the paths. ``source`` names the
     inspected text on the figures that show activity on it."""

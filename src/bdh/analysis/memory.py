@@ -69,6 +69,16 @@ class FactTrace:
         """The neurons as JSON-ready rows."""
         return [{**n.__dict__, "purity": n.purity} for n in self.neurons]
 
+    def to_dict(self) -> dict:
+        """JSON-ready: the positions, the prediction, every head with its share, the neurons with their purity."""
+        return {
+            "write": self.write,
+            "read": self.read,
+            "predicted": self.predicted,
+            "heads": [{**h.__dict__, "share": h.share} for h in self.heads],
+            "neurons": self.rows(),
+        }
+
 
 class _Recorder:
     """A hook over chunked steps that carries, per layer, a two-channel copy of the state's rule: the same keys,

@@ -6,15 +6,18 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
 from bdh.outputs import input_file
 
-from .checks import add_overwrite, add_prompt, checked_model_dir, integer, load_model, prompt_bytes
+from .checks import add_overwrite, add_prompt, announce_loaded, checked_model_dir, integer, load_model, prompt_bytes
 
 #: the longest prompt (and window) recorded: the recording keeps x and y of every token, layer and neuron
 MAX_PROMPT = 4096
+#: the longest sequence a fact is traced through (read through the state in flat memory)
+MAX_FACT = 2**24
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group()
     add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the probe text (bdh.analysis.probe)")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
+    src.add_argument(
+        "--induction",
+        metavar="LENGTH",
+        type=integer(3, MAX_FACT),
+        help="trace the fact of an induction test sequence of LENGTH tokens (row 0 of the fixed test set, "
+        "bdh.tasks.lengths; one trigger, the model's vocabulary): which neurons hold it across the gap",
+    )
+    p.add_argument(
+        "--fact",
+        metavar="POS",
+        type=integer(0),
+        help="with --prompt or --prompt-file: trace the fact written at byte POS, read back at the last byte "
+        "(fact.json and fact.png instead of the brain view)",
+    )
     p.add_argument(
         "--tokens",
         type=integer(2, MAX_PROMPT),
@@ -78,24 +95,88 @@ def _input_tokens(args: argparse.Namespace):
     return probe.probe(args.tokens, args.windows)
 
 
+def _fact_prompt(args: argparse.Namespace) -> bytes | None:
+    """The prompt ``--fact`` traces in (checked before anything is written), or None for ``--induction``."""
+    if args.fact is not None and args.induction is not None:
+        raise UserError("--fact POS is for a prompt; --induction finds its own fact: give one of them")
+    if args.induction is not None:
+        return None
+    data = prompt_bytes(args, max_bytes=MAX_FACT)
+    if data is None:
+        raise UserError("--fact needs the text it is in: --prompt or --prompt-file")
+    if not args.fact < len(data) - 1:
+        raise UserError(f"--fact {args.fact}: the fact must lie before the prompt's last byte ({len(data) - 1})")
+    return data
+
+
+def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> tuple[Any, int, int | None, str]:
+    """(tokens (L,), the fact's position, the expected answer or None, a description) of the fact to trace."""
+    import torch
+
+    from bdh.analysis.memory import induction_write
+
+    if data is not None:
+        return torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes"
+    from bdh.registry import get_task
+    from bdh.tasks.lengths import fixed_test_set
+
+    cls = get_task("induction")
+    task = cls(cls.config_class(seq_len=args.induction, vocab_size=model.config.vocab_size))
+    x, y = fixed_test_set(task, args.induction, rows=[0])
+    return x[0], induction_write(x[0]), int(y[0, -1]), f"induction test sequence 0 of {args.induction:,} tokens"
+
+
+def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:
+    """``--fact`` / ``--induction``: fact.json and fact.png (`bdh.analysis.memory.trace_fact`)."""
+    import json
+
+    from bdh.analysis import figures
+    from bdh.analysis.memory import trace_fact
+    from bdh.outputs import atomic_folder, write_text
+
+    tokens, write, answer, source = _fact_input(args, model, data)
+    trace = trace_fact(model, tokens.to(model.E.device), write, top=16).to_dict()
+    record = {"model": str(model_dir), "source": source, "length": int(tokens.numel()), "answer": answer, **trace}
+    names = ["fact.json"] + ([] if args.no_figures else ["fact.png"])
+    with atomic_folder(out) as tmp:
+        write_text(tmp / "fact.json", json.dumps(record, indent=1) + "\n")
+        if not args.no_figures:
+            figures.fact(trace, tmp / "fact.png", source)
+    written = [out / name for name in names]
+    best = max(trace["heads"], key=lambda h: h["share"])
+    said = "" if answer is None else f" (answer {answer}: {'right' if answer == trace['predicted'] else 'wrong'})"
+    print(f"fact at {write:,}, read at {trace['read']:,}; predicted {trace['predicted']}{said}")
+    print(f"largest share: layer {best['layer']} head {best['head']}, {best['share']:.3f}")
+    for n in trace["neurons"][:5]:
+        print(f"  L{n['layer']}H{n['head']}#{n['neuron']}: fact {n['fact']:.4g}, others {n['other']:.4g}")
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """The brain view of a BDH model (`bdh.analysis.report_folder.write_report`) written into one folder."""
+    """The brain view of a BDH model (`bdh.analysis.report_folder.write_report`) written into one folder; with
+    ``--fact`` or ``--induction``, the trace of one fact through the state instead."""
     from bdh.analysis import report
     from bdh.analysis.report_folder import write_report
     from bdh.model import BDH
     from bdh.outputs import check_output
 
     model_dir = checked_model_dir(args.run, args.checkpoint)
-    tokens, source = _input_tokens(args)
+    tracing = args.fact is not None or args.induction is not None
+    fact_prompt = _fact_prompt(args) if tracing else None
+    tokens, source = (None, "") if tracing else _input_tokens(args)
     out = check_output(
         args.out if args.out else Path(args.run) / "reports" / time.strftime("inspect-%Y%m%d-%H%M%S"),
         overwrite=args.overwrite,
         folder=True,
         inputs=[args.run, model_dir] + [p for p in (args.data, args.prompt_file) if p is not None],
     )
-    model = load_model(model_dir)
+    model = load_model(model_dir, announce=not tracing)
     if not isinstance(model, BDH):
         raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
+    if tracing:
+        announce_loaded(model_dir, sys.stderr)
+        return _trace_fact(args, fact_prompt, model, model_dir, out)
     opts = report.InspectOptions(
         layer=args.layer, head=args.head, max_nodes=args.max_nodes, seeds=args.seeds, control_seed=args.control_seed
     )

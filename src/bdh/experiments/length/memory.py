@@ -28,14 +28,7 @@ def trace_record(
     x, y = fixed_test_set(task, length, n=config.test_sequences, seed=test_seed, rows=[0])
     write = induction_write(x[0])
     trace = trace_fact(model, x[0].to(model.E.device), write, top=TOP, chunk=max(config.seq_len, 1024))
-    return {
-        "length": length,
-        "write": write,
-        "answer": int(y[0, -1]),
-        "predicted": trace.predicted,
-        "heads": [{**h.__dict__, "share": h.share} for h in trace.heads],
-        "neurons": trace.rows(),
-    }
+    return {"length": length, "answer": int(y[0, -1]), **trace.to_dict()}
 
 
 def trace_section(report: Report, records: list[dict[str, Any]]) -> None:
