@@ -9,16 +9,18 @@ import pytest
 import torch
 import yaml
 
+from bdh.analysis.memory import induction_write
 from bdh.baselines.gla import GLA, GLAConfig
 from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.cli import main
 from bdh.errors import UserError
-from bdh.experiments.length import Config, reading
+from bdh.experiments.length import Config, experiment, reading
 from bdh.experiments.length.experiment import read_row
 from bdh.experiments.length.report import command_line
 from bdh.model import BDH, BDHConfig
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.induction import Induction, InductionConfig
+from bdh.tasks.lengths import fixed_test_set
 
 
 def _targets_from(logits: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
@@ -145,7 +147,6 @@ def test_text_models_get_the_long_context_recall_probe(tmp_path):
 
 
 def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
-    from bdh.experiments.length import experiment
 
     config = Config.preset("quick").replace(max_length=256, stop_after_chance=2)  # lengths 32 ... 256
     accuracy = {32: 0.9, 64: 0.05, 128: 0.9, 256: 0.05}  # at chance at 64, above at 128: the streak restarts
@@ -190,6 +191,9 @@ def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figur
     assert set(readable_figures()) == {"accuracy.png"}
     trace = json.loads((out / "results" / "bdh-induction-s0.json").read_text())["trace"]  # the fact traced at 128
     assert trace["length"] == 128 and trace["write"] < 127 and len(trace["heads"]) == 2 * 4 and trace["neurons"]
+    task = experiment._task(Config.preset("quick"), "induction")  # the traced sequence: the longest gap of the first 8
+    writes = [induction_write(fixed_test_set(task, 128, rows=[i])[0][0]) for i in range(8)]
+    assert trace["write"] == min(writes) == writes[trace["row"]]
     assert "## Which neurons hold the fact" in report and "bdh s0 | 128 |" in report
     assert json.loads((out / "results" / "gpt-induction-s0.json").read_text())["trace"] is None
     capsys.readouterr()

@@ -1,6 +1,6 @@
-"""Which neurons hold the fact (`bdh.analysis.memory.trace_fact`): for each BDH run on ``induction``, one fixed test
-sequence at the longest length it was read at, the fact (the answer after the trigger) traced from where it was
-written to the question at the end: every head's share of the read score, and the neurons that carry it."""
+"""Which neurons hold the fact (`bdh.analysis.memory.trace_fact`): for each BDH run on ``induction``, at the longest
+length it read, the test sequence of the first few with the longest gap, its fact (the answer after the trigger)
+traced from where it was written to the question at the end: every head's share of the read, and the neurons."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from .config import Config
 
 #: neurons kept per traced run
 TOP = 6
+#: test sequences searched for the longest gap to trace
+ROWS = 8
 
 
 def trace_record(
@@ -25,10 +27,19 @@ def trace_record(
     if record["task"] != "induction" or config.induction_triggers != 1 or not read or not hasattr(model, "log_u"):
         return None
     length = max(read)
-    x, y = fixed_test_set(task, length, n=config.test_sequences, seed=test_seed, rows=[0])
-    write = induction_write(x[0])
-    trace = trace_fact(model, x[0].to(model.E.device), write, top=TOP, chunk=max(config.seq_len, 1024))
-    return {"length": length, "answer": int(y[0, -1]), **trace.to_dict()}
+    x, y, row = _longest_gap(task, length, config.test_sequences, test_seed)
+    trace = trace_fact(model, x[0].to(model.E.device), induction_write(x[0]), top=TOP, chunk=max(config.seq_len, 1024))
+    return {"length": length, "row": row, "answer": int(y[0, -1]), **trace.to_dict()}
+
+
+def _longest_gap(task: Any, length: int, n: int, test_seed: int) -> tuple[Any, Any, int]:
+    """(x, y, row) of the test sequence with the longest gap between fact and question among the first `ROWS`."""
+    best = None
+    for row in range(min(ROWS, n)):
+        x, y = fixed_test_set(task, length, n=n, seed=test_seed, rows=[row])
+        if best is None or induction_write(x[0]) < induction_write(best[0][0]):
+            best = (x, y, row)
+    return best
 
 
 def trace_section(report: Report, records: list[dict[str, Any]]) -> None:
@@ -38,7 +49,8 @@ def trace_section(report: Report, records: list[dict[str, Any]]) -> None:
         return
     report.heading("Which neurons hold the fact")
     report.text(
-        "Test sequence 0 at the longest length read, traced through the state (`bdh.analysis.memory`): a head's share "
+        f"Of the first {ROWS} test sequences at the longest length read, the one with the longest gap, traced through "
+        "the state (`bdh.analysis.memory`): a head's share "
         "is the fact's part of the question's read score, fact / (|fact| + |every other position|); a neuron's purity "
         "is the same ratio in its own row of the state (1: the fillers wrote nothing there)."
     )
