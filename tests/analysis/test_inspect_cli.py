@@ -165,8 +165,8 @@ def test_inspect_traces_a_fact_in_a_prompt(run_dir, tmp_path, capsys):
 
 
 def test_inspect_traces_the_fact_of_an_induction_sequence(tmp_path, capsys):
-    """--induction LENGTH: the fixed test sequence's fact found (the answer after the first trigger), the answer
-    recorded beside the prediction."""
+    """--induction LENGTH: the fact of the test sequence with the longest gap of the first 8 (the answer after the
+    first trigger), the answer recorded beside the prediction."""
     from bdh.analysis.memory import induction_write
     from bdh.registry import get_task
     from bdh.tasks.lengths import fixed_test_set
@@ -178,8 +178,11 @@ def test_inspect_traces_the_fact_of_an_induction_sequence(tmp_path, capsys):
     )
     rec = json.loads((tmp_path / "o" / "fact.json").read_text())
     cls = get_task("induction")
-    x, y = fixed_test_set(cls(cls.config_class(seq_len=300, vocab_size=16)), 300, rows=[0])
+    sets = [fixed_test_set(cls(cls.config_class(seq_len=300, vocab_size=16)), 300, rows=[i]) for i in range(8)]
+    row = min(range(8), key=lambda i: induction_write(sets[i][0][0]))  # the longest gap of the first 8
+    x, y = sets[row]
     assert rec["write"] == induction_write(x[0]) and rec["answer"] == int(y[0, -1]) and rec["read"] == 299
+    assert rec["source"] == f"induction test sequence {row} of 300 tokens"
     assert len(rec["heads"]) == 2 and not (tmp_path / "o" / "fact.png").exists()
 
 

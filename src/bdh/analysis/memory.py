@@ -10,6 +10,7 @@ memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -162,4 +163,19 @@ def induction_write(idx: torch.Tensor) -> int:
     return int(hits[0]) + 1
 
 
-__all__ = ["FactTrace", "HeadTrace", "HeldNeuron", "induction_write", "trace_fact"]
+def longest_gap(
+    task: Any, length: int, *, n: int = 64, seed: int = 0, rows: int = 8
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(x, y, row): of the first ``rows`` sequences of the induction ``task``'s fixed test set of ``length`` tokens
+    (`bdh.tasks.lengths.fixed_test_set`), the one whose fact lies furthest from its question."""
+    from bdh.tasks.lengths import fixed_test_set
+
+    best = None
+    for row in range(min(rows, n)):
+        x, y = fixed_test_set(task, length, n=n, seed=seed, rows=[row])
+        if best is None or induction_write(x[0]) < induction_write(best[0][0]):
+            best = (x, y, row)
+    return best
+
+
+__all__ = ["FactTrace", "HeadTrace", "HeldNeuron", "induction_write", "longest_gap", "trace_fact"]

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--induction",
         metavar="LENGTH",
         type=integer(3, MAX_FACT),
-        help="trace the fact of an induction test sequence of LENGTH tokens (row 0 of the fixed test set, "
-        "bdh.tasks.lengths; one trigger, the model's vocabulary): which neurons hold it across the gap",
+        help="trace the fact of an induction test sequence of LENGTH tokens (of the first 8 of the fixed test set, "
+        "bdh.tasks.lengths, the one with the longest gap; the model's vocabulary): which neurons hold it",
     )
     p.add_argument(
         "--fact",
@@ -117,13 +117,13 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> tuple[An
 
     if data is not None:
         return torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes"
+    from bdh.analysis.memory import longest_gap
     from bdh.registry import get_task
-    from bdh.tasks.lengths import fixed_test_set
 
     cls = get_task("induction")
     task = cls(cls.config_class(seq_len=args.induction, vocab_size=model.config.vocab_size))
-    x, y = fixed_test_set(task, args.induction, rows=[0])
-    return x[0], induction_write(x[0]), int(y[0, -1]), f"induction test sequence 0 of {args.induction:,} tokens"
+    x, y, row = longest_gap(task, args.induction)
+    return x[0], induction_write(x[0]), int(y[0, -1]), f"induction test sequence {row} of {args.induction:,} tokens"
 
 
 def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:

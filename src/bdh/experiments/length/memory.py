@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bdh.analysis.memory import induction_write, trace_fact
-from bdh.tasks.lengths import fixed_test_set
+from bdh.analysis.memory import induction_write, longest_gap, trace_fact
 
 from ..common import Report
 from .config import Config
@@ -27,19 +26,9 @@ def trace_record(
     if record["task"] != "induction" or config.induction_triggers != 1 or not read or not hasattr(model, "log_u"):
         return None
     length = max(read)
-    x, y, row = _longest_gap(task, length, config.test_sequences, test_seed)
+    x, y, row = longest_gap(task, length, n=config.test_sequences, seed=test_seed, rows=ROWS)
     trace = trace_fact(model, x[0].to(model.E.device), induction_write(x[0]), top=TOP, chunk=max(config.seq_len, 1024))
     return {"length": length, "row": row, "answer": int(y[0, -1]), **trace.to_dict()}
-
-
-def _longest_gap(task: Any, length: int, n: int, test_seed: int) -> tuple[Any, Any, int]:
-    """(x, y, row) of the test sequence with the longest gap between fact and question among the first `ROWS`."""
-    best = None
-    for row in range(min(ROWS, n)):
-        x, y = fixed_test_set(task, length, n=n, seed=test_seed, rows=[row])
-        if best is None or induction_write(x[0]) < induction_write(best[0][0]):
-            best = (x, y, row)
-    return best
 
 
 def trace_section(report: Report, records: list[dict[str, Any]]) -> None:
