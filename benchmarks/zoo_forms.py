@@ -24,7 +24,7 @@ VOCAB = 128
 def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
     """(model, form, module) for every form measured."""
     out: list[tuple[str, str, torch.nn.Module]] = []
-    for scan in ("sequential", "parallel"):
+    for scan in ("sequential", "recurrent", "parallel"):
         out.append(("mamba", f"scan={scan}", Mamba(MambaConfig(vocab_size=VOCAB, n_embd=width, scan=scan))))
     for wkv, chunk in (("sequential", 8), ("chunked", 8), ("chunked", 16), ("chunked", 32)):
         cfg = RWKVConfig(vocab_size=VOCAB, n_embd=width, wkv=wkv, chunk_size=chunk)

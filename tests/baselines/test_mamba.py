@@ -9,7 +9,13 @@ import torch
 from _compare import assert_same_model, randomize, rel_err
 from _trainer_run import learned, trainer_losses
 
-from bdh.baselines.mamba import Mamba, MambaConfig, selective_scan_parallel, selective_scan_sequential
+from bdh.baselines.mamba import (
+    Mamba,
+    MambaConfig,
+    selective_scan_parallel,
+    selective_scan_recurrent,
+    selective_scan_sequential,
+)
 
 
 def scan_inputs(b: int, T: int, e: int, N: int, dtype: torch.dtype, delta_scale: float = 1.0) -> list[torch.Tensor]:
@@ -22,15 +28,30 @@ def scan_inputs(b: int, T: int, e: int, N: int, dtype: torch.dtype, delta_scale:
     return [t.requires_grad_() for t in (x, delta, A, B, C, D)]
 
 
+@pytest.mark.parametrize("fast", [selective_scan_parallel, selective_scan_recurrent], ids=["parallel", "recurrent"])
 @pytest.mark.parametrize("T", [1, 2, 7, 16, 33])
-def test_the_parallel_scan_is_the_sequential_one_in_values_and_gradients(T):
-    """fp64: the two forms add the same terms in other orders (log2 T rounds against T steps); the rounding of
-    either is below 1e-14 relative here, so 1e-10 leaves room and still catches any wrong term (>= 1e-3)."""
+def test_the_fast_scans_are_the_sequential_one_in_values_and_gradients(T, fast):
+    """fp64: the forms add the same terms in other orders (log2 T rounds against T steps; the recurrent form's
+    backward is written by hand); the rounding of either is below 1e-14 relative here, so 1e-10 leaves room and still
+    catches any wrong term (>= 1e-3)."""
     args = scan_inputs(2, T, 5, 4, torch.float64)
-    ys = [f(*args) for f in (selective_scan_sequential, selective_scan_parallel)]
+    ys = [f(*args) for f in (selective_scan_sequential, fast)]
     weight = torch.cos(torch.arange(ys[0].numel(), dtype=torch.float64)).view_as(ys[0])
     grads = [torch.autograd.grad((y * weight).sum(), args, allow_unused=True, materialize_grads=True) for y in ys]
     assert rel_err(ys[1], ys[0]) <= 1e-10
+    for ga, gb in zip(*grads):
+        assert rel_err(gb, ga) <= 1e-10
+
+
+@pytest.mark.parametrize("T", [1, 5, 16])
+def test_the_recurrent_scan_carries_a_state_in_and_out_with_gradients(T):
+    """From a given h0, returning h_T: values and the gradients of h0 and of every input (fp64, as above)."""
+    args = scan_inputs(2, T, 5, 4, torch.float64)
+    h0 = torch.randn(2, 5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    outs = [f(*args, h0, final=True) for f in (selective_scan_sequential, selective_scan_recurrent)]
+    grads = [torch.autograd.grad((y * y.detach().cos()).sum() + (h * h).sum(), [*args, h0]) for y, h in outs]
+    for a, b in zip(outs[0], outs[1]):
+        assert rel_err(b, a) <= 1e-10
     for ga, gb in zip(*grads):
         assert rel_err(gb, ga) <= 1e-10
 
@@ -45,7 +66,7 @@ def test_the_scan_is_the_recurrence_written_out():
         want.append(c[t] * h + D * x[t])
     seq = [torch.tensor(v, dtype=torch.float64).view(1, 3, 1) for v in (x, d, b, c)]
     args = [*seq[:2], torch.tensor([[a]], dtype=torch.float64), *seq[2:], torch.tensor([D], dtype=torch.float64)]
-    for scan in (selective_scan_sequential, selective_scan_parallel):
+    for scan in (selective_scan_sequential, selective_scan_recurrent, selective_scan_parallel):
         assert scan(*args).flatten().tolist() == pytest.approx(want, rel=1e-12)
 
 
@@ -59,18 +80,22 @@ def test_the_parallel_scan_is_stable_where_cumulative_decays_underflow():
     assert rel_err(fast, ref) <= 1e-5
 
 
-def test_the_models_two_scans_agree_in_values_and_gradients():
+@pytest.mark.parametrize("scan", ["parallel", "recurrent"])
+def test_the_models_scans_agree_in_values_and_gradients(scan):
     """The whole model in fp64 with random weights: the scan is its only difference; tolerance as above."""
     torch.manual_seed(0)
     cfg = MambaConfig(vocab_size=32, n_layer=2, n_embd=12, d_state=4, d_conv=3)
-    fast = randomize(Mamba(cfg.replace(scan="parallel")).double())
+    fast = randomize(Mamba(cfg.replace(scan=scan)).double())
     ref = Mamba(cfg.replace(scan="sequential")).double()
     assert_same_model(fast, ref, torch.randint(0, 32, (2, 19)), tol=1e-10)
 
 
 def test_auto_runs_the_loop_on_a_cpu():
+    """On a CPU the loop as one autograd node when gradients are recorded, the plain loop when not."""
     mixer = Mamba(MambaConfig(vocab_size=8, n_embd=8)).blocks[0].mixer
-    assert mixer.scan_for(torch.device("cpu")) is selective_scan_sequential
+    assert mixer.scan_for(torch.device("cpu")) is selective_scan_recurrent
+    with torch.no_grad():
+        assert mixer.scan_for(torch.device("cpu")) is selective_scan_sequential
     assert mixer.scan_for(torch.device("cuda")) is selective_scan_parallel
 
 

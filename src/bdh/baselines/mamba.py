@@ -4,8 +4,9 @@ State Spaces", Section 3 and Algorithm 2), in Zoology's language-model frame (Ar
     h_t = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t,   y_t = h_t C_t + D ⊙ x_t     (Eq. 2 with Eq. 4's Abar, Bbar)
 
 with Delta_t, B_t, C_t input-dependent and h_t in R^{e x N}. The recurrence runs as a loop (``sequential``, the
-reference) or a prefix scan (``parallel``, Section 3.3), equal in exact arithmetic. Layout, Mamba's
-initialisation, the parameter count and the scan timings are in docs/baselines.md."""
+reference), the same loop as one autograd node (``recurrent``) or a prefix scan (``parallel``, Section 3.3), equal
+in exact arithmetic. Layout, Mamba's initialisation, the parameter count and the scan timings are in
+docs/baselines.md."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..typed_config import bounded, one_of
 from .common import ModelConfig
 from .mixer_lm import MixerLM, skeleton_params
 
-SCANS = ("auto", "parallel", "sequential")
+SCANS = ("auto", "parallel", "recurrent", "sequential")
 
 
 @dataclass
@@ -37,8 +38,9 @@ class MambaConfig(ModelConfig):
         expand: E, inner width e = E d.
         dt_rank: r, rank of the Delta projection; null: ceil(d / 16) (Mamba's "auto").
         dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of the initial step Delta.
-        scan: ``parallel`` (the prefix scan), ``sequential`` (the loop) or ``auto`` (the loop on a CPU, which does not
-            absorb the scan's log2(T) times more arithmetic; the prefix scan elsewhere).
+        scan: ``parallel`` (the prefix scan), ``sequential`` (the loop), ``recurrent`` (the loop as one autograd node
+            with a hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without;
+            the prefix scan elsewhere).
         causal: must be true; present so callers can read it."""
 
     vocab_size: int = bounded(256, ge=1)
@@ -125,6 +127,53 @@ def selective_scan_sequential(
     return (y, h) if final else y
 
 
+class _LinearRecurrence(torch.autograd.Function):
+    """H_t = a_t ⊙ H_{t-1} + u_t over t (dim 1), H_{-1} = h0: one autograd node for the whole loop, whose backward is
+    the reverse loop g_t = gH_t + a_{t+1} ⊙ g_{t+1}, then g_u = g, g_a_t = g_t ⊙ H_{t-1}, g_h0 = a_0 ⊙ g_0."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, u: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+        H = torch.empty_like(u)
+        h = h0
+        for t in range(u.shape[1]):
+            h = torch.addcmul(u[:, t], a[:, t], h, out=H[:, t])
+        ctx.save_for_backward(a, H, h0)
+        return H
+
+    @staticmethod
+    def backward(ctx: Any, gH: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        a, H, h0 = ctx.saved_tensors
+        g = torch.empty_like(gH)
+        T = gH.shape[1]
+        g[:, T - 1] = gH[:, T - 1]
+        for t in range(T - 2, -1, -1):
+            torch.addcmul(gH[:, t], a[:, t + 1], g[:, t + 1], out=g[:, t])
+        before = torch.cat([h0[:, None], H[:, :-1]], dim=1)  # H_{t-1}
+        return g * before, g, a[:, 0] * g[:, 0]
+
+
+def selective_scan_recurrent(
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The loop's arithmetic with the decays and inputs formed for every t at once and the loop over t one autograd
+    node (`_LinearRecurrence`): one small operation per step forward and backward instead of the reference's six."""
+    b, T, e = x.shape
+    h0 = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
+    a = torch.exp(delta[..., None] * A)  # b T e N: Abar
+    u = (delta * x)[..., None] * B[:, :, None, :]  # b T e N
+    H = _LinearRecurrence.apply(a, u, h0)
+    y = torch.einsum("bten,btn->bte", H, C) + x * D
+    return (y, H[:, -1]) if final else y
+
+
 def selective_scan_parallel(
     x: torch.Tensor,
     delta: torch.Tensor,
@@ -183,11 +232,18 @@ class MambaMixer(nn.Module):
         self.D.fill_(1.0)
 
     def scan_for(self, device: torch.device) -> Callable[..., torch.Tensor]:
-        """The scan function ``scan`` names (``auto``: the loop on a CPU, the prefix scan elsewhere)."""
+        """The scan function ``scan`` names (``auto``: on a CPU the loop as one autograd node when training, the plain
+        loop when not; the prefix scan elsewhere)."""
         scan = self.cfg.scan
-        if scan == "auto":
-            scan = "sequential" if device.type == "cpu" else "parallel"
-        return selective_scan_sequential if scan == "sequential" else selective_scan_parallel
+        if scan == "auto" and device.type == "cpu":  # measured fastest on a CPU (docs/baselines.md)
+            scan = "recurrent" if torch.is_grad_enabled() else "sequential"
+        elif scan == "auto":
+            scan = "parallel"
+        return {
+            "sequential": selective_scan_sequential,
+            "recurrent": selective_scan_recurrent,
+            "parallel": selective_scan_parallel,
+        }[scan]
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         T = u.shape[1]

@@ -5,6 +5,7 @@ every length is counted, and a whole attention read is scaled in proportion to t
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 
@@ -16,8 +17,6 @@ from .config import Config
 
 #: timed training steps per model
 PROBE_STEPS = 2
-#: sequences of the timed read
-PROBE_ROWS = 4
 
 
 def _build(config: Config, name: str, task: str) -> torch.nn.Module:
@@ -42,25 +41,26 @@ def step_seconds(config: Config, model: torch.nn.Module, vocab: int) -> float:
 
 
 def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object) -> float:
-    """Estimated seconds of every read of one run: each read form timed once at 4T, scaled to every length."""
-    from .experiment import ATTENTION, reads_of
+    """Estimated seconds of every read of one run: each read form timed once at 4T on as many sequences as a read
+    holds at once (a loop over tokens costs per step, not per sequence, so fewer rows would overstate it)."""
+    from .experiment import ATTENTION, reads_of, rows_per_read
 
     model.eval()
-    probe = 4 * config.seq_len
-    x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(PROBE_ROWS))
-    total = 0.0
+    probe, total = 4 * config.seq_len, 0.0
     for read in reads_of(name, model):
+        rows = max(1, min(rows_per_read(config, name, model, read, probe), config.test_sequences))
+        x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(rows))
         fn = {
-            "state": lambda: reading.read_state(model, x, y, config.seq_len),
-            "whole": lambda: reading.read_whole(model, x, y),
-            "window": lambda: reading.read_window(model, x, y, config.seq_len),
+            "state": partial(reading.read_state, chunk=config.seq_len),
+            "whole": reading.read_whole,
+            "window": partial(reading.read_window, window=config.seq_len),
         }[read]
         start = time.perf_counter()
-        tokens = fn()[3]
+        tokens = fn(model, x, y)[3]
         per_token = (time.perf_counter() - start) / tokens
         for length in config.lengths:
             if read == "window":
-                total += per_token * tokens / PROBE_ROWS * config.test_sequences  # the same windows at any length
+                total += per_token * tokens / rows * config.test_sequences  # the same windows at any length
             elif read == "whole" and name in ATTENTION:
                 if reading.attention_bytes(model, 1, length) <= config.attention_gb * 2**30:
                     total += per_token * config.test_sequences * length * length / probe
