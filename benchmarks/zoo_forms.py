@@ -3,6 +3,7 @@ reference), on this machine's CPU (or ``--device cuda``).
 
     python benchmarks/zoo_forms.py                         # T = 64 and 256, n_embd 64, batch 16, one thread
     python benchmarks/zoo_forms.py --lengths 512 --batch 8 --threads 2
+    python benchmarks/zoo_forms.py --models mamba           # one model's forms only
 
 One step is forward + backward of the summed logits (no optimiser), the median of ``--repeats`` after one warm-up
 step; all forms of a model share its weights, so the rows of one model compare like with like.
@@ -19,6 +20,9 @@ import torch
 from bdh.baselines import RWKV, Hyena, HyenaConfig, Mamba, MambaConfig, RWKVConfig
 
 VOCAB = 128
+
+
+MODELS = ("mamba", "rwkv", "hyena")
 
 
 def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
@@ -56,6 +60,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="the models whose forms run")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -65,6 +70,8 @@ def main() -> None:
         torch.manual_seed(0)
         idx = torch.randint(0, VOCAB, (args.batch, T), device=device)
         for name, form, model in forms(args.width, T):
+            if name not in args.models:
+                continue
             seconds = step_seconds(model.to(device).eval(), idx, args.repeats)
             print(f"| {name} | {form} | {T} | {seconds:.3f} |", flush=True)
 
