@@ -156,6 +156,7 @@ def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
         return {"length": length, "read": read, "status": "ok", "accuracy": acc, "low": acc - 0.02}
 
     monkeypatch.setattr(experiment, "read_row", fake_row)
+    monkeypatch.setattr("bdh.model.io.read_model_config", lambda folder: (GPT, None))
     monkeypatch.setattr("bdh.model.io.load_pretrained", lambda *a, **k: object())
     record = {"model": "gpt", "task": "induction", "seed": 0, "rows": []}
     (tmp_path / "results").mkdir()
@@ -233,3 +234,29 @@ def test_a_curriculum_trains_short_first_then_at_t_from_there(tmp_path, capsys):
     )
     with pytest.raises(UserError, match="short_len: a curriculum starts shorter than seq_len"):
         Config.preset("quick").replace(short_steps=5, short_len=32)
+
+
+def test_bdh_reads_through_its_state_in_the_chunked_form(tmp_path, monkeypatch):
+    """A BDH run is loaded for its reads with attention=chunked and chunk_size 64 (`BDH_READ`), whatever form it
+    trained in; another model with its own config."""
+    loaded = {}
+
+    def load(folder, map_location="cpu", **runtime):
+        loaded[folder.name] = runtime
+        return object()
+
+    monkeypatch.setattr(
+        experiment, "read_row", lambda *a: {"status": "ok", "accuracy": 1, "low": 1, "read": a[4], "length": a[5]}
+    )
+    monkeypatch.setattr("bdh.model.io.load_pretrained", load)
+    monkeypatch.setattr(experiment, "trace_record", lambda *a: None)
+    config = Config.preset("quick").replace(max_length=64)
+    (tmp_path / "results").mkdir()
+    BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=16)).save_pretrained(
+        tmp_path / "models" / "bdh-induction-s0"
+    )
+    GLA(GLAConfig(vocab_size=16, n_layer=1, n_embd=16)).save_pretrained(tmp_path / "models" / "gla-induction-s0")
+    for model in ("bdh", "gla"):
+        record = {"model": model, "task": "induction", "seed": 0, "rows": []}
+        experiment.measure_run(config, tmp_path, record, log=lambda _: None)
+    assert loaded == {"bdh-induction-s0": {"attention": "chunked", "chunk_size": 64}, "gla-induction-s0": {}}

@@ -41,6 +41,9 @@ SELECTORS = (
 ATTENTION = ("gpt",)
 #: the most test-sequence tokens held at once by a read through a state (2^22: 64 sequences to 2^16, 4 at 2^20)
 HELD_TOKENS = 2**22
+#: BDH reads in the chunked form, 64 tokens a chunk (equal to its other forms, tests/model): the delta rule's cost
+#: per token grows with its chunk's length (a triangular solve per chunk), 3x at 256 against 64 (docs/long-context.md)
+BDH_READ = {"attention": "chunked", "chunk_size": 64}
 #: the seed of the fixed test sets (the same sets for every model and training seed)
 TEST_SEED = 0
 #: the output folder, marked by ``length.json`` (what ``--resume`` continues, with the same config)
@@ -184,12 +187,15 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     """Every row of one run not in its record yet, each written to the record's file as it ends; a read form stops
     after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read)."""
     from bdh.devices import resolve_device
-    from bdh.model.io import load_pretrained
+    from bdh.model import BDH
+    from bdh.model.io import load_pretrained, read_model_config
 
     name = run_name(record["model"], record["task"], record["seed"])
     path = out / "results" / f"{name}.json"
     done = {(r["length"], r["read"]): r for r in record["rows"]}
-    model = load_pretrained(out / "models" / name, map_location=resolve_device(config.device))
+    folder = out / "models" / name
+    runtime = BDH_READ if issubclass(read_model_config(folder)[0], BDH) else {}
+    model = load_pretrained(folder, map_location=resolve_device(config.device), **runtime)
     task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
     for read in reads_of(record["model"], model):
         streak = 0
