@@ -81,6 +81,10 @@ class FactTrace:
         }
 
 
+#: tokens per block of the traced copy of the state's rule (a block's cost per token grows with its length)
+RULE_CHUNK = 64
+
+
 class _Recorder:
     """A hook over chunked steps that carries, per layer, a two-channel copy of the state's rule: the same keys,
     retentions and write strengths as the model's state, with the values 1 (every position) and 1 at ``write`` only
@@ -109,10 +113,11 @@ class _Recorder:
             return
         pos = torch.arange(self.start, self.start + end, device=q.device)
         values = torch.stack([torch.ones_like(pos), pos == self.write], -1).to(q).view(1, 1, end, 2)
-        _, self.state[layer] = token_rules.parallel(
+        _, self.state[layer] = token_rules.chunked(
             q[:, :, :end],
             keys[:, :, :end],
             values,
+            chunk_size=RULE_CHUNK,
             log_g=None if log_g is None else log_g[:, :, :end].double(),
             beta=None if beta is None else beta[:, :, :end].double(),
             state=self.state.get(layer),
