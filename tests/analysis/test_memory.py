@@ -24,10 +24,11 @@ from bdh.errors import UserError
     ],
     ids=str,
 )
-def test_scores_equal_the_attention_matrix_of_a_whole_pass(options):
+def test_scores_equal_the_attention_matrix_of_a_whole_pass(options, monkeypatch):
     """Read in chunks of 7 through the state, the fact's score and the rest's are the entries and the row sum of
     the attention scores a whole forward captures, for every state rule (the weight of each v_tau in the question's
     a; float32 sums in another order: 1e-4 relative)."""
+    monkeypatch.setattr("bdh.analysis.memory.RULE_CHUNK", 5)  # the rule's blocks of 5 inside the read's chunks of 7
     torch.manual_seed(0)
     model = BDH(BDHConfig(n_layer=2, n_embd=16, n_head=4, n_neurons=64, vocab_size=16, dropout=0.0, **options)).eval()
     with torch.no_grad():  # a learned U away from the config's, gates and write strengths that vary by token
