@@ -119,10 +119,10 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
     headers = ["model", "tokens/s at T", "longest read", "tokens/s there", "state MiB", "peak MiB at T", "peak there"]
     report.table(headers, out, digits=1)
     report.text(
-        "state MiB: the bytes of the carried state, the same at every length for a recurrent read. peak: the rise of "
-        "the process's resident memory during the read of one block of test sequences (one chunk's activations and "
-        "the allocator's slack, not the state, and not the test set, which is made before the read); memory is flat "
-        "when the peak at the longest read is no larger than at T plus a few MiB of allocator noise."
+        "state MiB: the bytes of the carried state of the sequences read together (all of them at T; fewer at the "
+        "longest lengths, at most 2^22 tokens held at once). peak: the largest rise of the process's resident memory "
+        "during the read of one block of sequences (the state, a chunk's activations, the allocator's slack; the "
+        "block's tokens are made before the read)."
     )
 
 
