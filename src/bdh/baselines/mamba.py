@@ -127,6 +127,11 @@ def selective_scan_sequential(
     return (y, h) if final else y
 
 
+def _discretized(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(Abar, Bbar x) of every step at once (Eq. 4), each (b, T, e, N): exp(Delta_t A) and Delta_t x_t B_t."""
+    return torch.exp(delta[..., None] * A), (delta * x)[..., None] * B[:, :, None, :]
+
+
 class _LinearRecurrence(torch.autograd.Function):
     """H_t = a_t ⊙ H_{t-1} + u_t over t (dim 1), H_{-1} = h0: one autograd node for the whole loop, whose backward is
     the reverse loop g_t = gH_t + a_{t+1} ⊙ g_{t+1}, then g_u = g, g_a_t = g_t ⊙ H_{t-1}, g_h0 = a_0 ⊙ g_0."""
@@ -167,9 +172,7 @@ def selective_scan_recurrent(
     node (`_LinearRecurrence`): one small operation per step forward and backward instead of the reference's six."""
     b, T, e = x.shape
     h0 = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
-    a = torch.exp(delta[..., None] * A)  # b T e N: Abar
-    u = (delta * x)[..., None] * B[:, :, None, :]  # b T e N
-    H = _LinearRecurrence.apply(a, u, h0)
+    H = _LinearRecurrence.apply(*_discretized(x, delta, A, B), h0)
     y = torch.einsum("bten,btn->bte", H, C) + x * D
     return (y, H[:, -1]) if final else y
 
@@ -190,8 +193,7 @@ def selective_scan_parallel(
     compose to (a' a, a' u + u'), log2(T) rounds. Only products of decays in (0, 1] and sums are formed, so it is as
     stable as the loop; h0 enters as h_t += a_t h0."""
     T = x.shape[1]
-    a = torch.exp(delta[..., None] * A)  # b T e N
-    h = (delta * x)[..., None] * B[:, :, None, :]  # b T e N: u_t, becoming h_t
+    a, h = _discretized(x, delta, A, B)  # h: u_t, becoming h_t
     offset = 1
     while offset < T:
         h = h + a * F.pad(h[:, :-offset], (0, 0, 0, 0, offset, 0))  # earlier composed with h_0 = 0
