@@ -150,8 +150,11 @@ class Device:
     """Synchronisation and peak memory on CUDA (allocator statistics) or the CPU (resident set growth)."""
 
     def __init__(self, name: str):
-        self.device = torch.device(name)
-        self.cuda = self.device.type == "cuda"
+        device = torch.device(name)
+        if device.type == "cuda" and device.index is None:  # torch.cuda.set_device refuses a bare "cuda"
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        self.cuda = device.type == "cuda"
         self._base_kib = 0
 
     def sync(self) -> None:

@@ -109,6 +109,14 @@ def test_cpu_quick_mode_fills_every_cell_and_reports_oom_per_cell(gpu_benchmark,
     assert all(gen[(32, b)]["official_tok_s"] > 0 and gen[(32, b)]["vs_official"] > 0 for b in (1, 2))
 
 
+def test_a_bare_cuda_device_gets_the_current_index(gpu_benchmark, monkeypatch):
+    """torch.cuda.set_device refuses a bare "cuda" (the first GPU run stopped there): Device gives it an index."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert gpu_benchmark.Device("cuda").device == torch.device("cuda", 3)
+    assert gpu_benchmark.Device("cuda:1").device == torch.device("cuda", 1)
+    assert gpu_benchmark.Device("cpu").device == torch.device("cpu")
+
+
 def test_without_cuda_it_stops_with_one_line_and_status_2(gpu_benchmark, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_benchmark.main([]) == 2

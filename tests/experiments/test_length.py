@@ -260,3 +260,13 @@ def test_bdh_reads_through_its_state_in_the_chunked_form(tmp_path, monkeypatch):
         record = {"model": model, "task": "induction", "seed": 0, "rows": []}
         experiment.measure_run(config, tmp_path, record, log=lambda _: None)
     assert loaded == {"bdh-induction-s0": {"attention": "chunked", "chunk_size": 64}, "gla-induction-s0": {}}
+
+
+def test_a_state_read_holds_a_whole_test_set_to_2_20_and_a_resume_may_read_on_another_device():
+    """Rows read together through a state: the test set's 64 sequences to 2^20 tokens (a GPU read is ~8x faster at
+    64 rows than at 8), fewer past it; the device only says where reads run, so a resumed folder may change it."""
+    config = Config.preset("quick").replace(read_batch=64)
+    assert experiment.rows_per_read(config, "bdh", None, "state", 2**20) == 64
+    assert experiment.rows_per_read(config, "bdh", None, "state", 2**22) == 16
+    assert experiment.rows_per_read(config.replace(read_batch=8), "bdh", None, "state", 2**10) == 8
+    assert "device" in experiment.SELECTORS

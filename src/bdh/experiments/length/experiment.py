@@ -36,11 +36,13 @@ SELECTORS = (
     "text_models",
     "text_distances",
     "text_trials",
+    "device",
 )
 #: models read through attention: whole (up to the memory cutoff) and through a window of T
 ATTENTION = ("gpt",)
-#: the most test-sequence tokens held at once by a read through a state (2^22: 64 sequences to 2^16, 4 at 2^20)
-HELD_TOKENS = 2**22
+#: the most test-sequence tokens held at once by a read through a state (2^26: the 64 sequences of a test set to
+#: 2^20, 1 GiB of int64 inputs and targets): a read's speed grows with its rows, most on a GPU (docs/performance.md)
+HELD_TOKENS = 2**26
 #: BDH reads in the chunked form, 64 tokens a chunk (equal to its other forms, tests/model): the delta rule's cost
 #: per token grows with its chunk's length (a triangular solve per chunk), 3x at 256 against 64 (docs/long-context.md)
 BDH_READ = {"attention": "chunked", "chunk_size": 64}
