@@ -80,6 +80,10 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     out["tokens"] = write_text(
         folder / "tokens.html", render(build_view(ids_model, [3, 17, 4, 22, 39, 0, 3], kind="tokens", options=opts))
     )
+    every = ViewOptions(hubs=256)  # every neuron a hub: each neuron holding the fact is ringed in the graph
+    out["fact"] = write_text(
+        folder / "fact.html", render(build_view(text_model, list(b"the cat sat; the cat"), options=every, fact=4))
+    )
     sparse = ViewOptions(hubs=48, edges_per_hub=1)  # few edges: many hubs without one
     out["sparse"] = write_text(
         folder / "sparse.html", render(build_view(text_model, list(b"the cat sat."), options=sparse))
@@ -109,7 +113,9 @@ def test_loads_offline_without_console_errors(browser, pages):
         try:
             assert errors == []
             assert all(u.startswith("file://") for u in requests), requests  # nothing fetched from the network
-            assert page.locator("#graph circle.node").count() == (48 if name == "sparse" else 24)
+            hubs = {"sparse": 48, "fact": 256}.get(name, 24)
+            assert page.locator("#graph circle.node").count() == hubs
+            assert page.locator("#fact-panel").is_visible() == (name == "fact")
             assert page.locator("#facts tr").count() > 5
             assert page.locator("#lens td").count() > 5  # the logit lens is drawn (a table or a grid)
         finally:
@@ -231,6 +237,30 @@ def test_lens_panel_fills_its_box(browser, pages, name):
         # captions and gaps take a little
         assert max(width, height) > 0.95 and min(width, height) > 0.8, got
         assert cx0 >= bx0 - 1 and cx1 <= bx1 + 1 and cy0 >= by0 - 1 and cy1 <= by1 + 1, got  # nothing cut off
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_the_memory_panel_follows_the_layer(browser, pages):
+    """The fact's token is marked, one bar per head, the neurons of the selected layer highlighted and ringed in the
+    graph; clicking a bar of another layer selects that layer."""
+    page, errors, _ = open_page(browser, pages["fact"])
+    try:
+        assert page.locator("#tokens .tok.fact").count() == 1
+        assert page.locator("#tokens .tok.fact").get_attribute("data-t") == "4"
+        assert page.locator("#fact-heads rect.fact-head").count() == 3 * 2
+        assert "fact 'c' at #4" in page.inner_text("#fact-line")
+        rows = page.locator("#fact-neurons tr")
+        data = page.evaluate("JSON.parse(document.getElementById('bdh-data').textContent).fact")
+        assert rows.count() == 1 + len(data["neurons"])
+        for layer in (2, 0):
+            if layer != 2:
+                page.locator(f"#fact-heads rect.fact-head[data-layer='{layer}']").first.click()
+            assert page.input_value("#layer") == str(layer)
+            held = [n for n in data["neurons"] if n["layer"] == layer]
+            assert page.locator("#fact-neurons tr.cur").count() == len(held)
+            assert page.locator("#graph circle.fact-hub").count() == len(held)
         assert errors == []
     finally:
         page.close()

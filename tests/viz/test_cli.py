@@ -50,6 +50,15 @@ def test_viz_prompt_writes_the_page_into_reports(text_run, capsys):
     assert oct(path.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not a private temp file
 
 
+def test_viz_fact_adds_the_memory_panel(text_run, tmp_path, capsys):
+    out = tmp_path / "fact.html"
+    code, _, err = run_cli(capsys, "viz", str(text_run), "--prompt", "a cat; a cat", "--fact", "2", "--out", str(out))
+    assert code == 0, err
+    fact = page_data(out)["fact"]
+    assert (fact["write"], fact["read"]) == (2, 11) and len(fact["heads"]) == 3 * 2 and fact["neurons"]
+    assert page_data(out)["tokens"] == list(b"a cat; a cat")
+
+
 def test_viz_and_plot_print_what_they_wrote_on_stdout_and_the_model_on_stderr(text_run, tmp_path, capsys):
     """As for bdh generate: stdout holds what a script reads (the file or folder written), stderr the model
     folder the command loaded."""
@@ -96,6 +105,9 @@ def test_viz_sudoku(sudoku_run, tmp_path, capsys):
         ("sudoku", ["--sudoku", "123"], "81 cells, got 3"),
         ("text", ["--hubs", "0"], "--hubs: must be an integer in [1, 4096]"),
         ("text", ["--prompt", ""], "prompt is empty"),
+        ("text", ["--prompt", "hi", "--fact", "1"], "the fact's position must lie before the input's last token (1)"),
+        ("board", ["--board", "SMALL", "--fact", "1"], "--fact traces a fact in text or token ids"),
+        ("text", ["--prompt", "hi", "--fact", "-1"], "--fact: must be an integer"),
     ],
 )
 def test_viz_bad_input_is_one_line_exit_2(which, extra, message, text_run, board_run, sudoku_run, tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import bdh
+from bdh.analysis.memory import trace_fact
 from bdh.model.graph import flat_decoders
 from bdh.viz.export import ViewOptions, build_view, hub_strength, neuron_graph, token_labels
 from bdh.viz.page import embed_json, render
@@ -178,3 +179,28 @@ def test_layout_fills_the_panel_with_the_connected_hubs_and_rows_the_isolated_on
     assert bool((alone[:, 1] > linked[:, 1].max() - 1e-9).all())  # the isolated hubs lie below it
     assert len({round(float(y), 3) for y in alone[:, 1]}) == 2  # in two rows
     assert _layout(3, [], 0) == [[0.193, 0.5], [0.5, 0.5], [0.807, 0.5]]  # no edges at all: one row across the middle
+
+
+def test_the_memory_panel_is_the_fact_trace_with_its_hubs(model):
+    """The document's fact is `trace_fact`'s trace of the same tokens; each held neuron names its hub in the graph
+    (head * N + neuron among the graph's nodes) or none; no fact, no panel; a bad fact is one line, before the run."""
+    text = list(b"the cat sat on the mat; the cat")
+    view = build_view(model, text, options=ViewOptions(hubs=64), fact=4)
+    F, want = view["fact"], trace_fact(model, torch.tensor(text), 4, top=16).to_dict()
+    assert (F["write"], F["read"], F["predicted"]) == (4, len(text) - 1, want["predicted"])
+    assert [(h["layer"], h["head"]) for h in F["heads"]] == [(layer, h) for layer in range(3) for h in range(2)]
+    for got, ref in zip(F["heads"] + F["neurons"], want["heads"] + want["neurons"], strict=True):
+        assert got == pytest.approx({**ref, **({"hub": got["hub"]} if "hub" in got else {})})
+    ids = [nd["id"] for nd in view["graph"]["nodes"]]
+    N = model.config.N
+    for n in F["neurons"]:
+        flat = n["head"] * N + n["neuron"]
+        assert (ids[n["hub"]] == flat) if n["hub"] is not None else flat not in ids
+    assert any(n["hub"] is not None for n in F["neurons"]) and any(n["hub"] is None for n in F["neurons"])
+    assert F["predicted_label"] == token_labels([F["predicted"]], "text")[0]
+    assert build_view(model, text, options=ViewOptions(hubs=8))["fact"] is None
+    for bad in (len(text) - 1, -1, True):
+        with pytest.raises(ValueError, match="must lie before the input's last token"):
+            build_view(model, text, fact=bad)
+    with pytest.raises(ValueError, match="not in a boardpath input"):
+        build_view(model, [0] * 9, kind="boardpath", board_size=3, fact=1)

@@ -72,6 +72,13 @@ def _register_viz(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=integer(), default=0, help="seed of the generated board / puzzle and of the graph layout"
     )
+    p.add_argument(
+        "--fact",
+        type=integer(0),
+        metavar="POS",
+        help="add the memory panel: the token at position POS of the text or token ids, as the last token reads it "
+        "back through the state (each head's share, the neurons that hold it; docs/viz.md)",
+    )
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_viz)
 
@@ -182,6 +189,8 @@ def cmd_viz(args: argparse.Namespace) -> int:
         layout_seed=args.seed,
     )
     device = device_of(args.device)
+    if args.fact is not None and (args.board is not None or args.sudoku is not None):
+        raise UserError("--fact traces a fact in text or token ids (--prompt, --tokens), not in a board")
     prompt = prompt_bytes(args, max_bytes=inputs.MAX_TOKENS)  # a bad prompt fails before the model is read
     folder = checked_model_dir(args.run, args.checkpoint)
     out = _output(args, Path(args.out), _inputs(args, folder)) if args.out else None  # before the model is read
@@ -197,7 +206,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
             default = inputs.report_path(inputs.run_dir_of(folder), "viz", inp, ".html")
             out = _output(args, default, _inputs(args, folder))
         title = f"BDH viewer: {Path(args.run).resolve().name}"
-        written = write_view(model, inp, out, options=opts, title=title, origin=str(folder))
+        written = write_view(model, inp, out, options=opts, title=title, origin=str(folder), fact=args.fact)
         _done(folder, written.summary())
         return 0 if server is None else _serve(server, written.page)
     finally:

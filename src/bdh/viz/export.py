@@ -31,6 +31,8 @@ KINDS = ("text", "tokens", "boardpath", "sudoku")
 BOARD_LABELS = (".", "#", "S", "E", "*")
 
 FORMAT_VERSION = 1
+#: neurons of the memory panel: those that carry the largest part of the fact's read score
+FACT_NEURONS = 16
 
 
 @dataclass
@@ -194,10 +196,13 @@ def build_view(
     options: ViewOptions | None = None,
     title: str = "",
     source: str = "",
+    fact: int | None = None,
 ) -> dict[str, Any]:
     """Everything the viewer shows for one input sequence, as a JSON-ready dict. ``kind``: ``text`` (bytes), ``tokens``,
-    ``boardpath`` or ``sudoku`` (a board read row by row); ``title`` and ``source`` are shown in the page header."""
+    ``boardpath`` or ``sudoku`` (a board read row by row); ``title`` and ``source`` are shown in the page header;
+    ``fact``: a position whose token the memory panel traces to the last token (`fact_view`)."""
     idx = _input(tokens, kind, board_size)
+    check_fact(fact, kind, idx.shape[1])  # before the model runs
     opts = options or ViewOptions()
     t0 = time.time()
     cap = _capture(model, idx)
@@ -234,7 +239,35 @@ def build_view(
         "sparsity": sparsity,
         "attention": attention,
         "lens": lens,
+        "fact": fact_view(model, idx, fact, kind, graph),
     }
+
+
+def check_fact(fact: int | None, kind: str, length: int) -> None:
+    """A one-line error unless ``fact`` is None or a position before the last of ``length`` text or token ids."""
+    if fact is None:
+        return
+    if kind not in ("text", "tokens"):
+        raise UserError(f"viz: a fact is traced in text or token ids, not in a {kind} input")
+    if isinstance(fact, bool) or not isinstance(fact, int) or not 0 <= fact < length - 1:
+        raise UserError(f"viz: the fact's position must lie before the input's last token ({length - 1}), got {fact!r}")
+
+
+def fact_view(model: BDH, idx: torch.Tensor, fact: int | None, kind: str, graph: dict) -> dict | None:
+    """The memory panel: the fact written at token ``fact`` as the last token reads it back through the state
+    (`bdh.analysis.memory.trace_fact`: every head's share, the neurons that hold it, each with ``hub``, its index
+    among the graph's nodes or None); None without a fact."""
+    from bdh.analysis.memory import trace_fact
+
+    if fact is None:
+        return None
+    check_fact(fact, kind, idx.shape[1])
+    trace = trace_fact(model, idx[0], fact, top=FACT_NEURONS).to_dict()
+    trace["predicted_label"] = _label_vocab(trace["predicted"], kind)
+    hubs = {nd["id"]: i for i, nd in enumerate(graph["nodes"])}
+    for n in trace["neurons"]:
+        n["hub"] = hubs.get(n["head"] * model.config.N + n["neuron"])
+    return trace
 
 
 @dataclass(frozen=True)
@@ -261,9 +294,11 @@ def write_view(
     options: ViewOptions | None = None,
     title: str = "",
     origin: str = "",
+    fact: int | None = None,
 ) -> WrittenView:
     """Build the viewer document of ``model`` reading ``inp``, render it as one HTML page and write it atomically to
-    ``out`` (already checked by the caller); ``origin`` (e.g. the model's folder) is shown in the header."""
+    ``out`` (already checked by the caller); ``origin`` (e.g. the model's folder) is shown in the header; ``fact``:
+    the position the memory panel traces (`fact_view`)."""
     from bdh.outputs import write_text
 
     from .page import render
@@ -278,6 +313,7 @@ def write_view(
         options=options,
         title=title,
         source=source + (" (window 1 shown)" if inp.windows else ""),
+        fact=fact,
     )
     page = render(view)
     write_text(out, page)

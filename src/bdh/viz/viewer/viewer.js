@@ -124,7 +124,8 @@
     sources.forEach(function (s) { src[s[0]] = true; });
     inputCells.forEach(function (c, i) {
       var base = isBoard ? c.className.replace(/ ?\b(sel|src)\b/g, "") : "tok";
-      c.className = base + (i === state.token ? " sel" : "") + (src[i] && !isBoard ? " src" : "");
+      c.className = base + (i === state.token ? " sel" : "") + (src[i] && !isBoard ? " src" : "") +
+        (V.fact && i === V.fact.write ? " fact" : "");
     });
   }
 
@@ -331,8 +332,56 @@
         "stroke-width": (yv > 0 ? 1.5 + 3 * yv : 1).toFixed(2), "class": "node", "data-x": xs[i], "data-y": ys[i] }, svg);
       el("title", {}, c, "neuron " + nd.id + " (head " + nd.head + ")  x=" + fmt(xv * V.lit.scale_x[l]) + "  y=" + fmt(yv * V.lit.scale_y[l]));
     });
+    factHubs(l).forEach(function (i) {  // hubs whose state row holds the fact at this layer: a green ring
+      var r = 4 + 5 * Math.sqrt(G.nodes[i].strength) + 3;
+      el("circle", { cx: P[i][0].toFixed(1), cy: P[i][1].toFixed(1), r: r.toFixed(1), fill: "none", stroke: "#2f9e44",
+        "stroke-width": "2", "class": "fact-hub" }, svg);
+    });
     document.getElementById("graph-note").textContent = "layer " + l + ", token #" + t + ": " + lit + " of " + G.nodes.length +
-      " hubs fire in x; " + active + " of " + G.edges.length + " edges carry y of this layer into x of the next";
+      " hubs fire in x; " + active + " of " + G.edges.length + " edges carry y of this layer into x of the next" +
+      (V.fact ? "; green rings: the " + factHubs(l).length + " hubs among the memory panel's neurons of this layer" : "");
+  }
+
+  // ------------------------------------------------------------ memory: one fact read back through the state
+  function factHubs(l) {
+    if (!V.fact) return [];
+    return V.fact.neurons.filter(function (n) { return n.layer === l && n.hub !== null; }).map(function (n) { return n.hub; });
+  }
+  function drawFact() {
+    var F = V.fact;
+    if (!F) return;
+    document.getElementById("fact-panel").hidden = false;
+    document.getElementById("fact-note").textContent = "(the token at #" + F.write + " as the last token, #" + F.read +
+      ", reads it back through the state; a head's share: the fact's part of what it reads, fact / (|fact| + |rest|))";
+    document.getElementById("fact-line").textContent = "fact '" + label(F.write) + "' at #" + F.write + "; read at #" +
+      F.read + " '" + label(F.read) + "'; the model predicts '" + F.predicted_label + "'";
+    var svg = document.getElementById("fact-heads"), W = 420, H = 150, mid = 64, n = F.heads.length;
+    clear(svg);
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    var bw = (W - 40) / Math.max(1, n);
+    el("line", { x1: 30, y1: mid, x2: W - 6, y2: mid, stroke: "#999" }, svg);
+    el("text", { x: 2, y: 14, "font-size": 10, fill: "#777" }, svg, "+1");
+    el("text", { x: 2, y: 2 * mid - 4, "font-size": 10, fill: "#777" }, svg, "-1");
+    el("text", { x: 32, y: H - 2, "font-size": 10, fill: "#777" }, svg, "share of each head (layer.head); click a bar to show its layer");
+    F.heads.forEach(function (hd, i) {
+      var v = Math.max(-1, Math.min(1, hd.share)), y = v >= 0 ? mid - v * (mid - 8) : mid, hgt = Math.abs(v) * (mid - 8);
+      var b = el("rect", { x: (32 + i * bw).toFixed(1), y: y.toFixed(1), width: Math.max(1, bw - 3).toFixed(1),
+        height: Math.max(0.5, hgt).toFixed(1), fill: hd.layer === state.layer ? "#2f9e44" : "#b2d8bb", "class": "fact-head",
+        "data-layer": hd.layer }, svg);
+      el("title", {}, b, "layer " + hd.layer + ", head " + hd.head + ": share " + fmt(hd.share) + " (fact " + fmt(hd.fact, 4) + ", rest " + fmt(hd.other, 4) + ")");
+      b.addEventListener("click", function () { setLayer(hd.layer); });
+      if (bw >= 14) el("text", { x: (32 + i * bw + (bw - 3) / 2).toFixed(1), y: 2 * mid + 10, "font-size": 9, fill: "#555",
+        "text-anchor": "middle" }, svg, hd.layer + "." + hd.head);
+    });
+    var tbl = document.getElementById("fact-neurons");
+    clear(tbl);
+    var hr = h("tr", "", tbl);
+    ["layer", "head", "neuron", "fact", "rest", "purity", "x at fact", "x at read", "hub"].forEach(function (c) { h("th", "", hr, c); });
+    F.neurons.forEach(function (nr) {
+      var tr = h("tr", nr.layer === state.layer ? "cur" : "", tbl);
+      [nr.layer, nr.head, nr.neuron, fmt(nr.fact, 4), fmt(nr.other, 4), fmt(nr.purity), fmt(nr.written, 3), fmt(nr.read, 3),
+        nr.hub === null ? "-" : "yes"].forEach(function (c) { h("td", "", tr, String(c)); });
+    });
   }
 
   // ------------------------------------------------------------ heatmaps
@@ -409,6 +458,7 @@
     drawHeat("x", BLUE);
     drawHeat("y", ORANGE);
     drawSparsity();
+    drawFact();
   }
 
   header();
