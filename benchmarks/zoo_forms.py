@@ -4,9 +4,12 @@ reference), on this machine's CPU (or ``--device cuda``).
     python benchmarks/zoo_forms.py                         # T = 64 and 256, n_embd 64, batch 16, one thread
     python benchmarks/zoo_forms.py --lengths 512 --batch 8 --threads 2
     python benchmarks/zoo_forms.py --models mamba           # one model's forms only
+    python benchmarks/zoo_forms.py --models rwkv --read-batch 64   # also a read through the state, tokens/s
 
 One step is forward + backward of the summed logits (no optimiser), the median of ``--repeats`` after one warm-up
-step; all forms of a model share its weights, so the rows of one model compare like with like.
+step; all forms of a model share its weights, so the rows of one model compare like with like. ``--read-batch B``
+adds a column: tokens/s of one T-token chunk read through the state of B sequences (``step``, no gradient), as
+``bdh experiment length`` reads.
 """
 
 from __future__ import annotations
@@ -52,7 +55,26 @@ def step_seconds(model: torch.nn.Module, idx: torch.Tensor, repeats: int) -> flo
     return statistics.median(step() for _ in range(repeats))
 
 
-def main() -> None:
+def read_tokens_per_s(model: torch.nn.Module, T: int, batch: int, repeats: int, device: torch.device) -> float:
+    """Tokens/s of ``model.step`` over one chunk of T tokens of ``batch`` sequences from a fresh state, no gradient."""
+    idx = torch.randint(0, VOCAB, (batch, T), device=device)
+
+    def read() -> float:
+        state = model.init_state(batch, device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        model.step(idx, state)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    with torch.no_grad():
+        read()  # warm-up
+        return idx.numel() / statistics.median(read() for _ in range(repeats))
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--width", type=int, default=64)
@@ -61,20 +83,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="the models whose forms run")
-    args = parser.parse_args()
+    parser.add_argument("--read-batch", type=int, default=0, help="also time a read through the state of B sequences")
+    args = parser.parse_args(argv)
+    if args.read_batch < 0 or args.batch < 1 or args.repeats < 1 or min(args.lengths) < 1:
+        parser.error("--batch, --repeats and --lengths must be positive, --read-batch not negative")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"| model | form | T | s/step (batch {args.batch}, n_embd {args.width}, {args.threads} thread(s)) |")
-    print("|---|---|---|---|")
+    read = f" read tok/s (batch {args.read_batch}) |" if args.read_batch else ""
+    print(f"| model | form | T | s/step (batch {args.batch}, n_embd {args.width}, {args.threads} thread(s)) |{read}")
+    print("|---|---|---|---|" + ("---|" if read else ""))
     for T in args.lengths:
         torch.manual_seed(0)
         idx = torch.randint(0, VOCAB, (args.batch, T), device=device)
         for name, form, model in forms(args.width, T):
             if name not in args.models:
                 continue
-            seconds = step_seconds(model.to(device).eval(), idx, args.repeats)
-            print(f"| {name} | {form} | {T} | {seconds:.3f} |", flush=True)
+            model = model.to(device).eval()
+            seconds = step_seconds(model, idx, args.repeats)
+            rate = f" {read_tokens_per_s(model, T, args.read_batch, args.repeats, device):,.0f} |" if read else ""
+            print(f"| {name} | {form} | {T} | {seconds:.3f} |{rate}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -134,3 +134,17 @@ def test_zoologys_init_of_the_linear_maps_and_rwkvs_of_the_mixes():
             assert w.weight.std().item() == pytest.approx(outputs, rel=0.1)
         assert torch.equal(channel.mix_k, ramp(cfg.n_embd, 1.0 - i / cfg.n_layer))
         assert torch.equal(time.mix_r, ramp(cfg.n_embd, 0.5 * (1.0 - i / cfg.n_layer)))
+
+
+def test_auto_reads_with_the_loop_on_a_cpu_and_trains_chunked():
+    """``auto``: the loop on a CPU without gradients (reads, generation), the chunked form when training and on other
+    devices; the same logits either way (fp32 over 40 tokens: both forms sum the same exponentials, 1e-5 of rounding)."""
+    model = RWKV(RWKVConfig(vocab_size=32, n_layer=2, n_embd=16, chunk_size=4, embed_dropout=0.0)).eval()
+    mixer = model.blocks[0].mixer
+    assert mixer.wkv_for(torch.device("cpu")).func is wkv_chunked
+    with torch.no_grad():
+        assert mixer.wkv_for(torch.device("cpu")) is wkv_sequential
+        assert mixer.wkv_for(torch.device("cuda")).func is wkv_chunked
+        idx = torch.randint(0, 32, (2, 40))
+        read = model(idx)
+    torch.testing.assert_close(model(idx).detach(), read, rtol=1e-5, atol=1e-5)

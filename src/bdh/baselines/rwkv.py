@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from ..typed_config import bounded, one_of
 from .common import ModelConfig
 from .mixer_lm import MixerLM, skeleton_params
 
-WKV_FORMS = ("chunked", "sequential")
+WKV_FORMS = ("auto", "chunked", "sequential")
 
 
 @dataclass
@@ -34,7 +35,8 @@ class RWKVConfig(ModelConfig):
 
     Attributes:
         mlp_ratio: channel-mixing width m as a multiple of d (0: no channel mixing, Zoology Figure 2).
-        wkv: ``chunked`` (fast) or ``sequential`` (the reference loop); how the model runs, not its weights.
+        wkv: ``chunked``, ``sequential`` (the reference loop) or ``auto`` (on a CPU without gradients, reads and
+            generation, ``sequential``; else ``chunked``); how the model runs, not its weights.
         chunk_size: L, tokens per chunk of the chunked WKV.
         causal: must be true; present so callers can read it."""
 
@@ -43,7 +45,7 @@ class RWKVConfig(ModelConfig):
     n_embd: int = bounded(64, ge=1)
     mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
-    wkv: str = one_of("chunked", WKV_FORMS)
+    wkv: str = one_of("auto", WKV_FORMS)
     chunk_size: int = bounded(8, ge=1)
     causal: bool = True
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
@@ -209,6 +211,14 @@ class TimeMix(nn.Module):
         wide = state["num"].dtype
         return y, {"num": num.to(wide), "den": den.to(wide), "p": p.to(wide), "last": x[:, -1].to(state["last"].dtype)}
 
+    def wkv_for(self, device: torch.device) -> Callable[..., Any]:
+        """The WKV function ``wkv`` names (``auto``: the loop on a CPU without gradients, where it is the faster;
+        the chunked form when training and on other devices; docs/baselines.md)."""
+        form = self.cfg.wkv
+        if form == "auto":
+            form = "sequential" if device.type == "cpu" and not torch.is_grad_enabled() else "chunked"
+        return wkv_sequential if form == "sequential" else functools.partial(wkv_chunked, chunk=self.cfg.chunk_size)
+
     def mix(self, x: torch.Tensor, state: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, WKVState | None]:
         """The time mixing of x (b, T, d); and the WKV state after the last token when ``state`` is given."""
         prev = token_shift(x, None if state is None else state["last"])
@@ -218,10 +228,7 @@ class TimeMix(nn.Module):
         dtype = torch.promote_types(k.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
             w, u = torch.exp(self.time_decay.to(dtype)), self.time_first.to(dtype)
-            if self.cfg.wkv == "sequential":
-                run = wkv_sequential
-            else:
-                run = functools.partial(wkv_chunked, chunk=self.cfg.chunk_size)
+            run = self.wkv_for(x.device)
             if state is None:
                 wkv, carried = run(w, u, k.to(dtype), v.to(dtype)), None
             else:
