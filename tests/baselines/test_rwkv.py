@@ -138,7 +138,7 @@ def test_zoologys_init_of_the_linear_maps_and_rwkvs_of_the_mixes():
 
 def test_auto_reads_with_the_loop_on_a_cpu_and_trains_chunked():
     """``auto``: the loop on a CPU without gradients (reads, generation), the chunked form when training and on other
-    devices; the same logits either way (fp32 over 40 tokens: both forms sum the same exponentials, 1e-5 of rounding)."""
+    devices; the same logits either way (fp32, 40 tokens: both forms sum the same exponentials, 1e-5 of rounding)."""
     model = RWKV(RWKVConfig(vocab_size=32, n_layer=2, n_embd=16, chunk_size=4, embed_dropout=0.0)).eval()
     mixer = model.blocks[0].mixer
     assert mixer.wkv_for(torch.device("cpu")).func is wkv_chunked
