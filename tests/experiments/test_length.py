@@ -118,6 +118,7 @@ def test_peak_memory_sees_a_large_allocation():
         ("recall_pairs", 100, "length: recall_gap"),
         ("text_models", ("no/such/folder",), "not a model folder"),
         ("gpt_positional", "learned", "length.gpt_positional"),
+        ("train_chunk", -1, "length.train_chunk"),
     ],
 )
 def test_bad_config_is_one_line(field, value, message):
@@ -270,3 +271,12 @@ def test_a_state_read_holds_a_whole_test_set_to_2_20_and_a_resume_may_read_on_an
     assert experiment.rows_per_read(config, "bdh", None, "state", 2**22) == 16
     assert experiment.rows_per_read(config.replace(read_batch=8), "bdh", None, "state", 2**10) == 8
     assert "device" in experiment.SELECTORS
+
+
+def test_train_chunk_trains_every_bdh_row_chunked_and_leaves_the_others():
+    config = Config.preset("quick").replace(train_chunk=8)
+    for name in ("bdh", "bdh-nopos-lg-delta", "bdh-qk"):
+        section = config.model_section(name, "induction")
+        assert (section["attention"], section["chunk_size"]) == ("chunked", 8)
+    assert "attention" not in config.model_section("gla", "induction")
+    assert "attention" not in Config.preset("quick").model_section("bdh", "induction")  # 0: the model's own form

@@ -33,6 +33,8 @@ class Config(ExperimentConfig):
             ``batch_size``).
         max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it.
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
+        train_chunk: BDH (every row of it) trains in the chunked form, this many tokens a chunk; 0: in its own form
+            (one block of T). The forms are equal (tests/model), a chunk is faster past 64 tokens (docs/long-context.md).
         gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
         steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
         induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
@@ -60,6 +62,7 @@ class Config(ExperimentConfig):
     width: int = bounded(32, ge=4)
     n_head: int = bounded(4, ge=1)
     neuron_mult: int = bounded(16, ge=1)
+    train_chunk: int = bounded(0, ge=0)
     gpt_positional: str = one_of("rope", ("rope", "none"))
     steps: int = bounded(400, ge=1)
     batch_size: int = bounded(8, ge=1)
@@ -165,7 +168,7 @@ class Config(ExperimentConfig):
     def model_section(self, model: str, task: str) -> dict[str, Any]:
         """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count."""
         vocab = self.induction_vocab if task == "induction" else self.recall_vocab
-        return sized_section(
+        section = sized_section(
             model,
             self.width,
             vocab_size=vocab,
@@ -176,3 +179,6 @@ class Config(ExperimentConfig):
             causal=True,
             options={"gpt": {"positional": self.gpt_positional}},
         )
+        if self.train_chunk and section["name"] == "bdh":
+            section = {**section, "attention": "chunked", "chunk_size": self.train_chunk}
+        return section
