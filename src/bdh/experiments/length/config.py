@@ -34,7 +34,7 @@ class Config(ExperimentConfig):
         max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it.
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
         train_chunk: BDH (every row of it) trains in the chunked form, this many tokens a chunk; 0: in its own form
-            (one block of T). The forms are equal (tests/model), a chunk is faster past 64 tokens (docs/long-context.md).
+            (one block of T). The forms are equal (tests/model); a chunk is faster at T = 256 (docs/long-context.md).
         gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
         steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
         induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
