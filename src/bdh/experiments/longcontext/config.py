@@ -34,6 +34,7 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         "train": {"bptt": "tbptt", "tbptt_windows": 32},
         "task": {"facts": 6.0},
     },
+    "nopos-lg-delta": {"model": {"positional": "none", "damping": "local-global", "state_write": "delta"}},
     "gpt": {},
     "gpt-facts": {"task": {"facts": 2.0}},
 }
