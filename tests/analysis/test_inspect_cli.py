@@ -190,7 +190,7 @@ def test_inspect_traces_the_fact_of_an_induction_sequence(tmp_path, capsys):
     "extra, message",
     [
         (["--fact", "3"], "--fact needs the text it is in"),
-        (["--prompt", "abc", "--fact", "2"], "must lie before the prompt's last byte (2)"),
+        (["--prompt", "abc", "--fact", "2"], "--fact: the fact's position must lie before the input's last token (2)"),
         (["--induction", "2"], "--induction"),
         (["--prompt", "abcdef", "--fact", "1", "--induction", "64"], "not allowed with"),
     ],

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bdh import BDH, BDHConfig
-from bdh.analysis.memory import induction_write, trace_fact
+from bdh.analysis.memory import check_write, induction_write, trace_fact
 from bdh.errors import UserError
 
 
@@ -54,7 +54,22 @@ def test_induction_write_finds_the_answer_and_bad_input_is_refused():
     with pytest.raises(UserError, match="does not occur earlier"):
         induction_write(torch.tensor([1, 2, 3, 15]))
     model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=32, vocab_size=16))
-    with pytest.raises(UserError, match="before the last token"):
+    with pytest.raises(
+        UserError,
+        match=r"trace_fact: the fact's position must lie before the input's last token \(5\)",
+    ):
         trace_fact(model, idx, write=5)
     with pytest.raises(UserError, match="1-D tensor"):
         trace_fact(model, idx.view(1, -1), write=1)
+
+
+@pytest.mark.parametrize("write", [-1, 4, 5, True, 1.0, "2", None])
+def test_check_write_refuses_positions_not_before_the_last_token(write):
+    # the one rule bdh inspect --fact, bdh viz --fact and trace_fact share: 0 <= write < length - 1, an int
+    with pytest.raises(UserError, match=r"^who: the fact's position must lie before the input's last token \(4\)"):
+        check_write(write, 5, "who")
+
+
+def test_check_write_accepts_every_position_before_the_last_token():
+    for write in range(4):
+        check_write(write, 5, "who")

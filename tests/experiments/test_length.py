@@ -176,6 +176,16 @@ def test_the_plan_counts_the_runs_and_times_each_model():
     assert text.splitlines()[-1].startswith("estimated")
 
 
+def test_plan_counts_the_curriculum_with_its_own_batch_at_t():
+    from bdh.experiments.length import describe_plan
+
+    config = Config.preset("quick").replace(short_steps=5, short_len=16, steps=3, batch_size=4, batch_at_t=2)
+    line = describe_plan(config, probe=False)
+    # 5 steps of 4 x 16 tokens, then 3 steps of 2 x 32 tokens: 320 + 192
+    assert "each 5 steps of 4 at 16, then 3 steps of 2 x 32 tokens (512 tokens)" in line
+    assert "then 3 steps of 4 x 32 tokens (704 tokens)" in describe_plan(config.replace(batch_at_t=None), probe=False)
+
+
 def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figures):
     out = tmp_path / "length"
     args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "steps=3"]

@@ -125,6 +125,14 @@ class _Recorder:
         )
 
 
+def check_write(write: Any, length: int, who: str) -> None:
+    """A one-line error (``who: ...``) unless ``write`` is a position before the last of ``length`` tokens: a fact is
+    read back by a later token. The one rule `trace_fact`, ``bdh inspect --fact`` and ``bdh viz --fact`` share."""
+    if isinstance(write, bool) or not isinstance(write, int) or not 0 <= write < length - 1:
+        last = length - 1
+        raise UserError(f"{who}: the fact's position must lie before the input's last token ({last}), got {write!r}")
+
+
 def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: int = 8, chunk: int = 2048) -> FactTrace:
     """Read the 1-D token sequence ``idx`` through ``model``'s state (a BDH) and trace the fact written at position
     ``write`` as the last token reads it (module docstring). ``top`` neurons, by their part of the fact's score."""
@@ -132,9 +140,8 @@ def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: in
         raise UserError(f"trace_fact: needs a BDH model, got {type(model).__name__}")
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or idx.numel() < 2:
         raise UserError("trace_fact: idx must be a 1-D tensor of at least 2 tokens")
+    check_write(write, idx.numel(), "trace_fact")
     last = idx.numel() - 1
-    if not 0 <= write < last:
-        raise UserError(f"trace_fact: the fact's position must lie before the last token ({last}), got {write}")
     rec = _Recorder(write, last)
     state = model.init_state(1)
     with torch.no_grad():
@@ -183,4 +190,4 @@ def longest_gap(
     return best
 
 
-__all__ = ["FactTrace", "HeadTrace", "HeldNeuron", "induction_write", "longest_gap", "trace_fact"]
+__all__ = ["FactTrace", "HeadTrace", "HeldNeuron", "check_write", "induction_write", "longest_gap", "trace_fact"]

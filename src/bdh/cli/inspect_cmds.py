@@ -104,8 +104,9 @@ def _fact_prompt(args: argparse.Namespace) -> bytes | None:
     data = prompt_bytes(args, max_bytes=MAX_FACT)
     if data is None:
         raise UserError("--fact needs the text it is in: --prompt or --prompt-file")
-    if not args.fact < len(data) - 1:
-        raise UserError(f"--fact {args.fact}: the fact must lie before the prompt's last byte ({len(data) - 1})")
+    from bdh.analysis.memory import check_write
+
+    check_write(args.fact, len(data), "--fact")
     return data
 
 

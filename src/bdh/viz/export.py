@@ -249,8 +249,9 @@ def check_fact(fact: int | None, kind: str, length: int) -> None:
         return
     if kind not in ("text", "tokens"):
         raise UserError(f"viz: a fact is traced in text or token ids, not in a {kind} input")
-    if isinstance(fact, bool) or not isinstance(fact, int) or not 0 <= fact < length - 1:
-        raise UserError(f"viz: the fact's position must lie before the input's last token ({length - 1}), got {fact!r}")
+    from bdh.analysis.memory import check_write
+
+    check_write(fact, length, "viz")
 
 
 def fact_view(model: BDH, idx: torch.Tensor, fact: int | None, kind: str, graph: dict) -> dict | None:
@@ -261,7 +262,6 @@ def fact_view(model: BDH, idx: torch.Tensor, fact: int | None, kind: str, graph:
 
     if fact is None:
         return None
-    check_fact(fact, kind, idx.shape[1])
     trace = trace_fact(model, idx[0], fact, top=FACT_NEURONS).to_dict()
     trace["predicted_label"] = _label_vocab(trace["predicted"], kind)
     hubs = {nd["id"]: i for i, nd in enumerate(graph["nodes"])}

@@ -80,12 +80,14 @@ def describe_plan(config: Config, probe: bool = True) -> str:
     from .experiment import _task
 
     runs = len(config.models) * len(config.tasks) * len(config.seeds)
-    trained = (config.steps * config.seq_len + config.short_steps * config.short_len) * config.batch_size
-    short = f"{config.short_steps} steps at {config.short_len}, then " if config.short_steps else ""
+    # after a curriculum's short phase the steps at T take their own batch (`batch_at_t`)
+    batch_t = config.batch_at_t if config.short_steps and config.batch_at_t is not None else config.batch_size
+    trained = config.steps * config.seq_len * batch_t + config.short_steps * config.short_len * config.batch_size
+    short = f"{config.short_steps} steps of {config.batch_size} at {config.short_len}, then " * bool(config.short_steps)
     read = config.test_sequences * sum(config.lengths)
     lines = [
         f"length plan: {runs} runs ({len(config.models)} models x {len(config.tasks)} tasks x {len(config.seeds)} "
-        f"seeds), each {short}{config.steps} steps of {config.batch_size} x {config.seq_len} tokens "
+        f"seeds), each {short}{config.steps} steps of {batch_t} x {config.seq_len} tokens "
         f"({trained:,} tokens), "
         f"then {config.test_sequences} test sequences at each of {len(config.lengths)} lengths "
         f"({config.lengths[0]:,} to {config.lengths[-1]:,}: {read:,} tokens per read form)"
@@ -98,7 +100,7 @@ def describe_plan(config: Config, probe: bool = True) -> str:
         model = _build(config, name, task_name)
         # a step of the short phase is timed as its share of tokens of a step at T (an upper bound: attention is
         # quadratic inside a chunk)
-        steps = config.steps + config.short_steps * config.short_len / config.seq_len
+        steps = config.steps * batch_t / config.batch_size + config.short_steps * config.short_len / config.seq_len
         train_s = steps * step_seconds(config, model, _task(config, task_name).vocab_size)
         read_s = read_seconds(config, name, model, _task(config, task_name))
         per_model = (train_s + read_s) * len(config.tasks) * len(config.seeds)

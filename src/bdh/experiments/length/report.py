@@ -13,6 +13,7 @@ from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
 from .config import Config
+from .experiment import HELD_TOKENS
 from .memory import trace_section
 
 
@@ -118,11 +119,12 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
             )
     headers = ["model", "tokens/s at T", "longest read", "tokens/s there", "state MiB", "peak MiB at T", "peak there"]
     report.table(headers, out, digits=1)
+    held = HELD_TOKENS.bit_length() - 1
     report.text(
         "state MiB: the bytes of the carried state of the sequences read together (all of them at T; fewer at the "
-        "longest lengths, at most 2^22 tokens held at once). peak: the largest rise of the process's resident memory "
-        "during the read of one block of sequences (the state, a chunk's activations, the allocator's slack; the "
-        "block's tokens are made before the read)."
+        f"longest lengths, at most 2^{held} tokens held at once). peak: the largest rise of the process's resident "
+        "memory during the read of one block of sequences (the state, a chunk's activations, the allocator's slack; "
+        "the block's tokens are made before the read)."
     )
 
 
