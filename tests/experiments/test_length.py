@@ -109,7 +109,7 @@ def test_peak_memory_sees_a_large_allocation():
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("max_length", 1000, "seq_len \\(256\\) times a power of 2"),
+        ("max_length", 1000, "seq_len \\(64\\) times a power of 2"),
         ("models", ("bdh", "bdh"), "none repeated"),
         ("models", ("bdh", "nope"), "'nope' is not a registered model"),
         ("tasks", ("mqar",), "length.tasks"),
@@ -133,7 +133,8 @@ def test_the_command_line_of_a_config():
     assert command_line(Config().replace(models=("bdh",), max_length=2**20)) == (
         "bdh experiment length --set models=[bdh] --set max_length=1048576"
     )
-    assert Config().lengths == tuple(256 * 2**k for k in range(9))
+    assert Config().lengths == tuple(64 * 2**k for k in range(11))  # T = 64 to 2^16
+    assert Config.preset("full").lengths == tuple(256 * 2**k for k in range(13))  # the paper's T = 256 to 2^20
 
 
 def test_text_models_get_the_long_context_recall_probe(tmp_path):
