@@ -13,7 +13,7 @@ EXPERIMENTS = {
     "scaling": "about 22 min",
     "long-context": "hours (not timed)",
     "relatives": "about 1.5 h",
-    "length": "up to 1.24 h (estimated)",
+    "length": "up to 1.2 h",
 }
 
 #: ``bdh bench SUITE``: its CPU default
