@@ -40,9 +40,6 @@ SELECTORS = (
 )
 #: models read through attention: whole (up to the memory cutoff) and through a window of T
 ATTENTION = ("gpt",)
-#: the most test-sequence tokens held at once by a read through a state (2^26: the 64 sequences of a test set to
-#: 2^20, 1 GiB of int64 inputs and targets): a read's speed grows with its rows, most on a GPU (docs/performance.md)
-HELD_TOKENS = 2**26
 #: BDH reads in the chunked form, 64 tokens a chunk (equal to its other forms, tests/model): the delta rule's cost
 #: per token grows with its chunk's length (a triangular solve per chunk), 3x at 256 against 64 (docs/long-context.md)
 BDH_READ = {"attention": "chunked", "chunk_size": 64}
@@ -115,12 +112,12 @@ def _train(config: Config, run_dir: Path, model: str, task: str, seed: int, init
 
 
 def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read: str, length: int) -> int:
-    """Sequences read together: ``read_batch`` through a state or a window (at most `HELD_TOKENS` tokens through a
-    state); whole: ``whole_tokens // length``, for attention within the memory cutoff (0: not even one)."""
+    """Sequences read together: ``read_batch`` through a window, or through a state (at most `reading.HELD_TOKENS`
+    tokens); whole: ``whole_tokens // length``, for attention within the memory cutoff (0: not even one)."""
     if read == "window":
         return config.read_batch
     if read == "state":
-        return max(1, min(config.read_batch, HELD_TOKENS // length))
+        return max(1, min(config.read_batch, reading.HELD_TOKENS // length))
     rows = max(1, config.whole_tokens // length)
     if model_name in ATTENTION:
         limit = config.attention_gb * 2**30

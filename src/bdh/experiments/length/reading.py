@@ -17,6 +17,10 @@ from bdh.model_api import carries_state
 from bdh.tasks.base import IGNORE_INDEX
 from bdh.tasks.lengths import answers
 
+#: the most test-sequence tokens held at once by a read through a state (2^26: the 64 sequences of a test set to
+#: 2^20, 1 GiB of int64 inputs and targets): a read's speed grows with its rows, most on a GPU (docs/performance.md)
+HELD_TOKENS = 2**26
+
 _STATM = Path("/proc/self/statm")
 
 

@@ -13,8 +13,8 @@ from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
 from .config import Config
-from .experiment import HELD_TOKENS
 from .memory import trace_section
+from .reading import HELD_TOKENS
 
 
 def command_line(config: Config) -> str:
