@@ -32,6 +32,7 @@ EVERY_FIELD = (
         learn_damping=True,
         decay_gate=True,
         state_write="delta",
+        write_gate="hard",
         attention="chunked",
         chunk_size=4,
         ln_eps=1e-6,

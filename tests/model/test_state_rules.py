@@ -1,7 +1,7 @@
 """The state options beyond Eq. 8's fixed U: a learned U (``learn_damping``), a retention per token
-(``decay_gate``) and the delta-rule write (``state_write: delta``). Their three attention forms equal the loop of
-`naive_token_rule_attention` and the model's `slow_forward` in values and gradients, a sequence read in pieces
-through the state equals the whole, and bad values are refused in one line."""
+(``decay_gate``) and the delta-rule write (``state_write: delta``, its ``write_gate`` sigmoid or hard). Their three
+attention forms equal the loop of `naive_token_rule_attention` and the model's `slow_forward` in values and
+gradients, a sequence read in pieces through the state equals the whole, and bad values are refused in one line."""
 
 import math
 
@@ -28,6 +28,7 @@ CASES = [
     dict(state_write="delta", damping=0.9, positional="rope-standard"),
     dict(state_write="delta", decay_gate=True, damping="local-global", learn_damping=True),
     dict(state_write="delta", decay_gate=True, separate_keys=True, unshared_layers=True, positional="none"),
+    dict(state_write="delta", write_gate="hard", damping="local-global", positional="none"),
 ]
 
 
@@ -105,6 +106,29 @@ def test_the_delta_rule_replaces_what_a_key_holds():
         assert torch.allclose(S[0, 0], torch.tensor([[3.0, -1.0], [5.0, 5.0], [0.0, 0.0]]), atol=1e-6), form
         _, S_add = token_rules.FORMS[form](k, k, v, need_state=True, **options)
         assert torch.allclose(S_add[0, 0, 0], torch.tensor([4.0, 1.0]), atol=1e-6), form
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
+def test_a_shut_hard_gate_writes_nothing(form):
+    """write_gate hard: a head whose gate logit is <= -3 on every token has b_t = 0 exactly, so its state stays the
+    state it started from, whatever it reads (the sigmoid at the same logit, b = 0.018, writes); an open head
+    writes."""
+    torch.manual_seed(0)
+    model = BDH(tiny_config(state_write="delta", write_gate="hard", positional="none", attention=form)).eval()
+    soft = BDH(tiny_config(state_write="delta", positional="none", attention=form)).eval()
+    soft.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for m in (model, soft):
+            m.write_w.zero_()
+            m.write_b.copy_(torch.tensor([-4.0, 0.5]))
+        idx = torch.randint(0, 256, (2, 12))
+        start = model.init_state(2)
+        start.rho.normal_()
+        _, after = model.step(idx, start.clone())
+        _, after_soft = soft.step(idx, start)
+    assert torch.equal(after.rho[:, :, 0], start.rho[:, :, 0])
+    assert (after.rho[:, :, 1] - start.rho[:, :, 1]).abs().max() > 1e-3
+    assert (after_soft.rho[:, :, 0] - start.rho[:, :, 0]).abs().max() > 1e-4
 
 
 def test_a_long_parallel_decay_neither_overflows_nor_loses_its_digits():
@@ -198,6 +222,8 @@ def test_the_kernels_are_chosen_for_the_rule():
         (dict(decay_gate=True, causal=False), "decay_gate"),
         (dict(state_write="delta", causal=False), "state_write"),
         (dict(state_write="replace"), "state_write"),
+        (dict(write_gate="hard"), "write_gate"),
+        (dict(state_write="delta", write_gate="soft"), "write_gate"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(fields, field):

@@ -20,7 +20,7 @@ BDH_VARIANTS = {
 }
 
 #: BDH with another state or positions (docs/long-context.md): a row's name -> the `BDHConfig` fields it sets
-#: (the state size of BDH; ``bdh-nopos-lg`` is the state that keeps a fact; the last three add its state rules,
+#: (the state size of BDH; ``bdh-nopos-lg`` is the state that keeps a fact; the last four add its state rules,
 #: h to h (D + 1) parameters, docs/model.md)
 BDH_STATES: dict[str, dict[str, Any]] = {
     "bdh-alibi": {"damping": "alibi"},
@@ -30,6 +30,12 @@ BDH_STATES: dict[str, dict[str, Any]] = {
     "bdh-nopos-lg-learned": {"positional": "none", "damping": "local-global", "learn_damping": True},
     "bdh-nopos-lg-gate": {"positional": "none", "damping": "local-global", "decay_gate": True},
     "bdh-nopos-lg-delta": {"positional": "none", "damping": "local-global", "state_write": "delta"},
+    "bdh-nopos-lg-delta-hard": {
+        "positional": "none",
+        "damping": "local-global",
+        "state_write": "delta",
+        "write_gate": "hard",
+    },
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)

@@ -12,8 +12,8 @@ with v_0 = LN(embed(token)), logits = v_L @ readout, keys = queries (RoPE R, no 
 LayerNorms without affine parameters; heads split the n neurons into h blocks of N. The ablations of `BDHConfig`
 (``separate_keys``: k_l = R ReLU(D_k v_{l-1}); ``ungated``: y_l without * x_l; ``no_expansion``: n = h D;
 ``unshared_layers``: weights per layer) are tabled in docs/model.md, as are the state options beyond Eq. 8's
-fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta``); `bdh.model.interop` maps the names to
-the official code's."""
+fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta`` and its ``write_gate``);
+`bdh.model.interop` maps the names to the official code's."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             log_g = gate if log_g is None else log_g + gate
         beta = None
         if cfg.state_write == "delta":
-            beta = torch.sigmoid((v @ self.write_w).float() + self.write_b).transpose(1, 2)
+            z = ((v @ self.write_w).float() + self.write_b).transpose(1, 2)
+            beta = F.hardsigmoid(z) if cfg.write_gate == "hard" else torch.sigmoid(z)
         return log_g, beta
 
     def num_params(self) -> int:

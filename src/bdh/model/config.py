@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..model_api import ModelConfig
 from ..typed_config import bounded, one_of
-from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES
+from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES
 
 DROPOUT_RNGS = ("auto", "torch")
 #: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
@@ -106,6 +106,9 @@ class BDHConfig(ModelConfig):
             from the layer input v_t (u_h of ``damping``, 1 without), so the state forgets on some tokens only.
         state_write: ``add`` (Eq. 8: S += k v^T) or ``delta`` (ours, DeltaNet: S += b_t k (v - S^T k)^T with unit
             keys k = x / |x| and b_t = sigmoid(w_h . v_t + c_h) per token and head); decayed by U after the write.
+        write_gate: the delta rule's b_t = g(w_h . v_t + c_h): ``sigmoid``, or ``hard`` (ours: the hard sigmoid
+            clamp(z / 6 + 1/2, 0, 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts
+            writes nothing at all, however many such tokens follow).
         attention: which of the three equivalent forms computes linear attention:
             ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
             ``recurrent`` (token by token on the state rho).
@@ -133,6 +136,7 @@ class BDHConfig(ModelConfig):
     learn_damping: bool = False
     decay_gate: bool = False
     state_write: str = one_of("add", STATE_WRITES)
+    write_gate: str = one_of("sigmoid", WRITE_GATES)
     attention: str = one_of("parallel", ATTENTION_FORMS)
     chunk_size: int = bounded(128, ge=1)
     ln_eps: float = bounded(1e-5, gt=0)
@@ -269,6 +273,8 @@ class BDHConfig(ModelConfig):
         if not self.causal and (self.decay_gate or self.state_write != "add"):
             name = "decay_gate" if self.decay_gate else "state_write"
             self._fail(name, "reads tokens in order through the state, so it needs causal attention (causal=true)")
+        if self.write_gate != "sigmoid" and self.state_write != "delta":
+            self._fail("write_gate", "is the delta rule's write strength, so set state_write: delta too")
 
     # ------------------------------------------------------------------ sizes
     def num_params(self) -> int:

@@ -26,6 +26,7 @@ SHARED_FIELDS = (
     "learn_damping",
     "decay_gate",
     "state_write",
+    "write_gate",
     "ln_eps",
 ) + ABLATIONS
 

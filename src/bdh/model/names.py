@@ -1,7 +1,7 @@
 """The names a BDH config chooses its computation by, defined once (no PyTorch import): `ATTENTION_FORMS` (the three
 equal forms of Eq. 8's attention, `bdh.model.kernels.pytorch.attention`), `MODES` (a form, or ``sparse``) and
-`POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none) and `STATE_WRITES` (``add``, Eq. 8's
-Hebbian sum, or ``delta``, ours)."""
+`POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none), `STATE_WRITES` (``add``, Eq. 8's
+Hebbian sum, or ``delta``, ours) and `WRITE_GATES` (the delta rule's write strength: ``sigmoid``, or ``hard``, ours)."""
 
 from __future__ import annotations
 
@@ -9,5 +9,6 @@ ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 MODES = (*ATTENTION_FORMS, "sparse")
 POSITIONAL = ("rope", "rope-standard", "none")
 STATE_WRITES = ("add", "delta")
+WRITE_GATES = ("sigmoid", "hard")
 
-__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_WRITES"]
+__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_WRITES", "WRITE_GATES"]

@@ -1,0 +1,136 @@
+"""Which writes erase the pairs of recall through a gap: one trained BDH with the delta rule (``state_write: delta``)
+read through its state on the length experiment's fixed test sequences, as trained and with its write strengths
+b_t changed while it reads.
+
+    python benchmarks/recall_writes.py RUN/models/bdh-nopos-lg-delta-recall_gap-s0 --lengths 1024 4096 16384
+
+Columns: ``as trained``; ``fillers silent in head h`` (b_t = 0 on every filler of the gap in head h of every layer:
+an oracle that knows which tokens are fillers, the ceiling of a perfect write gate); ``hard gate`` (the same gate
+logits z through the hard sigmoid clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no retraining: what
+``write_gate: hard`` changes; equal to ``as trained`` for a model trained with it). Then the write strengths by
+token kind, read on the first length: the pairs' keys and values, the fillers that look like a pair's value (a
+value-range token after a key-range one) and the other fillers, with the share of those written with b_t = 0.
+docs/long-context.md ("Recall through a gap") reads the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
+
+
+class Writes:
+    """Stands in for ``model.token_rule`` while the benchmark reads: counts the tokens each layer has seen to know
+    where a chunk lies, applies one change to b_t and collects b_t by position (``reset`` before each read)."""
+
+    def __init__(self, model, pairs: int) -> None:
+        self.model, self.rule, self.pairs = model, model.token_rule, pairs
+        self.change, self.length, self.seen, self.betas = "as trained", 0, [], []
+
+    def reset(self, change: str, length: int, collect: bool = False) -> None:
+        self.change, self.length = change, length
+        self.seen = [0] * self.model.config.n_layer
+        self.betas = [[] for _ in self.seen] if collect else []
+
+    def __call__(self, v: torch.Tensor) -> tuple:
+        log_g, beta = self.rule(v)
+        layer = min(range(len(self.seen)), key=lambda i: self.seen[i])  # layers run in order, one chunk each
+        start = self.seen[layer]
+        self.seen[layer] += v.shape[2]
+        if self.change == "hard gate" and self.model.config.write_gate != "hard":
+            beta = F.hardsigmoid(torch.logit(beta.double())).to(beta.dtype)
+        elif self.change.startswith("silent "):
+            pos = torch.arange(start, start + v.shape[2], device=beta.device)
+            filler = (pos >= 2 * self.pairs) & (pos < self.length - 2 * self.pairs)
+            beta = beta.clone()
+            beta[:, int(self.change.split()[1])] *= ~filler
+        if self.betas:
+            self.betas[layer].append(beta)
+        return log_g, beta
+
+
+def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
+    """(B, L) masks of each of `KINDS` in test sequences ``x`` (pairs first, then the gap, then the questions)."""
+    pos = torch.arange(x.shape[1])
+    filler = ((pos >= 2 * pairs) & (pos < x.shape[1] - 2 * pairs)).expand_as(x)
+    after_key = torch.zeros_like(filler)
+    after_key[:, 1:] = (x[:, 1:] >= vocab // 2) & (x[:, :-1] < vocab // 2) & (x[:, :-1] > 0)
+    key = (pos < 2 * pairs) & (pos % 2 == 0)
+    value = (pos < 2 * pairs) & (pos % 2 == 1)
+    return dict(zip(KINDS, (key.expand_as(x), value.expand_as(x), filler & after_key, filler & ~after_key)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", type=Path, help="a model folder of a recall_gap run of bdh experiment length")
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096])
+    p.add_argument("--sequences", type=int, default=64, help="test sequences per length (the experiment's first)")
+    p.add_argument("--pairs", type=int, default=8, help="D, the key-value pairs the run was trained with")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    from bdh.experiments.length import reading
+    from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
+    from bdh.model import BDH
+    from bdh.model.io import load_pretrained, read_model_config
+    from bdh.tasks.lengths import fixed_test_set
+    from bdh.tasks.recall_gap import RecallGap, RecallGapConfig
+
+    if not (args.model / "config.json").is_file():
+        print(f"error: {args.model}: not a model folder", file=sys.stderr)
+        return 2
+    if not issubclass(read_model_config(args.model)[0], BDH):
+        print(f"error: {args.model}: not a BDH model", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    model = load_pretrained(args.model, map_location="cpu", **BDH_READ).eval()
+    cfg, pairs = model.config, args.pairs
+    if cfg.state_write != "delta":
+        why = f"its state has no write strengths (state_write: {cfg.state_write})"
+        print(f"error: {args.model}: {why}", file=sys.stderr)
+        return 2
+    task = RecallGap(RecallGapConfig(seq_len=4 * pairs, vocab_size=cfg.vocab_size, num_kv_pairs=pairs))
+    bad = [n for n in args.lengths if n <= 4 * pairs]
+    if bad or not 1 <= args.sequences <= 64:
+        print(f"error: lengths must exceed 4 D = {4 * pairs} and sequences lie in 1..64", file=sys.stderr)
+        return 2
+    writes = Writes(model, pairs)
+    model.token_rule = writes
+    changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate"]
+    print(f"`python benchmarks/recall_writes.py {' '.join(argv or sys.argv[1:])}`; {cfg.write_gate} gate\n")
+    names = ["as trained", *(f"fillers silent in head {h}" for h in range(cfg.n_head)), "hard gate"]
+    print("| length (gap) | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    first = None
+    for length in args.lengths:
+        x, y = fixed_test_set(task, length, n=64, seed=TEST_SEED, rows=range(args.sequences))
+        cells = []
+        for change in changes:
+            writes.reset(change, length, collect=first is None and change == "as trained")
+            with torch.no_grad():
+                right, scored, _, _ = reading.read_state(model, x, y, BDH_READ["chunk_size"])
+            cells.append(f"{right / scored:.3f}")
+            if writes.betas:
+                first = (x, [torch.cat(b, dim=2) for b in writes.betas])
+        print(f"| {length:,} ({task.test_gap(length):,}) | " + " | ".join(cells) + " |", flush=True)
+    x, betas = first
+    print(f"\nb_t by token kind at length {x.shape[1]:,} (mean; other fillers: the share written with b_t = 0)\n")
+    print("| layer, head | " + " | ".join(KINDS) + " | other fillers at 0 |")
+    print("|---" * (len(KINDS) + 2) + "|")
+    masks = kinds(x, pairs, cfg.vocab_size)
+    for layer, beta in enumerate(betas):
+        for h in range(cfg.n_head):
+            b = beta[:, h]
+            cells = [f"{b[m].mean():.4f}" for m in masks.values()]
+            zero = (b[masks["other fillers"]] == 0).float().mean()
+            print(f"| L{layer}H{h} | " + " | ".join(cells) + f" | {zero:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""benchmarks/recall_writes.py (which writes erase the pairs of recall through a gap) at a tiny size."""
+
+from __future__ import annotations
+
+import torch
+
+import bdh
+from bdh.experiments.length import reading
+from bdh.tasks.lengths import fixed_test_set
+from bdh.tasks.recall_gap import RecallGap, RecallGapConfig
+
+
+def _model(**fields) -> bdh.BDH:
+    torch.manual_seed(0)
+    config = dict(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=32, dropout=0.0, positional="none")
+    config.update(attention="chunked", chunk_size=8, state_write="delta", **fields)
+    return bdh.BDH(bdh.BDHConfig(**config)).eval()
+
+
+def _read(bench, model, change: str, x, y, chunk: int = 8) -> list[torch.Tensor]:
+    """b_t of each layer (B, H, L) while ``model`` reads ``x`` through its state with ``change``."""
+    writes = bench.Writes(model, 2)
+    model.token_rule = writes
+    writes.reset(change, x.shape[1], collect=True)
+    with torch.no_grad():
+        reading.read_state(model, x, y, chunk)
+    return [torch.cat(b, dim=2) for b in writes.betas]
+
+
+def test_token_kinds_follow_the_layout(load_benchmark):
+    bench = load_benchmark("recall_writes")
+    x = torch.tensor([[3, 20, 5, 17, 9, 30, 2, 1, 6, 18, 3, 20, 5, 17]])  # 2 pairs, a gap of 6, 2 questions
+    masks = bench.kinds(x, 2, 32)
+    assert masks["pair keys"][0].nonzero().flatten().tolist() == [0, 2]
+    assert masks["pair values"][0].nonzero().flatten().tolist() == [1, 3]
+    assert masks["pair-like fillers"][0].nonzero().flatten().tolist() == [5, 9]  # 9 -> 30, 6 -> 18
+    assert masks["other fillers"][0].nonzero().flatten().tolist() == [4, 6, 7, 8]
+
+
+def test_silencing_a_head_zeroes_its_filler_writes_only(load_benchmark):
+    """Read in chunks of 8 over 40 tokens: the wrapper finds each chunk's place, so b_t is 0 exactly on the gap's
+    fillers of the silenced head in every layer and nowhere else (layer 0's other writes as trained)."""
+    bench = load_benchmark("recall_writes")
+    model = _model()
+    task = RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2))
+    x, y = fixed_test_set(task, 40, n=64, rows=range(3))
+    trained = _read(bench, model, "as trained", x, y)
+    silent = _read(bench, model, "silent 1", x, y)
+    assert len(trained) == 2 and trained[0].shape == (3, 2, 40)
+    b, s = trained[0], silent[0]  # layer 0's b_t depends on its tokens only; layer 1's on what layer 0 read
+    assert torch.equal(s[:, 0], b[:, 0]) and torch.equal(s[:, 1, :4], b[:, 1, :4])
+    assert torch.equal(s[:, 1, -4:], b[:, 1, -4:]) and (b[:, 1, 4:-4] > 0).all()
+    for s in silent:
+        assert (s[:, 1, 4:-4] == 0).all() and (s[:, :, :4] > 0).all() and (s[:, 0] > 0).all()
+
+
+def test_the_hard_gate_column_is_the_trained_one_for_a_hard_model(load_benchmark):
+    bench = load_benchmark("recall_writes")
+    model = _model(write_gate="hard")
+    with torch.no_grad():
+        model.write_b.copy_(torch.tensor([-4.0, 1.0]))  # head 0 shut: hard 0 (the sigmoid would give 0.018)
+    task = RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2))
+    x, y = fixed_test_set(task, 24, n=64, rows=range(2))
+    trained, hard = _read(bench, model, "as trained", x, y), _read(bench, model, "hard gate", x, y)
+    for b, h in zip(trained, hard):
+        assert torch.allclose(b, h, atol=1e-6) and (b[:, 0] == 0).all()
+
+
+def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("recall_writes")
+    folder = tmp_path / "model"
+    _model().save_pretrained(folder)
+    argv = [str(folder), "--lengths", "16", "32", "--sequences", "3", "--pairs", "2", "--threads", "1"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith("| 16") or line.startswith("| 32")]
+    assert [r.split("|")[1].strip() for r in rows] == ["16 (8)", "32 (24)"]
+    for row in rows:
+        cells = [float(c) for c in row.split("|")[2:-1]]
+        assert len(cells) == 4 and all(0 <= c <= 1 for c in cells)
+    assert [line.split("|")[1].strip() for line in out if line.startswith("| L")] == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    add = tmp_path / "add"
+    bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=32)).save_pretrained(add)
+    assert bench.main([str(add)]) == 2 and "no write strengths" in capsys.readouterr().err
+    assert bench.main([str(folder), "--lengths", "8", "--pairs", "2"]) == 2
+    assert bench.main([str(tmp_path / "none")]) == 2
