@@ -36,13 +36,19 @@ def best_channel(delta: torch.Tensor, A_log: torch.Tensor, write: int) -> tuple[
     return half_life, -best / math.log(10)
 
 
-def layer_steps(model: torch.nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(logits (1, T, V), each layer's Delta (T, e)) of ``model`` (a Mamba) on one sequence ``idx`` (T,)."""
+def mixers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The selective-scan layers of ``model`` (a Mamba), in order: each has ``A_log`` and ``dt_proj``."""
     from bdh.baselines.mamba import MambaMixer
 
+    return [m for m in model.modules() if isinstance(m, MambaMixer)]
+
+
+def layer_steps(model: torch.nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(logits (1, T, V), each layer's Delta (T, e)) of ``model`` (a Mamba) on one sequence ``idx`` (T,)."""
     steps: list[torch.Tensor] = []
-    mixers = [m for m in model.modules() if isinstance(m, MambaMixer)]
-    hooks = [m.dt_proj.register_forward_hook(lambda _m, _i, out: steps.append(F.softplus(out[0]))) for m in mixers]
+    hooks = [
+        m.dt_proj.register_forward_hook(lambda _m, _i, out: steps.append(F.softplus(out[0]))) for m in mixers(model)
+    ]
     try:
         with torch.no_grad():
             logits = model(idx.view(1, -1))[0]
@@ -61,21 +67,30 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from bdh.analysis.memory import induction_write
     from bdh.baselines.mamba import Mamba
+    from bdh.errors import UserError
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import TEST_SEED
     from bdh.model.io import load_pretrained, read_model_config
-    from bdh.tasks.induction import Induction, InductionConfig
+    from bdh.tasks.induction import Induction, InductionConfig, check_induction_args
     from bdh.tasks.lengths import fixed_test_set
 
     if not (args.model / "config.json").is_file() or not issubclass(read_model_config(args.model)[0], Mamba):
         print(f"error: {args.model}: not a Mamba model folder", file=sys.stderr)
+        return 2
+    try:
+        for length in args.lengths:
+            check_induction_args(read_model_config(args.model)[1].vocab_size, length, 1)
+        if not 1 <= args.sequences <= 64:
+            raise UserError(f"--sequences must lie in 1..64 (the fixed test set), got {args.sequences}")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     # a model whose seq_len only caps its input reads any length with the same weights
     model = reading.at_length(load_pretrained(args.model, map_location="cpu").eval(), max(args.lengths))
     task = Induction(InductionConfig(seq_len=min(args.lengths), vocab_size=model.config.vocab_size))
     layers = model.config.n_layer
-    A_logs = [m.A_log.detach() for m in model.modules() if hasattr(m, "A_log")]
+    A_logs = [m.A_log.detach() for m in mixers(model)]
     print(f"`python benchmarks/mamba_retention.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n")
     heads = [f"layer {i}: half-life (tokens) / log10 retention" for i in range(layers)]
     print("| length | median gap | accuracy | " + " | ".join(heads) + " |")

@@ -40,3 +40,7 @@ def test_the_table_has_a_row_per_length_and_refuses_other_folders(load_benchmark
             assert float(half_life.replace(",", "")) > 0 and float(kept) <= 0
     assert bench.main([str(tmp_path / "none")]) == 2
     assert "not a Mamba model folder" in capsys.readouterr().err
+    assert bench.main([str(folder), "--lengths", "2"]) == 2  # no room for the trigger, its answer and the question
+    assert "induction: 2 tokens have no room" in capsys.readouterr().err
+    assert bench.main([str(folder), "--sequences", "65"]) == 2
+    assert "--sequences" in capsys.readouterr().err

@@ -35,6 +35,9 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         "task": {"facts": 6.0},
     },
     "nopos-lg-delta": {"model": {"positional": "none", "damping": "local-global", "state_write": "delta"}},
+    "nopos-lg-delta-hard": {
+        "model": {"positional": "none", "damping": "local-global", "state_write": "delta", "write_gate": "hard"}
+    },
     "gpt": {},
     "gpt-facts": {"task": {"facts": 2.0}},
 }
