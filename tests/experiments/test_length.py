@@ -291,3 +291,40 @@ def test_train_chunk_trains_every_bdh_row_chunked_and_leaves_the_others():
         assert (section["attention"], section["chunk_size"]) == ("chunked", 8)
     assert "attention" not in config.model_section("gla", "induction")
     assert "attention" not in Config.preset("quick").model_section("bdh", "induction")  # 0: the model's own form
+
+
+def test_the_hard_read_is_the_same_weights_through_the_hard_gate():
+    """``state-hard`` reads a BDH whose delta rule writes through the sigmoid gate with ``write_gate: hard`` and the
+    same weights (what a model trained with the hard gate computes); it is offered only with ``hard_reads`` and
+    only to such a model."""
+    torch.manual_seed(0)
+    cfg = BDHConfig(n_layer=2, n_embd=16, n_head=2, n_neurons=64, vocab_size=16, state_write="delta")
+    model = BDH(cfg).eval()
+    with torch.no_grad():
+        model.write_b.copy_(torch.tensor([-3.5, 0.3]))  # head 0 shut by the hard gate, not by the sigmoid
+    twin = reading.hard_gate(model)
+    assert twin.config.write_gate == "hard" and model.config.write_gate == "sigmoid"
+    assert all(torch.equal(a, b) for a, b in zip(twin.state_dict().values(), model.state_dict().values()))
+    x = torch.randint(0, 16, (2, 24))
+    with torch.no_grad():
+        soft, hard = model(x), twin(x)
+    assert (soft - hard).abs().max() > 1e-4  # the sigmoid's writes on head 0 change the read
+    y = _targets_from(hard, _scored(2, 24))
+    assert reading.read_state(twin, x, y, chunk=8)[:2] == (8, 8)
+    assert experiment.reads_of("bdh-x", model, hard_reads=True) == ("state", "state-hard")
+    assert experiment.reads_of("bdh-x", model) == ("state",)
+    assert experiment.reads_of("bdh-x", twin, hard_reads=True) == ("state",)
+    plain = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=16))
+    assert experiment.reads_of("bdh", plain, hard_reads=True) == ("state",)
+    with pytest.raises(ValueError, match="sigmoid gate"):
+        reading.hard_gate(plain)
+
+
+def test_hard_reads_end_to_end(tmp_path):
+    out = tmp_path / "length"
+    args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "steps=3"]
+    args += ["--set", "stop_after_chance=0", "--set", "models=[bdh-nopos-lg-delta]", "--set", "tasks=[induction]"]
+    assert main([*args, "--set", "hard_reads=true"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert sorted({r["read"] for r in rows}) == ["state", "state-hard"] and len(rows) == 2 * 3
+    assert "bdh-nopos-lg-delta (read with the hard gate)" in (out / "report.md").read_text()

@@ -46,6 +46,9 @@ class Config(ExperimentConfig):
         read_batch: sequences read together through a state.
         whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
         stop_after_chance: a read form stops after this many lengths in a row at chance; 0: every length is read.
+        hard_reads: BDH rows whose delta rule writes through the sigmoid gate are also read with the hard gate
+            (``state-hard``: the same weights with ``write_gate: hard``, b_t exactly 0 where the gate's logit is
+            <= -3; docs/long-context.md, "Recall through a gap").
         attention_gb: the cutoff of GPT's whole-context read (estimated 4 bytes x heads x L^2 per row); past it: OOM.
         text_models: byte-level model folders whose recall through a gap of prose goes beside the tables.
         text_distances, text_trials: bytes between the fact and its question; trials per distance.
@@ -78,6 +81,7 @@ class Config(ExperimentConfig):
     read_batch: int = bounded(64, ge=1)
     whole_tokens: int = bounded(2**16, ge=1)
     stop_after_chance: int = bounded(2, ge=0)
+    hard_reads: bool = False
     attention_gb: float = bounded(2.0, gt=0)
     text_models: tuple[str, ...] = ()
     text_distances: tuple[int, ...] = bounded((64, 256, 1024, 4096), ge=1)

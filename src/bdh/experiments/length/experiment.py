@@ -55,11 +55,14 @@ def run_name(model: str, task: str, seed: int) -> str:
     return f"{model}-{task}-s{seed}"
 
 
-def reads_of(model_name: str, model: torch.nn.Module) -> tuple[str, ...]:
-    """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``."""
+def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:
+    """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``; with
+    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`reading.hard_gate`)."""
     if model_name in ATTENTION:
         return ("whole", "window")
-    return ("state",) if reading.has_state(model) else ("whole",)
+    if not reading.has_state(model):
+        return ("whole",)
+    return ("state", "state-hard") if hard_reads and reading.has_soft_gate(model) else ("state",)
 
 
 def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: Log) -> dict[str, Any]:
@@ -116,7 +119,7 @@ def rows_per_read(config: Config, model_name: str, model: torch.nn.Module, read:
     tokens); whole: ``whole_tokens // length``, for attention within the memory cutoff (0: not even one)."""
     if read == "window":
         return config.read_batch
-    if read == "state":
+    if read.startswith("state"):
         return max(1, min(config.read_batch, reading.HELD_TOKENS // length))
     rows = max(1, config.whole_tokens // length)
     if model_name in ATTENTION:
@@ -138,6 +141,8 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
             model = reading.at_length(model, length)  # once per length, not per batch of rows
         except ValueError as exc:  # a model that cannot read this length
             return {**row, "status": str(exc)}
+    if read == "state-hard":
+        model, read = reading.hard_gate(model), "state"
     fn = {
         "state": partial(reading.read_state, model, chunk=config.seq_len),
         "whole": partial(reading.read_whole, model),
@@ -196,7 +201,7 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     runtime = BDH_READ if issubclass(read_model_config(folder)[0], BDH) else {}
     model = load_pretrained(folder, map_location=resolve_device(config.device), **runtime)
     task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
-    for read in reads_of(record["model"], model):
+    for read in reads_of(record["model"], model, config.hard_reads):
         streak = 0
         for length in config.lengths:
             if stop and streak >= stop:

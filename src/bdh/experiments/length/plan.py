@@ -47,11 +47,12 @@ def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object
 
     model.eval()
     probe, total = 4 * config.seq_len, 0.0
-    for read in reads_of(name, model):
+    for read in reads_of(name, model, config.hard_reads):
         rows = max(1, min(rows_per_read(config, name, model, read, probe), config.test_sequences))
         x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(rows))
         fn = {
             "state": partial(reading.read_state, chunk=config.seq_len),
+            "state-hard": lambda m, x, y: reading.read_state(reading.hard_gate(m), x, y, config.seq_len),
             "whole": reading.read_whole,
             "window": partial(reading.read_window, window=config.seq_len),
         }[read]

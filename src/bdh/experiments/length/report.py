@@ -63,6 +63,8 @@ def pooled(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[s
 
 
 def _label(model: str, read: str) -> str:
+    if read == "state-hard":
+        return f"{model} (read with the hard gate)"
     return model if read in ("state", "whole") else f"{model} ({read} of T)"
 
 
@@ -99,7 +101,7 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
 
     out = []
     for model in config.models:
-        for read in ("state", "whole", "window"):
+        for read in ("state", "state-hard", "whole", "window"):
             mine = [r for r in rows if r["model"] == model and r["read"] == read and r["status"] == "ok"]
             if not mine:
                 continue
