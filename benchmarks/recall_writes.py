@@ -5,11 +5,12 @@ b_t changed while it reads.
     python benchmarks/recall_writes.py RUN/models/bdh-nopos-lg-delta-recall_gap-s0 --lengths 1024 4096 16384
 
 Columns: ``as trained``; ``fillers silent in head h`` (b_t = 0 on every filler of the gap in head h of every layer:
-an oracle that knows which tokens are fillers, the ceiling of a perfect write gate); ``hard gate`` (the same gate
-logits z through the hard sigmoid clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no retraining: what
-``write_gate: hard`` changes; equal to ``as trained`` for a model trained with it). Then the write strengths by
-token kind, read on the first length: the pairs' keys and values, the fillers that look like a pair's value (a
-value-range token after a key-range one) and the other fillers, with the share of those written with b_t = 0.
+an oracle that knows which tokens are fillers, the ceiling of a perfect write gate); ``hard gate`` (the same weights
+read with ``write_gate: hard``, the gate's logits z through clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no
+retraining: `bdh.experiments.length.reading.hard_gate`; ``as trained`` again for a model trained with it). Then
+the write strengths by token kind, read on the first length: the pairs' keys and values, the fillers that look
+like a pair's value (a value-range token after a key-range one) and the other fillers, with the share of those
+written with b_t = 0.
 docs/long-context.md ("Recall through a gap") reads the tables.
 """
 
@@ -20,14 +21,14 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
 
 
 class Writes:
     """Stands in for ``model.token_rule`` while the benchmark reads: counts the tokens each layer has seen to know
-    where a chunk lies, applies one change to b_t and collects b_t by position (``reset`` before each read)."""
+    where a chunk lies, silences one head's fillers (or not) and collects b_t by position (``reset`` before each
+    read)."""
 
     def __init__(self, model, pairs: int) -> None:
         self.model, self.rule, self.pairs = model, model.token_rule, pairs
@@ -43,9 +44,7 @@ class Writes:
         layer = min(range(len(self.seen)), key=lambda i: self.seen[i])  # layers run in order, one chunk each
         start = self.seen[layer]
         self.seen[layer] += v.shape[2]
-        if self.change == "hard gate" and self.model.config.write_gate != "hard":
-            beta = F.hardsigmoid(torch.logit(beta.double())).to(beta.dtype)
-        elif self.change.startswith("silent "):
+        if self.change.startswith("silent "):
             pos = torch.arange(start, start + v.shape[2], device=beta.device)
             filler = (pos >= 2 * self.pairs) & (pos < self.length - 2 * self.pairs)
             beta = beta.clone()
@@ -99,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not 1 <= args.sequences <= 64:
         print(f"error: lengths must exceed 4 D = {4 * pairs} and sequences lie in 1..64", file=sys.stderr)
         return 2
+    hard = reading.hard_gate(model) if reading.has_soft_gate(model) else model  # before the wrapper goes in
     writes = Writes(model, pairs)
     model.token_rule = writes
     changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate"]
@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         for change in changes:
             writes.reset(change, length, collect=first is None and change == "as trained")
             with torch.no_grad():
-                right, scored, _, _ = reading.read_state(model, x, y, BDH_READ["chunk_size"])
+                reader = hard if change == "hard gate" else model
+                right, scored, _, _ = reading.read_state(reader, x, y, BDH_READ["chunk_size"])
             cells.append(f"{right / scored:.3f}")
             if writes.betas:
                 first = (x, [torch.cat(b, dim=2) for b in writes.betas])

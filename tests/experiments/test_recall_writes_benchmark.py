@@ -54,16 +54,29 @@ def test_silencing_a_head_zeroes_its_filler_writes_only(load_benchmark):
         assert (s[:, 1, 4:-4] == 0).all() and (s[:, :, :4] > 0).all() and (s[:, 0] > 0).all()
 
 
-def test_the_hard_gate_column_is_the_trained_one_for_a_hard_model(load_benchmark):
+def test_the_hard_gate_column_reads_the_hard_twin(load_benchmark, tmp_path, capsys):
+    """A sigmoid model whose head 0 is shut at logit -4 (b = 0.018, hard 0): the hard column is the read of its twin
+    with the same weights through the hard gate; for a model trained with the hard gate it is as trained."""
     bench = load_benchmark("recall_writes")
-    model = _model(write_gate="hard")
-    with torch.no_grad():
-        model.write_b.copy_(torch.tensor([-4.0, 1.0]))  # head 0 shut: hard 0 (the sigmoid would give 0.018)
-    task = RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2))
-    x, y = fixed_test_set(task, 24, n=64, rows=range(2))
-    trained, hard = _read(bench, model, "as trained", x, y), _read(bench, model, "hard gate", x, y)
-    for b, h in zip(trained, hard):
-        assert torch.allclose(b, h, atol=1e-6) and (b[:, 0] == 0).all()
+    for gate in ("sigmoid", "hard"):
+        model = _model(write_gate=gate)
+        with torch.no_grad():
+            model.write_b.copy_(torch.tensor([-4.0, 1.0]))
+        folder = tmp_path / gate
+        model.save_pretrained(folder)
+        argv = [str(folder), "--lengths", "24", "--sequences", "8", "--pairs", "2", "--threads", "1"]
+        assert bench.main(argv) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| 24"))
+        cells = [float(c) for c in row.split("|")[2:-1]]
+        x, y = fixed_test_set(
+            RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2)), 24, n=64, rows=range(8)
+        )
+        twin = reading.hard_gate(model) if gate == "sigmoid" else model
+        with torch.no_grad():
+            right, scored, _, _ = reading.read_state(twin, x, y, 64)
+        assert cells[-1] == float(f"{right / scored:.3f}")
+        if gate == "hard":
+            assert cells[-1] == cells[0]
 
 
 def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, capsys):
