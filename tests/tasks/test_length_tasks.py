@@ -156,5 +156,9 @@ def test_wilson_interval():
     assert low + high == pytest.approx(1.0) and high - low < 2 * 1.96 * math.sqrt(0.25 / 64)
     # a textbook value (Newcombe 1998, Table I: 81 of 263 -> 0.2553 to 0.3662)
     assert wilson_interval(81, 263) == pytest.approx((0.2553, 0.3662), abs=1e-4)
+    for n in range(1, 2049):  # every interval holds its own proportion (512 of 512 once ended at 1 - 2e-16)
+        for k in (0, 1, n - 1, n):
+            low, high = wilson_interval(k, n)
+            assert 0.0 <= low <= k / n <= high <= 1.0
     with pytest.raises(ValueError, match="wilson_interval"):
         wilson_interval(5, 4)

@@ -74,4 +74,5 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     centre = p + z * z / (2 * n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     scale = 1 + z * z / n
-    return max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)
+    # the interval holds p itself: at k = 0 or n its rounding could leave p a hair outside (1 - 2e-16 at 512 of 512)
+    return max(0.0, min(p, (centre - half) / scale)), min(1.0, max(p, (centre + half) / scale))
