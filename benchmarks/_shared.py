@@ -6,6 +6,7 @@ folder; nothing of the official code is copied, it is loaded from the path the u
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import platform
 import resource
@@ -67,3 +68,15 @@ def cpu_description() -> str:
         pass
     wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
     return f"{name} [{' '.join(f for f in wanted if f in flags) or 'flags unknown'}]"
+
+
+def recall_gap_parser(description: str, lengths: list[int]) -> argparse.ArgumentParser:
+    """The arguments of the benchmarks that read one trained model of ``bdh experiment length``'s recall_gap task
+    (recall_fillers, recall_writes): its folder, the test lengths (default ``lengths``), sequences, pairs, threads."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("model", type=Path, help="a model folder of a recall_gap run of bdh experiment length")
+    p.add_argument("--lengths", type=int, nargs="+", default=lengths)
+    p.add_argument("--sequences", type=int, default=64, help="test sequences per length (the experiment's first)")
+    p.add_argument("--pairs", type=int, default=8, help="D, the key-value pairs the run was trained with")
+    p.add_argument("--threads", type=int, default=2)
+    return p

@@ -13,12 +13,11 @@ docs/long-context.md ("Recall through a gap") reads the table.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
+from _shared import recall_gap_parser
 
 POOLS = ("task", "key-range", "value-range", "4 values", "1 value")
 
@@ -45,13 +44,7 @@ def redraw(x: torch.Tensor, pairs: int, gap: int, vocab: int, name: str, seed: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("model", type=Path, help="a model folder of a recall_gap run of bdh experiment length")
-    p.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024])
-    p.add_argument("--sequences", type=int, default=64, help="test sequences per length (the experiment's first)")
-    p.add_argument("--pairs", type=int, default=8, help="D, the key-value pairs the run was trained with")
-    p.add_argument("--threads", type=int, default=2)
-    args = p.parse_args(argv)
+    args = recall_gap_parser(__doc__.splitlines()[0], [64, 256, 1024]).parse_args(argv)
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH

@@ -16,11 +16,10 @@ docs/long-context.md ("Recall through a gap") reads the tables.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
+from _shared import recall_gap_parser
 
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
 
@@ -66,13 +65,7 @@ def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("model", type=Path, help="a model folder of a recall_gap run of bdh experiment length")
-    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096])
-    p.add_argument("--sequences", type=int, default=64, help="test sequences per length (the experiment's first)")
-    p.add_argument("--pairs", type=int, default=8, help="D, the key-value pairs the run was trained with")
-    p.add_argument("--threads", type=int, default=2)
-    args = p.parse_args(argv)
+    args = recall_gap_parser(__doc__.splitlines()[0], [1024, 4096]).parse_args(argv)
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
