@@ -7,7 +7,7 @@ b_t changed while it reads.
 Columns: ``as trained``; ``fillers silent in head h`` (b_t = 0 on every filler of the gap in head h of every layer:
 an oracle that knows which tokens are fillers, the ceiling of a perfect write gate); ``hard gate`` (the same weights
 read with ``write_gate: hard``, the gate's logits z through clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no
-retraining: `bdh.experiments.length.reading.hard_gate`; ``as trained`` again for a model trained with it). Then
+retraining: `bdh.model.BDH.hard_gated`; ``as trained`` again for a model trained with it). Then
 the write strengths by token kind, read on the first length: the pairs' keys and values, the fillers that look
 like a pair's value (a value-range token after a key-range one) and the other fillers, with the share of those
 written with b_t = 0.
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not 1 <= args.sequences <= 64:
         print(f"error: lengths must exceed 4 D = {4 * pairs} and sequences lie in 1..64", file=sys.stderr)
         return 2
-    hard = reading.hard_gate(model) if reading.has_soft_gate(model) else model  # before the wrapper goes in
+    hard = model.hard_gated() if model.soft_gated else model  # before the wrapper goes in
     writes = Writes(model, pairs)
     model.token_rule = writes
     changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate"]

@@ -302,7 +302,7 @@ def test_the_hard_read_is_the_same_weights_through_the_hard_gate():
     model = BDH(cfg).eval()
     with torch.no_grad():
         model.write_b.copy_(torch.tensor([-3.5, 0.3]))  # head 0 shut by the hard gate, not by the sigmoid
-    twin = reading.hard_gate(model)
+    twin = model.hard_gated()
     assert twin.config.write_gate == "hard" and model.config.write_gate == "sigmoid"
     assert all(torch.equal(a, b) for a, b in zip(twin.state_dict().values(), model.state_dict().values()))
     x = torch.randint(0, 16, (2, 24))
@@ -316,8 +316,6 @@ def test_the_hard_read_is_the_same_weights_through_the_hard_gate():
     assert experiment.reads_of("bdh-x", twin, hard_reads=True) == ("state",)
     plain = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=16))
     assert experiment.reads_of("bdh", plain, hard_reads=True) == ("state",)
-    with pytest.raises(ValueError, match="sigmoid gate"):
-        reading.hard_gate(plain)
 
 
 def test_hard_reads_end_to_end(tmp_path):

@@ -71,7 +71,7 @@ def test_the_hard_gate_column_reads_the_hard_twin(load_benchmark, tmp_path, caps
         x, y = fixed_test_set(
             RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2)), 24, n=64, rows=range(8)
         )
-        twin = reading.hard_gate(model) if gate == "sigmoid" else model
+        twin = model.hard_gated() if gate == "sigmoid" else model
         with torch.no_grad():
             right, scored, _, _ = reading.read_state(twin, x, y, 64)
         assert cells[-1] == float(f"{right / scored:.3f}")

@@ -131,6 +131,39 @@ def test_a_shut_hard_gate_writes_nothing(form):
     assert (after_soft.rho[:, :, 0] - start.rho[:, :, 0]).abs().max() > 1e-4
 
 
+def test_the_hard_read_is_a_copy_with_the_same_weights():
+    """`BDH.hard_gated`: the same weights, dtype and mode in a model whose config says ``write_gate: hard``; the
+    model it came from is unchanged; it reads what a model built with the hard gate reads (same logits to the
+    digit: the same computation), and differs from the sigmoid where the gate's logit is below -3."""
+    torch.manual_seed(0)
+    soft = BDH(tiny_config(state_write="delta", positional="none")).double().eval()
+    with torch.no_grad():
+        soft.write_b.copy_(torch.tensor([-4.0, 0.5]))
+    twin = soft.hard_gated()
+    assert soft.soft_gated and not twin.soft_gated
+    assert (soft.config.write_gate, twin.config.write_gate) == ("sigmoid", "hard")
+    assert all(torch.equal(a, b) for a, b in zip(soft.state_dict().values(), twin.state_dict().values()))
+    assert next(twin.parameters()).dtype == torch.float64 and not twin.training
+    built = BDH(tiny_config(state_write="delta", positional="none", write_gate="hard")).double().eval()
+    built.load_state_dict(soft.state_dict())
+    idx = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        assert torch.equal(twin(idx), built(idx))
+        assert (twin(idx) - soft(idx)).abs().max() > 1e-6
+    assert soft.train().hard_gated().training
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [(dict(), "state_write: add"), (dict(state_write="delta", write_gate="hard"), "write_gate: hard")],
+)
+def test_only_a_sigmoid_gated_delta_rule_has_a_hard_read(options, says):
+    model = BDH(tiny_config(**options))
+    assert not model.soft_gated
+    with pytest.raises(UserError, match=f"sigmoid gate .*{says}"):
+        model.hard_gated()
+
+
 def test_a_long_parallel_decay_neither_overflows_nor_loses_its_digits():
     """Strong decay over T = 1024 in one block: the masked exp never sees the positive exponents above the
     diagonal (no inf, no NaN in values or gradients), and it equals the chunked form (fp32, 1e-5)."""

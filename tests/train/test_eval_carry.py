@@ -123,6 +123,36 @@ def test_eval_carry_state_refuses_a_model_without_state(gpt_run, capsys):
     assert "context cut to 32" in out and "| positions (bytes) | 0-32 | 32-64 | 64-128 | all |" in out
 
 
+def test_hard_gate_reads_the_delta_rule_through_the_hard_gate(tmp_path_factory, corpus_file, trained, gpt_run, capsys):
+    """``--hard-gate``: a run whose delta rule writes through the sigmoid gate is read, with the same weights,
+    through the hard gate (`BDH.hard_gated`), said in the header; the carried curve is the hard twin's. Any other
+    model is refused in one line."""
+    from bdh.analysis.evaluation.run import open_eval
+
+    run = tmp_path_factory.mktemp("runs") / "delta"
+    overrides = tiny(corpus_file, run, "train.max_steps=3", "eval.every=0", "model.state_write=delta")
+    assert main(["train", *set_args(overrides)]) == 0
+    soft = open_eval(run, carry=True, batches=3)
+    hard = open_eval(run, carry=True, batches=3, hard_gate=True)
+    assert (soft.model.config.write_gate, hard.model.config.write_gate) == ("sigmoid", "hard")
+    assert hard.header().startswith(f"model: {hard.folder} (read with the hard write gate)")
+    assert "hard" not in soft.header()
+    want = soft.plan.run(soft.model.hard_gated(), "none")[0][1].total_bits()
+    got = hard.run().curves[0][1].total_bits()
+    assert got == pytest.approx(want, abs=1e-9)  # the same model on the same streams in the same order
+    assert abs(got - soft.run().curves[0][1].total_bits()) > 1e-6  # near b = 1/2, hardsigmoid is not the sigmoid
+    code, out, err = cli(capsys, "eval", str(run), "--hard-gate", "--batches", "2")
+    assert code == 0, err
+    assert "(read with the hard write gate)" in out
+    for other, says in (
+        (trained, "sigmoid gate (state_write: delta, write_gate: sigmoid); this one has"),
+        (gpt_run, "the run's model is a GPT, not a BDH"),
+    ):
+        code, out, err = cli(capsys, "eval", str(other), "--hard-gate")
+        assert code == 2
+        assert err.count("\n") == 1 and err.startswith("bdh: error: --hard-gate: ") and says in err, err
+
+
 def test_full_shows_progress(trained, capsys):
     """Not a terminal (captured): one line about every tenth of the batches on stderr, as training prints
     lines instead of a bar; ``--progress none`` turns it off."""

@@ -54,6 +54,12 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         "(the context cropped, as nanoGPT's generate does); any model, the yardstick of --carry-state. Both "
         "together: the two curves on the same streams and the state's gain",
     )
+    e.add_argument(
+        "--hard-gate",
+        action="store_true",
+        help="read a BDH whose delta rule writes through the sigmoid gate with the hard gate instead "
+        "(write_gate: hard, the same weights: the tokens the gate shuts write nothing; a read-time change)",
+    )
     _add_reading_flags(e)
     e.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     e.set_defaults(func=cmd_eval)
@@ -116,6 +122,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         sliding=args.sliding,
         figure=args.figure,
         stride=args.stride,
+        hard_gate=args.hard_gate,
         **reading,
     )
     print(run.header(), flush=True)

@@ -142,6 +142,28 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             beta = F.hardsigmoid(z) if cfg.write_gate == "hard" else torch.sigmoid(z)
         return log_g, beta
 
+    @property
+    def soft_gated(self) -> bool:
+        """Whether the delta rule writes through the sigmoid gate : `hard_gated` reads it."""
+        return self.config.state_write == "delta" and self.config.write_gate == "sigmoid"
+
+    def hard_gated(self) -> BDH:
+        """The same weights in a BDH whose delta rule writes through the hard gate (``write_gate: hard``): a
+        read-time change; the gate's logits are unchanged and b_t is exactly 0 where they are <= -3, so the tokens
+        the gate shuts write nothing (docs/long-context.md, "Recall through a gap"). A copy: ``self`` is kept."""
+        if not self.soft_gated:
+            raise UserError(
+                "a hard read needs a BDH whose delta rule writes through the sigmoid gate "
+                f"(state_write: delta, write_gate: sigmoid); this one has state_write: {self.config.state_write}"
+                + (f", write_gate: {self.config.write_gate}" if self.config.state_write == "delta" else "")
+            )
+        import dataclasses
+
+        weight = next(self.parameters())
+        twin = type(self)(dataclasses.replace(self.config, write_gate="hard"))
+        twin.load_state_dict(self.state_dict())
+        return twin.to(device=weight.device, dtype=weight.dtype).train(self.training)
+
     def num_params(self) -> int:
         """Trainable parameters, 3 n D + 2 V D (paper section 3.2; `BDHConfig.num_params` with the ablations)."""
         return sum(p.numel() for p in self.parameters())

@@ -66,17 +66,21 @@ class EvalResult:
 @dataclass(frozen=True)
 class RunEval:
     """A planned evaluation of a run's model: the ``model``, the ``folder`` it came from, the ``plan``, the
-    ``source`` named in a figure's title, and the ``figure`` to draw (a long-context plan only)."""
+    ``source`` named in a figure's title, the ``figure`` to draw (a long-context plan only) and ``read_as``, how the
+    model is read when not as trained ("": as trained)."""
 
     model: Any
     folder: Path
     plan: WindowPlan | StreamPlan
     source: Path
     figure: str | Path | None = None
+    read_as: str = ""
 
     def header(self) -> str:
-        """The lines ``bdh eval`` prints before scoring: the model's folder and the plan's notes."""
-        return "\n".join([f"model: {self.folder}", *self.plan.notes])
+        """The lines ``bdh eval`` prints before scoring: the model's folder (how it is read, if changed) and the plan's
+        notes."""
+        how = f" ({self.read_as})" if self.read_as else ""
+        return "\n".join([f"model: {self.folder}{how}", *self.plan.notes])
 
     def run(self, progress: str = "none") -> EvalResult:
         """Score the plan (``progress``: a mode of `bdh.train.run.log.EvalProgress`) and draw the figure if asked."""
@@ -100,24 +104,33 @@ def open_eval(
     carry: bool = False,
     sliding: bool = False,
     figure: str | Path | None = None,
+    hard_gate: bool = False,
     **reading: Any,
 ) -> RunEval:
     """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run.model.load_run_model`),
     its data (`bdh.analysis.evaluation.data.eval_data`: the validation split, or ``data``) and the plan of
     `bdh.analysis.evaluation.plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
     ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
-    into this file. A one-line `UserError` for options that do not go together."""
+    into this file. ``hard_gate``: a BDH whose delta rule writes through the sigmoid gate is read through the hard
+    gate (`bdh.model.BDH.hard_gated`). A one-line `UserError` for options that do not go together."""
     from bdh.train.run.model import load_run_model
 
     from .data import eval_data
     from .plan import plan_eval
 
     model, folder = load_run_model(source, checkpoint, device)
+    if hard_gate:
+        if not hasattr(model, "hard_gated"):
+            raise UserError(f"--hard-gate: the run's model is a {type(model).__name__}, not a BDH")
+        try:
+            model = model.hard_gated()
+        except UserError as exc:
+            raise UserError(f"--hard-gate: {exc}") from None
     ev = eval_data(source, model, data)
     if not (carry or sliding) and (figure or reading.get("stride")):
         raise UserError("--figure and --stride go with --carry-state or --sliding")
     plan = plan_eval(ev, model, carry=carry, sliding=sliding, **reading)
-    return RunEval(model, folder, plan, Path(source), figure)
+    return RunEval(model, folder, plan, Path(source), figure, "read with the hard write gate" if hard_gate else "")
 
 
 __all__ = ["EvalResult", "RunEval", "open_eval"]

@@ -57,12 +57,12 @@ def run_name(model: str, task: str, seed: int) -> str:
 
 def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:
     """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``; with
-    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`reading.hard_gate`)."""
+    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`bdh.model.BDH.hard_gated`)."""
     if model_name in ATTENTION:
         return ("whole", "window")
     if not reading.has_state(model):
         return ("whole",)
-    return ("state", "state-hard") if hard_reads and reading.has_soft_gate(model) else ("state",)
+    return ("state", "state-hard") if hard_reads and getattr(model, "soft_gated", False) else ("state",)
 
 
 def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: Log) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
         except ValueError as exc:  # a model that cannot read this length
             return {**row, "status": str(exc)}
     if read == "state-hard":
-        model, read = reading.hard_gate(model), "state"
+        model, read = model.hard_gated().eval(), "state"
     fn = {
         "state": partial(reading.read_state, model, chunk=config.seq_len),
         "whole": partial(reading.read_whole, model),

@@ -52,7 +52,7 @@ def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object
         x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(rows))
         fn = {
             "state": partial(reading.read_state, chunk=config.seq_len),
-            "state-hard": lambda m, x, y: reading.read_state(reading.hard_gate(m), x, y, config.seq_len),
+            "state-hard": lambda m, x, y: reading.read_state(m.hard_gated().eval(), x, y, config.seq_len),
             "whole": reading.read_whole,
             "window": partial(reading.read_window, window=config.seq_len),
         }[read]

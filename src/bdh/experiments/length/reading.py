@@ -75,22 +75,6 @@ def at_length(model: nn.Module, length: int) -> nn.Module:
     return wider.to(device_of(model)).eval()
 
 
-def has_soft_gate(model: nn.Module) -> bool:
-    """Whether ``model`` is a BDH whose delta rule writes through the sigmoid gate (`hard_gate` can read it)."""
-    config = getattr(model, "config", None)
-    return getattr(config, "state_write", None) == "delta" and getattr(config, "write_gate", None) == "sigmoid"
-
-
-def hard_gate(model: nn.Module) -> nn.Module:
-    """The same weights in a BDH whose delta rule writes through the hard gate (``write_gate: hard``): the gate's
-    logits unchanged, b_t exactly 0 where they are <= -3 (docs/long-context.md, "Recall through a gap")."""
-    if not has_soft_gate(model):
-        raise ValueError(f"{type(model).__name__}: only a BDH with the delta rule's sigmoid gate has a hard read")
-    twin = type(model)(dataclasses.replace(model.config, write_gate="hard"))
-    twin.load_state_dict(model.state_dict())
-    return twin.to(device_of(model)).eval()
-
-
 @torch.no_grad()
 def read_whole(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[int, int, int, int]:
     """(right, scored, 0, tokens): ``x`` (B, L) read in one forward."""

@@ -38,6 +38,14 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     "nopos-lg-delta-hard": {
         "model": {"positional": "none", "damping": "local-global", "state_write": "delta", "write_gate": "hard"}
     },
+    "nopos-lg-delta-sp": {
+        "model": {"positional": "none", "damping": "local-global", "state_write": "delta"},
+        "train": {"bptt": "state-passing"},
+    },
+    "nopos-lg-delta-tbptt": {
+        "model": {"positional": "none", "damping": "local-global", "state_write": "delta"},
+        "train": {"bptt": "tbptt", "tbptt_windows": 16},
+    },
     "gpt": {},
     "gpt-facts": {"task": {"facts": 2.0}},
 }
