@@ -13,6 +13,7 @@ from _train_helpers import set_args, tiny
 from bdh.analysis.loss_by_position import (
     ContextCurve,
     carried_curve,
+    empty_heads,
     plan_streams,
     position_edges,
     sliding_curve,
@@ -74,6 +75,30 @@ def test_carried_curve_is_one_long_forward(damping):
     for lo, hi, bits in zip(curve.edges[:-1], curve.edges[1:], curve.bits()):
         assert bits == pytest.approx(float(want[:, lo:hi].mean()) / LN2, abs=1e-4)
     assert sum(curve.count) == 2 * 160 and curve.edges == [0, 16, 32, 64, 128, 160]
+
+
+def test_emptied_heads_read_one_chunk_while_the_others_carry():
+    """`empty_heads` as ``forget``: every head emptied after each chunk is the chunks read one by one from an empty
+    state (the same float32 sums in a different grouping: 1e-4 bits as above); a head emptied alone changes the
+    read past the first chunk and nothing inside it, and the state it hands on holds zeros in that head only."""
+    model = tiny_bdh(damping="local-global", state_write="delta", positional="none")
+    tokens = torch.randint(0, 256, (2, 97), generator=torch.Generator().manual_seed(2))
+    windowed = carried_curve(model, tokens, 16, forget=empty_heads(range(model.config.n_head)))
+    with torch.no_grad():
+        chunks = [model(tokens[:, i : i + 16]) for i in range(0, 96, 16)]
+    logits = torch.cat(chunks, dim=1)
+    want = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1), reduction="none").view(2, 96)
+    for lo, hi, bits in zip(windowed.edges[:-1], windowed.edges[1:], windowed.bits()):
+        assert bits == pytest.approx(float(want[:, lo:hi].mean()) / LN2, abs=1e-4)
+    carried = carried_curve(model, tokens, 16)
+    one = carried_curve(model, tokens, 16, forget=empty_heads([1]))
+    assert one.bits()[0] == pytest.approx(carried.bits()[0], abs=1e-6)  # the first chunk reads the empty state
+    assert max(abs(a - b) for a, b in zip(one.bits()[1:], carried.bits()[1:])) > 1e-4
+    state = model.init_state(2)
+    state.rho.normal_()
+    after = empty_heads([1])(state)
+    assert torch.equal(after.rho[:, :, 0], state.rho[:, :, 0]) and not after.rho[:, :, 1].any()
+    assert after.pos == state.pos and state.rho[:, :, 1].any()  # a new state; the old one is kept
 
 
 def test_sliding_curve_gives_each_token_its_cropped_context():

@@ -26,6 +26,7 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -170,10 +171,13 @@ def carried_curve(
     progress: Callable[[int], None] | None = None,
     autocast=contextlib.nullcontext,
     keep: bool = False,
+    forget: Callable[[Any], Any] | None = None,
 ) -> ContextCurve:
     """Loss by position of ``tokens`` (B, L + 1) read with the recurrent state carried (chunks of ``chunk``
     tokens, default ``window``), each position predicted from every token before it. Memory does not grow
-    with L: only the state and one chunk are held (``keep``: and every token's loss, `ContextCurve.keep_tokens`)."""
+    with L: only the state and one chunk are held (``keep``: and every token's loss, `ContextCurve.keep_tokens`).
+    ``forget`` (a diagnostic, e.g. `empty_heads`): applied to the state after every chunk, so that part of it
+    carries nothing from one chunk to the next."""
     _need_state(model)
     device = next(model.parameters()).device
     L = tokens.shape[1] - 1
@@ -190,11 +194,26 @@ def carried_curve(
             with autocast():
                 logits, state = model.step(part[:, :-1], state)
             curve.add(_token_losses(logits, part[:, 1:]), start)
+            if forget is not None:
+                state = forget(state)
             if progress is not None:
                 progress(done)
     finally:
         model.train(was_training)
     return curve
+
+
+def empty_heads(heads: Sequence[int]) -> Callable[[Any], Any]:
+    """A ``forget`` of `carried_curve` for BDH: the state of ``heads`` (of every layer) emptied after every chunk,
+    so that those heads read the current chunk only while the others carry everything before it."""
+    chosen = list(heads)
+
+    def forget(state: Any) -> Any:
+        rho = state.rho.clone()
+        rho[:, :, chosen] = 0
+        return type(state)(rho, state.pos)
+
+    return forget
 
 
 @torch.no_grad()
@@ -321,6 +340,7 @@ __all__ = [
     "bucket_label",
     "carried_curve",
     "curve_table",
+    "empty_heads",
     "figure",
     "plan_streams",
     "position_edges",

@@ -144,7 +144,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
 
     @property
     def soft_gated(self) -> bool:
-        """Whether the delta rule writes through the sigmoid gate : `hard_gated` reads it."""
+        """Whether the delta rule writes through the sigmoid gate (``write_gate: sigmoid``), read by `hard_gated`."""
         return self.config.state_write == "delta" and self.config.write_gate == "sigmoid"
 
     def hard_gated(self) -> BDH:
