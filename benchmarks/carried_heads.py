@@ -8,7 +8,7 @@ reads; `bdh.analysis.loss_by_position.carried_curve` with `empty_heads`): ``wind
 every window of T: nothing carried), ``carried`` (everything carried from the stream's start), ``undamped heads
 emptied`` (the heads whose retention u_h is 1 read one window at a time while the damped heads carry) and ``damped
 heads emptied`` (the converse); with ``--hard-gate``, the carried read through the hard write gate too
-(`bdh.model.BDH.hard_gated`). A row is left out where its heads do not exist (no damping: every head undamped).
+(`bdh.model.hard_read`). A row is left out where its heads do not exist (no damping: every head undamped).
 docs/long-context.md ("What the delta recipe's state does on text") reads the table.
 """
 
@@ -45,8 +45,9 @@ def head_groups(model) -> dict[str, list[int]]:
     return {name: hs for name, hs in groups.items() if hs}
 
 
-def rows(model, tokens: torch.Tensor, window: int, hard_gate: bool) -> list[tuple[str, object]]:
-    """``(name, ContextCurve)`` of every row (module docstring), read on ``tokens`` (lanes, length + 1)."""
+def rows(model, tokens: torch.Tensor, window: int, hard=None) -> list[tuple[str, object]]:
+    """``(name, ContextCurve)`` of every row (module docstring), read on ``tokens`` (lanes, length + 1); ``hard``:
+    the model's hard-gate twin (`bdh.model.hard_read`), whose carried read is the last row."""
     from bdh.analysis.loss_by_position import carried_curve, empty_heads
 
     every = list(range(model.config.n_head))
@@ -58,8 +59,8 @@ def rows(model, tokens: torch.Tensor, window: int, hard_gate: bool) -> list[tupl
         if len(heads) < len(every):
             label = f"{name} heads {', '.join(map(str, heads))} emptied each window"
             out.append((label, carried_curve(model, tokens, window, forget=empty_heads(heads))))
-    if hard_gate:
-        out.append(("carried, hard write gate", carried_curve(model.hard_gated().eval(), tokens, window)))
+    if hard is not None:
+        out.append(("carried, hard write gate", carried_curve(hard, tokens, window)))
     return out
 
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from bdh.analysis.evaluation.data import eval_data
     from bdh.analysis.loss_by_position import curve_table, task_streams
     from bdh.errors import UserError
-    from bdh.model import BDH
+    from bdh.model import BDH, hard_read
     from bdh.train.run.model import load_run_model
 
     torch.set_num_threads(args.threads)
@@ -76,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         model, folder = load_run_model(args.run, None, "cpu")
         if not isinstance(model, BDH):
             raise UserError(f"{args.run}: the run's model is a {type(model).__name__}, not a BDH")
-        if args.hard_gate and not model.soft_gated:
-            model.hard_gated()  # its own one-line refusal
+        hard = hard_read(model) if args.hard_gate else None
         ev = eval_data(args.run, model)
         tokens = task_streams(ev.task, ev.split, args.lanes, args.length, ev.seed)
     except UserError as exc:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     model.eval()
     print(f"`python benchmarks/carried_heads.py {' '.join(argv if argv is not None else sys.argv[1:])}`")
     print(f"model: {folder}; {args.lanes} lanes of {args.length:,} bytes of {ev.description}\n")
-    print(curve_table(rows(model, tokens, ev.task.seq_len, args.hard_gate), ev.unit))
+    print(curve_table(rows(model, tokens, ev.task.seq_len, hard), ev.unit))
     return 0
 
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from bdh import BDH, BDHConfig
 from bdh.errors import UserError
+from bdh.model import hard_read
 from bdh.model.config import DECAY_GATE_HALF_LIFE, LEARNED_MAX_HALF_LIFE
 from bdh.model.kernels import Pass, choose
 from bdh.model.kernels.naive import naive_token_rule_attention
@@ -162,6 +163,21 @@ def test_only_a_sigmoid_gated_delta_rule_has_a_hard_read(options, says):
     assert not model.soft_gated
     with pytest.raises(UserError, match=f"sigmoid gate .*{says}"):
         model.hard_gated()
+
+
+def test_hard_read_is_the_twin_in_eval_mode_and_refuses_other_models():
+    """`bdh.model.hard_read`, the one door the CLI, the length experiment and the benchmarks take: the twin of
+    `BDH.hard_gated` in eval mode whatever the model's mode; a model that is not a BDH, or a BDH without the sigmoid
+    gate, gets the one-line `UserError`."""
+    torch.manual_seed(0)
+    soft = BDH(tiny_config(state_write="delta", positional="none")).train()
+    hard = hard_read(soft)
+    assert hard.config.write_gate == "hard" and not hard.training and soft.training
+    assert all(torch.equal(a, b) for a, b in zip(soft.state_dict().values(), hard.state_dict().values()))
+    with pytest.raises(UserError, match=r"^a hard read needs a BDH; this model is a Linear$"):
+        hard_read(torch.nn.Linear(2, 2))
+    with pytest.raises(UserError, match="sigmoid gate .*state_write: add"):
+        hard_read(BDH(tiny_config()))
 
 
 def test_a_long_parallel_decay_neither_overflows_nor_loses_its_digits():

@@ -146,7 +146,7 @@ def test_hard_gate_reads_the_delta_rule_through_the_hard_gate(tmp_path_factory, 
     assert "(read with the hard write gate)" in out
     for other, says in (
         (trained, "sigmoid gate (state_write: delta, write_gate: sigmoid); this one has"),
-        (gpt_run, "the run's model is a GPT, not a BDH"),
+        (gpt_run, "a hard read needs a BDH; this model is a GPT"),
     ):
         code, out, err = cli(capsys, "eval", str(other), "--hard-gate")
         assert code == 2

@@ -4,7 +4,16 @@ The names below are imported on first use (see `bdh._lazy`)."""
 
 from .._lazy import exports
 
-__all__ = ["BDH", "BDHCapture", "BDHConfig", "BDHState", "CheckpointError", "StateDecoder", "load_pretrained"]
+__all__ = [
+    "BDH",
+    "BDHCapture",
+    "BDHConfig",
+    "BDHState",
+    "CheckpointError",
+    "StateDecoder",
+    "hard_read",
+    "load_pretrained",
+]
 
 __getattr__, __dir__ = exports(
     __name__,
@@ -15,6 +24,7 @@ __getattr__, __dir__ = exports(
         "BDHState": ".state:BDHState",
         "CheckpointError": ".io:CheckpointError",
         "StateDecoder": ".decoder:StateDecoder",
+        "hard_read": ".bdh:hard_read",
         "load_pretrained": ".io:load_pretrained",
     },
     globals(),

@@ -397,6 +397,14 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             raise UserError(f"BDH: state rho has shape {tuple(state.rho.shape)}, this model and batch need {want}")
 
 
+def hard_read(model: nn.Module) -> BDH:
+    """``model`` read through the delta rule's hard write gate (`BDH.hard_gated`, a copy in eval mode), or a one-line
+    `UserError` where that read does not exist: a model that is not a BDH, or a BDH without the sigmoid gate."""
+    if not isinstance(model, BDH):
+        raise UserError(f"a hard read needs a BDH; this model is a {type(model).__name__}")
+    return model.hard_gated().eval()
+
+
 def _slow_token_rule(q, k, v, log_g, beta) -> torch.Tensor:
     """a_l of `BDH.slow_forward` with a retention per token: the T x T matrix with u_h^(t - tau) replaced by
     prod_{tau <= j < t} u_j; with the delta rule, the state of unit keys written token by token."""

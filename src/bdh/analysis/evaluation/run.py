@@ -112,7 +112,7 @@ def open_eval(
     `bdh.analysis.evaluation.plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
     ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
     into this file. ``hard_gate``: a BDH whose delta rule writes through the sigmoid gate is read through the hard
-    gate (`bdh.model.BDH.hard_gated`). A one-line `UserError` for options that do not go together."""
+    gate (`bdh.model.hard_read`). A one-line `UserError` for options that do not go together."""
     from bdh.train.run.model import load_run_model
 
     from .data import eval_data
@@ -120,10 +120,10 @@ def open_eval(
 
     model, folder = load_run_model(source, checkpoint, device)
     if hard_gate:
-        if not hasattr(model, "hard_gated"):
-            raise UserError(f"--hard-gate: the run's model is a {type(model).__name__}, not a BDH")
+        from bdh.model import hard_read
+
         try:
-            model = model.hard_gated()
+            model = hard_read(model)
         except UserError as exc:
             raise UserError(f"--hard-gate: {exc}") from None
     ev = eval_data(source, model, data)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from bdh.model import hard_read
 from bdh.outputs import write_text
 from bdh.tasks.lengths import fixed_test_set, wilson_interval
 
@@ -57,7 +58,7 @@ def run_name(model: str, task: str, seed: int) -> str:
 
 def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:
     """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``; with
-    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`bdh.model.BDH.hard_gated`)."""
+    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`bdh.model.hard_read`)."""
     if model_name in ATTENTION:
         return ("whole", "window")
     if not reading.has_state(model):
@@ -142,7 +143,7 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
         except ValueError as exc:  # a model that cannot read this length
             return {**row, "status": str(exc)}
     if read == "state-hard":
-        model, read = model.hard_gated().eval(), "state"
+        model, read = hard_read(model), "state"
     fn = {
         "state": partial(reading.read_state, model, chunk=config.seq_len),
         "whole": partial(reading.read_whole, model),

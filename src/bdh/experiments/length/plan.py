@@ -9,6 +9,7 @@ from functools import partial
 
 import torch
 
+from bdh.model import hard_read
 from bdh.registry import get_model
 from bdh.tasks.lengths import fixed_test_set
 
@@ -52,7 +53,7 @@ def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object
         x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(rows))
         fn = {
             "state": partial(reading.read_state, chunk=config.seq_len),
-            "state-hard": lambda m, x, y: reading.read_state(m.hard_gated().eval(), x, y, config.seq_len),
+            "state-hard": lambda m, x, y: reading.read_state(hard_read(m), x, y, config.seq_len),
             "whole": reading.read_whole,
             "window": partial(reading.read_window, window=config.seq_len),
         }[read]
