@@ -186,9 +186,44 @@ def test_inspect_traces_the_fact_of_an_induction_sequence(tmp_path, capsys):
     assert len(rec["heads"]) == 2 and not (tmp_path / "o" / "fact.png").exists()
 
 
+def test_inspect_traces_a_recall_fact_through_the_hard_gate(tmp_path, capsys):
+    """--recall LENGTH: row 0 of the recall_gap test set cut after the question whose pair came first, the pair's
+    value the fact; --hard-gate traces the hard-gate twin (other numbers than the sigmoid's, the source says so)."""
+    from bdh.analysis.memory import recall_facts, trace_fact
+    from bdh.model import hard_read
+    from bdh.registry import get_task
+    from bdh.tasks.lengths import fixed_test_set
+
+    torch.manual_seed(0)
+    model = bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, state_write="delta"))
+    model.save_pretrained(tmp_path / "m")
+    recs = {}
+    for name, extra in (("soft", []), ("hard", ["--hard-gate"])):
+        out = tmp_path / name
+        assert main(["inspect", str(tmp_path / "m"), "--recall", "200", "--out", str(out), "--no-figures", *extra]) == 0
+        recs[name] = json.loads((out / "fact.json").read_text())
+    cls = get_task("recall_gap")
+    x, y = fixed_test_set(cls(cls.config_class(seq_len=200, vocab_size=256, num_kv_pairs=8)), 200, rows=[0])
+    facts = recall_facts(x[0], y[0])
+    (write, read), hard = facts[0], recs["hard"]
+    assert (hard["write"], hard["read"], hard["length"], hard["answer"]) == (write, read, read + 1, int(y[0, read]))
+    assert [(p["write"], p["read"], p["answer"]) for p in hard["pairs"]] == [(w, r, int(y[0, r])) for w, r in facts]
+    first = max(hard["heads"], key=lambda h: h["share"])
+    assert hard["pairs"][0]["predicted"] == hard["predicted"]  # the same read of the same tokens, traced twice
+    assert hard["pairs"][0]["share"] == pytest.approx(first["share"], rel=1e-9)
+    assert len(facts) == 8 and "every pair (value at -> question at" in capsys.readouterr().out
+    assert hard["source"].endswith("(read with the hard write gate)") and "hard" not in recs["soft"]["source"]
+    want = trace_fact(hard_read(model), x[0, : read + 1], write, top=16)
+    assert [h["fact"] for h in hard["heads"]] == pytest.approx([h.fact for h in want.heads], rel=1e-6, abs=1e-9)
+    assert [h["fact"] for h in hard["heads"]] != pytest.approx([h["fact"] for h in recs["soft"]["heads"]])
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
+        (["--recall", "64", "--hard-gate"], "--hard-gate: a hard read needs a BDH whose delta rule"),
+        (["--hard-gate"], "--hard-gate goes with --fact, --induction or --recall"),
+        (["--recall", "32"], "--recall"),
         (["--fact", "3"], "--fact needs the text it is in"),
         (["--prompt", "abc", "--fact", "2"], "--fact: the fact's position must lie before the input's last token (2)"),
         (["--induction", "2"], "--induction"),

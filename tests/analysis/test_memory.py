@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bdh import BDH, BDHConfig
-from bdh.analysis.memory import check_write, induction_write, trace_fact
+from bdh.analysis.memory import check_write, induction_write, recall_facts, trace_fact
 from bdh.errors import UserError
 
 
@@ -46,6 +46,18 @@ def test_scores_equal_the_attention_matrix_of_a_whole_pass(options, monkeypatch)
         total = sum(n.fact for n in trace.neurons if n.layer == layer)
         assert total == pytest.approx(sum(h.fact for h in trace.heads if h.layer == layer), rel=1e-4, abs=1e-6)
     assert trace.predicted == int(model(idx.view(1, -1))[0, -1].argmax())
+
+
+def test_recall_facts_pairs_every_question_with_its_value_first_stated_first():
+    """Pairs (3, 9), (4, 8) then a filler and the questions 4? 3?: key 3 was stated first, so its question (position
+    7) comes first with its value (position 1); then key 4's; a question whose key never occurred is refused."""
+    x = torch.tensor([3, 9, 4, 8, 6, 4, 8, 3, 9])
+    y = torch.tensor([-100, -100, -100, -100, -100, 8, -100, 9, -100])
+    assert recall_facts(x, y) == [(1, 7), (3, 5)]
+    with pytest.raises(UserError, match="no question's key occurs earlier"):
+        recall_facts(torch.tensor([5, 6, 7]), torch.tensor([-100, -100, 1]))
+    with pytest.raises(UserError, match="1-D tensors of the same length"):
+        recall_facts(x, y[:-1])
 
 
 def test_induction_write_finds_the_answer_and_bad_input_is_refused():

@@ -16,6 +16,7 @@ import torch
 
 from bdh.errors import UserError
 from bdh.model.kernels.pytorch import token_rules
+from bdh.tasks.base import IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,22 @@ def induction_write(idx: torch.Tensor) -> int:
     return int(hits[0]) + 1
 
 
+def recall_facts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[int, int]]:
+    """(write, read) of every question of a recall-through-a-gap sequence (`bdh.tasks.recall_gap`; ``x`` and ``y``
+    1-D), the pair stated first first: ``read``, the question (its key, where its value is scored); ``write``, the
+    pair's value, right after the key's first occurrence, as `induction_write`'s answer after the trigger."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 1 or not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        raise UserError("recall_facts: x and y must be 1-D tensors of the same length")
+    facts = []
+    for read in torch.nonzero(y != IGNORE_INDEX).flatten().tolist():
+        hits = torch.nonzero(x[:read] == x[read]).flatten()
+        if hits.numel() and int(hits[0]) + 1 < read:
+            facts.append((int(hits[0]) + 1, read))
+    if not facts:
+        raise UserError("recall_facts: no question's key occurs earlier with a value after it")
+    return sorted(facts)
+
+
 def longest_gap(
     task: Any, length: int, *, n: int = 64, seed: int = 0, rows: int = 8
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -190,4 +207,13 @@ def longest_gap(
     return best
 
 
-__all__ = ["FactTrace", "HeadTrace", "HeldNeuron", "check_write", "induction_write", "longest_gap", "trace_fact"]
+__all__ = [
+    "FactTrace",
+    "HeadTrace",
+    "HeldNeuron",
+    "check_write",
+    "induction_write",
+    "longest_gap",
+    "recall_facts",
+    "trace_fact",
+]

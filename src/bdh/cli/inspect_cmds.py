@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
@@ -18,6 +18,8 @@ from .checks import add_overwrite, add_prompt, announce_loaded, checked_model_di
 MAX_PROMPT = 4096
 #: the longest sequence a fact is traced through (read through the state in flat memory)
 MAX_FACT = 2**24
+#: the key-value pairs of a ``--recall`` sequence (the recall_gap task's and the length experiment's default)
+RECALL_PAIRS = 8
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,20 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group()
     add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the probe text (bdh.analysis.probe)")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
-    src.add_argument(
-        "--induction",
-        metavar="LENGTH",
-        type=integer(3, MAX_FACT),
-        help="trace the fact of an induction test sequence of LENGTH tokens (of the first 8 of the fixed test set, "
-        "bdh.tasks.lengths, the one with the longest gap; the model's vocabulary): which neurons hold it",
-    )
-    p.add_argument(
-        "--fact",
-        metavar="POS",
-        type=integer(0),
-        help="with --prompt or --prompt-file: trace the fact written at byte POS, read back at the last byte "
-        "(fact.json and fact.png instead of the brain view)",
-    )
+    _add_fact_args(p, src)
     p.add_argument(
         "--tokens",
         type=integer(2, MAX_PROMPT),
@@ -79,6 +68,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
+def _add_fact_args(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveGroup) -> None:
+    """``--induction`` and ``--recall`` (in the input group ``src``), ``--hard-gate`` and ``--fact``: a fact traced
+    through the state instead of the brain view."""
+    src.add_argument(
+        "--induction",
+        metavar="LENGTH",
+        type=integer(3, MAX_FACT),
+        help="trace the fact of an induction test sequence of LENGTH tokens (of the first 8 of the fixed test set, "
+        "bdh.tasks.lengths, the one with the longest gap; the model's vocabulary): which neurons hold it",
+    )
+    src.add_argument(
+        "--recall",
+        metavar="LENGTH",
+        type=integer(4 * RECALL_PAIRS + 1, MAX_FACT),
+        help=f"trace a fact of the first recall-through-a-gap test sequence of LENGTH tokens ({RECALL_PAIRS} pairs, "
+        "bdh.tasks.recall_gap; the model's vocabulary): the pair stated first, read back at its question; every "
+        "pair in brief",
+    )
+    p.add_argument(
+        "--hard-gate",
+        action="store_true",
+        help="read through the delta rule's hard write gate (the same weights; a BDH with the sigmoid gate)",
+    )
+    p.add_argument(
+        "--fact",
+        metavar="POS",
+        type=integer(0),
+        help="with --prompt or --prompt-file: trace the fact written at byte POS, read back at the last byte "
+        "(fact.json and fact.png instead of the brain view)",
+    )
+
+
 def _input_tokens(args: argparse.Namespace):
     import torch
 
@@ -95,11 +116,17 @@ def _input_tokens(args: argparse.Namespace):
     return probe.probe(args.tokens, args.windows)
 
 
+def _task_fact(args: argparse.Namespace) -> str | None:
+    """``--induction`` or ``--recall`` as given (a task's test sequence finds its own fact), or None."""
+    return "--induction" if args.induction is not None else "--recall" if args.recall is not None else None
+
+
 def _fact_prompt(args: argparse.Namespace) -> bytes | None:
-    """The prompt ``--fact`` traces in (checked before anything is written), or None for ``--induction``."""
-    if args.fact is not None and args.induction is not None:
-        raise UserError("--fact POS is for a prompt; --induction finds its own fact: give one of them")
-    if args.induction is not None:
+    """The prompt ``--fact`` traces in (checked before anything is written), or None for a task's sequence."""
+    flag = _task_fact(args)
+    if args.fact is not None and flag is not None:
+        raise UserError(f"--fact POS is for a prompt; {flag} finds its own fact: give one of them")
+    if flag is not None:
         return None
     data = prompt_bytes(args, max_bytes=MAX_FACT)
     if data is None:
@@ -110,60 +137,122 @@ def _fact_prompt(args: argparse.Namespace) -> bytes | None:
     return data
 
 
-def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> tuple[Any, int, int | None, str]:
-    """(tokens (L,), the fact's position, the expected answer or None, a description) of the fact to trace."""
+class _Fact(NamedTuple):
+    """A fact to trace: ``tokens`` (L,) read up to the question (the last token), the fact's position ``write``,
+    the expected ``answer`` (None for a prompt), a description; ``pairs``: for ``--recall``, every pair of the
+    sequence as (tokens up to its question, its value's position, its answer), the traced one first."""
+
+    tokens: Any
+    write: int
+    answer: int | None
+    source: str
+    pairs: list[tuple[Any, int, int]]
+
+
+def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
+    """The fact ``--fact``, ``--induction`` or ``--recall`` traces."""
     import torch
 
-    from bdh.analysis.memory import induction_write
-
-    if data is not None:
-        return torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes"
-    from bdh.analysis.memory import longest_gap
+    from bdh.analysis.memory import induction_write, longest_gap
     from bdh.registry import get_task
 
+    if data is not None:
+        return _Fact(torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes", [])
+    if args.recall is not None:
+        return _recall_input(args.recall, model.config.vocab_size)
     cls = get_task("induction")
     task = cls(cls.config_class(seq_len=args.induction, vocab_size=model.config.vocab_size))
     x, y, row = longest_gap(task, args.induction)
-    return x[0], induction_write(x[0]), int(y[0, -1]), f"induction test sequence {row} of {args.induction:,} tokens"
+    source = f"induction test sequence {row} of {args.induction:,} tokens"
+    return _Fact(x[0], induction_write(x[0]), int(y[0, -1]), source, [])
+
+
+def _recall_input(length: int, vocab_size: int) -> _Fact:
+    """``--recall LENGTH``: row 0 of the fixed test set, cut after the question of the pair stated first."""
+    from bdh.analysis.memory import recall_facts
+    from bdh.registry import get_task
+    from bdh.tasks.lengths import fixed_test_set
+
+    cls = get_task("recall_gap")
+    task = cls(cls.config_class(seq_len=length, vocab_size=vocab_size, num_kv_pairs=RECALL_PAIRS))
+    x, y = fixed_test_set(task, length, rows=[0])
+    pairs = [(x[0, : read + 1], write, int(y[0, read])) for write, read in recall_facts(x[0], y[0])]
+    tokens, write, answer = pairs[0]
+    source = f"recall_gap test sequence 0 of {length:,} tokens, cut after its question at {tokens.numel() - 1:,}"
+    return _Fact(tokens, write, answer, source, pairs)
+
+
+def _pair_rows(model, pairs: list[tuple[Any, int, int]]) -> list[dict[str, Any]]:
+    """Every pair of a ``--recall`` sequence traced (`bdh.analysis.memory.trace_fact`): its positions, answer and
+    prediction, the head of the largest share and the neuron that carries most of the fact there."""
+    from bdh.analysis.memory import trace_fact
+
+    rows = []
+    for tokens, write, answer in pairs:
+        trace = trace_fact(model, tokens.to(model.E.device), write, top=1)
+        best = max(trace.heads, key=lambda h: h.share)
+        top = trace.rows()[0] if trace.neurons else {"neuron": None, "purity": None}
+        rows.append(
+            {"write": write, "read": trace.read, "answer": answer, "predicted": trace.predicted, "layer": best.layer}
+            | {"head": best.head, "share": best.share, "neuron": top["neuron"], "purity": top["purity"]}
+        )
+    return rows
+
+
+def _print_trace(trace: dict[str, Any], answer: int | None, pairs: list[dict[str, Any]]) -> None:
+    """What `_trace_fact` found, in a few lines: the fact, the largest share, the top neurons, every pair."""
+    best = max(trace["heads"], key=lambda h: h["share"])
+    said = "" if answer is None else f" (answer {answer}: {'right' if answer == trace['predicted'] else 'wrong'})"
+    print(f"fact at {trace['write']:,}, read at {trace['read']:,}; predicted {trace['predicted']}{said}")
+    print(f"largest share: layer {best['layer']} head {best['head']}, {best['share']:.3f}")
+    for n in trace["neurons"][:5]:
+        print(f"  L{n['layer']}H{n['head']}#{n['neuron']}: fact {n['fact']:.4g}, others {n['other']:.4g}")
+    if pairs:
+        print("every pair (value at -> question at: answer, predicted; largest share; its neuron, purity):")
+    for r in pairs:
+        held = "" if r["neuron"] is None else f"#{r['neuron']} {r['purity']:.2f}"
+        print(
+            f"  {r['write']:,} -> {r['read']:,}: {r['answer']}, {r['predicted']}; "
+            f"L{r['layer']}H{r['head']} {r['share']:.3f}; {held}"
+        )
 
 
 def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:
-    """``--fact`` / ``--induction``: fact.json and fact.png (`bdh.analysis.memory.trace_fact`)."""
+    """``--fact`` / ``--induction`` / ``--recall``: fact.json and fact.png (`bdh.analysis.memory.trace_fact`)."""
     import json
 
     from bdh.analysis import figures
     from bdh.analysis.memory import trace_fact
     from bdh.outputs import atomic_folder, write_text
 
-    tokens, write, answer, source = _fact_input(args, model, data)
-    trace = trace_fact(model, tokens.to(model.E.device), write, top=16).to_dict()
-    record = {"model": str(model_dir), "source": source, "length": int(tokens.numel()), "answer": answer, **trace}
+    fact = _fact_input(args, model, data)
+    source = fact.source + (" (read with the hard write gate)" if args.hard_gate else "")
+    trace = trace_fact(model, fact.tokens.to(model.E.device), fact.write, top=16).to_dict()
+    pairs = _pair_rows(model, fact.pairs)
+    record = {"model": str(model_dir), "source": source, "length": int(fact.tokens.numel()), "answer": fact.answer}
+    record |= trace | ({"pairs": pairs} if pairs else {})
     names = ["fact.json"] + ([] if args.no_figures else ["fact.png"])
     with atomic_folder(out) as tmp:
         write_text(tmp / "fact.json", json.dumps(record, indent=1) + "\n")
         if not args.no_figures:
             figures.fact(trace, tmp / "fact.png", source)
-    written = [out / name for name in names]
-    best = max(trace["heads"], key=lambda h: h["share"])
-    said = "" if answer is None else f" (answer {answer}: {'right' if answer == trace['predicted'] else 'wrong'})"
-    print(f"fact at {write:,}, read at {trace['read']:,}; predicted {trace['predicted']}{said}")
-    print(f"largest share: layer {best['layer']} head {best['head']}, {best['share']:.3f}")
-    for n in trace["neurons"][:5]:
-        print(f"  L{n['layer']}H{n['head']}#{n['neuron']}: fact {n['fact']:.4g}, others {n['other']:.4g}")
-    print("wrote " + ", ".join(str(p) for p in written))
+    _print_trace(trace, fact.answer, pairs)
+    print("wrote " + ", ".join(str(out / name) for name in names))
     return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """The brain view of a BDH model (`bdh.analysis.report_folder.write_report`) written into one folder; with
-    ``--fact`` or ``--induction``, the trace of one fact through the state instead."""
+    ``--fact``, ``--induction`` or ``--recall``, the trace of one fact through the state instead."""
     from bdh.analysis import report
     from bdh.analysis.report_folder import write_report
     from bdh.model import BDH
     from bdh.outputs import check_output
 
     model_dir = checked_model_dir(args.run, args.checkpoint)
-    tracing = args.fact is not None or args.induction is not None
+    tracing = args.fact is not None or _task_fact(args) is not None
+    if args.hard_gate and not tracing:
+        raise UserError("--hard-gate goes with --fact, --induction or --recall (the trace of a fact through the state)")
     fact_prompt = _fact_prompt(args) if tracing else None
     tokens, source = (None, "") if tracing else _input_tokens(args)
     out = check_output(
@@ -175,6 +264,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model = load_model(model_dir, announce=not tracing)
     if not isinstance(model, BDH):
         raise UserError(f"{model_dir}: bdh inspect reads BDH models, this is a {type(model).__name__}")
+    if args.hard_gate:
+        from bdh.model import hard_read
+
+        try:
+            model = hard_read(model)
+        except UserError as exc:
+            raise UserError(f"--hard-gate: {exc}") from None
     if tracing:
         announce_loaded(model_dir, sys.stderr)
         return _trace_fact(args, fact_prompt, model, model_dir, out)
