@@ -17,10 +17,12 @@ def _rows(out: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled loops are not built here")
-def test_quick_runs_every_way_with_and_without_dropout(bench, capsys):
-    assert bench.main(["--quick", "--threads", "1"]) == 0
+def test_quick_runs_every_way(bench, capsys):
+    """Every way once, ``--dropout 0`` (its rows not repeated): compiling is most of a minute a way here, and the
+    compiled pass with dropout is tests/model/test_compile.py's (the rows with and without: the test below)."""
+    assert bench.main(["--quick", "--threads", "1", "--dropout", "0"]) == 0
     rows = _rows(capsys.readouterr().out)
-    assert [(r[0], r[1]) for r in rows] == [(d, w) for d in ("0.1", "0.0") for w in bench.WAYS]
+    assert [(r[0], r[1]) for r in rows] == [("0.0", w) for w in bench.WAYS]
     for _dropout, way, ms, ratio, graphs in rows:
         assert float(ms.replace(",", "")) > 0 and float(ratio) > 0
         # the compiled rows count dynamo's graphs of one forward: the model's, and the token check's breaks

@@ -16,7 +16,7 @@ from _train_helpers import bdh_cmd, run_bdh, set_args, subprocess_env, tiny, tra
 
 from bdh.cli import main
 
-STEPS = 120
+STEPS = 72
 
 
 def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
@@ -31,8 +31,8 @@ def overrides(corpus_file: Path, run_dir: Path, bptt: str) -> list[str]:
         f"train.bptt={bptt}",
         *(["train.tbptt_windows=7", "model.damping=alibi"] if streams else []),
         "train.micro_batch_size=2",
-        "eval.every=50",
-        "checkpoint.every=40",
+        "eval.every=30",
+        "checkpoint.every=24",
         "train.deterministic=true",
     )
 
@@ -73,13 +73,13 @@ def test_interrupt_by_signal_then_resume_gives_the_same_losses(corpus_file, tmp_
     ref, run = tmp_path / "uninterrupted", tmp_path / "interrupted"
     done, proc = start(ref), start(run)
     try:
-        wait_for_step(run, 45, proc)  # between the periodic checkpoints at 40 and 80
+        wait_for_step(run, 27, proc)  # between the periodic checkpoints at 24 and 48
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 128 + sig, err
         assert "interrupted at step" in err and "Traceback" not in err
         stopped = int(err.split("interrupted at step ")[1].split("/")[0])
-        assert 45 <= stopped < STEPS
+        assert 27 <= stopped < STEPS
         assert (run / "checkpoints" / f"step-{stopped}" / "meta.json").is_file()
         resumed = run_bdh("train", "--resume", str(run))
         assert resumed.returncode == 0, resumed.stderr
