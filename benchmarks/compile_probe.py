@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=256, help="T")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    p.add_argument("--dropout", type=float, default=0.1, help="the official default; each way also runs without (once with 0)")
+    p.add_argument(
+        "--dropout", type=float, default=0.1, help="the official default; each way also runs without (once with 0)"
+    )
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
