@@ -218,7 +218,13 @@ def test_tiny_experiment_end_to_end_and_resumed(tmp_path, capsys, readable_figur
     err = capsys.readouterr().err
     assert err.count("length: training") == 2 and "training rwkv-induction-s0" in err  # only the new model trains
     assert "bdh-recall_gap-s0 at 64 (state)" in err and "bdh-recall_gap-s0 at 32" not in err
-    assert len(json.loads((out / "results.json").read_text())["rows"]) == 2 * 3 * 4
+    resumed = json.loads((out / "results.json").read_text())
+    assert len(resumed["rows"]) == 2 * 3 * 4
+    # the time the runs recorded, whichever invocation spent it: every training and read of every record
+    records = [json.loads(p.read_text()) for p in sorted((out / "results").glob("*.json"))]
+    spent = sum(r["train_seconds"] + sum(row["seconds"] or 0 for row in r["rows"]) for r in records)
+    assert resumed["recorded_seconds"] == pytest.approx(spent) and spent > 0 and resumed["seconds"] > 0
+    assert f"{spent / 60:.1f} min of training and reading as its runs recorded them" in (out / "report.md").read_text()
     assert main([*args, "--resume", "--set", "lr=0.01"]) == 2  # another config: refused
     assert "was made with another config (differs in lr)" in capsys.readouterr().err
 

@@ -196,12 +196,21 @@ def _stopping(config: Config) -> str:
     )
 
 
+def recorded_seconds(records: list[dict]) -> float:
+    """The seconds the runs' records hold: every training and every read, whichever invocation did them."""
+    return sum(r.get("train_seconds", 0.0) + sum(row.get("seconds") or 0.0 for row in r["rows"]) for r in records)
+
+
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
     rows = [r for r in flat_rows(records) if r["length"] in config.lengths]
     cells = pooled(rows)
     chance = {task: config.chance(task) for task in config.tasks}
     report = Report("Memory past the training length: induction heads and recall through a gap")
-    report.text(f"Made by `{command_line(config)}` ({seconds / 60:.1f} min of wall time here).")
+    spent = recorded_seconds(records)
+    report.text(
+        f"Made by `{command_line(config)}`: {spent / 60:.1f} min of training and reading as its runs recorded them "
+        f"(this invocation {seconds / 60:.1f} min of wall time here; a resumed one skips what was done)."
+    )
     report.text(
         f"Every model trained at T = {config.seq_len} ({_phases(config)}, seeds {list(config.seeds)}), then read "
         f"on fixed test sets of {config.test_sequences} sequences per length. A cell "
@@ -233,5 +242,6 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
         "training": [{k: v for k, v in r.items() if k != "rows"} for r in records],
         "text_recall": text,
         "seconds": seconds,
+        "recorded_seconds": spent,
     }
     return report.write(out)
