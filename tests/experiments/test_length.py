@@ -119,6 +119,9 @@ def test_peak_memory_sees_a_large_allocation():
         ("text_models", ("no/such/folder",), "not a model folder"),
         ("gpt_positional", "learned", "length.gpt_positional"),
         ("train_chunk", -1, "length.train_chunk"),
+        ("min_length", 96, "min_length: must be 0 or 2T, 4T, 8T"),
+        ("min_length", 64, "min_length: must be 0 or 2T, 4T, 8T"),  # T itself is always read
+        ("min_length", 2**17, "at most max_length \\(65536\\)"),
     ],
 )
 def test_bad_config_is_one_line(field, value, message):
@@ -165,6 +168,37 @@ def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
     experiment.measure_run(config, tmp_path, record, log=lambda _: None)
     got = [(r["read"], r["length"]) for r in record["rows"]]
     assert got == [("whole", 32), ("whole", 64), ("whole", 128), ("whole", 256), ("window", 32), ("window", 64)]
+
+
+def test_min_length_reads_t_then_only_the_long_lengths(tmp_path, monkeypatch):
+    """``min_length`` skips the lengths between T and it; a resumed folder's report keeps the ones read before."""
+    from bdh.experiments.length.report import shown_lengths
+
+    assert Config().replace(min_length=4096).lengths == (64, 4096, 8192, 16384, 32768, 65536)
+    assert Config().replace(min_length=2**16).lengths == (64, 2**16)
+    config = Config.preset("quick").replace(max_length=256, min_length=128)
+
+    def fake_row(config, model_name, model, task, read, length):
+        return {"length": length, "read": read, "status": "ok", "accuracy": 0.9, "low": 0.8}
+
+    monkeypatch.setattr(experiment, "read_row", fake_row)
+    monkeypatch.setattr("bdh.model.io.read_model_config", lambda folder: (GPT, None))
+    monkeypatch.setattr("bdh.model.io.load_pretrained", lambda *a, **k: object())
+    record = {"model": "gpt", "task": "induction", "seed": 0, "rows": [], "trace": None}
+    (tmp_path / "results").mkdir()
+    experiment.measure_run(config, tmp_path, record, log=lambda _: None)
+    assert [(r["read"], r["length"]) for r in record["rows"]] == [
+        (read, length) for read in ("whole", "window") for length in (32, 128, 256)
+    ]
+    earlier = [{"length": 64}, {"length": 512}]  # read by an earlier invocation: 64 shown, 512 past max_length not
+    assert shown_lengths(config, record["rows"] + earlier) == (32, 64, 128, 256)
+    # an earlier invocation found the whole read at chance at 64 and 128: with stop_after_chance=2 it is not read at
+    # 256; the window read, never at chance, is
+    chance = {"status": "ok", "accuracy": 0.0, "low": 0.0}
+    record = {"model": "gpt", "task": "induction", "seed": 0, "trace": None}
+    record["rows"] = [{"length": n, "read": "whole", **chance} for n in (64, 128)]
+    experiment.measure_run(config.replace(min_length=256, stop_after_chance=2), tmp_path, record, log=lambda _: None)
+    assert [(r["read"], r["length"]) for r in record["rows"][2:]] == [("whole", 32), ("window", 32), ("window", 256)]
 
 
 def test_the_plan_counts_the_runs_and_times_each_model():

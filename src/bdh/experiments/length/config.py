@@ -34,6 +34,8 @@ class Config(ExperimentConfig):
         lr_at_t, batch_at_t: the learning rate and batch size at T after a curriculum's short phase (null: ``lr``,
             ``batch_size``).
         max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it.
+        min_length: the shortest test length past T (0: 2T): T, then min_length, 2 min_length, ... up to max_length;
+            a long read without the lengths between (a resumed folder's report keeps those it read before).
         n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
         train_chunk: BDH (every row of it) trains in the chunked form, this many tokens a chunk; 0: in its own form
             (one block of T). The forms are equal (tests/model); a chunk is faster at T = 256 (docs/long-context.md).
@@ -63,6 +65,7 @@ class Config(ExperimentConfig):
     lr_at_t: float | None = bounded(None, gt=0, lt=1)
     batch_at_t: int | None = bounded(None, ge=1)
     max_length: int = bounded(2**16, ge=16)
+    min_length: int = bounded(0, ge=0)
     n_layer: int = bounded(2, ge=1)
     width: int = bounded(64, ge=4)
     n_head: int = bounded(4, ge=1)
@@ -132,6 +135,11 @@ class Config(ExperimentConfig):
         ratio = self.max_length // self.seq_len
         if self.max_length % self.seq_len or ratio & (ratio - 1):
             self._fail("max_length", f"must be seq_len ({self.seq_len}) times a power of 2, got {self.max_length}")
+        ratio = self.min_length // self.seq_len
+        if self.min_length and (self.min_length % self.seq_len or ratio < 2 or ratio & (ratio - 1)):
+            self._fail("min_length", f"must be 0 or 2T, 4T, 8T, ... (T = seq_len = {self.seq_len}), got {self.min_length}")
+        if self.min_length > self.max_length:
+            self._fail("min_length", f"must be at most max_length ({self.max_length}), got {self.min_length}")
         if self.short_steps and self.short_len >= self.seq_len:
             self._fail("short_len", f"a curriculum starts shorter than seq_len ({self.seq_len}), got {self.short_len}")
         if self.width % self.n_head:
@@ -146,8 +154,8 @@ class Config(ExperimentConfig):
 
     @property
     def lengths(self) -> tuple[int, ...]:
-        """The test lengths: T, 2T, 4T, ..., max_length."""
-        out, length = [], self.seq_len
+        """The test lengths: T, then 2T (or ``min_length``), doubling up to max_length."""
+        out, length = [self.seq_len], self.min_length or 2 * self.seq_len
         while length <= self.max_length:
             out.append(length)
             length *= 2

@@ -30,6 +30,7 @@ SELECTORS = (
     "tasks",
     "seeds",
     "max_length",
+    "min_length",
     "read_batch",
     "whole_tokens",
     "attention_gb",
@@ -190,7 +191,8 @@ def at_chance(row: dict[str, Any], chance: float) -> bool:
 
 def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> None:
     """Every row of one run not in its record yet, each written to the record's file as it ends; a read form stops
-    after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read)."""
+    after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read), counting the rows an
+    earlier invocation read at lengths this config skips (``min_length``)."""
     from bdh.devices import resolve_device
     from bdh.model import BDH
     from bdh.model.io import load_pretrained, read_model_config
@@ -204,9 +206,10 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
     for read in reads_of(record["model"], model, config.hard_reads):
         streak = 0
-        for length in config.lengths:
+        earlier = {length for length, r in done if r == read and length <= config.max_length}
+        for length in sorted(set(config.lengths) | earlier):
             if stop and streak >= stop:
-                log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read past {length // 2:,}")
+                log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read from {length:,}")
                 break
             row = done.get((length, read))
             if row is None:

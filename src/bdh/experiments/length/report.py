@@ -85,12 +85,18 @@ def _series(config: Config, cells: dict, task: str) -> list[tuple[str, str]]:
     return sorted(found, key=lambda s: (config.models.index(s[0]), s[1]))
 
 
-def accuracy_table(report: Report, config: Config, cells: dict, task: str) -> None:
+def shown_lengths(config: Config, rows: list[dict[str, Any]]) -> tuple[int, ...]:
+    """The report's test lengths: the config's, and those up to max_length that a resumed folder read before (a
+    ``min_length`` read skips them)."""
+    return tuple(sorted(set(config.lengths) | {r["length"] for r in rows if r["length"] <= config.max_length}))
+
+
+def accuracy_table(report: Report, config: Config, cells: dict, task: str, lengths: tuple[int, ...]) -> None:
     """Models (and reads) x test lengths: pooled accuracy over seeds and its 95 % Wilson interval."""
     series = _series(config, cells, task)
     seeds = len(config.seeds)
-    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in config.lengths] for m, r in series]
-    report.table(["model"] + [f"{L:,}" for L in config.lengths], rows)
+    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in lengths] for m, r in series]
+    report.table(["model"] + [f"{L:,}" for L in lengths], rows)
 
 
 def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> None:
@@ -130,7 +136,9 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
     )
 
 
-def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, float]) -> str:
+def accuracy_figure(
+    out: Path, config: Config, cells: dict, chance: dict[str, float], lengths: tuple[int, ...]
+) -> str:
     """Accuracy against test length (log2 axis), one panel per task, a line per model and read."""
     from bdh.plotting import pyplot
 
@@ -138,7 +146,7 @@ def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, fl
     fig, axes = plt.subplots(1, len(config.tasks), figsize=(7 * len(config.tasks), 5.5), squeeze=False)
     for ax, task in zip(axes[0], config.tasks):
         for m, r in _series(config, cells, task):
-            pts = [(L, cells[(task, m, r, L)]) for L in config.lengths if "accuracy" in cells.get((task, m, r, L), {})]
+            pts = [(L, cells[(task, m, r, L)]) for L in lengths if "accuracy" in cells.get((task, m, r, L), {})]
             if not pts:
                 continue
             xs, ys = [p[0] for p in pts], [p[1]["accuracy"] for p in pts]
@@ -202,7 +210,8 @@ def recorded_seconds(records: list[dict]) -> float:
 
 
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
-    rows = [r for r in flat_rows(records) if r["length"] in config.lengths]
+    lengths = shown_lengths(config, flat_rows(records))
+    rows = [r for r in flat_rows(records) if r["length"] in lengths]
     cells = pooled(rows)
     chance = {task: config.chance(task) for task in config.tasks}
     report = Report("Memory past the training length: induction heads and recall through a gap")
@@ -220,8 +229,8 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     )
     for task in config.tasks:
         report.heading(f"{task} (chance {chance[task]:.3f})")
-        accuracy_table(report, config, cells, task)
-    report.figure(accuracy_figure(out, config, cells, chance), "accuracy against test length")
+        accuracy_table(report, config, cells, task, lengths)
+    report.figure(accuracy_figure(out, config, cells, chance, lengths), "accuracy against test length")
     trace_section(report, records)
     report.heading("The cost of the long reads")
     cost_table(report, config, rows)
