@@ -211,16 +211,46 @@ def test_inspect_traces_a_recall_fact_through_the_hard_gate(tmp_path, capsys):
     first = max(hard["heads"], key=lambda h: h["share"])
     assert hard["pairs"][0]["predicted"] == hard["predicted"]  # the same read of the same tokens, traced twice
     assert hard["pairs"][0]["share"] == pytest.approx(first["share"], rel=1e-9)
-    assert len(facts) == 8 and "every pair (value at -> question at" in capsys.readouterr().out
+    assert len(facts) == 8 and "every pair of sequence 0 (value at -> question at" in capsys.readouterr().out
     assert hard["source"].endswith("(read with the hard write gate)") and "hard" not in recs["soft"]["source"]
     want = trace_fact(hard_read(model), x[0, : read + 1], write, top=16)
     assert [h["fact"] for h in hard["heads"]] == pytest.approx([h.fact for h in want.heads], rel=1e-6, abs=1e-9)
     assert [h["fact"] for h in hard["heads"]] != pytest.approx([h["fact"] for h in recs["soft"]["heads"]])
 
 
+def test_inspect_maps_keys_to_neurons_over_several_recall_sequences(tmp_path, capsys):
+    """--recall LENGTH --sequences N: every pair of the first N test sequences traced on its own sequence, each with
+    its key; fact.json's key_map over them (`bdh.analysis.memory.key_map`)."""
+    from bdh.analysis.memory import key_map, recall_facts, trace_fact
+    from bdh.registry import get_task
+    from bdh.tasks.lengths import fixed_test_set
+
+    torch.manual_seed(0)
+    model = bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, state_write="delta"))
+    model.save_pretrained(tmp_path / "m")
+    out = tmp_path / "o"
+    assert main(["inspect", str(tmp_path / "m"), "--recall", "100", "--sequences", "3", "--out", str(out)]) == 0
+    rec = json.loads((out / "fact.json").read_text())
+    cls = get_task("recall_gap")
+    x, y = fixed_test_set(cls(cls.config_class(seq_len=100, vocab_size=256, num_kv_pairs=8)), 100, rows=[0, 1, 2])
+    want = [(i, int(x[i, w - 1]), w, r) for i in range(3) for w, r in recall_facts(x[i], y[i])]
+    assert [(p["sequence"], p["key"], p["write"], p["read"]) for p in rec["pairs"]] == want
+    i, key, write, read = want[-1]  # a pair of the third sequence, traced on its own tokens
+    trace = trace_fact(model, x[i, : read + 1], write, top=1)
+    assert rec["pairs"][-1]["neuron"] == trace.neurons[0].neuron and rec["pairs"][-1]["predicted"] == trace.predicted
+    expect = json.loads(json.dumps(key_map(rec["pairs"])))  # JSON turns the keys into strings
+    assert rec["key_map"] == expect and rec["key_map"]["pairs"] == 24
+    assert set(rec["key_map"]["keys"]) == {str(k) for _, k, _, _ in want}
+    printed = capsys.readouterr().out
+    assert f"keys: {len(expect['keys'])} in 24 pairs of 3 sequence(s)" in printed
+    assert (out / "fact.png").is_file()
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
+        (["--sequences", "2"], "--sequences goes with --recall"),
+        (["--recall", "64", "--sequences", "65"], "--sequences"),
         (["--recall", "64", "--hard-gate"], "--hard-gate: a hard read needs a BDH whose delta rule"),
         (["--hard-gate"], "--hard-gate goes with --fact, --induction or --recall"),
         (["--recall", "32"], "--recall"),

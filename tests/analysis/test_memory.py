@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bdh import BDH, BDHConfig
-from bdh.analysis.memory import check_write, induction_write, recall_facts, trace_fact
+from bdh.analysis.memory import check_write, induction_write, key_map, recall_facts, trace_fact
 from bdh.errors import UserError
 
 
@@ -58,6 +58,25 @@ def test_recall_facts_pairs_every_question_with_its_value_first_stated_first():
         recall_facts(torch.tensor([5, 6, 7]), torch.tensor([-100, -100, 1]))
     with pytest.raises(UserError, match="1-D tensors of the same length"):
         recall_facts(x, y[:-1])
+
+
+def test_key_map_counts_each_keys_neurons_and_the_neurons_keys_share():
+    def pair(key, neuron, head=1):
+        return {"key": key, "layer": 1, "head": head, "neuron": neuron}
+
+    pairs = [pair(5, 10), pair(5, 10), pair(6, 11), pair(6, 12), pair(6, 11), pair(7, 10), pair(8, None), pair(8, 3)]
+    got = key_map(pairs)
+    assert got["pairs"] == 8
+    assert got["keys"] == {
+        5: {"L1H1#10": 2},
+        6: {"L1H1#11": 2, "L1H1#12": 1},
+        7: {"L1H1#10": 1},
+        8: {"none": 1, "L1H1#3": 1},
+    }
+    assert got["repeated"] == 3 and got["consistent"] == 1  # 5 always #10; 6 twice #11 once #12; 8 once by none
+    assert got["neurons"] == 3  # usual neurons: #10 (keys 5 and 7), #11 (6), #3 (8: none is no neuron)
+    assert got["shared"] == {"L1H1#10": [5, 7]}
+    assert key_map([pair(5, 10, head=0), pair(5, 10, head=1)])["consistent"] == 0  # another head: another neuron
 
 
 def test_induction_write_finds_the_answer_and_bad_input_is_refused():

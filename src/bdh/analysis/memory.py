@@ -192,6 +192,35 @@ def recall_facts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[int, int]]:
     return sorted(facts)
 
 
+def key_map(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which neuron holds each key's facts, over many traced pairs (each a dict with ``key``, ``layer``, ``head``,
+    ``neuron``, as ``bdh inspect --recall --sequences`` traces them; ``neuron`` None where no neuron held it).
+
+    Returns ``keys`` ({key: {neuron label "L<layer>H<head>#<i>": pairs it held}}) and the summary: ``pairs``,
+    ``keys``; ``repeated`` (keys asked two times or more) and ``consistent`` (of those, held by one neuron every
+    time); ``neurons`` (distinct neurons among the keys' usual ones: each key's most frequent, "none" not counted)
+    and ``shared`` ({neuron: keys} where one neuron is the usual neuron of two keys or more)."""
+    held: dict[int, dict[str, int]] = {}
+    for p in pairs:
+        label = "none" if p["neuron"] is None else f"L{p['layer']}H{p['head']}#{p['neuron']}"
+        counts = held.setdefault(int(p["key"]), {})
+        counts[label] = counts.get(label, 0) + 1
+    usual: dict[str, list[int]] = {}
+    for key, counts in held.items():
+        found = {n: c for n, c in counts.items() if n != "none"}
+        if found:
+            usual.setdefault(max(found, key=found.__getitem__), []).append(key)
+    repeated = [k for k, c in held.items() if sum(c.values()) > 1]
+    return {
+        "pairs": len(pairs),
+        "keys": {k: held[k] for k in sorted(held)},
+        "repeated": len(repeated),
+        "consistent": sum(len(held[k]) == 1 and "none" not in held[k] for k in repeated),
+        "neurons": len(usual),
+        "shared": {n: sorted(ks) for n, ks in sorted(usual.items()) if len(ks) > 1},
+    }
+
+
 def longest_gap(
     task: Any, length: int, *, n: int = 64, seed: int = 0, rows: int = 8
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -213,6 +242,7 @@ __all__ = [
     "HeldNeuron",
     "check_write",
     "induction_write",
+    "key_map",
     "longest_gap",
     "recall_facts",
     "trace_fact",

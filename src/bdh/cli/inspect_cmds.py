@@ -87,6 +87,14 @@ def _add_fact_args(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveG
         "pair in brief",
     )
     p.add_argument(
+        "--sequences",
+        metavar="N",
+        type=integer(1, 64),
+        default=1,
+        help="with --recall: trace every pair of the first N test sequences (of 64) and map each key to the neuron "
+        "that holds its pairs (fact.json's keys; default 1)",
+    )
+    p.add_argument(
         "--hard-gate",
         action="store_true",
         help="read through the delta rule's hard write gate (the same weights; a BDH with the sigmoid gate)",
@@ -140,13 +148,14 @@ def _fact_prompt(args: argparse.Namespace) -> bytes | None:
 class _Fact(NamedTuple):
     """A fact to trace: ``tokens`` (L,) read up to the question (the last token), the fact's position ``write``,
     the expected ``answer`` (None for a prompt), a description; ``pairs``: for ``--recall``, every pair of the
-    sequence as (tokens up to its question, its value's position, its answer), the traced one first."""
+    test sequences as (its sequence, tokens up to its question, its value's position, its answer), the traced one
+    first."""
 
     tokens: Any
     write: int
     answer: int | None
     source: str
-    pairs: list[tuple[Any, int, int]]
+    pairs: list[tuple[int, Any, int, int]]
 
 
 def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
@@ -159,7 +168,7 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
     if data is not None:
         return _Fact(torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes", [])
     if args.recall is not None:
-        return _recall_input(args.recall, model.config.vocab_size)
+        return _recall_input(args.recall, model.config.vocab_size, args.sequences)
     cls = get_task("induction")
     task = cls(cls.config_class(seq_len=args.induction, vocab_size=model.config.vocab_size))
     x, y, row = longest_gap(task, args.induction)
@@ -167,34 +176,41 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
     return _Fact(x[0], induction_write(x[0]), int(y[0, -1]), source, [])
 
 
-def _recall_input(length: int, vocab_size: int) -> _Fact:
-    """``--recall LENGTH``: row 0 of the fixed test set, cut after the question of the pair stated first."""
+def _recall_input(length: int, vocab_size: int, sequences: int = 1) -> _Fact:
+    """``--recall LENGTH``: row 0 of the fixed test set, cut after the question of the pair stated first; the pairs
+    of its first ``sequences`` rows."""
     from bdh.analysis.memory import recall_facts
     from bdh.registry import get_task
     from bdh.tasks.lengths import fixed_test_set
 
     cls = get_task("recall_gap")
     task = cls(cls.config_class(seq_len=length, vocab_size=vocab_size, num_kv_pairs=RECALL_PAIRS))
-    x, y = fixed_test_set(task, length, rows=[0])
-    pairs = [(x[0, : read + 1], write, int(y[0, read])) for write, read in recall_facts(x[0], y[0])]
-    tokens, write, answer = pairs[0]
+    x, y = fixed_test_set(task, length, rows=range(sequences))
+    pairs = [
+        (i, x[i, : read + 1], write, int(y[i, read]))
+        for i in range(sequences)
+        for write, read in recall_facts(x[i], y[i])
+    ]
+    _, tokens, write, answer = pairs[0]
     source = f"recall_gap test sequence 0 of {length:,} tokens, cut after its question at {tokens.numel() - 1:,}"
     return _Fact(tokens, write, answer, source, pairs)
 
 
-def _pair_rows(model, pairs: list[tuple[Any, int, int]]) -> list[dict[str, Any]]:
-    """Every pair of a ``--recall`` sequence traced (`bdh.analysis.memory.trace_fact`): its positions, answer and
-    prediction, the head of the largest share and the neuron that carries most of the fact there."""
+def _pair_rows(model, pairs: list[tuple[int, Any, int, int]], first: Any) -> list[dict[str, Any]]:
+    """Every pair of the ``--recall`` sequences traced (`bdh.analysis.memory.trace_fact`; the first is ``first``,
+    traced already): its sequence, key, positions, answer and prediction, the head of the largest share and the
+    neuron that carries most of the fact there."""
     from bdh.analysis.memory import trace_fact
 
     rows = []
-    for tokens, write, answer in pairs:
-        trace = trace_fact(model, tokens.to(model.E.device), write, top=1)
+    for i, (row, tokens, write, answer) in enumerate(pairs):
+        trace = first if i == 0 else trace_fact(model, tokens.to(model.E.device), write, top=1)
         best = max(trace.heads, key=lambda h: h.share)
         top = trace.rows()[0] if trace.neurons else {"neuron": None, "purity": None}
         rows.append(
-            {"write": write, "read": trace.read, "answer": answer, "predicted": trace.predicted, "layer": best.layer}
-            | {"head": best.head, "share": best.share, "neuron": top["neuron"], "purity": top["purity"]}
+            {"sequence": row, "key": int(tokens[write - 1]), "write": write, "read": trace.read, "answer": answer}
+            | {"predicted": trace.predicted, "layer": best.layer, "head": best.head, "share": best.share}
+            | {"neuron": top["neuron"], "purity": top["purity"]}
         )
     return rows
 
@@ -208,8 +224,10 @@ def _print_trace(trace: dict[str, Any], answer: int | None, pairs: list[dict[str
     for n in trace["neurons"][:5]:
         print(f"  L{n['layer']}H{n['head']}#{n['neuron']}: fact {n['fact']:.4g}, others {n['other']:.4g}")
     if pairs:
-        print("every pair (value at -> question at: answer, predicted; largest share; its neuron, purity):")
-    for r in pairs:
+        print(
+            "every pair of sequence 0 (value at -> question at: answer, predicted; largest share; its neuron, purity):"
+        )
+    for r in (r for r in pairs if r["sequence"] == 0):
         held = "" if r["neuron"] is None else f"#{r['neuron']} {r['purity']:.2f}"
         print(
             f"  {r['write']:,} -> {r['read']:,}: {r['answer']}, {r['predicted']}; "
@@ -217,26 +235,38 @@ def _print_trace(trace: dict[str, Any], answer: int | None, pairs: list[dict[str
         )
 
 
+def _print_key_map(keys: dict[str, Any], sequences: int) -> None:
+    """`bdh.analysis.memory.key_map`'s summary in two lines."""
+    shared = ", ".join(f"{n} ({len(ks)} keys)" for n, ks in keys["shared"].items()) or "none"
+    print(
+        f"keys: {len(keys['keys'])} in {keys['pairs']} pairs of {sequences} sequence(s); "
+        f"{keys['consistent']} of the {keys['repeated']} asked more than once held by one neuron every time"
+    )
+    print(f"  their usual neurons: {keys['neurons']} distinct; a neuron for two keys or more: {shared}")
+
+
 def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:
     """``--fact`` / ``--induction`` / ``--recall``: fact.json and fact.png (`bdh.analysis.memory.trace_fact`)."""
     import json
 
     from bdh.analysis import figures
-    from bdh.analysis.memory import trace_fact
+    from bdh.analysis.memory import key_map, trace_fact
     from bdh.outputs import atomic_folder, write_text
 
     fact = _fact_input(args, model, data)
     source = fact.source + (" (read with the hard write gate)" if args.hard_gate else "")
-    trace = trace_fact(model, fact.tokens.to(model.E.device), fact.write, top=16).to_dict()
-    pairs = _pair_rows(model, fact.pairs)
+    traced = trace_fact(model, fact.tokens.to(model.E.device), fact.write, top=16)
+    trace, pairs = traced.to_dict(), _pair_rows(model, fact.pairs, traced)
     record = {"model": str(model_dir), "source": source, "length": int(fact.tokens.numel()), "answer": fact.answer}
-    record |= trace | ({"pairs": pairs} if pairs else {})
+    record |= trace | ({"pairs": pairs, "key_map": key_map(pairs)} if pairs else {})
     names = ["fact.json"] + ([] if args.no_figures else ["fact.png"])
     with atomic_folder(out) as tmp:
         write_text(tmp / "fact.json", json.dumps(record, indent=1) + "\n")
         if not args.no_figures:
             figures.fact(trace, tmp / "fact.png", source)
     _print_trace(trace, fact.answer, pairs)
+    if pairs:
+        _print_key_map(record["key_map"], args.sequences)
     print("wrote " + ", ".join(str(out / name) for name in names))
     return 0
 
@@ -253,6 +283,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     tracing = args.fact is not None or _task_fact(args) is not None
     if args.hard_gate and not tracing:
         raise UserError("--hard-gate goes with --fact, --induction or --recall (the trace of a fact through the state)")
+    if args.sequences != 1 and args.recall is None:
+        raise UserError("--sequences goes with --recall (the recall test sequences whose pairs are traced)")
     fact_prompt = _fact_prompt(args) if tracing else None
     tokens, source = (None, "") if tracing else _input_tokens(args)
     out = check_output(

@@ -137,7 +137,9 @@ class Config(ExperimentConfig):
             self._fail("max_length", f"must be seq_len ({self.seq_len}) times a power of 2, got {self.max_length}")
         ratio = self.min_length // self.seq_len
         if self.min_length and (self.min_length % self.seq_len or ratio < 2 or ratio & (ratio - 1)):
-            self._fail("min_length", f"must be 0 or 2T, 4T, 8T, ... (T = seq_len = {self.seq_len}), got {self.min_length}")
+            self._fail(
+                "min_length", f"must be 0 or 2T, 4T, 8T, ... (T = seq_len = {self.seq_len}), got {self.min_length}"
+            )
         if self.min_length > self.max_length:
             self._fail("min_length", f"must be at most max_length ({self.max_length}), got {self.min_length}")
         if self.short_steps and self.short_len >= self.seq_len:

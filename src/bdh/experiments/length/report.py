@@ -136,9 +136,7 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
     )
 
 
-def accuracy_figure(
-    out: Path, config: Config, cells: dict, chance: dict[str, float], lengths: tuple[int, ...]
-) -> str:
+def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, float], lengths: tuple[int, ...]) -> str:
     """Accuracy against test length (log2 axis), one panel per task, a line per model and read."""
     from bdh.plotting import pyplot
 
