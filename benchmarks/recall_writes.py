@@ -7,7 +7,9 @@ b_t changed while it reads.
 Columns: ``as trained``; ``fillers silent in head h`` (b_t = 0 on every filler of the gap in head h of every layer:
 an oracle that knows which tokens are fillers, the ceiling of a perfect write gate); ``hard gate`` (the same weights
 read with ``write_gate: hard``, the gate's logits z through clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no
-retraining: `bdh.model.BDH.hard_gated`; ``as trained`` again for a model trained with it). Then
+retraining: `bdh.model.BDH.hard_gated`; ``as trained`` again for a model trained with it); ``hard gate, keys
+top-1 in head h`` (the hard gate, and every write of head h, ``--top1-head``, default the last, addressed to one
+neuron: its unit key replaced by the one-hot of its largest neuron, `TopKeys`; the queries as trained). Then
 the write strengths by token kind, read on the first length: the pairs' keys and values, the fillers that look
 like a pair's value (a value-range token after a key-range one) and the other fillers, with the share of those
 written with b_t = 0.
@@ -22,6 +24,24 @@ import torch
 from _shared import recall_gap_parser
 
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
+
+
+class TopKeys:
+    """Stands in for the delta rule's ``unit_keys`` (`bdh.model.bdh`) while the benchmark reads: head ``head``'s keys
+    (B, H, T, N) become the one-hot of their largest neuron (a key with no active neuron stays 0), the other heads'
+    are unit keys as trained. Each write of that head then corrects one row of its state."""
+
+    def __init__(self, head: int) -> None:
+        from bdh.model.kernels.pytorch.token_rules import unit_keys
+
+        self.head, self.unit = head, unit_keys
+
+    def __call__(self, k: torch.Tensor) -> torch.Tensor:
+        out = self.unit(k).clone()
+        h = out[:, self.head]
+        top = h.max(dim=-1, keepdim=True)
+        out[:, self.head] = torch.zeros_like(h).scatter_(-1, top.indices, 1.0) * (top.values > 0)
+        return out
 
 
 class Writes:
@@ -65,7 +85,12 @@ def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = recall_gap_parser(__doc__.splitlines()[0], [1024, 4096]).parse_args(argv)
+    parser = recall_gap_parser(__doc__.splitlines()[0], [1024, 4096])
+    parser.add_argument("--top1-head", type=int, default=-1, help="the head of the top-1 column (default: the last)")
+    args = parser.parse_args(argv)
+    from unittest import mock
+
+    import bdh.model.bdh as bdh_module
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
@@ -80,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.model}: not a BDH model", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    unit = bdh_module.unit_keys
     model = load_pretrained(args.model, map_location="cpu", **BDH_READ).eval()
     cfg, pairs = model.config, args.pairs
     if cfg.state_write != "delta":
@@ -91,12 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not 1 <= args.sequences <= 64:
         print(f"error: lengths must exceed 4 D = {4 * pairs} and sequences lie in 1..64", file=sys.stderr)
         return 2
+    if not -cfg.n_head <= args.top1_head < cfg.n_head:
+        print(f"error: --top1-head must name one of the {cfg.n_head} heads, got {args.top1_head}", file=sys.stderr)
+        return 2
     hard = model.hard_gated() if model.soft_gated else model  # before the wrapper goes in
     writes = Writes(model, pairs)
     model.token_rule = writes
-    changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate"]
+    top1 = args.top1_head % cfg.n_head
+    changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate", "top1"]
     print(f"`python benchmarks/recall_writes.py {' '.join(argv or sys.argv[1:])}`; {cfg.write_gate} gate\n")
     names = ["as trained", *(f"fillers silent in head {h}" for h in range(cfg.n_head)), "hard gate"]
+    names.append(f"hard gate, keys top-1 in head {top1}")
     print("| length (gap) | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     first = None
@@ -105,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for change in changes:
             writes.reset(change, length, collect=first is None and change == "as trained")
-            with torch.no_grad():
-                reader = hard if change == "hard gate" else model
+            with (
+                torch.no_grad(),
+                mock.patch.object(bdh_module, "unit_keys", TopKeys(top1) if change == "top1" else unit),
+            ):
+                reader = hard if change in ("hard gate", "top1") else model
                 right, scored, _, _ = reading.read_state(reader, x, y, BDH_READ["chunk_size"])
             cells.append(f"{right / scored:.3f}")
             if writes.betas:

@@ -74,9 +74,9 @@ def test_the_hard_gate_column_reads_the_hard_twin(load_benchmark, tmp_path, caps
         twin = model.hard_gated() if gate == "sigmoid" else model
         with torch.no_grad():
             right, scored, _, _ = reading.read_state(twin, x, y, 64)
-        assert cells[-1] == float(f"{right / scored:.3f}")
+        assert cells[-2] == float(f"{right / scored:.3f}")
         if gate == "hard":
-            assert cells[-1] == cells[0]
+            assert cells[-2] == cells[0]
 
 
 def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, capsys):
@@ -90,10 +90,60 @@ def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, cap
     assert [r.split("|")[1].strip() for r in rows] == ["16 (8)", "32 (24)"]
     for row in rows:
         cells = [float(c) for c in row.split("|")[2:-1]]
-        assert len(cells) == 4 and all(0 <= c <= 1 for c in cells)
+        assert len(cells) == 5 and all(0 <= c <= 1 for c in cells)
     assert [line.split("|")[1].strip() for line in out if line.startswith("| L")] == ["L0H0", "L0H1", "L1H0", "L1H1"]
     add = tmp_path / "add"
     bdh.BDH(bdh.BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=32)).save_pretrained(add)
     assert bench.main([str(add)]) == 2 and "no write strengths" in capsys.readouterr().err
     assert bench.main([str(folder), "--lengths", "8", "--pairs", "2"]) == 2
+    assert bench.main([str(folder), "--top1-head", "2"]) == 2 and "--top1-head" in capsys.readouterr().err
     assert bench.main([str(tmp_path / "none")]) == 2
+
+
+def test_top_keys_address_one_neuron_in_one_head(load_benchmark):
+    """`TopKeys(h)`: head h's keys the one-hot of their largest neuron (a zero key stays zero), the other heads' the
+    unit keys as trained."""
+    from bdh.model.kernels.pytorch.token_rules import unit_keys
+
+    bench = load_benchmark("recall_writes")
+    k = torch.rand(2, 3, 5, 8)
+    k[0, 1, 2] = 0  # no active neuron: writes nothing
+    out = bench.TopKeys(1)(k)
+    assert torch.equal(out[:, [0, 2]], unit_keys(k)[:, [0, 2]])
+    want = torch.nn.functional.one_hot(k[:, 1].argmax(-1), 8).float()
+    want[0, 2] = 0
+    assert torch.equal(out[:, 1], want)
+
+
+def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, tmp_path, capsys):
+    """The last column: the hard twin read with head h's write keys one-hot (`TopKeys`), the model's own keys
+    restored after it (the other columns and a later read as trained)."""
+    from unittest import mock
+
+    import bdh.model.bdh as bdh_module
+
+    bench = load_benchmark("recall_writes")
+    model = _model()
+    folder = tmp_path / "m"
+    model.save_pretrained(folder)
+    argv = [str(folder), "--lengths", "24", "--sequences", "64", "--pairs", "2", "--threads", "1", "--top1-head", "0"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "hard gate, keys top-1 in head 0 |" in out
+    row = next(line for line in out.splitlines() if line.startswith("| 24"))
+    x, y = fixed_test_set(RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2)), 24, n=64)
+    unit = bdh_module.unit_keys
+    try:
+        bdh_module.unit_keys = bench.TopKeys(0)
+        with torch.no_grad():
+            right, scored, _, _ = reading.read_state(model.hard_gated(), x, y, 64)
+    finally:
+        bdh_module.unit_keys = unit
+    assert float(row.split("|")[-2]) == float(f"{right / scored:.3f}")
+    assert bdh_module.unit_keys is unit
+    twin = model.hard_gated()
+    with torch.no_grad(), mock.patch.object(bdh_module, "unit_keys", bench.TopKeys(0)):
+        top = twin(x[:4])[0]
+    with torch.no_grad():
+        plain = twin(x[:4])[0]
+    assert (top - plain).abs().max() > 1e-3  # the one-hot keys change what the state reads (far above rounding)
