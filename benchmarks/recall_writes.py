@@ -9,7 +9,8 @@ an oracle that knows which tokens are fillers, the ceiling of a perfect write ga
 read with ``write_gate: hard``, the gate's logits z through clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no
 retraining: `bdh.model.BDH.hard_gated`; ``as trained`` again for a model trained with it); ``hard gate, keys
 top-1 in head h`` (the hard gate, and every write of head h, ``--top1-head``, default the last, addressed to one
-neuron: its unit key replaced by the one-hot of its largest neuron, `TopKeys`; the queries as trained). Then
+neuron: its unit key replaced by the one-hot of its largest neuron, `TopKeys`; the queries as trained);
+``--columns`` reads some of them (``--columns hard top1`` for long lengths). Then
 the write strengths by token kind, read on the first length: the pairs' keys and values, the fillers that look
 like a pair's value (a value-range token after a key-range one) and the other fillers, with the share of those
 written with b_t = 0.
@@ -24,6 +25,8 @@ import torch
 from _shared import recall_gap_parser
 
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
+#: the columns, in table order (``--columns``)
+COLUMNS = ("trained", "silent", "hard", "top1")
 
 
 class TopKeys:
@@ -87,6 +90,13 @@ def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
 def main(argv: list[str] | None = None) -> int:
     parser = recall_gap_parser(__doc__.splitlines()[0], [1024, 4096])
     parser.add_argument("--top1-head", type=int, default=-1, help="the head of the top-1 column (default: the last)")
+    parser.add_argument(
+        "--columns",
+        nargs="+",
+        choices=COLUMNS,
+        default=list(COLUMNS),
+        help="the columns to read (default all; the table of b_t comes with trained)",
+    )
     args = parser.parse_args(argv)
     from unittest import mock
 
@@ -124,10 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     writes = Writes(model, pairs)
     model.token_rule = writes
     top1 = args.top1_head % cfg.n_head
-    changes = ["as trained", *(f"silent {h}" for h in range(cfg.n_head)), "hard gate", "top1"]
+    column = {"trained": {"as trained": "as trained"}, "hard": {"hard gate": "hard gate"}}
+    column["silent"] = {f"silent {h}": f"fillers silent in head {h}" for h in range(cfg.n_head)}
+    column["top1"] = {"top1": f"hard gate, keys top-1 in head {top1}"}
+    chosen = {change: name for c in COLUMNS if c in args.columns for change, name in column[c].items()}
+    changes, names = list(chosen), list(chosen.values())
     print(f"`python benchmarks/recall_writes.py {' '.join(argv or sys.argv[1:])}`; {cfg.write_gate} gate\n")
-    names = ["as trained", *(f"fillers silent in head {h}" for h in range(cfg.n_head)), "hard gate"]
-    names.append(f"hard gate, keys top-1 in head {top1}")
     print("| length (gap) | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     first = None
@@ -146,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             if writes.betas:
                 first = (x, [torch.cat(b, dim=2) for b in writes.betas])
         print(f"| {length:,} ({task.test_gap(length):,}) | " + " | ".join(cells) + " |", flush=True)
+    if first is None:  # not read as trained
+        return 0
     x, betas = first
     print(f"\nb_t by token kind at length {x.shape[1]:,} (mean; other fillers: the share written with b_t = 0)\n")
     print("| layer, head | " + " | ".join(KINDS) + " | other fillers at 0 |")

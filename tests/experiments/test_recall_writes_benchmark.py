@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import bdh
@@ -147,3 +148,20 @@ def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, t
     with torch.no_grad():
         plain = twin(x[:4])[0]
     assert (top - plain).abs().max() > 1e-3  # the one-hot keys change what the state reads (far above rounding)
+
+
+def test_columns_reads_only_the_chosen_ones(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("recall_writes")
+    folder = tmp_path / "model"
+    _model().save_pretrained(folder)
+    argv = [str(folder), "--lengths", "24", "--sequences", "8", "--pairs", "2", "--threads", "1"]
+    assert bench.main(argv) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert bench.main([*argv, "--columns", "top1", "hard"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "| length (gap) | hard gate | hard gate, keys top-1 in head 1 |" in out  # table order, not the given one
+    row, want = (next(r for r in lines if r.startswith("| 24")) for lines in (out, full))
+    assert row.split("|")[2:-1] == want.split("|")[-3:-1]
+    assert not any(line.startswith("| L0H0") for line in out)  # the b_t table comes with trained
+    with pytest.raises(SystemExit):
+        bench.main([*argv, "--columns", "nope"])
