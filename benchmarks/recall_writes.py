@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the columns to read (default all; the table of b_t comes with trained)",
     )
     args = parser.parse_args(argv)
+    from contextlib import nullcontext
     from unittest import mock
 
     import bdh.model.bdh as bdh_module
@@ -115,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.model}: not a BDH model", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    unit = bdh_module.unit_keys
     model = load_pretrained(args.model, map_location="cpu", **BDH_READ).eval()
     cfg, pairs = model.config, args.pairs
     if cfg.state_write != "delta":
@@ -148,10 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for change in changes:
             writes.reset(change, length, collect=first is None and change == "as trained")
-            with (
-                torch.no_grad(),
-                mock.patch.object(bdh_module, "unit_keys", TopKeys(top1) if change == "top1" else unit),
-            ):
+            keys = mock.patch.object(bdh_module, "unit_keys", TopKeys(top1)) if change == "top1" else nullcontext()
+            with torch.no_grad(), keys:
                 reader = hard if change in ("hard gate", "top1") else model
                 right, scored, _, _ = reading.read_state(reader, x, y, BDH_READ["chunk_size"])
             cells.append(f"{right / scored:.3f}")

@@ -3,6 +3,7 @@ presets (the CPU default, `Config.quick`, `Config.full` for a GPU), described in
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -162,6 +163,11 @@ class Config(ExperimentConfig):
             out.append(length)
             length *= 2
         return tuple(out)
+
+    def lengths_with(self, earlier: Iterable[int]) -> tuple[int, ...]:
+        """The test lengths and the ``earlier`` ones up to max_length (lengths a resumed folder read before, which a
+        ``min_length`` read skips), sorted."""
+        return tuple(sorted(set(self.lengths) | {n for n in earlier if n <= self.max_length}))
 
     def chance(self, task: str) -> float:
         """Accuracy by guessing: an answer among the plain tokens (induction), a value among V/2 (recall_gap)."""

@@ -206,8 +206,7 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
     for read in reads_of(record["model"], model, config.hard_reads):
         streak = 0
-        earlier = {length for length, r in done if r == read and length <= config.max_length}
-        for length in sorted(set(config.lengths) | earlier):
+        for length in config.lengths_with(length for length, r in done if r == read):
             if stop and streak >= stop:
                 log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read from {length:,}")
                 break

@@ -88,7 +88,7 @@ def _series(config: Config, cells: dict, task: str) -> list[tuple[str, str]]:
 def shown_lengths(config: Config, rows: list[dict[str, Any]]) -> tuple[int, ...]:
     """The report's test lengths: the config's, and those up to max_length that a resumed folder read before (a
     ``min_length`` read skips them)."""
-    return tuple(sorted(set(config.lengths) | {r["length"] for r in rows if r["length"] <= config.max_length}))
+    return config.lengths_with(r["length"] for r in rows)
 
 
 def accuracy_table(report: Report, config: Config, cells: dict, task: str, lengths: tuple[int, ...]) -> None:
@@ -208,8 +208,9 @@ def recorded_seconds(records: list[dict]) -> float:
 
 
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
-    lengths = shown_lengths(config, flat_rows(records))
-    rows = [r for r in flat_rows(records) if r["length"] in lengths]
+    every = flat_rows(records)
+    lengths = shown_lengths(config, every)
+    rows = [r for r in every if r["length"] in lengths]
     cells = pooled(rows)
     chance = {task: config.chance(task) for task in config.tasks}
     report = Report("Memory past the training length: induction heads and recall through a gap")
