@@ -17,8 +17,8 @@ from bdh.train.run.report import busy_machine, train_report
 def counted(seconds: list[float]) -> TimeBudget:
     """A budget (no time limit: every run counts its steps) that counted steps of ``seconds`` each."""
     budget = TimeBudget(None, eval_every=0, eval_batches=1, eval_batch=1, train_rows=1)
-    for s in seconds:
-        budget.count(s)
+    for step, s in enumerate(seconds, 1):
+        budget.count(s, step)
     return budget
 
 

@@ -1,7 +1,9 @@
 """`TimeBudget`: ``train.max_minutes``, a run whose length is planned from the time its steps take: after
 `CALIBRATION_STEPS` timed steps, and again every tenth of the run (`REPLANS`), never past the step and token
-limits. It reads no clock (the trainer passes the times); the planned length is saved in checkpoints. How it
-behaves: docs/training.md, "The main job".
+limits. It reads no clock (the trainer passes the times). Its state is part of the run (`TimeBudget.state`, saved in
+checkpoints): a resume before the first plan goes on timing where the run stopped, so it plans at the same step
+from the same time spent; a resume after it completes the planned steps, the clock no longer shortening or ending
+them. How it behaves: docs/training.md, "The main job".
 """
 
 from __future__ import annotations
@@ -48,8 +50,12 @@ class TimeBudget:
         self.train_rows = train_rows
         #: the length of the run is settled: no budget, or a plan was made (saved in checkpoints)
         self.fixed = minutes is None
+        #: a resumed run whose length a plan fixed: it trains the planned steps, no plan or clock changes them
+        self.completing = False
         #: seconds spent by earlier processes of a resumed run
         self.elapsed_before = 0.0
+        #: training seconds and steps timed towards the next plan (the run's first step is not timed: warm-up)
+        self._plan_seconds, self._plan_steps = 0.0, 0
         self.start(0.0)
 
     @property
@@ -63,8 +69,6 @@ class TimeBudget:
         did not spend; step times are counted from here."""
         self.started = now
         self.seconds = None if self.minutes is None else self.minutes * 60.0 - self.elapsed_before
-        self._step_seconds = 0.0  # time spent in training steps (not evaluations or checkpoints)
-        self._timed_from: tuple[int, float] | None = None  # (step, training seconds) where the timing started
         self._steps = 0  # steps counted by this process
         self._first: list[float] = []  # the times of its first SPEED_STEPS steps after the first
         self._last: deque[float] = deque(maxlen=SPEED_STEPS)  # and of its last SPEED_STEPS steps
@@ -74,8 +78,8 @@ class TimeBudget:
         return self.elapsed_before + now - self.started
 
     def spent(self, now: float) -> bool:
-        """True when the budget is spent at ``now`` (never without a budget)."""
-        return self.seconds is not None and now - self.started >= self.seconds
+        """True when the budget is spent at ``now`` (never without a budget, nor when completing a plan)."""
+        return self.seconds is not None and not self.completing and now - self.started >= self.seconds
 
     # ------------------------------------------------------------------ plans
     def replan_every(self, total_steps: int) -> int:
@@ -83,9 +87,12 @@ class TimeBudget:
         (``total_steps``), each plan using the time per step since the last one."""
         return CALIBRATION_STEPS if not self.fixed else max(CALIBRATION_STEPS, total_steps // REPLANS)
 
-    def count(self, seconds: float) -> None:
-        """Count the ``seconds`` a training step took (evaluations and checkpoints are not counted)."""
-        self._step_seconds += seconds
+    def count(self, seconds: float, step: int) -> None:
+        """Count the ``seconds`` training step ``step`` (counted from 1) took (evaluations and checkpoints are not
+        counted). Plans time every step but the run's first; the speeds leave out each process's first."""
+        if step > 1:
+            self._plan_seconds += seconds
+            self._plan_steps += 1
         self._steps += 1
         if self._steps == 1:
             return  # warm-up and allocations: not the speed of the run
@@ -100,17 +107,14 @@ class TimeBudget:
             return None
         return SPEED_STEPS / max(sum(self._first), 1e-12), SPEED_STEPS / max(sum(self._last), 1e-12)
 
-    def measure(self, step: int, total_steps: int) -> float | None:
-        """After training step ``step`` (counted from 1): the seconds per step since the last plan when the next
-        plan is due, else None."""
-        if self._timed_from is None:
-            self._timed_from = (step, self._step_seconds)  # the first step (warm-up, allocation) is not timed
+    def measure(self, total_steps: int) -> float | None:
+        """After a counted step: the seconds per step timed since the last plan when the next plan is due, else
+        None (always None when completing a plan)."""
+        if self.completing or self._plan_steps < self.replan_every(total_steps):
             return None
-        first, before = self._timed_from
-        if step - first < self.replan_every(total_steps):
-            return None
-        self._timed_from = (step, self._step_seconds)
-        return (self._step_seconds - before) / (step - first)
+        per_step = self._plan_seconds / self._plan_steps
+        self._plan_seconds, self._plan_steps = 0.0, 0
+        return per_step
 
     def plan(self, per_step: float, now: float, step: int, total_steps: int, limit: int) -> int | None:
         """The length of the run that fits the budget at ``now`` after ``step`` steps at ``per_step`` seconds each
@@ -123,7 +127,7 @@ class TimeBudget:
         fits = limit
         for _ in range(3):  # the number of evaluations depends on the length of the run
             evals = max(0, fits // every - step // every) if every else 0  # along the way, then the final one
-            remaining = self.seconds * BUDGET_SHARE - (now - self.started) - evals * per_eval - per_final
+            remaining = self.minutes * 60.0 * BUDGET_SHARE - self.elapsed(now) - evals * per_eval - per_final
             fits = min(limit, step + max(0, int(remaining / per_step)))
         fits = max(step + 1, fits)
         self.fixed = True
@@ -132,12 +136,20 @@ class TimeBudget:
         return None
 
     # ------------------------------------------------------------------ checkpoints
+    def state(self, now: float) -> dict[str, Any]:
+        """What a checkpoint keeps of the budget at ``now``: whether a plan fixed the length, the time spent and the
+        step time counted towards the next plan (`resume` reads them back)."""
+        timed = [self._plan_seconds, self._plan_steps]
+        return {"budget_fixed": self.fixed, "elapsed": self.elapsed(now), "budget_timed": timed}
+
     def resume(self, meta: dict[str, Any]) -> int | None:
-        """Take the time spent and the planned length from the ``meta`` of the checkpoint a run resumes from:
-        the length a plan fixed (None when none did, or the run has no budget)."""
+        """Take the budget's `state` from the ``meta`` of the checkpoint a run resumes from: the length a plan fixed,
+        which the run then completes (None when no plan did, or the run has no budget: it goes on timing)."""
         self.elapsed_before = float(meta.get("elapsed", 0.0))
+        seconds, steps = meta.get("budget_timed", [0.0, 0])
+        self._plan_seconds, self._plan_steps = float(seconds), int(steps)
         if self.enabled and meta.get("budget_fixed"):
-            self.fixed = True
+            self.fixed = self.completing = True
             return int(meta["total_steps"])
         return None
 

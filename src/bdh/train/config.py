@@ -85,9 +85,10 @@ class TrainConfig(TypedConfig):
             measures the time per step and shortens the run (``max_steps``) so that it ends within the
             budget; the learning-rate schedule then decays over the shortened run. The run also stops
             when the budget is spent, and warmup is capped at a tenth of the run. The number of steps
-            chosen is saved in checkpoints, so a resumed run keeps it, unless the resume sets
-            ``train.max_steps`` or ``train.max_tokens`` (``--set``): the run then goes on to that new
-            limit, and the budget counts again from the resume. Null: no budget (runs are then the
+            chosen is saved in checkpoints, so a resumed run trains the planned steps (the clock no longer
+            shortens or ends it; a resume before the first plan goes on timing where the run stopped), unless
+            the resume sets ``train.max_steps`` or ``train.max_tokens`` (``--set``): the run then goes on to
+            that new limit, and the budget counts again from the resume. Null: no budget (runs are then the
             same on every machine).
         bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
             backprop through time: consecutive windows of one stream, the recurrent state carried across

@@ -211,7 +211,8 @@ class Trainer:
         self.recurrent.restore(state.tensors, meta.get("carry", {}), rank, self.runtime.device)
 
     def _resume_length(self, meta: dict[str, Any], path: Path, replan: bool) -> None:
-        """The length of a resumed run: the one a time budget fixed (saved in the checkpoint), unless
+        """The length of a resumed run: the one a time budget fixed (saved in the checkpoint; the run completes
+        it, `bdh.train.budget.TimeBudget.resume`), unless
         ``replan`` (the resume sets ``train.max_steps`` or ``train.max_tokens``): then the config's limit,
         with the time budget counted again from the resume. A limit below the checkpoint's step is refused."""
         t = self.config.train
@@ -246,7 +247,7 @@ class Trainer:
                 lr = self._set_learning_rate()
                 step_start = time.time()
                 loss, norm = self.train_step(self.step)
-                self.budget.count(time.time() - step_start)
+                self.budget.count(time.time() - step_start, self.step + 1)
                 self._check_loss(loss)
                 self.step += 1
                 self.tokens += self.tokens_per_step
@@ -356,7 +357,7 @@ class Trainer:
     def _budget_spent(self, now: float, log: RunLog) -> bool:
         """After a step under ``train.max_minutes``: plan the length of the run anew when a plan is due
         (`TimeBudget.measure`); True, with a line, when the budget is spent on any process."""
-        per_step = self.budget.measure(self.step, self.total_steps)
+        per_step = self.budget.measure(self.total_steps)
         if per_step is not None:
             self._plan_budget(per_step, now, log)
         if not self.runtime.any(self.budget.spent(now)):
@@ -442,8 +443,7 @@ class Trainer:
             "parallel": self.runtime.parallel,
             "carry": carry_meta,
             "total_steps": self.total_steps,
-            "budget_fixed": self.budget.fixed,
-            "elapsed": self.budget.elapsed(time.time()),
+            **self.budget.state(time.time()),
         }
         return self.folder.save(self.step, self.model, self.optimizer, tensors, meta, self.config.checkpoint.keep)
 
