@@ -43,6 +43,15 @@ def reset_peak() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def rss_mb() -> float:
+    """The current resident size in MiB (``/proc/self/status`` VmRSS; elsewhere the peak, the closest the standard
+    library gives without psutil)."""
+    try:
+        return status_kib("VmRSS") / 1024
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def peak() -> int:
     """The peak resident size in KiB since the last `reset_peak`."""
     try:

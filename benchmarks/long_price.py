@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 
-import psutil
 import torch
+from _shared import rss_mb
 
 from bdh.experiments.length.config import Config
 from bdh.registry import get_model
@@ -35,10 +35,6 @@ def build(config: Config, name: str) -> torch.nn.Module:
     section = config.model_section(name, "induction")
     cls = get_model(section.pop("name"))
     return cls(cls.config_class(**section)).eval()
-
-
-def rss_mb() -> float:
-    return psutil.Process().memory_info().rss / 2**20
 
 
 def windowed_tok_s(model: torch.nn.Module, vocab: int, T: int, windows: int) -> float:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-import psutil
 import torch
+from _shared import rss_mb
 
 from bdh.baselines import GLA, GPT, RWKV, Based, BasedConfig, GLAConfig, GPTConfig, Mamba, MambaConfig, RWKVConfig
 from bdh.model import BDH, BDHConfig
@@ -35,10 +35,6 @@ def build(name: str, d: int, L: int) -> torch.nn.Module:
         "gpt": lambda: GPT(GPTConfig(vocab_size=VOCAB, n_layer=L, n_embd=d, positional="rope")),
     }
     return makers[name]().eval()
-
-
-def rss_mb() -> float:
-    return psutil.Process().memory_info().rss / 2**20
 
 
 @torch.no_grad()

@@ -407,6 +407,7 @@ metric_list:
 """
 
 
+@pytest.mark.extra  # the eval extra
 def test_lm_evaluation_harness_runs_a_local_task(saved, tmp_path):
     """A real lm-evaluation-harness run: its ``hf`` model type loads the folder through the Auto classes
     (``import bdh.hf`` registered them) and scores a multiple-choice task from a local YAML file over a local

@@ -129,3 +129,16 @@ def test_what_we_measured_links_sections_that_exist_and_the_docs_index_every_pag
     index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")
     pages = sorted(p.name for p in (README.parent / "docs").glob("*.md") if p.name != "index.md")
     assert [p for p in pages if f"]({p})" not in index] == []
+
+
+def test_ci_runs_the_readme_s_install_and_test_command_first():
+    """The README's test command failed on the README's install while CI, which installed every extra, passed:
+    .ci/run now runs the README's `pip install -e` line and its test command, verbatim, before any other extra."""
+    ci = [line.split("  #")[0].strip() for line in (README.parent / ".ci" / "run").read_text().splitlines()]
+    ci = [line for line in ci if line and not line.startswith("#")]
+    (install,) = [c.split("#")[0].strip() for c in _blocks(_section("Install"), "bash")[0].splitlines() if "-e" in c]
+    (test,) = [c for c in _blocks(_section("Tests"), "bash")[0].splitlines() if c.strip()]
+    installs = [i for i, line in enumerate(ci) if "install" in line and "-e " in line]
+    assert ci[installs[0]].startswith(install + " ")  # the README's line, its output sent to a log
+    runs = [i for i, line in enumerate(ci) if "pytest" in line]
+    assert ci[runs[0]] == test.strip() and installs[0] < runs[0] < installs[1]

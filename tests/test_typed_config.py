@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import math
 import pkgutil
 import re
@@ -19,8 +20,11 @@ from bdh.typed_config import Declared, Range, TypedConfig, bounded, check_value,
 
 def _config_classes() -> list[type]:
     for info in pkgutil.walk_packages(bdh.__path__, "bdh."):
-        if not info.name.startswith(("bdh.hf", "bdh.cli")):
-            importlib.import_module(info.name)
+        if info.name.startswith(("bdh.hf", "bdh.cli")):
+            continue
+        if info.name.endswith("_jit") and importlib.util.find_spec("triton") is None:
+            continue  # the Triton kernels themselves (the gpu extra): no configs (tests/test_optional_extras.py)
+        importlib.import_module(info.name)
     found, todo = set(), [TypedConfig]
     while todo:
         for sub in todo.pop().__subclasses__():

@@ -16,6 +16,7 @@ from bdh.model.kernels.pytorch.rope import frequencies
 
 from .helpers import rel_err, tiny_model
 
+pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
 

@@ -66,6 +66,7 @@ def offline(tmp_path, monkeypatch) -> Path:
     return folder
 
 
+@pytest.mark.extra  # the wandb extra
 def test_offline_run_logs_the_metrics(tmp_path, corpus_file, offline):
     wandb = pytest.importorskip("wandb")
     run = tmp_path / "run"
