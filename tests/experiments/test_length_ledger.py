@@ -1,0 +1,62 @@
+"""The length experiment's ledger read back (``results/<run>.json``, `bdh.experiments.length.records`) and what it
+checks before its first training step (`bdh.experiments.length.preflight`): damaged records named, never counted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bdh.errors import UserError
+from bdh.experiments.length.records import RecordError, read_record
+
+ROW = {"length": 64, "read": "state", "status": "ok", "accuracy": 0.5, "low": 0.4, "high": 0.6}
+RECORD = {"model": "bdh", "task": "recall_gap", "seed": 0, "params": 10, "rows": [ROW]}
+
+
+def _written(tmp_path, data: bytes):
+    path = tmp_path / "out" / "results" / "bdh-recall_gap-s0.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_record_as_written_reads_back(tmp_path):
+    path = _written(tmp_path, json.dumps(RECORD).encode())
+    assert read_record(path, "bdh", "recall_gap", 0) == RECORD
+
+
+@pytest.mark.parametrize(
+    "data, said",
+    [
+        (json.dumps(RECORD).encode()[:40], "is not JSON"),
+        (b"", "is not JSON"),
+        (b"[]", "JSON list, not an object"),
+        (b"{}", "has no model, task, seed, rows"),
+        (b"\x89PNG\r\n\x1a\n\xff\xfe", "is not text"),
+        (json.dumps({**RECORD, "rows": [ROW, ROW]}).encode(), "a second time"),
+        (json.dumps({**RECORD, "rows": [{**ROW, "accuracy": float("nan")}]}).encode(), "not a finite number"),
+        (json.dumps({**RECORD, "rows": [{**ROW, "accuracy": 5.0}]}).encode(), "not a fraction"),
+        (json.dumps({**RECORD, "rows": [{**ROW, "accuracy": 1e308}]}).encode(), "not a fraction"),
+        (json.dumps({**RECORD, "rows": [{**ROW, "accuracy": "0.5"}]}).encode(), "not a finite number"),
+        (json.dumps({**RECORD, "rows": ["x"]}).encode(), "not a read row"),
+        (json.dumps({**RECORD, "rows": {}}).encode(), "not a list"),
+        (json.dumps({**RECORD, "seed": 1}).encode(), "record of bdh-recall_gap-s1"),
+    ],
+)
+def test_a_damaged_record_is_one_line_with_the_command_that_rebuilds_it(tmp_path, data, said):
+    path = _written(tmp_path, data)
+    with pytest.raises(RecordError) as info:
+        read_record(path, "bdh", "recall_gap", 0)
+    message = str(info.value)
+    assert isinstance(info.value, UserError) and "\n" not in message
+    assert said in message and str(path) in message
+    assert f"bdh experiment length --out {tmp_path / 'out'} --resume" in message and "--quick" in message
+
+
+def test_rows_at_other_counts_of_facts_are_not_repeats(tmp_path):
+    rows = [ROW, {**ROW, "facts": 2}, {**ROW, "facts": 4}]
+    path = _written(tmp_path, json.dumps({**RECORD, "facts": 4, "rows": rows}).encode())
+    assert read_record(path, "bdh", "recall_gap", 0, facts=4)["rows"] == rows
+    with pytest.raises(RecordError, match="record of bdh-recall_gap-D4-s0, not of bdh-recall_gap-s0"):
+        read_record(path, "bdh", "recall_gap", 0)
