@@ -5,13 +5,16 @@ speeds the run measured (`bdh.train.budget.TimeBudget.speeds`). Fake step times 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from bdh.train import load_config
 from bdh.train.budget import SPEED_STEPS, TimeBudget
-from bdh.train.run.report import busy_machine, train_report
+from bdh.train.main_job import MEASURED_BPB
+from bdh.train.run.report import busy_machine, documented_gap, train_report
 
 
 def counted(seconds: list[float]) -> TimeBudget:
@@ -67,7 +70,7 @@ def test_the_note_of_a_budget_cut(monkeypatch, speeds, busy):
     command that trains all the steps."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 4.0, 3.0))
-    config = SimpleNamespace(sample=SimpleNamespace(max_new_tokens=0), train=SimpleNamespace(max_minutes=30.0))
+    config = load_config(None, ["train.max_minutes=30", "sample.max_new_tokens=0"])  # the main job
     result = SimpleNamespace(
         finished_before=False,
         interrupted=None,
@@ -78,7 +81,7 @@ def test_the_note_of_a_budget_cut(monkeypatch, speeds, busy):
         tokens=305 * 4096,
         new_tokens=305 * 4096,
         seconds=1800.0,
-        metrics={},
+        metrics={"val_bpb": 3.07, "val_loss": 2.13},
         task=None,
         model=None,
         budget_cut=True,
@@ -87,5 +90,20 @@ def test_the_note_of_a_budget_cut(monkeypatch, speeds, busy):
     (note,) = train_report(config, result).after
     assert note.startswith("the time budget train.max_minutes=30.0 ended the run at step 305 of 2000 steps")
     assert ("machine was busy" in note) == busy, note
-    assert "to finish this run: bdh train --resume runs/main --set train.max_minutes=null" in note
-    assert "a new run trains them all with a larger train.max_minutes, or null" in note
+    # how far from the documented full run, from the run's own validation and docs/training.md's record
+    assert "its validation, 3.07 bits per byte, is +0.87 from the 2.20 the documented main job reached" in note
+    assert "(docs/training.md; 2.83 at step 250)" in note
+    assert note.endswith("; to finish this run: bdh train --resume runs/main --set train.max_minutes=null")
+    assert note.count("bdh train") == 1  # one command
+
+
+def test_another_run_cut_short_is_called_cut_and_the_documented_curve_is_the_docs():
+    config = load_config(None, ["model.n_layer=2"])  # not the main job: no documented result to compare with
+    assert documented_gap(config, 305, {"val_bpb": 3.0}) == (
+        "; its validation is that of a run cut short, not of its full length"
+    )
+    # MEASURED_BPB is the curve docs/training.md records for the main job, step for step
+    text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    line = next(x for x in text.split("\n\n") if x.startswith("Validation bits per byte over the run"))
+    pairs = re.findall(r"(\d\.\d\d) \((?:step )?(\d+)", line)
+    assert {int(step): float(bpb) for bpb, step in pairs} == MEASURED_BPB

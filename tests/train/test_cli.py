@@ -281,5 +281,10 @@ def test_the_last_line_says_when_the_time_budget_cut_the_run(tmp_path, corpus_fi
     assert "time budget" in last and "train.max_minutes=0.02" in last and "of 1000000 steps" in last, out
     resume = f"bdh train --resume {tmp_path / 'r'} --set train.max_minutes=null"
     assert f"to finish this run: {resume}" in last, last  # the command that finishes it, not a new run's
+    # looked at again (a resume completes the planned steps, then has nothing to do): the same diagnosis and command
+    for _ in range(2):
+        code, out, err = cli(capsys, "train", "--resume", str(tmp_path / "r"))
+        again = out.strip().splitlines()[-1]
+        assert code == 0 and again.endswith(f"to finish this run: {resume}") and "max_steps" not in again, again
     code, out, err = cli(capsys, "train", *set_args(tiny(corpus_file, tmp_path / "s", "train.max_steps=2")))
     assert code == 0 and "time budget" not in out

@@ -36,6 +36,18 @@ def test_a_run_summary_reads_the_config_metrics_best_and_checkpoint(tmp_path):
     assert len(s.row()) == len(COLUMNS)
 
 
+def test_a_run_its_time_budget_cut_shows_planned_against_trained_steps_and_the_budget(tmp_path):
+    run = make_run(tmp_path, "cut", steps=186, max_steps=2000, checkpoint_total=186)
+    config = run / "config.yaml"
+    config.write_text(config.read_text() + "  max_minutes: 10.0\n  max_tokens: null\n")
+    s = summarize_run(run)
+    assert (s.step, s.total_steps, s.step_limit, s.max_minutes) == (186, 186, 2000, 10.0)
+    assert s.row()[3] == "186/186 of 2000 (cut by train.max_minutes=10)"
+    # a token limit below max_steps, not the budget, set this length: nothing is said of a cut
+    config.write_text(config.read_text().replace("max_tokens: null", "max_tokens: 18600"))  # 100 tokens a step
+    assert summarize_run(run).row()[3] == "186/186"
+
+
 def test_damaged_files_cost_one_field_not_the_listing(tmp_path):
     make_run(tmp_path, "a", best="{not json", val_bpb=float("nan"))
     make_run(tmp_path, "b")

@@ -27,6 +27,11 @@ def task_section() -> dict[str, Any]:
     return {"name": "text", "seq_len": 128}
 
 
+#: the main job's validation bits per byte by step, as docs/training.md records them ("The main job, measured":
+#: ``time bdh train`` on an idle 2-core CPU, 2,000 steps; a test keeps the two equal): what a run of this job cut
+#: short by its time budget is compared with (`bdh.train.run.report.budget_note`)
+MEASURED_BPB: dict[int, float] = {250: 2.83, 500: 2.58, 1000: 2.38, 1500: 2.29, 2000: 2.20}
+
 #: the run config's presets (`bdh.typed_config.TypedConfig.PRESETS`); ``quick`` (``bdh train --quick``): the main
 #: job shortened to about a minute (the same model and data)
 PRESETS: dict[str, dict[str, Any]] = {

@@ -499,6 +499,8 @@ class Trainer:
                 **common,
                 finished_before=True,
                 model=self.result_model(),
+                step_limit=self.step_limit,
+                budget_cut=self.budget.enabled and self.step < self.step_limit,
             )
         return TrainResult(
             self.folder.path,

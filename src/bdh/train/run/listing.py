@@ -29,6 +29,8 @@ class RunSummary:
         model, task: the registered names in its config (``?`` when missing).
         step, total_steps: the last logged training step and the run's length (``total_steps`` from the last
             checkpoint when a time budget shortened the run; ``?`` when unknown).
+        step_limit, max_minutes: the steps its config's ``train.max_steps`` allows and its time budget (None when
+            unknown or none): a run its budget planned shorter than its limit shows both, and the budget.
         tokens: training tokens at the last logged step.
         best: ``(metric, value, step)`` of ``best/meta.json``; None when there is none, ``"?"`` when damaged.
         last_val_bpb: the last evaluation's bits per byte (None when there is none or it is not finite).
@@ -44,6 +46,17 @@ class RunSummary:
     best: tuple[str, float, int] | str | None
     last_val_bpb: float | None
     checkpoint: str | None
+    step_limit: int | None = None
+    max_minutes: float | None = None
+
+    def steps(self) -> str:
+        """Trained against planned steps: ``186/186``, or for a run its time budget planned shorter than its step
+        limit ``186/186 of 2000 (cut by train.max_minutes=10)``."""
+        text = f"{self.step}/{self.total_steps}"
+        limit, total = self.step_limit, self.total_steps
+        if self.max_minutes is None or limit is None or not isinstance(total, int) or total >= limit:
+            return text
+        return f"{text} of {limit} (cut by train.max_minutes={self.max_minutes:g})"
 
     def row(self) -> tuple[str, ...]:
         """The summary as the text cells of `COLUMNS`."""
@@ -55,7 +68,7 @@ class RunSummary:
             self.path.name,
             self.model,
             self.task,
-            f"{self.step}/{self.total_steps}",
+            self.steps(),
             f"{self.tokens:,}",
             best,
             "-" if self.last_val_bpb is None else f"{self.last_val_bpb:.4f}",
@@ -97,6 +110,25 @@ def _best(run: Path) -> tuple[str, float, int] | str | None:
         return "?"
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _step_limit(train: dict[str, Any], trained: list[dict[str, Any]]) -> int | None:
+    """The steps ``train.max_steps`` and ``train.max_tokens`` allow (the tokens of a step from the last logged
+    one); None when unknown."""
+    limit, tokens = train.get("max_steps"), train.get("max_tokens")
+    if not _is_int(limit):
+        return None
+    if tokens is not None:
+        last = trained[-1] if trained else {}
+        if not (_is_int(tokens) and _is_int(last.get("tokens")) and _is_int(last.get("step")) and last["step"] > 0):
+            return None
+        per_step = max(1, last["tokens"] // last["step"])
+        limit = min(limit, max(1, -(-tokens // per_step)))
+    return limit
+
+
 def summarize_run(run: str | Path) -> RunSummary | None:
     """The summary of one run folder; None when its ``config.yaml`` cannot be read."""
     run = Path(run)
@@ -112,6 +144,8 @@ def summarize_run(run: str | Path) -> RunSummary | None:
     if checkpoints:  # a time budget may have shortened the run: the checkpoint knows its length
         total = (_read_json(checkpoints[-1] / "meta.json") or {}).get("total_steps", total)
     last = evals[-1].get("val_bpb") if evals else None
+    train = cfg.get("train") or {}
+    limit, minutes = _step_limit(train, trained), train.get("max_minutes")
     return RunSummary(
         path=run,
         model=str((cfg.get("model") or {}).get("name", "?")),
@@ -122,6 +156,8 @@ def summarize_run(run: str | Path) -> RunSummary | None:
         best=_best(run),
         last_val_bpb=float(last) if isinstance(last, (int, float)) and math.isfinite(last) else None,
         checkpoint=checkpoints[-1].name if checkpoints else None,
+        step_limit=limit,
+        max_minutes=float(minutes) if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) else None,
     )
 
 

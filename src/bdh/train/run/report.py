@@ -121,6 +121,54 @@ def busy_machine(speeds: tuple[float, float] | None) -> str:
     )
 
 
+def _is_main_job(config: Any) -> bool:
+    """True when ``config`` trains the main job's model on its data with its batch and learning rate (the run that
+    `bdh.train.main_job.MEASURED_BPB` records), whatever its length, budget or warmup."""
+    from ..config import RunConfig
+
+    job = RunConfig()
+    same = config.model == job.model and config.task == job.task and config.optim.lr == job.optim.lr
+    return same and config.train.batch_size == job.train.batch_size
+
+
+def documented_gap(config: Any, step: int, metrics: dict[str, Any]) -> str:
+    """How far a run of the main job cut at ``step`` is from the main job's documented full run
+    (`bdh.train.main_job.MEASURED_BPB`), from its own last validation in ``metrics`` when it has one; for another
+    run, that its numbers are those of a run cut short. Starts with ``; ``."""
+    import math
+
+    from ..main_job import MEASURED_BPB
+
+    if not _is_main_job(config):
+        return "; its validation is that of a run cut short, not of its full length"
+    full_step, full = max(MEASURED_BPB.items())
+    near = max((s for s in MEASURED_BPB if s <= step), default=min(MEASURED_BPB))
+    source = f"(docs/training.md; {MEASURED_BPB[near]:.2f} at step {near:,})"
+    own = metrics.get("val_bpb")
+    if not isinstance(own, (int, float)) or not math.isfinite(own):
+        return f"; the documented main job reached {full:.2f} bits per byte at step {full_step:,} {source}"
+    return (
+        f"; its validation, {own:.2f} bits per byte, is {own - full:+.2f} from the {full:.2f} the documented main "
+        f"job reached at step {full_step:,} {source}"
+    )
+
+
+def budget_note(config: Any, result: Any, metrics: dict[str, float]) -> str:
+    """The one diagnosis of a run its time budget ended before its step limit, wherever the run is looked at (the
+    end of ``bdh train``, a resume with nothing to do): where it stopped, how far from its full length's result,
+    and the one command that trains the rest."""
+    return (
+        f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
+        f"{result.step_limit} steps{busy_machine(result.speeds)}{documented_gap(config, result.step, metrics)}; to "
+        f"finish this run: {budget_command(result.run_dir)}"
+    )
+
+
+def budget_command(run_dir: str | Path) -> str:
+    """The command that trains a run its time budget cut to its step limit."""
+    return f"bdh train --resume {run_dir} --set train.max_minutes=null"
+
+
 def train_report(config: Any, result: Any, resume: str | Path | None = None) -> TrainReport:
     """The report of ``result`` (a `TrainResult` of ``config``, resumed from ``resume``): one line for a resume
     that had already finished or an interrupted run (on stderr, with the exit status of its signal, and the
@@ -131,6 +179,8 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
     from ..recurrent import StreamingModel
 
     if result.finished_before:
+        if result.budget_cut:
+            return TrainReport([f"{resume}: finished; {budget_note(config, result, _last_eval(resume))}"])
         return TrainReport(
             [
                 f"{resume}: finished at step {result.step} of {result.total_steps}; nothing to do (to train longer: "
@@ -154,10 +204,13 @@ def train_report(config: Any, result: Any, resume: str | Path | None = None) -> 
         sample = Sample(s.prompt.encode("utf-8"), s.max_new_tokens, s.temperature, s.top_k, s.seed)
     after = []
     if result.budget_cut:
-        after.append(
-            f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
-            f"{result.step_limit} steps{busy_machine(result.speeds)}; to finish this run: "
-            f"bdh train --resume {result.run_dir} --set train.max_minutes=null (a new run trains them all with a "
-            "larger train.max_minutes, or null)"
-        )
+        after.append(budget_note(config, result, result.metrics))
     return TrainReport(before, sample, after)
+
+
+def _last_eval(run_dir: str | Path | None) -> dict[str, float]:
+    """The last evaluation ``run_dir/metrics.jsonl`` logged (empty when there is none)."""
+    from .log import read_metrics
+
+    evals = [r for r in read_metrics(Path(run_dir or ".") / "metrics.jsonl") if r.get("kind") == "eval"]
+    return evals[-1] if evals else {}
