@@ -249,6 +249,29 @@ def _on(t: torch.Tensor):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
+def check_call(name: str, q, k, v, state, chunk_size) -> None:
+    """The one-line refusals of a call of the Triton kernels: shapes, device, chunk size, dtype."""
+    _check(q, k, v, state)
+    if not (q.is_cuda or interpreting()):
+        raise UserError(f"{name}: the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 on the CPU)")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise UserError(f"{name}: chunk_size must be a positive integer, got {chunk_size!r}")
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise UserError(f"{name}: q must be a floating-point tensor (fp16, bf16, fp32, fp64), got {q.dtype}")
+
+
+def autocast_inputs(name: str, q, k, v):
+    """(q, k, v) cast to autocast's dtype when it is on (k stays q when it is q); else they must share a dtype."""
+    shared = q is k
+    if torch.is_autocast_enabled(q.device.type):
+        low = torch.get_autocast_dtype(q.device.type)
+        q, v = q.to(low), v.to(low)
+        return q, (q if shared else k.to(low)), v
+    if v.dtype != q.dtype or k.dtype != q.dtype:
+        raise UserError(f"{name}: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    return q, k, v
+
+
 def chunked_triton(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -263,20 +286,8 @@ def chunked_triton(
     H,
     T, N), v (B, 1 or H, T, D), log_u (H,) or None, state (B, H, N, D) or None -> (a in q's dtype, the fp32 state after
     the block when ``need_state``); under autocast q, k, v are cast here."""
-    _check(q, k, v, state)
-    if not (q.is_cuda or interpreting()):
-        raise UserError("chunked_triton: the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 on the CPU)")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise UserError(f"chunked_triton: chunk_size must be a positive integer, got {chunk_size!r}")
-    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        raise UserError(f"chunked_triton: q must be a floating-point tensor (fp16, bf16, fp32, fp64), got {q.dtype}")
-    shared = q is k
-    if torch.is_autocast_enabled(q.device.type):
-        low = torch.get_autocast_dtype(q.device.type)
-        q, v = q.to(low), v.to(low)
-        k = q if shared else k.to(low)
-    elif v.dtype != q.dtype or k.dtype != q.dtype:
-        raise UserError(f"chunked_triton: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_call("chunked_triton", q, k, v, state, chunk_size)
+    q, k, v = autocast_inputs("chunked_triton", q, k, v)
     u_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     log_u = None if log_u is None else log_u.detach().to(device=q.device, dtype=u_dtype).contiguous()
     out, S = TritonChunkedAttention.apply(q, k, v, state, log_u, chunk_size)
