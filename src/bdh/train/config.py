@@ -180,8 +180,9 @@ class LogConfig(TypedConfig):
 
     Attributes:
         every: write a training record to metrics.jsonl every this many steps.
-        progress: ``auto`` (a progress bar when stderr is a terminal, one line per evaluation otherwise),
-            ``bar``, ``lines`` or ``none``.
+        progress: ``auto`` (a progress bar when stderr is a terminal; otherwise lines: one per evaluation and
+            the training loss, tokens/s and ETA every minute, `bdh.train.run.log.LINE_SECONDS`), ``bar``,
+            ``lines`` or ``none``.
         tensorboard: write TensorBoard event files to RUN_DIR/tensorboard when ``tensorboard`` is installed.
         wandb: also log the same scalars to Weights & Biases (needs ``pip install wandb``).
         wandb_project: the W&B project; null: W&B's default (``WANDB_PROJECT``, else its own).

@@ -195,16 +195,24 @@ class WandB:
         self.run.finish()
 
 
-class Progress:
-    """A progress bar with loss, tokens/s and ETA (tqdm) in a terminal, or one plain line per evaluation.
-    ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal)."""
+#: without a progress bar (``lines``), a line with the training loss, tokens/s and ETA at least this often, in seconds
+LINE_SECONDS = 60.0
 
-    def __init__(self, total: int, initial: int, mode: str, stream: TextIO | None = None):
+
+class Progress:
+    """A progress bar with loss, tokens/s and ETA (tqdm) in a terminal; else plain lines: one per evaluation, and
+    one with the training loss, tokens/s and ETA every ``line_seconds`` of wall clock between them (nohup, CI, a
+    notebook). ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal)."""
+
+    def __init__(
+        self, total: int, initial: int, mode: str, stream: TextIO | None = None, line_seconds: float = LINE_SECONDS
+    ):
         self.stream = stream or sys.stderr
         if mode == "auto":
             mode = "bar" if getattr(self.stream, "isatty", lambda: False)() else "lines"
         self.mode = mode
         self.total, self.start_step, self.start_time = total, initial, time.time()
+        self.line_seconds, self.line_time = line_seconds, self.start_time  # the last line shown
         self.bar = None
         if mode == "bar":
             from tqdm import tqdm
@@ -214,15 +222,25 @@ class Progress:
             )
 
     def update(self, step: int, loss: float, tok_per_s: float) -> None:
+        """After training step ``step``: the bar moves; without one, a line when ``line_seconds`` have passed since
+        the last."""
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix_str(f"loss {loss:.4f}, {tok_per_s:,.0f} tok/s", refresh=False)
+        elif self.mode == "lines" and time.time() - self.line_time >= self.line_seconds:
+            self.line_time = time.time()
+            self.message(f"step {step}/{self.total}: train loss {loss:.4f}, {tok_per_s:,.0f} tok/s{self._eta(step)}")
 
     def eta(self, step: int) -> float:
         done = step - self.start_step
         if done <= 0:
             return math.nan
         return (time.time() - self.start_time) / done * (self.total - step)
+
+    def _eta(self, step: int) -> str:
+        """``, ETA m:ss`` after ``step``, or nothing at the end or before a step was timed."""
+        eta = self.eta(step)
+        return "" if math.isnan(eta) or step >= self.total else f", ETA {_hms(eta)}"
 
     def message(self, text: str) -> None:
         """A line that stays (an evaluation, a checkpoint): above the bar, or on its own line."""
@@ -234,10 +252,9 @@ class Progress:
             print(text, file=self.stream, flush=True)
 
     def eval_line(self, step: int, loss: float, tok_per_s: float, metrics: dict[str, float]) -> None:
-        shown = metric_text(metrics)
-        eta = self.eta(step)
-        eta_s = "" if math.isnan(eta) or step >= self.total else f", ETA {_hms(eta)}"
-        self.message(f"step {step}/{self.total}: train loss {loss:.4f}, {shown}, {tok_per_s:,.0f} tok/s{eta_s}")
+        shown, self.line_time = metric_text(metrics), time.time()
+        eta = self._eta(step)
+        self.message(f"step {step}/{self.total}: train loss {loss:.4f}, {shown}, {tok_per_s:,.0f} tok/s{eta}")
 
     def close(self) -> None:
         if self.bar is not None:
