@@ -25,6 +25,8 @@ BUILTIN_MODELS: dict[str, str] = {
     "mamba": "bdh.baselines.mamba:Mamba",
     "hyena": "bdh.baselines.hyena:Hyena",
     "rwkv": "bdh.baselines.rwkv:RWKV",
+    "deltanet": "bdh.baselines.deltanet:DeltaNet",
+    "gated-deltanet": "bdh.baselines.deltanet:GatedDeltaNet",
 }
 
 #: built-in tasks: name -> where the class lives

@@ -12,6 +12,10 @@ from bdh.baselines import (
     BaseConvConfig,
     Based,
     BasedConfig,
+    DeltaNet,
+    DeltaNetConfig,
+    GatedDeltaNet,
+    GatedDeltaNetConfig,
     GLAConfig,
     GPTConfig,
     Hyena,
@@ -38,9 +42,11 @@ TINY = {
     "mamba": (Mamba, MambaConfig(vocab_size=64, n_layer=2, n_embd=32, d_state=8)),
     "hyena": (Hyena, HyenaConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, filter_order=16)),
     "rwkv": (RWKV, RWKVConfig(vocab_size=64, n_layer=2, n_embd=32)),
+    "deltanet": (DeltaNet, DeltaNetConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, n_head=2)),
+    "gated-deltanet": (GatedDeltaNet, GatedDeltaNetConfig(vocab_size=64, seq_len=32, n_layer=2, n_embd=32, n_head=2)),
 }
 #: the causal language models of TINY
-CAUSAL = ["gpt", "baseconv", "based", "gla", "mamba", "hyena", "rwkv"]
+CAUSAL = ["gpt", "baseconv", "based", "gla", "mamba", "hyena", "rwkv", "deltanet", "gated-deltanet"]
 
 
 def train_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float) -> list[float]:

@@ -19,6 +19,10 @@ from bdh.baselines import (
     BaseConvConfig,
     Based,
     BasedConfig,
+    DeltaNet,
+    DeltaNetConfig,
+    GatedDeltaNet,
+    GatedDeltaNetConfig,
     GLAConfig,
     GPTConfig,
     Hyena,
@@ -44,6 +48,13 @@ STATEFUL = {
     "rwkv-sequential": lambda: RWKV(RWKVConfig(vocab_size=32, n_embd=16, mlp_ratio=0, wkv="sequential")),
     "based": lambda: Based(
         BasedConfig(vocab_size=32, seq_len=40, n_layer=3, n_embd=16, n_head=2, d_feature=4, window=5, chunk_size=4)
+    ),
+    "deltanet": lambda: DeltaNet(DeltaNetConfig(vocab_size=32, seq_len=40, n_embd=16, n_head=2, chunk_size=4)),
+    "deltanet-reference": lambda: DeltaNet(
+        DeltaNetConfig(vocab_size=32, seq_len=40, n_embd=16, n_head=2, conv_size=0, form="reference")
+    ),
+    "gated-deltanet": lambda: GatedDeltaNet(
+        GatedDeltaNetConfig(vocab_size=32, seq_len=40, n_embd=16, n_head=2, chunk_size=4, conv_size=3)
     ),
 }
 #: chunk sizes of the 19-token read: ones, a chunk longer than a window or a GLA/RWKV/Based chunk, uneven ones

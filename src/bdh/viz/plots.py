@@ -54,6 +54,8 @@ MODEL_NAMES: dict[str, str] = {
     "mamba": "Mamba",
     "hyena": "Hyena",
     "rwkv": "RWKV",
+    "deltanet": "DeltaNet",
+    "gated-deltanet": "Gated DeltaNet",
     "bdh-qk": "BDH, Q != K",
     "bdh-nogate": "BDH, no gate",
     "bdh-noexpand": "BDH, no expansion",
