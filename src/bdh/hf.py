@@ -29,12 +29,19 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .baselines.gpt import GPT, GPTConfig
-from .errors import ConfigWarning, UserError
+from .errors import ConfigWarning
 from .hf_cache import CACHE_NAME, BDHCache, BDHCacheLayer
 from .hf_tokenizer import BDHByteTokenizer
 from .model.bdh import BDH
 from .model.config import BDHConfig
-from .model.io import CONFIG_NAME, WEIGHTS_NAME, check_config_changes, read_model_config, write_model_folder
+from .model.io import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    check_config_changes,
+    read_model_config,
+    refuse_run_folder,
+    write_model_folder,
+)
 from .model.kernels.pytorch.rope import frequencies
 from .model.state import BDHState
 
@@ -470,28 +477,6 @@ def model_card(config: _FolderConfig, *, description: str = "", license: str | N
 
 
 # ---------------------------------------------------------------------------------------------- registration
-def refuse_run_folder(path: Any) -> None:
-    """Raise `bdh.errors.UserError` naming the folder to pass when ``path`` is a bdh run folder (its
-    ``config.yaml`` and ``best/``, no ``config.json``) rather than a model folder; anything else passes."""
-    if not isinstance(path, (str, os.PathLike)):
-        return
-    folder = Path(path)
-    try:
-        if not folder.is_dir() or (folder / "config.json").exists():
-            return
-        has_best = (folder / "best" / "config.json").is_file()
-        if not (has_best or (folder / "config.yaml").is_file()):
-            return
-    except OSError:  # a repo id such as "someone/model" that is no folder here
-        return
-    if has_best:
-        raise UserError(f"{folder} is a bdh run folder, not a model folder: pass {folder / 'best'} to from_pretrained")
-    raise UserError(
-        f"{folder} is a bdh run folder with no saved model yet (best/ is written at its first evaluation); "
-        "from_pretrained takes a model folder such as RUN/best"
-    )
-
-
 def check_local_folder(path: Any) -> None:
     """For a model folder on this machine, what the ``bdh`` commands check before loading it: the checksums of its
     meta.json and a config.json that keeps what the weights mean; a one-line `bdh.errors.UserError` naming the file

@@ -243,3 +243,20 @@ def test_an_old_config_json_with_runtime_fields_loads_with_their_values(tmp_path
         torch.testing.assert_close(overridden(idx), model(idx), atol=1e-5, rtol=1e-5)
     again = overridden.save_pretrained(tmp_path / "again")  # saved again: every field, as it now runs
     assert bdh.load_pretrained(again).config == overridden.config
+
+
+def test_a_run_folder_is_refused_naming_its_best_model(tmp_path):
+    """``BDH.from_pretrained(RUN)`` / ``bdh.load_pretrained(RUN)`` say which folder to pass, as the Hugging Face
+    loader does (`bdh.model.io.refuse_run_folder`), instead of failing on a config.json that is not there."""
+    run = tmp_path / "run"
+    tiny_model().save_pretrained(run / "best")
+    (run / "config.yaml").write_text("model:\n  name: bdh\n")
+    for load in (BDH.from_pretrained, bdh.load_pretrained):
+        with pytest.raises(bdh.errors.UserError) as exc:
+            load(run)
+        expected = f"{run} is a bdh run folder, not a model folder: pass {run / 'best'} to from_pretrained"
+        assert _one_line(exc) == expected
+    assert BDH.from_pretrained(run / "best").config == tiny_model().config
+    (run / "best" / "config.json").unlink()  # before its first evaluation: no model yet
+    with pytest.raises(bdh.errors.UserError, match="no saved model yet"):
+        BDH.from_pretrained(run)

@@ -218,9 +218,33 @@ class PretrainedMixin:
         return model
 
 
+def refuse_run_folder(path: Any) -> None:
+    """Raise `bdh.errors.UserError` naming the folder to pass when ``path`` is a bdh run folder (its
+    ``config.yaml`` and ``best/``, no ``config.json``) rather than a model folder; anything else passes (every
+    loader of a model folder asks: `read_model_config`, the Hugging Face classes' ``from_pretrained``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    folder = Path(path)
+    try:
+        if not folder.is_dir() or (folder / "config.json").exists():
+            return
+        has_best = (folder / "best" / "config.json").is_file()
+        if not (has_best or (folder / "config.yaml").is_file()):
+            return
+    except OSError:  # a repo id such as "someone/model" that is no folder here
+        return
+    if has_best:
+        raise UserError(f"{folder} is a bdh run folder, not a model folder: pass {folder / 'best'} to from_pretrained")
+    raise UserError(
+        f"{folder} is a bdh run folder with no saved model yet (best/ is written at its first evaluation); "
+        "from_pretrained takes a model folder such as RUN/best"
+    )
+
+
 def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
     """The model class and the validated config stored in a model folder (defaults for the fields an older
-    ``config.json`` lacks)."""
+    ``config.json`` lacks); a run folder is refused naming its ``best/``."""
+    refuse_run_folder(directory)
     directory = Path(directory)
     if not directory.is_dir():
         what = "not a folder" if os.path.lexists(directory) else "no such model folder"
