@@ -45,6 +45,10 @@ class Config(ExperimentConfig):
         induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
         recall_vocab, recall_pairs, recall_gap_max: recall_gap's vocabulary, key-value pairs D and the largest
             training gap (test gaps fill the sequence, L - 4D).
+        facts: the capacity map's trained counts: one recall_gap run per D given (in place of ``recall_pairs``);
+            empty: ``recall_pairs`` alone (`facts.py`).
+        facts_read: the counts D every recall_gap run is also read at, besides its own (fewer facts, or more than it
+            was trained on); a length with no room for 4D tokens is not read.
         test_sequences: sequences of each fixed test set (one per task and length).
         read_batch: sequences read together through a state.
         whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
@@ -81,6 +85,8 @@ class Config(ExperimentConfig):
     recall_vocab: int = bounded(256, ge=8)
     recall_pairs: int = bounded(8, ge=1)
     recall_gap_max: int = bounded(32, ge=0)
+    facts: tuple[int, ...] = bounded((), ge=1)
+    facts_read: tuple[int, ...] = bounded((), ge=1)
     test_sequences: int = bounded(64, ge=64)
     read_batch: int = bounded(64, ge=1)
     whole_tokens: int = bounded(2**16, ge=1)
@@ -152,8 +158,33 @@ class Config(ExperimentConfig):
         for path in self.text_models:
             if not (Path(path) / "config.json").is_file():
                 self._fail("text_models", f"{path} is not a model folder (no config.json)")
+        self._check_facts()
         for task in self.tasks:  # the task's own one-line refusals, under this experiment's field names
-            self.task_section(task)
+            for count in self.trained_facts(task):
+                self.task_section(task, facts=count)
+
+    def _check_facts(self) -> None:
+        """``facts`` and ``facts_read``: none repeated, only with recall_gap, each count's keys in the vocabulary."""
+        from bdh.tasks.recall_gap import check_recall_gap_args
+
+        for name in ("facts", "facts_read"):
+            values = getattr(self, name)
+            if not values:
+                continue
+            if len(set(values)) != len(values):
+                self._fail(name, f"give counts none repeated; got {list(values)}")
+            if "recall_gap" not in self.tasks:
+                self._fail(name, "counts the facts of recall_gap: add it to tasks")
+            for count in values:
+                try:
+                    check_recall_gap_args(self.recall_vocab, count, 4 * count, 0)
+                except ValueError as exc:
+                    self._fail(name, f"{count} facts: {str(exc).removeprefix('recall_gap: ')} (recall_vocab)")
+
+    def trained_facts(self, task: str) -> tuple[int | None, ...]:
+        """The trained counts of ``task``'s runs: ``facts`` for recall_gap where given, else (None,): one run at the
+        task's own (``recall_pairs``)."""
+        return self.facts if task == "recall_gap" and self.facts else (None,)
 
     @property
     def lengths(self) -> tuple[int, ...]:
@@ -175,20 +206,21 @@ class Config(ExperimentConfig):
             return 1 / (self.induction_vocab - self.induction_triggers)
         return 2 / self.recall_vocab
 
-    def task_section(self, task: str, seq_len: int | None = None) -> dict[str, Any]:
-        """The ``task`` section of a training run at ``seq_len`` (default T; the task's config checked here, its error
-        under our name)."""
+    def task_section(self, task: str, seq_len: int | None = None, facts: int | None = None) -> dict[str, Any]:
+        """The ``task`` section of a training run at ``seq_len`` (default T) with ``facts`` pairs (recall_gap; default
+        ``recall_pairs``; the task's config checked here, its error under our name)."""
         from bdh.registry import get_task
 
         if task == "induction":
             fields = {"vocab_size": self.induction_vocab, "triggers": self.induction_triggers}
         else:
-            fields = {"vocab_size": self.recall_vocab, "num_kv_pairs": self.recall_pairs}
+            fields = {"vocab_size": self.recall_vocab, "num_kv_pairs": facts or self.recall_pairs}
             fields["gap_max"] = self.recall_gap_max
         try:
             get_task(task).config_class(seq_len=seq_len or self.seq_len, **fields)
         except ValueError as exc:
-            raise type(exc)(f"{self.experiment}: {task}: {exc}") from None
+            where = f"{task} with {facts} facts" if facts else task
+            raise type(exc)(f"{self.experiment}: {where}: {exc}") from None
         return {"name": task, "seq_len": seq_len or self.seq_len, **fields}
 
     def model_section(self, model: str, task: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ..common import train_lm
 from ..scaffold import ExperimentFolder, Log
 from . import reading
 from .config import Config
+from .facts import fits, read_counts
 from .memory import trace_record
 
 #: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
@@ -39,6 +40,8 @@ SELECTORS = (
     "text_distances",
     "text_trials",
     "device",
+    "facts",
+    "facts_read",
 )
 #: models read through attention: whole (up to the memory cutoff) and through a window of T
 ATTENTION = ("gpt",)
@@ -53,8 +56,9 @@ MARKER = FOLDER.marker
 prepare_resume = FOLDER.prepare_resume
 
 
-def run_name(model: str, task: str, seed: int) -> str:
-    return f"{model}-{task}-s{seed}"
+def run_name(model: str, task: str, seed: int, facts: int | None = None) -> str:
+    """A run's name: model, task, the trained count where the config gives one (``facts``), seed."""
+    return f"{model}-{task}-s{seed}" if facts is None else f"{model}-{task}-D{facts}-s{seed}"
 
 
 def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:
@@ -67,31 +71,47 @@ def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) 
     return ("state", "state-hard") if hard_reads and getattr(model, "soft_gated", False) else ("state",)
 
 
-def train_run(config: Config, out: Path, model: str, task: str, seed: int, log: Log) -> dict[str, Any]:
-    """Train one run (replacing an unfinished one; with a curriculum, its short phase first), save its model; its
-    training record."""
-    name = run_name(model, task, seed)
+def train_run(
+    config: Config, out: Path, model: str, task: str, seed: int, log: Log, facts: int | None = None
+) -> dict[str, Any]:
+    """Train one run (replacing an unfinished one; with a curriculum, its short phase first) on ``facts`` pairs
+    (None: the task's own), save its model; its training record."""
+    name = run_name(model, task, seed, facts)
     start, init_from = time.time(), None
+    phase = partial(_train, config, model=model, task=task, seed=seed, log=log, facts=facts)
     if config.short_steps:
-        short = _train(config, out / "runs" / f"{name}-short", model, task, seed, None, log)
-        init_from = short.run_dir
-    result = _train(config, out / "runs" / name, model, task, seed, init_from, log)
+        init_from = phase(out / "runs" / f"{name}-short", init_from=None).run_dir
+    result = phase(out / "runs" / name, init_from=init_from)
     result.model.save_pretrained(out / "models" / name)
     final = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    return {
+    state_size = getattr(result.model, "state_size", None)
+    record = {
         "model": model,
         "task": task,
         "seed": seed,
         "params": result.model.num_params(),
+        "state_size": int(state_size()) if callable(state_size) else None,
         "train_seconds": time.time() - start,
         "final": final,
         "rows": [],
     }
+    return record if facts is None else {**record, "facts": facts}
 
 
-def _train(config: Config, run_dir: Path, model: str, task: str, seed: int, init_from: Path | None, log: Log) -> Any:
+def _train(
+    config: Config,
+    run_dir: Path,
+    *,
+    model: str,
+    task: str,
+    seed: int,
+    init_from: Path | None,
+    log: Log,
+    facts: int | None = None,
+) -> Any:
     """One training phase: the short phase of a curriculum (``init_from`` None and ``short_steps``), or the run at
-    T (from ``init_from``, the short phase's run, with ``lr_at_t`` and ``batch_at_t`` where set)."""
+    T (from ``init_from``, the short phase's run, with ``lr_at_t`` and ``batch_at_t`` where set), on ``facts`` pairs
+    (None: the task's own)."""
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
     short = init_from is None and config.short_steps > 0
@@ -111,7 +131,7 @@ def _train(config: Config, run_dir: Path, model: str, task: str, seed: int, init
         seed=seed,
         init_from=init_from,
         device=config.device,
-        task=config.task_section(task, seq_len),
+        task=config.task_section(task, seq_len, facts),
         sections={"optim": {"decay": "constant", "weight_decay": 0.0}},
     )
 
@@ -176,10 +196,10 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
     }
 
 
-def _task(config: Config, task: str) -> Any:
+def _task(config: Config, task: str, facts: int | None = None) -> Any:
     from bdh.registry import get_task
 
-    fields = {k: v for k, v in config.task_section(task).items() if k != "name"}
+    fields = {k: v for k, v in config.task_section(task, facts=facts).items() if k != "name"}
     cls = get_task(task)
     return cls(cls.config_class(**fields))
 
@@ -190,37 +210,60 @@ def at_chance(row: dict[str, Any], chance: float) -> bool:
 
 
 def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> None:
-    """Every row of one run not in its record yet, each written to the record's file as it ends; a read form stops
-    after ``stop_after_chance`` lengths in a row at chance (the longer lengths are not read), counting the rows an
-    earlier invocation read at lengths this config skips (``min_length``)."""
+    """Every row of one run not in its record yet, each written to the record's file as it ends: at its own count of
+    facts and at each of ``facts_read`` (`facts.read_counts`); a read form stops after ``stop_after_chance`` lengths
+    in a row at chance (the longer lengths are not read), counting the rows an earlier invocation read at lengths
+    this config skips (``min_length``)."""
     from bdh.devices import resolve_device
     from bdh.model import BDH
     from bdh.model.io import load_pretrained, read_model_config
 
-    name = run_name(record["model"], record["task"], record["seed"])
+    name = run_name(record["model"], record["task"], record["seed"], record.get("facts"))
     path = out / "results" / f"{name}.json"
-    done = {(r["length"], r["read"]): r for r in record["rows"]}
+    done = {(r["length"], r["read"], r.get("facts")): r for r in record["rows"]}
     folder = out / "models" / name
     runtime = BDH_READ if issubclass(read_model_config(folder)[0], BDH) else {}
     model = load_pretrained(folder, map_location=resolve_device(config.device), **runtime)
-    task, chance, stop = _task(config, record["task"]), config.chance(record["task"]), config.stop_after_chance
-    for read in reads_of(record["model"], model, config.hard_reads):
-        streak = 0
-        for length in config.lengths_with(length for length, r in done if r == read):
-            if stop and streak >= stop:
-                log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read from {length:,}")
-                break
-            row = done.get((length, read))
-            if row is None:
-                row = read_row(config, record["model"], model, task, read, length)
-                got = f"{row['accuracy']:.3f}" if row["status"] == "ok" else row["status"]
-                log(f"length: {name} at {length:,} ({read}): {got}")
-                record["rows"].append(row)
-                write_text(path, json.dumps(record, indent=1) + "\n")
-            streak = streak + 1 if at_chance(row, chance) else 0
+    chance, stop = config.chance(record["task"]), config.stop_after_chance
+    for count in read_counts(config, record):
+        task = _task(config, record["task"], count or record.get("facts"))
+        for read in reads_of(record["model"], model, config.hard_reads):
+            streak = 0
+            for length in config.lengths_with(n for n, r, c in done if r == read and c == count):
+                if stop and streak >= stop:
+                    log(f"length: {name} ({read}) at chance at {streak} lengths in a row: not read from {length:,}")
+                    break
+                if count and not fits(count, length):
+                    continue
+                row = done.get((length, read, count))
+                if row is None:
+                    row = read_row(config, record["model"], model, task, read, length)
+                    row = row if count is None else {**row, "facts": count}
+                    got = f"{row['accuracy']:.3f}" if row["status"] == "ok" else row["status"]
+                    told = "" if count is None else f", {count} facts"
+                    log(f"length: {name} at {length:,} ({read}{told}): {got}")
+                    record["rows"].append(row)
+                    write_text(path, json.dumps(record, indent=1) + "\n")
+                streak = streak + 1 if at_chance(row, chance) else 0
     if "trace" not in record:
-        record["trace"] = trace_record(config, record, task, model, TEST_SEED)
+        own = _task(config, record["task"], record.get("facts"))
+        record["trace"] = trace_record(config, record, own, model, TEST_SEED)
         write_text(path, json.dumps(record, indent=1) + "\n")
+
+
+def _run_one(
+    config: Config, out: Path, model: str, task: str, seed: int, facts: int | None, resume: bool, log: Log
+) -> dict[str, Any]:
+    """One run's record: trained (or found finished with ``resume``), then read."""
+    name = run_name(model, task, seed, facts)
+    path = out / "results" / f"{name}.json"
+    if resume and path.is_file() and (out / "models" / name).is_dir():
+        record = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        record = train_run(config, out, model, task, seed, log, facts)
+        write_text(path, json.dumps(record, indent=1) + "\n")
+    measure_run(config, out, record, log)
+    return record
 
 
 def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) -> Path:
@@ -237,14 +280,8 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     for task in config.tasks:
         for model in config.models:
             for seed in config.seeds:
-                path = out / "results" / f"{run_name(model, task, seed)}.json"
-                if resume and path.is_file() and (out / "models" / run_name(model, task, seed)).is_dir():
-                    record = json.loads(path.read_text(encoding="utf-8"))
-                else:
-                    record = train_run(config, out, model, task, seed, log)
-                    write_text(path, json.dumps(record, indent=1) + "\n")
-                measure_run(config, out, record, log)
-                records.append(record)
+                for facts in config.trained_facts(task):
+                    records.append(_run_one(config, out, model, task, seed, facts, resume, log))
     text = text_recall(config, log) if config.text_models else []
     report = write_report(config, out, records, text, time.time() - start)
     log(f"length: done in {(time.time() - start) / 60:.1f} min")

@@ -81,35 +81,39 @@ def describe_plan(config: Config, probe: bool = True) -> str:
     """The runs, the tokens each trains and reads, and (``probe``) each model's cost timed here."""
     from .experiment import _task
 
-    runs = len(config.models) * len(config.tasks) * len(config.seeds)
+    runs_each = sum(len(config.trained_facts(task)) for task in config.tasks) * len(config.seeds)
+    runs = len(config.models) * runs_each
+    kinds = f"{runs_each // len(config.seeds)} tasks" + " and trained counts of facts" * bool(config.facts)
     # after a curriculum's short phase the steps at T take their own batch (`batch_at_t`)
     batch_t = config.batch_at_t if config.short_steps and config.batch_at_t is not None else config.batch_size
     trained = config.steps * config.seq_len * batch_t + config.short_steps * config.short_len * config.batch_size
     short = f"{config.short_steps} steps of {config.batch_size} at {config.short_len}, then " * bool(config.short_steps)
     read = config.test_sequences * sum(config.lengths)
     lines = [
-        f"length plan: {runs} runs ({len(config.models)} models x {len(config.tasks)} tasks x {len(config.seeds)} "
-        f"seeds), each {short}{config.steps} steps of {batch_t} x {config.seq_len} tokens "
-        f"({trained:,} tokens), "
+        f"length plan: {runs} runs ({len(config.models)} models x {kinds} x {len(config.seeds)} seeds), each "
+        f"{short}{config.steps} steps of {batch_t} x {config.seq_len} tokens ({trained:,} tokens), "
         f"then {config.test_sequences} test sequences at each of {len(config.lengths)} lengths "
         f"({config.lengths[0]:,} to {config.lengths[-1]:,}: {read:,} tokens per read form)"
     ]
+    if config.facts_read:
+        lines[0] += f"; recall_gap also read at {len(config.facts_read)} more counts of facts (a read form each)"
     if not probe:
         return lines[0]
     total = 0.0
     for name in config.models:
         task_name = config.tasks[0]
+        task = _task(config, task_name, config.trained_facts(task_name)[0])
         model = _build(config, name, task_name)
         # a step of the short phase is timed as its share of tokens of a step at T (an upper bound: attention is
         # quadratic inside a chunk)
         steps = config.steps * batch_t / config.batch_size + config.short_steps * config.short_len / config.seq_len
-        train_s = steps * step_seconds(config, model, _task(config, task_name).vocab_size)
-        read_s = read_seconds(config, name, model, _task(config, task_name))
-        per_model = (train_s + read_s) * len(config.tasks) * len(config.seeds)
-        total += per_model
+        train_s = steps * step_seconds(config, model, task.vocab_size)
+        read_s = read_seconds(config, name, model, task) * (1 + len(config.facts_read) * (task_name == "recall_gap"))
+        cost = (train_s + read_s) * runs_each
+        total += cost
         lines.append(
             f"  {name}: {model.num_params():,} parameters, per run {_duration(train_s)} training + at most "
-            f"{_duration(read_s)} reading; {_duration(per_model)} for its {len(config.tasks) * len(config.seeds)} runs"
+            f"{_duration(read_s)} reading; {_duration(cost)} for its {runs_each} runs"
         )
     threads = torch.get_num_threads()
     lines.append(f"estimated: at most {_duration(total)} in all with {threads} thread(s), timed on this machine")

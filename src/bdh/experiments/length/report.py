@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from bdh.seeds import mean
-from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
+from .cells import cell_text, pooled, read_label
 from .config import Config
+from .facts import capacity_section
 from .memory import trace_section
 from .reading import HELD_TOKENS
 
@@ -42,43 +43,6 @@ def flat_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"model": r["model"], "task": r["task"], "seed": r["seed"], **row} for r in records for row in r["rows"]]
 
 
-def pooled(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
-    """(task, model, read, length) -> the seeds pooled: right and scored summed, the Wilson interval of the sum, the
-    seeds' accuracies, or the status of a row that was not read."""
-    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["task"], row["model"], row["read"], row["length"])
-        cell = out.setdefault(key, {"right": 0, "n": 0, "seeds": [], "status": "ok"})
-        if row["status"] != "ok":
-            cell["status"] = row["status"]
-            continue
-        cell["right"] += row["right"]
-        cell["n"] += row["n"]
-        cell["seeds"].append(row["accuracy"])
-    for cell in out.values():
-        if cell["n"]:
-            cell["accuracy"] = cell["right"] / cell["n"]
-            cell["low"], cell["high"] = wilson_interval(cell["right"], cell["n"])
-    return out
-
-
-def _label(model: str, read: str) -> str:
-    if read == "state-hard":
-        return f"{model} (read with the hard gate)"
-    return model if read in ("state", "whole") else f"{model} ({read} of T)"
-
-
-def _cell(cell: dict[str, Any] | None, seeds: int) -> str:
-    """A table cell: the pooled accuracy and its interval (with the seeds read, where not all were), OOM, n/a (a
-    model that cannot read the length), or – (not read)."""
-    if cell is None:
-        return "–"
-    if "accuracy" not in cell:
-        return "OOM" if cell["status"].startswith("out of memory") else "n/a"
-    some = f" [{len(cell['seeds'])} of {seeds} seeds]" if len(cell["seeds"]) < seeds else ""
-    return f"{cell['accuracy']:.2f} ({cell['low']:.2f}–{cell['high']:.2f}){some}"
-
-
 def _series(config: Config, cells: dict, task: str) -> list[tuple[str, str]]:
     """The (model, read) pairs of a task, in the config's model order."""
     found = {(m, r) for (t, m, r, _) in cells if t == task and m in config.models}
@@ -95,7 +59,7 @@ def accuracy_table(report: Report, config: Config, cells: dict, task: str, lengt
     """Models (and reads) x test lengths: pooled accuracy over seeds and its 95 % Wilson interval."""
     series = _series(config, cells, task)
     seeds = len(config.seeds)
-    rows = [[_label(m, r)] + [_cell(cells.get((task, m, r, L)), seeds) for L in lengths] for m, r in series]
+    rows = [[read_label(m, r)] + [cell_text(cells.get((task, m, r, L)), seeds) for L in lengths] for m, r in series]
     report.table(["model"] + [f"{L:,}" for L in lengths], rows)
 
 
@@ -116,7 +80,7 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
             far = [r for r in mine if r["length"] == longest]
             out.append(
                 [
-                    _label(model, read),
+                    read_label(model, read),
                     mean([r["tokens_per_s"] for r in at_t if r["tokens_per_s"] is not None]),
                     f"{longest:,}",
                     mean([r["tokens_per_s"] for r in far if r["tokens_per_s"] is not None]),
@@ -141,7 +105,7 @@ def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, fl
     from bdh.plotting import pyplot
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(config.tasks), figsize=(7 * len(config.tasks), 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(config.tasks), figsize=(max(10, 7 * len(config.tasks)), 5.5), squeeze=False)
     for ax, task in zip(axes[0], config.tasks):
         for m, r in _series(config, cells, task):
             pts = [(L, cells[(task, m, r, L)]) for L in lengths if "accuracy" in cells.get((task, m, r, L), {})]
@@ -149,7 +113,7 @@ def accuracy_figure(out: Path, config: Config, cells: dict, chance: dict[str, fl
                 continue
             xs, ys = [p[0] for p in pts], [p[1]["accuracy"] for p in pts]
             err = [[y - p[1]["low"] for y, p in zip(ys, pts)], [p[1]["high"] - y for y, p in zip(ys, pts)]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=_label(m, r))
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=read_label(m, r))
         ax.axhline(chance[task], color="grey", linestyle="--", label="chance")
         ax.axvline(config.seq_len, color="grey", linestyle=":", label=f"T = {config.seq_len}")
         ax.set_xscale("log", base=2)
@@ -211,7 +175,7 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     every = flat_rows(records)
     lengths = shown_lengths(config, every)
     rows = [r for r in every if r["length"] in lengths]
-    cells = pooled(rows)
+    cells = pooled([r for r in rows if "facts" not in r])  # the tables per task: each run at its own count
     chance = {task: config.chance(task) for task in config.tasks}
     report = Report("Memory past the training length: induction heads and recall through a gap")
     spent = recorded_seconds(records)
@@ -228,9 +192,13 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     )
     for task in config.tasks:
         report.heading(f"{task} (chance {chance[task]:.3f})")
+        if task == "recall_gap" and config.facts:
+            report.text("Its runs are trained at the counts of `facts`: the capacity map below.")
+            continue
         accuracy_table(report, config, cells, task, lengths)
     report.figure(accuracy_figure(out, config, cells, chance, lengths), "accuracy against test length")
     trace_section(report, records)
+    capacity = capacity_section(report, out, config, records, lengths)
     report.heading("The cost of the long reads")
     cost_table(report, config, rows)
     report.heading("Recall through prose (text models)")
@@ -249,6 +217,7 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
         "rows": rows,
         "training": [{k: v for k, v in r.items() if k != "rows"} for r in records],
         "text_recall": text,
+        "capacity": capacity,
         "seconds": seconds,
         "recorded_seconds": spent,
     }
