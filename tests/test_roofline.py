@@ -1,0 +1,72 @@
+"""benchmarks/roofline.py: its FLOPs are the model count the benchmarks' MFU uses, its time is the per-pass roofline
+summed, the fused step moves fewer bytes than today's, and bad sizes are one-line refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from bdh import BDHConfig
+from bdh.model.sizes import train_flops_per_token
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def roofline():
+    spec = importlib.util.spec_from_file_location("bdh_roofline", BENCHMARKS / "roofline.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+@pytest.mark.parametrize("shape", [{}, {"n_layer": 2, "n_embd": 32, "n_head": 2, "n_neurons": 256, "block": 48}])
+@pytest.mark.parametrize("design", ["today", "fused"])
+def test_the_flops_are_the_model_count_of_the_chunked_form(roofline, shape, design):
+    s = roofline.Shape(**shape)
+    cfg = BDHConfig(n_layer=s.n_layer, n_embd=s.n_embd, n_head=s.n_head, n_neurons=s.n_neurons, chunk_size=s.chunk)
+    expected = train_flops_per_token(cfg, s.block, "chunked") * s.tokens
+    # the same sums in another order: equal to float rounding
+    assert roofline.step(design, s, 989.0, 4.8)["flops"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_step_is_the_sum_of_each_pass_roofline(roofline):
+    s = roofline.Shape()
+    out = roofline.step("today", s, 500.0, 2.0)
+    for r in out["passes"]:
+        assert r["seconds"] == max(r["flops"] / 500e12, r["bytes"] / 2e12)
+    assert out["seconds"] == pytest.approx(sum(r["seconds"] for r in out["passes"]), rel=1e-12)
+    assert out["tokens_per_s"] == pytest.approx(s.tokens / out["seconds"], rel=1e-12)
+    element_wise = [r for r in out["passes"] if r["flops"] == 0]
+    assert element_wise and all(r["seconds"] == r["bytes"] / 2e12 for r in element_wise)  # memory-bound
+    doubled = roofline.step("today", s, 500.0, 4.0)  # twice the bandwidth: every memory-bound pass halves
+    assert doubled["seconds"] < out["seconds"] and doubled["bytes"] == out["bytes"]
+
+
+def test_the_fused_step_moves_fewer_bytes_in_fewer_passes_and_keeps_the_attention_kernels(roofline):
+    s = roofline.Shape()
+    today, fused = (roofline.step(d, s, 989.0, 4.8) for d in ("today", "fused"))
+    assert fused["bytes"] < today["bytes"] and fused["flops"] == pytest.approx(today["flops"], rel=1e-12)
+    assert len(fused["passes"]) < len(today["passes"]) and fused["tokens_per_s"] > today["tokens_per_s"]
+    kept = [r for r in today["passes"] if r["pass"].startswith("attention") and "key" not in r["pass"]]
+    same = {r["pass"]: r["bytes"] for r in kept}
+    assert same and all(same[r["pass"]] == r["bytes"] for r in fused["passes"] if r["pass"] in same)
+    # the chunk states are D / C bf16 numbers per neuron and token: a longer kernel chunk writes fewer
+    longer = roofline.step("today", roofline.Shape(chunk=128), 989.0, 4.8)
+    assert longer["bytes"] < today["bytes"]
+
+
+def test_the_command_prints_both_designs_and_refuses_bad_sizes_in_one_line(roofline, capsys):
+    assert roofline.main(["--n-layer", "2", "--tokens", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "| today |" in out and "| fused |" in out and "4,096 tokens a step" in out
+    assert roofline.main(["--tokens", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tokens must be positive" in err
+    assert roofline.main(["--n-neurons", "100", "--n-head", "3"]) == 2
+    assert "multiple of --n-head" in capsys.readouterr().err
