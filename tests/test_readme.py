@@ -92,6 +92,18 @@ def test_the_hugging_face_example_runs_on_a_model_folder(tmp_path, monkeypatch, 
     assert capsys.readouterr().out.startswith("ROMEO:")
 
 
+def test_the_python_example_runs_writes_nothing_where_it_runs_and_shows_a_generated_line(tmp_path, monkeypatch, capsys):
+    """The README's Python block saved ``my-model/`` into the clone and printed only a parameter count: run from
+    an empty folder it leaves that folder empty (it saves to a temporary one) and prints the count and a line
+    that the model generated after the prompt."""
+    (code,) = _blocks(_section("Python"), "python")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert list(tmp_path.iterdir()) == []
+    count, generated, *_ = capsys.readouterr().out.splitlines()
+    assert count == "1638400" and generated.startswith("To be, or not to be") and len(generated) > 19
+
+
 def test_the_readme_names_every_baseline_and_the_help_every_experiment(capsys):
     """The README listed 3 baselines of 8 and ``bdh --help`` 4 experiments of 6: every registered model is named
     in the README's overview, and the command's help lists every registered experiment."""
