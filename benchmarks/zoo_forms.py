@@ -1,5 +1,5 @@
-"""Seconds per training step of the Mamba, RWKV and Hyena baselines in each of their forms (the fast path and its
-reference), on this machine's CPU (or ``--device cuda``).
+"""Seconds per training step of the Mamba, RWKV, Hyena and DeltaNet baselines in each of their forms (the fast path
+and its reference), on this machine's CPU (or ``--device cuda``).
 
     python benchmarks/zoo_forms.py                         # T = 64 and 256, n_embd 64, batch 16, one thread
     python benchmarks/zoo_forms.py --lengths 512 --batch 8 --threads 2
@@ -20,12 +20,12 @@ import time
 
 import torch
 
-from bdh.baselines import RWKV, Hyena, HyenaConfig, Mamba, MambaConfig, RWKVConfig
+from bdh.baselines import RWKV, DeltaNet, DeltaNetConfig, Hyena, HyenaConfig, Mamba, MambaConfig, RWKVConfig
 
 VOCAB = 128
 
 
-MODELS = ("mamba", "rwkv", "hyena")
+MODELS = ("mamba", "rwkv", "hyena", "deltanet")
 
 
 def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
@@ -38,6 +38,9 @@ def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
         out.append(("rwkv", f"wkv={wkv}" + (f", chunk_size={chunk}" if wkv == "chunked" else ""), RWKV(cfg)))
     for conv in ("fft", "direct"):
         out.append(("hyena", f"conv={conv}", Hyena(HyenaConfig(vocab_size=VOCAB, seq_len=T, n_embd=width, conv=conv))))
+    for form, chunk in (("reference", 16), ("chunked", 16), ("chunked", 32), ("chunked", 64)):
+        cfg = DeltaNetConfig(vocab_size=VOCAB, seq_len=T, n_embd=width, form=form, chunk_size=chunk)
+        out.append(("deltanet", f"form={form}" + (f", chunk_size={chunk}" if form == "chunked" else ""), DeltaNet(cfg)))
     return out
 
 

@@ -21,3 +21,13 @@ def test_every_form_gets_a_step_time_and_a_read_rate(load_benchmark, capsys):
         assert seconds > 0 and rate > 0
     with pytest.raises(SystemExit):
         bench.main([*argv, "--read-batch", "-1"])
+    assert (
+        bench.main(["--models", "deltanet", "--lengths", "12", "--batch", "2", "--width", "8", "--repeats", "1"]) == 0
+    )
+    forms = [line.split("|")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| delta")]
+    assert forms == [
+        "form=reference",
+        "form=chunked, chunk_size=16",
+        "form=chunked, chunk_size=32",
+        "form=chunked, chunk_size=64",
+    ]
