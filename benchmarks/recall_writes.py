@@ -30,12 +30,12 @@ COLUMNS = ("trained", "silent", "hard", "top1")
 
 
 class TopKeys:
-    """Stands in for the delta rule's ``unit_keys`` (`bdh.model.bdh`) while the benchmark reads: head ``head``'s keys
-    (B, H, T, N) become the one-hot of their largest neuron (a key with no active neuron stays 0), the other heads'
-    are unit keys as trained. Each write of that head then corrects one row of its state."""
+    """Stands in for the delta rule's ``unit_keys`` (`bdh.model.state_rules`) while the benchmark reads: head
+    ``head``'s keys (B, H, T, N) become the one-hot of their largest neuron (a key with no active neuron stays 0),
+    the other heads' are unit keys as trained. Each write of that head then corrects one row of its state."""
 
     def __init__(self, head: int) -> None:
-        from bdh.model.kernels.pytorch.token_rules import unit_keys
+        from bdh.model.kernels.pytorch.state_rules import unit_keys
 
         self.head, self.unit = head, unit_keys
 
@@ -48,12 +48,12 @@ class TopKeys:
 
 
 class Writes:
-    """Stands in for ``model.token_rule`` while the benchmark reads: counts the tokens each layer has seen to know
+    """Stands in for ``model.state_rule_gates`` while the benchmark reads: counts the tokens each layer has seen to know
     where a chunk lies, silences one head's fillers (or not) and collects b_t by position (``reset`` before each
     read)."""
 
     def __init__(self, model, pairs: int) -> None:
-        self.model, self.rule, self.pairs = model, model.token_rule, pairs
+        self.model, self.rule, self.pairs = model, model.state_rule_gates, pairs
         self.change, self.length, self.seen, self.betas = "as trained", 0, [], []
 
     def reset(self, change: str, length: int, collect: bool = False) -> None:
@@ -61,8 +61,9 @@ class Writes:
         self.seen = [0] * self.model.config.n_layer
         self.betas = [[] for _ in self.seen] if collect else []
 
-    def __call__(self, v: torch.Tensor) -> tuple:
-        log_g, beta = self.rule(v)
+    def __call__(self, v: torch.Tensor) -> dict:
+        gates = self.rule(v)
+        log_g, beta = gates["log_g"], gates["beta"]
         layer = min(range(len(self.seen)), key=lambda i: self.seen[i])  # layers run in order, one chunk each
         start = self.seen[layer]
         self.seen[layer] += v.shape[2]
@@ -73,7 +74,7 @@ class Writes:
             beta[:, int(self.change.split()[1])] *= ~filler
         if self.betas:
             self.betas[layer].append(beta)
-        return log_g, beta
+        return {"log_g": log_g, "beta": beta}
 
 
 def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from contextlib import nullcontext
     from unittest import mock
 
-    import bdh.model.bdh as bdh_module
+    import bdh.model.state_rules as rules_module
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     hard = model.hard_gated() if model.soft_gated else model  # before the wrapper goes in
     writes = Writes(model, pairs)
-    model.token_rule = writes
+    model.state_rule_gates = writes
     top1 = args.top1_head % cfg.n_head
     column = {"trained": {"as trained": "as trained"}, "hard": {"hard gate": "hard gate"}}
     column["silent"] = {f"silent {h}": f"fillers silent in head {h}" for h in range(cfg.n_head)}
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for change in changes:
             writes.reset(change, length, collect=first is None and change == "as trained")
-            keys = mock.patch.object(bdh_module, "unit_keys", TopKeys(top1)) if change == "top1" else nullcontext()
+            keys = mock.patch.object(rules_module, "unit_keys", TopKeys(top1)) if change == "top1" else nullcontext()
             with torch.no_grad(), keys:
                 reader = hard if change in ("hard gate", "top1") else model
                 right, scored, _, _ = reading.read_state(reader, x, y, BDH_READ["chunk_size"])

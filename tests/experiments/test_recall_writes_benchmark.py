@@ -21,7 +21,7 @@ def _model(**fields) -> bdh.BDH:
 def _read(bench, model, change: str, x, y, chunk: int = 8) -> list[torch.Tensor]:
     """b_t of each layer (B, H, L) while ``model`` reads ``x`` through its state with ``change``."""
     writes = bench.Writes(model, 2)
-    model.token_rule = writes
+    model.state_rule_gates = writes
     writes.reset(change, x.shape[1], collect=True)
     with torch.no_grad():
         reading.read_state(model, x, y, chunk)
@@ -104,7 +104,7 @@ def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, cap
 def test_top_keys_address_one_neuron_in_one_head(load_benchmark):
     """`TopKeys(h)`: head h's keys the one-hot of their largest neuron (a zero key stays zero), the other heads' the
     unit keys as trained."""
-    from bdh.model.kernels.pytorch.token_rules import unit_keys
+    from bdh.model.kernels.pytorch.state_rules import unit_keys
 
     bench = load_benchmark("recall_writes")
     k = torch.rand(2, 3, 5, 8)
@@ -121,7 +121,7 @@ def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, t
     restored after it (the other columns and a later read as trained)."""
     from unittest import mock
 
-    import bdh.model.bdh as bdh_module
+    import bdh.model.state_rules as rules_module
 
     bench = load_benchmark("recall_writes")
     model = _model()
@@ -133,17 +133,17 @@ def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, t
     assert "hard gate, keys top-1 in head 0 |" in out
     row = next(line for line in out.splitlines() if line.startswith("| 24"))
     x, y = fixed_test_set(RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2)), 24, n=64)
-    unit = bdh_module.unit_keys
+    unit = rules_module.unit_keys
     try:
-        bdh_module.unit_keys = bench.TopKeys(0)
+        rules_module.unit_keys = bench.TopKeys(0)
         with torch.no_grad():
             right, scored, _, _ = reading.read_state(model.hard_gated(), x, y, 64)
     finally:
-        bdh_module.unit_keys = unit
+        rules_module.unit_keys = unit
     assert float(row.split("|")[-2]) == float(f"{right / scored:.3f}")
-    assert bdh_module.unit_keys is unit
+    assert rules_module.unit_keys is unit
     twin = model.hard_gated()
-    with torch.no_grad(), mock.patch.object(bdh_module, "unit_keys", bench.TopKeys(0)):
+    with torch.no_grad(), mock.patch.object(rules_module, "unit_keys", bench.TopKeys(0)):
         top = twin(x[:4])[0]
     with torch.no_grad():
         plain = twin(x[:4])[0]

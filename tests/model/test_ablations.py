@@ -290,14 +290,16 @@ def test_each_ablation_trains_through_the_public_trainer(case, tmp_path):
 def test_the_ungated_activation_drops_entries_at_rate_p_with_host_masks():
     """`Kernels.activate` (ReLU without the gate) zeroes a fraction p of the entries in a CPU training pass, and no
     gradient flows through them. 2^16 entries: the dropped fraction's standard deviation is 0.002, so 0.02 is ten."""
-    from bdh.model.kernels import Pass, select
+    from bdh.model.kernels import Pass, bind, choose
+    from bdh.model.kernels.pytorch.rope import rope_tables
 
     model = ablated("ungated")
-    k = select(
-        Pass("parallel", 0, 8), positional="rope", freqs=model.freqs, log_u=None, causal=True, chunk_size=4,
+    choice = choose(
+        Pass("parallel", 0, 8), positional="rope", log_u=None, causal=True, chunk_size=4,
         dropout=0.5, dropout_rng="auto", training=True, autograd=True, device=torch.device("cpu"),
     )  # fmt: skip
-    assert k.choice.masks == "host"
+    k = bind(choice, rope_tables("rope", model.freqs, 0, 8))
+    assert k.choice.masks == "in-gate"
     z = torch.ones(4, 2, 64, 128, requires_grad=True)
     y = k.activate(z)
     assert abs(float((y == 0).float().mean()) - 0.5) < 0.02 and set(y.unique().tolist()) == {0.0, 1.0}

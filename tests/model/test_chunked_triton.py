@@ -9,10 +9,9 @@ tiles of N, D and the chunk are marked slow. On CUDA, tests/cuda/test_cuda.py ru
 import pytest
 import torch
 
-from bdh.model.kernels import Pass, select, use_triton
+from bdh.model.kernels import Pass, choose, use_triton
 from bdh.model.kernels.naive import naive_linear_attention
 from bdh.model.kernels.pytorch import attention
-from bdh.model.kernels.pytorch.rope import frequencies
 
 from .helpers import rel_err, tiny_model
 
@@ -140,7 +139,7 @@ def test_low_precision_stays_close_to_fp64_like_the_lean_form(chunked_triton, dt
 
 @pytest.mark.parametrize("damping, tol", [(None, 1e-10), (0.9, 1e-6)])
 def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_triton, monkeypatch, damping, tol):
-    """`select` swaps the kernels in for the chunked form (forced on the CPU here): the same logits and gradients.
+    """`choose` swaps the kernels in for the chunked form (forced on the CPU here): the same logits and gradients.
 
     fp64: undamped, the forms differ only in summation order (1e-10). Damped, the model hands the kernels log u in
     fp32 and the parallel form takes u^(t - tau) in fp32 too, the kernels in fp64: ~1e-7 of the scale apart."""
@@ -161,12 +160,11 @@ def test_the_model_with_the_triton_kernels_computes_the_parallel_form(chunked_tr
         assert rel_err(a, b) < tol
 
 
-def test_select_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypatch):
+def test_choose_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypatch):
     def chosen(device: str, mode: str = "chunked") -> str:
-        k = select(
+        choice = choose(
             Pass(mode, 0, 16),
             positional="rope",
-            freqs=frequencies("rope", 32, 65536.0),
             log_u=None,
             causal=True,
             chunk_size=8,
@@ -176,7 +174,7 @@ def test_select_takes_the_kernels_on_cuda_only_and_when_not_turned_off(monkeypat
             autograd=True,
             device=torch.device(device),
         )
-        return k.choice.attention
+        return choice.attention
 
     assert use_triton(torch.device("cuda")) and not use_triton(torch.device("cpu"))
     assert chosen("cuda") == "chunked-triton" and chosen("cpu") == "chunked-lean"

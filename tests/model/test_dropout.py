@@ -123,20 +123,19 @@ def test_torch_rng_setting_uses_nn_dropout():
     torch.manual_seed(4)
     assert torch.equal(a, model(idx))
     assert model.kernels(kernels_module.Pass("parallel", 0, 8)).choice.masks == "torch"
-    assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).choice.masks == "host"
+    assert tiny_model(dropout=0.5).train().kernels(kernels_module.Pass("parallel", 0, 8)).choice.masks == "in-gate"
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps", "meta"])
 def test_host_masks_are_chosen_for_cpu_tensors_only(device):
-    """The NumPy masks live on the host: `select` must give every other device F.dropout (checked on the CPU by
-    handing `select` the device; no GPU needed to make the choice)."""
+    """The NumPy masks live on the host: `choose` must give every other device F.dropout (checked on the CPU by
+    handing `choose` the device; no GPU needed to make the choice)."""
     model = tiny_model(dropout=0.5).train()
 
     def masks(dev: torch.device, **kw) -> str:
-        k = kernels_module.select(
+        choice = kernels_module.choose(
             kernels_module.Pass("parallel", 0, 8, **kw),
             positional=model.config.positional,
-            freqs=model.freqs,
             log_u=None,
             causal=True,
             chunk_size=4,
@@ -146,8 +145,8 @@ def test_host_masks_are_chosen_for_cpu_tensors_only(device):
             autograd=True,
             device=dev,
         )
-        return k.choice.masks
+        return choice.masks
 
-    assert masks(torch.device("cpu")) == "host"
+    assert masks(torch.device("cpu")) == "in-gate"
     assert masks(torch.device(device)) == "torch"
     assert masks(torch.device("cpu"), hooked=True) == "torch"  # a hook reads y before dropout

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import Pass, bound, select
+from bdh.model.kernels import Pass, bound, choose
 from bdh.model.kernels.cpu import native
 from bdh.model.kernels.cpu.ops import native_gate, native_relu_rope
 from bdh.model.kernels.pytorch import attention
@@ -250,14 +250,11 @@ def test_generation_on_the_compiled_step_equals_the_pytorch_step(damping, batch)
     assert torch.allclose(fast_state.rho, ref_state.rho, atol=1e-5 * ref_state.rho.abs().max().item(), rtol=0)
 
 
-def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
-    model = tiny_model()
-
+def test_choose_takes_the_loops_for_eager_cpu_passes_only(monkeypatch):
     def chosen(device: str = "cpu") -> bool:
-        return select(
+        return choose(
             Pass("parallel", 0, 8),
             positional="rope",
-            freqs=model.freqs,
             log_u=None,
             causal=True,
             chunk_size=4,
@@ -266,7 +263,7 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
             training=False,
             autograd=False,
             device=torch.device(device),
-        ).choice.native
+        ).native
 
     assert chosen() == native.available()
     assert not chosen("cuda") and not chosen("meta")
@@ -276,7 +273,7 @@ def test_select_chooses_the_loops_for_eager_cpu_passes_only(monkeypatch):
     assert not chosen()
 
 
-def test_select_names_the_compiled_recurrent_step_for_in_place_cpu_steps_only():
+def test_choose_names_the_compiled_recurrent_step_for_in_place_cpu_steps_only():
     """``recurrent-native`` where the loops are built and the state is updated in place; ``recurrent`` otherwise."""
     model = tiny_model()
     step = Pass("recurrent", 3, 1, carried=True, need_state=True, inplace=True)
@@ -329,7 +326,7 @@ def test_per_head_products_equal_the_broadcast_matmul(shared, T, layout):
     assert all(torch.allclose(f, r, atol=1e-12, rtol=0) for f, r in zip(grads, ref_grads))
 
 
-def test_select_keeps_the_neuron_tensors_heads_outer_for_training_with_the_loops():
+def test_choose_keeps_the_neuron_tensors_heads_outer_for_training_with_the_loops():
     """The layout of `Kernels.heads`: heads-outer for a CPU training pass with the compiled loops, without a hook;
     head-major otherwise (no gradients, a hook reading the activations, the PyTorch path)."""
     model = tiny_model()

@@ -28,11 +28,11 @@ class ScaledScores(torch.nn.Module):
         def kernels(p):
             k = original(p)
 
-            def fire(h):
-                x, xr = k.fire(h)
+            def relu_rope(h):
+                x, xr = k.relu_rope(h)
                 return x, xr * root
 
-            return dataclasses.replace(k, fire=fire)
+            return dataclasses.replace(k, relu_rope=relu_rope)
 
         model.kernels = kernels
 

@@ -42,7 +42,7 @@ def test_values_and_gradients_equal_separate_keys_and_the_naive_sum(causal, damp
 
 
 def test_shared_path_is_taken_only_for_training_without_state(monkeypatch):
-    """`bdh.model.kernels.select` picks the shared-key kernel for a plain training forward, nothing else."""
+    """`bdh.model.kernels.choose` picks the shared-key kernel for a plain training forward, nothing else."""
     from bdh.model.kernels.pytorch import shared_keys
 
     calls = []

@@ -1,6 +1,6 @@
 """The state options beyond Eq. 8's fixed U: a learned U (``learn_damping``), a retention per token
 (``decay_gate``) and the delta-rule write (``state_write: delta``, its ``write_gate`` sigmoid or hard). Their three
-attention forms equal the loop of `naive_token_rule_attention` and the model's `slow_forward` in values and
+attention forms equal the loop of `naive_state_rule` and the model's `slow_forward` in values and
 gradients, a sequence read in pieces through the state equals the whole, and bad values are refused in one line."""
 
 import math
@@ -14,9 +14,9 @@ from bdh.errors import UserError
 from bdh.model import hard_read
 from bdh.model.config import DECAY_GATE_HALF_LIFE, LEARNED_MAX_HALF_LIFE
 from bdh.model.kernels import Pass, choose
-from bdh.model.kernels.naive import naive_token_rule_attention
-from bdh.model.kernels.pytorch import token_rules
-from bdh.model.kernels.pytorch.token_rules import unit_keys
+from bdh.model.kernels.naive import naive_linear_attention, naive_state_rule
+from bdh.model.kernels.pytorch import state_rules
+from bdh.model.kernels.pytorch.state_rules import unit_keys
 
 from .helpers import attention_inputs, logits_and_grads, rel_err, tiny_config, values_and_grads
 
@@ -45,11 +45,31 @@ def _rule_inputs(seed: int = 0, B: int = 2, H: int = 3, T: int = 11):
     return log_g, beta
 
 
+@pytest.mark.parametrize("with_state", [False, True])
+def test_the_loop_is_eq_4_and_the_product_of_the_retentions(with_state):
+    """The reference loop against two sums written independently of it (float64, 1e-12: the same few products in
+    another order): with U's constant u_h, Eq. 4 term by term (`naive_linear_attention`); with a retention per token
+    from an empty state, a_t = sum_{tau<t} prod_{tau<=j<t} u_j (q_t . k_tau) v_tau."""
+    q, k, v, S0 = attention_inputs(B=1, H=2, T=6, with_state=with_state)
+    u = torch.tensor([0.9, 0.6], dtype=torch.float64)
+    log_g = torch.log(u).view(1, -1, 1).expand(1, 2, 6)
+    out, _ = naive_state_rule(q, k, v, log_g=log_g, state=S0)
+    assert rel_err(out, naive_linear_attention(q, k, v, retention=u, state=S0)) <= 1e-12
+    if with_state:
+        return
+    log_g, _ = _rule_inputs(B=1, H=2, T=6)
+    t = torch.arange(6)
+    between = (t.view(1, -1, 1) <= t.view(1, 1, -1)) & (t.view(1, 1, -1) < t.view(-1, 1, 1))  # [t, tau, j]
+    decay = torch.exp(torch.einsum("bhj,stj->bhst", log_g, between.double()))  # prod_j u_j
+    want = (decay * (t.view(-1, 1) > t.view(1, -1)) * (q @ k.mT)) @ v
+    assert rel_err(naive_state_rule(q, k, v, log_g=log_g)[0], want) <= 1e-12
+
+
 @pytest.mark.parametrize("delta", [False, True])
 @pytest.mark.parametrize("gated", [False, True])
 @pytest.mark.parametrize("with_state", [False, True])
-@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
-def test_token_rule_forms_equal_the_loop(form, with_state, gated, delta):
+@pytest.mark.parametrize("form", ["parallel", "chunked"])
+def test_state_rule_forms_equal_the_loop(form, with_state, gated, delta):
     """float64 against the token-by-token loop, from a carried state or none, T = 11 over chunks of 4: the same sums
     in other orders (and a triangular solve for the delta rule), far under 1e-10."""
     q, k, v, S0 = attention_inputs(with_state=with_state)
@@ -57,14 +77,14 @@ def test_token_rule_forms_equal_the_loop(form, with_state, gated, delta):
     log_g, beta = _rule_inputs()
     log_g, beta = (log_g if gated else None), (beta if delta else None)
     options = {"chunk_size": 4} if form == "chunked" else {}
-    out, after = token_rules.FORMS[form](q, k, v, log_g=log_g, beta=beta, state=S0, need_state=True, **options)
-    assert rel_err(out, naive_token_rule_attention(q, k, v, log_g, beta, S0)) <= 1e-10
-    _, ref_after = token_rules.recurrent(q, k, v, log_g=log_g, beta=beta, state=S0, need_state=True)
+    out, after = state_rules.FORMS[form](q, k, v, log_g=log_g, beta=beta, state=S0, need_state=True, **options)
+    ref, ref_after = naive_state_rule(q, k, v, log_g=log_g, beta=beta, state=S0, need_state=True)
+    assert rel_err(out, ref) <= 1e-10
     assert rel_err(after, ref_after) <= 1e-10
 
 
 @pytest.mark.parametrize("delta", [False, True])
-def test_token_rule_forms_have_the_same_gradients(delta):
+def test_state_rule_forms_have_the_same_gradients(delta):
     """Gradients of q, k, v, log u_t, b_t and the state through each form equal the recurrent form's (float64, as
     above, 1e-9: the backward of the solve and of the cumulative sums adds a few more roundings)."""
     q, k, v, S0 = attention_inputs(with_state=True)
@@ -73,7 +93,7 @@ def test_token_rule_forms_have_the_same_gradients(delta):
 
     def run(form):
         def fn(q, k, v, log_g, beta, S0):
-            out, _ = token_rules.FORMS[form](
+            out, _ = state_rules.FORMS[form](
                 q,
                 unit_keys(k),
                 v,
@@ -103,9 +123,9 @@ def test_the_delta_rule_replaces_what_a_key_holds():
     beta = torch.ones(1, 1, 3)
     for form in ("parallel", "chunked", "recurrent"):
         options = {"chunk_size": 2} if form == "chunked" else {}
-        _, S = token_rules.FORMS[form](k, k, v, beta=beta, need_state=True, **options)
+        _, S = state_rules.FORMS[form](k, k, v, beta=beta, need_state=True, **options)
         assert torch.allclose(S[0, 0], torch.tensor([[3.0, -1.0], [5.0, 5.0], [0.0, 0.0]]), atol=1e-6), form
-        _, S_add = token_rules.FORMS[form](k, k, v, need_state=True, **options)
+        _, S_add = state_rules.FORMS[form](k, k, v, need_state=True, **options)
         assert torch.allclose(S_add[0, 0, 0], torch.tensor([4.0, 1.0]), atol=1e-6), form
 
 
@@ -186,10 +206,10 @@ def test_a_long_parallel_decay_neither_overflows_nor_loses_its_digits():
     q, k, v, _ = attention_inputs(B=1, H=2, T=1024, N=4, D=3)
     q, k, v = q.float(), unit_keys(k).float(), v.float()
     log_g = torch.full((1, 2, 1024), -0.5, requires_grad=True)
-    out, _ = token_rules.parallel(q, k, v, log_g=log_g)
+    out, _ = state_rules.parallel(q, k, v, log_g=log_g)
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(log_g.grad).all()
-    chunked, _ = token_rules.chunked(q, k, v, chunk_size=64, log_g=log_g.detach())
+    chunked, _ = state_rules.chunked(q, k, v, chunk_size=64, log_g=log_g.detach())
     assert rel_err(out.detach(), chunked) <= 1e-5
 
 
@@ -253,13 +273,18 @@ def test_the_kernels_are_chosen_for_the_rule():
     kw.update(training=True, device=torch.device("cpu"))
     for mode in ("parallel", "chunked", "recurrent"):
         for rule in ("gated", "delta"):
-            assert choose(Pass(mode, 0, 8), autograd=True, rule=rule, **kw).attention == f"{rule}-{mode}"
-    assert choose(Pass("parallel", 0, 8), autograd=True, rule="learned", **kw).attention == "parallel"
-    assert choose(Pass("chunked", 0, 8), autograd=True, rule="learned", **kw).attention == "chunked"
+            assert choose(Pass(mode, 0, 8), autograd=True, state_rule=rule, **kw).attention == f"{rule}-{mode}"
+    assert choose(Pass("parallel", 0, 8), autograd=True, state_rule="learned", **kw).attention == "parallel"
+    assert choose(Pass("chunked", 0, 8), autograd=True, state_rule="learned", **kw).attention == "chunked"
     assert choose(Pass("parallel", 0, 8), autograd=True, **kw).attention == "shared-keys"
-    assert choose(Pass("chunked", 0, 8), autograd=False, rule="learned", **kw).attention == "chunked"
+    assert choose(Pass("chunked", 0, 8), autograd=False, state_rule="learned", **kw).attention == "chunked"
     with torch.no_grad(), pytest.raises(UserError, match="sparse"):
-        choose(Pass("sparse", 0, 1, carried=True, inplace=True), autograd=False, rule="delta", **{**kw, "log_u": None})
+        choose(
+            Pass("sparse", 0, 1, carried=True, inplace=True),
+            autograd=False,
+            state_rule="delta",
+            **{**kw, "log_u": None},
+        )
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from bdh.errors import UserError
-from bdh.model.kernels.pytorch import token_rules
+from bdh.model.kernels.pytorch import state_rules
 from bdh.tasks.base import IGNORE_INDEX
 
 
@@ -101,7 +101,8 @@ class _Recorder:
     def __call__(self, model: torch.nn.Module, layer: int, act) -> None:
         q, keys = act.xr.double(), act.keys.double()  # (1, H, C, N)
         C = q.shape[2]
-        log_g, beta = model.token_rule(act.values) or (None, None)
+        gates = model.state_rule_gates(act.values)
+        log_g, beta = gates.get("log_g"), gates.get("beta")
         log_u = model.retention_log()
         if log_g is None and log_u is not None:  # Eq. 8's U: the same retention at every token
             log_g = log_u.view(1, -1, 1).expand(1, -1, C)
@@ -114,7 +115,7 @@ class _Recorder:
             return
         pos = torch.arange(self.start, self.start + end, device=q.device)
         values = torch.stack([torch.ones_like(pos), pos == self.write], -1).to(q).view(1, 1, end, 2)
-        _, self.state[layer] = token_rules.chunked(
+        _, self.state[layer] = state_rules.chunked(
             q[:, :, :end],
             keys[:, :, :end],
             values,

@@ -17,7 +17,6 @@ fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta`` and its
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -27,13 +26,14 @@ from torch import nn
 from bdh.errors import UserError
 
 from .capture import BDHCapture, LayerActivations, LayerHook
-from .config import DECAY_GATE_HALF_LIFE, LEARNED_MAX_HALF_LIFE, BDHConfig
+from .config import BDHConfig
 from .generation import GenerationMixin
 from .io import PretrainedMixin
-from .kernels import Kernels, Pass, select
+from .kernels import Kernels, Pass, bind, choose
+from .kernels.naive import naive_state_rule
 from .kernels.pytorch.rope import frequencies, rope_plain, rope_tables
-from .kernels.pytorch.token_rules import KEY_EPS, unit_keys
 from .state import BDHState
+from .state_rules import StateRuleMixin
 from .tokens import check_tokens
 
 __all__ = ["BDH", "BDHCapture", "LayerActivations"]
@@ -49,7 +49,7 @@ class LayerWeights(NamedTuple):
     Dk: torch.Tensor | None
 
 
-class BDH(GenerationMixin, PretrainedMixin, nn.Module):
+class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
     """The BDH-GPU language model. ``model(idx) -> logits (B, T, vocab_size)``."""
 
     model_type = "bdh"
@@ -80,89 +80,6 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         log_u = None if retention is None else torch.log(torch.tensor(retention, dtype=torch.float32))
         self.register_buffer("log_u", log_u, persistent=False)
         self._state_rule_parameters(config)
-
-    def _state_rule_parameters(self, config: BDHConfig) -> None:
-        """The parameters of the state options (module docstring), drawn after the paper's weights."""
-        H, D, delta = config.n_head, config.n_embd, config.state_write == "delta"
-        shapes = {"decay_logit": (H,)} if config.learn_damping else {}
-        shapes.update({"decay_w": (D, H), "decay_b": (H,)} if config.decay_gate else {})
-        shapes.update({"write_w": (D, H), "write_b": (H,)} if delta else {})
-        for name in ("decay_logit", "decay_w", "decay_b", "write_w", "write_b"):
-            self.register_parameter(name, nn.Parameter(torch.empty(shapes[name])) if name in shapes else None)
-        with torch.no_grad():
-            self.init_state_rules()
-
-    def init_state_rules(self, keep=None) -> None:
-        """The state options' parameters at their start, but those ``keep(p)`` holds for: a_h = logit(u_h) of
-        ``damping`` (u = 1 capped at a half-life of LEARNED_MAX_HALF_LIFE tokens), the decay gate at
-        DECAY_GATE_HALF_LIFE, b_t near 1/2."""
-
-        def fresh(p: nn.Parameter | None) -> bool:
-            return p is not None and not (keep is not None and keep(p))
-
-        if fresh(self.decay_logit):
-            u = torch.tensor(self.config.retention(), dtype=torch.float64)
-            self.decay_logit.copy_(torch.logit(u.clamp(max=2.0 ** (-1.0 / LEARNED_MAX_HALF_LIFE))))
-        for w in (self.decay_w, self.write_w):
-            if fresh(w):
-                w.normal_(std=0.02)
-        if fresh(self.decay_b):  # sigmoid(bias) = 2^(-1 / half-life)
-            self.decay_b.fill_(math.log(1.0 / (2.0 ** (1.0 / DECAY_GATE_HALF_LIFE) - 1.0)))
-        if fresh(self.write_b):
-            self.write_b.zero_()
-
-    def retention_log(self) -> torch.Tensor | None:
-        """log u_h (h,) of the damping U: the config's, or log sigmoid(a_h) when learned; None without damping."""
-        if self.decay_logit is not None:
-            return F.logsigmoid(self.decay_logit)
-        return None if self.log_u is None else self.log_u.float()
-
-    def state_rule(self) -> str:
-        """The kernels' name of the state rule (`bdh.model.kernels.choice.RULES`)."""
-        cfg = self.config
-        if cfg.state_write == "delta":
-            return "delta"
-        return "gated" if cfg.decay_gate else ("learned" if cfg.learn_damping else "plain")
-
-    def token_rule(self, v: torch.Tensor) -> tuple:
-        """(log u_t, b_t), each (B, h, T) or None, from the layer input v (B, 1, T, D): the retention per token
-        (U's u_h times the decay gate) and the delta rule's write strength; () for Eq. 8's rule."""
-        cfg = self.config
-        if not (cfg.decay_gate or cfg.state_write == "delta"):
-            return ()
-        v = v.squeeze(1)
-        log_u = self.retention_log()
-        log_g = None if log_u is None else log_u.view(1, -1, 1).expand(v.shape[0], -1, v.shape[1])
-        if cfg.decay_gate:
-            gate = F.logsigmoid((v @ self.decay_w).float() + self.decay_b).transpose(1, 2)  # log of u_t / u_h
-            log_g = gate if log_g is None else log_g + gate
-        beta = None
-        if cfg.state_write == "delta":
-            z = ((v @ self.write_w).float() + self.write_b).transpose(1, 2)
-            beta = F.hardsigmoid(z) if cfg.write_gate == "hard" else torch.sigmoid(z)
-        return log_g, beta
-
-    @property
-    def soft_gated(self) -> bool:
-        """Whether the delta rule writes through the sigmoid gate (``write_gate: sigmoid``), read by `hard_gated`."""
-        return self.config.state_write == "delta" and self.config.write_gate == "sigmoid"
-
-    def hard_gated(self) -> BDH:
-        """The same weights in a BDH whose delta rule writes through the hard gate (``write_gate: hard``): a
-        read-time change; the gate's logits are unchanged and b_t is exactly 0 where they are <= -3, so the tokens
-        the gate shuts write nothing (docs/long-context.md, "Recall through a gap"). A copy: ``self`` is kept."""
-        if not self.soft_gated:
-            raise UserError(
-                "a hard read needs a BDH whose delta rule writes through the sigmoid gate "
-                f"(state_write: delta, write_gate: sigmoid); this one has state_write: {self.config.state_write}"
-                + (f", write_gate: {self.config.write_gate}" if self.config.state_write == "delta" else "")
-            )
-        import dataclasses
-
-        weight = next(self.parameters())
-        twin = type(self)(dataclasses.replace(self.config, write_gate="hard"))
-        twin.load_state_dict(self.state_dict())
-        return twin.to(device=weight.device, dtype=weight.dtype).train(self.training)
 
     def num_params(self) -> int:
         """Trainable parameters, 3 n D + 2 V D (paper section 3.2; `BDHConfig.num_params` with the ablations)."""
@@ -201,10 +118,11 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
     def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels, w: LayerWeights):
         """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations);
         the ablations (module docstring) as named branches."""
-        x, xr = k.fire(k.heads(v, w.Dx))  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l    (B, H, T, N)
-        keys = xr if w.Dk is None else k.fire(k.heads(v, w.Dk))[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
-        keys = unit_keys(keys) if self.config.state_write == "delta" else keys
-        a, rho = k.attend(xr, keys, v, rho, *self.token_rule(v))  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau
+        x, xr = k.relu_rope(k.heads(v, w.Dx))  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l    (B, H, T, N)
+        keys = xr if w.Dk is None else k.relu_rope(k.heads(v, w.Dk))[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
+        keys = self.state_rule_keys(keys)  # unit keys for the delta rule
+        gates = self.state_rule_gates(v)  # the state rule's log u_t, b_t per token, or none
+        a, rho = k.attend(xr, keys, v, state=rho, **gates)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau
         z = k.heads(self.ln(a), w.Dy)  # Dy LN(a_l)
         y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
         v_out = self.ln(v + self.ln(k.read_in(y, w.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
@@ -250,12 +168,14 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
         return v.squeeze(1) @ self.readout, rhos
 
     def kernels(self, p: Pass) -> Kernels:
-        """The kernels of a pass (`bdh.model.kernels.select`, the one place they are chosen)."""
+        """The kernels of a pass: named by the table of `bdh.model.kernels.choose` (the one place they are chosen),
+        bound to the pass at its RoPE tables by `bdh.model.kernels.bind`."""
         cfg = self.config
-        return select(
+        none = cfg.positional == "none"
+        tables = (None, None) if none else rope_tables(cfg.positional, self.freqs, p.start, p.length)
+        choice = choose(
             p,
             positional=cfg.positional,
-            freqs=self.freqs,
             log_u=self.retention_log(),
             causal=cfg.causal,
             chunk_size=cfg.chunk_size,
@@ -264,8 +184,9 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             training=self.training,
             autograd=torch.is_grad_enabled() and self.E.requires_grad,
             device=self.E.device,
-            rule=self.state_rule(),
+            state_rule=self.state_rule(),
         )
+        return bind(choice, tables)
 
     # ------------------------------------------------------------------ entry points
     def forward(
@@ -307,7 +228,7 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
             logits = v_L readout                                               f_d
 
-        With a learned U its u_h; with ``decay_gate`` or the delta rule, `_slow_token_rule` computes a_l."""
+        With a learned U its u_h; with ``decay_gate`` or the delta rule, their loop `kernels.naive.naive_state_rule`."""
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
         if self.training and cfg.dropout > 0:
@@ -330,8 +251,11 @@ class BDH(GenerationMixin, PretrainedMixin, nn.Module):
             x = F.relu(v @ Dx)  # x_l (B, h, T, N)
             q = R(x)
             k = q if Dk is None else R(F.relu(v @ Dk))
-            rule = self.token_rule(v)  # (log u_t, b_t) of decay_gate and the delta rule, or ()
-            a = _slow_token_rule(q, k, v, *rule) if rule else (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
+            gates = self.state_rule_gates(v)  # log u_t, b_t of decay_gate and the delta rule, or none
+            if gates:  # the state rule's loop
+                a = naive_state_rule(q, self.state_rule_keys(k), v, **gates)[0]
+            else:
+                a = (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
             y = F.relu(self.ln(a) @ Dy)
             y = y if cfg.ungated else y * x  # y_l (B, h, T, N)
             Ey = y.transpose(1, 2).reshape(B, 1, T, cfg.n) @ E  # E y_l: the h N neurons as one n-vector
@@ -403,25 +327,6 @@ def hard_read(model: nn.Module) -> BDH:
     if not isinstance(model, BDH):
         raise UserError(f"a hard read needs a BDH; this model is a {type(model).__name__}")
     return model.hard_gated().eval()
-
-
-def _slow_token_rule(q, k, v, log_g, beta) -> torch.Tensor:
-    """a_l of `BDH.slow_forward` with a retention per token: the T x T matrix with u_h^(t - tau) replaced by
-    prod_{tau <= j < t} u_j; with the delta rule, the state of unit keys written token by token."""
-    B, H, T, N = q.shape
-    if beta is None:
-        t = torch.arange(T, device=q.device)
-        between = (t.view(1, -1, 1) <= t.view(1, 1, -1)) & (t.view(1, 1, -1) < t.view(-1, 1, 1))  # [t, tau, j]
-        decay = torch.exp(torch.einsum("bhj,stj->bhst", log_g, between.to(log_g.dtype)))  # prod_j u_j
-        return (decay * (t.view(-1, 1) > t.view(1, -1)) * (q @ k.transpose(-1, -2))) @ v
-    k = k / k.norm(dim=-1, keepdim=True).clamp_min(KEY_EPS)
-    S, outs = q.new_zeros(B, H, N, v.shape[-1]), []
-    for t in range(T):
-        outs.append(torch.einsum("bhn,bhnd->bhd", q[:, :, t], S))  # read before write
-        w = beta[:, :, t, None] * (v[:, :, t] - torch.einsum("bhn,bhnd->bhd", k[:, :, t], S))  # b (v - S^T k)
-        S = S + torch.einsum("bhn,bhd->bhnd", k[:, :, t], w)
-        S = S if log_g is None else S * torch.exp(log_g[:, :, t, None, None])
-    return torch.stack(outs, dim=2)
 
 
 def _length(idx: object) -> int:

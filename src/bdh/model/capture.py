@@ -13,7 +13,7 @@ from typing import Protocol
 
 import torch
 
-from .kernels.pytorch import token_rules
+from .kernels.pytorch import state_rules
 from .kernels.pytorch.attention import scores
 
 
@@ -54,7 +54,7 @@ class BDHCapture:
         y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x (before dropout).
         attention: (B, H, T, T) attention scores <R x_t, R x_tau> after the causal mask and damping
             (row t holds what token t reads from each tau of this block; with ``decay_gate`` or the delta rule, the
-            weight of v_tau in a_t, `token_rules.scores`).
+            weight of v_tau in a_t, `state_rules.scores`).
         a: (B, H, T, D) attention outputs before their LayerNorm.
         v: (B, T, D) the residual stream after the layer.
         logits: (B, T, V) the readout applied after the layer (logit lens); the last equals the output.
@@ -77,9 +77,9 @@ class BDHCapture:
         v = act.v.squeeze(1).detach()
         self.x.append(act.x.detach())
         self.y.append(act.y.detach())
-        rule = model.token_rule(act.values)  # a retention per token, the delta rule's b_t: () for Eq. 8's
-        if rule:
-            self.attention.append(token_rules.scores(act.xr, act.keys, *rule).detach())
+        gates = model.state_rule_gates(act.values)  # a retention per token, the delta rule's b_t: {} for Eq. 8's
+        if gates:
+            self.attention.append(state_rules.scores(act.xr, act.keys, **gates).detach())
         else:
             self.attention.append(scores(act.xr, act.keys, log_u, model.config.causal).detach())
         self.a.append(act.a.detach())

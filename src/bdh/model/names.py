@@ -1,7 +1,8 @@
 """The names a BDH config chooses its computation by, defined once (no PyTorch import): `ATTENTION_FORMS` (the three
 equal forms of Eq. 8's attention, `bdh.model.kernels.pytorch.attention`), `MODES` (a form, or ``sparse``) and
 `POSITIONAL` (the RoPE schemes of `bdh.model.kernels.pytorch.rope`, or none), `STATE_WRITES` (``add``, Eq. 8's
-Hebbian sum, or ``delta``, ours) and `WRITE_GATES` (the delta rule's write strength: ``sigmoid``, or ``hard``, ours)."""
+Hebbian sum, or ``delta``, ours), `WRITE_GATES` (the delta rule's write strength: ``sigmoid``, or ``hard``, ours) and
+`STATE_RULES` (the state rule those fields make, the name the kernels are chosen by: `bdh.model.state_rules`)."""
 
 from __future__ import annotations
 
@@ -10,5 +11,6 @@ MODES = (*ATTENTION_FORMS, "sparse")
 POSITIONAL = ("rope", "rope-standard", "none")
 STATE_WRITES = ("add", "delta")
 WRITE_GATES = ("sigmoid", "hard")
+STATE_RULES = ("plain", "learned", "gated", "delta")
 
-__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_WRITES", "WRITE_GATES"]
+__all__ = ["ATTENTION_FORMS", "MODES", "POSITIONAL", "STATE_RULES", "STATE_WRITES", "WRITE_GATES"]

@@ -15,44 +15,45 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from ..names import ATTENTION_FORMS
 from .choice import Choice
 from .cpu import native
 from .cpu.ops import native_gate, native_relu_rope
-from .pytorch import chunked_lean as _lean
 from .pytorch.attention import causal_weights, chunked, parallel, recurrent
+from .pytorch.chunked_lean import chunked_lean
 from .pytorch.dropout import drop_mask
 from .pytorch.fused import relu_mul
 from .pytorch.rope import rotation
 from .pytorch.shared_keys import shared_key_attention
 from .pytorch.sparse import sparse_attention, sparse_read_in
-from .pytorch.token_rules import FORMS as _TOKEN_FORMS
+from .pytorch.state_rules import FORMS as STATE_RULE_FORMS
 from .triton import chunked as _triton
 
 Tensor = torch.Tensor
-#: the one signature of every attention kernel of a pass: (queries, keys, values, state) -> (a, state after)
-Attention = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], "tuple[Tensor, Tensor | None]"]
+#: every attention kernel of a pass: (queries, keys, values, *, state, **gates) -> (a, state after)
+Attention = Callable[..., "tuple[Tensor, Tensor | None]"]
 
 
 @dataclass(frozen=True, eq=False)
 class Kernels:
-    """The kernels of one forward pass, chosen by `select` and bound to the pass: every step a callable that chooses
+    """The kernels of one forward pass, chosen by `choose` and bound to the pass: every step a callable that chooses
     nothing when called.
 
     Attributes:
-        fire: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
-        attend: (q, k, v, rho) -> (a, rho after the block), linear attention (`Attention`); BDH passes the same
-            tensor as q and k, ``separate_keys`` its own keys; the ``gated`` and ``delta`` rules take (log_g, beta)
-            after rho.
-        gate: (z, x) -> y = ReLU(z) * x; host dropout masks zero the dropped entries here (unscaled).
+        relu_rope: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
+        attend: (q, k, v, state=rho, **gates) -> (a, rho after the block), linear attention (`Attention`, the kernel
+            `ATTENTION` names); BDH passes the same tensor as q and k, ``separate_keys`` its own keys; the gates are
+            the state rule's (``log_g``, ``beta`` of the ``gated`` and ``delta`` rules; none for Eq. 8's).
+        gate: (z, x) -> y = ReLU(z) * x; ``in-gate`` dropout masks zero the dropped entries here (unscaled).
         activate: z -> ReLU(z), the ``ungated`` ablation of ``gate``.
         heads: (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
         read_in: (y, E) -> E y summed over the heads, (B, 1, T, D); ``torch`` masks applied to y here, the 1 / (1 - p)
-            of ``host`` masks to the product, n / D times smaller than y."""
+            of ``in-gate`` masks to the product, n / D times smaller than y."""
 
     choice: Choice
     tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
     rotate: Callable[[Tensor], Tensor] = field(repr=False)
-    fire: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
+    relu_rope: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
     attend: Attention = field(repr=False)
     gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     activate: Callable[[Tensor], Tensor] = field(repr=False)
@@ -72,7 +73,7 @@ def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
         choice=c,
         tables=tables,
         rotate=rotate,
-        fire=_fire(c, tables, rotate),
+        relu_rope=_relu_rope(c, tables, rotate),
         attend=_attend(c),
         gate=_gate(c),
         activate=_activate(c),
@@ -92,99 +93,92 @@ def _same(x: Tensor) -> Tensor:
     return x
 
 
-def _fire(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
-    def fire(h: Tensor) -> tuple[Tensor, Tensor]:
+def _relu_rope(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    def relu_rope(h: Tensor) -> tuple[Tensor, Tensor]:
         x = F.relu(h)
         return x, rotate(x)
 
-    if c.fire != "native":
-        return fire
+    if c.relu_rope != "native":
+        return relu_rope
     cos, sin, kind = *native.half_tables(c.positional, *tables), c.positional
 
-    def fire_native(h: Tensor) -> tuple[Tensor, Tensor]:
-        return native_relu_rope(h, cos, sin, kind) if native.supports(h) else fire(h)  # autocast's dtype decides
+    def relu_rope_native(h: Tensor) -> tuple[Tensor, Tensor]:
+        return native_relu_rope(h, cos, sin, kind) if native.supports(h) else relu_rope(h)  # autocast's dtype decides
 
-    return fire_native
+    return relu_rope_native
 
 
 # ---------------------------------------------------------------------- attention
 def _attend(c: Choice) -> Attention:
-    """The attention kernel of ``c`` with the pass's options: keys and values detached, the state updated in place."""
-    attention = _attention(c)
+    """The attention kernel of ``c`` (`ATTENTION`) with the pass's options: keys and values detached, the state
+    updated in place."""
+    attention = ATTENTION[c.attention](c)
     if not (c.detach_kv or c.inplace):
         return attention
     detach, inplace = c.detach_kv, c.inplace
 
-    def attend(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None, *rule) -> tuple[Tensor, Tensor | None]:
+    def attend(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor | None, **gates) -> tuple[Tensor, Tensor | None]:
         if detach:
             k, v = k.detach(), v.detach()
-        a, rho_next = attention(q, k, v, rho, *rule)
-        if inplace and rho_next is not rho:
-            rho.copy_(rho_next)
-            rho_next = rho
-        return a, rho_next
+        a, after = attention(q, k, v, state=state, **gates)
+        if inplace and after is not state:
+            state.copy_(after)
+            after = state
+        return a, after
 
     return attend
 
 
-def _attention(c: Choice) -> Attention:
-    """The attention kernel named ``c.attention`` as one function (q, k, v, rho) -> (a, rho after)."""
-    log_u, need = c.log_u, c.need_state
-    name = c.attention
-    if name.startswith(("gated-", "delta-")):
-        return _token_rule(_TOKEN_FORMS[name.split("-", 1)[1]], c)
-    if name in ("parallel", "shared-keys"):
-        plain = _stateful(parallel, log_u=log_u, need_state=need, causal=c.causal)
-        return _shared_keys(plain, log_u, c.causal) if name == "shared-keys" else plain
-    if name == "chunked-triton":
-        return _stateful(_triton.chunked_triton, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "chunked-lean":
-        return partial(_chunked_lean, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "chunked":
-        return _stateful(chunked, chunk_size=c.chunk_size, log_u=log_u, need_state=need)
-    if name == "sparse":
-        return _sparse
-    plain = _stateful(recurrent, log_u=log_u, need_state=need, inplace=c.inplace)
-    return _recurrent_native(plain, log_u) if name == "recurrent-native" else plain
+def _parallel(c: Choice) -> Attention:
+    return partial(parallel, log_u=c.log_u, need_state=c.need_state, causal=c.causal)
 
 
-def _stateful(form: Callable, **options) -> Attention:
-    """A form of `attention` (its state a keyword) as an `Attention`, bound to ``options``."""
-
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        return form(q, k, v, state=rho, **options)
-
-    return attention
+def _recurrent(c: Choice) -> Attention:
+    return partial(recurrent, log_u=c.log_u, need_state=c.need_state, inplace=c.inplace)
 
 
-def _token_rule(form: Callable, c: Choice) -> Callable:
-    """A form of `pytorch.token_rules` as (q, k, v, rho, log_g, beta) -> (a, rho after)."""
-    options = {"chunk_size": c.chunk_size} if form is _TOKEN_FORMS["chunked"] else {}
-
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None, log_g, beta) -> tuple[Tensor, Tensor | None]:
-        return form(q, k, v, log_g=log_g, beta=beta, state=rho, need_state=c.need_state, **options)
-
-    return attention
+def _chunked(form: Callable) -> Callable[[Choice], Attention]:
+    return lambda c: partial(form, chunk_size=c.chunk_size, log_u=c.log_u, need_state=c.need_state)
 
 
-def _chunked_lean(q, k, v, rho, *, chunk_size: int, log_u, need_state: bool) -> tuple[Tensor, Tensor | None]:
-    out, rho_next = _lean.chunked_lean(q, k, v, chunk_size=chunk_size, log_u=log_u, state=rho)
-    return out, (rho_next if need_state else None)
+def _state_rule(form: str) -> Callable[[Choice], Attention]:
+    """A form of the state rules (`pytorch.state_rules.FORMS`), called with their gates (``log_g``, ``beta``)."""
+    def make(c: Choice) -> Attention:
+        options = {"chunk_size": c.chunk_size} if form == "chunked" else {}
+        return partial(STATE_RULE_FORMS[form], need_state=c.need_state, **options)
+
+    return make
 
 
-def _sparse(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor]:
-    return sparse_attention(q, v, rho, k), rho
+#: every attention kernel by the name `choose` gives it (`Choice.attention`): the pass's choice -> the kernel
+#: bound to it, called (q, k, v, state=rho, **gates) -> (a, rho after) with the state rule's gates
+#: (`bdh.model.state_rules`). A new kernel: its row in `choose` and its entry here.
+ATTENTION: dict[str, Callable[[Choice], Attention]] = {
+    "parallel": _parallel,  # pytorch/attention.py
+    "shared-keys": lambda c: _shared_keys(_parallel(c), c.log_u, c.causal),  # pytorch/shared_keys.py
+    "chunked": _chunked(chunked),  # pytorch/attention.py
+    "chunked-lean": _chunked(chunked_lean),  # pytorch/chunked_lean.py
+    "chunked-triton": _chunked(_triton.chunked_triton),  # triton/chunked.py
+    "recurrent": _recurrent,  # pytorch/attention.py
+    "recurrent-native": lambda c: _recurrent_native(_recurrent(c), c.log_u),  # cpu/native.py
+    "sparse": lambda c: _sparse,  # pytorch/sparse.py
+    **{f"{rule}-{form}": _state_rule(form) for rule in ("gated", "delta") for form in ATTENTION_FORMS},
+}
+
+
+def _sparse(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor) -> tuple[Tensor, Tensor]:
+    return sparse_attention(q, v, state, k), state
 
 
 def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attention:
-    """`shared_key_attention` where the keys are the queries (no state in, none out: `select` checks); keys of
+    """`shared_key_attention` where the keys are the queries (no state in, none out: `choose` checks); keys of
     their own (``separate_keys``) take the plain parallel form. The weights W of the T x T scores are computed
     once per pass and dtype (every layer has the same)."""
     weights: dict = {}
 
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor | None) -> tuple[Tensor, None]:
+    def attention(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if k is not q:
-            return plain(q, k, v, rho)
+            return plain(q, k, v, state=state)
         key = (q.shape[2], q.dtype, q.device)
         if key not in weights:
             weights[key] = causal_weights(log_u, q.shape[2], causal, q.device, q.dtype)
@@ -195,29 +189,29 @@ def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attent
 
 def _recurrent_native(plain: Attention, log_u: Tensor | None) -> Attention:
     """The compiled recurrent step (read and write in one pass over the state) where it takes the tensors: one
-    token, a contiguous fp32 state updated in place (`select` checks the in place), q and k of a supported dtype."""
+    token, a contiguous fp32 state updated in place (`choose` checks the in place), q and k of a supported dtype."""
     u = None if log_u is None else torch.exp(log_u)
 
-    def attention(q: Tensor, k: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor | None]:
-        if q.shape[2] == 1 and rho.dtype == torch.float32 and rho.is_contiguous() and native.supports(q, k):
-            return native.recurrent_step(q, k, v, rho, u), rho
-        return plain(q, k, v, rho)
+    def attention(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor) -> tuple[Tensor, Tensor | None]:
+        if q.shape[2] == 1 and state.dtype == torch.float32 and state.is_contiguous() and native.supports(q, k):
+            return native.recurrent_step(q, k, v, state, u), state
+        return plain(q, k, v, state=state)
 
     return attention
 
 
 # ---------------------------------------------------------------------- the gate and E y
 def _gate(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
-    """y = ReLU(z) * x by the kernel ``c.gate``, the dropped entries of host masks zeroed (unscaled)."""
+    """y = ReLU(z) * x by the kernel ``c.gate``, the dropped entries of ``in-gate`` masks zeroed (unscaled)."""
     if c.gate == "plain":
         return _plain_gate
-    p = c.dropout if c.masks == "host" else 0.0
-    fused = partial(_masked_gate, p=p) if c.masks == "host" else relu_mul
+    p = c.dropout if c.masks == "in-gate" else 0.0
+    fused = partial(_masked_gate, p=p) if c.masks == "in-gate" else relu_mul
     if c.gate != "native":
         return fused
 
     def gate(z: Tensor, x: Tensor) -> Tensor:
-        y = native_gate(z, x, p)  # host masks drawn inside the compiled loop; None: the loop cannot take them
+        y = native_gate(z, x, p)  # the masks drawn inside the compiled loop; None: the loop cannot take them
         return fused(z, x) if y is None else y
 
     return gate
@@ -232,8 +226,8 @@ def _masked_gate(z: Tensor, x: Tensor, p: float) -> Tensor:
 
 
 def _activate(c: Choice) -> Callable[[Tensor], Tensor]:
-    """y = ReLU(z) (``ungated``); host masks zero the dropped entries here too."""
-    if c.masks != "host":
+    """y = ReLU(z) (``ungated``); ``in-gate`` masks zero the dropped entries here too."""
+    if c.masks != "in-gate":
         return F.relu
     p = c.dropout
 
@@ -266,7 +260,7 @@ def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
     if c.read_in == "sparse":
         return sparse_read_in
     p, masks, casts, outer = c.dropout, c.masks, {}, c.layout == "heads-outer"
-    scale = 1.0 / (1.0 - p) if masks == "host" else None
+    scale = 1.0 / (1.0 - p) if masks == "in-gate" else None
 
     def read_in(y: Tensor, E: Tensor) -> Tensor:
         if masks == "torch":

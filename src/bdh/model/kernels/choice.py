@@ -2,7 +2,8 @@
 each row's comment says where it lives). What only the tensors can tell (a dtype the compiled loops do not take,
 a one-token step on a contiguous fp32 state, keys that are the queries) is decided in
 `bdh.model.kernels.bound.bind`'s callables when they arrive. The state rules beyond Eq. 8 (a retention per token,
-the delta rule) run in plain PyTorch (`pytorch.token_rules`)."""
+the delta rule; `bdh.model.state_rules`) run in plain PyTorch (`pytorch.state_rules`). Each attention kernel named here
+is one entry of `bdh.model.kernels.bound.ATTENTION`: table, dict, kernel."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 from bdh.errors import UserError
 
-from ..names import MODES
+from ..names import MODES, STATE_RULES
 from .cpu import native
 from .triton import chunked as _triton
 
@@ -46,16 +47,18 @@ class Choice:
     parameters the kernels are bound to.
 
     Attributes:
-        fire: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
-        masks: the dropout masks, ``none``, ``host`` or ``torch``; read_in: ``per-head`` or ``sparse``.
+        relu_rope: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
+        masks: the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate,
+            `pytorch.dropout`) or ``torch`` (``F.dropout`` on y); read_in: ``per-head`` or ``sparse``.
         layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
             (stored (H, B, T, N), `Kernels.heads`).
         log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
-        rule: the state rule (`RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``."""
+        state_rule: the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter),
+            ``gated``, ``delta``."""
 
     positional: str
     rope: str
-    fire: str
+    relu_rope: str
     attention: str
     gate: str
     masks: str
@@ -68,7 +71,7 @@ class Choice:
     inplace: bool
     detach_kv: bool
     dropout: float
-    rule: str = "plain"
+    state_rule: str = "plain"
 
     @property
     def native(self) -> bool:
@@ -88,21 +91,21 @@ def choose(
     training: bool,
     autograd: bool,
     device: torch.device,
-    rule: str = "plain",
+    state_rule: str = "plain",
 ) -> Choice:
     """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
-    check(p, causal, log_u, rule)
+    check(p, causal, log_u, state_rule)
     cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
-    fixed = not (rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels keep it
+    fixed = not (state_rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels hold
     stateless = fixed and not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
-    host = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
+    in_gate = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
-        ("fire",      "native",           loops and positional != "none"),                # cpu/ops.py
-        ("fire",      "plain",            True),                                          # F.relu, then rope
-        ("attention", "delta-" + mode,    rule == "delta"),                               # pytorch/token_rules.py
-        ("attention", "gated-" + mode,    rule == "gated"),                               # pytorch/token_rules.py
+        ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
+        ("relu_rope", "plain",            True),                                          # F.relu, then rope
+        ("attention", "delta-" + mode,    state_rule == "delta"),                         # pytorch/state_rules.py
+        ("attention", "gated-" + mode,    state_rule == "gated"),                         # pytorch/state_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
         ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
         ("attention", "chunked-lean",     mode == "chunked" and autograd and fixed),      # pytorch/chunked_lean.py
@@ -112,7 +115,7 @@ def choose(
         ("gate",      "plain",            not eager),                                     # inductor fuses it
         ("gate",      "fused",            True),                                          # pytorch/fused.py
         ("masks",     "none",             not (training and dropout > 0)),
-        ("masks",     "host",             host),                                          # pytorch/dropout.py
+        ("masks",     "in-gate",          in_gate),                                       # pytorch/dropout.py
         ("masks",     "torch",            True),                                          # F.dropout
         ("read_in",   "sparse",           mode == "sparse"),                              # pytorch/sparse.py
         ("read_in",   "per-head",         True),                                          # bound.py
@@ -134,15 +137,11 @@ def choose(
         inplace=p.inplace,
         detach_kv=p.detach_kv,
         dropout=dropout,
-        rule=rule,
+        state_rule=state_rule,
     )
 
 
-#: the state rules of `Choice.rule`
-RULES = ("plain", "learned", "gated", "delta")
-
-
-def check(p: Pass, causal: bool, log_u, rule: str = "plain") -> None:
+def check(p: Pass, causal: bool, log_u, state_rule: str = "plain") -> None:
     """Refuse a pass that no kernel computes, in one line."""
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
@@ -152,9 +151,9 @@ def check(p: Pass, causal: bool, log_u, rule: str = "plain") -> None:
         raise UserError("BDH: an in-place state update needs a state and torch.no_grad()")
     if p.mode == "sparse" and not (p.inplace and p.length == 1 and log_u is None):
         raise UserError("BDH: mode 'sparse' runs one token of one sequence in place, on a model without damping")
-    if rule not in RULES:
-        raise UserError(f"BDH: the state rule must be one of {', '.join(RULES)}; got {rule!r}")
-    if rule in ("gated", "delta") and p.mode == "sparse":
+    if state_rule not in STATE_RULES:
+        raise UserError(f"BDH: the state rule must be one of {', '.join(STATE_RULES)}; got {state_rule!r}")
+    if state_rule in ("gated", "delta") and p.mode == "sparse":
         raise UserError("BDH: mode 'sparse' reads a state written by Eq. 8's rule only (no decay_gate, no delta)")
 
 

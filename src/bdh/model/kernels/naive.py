@@ -1,7 +1,7 @@
 """Obviously-correct references, slow on purpose: the fast paths are tested against these.
 
 * `naive_linear_attention` evaluates paper Eq. 4 term by term with explicit loops over t and tau.
-* `naive_token_rule_attention` runs the state of a retention per token and of the delta rule one token at a time.
+* `naive_state_rule` runs the state rules (a retention per token, the delta rule) one token at a time.
 * `naive_official_forward` is a hand-written transcription of the official ``pathwaycom/bdh``
   forward pass in the official parameter names and shapes (``encoder``, ``encoder_v``, ``decoder``,
   ``embed``, ``lm_head``), used to prove that the model's reference forward (`bdh.model.bdh.BDH.slow_forward`),
@@ -52,35 +52,26 @@ def naive_linear_attention(
     return out
 
 
-def naive_token_rule_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_g: torch.Tensor | None = None,
-    beta: torch.Tensor | None = None,
-    state: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """`bdh.model.kernels.pytorch.token_rules`, one sequence, head and token at a time: read a_t = q_t^T S, then
-    S = u_t (S + k_t w_t^T) with w_t = v_t, or b_t (v_t - S^T k_t) when ``beta`` is given (the delta rule).
+def naive_state_rule(q, k, v, *, log_g=None, beta=None, state=None, need_state=False):
+    """The state rules token by token, vectorised over sequences and heads (as flash-linear-attention's
+    ``naive_recurrent_*``): read a_t = q_t^T S, then write S = u_t (S + k_t w_t^T) with w_t = v_t, or
+    b_t (v_t - S^T k_t) when ``beta`` is given (the delta rule; unit keys), u_t = e^{log_g} when given.
 
     q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None.
-    """
+    Returns (a (B, H, T, D), the state after or None). The reference of `bdh.model.kernels.pytorch.state_rules`
+    and of `BDH.slow_forward`, and the ``recurrent`` form of those rules itself."""
     B, H, T, N = q.shape
-    D = v.shape[-1]
-    out = q.new_zeros(B, H, T, D)
-    for b in range(B):
-        for h in range(H):
-            S = q.new_zeros(N, D) if state is None else state[b, h].clone()
-            vh = _values(v, b, h)
-            for t in range(T):
-                out[b, h, t] = q[b, h, t] @ S
-                w = vh[t]
-                if beta is not None:
-                    w = beta[b, h, t] * (w - k[b, h, t] @ S)
-                S = S + torch.outer(k[b, h, t], w)
-                if log_g is not None:
-                    S = S * torch.exp(log_g[b, h, t])
-    return out
+    S = q.new_zeros(B, H, N, v.shape[-1]) if state is None else state
+    outs = []
+    for t in range(T):
+        qt, kt, vt = q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1]
+        outs.append(qt @ S.to(q.dtype))  # read before write
+        if beta is not None:
+            vt = beta[:, :, t, None, None].to(q.dtype) * (vt - kt @ S.to(q.dtype))  # w_t = b_t (v_t - S^T k_t)
+        S = S + kt.mT @ vt
+        if log_g is not None:
+            S = S * torch.exp(log_g[:, :, t]).view(B, H, 1, 1).to(S.dtype)
+    return torch.cat(outs, dim=2), (S if need_state else None)
 
 
 def naive_rope_interleaved(z: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -212,9 +212,10 @@ def chunked_lean(
     chunk_size: int,
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    need_state: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked linear attention (the values of `bdh.model.kernels.pytorch.attention.chunked`) with a lean backward;
-    returns (a (B, H, T, D), the state after the block (B, H, N, D))."""
+    returns (a (B, H, T, D), the state after the block (B, H, N, D), or None without ``need_state``)."""
     log_u = None if log_u is None else log_u.detach()
     if torch.is_autocast_enabled(q.device.type):
         # one dtype inside (autocast's, e.g. bf16): the backward runs outside autocast, so the inputs are cast
@@ -223,4 +224,5 @@ def chunked_lean(
         shared = q is k
         q, v = q.to(low), v.to(low)
         k = q if shared else k.to(low)
-    return ChunkedLinearAttention.apply(q, k, v, state, log_u, chunk_size)
+    out, after = ChunkedLinearAttention.apply(q, k, v, state, log_u, chunk_size)
+    return out, (after if need_state else None)

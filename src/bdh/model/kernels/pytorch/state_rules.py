@@ -1,4 +1,5 @@
-"""Linear attention with a retention per token and, optionally, a delta-rule write: ours, beyond Eq. 8.
+"""The kernels of the state rules beyond Eq. 8 (`bdh.model.state_rules`): linear attention with a retention per
+token and, optionally, a delta-rule write (ours).
 
 Per head, with l_t = log u_t (B, H, T) the log-retention of token t (``decay_gate``, or U's constant u_h) and
 b_t in (0, 1) the write strength of the delta rule, BDH's read before write and decay after it:
@@ -16,14 +17,18 @@ al. 2024): (I + A) W = diag(b) (V - diag(e^e) K S0) with A_ij = b_i e^{e_i - e_j
 
 * ``parallel`` -- the block formula over the whole sequence (one block: the delta rule's one T x T solve).
 * ``chunked`` -- the same over chunks of C tokens, the state carried between them.
-* ``recurrent`` -- the equations above token by token.
+* ``recurrent`` -- the equations above token by token: `bdh.model.kernels.naive.naive_state_rule`, the loop the
+  other two are tested against.
 
-`bdh.model.kernels.naive.naive_token_rule_attention` is the loop they are tested against.
+A new write rule: its w_t in the loop, then in `_block` (or a form of its own), and its kernel names in
+`bdh.model.kernels.bound.ATTENTION`.
 """
 
 from __future__ import annotations
 
 import torch
+
+from ..naive import naive_state_rule
 
 #: keys are normalised as k / max(|k|, KEY_EPS): a token with no active neuron writes nothing
 KEY_EPS = 1e-6
@@ -102,21 +107,5 @@ def chunked(q, k, v, *, chunk_size, log_g=None, beta=None, state=None, need_stat
     return torch.cat(outs, dim=2), (state if need_state else None)
 
 
-def recurrent(q, k, v, *, log_g=None, beta=None, state=None, need_state=False):
-    """Token by token: read a_t = q_t^T S, then S = u_t (S + k_t w_t^T)."""
-    B, H, T, N = q.shape
-    S = q.new_zeros(B, H, N, v.shape[-1]) if state is None else state
-    outs = []
-    for t in range(T):
-        qt, kt, vt = q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1]
-        outs.append(qt @ S.to(q.dtype))
-        if beta is not None:
-            vt = beta[:, :, t, None, None].to(q.dtype) * (vt - kt @ S.to(q.dtype))
-        S = S + kt.mT @ vt
-        if log_g is not None:
-            S = S * torch.exp(log_g[:, :, t]).view(B, H, 1, 1).to(S.dtype)
-    return torch.cat(outs, dim=2), (S if need_state else None)
-
-
-#: the forms by the attention mode they compute
-FORMS = {"parallel": parallel, "chunked": chunked, "recurrent": recurrent}
+#: the forms by the attention mode they compute; token by token, the reference loop itself (the definition)
+FORMS = {"parallel": parallel, "chunked": chunked, "recurrent": naive_state_rule}
