@@ -103,6 +103,8 @@ def test_shipped_example_configs_are_valid():
         ("model.n_layers=2", "did you mean 'n_layer'?"),
         ("task.seqlen=2", "did you mean 'seq_len'?"),
         ("train.batchsize=2", "did you mean 'batch_size'?"),
+        ("train.lr=1e-3", "did you mean 'optim.lr'?"),  # a field of another section: that section named
+        ("optim.seed=1", "did you mean 'train.seed'?"),
     ],
 )
 def test_an_unknown_key_suggests_the_closest_known_one(override, suggestion):

@@ -315,6 +315,7 @@ class RunConfig(TypedConfig):
         return config
 
     def validate(self) -> None:
+        _refuse_misplaced(data, hints)
         """The checks of the config alone, one line naming the key (`from_dict` makes them); those against this
         machine, its processes, the task and its data are `bdh.train.parts.plan_run`'s."""
         for section in SECTIONS:
@@ -359,6 +360,21 @@ def _typed(value: Any, tp: Any, key: str) -> Any:
         return check_value(value, tp, key)
     except ConfigError:
         raise
+def _refuse_misplaced(data: dict[str, Any], hints: dict[str, Any]) -> None:
+    """A `ConfigError` naming the section a key belongs to when it is given in another (``train.lr``: did you
+    mean ``optim.lr``?); the sections' own checks name every other unknown key."""
+    fields = {s: {f.name for f in dataclasses.fields(hints[s]) if f.init} for s in SECTIONS}
+    for section in SECTIONS:
+        given = data.get(section)
+        for key in given if isinstance(given, dict) else ():
+            owner = next((s for s in SECTIONS if key not in fields[section] and key in fields[s]), None)
+            if owner is not None:
+                raise ConfigError(
+                    f"{section}.{key}: unknown field {key!r} (did you mean '{owner}.{key}'?); known fields: "
+                    f"{', '.join(sorted(fields[section]))}"
+                )
+
+
     except UserError as exc:
         raise ConfigError(str(exc)) from None
 
