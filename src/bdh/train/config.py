@@ -309,13 +309,13 @@ class RunConfig(TypedConfig):
                 hint = did_you_mean(key, KEYS)
                 raise ConfigError(f"{cls._key(key)}: unknown field {key!r}{hint}; known sections: {', '.join(KEYS)}")
         hints = typing.get_type_hints(cls)
+        _refuse_misplaced(data, hints)
         kwargs = {key: _typed(data[key], hints[key], key) for key in KEYS[2:] if key in data}
         config = cls(**kwargs, **typed_sections(data.get("model"), data.get("task")))
         config.validate()
         return config
 
     def validate(self) -> None:
-        _refuse_misplaced(data, hints)
         """The checks of the config alone, one line naming the key (`from_dict` makes them); those against this
         machine, its processes, the task and its data are `bdh.train.parts.plan_run`'s."""
         for section in SECTIONS:
@@ -354,12 +354,6 @@ def check_finite(section: Any, prefix: str) -> None:
                 raise ConfigError(f"{prefix}.{f.name}: must be a finite number, got {item}")
 
 
-def _typed(value: Any, tp: Any, key: str) -> Any:
-    """`bdh.typed_config.check_value` (a section: `TypedConfig.from_dict`), its errors as `ConfigError`."""
-    try:
-        return check_value(value, tp, key)
-    except ConfigError:
-        raise
 def _refuse_misplaced(data: dict[str, Any], hints: dict[str, Any]) -> None:
     """A `ConfigError` naming the section a key belongs to when it is given in another (``train.lr``: did you
     mean ``optim.lr``?); the sections' own checks name every other unknown key."""
@@ -375,6 +369,12 @@ def _refuse_misplaced(data: dict[str, Any], hints: dict[str, Any]) -> None:
                 )
 
 
+def _typed(value: Any, tp: Any, key: str) -> Any:
+    """`bdh.typed_config.check_value` (a section: `TypedConfig.from_dict`), its errors as `ConfigError`."""
+    try:
+        return check_value(value, tp, key)
+    except ConfigError:
+        raise
     except UserError as exc:
         raise ConfigError(str(exc)) from None
 
