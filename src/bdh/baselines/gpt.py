@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +19,15 @@ from torch import nn
 
 from bdh.errors import UserError
 
+from ..model import recurrence
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params, normal_init
+from .grid import SudokuPositions, check_board_length, peer_mask
 from .state import KVCache
 
-POSITIONAL = ("learned", "rope", "none")
+POSITIONAL = ("learned", "rope", "none", "sudoku")
 
 
 @dataclass
@@ -36,10 +40,16 @@ class GPTConfig(ModelConfig):
         n_head: heads; d must be divisible by n_head (and d / n_head even for RoPE).
         mlp_ratio: hidden width of the MLP as a multiple of d (0: no MLP).
         dropout: dropout on attention probabilities, the residual branches and the embeddings.
-        positional: ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), or ``none``.
+        positional: ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), ``none``, or
+            ``sudoku`` (learned row, column and box embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
         bias: biases in linear layers and LayerNorms (GPT-2: yes).
         tie_embeddings: readout = embedding matrix transposed (GPT-2: yes).
-        share_layers: one block applied n_layer times (weight-shared depth)."""
+        share_layers: one block applied n_layer times (weight-shared depth).
+        attend: ``all`` tokens (or the earlier ones, causal), or ``sudoku``: each cell only the cells of its row,
+            column and box (the peer mask of `bdh.baselines.grid`; bidirectional, seq_len 81).
+        random_depth, deep_supervision: recurrent depth in training, with ``share_layers`` (`bdh.model.recurrence`)."""
+
+    RUNTIME_FIELDS = ModelConfig.RUNTIME_FIELDS | recurrence.FIELDS
 
     vocab_size: int = bounded(256, ge=1)
     seq_len: int = bounded(256, ge=1)
@@ -55,11 +65,16 @@ class GPTConfig(ModelConfig):
     tie_embeddings: bool = True
     share_layers: bool = False
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    attend: str = one_of("all", ("all", "sudoku"))
+    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    deep_supervision: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
-        for name in ("causal", "bias", "tie_embeddings", "share_layers"):
+        for name in ("causal", "bias", "tie_embeddings", "share_layers", "deep_supervision"):
             self._check_bool(name)
+        if (bad := recurrence.depth_complaint(self.random_depth, self.deep_supervision, self.share_layers)) is not None:
+            self._fail(*bad)
         if self.n_embd % self.n_head:
             self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
         if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
@@ -67,6 +82,11 @@ class GPTConfig(ModelConfig):
                 "n_head",
                 f"RoPE rotates pairs, so the head size n_embd / n_head must be even, got {self.n_embd // self.n_head}",
             )
+        for name in ("positional", "attend"):
+            if (why := check_board_length(getattr(self, name), self.seq_len)) is not None:
+                self._fail(name, why)
+        if self.attend == "sudoku" and self.causal:
+            self._fail("attend", "sudoku attends over the whole board; it needs causal=false")
 
     @property
     def hidden(self) -> int:
@@ -80,7 +100,8 @@ class GPTConfig(ModelConfig):
             per_block = 4 * d * d + 2 * d * m + 2 * d * (1 + b) + b * (5 * d + m)
         else:  # attention only: no MLP and no second LayerNorm
             per_block = 4 * d * d + d * (1 + b) + b * 4 * d
-        emb = V * d + (self.seq_len * d if self.positional == "learned" else 0) + (0 if self.tie_embeddings else V * d)
+        table = {"learned": self.seq_len * d, "sudoku": 27 * d}.get(self.positional, 0)
+        emb = V * d + table + (0 if self.tie_embeddings else V * d)
         return emb + (1 if self.share_layers else self.n_layer) * per_block + d * (1 + b)
 
     @classmethod
@@ -123,11 +144,15 @@ class Block(nn.Module):
         self.fc = nn.Linear(d, cfg.hidden, bias=b) if cfg.hidden else None
         self.fc2 = nn.Linear(cfg.hidden, d, bias=b) if cfg.hidden else None
         self.drop = nn.Dropout(cfg.dropout)
+        self.register_buffer("peers", peer_mask(cfg.seq_len) if cfg.attend == "sudoku" else None, persistent=False)
 
     def forward(self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         q, k, v = self.heads(h, rot)
         p = self.cfg.dropout if self.training else 0.0
-        return self.finish(h, F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.cfg.causal))
+        T = h.shape[1]
+        mask = None if self.peers is None else self.peers[:T, :T]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=self.cfg.causal)
+        return self.finish(h, a)
 
     def heads(
         self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
@@ -178,6 +203,7 @@ class GPT(PretrainedMixin, nn.Module):
         d = cfg.n_embd
         self.embed = nn.Embedding(cfg.vocab_size, d)
         self.pos = nn.Embedding(cfg.seq_len, d) if cfg.positional == "learned" else None
+        self.grid = SudokuPositions(d) if cfg.positional == "sudoku" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(1 if cfg.share_layers else cfg.n_layer))
         self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps, bias=cfg.bias)
@@ -209,9 +235,25 @@ class GPT(PretrainedMixin, nn.Module):
 
     def forward(self, idx: torch.Tensor, n_layer: int | None = None) -> torch.Tensor:
         """Logits (B, T, V). ``n_layer`` (only with ``share_layers``) applies the shared block that many
-        times instead of the configured number (test-time depth; the same keyword as `BDH.forward`)."""
+        times instead of the configured number (test-time depth; the same keyword as `BDH.forward`); without it,
+        a training forward with ``random_depth`` draws the count (`bdh.model.recurrence`)."""
+        return self.head(deque(self._hidden(idx, n_layer), maxlen=1)[0])  # the last pass's stream
+
+    def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
+        """The logits (B, T, V) after each of the ``n_layer`` block passes, lazily: pass k's are `forward`'s with
+        ``n_layer=k`` (a loss at every pass, test-time iteration; `bdh.tasks.depth`)."""
+        return map(self.head, self._hidden(idx, n_layer))
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) of the residual stream h (B, T, d): the final LayerNorm, then the readout."""
+        h = self.ln_f(h)
+        return F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+
+    def _hidden(self, idx: torch.Tensor, n_layer: int | None) -> Iterator[torch.Tensor]:
+        """The checks of `forward` (at once), then the residual stream after each block pass (lazily)."""
         cfg = self.config
-        check_tokens("GPT", idx, cfg.vocab_size, cfg.seq_len if cfg.positional == "learned" else None)
+        check_tokens("GPT", idx, cfg.vocab_size, cfg.seq_len if cfg.positional in ("learned", "sudoku") else None)
+        n_layer = recurrence.passes_of(n_layer, cfg.random_depth, self.training)
         passes = cfg.n_layer if n_layer is None else n_layer
         if n_layer is not None:
             if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
@@ -220,18 +262,27 @@ class GPT(PretrainedMixin, nn.Module):
                 raise UserError(
                     f"GPT: n_layer = {n_layer} needs share_layers=true (this model has {cfg.n_layer} distinct blocks)"
                 )
-        B, T = idx.shape
-        h = self.embed(idx)
-        if self.pos is not None:
-            h = h + self.pos(torch.arange(T, device=idx.device))
+        return self._blocks(idx, passes)
+
+    def _blocks(self, idx: torch.Tensor, passes: int) -> Iterator[torch.Tensor]:
+        cfg = self.config
+        T = idx.shape[1]
+        h = self.embed(idx) + self._positions(0, T, idx.device)
         h = self.drop(h)
         rot = (
             rope_cos_sin(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device) if cfg.positional == "rope" else None
         )
         for i in range(passes):
             h = self.blocks[0 if cfg.share_layers else i](h, rot)
-        h = self.ln_f(h)
-        return F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+            yield h
+
+    def _positions(self, start: int, T: int, device: torch.device) -> torch.Tensor | float:
+        """The added position embeddings of tokens start..start+T-1 (T, d), or 0 (RoPE, none)."""
+        if self.pos is not None:
+            return self.pos(torch.arange(start, start + T, device=device))
+        if self.grid is not None:
+            return self.grid(start + T)[start:]
+        return 0.0
 
     # ------------------------------------------------------------------ the KV cache
     def init_state(self, batch_size: int = 1, device: torch.device | str | None = None) -> KVCache:
@@ -262,14 +313,12 @@ class GPT(PretrainedMixin, nn.Module):
         self._check_cache(state, idx.shape[0])
         start, T = state.pos, idx.shape[1]
         h = self.embed(idx)
-        if self.pos is not None:
-            if start + T > cfg.seq_len:
-                raise UserError(
-                    f"GPT.step: positions up to {start + T} pass seq_len = {cfg.seq_len}; learned positions cannot "
-                    "read past the trained length (positional: rope or none can)"
-                )
-            h = h + self.pos(torch.arange(start, start + T, device=idx.device))
-        h = self.drop(h)
+        if cfg.positional in ("learned", "sudoku") and start + T > cfg.seq_len:
+            raise UserError(
+                f"GPT.step: positions up to {start + T} pass seq_len = {cfg.seq_len}; learned positions cannot "
+                "read past the trained length (positional: rope or none can)"
+            )
+        h = self.drop(h + self._positions(start, T, idx.device))
         dh = cfg.n_embd // cfg.n_head
         rot = rope_cos_sin(T, dh, cfg.rope_theta, idx.device, start) if cfg.positional == "rope" else None
         keys, values = [], []
@@ -277,8 +326,7 @@ class GPT(PretrainedMixin, nn.Module):
             h, k, v = self.blocks[0 if cfg.share_layers else i].step(h, rot, state.keys[i], state.values[i])
             keys.append(k)
             values.append(v)
-        h = self.ln_f(h)
-        logits = F.linear(h, self.embed.weight) if self.readout is None else self.readout(h)
+        logits = self.head(h)
         return (logits[:, -1] if single else logits), KVCache(keys, values, start + T)
 
     def _check_cache(self, state: object, batch_size: int) -> None:

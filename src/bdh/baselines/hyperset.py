@@ -8,6 +8,7 @@ gamma_t from the iteration index (Eq. 11-12). ``forward(idx, n_layer=k)`` runs k
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +18,12 @@ from torch import nn
 
 from bdh.errors import UserError
 
+from ..model import recurrence
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig, check_tokens, count_params
+from .grid import SudokuPositions, check_board_length, peer_mask
 
 
 @dataclass
@@ -34,8 +37,14 @@ class HyperSETConfig(ModelConfig):
         n_recur: iterations of the shared layer during training (the default depth).
         time_freq: F, sinusoidal features of the iteration index t.
         step_condition: ``x0`` (condition the step sizes on the embedded input) or ``xt`` (on the current X).
-        positional: ``learned`` absolute embeddings (Sudoku), ``sinusoidal`` or ``none``.
-        causal: must be false (the symmetric attention is bidirectional); present so callers can read it."""
+        positional: ``learned`` absolute embeddings (Sudoku), ``sinusoidal``, ``none``, or ``sudoku`` (learned row,
+            column and box embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
+        causal: must be false (the symmetric attention is bidirectional); present so callers can read it.
+        attend: ``all`` tokens, or ``sudoku``: each cell only the cells of its row, column and box (the peer mask of
+            `bdh.baselines.grid`, symmetric, so the attention is still the gradient of an energy; seq_len 81).
+        random_depth, deep_supervision: recurrent depth in training (`bdh.model.recurrence`)."""
+
+    RUNTIME_FIELDS = ModelConfig.RUNTIME_FIELDS | recurrence.FIELDS
 
     vocab_size: int = bounded(10, ge=1)
     seq_len: int = bounded(81, ge=1)
@@ -46,9 +55,12 @@ class HyperSETConfig(ModelConfig):
     time_freq: int = bounded(512, ge=1)
     step_condition: str = one_of("x0", ("x0", "xt"))
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
-    positional: str = one_of("learned", ("learned", "sinusoidal", "none"))
+    positional: str = one_of("learned", ("learned", "sinusoidal", "none", "sudoku"))
     causal: bool = False
     rms_eps: float = bounded(1e-6, gt=0, lt=1)
+    attend: str = one_of("all", ("all", "sudoku"))
+    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    deep_supervision: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -56,6 +68,12 @@ class HyperSETConfig(ModelConfig):
             self._fail("n_head", f"n_embd = {self.n_embd} must be divisible by n_head = {self.n_head}")
         if self.time_freq % 2:
             self._fail("time_freq", f"must be even (sine and cosine pairs), got {self.time_freq}")
+        for name in ("positional", "attend"):
+            if (why := check_board_length(getattr(self, name), self.seq_len)) is not None:
+                self._fail(name, why)
+        self._check_bool("deep_supervision")
+        if (bad := recurrence.depth_complaint(self.random_depth, self.deep_supervision, True)) is not None:
+            self._fail(*bad)
         if self.causal is not False:
             self._fail("causal", "Hyper-SET's row+column softmax attention is bidirectional; it has no causal form")
 
@@ -70,7 +88,7 @@ class HyperSETConfig(ModelConfig):
     def num_params(self) -> int:
         """The parameter count by the formula of docs/baselines.md."""
         d, V, M, Fq, p = self.n_embd, self.vocab_size, self.ff_width, self.time_freq, self.head_size
-        total = V * d + (self.seq_len * d if self.positional == "learned" else 0)
+        total = V * d + {"learned": self.seq_len * d, "sudoku": 27 * d}.get(self.positional, 0)
         total += d * d + d * M + p + M
         total += (Fq * d + d) + (d * d + d) + (2 * d * d + 2 * d)
         return total + d + V * d
@@ -110,12 +128,19 @@ class HyperSETLayer(nn.Module):
         self.D = nn.Parameter(torch.randn(d, M) / math.sqrt(d))  # columns: the feed-forward basis d_m
         self.norm_h = nn.RMSNorm(self.p, eps=cfg.rms_eps)
         self.norm_m = nn.RMSNorm(M, eps=cfg.rms_eps)
+        self.register_buffer("peers", peer_mask(cfg.seq_len) if cfg.attend == "sudoku" else None, persistent=False)
+
+    def scores(self, z: torch.Tensor) -> torch.Tensor:
+        """S_h = Ẑ_h Ẑ_h^T / sqrt(p) (B, H, N, N), -inf between cells that are not peers with ``attend: sudoku``."""
+        s = (z @ z.transpose(-1, -2)) / math.sqrt(self.p)
+        N = z.shape[2]
+        return s if self.peers is None else s.masked_fill(~self.peers[:N, :N], float("-inf"))
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
         """Σ_h (softmax_row(S_h) + softmax_col(S_h)) Ẑ_h W_h^T, (B, N, d) -> (B, N, d)."""
         B, N, d = x.shape
         z = self.norm_h((x @ self.W).view(B, N, self.H, self.p).transpose(1, 2))  # B, H, N, p
-        s = (z @ z.transpose(-1, -2)) / math.sqrt(self.p)
+        s = self.scores(z)
         a = s.softmax(dim=-1) + s.softmax(dim=-2)
         return (a @ z).transpose(1, 2).reshape(B, N, d) @ self.W.t()
 
@@ -159,6 +184,7 @@ class HyperSET(PretrainedMixin, nn.Module):
         d = cfg.n_embd
         self.embed = nn.Embedding(cfg.vocab_size, d)
         self.pos = nn.Parameter(torch.randn(cfg.seq_len, d) * 0.02) if cfg.positional == "learned" else None
+        self.grid = SudokuPositions(d) if cfg.positional == "sudoku" else None
         if cfg.positional == "sinusoidal":
             self.register_buffer("sin_pos", sinusoid(torch.arange(cfg.seq_len), d), persistent=False)
         self.drop = nn.Dropout(cfg.embed_dropout)
@@ -188,29 +214,51 @@ class HyperSET(PretrainedMixin, nn.Module):
         return self.config.seq_len * self.config.n_embd
 
     def forward(self, idx: torch.Tensor, n_layer: int | None = None, *, return_trajectory: bool = False):
-        """Logits (B, T, V) after ``n_layer`` iterations (default: n_recur). With ``return_trajectory``
+        """Logits (B, T, V) after ``n_layer`` iterations (default: n_recur, or in training a count drawn from
+        ``random_depth``, `bdh.model.recurrence`). With ``return_trajectory``
         also the list of X_t after every iteration (detached), for energy / geometry analyses."""
+        traj = []
+        for x in self._iterates(idx, n_layer):
+            if return_trajectory:
+                traj.append(x.detach())
+        logits = self.head(x)
+        return (logits, traj) if return_trajectory else logits
+
+    def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
+        """The logits (B, T, V) after each of the ``n_layer`` iterations, lazily: iteration t's are `forward`'s with
+        ``n_layer=t`` (a loss at every iteration, test-time iteration; `bdh.tasks.depth`)."""
+        return map(self.head, self._iterates(idx, n_layer))
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) of token states X (B, T, d): RMSNorm, then the readout."""
+        return self.readout(self.norm_f(x))
+
+    def _iterates(self, idx: torch.Tensor, n_layer: int | None) -> Iterator[torch.Tensor]:
+        """The checks of `forward` (at once), then X_t after each iteration t = 1..n_layer (lazily)."""
         cfg = self.config
         check_tokens("HyperSET", idx, cfg.vocab_size, cfg.seq_len)
+        n_layer = recurrence.passes_of(n_layer, cfg.random_depth, self.training)
         passes = cfg.n_recur if n_layer is None else n_layer
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
             raise UserError(f"HyperSET: n_layer must be a positive integer, got {n_layer!r}")
+        return self._iterate(idx, passes)
+
+    def _iterate(self, idx: torch.Tensor, passes: int) -> Iterator[torch.Tensor]:
+        cfg = self.config
         T = idx.shape[1]
         x = self.embed(idx)
         if self.pos is not None:
             x = x + self.pos[:T]
+        elif self.grid is not None:
+            x = x + self.grid(T)
         elif cfg.positional == "sinusoidal":
             x = x + self.sin_pos[:T]
         x = self.drop(x)
         x0 = x
-        traj = []
         for t in range(1, passes + 1):
             alpha, gamma = self.steps(t, x0 if cfg.step_condition == "x0" else x)
             x = self.layer(x, alpha, gamma)
-            if return_trajectory:
-                traj.append(x.detach())
-        logits = self.readout(self.norm_f(x))
-        return (logits, traj) if return_trajectory else logits
+            yield x
 
     @torch.no_grad()
     def energy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,6 +268,6 @@ class HyperSET(PretrainedMixin, nn.Module):
         lay = self.layer
         z = F.rms_norm((x @ lay.W).view(B, N, lay.H, lay.p).transpose(1, 2), (lay.p,))
         beta = 1.0 / math.sqrt(lay.p)
-        e_attn = torch.logsumexp(beta * (z @ z.transpose(-1, -2)), dim=-1).sum() / beta
+        e_attn = torch.logsumexp(lay.scores(z), dim=-1).sum() / beta  # beta z_i.z_j, over the peers with a mask
         e_ff = -0.5 * F.relu(F.rms_norm(x @ lay.D, (lay.D.shape[1],))).pow(2).sum()
         return e_attn, e_ff

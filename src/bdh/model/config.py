@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..model_api import ModelConfig
 from ..typed_config import bounded, one_of
+from . import recurrence
 from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES
 
 DROPOUT_RNGS = ("auto", "torch")
@@ -119,6 +120,7 @@ class BDHConfig(ModelConfig):
         ungated: ablation, y = ReLU(Dy LN(a)) without the product with x.
         no_expansion: ablation, n = h D (N = D neurons per head); leave both size fields out.
         unshared_layers: ablation, L separate sets of E, Dx, Dy (and D_k), one per layer.
+        random_depth, deep_supervision: recurrent depth in training, for shared layers (`bdh.model.recurrence`).
     """
 
     n_layer: int = bounded(6, ge=1)
@@ -144,10 +146,12 @@ class BDHConfig(ModelConfig):
     ungated: bool = False
     no_expansion: bool = False
     unshared_layers: bool = False
+    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    deep_supervision: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
     #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,
     #: not a dataclass field); a trained model may go on training with other values (``train.init_from``)
-    RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"})
+    RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"}) | recurrence.FIELDS
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -241,6 +245,10 @@ class BDHConfig(ModelConfig):
             )
         self._validate_damping()
         self._validate_state_rules()
+        self._check_bool("deep_supervision")
+        shared = not self.unshared_layers
+        if (bad := recurrence.depth_complaint(self.random_depth, self.deep_supervision, shared)) is not None:
+            self._fail(*bad)
 
     def _validate_damping(self) -> None:
         d = self.damping

@@ -160,7 +160,8 @@ def load_initial_weights(
 
 class Objective(nn.Module):
     """Summed cross-entropy of one micro-batch: the module DistributedDataParallel wraps, so that recurrent
-    steps (``model.step``) also go through DDP's forward."""
+    steps (``model.step``) also go through DDP's forward. A model config with ``deep_supervision`` gets the mean
+    over its passes of each pass's summed cross-entropy (`bdh.model.recurrence`)."""
 
     def __init__(self, model: nn.Module, bptt: str):
         super().__init__()
@@ -172,15 +173,19 @@ class Objective(nn.Module):
             logits, state = self.model.step(inputs, state)
         elif self.bptt == "none":
             logits = self.model(inputs, detach_kv=True)
+        elif getattr(self.model.config, "deep_supervision", False):  # a loss at every pass (bdh.model.recurrence)
+            losses = [summed_cross_entropy(z, targets) for z in self.model.pass_logits(inputs)]
+            return torch.stack(losses).mean(), state
         else:
             logits = self.model(inputs)
-        loss = F.cross_entropy(
-            logits.float().reshape(-1, logits.shape[-1]),
-            targets.reshape(-1),
-            ignore_index=IGNORE_INDEX,
-            reduction="sum",
-        )
-        return loss, state
+        return summed_cross_entropy(logits, targets), state
+
+
+def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The cross-entropy of logits (..., V) against targets (...), summed over the scored targets (fp32)."""
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
 
 
 def make_optimizer(model: nn.Module, config: RunConfig, fused: bool) -> torch.optim.AdamW:
