@@ -94,6 +94,29 @@ def test_generate_streams_bytes(trained, capfdbinary):
     assert code == 0
 
 
+def test_generate_warns_of_a_generation_that_would_run_for_days(trained, capsys, monkeypatch):
+    import bdh.cli.train_cmds as train_cmds
+
+    streamed = []
+    monkeypatch.setattr(train_cmds, "_stream_bytes", lambda model, prompt, n, *a, **k: streamed.append(n))
+    for n, warned in ((100_000_000_000, True), (train_cmds.LONG_GENERATION, False)):
+        assert main(["generate", str(trained), "--max-new-tokens", str(n)]) == 0
+        err = capsys.readouterr().err
+        assert (f"warning: --max-new-tokens {n:,}: one byte at a time" in err) == warned, err
+    assert streamed == [100_000_000_000, train_cmds.LONG_GENERATION]  # warned, not cut
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [(["trian"], "did you mean 'train'?"), (["eval", "x", "--progress", "lins"], "did you mean 'lines'?")],
+)
+def test_a_mistyped_command_or_choice_suggests_the_nearest(capsys, argv, hint):
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and err.startswith("bdh: error: ") and err.count("\n") == 1 and hint in err, err
+    code, _, err = cli(capsys, "xyzzy")
+    assert code == 2 and "did you mean" not in err  # nothing near: no guess
+
+
 def _generate(capfdbinary, trained, *args: str) -> tuple[bytes, str]:
     code = main(["generate", str(trained), "--prompt", "ROMEO:", "--device", "cpu", *args])
     captured = capfdbinary.readouterr()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -88,6 +89,12 @@ class _Parser(argparse.ArgumentParser):
             self.epilog = examples.epilog(self.prog)
 
     def error(self, message: str) -> None:  # one line instead of usage + message
+        """argparse's error as one line; a mistyped choice (a command: ``bdh trian``) gets the nearest choice
+        suggested, as a mistyped flag does (`bdh.errors.did_you_mean`)."""
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            known = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            message = message.replace(" (choose from", f"{did_you_mean(choice.group(1), known)} (choose from", 1)
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]

@@ -26,6 +26,8 @@ from .checks import (
 
 #: ``bdh train --quick``: the main job shortened to about a minute (the same model and data), as its overrides
 QUICK = tuple(f"{key}={value}" for key, value in PRESETS["quick"].items())
+#: ``bdh generate --max-new-tokens`` above this (16 MiB, three times the embedded corpus) is said to be long
+LONG_GENERATION = 2**24
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -294,6 +296,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     warning = past_training_warning(args.source, model, len(prompt) + args.max_new_tokens)
     if warning is not None:
         print(warning, file=sys.stderr)
+    if args.max_new_tokens > LONG_GENERATION:
+        print(
+            f"warning: --max-new-tokens {args.max_new_tokens:,}: one byte at a time, generation goes on until then "
+            f"(more than {LONG_GENERATION:,} bytes: hours at least); Ctrl-C stops it, keeping what was written",
+            file=sys.stderr,
+        )
     _stream_bytes(
         model,
         prompt,
