@@ -36,6 +36,18 @@ def test_every_verdict_reads_the_example_alike():
     assert pick_winner({"a": A, "b": B}, higher_is_better=True) == ("b", "beyond the spread")
 
 
+def test_a_diverged_seed_is_judged_alike_by_the_bench_and_the_scaling_verdict():
+    """One policy: a diverged seed is its model's worst score. [1.0, nan] against [1.2, 1.3] (losses): the first's
+    good seed beats the other's best, so neither is better beyond the spread; beyond it only when the other's
+    every seed beats the first's finite one."""
+    diverged, steady = [1.0, math.nan], [1.2, 1.3]
+    assert pick_winner({"a": diverged, "b": steady}, higher_is_better=False) == (None, "within the spread")
+    assert scaling.compare(diverged, steady).verdict == scaling.TIE
+    assert scaling.decide(steady, diverged)[0] == "tie"
+    assert pick_winner({"a": [1.4, math.nan], "b": steady}, higher_is_better=False) == ("b", "beyond the spread")
+    assert scaling.compare([1.4, math.nan], steady).verdict == scaling.GPT_BETTER
+
+
 def test_means_leave_out_nothing_or_the_diverged_seeds():
     assert seeds.mean([1.0, 2.0]) == pytest.approx(1.5)
     assert math.isnan(seeds.mean([])) and math.isnan(seeds.mean([1.0, math.nan]))

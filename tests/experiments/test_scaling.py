@@ -169,8 +169,9 @@ def test_verdict_is_a_tie_within_the_seed_spread_and_a_win_beyond_it():
     assert win.verdict == BDH_BETTER and win.diff == pytest.approx(-0.215) and win.spread == pytest.approx(0.05)
     assert scaling.compare([2.3, 2.31], [2.0, 2.02]).verdict == GPT_BETTER
     assert scaling.compare([1.0], [2.0]).verdict == UNDECIDED  # one seed: no spread
-    lost = scaling.compare([math.nan, 2.0], [2.1, 2.2])
-    assert lost.verdict == GPT_BETTER and "BDH diverged" in lost.note
+    lost = scaling.compare([math.nan, 2.0], [2.1, 2.2])  # the diverged seed is BDH's worst: the ranges overlap
+    assert lost.verdict == TIE and "BDH diverged" in lost.note
+    assert scaling.compare([math.nan, 2.3], [2.1, 2.2]).verdict == GPT_BETTER  # beyond even BDH's finite seed
 
 
 def test_findings_follow_the_numbers():

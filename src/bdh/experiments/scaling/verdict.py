@@ -1,8 +1,9 @@
 """The verdicts: BDH against GPT at one size, decided against the spread over seeds, and the paper's
 section 4.2 claims (Fig. 7) checked on the numbers.
 
-A model is better only beyond the seed spread (`bdh.seeds.beyond_seeds`); otherwise the size is a tie (not
-distinguishable here, not equal). One seed decides nothing; a model that diverged where the other did not loses."""
+A model is better only beyond the seed spread (`bdh.seeds.beyond_seeds`, the bench's rule too: a diverged seed is
+the worst score, so it widens its model's range); otherwise the size is a tie (not distinguishable here, not equal).
+One seed decides nothing."""
 
 from __future__ import annotations
 
@@ -44,31 +45,29 @@ def _range(values: Sequence[float]) -> float:
 
 
 def decide(first: Sequence[float], second: Sequence[float]) -> tuple[str, float, float, str]:
-    """Which of two sets of per-seed losses is lower beyond the seed spread: (``first``, ``second``,
-    ``tie`` or ``undecided``, the difference of the means, the spread, a note). NaN or inf: diverged."""
+    """Which of two sets of per-seed losses is lower beyond the seed spread (`beyond_seeds`, a diverged seed, NaN or
+    inf, the worst): (``first``, ``second``, ``tie`` or ``undecided``, the difference of the finite means, the spread,
+    a note naming a diverged side)."""
     ok1, ok2 = [v for v in first if math.isfinite(v)], [v for v in second if math.isfinite(v)]
     diff = finite_mean(ok1) - finite_mean(ok2)
     lost1, lost2 = len(ok1) < len(first), len(ok2) < len(second)
-    if lost1 != lost2:
-        return ("second" if lost1 else "first"), diff, math.nan, "diverged on a seed"
-    if lost1:
-        return "undecided", diff, math.nan, "both diverged on some seed"
-    spread = max(_range(ok1), _range(ok2))
+    note = {(True, False): "first diverged on a seed", (False, True): "second diverged on a seed"}.get((lost1, lost2))
+    note = "both diverged on some seed" if lost1 and lost2 else (note or "")
+    spread = math.nan if lost1 or lost2 else max(_range(ok1), _range(ok2))
     if min(len(first), len(second)) < 2:
         return "undecided", diff, spread, "one seed: no spread to judge against"
-    if beyond_seeds(ok1, ok2, higher_is_better=False):
-        return "first", diff, spread, ""
-    if beyond_seeds(ok2, ok1, higher_is_better=False):
-        return "second", diff, spread, ""
-    return "tie", diff, spread, ""
+    if beyond_seeds(first, second, higher_is_better=False):
+        return "first", diff, spread, note
+    if beyond_seeds(second, first, higher_is_better=False):
+        return "second", diff, spread, note
+    return "tie", diff, spread, note
 
 
 def compare(bdh: Sequence[float], gpt: Sequence[float]) -> Comparison:
     """The verdict at one size from the per-seed final losses of each model."""
     code, diff, spread, note = decide(bdh, gpt)
     verdict = {"first": BDH_BETTER, "second": GPT_BETTER, "tie": TIE, "undecided": UNDECIDED}[code]
-    if note == "diverged on a seed":
-        note = f"{'GPT' if code == 'first' else 'BDH'} diverged on a seed"
+    note = note.replace("first", "BDH", 1).replace("second", "GPT", 1) if "diverged" in note else note
     means = [finite_mean(xs) for xs in (bdh, gpt)]
     return Comparison(verdict, means[0], means[1], diff, spread, min(len(bdh), len(gpt)), note)
 
