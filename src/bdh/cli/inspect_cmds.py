@@ -82,9 +82,17 @@ def _add_fact_args(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveG
         "--recall",
         metavar="LENGTH",
         type=integer(4 * RECALL_PAIRS + 1, MAX_FACT),
-        help=f"trace a fact of the first recall-through-a-gap test sequence of LENGTH tokens ({RECALL_PAIRS} pairs, "
+        help="trace a fact of the first recall-through-a-gap test sequence of LENGTH tokens (--pairs pairs, "
         "bdh.tasks.recall_gap; the model's vocabulary): the pair stated first, read back at its question; every "
-        "pair in brief",
+        "pair in brief; under the delta rule, what erased each pair (bdh.analysis.erasure)",
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="D",
+        type=integer(1, 2**31),
+        default=RECALL_PAIRS,
+        help=f"with --recall: the key-value pairs of its sequences (default {RECALL_PAIRS}; LENGTH > 4 D; a pass of "
+        "LENGTH tokens per pair: about a minute per pair at 16k tokens on one CPU core)",
     )
     p.add_argument(
         "--sequences",
@@ -168,7 +176,7 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
     if data is not None:
         return _Fact(torch.tensor(list(data), dtype=torch.long), args.fact, None, f"prompt of {len(data):,} bytes", [])
     if args.recall is not None:
-        return _recall_input(args.recall, model.config.vocab_size, args.sequences)
+        return _recall_input(args.recall, model.config.vocab_size, args.sequences, args.pairs)
     cls = get_task("induction")
     task = cls(cls.config_class(seq_len=args.induction, vocab_size=model.config.vocab_size))
     x, y, row = longest_gap(task, args.induction)
@@ -176,24 +184,27 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
     return _Fact(x[0], induction_write(x[0]), int(y[0, -1]), source, [])
 
 
-def _recall_input(length: int, vocab_size: int, sequences: int = 1) -> _Fact:
-    """``--recall LENGTH``: row 0 of the fixed test set, cut after the question of the pair stated first; the pairs
-    of its first ``sequences`` rows."""
+def _recall_input(length: int, vocab_size: int, sequences: int = 1, pairs: int = RECALL_PAIRS) -> _Fact:
+    """``--recall LENGTH``: row 0 of the fixed test set of ``pairs`` pairs, cut after the question of the pair stated
+    first; the pairs of its first ``sequences`` rows."""
     from bdh.analysis.memory import recall_facts
     from bdh.registry import get_task
     from bdh.tasks.lengths import fixed_test_set
 
     cls = get_task("recall_gap")
-    task = cls(cls.config_class(seq_len=length, vocab_size=vocab_size, num_kv_pairs=RECALL_PAIRS))
+    try:
+        task = cls(cls.config_class(seq_len=length, vocab_size=vocab_size, num_kv_pairs=pairs))
+    except UserError as exc:
+        raise UserError(f"--pairs {pairs} with --recall {length}: {exc}") from None
     x, y = fixed_test_set(task, length, rows=range(sequences))
-    pairs = [
+    found = [
         (i, x[i, : read + 1], write, int(y[i, read]))
         for i in range(sequences)
         for write, read in recall_facts(x[i], y[i])
     ]
-    _, tokens, write, answer = pairs[0]
+    _, tokens, write, answer = found[0]
     source = f"recall_gap test sequence 0 of {length:,} tokens, cut after its question at {tokens.numel() - 1:,}"
-    return _Fact(tokens, write, answer, source, pairs)
+    return _Fact(tokens, write, answer, source, found)
 
 
 def _pair_rows(model, pairs: list[tuple[int, Any, int, int]], first: Any) -> list[dict[str, Any]]:
@@ -245,6 +256,34 @@ def _print_key_map(keys: dict[str, Any], sequences: int) -> None:
     print(f"  their usual neurons: {keys['neurons']} distinct; a neuron for two keys or more: {shared}")
 
 
+def _erasure(model, pairs: list[tuple[int, Any, int, int]], vocab_size: int) -> dict[str, Any] | None:
+    """Under the delta rule, what erased each pair of sequence 0 (`bdh.analysis.erasure`): per pair, its neurons
+    and the tokens whose writes wore it away; the keys whose pairs share a neuron; None for another rule."""
+    from bdh.analysis.erasure import erasure, erasure_summary, fact_rows
+
+    if model.config.state_write != "delta":
+        return None
+    mine = [(tokens, write) for row, tokens, write, _ in pairs if row == 0]
+    idx = max((tokens for tokens, _ in mine), key=lambda t: t.numel())
+    writes, reads = [w for _, w in mine], [t.numel() - 1 for t, _ in mine]
+    rows = fact_rows(erasure(model, idx.to(model.E.device), writes, reads), idx, writes, reads, vocab_size)
+    return {"facts": rows, **erasure_summary(rows)}
+
+
+def _print_erasure(erased: dict[str, Any]) -> None:
+    """`_erasure`'s summary in three lines."""
+    from bdh.analysis.erasure import HELD
+
+    kinds = ", ".join(f"{k} {v:.0%}" for k, v in erased["by_kind"].items())
+    print(
+        f"erasure of the {len(erased['facts'])} pairs of sequence 0: neurons holding {HELD:.0%} of a pair's read "
+        f"score: median {erased['neurons_median']} (range {erased['neurons_min']}-{erased['neurons_max']})"
+    )
+    shared = ", ".join(f"{n} ({len(ks)} keys)" for n, ks in erased["shared"].items()) or "none"
+    print(f"  a neuron holding two pairs' keys or more: {shared}")
+    print(f"  the erase by kind of writer (mean share over the pairs): {kinds}")
+
+
 def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:
     """``--fact`` / ``--induction`` / ``--recall``: fact.json and fact.png (`bdh.analysis.memory.trace_fact`)."""
     import json
@@ -259,6 +298,8 @@ def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: 
     trace, pairs = traced.to_dict(), _pair_rows(model, fact.pairs, traced)
     record = {"model": str(model_dir), "source": source, "length": int(fact.tokens.numel()), "answer": fact.answer}
     record |= trace | ({"pairs": pairs, "key_map": key_map(pairs)} if pairs else {})
+    erased = _erasure(model, fact.pairs, model.config.vocab_size) if args.recall is not None else None
+    record |= {"erasure": erased} if erased is not None else {}
     names = ["fact.json"] + ([] if args.no_figures else ["fact.png"])
     with atomic_folder(out) as tmp:
         write_text(tmp / "fact.json", json.dumps(record, indent=1) + "\n")
@@ -267,6 +308,8 @@ def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: 
     _print_trace(trace, fact.answer, pairs)
     if pairs:
         _print_key_map(record["key_map"], args.sequences)
+    if erased is not None:
+        _print_erasure(erased)
     print("wrote " + ", ".join(str(out / name) for name in names))
     return 0
 
@@ -285,6 +328,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise UserError("--hard-gate goes with --fact, --induction or --recall (the trace of a fact through the state)")
     if args.sequences != 1 and args.recall is None:
         raise UserError("--sequences goes with --recall (the recall test sequences whose pairs are traced)")
+    if args.pairs != RECALL_PAIRS and args.recall is None:
+        raise UserError("--pairs goes with --recall (the key-value pairs of its test sequences)")
+    if args.recall is not None and args.recall <= 4 * args.pairs:
+        raise UserError(f"--recall {args.recall}: a sequence of --pairs {args.pairs} needs more than {4 * args.pairs}")
     fact_prompt = _fact_prompt(args) if tracing else None
     tokens, source = (None, "") if tracing else _input_tokens(args)
     out = check_output(
