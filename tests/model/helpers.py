@@ -136,3 +136,23 @@ def rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], dim=1)
     return idx
+
+
+def compile_without_interpreter(script: str, *args: str) -> str:
+    """The output of ``script``, a program compiling Triton kernels for sm_90 and printing ``compiled`` last, run with
+    ``args`` in a process of its own without the interpreter (Triton reads TRITON_INTERPRET at its import); skipped
+    where this Triton has no NVIDIA compiler (ptxas)."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+    import triton
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0 and out.stdout.strip().endswith("compiled"), out.stderr[-3000:]
+    return out.stdout

@@ -13,7 +13,7 @@ from bdh.model.kernels import Pass, choose, use_triton
 from bdh.model.kernels.naive import naive_linear_attention
 from bdh.model.kernels.pytorch import attention
 
-from .helpers import rel_err, tiny_model
+from .helpers import compile_without_interpreter, rel_err, tiny_model
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -265,19 +265,7 @@ print("compiled")
 
 
 def _compile_ahead_of_time(*dtypes: str) -> str:
-    import os
-    import subprocess
-    import sys
-
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-    if not os.path.exists(ptxas):
-        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile with")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, "-c", AHEAD_OF_TIME, *dtypes], capture_output=True, text=True, timeout=600, env=env
-    )
-    assert out.returncode == 0 and out.stdout.strip().endswith("compiled"), out.stderr[-3000:]
-    return out.stdout
+    return compile_without_interpreter(AHEAD_OF_TIME, *dtypes)
 
 
 def test_the_kernels_compile_for_hopper_without_a_gpu():

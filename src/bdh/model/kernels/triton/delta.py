@@ -1,4 +1,4 @@
-"""The delta-rule write of `bdh.model.kernels.pytorch.token_rules` as Triton kernels, forward and backward, at BDH's
+"""The delta-rule write of `bdh.model.kernels.pytorch.state_rules` as Triton kernels, forward and backward, at BDH's
 shapes (keys N = n / h wide, to 8,192 a head; values D wide).
 
 Per chunk of C tokens (e_i = sum_{j<i} l_j, c = sum_j l_j of the log-retentions l; b the write strengths of the
@@ -17,22 +17,36 @@ autograd. Backward, with dS' the gradient of the state after the chunk:
 
     dW = P^T dO + tail (K dS'),   dX = Tb^T dW,   dV = dX,   dS = ec dS' + Q^T (G dO) - K^T (G dX)
     dQ = dP' K + (G dO) S^T,   dK = dP'^T Q + (dA' + dA'^T) K - (G dX) S^T + (tail W) dS'^T
-    dP = dO W^T,  dTb = dW X^T,  dG = sum_d (dO (Q S) - dX (K S)),  dtail = sum_d W (K dS'),  dec = <S, dS'>
+    dP = dO W^T,  dTb = dW X^T,  de = G dG = sum_d (dO G (Q S) - dX G (K S)),  dtail = sum_d W (K dS'),
+    dec = <S, dS'>
 
 (dP', dA' the gradients of Q K^T and K K^T through the PyTorch algebra). The forward keeps two state slots; the
 backward recomputes the states at every chunk boundary (B H (T / C + 1) N D in fp32)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from bdh.errors import UserError
 
-from .chunked import NUM_WARPS, _on, _Plan, _plan, autocast_inputs, check_call
+from .chunked import NUM_WARPS, _on, _Plan, autocast_inputs, check_call
+from .chunked import _plan as _chunked_plan
+
+#: the widest tile of N and of D: at 64 ptxas spills registers in the scan and the backward kernels at bf16, at 32
+#: none (compiled for sm_90 without a GPU, tests/model/test_delta_triton.py)
+MAX_TILE = 32
+
+
+def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
+    """`chunked`'s plan with tiles of N and D at most `MAX_TILE` wide."""
+    p = _chunked_plan(q, v, chunk_size)
+    return dataclasses.replace(p, BN=min(p.BN, MAX_TILE), BD=min(p.BD, MAX_TILE))
 
 
 def chunk_matrices(qk, kk, log_g, beta):
-    """(P, Tb, G, tail, ec) of every chunk (module docstring) from its Gram matrices qk, kk (B H, NC, C, C) and the
+    """(P, Tb, G, tail, ec, e) of every chunk (module docstring) from its Gram matrices qk, kk (B H, NC, C, C) and the
     chunked log-retentions and write strengths (B H, NC, C); the cumulative log-retention in fp64 (as the token
     rule), the rest in qk's dtype. Differentiable: the backward pass takes its gradient through autograd."""
     C = qk.shape[-1]
@@ -44,7 +58,8 @@ def chunk_matrices(qk, kk, log_g, beta):
     M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(~below, float("-inf"))).to(qk.dtype)
     A = kk * M * beta.unsqueeze(-1)
     Tb = torch.linalg.solve_triangular(A, torch.diag_embed(beta), upper=False, unitriangular=True)
-    return qk * M, Tb, torch.exp(e).to(qk.dtype), torch.exp(c - e).to(qk.dtype), torch.exp(c[..., 0]).to(qk.dtype)
+    G, tail, ec = torch.exp(e).to(qk.dtype), torch.exp(c - e).to(qk.dtype), torch.exp(c[..., 0]).to(qk.dtype)
+    return qk * M, Tb, G, tail, ec, e
 
 
 def _chunks(x: torch.Tensor, plan: _Plan) -> torch.Tensor:
@@ -73,17 +88,17 @@ def _gram(plan: _Plan, q, k):
 
 
 def _scan(plan: _Plan, q, k, v, S0, mats, store_all: bool):
-    """(out (B H, NC C, D) in q's dtype, the state buffer (B H, slots, N, D), and with ``store_all`` X, W, K S, Q S
-    (B H, NC C, D)): `scan_kernel`."""
+    """(out (B H, NC C, D) in q's dtype, the state buffer (B H, slots, N, D)), or with ``store_all`` (None, the
+    states at every chunk boundary, K S and Q S (B H, NC C, D))): `scan_kernel`."""
     from .delta_jit import scan_kernel
 
     p = plan
-    P, Tb, G, tail, ec = mats
+    P, Tb, G, tail, ec = mats[:5]
     TP = p.NC * p.C
     slots = p.NC + 1 if store_all else 2
     states = q.new_empty(p.B * p.H, slots, p.N, p.D, dtype=p.acc)
     out = q.new_empty(p.B * p.H, TP, p.D)
-    saved = [q.new_empty(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(4)] if store_all else [out] * 4
+    saved = [q.new_empty(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(2)] if store_all else [out] * 2
     init = None if S0 is None else S0.reshape(p.B * p.H, p.N, p.D).contiguous()
     c = p.constants()
     scan_kernel[(-(-p.D // p.BD), p.B * p.H)](
@@ -91,7 +106,7 @@ def _scan(plan: _Plan, q, k, v, S0, mats, store_all: bool):
         p.H, p.T, TP, p.N, p.D, p.C, p.NC, slots, HAS_INIT=init is not None, STORE_ALL=store_all,
         BC=p.BC, BN=p.BN, BD=p.BD, ACC=c["ACC"], PRECISION=c["PRECISION"], WIDEN=p.widen, num_warps=NUM_WARPS,
     )  # fmt: skip
-    return out, states, saved
+    return (None, states, *saved) if store_all else (out, states)
 
 
 def _grad_scan(plan: _Plan, q, k, dO, dS, Y, TbT, G, tail, ec):
@@ -152,7 +167,7 @@ class TritonDeltaRule(torch.autograd.Function):
         with _on(q), gpu, cpu:
             qk, kk = _gram(plan, q, k)
             mats = chunk_matrices(qk, kk, _chunks(log_g, plan), _chunks(beta, plan))
-            out, states, _ = _scan(plan, q, k, v.expand(B, H, T, plan.D), S0, [m.contiguous() for m in mats], False)
+            out, states = _scan(plan, q, k, v.expand(B, H, T, plan.D), S0, [m.contiguous() for m in mats], False)
         ctx.save_for_backward(q, k, v, log_g, beta, S0, qk, kk)
         ctx.plan = plan
         return _heads(out, plan), states[:, plan.NC % 2].view(B, H, N, plan.D)
@@ -184,16 +199,22 @@ def _backward(p: _Plan, q, k, v, log_g, beta, S0, qk, kk, d_out, d_S):
     with torch.enable_grad():
         leaves = [x.detach().requires_grad_() for x in (qk, kk, _chunks(log_g, p), _chunks(beta, p))]
         mats = chunk_matrices(*leaves)
-    P, Tb, G, tail, ec = (m.detach().contiguous() for m in mats)
+    P, Tb, G, tail, ec = (m.detach().contiguous() for m in mats[:5])
     dO = _chunks(d_out, p) if d_out is not None else q.new_zeros(BH, p.NC, p.C, p.D, dtype=p.acc)
     Y = P.mT @ dO
-    _, states, (X, W, KS, QS) = _scan(p, q, k, v.expand(p.B, p.H, p.T, p.D), S0, [P, Tb, G, tail, ec], True)
+    vh = v.expand(p.B, p.H, p.T, p.D)
+    _, states, KS, QS = _scan(p, q, k, vh, S0, [P, Tb, G, tail, ec], True)
     dstates, kds, dX = _grad_scan(p, q, k, dO.contiguous(), d_S, Y.contiguous(), Tb.mT.contiguous(), G, tail, ec)
-    X, W, KS, QS, kds, dX = (x.view(BH, p.NC, p.C, p.D) for x in (X, W, KS, QS, kds, dX))
+    KS, QS, kds, dX = (x.view(BH, p.NC, p.C, p.D) for x in (KS, QS, kds, dX))
+    G4 = G.unsqueeze(-1)
+    X = _chunks(vh, p) - G4 * KS
+    W = Tb @ X  # as the kernel computed it, up to the order of the sums
     dW = Y + tail.unsqueeze(-1) * kds
     dP, dTb = dO @ W.mT, dW @ X.mT
-    dG, dtail = (dO * QS - dX * KS).sum(-1), (W * kds).sum(-1)
-    dqk, dkk, dlg, dbeta = torch.autograd.grad(mats[:4], leaves, (dP, dTb, dG, dtail))
+    de = (G4 * (dO * QS - dX * KS)).sum(-1).double()  # G dG: the gradient of e = log G
+    dqk, dkk, dlg, dbeta = torch.autograd.grad(
+        (mats[0], mats[1], mats[5], mats[3]), leaves, (dP, dTb, de, (W * kds).sum(-1))
+    )
     G, tail = G.unsqueeze(-1), tail.unsqueeze(-1)
     wide = [x.reshape(BH, TP, p.D).contiguous() for x in (G * dO, -G * dX, tail * W)]
     dq, dk, dec = _grad_keys(p, q, k, dqk.contiguous(), (dkk + dkk.mT).contiguous(), *wide, states, dstates)
@@ -214,7 +235,7 @@ def delta_chunked_triton(
     state: torch.Tensor | None = None,
     need_state: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The delta rule with the signature and values of `pytorch.token_rules.chunked`: q, k (B, H, T, N), v (B, 1 or
+    """The delta rule with the signature and values of `pytorch.state_rules.chunked`: q, k (B, H, T, N), v (B, 1 or
     H, T, D), log_g and beta (B, H, T), state (B, H, N, D) or None -> (a in q's dtype, the state after the block in
     fp32 when ``need_state``); under autocast q, k, v are cast here, log_g and beta kept in fp32."""
     check_call("delta_chunked_triton", q, k, v, state, chunk_size)

@@ -146,8 +146,6 @@ def scan_kernel(
     ec_ptr,
     states_ptr,
     out_ptr,
-    x_ptr,
-    w_ptr,
     ks_ptr,
     qs_ptr,
     sv_b,
@@ -174,7 +172,7 @@ def scan_kernel(
     """The delta rule chunk by chunk for BD columns of the state (they do not mix): one program per (column block,
     head), the N x BD state streamed through ``states`` (slot c: S before chunk c with STORE_ALL, else two slots
     in turn). Per chunk: X = V - G (K S), W = Tb X, out = P W + G (Q S), S <- ec S + K^T (tail W); with STORE_ALL,
-    X, W, K S and Q S are stored for the backward pass."""
+    K S and Q S are stored instead of the output, for the backward pass."""
     pd, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     rd = pd * BD + tl.arange(0, BD)
@@ -194,15 +192,14 @@ def scan_kernel(
         rows = live[:, None] & md[None, :]
         v_at = v_ptr + b * sv_b + h * sv_h + t[:, None] * sv_t + rd[None, :] * sv_d
         G = _per_token(g_ptr, bh, c, NC, C, rc)[:, None]
-        X = tl.load(v_at, mask=rows, other=0.0).to(ACC) - G * ks
-        W = _mm(_square(tb_ptr, bh, c, NC, C, rc), X, ACC, PRECISION, WIDEN)
-        out = _mm(_square(p_ptr, bh, c, NC, C, rc), W, ACC, PRECISION, WIDEN) + G * qs
-        tl.store(_wide(out_ptr, bh, t, TP, D, rd), out.to(out_ptr.dtype.element_ty), mask=rows)
-        if STORE_ALL:
-            tl.store(_wide(x_ptr, bh, t, TP, D, rd), X, mask=rows)
-            tl.store(_wide(w_ptr, bh, t, TP, D, rd), W, mask=rows)
+        if STORE_ALL:  # K S and Q S for the backward pass, which needs no output
             tl.store(_wide(ks_ptr, bh, t, TP, D, rd), ks, mask=rows)
             tl.store(_wide(qs_ptr, bh, t, TP, D, rd), qs, mask=rows)
+        X = tl.load(v_at, mask=rows, other=0.0).to(ACC) - G * ks
+        W = _mm(_square(tb_ptr, bh, c, NC, C, rc), X, ACC, PRECISION, WIDEN)
+        if not STORE_ALL:
+            out = _mm(_square(p_ptr, bh, c, NC, C, rc), W, ACC, PRECISION, WIDEN) + G * qs
+            tl.store(_wide(out_ptr, bh, t, TP, D, rd), out.to(out_ptr.dtype.element_ty), mask=rows)
         Z = _per_token(tail_ptr, bh, c, NC, C, rc)[:, None] * W
         src, dst = c % 2, (c + 1) % 2
         if STORE_ALL:
