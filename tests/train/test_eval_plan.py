@@ -111,7 +111,9 @@ def test_window_plans_read_the_runs_batches_or_the_whole_split(run_folder):
     assert plan.notes[-1].endswith("the batches of the run's final evaluation. --full scores all")
     full = plan_eval(ev, None, full=True, batches=2, batch_size=5)
     assert (full.batches, full.batch_size, full.whole, full.progress) == (ev.task.num_batches("val", 5), 5, True, True)
-    assert full.notes[-1] == f"scoring {full.batches} of {full.batches} batches of 5 windows (seed {ev.seed})"
+    # what --full costs against the default, said before scoring: the batches it reads, as a multiple of the default
+    times = f"{full.batches / 3:.1f} times the 3 batches the default reads, in as many forward passes"
+    assert full.notes[-1] == f"scoring {full.batches} of {full.batches} batches of 5 windows (seed {ev.seed}): {times}"
 
 
 def test_stream_plans_choose_lanes_length_and_window(run_folder):

@@ -81,7 +81,13 @@ def _add_reading_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"with --carry-state/--sliding: bytes per lane (default {LONG_LENGTH:,}, or the whole split if shorter)",
     )
-    size.add_argument("--full", action="store_true", help="score every window of the split (slow on a large split)")
+    size.add_argument(
+        "--full",
+        action="store_true",
+        help="score every window of the split: one forward pass per window, so its time grows with the split (the "
+        "main job's: several times the batches the default reads, about a tenth of its full training's passes); "
+        "the line before scoring says how many times the default, the progress lines give the ETA",
+    )
     p.add_argument(
         "--stride",
         type=integer(1),

@@ -162,6 +162,9 @@ def _window_plan(ev: EvalData, batches: int | None, full: bool, batch_size: int 
     total = task.num_batches(ev.split, size)
     of = total if total is not None else "endless"
     note = "" if full or n == total else "; the batches of the run's final evaluation. --full scores all"
+    default = eval_batch_count(task, ev.split, size, ev.batches)
+    if full and n > default:  # what --full costs: one forward pass per window, against the default's
+        note = f": {n / default:.1f} times the {default} batches the default reads, in as many forward passes"
     notes = (
         f"data: {ev.description} ({task.seq_len}-{unit} windows)",
         f"mode: {_mode(ev)} (each starts from an empty context; --carry-state carries the recurrent state)",
