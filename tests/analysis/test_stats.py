@@ -63,3 +63,15 @@ def test_spearman_sign():
     assert math.isclose(stats.spearman(a, a**3), 1.0)
     assert math.isclose(stats.spearman(a, -a), -1.0)
     assert math.isnan(stats.spearman(a, np.ones(100)))
+
+
+def test_above_chance_is_the_wilson_interval_above_chance():
+    """`above_chance`: the lower end of the Wilson 95% interval above chance (12 of 100 reach down to 0.070, 20 of
+    100 to 0.133); a measured chance (a control) given as the top of its interval."""
+    from bdh.analysis.stats import above_chance
+    from bdh.tasks.lengths import wilson_interval
+
+    assert above_chance(12, 100, 0.05) and not above_chance(12, 100, 0.08)
+    assert not above_chance(0, 100, 0.0) and above_chance(100, 100, 0.9)
+    control_top = wilson_interval(5, 100)[1]  # 0.112
+    assert above_chance(20, 100, control_top) and not above_chance(12, 100, control_top)

@@ -158,7 +158,7 @@ def test_a_read_stops_after_lengths_at_chance(tmp_path, monkeypatch):
 
     def fake_row(config, model_name, model, task, read, length):
         acc = accuracy[length] if read == "whole" else 0.0
-        return {"length": length, "read": read, "status": "ok", "accuracy": acc, "low": acc - 0.02}
+        return {"length": length, "read": read, "status": "ok", "accuracy": acc, "right": round(100 * acc), "n": 100}
 
     monkeypatch.setattr(experiment, "read_row", fake_row)
     monkeypatch.setattr("bdh.model.io.read_model_config", lambda folder: (GPT, None))
@@ -179,7 +179,7 @@ def test_min_length_reads_t_then_only_the_long_lengths(tmp_path, monkeypatch):
     config = Config.preset("quick").replace(max_length=256, min_length=128)
 
     def fake_row(config, model_name, model, task, read, length):
-        return {"length": length, "read": read, "status": "ok", "accuracy": 0.9, "low": 0.8}
+        return {"length": length, "read": read, "status": "ok", "accuracy": 0.9, "right": 90, "n": 100}
 
     monkeypatch.setattr(experiment, "read_row", fake_row)
     monkeypatch.setattr("bdh.model.io.read_model_config", lambda folder: (GPT, None))
@@ -194,7 +194,7 @@ def test_min_length_reads_t_then_only_the_long_lengths(tmp_path, monkeypatch):
     assert shown_lengths(config, record["rows"] + earlier) == (32, 64, 128, 256)
     # an earlier invocation found the whole read at chance at 64 and 128: with stop_after_chance=2 it is not read at
     # 256; the window read, never at chance, is
-    chance = {"status": "ok", "accuracy": 0.0, "low": 0.0}
+    chance = {"status": "ok", "accuracy": 0.0, "right": 0, "n": 100}
     record = {"model": "gpt", "task": "induction", "seed": 0, "trace": None}
     record["rows"] = [{"length": n, "read": "whole", **chance} for n in (64, 128)]
     experiment.measure_run(config.replace(min_length=256, stop_after_chance=2), tmp_path, record, log=lambda _: None)
@@ -297,9 +297,8 @@ def test_bdh_reads_through_its_state_in_the_chunked_form(tmp_path, monkeypatch):
         loaded[folder.name] = runtime
         return object()
 
-    monkeypatch.setattr(
-        experiment, "read_row", lambda *a: {"status": "ok", "accuracy": 1, "low": 1, "read": a[4], "length": a[5]}
-    )
+    row = {"status": "ok", "accuracy": 1, "right": 9, "n": 9}
+    monkeypatch.setattr(experiment, "read_row", lambda *a: {**row, "read": a[4], "length": a[5]})
     monkeypatch.setattr("bdh.model.io.load_pretrained", load)
     monkeypatch.setattr(experiment, "trace_record", lambda *a: None)
     config = Config.preset("quick").replace(max_length=64)

@@ -1,6 +1,7 @@
 """Statistics for the neuron-graph analyses: symmetric/skew split of an entry histogram (paper Fig. 9a),
 a robust noise scale, and fits of heavy-tailed degree distributions (paper Figs. 10 and 11), by the discrete
-maximum-likelihood recipe of Clauset, Shalizi and Newman (2009) with Vuong's test (docs/inspect.md)."""
+maximum-likelihood recipe of Clauset, Shalizi and Newman (2009) with Vuong's test (docs/inspect.md); and
+`above_chance`, the one test of the experiments for an accuracy above chance."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ import numpy as np
 from scipy import optimize, special
 
 from bdh.errors import UserError
+from bdh.tasks.lengths import wilson_interval
+
+
+def above_chance(right: int, n: int, chance: float) -> bool:
+    """Whether ``right`` of ``n`` answers are above ``chance``: their Wilson 95% interval
+    (`bdh.tasks.lengths.wilson_interval`) lies above it. A chance that is measured too (a control read without the
+    fact) is given as the top of its own interval, so that the two intervals do not overlap."""
+    return wilson_interval(right, n)[0] > chance
+
 
 # ---------------------------------------------------------------------- entry histograms (Fig. 9a)
 

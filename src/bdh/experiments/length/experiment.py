@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from bdh.analysis.stats import above_chance
 from bdh.model import hard_read
 from bdh.outputs import write_text
 from bdh.tasks.lengths import fixed_test_set, wilson_interval
@@ -205,8 +206,9 @@ def _task(config: Config, task: str, facts: int | None = None) -> Any:
 
 
 def at_chance(row: dict[str, Any], chance: float) -> bool:
-    """Whether a read row is no better than guessing: its interval reaches down to chance."""
-    return row["status"] == "ok" and row["low"] <= chance
+    """Whether a read row is no better than guessing: not `bdh.analysis.stats.above_chance` (its interval reaches
+    down to chance)."""
+    return row["status"] == "ok" and not above_chance(row["right"], row["n"], chance)
 
 
 def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> None:

@@ -7,8 +7,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bdh.analysis.stats import above_chance
 from bdh.seeds import mean, spread_cell
 from bdh.tasks.facts import VALUE_LETTERS
+from bdh.tasks.lengths import wilson_interval
 
 from ..common import Report, save_figure
 from .config import RECIPES, Config
@@ -261,8 +263,8 @@ def verdicts(groups: dict[str, list[dict]], length: int) -> list[tuple[str, bool
 
 def recall_verdict(name: str, runs: list[dict]) -> tuple[str, bool | None, str]:
     """Recall through the state at the first probed distance of at least `RECALL_AT` bytes: above chance
-    when the accuracy on the value's letters exceeds the control's by more than two standard errors
-    (binomial, the letters of every seed pooled)."""
+    (`bdh.analysis.stats.above_chance`) when the Wilson interval of the accuracy on the value's letters lies above
+    the control's (the letters of every seed pooled)."""
     rows = [(i, row) for i, row in enumerate(runs[0]["recall"]) if row["distance"] >= RECALL_AT]
     title = f"{name}: recall through the state above chance at {RECALL_AT:,} bytes"
     if not rows:
@@ -271,9 +273,10 @@ def recall_verdict(name: str, runs: list[dict]) -> tuple[str, bool | None, str]:
     got = [r["recall"][i]["carried"] for r in runs]
     n = sum(g["trials"] for g in got) * VALUE_LETTERS
     hit, ctl = mean([g["accuracy"] for g in got]), mean([g["control"] for g in got])
-    se = math.sqrt((hit * (1 - hit) + ctl * (1 - ctl)) / n)
-    numbers = f"at {row['distance']:,} bytes: accuracy {hit:.3f}, control {ctl:.3f} ({n} letters, 2 SE {2 * se:.3f})"
-    return title, hit - ctl > 2 * se, numbers
+    right, top = round(hit * n), wilson_interval(round(ctl * n), n)[1]  # the letters right; the control's top
+    low = wilson_interval(right, n)[0]
+    numbers = f"at {row['distance']:,} bytes: accuracy {hit:.3f} (from {low:.3f}), control {ctl:.3f} (to {top:.3f})"
+    return title, above_chance(right, n, top), f"{numbers}, {n} letters"
 
 
 def write_report(config: Config, out: Path, records: list[dict], reference: dict, seconds: float) -> Path:
