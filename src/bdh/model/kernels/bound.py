@@ -74,7 +74,7 @@ def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
         tables=tables,
         rotate=rotate,
         relu_rope=_relu_rope(c, tables, rotate),
-        attend=_attend(c),
+        attend=_pass_options(ATTENTION[c.attention](c), c),  # the table's name -> the kernel
         gate=_gate(c),
         activate=_activate(c),
         heads=_heads(c),
@@ -109,10 +109,9 @@ def _relu_rope(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callabl
 
 
 # ---------------------------------------------------------------------- attention
-def _attend(c: Choice) -> Attention:
-    """The attention kernel of ``c`` (`ATTENTION`) with the pass's options: keys and values detached, the state
-    updated in place."""
-    attention = ATTENTION[c.attention](c)
+def _pass_options(attention: Attention, c: Choice) -> Attention:
+    """An attention kernel with the pass's options, where it has any: keys and values detached, the state updated
+    in place."""
     if not (c.detach_kv or c.inplace):
         return attention
     detach, inplace = c.detach_kv, c.inplace
@@ -143,6 +142,7 @@ def _chunked(form: Callable) -> Callable[[Choice], Attention]:
 
 def _state_rule(form: str) -> Callable[[Choice], Attention]:
     """A form of the state rules (`pytorch.state_rules.FORMS`), called with their gates (``log_g``, ``beta``)."""
+
     def make(c: Choice) -> Attention:
         options = {"chunk_size": c.chunk_size} if form == "chunked" else {}
         return partial(STATE_RULE_FORMS[form], need_state=c.need_state, **options)
