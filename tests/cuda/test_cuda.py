@@ -230,7 +230,7 @@ def test_shared_keys_under_bf16_autocast_stay_close_to_fp32():
 
 
 def test_the_training_forward_on_the_gpu_takes_the_fast_kernels():
-    """`select` is device-blind except for dropout masks: the same fast kernels as on the CPU."""
+    """`choose` is device-blind except for dropout masks: the same fast kernels as on the CPU."""
     model = tiny_model(dropout=0.1).to(GPU).train()
     k = model.kernels(Pass("parallel", 0, 16))
     c = k.choice
@@ -305,7 +305,7 @@ def test_fused_gate_is_bit_identical_to_autograd(dtype):
     fast, (dz, dx) = values_and_grads(relu_mul, z, x, weight=w)
     ref, (rz, rx) = values_and_grads(lambda a, b: torch.relu(a) * b, z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
-    drop = torch.rand(2, 3, 7, 16, device=GPU) < 0.3  # the gate with a mask inside, as host masks use it
+    drop = torch.rand(2, 3, 7, 16, device=GPU) < 0.3  # the gate with a mask inside, as in-gate masks use it
     fast, (dz, dx) = values_and_grads(lambda a, b: relu_mul(a, b, DropMask(drop)), z, x, weight=w)
     ref, (rz, rx) = values_and_grads(lambda a, b: (torch.relu(a) * b).masked_fill(drop, 0), z, x, weight=w)
     assert torch.equal(fast, ref) and torch.equal(dz, rz) and torch.equal(dx, rx)
@@ -384,7 +384,7 @@ def test_dropout_on_the_gpu_draws_masks_of_rate_p_scaled_by_one_over_one_minus_p
     p, H, N, T = 0.25, 2, 512, 64
     model = tiny_model(dropout=p, n_neurons=H * N, n_embd=H * N).to(GPU).train()  # n = D: E can be the identity
     k = model.kernels(Pass("parallel", 0, T))
-    assert k.choice.masks == "torch"  # with dropout_rng "auto": never the host masks for a CUDA tensor
+    assert k.choice.masks == "torch"  # with dropout_rng "auto": never the in-gate (NumPy) masks for a CUDA tensor
     eye = torch.eye(H * N, device=GPU)
     y = torch.ones(1, H, T, N, device=GPU, requires_grad=True)
     out = k.read_in(y, eye)  # (1, 1, T, n): every neuron's y after dropout
