@@ -143,6 +143,28 @@ def test_what_we_measured_links_sections_that_exist_and_the_docs_index_every_pag
     assert [p for p in pages if f"]({p})" not in index] == []
 
 
+def test_the_bdh_against_a_transformer_table_states_only_what_its_pages_state():
+    """The table of "What we measured" (one row per question): every number of a row's question, BDH, Transformer and
+    verdict cells, and every count of runs ("on six runs"), is written on a page the row links, so that the table
+    cannot drift from the measurements (as the README's "six runs" once stood against a page's "four runs")."""
+    section = _section("What we measured: BDH against a Transformer")
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| question")]
+    assert len(rows) >= 9
+    number = re.compile(r"\d[\d,]*(?:\.\d+)?")
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 6, row
+        pages = re.findall(r"\]\((docs/[^)#]+)", cells[5])
+        assert pages, row
+        text = " ".join((README.parent / p).read_text(encoding="utf-8") for p in pages)
+        claims = " ".join(cells[:4])
+        for n in number.findall(claims):
+            found = re.search(rf"(?<![\d.,]){re.escape(n)}(?![\d,]|\.\d)", text)
+            assert found, f"README's table: {n} ({cells[0]}) is on none of {pages}"
+        for runs in re.findall(r"\bon (\w+) runs\b", claims):
+            assert f"on {runs} runs" in text, f"README's table: 'on {runs} runs' is on none of {pages}"
+
+
 def test_ci_runs_the_readme_s_install_and_test_command_first():
     """The README's test command failed on the README's install while CI, which installed every extra, passed:
     .ci/run now runs the README's `pip install -e` line and its test command, verbatim, before any other extra."""
