@@ -109,13 +109,15 @@ def test_the_objective_supervises_every_pass(name):
 @pytest.mark.parametrize(
     ("build", "match"),
     [
-        (lambda: BDHConfig(random_depth=(4, 2)), r"BDHConfig.random_depth: \[lo, hi\] needs lo <= hi"),
+        (lambda: BDHConfig(random_depth=(4, 2)), r"BDHConfig.random_depth: \[lo, hi\] needs 1 <= lo <= hi"),
         (lambda: BDHConfig(random_depth=(1, 2), unshared_layers=True), "BDHConfig.random_depth: .*weight-shared"),
         (lambda: BDHConfig(deep_supervision=True, unshared_layers=True), "BDHConfig.deep_supervision: .*weight"),
         (lambda: BDHConfig(deep_supervision=1), "BDHConfig.deep_supervision: must be true or false"),
         (lambda: GPTConfig(deep_supervision=True), "GPTConfig.deep_supervision: .*weight-shared"),
-        (lambda: GPTConfig(random_depth=(0, 2), share_layers=True), "GPTConfig.random_depth: must be"),
+        (lambda: GPTConfig(random_depth=(0, 2), share_layers=True), "GPTConfig.random_depth: .*1 <= lo"),
+        (lambda: GPTConfig(random_depth=(1, 2, 3), share_layers=True), "GPTConfig.random_depth: must be .lo, hi."),
         (lambda: HyperSETConfig(random_depth=(3, 1)), "HyperSETConfig.random_depth: .*lo <= hi"),
+        (lambda: HyperSETConfig.from_dict({"random_depth": [1, 2**40]}), "HyperSETConfig.random_depth: .*2\\*\\*31"),
     ],
 )
 def test_bad_depth_options_are_one_line_errors(build, match):

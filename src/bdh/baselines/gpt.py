@@ -66,7 +66,7 @@ class GPTConfig(ModelConfig):
     share_layers: bool = False
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
     attend: str = one_of("all", ("all", "sudoku"))
-    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
 
     def __post_init__(self) -> None:

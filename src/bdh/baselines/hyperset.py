@@ -59,7 +59,7 @@ class HyperSETConfig(ModelConfig):
     causal: bool = False
     rms_eps: float = bounded(1e-6, gt=0, lt=1)
     attend: str = one_of("all", ("all", "sudoku"))
-    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
 
     def __post_init__(self) -> None:

@@ -56,8 +56,12 @@ class BoardSweep(Sweep):
             n_head=self.n_head,
             neuron_mult=self.neuron_mult,
             causal=False,
-            options={"hyperset": {"time_freq": self.time_freq}},
+            options=self.model_options(),
         )
+
+    def model_options(self) -> dict[str, dict[str, Any]]:
+        """The fields a model is sized with, by model name (`bdh.bench.models.sized_section`): Hyper-SET's F."""
+        return {"hyperset": {"time_freq": self.time_freq}}
 
 
 #: the ``--full`` values both board suites share (GPU-sized: three widths and learning rates, long runs)

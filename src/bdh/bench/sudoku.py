@@ -15,17 +15,36 @@ from typing import Any, ClassVar
 import torch
 
 from bdh.outputs import write_text
-from bdh.typed_config import bounded
+from bdh.typed_config import bounded, one_of
 
 from .boards import BOARD_FULL, BoardSweep
 from .results import write_csv
 from .spec import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault
 
+#: what the attention baselines (GPT, Hyper-SET) are told of the board: ``none`` (learned 1D positions), ``positions``
+#: (row, column and box embeddings) or ``peers`` (those, and attention only between cells of a row, column or box;
+#: `bdh.baselines.grid`). BDH reads the board with its own RoPE either way.
+STRUCTURES = ("none", "positions", "peers")
+
+
+#: the recurrent recipe of the presets (HRM / TRM / the RRN, docs/bench.md "Sudoku"): the board's structure for the
+#: attention baselines, every model weight-shared, a loss at every pass, augmented boards, boards stopped once settled
+RECIPE: dict[str, Any] = {
+    "structure": "peers",
+    "share_gpt": True,
+    "deep_supervision": True,
+    "augment": True,
+    "stop": True,
+}
+
 
 @dataclass
 class SudokuSweep(BoardSweep):
     """The Sudoku sweep: the fields of `BoardSweep` (``n_layer``: the trained depth), plus ``min_givens``/``max_givens``
-    (the generator's range) and ``depth_passes`` (the layer counts of the depth sweep)."""
+    (the generator's range), ``depth_passes`` (the layer counts of the depth sweep) and the recurrent recipe:
+    ``structure`` (`STRUCTURES`), ``share_gpt`` (GPT as one block applied ``n_layer`` times), ``deep_supervision``
+    and ``random_depth`` (of every weight-shared model, `bdh.model.recurrence`), ``augment`` (the training boards'
+    symmetries, `bdh.tasks.sudoku_augment`) and ``stop`` (the depth sweep stops a board once it settles)."""
 
     suite = "sudoku"
 
@@ -37,11 +56,18 @@ class SudokuSweep(BoardSweep):
     eval_batch_size: int = redefault(BoardSweep, "eval_batch_size", 100)
     min_givens: int = bounded(60, ge=17, le=81)
     max_givens: int = bounded(70, ge=17, le=81)
-    depth_passes: tuple[int, ...] = bounded((2, 4, 6, 8), ge=1)
+    depth_passes: tuple[int, ...] = bounded((2, 4, 6, 8), ge=1, le=4096)
+    structure: str = one_of("none", STRUCTURES)
+    share_gpt: bool = False
+    deep_supervision: bool = False
+    random_depth: tuple[int, int] | None = None  # checked in validate
+    augment: bool = False
+    stop: bool = False
 
-    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
+    #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``), both with the recurrent recipe:
     #: quick: Tiny sizes for smoke tests (easy puzzles, a few steps).
-    #: full: Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU.
+    #: full: Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU; the depth
+    #: sweep to 1,024 passes.
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "quick": {
             **QUICK,
@@ -50,10 +76,12 @@ class SudokuSweep(BoardSweep):
             "min_givens": 45,
             "max_givens": 50,
             "n_layer": 2,
-            "depth_passes": (1, 2, 4),
+            "depth_passes": (1, 2, 4, 8),
             "n_head": 2,
             "time_freq": 16,
             "eval_batch_size": 32,
+            **RECIPE,
+            "random_depth": (1, 3),
         },
         "full": {
             **BOARD_FULL,
@@ -62,14 +90,23 @@ class SudokuSweep(BoardSweep):
             "min_givens": 24,
             "max_givens": 34,
             "n_layer": 12,
-            "depth_passes": (6, 12, 18, 24, 36),
+            "depth_passes": (6, 12, 24, 48, 96, 192, 384, 768, 1024),
             "eval_batch_size": 250,
+            **RECIPE,
+            "random_depth": (4, 16),
         },
     }
 
     def validate(self) -> None:
         """The rules between fields: those of `BoardSweep` (every model one the suite can run), and min_givens <=
-        max_givens."""
+        max_givens, random_depth's lo <= hi (the model configs' own checks, named as the sweep's fields)."""
+        for name in ("share_gpt", "deep_supervision", "augment", "stop"):
+            if not isinstance(getattr(self, name), bool):
+                raise BenchError(f"{self._key(name)}: must be true or false, got {getattr(self, name)!r}")
+        from bdh.model.recurrence import depth_complaint
+
+        if self.random_depth is not None and (bad := depth_complaint(self.random_depth, False, True)) is not None:
+            raise BenchError(f"{self._key('random_depth')}: {bad[1]}")
         super().validate()
         if self.min_givens > self.max_givens:
             raise BenchError(
@@ -86,6 +123,29 @@ class SudokuSweep(BoardSweep):
     @property
     def setting(self) -> str:
         return f"G{self.min_givens}-{self.max_givens}"
+
+    def model_options(self) -> dict[str, dict[str, Any]]:
+        """`BoardSweep.model_options` with the recurrent recipe, so that GPT and Hyper-SET are sized as they run: the
+        board's structure, GPT's shared block, and deep supervision and a random depth where the passes are shared."""
+        board: dict[str, Any] = {}
+        if self.structure != "none":
+            board = {"positional": "sudoku", "attend": "sudoku" if self.structure == "peers" else "all"}
+        depth = self._depth_options()
+        gpt = {**board, **({"share_layers": True, **depth} if self.share_gpt else {})}
+        return {"hyperset": {**super().model_options()["hyperset"], **board, **depth}, "gpt": gpt}
+
+    def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
+        """`BoardSweep.model_section`; BDH (weight-shared unless ablated) also with the recurrent depth options."""
+        section = super().model_section(model, width, vocab_size=vocab_size, seq_len=seq_len)
+        if section["name"] == "bdh" and not section.get("unshared_layers"):
+            section = {**section, **self._depth_options()}
+        return section
+
+    def _depth_options(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"deep_supervision": True} if self.deep_supervision else {}
+        if self.random_depth is not None:
+            out["random_depth"] = list(self.random_depth)
+        return out
 
 
 #: the sweep class of the suite (what ``bdh bench sudoku`` builds, `bdh.bench.spec`)
@@ -137,6 +197,7 @@ def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
         "val_csv": str(data[1]),
         "num_train": sweep.num_train,
         "num_val": sweep.num_val,
+        **({"augment": True} if sweep.augment else {}),
     }
     specs = []
     for w in sweep.widths:
@@ -174,6 +235,7 @@ class DepthColumns:
             batch_size=self.sweep.eval_batch_size,
             seed=spec.seed,
             device=device,
+            stop=self.sweep.stop,
         )
         model.train()
         return {
@@ -208,6 +270,14 @@ def depth_rows(results: list[dict[str, Any]], trained: int) -> list[dict[str, An
     return out
 
 
+def trained_depth(sweep: SudokuSweep) -> str:
+    """The passes of training, in words: ``n_layer``, or the range ``random_depth`` draws from."""
+    if sweep.random_depth is None:
+        return str(sweep.n_layer)
+    lo, hi = sweep.random_depth
+    return f"{lo}-{hi} passes drawn per batch, loss at every pass" if sweep.deep_supervision else f"{lo}-{hi}"
+
+
 def finisher(sweep: SudokuSweep):
     """Writes depth.csv and plots/depth-sudoku from the chosen rows."""
 
@@ -216,7 +286,9 @@ def finisher(sweep: SudokuSweep):
         if not rows:
             return []
         # the trivial answer has no depth: a horizontal line at its cell accuracy
-        reference = [{"series": TRIVIAL, "cell_accuracy": r["cell_accuracy"]} for r in results if r["model"] == TRIVIAL]
+        reference = [
+            {"series": TRIVIAL, "board_accuracy": r["board_accuracy"]} for r in results if r["model"] == TRIVIAL
+        ]
         path = out / "depth.csv"
         write_csv(
             path,
@@ -232,9 +304,9 @@ def finisher(sweep: SudokuSweep):
             rows + reference,
             out / "plots" / "depth-sudoku",
             "passes",
-            "cell_accuracy",
+            "board_accuracy",
             series="series",
-            title=f"sudoku: cell accuracy against test-time layer passes (trained with {sweep.n_layer})",
+            title=f"sudoku: board accuracy against test-time layer passes (trained with {trained_depth(sweep)})",
             reference=TRIVIAL,
         )
         return files

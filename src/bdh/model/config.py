@@ -146,7 +146,7 @@ class BDHConfig(ModelConfig):
     ungated: bool = False
     no_expansion: bool = False
     unshared_layers: bool = False
-    random_depth: tuple[int, int] | None = bounded(None, ge=1, lt=2**31)
+    random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
     #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,

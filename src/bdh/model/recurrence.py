@@ -21,12 +21,14 @@ FIELDS = frozenset({"random_depth", "deep_supervision"})
 def depth_complaint(
     random_depth: tuple[int, int] | None, deep_supervision: bool, shared: bool
 ) -> tuple[str, str] | None:
-    """(field, why) for options a config cannot take, or None: ``random_depth`` needs lo <= hi, and either option a
-    model whose passes share their weights (``shared``)."""
+    """(field, why) for options a config cannot take, or None: ``random_depth`` needs two integers 1 <= lo <= hi,
+    and either option a model whose passes share their weights (``shared``)."""
     if random_depth is not None:
+        if len(random_depth) != 2 or any(isinstance(k, bool) or not isinstance(k, int) for k in random_depth):
+            return "random_depth", f"must be [lo, hi], two integers, or null; got {random_depth!r}"
         lo, hi = random_depth
-        if lo > hi:
-            return "random_depth", f"[lo, hi] needs lo <= hi, got [{lo}, {hi}]"
+        if not 1 <= lo <= hi < 2**31:
+            return "random_depth", f"[lo, hi] needs 1 <= lo <= hi < 2**31, got [{lo}, {hi}]"
         if not shared:
             return "random_depth", "a random number of passes needs weight-shared passes (every pass the same layer)"
     if deep_supervision and not shared:

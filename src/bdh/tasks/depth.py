@@ -73,7 +73,7 @@ def depth_sweep(
     """``{n_passes: metrics}``: the task's metrics over (the first ``max_batches`` batches of) ``split`` at each pass
     count, the batches built once; batches weighted by their examples. A module with ``pass_logits`` is iterated
     once per batch (`iterate`; with ``stop``, each sequence settles when its answer stops changing, and the metrics
-    gain ``passes``: the mean passes run, up to the count)."""
+    gain ``mean_passes``: the mean passes run, up to the count)."""
     _check_passes(passes)
     if hasattr(model_fn, "pass_logits") and isinstance(model_fn, torch.nn.Module):
         model_fn.eval()
@@ -129,7 +129,7 @@ def _iterated_sweep(model, task, passes, batches, device, stop: bool) -> dict[in
         for k, pred in preds.items():
             m = task.metrics(F.one_hot(pred, vocab).float(), y, x)
             if stop:
-                m["passes"] = float(used.clamp(max=k).float().mean())
+                m["mean_passes"] = float(used.clamp(max=k).float().mean())
             for name, value in m.items():
                 if not math.isnan(value):
                     sums[k][name] = sums[k].get(name, 0.0) + value * len(x)
