@@ -11,7 +11,8 @@ T = 512, 2048 and 8192 with batch 16384 / T sequences (32 at T = 512, as the off
 of 5 timed steps after 2 warm-up ones. ``--quick`` (`QUICK_GPU`): T = 512 and 2048, batch 8192 / T, 2 steps
 after 1; generation at batch 1 and 8, contexts 1k, 2k and 8k. ``--device cpu --quick`` (`QUICK_CPU`): a model of
 41k parameters. ``--part training`` or ``--part generation`` measures one of the two tables (`benchmarks/gpu_all.py`
-runs them as two commands, each with its own time limit).
+runs them as two commands, each with its own time limit). ``--blocks T ...`` measures the training table at those
+windows only (the science plan's ``torch.compile`` rows: ``--compile --blocks 2048``).
 
 Training table, per window T, every cell measured in this run:
 
@@ -61,7 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from itertools import count, takewhile
 from pathlib import Path
@@ -547,6 +548,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="fewer windows, batches and steps (on the CPU: tiny sizes)")
     p.add_argument("--part", choices=["all", "training", "generation"], default="all", help="which tables to measure")
     p.add_argument("--compile", action="store_true", help="also ours and the official loop under torch.compile")
+    p.add_argument("--blocks", type=int, nargs="+", help="the windows T of the training table (default: the size's)")
     p.add_argument("--form", choices=["auto", "parallel", "chunked"], default="auto", help="our attention form")
     p.add_argument("--chunk-size", type=int, default=256, help="chunk of the chunked form")
     p.add_argument("--dropout", type=float, default=0.1, help="BDH dropout (the official default)")
@@ -574,6 +576,9 @@ def refusal(args: argparse.Namespace) -> str | None:
         return f"{args.official}: no bdh.py (give the path of a pathwaycom/bdh checkout)"
     if args.chunk_size < 1 or not 0 <= args.dropout < 1:
         return "--chunk-size must be positive and --dropout in [0, 1)"
+    blocks = getattr(args, "blocks", None)  # (benchmarks/gpu_profile.py hands its own arguments, without it)
+    if blocks is not None and min(blocks) < 1:
+        return f"--blocks must be positive windows, got {blocks}"
     if args.out is not None:
         from bdh.errors import UserError
         from bdh.outputs import check_output
@@ -624,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = torch.device(args.device)
     sizes = QUICK_CPU if device.type == "cpu" else (QUICK_GPU if args.quick else FULL)
+    if args.blocks is not None:
+        sizes = replace(sizes, blocks=tuple(args.blocks))
     dev = Device(str(device))
     if dev.cuda:
         torch.cuda.set_device(dev.device)

@@ -30,6 +30,11 @@ says so.
 ``--device cpu --quick`` runs the same steps at tiny sizes on the CPU (the install is skipped there: a check of
 the script leaves the environment alone; the GPU tests are collected and skipped); tests/test_gpu_benchmark.py
 runs it in CI.
+
+``--plan science`` runs, with the same machinery (a process and a time limit a step, one folder, ``summary.md``,
+``--tar``), the package's questions at the paper's size instead (`benchmarks/gpu_science.py`: Fig. 7 against a
+GPT, one fact to 2^20, the state on text, the ``torch.compile`` rows), each step's answer in the summary;
+``--plan science --device cpu --quick`` runs every one of them at tiny sizes (tests/test_gpu_science.py).
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ BENCHMARKS = ROOT / "benchmarks"
 #: seconds each step may take: on the GPU (540 s in all, inside the 10 minutes), and for --quick
 LIMITS = {"install": 40, "cuda-tests": 180, "training": 140, "profile": 60, "generation": 120}
 QUICK_LIMITS = {"install": 40, "cuda-tests": 180, "training": 90, "profile": 60, "generation": 60}
+#: seconds each step of ``--plan science --quick`` may take (the GPU limits are the plan's own, `gpu_science.PLAN`)
+QUICK_SCIENCE_LIMIT = 240
 #: the GPU test that runs benchmarks/gpu.py --quick itself (the training and generation steps run gpu.py)
 SELF_TEST = "tests/cuda/test_cuda.py::test_the_gpu_benchmark_runs_in_quick_mode"
 
@@ -67,8 +74,31 @@ class Step:
     log: str
 
 
+def science():
+    """benchmarks/gpu_science.py, the science plan (loaded from this folder, however this file was loaded)."""
+    spec = importlib.util.spec_from_file_location("bdh_gpu_science", BENCHMARKS / "gpu_science.py")
+    module = sys.modules.get(spec.name)
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return module
+
+
+def science_steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
+    """The steps of ``--plan science``, in their rank order (`gpu_science.PLAN`)."""
+    plan = science()
+    out = []
+    for s in plan.PLAN:
+        argv = plan.argv(s, sys.executable, args.out, args.quick, args.device, official)
+        out.append(Step(s.name, argv, QUICK_SCIENCE_LIMIT if args.quick else s.limit, f"{s.name}.log"))
+    return out
+
+
 def steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
     """The steps of a run, in order."""
+    if args.plan == "science":
+        return science_steps(args, official)
     py, out = sys.executable, args.out
     limits = QUICK_LIMITS if args.quick else LIMITS
     size = ["--device", args.device] + (["--quick"] if args.quick else [])
@@ -180,9 +210,10 @@ def test_counts(xml: Path) -> str:
 
 
 def summary(args: argparse.Namespace, official: Path | None, results: list[dict]) -> str:
-    """summary.md: what ran, how it ended, how long it took, and the test counts; the tables are in the logs."""
+    """summary.md: what ran, how it ended, how long it took, and the test counts; the tables are in the logs.
+    With ``--plan science``: each step's question and answer instead."""
     lines = [
-        "# GPU run",
+        "# GPU run" + (" (science plan)" if args.plan == "science" else ""),
         "",
         f"Command: `{' '.join(['python', *sys.argv])}`; the environment is in `environment.txt`.",
         "" if official is not None else "No official checkout: the official rows are left out.",
@@ -191,6 +222,10 @@ def summary(args: argparse.Namespace, official: Path | None, results: list[dict]
         "|---|---|---:|---|",
         *(f"| {r['step']} | {r['status']} | {r['seconds']:.0f} | `{r['log']}` |" for r in results),
         "",
+    ]
+    if args.plan == "science":
+        return "\n".join(lines + science().answers(args.out, results)) + "\n"
+    lines += [
         "GPU tests: " + test_counts(args.out / "cuda_tests.xml"),
         "",
         "The tables below are copied from `training.log` and `generation.log` (their numbers are in the JSON files);",
@@ -216,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="output folder (must not exist, or be empty)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: with --quick, a check of the script")
     p.add_argument("--quick", action="store_true", help="gpu.py --quick (on the CPU: tiny sizes)")
-    p.add_argument("--skip", nargs="+", default=[], choices=sorted(LIMITS), help="steps to leave out")
+    p.add_argument("--plan", choices=["perf", "science"], default="perf", help="the benchmarks, or the science plan")
+    names = sorted(set(LIMITS) | {s.name for s in science().PLAN})
+    p.add_argument("--skip", nargs="+", default=[], choices=names, help="steps to leave out")
     p.add_argument("--tar", nargs="?", const="", type=str, help="also pack the folder into this file (OUT.tar.gz)")
     args = p.parse_args(argv)
     args.out = args.out.resolve()  # the steps run in the checkout's root

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bdh.errors import UserError
-from bdh.typed_config import bounded, parse_list
+from bdh.typed_config import bounded, one_of, parse_list
 
 from ..common import ExperimentConfig
 
@@ -69,7 +69,9 @@ class Config(ExperimentConfig):
         recall_trials: trials per distance.
         generate_bytes: bytes of the long generation scored first against last thousand.
         ngram: order of the byte n-gram judge of generations.
-        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default)."""
+        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default).
+        device, precision: the trainer's device (``auto`` for a GPU) and precision; the measures run where the
+            trained model lies."""
 
     recipes: str = "official,alibi,tbptt-streams,alibi-tbptt,multiscale,facts,gpt,gpt-facts"
     seeds: str = "0,1"
@@ -90,6 +92,8 @@ class Config(ExperimentConfig):
     generate_bytes: int = bounded(10000, ge=2000)
     ngram: int = bounded(5, ge=1, le=7)
     threads: int | None = bounded(None, ge=1)
+    device: str = "cpu"
+    precision: str = one_of("fp32", ("auto", "bf16", "fp32"))
 
     experiment = "long-context"
 
@@ -135,6 +139,8 @@ class Config(ExperimentConfig):
             raise UserError(f"long-context.recall_distances: distances must be >= 1, got {self.recall_distances!r}")
         if self.cut_stride > self.seq_len:
             raise UserError(f"long-context.cut_stride: at most seq_len ({self.seq_len}), got {self.cut_stride}")
+        if not isinstance(self.device, str) or not self.device:
+            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
 
     @property
     def recipe_list(self) -> tuple[str, ...]:
@@ -155,8 +161,10 @@ class Config(ExperimentConfig):
         return {**self.size.section(), **RECIPES[recipe].get("model", {})}
 
     def sections(self, recipe: str) -> dict[str, dict[str, Any]]:
-        """The other run-config fields a recipe changes, by section."""
-        return {k: dict(v) for k, v in RECIPES[recipe].items() if k != "model"}
+        """The other run-config fields a recipe changes, by section, and the trainer's device and precision."""
+        out = {k: dict(v) for k, v in RECIPES[recipe].items() if k != "model"}
+        out["train"] = {**out.get("train", {}), "device": self.device, "precision": self.precision}
+        return out
 
     def gpt_section(self) -> dict[str, Any]:
         """The GPT with the parameter count closest to the BDH's (`GPTConfig.for_budget`)."""

@@ -221,6 +221,15 @@ def runs_table(rep: Report, records: list[dict[str, Any]]) -> None:
     rep.table(headers, rows, digits=4)
 
 
+def equal_time_text(rep: Report, summary: Summary) -> None:
+    """The comparison at the same wall-clock (`bdh.experiments.scaling.summary.equal_time`), one line per size."""
+    rep.text(
+        "The same wall-clock (each seed's two runs read at the training time of the faster one, the slower one's "
+        "loss curve read there, between its points): "
+        + "; ".join(f"{s['label']}: {c.describe()}" for s, c in zip(summary.sizes, summary.equal_time, strict=True))
+    )
+
+
 def write_report(
     config: Config,
     out: Path,
@@ -247,6 +256,7 @@ def write_report(
         "undecided. The seed spread column is the larger of the two models' max - min over seeds."
     )
     loss_table(rep, summary)
+    equal_time_text(rep, summary)
     directions_table(rep, summary, segments)
     rep.heading("Power-law fits L(N) = a (N / 1M)^-b + c")
     fits_section(rep, summary)
@@ -306,6 +316,7 @@ def _results(
         "sizes": summary.sizes,
         "comparisons": [c.to_dict() for c in summary.final],
         "half_budget_comparisons": [c.to_dict() for c in summary.half],
+        "equal_time_comparisons": [c.to_dict() for c in summary.equal_time],
         "fits": {m: f.to_dict() for m, f in summary.fits.items()},
         "crossovers": summary.crossing,
         "eval_segments": {k: len(v) for k, v in segments.items()},

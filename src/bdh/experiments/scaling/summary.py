@@ -12,7 +12,7 @@ from bdh.seeds import finite_mean
 from .config import Config
 from .fits import PowerLawFit, crossovers, fit_power_law
 from .ladder import MODELS, Rung, inference_cost, train_flops_per_token
-from .verdict import Comparison, compare, decide, findings
+from .verdict import UNDECIDED, Comparison, compare, decide, findings
 
 #: fitted crossovers are also looked for this far beyond the largest size (labelled as extrapolation)
 EXTRAPOLATE = 100.0
@@ -29,6 +29,7 @@ class Summary:
     crossing: dict[str, list[float]]
     improved: dict[str, tuple[str, float, float, str]]
     found: list[tuple[str, bool | None, str]] = field(default_factory=list)
+    equal_time: list[Comparison] = field(default_factory=list)
 
 
 def kept(records: list[dict[str, Any]], chosen: dict[str, tuple[float, Any]], model: str, size: int) -> list[dict]:
@@ -47,6 +48,44 @@ def half_loss(record: dict[str, Any], steps: int) -> float:
     if not val or record.get("diverged"):
         return math.nan
     return float(min(val, key=lambda p: abs(p[0] - steps / 2))[2])
+
+
+def loss_at_seconds(record: dict[str, Any], seconds: float) -> float | None:
+    """The run's validation loss after ``seconds`` of training: its loss curve ([step, tokens, loss]) read at the
+    tokens its measured throughput trains in that time, linearly between curve points; the last point once the run
+    has ended. NaN for a diverged run (as its final loss); None where it was not measured: before the first curve
+    point, or without a curve or a throughput."""
+    if record.get("diverged"):
+        return math.nan
+    val = record.get("curve", {}).get("val", [])
+    rate = record.get("tok_per_s", math.nan)
+    if not val or not math.isfinite(rate) or not math.isfinite(seconds):
+        return None
+    tokens = rate * seconds
+    if tokens >= val[-1][1]:
+        return float(val[-1][2])
+    for (_, t0, l0), (_, t1, l1) in zip(val, val[1:]):
+        if t0 <= tokens <= t1:
+            return float(l0 + (l1 - l0) * (tokens - t0) / max(t1 - t0, 1e-12))
+    return None
+
+
+def equal_time(records: list[dict], chosen: dict, size: int) -> Comparison:
+    """BDH against GPT at ``size`` for the same wall-clock: per seed, both models read at the training time of the
+    faster one (`loss_at_seconds`; the slower one's curve cut there), then `compare` as at equal tokens; undecided
+    where a slower run has no curve point that early."""
+    bdh, gpt = kept(records, chosen, "bdh", size), kept(records, chosen, "gpt", size)
+    by_seed = {_seed(r): r for r in gpt}
+    pairs = [(b, by_seed[_seed(b)]) for b in bdh if _seed(b) in by_seed]
+    losses: list[list[float | None]] = [[], []]
+    for b, g in pairs:
+        budget = min(b.get("train_s", math.nan), g.get("train_s", math.nan))
+        losses[0].append(loss_at_seconds(b, budget))
+        losses[1].append(loss_at_seconds(g, budget))
+    if not pairs or any(v is None for vs in losses for v in vs):
+        note = "no curve point of the slower model at the faster one's training time (more curve_points)"
+        return Comparison(UNDECIDED, math.nan, math.nan, math.nan, math.nan, len(pairs), note)
+    return compare(*losses)
 
 
 def size_rows(config: Config, rungs: list[Rung], records: list[dict], chosen: dict) -> list[dict[str, Any]]:
@@ -96,5 +135,6 @@ def summarise(config: Config, rungs: list[Rung], records: list[dict], chosen: di
     if len(sizes) < 2:
         improved = {m: ("undecided", math.nan, math.nan, "one size") for m in MODELS}
     summary = Summary(sizes, final, half, fits, crossing, improved)
+    summary.equal_time = [equal_time(records, chosen, s["size"]) for s in sizes]
     summary.found = findings([s["label"] for s in sizes], final, half, fits, improved)
     return summary
