@@ -55,6 +55,24 @@ def test_degree_distribution_draws_the_fitted_power_law(tmp_path):
     assert f"alpha={fit['alpha']:.2f}" in svg  # the fit is drawn and labelled
 
 
+def test_the_power_law_line_stays_within_the_measured_probabilities(tmp_path, monkeypatch):
+    """The fitted line ran from k_min to the largest degree, two decades below the rarest point measured: it now ends
+    where it falls below the smallest probability the data shows (one node of that degree)."""
+    from bdh.analysis.stats import fit_degrees
+
+    figs = []
+    monkeypatch.setattr(plots, "save", lambda fig, stem, **options: figs.append(fig) or [])
+    k = np.floor(np.random.default_rng(0).pareto(1.5, size=3000) * 3 + 1).astype(int)
+    plots.degree_distribution({"in": k, "out": k}, {"in": fit_degrees(k).to_dict(), "out": None}, tmp_path / "deg")
+    (fig,) = figs
+    lowest = 1 / k.size  # a degree held by one node
+    (line,) = [l for l in fig.axes[0].get_lines() if l.get_label().startswith("power-law fit")]
+    ys = np.asarray(line.get_ydata())
+    assert ys.size > 5 and ys.min() >= lowest * (1 - 1e-9)  # relative rounding of the float comparison only
+    assert np.asarray(line.get_xdata()).max() <= k.max()
+    plots.pyplot().close(fig)
+
+
 def test_degree_legends_hide_no_point(tmp_path, monkeypatch):
     """The legend sat in a corner of each panel, over points of some models: it is now below the panel."""
     figs = []

@@ -113,6 +113,11 @@ def sigma(raw: dict[str, Any], path: Path, source: str = "") -> Path:
     return _finish(fig, path, f"sigma graph (Eq. 16){where}, cf. Fig. 11", source)
 
 
+def _legend_beside(ax, **options) -> None:
+    """The legend right of the panel, where it covers no trace (inside, the layers' lines ran under it)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **options)
+
+
 def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = None) -> Path:
     plt = pyplot()
     tr, ctl, phase = raw["trained"], raw["control"], raw["phase"]
@@ -128,7 +133,7 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
     axes[0].plot(ctl.y_token.mean(axis=0) * 100, lw=0.8, color="k", ls=":", label="control (mean)")
     axes[0].set_ylabel("% y non-zero")
     axes[0].set_title("y active per layer")
-    axes[0].legend(ncol=min(L + 1, 5))
+    _legend_beside(axes[0])
     if tr.y_bucket is not None:
         bl = min(2, L - 1) if bucket_layer is None else bucket_layer
         K = tr.y_bucket.shape[1]
@@ -140,14 +145,13 @@ def sparsity_repeat(raw: dict[str, Any], path: Path, bucket_layer: int | None = 
             )
         axes[1].set_ylabel("% y non-zero")
         axes[1].set_title(f"layer {bl}, per RoPE frequency bucket")
-        axes[1].set_ylim(0, axes[1].get_ylim()[1] * 1.45)  # room above the traces for the two-row legend
-        axes[1].legend(ncol=4, title="period (tokens)", loc="upper center")
+        _legend_beside(axes[1], title="period (tokens)", ncol=1 + (K > 8))
     axes[2].plot(tr.surprisal, lw=0.8, color="C3", label="trained")
     axes[2].plot(ctl.surprisal, lw=0.8, color="k", ls=":", label="control")
     axes[2].set_ylabel("surprisal (bits)")
     axes[2].set_xlabel("token (shaded: warm-up grey, first presentation of the word orange)")
     axes[2].set_title("surprisal of each token")
-    axes[2].legend()
+    _legend_beside(axes[2])
     for ax in axes[:2]:
         ax.set_xlabel("token")
         ax.xaxis.set_tick_params(labelbottom=True)

@@ -209,9 +209,11 @@ def degree_distribution(
             alpha, kmin = float(fit["alpha"]), int(fit["k_min"])
             share = float(fit["n_tail"]) / max(1.0, float(fit["n"]))
             ks = np.unique(np.geomspace(kmin, max(kmin + 1, kv.max()), 60).round())
+            line = share * ks**-alpha / special.zeta(alpha, kmin)
+            shown = line >= p.min()  # the line ends where it falls below the rarest degree measured (one node)
             ax.loglog(
-                ks,
-                share * ks**-alpha / special.zeta(alpha, kmin),
+                ks[shown],
+                line[shown],
                 "-",
                 color="C3",
                 lw=1.5,
