@@ -17,6 +17,7 @@ fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta`` and its
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
@@ -25,6 +26,7 @@ from torch import nn
 
 from bdh.errors import UserError
 
+from . import recurrence
 from .capture import BDHCapture, LayerActivations, LayerHook
 from .config import BDHConfig
 from .generation import GenerationMixin
@@ -211,6 +213,19 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         logits, _ = self.run(idx, None, p, _chain(hooks), n_layer)
         return (logits, cap) if capture else logits
 
+    def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
+        """The logits (B, T, V) after each of ``n_layer`` passes (default L), lazily: pass k's are `forward`'s with
+        ``n_layer=k``, v_k @ readout (a loss at every pass, test-time iteration; `bdh.tasks.depth`)."""
+        check_tokens("BDH", idx, self.config.vocab_size)
+        passes = self._passes(n_layer, None)
+        return self._pass_logits(idx, self.kernels(Pass(self.config.attention, 0, _length(idx))), passes)
+
+    def _pass_logits(self, idx: torch.Tensor, k: Kernels, passes: int) -> Iterator[torch.Tensor]:
+        v = self.embed_tokens(idx)
+        for layer in range(passes):
+            v = self.layer(v, None, k, self.weights(layer))[0]
+            yield v.squeeze(1) @ self.readout
+
     def slow_forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, beside the fast `forward`.
 
@@ -305,6 +320,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
 
     # ------------------------------------------------------------------ input checks
     def _passes(self, n_layer: int | None, state: BDHState | None) -> int:
+        if state is None:  # a forward over a whole sequence: in training, perhaps a drawn count (random_depth)
+            n_layer = recurrence.passes_of(n_layer, self.config.random_depth, self.training)
         passes = self.config.n_layer if n_layer is None else n_layer
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
             raise UserError(f"BDH: n_layer (layer passes) must be a positive integer, got {n_layer!r}")
