@@ -1,4 +1,5 @@
-"""Pieces the benchmark scripts share: the official checkout as a module, and peak resident memory.
+"""Pieces the benchmark scripts share: one-line errors (`Parser`, `run`), the official checkout as a module, and peak
+resident memory.
 
 The scripts are run as files (``python benchmarks/perf.py``), so this module is imported from the same
 folder; nothing of the official code is copied, it is loaded from the path the user gives.
@@ -10,7 +11,32 @@ import argparse
 import importlib.util
 import platform
 import resource
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (see 'PROG --help')``, exit
+    status 2 (no usage block), as the ``bdh`` commands print them."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(main: Callable[[], int | None]) -> NoReturn:
+    """``sys.exit(main())`` with the one-line errors of the ``bdh`` commands: a `bdh.errors.UserError` (a value a
+    check refuses, a damaged model folder) is ``PROG: error: MESSAGE`` on stderr and exit status 2, no traceback."""
+    from bdh.errors import UserError
+
+    try:
+        code = main()
+    except UserError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
 
 
 def load_official(checkout: Path):
@@ -82,10 +108,14 @@ def cpu_description() -> str:
 def recall_gap_parser(description: str, lengths: list[int]) -> argparse.ArgumentParser:
     """The arguments of the benchmarks that read one trained model of ``bdh experiment length``'s recall_gap task
     (recall_fillers, recall_writes): its folder, the test lengths (default ``lengths``), sequences, pairs, threads."""
-    p = argparse.ArgumentParser(description=description)
+    from bdh.cli.checks import integer
+
+    p = Parser(description=description)
     p.add_argument("model", type=Path, help="a model folder of a recall_gap run of bdh experiment length")
-    p.add_argument("--lengths", type=int, nargs="+", default=lengths)
-    p.add_argument("--sequences", type=int, default=64, help="test sequences per length (the experiment's first)")
-    p.add_argument("--pairs", type=int, default=8, help="D, the key-value pairs the run was trained with")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--lengths", type=integer(1), nargs="+", default=lengths)
+    p.add_argument(
+        "--sequences", type=integer(1), default=64, help="test sequences per length (the experiment's first)"
+    )
+    p.add_argument("--pairs", type=integer(1), default=8, help="D, the key-value pairs the run was trained with")
+    p.add_argument("--threads", type=integer(1), default=2)
     return p

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import torch
+from _shared import Parser, run
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
         return int(text)
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, metavar="RUN_DIR", help="a run folder of a BDH trained on text")
     p.add_argument("--length", type=positive, default=65536, help="bytes read per lane (default 65536)")
     p.add_argument("--lanes", type=positive, default=2, help="lanes of the validation split read side by side")
@@ -91,4 +92,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

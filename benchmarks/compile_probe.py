@@ -25,12 +25,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from _shared import cpu_description
+from _shared import Parser, cpu_description, run
 
 WAYS = ("eager, loops", "eager, PyTorch", "compiled, loops", "compiled, inductor")
 
@@ -117,7 +116,7 @@ def profile_top(step, rows: int) -> list[tuple[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n-layer", type=int, default=6)
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--n-head", type=int, default=4)
@@ -160,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

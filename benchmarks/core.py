@@ -25,8 +25,8 @@ import sys
 import time
 
 import torch
+from _shared import Parser, reset_peak, run
 from _shared import peak as peak_kib
-from _shared import reset_peak
 
 from bdh import BDH, BDHConfig
 from bdh.model.sizes import train_memory_bytes
@@ -149,7 +149,7 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "_child":
         print(json.dumps(_training_child(json.loads(sys.argv[2]))))
         return
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("which", nargs="?", choices=["all", "generation", "training"], default="all")
     p.add_argument("--n-layer", type=int, default=6)
     p.add_argument("--n-embd", type=int, default=256)
@@ -218,4 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -19,16 +19,14 @@ and the largest distance. The windows' own standard deviation divided by sqrt(n)
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _shared import cpu_description
+from _shared import Parser, cpu_description, run
 
 SIZES = (128, 256, 512, 1024)
 TOLERANCE = 0.02
@@ -89,7 +87,7 @@ def quick_run(folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = Parser(description=__doc__.split("\n")[0])
     p.add_argument("run", nargs="?", help="a run folder (its best model and validation split)")
     p.add_argument("--quick", action="store_true", help="a tiny untrained run instead (a test)")
     p.add_argument("--draws", type=int, default=2000, help="random samples per size")
@@ -116,4 +114,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

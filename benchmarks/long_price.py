@@ -25,7 +25,7 @@ import sys
 import time
 
 import torch
-from _shared import rss_mb
+from _shared import Parser, rss_mb, run
 
 from bdh.experiments.length.config import Config
 from bdh.registry import get_model
@@ -109,17 +109,19 @@ def generation_table(config: Config, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from bdh.cli.checks import integer
+
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=2**20, help="tokens of the long read")
     ap.add_argument("--windows", type=int, default=64, help="sequences of T timed for the windowed pass")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 8192, 65536])
     ap.add_argument("--new-tokens", type=int, default=32, help="timed new tokens per context")
-    ap.add_argument("--width", type=int, default=64, help="the experiment's width (its --set width=)")
-    ap.add_argument("--n-layer", type=int, default=2)
-    ap.add_argument("--neuron-mult", type=int, default=8, help="BDH's n = neuron_mult x width")
+    ap.add_argument("--width", type=integer(1), default=64, help="the experiment's width (its --set width=)")
+    ap.add_argument("--n-layer", type=integer(1), default=2)
+    ap.add_argument("--neuron-mult", type=integer(1), default=8, help="BDH's n = neuron_mult x width")
     ap.add_argument("--bdh", default="bdh-nopos-lg", help="the BDH row of both tables (a name of BDH_STATES or bdh)")
     ap.add_argument("--models", nargs="*", default=[], help="other models of the read table (e.g. mamba gla)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=integer(1), default=2)
     ap.add_argument("--skip", choices=("read", "generation"), help="leave one table out")
     args = ap.parse_args(argv)
     if args.tokens < 1 or args.windows < 1 or args.new_tokens < 1 or min(args.contexts) < 1:
@@ -143,4 +145,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

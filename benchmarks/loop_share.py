@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
-from _shared import cpu_description
+from _shared import Parser, cpu_description, run
 
 LOOPS = ("relu_rope", "gate", "gate_back", "relu_rope_back")
 
@@ -94,7 +94,7 @@ def step_shares(
 
 def parser(doc: str) -> argparse.ArgumentParser:
     """The model and step options of this script (and of `benchmarks/matmul_share.py`)."""
-    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p = Parser(description=doc.split("\n")[0])
     p.add_argument("--setting", choices=("bf16", "fp32"), default="bf16")
     p.add_argument("--block", type=int, default=256, help="T")
     p.add_argument("--batch", type=int, default=8)
@@ -136,4 +136,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

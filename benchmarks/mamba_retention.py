@@ -15,7 +15,6 @@ its retention over the whole gap (log10). docs/experiments.md ("Calibrating on M
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _shared import Parser, run
 
 
 def best_channel(delta: torch.Tensor, A_log: torch.Tensor, write: int) -> tuple[float, float]:
@@ -59,7 +59,7 @@ def layer_steps(model: torch.nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("model", type=Path, help="a model folder of a Mamba induction run of bdh experiment length")
     p.add_argument("--lengths", type=int, nargs="+", default=[64, 1024, 16384])
     p.add_argument("--sequences", type=int, default=8, help="test sequences per length (the experiment's first)")
@@ -70,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     from bdh.errors import UserError
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import TEST_SEED
-    from bdh.model.io import load_pretrained, read_model_config
+    from bdh.model.io import read_model_config
     from bdh.tasks.induction import Induction, InductionConfig, check_induction_args
     from bdh.tasks.lengths import fixed_test_set
+    from bdh.train.run.model import load_run_model
 
     if not (args.model / "config.json").is_file() or not issubclass(read_model_config(args.model)[0], Mamba):
         print(f"error: {args.model}: not a Mamba model folder", file=sys.stderr)
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(args.threads)
     # a model whose seq_len only caps its input reads any length with the same weights
-    model = reading.at_length(load_pretrained(args.model, map_location="cpu").eval(), max(args.lengths))
+    model = reading.at_length(load_run_model(args.model, device="cpu")[0], max(args.lengths))  # checksums verified
     task = Induction(InductionConfig(seq_len=min(args.lengths), vocab_size=model.config.vocab_size))
     layers = model.config.n_layer
     A_logs = [m.A_log.detach() for m in mixers(model)]
@@ -114,4 +115,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 from collections.abc import Iterator
 
 import torch
+from _shared import run
 from loop_share import parser, step_shares
 from perf import child_peak
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -125,4 +125,4 @@ def report(steps: list[tuple[float, dict[str, tuple[int, float]]]], peak: float,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

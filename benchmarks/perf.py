@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 
 import torch
-from _shared import cpu_description, load_official, reset_peak
+from _shared import Parser, cpu_description, load_official, reset_peak, run
 from _shared import peak as peak_kib
 
 from bdh import BDH, BDHConfig
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) == 3 and argv[0] == "_child":
         print(json.dumps(CHILDREN[argv[1]](json.loads(argv[2]))))
         return 0
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("official", nargs="?", type=Path, help="path of a pathwaycom/bdh checkout (omit: ours only)")
     p.add_argument("--n-layer", type=int, default=6)
     p.add_argument("--n-embd", type=int, default=128)
@@ -744,4 +744,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

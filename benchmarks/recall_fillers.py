@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 import torch
-from _shared import recall_gap_parser
+from _shared import recall_gap_parser, run
 
 POOLS = ("task", "key-range", "value-range", "4 values", "1 value")
 
@@ -48,16 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
-    from bdh.model.io import load_pretrained, read_model_config
+    from bdh.model.io import read_model_config
     from bdh.tasks.lengths import fixed_test_set
     from bdh.tasks.recall_gap import RecallGap, RecallGapConfig
+    from bdh.train.run.model import load_run_model
 
     if not (args.model / "config.json").is_file():
         print(f"error: {args.model}: not a model folder", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     runtime = BDH_READ if issubclass(read_model_config(args.model)[0], BDH) else {}
-    model = load_pretrained(args.model, map_location="cpu", **runtime).eval()
+    model, _ = load_run_model(args.model, device="cpu", **runtime)  # checksums verified
     vocab = model.config.vocab_size
     task = RecallGap(RecallGapConfig(seq_len=min(args.lengths), vocab_size=vocab, num_kv_pairs=args.pairs))
     pairs = args.pairs
@@ -76,4 +77,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

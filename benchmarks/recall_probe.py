@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _shared import Parser, run
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -120,7 +122,7 @@ def table(rows: list[tuple[Variant, dict[str, Any]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", help="comma-separated variant names (default: all; see --list)")
     p.add_argument("--list", action="store_true", help="list the variants and exit")
     p.add_argument("--steps", type=int, default=2000, help="optimiser steps of a run (default 2000)")
@@ -159,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

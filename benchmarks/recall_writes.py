@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 
 import torch
-from _shared import recall_gap_parser
+from _shared import recall_gap_parser, run
 
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
 #: the columns, in table order (``--columns``)
@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
-    from bdh.model.io import load_pretrained, read_model_config
+    from bdh.model.io import read_model_config
     from bdh.tasks.lengths import fixed_test_set
     from bdh.tasks.recall_gap import RecallGap, RecallGapConfig
+    from bdh.train.run.model import load_run_model
 
     if not (args.model / "config.json").is_file():
         print(f"error: {args.model}: not a model folder", file=sys.stderr)
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.model}: not a BDH model", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    model = load_pretrained(args.model, map_location="cpu", **BDH_READ).eval()
+    model, _ = load_run_model(args.model, device="cpu", **BDH_READ)  # checksums verified
     cfg, pairs = model.config, args.pairs
     if cfg.state_write != "delta":
         why = f"its state has no write strengths (state_write: {cfg.state_write})"
@@ -174,4 +175,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from _shared import Parser, run
+
 
 def wall(argv: list[str], runs: int) -> float:
     """Median wall seconds of ``argv`` over ``runs`` fresh processes (after one warm-up run)."""
@@ -48,7 +50,7 @@ def commands() -> list[list[str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="runs per command (default 5)")
     args = ap.parse_args()
     py = sys.executable
@@ -70,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

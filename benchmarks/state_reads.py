@@ -16,7 +16,7 @@ import argparse
 import time
 
 import torch
-from _shared import rss_mb
+from _shared import Parser, rss_mb, run
 
 from bdh.baselines import GLA, GPT, RWKV, Based, BasedConfig, GLAConfig, GPTConfig, Mamba, MambaConfig, RWKVConfig
 from bdh.model import BDH, BDHConfig
@@ -54,7 +54,7 @@ def read(model: torch.nn.Module, tokens: int, chunk: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=2**16)
     ap.add_argument("--gpt-tokens", type=int, default=2**13)
     ap.add_argument("--chunk", type=int, default=256)
@@ -79,4 +79,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

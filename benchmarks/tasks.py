@@ -12,7 +12,6 @@ seconds for the default boardpath pool. Pure numpy and Python: the time is one c
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _shared import cpu_description
+from _shared import Parser, cpu_description, run
 
 MQAR_SETTINGS = ((64, 4), (256, 16), (512, 64), (1024, 256))  # (input_seq_len N, num_kv_pairs D)
 SUDOKU_TARGETS = (34, 30, 26, 24, 22, 17)
@@ -103,7 +102,7 @@ def machine_line(command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a few examples of everything: a test, not a measurement")
     ap.add_argument("--examples", type=int, default=100_000, help="MQAR examples per setting (default 100,000)")
     ap.add_argument("--vocab", type=int, default=8192, help="MQAR vocabulary (default 8192)")
@@ -130,4 +129,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -22,17 +22,15 @@ drifts) and the best of each is reported.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from _shared import load_official
+from _shared import Parser, load_official, run
 
 from bdh.tasks.text import TextConfig, TextTask
 from bdh.train import load_config, train
@@ -114,7 +112,7 @@ def our_run(args, data: Path) -> tuple[list[float], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="bdh train vs the official pathwaycom/bdh training loop")
+    parser = Parser(description="bdh train vs the official pathwaycom/bdh training loop")
     parser.add_argument("official", type=Path, help="path of a pathwaycom/bdh checkout")
     parser.add_argument("--n-layer", type=int, default=4)
     parser.add_argument("--n-embd", type=int, default=128)
@@ -187,4 +185,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

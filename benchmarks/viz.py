@@ -12,13 +12,12 @@ peak resident memory. Inputs are seeded random bytes.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import torch
-from _shared import cpu_description, peak, reset_peak
+from _shared import Parser, cpu_description, peak, reset_peak, run
 
 
 def main_job_model() -> torch.nn.Module:
@@ -75,7 +74,7 @@ def paper_table(config, prompt: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     from bdh import BDHConfig
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny lengths and a small model: a test, not a measurement")
     ap.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096], help="input lengths")
     ap.add_argument("--paper-prompt", type=int, default=256, help="prompt bytes at the paper's size (default 256)")
@@ -102,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

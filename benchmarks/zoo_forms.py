@@ -14,11 +14,11 @@ adds a column: tokens/s of one T-token chunk read through the state of B sequenc
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
+from _shared import Parser, run
 
 from bdh.baselines import RWKV, DeltaNet, DeltaNetConfig, Hyena, HyenaConfig, Mamba, MambaConfig, RWKVConfig
 
@@ -78,7 +78,7 @@ def read_tokens_per_s(model: torch.nn.Module, T: int, batch: int, repeats: int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--batch", type=int, default=16)
@@ -109,4 +109,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

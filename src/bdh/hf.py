@@ -158,9 +158,11 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
         """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`) and a
-        folder on this machine that fails the checks of the ``bdh`` commands (`check_local_folder`)."""
-        refuse_run_folder(pretrained_model_name_or_path)
-        check_local_folder(pretrained_model_name_or_path)
+        folder on this machine that fails the checks of the ``bdh`` commands (`check_local_folder`): the folder
+        loaded, ``subfolder`` of the one given where it says one."""
+        loaded = _loaded_folder(pretrained_model_name_or_path, kwargs.get("subfolder"))
+        refuse_run_folder(loaded)
+        check_local_folder(loaded)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
@@ -477,6 +479,14 @@ def model_card(config: _FolderConfig, *, description: str = "", license: str | N
 
 
 # ---------------------------------------------------------------------------------------------- registration
+def _loaded_folder(path: Any, subfolder: Any) -> Any:
+    """The folder ``from_pretrained(path, subfolder=...)`` loads: ``path/subfolder`` for a folder on this machine,
+    else ``path`` as given (a repo id)."""
+    if not subfolder or not isinstance(path, (str, os.PathLike)) or not isinstance(subfolder, (str, os.PathLike)):
+        return path
+    return Path(path) / subfolder
+
+
 def check_local_folder(path: Any) -> None:
     """For a model folder on this machine, what the ``bdh`` commands check before loading it: the checksums of its
     meta.json and a config.json that keeps what the weights mean; a one-line `bdh.errors.UserError` naming the file
@@ -508,7 +518,7 @@ def _guard_from_pretrained(owner: type) -> None:
 
     @functools.wraps(func)
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        refuse_run_folder(pretrained_model_name_or_path)
+        refuse_run_folder(_loaded_folder(pretrained_model_name_or_path, kwargs.get("subfolder")))
         return func(cls, pretrained_model_name_or_path, *args, **kwargs)
 
     from_pretrained._bdh_guard = True

@@ -134,10 +134,13 @@ def check_output(
     """
     target = Path(path)
     name = f"{flag} {target}" if flag else str(target)
-    resolved = target.resolve()
+    resolved = _resolved(target)
+    if resolved is None:
+        raise OutputError(f"{name}: is a symbolic link that loops (or lies in one); give another path")
     for source in inputs:
-        if _overlaps(resolved, Path(source).resolve()):
-            what = "is" if resolved == Path(source).resolve() else "contains"
+        theirs = _resolved(Path(source))
+        if theirs is not None and _overlaps(resolved, theirs):
+            what = "is" if resolved == theirs else "contains"
             raise OutputError(f"{name}: {what} an input of this command ({source}); write the output somewhere else")
     if target.exists():
         if folder and not target.is_dir():
@@ -150,6 +153,14 @@ def check_output(
         raise OutputError(f"{name}: is a broken symbolic link")
     _check_parent(target, name)
     return target
+
+
+def _resolved(path: Path) -> Path | None:
+    """``path`` with its links followed, or None where a link on the way loops (its reader refuses it by name)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # RuntimeError up to Python 3.12, OSError (ELOOP) from 3.13
+        return None
 
 
 def _check_parent(target: Path, name: str) -> None:
@@ -408,7 +419,9 @@ def folder_lock(path: PathLike) -> Iterator[Path]:
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{folder}: exists and is not a folder")
-    key = folder.resolve()
+    key = _resolved(folder)
+    if key is None:
+        raise OutputError(f"{folder}: is a symbolic link that loops (or lies in one); give another folder")
     if key in _HELD:
         _HELD[key][1] += 1
         try:

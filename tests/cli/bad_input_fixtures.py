@@ -254,6 +254,34 @@ LEDGER = (
 )
 
 
+#: a length experiment's results/<run>.json as written: one read row
+LENGTH_ROW = {"length": 32, "read": "state", "status": "ok", "accuracy": 0.5, "low": 0.4, "high": 0.6}
+LENGTH_RECORD = {"model": "bdh", "task": "induction", "seed": 0, "params": 1, "final": {}, "rows": [LENGTH_ROW]}
+
+
+def _length_records(sw: Path) -> None:
+    """sw/len-{cut,empty,list,object,binary,dup,nan}: a --quick length folder whose first record is damaged (its
+    model folder there, so that --resume reads the record)."""
+    from bdh.experiments.length import Config
+
+    marker = json.dumps({"experiment": "length", "config": Config.preset("quick").to_dict()}, indent=1) + "\n"
+    good = json.dumps(LENGTH_RECORD).encode()
+    for name, data in (
+        ("cut", good[: len(good) // 2]),
+        ("empty", b""),
+        ("list", b"[]"),
+        ("object", b"{}"),
+        ("binary", PNG),
+        ("dup", json.dumps({**LENGTH_RECORD, "rows": [LENGTH_ROW, LENGTH_ROW]}).encode()),
+        ("nan", json.dumps({**LENGTH_RECORD, "rows": [{**LENGTH_ROW, "accuracy": float("nan")}]}).encode()),
+    ):
+        folder = sw / f"len-{name}"
+        (folder / "models" / "bdh-induction-s0").mkdir(parents=True)
+        (folder / "results").mkdir()
+        (folder / "length.json").write_text(marker)
+        (folder / "results" / "bdh-induction-s0.json").write_bytes(data)
+
+
 def build_sweep_fixtures(fx: Path) -> Path:
     """Add ``fx/sw/``, the states an unlucky user leaves behind, to a copy of the fixture tree:
 
@@ -277,6 +305,9 @@ def build_sweep_fixtures(fx: Path) -> Path:
     sw/bench-bad-ledger, bench-foreign-ledger   a bench folder whose runs.csv is binary / another table
     sw/bench-ledger-{dup,nan,abc,no-metric}   a bench runs.csv with a row repeated, lr nan, accuracy abc, no
                              accuracy column
+    sw/bench-ledger-acc-{nan,5,1e308}   a bench runs.csv whose best row's accuracy is nan, 5.0, 1e308
+    sw/len-*                 a --quick length folder whose first record is cut, empty, [], {}, binary, a row twice,
+                             an accuracy nan (`_length_records`)
     sw/scaling-cut           a scaling folder interrupted after its marker (scaling.json, runs/)
     sw/lc-bad-marker         a long-context folder whose long-context.json is not JSON
     sw/foreign.pt            a PyTorch file of tensors that is not an official checkpoint
@@ -351,9 +382,13 @@ def build_sweep_fixtures(fx: Path) -> Path:
         ("nan", head + row.replace(",0.001,", ",nan,")),
         ("abc", head + row.replace(",0.016", ",abc")),
         ("no-metric", head.replace(",accuracy", "") + row.replace(",0.016", "")),
+        ("acc-nan", head + row.replace(",0.016", ",nan") + other),
+        ("acc-5", head + row.replace(",0.016", ",5.0") + other),
+        ("acc-1e308", head + row.replace(",0.016", ",1e308") + other),
     ):
         (sw / f"bench-ledger-{name}").mkdir()
         (sw / f"bench-ledger-{name}" / "runs.csv").write_text(text)
+    _length_records(sw)
     (sw / "scaling-cut" / "runs").mkdir(parents=True)
     (sw / "scaling-cut" / "scaling.json").write_text('{"experiment": "scaling", "config": {}}\n')
     (sw / "lc-bad-marker").mkdir()

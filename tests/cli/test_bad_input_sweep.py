@@ -801,6 +801,104 @@ case(
     follow_check=exists("out/s/report.md"),
 )
 
+# ---------------------------------------------------------------------------------------------- the command's inputs
+# --overwrite of an output that is, or holds, one of the command's own inputs: refused before anything is deleted
+OVER = "--overwrite"
+for id, argv, said in (
+    ("train-data-in-run-dir", f"train --run-dir {RUN} {OVER} --set task.data={RUN}/config.yaml", "contains"),
+    ("train-init-from-in-run-dir", f"train --run-dir {RUN} {OVER} --set train.init_from={RUN}/best", "contains"),
+    ("train-init-from-run-dir", f"train --run-dir {RUN} {OVER} --set train.init_from={RUN}", "is"),
+    ("train-config-in-run-dir", f"train {RUN}/config.yaml --run-dir {RUN} {OVER}", "contains"),
+    ("length-text-model-out", f"experiment length --quick --out {BDH_A} {OVER} --set text_models=[{BDH_A}]", "is"),
+    (
+        "length-text-model-in-out",
+        f"experiment length --quick --out fx/models {OVER} --set text_models=[{BDH_A}]",
+        "contains",
+    ),
+    ("scaling-data-in-out", f"experiment scaling --quick --set data={TEXT} --out fx/data {OVER}", "contains"),
+):
+    extra = TINY if argv.startswith("train") else []
+    case(f"own-input-{id}", "own-input", argv, f"{said} an input of this command", extra)
+
+
+def loop(rel: str = "out/loop") -> Callable[[Path], None]:
+    """A setup: ``rel``, a symbolic link to itself (every path through it loops)."""
+
+    def make(cwd: Path) -> None:
+        os.symlink(Path(rel).name, cwd / rel)
+
+    return make
+
+
+for id, argv in (
+    ("train-run-dir", ["train --run-dir out/loop", TINY]),
+    ("train-run-dir-inside", ["train --run-dir out/loop/run", TINY]),
+    ("bench-out", ["bench recall --out out/loop", BENCH]),
+    ("experiment-out", ["experiment scaling --out out/loop", SCALING]),
+    ("inspect-out", [f"inspect {RUN} --out out/loop", INSPECT]),
+    ("merge-out", [f"merge {BDH_A} fx/models/bdh-b out/loop"]),
+):
+    case(f"loop-{id}", "not-a-file", argv[0], "out/loop", *argv[1:], also=("loops",), setup=loop())
+
+# a ledger's score a run cannot record: refused, never counted (nan was dropped and another learning rate won)
+for name, said in (("acc-nan", "accuracy 'nan'"), ("acc-5", "accuracy '5.0'"), ("acc-1e308", "accuracy '1e308'")):
+    case(
+        f"damaged-bench-ledger-{name}",
+        "damaged",
+        f"bench recall --out fx/sw/bench-ledger-{name} --resume",
+        "runs.csv",
+        BENCH,
+        also=("line 2", said, "[0, 1]"),
+    )
+# a length experiment's record cut, emptied, not its object, binary, a row twice, a score nan: named with the
+# command that rebuilds it, never an internal error on --resume
+for name, said in (
+    ("cut", "is not JSON"),
+    ("empty", "is not JSON"),
+    ("list", "not an object"),
+    ("object", "has no model"),
+    ("binary", "is not text"),
+    ("dup", "a second time"),
+    ("nan", "not a finite number"),
+):
+    case(
+        f"damaged-length-record-{name}",
+        "damaged",
+        f"experiment length --quick --out fx/sw/len-{name} --resume",
+        "results/bdh-induction-s0.json",
+        also=(said, f"bdh experiment length --out fx/sw/len-{name} --resume"),
+    )
+
+case(  # a --quick folder resumed without --quick: the command that continues it keeps --quick
+    "advice-length-resume-keeps-quick",
+    "advice",
+    "experiment length --out fx/sw/len-dup --resume",
+    "fx/sw/len-dup",
+    also=("bdh experiment length --quick --out fx/sw/len-dup --resume",),
+    follow=follow_command,
+    follow_exit=2,
+    follow_check=stderr_has("a second time"),
+)
+for name in ("damping", "n-layer"):  # bdh info describes config.json: an edit the weights do not match is said
+    ok(f"damaged-edited-{name}-info-warns-ok", f"info fx/sw/edited-{name}", check=stderr_has("saved with"))
+
+# ---------------------------------------------------------------------------------------------- refused before a step
+# every field a length run will use, checked before its first training step (they failed after hours of training)
+LENGTH = "experiment length --quick --out out/l --set"
+for id, sets, name, also in (
+    ("text-model-not-json", "text_models=[fx/bad/not-json]", "length.text_models", ("not-json",)),
+    ("text-model-other-vocab", f"text_models=[{BOARD_M}]", "length.text_models", ("5 tokens",)),
+    ("text-model-tampered", "text_models=[fx/tampered-run/best]", "length.text_models", ("checksum",)),
+    ("short-len-for-pairs", "recall_pairs=6 --set short_steps=5 --set short_len=16", "length.short_len", ("pairs",)),
+    ("max-length", f"max_length={2**40}", "length.max_length", ("GiB",)),
+    ("test-sequences", "test_sequences=1000000000000", "length.test_sequences", ("2**16",)),
+    ("device", "device=nonsense", "length.device", ("nonsense",)),
+    ("lr-at-t-alone", "lr_at_t=0.01", "length.lr_at_t", ("short_steps",)),
+    ("batch-at-t-alone", "batch_at_t=4", "length.batch_at_t", ("short_steps",)),
+):
+    named = re.findall(r"\[(fx/[^]]+)\]", sets)  # a list's paths: not found by the fixture copy
+    case(f"before-training-length-{id}", "before-training", f"{LENGTH} {sets}", name, also=also, needs=tuple(named))
+
 
 def _assert(cond: bool, message: object) -> None:
     assert cond, message

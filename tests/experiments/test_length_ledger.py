@@ -60,3 +60,33 @@ def test_rows_at_other_counts_of_facts_are_not_repeats(tmp_path):
     assert read_record(path, "bdh", "recall_gap", 0, facts=4)["rows"] == rows
     with pytest.raises(RecordError, match="record of bdh-recall_gap-D4-s0, not of bdh-recall_gap-s0"):
         read_record(path, "bdh", "recall_gap", 0)
+
+
+def test_the_presets_pass_the_checks_before_training():
+    """No false refusal: the CPU default and the quick preset are checked (every run's config and model) and pass."""
+    from bdh.experiments.length import Config, check_before_training
+
+    for name in (None, "quick"):
+        check_before_training(Config.preset(name))
+
+
+def test_a_text_model_is_loaded_through_the_verified_door(tmp_path, monkeypatch):
+    """The checks before training and the text recall load a text model as every command does (checksums)."""
+    from bdh.experiments.length import Config, check_before_training
+    from bdh.train.run import model as run_model
+
+    seen = []
+    real = run_model.load_run_model
+    monkeypatch.setattr(run_model, "load_run_model", lambda *a, **k: seen.append(a[0]) or real(*a, **k))
+    folder = _text_model(tmp_path)
+    check_before_training(Config.preset("quick", text_models=(str(folder),)))
+    assert seen == [str(folder)]
+
+
+def _text_model(tmp_path):
+    import torch
+
+    from bdh import BDH, BDHConfig
+
+    torch.manual_seed(0)
+    return BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64)).save_pretrained(tmp_path / "text")

@@ -134,7 +134,22 @@ def _row_problem(row: dict[str, Any], scores: Sequence[str]) -> str | None:
             return f"{column} {value!r}, not a number"
         if column in COUNT_COLUMNS and not math.isfinite(number):
             return f"{column} {value!r}, not a finite number"
+        if column in scores and not _in_range(column, number):
+            low, high = SCORE_RANGE.get(column, METRIC_RANGE)
+            return f"{column} {value!r}, not a finite number in [{low:g}, {high:g}]"
     return None
+
+
+#: the range of every metric a suite scores (its fractions: accuracies, validity), and of the other score columns
+METRIC_RANGE = (0.0, 1.0)
+SCORE_RANGE = {"val_loss": (0.0, math.inf)}
+
+
+def _in_range(column: str, number: float) -> bool:
+    """Whether a ledger's score is one a run can record: finite, within its range (`SCORE_RANGE`, `METRIC_RANGE`;
+    a diverged run stops training with an error, it records no score)."""
+    low, high = SCORE_RANGE.get(column, METRIC_RANGE)
+    return math.isfinite(number) and low <= number <= high
 
 
 def _fmt(v: Any) -> str:

@@ -114,7 +114,7 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             if not isinstance(config, BDHConfig):
                 raise UserError(f"{src}: not a BDH model folder")
             fields = config.to_dict()
-            _warn_damaged_weights(model_dir)
+            _warn_damaged_weights(model_dir, config)
         elif not os.path.lexists(src):
             raise FileNotFoundError(f"{src}: no such file or folder")
         else:  # a file; a FIFO or device is refused by name (read_json)
@@ -129,20 +129,32 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
         return BDHConfig.from_dict(BDHConfig.merge(fields, given))
 
 
-def _warn_damaged_weights(model_dir: Path) -> None:
+def _warn_damaged_weights(model_dir: Path, config: BDHConfig) -> None:
     """One warning line on stderr when the folder's model.safetensors is there but cannot be read (cut short,
-    corrupted, not a regular file; its header checked, no tensor read): `bdh info` reads only config.json."""
+    corrupted, not a regular file; its header checked, no tensor read), or was saved with another architecture
+    than config.json now says (an edited config.json; `bdh.model.io.config_changes`): `bdh info` reads config.json."""
     import sys
 
-    from bdh.model.io import WEIGHTS_NAME, CheckpointError, check_weights_file
+    from bdh.model.io import CONFIG_NAME, WEIGHTS_NAME, CheckpointError, check_weights_file, config_changes
 
     weights = model_dir / WEIGHTS_NAME
     if not os.path.lexists(weights):
         return
     try:
         check_weights_file(weights)
+        changes = config_changes(model_dir, config)
     except CheckpointError as exc:
         print(f"bdh: warning: {exc}; the sizes below come from config.json alone", file=sys.stderr, flush=True)
+        return
+    if changes:
+        edits = ", ".join(
+            f"{k} is {now!r} but the weights were saved with {saved!r}" for k, (now, saved) in changes.items()
+        )
+        print(
+            f"bdh: warning: {model_dir / CONFIG_NAME}: {edits}; the sizes below describe config.json, not the weights",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _run_layout(source: str | None) -> tuple[int | None, int | None]:

@@ -70,6 +70,11 @@ class ExperimentConfig(TypedConfig):
         self._coerce()
         super().__post_init__()
 
+    def inputs(self) -> tuple[str, ...]:
+        """The files and folders the experiment reads (its data, models it measures): its output folder may be none
+        of them and hold none of them (`bdh.experiments.launch.run_experiment`, `bdh.outputs.check_output`)."""
+        return ()
+
     @property
     def size(self) -> ModelSize:
         return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
@@ -119,7 +124,24 @@ def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[by
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_lm(
+def train_lm(run_dir: str | Path, data: str | Path | None, size: ModelSize, **kwargs: Any) -> Any:
+    """Train a BDH byte model on the stream in ``data`` with `bdh.train`: the run of `lm_config` (``kwargs``: its
+    keywords); returns the `TrainResult`."""
+    return train_config(lm_config(run_dir, data, size, **kwargs))
+
+
+def train_config(config: Any) -> Any:
+    """Train a built run config (`lm_config`) with `bdh.train`; returns the `TrainResult`, or raises `Interrupted`
+    when a signal stopped it."""
+    from bdh.train import train
+
+    result = train(config)
+    if result.interrupted is not None:
+        raise Interrupted(result.interrupted)
+    return result
+
+
+def lm_config(
     run_dir: str | Path,
     data: str | Path | None,
     size: ModelSize,
@@ -138,16 +160,15 @@ def train_lm(
     task: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
-    """Train a BDH byte model on the stream in ``data`` with `bdh.train`; returns the `TrainResult`.
+    """The run config of `train_lm` (built and checked, nothing written): a BDH byte model on the stream in ``data``.
 
     The paper's schedule (appendix B.3) compressed: warmup of a tenth of the run, linear decay to ``lr / 10``.
     ``size``: a `ModelSize` or a whole ``model`` section; ``sections``: field overrides by section."""
-    from bdh.train import train
     from bdh.train.config import sweep_run_config
 
     if task is None:
         task = {"name": "text", "data": None if data is None else str(data), "seq_len": seq_len, "val_fraction": 0.02}
-    config = sweep_run_config(
+    return sweep_run_config(
         dict(size) if isinstance(size, dict) else size.section(),
         task,
         run_dir,
@@ -166,10 +187,6 @@ def train_lm(
         bptt=bptt,
         init_from=str(init_from) if init_from is not None else None,
     )
-    result = train(config)
-    if result.interrupted is not None:
-        raise Interrupted(result.interrupted)
-    return result
 
 
 # ------------------------------------------------------------------------------------------ evaluation

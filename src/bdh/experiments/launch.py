@@ -69,7 +69,8 @@ def run_experiment(
 ) -> ExperimentRun:
     """Run experiment ``name`` with ``config`` into ``out`` (`default_out` when None); ``log`` gets the progress lines.
 
-    A `KeyboardInterrupt` of a resumable experiment returns a run with ``interrupted`` set (finished runs kept in
+    An experiment's ``check_before_training(config)``, where it has one, runs first, before ``out`` is touched. A
+    `KeyboardInterrupt` of a resumable experiment returns a run with ``interrupted`` set (finished runs kept in
     ``out/runs``); any other experiment lets it through."""
     from bdh.experiments.common import prepare_out
     from bdh.outputs import folder_lock
@@ -79,8 +80,15 @@ def run_experiment(
     out = Path(out) if out is not None else default_out(name)
     start = time.time()
     how = _refusal_advice(name, module, out)
+    check = getattr(module, "check_before_training", None)  # what would fail only after runs have trained
+    if check is not None:
+        check(config)
     with folder_lock(out):  # one experiment at a time in a folder
-        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=overwrite, how=how)
+        inputs = config.inputs() if hasattr(config, "inputs") else ()  # a registered config may not have them
+        folder = getattr(getattr(module, "prepare_resume", None), "__self__", None)  # its `ExperimentFolder`
+        if resume and hasattr(folder, "refuse_another_preset"):  # made with another preset: the command that goes on
+            folder.refuse_another_preset(config, out)
+        out = module.prepare_resume(out) if resume else prepare_out(out, overwrite=overwrite, inputs=inputs, how=how)
         try:
             report = module.run(config, out, log=log, **({"resume": True} if resume else {}))
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM, during a run or after the last one

@@ -5,13 +5,14 @@ An experiment is then its ``Config``, its runs and its verdict (CONTRIBUTING.md,
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, json_default, write_text
+from bdh.outputs import check_output, folder_entries, json_default, json_ready, write_text
 
 #: where an experiment writes its progress lines (``print`` on the command line)
 Log = Callable[[str], None]
@@ -59,6 +60,30 @@ class ExperimentFolder:
                 )
         write_text(path, json.dumps({"experiment": self.name, "config": config}, indent=1) + "\n")
 
+    def refuse_another_preset(self, config: Any, out: Path) -> None:
+        """Under ``--resume``: refuse ``config`` when ``out`` was made with another config, in one line giving the
+        command that continues the folder: the preset it was made with (``--quick``, ``--full`` or none: the one
+        nearest its config) and a ``--set`` for each field that differs from it (the selectors left as given)."""
+        path = out / self.marker
+        if self.selectors is None or not path.is_file():
+            return
+        cls, ours = type(config), config.to_dict()
+        theirs = {**cls().to_dict(), **self._made_with(path)}
+
+        def differ(values: dict[str, Any]) -> list[str]:
+            return [k for k in ours if k not in self.selectors and json_ready(values.get(k)) != json_ready(theirs[k])]
+
+        if not differ(ours):
+            return
+        name = min((None, *cls.PRESETS), key=lambda p: len(differ(cls.preset(p).to_dict())))
+        sets = [w for k in differ(cls.preset(name).to_dict()) for w in ("--set", f"{k}={_text(theirs[k])}")]
+        flag = [f"--{name}"] if name else []
+        command = shlex.join(["bdh", "experiment", self.name, *flag, *sets, "--out", str(out), "--resume"])
+        raise UserError(
+            f"--resume: {out} was made with another config (differs in {', '.join(differ(ours))}); continue it with: "
+            f"{command}, or give another --out"
+        )
+
     @staticmethod
     def _made_with(path: Path) -> dict[str, Any]:
         """The config a marker holds; a damaged marker is one line saying so."""
@@ -72,6 +97,11 @@ class ExperimentFolder:
                 "compared: start it anew with --overwrite instead of --resume, or give another --out"
             )
         return theirs
+
+
+def _text(value: Any) -> str:
+    """A config value as ``--set`` reads it back (YAML): a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(json_ready(value), separators=(",", ":"))
 
 
 class RunRecords:

@@ -4,6 +4,8 @@ arguments."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from bdh.errors import UserError
@@ -17,6 +19,14 @@ SPLIT_IDS = {"train": 0, "val": 1}
 class TaskConfig(TypedConfig):
     """Typed config of a task: the package's config mixin plus the data-seed helper (a task with a
     ``data_seed`` field declares it ``data_seed: int | None = bounded(None, ge=0)``)."""
+
+    #: the fields that name files or folders the task reads (a run's output may not hold them: `input_paths`)
+    INPUTS: ClassVar[tuple[str, ...]] = ()
+
+    def input_paths(self) -> list[str]:
+        """The files and folders the task reads: the `INPUTS` fields that are set (``bdh train --overwrite`` never
+        deletes them, `bdh.train.config.RunConfig.inputs`)."""
+        return [str(v) for v in (getattr(self, name) for name in self.INPUTS) if v is not None]
 
     def data_seed_for(self, seed: int) -> int:
         """The seed the data sets are drawn from: ``data_seed`` when set, else the run's seed."""

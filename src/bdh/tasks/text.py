@@ -52,6 +52,10 @@ class TextConfig(TaskConfig):
     facts: float = bounded(0.0, ge=0, le=100)
     fact_reach: int | None = bounded(None, ge=MIN_DISTANCE)
 
+    def input_paths(self) -> list[str]:
+        """The file or folder ``data`` names (none for the embedded corpus)."""
+        return [] if self.data is None or self.data == EMBEDDED else [str(Path(self.data).expanduser())]
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
         if self.data is not None and (not isinstance(self.data, str) or not self.data):

@@ -236,7 +236,7 @@ class RunConfig(TypedConfig):
     ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
     ``task_name`` (`bdh.registry`; built by `typed_sections`). Left out (None), a section is the main job's
     (`RunConfig()` is the main job). ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None:
-    all of them); the model section is written whole. ``built_task``: the task, if reading the config built it.
+    all of them); the model section is written whole. ``built_task``: a task its reading built; ``source``: its file.
 
     ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
     unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
@@ -256,6 +256,7 @@ class RunConfig(TypedConfig):
     task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
     task_fields: tuple[str, ...] | None = None
     built_task: Any = field(default=None, repr=False, compare=False)
+    source: str | None = field(default=None, repr=False, compare=False)
 
     #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = main_job.PRESETS
@@ -275,6 +276,11 @@ class RunConfig(TypedConfig):
             expected = getattr(lookup(name), "config_class", None)
             if not isinstance(typed, expected):
                 raise ConfigError(f"{section}: a {type(typed).__name__} is not the config of the {section} {name!r}")
+
+    def inputs(self) -> list[str]:
+        """The files it reads (its run folder may not hold them): ``source``, the task's data, ``train.init_from``."""
+        task = getattr(self.task, "input_paths", list)()  # a task config of its own may not mix TaskConfig in
+        return [str(p) for p in (self.source, *task, self.train.init_from) if p is not None]
 
     def make_task(self) -> Any:
         """The run's task on ``task``: the one reading the config built (``built_task``), else a new one."""
@@ -516,7 +522,9 @@ def load_config(
     data = apply_overrides(data, overrides or [])
     if resume is not None:
         _keeps_its_model(resume, given, data)
-    return RunConfig.from_dict(data)
+    config = RunConfig.from_dict(data)
+    config.source = None if path is None else str(path)  # an input: `RunConfig.inputs`
+    return config
 
 
 def _keeps_its_model(run: str | Path, saved: dict, changed: dict) -> None:

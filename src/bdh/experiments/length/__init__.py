@@ -6,5 +6,6 @@ T, 2T, 4T, ... through its state, whole, or through a window of T (`reading`); d
 from .config import MODELS, TASKS, Config
 from .experiment import MARKER, prepare_resume, run
 from .plan import describe_plan
+from .preflight import check_before_training
 
-__all__ = ["MARKER", "MODELS", "TASKS", "Config", "describe_plan", "prepare_resume", "run"]
+__all__ = ["MARKER", "MODELS", "TASKS", "Config", "check_before_training", "describe_plan", "prepare_resume", "run"]

@@ -27,13 +27,12 @@ def held_out_text() -> Any:
 def text_recall(config: Config, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """One row per (text model, distance): recall through the state (``carried``, None without a state) and
     through a window of ``seq_len`` bytes (``window``), each `recall_accuracy`'s record."""
-    from bdh.devices import resolve_device
-    from bdh.model.io import load_pretrained
+    from bdh.train.run.model import load_run_model
 
     filler = held_out_text()
     rows = []
     for folder in config.text_models:
-        model = load_pretrained(folder, map_location=resolve_device(config.device))
+        model, _ = load_run_model(folder, device=config.device)  # checksums verified
         for distance in config.text_distances:
             trials = recall_trials(filler, distance, config.text_trials, RECALL_LEAD, seed=TRIALS_SEED)
             carried = recall_accuracy(model, trials, None, chunk=config.seq_len) if has_state(model) else None

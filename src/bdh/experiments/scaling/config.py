@@ -137,6 +137,10 @@ class Config(ExperimentConfig):
         if not isinstance(self.device, str) or not self.device:
             self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
 
+    def inputs(self) -> tuple[str, ...]:
+        """The text file or folder of ``data`` (none for the embedded and synthetic corpora)."""
+        return () if self.data in DATA_CHOICES else (str(Path(self.data).expanduser()),)
+
     def _check_data(self) -> None:
         from bdh.tasks.multilingual import LANGUAGES, parse_pairs
 

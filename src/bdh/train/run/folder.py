@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bdh.outputs import empty_folder, folder_entries, folder_lock, write_text
+from bdh.outputs import check_output, empty_folder, folder_entries, folder_lock, write_text
 
 from ...model.io import CheckpointError
 from ..config import RunConfig, load_run_config
@@ -53,6 +53,8 @@ class RunFolder:
                 p = Path(config.run_dir)
             else:
                 p = new_run_dir(config.name)
+            if resume is None:  # never the run's own inputs, nor a folder holding one (--overwrite would delete them)
+                check_output(p, overwrite=True, inputs=config.inputs(), folder=True, flag="run_dir")
             self._lock.enter_context(folder_lock(p))
             if resume is None and folder_entries(p):
                 if not overwrite:

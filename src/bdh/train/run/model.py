@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import Any
 
 
-def load_run_model(source: str | Path, checkpoint: str | None = None, device: Any = "auto") -> tuple[Any, Path]:
-    """The model of a run or model folder (`bdh.train.run.checkpoint.resolve_model_dir`) and that folder, on
-    ``device``. A run folder's model runs as the run ran it (the runtime fields of its config.yaml: the attention
-    form, the chunk size; an older config.json kept the architecture only); a model folder's as its config.json
-    says."""
+def load_run_model(
+    source: str | Path, checkpoint: str | None = None, device: Any = "auto", **runtime: Any
+) -> tuple[Any, Path]:
+    """The model of a run or model folder (`bdh.train.run.checkpoint.resolve_model_dir`: checksums verified) and
+    that folder, on ``device``: the one door through which every command and script loads a model. A run folder's
+    model runs as the run ran it (the runtime fields of its config.yaml: the attention form, the chunk size; an older
+    config.json kept the architecture only); a model folder's as its config.json says; ``runtime`` replaces runtime
+    fields (`bdh.model.io.load_pretrained`: any other field is refused)."""
     from bdh.devices import resolve_device
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
 
@@ -18,13 +21,13 @@ def load_run_model(source: str | Path, checkpoint: str | None = None, device: An
     from .folder import load_run_config
 
     folder = resolve_model_dir(source, checkpoint)
-    runtime = {}
+    ran: dict[str, Any] = {}
     if folder != Path(source) and (Path(source) / "config.yaml").is_file():
         section = load_run_config(source).get("model")
         cls, _ = read_model_config(folder)
         if isinstance(section, dict):
-            runtime = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
-    return load_pretrained(folder, map_location=resolve_device(str(device)), **runtime), folder
+            ran = {k: section[k] for k in sorted(runtime_fields(cls.config_class)) if k in section}
+    return load_pretrained(folder, map_location=resolve_device(str(device)), **{**ran, **runtime}), folder
 
 
 def load_generator(
