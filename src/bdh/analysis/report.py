@@ -5,6 +5,7 @@ and the synapse graph sigma (section 6.2), each on the model and on an untrained
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..tasks.repeat import PERIOD, repeat_batch
 from ..typed_config import TypedConfig, bounded
 from . import neurograph as ng
 from . import sparsity as sp
+from . import verdicts
 from .record import record
 
 #: default seed of the untrained control model
@@ -368,16 +370,17 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _row(name: str, t: Any, c: Any, paper: str) -> list[str]:
-    """A row of the short table: the statistic, the model's and the control's values, what the paper reports."""
-    return [name, _fmt(t), _fmt(c), paper]
+def _row(name: str, t: Any, c: Any, paper: str, judge: Callable[[Any, Any], str] | None = None) -> list[str]:
+    """A row of the short table: the statistic, the model's and the control's values, what the paper reports and
+    whether the model shows it (``judge(t, c)``, a verdict of `bdh.analysis.verdicts`; ``-`` without one)."""
+    return [name, _fmt(t), _fmt(c), paper, judge(t, c) if judge is not None else verdicts.NONE]
 
 
-#: the sparsity-on-data rows of the short table: statistic, key in the report, what the paper reports
+#: the sparsity-on-data rows of the short table: statistic, key in the report, what the paper reports, its verdict
 DATA_ROWS = (
-    ("x non-zero, per layer", "x_nonzero", "~5% (sec. 4.1)"),
-    ("y non-zero, per layer", "y_nonzero", "~5% (sec. 1.3)"),
-    ("corr(y activity, surprisal)", "y_surprisal_spearman", "positive (sec. 6.4)"),
+    ("x non-zero, per layer", "x_nonzero", "~5% (sec. 4.1)", lambda t, c: verdicts.about(t, 0.05)),
+    ("y non-zero, per layer", "y_nonzero", "~5% (sec. 1.3)", lambda t, c: verdicts.about(t, 0.05)),
+    ("corr(y activity, surprisal)", "y_surprisal_spearman", "positive (sec. 6.4)", verdicts.positive),
 )
 
 
@@ -387,16 +390,18 @@ def _sparsity_rows(report: dict[str, Any]) -> list[list[str]]:
     spd = _get(report, "sparsity", "data")
     if spd:
         rows += [
-            _row(name, _get(spd, "trained", key), _get(spd, "control", key), paper) for name, key, paper in DATA_ROWS
+            _row(name, _get(spd, "trained", key), _get(spd, "control", key), paper, judge)
+            for name, key, paper, judge in DATA_ROWS
         ]
     rep = _get(report, "sparsity", "repeat")
     if rep:
         rows.append(
             _row(
-                "repeat task: y non-zero, fact / repeat tokens (ratio), per layer",
+                "repeat task: y non-zero fact / repeat, per layer",
                 _get(rep, "trained", "y", "fact_over_repeat"),
                 _get(rep, "control", "y", "fact_over_repeat"),
-                "ratio 1.6-3 (4-7.5% vs 2.5%, layer 2)",
+                "1.6-3 in layer 2",
+                lambda t, c: verdicts.ratio_at(t, 2, 1.6),
             )
         )
         rows.append(
@@ -405,6 +410,7 @@ def _sparsity_rows(report: dict[str, Any]) -> list[list[str]]:
                 [_get(rep, "trained", "surprisal", "fact"), _get(rep, "trained", "surprisal", "repeat")],
                 [_get(rep, "control", "surprisal", "fact"), _get(rep, "control", "surprisal", "repeat")],
                 "repeat predictable",
+                verdicts.greater,
             )
         )
     return rows
@@ -420,6 +426,7 @@ def _graph_rows(g: dict[str, Any], which: str) -> list[list[str]]:
             _get(g, "entries", "trained", h, "beta1_over_sigma_q"),
             _get(g, "entries", "control", h, "beta1_over_sigma_q"),
             "tail beyond noise (Fig. 9a)",
+            verdicts.above_control,
         )
     )
     rows.append(
@@ -434,6 +441,7 @@ def _graph_rows(g: dict[str, Any], which: str) -> list[list[str]]:
                 _get(g, "entries", "control", h, "tails", "6", "below"),
             ],
             "right tail (Fig. 9a)",
+            verdicts.greater,
         )
     )
     rows.append(
@@ -442,6 +450,7 @@ def _graph_rows(g: dict[str, Any], which: str) -> list[list[str]]:
             _get(g, "polarity", "trained", "inhibitory_looking"),
             _get(g, "polarity", "control", "inhibitory_looking"),
             "1 of 4 (G_x)",
+            verdicts.any_head if which == "x" else None,
         )
     )
     return rows + _graph_structure_rows(g, which)
@@ -459,6 +468,7 @@ def _graph_structure_rows(g: dict[str, Any], which: str) -> list[list[str]]:
                 [s["gap_er"], s["gap_lowrank"]],
                 [c.get("gap_er"), c.get("gap_lowrank")],
                 "gap > 0 (Fig. 9b)",
+                verdicts.gaps,
             )
         )
     for d in ("in", "out"):
@@ -476,6 +486,7 @@ def _graph_structure_rows(g: dict[str, Any], which: str) -> list[list[str]]:
                     _get(g, "degrees", "control", d, "fit", "preferred"),
                 ],
                 "heavy-tailed (Fig. 10)",
+                lambda t, c: verdicts.heavy(t[0], t[1], t[2]),  # CV against the low-rank graph's
             )
         )
     return rows
@@ -499,16 +510,18 @@ def _sigma_rows(sg: dict[str, Any]) -> list[list[str]]:
                     _get(sg, "control", "thresholds", -1, d, "spearman_with_firing_rate"),
                 ],
                 "heavy-tailed (Fig. 11)",
+                lambda t, c: verdicts.heavy(t[0], c[0], t[1]),  # CV against the control's
             )
         )
     return rows
 
 
 def format_table(rows: list[list[str]]) -> str:
-    """The rows as an aligned plain-text table with a header."""
-    head = ["statistic", "model", "control (untrained)", "paper"]
-    allr = [head] + rows
-    widths = [max(len(r[i]) for r in allr) for i in range(4)]
+    """The rows as an aligned plain-text table with a header (a row of a report written before the verdict column
+    gets ``-`` there)."""
+    head = ["statistic", "model", "control (untrained)", "paper", "verdict"]
+    allr = [head] + [list(r) + [verdicts.NONE] * (len(head) - len(r)) for r in rows]
+    widths = [max(len(r[i]) for r in allr) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in allr]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
