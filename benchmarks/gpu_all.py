@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import signal
@@ -75,8 +76,16 @@ class Step:
 
 
 def science():
-    """benchmarks/gpu_science.py, the science plan (loaded from this folder, however this file was loaded)."""
-    spec = importlib.util.spec_from_file_location("bdh_gpu_science", BENCHMARKS / "gpu_science.py")
+    """benchmarks/gpu_science.py, the science plan."""
+    return _sibling("gpu_science")
+
+
+def _sibling(name: str):
+    """benchmarks/NAME.py as a module (loaded from this folder, however this file was loaded; the folder goes on the
+    import path, as when NAME.py runs as a file, for the modules it imports from it)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.append(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(f"bdh_{name}", BENCHMARKS / f"{name}.py")
     module = sys.modules.get(spec.name)
     if module is None:
         module = importlib.util.module_from_spec(spec)
@@ -233,6 +242,12 @@ def summary(args: argparse.Namespace, official: Path | None, results: list[dict]
     ]
     for log in ("training.log", "generation.log"):
         lines += ["", f"## {log}", "", *tables(args.out / log)]
+    lines += ["", "## The roofline's prediction (benchmarks/roofline.py) against the training table", ""]
+    training = args.out / "training.json"
+    if training.is_file():
+        lines += _sibling("roofline").versus(json.loads(training.read_text()))
+    else:
+        lines.append("(no training.json: the training step did not finish)")
     return "\n".join(lines) + "\n"
 
 

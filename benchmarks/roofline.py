@@ -31,6 +31,8 @@ import contextlib
 import sys
 from dataclasses import dataclass
 
+from _shared import Parser, run
+
 #: the H200 SXM data sheet: dense bf16 matmul TFLOP/s and HBM3e TB/s
 H200_TFLOPS, H200_TBS = 989.0, 4.8
 #: bytes of a bf16 activation, an fp32 one, a bool mask
@@ -205,8 +207,34 @@ def report(shape: Shape, tflops: float, tbs: float) -> str:
     return "\n".join(lines)
 
 
+def versus(results: dict, tbs: float = H200_TBS) -> list[str]:
+    """The roofline beside a training table of `benchmarks/gpu.py` (its JSON ``results``): for each row of our
+    step on the Triton chunked kernels, the tokens/s measured, today's and the fused step's prediction at the
+    run's measured matmul peak and ``tbs``, and measured / predicted (what `benchmarks/gpu_all.py` puts in its
+    summary: every GPU run checks the prediction)."""
+    cfg, peak = results["bdh"], results["peak_tflops"]
+    rows = [r for r in results.get("training", []) if r["loop"] == "ours" and "triton" in r["form"]]
+    if not rows:
+        return ["(no row of our step on the Triton chunked kernels in this table: nothing to compare)"]
+    lines = [
+        f"Limits: the matmul peak measured in the run ({peak:.1f} TFLOP/s) and {tbs:g} TB/s.",
+        "",
+        "| T | batch | measured tokens/s | roofline today | measured / roofline | roofline fused |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        shape = Shape(cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_neurons"], cfg["vocab_size"],
+                      tokens=r["T"] * r["batch"], block=r["T"], chunk=min(cfg["chunk_size"], 64))  # fmt: skip
+        now, fused_ = (step(d, shape, peak, tbs)["tokens_per_s"] for d in ("today", "fused"))
+        measured = r["tok_s"] if isinstance(r["tok_s"], float) else float("nan")
+        lines.append(
+            f"| {r['T']} | {r['batch']} | {measured:,.0f} | {now:,.0f} | {measured / now:.2f} | {fused_:,.0f} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     fields = Shape()
     for name in ("n_layer", "n_embd", "n_head", "n_neurons", "tokens", "block", "chunk"):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(fields, name))
@@ -225,4 +253,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     with contextlib.suppress(BrokenPipeError):
-        sys.exit(main())
+        run(main)

@@ -17,12 +17,15 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture(scope="module")
 def roofline():
+    """benchmarks/roofline.py as a module (with its folder on the import path, as when it runs as a file)."""
+    sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location("bdh_roofline", BENCHMARKS / "roofline.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     yield module
     del sys.modules[spec.name]
+    sys.path.remove(str(BENCHMARKS))
 
 
 @pytest.mark.parametrize("shape", [{}, {"n_layer": 2, "n_embd": 32, "n_head": 2, "n_neurons": 256, "block": 48}])
@@ -70,3 +73,20 @@ def test_the_command_prints_both_designs_and_refuses_bad_sizes_in_one_line(roofl
     assert err.count("\n") == 1 and "--tokens must be positive" in err
     assert roofline.main(["--n-neurons", "100", "--n-head", "3"]) == 2
     assert "multiple of --n-head" in capsys.readouterr().err
+
+
+def test_versus_puts_each_triton_row_of_a_training_table_beside_its_prediction(roofline):
+    """The perf plan's summary (benchmarks/gpu_all.py): measured / predicted per row of our Triton step."""
+    cfg = BDHConfig(n_layer=6, n_embd=256, n_head=4, n_neurons=32768, chunk_size=256).to_dict()
+    rows = [
+        {"T": 2048, "batch": 8, "loop": "ours", "form": "chunked (triton)", "tok_s": 50_000.0},
+        {"T": 2048, "batch": 8, "loop": "ours", "form": "chunked (lean)", "tok_s": 40_000.0},
+        {"T": 2048, "batch": 8, "loop": "gpt", "form": "sdpa", "tok_s": 500_000.0},
+    ]
+    lines = roofline.versus({"bdh": cfg, "peak_tflops": 700.0, "training": rows}, tbs=4.0)
+    assert len([line for line in lines if line.startswith("| 2048 |")]) == 1  # the Triton row only
+    shape = roofline.Shape(tokens=2048 * 8, block=2048, chunk=64)  # the kernels' chunk: min(chunk_size, 64)
+    predicted = roofline.step("today", shape, 700.0, 4.0)["tokens_per_s"]
+    assert f"| {50_000 / predicted:.2f} |" in lines[-1] and f"| {predicted:,.0f} |" in lines[-1]
+    cpu = roofline.versus({"bdh": cfg, "peak_tflops": 0.1, "training": rows[1:]})
+    assert cpu == ["(no row of our step on the Triton chunked kernels in this table: nothing to compare)"]
