@@ -116,6 +116,51 @@ def test_low_precision_stays_close_to_fp64_like_the_chunked_form(delta_triton, d
     assert errors["triton"][2] <= 3 * errors["chunked"][2] + 1e-7, errors
 
 
+@pytest.mark.parametrize("gate, extra", [("sigmoid", {"decay_gate": True}), ("hard", {"damping": 0.9})])
+def test_the_model_with_the_kernels_computes_the_pytorch_forms(delta_triton, monkeypatch, gate, extra):
+    """The choice table takes the kernels for BDH's chunked delta rule (forced on the CPU here): the logits and every
+    parameter's gradient equal those of the PyTorch chunked form and of the recurrent form. fp64 with the gates in
+    fp32 (as the model computes them): against the chunked form, which sums the log-retentions in fp64 as the
+    kernels do, only the order of the sums differs, ~1e-15 of the scale (bound 1e-10); the recurrent form takes
+    e^{l_t} in fp32 at every token, ~1e-8 apart with damping (bound 1e-6, as test_chunked_triton's)."""
+    from bdh.model.kernels import Pass, choice
+
+    from .helpers import tiny_model
+
+    results = {}
+    for name, mode, triton_on in [
+        ("recurrent", "recurrent", False),
+        ("chunked", "chunked", False),
+        ("ours", "chunked", True),
+    ]:
+        monkeypatch.setattr(choice, "use_triton", lambda device, on=triton_on: on)
+        model = tiny_model(seed=3, n_layer=1, state_write="delta", write_gate=gate, **extra).double()
+        idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(0))
+        chosen = model.kernels(Pass(mode, 0, 11)).choice.attention
+        assert chosen == ("delta-chunked-triton" if triton_on else f"delta-{mode}")
+        logits = model(idx, mode=mode)
+        logits.pow(2).mean().backward()
+        results[name] = [logits.detach()] + [p.grad for p in model.parameters()]
+    for name, tol in [("chunked", 1e-10), ("recurrent", 1e-6)]:
+        for a, b in zip(results["ours"], results[name]):
+            assert (a is None) == (b is None) and (a is None or rel_err(a, b) < tol), (name, rel_err(a, b))
+
+
+def test_the_table_takes_the_kernels_for_the_chunked_delta_rule_on_cuda_only(monkeypatch):
+    from bdh.model.kernels import Pass, choose
+
+    def chosen(device: str, mode: str = "chunked", rule: str = "delta") -> str:
+        options = dict(log_u=None, causal=True, chunk_size=8, dropout=0.0, dropout_rng="auto", training=True)
+        p = Pass(mode, 0, 16, carried=True, need_state=True)  # the state passed on, as the main job's recipe trains
+        return choose(p, positional="none", autograd=True, device=torch.device(device), state_rule=rule, **options)
+
+    assert chosen("cuda").attention == "delta-chunked-triton" and chosen("cpu").attention == "delta-chunked"
+    assert chosen("cuda", "recurrent").attention == "delta-recurrent"
+    assert chosen("cuda", rule="gated").attention == "gated-chunked"
+    monkeypatch.setenv("BDH_TRITON", "0")
+    assert chosen("cuda").attention == "delta-chunked"
+
+
 def test_bad_input_is_refused_with_one_line(delta_triton, monkeypatch):
     from bdh.model.kernels.triton.delta import delta_chunked_triton
 

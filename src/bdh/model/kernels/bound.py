@@ -28,6 +28,7 @@ from .pytorch.shared_keys import shared_key_attention
 from .pytorch.sparse import sparse_attention, sparse_read_in
 from .pytorch.state_rules import FORMS as STATE_RULE_FORMS
 from .triton import chunked as _triton
+from .triton import delta as _triton_delta
 
 Tensor = torch.Tensor
 #: every attention kernel of a pass: (queries, keys, values, *, state, **gates) -> (a, state after)
@@ -163,6 +164,9 @@ ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "recurrent-native": lambda c: _recurrent_native(_recurrent(c), c.log_u),  # cpu/native.py
     "sparse": lambda c: _sparse,  # pytorch/sparse.py
     **{f"{rule}-{form}": _state_rule(form) for rule in ("gated", "delta") for form in ATTENTION_FORMS},
+    "delta-chunked-triton": lambda c: partial(  # triton/delta.py
+        _triton_delta.delta_chunked_triton, chunk_size=c.chunk_size, need_state=c.need_state
+    ),
 }
 
 

@@ -95,7 +95,7 @@ def choose(
 ) -> Choice:
     """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
     check(p, causal, log_u, state_rule)
-    cpu, eager, mode = device.type == "cpu", not compiling(), p.mode
+    cpu, eager, mode, delta = device.type == "cpu", not compiling(), p.mode, state_rule == "delta"
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
     fixed = not (state_rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels hold
     stateless = fixed and not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
@@ -104,7 +104,8 @@ def choose(
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
         ("relu_rope", "plain",            True),                                          # F.relu, then rope
-        ("attention", "delta-" + mode,    state_rule == "delta"),                         # pytorch/state_rules.py
+        ("attention", "delta-chunked-triton", delta and mode == "chunked" and use_triton(device)),  # triton/delta.py
+        ("attention", "delta-" + mode,    delta),                                         # pytorch/state_rules.py
         ("attention", "gated-" + mode,    state_rule == "gated"),                         # pytorch/state_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
         ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
@@ -123,9 +124,8 @@ def choose(
         ("layout",    "head-major",       True),                                          # bound.py
     ]  # fmt: skip
     chosen: dict[str, str] = {}
-    for step, kernel, holds in rows:
-        if holds:
-            chosen.setdefault(step, kernel)
+    for step, kernel, _ in (row for row in rows if row[2]):  # the rows that hold
+        chosen.setdefault(step, kernel)
     return Choice(
         positional=positional,
         rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling

@@ -98,7 +98,8 @@ def _scan(plan: _Plan, q, k, v, S0, mats, store_all: bool):
     slots = p.NC + 1 if store_all else 2
     states = q.new_empty(p.B * p.H, slots, p.N, p.D, dtype=p.acc)
     out = q.new_empty(p.B * p.H, TP, p.D)
-    saved = [q.new_empty(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(2)] if store_all else [out] * 2
+    # zeros: the kernel writes the rows of tokens only, and the rows past T meet zeros of Tb on the host (0 * NaN)
+    saved = [q.new_zeros(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(2)] if store_all else [out] * 2
     init = None if S0 is None else S0.reshape(p.B * p.H, p.N, p.D).contiguous()
     c = p.constants()
     scan_kernel[(-(-p.D // p.BD), p.B * p.H)](
@@ -116,7 +117,7 @@ def _grad_scan(plan: _Plan, q, k, dO, dS, Y, TbT, G, tail, ec):
     p = plan
     TP = p.NC * p.C
     dstates = q.new_empty(p.B * p.H, p.NC + 1, p.N, p.D, dtype=p.acc)
-    kds, dX = (q.new_empty(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(2))
+    kds, dX = (q.new_zeros(p.B * p.H, TP, p.D, dtype=p.acc) for _ in range(2))  # zero past T, as in `_scan`
     final = None if dS is None else dS.to(p.acc).reshape(p.B * p.H, p.N, p.D).contiguous()
     c = p.constants()
     grad_scan_kernel[(-(-p.D // p.BD), p.B * p.H)](

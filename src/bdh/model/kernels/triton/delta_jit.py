@@ -40,20 +40,10 @@ def _wide(ptr, bh, t, TP, D, rd):
 
 @triton.jit
 def gram_kernel(
-    q_ptr,
-    k_ptr,
-    qk_ptr,
-    kk_ptr,
-    T,
-    N,
-    C,
-    NC,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
+    q_ptr, k_ptr, qk_ptr, kk_ptr,
+    T, N, C, NC,
+    BC: tl.constexpr, BN: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
     """Chunk c's q k^T and k k^T (C x C, in ACC), summed over N in BN-wide steps: one program per (chunk, head)."""
     c, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rc = tl.arange(0, BC)
@@ -76,32 +66,10 @@ def gram_kernel(
 
 @triton.jit
 def _sweep(
-    src,
-    dst,
-    x1_rows,
-    x2_rows,
-    x_live,
-    y1_rows,
-    y2_rows,
-    y_live,
-    Z1,
-    Z2,
-    decay,
-    rd,
-    md,
-    N,
-    D,
-    HAS_SRC: tl.constexpr,
-    UPDATE: tl.constexpr,
-    HAS_X2: tl.constexpr,
-    HAS_Y2: tl.constexpr,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    BD: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
+    src, dst, x1_rows, x2_rows, x_live, y1_rows, y2_rows, y_live, Z1, Z2, decay, rd, md, N, D,
+    HAS_SRC: tl.constexpr, UPDATE: tl.constexpr, HAS_X2: tl.constexpr, HAS_Y2: tl.constexpr, BC: tl.constexpr,
+    BN: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
     """One pass over the N rows of the BD columns ``rd`` of a state: S <- decay S + x1^T Z1 (+ x2^T Z2) (UPDATE),
     S read at ``src`` (zero without HAS_SRC) and stored at ``dst``, both N x D matrices; returns y1 S and y2 S of the
     stored S (C x BD, in ACC): the next chunk's reads, which share this pass's loads of S."""
@@ -135,40 +103,11 @@ def _sweep(
 
 @triton.jit
 def scan_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    init_ptr,
-    p_ptr,
-    tb_ptr,
-    g_ptr,
-    tail_ptr,
-    ec_ptr,
-    states_ptr,
-    out_ptr,
-    ks_ptr,
-    qs_ptr,
-    sv_b,
-    sv_h,
-    sv_t,
-    sv_d,
-    H,
-    T,
-    TP,
-    N,
-    D,
-    C,
-    NC,
-    SLOTS,
-    HAS_INIT: tl.constexpr,
-    STORE_ALL: tl.constexpr,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    BD: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
+    q_ptr, k_ptr, v_ptr, init_ptr, p_ptr, tb_ptr, g_ptr, tail_ptr, ec_ptr, states_ptr, out_ptr, ks_ptr, qs_ptr,
+    sv_b, sv_h, sv_t, sv_d, H, T, TP, N, D, C, NC, SLOTS,
+    HAS_INIT: tl.constexpr, STORE_ALL: tl.constexpr, BC: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+    ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
     """The delta rule chunk by chunk for BD columns of the state (they do not mix): one program per (column block,
     head), the N x BD state streamed through ``states`` (slot c: S before chunk c with STORE_ALL, else two slots
     in turn). Per chunk: X = V - G (K S), W = Tb X, out = P W + G (Q S), S <- ec S + K^T (tail W); with STORE_ALL,
@@ -215,32 +154,11 @@ def scan_kernel(
 
 @triton.jit
 def grad_scan_kernel(
-    q_ptr,
-    k_ptr,
-    do_ptr,
-    dfinal_ptr,
-    y_ptr,
-    tbt_ptr,
-    g_ptr,
-    tail_ptr,
-    ec_ptr,
-    dstates_ptr,
-    kds_ptr,
-    dx_ptr,
-    T,
-    TP,
-    N,
-    D,
-    C,
-    NC,
-    HAS_FINAL: tl.constexpr,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    BD: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
+    q_ptr, k_ptr, do_ptr, dfinal_ptr, y_ptr, tbt_ptr, g_ptr, tail_ptr, ec_ptr, dstates_ptr, kds_ptr, dx_ptr,
+    T, TP, N, D, C, NC,
+    HAS_FINAL: tl.constexpr, BC: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
     """The state's gradient chunk by chunk from the last, for BD columns: dstates slot c + 1 = dS after chunk c
     (slot 0: before the first). Per chunk, with Y = P^T dO: dW = Y + tail (K dS), dX = Tb^T dW (stored, with K dS),
     dS <- ec dS + Q^T (G dO) - K^T (G dX)."""
@@ -280,31 +198,11 @@ def grad_scan_kernel(
 
 @triton.jit
 def grad_keys_kernel(
-    q_ptr,
-    k_ptr,
-    fq_ptr,
-    fk_ptr,
-    a1_ptr,
-    a2_ptr,
-    a3_ptr,
-    states_ptr,
-    dstates_ptr,
-    dq_ptr,
-    dk_ptr,
-    dec_ptr,
-    T,
-    TP,
-    N,
-    D,
-    C,
-    NC,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    BD: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
+    q_ptr, k_ptr, fq_ptr, fk_ptr, a1_ptr, a2_ptr, a3_ptr, states_ptr, dstates_ptr, dq_ptr, dk_ptr, dec_ptr,
+    T, TP, N, D, C, NC,
+    BC: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
     WIDEN: tl.constexpr,
-):
+):  # fmt: skip
     """dQ and dK of chunk c for BN columns of N, summed over D in BD-wide steps, and <S, dS'> of the tile:
     dQ = Fq K + A1 S^T,  dK = Fq^T Q + Fk K + A2 S^T + A3 dS'^T  (S before the chunk, dS' the gradient after it)."""
     c, pn, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
