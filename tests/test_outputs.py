@@ -77,6 +77,27 @@ def test_inputs_are_never_outputs_even_with_overwrite(tmp_path, monkeypatch):
     check_output(model / "reports" / "viz.html", inputs=[model])  # beside the inputs, inside the folder: allowed
 
 
+def test_a_symbolic_link_loop_is_one_line_as_output_and_as_a_locked_folder(tmp_path):
+    from bdh.outputs import folder_lock
+
+    (tmp_path / "loop").symlink_to("loop")
+    for target in (tmp_path / "loop", tmp_path / "loop" / "inside"):
+        with pytest.raises(OutputError, match="symbolic link that loops"):
+            check_output(target, folder=True)
+        with pytest.raises(OutputError, match="symbolic link that loops"), folder_lock(target):
+            pass
+    check_output(tmp_path / "new", inputs=[tmp_path / "loop"])  # an input that loops is its reader's to refuse
+
+
+def test_a_file_that_cannot_be_put_in_place_is_named_never_its_temporary(tmp_path):
+    (tmp_path / "report.md").mkdir()  # a folder where the file goes: the rename fails
+    with pytest.raises(OutputError) as info:
+        write_text(tmp_path / "report.md", "# report\n")
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'report.md'}: not written") and ".tmp" not in message
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]  # the temporary removed
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_folder_is_refused_before_work(tmp_path):
     ro = tmp_path / "ro"

@@ -259,10 +259,7 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     try:
         _release_signals(held)  # a signal held meanwhile is raised here, where the temporary is cleaned up
         yield tmp
-        with open(tmp, "rb+") as f:  # durable before the rename: a crash leaves the old file or the new one
-            os.fsync(f.fileno())
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
+        _put_in_place(tmp, path)
     except OSError as exc:  # a full disk names the file being written (DiskFull), in one line
         full = _no_space(path, exc)
         if full is None:
@@ -271,6 +268,20 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _put_in_place(tmp: Path, path: Path) -> None:
+    """The temporary ``tmp``, written, made durable and renamed to ``path``; a rename refused (``path`` a folder,
+    a folder nobody may write in) names ``path``, never the temporary (`OutputError`)."""
+    with open(tmp, "rb+") as f:  # durable before the rename: a crash leaves the old file or the new one
+        os.fsync(f.fileno())
+    os.chmod(tmp, file_mode())
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise
+        raise OutputError(f"{path}: not written ({exc.strerror}); nothing was replaced") from None
 
 
 @contextlib.contextmanager
