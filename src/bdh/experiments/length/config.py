@@ -87,7 +87,7 @@ class Config(ExperimentConfig):
     recall_gap_max: int = bounded(32, ge=0)
     facts: tuple[int, ...] = bounded((), ge=1)
     facts_read: tuple[int, ...] = bounded((), ge=1)
-    test_sequences: int = bounded(64, ge=64)
+    test_sequences: int = bounded(64, ge=64, le=2**16, why="every test set is read whole at every length")
     read_batch: int = bounded(64, ge=1)
     whole_tokens: int = bounded(2**16, ge=1)
     stop_after_chance: int = bounded(2, ge=0)
@@ -151,6 +151,9 @@ class Config(ExperimentConfig):
             self._fail("min_length", f"must be at most max_length ({self.max_length}), got {self.min_length}")
         if self.short_steps and self.short_len >= self.seq_len:
             self._fail("short_len", f"a curriculum starts shorter than seq_len ({self.seq_len}), got {self.short_len}")
+        for name in ("lr_at_t", "batch_at_t"):
+            if not self.short_steps and getattr(self, name) is not None:
+                self._fail(name, "sets the training at T after a curriculum's short phase: give short_steps > 0 too")
         if self.width % self.n_head:
             self._fail("width", f"{self.width} is not a multiple of n_head ({self.n_head})")
         if not isinstance(self.device, str) or not self.device:
@@ -185,6 +188,10 @@ class Config(ExperimentConfig):
         """The trained counts of ``task``'s runs: ``facts`` for recall_gap where given, else (None,): one run at the
         task's own (``recall_pairs``)."""
         return self.facts if task == "recall_gap" and self.facts else (None,)
+
+    def inputs(self) -> tuple[str, ...]:
+        """The text models it reads (an ``--out`` that holds one is refused)."""
+        return self.text_models
 
     @property
     def lengths(self) -> tuple[int, ...]:

@@ -19,12 +19,13 @@ from bdh.model import hard_read
 from bdh.outputs import write_text
 from bdh.tasks.lengths import fixed_test_set, wilson_interval
 
-from ..common import train_lm
+from ..common import lm_config, train_config
 from ..scaffold import ExperimentFolder, Log
 from . import reading
 from .config import Config
 from .facts import fits, read_counts
 from .memory import trace_record
+from .records import read_record
 
 #: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
 SELECTORS = (
@@ -110,18 +111,34 @@ def _train(
     log: Log,
     facts: int | None = None,
 ) -> Any:
-    """One training phase: the short phase of a curriculum (``init_from`` None and ``short_steps``), or the run at
-    T (from ``init_from``, the short phase's run, with ``lr_at_t`` and ``batch_at_t`` where set), on ``facts`` pairs
-    (None: the task's own)."""
+    """One training phase (`phase_config`), replacing an attempt that did not finish."""
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
+    run = phase_config(config, run_dir, model=model, task=task, seed=seed, init_from=init_from, facts=facts)
+    log(f"length: training {run_dir.name} ({run.train.max_steps} steps of {run.train.batch_size} x {run.task.seq_len})")
+    return train_config(run)
+
+
+def phase_config(
+    config: Config,
+    run_dir: Path,
+    *,
+    model: str,
+    task: str,
+    seed: int,
+    init_from: Path | None,
+    facts: int | None = None,
+) -> Any:
+    """The run config of one training phase (nothing written; `preflight` checks every one before the first step):
+    the short phase of a curriculum (``init_from`` None and ``short_steps``), or the run at T (from ``init_from``,
+    the short phase's run, with ``lr_at_t`` and ``batch_at_t`` where set), on ``facts`` pairs (None: the task's
+    own)."""
     short = init_from is None and config.short_steps > 0
     seq_len, steps = (config.short_len, config.short_steps) if short else (config.seq_len, config.steps)
     after_short = init_from is not None
     batch_size = config.batch_at_t if after_short and config.batch_at_t is not None else config.batch_size
     lr = config.lr_at_t if after_short and config.lr_at_t is not None else config.lr
-    log(f"length: training {run_dir.name} ({steps} steps of {batch_size} x {seq_len})")
-    return train_lm(
+    return lm_config(
         run_dir,
         None,
         config.model_section(model, task),
@@ -260,7 +277,7 @@ def _run_one(
     name = run_name(model, task, seed, facts)
     path = out / "results" / f"{name}.json"
     if resume and path.is_file() and (out / "models" / name).is_dir():
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_record(path, model, task, seed, facts)
     else:
         record = train_run(config, out, model, task, seed, log, facts)
         write_text(path, json.dumps(record, indent=1) + "\n")

@@ -70,8 +70,10 @@ def record_problem(record: Any, run: tuple[str, str, int, int | None]) -> str | 
 
 
 def _name(run: tuple[Any, ...]) -> str:
+    from .experiment import run_name  # the experiment reads its records: imported once both are loaded
+
     model, task, seed, facts = run
-    return f"{model}-{task}-s{seed}" if facts is None else f"{model}-{task}-D{facts}-s{seed}"
+    return run_name(model, task, seed, facts)
 
 
 def _row_problem(row: Any) -> str | None:
