@@ -1,6 +1,6 @@
 """The delta rule's Triton kernels (`bdh.model.kernels.triton.delta`) against the token rule's recurrent and chunked
 forms (`bdh.model.kernels.pytorch.state_rules`), in values and every gradient (q, k, v, log g, b, the state carried
-in), run by Triton's CPU interpreter (``TRITON_INTERPRET=1``), and compiled for sm_90 without a GPU.
+in), run by Triton's CPU interpreter (``TRITON_INTERPRET=1``); tests/model/test_triton_sm90.py compiles them for sm_90.
 
 The interpreter runs each program in Python and the chunks one after another, so the cases in CI are small and have
 few chunks; each covers a chunk shorter than the others and masked rows and columns of the tiles. The case with
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from bdh.model.kernels.pytorch import state_rules as rules
 
-from .helpers import compile_without_interpreter, rel_err
+from .helpers import rel_err
 
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
@@ -180,65 +180,3 @@ def test_bad_input_is_refused_with_one_line(delta_triton, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="need CUDA tensors"):
         delta_chunked_triton(q, k, v, chunk_size=4, beta=beta)
-
-
-# Compiles every kernel of a bf16 training step at paper size (N = 8,192, D = 256, chunks of 64) the way a launch on an
-# H100 / H200 would (sm_90), in a process of its own without the interpreter, and asks ptxas (-v) what each spills.
-AHEAD_OF_TIME = r"""
-import os, re, subprocess, sys, tempfile
-os.environ.pop("TRITON_INTERPRET", None)
-import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from bdh.model.kernels.triton import delta_jit as K
-from bdh.model.kernels.triton.chunked import NUM_WARPS
-from bdh.model.kernels.triton.delta import _plan
-
-POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
-LOW = {"q_ptr", "k_ptr", "v_ptr", "out_ptr", "dq_ptr", "dk_ptr"}  # in the inputs' dtype; every other tensor in ACC
-from triton.backends.nvidia.compiler import get_ptxas
-PTXAS = get_ptxas(90).path  # the ptxas Triton compiles sm_90 with, and its register allocation flag
-spilled = []
-for name in sys.argv[1:]:
-    dtype = getattr(torch, name)
-    plan = _plan(torch.empty(2, 4, 2048, 8192, dtype=dtype, device="meta"),
-                 torch.empty(2, 1, 2048, 256, dtype=dtype, device="meta"), 64)
-    x, acc = POINTER[dtype], POINTER[plan.acc]
-    kernels = [
-        (K.gram_kernel, {}),
-        (K.scan_kernel, dict(HAS_INIT=True, STORE_ALL=False)),
-        (K.scan_kernel, dict(HAS_INIT=False, STORE_ALL=True)),
-        (K.grad_scan_kernel, dict(HAS_FINAL=True)),
-        (K.grad_keys_kernel, {}),
-    ]
-    for fn, own in kernels:
-        names = fn.arg_names
-        constants = {n: v for n, v in {**plan.constants(), **own}.items() if n in names}
-        signature = {
-            n: "constexpr" if n in constants else (x if n in LOW else acc) if n.endswith("_ptr") else "i32"
-            for n in names
-        }
-        src = ASTSource(fn=fn, signature=signature, constexprs={(names.index(n),): v for n, v in constants.items()})
-        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
-        assert kernel.metadata.shared <= 227 * 1024, (fn.__name__, kernel.metadata.shared)  # Hopper's maximum
-        ptx = kernel.asm["ptx"]
-        arch = re.search(r"\.target\s+(sm_\w+)", ptx).group(1)
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-            f.write(ptx)
-            f.flush()
-            command = [PTXAS, "-v", "--regAllocOptLevel=2", f"--gpu-name={arch}", f.name, "-o", f.name + ".cubin"]
-            log = subprocess.run(command, capture_output=True, text=True, check=True).stderr
-            os.remove(f.name + ".cubin")
-        spills = [int(b) for b in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
-        regs = re.findall(r"Used (\d+) registers", log)
-        print(name, fn.__name__, own, f"shared {kernel.metadata.shared} B", "registers", regs, "spills", spills)
-        spilled += [(fn.__name__, own, log)] if not spills or any(spills) else []
-assert not spilled, spilled
-print("compiled")
-"""
-
-
-def test_the_kernels_compile_for_hopper_without_spilling():
-    """Every kernel of a bf16 training step compiles for sm_90 as a launch there would, within Hopper's shared
-    memory, and ptxas reports no register spilled (the interpreter does not compile: this does)."""
-    print(compile_without_interpreter(AHEAD_OF_TIME, "bfloat16"))

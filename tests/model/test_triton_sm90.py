@@ -1,0 +1,71 @@
+"""The delta rule's and the gate's Triton kernels (`bdh.model.kernels.triton.delta_jit`, `gate_jit`) compiled the way a
+launch on an H100 / H200 would (sm_90) at paper size (N = 8,192, D = 256, chunks of 64, bf16), in a process of its own
+without the interpreter, within Hopper's shared memory, and ptxas (-v) reporting no register spilled. The
+interpreter does not compile: this does. (The chunked attention's kernels: tests/model/test_chunked_triton.py.)"""
+
+import pytest
+
+from .helpers import compile_without_interpreter
+
+pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
+
+AHEAD_OF_TIME = r"""
+import os, re, subprocess, sys, tempfile
+os.environ.pop("TRITON_INTERPRET", None)
+import torch, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from triton.compiler import ASTSource
+from bdh.model.kernels.triton import delta_jit as K, gate_jit as G
+from bdh.model.kernels.triton.chunked import NUM_WARPS
+from bdh.model.kernels.triton.delta import _plan
+from bdh.model.kernels.triton import gate
+
+POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
+LOW = {"q_ptr", "k_ptr", "v_ptr", "out_ptr", "dq_ptr", "dk_ptr"}  # in the inputs' dtype; every other tensor in ACC
+PTXAS = get_ptxas(90).path  # the ptxas Triton compiles sm_90 with (run below with its register allocation flag)
+spilled = []
+for name in sys.argv[1:]:
+    dtype = getattr(torch, name)
+    plan = _plan(torch.empty(2, 4, 2048, 8192, dtype=dtype, device="meta"),
+                 torch.empty(2, 1, 2048, 256, dtype=dtype, device="meta"), 64)
+    x, acc = POINTER[dtype], POINTER[plan.acc]
+    drop, p = dict(BLOCK=gate.BLOCK, ACC=tl.float32, DROP=True), {"p": "fp32"}
+    kernels = [
+        (K.gram_kernel, {}, {}, NUM_WARPS),
+        (K.scan_kernel, dict(HAS_INIT=True, STORE_ALL=False), {}, NUM_WARPS),
+        (K.scan_kernel, dict(HAS_INIT=False, STORE_ALL=True), {}, NUM_WARPS),
+        (K.grad_scan_kernel, dict(HAS_FINAL=True), {}, NUM_WARPS),
+        (K.grad_keys_kernel, {}, {}, NUM_WARPS),
+        (G.gate_kernel, drop, p, gate.NUM_WARPS),
+        (G.gate_backward_kernel, drop, p, gate.NUM_WARPS),
+    ]
+    for fn, own, scalars, warps in kernels:
+        names = fn.arg_names
+        constants = {n: v for n, v in {**plan.constants(), **own}.items() if n in names}
+        low = LOW if fn.__module__.endswith("delta_jit") else set(n for n in names if n.endswith("_ptr"))
+        pointer = {n: x if n in low else acc for n in names if n.endswith("_ptr")}
+        signature = {n: "constexpr" if n in constants else pointer.get(n, scalars.get(n, "i32")) for n in names}
+        src = ASTSource(fn=fn, signature=signature, constexprs={(names.index(n),): v for n, v in constants.items()})
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+        assert kernel.metadata.shared <= 227 * 1024, (fn.__name__, kernel.metadata.shared)  # Hopper's maximum
+        ptx = kernel.asm["ptx"]
+        arch = re.search(r"\.target\s+(sm_\w+)", ptx).group(1)
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+            f.write(ptx)
+            f.flush()
+            command = [PTXAS, "-v", "--regAllocOptLevel=2", f"--gpu-name={arch}", f.name, "-o", f.name + ".cubin"]
+            log = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+            os.remove(f.name + ".cubin")
+        spills = [int(b) for b in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
+        regs = re.findall(r"Used (\d+) registers", log)
+        print(name, fn.__name__, own, f"shared {kernel.metadata.shared} B", "registers", regs, "spills", spills)
+        spilled += [(fn.__name__, own, log)] if not spills or any(spills) else []
+assert not spilled, spilled
+print("compiled")
+"""
+
+
+def test_the_kernels_compile_for_hopper_without_spilling():
+    """Every kernel of a bf16 training step (the delta rule forward and backward, the gate with dropout)."""
+    print(compile_without_interpreter(AHEAD_OF_TIME, "bfloat16"))
