@@ -14,6 +14,8 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       _native.c, native.py, ops.py    the C loops, their ctypes binding, their PyTorch operators
     triton/         CUDA:
       chunked.py, chunked_jit.py      the chunked form as fused Triton kernels, and the kernels themselves
+      delta.py, delta_jit.py          the delta rule's chunked form (`pytorch/state_rules.py`) likewise
+      gate.py, gate_jit.py            the gate y = ReLU(z) * x and its dropout likewise
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
 its entries in `bound.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md, "Kernels").
