@@ -293,6 +293,80 @@ def test_the_triton_kernels_under_bf16_autocast_stay_as_close_to_fp32_as_the_lea
     assert errors["triton"][0] <= 2 * errors["lean"][0] + 2**-8 and errors["triton"][1] < 0.02, errors
 
 
+def _delta_inputs(B, H, T, N, D):
+    """The delta rule's inputs on the GPU: ReLU queries, unit non-negative keys, damped, a sigmoid write gate, a
+    carried state; drawn on the CPU in fp64 (the same numbers on every device)."""
+    from bdh.model.kernels.pytorch.state_rules import unit_keys
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu()
+    k = unit_keys(torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu())
+    v = torch.randn(B, 1, T, D, generator=g, dtype=torch.float64)
+    log_g = -0.1 * torch.rand(B, H, T, generator=g, dtype=torch.float64)
+    beta = torch.sigmoid(2 * torch.randn(B, H, T, generator=g, dtype=torch.float64))
+    s = torch.randn(B, H, N, D, generator=g, dtype=torch.float64)
+    return [t.float().to(GPU) for t in (q, k, v, log_g, beta, s)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_the_delta_rule_kernels_equal_the_chunked_form_in_fp32():
+    """Compiled for the GPU, several tiles of N and D and three chunks (TF32 off): values and every gradient."""
+    from bdh.model.kernels.pytorch.state_rules import chunked
+    from bdh.model.kernels.triton.delta import delta_chunked_triton
+
+    inputs = _delta_inputs(B=2, H=2, T=150, N=200, D=96)
+    results = {}
+    for name, form in (("triton", delta_chunked_triton), ("chunked", chunked)):
+        q, k, v, log_g, beta, s = (t.clone().requires_grad_() for t in inputs)
+        out, state = form(q, k, v, chunk_size=64, log_g=log_g, beta=beta, state=s, need_state=True)
+        w = torch.linspace(-1, 1, out.numel(), device=GPU).view_as(out)
+        ((out * w).sum() + state.square().sum()).backward()
+        results[name] = [out.detach(), state.detach(), q.grad, k.grad, v.grad, log_g.grad, beta.grad, s.grad]
+    for got, ref in zip(results["triton"], results["chunked"]):
+        # fp32 sums of a few hundred terms in two orders and a 64 x 64 triangular solve: ~1e-6 of the scale
+        assert rel_err(got, ref) < 1e-4
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_the_delta_rule_kernels_under_bf16_autocast_stay_as_close_to_fp32_as_the_chunked_form():
+    from bdh.model.kernels.pytorch.state_rules import chunked
+    from bdh.model.kernels.triton.delta import delta_chunked_triton
+
+    q, k, v, log_g, beta, s = _delta_inputs(B=2, H=4, T=300, N=512, D=64)
+    ref = chunked(q, k, v, chunk_size=64, log_g=log_g, beta=beta, state=s, need_state=True)
+    errors = {}
+    for name, form in (("triton", delta_chunked_triton), ("chunked", chunked)):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out, state = form(q, k, v, chunk_size=64, log_g=log_g, beta=beta, state=s, need_state=True)
+        errors[name] = rel_err(out.float(), ref[0]), rel_err(state.float(), ref[1])
+    # both round the N-wide operands to bf16 and sum in fp32 (the chunked form's small algebra in bf16, ours in
+    # fp32): the kernels' error at most twice the chunked form's, plus a bf16 ulp
+    assert errors["triton"][0] <= 2 * errors["chunked"][0] + 2**-8, errors
+    assert errors["triton"][1] <= 2 * errors["chunked"][1] + 2**-8, errors
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_triton_gate_equals_relu_mul_with_its_mask(dtype):
+    """The kernel's mask read back (ReLU(1) * 1 is 1 where kept), then values and gradients against autograd's
+    ReLU(z) * x * mask: one rounding each, within an ulp of the result (bf16: 2^-8 of the largest)."""
+    from bdh.model.kernels.triton.gate import gate_triton
+
+    g = torch.Generator().manual_seed(0)
+    z, x, w = (torch.randn(4, 3, 257, 130, generator=g).to(GPU, dtype) for _ in range(3))
+    ones = torch.ones_like(z)
+    keep = gate_triton(ones, ones, p=0.2, seed=9) != 0
+    assert abs((~keep).float().mean().item() - 0.2) < 0.01  # 400k entries: the standard deviation is 6e-4
+    results = {}
+    for name in ("triton", "torch"):
+        zz, xx = z.clone().requires_grad_(), x.clone().requires_grad_()
+        y = gate_triton(zz, xx, p=0.2, seed=9) if name == "triton" else relu_mul(zz, xx) * keep
+        (y * w).sum().backward()
+        results[name] = [y.detach(), zz.grad, xx.grad]
+    for got, ref in zip(results["triton"], results["torch"]):
+        assert rel_err(got.float(), ref.float()) < (1e-6 if dtype == torch.float32 else 2**-7)
+
+
 # --------------------------------------------------------------------------- the fused gate and RoPE
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_gate_is_bit_identical_to_autograd(dtype):
