@@ -31,6 +31,14 @@ def test_declared_integer_reads_the_field_range_and_e_notation():
             steps(bad)
 
 
+def test_integer_bounds_are_printed_in_full():
+    """``--recall 3`` printed its bound as 1.67772e+07: a whole-number bound is written out."""
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be an integer in \[33, 16777216\], got '3'"):
+        integer(33, 2**24)("3")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"in \(0, 1\.5\]"):
+        number(0, 1.5, low_open=True)("0")
+
+
 def test_number_ranges():
     assert number(0)("0") == 0.0 and number(0, 1)("1") == 1.0
     with pytest.raises(argparse.ArgumentTypeError, match=r">= 0"):

@@ -102,10 +102,15 @@ def declared_integer(config_class: type, name: str) -> Callable[[str], int]:
 
 def _range(low: float | None, high: float | None, low_open: bool = False) -> str:
     if low is not None and high is not None:
-        return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+        return f"in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}]"
     if low is not None:
-        return f"{'>' if low_open else '>='} {low:g}"
-    return f"<= {high:g}" if high is not None else ""
+        return f"{'>' if low_open else '>='} {_bound(low)}"
+    return f"<= {_bound(high)}" if high is not None else ""
+
+
+def _bound(x: float) -> str:
+    """A bound as a person reads it: a whole number in full (16777216, not 1.67772e+07), else ``:g``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**63 else f"{x:g}"
 
 
 def device(name: str):
