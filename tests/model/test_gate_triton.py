@@ -103,3 +103,34 @@ def test_bad_input_is_refused_with_one_line(gate_triton, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="need z and x on one CUDA device"):
         gate_triton(z, x)
+
+
+def test_the_model_with_the_triton_gate_computes_the_fused_gate(gate_triton, monkeypatch):
+    """The choice table takes the Triton gate (forced on the CPU here, the compiled loops off): without dropout the
+    logits and every parameter's gradient equal the fused gate's (fp64, the same products rounded once: 1e-12).
+    With dropout drawn in the gate (the CPU's ``in-gate`` masks, here by the kernel), the pass is reproducible from
+    torch's seed and differs between seeds."""
+    from bdh.model.kernels import Pass, choice
+
+    from .helpers import tiny_model
+
+    monkeypatch.setenv("BDH_NATIVE", "0")
+    idx = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
+    results = {}
+    for name, on in (("fused", False), ("triton", True)):
+        monkeypatch.setattr(choice, "use_triton", lambda device, on=on: on)
+        model = tiny_model(seed=1).double().train()
+        assert model.kernels(Pass("parallel", 0, 9)).choice.gate == name
+        logits = model(idx)
+        logits.pow(2).mean().backward()
+        results[name] = [logits.detach()] + [p.grad for p in model.parameters()]
+    for a, b in zip(results["triton"], results["fused"]):
+        assert rel_err(a, b) < 1e-12
+    model = tiny_model(seed=1, dropout=0.3).double().train()
+    c = model.kernels(Pass("parallel", 0, 9)).choice
+    assert (c.gate, c.masks) == ("triton", "in-gate")
+    runs = []
+    for seed in (4, 4, 5):
+        torch.manual_seed(seed)
+        runs.append(model(idx).detach())
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])

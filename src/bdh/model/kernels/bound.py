@@ -29,6 +29,7 @@ from .pytorch.sparse import sparse_attention, sparse_read_in
 from .pytorch.state_rules import FORMS as STATE_RULE_FORMS
 from .triton import chunked as _triton
 from .triton import delta as _triton_delta
+from .triton import gate as _triton_gate
 
 Tensor = torch.Tensor
 #: every attention kernel of a pass: (queries, keys, values, *, state, **gates) -> (a, state after)
@@ -210,6 +211,8 @@ def _gate(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
     if c.gate == "plain":
         return _plain_gate
     p = c.dropout if c.masks == "in-gate" else 0.0
+    if c.gate == "triton":
+        return partial(_gate_triton, p=p)
     fused = partial(_masked_gate, p=p) if c.masks == "in-gate" else relu_mul
     if c.gate != "native":
         return fused
@@ -223,6 +226,13 @@ def _gate(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
 
 def _plain_gate(z: Tensor, x: Tensor) -> Tensor:
     return F.relu(z) * x
+
+
+def _gate_triton(z: Tensor, x: Tensor, p: float) -> Tensor:
+    """The Triton gate (its mask drawn inside) where it takes the tensors (one shape and dtype), else `relu_mul`."""
+    if z.shape != x.shape or z.dtype != x.dtype:
+        return _masked_gate(z, x, p) if p > 0 else relu_mul(z, x)
+    return _triton_gate.gate_triton(z, x, p=p)
 
 
 def _masked_gate(z: Tensor, x: Tensor, p: float) -> Tensor:

@@ -114,6 +114,7 @@ def choose(
         ("attention", mode,               True),                    # pytorch/attention.py, sparse: pytorch/sparse.py
         ("gate",      "native",           loops),                                         # cpu/ops.py
         ("gate",      "plain",            not eager),                                     # inductor fuses it
+        ("gate",      "triton",           use_triton(device)),                            # triton/gate.py
         ("gate",      "fused",            True),                                          # pytorch/fused.py
         ("masks",     "none",             not (training and dropout > 0)),
         ("masks",     "in-gate",          in_gate),                                       # pytorch/dropout.py
@@ -123,9 +124,7 @@ def choose(
         ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # bound.py
         ("layout",    "head-major",       True),                                          # bound.py
     ]  # fmt: skip
-    chosen: dict[str, str] = {}
-    for step, kernel, _ in (row for row in rows if row[2]):  # the rows that hold
-        chosen.setdefault(step, kernel)
+    chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
     return Choice(
         positional=positional,
         rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling
