@@ -232,12 +232,24 @@ def _cut(path: Path, keep: float = 0.5) -> None:
 
 def cut_yaml(path: Path, keep: float = 0.5) -> None:
     """Cut a YAML file near ``keep`` of its length inside a key (after the first letter of the key of the line the
-    cut falls in): unreadable YAML wherever the cut falls, while a cut that happens to end a line leaves a file
-    that still parses (how often depends on the number of fields the config has)."""
+    cut falls in), moving the cut up a line at a time until the rest no longer parses: a cut inside the first key
+    of a section still parses (``train:`` then ``  d`` is ``train: d``), and which key the middle falls in depends
+    on the number of fields the config has."""
+    import yaml
+
     data = path.read_bytes()
-    start = data.rfind(b"\n", 0, int(len(data) * keep)) + 1
-    indent = len(data[start:]) - len(data[start:].lstrip(b" -"))
-    path.write_bytes(data[: start + indent + 1])
+    end = int(len(data) * keep)
+    while True:
+        start = data.rfind(b"\n", 0, end) + 1
+        indent = len(data[start:]) - len(data[start:].lstrip(b" -"))
+        cut = data[: start + indent + 1]
+        try:
+            yaml.safe_load(cut)
+        except yaml.YAMLError:
+            break
+        assert start > 0, f"{path}: no cut of it is unreadable YAML"
+        end = start - 1
+    path.write_bytes(cut)
 
 
 def _flip(path: Path) -> None:

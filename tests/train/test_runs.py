@@ -59,6 +59,15 @@ def test_damaged_files_cost_one_field_not_the_listing(tmp_path):
     assert runs[1].best is None and runs[1].row()[5] == "-" and runs[1].total_steps == 10
 
 
+def test_a_config_whose_sections_are_not_mappings_is_listed_with_unknowns(tmp_path):
+    """A config.yaml cut inside the first key of a section still parses (``train:`` then ``  d`` is ``train: d``):
+    `bdh runs` showed an internal error; the sections it cannot read cost their fields."""
+    run = make_run(tmp_path, "a")
+    (run / "config.yaml").write_text("model: 3\ntask:\n- text\ntrain:\n  d")
+    s = summarize_run(run)
+    assert (s.model, s.task, s.total_steps, s.step_limit) == ("?", "?", "?", None)
+
+
 def test_a_run_folder_lists_itself_and_a_file_is_refused_in_one_line(tmp_path):
     run = make_run(tmp_path, "a")
     assert run_folders(run) == [run] and run_folders(tmp_path) == [run]

@@ -129,6 +129,12 @@ def _step_limit(train: dict[str, Any], trained: list[dict[str, Any]]) -> int | N
     return limit
 
 
+def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
+    """A section of a config.yaml as read, {} where it is missing or not a mapping (an edited or damaged file)."""
+    value = cfg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def summarize_run(run: str | Path) -> RunSummary | None:
     """The summary of one run folder; None when its ``config.yaml`` cannot be read."""
     run = Path(run)
@@ -139,17 +145,17 @@ def summarize_run(run: str | Path) -> RunSummary | None:
     records = read_metrics(run / "metrics.jsonl")
     trained = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    total: int | str = (cfg.get("train") or {}).get("max_steps", "?")
+    train = _section(cfg, "train")
+    total: int | str = train.get("max_steps", "?")
     checkpoints = list_checkpoints(run)
     if checkpoints:  # a time budget may have shortened the run: the checkpoint knows its length
         total = (_read_json(checkpoints[-1] / "meta.json") or {}).get("total_steps", total)
     last = evals[-1].get("val_bpb") if evals else None
-    train = cfg.get("train") or {}
     limit, minutes = _step_limit(train, trained), train.get("max_minutes")
     return RunSummary(
         path=run,
-        model=str((cfg.get("model") or {}).get("name", "?")),
-        task=str((cfg.get("task") or {}).get("name", "?")),
+        model=str(_section(cfg, "model").get("name", "?")),
+        task=str(_section(cfg, "task").get("name", "?")),
         step=int(trained[-1]["step"]) if trained else 0,
         total_steps=total,
         tokens=int(trained[-1].get("tokens", 0)) if trained else 0,
