@@ -33,6 +33,7 @@ EVERY_FIELD = (
         decay_gate=True,
         state_write="delta",
         write_gate="hard",
+        write_topk=3,
         attention="chunked",
         chunk_size=4,
         ln_eps=1e-6,
@@ -40,7 +41,17 @@ EVERY_FIELD = (
     dict(
         n_layer=3, n_embd=8, n_head=1, mlp_internal_dim_multiplier=4, causal=False, positional="none", damping="alibi"
     ),
-    dict(n_layer=2, n_embd=8, n_head=2, separate_keys=True, ungated=True, no_expansion=True, unshared_layers=True),
+    dict(
+        n_layer=2,
+        n_embd=8,
+        n_head=2,
+        separate_keys=True,
+        ungated=True,
+        no_expansion=True,
+        unshared_layers=True,
+        state_write="delta",
+        write_keys="centred",
+    ),
 )
 
 

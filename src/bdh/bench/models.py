@@ -36,6 +36,18 @@ BDH_STATES: dict[str, dict[str, Any]] = {
         "state_write": "delta",
         "write_gate": "hard",
     },
+    "bdh-nopos-lg-delta-top1": {
+        "positional": "none",
+        "damping": "local-global",
+        "state_write": "delta",
+        "write_topk": 1,
+    },
+    "bdh-nopos-lg-delta-centred": {
+        "positional": "none",
+        "damping": "local-global",
+        "state_write": "delta",
+        "write_keys": "centred",
+    },
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)

@@ -268,7 +268,9 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             k = q if Dk is None else R(F.relu(v @ Dk))
             gates = self.state_rule_gates(v)  # log u_t, b_t of decay_gate and the delta rule, or none
             if gates:  # the state rule's loop
-                a = naive_state_rule(q, self.state_rule_keys(k), v, **gates)[0]
+                rule = self.write_key_rule()  # centred / top-k write keys: shaped token by token in the loop
+                keys = self.state_rule_keys(k) if rule is None else k
+                a = naive_state_rule(q, keys, v, write_key=rule, **gates)[0]
             else:
                 a = (MU * (q @ k.transpose(-1, -2))) @ v  # a_l (B, h, T, D)
             y = F.relu(self.ln(a) @ Dy)

@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..model_api import ModelConfig
 from ..typed_config import bounded, one_of
 from . import recurrence
-from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES
+from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES, WRITE_KEYS
 
 DROPOUT_RNGS = ("auto", "torch")
 #: the neuron count n is given by one of these, n_neurons or mlp_internal_dim_multiplier x n_embd
@@ -110,6 +110,10 @@ class BDHConfig(ModelConfig):
         write_gate: the delta rule's b_t = g(w_h . v_t + c_h): ``sigmoid``, or ``hard`` (ours: the hard sigmoid
             clamp(z / 6 + 1/2, 0, 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts
             writes nothing at all, however many such tokens follow).
+        write_keys: the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, or
+            ``centred`` (k - mean k) / |k - mean k| over the head's neurons, signed keys that overlap less.
+        write_topk: ours: the delta rule writes through the ``write_topk`` largest neurons of each key only (the
+            rest zeroed, then unit), so a write corrects only those rows of the state; None: every neuron.
         attention: which of the three equivalent forms computes linear attention:
             ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
             ``recurrent`` (token by token on the state rho).
@@ -139,6 +143,8 @@ class BDHConfig(ModelConfig):
     decay_gate: bool = False
     state_write: str = one_of("add", STATE_WRITES)
     write_gate: str = one_of("sigmoid", WRITE_GATES)
+    write_keys: str = one_of("unit", WRITE_KEYS)
+    write_topk: int | None = bounded(None, ge=1)
     attention: str = one_of("parallel", ATTENTION_FORMS)
     chunk_size: int = bounded(128, ge=1)
     ln_eps: float = bounded(1e-5, gt=0)
@@ -283,6 +289,13 @@ class BDHConfig(ModelConfig):
             self._fail(name, "reads tokens in order through the state, so it needs causal attention (causal=true)")
         if self.write_gate != "sigmoid" and self.state_write != "delta":
             self._fail("write_gate", "is the delta rule's write strength, so set state_write: delta too")
+        for name, default in (("write_keys", "unit"), ("write_topk", None)):
+            if getattr(self, name) != default and self.state_write != "delta":
+                self._fail(name, "shapes the delta rule's write keys, so set state_write: delta too")
+        if self.write_topk is not None and self.write_topk > self.N:
+            self._fail("write_topk", f"must be at most the {self.N} neurons per head, got {self.write_topk}")
+        if self.write_topk is not None and self.write_keys != "unit":
+            self._fail("write_topk", f"keeps a key's largest neurons, so needs write_keys: unit, not {self.write_keys}")
 
     # ------------------------------------------------------------------ sizes
     def num_params(self) -> int:

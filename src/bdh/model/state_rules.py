@@ -26,6 +26,7 @@ from bdh.errors import UserError
 
 from .config import DECAY_GATE_HALF_LIFE, LEARNED_MAX_HALF_LIFE, BDHConfig
 from .kernels.pytorch.state_rules import unit_keys
+from .kernels.pytorch.write_keys import shape_write_keys
 
 #: the parameters of the rules, in the order they are drawn (after the paper's weights)
 PARAMETERS = ("decay_logit", "decay_w", "decay_b", "write_w", "write_b")
@@ -104,8 +105,21 @@ class StateRuleMixin:
         return {"log_g": log_g, "beta": beta}
 
     def state_rule_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """The keys the rule writes with: unit keys k / |k| for the delta rule, else ``keys`` themselves."""
-        return unit_keys(keys) if self.config.state_write == "delta" else keys
+        """The keys the rule writes with: unit keys k / |k| for the delta rule (centred or cut to their top-k
+        neurons first by ``write_keys`` / ``write_topk``, `shape_write_keys`), else ``keys`` themselves."""
+        if self.config.state_write != "delta":
+            return keys
+        if self.write_key_rule() is not None:
+            keys = shape_write_keys(keys, centred=self.config.write_keys == "centred", topk=self.config.write_topk)
+        return unit_keys(keys)
+
+    def write_key_rule(self) -> tuple[bool, int | None] | None:
+        """(centred, topk) of the delta rule's write keys, the ``write_key`` of `naive_state_rule`; None for plain
+        unit keys (or no delta rule)."""
+        cfg = self.config
+        if cfg.state_write != "delta" or (cfg.write_keys == "unit" and cfg.write_topk is None):
+            return None
+        return cfg.write_keys == "centred", cfg.write_topk
 
     @property
     def soft_gated(self) -> bool:

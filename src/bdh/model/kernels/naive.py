@@ -15,6 +15,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+#: keys are normalised as k / max(|k|, KEY_EPS): a token with no active neuron writes nothing
+KEY_EPS = 1e-6
+
 
 def _values(v: torch.Tensor, b: int, h: int) -> torch.Tensor:
     """The values head h of sequence b reads: v is (B, 1 or H, T, D), one value stream shared by heads or one each."""
@@ -52,19 +55,33 @@ def naive_linear_attention(
     return out
 
 
-def naive_state_rule(q, k, v, *, log_g=None, beta=None, state=None, need_state=False):
+def naive_write_key(k: torch.Tensor, centred: bool = False, topk: int | None = None) -> torch.Tensor:
+    """A write key of the delta rule from a raw key k (..., N), by its definition: k - mean(k) when ``centred``;
+    every entry below the ``topk``-th largest set to 0 when ``topk``; then k / max(|k|, KEY_EPS)."""
+    if centred:
+        k = k - k.mean(dim=-1, keepdim=True)
+    if topk is not None:
+        kth = k.sort(dim=-1, descending=True).values[..., topk - 1 : topk]
+        k = torch.where(k >= kth, k, torch.zeros_like(k))
+    return k / k.norm(dim=-1, keepdim=True).clamp_min(KEY_EPS)
+
+
+def naive_state_rule(q, k, v, *, log_g=None, beta=None, state=None, need_state=False, write_key=None):
     """The state rules token by token, vectorised over sequences and heads (as flash-linear-attention's
     ``naive_recurrent_*``): read a_t = q_t^T S, then write S = u_t (S + k_t w_t^T) with w_t = v_t, or
     b_t (v_t - S^T k_t) when ``beta`` is given (the delta rule; unit keys), u_t = e^{log_g} when given.
 
-    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None.
-    Returns (a (B, H, T, D), the state after or None). The reference of `bdh.model.kernels.pytorch.state_rules`
-    and of `BDH.slow_forward`, and the ``recurrent`` form of those rules itself."""
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None;
+    write_key: None (k as given), or (centred, topk): each k_t made a write key by `naive_write_key` as it is
+    written. Returns (a (B, H, T, D), the state after or None). The reference of
+    `bdh.model.kernels.pytorch.state_rules` and of `BDH.slow_forward`, and the ``recurrent`` form of those rules."""
     B, H, T, N = q.shape
     S = q.new_zeros(B, H, N, v.shape[-1]) if state is None else state
     outs = []
     for t in range(T):
         qt, kt, vt = q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1]
+        if write_key is not None:
+            kt = naive_write_key(kt, *write_key)
         outs.append(qt @ S.to(q.dtype))  # read before write
         if beta is not None:
             vt = beta[:, :, t, None, None].to(q.dtype) * (vt - kt @ S.to(q.dtype))  # w_t = b_t (v_t - S^T k_t)

@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from ..naive import naive_state_rule
-
-#: keys are normalised as k / max(|k|, KEY_EPS): a token with no active neuron writes nothing
-KEY_EPS = 1e-6
+from ..naive import KEY_EPS, naive_state_rule
 
 
 def unit_keys(k: torch.Tensor) -> torch.Tensor:
