@@ -22,6 +22,7 @@ from bdh.outputs import input_file
 from ..typed_config import bounded
 from .base import IGNORE_INDEX
 from .common import TaskConfig, check_batch_args, check_seed, rng, shuffled_indices
+from .sudoku_augment import augment
 
 _ALL = 0x3FE  # bits 1..9
 _POP = [bin(m).count("1") for m in range(1024)]
@@ -234,7 +235,14 @@ class SudokuConfig(TaskConfig):
         dig_attempts: fresh grids tried per puzzle to reach a low target.
         train_csv: optional CSV of puzzle,solution rows for training (replaces the generator).
         val_csv: optional CSV for validation; with only ``train_csv``, the ``num_val`` rows after the training rows.
-        data_seed: draw the generated puzzles from this seed instead of the run's; null: the run's seed."""
+        data_seed: draw the generated puzzles from this seed instead of the run's; null: the run's seed.
+        augment: move every training board by a random symmetry (digits relabelled, rows and columns shuffled within
+            bands and stacks, bands and stacks shuffled, a transpose; `bdh.tasks.sudoku_augment`), drawn afresh for
+            every batch, so that a fixed set of boards (generated or read from ``train_csv``) never repeats.
+        endless: generate fresh training boards for every batch (``num_train`` only sizes an epoch); refused with
+            ``train_csv``."""
+
+    INPUTS = ("train_csv", "val_csv")
 
     num_train: int = bounded(9000, ge=1)
     num_val: int = bounded(1000, ge=1)
@@ -244,9 +252,15 @@ class SudokuConfig(TaskConfig):
     train_csv: str | None = None
     val_csv: str | None = None
     data_seed: int | None = bounded(None, ge=0)
+    augment: bool = False
+    endless: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
+        self._check_bool("augment")
+        self._check_bool("endless")
+        if self.endless and self.train_csv is not None:
+            self._fail("endless", "generates the training boards; it cannot read train_csv (use augment instead)")
         if self.min_givens > self.max_givens:
             self._fail("min_givens", f"must not exceed max_givens = {self.max_givens}, got {self.min_givens}")
         for name in ("train_csv", "val_csv"):
@@ -321,6 +335,9 @@ class Sudoku:
         """Training: an endless stream, reshuffled every epoch; validation: the fixed set in order."""
         check_batch_args(split, index, batch_size)
         n = self.size(split)
+        if split == "train" and self.config.endless:
+            x, s = self._fresh(index, batch_size, check_seed(seed))
+            return self._pairs(x, s, index, seed)
         if split == "train":
             ids = shuffled_indices(n, index * batch_size, batch_size, check_seed(seed), stream=12)
         else:
@@ -330,9 +347,23 @@ class Sudoku:
                 )
             ids = np.arange(index * batch_size, min((index + 1) * batch_size, n))
         pairs = [self.puzzle(split, int(i), seed) for i in ids]
-        x = np.stack([p for p, _ in pairs])
-        y = np.where(x == 0, np.stack([s for _, s in pairs]), IGNORE_INDEX)
-        return torch.from_numpy(x), torch.from_numpy(y)
+        x, s = np.stack([p for p, _ in pairs]), np.stack([s for _, s in pairs])
+        return self._pairs(x, s, index, seed) if split == "train" else _scored(x, s)
+
+    def _fresh(self, index: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``endless``: the batch's boards generated for it (from the data seed, the batch and the row), not kept."""
+        cfg, seed = self.config, self.config.data_seed_for(seed)
+        pairs = [
+            generate_puzzle(rng(seed, 0, 14, index, j), cfg.min_givens, cfg.max_givens, cfg.dig_attempts)
+            for j in range(batch_size)
+        ]
+        return np.stack([p for p, _ in pairs]), np.stack([s for _, s in pairs])
+
+    def _pairs(self, x: np.ndarray, s: np.ndarray, index: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A training batch: with ``augment``, each board moved by a symmetry drawn for this batch (run seed, index)."""
+        if self.config.augment:
+            x, s = augment(x, s, rng(check_seed(seed), 0, 13, index))
+        return _scored(x, s)
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
         check_batch_args(split, 0, batch_size)
@@ -343,6 +374,11 @@ class Sudoku:
         """cell_accuracy over blank cells (pooled over the batch's blanks; a per-token metric, see
         ``per_token_metrics``) and board_accuracy (every blank cell right; a mean over puzzles)."""
         return sudoku_metrics(logits.argmax(dim=-1), targets)
+
+
+def _scored(puzzles: np.ndarray, solutions: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets): the puzzles, and the solution's digits at their blanks (IGNORE_INDEX at the givens)."""
+    return torch.from_numpy(puzzles), torch.from_numpy(np.where(puzzles == 0, solutions, IGNORE_INDEX))
 
 
 def sudoku_metrics(pred: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
