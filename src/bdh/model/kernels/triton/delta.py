@@ -31,6 +31,7 @@ import torch
 
 from bdh.errors import UserError
 
+from ..pytorch.state_rules import _decay
 from .chunked import NUM_WARPS, _on, _Plan, autocast_inputs, check_call
 from .chunked import _plan as _chunked_plan
 
@@ -47,17 +48,13 @@ def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
 
 def chunk_matrices(qk, kk, log_g, beta):
     """(P, Tb, G, tail, ec, e) of every chunk (module docstring) from its Gram matrices qk, kk (B H, NC, C, C) and the
-    chunked log-retentions and write strengths (B H, NC, C); the cumulative log-retention in fp64 (as the token
-    rule), the rest in qk's dtype. Differentiable: the backward pass takes its gradient through autograd."""
-    C = qk.shape[-1]
-    total = log_g.double().cumsum(-1)
-    e = total - log_g.double()  # e_i = sum_{j<i} l_j
+    chunked log-retentions and write strengths (B H, NC, C): the token rule's decay matrix (`state_rules._decay`, its
+    sums in fp64), the rest in qk's dtype. Differentiable: the backward pass takes its gradient through autograd."""
+    M, e, total = _decay(qk, log_g)  # (B H, NC) as its (B, H): a chunk is a block
     c = total[..., -1:]
-    below = torch.ones(C, C, dtype=torch.bool, device=qk.device).tril(-1)
-    # masked before exp: no overflow above the diagonal and no NaN in its gradient
-    M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(~below, float("-inf"))).to(qk.dtype)
-    A = kk * M * beta.unsqueeze(-1)
-    Tb = torch.linalg.solve_triangular(A, torch.diag_embed(beta), upper=False, unitriangular=True)
+    Tb = torch.linalg.solve_triangular(
+        kk * M * beta.unsqueeze(-1), torch.diag_embed(beta), upper=False, unitriangular=True
+    )
     G, tail, ec = torch.exp(e).to(qk.dtype), torch.exp(c - e).to(qk.dtype), torch.exp(c[..., 0]).to(qk.dtype)
     return qk * M, Tb, G, tail, ec, e
 
