@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.extra  # the gpu extra
 pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
 

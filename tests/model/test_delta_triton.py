@@ -16,6 +16,7 @@ from bdh.model.kernels.pytorch import state_rules as rules
 
 from .helpers import rel_err
 
+pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
 

@@ -9,6 +9,7 @@ from bdh.model.kernels.pytorch.fused import relu_mul
 
 from .helpers import rel_err
 
+pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from .helpers import compile_without_interpreter
 
+pytestmark = pytest.mark.extra  # the gpu extra
 pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
 
 AHEAD_OF_TIME = r"""
