@@ -267,13 +267,15 @@ def test_the_parameters_start_where_the_config_says_and_are_counted():
 
 
 def test_the_kernels_are_chosen_for_the_rule():
-    """Gated and delta rules run their PyTorch forms on any device; a learned U trains through the kernels that
-    differentiate it (not the shared-keys, lean or Triton kernels); 'sparse' refuses the token rules."""
+    """Gated and delta rules run their PyTorch forms on any device (the delta rule's parallel mode the chunked UT
+    form, `delta_ut`); a learned U trains through the kernels that differentiate it (not the shared-keys, lean or
+    Triton kernels); 'sparse' refuses the token rules."""
     kw = dict(positional="none", log_u=torch.zeros(2), causal=True, chunk_size=4, dropout=0.0, dropout_rng="auto")
     kw.update(training=True, device=torch.device("cpu"))
     for mode in ("parallel", "chunked", "recurrent"):
         for rule in ("gated", "delta"):
-            assert choose(Pass(mode, 0, 8), autograd=True, state_rule=rule, **kw).attention == f"{rule}-{mode}"
+            want = "delta-chunked" if (rule, mode) == ("delta", "parallel") else f"{rule}-{mode}"
+            assert choose(Pass(mode, 0, 8), autograd=True, state_rule=rule, **kw).attention == want
     assert choose(Pass("parallel", 0, 8), autograd=True, state_rule="learned", **kw).attention == "parallel"
     assert choose(Pass("chunked", 0, 8), autograd=True, state_rule="learned", **kw).attention == "chunked"
     assert choose(Pass("parallel", 0, 8), autograd=True, **kw).attention == "shared-keys"

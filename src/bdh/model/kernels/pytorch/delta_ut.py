@@ -1,0 +1,92 @@
+"""The delta rule (`bdh.model.state_rules`, ``state_write: delta``) in the chunkwise UT form: every chunk's
+triangular solve at once, only the state carried chunk by chunk (DeltaNet's WY/UT transform, Yang et al. 2024).
+
+In BDH's order (read before write, decay after it; `bdh.model.kernels.pytorch.state_rules`), inside a chunk with
+the state S0 before it, e_i = sum_{j<i} l_j, c = sum_j l_j and A_ij = b_i e^{e_i - e_j} (k_i . k_j) for j < i:
+
+    W = U - K' S0,   U = (I + A)^{-1} diag(b) V,   K' = (I + A)^{-1} diag(b e^e) K
+    a = diag(e^e) Q S0 + (Q K^T * M) W,   S_after = e^c S0 + K^T diag(e^{c - e}) W
+
+U and K' do not depend on S0, so one batched solve (right-hand side [V | K], D + N columns) serves every chunk, and
+the loop over chunks is three products per chunk. A retention that is one per head (U's damping, no decay gate:
+the gate arrives broadcast over the batch) makes one decay matrix M for every sequence. Equal to
+`bdh.model.kernels.naive.naive_state_rule` in values and gradients (tests/model/test_delta_ut.py); the CPU's form
+of the delta rule, for the ``parallel`` and ``chunked`` attention modes (`bdh.model.kernels.choice`).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _chunks(x: torch.Tensor, C: int) -> torch.Tensor:
+    """(B, H, T, ...) -> (B, H, n, C, ...), the tail padded with zeros (a zero key with b = 0 writes nothing)."""
+    T = x.shape[2]
+    pad = -T % C
+    if pad:
+        x = F.pad(x, (0, 0) * (x.dim() - 3) + (0, pad))
+    return x.reshape(*x.shape[:2], (T + pad) // C, C, *x.shape[3:])
+
+
+def _retention(log_g: torch.Tensor | None, B: int, H: int, T: int, C: int, device) -> torch.Tensor:
+    """The log-retention per token in fp64, chunked (B or 1, H or 1, n, C): one row for the whole batch when the
+    gates arrive broadcast over it (stride 0), zero without damping; the padded tail keeps the state (l = 0)."""
+    if log_g is None:
+        return torch.zeros(1, 1, -(-T // C), C, dtype=torch.float64, device=device)
+    if log_g.stride(0) == 0:
+        log_g = log_g[:1]
+    return _chunks(log_g.double().unsqueeze(-1), C).squeeze(-1)
+
+
+def _decay(lg: torch.Tensor, dtype: torch.dtype):
+    """(M, head, tail, whole) of each chunk from its log-retentions ``lg`` (.., n, C) in fp64: M[i, j] =
+    e^{e_i - e_j} for j < i (else 0), head = e^{e_i}, tail = e^{c - e_j}, whole = e^c, in ``dtype``."""
+    C = lg.shape[-1]
+    c = lg.cumsum(-1)
+    e = c - lg
+    below = torch.ones(C, C, dtype=torch.bool, device=lg.device).tril(-1)
+    # masked before exp: no overflow above the diagonal and no NaN in its gradient
+    M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(~below, float("-inf"))).to(dtype)
+    head, tail, whole = torch.exp(e).to(dtype), torch.exp(c[..., -1:] - e).to(dtype), torch.exp(c[..., -1]).to(dtype)
+    return M, head, tail, whole
+
+
+def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False):
+    """The delta rule over chunks of ``chunk_size`` tokens. q, k (B, H, T, N), unit keys; v (B, 1 or H, T, D); log_g
+    (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. Returns (a (B, H, T, D), the state after or
+    None). The products run in q's dtype, the solve in fp32 at least (no bf16 solver)."""
+    B, H, T, _ = q.shape
+    C = min(chunk_size, T)
+    dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
+    M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
+    qc, kc, b = _chunks(q, C), _chunks(k, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
+    A = (kc @ kc.mT) * M * b.unsqueeze(-1).to(dt)
+    # Tb = (I + A)^{-1} diag(b): C columns, fewer than the N + D of solving for [V | K] (the Triton kernels' form)
+    eye_b = torch.diag_embed(b.to(acc))
+    Tb = torch.linalg.solve_triangular(A.to(acc), eye_b, upper=False, unitriangular=True).to(dt)
+    U = Tb @ _chunks(v, C)  # W of every chunk from an empty state, (B, H, n, C, D)
+    P = (qc @ kc.mT) * M
+    out, S = _scan((qc, kc, P, Tb, U), (head, tail, whole), state, need_state)
+    return out[:, :, :T], S
+
+
+def _scan(chunks, decay, S, need_state):
+    """The chunks in order, the state S carried (None: zero): W = U - Tb e^e (K S), a = e^e Q S + P W, S = e^c S +
+    K^T e^{c-e} W; the state after the last chunk only when it is wanted."""
+    head, tail, whole = decay
+    n, outs = chunks[0].shape[2], []
+    qs, ks, P, Tb, U = (x.unbind(2) for x in chunks)  # unbound once: a slice per chunk would cost a zero-filled
+    for i in range(n):  # gradient of the whole tensor each
+        hi, ti, wi = (x[:, :, min(i, x.shape[2] - 1)] for x in (head, tail, whole))  # one row when broadcast
+        if S is None:
+            W = U[i]
+            outs.append(P[i] @ W)
+        else:
+            Sd = S.to(U[i].dtype)
+            W = U[i] - Tb[i] @ (hi.unsqueeze(-1) * (ks[i] @ Sd))
+            outs.append(P[i] @ W + hi.unsqueeze(-1) * (qs[i] @ Sd))
+        if i + 1 < n or need_state:
+            after = ks[i].mT @ (ti.unsqueeze(-1) * W)
+            S = after if S is None else after + wi.view(*wi.shape, 1, 1).to(S.dtype) * S
+    return torch.cat(outs, dim=2), (S if need_state else None)
