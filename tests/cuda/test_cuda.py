@@ -605,7 +605,9 @@ def test_a_run_resumed_on_the_gpu_continues_as_the_uninterrupted_run(tmp_path):
 
 
 # --------------------------------------------------------------------------- the baselines
-@pytest.mark.parametrize("name", ["gpt", "baseconv", "hyperset", "based", "gla", "mamba", "hyena", "rwkv"])
+@pytest.mark.parametrize(
+    "name", ["gpt", "baseconv", "hyperset", "based", "gla", "mamba", "hyena", "rwkv", "deltanet", "gated-deltanet"]
+)
 def test_the_baselines_on_the_gpu_compute_what_they_compute_on_the_cpu(name):
     """fp32: logits within 1e-5 and gradients within 1e-4 of the CPU's (cuBLAS, cuFFT and the SDPA kernels sum in
     other orders; the gradients sum over more terms). bf16 autocast: on the CPU it measured logits within 0.4%
