@@ -25,7 +25,7 @@ from . import reading
 from .config import Config
 from .facts import fits, read_counts
 from .memory import trace_record
-from .records import read_record
+from .records import read_record, run_name
 
 #: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
 SELECTORS = (
@@ -56,11 +56,6 @@ TEST_SEED = 0
 FOLDER = ExperimentFolder("length", SELECTORS)
 MARKER = FOLDER.marker
 prepare_resume = FOLDER.prepare_resume
-
-
-def run_name(model: str, task: str, seed: int, facts: int | None = None) -> str:
-    """A run's name: model, task, the trained count where the config gives one (``facts``), seed."""
-    return f"{model}-{task}-s{seed}" if facts is None else f"{model}-{task}-D{facts}-s{seed}"
 
 
 def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:

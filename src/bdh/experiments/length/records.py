@@ -69,9 +69,12 @@ def record_problem(record: Any, run: tuple[str, str, int, int | None]) -> str | 
     return None
 
 
-def _name(run: tuple[Any, ...]) -> str:
-    from .experiment import run_name  # the experiment reads its records: imported once both are loaded
+def run_name(model: str, task: str, seed: int, facts: int | None = None) -> str:
+    """A run's name: model, task, the trained count where the config gives one (``facts``), seed."""
+    return f"{model}-{task}-s{seed}" if facts is None else f"{model}-{task}-D{facts}-s{seed}"
 
+
+def _name(run: tuple[Any, ...]) -> str:
     model, task, seed, facts = run
     return run_name(model, task, seed, facts)
 
