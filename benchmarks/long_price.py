@@ -2,14 +2,16 @@
 
     python benchmarks/long_price.py        # the length recipe's BDH (bdh-nopos-lg, width 64, n = 512), 2^20 tokens
     python benchmarks/long_price.py --tokens 65536 --contexts 1024 8192
+    python benchmarks/long_price.py --skip generation --models bdh-nopos-lg-delta bdh-nopos-lg-delta-hard  # rules
 
 Both tables use the models of ``bdh experiment length`` (`bdh.experiments.length.config.Config`, its ``--set``
 fields via ``--width`` / ``--n-layer`` / ``--models``) on the induction task's vocabulary, batch 1, no gradient.
 
 * **Read**: tokens/s of reading ``--tokens`` random tokens through the carried state in chunks of T, against the
   same model's windowed pass (``forward`` over separate sequences of T, the form it was trained in), measured in
-  the same process, interleaved; and the resident memory at a quarter of the read and at its end (flat: the two
-  agree).
+  the same process, the models' reads interleaved in ``--pieces`` turns; the resident memory at a quarter of the
+  reads and at their end (flat: the two agree); and each model's state tok/s over the first row's (``--bdh``: with
+  ``--models bdh-nopos-lg-delta``, the delta rule's price against Eq. 8's rule).
 * **Generation**: milliseconds per new token after a context of C tokens (read first, untimed): BDH's recurrent
   step on its state, and a GPT of the same parameter count (`bdh.bench.models.sized_section`) with its KV cache.
   The last column is GPT's time over BDH's: above 1, the state is cheaper.
@@ -47,17 +49,29 @@ def windowed_tok_s(model: torch.nn.Module, vocab: int, T: int, windows: int) -> 
     return windows * T / (time.perf_counter() - start)
 
 
-def state_read(model: torch.nn.Module, vocab: int, T: int, tokens: int) -> dict[str, float]:
-    """Tokens/s and resident memory of reading ``tokens`` random tokens through the state in chunks of T."""
-    gen = torch.Generator().manual_seed(0)
-    state = model.init_state(1)
-    model.step(torch.randint(0, vocab, (1, T), generator=gen), model.init_state(1))  # warm-up, not kept
-    quarter, start = None, time.perf_counter()
-    for done in range(0, tokens, T):
-        _, state = model.step(torch.randint(0, vocab, (1, min(T, tokens - done)), generator=gen), state)
-        if quarter is None and done + T >= tokens // 4:
+def state_reads(models: list[torch.nn.Module], vocab: int, T: int, tokens: int, pieces: int) -> list[dict]:
+    """Tokens/s of each model reading ``tokens`` random tokens through its state in chunks of T, the reads
+    interleaved: ``pieces`` turns, each model reading its next tokens / pieces tokens in a turn (the order
+    alternating), so that a slow spell of a shared machine falls on every model alike; and the process's resident
+    memory when the reads are a quarter done and at their end."""
+    gens = [torch.Generator().manual_seed(0) for _ in models]
+    states = [m.init_state(1) for m in models]
+    for m, gen in zip(models, gens):
+        m.step(torch.randint(0, vocab, (1, T), generator=gen), m.init_state(1))  # warm-up, not kept
+    seconds, done, quarter = [0.0] * len(models), 0, None
+    bounds = [round(tokens * (i + 1) / pieces) for i in range(pieces)]
+    for turn, end in enumerate(bounds):
+        order = range(len(models)) if turn % 2 == 0 else reversed(range(len(models)))
+        for i in order:
+            start = time.perf_counter()
+            for at in range(done, end, T):
+                tok = torch.randint(0, vocab, (1, min(T, end - at)), generator=gens[i])
+                _, states[i] = models[i].step(tok, states[i])
+            seconds[i] += time.perf_counter() - start
+        done = end
+        if quarter is None and done >= tokens // 4:
             quarter = rss_mb()
-    return {"tok_s": tokens / (time.perf_counter() - start), "rss_quarter": quarter or rss_mb(), "rss_end": rss_mb()}
+    return [{"tok_s": tokens / s, "rss_quarter": quarter or rss_mb(), "rss_end": rss_mb()} for s in seconds]
 
 
 def ms_per_token(model: torch.nn.Module, vocab: int, context: int, chunk: int, new_tokens: int) -> float:
@@ -82,16 +96,21 @@ def params(model: torch.nn.Module) -> int:
 def read_table(config: Config, args: argparse.Namespace) -> None:
     T, vocab = config.seq_len, config.induction_vocab
     print(f"\nRead: {args.tokens:,} tokens through the state in chunks of T = {T}, against the windowed pass at T")
-    print("| model | params | windowed tok/s | state tok/s | state / windowed | RSS MB at 1/4 | RSS MB at end |")
-    print("|---|---|---|---|---|---|---|")
-    for name in (args.bdh, *args.models):
-        model = build(config, name)
-        windowed = windowed_tok_s(model, vocab, T, args.windows)
-        r = state_read(model, vocab, T, args.tokens)
-        windowed = max(windowed, windowed_tok_s(model, vocab, T, args.windows))  # best of two, around the read
+    print(f"(the reads interleaved in {args.pieces} turns; the last column: state tok/s over {args.bdh}'s)")
+    print(
+        "| model | params | windowed tok/s | state tok/s | state / windowed | RSS MB at 1/4 | RSS MB at end | "
+        f"state / {args.bdh} |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    names = [args.bdh, *args.models]
+    models = [build(config, name) for name in names]
+    windowed = [windowed_tok_s(m, vocab, T, args.windows) for m in models]
+    reads = state_reads(models, vocab, T, args.tokens, args.pieces)
+    for i, (name, model, r) in enumerate(zip(names, models, reads)):
+        w = max(windowed[i], windowed_tok_s(model, vocab, T, args.windows))  # best of two, around the read
         print(
-            f"| {name} | {params(model):,} | {windowed:,.0f} | {r['tok_s']:,.0f} | {r['tok_s'] / windowed:.2f} | "
-            f"{r['rss_quarter']:.0f} | {r['rss_end']:.0f} |"
+            f"| {name} | {params(model):,} | {w:,.0f} | {r['tok_s']:,.0f} | {r['tok_s'] / w:.2f} | "
+            f"{r['rss_quarter']:.0f} | {r['rss_end']:.0f} | {r['tok_s'] / reads[0]['tok_s']:.2f} |"
         )
 
 
@@ -114,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=2**20, help="tokens of the long read")
     ap.add_argument("--windows", type=int, default=64, help="sequences of T timed for the windowed pass")
+    ap.add_argument("--pieces", type=integer(1), default=16, help="turns the models' long reads are interleaved in")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 8192, 65536])
     ap.add_argument("--new-tokens", type=int, default=32, help="timed new tokens per context")
     ap.add_argument("--width", type=integer(1), default=64, help="the experiment's width (its --set width=)")

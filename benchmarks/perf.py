@@ -29,7 +29,10 @@ Columns:
   this run with the same threads;
 * peak MiB: the peak resident memory (VmHWM) the training steps add to the process (activations,
   gradients, AdamW moments), and per 1k tokens of the batch (flat = memory linear in T);
-* x official: tokens/s over the official loop's at the same T.
+* x official: tokens/s over the official loop's at the same T;
+* state rule, x plain rule (``--rules plain delta delta-hard``): our rows with Eq. 8's rule (``plain``) or the delta
+  rule through its sigmoid or hard write gate (`bdh.model.state_rules`), and their tokens/s over the plain rule's
+  at the same T and setting, measured in the same rounds (GFLOP/s and MFU count Eq. 8's FLOPs for every rule).
 
 Generation table (``--contexts``): per new token at a context of C tokens, ``BDH.generate`` on the recurrent
 state, against the official ``generate`` (which re-runs the whole prefix per token), and our re-run of the
@@ -66,6 +69,12 @@ from bdh.model.kernels.cpu import native
 from bdh.model.sizes import forward_flops_per_token, train_flops_per_token
 
 SETTINGS = ("fp32", "bf16", "bf16+compile", "fp32+compile")
+#: ``--rules``: the state rule of our rows (`bdh.model.state_rules`) -> the model fields that choose it
+RULES = {
+    "plain": {},
+    "delta": {"state_write": "delta"},
+    "delta-hard": {"state_write": "delta", "write_gate": "hard"},
+}
 
 
 # --------------------------------------------------------------------------- memory (as benchmarks/core.py)
@@ -171,6 +180,7 @@ def child_train_ours(spec: dict) -> dict:
         f"model.dropout={spec['dropout']}",
         f"model.attention={spec['form']}",
         f"model.chunk_size={spec['chunk_size']}",
+        *(f"model.{k}={v}" for k, v in RULES[spec.get("rule", "plain")].items()),
         f"task.seq_len={T}",
         f"train.batch_size={B}",
         f"train.threads={spec['threads']}",
@@ -395,34 +405,36 @@ def training_rows(args: argparse.Namespace, base: dict) -> list[dict]:
     for T in args.blocks:
         batch = max(1, args.tokens_per_step // T)
         form = best_form(cfg, T) if args.form == "auto" else args.form
-        loops: list[tuple[str, str, str]] = []
+        loops: list[tuple[str, str, str, str]] = []
         if args.official:
-            loops.append(("official", "fp32", "parallel"))
+            loops.append(("official", "fp32", "parallel", "plain"))
             if args.official_compile:
-                loops.append(("official", "fp32+compile", "parallel"))
-        loops += [("ours", s, form) for s in args.settings]
-        best: dict[tuple[str, str], dict] = {}
+                loops.append(("official", "fp32+compile", "parallel", "plain"))
+        loops += [("ours", s, form, rule) for s in args.settings for rule in args.rules]
+        best: dict[tuple[str, str, str], dict] = {}
         for r in range(args.rounds):
-            for loop, setting, f in loops if r % 2 == 0 else loops[::-1]:
-                spec = {**base, "block": T, "batch": batch, "form": f, "setting": setting}
+            for loop, setting, f, rule in loops if r % 2 == 0 else loops[::-1]:
+                spec = {**base, "block": T, "batch": batch, "form": f, "setting": setting, "rule": rule}
                 if loop == "official":
                     spec["official"] = str(args.official)
                 res = run_child(loop, spec)
                 tok_s = batch * T / statistics.median(res["seconds"])
                 print(
-                    f"  measured T={T} {loop} {setting} (round {r + 1}): {tok_s:.0f} tok/s", file=sys.stderr, flush=True
+                    f"  measured T={T} {loop} {setting} {rule} (round {r + 1}): {tok_s:.0f} tok/s",
+                    file=sys.stderr,
+                    flush=True,
                 )
-                old = best.get((loop, setting))
+                old = best.get((loop, setting, rule))
                 if old is None or tok_s > old["tok_s"]:
-                    best[(loop, setting)] = {
+                    best[(loop, setting, rule)] = {
                         "tok_s": tok_s,
                         "peak_kib": max(res["peak_kib"], old["peak_kib"] if old else 0),
                     }
                 else:
                     old["peak_kib"] = max(old["peak_kib"], res["peak_kib"])
-        off = best.get(("official", "fp32"))
-        for loop, setting, f in loops:
-            b = best[(loop, setting)]
+        off = best.get(("official", "fp32", "plain"))
+        for loop, setting, f, rule in loops:
+            b, plain = best[(loop, setting, rule)], best.get((loop, setting, "plain"))
             flops = train_flops_per_token(cfg, T, f)
             rows.append(
                 {
@@ -430,12 +442,14 @@ def training_rows(args: argparse.Namespace, base: dict) -> list[dict]:
                     "batch": batch,
                     "loop": loop,
                     "setting": setting,
+                    "rule": rule,
                     "form": f,
                     "tok_s": b["tok_s"],
                     "gflops": b["tok_s"] * flops / 1e9,
                     "peak_mib": b["peak_kib"] / 1024,
                     "mib_per_1k": b["peak_kib"] / 1024 / (batch * T / 1000),
                     "vs_official": b["tok_s"] / off["tok_s"] if off else None,
+                    "vs_plain": b["tok_s"] / plain["tok_s"] if plain else None,
                 }
             )
     return rows
@@ -532,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         "--settings", nargs="+", default=["fp32", "bf16", "bf16+compile"], help=f"ours: {', '.join(SETTINGS)}"
     )
     p.add_argument("--form", choices=["auto", "parallel", "chunked"], default="auto", help="our attention form")
+    p.add_argument(
+        "--rules", nargs="+", choices=list(RULES), default=["plain"], help="our state rules, a row each (x plain rule)"
+    )
     p.add_argument("--official-compile", action="store_true", help="also the official loop under torch.compile")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     p.add_argument("--steps", type=int, default=2, help="timed steps")
@@ -603,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     head = (
         f"model: L={cfg.n_layer} D={cfg.n_embd} h={cfg.n_head} n={cfg.n} ({cfg.num_params():,} parameters), dropout "
         f"{cfg.dropout}, chunk {cfg.chunk_size}; batch = {args.tokens_per_step} tokens / T (at least 1); "
-        f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} cores; median of {args.steps} steps "
+        f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} cores (1-minute load average "
+        f"{os.getloadavg()[0]:.2f} at the start); median of {args.steps} steps "
         f"after {args.warmup} warm-up, best of {args.rounds} round(s)\nCPU: {cpu_description()}; compiled loops "
         f"(bdh.model.kernels.cpu.native): {'on' if native.available() else 'off (not built, or BDH_NATIVE=0)'}"
     )
@@ -618,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.official
             else []
         )
-        jobs += [("ours", {**base, "setting": s, "form": form}) for s in args.settings]
+        jobs += [("ours", {**base, "setting": s, "form": form, "rule": r}) for s in args.settings for r in args.rules]
         for kind, spec in jobs:
             res = run_child(
                 kind, {**spec, "block": T, "batch": batch, "profile": True, "profile_rows": args.profile_rows}
@@ -659,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("batch", "batch", "d"),
                 ("loop", "loop", ""),
                 ("setting", "setting", ""),
+                ("rule", "state rule", ""),
                 ("form", "form", ""),
                 ("tok_s", "tokens/s", ",.0f"),
                 ("gflops", "GFLOP/s", ".1f"),
@@ -666,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("peak_mib", "peak MiB", ",.0f"),
                 ("mib_per_1k", "MiB / 1k tokens", ".0f"),
                 ("vs_official", "x official", ".2f"),
+                ("vs_plain", "x plain rule", ".2f"),
             ],
         )
     )
