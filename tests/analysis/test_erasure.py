@@ -128,7 +128,7 @@ def test_inspect_recall_with_32_pairs_says_what_erased_each(tmp_path, capsys):
     x, y = fixed_test_set(cls(cls.config_class(seq_len=160, vocab_size=32, num_kv_pairs=12)), 160, rows=[0])
     assert [(f["write"], f["read"]) for f in rec["facts"]] == recall_facts(x[0], y[0])
     assert rec["neurons_min"] <= rec["neurons_median"] <= rec["neurons_max"]
-    assert sum(rec["by_kind"].values()) == pytest.approx(1.0)
+    assert sum(rec["by_kind"].values()) == pytest.approx(1.0) and 0 <= rec["untouched"] <= 12
     assert "erasure of the 12 pairs of sequence 0" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "m"), "--pairs", "4", "--out", str(tmp_path / "p")]) == 2
     assert "--pairs goes with --recall" in capsys.readouterr().err

@@ -134,13 +134,15 @@ def neurons_holding(scores: torch.Tensor, part: float = HELD) -> int:
 
 def _kinds(idx: torch.Tensor, writes: list[int], reads: list[int], vocab_size: int) -> list[str]:
     """Each position's kind in a recall sequence: ``pair`` (a key or value stated), ``question`` (a question's key
-    or value), ``key-like filler`` (in the key range [1, V/2)) or ``filler``."""
+    or value), ``key-like filler`` (in the key range [1, V/2)), ``value-like filler`` ([V/2, V)) or ``filler``
+    (token 0)."""
     pairs = {w for w in writes} | {w - 1 for w in writes}
     asked = {r for r in reads} | {r + 1 for r in reads}
     out = []
     for t, token in enumerate(idx.tolist()):
         kind = "pair" if t in pairs else "question" if t in asked else None
-        out.append(kind or ("key-like filler" if 1 <= token < vocab_size // 2 else "filler"))
+        like = "key-like filler" if 1 <= token < vocab_size // 2 else "value-like filler" if token else "filler"
+        out.append(kind or like)
     return out
 
 
@@ -179,10 +181,12 @@ def _eraser(token: int, per_token: torch.Tensor, e: torch.Tensor, idx: torch.Ten
 
 
 def erasure_summary(rows: list[dict]) -> dict:
-    """`fact_rows` in brief: the neurons per fact (median, min, max), the erase's mean share by kind of position,
-    and ``shared``: {neuron "L<layer>H<head>#<i>": keys} where one neuron is the top neuron of two keys or more."""
+    """`fact_rows` in brief: the neurons per fact (median, min, max), the share of all the facts' erase by kind of
+    position (``by_kind``; ``untouched``: the facts nothing erased), and ``shared``: {neuron "L<layer>H<head>#<i>":
+    keys} where one neuron is the top neuron of two keys or more."""
     counts = sorted(r["neurons"] for r in rows)
     kinds = sorted({k for r in rows for k in r["by_kind"]})
+    total = sum(r["erased"] for r in rows)
     by_neuron: dict[str, set[int]] = {}
     for r in rows:
         by_neuron.setdefault(f"L{r['layer']}H{r['head']}#{r['neuron']}", set()).add(r["key"])
@@ -190,6 +194,9 @@ def erasure_summary(rows: list[dict]) -> dict:
         "neurons_median": counts[len(counts) // 2],
         "neurons_min": counts[0],
         "neurons_max": counts[-1],
-        "by_kind": {k: sum(r["by_kind"].get(k, 0.0) for r in rows) / len(rows) for k in kinds},
+        "by_kind": {
+            k: sum(r["erased"] * r["by_kind"].get(k, 0.0) for r in rows) / total if total > 0 else 0.0 for k in kinds
+        },  # fmt: skip
+        "untouched": sum(r["erased"] == 0 for r in rows),
         "shared": {n: sorted(keys) for n, keys in sorted(by_neuron.items()) if len(keys) > 1},
     }

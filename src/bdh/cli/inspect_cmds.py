@@ -281,7 +281,8 @@ def _print_erasure(erased: dict[str, Any]) -> None:
     )
     shared = ", ".join(f"{n} ({len(ks)} keys)" for n, ks in erased["shared"].items()) or "none"
     print(f"  a neuron holding two pairs' keys or more: {shared}")
-    print(f"  the erase by kind of writer (mean share over the pairs): {kinds}")
+    untouched = erased["untouched"]
+    print(f"  the erase by kind of writer (share of all the pairs' erase): {kinds}; {untouched} pairs untouched")
 
 
 def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: Path, out: Path) -> int:
