@@ -149,3 +149,29 @@ def test_a_generated_flag_is_refused_in_the_config_s_words(flag, text, capsys):
         with flag_errors(BDHConfig, given):
             BDHConfig.from_dict(given)
     assert str(built.value) == wanted
+
+
+def test_field_help_reads_the_comment_at_each_field():
+    """A field's help is the first sentence of the comment lines above it, then the one on its line; a field with no
+    comment has none, and a blank line ends the comment above."""
+    from dataclasses import dataclass
+
+    from bdh.cli.checks import field_help
+
+    @dataclass
+    class Example:
+        """Docstring, not read."""
+
+        # a section comment, cut off by the blank line
+
+        # the first sentence. Not this one.
+        above: int = 1
+        after: int = 2  # on its line.
+        # above and
+        both: int = (  # after, joined
+            3
+        )
+        bare: int = 4
+
+    expected = {"above": "the first sentence", "after": "on its line", "both": "above and after, joined"}
+    assert field_help(Example) == expected

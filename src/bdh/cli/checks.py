@@ -7,10 +7,15 @@ config's fields.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
+import inspect
+import io
 import math
 import os
 import sys
+import textwrap
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -153,25 +158,30 @@ def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output") -> 
 
 
 def field_help(config_class: type) -> dict[str, str]:
-    """The first sentence of each field's entry under ``Attributes:`` in a config class's docstring."""
+    """The first sentence of each field's comment in a config class's source: the comment lines right above the
+    field, then the one after it on its line (nanoGPT's ``out_dir = 'out'  # ...``)."""
+    source = textwrap.dedent(inspect.getsource(config_class))
+    comments: dict[int, tuple[str, bool]] = {}  # line -> (text, alone on its line)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = (tok.string[1:].strip(), not tok.line[: tok.start[1]].strip())
     out: dict[str, str] = {}
-    name = None
-    for line in (config_class.__doc__ or "").splitlines():
-        text = line.strip()
-        head, sep, rest = text.partition(": ")
-        if sep and head.isidentifier() and line.startswith(" " * 8) and not line.startswith(" " * 12):
-            name, out[head] = head, rest
-        elif name and text and line.startswith(" " * 12):
-            out[name] += " " + text
-        elif not text:
-            name = None
+    for node in ast.parse(source).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            above, line = [], node.lineno - 1
+            while line in comments and comments[line][1]:
+                above.insert(0, comments[line][0])
+                line -= 1
+            after = [comments[n][0] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
+            if above or after:
+                out[node.target.id] = " ".join(above + after)
     return {k: v.split(". ")[0].rstrip(".") for k, v in out.items()}
 
 
 def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
     """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass: each value read as a
     ``--set`` value is (`TypedConfig.field_value`) and refused at parse time under the flag's name; a declared
-    `bdh.typed_config.one_of` gives ``choices``, the field's ``Attributes:`` entry the help (`field_help`). A flag
+    `bdh.typed_config.one_of` gives ``choices``, the field's comment the help (`field_help`). A flag
     left out is None (`config_values`); ranges and cross-field rules are checked when the config is built
     (`flag_errors` names the flag)."""
     from bdh.typed_config import declared_ranges

@@ -33,10 +33,9 @@ ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:
-    """Per-head retention factors u_h of the ALiBi-style damping U = diag(u) (paper Eq. 8): ALiBi's slopes m_h = 2^(-8 h
-    /
-    H) (Press et al. 2022; the paper gives none) as the multiplicative u_h = exp(-m_h) per token, since BDH has no
-    softmax to add ``-m_h (t - tau)`` to."""
+    """Per-head retention factors u_h of the ALiBi-style damping U = diag(u) (paper Eq. 8): ALiBi's slopes
+    m_h = 2^(-8 h / H) (Press et al. 2022; the paper gives none) as the multiplicative u_h = exp(-m_h) per token, since
+    BDH has no softmax to add ``-m_h (t - tau)`` to."""
     return tuple(math.exp(-(2.0 ** (-8.0 * (h + 1) / n_head))) for h in range(n_head))
 
 
@@ -63,8 +62,7 @@ def multiscale_retention(n_head: int, half_lives: tuple[float, float] = MULTISCA
 
 def local_global_retention(n_head: int, half_lives: tuple[float, float] = LOCAL_HALF_LIVES) -> tuple[float, ...]:
     """Per-head retention factors u_h: the first half of the heads local (half-lives spread over ``half_lives``: the
-    only
-    sense of order a model without positions has), the others undamped (u = 1); one head is undamped. Ours, not the
+    only sense of order a model without positions has), the others undamped (u = 1); one head is undamped. Ours, not the
     paper's (docs/long-context.md)."""
     fast = n_head // 2
     if fast == 0:
@@ -76,82 +74,68 @@ def local_global_retention(n_head: int, half_lives: tuple[float, float] = LOCAL_
 
 @dataclass
 class BDHConfig(ModelConfig):
-    """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout).
+    """Configuration of a BDH-GPU model (paper Definition 4 with the appendix E layout)."""
 
-    Attributes:
-        n_layer: L, the number of layer passes (the weights E, Dx, Dy are shared by all layers).
-        n_embd: D, the embedding (low-rank) dimension.
-        n_head: h, heads; each owns a block of N = n / h neurons and its own LayerNorm of a*.
-        n_neurons: n, total neurons. Give this or ``mlp_internal_dim_multiplier``, not both.
-        mlp_internal_dim_multiplier: the official code's way to size n (n = multiplier * D).
-        vocab_size: size of the token alphabet (256 for bytes).
-        dropout: dropout probability on the gated product x*y (official placement).
-        dropout_rng: where training draws the dropout masks of CPU tensors from: ``auto`` (a fast
-            NumPy generator seeded from PyTorch's, `bdh.model.kernels.pytorch.dropout`; on other devices and under
-            ``torch.compile``, PyTorch's own) or ``torch`` (``nn.Dropout`` everywhere: the official
-            code's masks draw for draw). The masks follow the same distribution either way.
-        causal: True for next-token prediction (strictly causal: tau < t, a token never sees
-            itself); False for bidirectional attention over the whole sequence (board tasks).
-        positional: ``rope`` (official: frequencies in turns, theta 2^16, pair-shared
-            frequencies, interleaved pairs), ``rope-standard`` (base 10000, halves), or ``none``.
-        rope_theta: the RoPE base; ``None`` takes 2^16 for ``rope`` and 10000 for ``rope-standard``.
-        damping: the diagonal state damping U of Eq. 8 as a retention factor u in (0, 1]:
-            ``None`` (no damping, the official model), one float for all heads, one float per
-            head, ``"alibi"`` for ALiBi's per-head slopes (see `alibi_retention`), ``"multiscale"``
-            for half-lives spread from 16 to 16384 tokens over the heads (`multiscale_retention`), or
-            ``"local-global"``: half the heads local (half-lives 1 to 8 tokens), the rest undamped
-            (`local_global_retention`; with ``positional: none``, the state that keeps a fact).
-        learn_damping: ours: u_h = sigmoid(a_h) with a_h a parameter per head, initialised from ``damping``
-            (which must be set; u = 1 starts at a half-life of `LEARNED_MAX_HALF_LIFE` tokens).
-        decay_gate: ours (GLA, Mamba-2): a retention per token and head, u_{t,h} = u_h sigmoid(w_h . v_t + c_h)
-            from the layer input v_t (u_h of ``damping``, 1 without), so the state forgets on some tokens only.
-        state_write: ``add`` (Eq. 8: S += k v^T) or ``delta`` (ours, DeltaNet: S += b_t k (v - S^T k)^T with unit
-            keys k = x / |x| and b_t = sigmoid(w_h . v_t + c_h) per token and head); decayed by U after the write.
-        write_gate: the delta rule's b_t = g(w_h . v_t + c_h): ``sigmoid``, or ``hard`` (ours: the hard sigmoid
-            clamp(z / 6 + 1/2, 0, 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts
-            writes nothing at all, however many such tokens follow).
-        write_keys: the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, or
-            ``centred`` (k - mean k) / |k - mean k| over the head's neurons, signed keys that overlap less.
-        write_topk: ours: the delta rule writes through the ``write_topk`` largest neurons of each key only (the
-            rest zeroed, then unit), so a write corrects only those rows of the state; None: every neuron.
-        attention: which of the three equivalent forms computes linear attention:
-            ``parallel`` (quadratic masked), ``chunked`` (state carried between chunks) or
-            ``recurrent`` (token by token on the state rho).
-        chunk_size: tokens per chunk for the ``chunked`` form.
-        ln_eps: epsilon of the parameter-free LayerNorm (PyTorch's default, as the official code).
-        separate_keys: ablation, Q != K: keys k = R ReLU(v D_k) from an encoder of their own, queries
-            q = R x as before (the gate still multiplies by the query side x).
-        ungated: ablation, y = ReLU(Dy LN(a)) without the product with x.
-        no_expansion: ablation, n = h D (N = D neurons per head); leave both size fields out.
-        unshared_layers: ablation, L separate sets of E, Dx, Dy (and D_k), one per layer.
-        random_depth, deep_supervision: recurrent depth in training, for shared layers (`bdh.model.recurrence`).
-    """
-
-    n_layer: int = bounded(6, ge=1)
-    n_embd: int = bounded(256, ge=1)
-    n_head: int = bounded(4, ge=1)
+    n_layer: int = bounded(6, ge=1)  # L, the number of layer passes (the weights E, Dx, Dy are shared by all layers).
+    n_embd: int = bounded(256, ge=1)  # D, the embedding (low-rank) dimension.
+    n_head: int = bounded(4, ge=1)  # h, heads; each owns a block of N = n / h neurons and its own LayerNorm of a*.
+    # n, total neurons. Give this or ``mlp_internal_dim_multiplier``, not both.
     n_neurons: int | None = bounded(None, ge=1)
+    # the official code's way to size n (n = multiplier * D).
     mlp_internal_dim_multiplier: int | None = bounded(None, ge=1)
-    vocab_size: int = bounded(256, ge=1)
-    dropout: float = bounded(0.1, ge=0, lt=1)
+    vocab_size: int = bounded(256, ge=1)  # size of the token alphabet (256 for bytes).
+    dropout: float = bounded(0.1, ge=0, lt=1)  # dropout probability on the gated product x*y (official placement).
+    # where training draws the dropout masks of CPU tensors from: ``auto`` (a fast NumPy generator seeded from
+    # PyTorch's, `bdh.model.kernels.pytorch.dropout`; on other devices and under ``torch.compile``, PyTorch's own) or
+    # ``torch`` (``nn.Dropout`` everywhere: the official code's masks draw for draw). The masks follow the same
+    # distribution either way.
     dropout_rng: str = one_of("auto", DROPOUT_RNGS)
+    # True for next-token prediction (strictly causal: tau < t, a token never sees itself); False for bidirectional
+    # attention over the whole sequence (board tasks).
     causal: bool = True
+    # ``rope`` (official: frequencies in turns, theta 2^16, pair-shared frequencies, interleaved pairs),
+    # ``rope-standard`` (base 10000, halves), or ``none``.
     positional: str = one_of("rope", POSITIONAL)
+    # the RoPE base; ``None`` takes 2^16 for ``rope`` and 10000 for ``rope-standard``.
     rope_theta: float | None = bounded(None, gt=1)
+    # the diagonal state damping U of Eq. 8 as a retention factor u in (0, 1]: ``None`` (no damping, the official
+    # model), one float for all heads, one float per head, ``"alibi"`` for ALiBi's per-head slopes (see
+    # `alibi_retention`), ``"multiscale"`` for half-lives spread from 16 to 16384 tokens over the heads
+    # (`multiscale_retention`), or ``"local-global"``: half the heads local (half-lives 1 to 8 tokens), the rest
+    # undamped (`local_global_retention`; with ``positional: none``, the state that keeps a fact).
     damping: float | Sequence[float] | str | None = None
+    # ours: u_h = sigmoid(a_h) with a_h a parameter per head, initialised from ``damping`` (which must be set; u = 1
+    # starts at a half-life of `LEARNED_MAX_HALF_LIFE` tokens).
     learn_damping: bool = False
+    # ours (GLA, Mamba-2): a retention per token and head, u_{t,h} = u_h sigmoid(w_h . v_t + c_h) from the layer input
+    # v_t (u_h of ``damping``, 1 without), so the state forgets on some tokens only.
     decay_gate: bool = False
+    # ``add`` (Eq. 8: S += k v^T) or ``delta`` (ours, DeltaNet: S += b_t k (v - S^T k)^T with unit keys k = x / |x| and
+    # b_t = sigmoid(w_h . v_t + c_h) per token and head); decayed by U after the write.
     state_write: str = one_of("add", STATE_WRITES)
+    # the delta rule's b_t = g(w_h . v_t + c_h): ``sigmoid``, or ``hard`` (ours: the hard sigmoid clamp(z / 6 + 1/2, 0,
+    # 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts writes nothing at all, however
+    # many such tokens follow).
     write_gate: str = one_of("sigmoid", WRITE_GATES)
+    # the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, or ``centred`` (k - mean
+    # k) / |k - mean k| over the head's neurons, signed keys that overlap less.
     write_keys: str = one_of("unit", WRITE_KEYS)
+    # ours: the delta rule writes through the ``write_topk`` largest neurons of each key only (the rest zeroed, then
+    # unit), so a write corrects only those rows of the state; None: every neuron.
     write_topk: int | None = bounded(None, ge=1)
+    # which of the three equivalent forms computes linear attention: ``parallel`` (quadratic masked), ``chunked`` (state
+    # carried between chunks) or ``recurrent`` (token by token on the state rho).
     attention: str = one_of("parallel", ATTENTION_FORMS)
-    chunk_size: int = bounded(128, ge=1)
+    chunk_size: int = bounded(128, ge=1)  # tokens per chunk for the ``chunked`` form.
+    # epsilon of the parameter-free LayerNorm (PyTorch's default, as the official code).
     ln_eps: float = bounded(1e-5, gt=0)
+    # ablation, Q != K: keys k = R ReLU(v D_k) from an encoder of their own, queries q = R x as before (the gate still
+    # multiplies by the query side x).
     separate_keys: bool = False
-    ungated: bool = False
-    no_expansion: bool = False
-    unshared_layers: bool = False
+    ungated: bool = False  # ablation, y = ReLU(Dy LN(a)) without the product with x.
+    no_expansion: bool = False  # ablation, n = h D (N = D neurons per head); leave both size fields out.
+    unshared_layers: bool = False  # ablation, L separate sets of E, Dx, Dy (and D_k), one per layer.
+    # random_depth, deep_supervision: recurrent depth in training, for shared layers (`bdh.model.recurrence`).
     random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
     _n: int = field(init=False, repr=False, compare=False, default=0)
