@@ -4,12 +4,12 @@ triangular solve at once, only the state carried chunk by chunk (DeltaNet's WY/U
 In BDH's order (read before write, decay after it; `bdh.model.kernels.pytorch.state_rules`), inside a chunk with
 the state S0 before it, e_i = sum_{j<i} l_j, c = sum_j l_j and A_ij = b_i e^{e_i - e_j} (k_i . k_j) for j < i:
 
-    W = U - K' S0,   U = (I + A)^{-1} diag(b) V,   K' = (I + A)^{-1} diag(b e^e) K
+    W = Tb (V - diag(e^e) K S0),   Tb = (I + A)^{-1} diag(b)
     a = diag(e^e) Q S0 + (Q K^T * M) W,   S_after = e^c S0 + K^T diag(e^{c - e}) W
 
-U and K' do not depend on S0, so one batched solve (right-hand side [V | K], D + N columns) serves every chunk, and
-the loop over chunks is three products per chunk. A retention that is one per head (U's damping, no decay gate:
-the gate arrives broadcast over the batch) makes one decay matrix M for every sequence. Equal to
+Tb does not depend on S0, so one batched solve (C columns) serves every chunk, and the loop over chunks is four
+products per chunk (K S0 and Q S0 in one, as Q K^T and K K^T are). A retention that is one per head (U's damping,
+no decay gate: the gate arrives broadcast over the batch) makes one decay matrix M for every sequence. Equal to
 `bdh.model.kernels.naive.naive_state_rule` in values and gradients (tests/model/test_delta_ut.py); the CPU's form
 of the delta rule, for the ``parallel`` and ``chunked`` attention modes (`bdh.model.kernels.choice`).
 """
@@ -45,9 +45,9 @@ def _decay(lg: torch.Tensor, dtype: torch.dtype):
     C = lg.shape[-1]
     c = lg.cumsum(-1)
     e = c - lg
-    below = torch.ones(C, C, dtype=torch.bool, device=lg.device).tril(-1)
+    on_or_above = torch.ones(C, C, dtype=torch.bool, device=lg.device).triu()
     # masked before exp: no overflow above the diagonal and no NaN in its gradient
-    M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(~below, float("-inf"))).to(dtype)
+    M = torch.exp((e.unsqueeze(-1) - e.unsqueeze(-2)).masked_fill(on_or_above, float("-inf"))).to(dtype)
     head, tail, whole = torch.exp(e).to(dtype), torch.exp(c[..., -1:] - e).to(dtype), torch.exp(c[..., -1]).to(dtype)
     return M, head, tail, whole
 
@@ -61,31 +61,30 @@ def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=Fa
     dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
     qc, kc, b = _chunks(q, C), _chunks(k, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
-    A = (kc @ kc.mT) * M * b.unsqueeze(-1).to(dt)
+    QK, KK = (torch.cat([qc, kc], dim=-2) @ kc.mT).split(C, dim=-2)  # Q K^T and K K^T in one product
+    A = KK * M * b.unsqueeze(-1).to(dt)
     # Tb = (I + A)^{-1} diag(b): C columns, fewer than the N + D of solving for [V | K] (the Triton kernels' form)
     eye_b = torch.diag_embed(b.to(acc))
     Tb = torch.linalg.solve_triangular(A.to(acc), eye_b, upper=False, unitriangular=True).to(dt)
-    U = Tb @ _chunks(v, C)  # W of every chunk from an empty state, (B, H, n, C, D)
-    P = (qc @ kc.mT) * M
-    out, S = _scan((qc, kc, P, Tb, U), (head, tail, whole), state, need_state)
+    out, S = _scan((qc, kc, QK * M, Tb, _chunks(v, C)), (head, tail, whole), state, need_state)
     return out[:, :, :T], S
 
 
 def _scan(chunks, decay, S, need_state):
-    """The chunks in order, the state S carried (None: zero): W = U - Tb e^e (K S), a = e^e Q S + P W, S = e^c S +
+    """The chunks in order, the state S carried (None: zero): W = Tb (V - e^e K S), a = e^e Q S + P W, S = e^c S +
     K^T e^{c-e} W; the state after the last chunk only when it is wanted."""
     head, tail, whole = decay
-    n, outs = chunks[0].shape[2], []
-    qs, ks, P, Tb, U = (x.unbind(2) for x in chunks)  # unbound once: a slice per chunk would cost a zero-filled
+    C, n, outs = chunks[0].shape[3], chunks[0].shape[2], []
+    qs, ks, P, Tb, vs = (x.unbind(2) for x in chunks)  # unbound once: a slice per chunk would cost a zero-filled
     for i in range(n):  # gradient of the whole tensor each
         hi, ti, wi = (x[:, :, min(i, x.shape[2] - 1)] for x in (head, tail, whole))  # one row when broadcast
         if S is None:
-            W = U[i]
+            W = Tb[i] @ vs[i]
             outs.append(P[i] @ W)
         else:
-            Sd = S.to(U[i].dtype)
-            W = U[i] - Tb[i] @ (hi.unsqueeze(-1) * (ks[i] @ Sd))
-            outs.append(P[i] @ W + hi.unsqueeze(-1) * (qs[i] @ Sd))
+            KS, QS = (torch.cat([ks[i], qs[i]], dim=-2) @ S.to(P[i].dtype)).split(C, dim=-2)  # one product
+            W = Tb[i] @ (vs[i] - hi.unsqueeze(-1) * KS)
+            outs.append(P[i] @ W + hi.unsqueeze(-1) * QS)
         if i + 1 < n or need_state:
             after = ks[i].mT @ (ti.unsqueeze(-1) * W)
             S = after if S is None else after + wi.view(*wi.shape, 1, 1).to(S.dtype) * S
