@@ -165,8 +165,7 @@ class BDHCache(Cache):
     @property
     def state(self) -> BDHState | None:
         """The layers as one `bdh.BDHState` (rho (L, B, H, N, D), pos), or None before the first forward: the same
-        storage
-        while the layers hold the views this cache set, else the layers stacked into a new tensor."""
+        storage while the layers hold the views this cache set, else the layers stacked into a new tensor."""
         rhos = [layer.rho for layer in self.layers]
         if any(rho is None for rho in rhos):
             return None

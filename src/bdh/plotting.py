@@ -84,8 +84,7 @@ def save(
     min_font: float | None = None,
 ) -> list[Path]:
     """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails); ``tight``
-    crops
-    the margins, ``min_font`` raises smaller texts. Returns the paths written."""
+    crops the margins, ``min_font`` raises smaller texts. Returns the paths written."""
     stem = Path(stem)
     try:
         return [_write(fig, stem.with_name(f"{stem.name}.{fmt}"), fmt, dpi, tight, min_font) for fmt in formats]

@@ -183,21 +183,18 @@ RANGE = "bdh.range"
 
 @dataclass(frozen=True)
 class Range:
-    """What a config field accepts beyond its type hint (declare it with `bounded` or `one_of`).
+    """What a config field accepts beyond its type hint (declare it with `bounded` or `one_of`)."""
 
-    Attributes:
-        ge, gt, le, lt: bounds on a number (on every item of a list of numbers): at most one lower bound
-            (``ge`` or ``gt``) and one upper bound (``le`` or ``lt``).
-        choices: the values allowed (instead of bounds), or a callable returning them, called each time a value
-            is checked (`allowed`).
-        why: said after the rule when a value is refused (``must be an integer >= 2 (sigma links two layers)``).
-    """
-
+    # ge, gt, le, lt: bounds on a number (on every item of a list of numbers): at most one lower bound (``ge`` or
+    # ``gt``) and one upper bound (``le`` or ``lt``).
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
+    # the values allowed (instead of bounds), or a callable returning them, called each time a value is checked
+    # (`allowed`).
     choices: tuple[Any, ...] | Callable[[], Sequence[Any]] | None = None
+    # said after the rule when a value is refused (``must be an integer >= 2 (sigma links two layers)``).
     why: str | None = None
 
     def __post_init__(self) -> None:
@@ -279,21 +276,13 @@ def one_of(default: Any, choices: Sequence[Any] | Callable[[], Sequence[Any]], *
 
 @dataclass(frozen=True)
 class Declared:
-    """A field with a declared `Range`, and what its type hint says about it.
+    """A field with a declared `Range`, and what its type hint says about it."""
 
-    Attributes:
-        name: the field.
-        range: its `Range`.
-        integer: the hint is ``int`` (or a list of ints): numbers must be integers.
-        items: the hint is a list or tuple: the range holds for every item.
-        nullable: the hint allows None, which passes.
-    """
-
-    name: str
-    range: Range
-    integer: bool
-    items: bool
-    nullable: bool
+    name: str  # the field.
+    range: Range  # its `Range`.
+    integer: bool  # the hint is ``int`` (or a list of ints): numbers must be integers.
+    items: bool  # the hint is a list or tuple: the range holds for every item.
+    nullable: bool  # the hint allows None, which passes.
 
     def admits(self, value: Any) -> bool:
         """Whether ``value`` is in the range."""

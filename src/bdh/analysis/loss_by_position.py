@@ -61,21 +61,14 @@ def bucket_label(lo: int, hi: int) -> str:
 
 @dataclass
 class ContextCurve:
-    """Loss by context position over a set of streams, in bits per token.
+    """Loss by context position over a set of streams, in bits per token."""
 
-    Attributes:
-        edges: bucket edges over positions (`position_edges`); bucket i holds positions [edges[i], edges[i+1]).
-        loss_sum: summed cross-entropy (nats) of the tokens scored in each bucket.
-        count: tokens scored in each bucket.
-        window: T, the context the model was trained on.
-        how: ``carried`` or ``sliding (context C, stride S)``.
-    """
-
-    edges: list[int]
-    window: int
-    how: str
+    edges: list[int]  # bucket edges over positions (`position_edges`); bucket i holds positions [edges[i], edges[i+1]).
+    window: int  # T, the context the model was trained on.
+    how: str  # ``carried`` or ``sliding (context C, stride S)``.
+    # summed cross-entropy (nats) of the tokens scored in each bucket.
     loss_sum: list[float] = field(default_factory=list)
-    count: list[int] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)  # tokens scored in each bucket.
     token_loss: torch.Tensor | None = None  # every token's loss (B, L), when asked for (`keep_tokens`)
 
     def __post_init__(self) -> None:

@@ -21,24 +21,18 @@ from bdh.model.kernels.pytorch.rope import rope_tables
 
 @dataclass
 class Recording:
-    """What a model did on a batch of token sequences (all tensors on the CPU, float32).
-
-    Attributes:
-        x, y: per layer (B, H, T, N) neuron activations (y gated, before dropout).
-        a: per layer (B, H, T, D) attention outputs before their LayerNorm.
-        values: per layer (B, T, D) the layer's input v_{l-1}, the attention values.
-        surprisal: (B, T) -log2 p(next token) in bits; NaN at the last position.
-        freqs: (N,) the RoPE frequencies; log_u: (H,) log retention or None."""
+    """What a model did on a batch of token sequences (all tensors on the CPU, float32)."""
 
     tokens: torch.Tensor
+    # x, y: per layer (B, H, T, N) neuron activations (y gated, before dropout).
     x: list[torch.Tensor]
     y: list[torch.Tensor]
-    a: list[torch.Tensor]
-    values: list[torch.Tensor]
+    a: list[torch.Tensor]  # per layer (B, H, T, D) attention outputs before their LayerNorm.
+    values: list[torch.Tensor]  # per layer (B, T, D) the layer's input v_{l-1}, the attention values.
     logits: torch.Tensor
-    surprisal: torch.Tensor
+    surprisal: torch.Tensor  # (B, T) -log2 p(next token) in bits; NaN at the last position.
     config: BDHConfig
-    freqs: torch.Tensor
+    freqs: torch.Tensor  # (N,) the RoPE frequencies; log_u: (H,) log retention or None.
     log_u: torch.Tensor | None
 
     @property

@@ -31,30 +31,21 @@ RECORD_BUDGET = 1 << 30
 
 @dataclass
 class InspectOptions(TypedConfig):
-    """What `inspect_model` computes.
+    """What `inspect_model` computes."""
 
-    Attributes:
-        layer: the sparsity trace's layer and sigma's (>= 1); None: every layer, sigma at
-            `neurograph.default_sigma_layer`.
-        head: the head of the graph analyses; None: entries for every head, modularity and degrees for the head with
-            the heaviest positive tail of G_x.
-        max_nodes: nodes of the induced subgraph used for Louvain (random neurons of the head).
-        seeds: Louvain runs per graph (best modularity kept).
-        avg_degrees: average degrees of the thresholded graphs of the modularity sweep.
-        sigma_rows: y-neurons (rows) of the sigma graph, a random subset when n is larger.
-        control_seed: seed of the untrained control.
-        seed: seed of subsampling, baselines and the repeated-word sequences.
-        repeat_sequences: sequences of the section 6.4 task."""
-
+    # the sparsity trace's layer and sigma's (>= 1); None: every layer, sigma at `neurograph.default_sigma_layer`.
     layer: int | None = bounded(None, ge=0)
+    # the head of the graph analyses; None: entries for every head, modularity and degrees for the head with the
+    # heaviest positive tail of G_x.
     head: int | None = bounded(None, ge=0)
-    max_nodes: int = bounded(1024, ge=1)
-    seeds: int = bounded(3, ge=1)
+    max_nodes: int = bounded(1024, ge=1)  # nodes of the induced subgraph used for Louvain (random neurons of the head).
+    seeds: int = bounded(3, ge=1)  # Louvain runs per graph (best modularity kept).
+    # average degrees of the thresholded graphs of the modularity sweep.
     avg_degrees: tuple[float, ...] = (2.0, 8.0, 32.0)
-    sigma_rows: int = 8192
-    control_seed: int = CONTROL_SEED
-    seed: int = 0
-    repeat_sequences: int = 4
+    sigma_rows: int = 8192  # y-neurons (rows) of the sigma graph, a random subset when n is larger.
+    control_seed: int = CONTROL_SEED  # seed of the untrained control.
+    seed: int = 0  # seed of subsampling, baselines and the repeated-word sequences.
+    repeat_sequences: int = 4  # sequences of the section 6.4 task.
 
 
 def control_model(config: BDHConfig, seed: int = CONTROL_SEED) -> BDH:

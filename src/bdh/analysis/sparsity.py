@@ -49,20 +49,17 @@ def bucket_periods(
 
 @dataclass
 class SparsityTrace:
-    """Fractions of non-zero activations, averaged over sequences, heads and neurons.
+    """Fractions of non-zero activations, averaged over sequences, heads and neurons."""
 
-    Attributes:
-        x_token, y_token: (L, T) per token.
-        x_bucket, y_bucket: (L, K, T) per token and RoPE bucket, or None without RoPE.
-        surprisal: (T,) mean surprisal in bits of the token *read* at each position (shifted by one; nan at 0).
-        periods: (shortest, longest) period of each bucket, tokens."""
-
+    # x_token, y_token: (L, T) per token.
     x_token: np.ndarray
     y_token: np.ndarray
+    # x_bucket, y_bucket: (L, K, T) per token and RoPE bucket, or None without RoPE.
     x_bucket: np.ndarray | None
     y_bucket: np.ndarray | None
+    # (T,) mean surprisal in bits of the token *read* at each position (shifted by one; nan at 0).
     surprisal: np.ndarray
-    periods: list[tuple[float, float]]
+    periods: list[tuple[float, float]]  # (shortest, longest) period of each bucket, tokens.
 
     def layer_means(self) -> dict[str, list[float]]:
         """Fraction of non-zero x and y per layer over all tokens."""

@@ -94,29 +94,23 @@ def tail_onset(split: SymmetricSplit, min_count: int = 20) -> float | None:
 
 @dataclass
 class TailFit:
-    """Maximum-likelihood fits on the tail k >= k_min of a discrete distribution.
+    """Maximum-likelihood fits on the tail k >= k_min of a discrete distribution."""
 
-    Attributes:
-        k_min: lower cut-off chosen by the KS criterion.
-        n_tail: data points in the tail; n: all positive data points.
-        alpha: power-law exponent p(k) ~ k^-alpha; ks: its Kolmogorov-Smirnov distance on the tail.
-        R_lognormal, p_lognormal: log-likelihood ratio power law vs lognormal and Vuong's p-value.
-        R_exponential, p_exponential: the same against the exponential.
-        preferred: "power_law", "lognormal", "exponential" or "undecided" (p >= 0.1 for every test)."""
-
-    k_min: int
-    n_tail: int
+    k_min: int  # lower cut-off chosen by the KS criterion.
+    n_tail: int  # data points in the tail; n: all positive data points.
     n: int
-    alpha: float
+    alpha: float  # power-law exponent p(k) ~ k^-alpha; ks: its Kolmogorov-Smirnov distance on the tail.
     ks: float
     lognormal_mu: float
     lognormal_sigma: float
     exponential_lambda: float
+    # R_lognormal, p_lognormal: log-likelihood ratio power law vs lognormal and Vuong's p-value.
     R_lognormal: float
     p_lognormal: float
+    # R_exponential, p_exponential: the same against the exponential.
     R_exponential: float
     p_exponential: float
-    preferred: str
+    preferred: str  # "power_law", "lognormal", "exponential" or "undecided" (p >= 0.1 for every test).
 
     def to_dict(self) -> dict[str, float | int | str]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}

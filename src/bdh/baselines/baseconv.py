@@ -39,30 +39,26 @@ def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class BaseConvConfig(ModelConfig):
-    """Configuration of the BaseConv language model.
-
-    Attributes:
-        seq_len: T, the longest sequence (length of explicit long filters and implicit filter features).
-        kernel_sizes: filter size per layer, taken in turn (k > 0 short, -1 long); Zoology: [3, -1].
-        long_filter: ``implicit`` (Listing 2, Zoology's default) or ``explicit`` (Listing 1).
-        filter_emb_dim, filter_hidden: e and q, features and hidden width of the implicit filter (e odd, >= 3).
-        mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
-        positional: ``none`` (Zoology's choice for convolutions) or ``learned`` absolute embeddings.
-        causal: must be true; present so callers can read it."""
+    """Configuration of the BaseConv language model."""
 
     vocab_size: int = bounded(256, ge=1)
+    # T, the longest sequence (length of explicit long filters and implicit filter features).
     seq_len: int = bounded(256, ge=1)
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(128, ge=1)
+    # filter size per layer, taken in turn (k > 0 short, -1 long); Zoology: [3, -1].
     kernel_sizes: Sequence[int] = (3, LONG)
+    # ``implicit`` (Listing 2, Zoology's default) or ``explicit`` (Listing 1).
     long_filter: str = one_of("implicit", LONG_FILTERS)
+    # filter_emb_dim, filter_hidden: e and q, features and hidden width of the implicit filter (e odd, >= 3).
     filter_emb_dim: int = bounded(3, ge=3)
     filter_hidden: int = bounded(16, ge=1)
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
+    # ``none`` (Zoology's choice for convolutions) or ``learned`` absolute embeddings.
     positional: str = one_of("none", ("none", "learned"))
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
 
     def __post_init__(self) -> None:

@@ -31,39 +31,30 @@ FORMS = ("fast", "reference")
 
 @dataclass
 class BasedConfig(ModelConfig):
-    """Configuration of the Based language model.
-
-    Attributes:
-        n_layer: layers; layer i mixes with ``layer_pattern[i % len(layer_pattern)]``.
-        n_head: H, heads of the linear and window attention (Zoology's Based: 1); d divisible by H.
-        layer_pattern: the mixers in turn: ``conv``, ``linear``, ``window``.
-        d_feature: f, the query/key size of linear attention before the feature map.
-        conv_size: taps of the short convolution.
-        window: w, tokens a window layer attends over, itself included.
-        mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
-        causal: must be true; present so callers can read it.
-        form: ``fast`` or ``reference`` forms of the attention layers (`FORMS`); the same function.
-        chunk_size: C of the chunked linear attention."""
+    """Configuration of the Based language model."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
 
     vocab_size: int = bounded(256, ge=1)
     seq_len: int = bounded(256, ge=1)
-    n_layer: int = bounded(2, ge=1)
+    n_layer: int = bounded(2, ge=1)  # layers; layer i mixes with ``layer_pattern[i % len(layer_pattern)]``.
     n_embd: int = bounded(128, ge=1)
+    # H, heads of the linear and window attention (Zoology's Based: 1); d divisible by H.
     n_head: int = bounded(1, ge=1)
+    # the mixers in turn: ``conv``, ``linear``, ``window``.
     layer_pattern: tuple[str, ...] = one_of(("conv", "linear", "window"), LAYER_KINDS)
-    d_feature: int = bounded(16, ge=1)
-    conv_size: int = bounded(3, ge=1)
-    window: int = bounded(64, ge=1)
+    d_feature: int = bounded(16, ge=1)  # f, the query/key size of linear attention before the feature map.
+    conv_size: int = bounded(3, ge=1)  # taps of the short convolution.
+    window: int = bounded(64, ge=1)  # w, tokens a window layer attends over, itself included.
     window_rope: bool = True
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # MLP width as a multiple of d (0: none, Zoology's MQAR runs).
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    # ``fast`` or ``reference`` forms of the attention layers (`FORMS`); the same function.
     form: str = one_of("fast", FORMS)
-    chunk_size: int = bounded(64, ge=1)
+    chunk_size: int = bounded(64, ge=1)  # C of the chunked linear attention.
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges

@@ -36,17 +36,7 @@ FORMS = ("chunked", "reference")
 
 @dataclass
 class DeltaNetConfig(ModelConfig):
-    """Configuration of the DeltaNet language model (the paper's layer in Zoology's frame, `MixerLM`).
-
-    Attributes:
-        expand_k, expand_v: D_k / d and D_v / d, the total key and value sizes; each a multiple of H.
-        conv_size: taps of the short causal convolution on q, k, v (the paper's 4); 0: none (SiLU only).
-        output_gate: RMSNorm(o) ⊙ SiLU(u W_g) before W_o (Gated DeltaNet's output), else RMSNorm(o).
-        mlp_ratio: MLP width as a multiple of d (0: none).
-        causal: must be true; present so callers can read it.
-        norm_eps: epsilon of the RMSNorm on the heads' outputs.
-        form: ``chunked`` or ``reference`` (`FORMS`); the same function.
-        chunk_size: C of the chunked form."""
+    """Configuration of the DeltaNet language model (the paper's layer in Zoology's frame, `MixerLM`)."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
     #: whether the state decays by Gated DeltaNet's a_t (the subclass); DeltaNet's a_t = 1
@@ -57,18 +47,20 @@ class DeltaNetConfig(ModelConfig):
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(128, ge=1)
     n_head: int = bounded(4, ge=1)
+    # expand_k, expand_v: D_k / d and D_v / d, the total key and value sizes; each a multiple of H.
     expand_k: float = bounded(1.0, gt=0, le=16)
     expand_v: float = bounded(1.0, gt=0, le=16)
+    # taps of the short causal convolution on q, k, v (the paper's 4); 0: none (SiLU only).
     conv_size: int = bounded(4, ge=0, le=64)
-    output_gate: bool = False
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    output_gate: bool = False  # RMSNorm(o) ⊙ SiLU(u W_g) before W_o (Gated DeltaNet's output), else RMSNorm(o).
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # MLP width as a multiple of d (0: none).
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
-    norm_eps: float = bounded(1e-5, gt=0, lt=1)
-    form: str = one_of("chunked", FORMS)
-    chunk_size: int = bounded(16, ge=1, le=1024)
+    norm_eps: float = bounded(1e-5, gt=0, lt=1)  # epsilon of the RMSNorm on the heads' outputs.
+    form: str = one_of("chunked", FORMS)  # ``chunked`` or ``reference`` (`FORMS`); the same function.
+    chunk_size: int = bounded(16, ge=1, le=1024)  # C of the chunked form.
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -134,15 +126,13 @@ class DeltaNetConfig(ModelConfig):
 
 @dataclass
 class GatedDeltaNetConfig(DeltaNetConfig):
-    """Gated DeltaNet: `DeltaNetConfig` with the decay a_t and, by default, the output gate (the paper's layer).
-
-    Attributes:
-        dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of softplus(dt_bias) at initialisation
-            (Mamba2's); A = exp(A_log) starts uniform in [1, 16]."""
+    """Gated DeltaNet: `DeltaNetConfig` with the decay a_t and, by default, the output gate (the paper's layer)."""
 
     GATED: ClassVar[bool] = True
 
     output_gate: bool = True
+    # dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of softplus(dt_bias) at initialisation
+    # (Mamba2's); A = exp(A_log) starts uniform in [1, 16].
     dt_min: float = bounded(1e-3, gt=0, lt=1e3)
     dt_max: float = bounded(0.1, gt=0, lt=1e3)
     dt_init_floor: float = bounded(1e-4, gt=0, lt=1e3)

@@ -31,18 +31,7 @@ FORMS = ("fast", "reference")
 
 @dataclass
 class GLAConfig(ModelConfig):
-    """Configuration of the GLA language model (defaults: Zoology's / the paper's GLA layer).
-
-    Attributes:
-        expand_k, expand_v: D_k / d and D_v / d, the total key and value sizes; each divisible by H.
-        gate_rank: r, the rank of the forget-gate projection.
-        gate_tau: tau, alpha = sigmoid(.)^(1/tau) (larger: slower forgetting).
-        decay: ``data`` (GLA's gate alpha_t) or ``fixed`` (RetNet's per-head constant).
-        mlp_ratio: MLP width as a multiple of d (0: none, Zoology's MQAR runs).
-        causal: must be true; present so callers can read it.
-        norm_eps: epsilon of the RMSNorm on the heads' outputs.
-        form: ``fast`` or ``reference`` (`FORMS`); the same function.
-        chunk_size: C of the chunked form."""
+    """Configuration of the GLA language model (defaults: Zoology's / the paper's GLA layer)."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
 
@@ -51,19 +40,20 @@ class GLAConfig(ModelConfig):
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(128, ge=1)
     n_head: int = bounded(4, ge=1)
+    # expand_k, expand_v: D_k / d and D_v / d, the total key and value sizes; each divisible by H.
     expand_k: float = bounded(0.5, gt=0, le=16)
     expand_v: float = bounded(1.0, gt=0, le=16)
-    gate_rank: int = bounded(16, ge=1)
-    gate_tau: float = bounded(16.0, gt=0, lt=1e6)
-    decay: str = one_of("data", DECAYS)
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    gate_rank: int = bounded(16, ge=1)  # r, the rank of the forget-gate projection.
+    gate_tau: float = bounded(16.0, gt=0, lt=1e6)  # tau, alpha = sigmoid(.)^(1/tau) (larger: slower forgetting).
+    decay: str = one_of("data", DECAYS)  # ``data`` (GLA's gate alpha_t) or ``fixed`` (RetNet's per-head constant).
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # MLP width as a multiple of d (0: none, Zoology's MQAR runs).
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
-    norm_eps: float = bounded(1e-5, gt=0, lt=1)
-    form: str = one_of("fast", FORMS)
-    chunk_size: int = bounded(8, ge=1)
+    norm_eps: float = bounded(1e-5, gt=0, lt=1)  # epsilon of the RMSNorm on the heads' outputs.
+    form: str = one_of("fast", FORMS)  # ``fast`` or ``reference`` (`FORMS`); the same function.
+    chunk_size: int = bounded(8, ge=1)  # C of the chunked form.
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -111,9 +101,9 @@ class GLAConfig(ModelConfig):
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> GLAConfig:
         """The GLA of ``n_layer`` layers closest to ``params`` parameters, n_embd over the smallest step that gives
-        whole
-        heads (`bdh.sizing.BudgetSized`), causal only. That step is coarse at small widths, so when the closest width is
-        more than `HEAD_TOLERANCE` off, fewer heads (divisors of ``n_head``) are tried too and the closest kept."""
+        whole heads (`bdh.sizing.BudgetSized`), causal only. That step is coarse at small widths, so when the closest
+        width is more than `HEAD_TOLERANCE` off, fewer heads (divisors of ``n_head``) are tried too and the closest
+        kept."""
         ek, ev = extra.get("expand_k", 0.5), extra.get("expand_v", 1.0)
 
         def closest(heads: int) -> GLAConfig:
@@ -158,8 +148,7 @@ def gla_recurrent(
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference): q, k, log_alpha (B,
-    H,
-    T, d_k), v (B, H, T, d_v), S0 (B, H, d_k, d_v) or None -> o, and with ``final`` (o, S_T)."""
+    H, T, d_k), v (B, H, T, d_v), S0 (B, H, d_k, d_v) or None -> o, and with ``final`` (o, S_T)."""
     B, H, T, K = q.shape
     S = q.new_zeros(B, H, K, v.shape[-1]) if S0 is None else S0
     out = []

@@ -32,40 +32,32 @@ POSITIONAL = ("learned", "rope", "none", "sudoku")
 
 @dataclass
 class GPTConfig(ModelConfig):
-    """Configuration of the GPT baseline.
-
-    Attributes:
-        seq_len: T, the longest sequence (size of the learned position table; the KV cache of state_size).
-        n_layer: L, blocks (or passes of the one block with ``share_layers``).
-        n_head: heads; d must be divisible by n_head (and d / n_head even for RoPE).
-        mlp_ratio: hidden width of the MLP as a multiple of d (0: no MLP).
-        dropout: dropout on attention probabilities, the residual branches and the embeddings.
-        positional: ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), ``none``, or
-            ``sudoku`` (learned row, column and box embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
-        bias: biases in linear layers and LayerNorms (GPT-2: yes).
-        tie_embeddings: readout = embedding matrix transposed (GPT-2: yes).
-        share_layers: one block applied n_layer times (weight-shared depth).
-        attend: ``all`` tokens (or the earlier ones, causal), or ``sudoku``: each cell only the cells of its row,
-            column and box (the peer mask of `bdh.baselines.grid`; bidirectional, seq_len 81).
-        random_depth, deep_supervision: recurrent depth in training, with ``share_layers`` (`bdh.model.recurrence`)."""
+    """Configuration of the GPT baseline."""
 
     RUNTIME_FIELDS = ModelConfig.RUNTIME_FIELDS | recurrence.FIELDS
 
     vocab_size: int = bounded(256, ge=1)
+    # T, the longest sequence (size of the learned position table; the KV cache of state_size).
     seq_len: int = bounded(256, ge=1)
-    n_layer: int = bounded(4, ge=1)
+    n_layer: int = bounded(4, ge=1)  # L, blocks (or passes of the one block with ``share_layers``).
     n_embd: int = bounded(128, ge=1)
-    n_head: int = bounded(4, ge=1)
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    n_head: int = bounded(4, ge=1)  # heads; d must be divisible by n_head (and d / n_head even for RoPE).
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # hidden width of the MLP as a multiple of d (0: no MLP).
+    # dropout on attention probabilities, the residual branches and the embeddings.
     dropout: float = bounded(0.0, ge=0, lt=1)
     causal: bool = True
+    # ``learned`` absolute embeddings (GPT-2), ``rope`` (rotary, Su et al. 2021), ``none``, or ``sudoku`` (learned row,
+    # column and box embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
     positional: str = one_of("learned", POSITIONAL)
     rope_theta: float = bounded(10000.0, gt=1)
-    bias: bool = True
-    tie_embeddings: bool = True
-    share_layers: bool = False
+    bias: bool = True  # biases in linear layers and LayerNorms (GPT-2: yes).
+    tie_embeddings: bool = True  # readout = embedding matrix transposed (GPT-2: yes).
+    share_layers: bool = False  # one block applied n_layer times (weight-shared depth).
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
+    # ``all`` tokens (or the earlier ones, causal), or ``sudoku``: each cell only the cells of its row, column and box
+    # (the peer mask of `bdh.baselines.grid`; bidirectional, seq_len 81).
     attend: str = one_of("all", ("all", "sudoku"))
+    # random_depth, deep_supervision: recurrent depth in training, with ``share_layers`` (`bdh.model.recurrence`).
     random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
 
@@ -302,10 +294,8 @@ class GPT(PretrainedMixin, nn.Module):
 
     def step(self, tokens: torch.Tensor, state: KVCache) -> tuple[torch.Tensor, KVCache]:
         """Read one token per sequence (B,) or a chunk (B, T) after the cached ones, equal to `forward` over everything
-        read;
-        ``state`` (from `init_state` or `step`) is not changed. Returns (logits, the cache with the chunk appended).
-        With
-        learned positions the whole read must fit seq_len."""
+        read; ``state`` (from `init_state` or `step`) is not changed. Returns (logits, the cache with the chunk
+        appended). With learned positions the whole read must fit seq_len."""
         cfg = self.config
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens

@@ -28,38 +28,28 @@ CONV_FORMS = ("fft", "direct")
 
 @dataclass
 class HyenaConfig(ModelConfig):
-    """Configuration of the Hyena language model (defaults: Zoology's Hyena operator at a CPU-sized width).
-
-    Attributes:
-        seq_len: T, the longest sequence (the length of the implicit filter's features).
-        short_filter: k, taps of the short causal filters on the projections.
-        filter_order: q, width of the implicit filter's FFN.
-        filter_emb_dim: e, positional features of the implicit filter (odd, >= 3).
-        filter_layers: n, inner q -> q layers of the FFN.
-        filter_freq: the initial frequency of the sine activations.
-        decay_fast, decay_slow, decay_target: the decay window reaches ``decay_target`` at the fraction
-            ``decay_fast`` of the length in the fastest channel and ``decay_slow`` in the slowest.
-        mlp_ratio: MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
-        conv: ``fft`` (fast) or ``direct`` (the O(T^2) reference); how the model runs, not its weights.
-        causal: must be true; present so callers can read it."""
+    """Configuration of the Hyena language model (defaults: Zoology's Hyena operator at a CPU-sized width)."""
 
     vocab_size: int = bounded(256, ge=1)
-    seq_len: int = bounded(256, ge=1)
+    seq_len: int = bounded(256, ge=1)  # T, the longest sequence (the length of the implicit filter's features).
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(64, ge=1)
-    short_filter: int = bounded(3, ge=1)
-    filter_order: int = bounded(64, ge=1)
-    filter_emb_dim: int = bounded(3, ge=3)
-    filter_layers: int = bounded(2, ge=0)
-    filter_freq: float = bounded(1.0, gt=0)
+    short_filter: int = bounded(3, ge=1)  # k, taps of the short causal filters on the projections.
+    filter_order: int = bounded(64, ge=1)  # q, width of the implicit filter's FFN.
+    filter_emb_dim: int = bounded(3, ge=3)  # e, positional features of the implicit filter (odd, >= 3).
+    filter_layers: int = bounded(2, ge=0)  # n, inner q -> q layers of the FFN.
+    filter_freq: float = bounded(1.0, gt=0)  # the initial frequency of the sine activations.
+    # decay_fast, decay_slow, decay_target: the decay window reaches ``decay_target`` at the fraction ``decay_fast`` of
+    # the length in the fastest channel and ``decay_slow`` in the slowest.
     decay_fast: float = bounded(0.3, gt=0)
     decay_slow: float = bounded(1.5, gt=0)
     decay_target: float = bounded(1e-2, gt=0, lt=1)
-    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
+    mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)  # MLP hidden width as a multiple of d (0: none, Zoology Figure 2).
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
+    # ``fft`` (fast) or ``direct`` (the O(T^2) reference); how the model runs, not its weights.
     conv: str = one_of("fft", CONV_FORMS)
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
     RUNTIME_FIELDS = frozenset({"conv", "embed_dropout", "dropout"})
@@ -109,8 +99,7 @@ class HyenaConfig(ModelConfig):
 
 def budget_filter_order(n_embd: int) -> int:
     """The implicit filter's FFN width of a Hyena sized to a budget: Zoology's 64 from width 32 on, 2 d below it, so
-    that
-    the filter (about 2 q^2 parameters per layer) does not outweigh a small model."""
+    that the filter (about 2 q^2 parameters per layer) does not outweigh a small model."""
     return min(64, 2 * n_embd)
 
 

@@ -28,37 +28,29 @@ from .grid import SudokuPositions, check_board_length, peer_mask
 
 @dataclass
 class HyperSETConfig(ModelConfig):
-    """Configuration of Hyper-SET (defaults: a small version of the paper's Sudoku model, docs/baselines.md).
-
-    Attributes:
-        seq_len: T, tokens per example (size of the learned position table).
-        n_head: H subspaces of size p = d / H.
-        ff_mult: M / d, the width of the feed-forward basis D.
-        n_recur: iterations of the shared layer during training (the default depth).
-        time_freq: F, sinusoidal features of the iteration index t.
-        step_condition: ``x0`` (condition the step sizes on the embedded input) or ``xt`` (on the current X).
-        positional: ``learned`` absolute embeddings (Sudoku), ``sinusoidal``, ``none``, or ``sudoku`` (learned row,
-            column and box embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
-        causal: must be false (the symmetric attention is bidirectional); present so callers can read it.
-        attend: ``all`` tokens, or ``sudoku``: each cell only the cells of its row, column and box (the peer mask of
-            `bdh.baselines.grid`, symmetric, so the attention is still the gradient of an energy; seq_len 81).
-        random_depth, deep_supervision: recurrent depth in training (`bdh.model.recurrence`)."""
+    """Configuration of Hyper-SET (defaults: a small version of the paper's Sudoku model, docs/baselines.md)."""
 
     RUNTIME_FIELDS = ModelConfig.RUNTIME_FIELDS | recurrence.FIELDS
 
     vocab_size: int = bounded(10, ge=1)
-    seq_len: int = bounded(81, ge=1)
+    seq_len: int = bounded(81, ge=1)  # T, tokens per example (size of the learned position table).
     n_embd: int = bounded(128, ge=1)
-    n_head: int = bounded(4, ge=1)
-    ff_mult: int = bounded(4, ge=1)
-    n_recur: int = bounded(24, ge=1)
-    time_freq: int = bounded(512, ge=1)
+    n_head: int = bounded(4, ge=1)  # H subspaces of size p = d / H.
+    ff_mult: int = bounded(4, ge=1)  # M / d, the width of the feed-forward basis D.
+    n_recur: int = bounded(24, ge=1)  # iterations of the shared layer during training (the default depth).
+    time_freq: int = bounded(512, ge=1)  # F, sinusoidal features of the iteration index t.
+    # ``x0`` (condition the step sizes on the embedded input) or ``xt`` (on the current X).
     step_condition: str = one_of("x0", ("x0", "xt"))
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    # ``learned`` absolute embeddings (Sudoku), ``sinusoidal``, ``none``, or ``sudoku`` (learned row, column and box
+    # embeddings of a 9 x 9 board, `bdh.baselines.grid`; seq_len 81).
     positional: str = one_of("learned", ("learned", "sinusoidal", "none", "sudoku"))
-    causal: bool = False
+    causal: bool = False  # must be false (the symmetric attention is bidirectional); present so callers can read it.
     rms_eps: float = bounded(1e-6, gt=0, lt=1)
+    # ``all`` tokens, or ``sudoku``: each cell only the cells of its row, column and box (the peer mask of
+    # `bdh.baselines.grid`, symmetric, so the attention is still the gradient of an energy; seq_len 81).
     attend: str = one_of("all", ("all", "sudoku"))
+    # random_depth, deep_supervision: recurrent depth in training (`bdh.model.recurrence`).
     random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
 
@@ -98,8 +90,7 @@ class HyperSETConfig(ModelConfig):
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyperSETConfig:
         """The Hyper-SET iterating its layer ``n_layer`` times closest to ``params`` parameters, n_embd over multiples
-        of
-        n_head (`bdh.sizing.BudgetSized`); ``extra`` e.g. ``time_freq``; bidirectional only."""
+        of n_head (`bdh.sizing.BudgetSized`); ``extra`` e.g. ``time_freq``; bidirectional only."""
         return closest_by_params(
             params,
             lambda d: cls(

@@ -30,32 +30,25 @@ SCANS = ("auto", "parallel", "recurrent", "sequential")
 
 @dataclass
 class MambaConfig(ModelConfig):
-    """Configuration of the Mamba language model (defaults: Mamba's mixer settings at a CPU-sized width).
-
-    Attributes:
-        d_state: N, the state size per inner channel.
-        d_conv: k, taps of the short causal convolution.
-        expand: E, inner width e = E d.
-        dt_rank: r, rank of the Delta projection; null: ceil(d / 16) (Mamba's "auto").
-        dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of the initial step Delta.
-        scan: ``parallel`` (the prefix scan), ``sequential`` (the loop), ``recurrent`` (the loop as one autograd node
-            with a hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without;
-            the prefix scan elsewhere).
-        causal: must be true; present so callers can read it."""
+    """Configuration of the Mamba language model (defaults: Mamba's mixer settings at a CPU-sized width)."""
 
     vocab_size: int = bounded(256, ge=1)
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(64, ge=1)
-    d_state: int = bounded(16, ge=1)
-    d_conv: int = bounded(4, ge=1)
-    expand: int = bounded(2, ge=1)
-    dt_rank: int | None = bounded(None, ge=1)
+    d_state: int = bounded(16, ge=1)  # N, the state size per inner channel.
+    d_conv: int = bounded(4, ge=1)  # k, taps of the short causal convolution.
+    expand: int = bounded(2, ge=1)  # E, inner width e = E d.
+    dt_rank: int | None = bounded(None, ge=1)  # r, rank of the Delta projection; null: ceil(d / 16) (Mamba's "auto").
+    # dt_min, dt_max, dt_init_floor: the range (log-uniform) and floor of the initial step Delta.
     dt_min: float = bounded(1e-3, gt=0)
     dt_max: float = bounded(0.1, gt=0)
     dt_init_floor: float = bounded(1e-4, gt=0)
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    # ``parallel`` (the prefix scan), ``sequential`` (the loop), ``recurrent`` (the loop as one autograd node with a
+    # hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without; the prefix scan
+    # elsewhere).
     scan: str = one_of("auto", SCANS)
-    causal: bool = True
+    causal: bool = True  # must be true; present so callers can read it.
     norm_eps: float = bounded(1e-5, gt=0, lt=1)
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
     RUNTIME_FIELDS = frozenset({"scan", "embed_dropout"})
@@ -189,8 +182,7 @@ def selective_scan_parallel(
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): (a, u) then (a',
-    u')
-    compose to (a' a, a' u + u'), log2(T) rounds. Only products of decays in (0, 1] and sums are formed, so it is as
+    u') compose to (a' a, a' u + u'), log2(T) rounds. Only products of decays in (0, 1] and sums are formed, so it is as
     stable as the loop; h0 enters as h_t += a_t h0."""
     T = x.shape[1]
     a, h = _discretized(x, delta, A, B)  # h: u_t, becoming h_t

@@ -184,8 +184,7 @@ class MixerLM(nn.Module):
 
     def step(self, tokens: torch.Tensor, state: MixerState) -> tuple[torch.Tensor, MixerState]:
         """Read one token per sequence (B,) or a chunk (B, T) of any length, continuing ``state`` (not changed): equal
-        to
-        `forward` over everything read. Returns (logits, new_state)."""
+        to `forward` over everything read. Returns (logits, new_state)."""
         name = type(self).__name__
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens

@@ -31,23 +31,19 @@ WKV_FORMS = ("auto", "chunked", "sequential")
 
 @dataclass
 class RWKVConfig(ModelConfig):
-    """Configuration of the RWKV-4 language model.
-
-    Attributes:
-        mlp_ratio: channel-mixing width m as a multiple of d (0: no channel mixing, Zoology Figure 2).
-        wkv: ``chunked``, ``sequential`` (the reference loop) or ``auto`` (on a CPU without gradients, reads and
-            generation, ``sequential``; else ``chunked``); how the model runs, not its weights.
-        chunk_size: L, tokens per chunk of the chunked WKV.
-        causal: must be true; present so callers can read it."""
+    """Configuration of the RWKV-4 language model."""
 
     vocab_size: int = bounded(256, ge=1)
     n_layer: int = bounded(2, ge=1)
     n_embd: int = bounded(64, ge=1)
+    # channel-mixing width m as a multiple of d (0: no channel mixing, Zoology Figure 2).
     mlp_ratio: float = bounded(4.0, ge=0, lt=1e6)
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
+    # ``chunked``, ``sequential`` (the reference loop) or ``auto`` (on a CPU without gradients, reads and generation,
+    # ``sequential``; else ``chunked``); how the model runs, not its weights.
     wkv: str = one_of("auto", WKV_FORMS)
-    chunk_size: int = bounded(8, ge=1)
-    causal: bool = True
+    chunk_size: int = bounded(8, ge=1)  # L, tokens per chunk of the chunked WKV.
+    causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
     #: fields that change how the model runs, not what its weights mean (not a dataclass field: no annotation)
     RUNTIME_FIELDS = frozenset({"wkv", "chunk_size", "embed_dropout"})

@@ -17,17 +17,13 @@ Tensors = dict[str, torch.Tensor]
 
 @dataclass
 class MixerState:
-    """The state of a `bdh.baselines.mixer_lm.MixerLM` after ``pos`` tokens of each of ``batch_size`` sequences.
+    """The state of a `bdh.baselines.mixer_lm.MixerLM` after ``pos`` tokens of each of ``batch_size`` sequences."""
 
-    Attributes:
-        model: the ``model_type`` of the model that made it (a state of another model is refused).
-        layers: per block, named tensors (batch first): the mixer's under ``mixer.<name>``, the second branch's
-            under ``branch.<name>``.
-        pos: tokens read so far (the absolute position of the next one)."""
-
-    model: str
+    model: str  # the ``model_type`` of the model that made it (a state of another model is refused).
+    # per block, named tensors (batch first): the mixer's under ``mixer.<name>``, the second branch's under
+    # ``branch.<name>``.
     layers: list[Tensors] = field(default_factory=list)
-    pos: int = 0
+    pos: int = 0  # tokens read so far (the absolute position of the next one).
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> MixerState:
         """The same state with ``fn`` applied to every tensor."""

@@ -44,9 +44,8 @@ class BoardSweep(Sweep):
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width`` (bidirectional), or a registered model sized to BDH's
-        parameter
-        count (`bdh.bench.models.sized_section`), Hyper-SET with ``time_freq`` (its F d parameters weigh in a small
-        model)."""
+        parameter count (`bdh.bench.models.sized_section`), Hyper-SET with ``time_freq`` (its F d parameters weigh in a
+        small model)."""
         return sized_section(
             model,
             width,

@@ -126,8 +126,7 @@ def sized_section(
     options: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The model section of one run: BDH at ``width``, or ``model`` sized to BDH's parameter count (`budget_config`)
-    with
-    ``options[model]`` as its own fields; ``seq_len``: the longest length the model sees."""
+    with ``options[model]`` as its own fields; ``seq_len``: the longest length the model sees."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
     if model == REFERENCE:
         return reference

@@ -28,14 +28,7 @@ MODELS = ("bdh", "gpt", "baseconv")
 class RecallSweep(Sweep):
     """The MQAR sweep: the fields of `Sweep` (``n_layer``: layers of every model, BDH's weight-shared passes;
     ``n_head``: BDH's and GPT's heads), plus
-
-    Attributes:
-        seq_lens: sequence lengths N.
-        num_pairs: key-value pairs D (combined with every N where 4 D <= N).
-        vocab_size: MQAR's V.
-        num_train_examples, num_val_examples: the fixed data sets per setting.
-        eval_length_factor: k; each run is also evaluated at length k N (``accuracy_longer``); 0 or 1: not.
-        bdh_damping: the state damping U of BDH's runs (`bdh.model.BDHConfig.damping`); null: the official model."""
+    """
 
     suite = "recall"
     MODELS = MODELS
@@ -49,12 +42,15 @@ class RecallSweep(Sweep):
     steps: int = redefault(Sweep, "steps", 3000)
     batch_size: int = redefault(Sweep, "batch_size", 64)
     n_layer: int = redefault(Sweep, "n_layer", 2)
-    seq_lens: tuple[int, ...] = bounded((32,), ge=1)
-    num_pairs: tuple[int, ...] = bounded((2, 4, 8), ge=1)
-    vocab_size: int = bounded(128, ge=1)
+    seq_lens: tuple[int, ...] = bounded((32,), ge=1)  # sequence lengths N.
+    num_pairs: tuple[int, ...] = bounded((2, 4, 8), ge=1)  # key-value pairs D (combined with every N where 4 D <= N).
+    vocab_size: int = bounded(128, ge=1)  # MQAR's V.
+    # num_train_examples, num_val_examples: the fixed data sets per setting.
     num_train_examples: int = bounded(20_000, ge=1)
     num_val_examples: int = bounded(512, ge=1)
+    # k; each run is also evaluated at length k N (``accuracy_longer``); 0 or 1: not.
     eval_length_factor: int = bounded(2, ge=0, why="0 or 1: no longer evaluation")
+    # the state damping U of BDH's runs (`bdh.model.BDHConfig.damping`); null: the official model.
     bdh_damping: str | None = one_of(None, ("alibi", "multiscale"), why="BDH's state damping presets")
 
     #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``):
@@ -101,9 +97,8 @@ class RecallSweep(Sweep):
 
     def section(self, model: str, width: int, seq_len: int) -> dict[str, Any]:
         """The model section of one run: BDH at ``width`` (with ``bdh_damping``, its ablated rows too), or a registered
-        model
-        sized to BDH's parameter count; ``seq_len`` is the longest length the model sees (GPT's positions, BaseConv's
-        filter)."""
+        model sized to BDH's parameter count; ``seq_len`` is the longest length the model sees (GPT's positions,
+        BaseConv's filter)."""
         section = sized_section(
             model,
             width,

@@ -110,22 +110,17 @@ def result_row(
 # ---------------------------------------------------------------------- the suite loop
 @dataclass
 class BenchOptions(TypedConfig):
-    """How a suite is run (not what it sweeps).
+    """How a suite is run (not what it sweeps)."""
 
-    Attributes:
-        out: the output folder (``bdh bench`` gives runs/bench-<suite>-<time>).
-        resume: skip the runs already in ``out/runs.csv`` (otherwise ``out`` must be new or empty).
-        threads: PyTorch CPU threads of a run (None: PyTorch's default, shared among the ``jobs``).
-        jobs: runs trained at once, each in a worker process (`bdh.bench.workers`); 1: in this process.
-        overwrite: empty a non-empty ``out`` first (not with ``resume``, which continues it)."""
-
-    out: Path = Path("runs/bench")
-    resume: bool = False
+    out: Path = Path("runs/bench")  # the output folder (``bdh bench`` gives runs/bench-<suite>-<time>).
+    resume: bool = False  # skip the runs already in ``out/runs.csv`` (otherwise ``out`` must be new or empty).
     device: str = "cpu"
+    # PyTorch CPU threads of a run (None: PyTorch's default, shared among the ``jobs``).
     threads: int | None = bounded(None, ge=1)
+    # runs trained at once, each in a worker process (`bdh.bench.workers`); 1: in this process.
     jobs: int = bounded(1, ge=1)
     plots: bool = True
-    overwrite: bool = False
+    overwrite: bool = False  # empty a non-empty ``out`` first (not with ``resume``, which continues it).
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges

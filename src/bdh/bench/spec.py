@@ -52,29 +52,24 @@ class BenchInterrupted(Interrupted):
 
 @dataclass
 class RunSpec:
-    """One training run of a suite.
-
-    Attributes:
-        setting: a short label of the task setting (e.g. ``N64-D4``); setting_columns: the same as result columns.
-        width: the nominal width of the sweep (BDH's ``n_embd``; the others sized to BDH's parameters there).
-        seed: model initialisation and data order (the data sets are fixed).
-        eval_batch_size, eval_batches: the validation pass after training (None: the whole set).
-        max_minutes: a time budget (``train.max_minutes``): the length planned from the step time, up to ``steps``
-            (equal wall-clock); None: exactly ``steps`` (equal tokens)."""
+    """One training run of a suite."""
 
     suite: str
     model: str
-    setting: str
+    setting: str  # a short label of the task setting (e.g. ``N64-D4``); setting_columns: the same as result columns.
     setting_columns: dict[str, Any]
-    width: int
+    width: int  # the nominal width of the sweep (BDH's ``n_embd``; the others sized to BDH's parameters there).
     lr: float
-    seed: int
+    seed: int  # model initialisation and data order (the data sets are fixed).
     model_section: dict[str, Any]
     task_section: dict[str, Any]
     steps: int
     batch_size: int
+    # eval_batch_size, eval_batches: the validation pass after training (None: the whole set).
     eval_batch_size: int = 64
     eval_batches: int | None = None
+    # a time budget (``train.max_minutes``): the length planned from the step time, up to ``steps`` (equal wall-clock);
+    # None: exactly ``steps`` (equal tokens).
     max_minutes: float | None = None
 
     def key(self) -> tuple[str, ...]:
@@ -117,28 +112,26 @@ def run_key(row: dict[str, Any]) -> tuple[str, ...]:
 class Sweep(TypedConfig):
     """What the sweep of every suite has; each suite's adds its task settings and data sets. A `TypedConfig` (errors
     name ``<suite>.<field>``); `validate` checks the rules between fields, `redefault` changes a default.
-
-    Attributes:
-        widths: BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
-        models: the models compared (`bdh.bench.models.bench_models`) that the suite can run (`check_models`).
-        lrs, seeds: the learning rates (the best is reported) and run seeds; two seeds by default, so that a winner
-            can be declared beyond their spread.
-        n_layer, n_head: layers (the suite says which) and heads of every model.
-        neuron_mult: BDH's n = neuron_mult * n_embd."""
+    """
 
     #: the suite's name (its runs and errors) and the models it knows
     suite: ClassVar[str]
     MODELS: ClassVar[tuple[str, ...]]
 
+    # BDH's ``n_embd``; the baselines are matched to BDH's parameter count at each width.
     widths: tuple[int, ...] = bounded((32, 64), ge=1)
+    # the models compared (`bdh.bench.models.bench_models`) that the suite can run (`check_models`).
     models: tuple[str, ...] = ()
+    # lrs, seeds: the learning rates (the best is reported) and run seeds; two seeds by default, so that a winner can be
+    # declared beyond their spread.
     lrs: tuple[float, ...] = bounded((1e-3, 3e-3), gt=0)
     seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
     steps: int = bounded(300, ge=1)
     batch_size: int = bounded(32, ge=1)
+    # n_layer, n_head: layers (the suite says which) and heads of every model.
     n_layer: int = bounded(4, ge=1)
     n_head: int = bounded(4, ge=1)
-    neuron_mult: int = bounded(16, ge=1)
+    neuron_mult: int = bounded(16, ge=1)  # BDH's n = neuron_mult * n_embd.
     data_seed: int = bounded(0, ge=0)
     eval_batch_size: int = bounded(128, ge=1)
 
@@ -211,14 +204,11 @@ def redefault(base: type, name: str, default: Any) -> Any:
 class Trivial:
     """The trivial answer of a suite, scored as a reference row: each position's most frequent training target given
     its input token (no path on boardpath, one digit on Sudoku, chance on MQAR).
+    """
 
-    Attributes:
-        label: how results.md names the row, e.g. ``trivial (predict no path)``.
-        train_size: the training examples of a task (the first that many of its training stream).
-        fit: ``(task, train_size, seed) -> model``; None: `bdh.bench.trivial.fit_token_prior`."""
-
-    label: str
-    train_size: Callable[[Any], int]
+    label: str  # how results.md names the row, e.g. ``trivial (predict no path)``.
+    train_size: Callable[[Any], int]  # the training examples of a task (the first that many of its training stream).
+    # ``(task, train_size, seed) -> model``; None: `bdh.bench.trivial.fit_token_prior`.
     fit: Callable[[Any, int, int], torch.nn.Module] | None = None
 
 
@@ -229,28 +219,20 @@ FULL = {"batch_size": 64, "neuron_mult": 32}
 
 @dataclass
 class SuiteDef:
-    """What the runner needs to know about a suite.
-
-    Attributes:
-        setting_columns: the names of the task-setting columns, in table order.
-        metrics: the metric columns (validation metrics computed after training), in table order.
-        score: the columns compared (in this order) to pick the best learning rate and the winner.
-        higher_is_better: the direction of the score columns (False for a loss).
-        extra: optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model;
-            extra_columns: their names; extra_metrics: those summarised over seeds; extra_settings: those that
-            describe the setting.
-        trivial: the suite's reference row (`Trivial`); None: no such row."""
+    """What the runner needs to know about a suite."""
 
     name: str
-    setting_columns: list[str]
-    metrics: list[str]
-    score: list[str]
-    higher_is_better: bool = True
+    setting_columns: list[str]  # the names of the task-setting columns, in table order.
+    metrics: list[str]  # the metric columns (validation metrics computed after training), in table order.
+    score: list[str]  # the columns compared (in this order) to pick the best learning rate and the winner.
+    higher_is_better: bool = True  # the direction of the score columns (False for a loss).
+    # optional ``(spec, model, task) -> dict`` of extra columns measured on the trained model; extra_columns: their
+    # names; extra_metrics: those summarised over seeds; extra_settings: those that describe the setting.
     extra: Callable[[RunSpec, torch.nn.Module, Any], dict[str, Any]] | None = None
     extra_columns: list[str] = field(default_factory=list)
     extra_metrics: list[str] = field(default_factory=list)
     extra_settings: list[str] = field(default_factory=list)
-    trivial: Trivial | None = None
+    trivial: Trivial | None = None  # the suite's reference row (`Trivial`); None: no such row.
 
     def columns(self) -> list[str]:
         return (

@@ -58,9 +58,8 @@ def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) ->
 
 def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu") -> list[dict[str, Any]]:
     """The reference rows of ``suite.trivial``: one per (setting, width, seed) of ``specs``, model `TRIVIAL`, no
-    training,
-    scored by the models' evaluation on ``device``; computed once per task and copied to every width (it does not
-    depend on it)."""
+    training, scored by the models' evaluation on ``device``; computed once per task and copied to every width (it does
+    not depend on it)."""
     if suite.trivial is None:
         return []
     from bdh.devices import resolve_device

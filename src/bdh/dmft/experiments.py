@@ -30,20 +30,14 @@ _KEPT = "5 times the paper's 2e5 kept"
 class RunLength(TypedConfig):
     """The counts of a mean-field run (the flags of ``bdh dmft bifurcation``, ``trajectory`` and ``convergence``),
     each bounded above: a mistyped count is refused in one line rather than run for days.
-
-    Attributes:
-        steps: steps simulated per beta.
-        keep: steps kept at the end.
-        lyap_steps: further steps over which the Lyapunov exponents are averaged.
-        max_lag: largest lag of the autocorrelation.
-        seeds: independent finite networks per size (convergence).
     """
 
-    steps: int = bounded(120_000, ge=1, le=10_000_000, why=_LONG)
-    keep: int = bounded(20_000, ge=1, le=1_000_000, why=_KEPT)
+    steps: int = bounded(120_000, ge=1, le=10_000_000, why=_LONG)  # steps simulated per beta.
+    keep: int = bounded(20_000, ge=1, le=1_000_000, why=_KEPT)  # steps kept at the end.
+    # further steps over which the Lyapunov exponents are averaged.
     lyap_steps: int = bounded(5_000, ge=1, le=1_000_000)
-    max_lag: int = bounded(200, ge=1, le=1_000_000)
-    seeds: int = bounded(8, ge=1, le=1_000)
+    max_lag: int = bounded(200, ge=1, le=1_000_000)  # largest lag of the autocorrelation.
+    seeds: int = bounded(8, ge=1, le=1_000)  # independent finite networks per size (convergence).
 
 
 def parse_range(text: str, name: str = "range") -> np.ndarray:

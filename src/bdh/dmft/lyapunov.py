@@ -67,8 +67,7 @@ def largest_lyapunov_two_runs(
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The largest exponent from two nearby trajectories (Benettin's renormalised separation): needs only the map.
-    Returns
-    (lambda_1 (B,), log-separation growth per step (B, n_steps))."""
+    Returns (lambda_1 (B,), log-separation growth per step (B, n_steps))."""
     x = np.array(state, dtype=np.float64, copy=True)
     B = x.shape[0]
     rng = np.random.default_rng(seed)

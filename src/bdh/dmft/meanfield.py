@@ -21,22 +21,15 @@ from .weights import PROJECTIONS, DMFTParams, NetworkWeights, position_bits
 
 @dataclass
 class MFTrajectory:
-    """Recorded steps of a mean-field run (B inverse temperatures, T kept steps, M features).
-
-    Attributes:
-        mo_se: (B, T, M) semantic part of m^o_t (first term of Eq. 15), the variable of the paper's figures.
-        m: projection -> (B, T, M) full overlaps m^alpha_t (semantic + positional).
-        att: (B, T, M) attention values Ahat_t.
-        window: (B, L, M) the final Ahat window (Ahat_{T-1}, ..., Ahat_{T-L}) for continuation / Lyapunov.
-        t_next: the time index of the next step after the run."""
+    """Recorded steps of a mean-field run (B inverse temperatures, T kept steps, M features)."""
 
     beta: np.ndarray
     t: np.ndarray
-    mo_se: np.ndarray
-    m: dict[str, np.ndarray]
-    att: np.ndarray
-    window: np.ndarray
-    t_next: int
+    mo_se: np.ndarray  # (B, T, M) semantic part of m^o_t (first term of Eq. 15), the variable of the paper's figures.
+    m: dict[str, np.ndarray]  # projection -> (B, T, M) full overlaps m^alpha_t (semantic + positional).
+    att: np.ndarray  # (B, T, M) attention values Ahat_t.
+    window: np.ndarray  # (B, L, M) the final Ahat window (Ahat_{T-1}, ..., Ahat_{T-L}) for continuation / Lyapunov.
+    t_next: int  # the time index of the next step after the run.
 
 
 class MeanField:
@@ -89,8 +82,7 @@ class MeanField:
 
     def attention(self, mq: np.ndarray, mk: np.ndarray, mv: np.ndarray, valid: int | None = None) -> np.ndarray:
         """Ahat = sum_d softmax_d(gamma_eff m^q . m^k_d) m^v_d (Eq. 14) for mq (B, M), mk and mv (B, L, M), over the
-        first
-        ``valid`` slots of the window only (it fills up at the start)."""
+        first ``valid`` slots of the window only (it fills up at the start)."""
         z = self.params.gamma_eff * np.einsum("bm,bdm->bd", mq, mk)
         if valid is not None and valid < z.shape[1]:
             z[:, valid:] = -np.inf
@@ -113,8 +105,7 @@ class MeanField:
     ) -> MFTrajectory:
         """Run the mean-field dynamics for every ``beta`` at once and keep the last ``n_keep`` steps, from the token
         W^o_{init_feature} or continuing an Ahat ``window`` (B, L, M) at time ``t0`` (the paper continues every beta
-        from
-        the largest beta's final window); ``record``: projections whose full overlaps are kept."""
+        from the largest beta's final window); ``record``: projections whose full overlaps are kept."""
         beta = np.atleast_1d(np.asarray(beta, dtype=np.float64))
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         if n_steps < 1:

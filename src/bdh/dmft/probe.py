@@ -20,26 +20,19 @@ from .diagnostics import autocorrelation, power_spectrum
 
 @dataclass
 class ProbeConfig(TypedConfig):
-    """What `run_probe` runs (the options of ``bdh dmft probe``).
+    """What `run_probe` runs (the options of ``bdh dmft probe``)."""
 
-    Attributes:
-        temperatures: the sampling temperatures (the control parameter); 0 is greedy.
-        n_transient: tokens generated and discarded before recording.
-        n_steps: tokens recorded per temperature.
-        n_features: M, the readout dimension (top principal directions of the embedding table).
-        delta: relative size of the state perturbation of the Lyapunov estimate.
-        threads: torch intra-op threads (1 suits small models on a shared machine)."""
-
+    # the sampling temperatures (the control parameter); 0 is greedy.
     temperatures: tuple[float, ...] = bounded((0.5, 0.8, 1.0, 1.3, 1.6), ge=0)
-    n_transient: int = bounded(200, ge=0, le=1_000_000)
-    n_steps: int = bounded(1000, ge=8, le=1_000_000)
-    n_features: int = bounded(3, ge=1)
-    delta: float = bounded(1e-4, gt=0, lt=1)
+    n_transient: int = bounded(200, ge=0, le=1_000_000)  # tokens generated and discarded before recording.
+    n_steps: int = bounded(1000, ge=8, le=1_000_000)  # tokens recorded per temperature.
+    n_features: int = bounded(3, ge=1)  # M, the readout dimension (top principal directions of the embedding table).
+    delta: float = bounded(1e-4, gt=0, lt=1)  # relative size of the state perturbation of the Lyapunov estimate.
     prompt: str = "\n"
     seed: int = 0
     max_lag: int = 100
     dtype: str = one_of("float64", ("float32", "float64"))
-    threads: int = 1
+    threads: int = 1  # torch intra-op threads (1 suits small models on a shared machine).
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges

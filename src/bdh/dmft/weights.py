@@ -19,20 +19,14 @@ PROJECTIONS = ("o", "v", "q", "k")
 
 @dataclass(frozen=True)
 class DMFTParams(TypedConfig):
-    """Scalar parameters of the model (paper section 4, the values of its figures by default).
+    """Scalar parameters of the model (paper section 4, the values of its figures by default)."""
 
-    Attributes:
-        n_features: M, features per projection.
-        context: L, the context window (tokens attended to, the current one included).
-        n_pe: N_P, positional bits; the position is t mod 2^N_P (paper: L = 2^N_P).
-        epsilon: weight of the positional encoding in the overlaps (Eq. 15).
-        gamma: attention inverse temperature (Eq. 5); the softmax multiplies m^q . m^k by gamma / sqrt(M)
-            (`gamma_eff`, from the normalisation U = N^2 sqrt(M))."""
-
-    n_features: int = bounded(3, ge=1)
-    context: int = bounded(4, ge=1)
-    n_pe: int = bounded(2, ge=0)
-    epsilon: float = bounded(0.02, ge=0, le=1)
+    n_features: int = bounded(3, ge=1)  # M, features per projection.
+    context: int = bounded(4, ge=1)  # L, the context window (tokens attended to, the current one included).
+    n_pe: int = bounded(2, ge=0)  # N_P, positional bits; the position is t mod 2^N_P (paper: L = 2^N_P).
+    epsilon: float = bounded(0.02, ge=0, le=1)  # weight of the positional encoding in the overlaps (Eq. 15).
+    # attention inverse temperature (Eq. 5); the softmax multiplies m^q . m^k by gamma / sqrt(M) (`gamma_eff`, from the
+    # normalisation U = N^2 sqrt(M)).
     gamma: float = 220.0
 
     @property

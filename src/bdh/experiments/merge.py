@@ -47,41 +47,33 @@ TOL = 0.01
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The merge experiment; the defaults are the CPU default (its time: docs/experiments.md).
+    """The merge experiment; the defaults are the CPU default (its time: docs/experiments.md)."""
 
-    Attributes:
-        base_language: X of the base pair en-X (the paper: es).
-        tune_languages: the two languages the base is fine-tuned on (the paper: fr, pt).
-        n_layer, n_embd, n_head, n_neurons, dropout: the parents' size (the merge has 2 n_neurons).
-        corpus_bytes: bytes of training stream per pair (and of the English-only stream).
-        base_steps, tune_steps, uncond_steps, joint_steps: steps of the base models, of each fine-tune, of the
-            unconditional English model (default base_steps + tune_steps, a specialist's whole history) and of the
-            joint fine-tune of the merge; 0 skips the last two.
-        batch_size, seq_len: sequences per step, bytes per window.
-        lr, tune_lr: peak learning rates of training from scratch and of fine-tuning.
-        eval_segments: held-out segments per direction.
-        controls: also build the averaged and the no-shared-base merges.
-        seed: seed of the base model (the second base uses seed + 1)."""
-
-    base_language: str = "es"
-    tune_languages: tuple[str, str] = ("fr", "pt")
+    base_language: str = "es"  # X of the base pair en-X (the paper: es).
+    tune_languages: tuple[str, str] = ("fr", "pt")  # the two languages the base is fine-tuned on (the paper: fr, pt).
+    # n_layer, n_embd, n_head, n_neurons, dropout: the parents' size (the merge has 2 n_neurons).
     n_layer: int = bounded(4, ge=1)
     n_embd: int = bounded(64, ge=1)
     n_head: int = bounded(4, ge=1)
     n_neurons: int = bounded(1024, ge=1)
     dropout: float = 0.0
-    corpus_bytes: int = bounded(4_000_000, ge=1)
+    corpus_bytes: int = bounded(4_000_000, ge=1)  # bytes of training stream per pair (and of the English-only stream).
+    # base_steps, tune_steps, uncond_steps, joint_steps: steps of the base models, of each fine-tune, of the
+    # unconditional English model (default base_steps + tune_steps, a specialist's whole history) and of the joint
+    # fine-tune of the merge; 0 skips the last two.
     base_steps: int = bounded(400, ge=1)
     tune_steps: int = bounded(200, ge=1)
     uncond_steps: int = bounded(600, ge=0)
     joint_steps: int = bounded(40, ge=0)
+    # batch_size, seq_len: sequences per step, bytes per window.
     batch_size: int = bounded(8, ge=1)
     seq_len: int = bounded(192, ge=1)
+    # lr, tune_lr: peak learning rates of training from scratch and of fine-tuning.
     lr: float = bounded(3e-3, gt=0, lt=1)
     tune_lr: float = bounded(1e-3, gt=0, lt=1)
-    eval_segments: int = bounded(200, ge=1)
-    controls: bool = True
-    seed: int = bounded(0, ge=0)
+    eval_segments: int = bounded(200, ge=1)  # held-out segments per direction.
+    controls: bool = True  # also build the averaged and the no-shared-base merges.
+    seed: int = bounded(0, ge=0)  # seed of the base model (the second base uses seed + 1).
 
     experiment = "merge"
 

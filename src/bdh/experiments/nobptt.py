@@ -40,36 +40,29 @@ MODE = {"bptt": "window", "no-bptt": "none"}
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The no-BPTT experiment; the defaults are the CPU default (its time: docs/experiments.md).
+    """The no-BPTT experiment; the defaults are the CPU default (its time: docs/experiments.md)."""
 
-    Attributes:
-        pairs: language pairs of the translation stream, e.g. ``en-es,en-fr``.
-        n_layer, n_embd, n_head, n_neurons, dropout: the model size (both arms, both tasks).
-        corpus_bytes: bytes of the training stream.
-        steps, batch_size, seq_len, lr: training of each arm on the translation stream.
-        eval_segments: held-out segments per direction.
-        repeat_steps, repeat_batch_size, repeat_periods: training of each arm on the repeated-word task (windows
-            of ``repeat_periods`` periods); 0 steps skips it.
-        repeat_eval_batches: validation batches of the repeated-word task.
-        seed: the seed of both arms."""
-
-    pairs: str = "en-es,en-fr"
+    pairs: str = "en-es,en-fr"  # language pairs of the translation stream, e.g. ``en-es,en-fr``.
+    # n_layer, n_embd, n_head, n_neurons, dropout: the model size (both arms, both tasks).
     n_layer: int = bounded(4, ge=1)
     n_embd: int = bounded(64, ge=1)
     n_head: int = bounded(4, ge=1)
     n_neurons: int = bounded(1024, ge=1)
     dropout: float = 0.0
-    corpus_bytes: int = bounded(4_000_000, ge=1)
+    corpus_bytes: int = bounded(4_000_000, ge=1)  # bytes of the training stream.
+    # steps, batch_size, seq_len, lr: training of each arm on the translation stream.
     steps: int = bounded(400, ge=1)
     batch_size: int = bounded(8, ge=1)
     seq_len: int = bounded(192, ge=1)
     lr: float = bounded(3e-3, gt=0, lt=1)
-    eval_segments: int = bounded(200, ge=1)
+    eval_segments: int = bounded(200, ge=1)  # held-out segments per direction.
+    # repeat_steps, repeat_batch_size, repeat_periods: training of each arm on the repeated-word task (windows of
+    # ``repeat_periods`` periods); 0 steps skips it.
     repeat_steps: int = bounded(300, ge=0)
     repeat_batch_size: int = bounded(8, ge=1)
     repeat_periods: int = bounded(2, ge=1)
-    repeat_eval_batches: int = bounded(16, ge=1)
-    seed: int = bounded(0, ge=0)
+    repeat_eval_batches: int = bounded(16, ge=1)  # validation batches of the repeated-word task.
+    seed: int = bounded(0, ge=0)  # the seed of both arms.
 
     experiment = "no-bptt"
 

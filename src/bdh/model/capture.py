@@ -19,25 +19,16 @@ from .kernels.pytorch.attention import scores
 
 @dataclass(frozen=True)
 class LayerActivations:
-    """One layer of one pass (B batch, H heads, T tokens, N neurons per head, D embedding).
+    """One layer of one pass (B batch, H heads, T tokens, N neurons per head, D embedding)."""
 
-    Attributes:
-        values: (B, 1, T, D) the layer's input v_{l-1}, the attention values.
-        x: (B, H, T, N) neuron activations ReLU(Dx v_{l-1}), before RoPE.
-        xr: (B, H, T, N) the rotated x, the attention's keys and queries.
-        a: (B, H, T, D) attention outputs, before their LayerNorm.
-        y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout.
-        v: (B, 1, T, D) the layer's output v_l.
-        keys: (B, H, T, N) the attention's keys: xr itself (Q = K), or R ReLU(D_k v_{l-1}) with ``separate_keys``;
-            unit-normalised under the delta rule.
-    """
-
-    values: torch.Tensor
-    x: torch.Tensor
-    xr: torch.Tensor
-    a: torch.Tensor
-    y: torch.Tensor
-    v: torch.Tensor
+    values: torch.Tensor  # (B, 1, T, D) the layer's input v_{l-1}, the attention values.
+    x: torch.Tensor  # (B, H, T, N) neuron activations ReLU(Dx v_{l-1}), before RoPE.
+    xr: torch.Tensor  # (B, H, T, N) the rotated x, the attention's keys and queries.
+    a: torch.Tensor  # (B, H, T, D) attention outputs, before their LayerNorm.
+    y: torch.Tensor  # (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout.
+    v: torch.Tensor  # (B, 1, T, D) the layer's output v_l.
+    # (B, H, T, N) the attention's keys: xr itself (Q = K), or R ReLU(D_k v_{l-1}) with ``separate_keys``;
+    # unit-normalised under the delta rule.
     keys: torch.Tensor
 
 

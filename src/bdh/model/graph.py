@@ -39,9 +39,8 @@ class GraphTrace:
 
 class BDHGraph:
     """The BDH graph model with n neurons, L layers and h heads (consecutive blocks of neurons): non-negative (n, n)
-    edge
-    weights ``Gx_e``, ``Gx_i``, ``Gy_e``, ``Gy_i`` (row = target), the synapse mask ``Gs`` of the Hebbian write (None:
-    all ones) and the state update ``U`` after each write (None: identity)."""
+    edge weights ``Gx_e``, ``Gx_i``, ``Gy_e``, ``Gy_i`` (row = target), the synapse mask ``Gs`` of the Hebbian write
+    (None: all ones) and the state update ``U`` after each write (None: identity)."""
 
     def __init__(
         self,
@@ -122,8 +121,7 @@ class BDHGraph:
     # ------------------------------------------------------------------ Table 1
     def run_rounds(self, y0: torch.Tensor) -> GraphTrace:
         """The same dynamics as the local rules of Table 1 (spec section 1.5), four rounds per layer, each a
-        communication
-        step along edges then a computation step at nodes, all rules of a step reading the old values."""
+        communication step along edges then a computation step at nodes, all rules of a step reading the old values."""
         B, T, n = self._check_input(y0)
         sigma = self.init_sigma(B)
         xs = y0.new_zeros(self.n_layer, B, T, n)

@@ -16,15 +16,10 @@ from bdh.errors import UserError
 
 @dataclass
 class BDHState:
-    """Recurrent state of a batch of sequences.
+    """Recurrent state of a batch of sequences."""
 
-    Attributes:
-        rho: (L, B, H, N, D) attention state of every layer.
-        pos: number of tokens consumed so far (the absolute position of the next token, used by RoPE).
-    """
-
-    rho: torch.Tensor
-    pos: int = 0
+    rho: torch.Tensor  # (L, B, H, N, D) attention state of every layer.
+    pos: int = 0  # number of tokens consumed so far (the absolute position of the next token, used by RoPE).
 
     @classmethod
     def zeros(

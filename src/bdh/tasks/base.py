@@ -18,20 +18,15 @@ IGNORE_INDEX = -100
 class Task(Protocol):
     """What the trainer needs from a task.
 
-    Attributes:
-        vocab_size: number of input token ids the model must embed.
-        seq_len: tokens per example (the model's window T).
-        causal: True for next-token tasks; False for whole-board tasks read bidirectionally.
-        target_metric: the metric ``best/`` checkpoints are chosen by, and whether higher is better.
-
     Optional attributes (read with ``getattr``): ``train_seq_len``, tokens per training example when shorter than
-    ``seq_len`` (MQAR); ``per_token_metrics``, metrics that evaluation weights by scored tokens instead of examples."""
+    ``seq_len`` (MQAR); ``per_token_metrics``, metrics that evaluation weights by scored tokens instead of examples.
+    """
 
     name: str
-    vocab_size: int
-    seq_len: int
-    causal: bool
-    target_metric: tuple[str, bool]
+    vocab_size: int  # number of input token ids the model must embed.
+    seq_len: int  # tokens per example (the model's window T).
+    causal: bool  # True for next-token tasks; False for whole-board tasks read bidirectionally.
+    target_metric: tuple[str, bool]  # the metric ``best/`` checkpoints are chosen by, and whether higher is better.
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch number ``index`` of ``split`` (``train`` or ``val``): (inputs, targets), both (B, T) int64,
@@ -72,8 +67,7 @@ MODEL_FIELDS = ("vocab_size", "causal", "seq_len")
 
 def decided_fields(task_class: type, config: Any) -> dict[str, Any]:
     """The `MODEL_FIELDS` the task ``task_class`` built on ``config`` has: its classmethod ``model_fields(config)``
-    where
-    it has one (``text`` answers without reading its data), else read off the task built on ``config``."""
+    where it has one (``text`` answers without reading its data), else read off the task built on ``config``."""
     own = getattr(task_class, "model_fields", None)
     if own is not None:
         return dict(own(config))

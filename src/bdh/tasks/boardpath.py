@@ -23,8 +23,7 @@ _UNREACHED = np.iinfo(np.int32).max // 2
 
 def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
     """Shortest 4-neighbour distances from ``source`` over non-wall cells for a batch of boards (walls, source: (n, S,
-    S)
-    bool), `_UNREACHED` where unreachable: a BFS wavefront on all boards at once."""
+    S) bool), `_UNREACHED` where unreachable: a BFS wavefront on all boards at once."""
     dist = np.where(source, 0, _UNREACHED).astype(np.int32)
     free = ~walls
     while True:
@@ -91,19 +90,14 @@ def generate_boards(
 
 @dataclass
 class BoardPathConfig(TaskConfig):
-    """Board pathfinding data (krychu/bdh's defaults).
+    """Board pathfinding data (krychu/bdh's defaults)."""
 
-    Attributes:
-        board_size: S; a board is S^2 tokens.
-        wall_prob: probability that a cell other than START and END is a wall.
-        num_val: boards in the validation set (disjoint from the training set).
-        data_seed: draw the boards from this seed instead of the run's (runs of different seeds then share the data
-            sets); null: the run's seed."""
-
-    board_size: int = bounded(10, ge=2)
-    wall_prob: float = bounded(0.3, ge=0, lt=1)
+    board_size: int = bounded(10, ge=2)  # S; a board is S^2 tokens.
+    wall_prob: float = bounded(0.3, ge=0, lt=1)  # probability that a cell other than START and END is a wall.
     num_train: int = bounded(8000, ge=1)
-    num_val: int = bounded(500, ge=1)
+    num_val: int = bounded(500, ge=1)  # boards in the validation set (disjoint from the training set).
+    # draw the boards from this seed instead of the run's (runs of different seeds then share the data sets); null: the
+    # run's seed.
     data_seed: int | None = bounded(None, ge=0)
 
 
@@ -178,8 +172,7 @@ class BoardPath:
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
         """cell_accuracy, board_accuracy and path_validity; every board has S^2 labelled cells, so weighting a batch by
-        its
-        boards (`bdh.train.evaluate`) is exact for all three."""
+        its boards (`bdh.train.evaluate`) is exact for all three."""
         return boardpath_metrics(logits.argmax(dim=-1), targets, inputs, self.config.board_size)
 
 

@@ -70,18 +70,12 @@ def check_induction_args(vocab_size: int, length: int, triggers: int) -> None:
 
 @dataclass
 class InductionConfig(TaskConfig):
-    """The ``induction`` task.
+    """The ``induction`` task."""
 
-    Attributes:
-        seq_len: tokens per sequence T.
-        vocab_size: V, the triggers included.
-        triggers: k (trigger, answer) pairs per sequence; 1 is the paper's task.
-        val_batches: batches in one pass over the validation split (it is endless otherwise)."""
-
-    seq_len: int = bounded(256, ge=3)
-    vocab_size: int = bounded(16, ge=3)
-    triggers: int = bounded(1, ge=1)
-    val_batches: int = bounded(8, ge=1)
+    seq_len: int = bounded(256, ge=3)  # tokens per sequence T.
+    vocab_size: int = bounded(16, ge=3)  # V, the triggers included.
+    triggers: int = bounded(1, ge=1)  # k (trigger, answer) pairs per sequence; 1 is the paper's task.
+    val_batches: int = bounded(8, ge=1)  # batches in one pass over the validation split (it is endless otherwise).
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -129,27 +129,20 @@ def _as_slices(value: object, field: str, cfg: MQARConfig) -> tuple[tuple[int, i
 class MQARConfig(TaskConfig):
     """MQAR data (Zoology's ``MQARConfig`` plus our split sizes); slices of different lengths are right-padded with a
     PAD token (id V, vocabulary V + 1) labelled -100.
+    """
 
-    Attributes:
-        vocab_size: V; keys from [1, V/2), values from [V/2, V).
-        input_seq_len: N, tokens per example (even, < V).
-        num_kv_pairs: D key-value pairs per example (4 D <= N).
-        power_a: exponent a of the query-slot power law p_i ∝ a i^(a-1).
-        random_non_queries: fillers are uniform random tokens (True, Zoology's default) or token 0.
-        num_train_examples: the fixed training set per train slice: one count, or a list with one per slice.
-        num_val_examples: size of the fixed validation set, per slice.
-        train_slices, val_slices: lists of [input_seq_len, num_kv_pairs] to mix; default the single one.
-        data_seed: draw the data sets from this seed instead of the run's; null: the run's seed."""
-
-    vocab_size: int = bounded(8192, ge=1)
-    input_seq_len: int = bounded(64, ge=1)
-    num_kv_pairs: int = bounded(4, ge=1)
-    power_a: float = bounded(0.01, gt=0)
-    random_non_queries: bool = True
+    vocab_size: int = bounded(8192, ge=1)  # V; keys from [1, V/2), values from [V/2, V).
+    input_seq_len: int = bounded(64, ge=1)  # N, tokens per example (even, < V).
+    num_kv_pairs: int = bounded(4, ge=1)  # D key-value pairs per example (4 D <= N).
+    power_a: float = bounded(0.01, gt=0)  # exponent a of the query-slot power law p_i ∝ a i^(a-1).
+    random_non_queries: bool = True  # fillers are uniform random tokens (True, Zoology's default) or token 0.
+    # the fixed training set per train slice: one count, or a list with one per slice.
     num_train_examples: int | Sequence[int] = 100_000
-    num_val_examples: int = bounded(3_000, ge=1)
+    num_val_examples: int = bounded(3_000, ge=1)  # size of the fixed validation set, per slice.
+    # train_slices, val_slices: lists of [input_seq_len, num_kv_pairs] to mix; default the single one.
     train_slices: Sequence[Sequence[int]] | None = None
     val_slices: Sequence[Sequence[int]] | None = None
+    # draw the data sets from this seed instead of the run's; null: the run's seed.
     data_seed: int | None = bounded(None, ge=0)
 
     def __post_init__(self) -> None:
@@ -291,9 +284,8 @@ class MQAR:
 
     def train_order(self, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The fixed order of one training epoch, ``(slice_of, within, per_slice)``: batch p is batch ``within[p]`` of
-        slice
-        ``slice_of[p]``; slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` with ``u_s`` from the data seed, a
-        proportional interleave, the same every epoch."""
+        slice ``slice_of[p]``; slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` with ``u_s`` from the data
+        seed, a proportional interleave, the same every epoch."""
         if self._order is not None and self._order[0] == (batch_size, seed):
             return self._order[1]
         per_slice = np.array([max(n // batch_size, 1) for n in self._sizes("train")], dtype=np.int64)
@@ -307,8 +299,8 @@ class MQAR:
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training batch ``index``: ``batch_size`` consecutive examples of one slice in the order of `train_order`,
-        each
-        slice read as an endless stream; validation batch ``index``: each slice in whole batches, the last one short."""
+        each slice read as an endless stream; validation batch ``index``: each slice in whole batches, the last one
+        short."""
         sid = check_batch_args(split, index, batch_size)
         seed = self.config.data_seed_for(seed)
         sizes = self._sizes(split)

@@ -168,8 +168,8 @@ def _part_of_speech(word: str) -> str:
 @dataclass(frozen=True)
 class Lexicon:
     """Word -> surface form for every language, deterministic in ``seed``: ``cognate_fraction`` of the content words
-    keep
-    their English stem, the rest a stem ciphered once for es/fr/pt/it (cognates of each other) or on its own for de."""
+    keep their English stem, the rest a stem ciphered once for es/fr/pt/it (cognates of each other) or on its own for
+    de."""
 
     seed: int = 0
     cognate_fraction: float = 0.3

@@ -70,21 +70,15 @@ def generate_recall_gap(
 
 @dataclass
 class RecallGapConfig(TaskConfig):
-    """The ``recall_gap`` task.
-
-    Attributes:
-        vocab_size: V; keys from [1, V/2), values from [V/2, V).
-        num_kv_pairs: D key-value pairs per example (4 D <= seq_len).
-        gap_max: training gaps are uniform in [0, min(gap_max, seq_len - 4D)].
-        val_gap: the gap of every validation example; null: the whole room, seq_len - 4D.
-        val_batches: batches in one pass over the validation split."""
+    """The ``recall_gap`` task."""
 
     seq_len: int = bounded(256, ge=4)
-    vocab_size: int = bounded(256, ge=4)
-    num_kv_pairs: int = bounded(8, ge=1)
-    gap_max: int = bounded(64, ge=0)
+    vocab_size: int = bounded(256, ge=4)  # V; keys from [1, V/2), values from [V/2, V).
+    num_kv_pairs: int = bounded(8, ge=1)  # D key-value pairs per example (4 D <= seq_len).
+    gap_max: int = bounded(64, ge=0)  # training gaps are uniform in [0, min(gap_max, seq_len - 4D)].
+    # the gap of every validation example; null: the whole room, seq_len - 4D.
     val_gap: int | None = bounded(None, ge=0)
-    val_batches: int = bounded(8, ge=1)
+    val_batches: int = bounded(8, ge=1)  # batches in one pass over the validation split.
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -121,8 +121,7 @@ class RepeatTask:
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
         """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) per phase; every sequence has the same positions in
-        each
-        phase, so weighting by sequences equals weighting by tokens."""
+        each phase, so weighting by sequences equals weighting by tokens."""
         T = targets.shape[1]
         phase = phases(T + 1)[0][1:].to(targets.device)
         valid = targets != IGNORE_INDEX

@@ -226,33 +226,26 @@ def load_sudoku_csv(path: str | os.PathLike, limit: int | None = None) -> tuple[
 # ---------------------------------------------------------------------- task
 @dataclass
 class SudokuConfig(TaskConfig):
-    """Sudoku data.
-
-    Attributes:
-        num_train: training puzzles; with ``train_csv``, at most this many rows.
-        min_givens, max_givens: the generator's range of given digits (17..81; random digging rarely goes below
-            about 22).
-        dig_attempts: fresh grids tried per puzzle to reach a low target.
-        train_csv: optional CSV of puzzle,solution rows for training (replaces the generator).
-        val_csv: optional CSV for validation; with only ``train_csv``, the ``num_val`` rows after the training rows.
-        data_seed: draw the generated puzzles from this seed instead of the run's; null: the run's seed.
-        augment: move every training board by a random symmetry (digits relabelled, rows and columns shuffled within
-            bands and stacks, bands and stacks shuffled, a transpose; `bdh.tasks.sudoku_augment`), drawn afresh for
-            every batch, so that a fixed set of boards (generated or read from ``train_csv``) never repeats.
-        endless: generate fresh training boards for every batch (``num_train`` only sizes an epoch); refused with
-            ``train_csv``."""
+    """Sudoku data."""
 
     INPUTS = ("train_csv", "val_csv")
 
-    num_train: int = bounded(9000, ge=1)
+    num_train: int = bounded(9000, ge=1)  # training puzzles; with ``train_csv``, at most this many rows.
     num_val: int = bounded(1000, ge=1)
+    # min_givens, max_givens: the generator's range of given digits (17..81; random digging rarely goes below about 22).
     min_givens: int = bounded(24, ge=17)
     max_givens: int = bounded(34, ge=17, le=81)
-    dig_attempts: int = bounded(3, ge=1)
-    train_csv: str | None = None
+    dig_attempts: int = bounded(3, ge=1)  # fresh grids tried per puzzle to reach a low target.
+    train_csv: str | None = None  # optional CSV of puzzle,solution rows for training (replaces the generator).
+    # optional CSV for validation; with only ``train_csv``, the ``num_val`` rows after the training rows.
     val_csv: str | None = None
+    # draw the generated puzzles from this seed instead of the run's; null: the run's seed.
     data_seed: int | None = bounded(None, ge=0)
+    # move every training board by a random symmetry (digits relabelled, rows and columns shuffled within bands and
+    # stacks, bands and stacks shuffled, a transpose; `bdh.tasks.sudoku_augment`), drawn afresh for every batch, so that
+    # a fixed set of boards (generated or read from ``train_csv``) never repeats.
     augment: bool = False
+    # generate fresh training boards for every batch (``num_train`` only sizes an epoch); refused with ``train_csv``.
     endless: bool = False
 
     def __post_init__(self) -> None:

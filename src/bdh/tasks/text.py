@@ -36,20 +36,16 @@ LN2 = math.log(2.0)
 
 @dataclass
 class TextConfig(TaskConfig):
-    """Configuration of the byte-level text task.
+    """Configuration of the byte-level text task."""
 
-    Attributes:
-        data: a text file, a folder of files (sorted by path, concatenated), or ``shakespeare`` / null for the
-            embedded corpus.
-        val_fraction: share of the stream (its end) held out for validation.
-        facts: the recall curriculum (`bdh.tasks.facts`): mean fact/question pairs per 1,000 bytes of each training
-            row; 0 trains on the corpus alone. Validation text is never changed.
-        fact_reach: the longest distance in bytes between a fact and its question (null: the row's length)."""
-
+    # a text file, a folder of files (sorted by path, concatenated), or ``shakespeare`` / null for the embedded corpus.
     data: str | None = None
     seq_len: int = bounded(256, ge=1)
-    val_fraction: float = bounded(0.1, gt=0, lt=1)
+    val_fraction: float = bounded(0.1, gt=0, lt=1)  # share of the stream (its end) held out for validation.
+    # the recall curriculum (`bdh.tasks.facts`): mean fact/question pairs per 1,000 bytes of each training row; 0 trains
+    # on the corpus alone. Validation text is never changed.
     facts: float = bounded(0.0, ge=0, le=100)
+    # the longest distance in bytes between a fact and its question (null: the row's length).
     fact_reach: int | None = bounded(None, ge=MIN_DISTANCE)
 
     def input_paths(self) -> list[str]:
@@ -195,8 +191,7 @@ class TextTask:
     # ------------------------------------------------------------------ the Task protocol
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the windows of ``val``
-        (or
-        ``all``) in the order of `spread`, the last batch of a pass short; later indices wrap around."""
+        (or ``all``) in the order of `spread`, the last batch of a pass short; later indices wrap around."""
         lo, hi = self._bounds(split)
         if split == "train":
             rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
@@ -244,9 +239,8 @@ class TextTask:
         self, split: str, index: int, batch_size: int, seed: int, stream_windows: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, bool]:
         """Batch ``index`` of consecutive windows, (inputs, targets, reset). ``stream_windows`` None: ``batch_size``
-        lanes
-        read to their end, each new pass shifted by a seeded offset; K: streams of K windows at seeded random places,
-        restarted every K batches (as varied as random windows, the state carried over K)."""
+        lanes read to their end, each new pass shifted by a seeded offset; K: streams of K windows at seeded random
+        places, restarted every K batches (as varied as random windows, the state carried over K)."""
         if stream_windows is not None:
             return self._random_streams(split, index, batch_size, seed, stream_windows)
         lo, hi = self._bounds(split)
@@ -282,8 +276,7 @@ class TextTask:
 
     def check_training_rows(self, bptt: str, stream_windows: int | None) -> None:
         """Refuse a ``task.facts`` that no training row can hold (a row shorter than a fact, its question and the
-        shortest
-        distance between them would silently train on the corpus alone)."""
+        shortest distance between them would silently train on the corpus alone)."""
         if self.config.facts <= 0:
             return
         windows = (stream_windows or LANE_FACT_WINDOWS) if bptt == "tbptt" else None

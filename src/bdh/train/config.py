@@ -48,97 +48,77 @@ from .errors import TrainingError
 
 @dataclass
 class OptimConfig(TypedConfig):
-    """AdamW with linear warmup, then linear or cosine decay to ``min_lr`` (paper: 1e-3 -> 1e-4, wd 0.1).
+    """AdamW with linear warmup, then linear or cosine decay to ``min_lr`` (paper: 1e-3 -> 1e-4, wd 0.1)."""
 
-    Attributes:
-        lr: peak learning rate after warmup.
-        min_lr: the floor the decay ends at (at the last step).
-        warmup_steps: steps of linear warmup from 0 to ``lr``.
-        decay: ``linear`` (the paper), ``cosine`` or ``constant`` after warmup.
-        weight_decay: applied to matrices only (parameters with 2 or more dimensions).
-        betas, eps: AdamW's.
-        grad_clip: clip the global gradient norm to this value; null for no clipping.
-    """
-
-    lr: float = bounded(1e-3, gt=0)
-    min_lr: float = bounded(1e-4, ge=0)
-    warmup_steps: int = bounded(100, ge=0)
+    lr: float = bounded(1e-3, gt=0)  # peak learning rate after warmup.
+    min_lr: float = bounded(1e-4, ge=0)  # the floor the decay ends at (at the last step).
+    warmup_steps: int = bounded(100, ge=0)  # steps of linear warmup from 0 to ``lr``.
+    # ``linear`` (the paper), ``cosine`` or ``constant`` after warmup.
     decay: Literal["linear", "cosine", "constant"] = "linear"
-    weight_decay: float = bounded(0.1, ge=0)
+    weight_decay: float = bounded(0.1, ge=0)  # applied to matrices only (parameters with 2 or more dimensions).
+    # betas, eps: AdamW's.
     betas: tuple[float, float] = bounded((0.9, 0.95), ge=0, lt=1)
     eps: float = bounded(1e-8, gt=0)
-    grad_clip: float | None = bounded(1.0, gt=0)
+    grad_clip: float | None = bounded(1.0, gt=0)  # clip the global gradient norm to this value; null for no clipping.
 
 
 @dataclass
 class TrainConfig(TypedConfig):
-    """How long and how to train.
+    """How long and how to train."""
 
-    Attributes:
-        batch_size: sequences per optimiser step, over all processes (the global batch).
-        micro_batch_size: sequences per forward/backward on one process; the gradient is accumulated
-            over ``batch_size / (micro_batch_size * processes)`` micro-batches. Null: no accumulation.
-        max_steps: stop after this many optimiser steps.
-        max_tokens: or stop after this many training tokens (whichever comes first); null for no limit.
-        target: or stop once the task's target metric on validation reaches this value; null for none.
-        max_minutes: a time budget for the run. After the first few steps (`bdh.train.budget`) the trainer
-            measures the time per step and shortens the run (``max_steps``) so that it ends within the
-            budget; the learning-rate schedule then decays over the shortened run. The run also stops
-            when the budget is spent, and warmup is capped at a tenth of the run. The number of steps
-            chosen is saved in checkpoints, so a resumed run trains the planned steps (the clock no longer
-            shortens or ends it; a resume before the first plan goes on timing where the run stopped), unless
-            the resume sets ``train.max_steps`` or ``train.max_tokens`` (``--set``): the run then goes on to
-            that new limit, and the budget counts again from the resume. Null: no budget (runs are then the
-            same on every machine).
-        bptt: ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated
-            backprop through time: consecutive windows of one stream, the recurrent state carried across
-            steps and detached; paper appendix B.2) or ``none`` (no backprop through time: attention keys
-            and values detached; paper section 7.2) or ``state-passing`` (each window starts from the final state
-            the previous step left in its row, detached, though the windows are unrelated: Buitrago Ruiz & Gu
-            2025's state passing, so that the model meets the states of long sequences; any task, a model with
-            ``init_state``/``step``).
-        tbptt_windows: with ``bptt: tbptt``, the length of the streams the state is carried over, in windows:
-            null reads the training split in ``batch_size`` lanes to their end (one stream per lane and
-            pass); K starts every row on a new stream at a random place every K steps, from an empty state
-            (streams of K x seq_len tokens; consecutive batches as varied as random windows).
-        seed: seeds the model initialisation, dropout and the data order.
-        device: ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K`` (or ``mps``); checked to exist and
-            be available here when the config is loaded (`bdh.devices.resolve_device`).
-        precision: ``auto`` (bf16 autocast where the device supports it, CUDA; fp32 on CPU), ``bf16`` or ``fp32``.
-        compile: wrap the model in ``torch.compile`` (if compiling fails: one warning, then eager).
-        keep_freed_memory: on CPU, keep freed memory in the process for reuse instead of returning large
-            blocks to the system after every free (glibc; `bdh.train.runtime.keep_freed_memory`): the
-            large activations are then not page-faulted in again at every step.
-        threads: CPU threads for PyTorch; null keeps PyTorch's default.
-        check_memory: estimate the training memory of a micro-batch first and refuse batches that do not fit.
-        deterministic: ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
-        parallel: how several processes (torchrun) share the work: ``ddp`` (DistributedDataParallel: every
-            process holds the whole model and optimiser state) or ``fsdp`` (FSDP2 ``fully_shard``: each holds
-            1/W of the weights, gradients and AdamW moments, for models that do not fit one GPU;
-            `bdh.train.runtime.sharded`). Checkpoints are full safetensors either way. No effect in one process.
-        init_from: fine-tuning: a model folder or run folder (resolved like every other command: ``best/``,
-            else the newest checkpoint) whose weights replace the fresh initialisation. Its model must be
-            the run's model with the same configuration; only the weights are taken (not the optimiser,
-            step or schedule). A resumed run ignores it (the checkpoint's weights win).
-    """
-
-    batch_size: int = bounded(8, ge=1)
+    batch_size: int = bounded(8, ge=1)  # sequences per optimiser step, over all processes (the global batch).
+    # sequences per forward/backward on one process; the gradient is accumulated over ``batch_size / (micro_batch_size *
+    # processes)`` micro-batches. Null: no accumulation.
     micro_batch_size: int | None = bounded(None, ge=1)
-    max_steps: int = bounded(2000, ge=1)
+    max_steps: int = bounded(2000, ge=1)  # stop after this many optimiser steps.
+    # or stop after this many training tokens (whichever comes first); null for no limit.
     max_tokens: int | None = bounded(None, ge=1)
+    # or stop once the task's target metric on validation reaches this value; null for none.
     target: float | None = None
+    # a time budget for the run. After the first few steps (`bdh.train.budget`) the trainer measures the time per step
+    # and shortens the run (``max_steps``) so that it ends within the budget; the learning-rate schedule then decays
+    # over the shortened run. The run also stops when the budget is spent, and warmup is capped at a tenth of the run.
+    # The number of steps chosen is saved in checkpoints, so a resumed run trains the planned steps (the clock no longer
+    # shortens or ends it; a resume before the first plan goes on timing where the run stopped), unless the resume sets
+    # ``train.max_steps`` or ``train.max_tokens`` (``--set``): the run then goes on to that new limit, and the budget
+    # counts again from the resume. Null: no budget (runs are then the same on every machine).
     max_minutes: float | None = bounded(10.0, gt=0)
+    # ``window`` (each window from a zero state, full backprop inside it), ``tbptt`` (truncated backprop through time:
+    # consecutive windows of one stream, the recurrent state carried across steps and detached; paper appendix B.2) or
+    # ``none`` (no backprop through time: attention keys and values detached; paper section 7.2) or ``state-passing``
+    # (each window starts from the final state the previous step left in its row, detached, though the windows are
+    # unrelated: Buitrago Ruiz & Gu 2025's state passing, so that the model meets the states of long sequences; any
+    # task, a model with ``init_state``/``step``).
     bptt: Literal["window", "tbptt", "none", "state-passing"] = "window"
+    # with ``bptt: tbptt``, the length of the streams the state is carried over, in windows: null reads the training
+    # split in ``batch_size`` lanes to their end (one stream per lane and pass); K starts every row on a new stream at a
+    # random place every K steps, from an empty state (streams of K x seq_len tokens; consecutive batches as varied as
+    # random windows).
     tbptt_windows: int | None = bounded(None, ge=1, lt=2**31)
-    seed: int = bounded(1337, ge=0, lt=2**63)
+    seed: int = bounded(1337, ge=0, lt=2**63)  # seeds the model initialisation, dropout and the data order.
+    # ``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:K`` (or ``mps``); checked to exist and be available here
+    # when the config is loaded (`bdh.devices.resolve_device`).
     device: str = "auto"
+    # ``auto`` (bf16 autocast where the device supports it, CUDA; fp32 on CPU), ``bf16`` or ``fp32``.
     precision: Literal["auto", "bf16", "fp32"] = "auto"
-    compile: bool = False
+    compile: bool = False  # wrap the model in ``torch.compile`` (if compiling fails: one warning, then eager).
+    # on CPU, keep freed memory in the process for reuse instead of returning large blocks to the system after every
+    # free (glibc; `bdh.train.runtime.keep_freed_memory`): the large activations are then not page-faulted in again at
+    # every step.
     keep_freed_memory: bool = True
-    threads: int | None = bounded(None, ge=1, lt=2**31)
-    check_memory: bool = True
+    threads: int | None = bounded(None, ge=1, lt=2**31)  # CPU threads for PyTorch; null keeps PyTorch's default.
+    check_memory: bool = True  # estimate the training memory of a micro-batch first and refuse batches that do not fit.
+    # ``torch.use_deterministic_algorithms`` (bit-exact resume on CPU; may be slower on CUDA).
     deterministic: bool = False
+    # how several processes (torchrun) share the work: ``ddp`` (DistributedDataParallel: every process holds the whole
+    # model and optimiser state) or ``fsdp`` (FSDP2 ``fully_shard``: each holds 1/W of the weights, gradients and AdamW
+    # moments, for models that do not fit one GPU; `bdh.train.runtime.sharded`). Checkpoints are full safetensors either
+    # way. No effect in one process.
     parallel: Literal["ddp", "fsdp"] = "ddp"
+    # fine-tuning: a model folder or run folder (resolved like every other command: ``best/``, else the newest
+    # checkpoint) whose weights replace the fresh initialisation. Its model must be the run's model with the same
+    # configuration; only the weights are taken (not the optimiser, step or schedule). A resumed run ignores it (the
+    # checkpoint's weights win).
     init_from: str | None = None
 
 
@@ -149,22 +129,19 @@ class EvalConfig(TypedConfig):
     The final evaluation, whose numbers a run prints, keeps as its result and ``bdh eval RUN`` reproduces, reads
     more batches than the ones along the way: its estimate is the one people quote, and the noise of a
     sample of windows falls only with their number (docs/training.md, "How close the printed number is").
-
-    Attributes:
-        every: evaluate every this many steps (and at the end); 0 only at the end.
-        batches: validation batches per evaluation along the way; null for the whole validation split.
-        batch_size: sequences per validation batch; null takes the training micro-batch size.
-        final_batches: validation batches of the final evaluation; null: `FINAL_FACTOR` x ``batches`` (the
-            whole split when ``batches`` is null).
     """
 
     #: the final evaluation's batches per batch along the way, unless ``final_batches`` says: four times the
     #: windows halve the standard error of the estimate
     FINAL_FACTOR: ClassVar[int] = 4
 
-    every: int = bounded(250, ge=0)
+    every: int = bounded(250, ge=0)  # evaluate every this many steps (and at the end); 0 only at the end.
+    # validation batches per evaluation along the way; null for the whole validation split.
     batches: int | None = bounded(16, ge=1)
+    # sequences per validation batch; null takes the training micro-batch size.
     batch_size: int | None = bounded(None, ge=1)
+    # validation batches of the final evaluation; null: `FINAL_FACTOR` x ``batches`` (the whole split when ``batches``
+    # is null).
     final_batches: int | None = bounded(None, ge=1)
 
     def final(self) -> int | None:
@@ -176,39 +153,26 @@ class EvalConfig(TypedConfig):
 
 @dataclass
 class LogConfig(TypedConfig):
-    """Progress and logs.
+    """Progress and logs."""
 
-    Attributes:
-        every: write a training record to metrics.jsonl every this many steps.
-        progress: ``auto`` (a progress bar when stderr is a terminal; otherwise lines: one per evaluation and
-            the training loss, tokens/s and ETA every minute, `bdh.train.run.log.LINE_SECONDS`), ``bar``,
-            ``lines`` or ``none``.
-        tensorboard: write TensorBoard event files to RUN_DIR/tensorboard when ``tensorboard`` is installed.
-        wandb: also log the same scalars to Weights & Biases (needs ``pip install wandb``).
-        wandb_project: the W&B project; null: W&B's default (``WANDB_PROJECT``, else its own).
-        wandb_mode: ``online``, ``offline`` (files under RUN_DIR/wandb, ``wandb sync`` later) or
-            ``disabled``; null: W&B's default (``WANDB_MODE``, else online).
-    """
-
-    every: int = bounded(1, ge=1)
+    every: int = bounded(1, ge=1)  # write a training record to metrics.jsonl every this many steps.
+    # ``auto`` (a progress bar when stderr is a terminal; otherwise lines: one per evaluation and the training loss,
+    # tokens/s and ETA every minute, `bdh.train.run.log.LINE_SECONDS`), ``bar``, ``lines`` or ``none``.
     progress: Literal["auto", "bar", "lines", "none"] = "auto"
-    tensorboard: bool = True
-    wandb: bool = False
-    wandb_project: str | None = None
+    tensorboard: bool = True  # write TensorBoard event files to RUN_DIR/tensorboard when ``tensorboard`` is installed.
+    wandb: bool = False  # also log the same scalars to Weights & Biases (needs ``pip install wandb``).
+    wandb_project: str | None = None  # the W&B project; null: W&B's default (``WANDB_PROJECT``, else its own).
+    # ``online``, ``offline`` (files under RUN_DIR/wandb, ``wandb sync`` later) or ``disabled``; null: W&B's default
+    # (``WANDB_MODE``, else online).
     wandb_mode: Literal["online", "offline", "disabled"] | None = None
 
 
 @dataclass
 class CheckpointConfig(TypedConfig):
-    """Checkpoints in RUN_DIR/checkpoints/step-N (also written at the end and on SIGINT/SIGTERM).
+    """Checkpoints in RUN_DIR/checkpoints/step-N (also written at the end and on SIGINT/SIGTERM)."""
 
-    Attributes:
-        every: write one every this many steps; 0 only at the end and on a signal.
-        keep: keep the last this many (the best is kept apart in RUN_DIR/best).
-    """
-
-    every: int = bounded(250, ge=0)
-    keep: int = bounded(2, ge=1)
+    every: int = bounded(250, ge=0)  # write one every this many steps; 0 only at the end and on a signal.
+    keep: int = bounded(2, ge=1)  # keep the last this many (the best is kept apart in RUN_DIR/best).
 
 
 @dataclass

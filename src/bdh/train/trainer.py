@@ -25,8 +25,7 @@ A time budget (``train.max_minutes``) sets the length of the run from the time i
 What the loop stands on, each in its own module: the parts the config decides (task, model, objective,
 optimiser: `bdh.train.parts`), the process (device, autocast, gradient sync, sharding: `bdh.train.runtime`),
 the run folder (lock, config.yaml, checkpoints, best/, resume: `bdh.train.run.folder`) and what a run reports
-(`bdh.train.run.log.RunLog`).
-"""
+(`bdh.train.run.log.RunLog`)."""
 
 from __future__ import annotations
 

@@ -37,22 +37,14 @@ FACT_NEURONS = 16
 
 @dataclass
 class ViewOptions(TypedConfig):
-    """How much of a run goes into the viewer.
+    """How much of a run goes into the viewer."""
 
-    Attributes:
-        hubs: hub neurons of G_x shown in the graph.
-        edges_per_hub: strongest edges kept per hub on average (among hubs, positive weights).
-        heat_neurons: neurons (columns) of the x and y heatmaps, per layer.
-        attn_top: strongest attention sources kept per token and layer.
-        lens_top: logit-lens predictions kept per token and layer (text).
-        block: rows of G_x computed at once when ranking hubs."""
-
-    hubs: int = bounded(48, ge=1)
-    edges_per_hub: int = bounded(3, ge=1)
-    heat_neurons: int = bounded(64, ge=1)
-    attn_top: int = bounded(12, ge=1)
-    lens_top: int = bounded(5, ge=1)
-    block: int = bounded(2048, ge=1)
+    hubs: int = bounded(48, ge=1)  # hub neurons of G_x shown in the graph.
+    edges_per_hub: int = bounded(3, ge=1)  # strongest edges kept per hub on average (among hubs, positive weights).
+    heat_neurons: int = bounded(64, ge=1)  # neurons (columns) of the x and y heatmaps, per layer.
+    attn_top: int = bounded(12, ge=1)  # strongest attention sources kept per token and layer.
+    lens_top: int = bounded(5, ge=1)  # logit-lens predictions kept per token and layer (text).
+    block: int = bounded(2048, ge=1)  # rows of G_x computed at once when ranking hubs.
     layout_seed: int = 0
 
 

@@ -23,26 +23,19 @@ DATA_SEQ_LEN = 256
 
 @dataclass(frozen=True)
 class EvalData:
-    """The data of an evaluation and the run's settings for reading it.
+    """The data of an evaluation and the run's settings for reading it."""
 
-    Attributes:
-        task, split: the task object and the split to read (``val``; ``all`` for a ``data`` file).
-        config: the run's `RunConfig` (None for a model folder).
-        seed: the run's seed (the batches training scored), 0 without a run.
-        batch_size, batches: the run's evaluation batch and the batches of its final evaluation (the number it
-            printed; None: the whole split).
-        unit: ``byte`` for a byte-level task, else ``token``.
-        description: what is read, for a report line.
-    """
-
+    # task, split: the task object and the split to read (``val``; ``all`` for a ``data`` file).
     task: Any
     split: str
-    config: Any
-    seed: int
+    config: Any  # the run's `RunConfig` (None for a model folder).
+    seed: int  # the run's seed (the batches training scored), 0 without a run.
+    # batch_size, batches: the run's evaluation batch and the batches of its final evaluation (the number it printed;
+    # None: the whole split).
     batch_size: int
     batches: int | None
-    unit: str
-    description: str
+    unit: str  # ``byte`` for a byte-level task, else ``token``.
+    description: str  # what is read, for a report line.
 
 
 def _task_of(config: Any) -> Any:

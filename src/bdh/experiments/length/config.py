@@ -24,79 +24,73 @@ TASKS: tuple[str, ...] = ("induction", "recall_gap")
 class Config(ExperimentConfig):
     """The length experiment. The defaults are the CPU default: trained at T = 64, not the paper's 256 (our
     deviation: at 256, 400 steps of 8 taught no model either task, docs/experiments.md).
+    """
 
-    Attributes:
-        models: registered models the bench can size (BDH at ``width``, every other sized to its parameter count).
-        tasks: ``induction`` and/or ``recall_gap``.
-        seeds: training seeds (initialisation and data); the test sets are the same for every seed.
-        seq_len: T, the training length.
-        short_len, short_steps: a curriculum (our deviation): ``short_steps`` steps at ``short_len`` < T first, then
-            ``steps`` at T; 0: none (the paper's protocol).
-        lr_at_t, batch_at_t: the learning rate and batch size at T after a curriculum's short phase (null: ``lr``,
-            ``batch_size``).
-        max_length: the longest test length; the test lengths are T, 2T, 4T, ... up to it.
-        min_length: the shortest test length past T (0: 2T): T, then min_length, 2 min_length, ... up to max_length;
-            a long read without the lengths between (a resumed folder's report keeps those it read before).
-        n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
-        train_chunk: BDH (every row of it) trains in the chunked form, this many tokens a chunk; 0: in its own form
-            (one block of T). The forms are equal (tests/model); a chunk is faster at T = 256 (docs/long-context.md).
-        gpt_positional: GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
-        steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
-        induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
-        recall_vocab, recall_pairs, recall_gap_max: recall_gap's vocabulary, key-value pairs D and the largest
-            training gap (test gaps fill the sequence, L - 4D).
-        facts: the capacity map's trained counts: one recall_gap run per D given (in place of ``recall_pairs``);
-            empty: ``recall_pairs`` alone (`facts.py`).
-        facts_read: the counts D every recall_gap run is also read at, besides its own (fewer facts, or more than it
-            was trained on); a length with no room for 4D tokens is not read.
-        test_sequences: sequences of each fixed test set (one per task and length).
-        read_batch: sequences read together through a state.
-        whole_tokens: tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
-        stop_after_chance: a read form stops after this many lengths in a row at chance; 0: every length is read.
-        hard_reads: BDH rows whose delta rule writes through the sigmoid gate are also read with the hard gate
-            (``state-hard``: the same weights with ``write_gate: hard``, b_t exactly 0 where the gate's logit is
-            <= -3; docs/long-context.md, "Recall through a gap").
-        attention_gb: the cutoff of GPT's whole-context read (estimated 4 bytes x heads x L^2 per row); past it: OOM.
-        text_models: byte-level model folders whose recall through a gap of prose goes beside the tables.
-        text_distances, text_trials: bytes between the fact and its question; trials per distance.
-        device: where models train and read (``cpu``; ``auto`` for a GPU)."""
-
+    # registered models the bench can size (BDH at ``width``, every other sized to its parameter count).
     models: tuple[str, ...] = MODELS
-    tasks: tuple[str, ...] = one_of(TASKS, TASKS)
+    tasks: tuple[str, ...] = one_of(TASKS, TASKS)  # ``induction`` and/or ``recall_gap``.
+    # training seeds (initialisation and data); the test sets are the same for every seed.
     seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
-    seq_len: int = bounded(64, ge=16)
+    seq_len: int = bounded(64, ge=16)  # T, the training length.
+    # short_len, short_steps: a curriculum (our deviation): ``short_steps`` steps at ``short_len`` < T first, then
+    # ``steps`` at T; 0: none (the paper's protocol).
     short_len: int = bounded(64, ge=16)
     short_steps: int = bounded(0, ge=0)
+    # lr_at_t, batch_at_t: the learning rate and batch size at T after a curriculum's short phase (null: ``lr``,
+    # ``batch_size``).
     lr_at_t: float | None = bounded(None, gt=0, lt=1)
     batch_at_t: int | None = bounded(None, ge=1)
-    max_length: int = bounded(2**16, ge=16)
+    max_length: int = bounded(2**16, ge=16)  # the longest test length; the test lengths are T, 2T, 4T, ... up to it.
+    # the shortest test length past T (0: 2T): T, then min_length, 2 min_length, ... up to max_length; a long read
+    # without the lengths between (a resumed folder's report keeps those it read before).
     min_length: int = bounded(0, ge=0)
+    # n_layer, width, n_head, neuron_mult: BDH's L, D = width, h and n = neuron_mult x width.
     n_layer: int = bounded(2, ge=1)
     width: int = bounded(64, ge=4)
     n_head: int = bounded(4, ge=1)
     neuron_mult: int = bounded(8, ge=1)
+    # BDH (every row of it) trains in the chunked form, this many tokens a chunk; 0: in its own form (one block of T).
+    # The forms are equal (tests/model); a chunk is faster at T = 256 (docs/long-context.md).
     train_chunk: int = bounded(0, ge=0)
+    # GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
     gpt_positional: str = one_of("rope", ("rope", "none"))
+    # steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
     steps: int = bounded(700, ge=1)
     batch_size: int = bounded(64, ge=1)
     lr: float = bounded(1e-3, gt=0, lt=1)
+    # induction_vocab, induction_triggers: the induction task's vocabulary and trigger/answer pairs per sequence.
     induction_vocab: int = bounded(16, ge=3)
     induction_triggers: int = bounded(1, ge=1)
+    # recall_vocab, recall_pairs, recall_gap_max: recall_gap's vocabulary, key-value pairs D and the largest training
+    # gap (test gaps fill the sequence, L - 4D).
     recall_vocab: int = bounded(256, ge=8)
     recall_pairs: int = bounded(8, ge=1)
     recall_gap_max: int = bounded(32, ge=0)
+    # the capacity map's trained counts: one recall_gap run per D given (in place of ``recall_pairs``); empty:
+    # ``recall_pairs`` alone (`facts.py`).
     facts: tuple[int, ...] = bounded((), ge=1)
+    # the counts D every recall_gap run is also read at, besides its own (fewer facts, or more than it was trained on);
+    # a length with no room for 4D tokens is not read.
     facts_read: tuple[int, ...] = bounded((), ge=1)
+    # sequences of each fixed test set (one per task and length).
     test_sequences: int = bounded(64, ge=64, le=2**16, why="every test set is read whole at every length")
-    read_batch: int = bounded(64, ge=1)
+    read_batch: int = bounded(64, ge=1)  # sequences read together through a state.
+    # tokens per whole read of a model without a state (its rows: whole_tokens // L, at least 1).
     whole_tokens: int = bounded(2**16, ge=1)
+    # a read form stops after this many lengths in a row at chance; 0: every length is read.
     stop_after_chance: int = bounded(2, ge=0)
+    # BDH rows whose delta rule writes through the sigmoid gate are also read with the hard gate (``state-hard``: the
+    # same weights with ``write_gate: hard``, b_t exactly 0 where the gate's logit is <= -3; docs/long-context.md,
+    # "Recall through a gap").
     hard_reads: bool = False
+    # the cutoff of GPT's whole-context read (estimated 4 bytes x heads x L^2 per row); past it: OOM.
     attention_gb: float = bounded(2.0, gt=0)
+    # byte-level model folders whose recall through a gap of prose goes beside the tables.
     text_models: tuple[str, ...] = ()
+    # text_distances, text_trials: bytes between the fact and its question; trials per distance.
     text_distances: tuple[int, ...] = bounded((64, 256, 1024, 4096), ge=1)
     text_trials: int = bounded(16, ge=1)
-    device: str = "cpu"
+    device: str = "cpu"  # where models train and read (``cpu``; ``auto`` for a GPU).
 
     experiment = "length"
 

@@ -28,8 +28,7 @@ def _require_plain(model: nn.Module, what: str) -> None:
 @torch.no_grad()
 def far_share(model: nn.Module, tokens: torch.Tensor, window: int) -> dict[str, list]:
     """Mean ||a_far|| / ||a|| by position bucket over layers, heads and streams (``model`` in eval mode, as `measure`
-    gives
-    it). With chunks of T, the tokens before the previous chunk's start contribute ``u^(T + i) (R x_t)^T S_prev``
+    gives it). With chunks of T, the tokens before the previous chunk's start contribute ``u^(T + i) (R x_t)^T S_prev``
     to a_t (S_prev: the state there, i: the token's place in its chunk)."""
     _require_plain(model, "far_share")
     L = tokens.shape[1] - 1

@@ -57,41 +57,34 @@ WINDOW_ONLY = ("gpt", "gpt-facts")
 class Config(ExperimentConfig):
     """The long-context experiment; the defaults are the CPU default (its cost: docs/long-context.md; four processes
     with ``--set recipes=... --set seeds=...`` can share it out).
+    """
 
-    Attributes:
-        recipes: comma-separated recipe names (`RECIPES`).
-        seeds: comma-separated training seeds; every recipe is trained once per seed.
-        n_layer, n_embd, n_head, n_neurons, dropout: the model (the main job's).
-        steps, batch_size, seq_len, lr: training (AdamW, warmup a tenth, linear decay to lr / 10).
-        eval_lanes, eval_length: held-out streams: lanes of the validation split and bytes read per lane.
-        cut_stride: stride of the cut-context (sliding window) yardstick, bytes.
-        recall_distances: bytes between the fact and its question in the recall probe.
-        recall_trials: trials per distance.
-        generate_bytes: bytes of the long generation scored first against last thousand.
-        ngram: order of the byte n-gram judge of generations.
-        threads: PyTorch CPU threads of training and evaluation (null: PyTorch's default).
-        device, precision: the trainer's device (``auto`` for a GPU) and precision; the measures run where the
-            trained model lies."""
-
+    # comma-separated recipe names (`RECIPES`).
     recipes: str = "official,alibi,tbptt-streams,alibi-tbptt,multiscale,facts,gpt,gpt-facts"
-    seeds: str = "0,1"
+    seeds: str = "0,1"  # comma-separated training seeds; every recipe is trained once per seed.
+    # n_layer, n_embd, n_head, n_neurons, dropout: the model (the main job's).
     n_layer: int = bounded(4, ge=1)
     n_embd: int = bounded(128, ge=1)
     n_head: int = bounded(4, ge=1)
     n_neurons: int = bounded(2048, ge=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
+    # steps, batch_size, seq_len, lr: training (AdamW, warmup a tenth, linear decay to lr / 10).
     steps: int = bounded(1000, ge=1)
     batch_size: int = bounded(8, ge=1)
     seq_len: int = bounded(128, ge=2)
     lr: float = bounded(1e-3, gt=0, lt=1)
+    # eval_lanes, eval_length: held-out streams: lanes of the validation split and bytes read per lane.
     eval_lanes: int = bounded(2, ge=1)
     eval_length: int = bounded(65536, ge=2)
-    cut_stride: int = bounded(64, ge=1)
-    recall_distances: str = "64,256,1024,4096,16384"
-    recall_trials: int = bounded(16, ge=1)
-    generate_bytes: int = bounded(10000, ge=2000)
-    ngram: int = bounded(5, ge=1, le=7)
+    cut_stride: int = bounded(64, ge=1)  # stride of the cut-context (sliding window) yardstick, bytes.
+    recall_distances: str = "64,256,1024,4096,16384"  # bytes between the fact and its question in the recall probe.
+    recall_trials: int = bounded(16, ge=1)  # trials per distance.
+    generate_bytes: int = bounded(10000, ge=2000)  # bytes of the long generation scored first against last thousand.
+    ngram: int = bounded(5, ge=1, le=7)  # order of the byte n-gram judge of generations.
+    # PyTorch CPU threads of training and evaluation (null: PyTorch's default).
     threads: int | None = bounded(None, ge=1)
+    # device, precision: the trainer's device (``auto`` for a GPU) and precision; the measures run where the trained
+    # model lies.
     device: str = "cpu"
     precision: str = one_of("fp32", ("auto", "bf16", "fp32"))
 

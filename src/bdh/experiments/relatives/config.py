@@ -50,54 +50,46 @@ LMSweep.CONFIG_NAMES = {v: k for k, v in LM_FIELDS.items()} | {"widths": "lm_wid
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The relatives experiment. The defaults are the CPU default.
+    """The relatives experiment. The defaults are the CPU default."""
 
-    Attributes:
-        models: the labels compared (`bdh.experiments.relatives.zoo`); BDH must be one of them (every other is sized
-            to its parameter count and judged against it).
-        seeds: run seeds (initialisation and data order; the data sets are fixed).
-        n_head: heads of BDH (and of every model with heads), in both parts.
-        widths: (a) BDH's n_embd at each point of the frontier (the others matched in parameters).
-        seq_lens, num_pairs: (a) MQAR's sequence lengths N and, one per N, the key-value pairs D.
-        vocab_size: (a) MQAR's vocabulary V (larger than every N).
-        neuron_mult: (a) BDH's n = neuron_mult x width.
-        mqar_layers, mqar_lrs, mqar_steps, mqar_batch_size: (a) the layers of every model, the learning rates (the
-            best mean over seeds is kept, as Zoology reports), the steps and sequences per step.
-        train_examples, val_examples: (a) the fixed training and validation sets of each (N, D).
-        lm_width, lm_neurons, lm_layers: (b) BDH's D, n and L (the main job's).
-        lm_lrs, lm_steps, lm_batch_size, lm_seq_len: (b) learning rates, the steps of the equal-tokens runs,
-            windows per step, and T.
-        lm_minutes: (b) the time budget of each equal-clock run (``train.max_minutes``).
-        lm_eval_batches: (b) validation batches (32 windows each) scored after training.
-        device: the trainer's device (``cpu``: the times are CPU times; ``auto`` for a GPU).
-        jobs: runs trained at once, each in a process with its share of the PyTorch threads (`bdh.bench.workers`).
-        probe_steps: training steps timed per model shape for ``--show-config``'s estimate; 0: no timing."""
-
+    # the labels compared (`bdh.experiments.relatives.zoo`); BDH must be one of them (every other is sized to its
+    # parameter count and judged against it).
     models: tuple[str, ...] = zoo.MODELS
+    # run seeds (initialisation and data order; the data sets are fixed).
     seeds: tuple[int, ...] = bounded((0, 1), ge=0, lt=2**63)
-    n_head: int = bounded(4, ge=1)
+    n_head: int = bounded(4, ge=1)  # heads of BDH (and of every model with heads), in both parts.
+    # (a) BDH's n_embd at each point of the frontier (the others matched in parameters).
     widths: tuple[int, ...] = bounded((8, 16, 32), ge=1)
+    # seq_lens, num_pairs: (a) MQAR's sequence lengths N and, one per N, the key-value pairs D.
     seq_lens: tuple[int, ...] = bounded((16, 32), ge=2)
     num_pairs: tuple[int, ...] = bounded((2, 4), ge=1)
-    vocab_size: int = bounded(128, ge=4)
-    neuron_mult: int = bounded(16, ge=1)
+    vocab_size: int = bounded(128, ge=4)  # (a) MQAR's vocabulary V (larger than every N).
+    neuron_mult: int = bounded(16, ge=1)  # (a) BDH's n = neuron_mult x width.
+    # mqar_layers, mqar_lrs, mqar_steps, mqar_batch_size: (a) the layers of every model, the learning rates (the best
+    # mean over seeds is kept, as Zoology reports), the steps and sequences per step.
     mqar_layers: int = bounded(2, ge=1)
     mqar_lrs: tuple[float, ...] = bounded((1e-3,), gt=0, lt=1)
     mqar_steps: int = bounded(2000, ge=1)
     mqar_batch_size: int = bounded(64, ge=1)
+    # train_examples, val_examples: (a) the fixed training and validation sets of each (N, D).
     train_examples: int = bounded(20_000, ge=1)
     val_examples: int = bounded(512, ge=1)
+    # lm_width, lm_neurons, lm_layers: (b) BDH's D, n and L (the main job's).
     lm_width: int = bounded(128, ge=1)
     lm_neurons: int = bounded(2048, ge=1)
     lm_layers: int = bounded(4, ge=1)
+    # lm_lrs, lm_steps, lm_batch_size, lm_seq_len: (b) learning rates, the steps of the equal-tokens runs, windows per
+    # step, and T.
     lm_lrs: tuple[float, ...] = bounded((1e-3,), gt=0, lt=1)
     lm_steps: int = bounded(200, ge=1)
     lm_batch_size: int = bounded(8, ge=1)
     lm_seq_len: int = bounded(128, ge=2)
-    lm_minutes: float = bounded(0.5, gt=0)
-    lm_eval_batches: int = bounded(8, ge=1)
-    device: str = "cpu"
+    lm_minutes: float = bounded(0.5, gt=0)  # (b) the time budget of each equal-clock run (``train.max_minutes``).
+    lm_eval_batches: int = bounded(8, ge=1)  # (b) validation batches (32 windows each) scored after training.
+    device: str = "cpu"  # the trainer's device (``cpu``: the times are CPU times; ``auto`` for a GPU).
+    # runs trained at once, each in a process with its share of the PyTorch threads (`bdh.bench.workers`).
     jobs: int = bounded(2, ge=1)
+    # training steps timed per model shape for ``--show-config``'s estimate; 0: no timing.
     probe_steps: int = bounded(3, ge=0)
 
     experiment = "relatives"

@@ -28,29 +28,22 @@ BYTES = 256
 class LMSweep(Sweep):
     """The language model's runs: the fields of `Sweep` (``widths``: BDH's ``n_embd``; ``steps``: the equal-tokens
     runs' length and the most an equal-clock run may plan), plus
-
-    Attributes:
-        models: the comparison's labels (`zoo.check_labels`).
-        seq_len: T, bytes per window.
-        minutes: the time budget of each equal-clock run (``train.max_minutes``).
-        clock_steps: the most steps an equal-clock run may plan (its ``train.max_steps``).
-        val_fraction: the share of the corpus (its end) held out for validation.
-        eval_batches: validation batches of ``eval_batch_size`` windows scored after training."""
+    """
 
     suite = "lm"
     CONFIG_NAMES: ClassVar[dict[str, str]] = {}
 
-    models: tuple[str, ...] = zoo.MODELS
+    models: tuple[str, ...] = zoo.MODELS  # the comparison's labels (`zoo.check_labels`).
     widths: tuple[int, ...] = redefault(Sweep, "widths", (128,))
     lrs: tuple[float, ...] = redefault(Sweep, "lrs", (1e-3,))
     steps: int = redefault(Sweep, "steps", 200)
     batch_size: int = redefault(Sweep, "batch_size", 8)
     eval_batch_size: int = redefault(Sweep, "eval_batch_size", 32)
-    seq_len: int = bounded(128, ge=2)
-    minutes: float = bounded(0.5, gt=0)
-    clock_steps: int = bounded(100_000, ge=1)
-    val_fraction: float = bounded(0.1, gt=0, lt=1)
-    eval_batches: int = bounded(8, ge=1)
+    seq_len: int = bounded(128, ge=2)  # T, bytes per window.
+    minutes: float = bounded(0.5, gt=0)  # the time budget of each equal-clock run (``train.max_minutes``).
+    clock_steps: int = bounded(100_000, ge=1)  # the most steps an equal-clock run may plan (its ``train.max_steps``).
+    val_fraction: float = bounded(0.1, gt=0, lt=1)  # the share of the corpus (its end) held out for validation.
+    eval_batches: int = bounded(8, ge=1)  # validation batches of ``eval_batch_size`` windows scored after training.
 
     @classmethod
     def _key(cls, field: str) -> str:
@@ -92,8 +85,7 @@ def plan(sweep: LMSweep) -> list[RunSpec]:
 
 def byte_unigram(task: Any, train_size: int, seed: int) -> TokenPrior:
     """The byte unigram of the training split as a `TokenPrior` (every row the same add-one smoothed byte frequencies,
-    so
-    it reads no input); ``seed`` is unused."""
+    so it reads no input); ``seed`` is unused."""
     del seed
     if train_size < 1:
         raise BenchError("lm: the training split is empty")

@@ -20,30 +20,24 @@ BETTER, WORSE = "better", "worse"
 
 @dataclass(frozen=True)
 class Verdict:
-    """One label against BDH in one (suite, setting, width).
+    """One label against BDH in one (suite, setting, width)."""
 
-    Attributes:
-        model: the label; suite, setting, width: where.
-        metric: the score compared; higher_is_better: its direction.
-        reference, value: BDH's and the label's means over seeds.
-        diff, diff_min, diff_max: label minus BDH, and the least and greatest seed-by-seed differences (NaN without a
-            common seed).
-        verdict: ``better`` / ``worse`` (beyond the seed spread), or why not.
-        cpu_s_per_step: the label's mean CPU seconds per step."""
-
-    model: str
+    model: str  # the label; suite, setting, width: where.
     suite: str
     setting: str
     width: int
-    metric: str
+    metric: str  # the score compared; higher_is_better: its direction.
     higher_is_better: bool
+    # reference, value: BDH's and the label's means over seeds.
     reference: float
     value: float
+    # diff, diff_min, diff_max: label minus BDH, and the least and greatest seed-by-seed differences (NaN without a
+    # common seed).
     diff: float
     diff_min: float
     diff_max: float
-    verdict: str
-    cpu_s_per_step: float
+    verdict: str  # ``better`` / ``worse`` (beyond the seed spread), or why not.
+    cpu_s_per_step: float  # the label's mean CPU seconds per step.
 
     @property
     def beyond(self) -> bool:

@@ -20,60 +20,53 @@ PRECISIONS = ("auto", "bf16", "fp32")
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """The scaling experiment. The defaults are the CPU default.
+    """The scaling experiment. The defaults are the CPU default."""
 
-    Attributes:
-        data: ``shakespeare`` (the embedded corpus), ``translation`` (the synthetic translation stream, the paper's
-            setting, with per-direction target-side losses) or the path of a text file or folder.
-        pairs, corpus_bytes: the language pairs and size of the translation stream (``data: translation``).
-        n_neurons: BDH's n at each size; the paper scales BDH in n only (Table 5), so L, D and h are fixed.
-        n_layer, n_embd, n_head: BDH's L, D and h.
-        bdh_attention: the form BDH computes attention in (the same model either way).
-        gpt_layers, gpt_heads: the Transformer's depth and heads at each size; its width then matches BDH's
-            parameter count (the paper scales GPTXL in depth and width, Table 4).
-        gpt_positional: the Transformer's positions (GPT-2: ``learned``).
-        dropout: dropout of both models.
-        match_tolerance: the largest relative parameter mismatch accepted between the two models of a size.
-        lrs: the learning rates swept at the smallest size; each model's best is then used at every size.
-        seeds: run seeds (initialisation and data order; the two models of a seed see the same batches).
-        steps, batch_size, seq_len: every run's steps, sequences per step and bytes per sequence (their product:
-            the token budget, equal for all runs).
-        micro_batch_size: sequences per forward/backward (gradient accumulation), null for none.
-        val_fraction: the share of the corpus held out for validation.
-        curve_points, curve_eval_batches: validations during a run (the loss curve) and batches each.
-        eval_batches: validation batches of the final loss.
-        eval_segments: held-out segments per direction (``data: translation``).
-        inference_context: the context length of the inference-cost columns (state size, FLOPs per token).
-        device, precision: the trainer's device and precision.
-        plan_tflops: the sustained training throughput (TFLOP/s) assumed by the plan's time estimates."""
-
+    # ``shakespeare`` (the embedded corpus), ``translation`` (the synthetic translation stream, the paper's setting,
+    # with per-direction target-side losses) or the path of a text file or folder.
     data: str = "shakespeare"
+    # pairs, corpus_bytes: the language pairs and size of the translation stream (``data: translation``).
     pairs: str = "en-es,en-fr"
     corpus_bytes: int = bounded(4_000_000, ge=1)
+    # BDH's n at each size; the paper scales BDH in n only (Table 5), so L, D and h are fixed.
     n_neurons: tuple[int, ...] = (512, 1024, 2048, 4096, 8192)
+    # n_layer, n_embd, n_head: BDH's L, D and h.
     n_layer: int = bounded(4, ge=1)
     n_embd: int = bounded(64, ge=1)
     n_head: int = bounded(4, ge=1)
+    # the form BDH computes attention in (the same model either way).
     bdh_attention: str = one_of("parallel", ATTENTION_FORMS)
+    # gpt_layers, gpt_heads: the Transformer's depth and heads at each size; its width then matches BDH's parameter
+    # count (the paper scales GPTXL in depth and width, Table 4).
     gpt_layers: tuple[int, ...] = bounded((2, 2, 3, 3, 4), ge=1)
     gpt_heads: tuple[int, ...] = bounded((4, 4, 4, 4, 4), ge=1)
-    gpt_positional: str = one_of("learned", GPT_POSITIONAL)
-    dropout: float = bounded(0.0, ge=0, lt=1)
+    gpt_positional: str = one_of("learned", GPT_POSITIONAL)  # the Transformer's positions (GPT-2: ``learned``).
+    dropout: float = bounded(0.0, ge=0, lt=1)  # dropout of both models.
+    # the largest relative parameter mismatch accepted between the two models of a size.
     match_tolerance: float = bounded(0.05, gt=0, lt=1)
+    # the learning rates swept at the smallest size; each model's best is then used at every size.
     lrs: tuple[float, ...] = bounded((1e-3, 3e-3, 1e-2), gt=0, lt=1)
+    # run seeds (initialisation and data order; the two models of a seed see the same batches).
     seeds: tuple[int, ...] = bounded((0, 1), ge=0)
+    # steps, batch_size, seq_len: every run's steps, sequences per step and bytes per sequence (their product: the token
+    # budget, equal for all runs).
     steps: int = bounded(220, ge=1)
     batch_size: int = bounded(8, ge=1)
     seq_len: int = bounded(256, ge=1)
+    # sequences per forward/backward (gradient accumulation), null for none.
     micro_batch_size: int | None = bounded(None, ge=1)
-    val_fraction: float = bounded(0.1, gt=0, le=0.5)
+    val_fraction: float = bounded(0.1, gt=0, le=0.5)  # the share of the corpus held out for validation.
+    # curve_points, curve_eval_batches: validations during a run (the loss curve) and batches each.
     curve_points: int = bounded(10, ge=1)
     curve_eval_batches: int = bounded(4, ge=1)
-    eval_batches: int = bounded(16, ge=1)
-    eval_segments: int = bounded(100, ge=1)
+    eval_batches: int = bounded(16, ge=1)  # validation batches of the final loss.
+    eval_segments: int = bounded(100, ge=1)  # held-out segments per direction (``data: translation``).
+    # the context length of the inference-cost columns (state size, FLOPs per token).
     inference_context: int = bounded(4096, ge=1)
+    # device, precision: the trainer's device and precision.
     device: str = "cpu"
     precision: str = one_of("fp32", PRECISIONS)
+    # the sustained training throughput (TFLOP/s) assumed by the plan's time estimates.
     plan_tflops: float = bounded(0.15, gt=0)
 
     experiment = "scaling"

@@ -63,8 +63,7 @@ class RunSpec:
 
     def run_config(self, run_dir: Path) -> Any:
         """The trainer's `RunConfig` (`bdh.train.config.sweep_run_config`, as every sweep builds it), with the loss
-        curve
-        evaluated every ``curve_every`` steps."""
+        curve evaluated every ``curve_every`` steps."""
         from bdh.train.config import sweep_run_config
 
         return sweep_run_config(

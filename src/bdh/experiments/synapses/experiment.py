@@ -26,24 +26,23 @@ class Config(SynapseOptions):
     """``bdh experiment synapses``: the analysis (every field of `SynapseOptions`, inherited, so ``--set search=100``
     names them directly) plus the corpus, the model and training. ``seed`` also seeds the corpus and training (so the
     untrained null is the trained model's initialisation), and ``lexicon_seed`` also makes the corpus.
-
-    Attributes:
-        n_layer, n_embd, n_head, n_neurons, dropout: the model (the paper's, appendix B.3: docs/experiments.md).
-        pairs: language pairs of the translation stream.
-        corpus_bytes: bytes of the stream; concept_rate: the share of its sentences that name a concept.
-        steps, batch_size, seq_len, lr: training (AdamW, warmup and linear decay; `train_lm`)."""
+    """
 
     # model
+    # n_layer, n_embd, n_head, n_neurons, dropout: the model (the paper's, appendix B.3: docs/experiments.md).
     n_layer: int = bounded(4, ge=2, why="sigma links two layers")
     n_embd: int = bounded(64, ge=1)
     n_head: int = bounded(4, ge=1)
     n_neurons: int = bounded(2048, ge=1)
     dropout: float = bounded(0.0, ge=0, lt=1)
     # corpus
+    # language pairs of the translation stream.
     pairs: tuple[tuple[str, str], ...] = (("en", "es"), ("en", "fr"), ("en", "pt"))
+    # bytes of the stream; concept_rate: the share of its sentences that name a concept.
     corpus_bytes: int = bounded(4_000_000, ge=1)
     concept_rate: float = bounded(0.5, gt=0, le=1)
     # training
+    # steps, batch_size, seq_len, lr: training (AdamW, warmup and linear decay; `train_lm`).
     steps: int = bounded(400, ge=1)
     batch_size: int = bounded(16, ge=1)
     seq_len: int = bounded(128, ge=1)

@@ -27,39 +27,28 @@ SURFACES = {"currency": CURRENCIES, "country": COUNTRIES}
 @dataclass(frozen=True)
 class SynapseOptions(TypedConfig):
     """What `analyse` searches and tests (the options of ``bdh synapses``; `Config` extends them). Every error names
-    the field first (``head: ...``), which ``bdh synapses`` turns into its flag.
+    the field first (``head: ...``), which ``bdh synapses`` turns into its flag."""
 
-    Attributes:
-        concept: ``currency`` or ``country``.
-        layer: l >= 1 (0-based): synapses from the y of layer l-1 to the x of layer l; None picks max(1, floor(5 L /
-            8)) (the paper reads layer 5 of 8).
-        head: the head whose N x N block of sigma is searched.
-        language / second_language: the search and main test language, and the cross-language check.
-        search: concept sentences and as many contrast sentences in the search set.
-        heldout: concept and contrast sentences in each held-out set.
-        top_k: synapses validated and reported per search.
-        statistic: the sentence score the headline synapse is chosen by (``end`` or ``max``); both are reported.
-        rotate: include the RoPE rotation of Eq. 16 in the end-of-sentence value.
-        match_length: length-match the contrast sentences to the concept sentences (`length_matched`).
-        prefix: read each sentence after its ``<F:xx>`` language tag (else the bare sentence).
-        seed: seeds the sentence sets, the label shuffle and the untrained model.
-        lexicon_seed: the word mappings the model's corpus was made with.
-        star_fraction: steps larger than this fraction of the largest step are marked ``*`` (Fig. 12)."""
-
-    concept: str = one_of("currency", CONCEPTS)
+    concept: str = one_of("currency", CONCEPTS)  # ``currency`` or ``country``.
+    # l >= 1 (0-based): synapses from the y of layer l-1 to the x of layer l; None picks max(1, floor(5 L / 8)) (the
+    # paper reads layer 5 of 8).
     layer: int | None = bounded(None, ge=1, why="layer 0 reads token embeddings and has no sigma")
-    head: int = bounded(0, ge=0)
+    head: int = bounded(0, ge=0)  # the head whose N x N block of sigma is searched.
+    # language / second_language: the search and main test language, and the cross-language check.
     language: str = one_of("en", LANGUAGES)
     second_language: str = one_of("fr", LANGUAGES)
+    # concept sentences and as many contrast sentences in the search set.
     search: int = bounded(200, ge=2, why="sentences per class")
-    heldout: int = bounded(50, ge=2, why="sentences per class")
-    top_k: int = bounded(5, ge=1)
+    heldout: int = bounded(50, ge=2, why="sentences per class")  # concept and contrast sentences in each held-out set.
+    top_k: int = bounded(5, ge=1)  # synapses validated and reported per search.
+    # the sentence score the headline synapse is chosen by (``end`` or ``max``); both are reported.
     statistic: str = one_of("end", STATISTICS)
-    rotate: bool = False
-    match_length: bool = True
-    prefix: bool = True
-    seed: int = bounded(0, ge=0)
-    lexicon_seed: int = bounded(0, ge=0)
+    rotate: bool = False  # include the RoPE rotation of Eq. 16 in the end-of-sentence value.
+    match_length: bool = True  # length-match the contrast sentences to the concept sentences (`length_matched`).
+    prefix: bool = True  # read each sentence after its ``<F:xx>`` language tag (else the bare sentence).
+    seed: int = bounded(0, ge=0)  # seeds the sentence sets, the label shuffle and the untrained model.
+    lexicon_seed: int = bounded(0, ge=0)  # the word mappings the model's corpus was made with.
+    # steps larger than this fraction of the largest step are marked ``*`` (Fig. 12).
     star_fraction: float = bounded(0.05, gt=0, lt=1)
 
     @classmethod

@@ -22,30 +22,23 @@ COLUMNS = ("run", "model", "task", "step", "tokens", "best", "last val_bpb", "ch
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What one run folder says of itself.
+    """What one run folder says of itself."""
 
-    Attributes:
-        path: the run folder.
-        model, task: the registered names in its config (``?`` when missing).
-        step, total_steps: the last logged training step and the run's length (``total_steps`` from the last
-            checkpoint when a time budget shortened the run; ``?`` when unknown).
-        step_limit, max_minutes: the steps its config's ``train.max_steps`` allows and its time budget (None when
-            unknown or none): a run its budget planned shorter than its limit shows both, and the budget.
-        tokens: training tokens at the last logged step.
-        best: ``(metric, value, step)`` of ``best/meta.json``; None when there is none, ``"?"`` when damaged.
-        last_val_bpb: the last evaluation's bits per byte (None when there is none or it is not finite).
-        checkpoint: the name of the last checkpoint folder (None when there is none).
-    """
-
-    path: Path
+    path: Path  # the run folder.
+    # model, task: the registered names in its config (``?`` when missing).
     model: str
     task: str
+    # step, total_steps: the last logged training step and the run's length (``total_steps`` from the last checkpoint
+    # when a time budget shortened the run; ``?`` when unknown).
     step: int
     total_steps: int | str
-    tokens: int
+    tokens: int  # training tokens at the last logged step.
+    # ``(metric, value, step)`` of ``best/meta.json``; None when there is none, ``"?"`` when damaged.
     best: tuple[str, float, int] | str | None
-    last_val_bpb: float | None
-    checkpoint: str | None
+    last_val_bpb: float | None  # the last evaluation's bits per byte (None when there is none or it is not finite).
+    checkpoint: str | None  # the name of the last checkpoint folder (None when there is none).
+    # step_limit, max_minutes: the steps its config's ``train.max_steps`` allows and its time budget (None when unknown
+    # or none): a run its budget planned shorter than its limit shows both, and the budget.
     step_limit: int | None = None
     max_minutes: float | None = None
 

@@ -78,8 +78,7 @@ def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 def _weighted(t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
     """t (G, B, H, C, X) with row i of head h scaled by w[h, i], or t if w is None. A row weight commutes with a
-    product,
-    so it is applied to the D-wide factor, never to the N-wide q or k."""
+    product, so it is applied to the D-wide factor, never to the N-wide q or k."""
     return t if w is None else t * w.view(1, 1, *w.shape, 1)
 
 

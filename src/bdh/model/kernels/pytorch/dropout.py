@@ -95,8 +95,7 @@ _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 def counter_draws(seed: int, count: int) -> np.ndarray:
     """The 16-bit draws the compiled gate (`bdh.model.kernels.cpu.native`) makes inside its loop, uint16 (count,): draw
-    i
-    is bits 16 (i mod 4) .. + 15 of word i // 4 of splitmix64 seeded with ``seed``, a function of (seed, i) alone so
+    i is bits 16 (i mod 4) .. + 15 of word i // 4 of splitmix64 seeded with ``seed``, a function of (seed, i) alone so
     that each thread makes its own. The reference the loop is tested against."""
     k = np.arange(1, (count + 3) // 4 + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):

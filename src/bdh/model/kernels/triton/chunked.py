@@ -283,9 +283,8 @@ def chunked_triton(
     need_state: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The chunked form with the fused kernels, with the signature and values of `pytorch.attention.chunked`: q, k (B,
-    H,
-    T, N), v (B, 1 or H, T, D), log_u (H,) or None, state (B, H, N, D) or None -> (a in q's dtype, the fp32 state after
-    the block when ``need_state``); under autocast q, k, v are cast here."""
+    H, T, N), v (B, 1 or H, T, D), log_u (H,) or None, state (B, H, N, D) or None -> (a in q's dtype, the fp32 state
+    after the block when ``need_state``); under autocast q, k, v are cast here."""
     check_call("chunked_triton", q, k, v, state, chunk_size)
     q, k, v = autocast_inputs("chunked_triton", q, k, v)
     u_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
