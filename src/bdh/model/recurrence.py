@@ -12,8 +12,6 @@ Neither changes what the weights mean: both are runtime fields (a checkpoint loa
 
 from __future__ import annotations
 
-import torch
-
 #: the config fields of the options (each model lists them in its ``RUNTIME_FIELDS``)
 FIELDS = frozenset({"random_depth", "deep_supervision"})
 
@@ -41,5 +39,7 @@ def passes_of(n_layer: int | None, random_depth: tuple[int, int] | None, trainin
     None: the model's configured depth (the model's own checks of ``n_layer`` apply to what is returned)."""
     if n_layer is not None or random_depth is None or not training:
         return n_layer
+    import torch  # here: the configs import this module, and building a command's help imports no torch
+
     lo, hi = random_depth
     return int(torch.randint(lo, hi + 1, ()).item())
