@@ -28,11 +28,11 @@ class ScaledScores(torch.nn.Module):
         def kernels(p):
             k = original(p)
 
-            def relu_rope(h):
-                x, xr = k.relu_rope(h)
+            def encode(v, W):
+                x, xr = k.encode(v, W)
                 return x, xr * root
 
-            return dataclasses.replace(k, relu_rope=relu_rope)
+            return dataclasses.replace(k, encode=encode)
 
         model.kernels = kernels
 

@@ -120,8 +120,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
     def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels, w: LayerWeights):
         """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations);
         the ablations (module docstring) as named branches."""
-        x, xr = k.relu_rope(k.heads(v, w.Dx))  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l    (B, H, T, N)
-        keys = xr if w.Dk is None else k.relu_rope(k.heads(v, w.Dk))[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
+        x, xr = k.encode(v, w.Dx)  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l                   (B, H, T, N)
+        keys = xr if w.Dk is None else k.encode(v, w.Dk)[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
         keys = self.state_rule_keys(keys)  # unit keys for the delta rule
         gates = self.state_rule_gates(v)  # the state rule's log u_t, b_t per token, or none
         a, rho = k.attend(xr, keys, v, state=rho, **gates)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau

@@ -16,6 +16,7 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       chunked.py, chunked_jit.py      the chunked form as fused Triton kernels, and the kernels themselves
       delta.py, delta_jit.py          the delta rule's chunked form (`pytorch/state_rules.py`) likewise
       gate.py, gate_jit.py            the gate y = ReLU(z) * x and its dropout likewise
+      encode.py, encode_jit.py        x = ReLU(v Dx): the matmul with the ReLU and the cast in its epilogue
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
 its entries in `bound.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md, "Kernels").

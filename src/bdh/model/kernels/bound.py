@@ -30,6 +30,7 @@ from .pytorch.sparse import sparse_attention, sparse_read_in
 from .pytorch.state_rules import FORMS as STATE_RULE_FORMS
 from .triton import chunked as _triton
 from .triton import delta as _triton_delta
+from .triton import encode as _triton_encode
 from .triton import gate as _triton_gate
 
 Tensor = torch.Tensor
@@ -44,6 +45,8 @@ class Kernels:
 
     Attributes:
         relu_rope: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
+        encode: (v, W) -> (x, R x) with x = ReLU(v W) per head: ``relu_rope(heads(v, W))``, or the ReLU in the
+            matmul's epilogue (``triton``, `triton.encode`).
         attend: (q, k, v, state=rho, **gates) -> (a, rho after the block), linear attention (`Attention`, the kernel
             `ATTENTION` names); BDH passes the same tensor as q and k, ``separate_keys`` its own keys; the gates are
             the state rule's (``log_g``, ``beta`` of the ``gated`` and ``delta`` rules; none for Eq. 8's).
@@ -57,6 +60,7 @@ class Kernels:
     tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
     rotate: Callable[[Tensor], Tensor] = field(repr=False)
     relu_rope: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
+    encode: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = field(repr=False)
     attend: Attention = field(repr=False)
     gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     activate: Callable[[Tensor], Tensor] = field(repr=False)
@@ -72,15 +76,17 @@ class Kernels:
 def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
     """The kernels named by ``c``, bound to the pass and to the RoPE ``tables`` (cos, sin; None without RoPE)."""
     rotate = _rotate(c, tables)
+    relu_rope, heads = _relu_rope(c, tables, rotate), _heads(c)
     return Kernels(
         choice=c,
         tables=tables,
         rotate=rotate,
-        relu_rope=_relu_rope(c, tables, rotate),
+        relu_rope=relu_rope,
+        encode=_encode(c, heads, relu_rope, rotate),
         attend=_pass_options(ATTENTION[c.attention](c), c),  # the table's name -> the kernel
         gate=_gate(c),
         activate=_activate(c),
-        heads=_heads(c),
+        heads=heads,
         read_in=_read_in(c),
     )
 
@@ -109,6 +115,25 @@ def _relu_rope(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callabl
         return native_relu_rope(h, cos, sin, kind) if native.supports(h) else relu_rope(h)  # autocast's dtype decides
 
     return relu_rope_native
+
+
+def _encode(c: Choice, heads, relu_rope, rotate) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """(v, W) -> (x, R x), x = ReLU(v W) per head (`Kernels.encode`); ``triton`` where the kernel takes the tensors
+    (`triton.encode.takes`), else the per-head product and ``relu_rope``."""
+
+    def encode(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
+        return relu_rope(heads(v, W))
+
+    if c.encode != "triton":
+        return encode
+
+    def encode_triton(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
+        if not _triton_encode.takes(v, W):
+            return encode(v, W)
+        x = _triton_encode.encode_triton(v, W)
+        return x, rotate(x)
+
+    return encode_triton
 
 
 # ---------------------------------------------------------------------- attention

@@ -50,6 +50,8 @@ class Choice:
         relu_rope: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
         masks: the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate,
             `pytorch.dropout`) or ``torch`` (``F.dropout`` on y); read_in: ``per-head`` or ``sparse``.
+        encode: ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`) or ``heads-relu`` (the per-head
+            product, then ReLU: `Kernels.heads`, `Kernels.relu_rope`).
         layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
             (stored (H, B, T, N), `Kernels.heads`).
         log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
@@ -64,6 +66,7 @@ class Choice:
     masks: str
     read_in: str
     layout: str
+    encode: str
     log_u: torch.Tensor | None = field(repr=False, compare=False)
     causal: bool
     chunk_size: int
@@ -124,8 +127,11 @@ def choose(
         ("read_in",   "per-head",         True),                                          # bound.py
         ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # bound.py
         ("layout",    "head-major",       True),                                          # bound.py
+        ("encode",    "triton",           use_triton(device) and autograd),               # triton/encode.py
+        ("encode",    "heads-relu",       True),                                          # bound.py
     ]  # fmt: skip
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
+    chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv)  # the pass's options
     return Choice(
         positional=positional,
         rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling
@@ -133,9 +139,6 @@ def choose(
         log_u=log_u,
         causal=causal,
         chunk_size=chunk_size,
-        need_state=p.need_state,
-        inplace=p.inplace,
-        detach_kv=p.detach_kv,
         dropout=dropout,
         state_rule=state_rule,
     )

@@ -1,0 +1,109 @@
+"""The encoder of Eq. 8, x = ReLU(v Dx) per head, as one Triton matmul with the ReLU and the cast in its epilogue.
+
+The values of ``F.relu(v @ W)`` (v (B, 1, T, D) shared by the heads, W (H, D, N)): the product is summed in fp32
+(fp64 for fp64) and rounded once to the activation dtype after the ReLU, so the pre-activation h = v W, a (B, H,
+T, N) tensor, is never written (today's step writes h and reads it back for the ReLU). Under autocast v and W are
+cast here, as the matmul autocast would run. The layer has no clamp at this step (`BDH.layer`).
+
+Backward: only v, W and the output x are kept. ReLU'(h) = [x > 0] exactly, x being the ReLU of the pre-activation
+rounded to x's dtype, as autocast's matmul rounds it before today's ``F.relu``; dh = [x > 0] g is one pass, then
+dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h by cuBLAS, as autograd computes them today."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bdh.errors import UserError
+
+from .chunked import _on, _pow2, interpreting
+
+#: the largest tile (rows, columns, inner) by element size: bf16 / fp16 fill the tensor cores with 128 x 128 x 64
+TILES = {2: (128, 128, 64), 4: (64, 64, 32), 8: (32, 32, 16)}
+#: warps and software-pipeline stages per program (sm_90: tests/model/test_encode_triton.py compiles them)
+NUM_WARPS = 8
+NUM_STAGES = 3
+
+
+@dataclass(frozen=True)
+class _Plan:
+    BM: int
+    BN: int
+    BK: int
+    acc: torch.dtype
+    precision: str  # ``ieee``, or ``tf32`` for fp32 inputs where torch allows TF32 matmuls
+    widen: bool  # the CPU interpreter's dot has no bf16 / fp16 path: widen the operands to fp32 (exact)
+
+    def constants(self) -> dict:
+        import triton.language as tl
+
+        acc = tl.float64 if self.acc == torch.float64 else tl.float32
+        return dict(BM=self.BM, BN=self.BN, BK=self.BK, ACC=acc, PRECISION=self.precision, WIDEN=self.widen)
+
+
+def _plan(dtype: torch.dtype, M: int, N: int, D: int) -> _Plan:
+    bm, bn, bk = TILES[dtype.itemsize]
+    tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    return _Plan(
+        BM=_pow2(M, 16, bm),
+        BN=_pow2(N, 16, bn),
+        BK=_pow2(D, 16, bk),
+        acc=torch.float64 if dtype == torch.float64 else torch.float32,
+        precision="tf32" if tf32 else "ieee",
+        widen=interpreting() and dtype in (torch.bfloat16, torch.float16),
+    )
+
+
+class TritonEncode(torch.autograd.Function):
+    """x = ReLU(v @ W) forward in one kernel; backward from v, W and x (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, v: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        from .encode_jit import encode_kernel
+
+        B, _, T, D = v.shape
+        H, _, N = W.shape
+        p = _plan(v.dtype, B * T, N, D)
+        x = v.new_empty(B, H, T, N)
+        grid = (-(-B * T // p.BM), -(-N // p.BN), H)
+        with _on(v):
+            encode_kernel[grid](
+                v, W, x, B * T, T, H, N, D, **p.constants(), num_warps=NUM_WARPS, num_stages=NUM_STAGES
+            )  # fmt: skip
+        ctx.save_for_backward(v, W, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        v, W, x = ctx.saved_tensors
+        dh = torch.ops.aten.threshold_backward(g, x, 0)  # g where x > 0, as autograd's ReLU backward
+        dv = (dh @ W.mT).sum(dim=1, keepdim=True) if ctx.needs_input_grad[0] else None
+        dW = (v.mT @ dh).sum(dim=0) if ctx.needs_input_grad[1] else None
+        return dv, dW
+
+
+def takes(v: torch.Tensor, W: torch.Tensor) -> bool:
+    """Whether `encode_triton` computes ``F.relu(v @ W)`` for these tensors: v (B, 1, T, D) shared by the heads and W
+    (H, D, N), floating-point, on one CUDA device (or the interpreter), of one dtype unless autocast casts them."""
+    shapes = v.dim() == 4 and v.shape[1] == 1 and W.dim() == 3 and v.shape[3] == W.shape[1]
+    floats = v.is_floating_point() and W.is_floating_point()
+    place = v.device == W.device and (v.is_cuda or interpreting())
+    dtypes = v.dtype == W.dtype or torch.is_autocast_enabled(v.device.type)
+    offsets = v.numel() < 2**31 and W[0].numel() < 2**31  # v's and a head of W's in 32 bits (`encode_kernel`)
+    return shapes and floats and place and dtypes and offsets
+
+
+def encode_triton(v: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """ReLU(v @ W) (B, H, T, N) for v (B, 1, T, D) and W (H, D, N): Eq. 8's x_l = ReLU(Dx v_{l-1}) (module
+    docstring); under autocast in its dtype, else in v's."""
+    if not takes(v, W):
+        raise UserError(
+            f"encode_triton: needs v (B, 1, T, D) and W (H, D, N) of one floating dtype on one CUDA device (or "
+            f"TRITON_INTERPRET=1), v and a head of W under 2^31 entries, got {tuple(v.shape)} {v.dtype} {v.device} "
+            f"and {tuple(W.shape)} {W.dtype} {W.device}"
+        )
+    if torch.is_autocast_enabled(v.device.type):
+        low = torch.get_autocast_dtype(v.device.type)
+        v, W = v.to(low), W.to(low)
+    return TritonEncode.apply(v.contiguous(), W.contiguous())
