@@ -89,11 +89,14 @@ def test_the_ut_form_in_fp32_and_bf16_stays_near_fp64():
 @pytest.mark.parametrize("mode", ["parallel", "chunked"])
 @pytest.mark.parametrize("write_gate", ["sigmoid", "hard"])
 def test_the_model_runs_the_ut_form_and_equals_slow_forward(mode, write_gate):
-    """BDH's delta rule in its parallel and chunked passes takes the UT form (`choose`: ``delta-chunked``); its
+    """BDH's delta rule in its parallel and chunked passes takes the UT form (`choose`: ``delta-parallel-ut``,
+    ``delta-chunked``); its
     logits and every parameter's gradient equal `slow_forward`'s (the reference loop). fp64: ~1e-15 apart, except
     that both take the gates in fp32 as the model does (bound 1e-9)."""
     model = tiny_model(seed=2, n_layer=2, state_write="delta", write_gate=write_gate, chunk_size=4).double()
-    assert model.kernels(Pass(mode, 0, 11)).choice.attention == "delta-chunked"
+    assert model.kernels(Pass(mode, 0, 11)).choice.attention == (
+        "delta-parallel-ut" if mode == "parallel" else "delta-chunked"
+    )
     idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(1))
     ours, ours_grads = logits_and_grads(model, idx, mode)
     ref, ref_grads = logits_and_grads(model, idx, model.slow_forward)

@@ -274,7 +274,7 @@ def test_the_kernels_are_chosen_for_the_rule():
     kw.update(training=True, device=torch.device("cpu"))
     for mode in ("parallel", "chunked", "recurrent"):
         for rule in ("gated", "delta"):
-            want = "delta-chunked" if (rule, mode) == ("delta", "parallel") else f"{rule}-{mode}"
+            want = "delta-parallel-ut" if (rule, mode) == ("delta", "parallel") else f"{rule}-{mode}"
             assert choose(Pass(mode, 0, 8), autograd=True, state_rule=rule, **kw).attention == want
     assert choose(Pass("parallel", 0, 8), autograd=True, state_rule="learned", **kw).attention == "parallel"
     assert choose(Pass("chunked", 0, 8), autograd=True, state_rule="learned", **kw).attention == "chunked"

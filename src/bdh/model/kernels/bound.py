@@ -21,7 +21,7 @@ from .cpu import native
 from .cpu.ops import native_gate, native_relu_rope
 from .pytorch.attention import causal_weights, chunked, parallel, recurrent
 from .pytorch.chunked_lean import chunked_lean
-from .pytorch.delta_ut import delta_ut
+from .pytorch.delta_ut import PARALLEL_CHUNK, delta_ut
 from .pytorch.dropout import drop_mask
 from .pytorch.fused import relu_mul
 from .pytorch.rope import rotation
@@ -192,6 +192,9 @@ ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "sparse": lambda c: _sparse,  # pytorch/sparse.py
     **{f"{rule}-{form}": _state_rule(form) for rule in ("gated", "delta") for form in ATTENTION_FORMS},
     "delta-chunked": lambda c: partial(delta_ut, chunk_size=c.chunk_size, need_state=c.need_state),  # delta_ut.py
+    "delta-parallel-ut": lambda c: partial(  # pytorch/delta_ut.py, in chunks of at most PARALLEL_CHUNK tokens
+        delta_ut, chunk_size=min(c.chunk_size, PARALLEL_CHUNK), need_state=c.need_state
+    ),
     "delta-chunked-triton": lambda c: partial(  # triton/delta.py
         _triton_delta.delta_chunked_triton, chunk_size=c.chunk_size, need_state=c.need_state
     ),

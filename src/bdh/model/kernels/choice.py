@@ -108,7 +108,7 @@ def choose(
         ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
         ("relu_rope", "plain",            True),                                          # F.relu, then rope
         ("attention", "delta-chunked-triton", delta and mode == "chunked" and use_triton(device)),  # triton/delta.py
-        ("attention", "delta-chunked",    delta and mode == "parallel"),  # pytorch/delta_ut.py: same sums, faster
+        ("attention", "delta-parallel-ut", delta and mode == "parallel"),  # pytorch/delta_ut.py: same sums, faster
         ("attention", "delta-" + mode,    delta),                 # chunked: pytorch/delta_ut.py, else state_rules.py
         ("attention", "gated-" + mode,    state_rule == "gated"),                         # pytorch/state_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py

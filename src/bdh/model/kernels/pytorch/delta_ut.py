@@ -19,6 +19,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+#: the chunk of the ``parallel`` mode's delta rule (at most the config's chunk_size): the T x C work per head falls
+#: with C and the loop over chunks grows, and 64 trained faster than 128 at T = 256 (docs/performance.md)
+PARALLEL_CHUNK = 64
+
 
 def _chunks(x: torch.Tensor, C: int) -> torch.Tensor:
     """(B, H, T, ...) -> (B, H, n, C, ...), the tail padded with zeros (a zero key with b = 0 writes nothing)."""
