@@ -37,6 +37,8 @@ EVERY_FIELD = (
         attention="chunked",
         chunk_size=4,
         ln_eps=1e-6,
+        random_depth=(1, 3),
+        deep_supervision=True,
     ),
     dict(
         n_layer=3, n_embd=8, n_head=1, mlp_internal_dim_multiplier=4, causal=False, positional="none", damping="alibi"
