@@ -70,7 +70,8 @@ class Config(ExperimentConfig):
     # ``recall_pairs`` alone (`facts.py`).
     facts: tuple[int, ...] = bounded((), ge=1)
     # the counts D every recall_gap run is also read at, besides its own (fewer facts, or more than it was trained on);
-    # a length with no room for 4D tokens is not read.
+    # a length with no room for 4D tokens is not read. Each count is one more read form: the reads cost
+    # 1 + len(facts_read) times a plain run's (``--show-config`` times it on the machine).
     facts_read: tuple[int, ...] = bounded((), ge=1)
     # sequences of each fixed test set (one per task and length).
     test_sequences: int = bounded(64, ge=64, le=2**16, why="every test set is read whole at every length")
