@@ -82,6 +82,10 @@ class Choice:
         return self.gate == "native"
 
 
+#: the delta rule's kernel by mode (`bound.ATTENTION`): the UT form for parallel (in chunks) and chunked, the loop
+DELTA = {"parallel": "delta-parallel-ut", "chunked": "delta-chunked", "recurrent": "delta-recurrent"}
+
+
 def choose(
     p: Pass,
     *,
@@ -108,8 +112,7 @@ def choose(
         ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
         ("relu_rope", "plain",            True),                                          # F.relu, then rope
         ("attention", "delta-chunked-triton", delta and mode == "chunked" and use_triton(device)),  # triton/delta.py
-        ("attention", "delta-parallel-ut", delta and mode == "parallel"),  # pytorch/delta_ut.py: same sums, faster
-        ("attention", "delta-" + mode,    delta),                 # chunked: pytorch/delta_ut.py, else state_rules.py
+        ("attention", DELTA.get(mode),    delta),               # pytorch/delta_ut.py; recurrent: state_rules.py
         ("attention", "gated-" + mode,    state_rule == "gated"),                         # pytorch/state_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
         ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
