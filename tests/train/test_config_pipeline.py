@@ -68,6 +68,30 @@ def test_what_a_task_decides_is_what_the_built_task_has(name):
     assert decided_fields(cls, config) == {key: getattr(task, key) for key in MODEL_FIELDS}
 
 
+@pytest.mark.parametrize(
+    "name, fields",
+    [
+        ("mqar", {"train_slices": [[16, 2], [32, 4]], "val_slices": [[32, 4]], "vocab_size": 100}),  # PAD counted
+        ("mqar", {"input_seq_len": 24, "num_kv_pairs": 3, "vocab_size": 50}),
+        ("boardpath", {"board_size": 5}),
+        ("repeat", {"seq_len": 40}),
+        ("induction", {"seq_len": 33, "vocab_size": 20}),
+        ("recall_gap", {"seq_len": 64, "vocab_size": 40}),
+    ],
+)
+def test_model_fields_say_what_the_task_built_on_that_config_has(name, fields):
+    """Every built-in task says its model fields from its config alone, so a run config never builds a task to
+    read them; they are the built task's, on configs other than the defaults too."""
+    cls = registry.get_task(name)
+    config = cls.config_class.from_dict(fields)
+    task = cls(config)
+    assert cls.model_fields(config) == {key: getattr(task, key) for key in MODEL_FIELDS}
+
+
+def test_every_built_in_task_has_model_fields():
+    assert [name for name in registry.BUILTIN_TASKS if not hasattr(registry.get_task(name), "model_fields")] == []
+
+
 def test_an_old_config_yaml_loads_and_writes_back_the_same():
     # config.yaml of a run: the model section whole (as the trainer wrote it), the task's fields as given
     written = load_config(None, ["task.name=mqar", "model.name=gpt"]).to_yaml()

@@ -7,6 +7,7 @@ vectorised; ``path_validity`` accepts any of the equally short paths (docs/tasks
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -109,6 +110,11 @@ class BoardPath:
     causal = False
     vocab_size = VOCAB_SIZE
     target_metric = ("path_validity", True)
+
+    @classmethod
+    def model_fields(cls, config: BoardPathConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), from its config alone."""
+        return {"vocab_size": cls.vocab_size, "causal": cls.causal, "seq_len": config.board_size**2}
 
     def __init__(self, config: BoardPathConfig | None = None):
         self.config = BoardPathConfig() if config is None else config

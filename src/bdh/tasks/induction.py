@@ -8,6 +8,7 @@ signal (docs/tasks.md). `generate_induction` makes sequences of any length."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -92,6 +93,11 @@ class Induction:
     config_class = InductionConfig
     causal = True
     target_metric = ("accuracy", True)
+
+    @classmethod
+    def model_fields(cls, config: InductionConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), from its config alone."""
+        return {"vocab_size": config.vocab_size, "causal": cls.causal, "seq_len": config.seq_len}
 
     def __init__(self, config: InductionConfig | None = None):
         self.config = InductionConfig() if config is None else config

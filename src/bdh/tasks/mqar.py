@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -202,6 +203,14 @@ class MQARConfig(TaskConfig):
         return tuple(int(v) for v in value) if isinstance(value, (list, tuple)) else (int(value),) * n
 
 
+def _lengths(cfg: MQARConfig) -> tuple[int, int, bool]:
+    """Tokens per training and validation example (the longest slice of each split), and whether a split mixes
+    lengths (its shorter examples padded with PAD)."""
+    train_lens = [N for N, _ in cfg.slices("train")]
+    val_lens = [N for N, _ in cfg.slices("val")]
+    return max(train_lens), max(val_lens), min(train_lens) < max(train_lens) or min(val_lens) < max(val_lens)
+
+
 class MQAR:
     """The MQAR task (causal next-token recall) (docs/tasks.md)."""
 
@@ -210,22 +219,23 @@ class MQAR:
     causal = True
     target_metric = ("accuracy", True)
 
+    @classmethod
+    def model_fields(cls, config: MQARConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), from its config alone."""
+        train_len, val_len, padded = _lengths(config)
+        return {"vocab_size": config.vocab_size + int(padded), "causal": cls.causal, "seq_len": max(train_len, val_len)}
+
     def __init__(self, config: MQARConfig | None = None):
         self.config = MQARConfig() if config is None else config
         if not isinstance(self.config, MQARConfig):
             raise TypeError(f"MQAR: expected an MQARConfig, got {type(self.config).__name__}")
         cfg = self.config
-        train_lens = [N for N, _ in cfg.slices("train")]
-        val_lens = [N for N, _ in cfg.slices("val")]
-        #: tokens per training / validation example: the longest slice of the split
-        self.train_seq_len, self.val_seq_len = max(train_lens), max(val_lens)
-        #: the model's length: the longest slice of either split
-        self.seq_len = max(self.train_seq_len, self.val_seq_len)
-        #: a split mixes lengths, so its shorter examples are padded with PAD
-        self.padded = min(train_lens) < self.train_seq_len or min(val_lens) < self.val_seq_len
+        #: tokens per training / validation example (the longest slice of the split); shorter examples padded
+        self.train_seq_len, self.val_seq_len, self.padded = _lengths(cfg)
+        fields = self.model_fields(cfg)
+        self.seq_len, self.vocab_size = fields["seq_len"], fields["vocab_size"]  # the longest slice; PAD counted
         #: PAD token id (only used when the slices of a split have different lengths)
         self.pad_id = cfg.vocab_size
-        self.vocab_size = cfg.vocab_size + (1 if self.padded else 0)
         self._memo: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._order: tuple[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 

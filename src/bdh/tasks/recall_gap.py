@@ -7,6 +7,7 @@ uniform in [0, min(gap_max, seq_len - 4D)], validation uses ``val_gap`` (null: t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -96,6 +97,11 @@ class RecallGap:
     config_class = RecallGapConfig
     causal = True
     target_metric = ("accuracy", True)
+
+    @classmethod
+    def model_fields(cls, config: RecallGapConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), from its config alone."""
+        return {"vocab_size": config.vocab_size, "causal": cls.causal, "seq_len": config.seq_len}
 
     def __init__(self, config: RecallGapConfig | None = None):
         self.config = RecallGapConfig() if config is None else config

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -103,6 +104,11 @@ class RepeatTask:
     vocab_size = 256  # byte tokens, so byte-level language models can be tested on it too
     causal = True
     target_metric = ("repeat_accuracy", True)
+
+    @classmethod
+    def model_fields(cls, config: RepeatConfig) -> dict[str, Any]:
+        """What the task decides of the model (`bdh.tasks.base.decided_fields`), from its config alone."""
+        return {"vocab_size": cls.vocab_size, "causal": cls.causal, "seq_len": config.seq_len}
 
     def __init__(self, config: RepeatConfig | None = None):
         self.config = RepeatConfig() if config is None else config

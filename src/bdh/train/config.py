@@ -200,7 +200,7 @@ class RunConfig(TypedConfig):
     ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
     ``task_name`` (`bdh.registry`; built by `typed_sections`). Left out (None), a section is the main job's
     (`RunConfig()` is the main job). ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None:
-    all of them); the model section is written whole. ``built_task``: a task its reading built; ``source``: its file.
+    all of them); the model section is written whole. ``source``: its file.
 
     ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
     unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
@@ -219,7 +219,6 @@ class RunConfig(TypedConfig):
     model_name: str = field(default_factory=lambda: main_job.model_section()["name"])
     task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
     task_fields: tuple[str, ...] | None = None
-    built_task: Any = field(default=None, repr=False, compare=False)
     source: str | None = field(default=None, repr=False, compare=False)
 
     #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
@@ -232,7 +231,7 @@ class RunConfig(TypedConfig):
         if self.model is None or self.task is None:
             built = typed_sections({"name": self.model_name}, {"name": self.task_name})
             if self.task is None:
-                self.task, self.task_fields, self.built_task = built["task"], built["task_fields"], built["built_task"]
+                self.task, self.task_fields = built["task"], built["task_fields"]
             if self.model is None:
                 self.model = built["model"]
         for section, lookup in (("model", get_model), ("task", get_task)):
@@ -247,9 +246,8 @@ class RunConfig(TypedConfig):
         return [str(p) for p in (self.source, *task, self.train.init_from) if p is not None]
 
     def make_task(self) -> Any:
-        """The run's task on ``task``: the one reading the config built (``built_task``), else a new one."""
-        built = self.built_task
-        return built if getattr(built, "config", None) is self.task else get_task(self.task_name)(self.task)
+        """The run's task, built on ``task``."""
+        return get_task(self.task_name)(self.task)
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -384,22 +382,17 @@ def typed_sections(model: Any, task: Any) -> dict[str, Any]:
     """The typed ``model`` and ``task`` of a run config (`RunConfig`'s fields) from their mappings as given (None:
     the main job's). A section is completed from the main job's (the model's by its config class's ``merge``,
     `bdh.model_api`) unless it names another class. The task comes first: the model fields it decides
-    (`MODEL_FIELDS`) that the model section leaves out are the task's; a task that cannot say them unbuilt (no
-    ``model_fields``, `bdh.tasks.base.decided_fields`) is built to read them, and handed on (``built_task``)."""
+    (`MODEL_FIELDS`, `bdh.tasks.base.decided_fields`) that the model section leaves out are the task's."""
     task = _completed("task", task, main_job.task_section(), lambda default, value: {**default, **value})
     task_cls, task_config = build_section_config("task", task)
     main = main_job.model_section()
     model = _completed("model", model, main, lambda d, v: merge(get_model(main["name"]).config_class, d, v))
-    config_class, built = getattr(get_model(model["name"]), "config_class", None), None
+    config_class = getattr(get_model(model["name"]), "config_class", None)
     if dataclasses.is_dataclass(config_class):
         fields = {f.name for f in dataclasses.fields(config_class) if f.init}
         left = [key for key in MODEL_FIELDS if key in fields and key not in model]
         if left:
-            if hasattr(task_cls, "model_fields"):  # says them from its config (a task that reads data when built)
-                decided = decided_fields(task_cls, task_config)
-            else:  # read off the task built on its config, which the run then takes (`RunConfig.make_task`)
-                built = task_cls(task_config)
-                decided = {key: getattr(built, key) for key in left}
+            decided = decided_fields(task_cls, task_config)
             model = {**model, **{key: decided[key] for key in left}}
     _, model_config = build_section_config("model", model)
     return {
@@ -408,7 +401,6 @@ def typed_sections(model: Any, task: Any) -> dict[str, Any]:
         "model_name": model["name"],
         "task_name": task["name"],
         "task_fields": tuple(k for k in task if k != "name"),
-        "built_task": built,
     }
 
 
