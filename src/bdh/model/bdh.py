@@ -126,8 +126,12 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         gates = self.state_rule_gates(v)  # the state rule's log u_t, b_t per token, or none
         a, rho = k.attend(xr, keys, v, state=rho, **gates)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau
         z = k.heads(self.ln(a), w.Dy)  # Dy LN(a_l)
-        y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
-        v_out = self.ln(v + self.ln(k.read_in(y, w.E)))  # v_l = LN(v_{l-1} + LN(E y_l))
+        if self.config.ungated or k.gated_read_in is None:
+            y = k.activate(z) if self.config.ungated else k.gate(z, x)  # y_l = ReLU(Dy LN(a_l)) * x_l   (B, H, T, N)
+            e = k.read_in(y, w.E)
+        else:
+            y, e = None, k.gated_read_in(z, x, w.E)  # E y_l with y_l formed inside the product (never written)
+        v_out = self.ln(v + self.ln(e))  # v_l = LN(v_{l-1} + LN(E y_l))
         return v_out, rho, LayerActivations(values=v, x=x, xr=xr, a=a, y=y, v=v_out, keys=keys)
 
     def run(

@@ -25,7 +25,8 @@ class LayerActivations:
     x: torch.Tensor  # (B, H, T, N) neuron activations ReLU(Dx v_{l-1}), before RoPE.
     xr: torch.Tensor  # (B, H, T, N) the rotated x, the attention's keys and queries.
     a: torch.Tensor  # (B, H, T, D) attention outputs, before their LayerNorm.
-    y: torch.Tensor  # (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout.
+    y: torch.Tensor | None  # (B, H, T, N) gated activations ReLU(Dy LN(a)) * x, before dropout (None in a pass no
+    # hook reads, where the Triton read-in forms y inside E y: `bdh.model.kernels.triton.read_in`).
     v: torch.Tensor  # (B, 1, T, D) the layer's output v_l.
     # (B, H, T, N) the attention's keys: xr itself (Q = K), or R ReLU(D_k v_{l-1}) with ``separate_keys``;
     # unit-normalised under the delta rule.

@@ -32,6 +32,7 @@ from .triton import chunked as _triton
 from .triton import delta as _triton_delta
 from .triton import encode as _triton_encode
 from .triton import gate as _triton_gate
+from .triton import read_in as _triton_read_in
 
 Tensor = torch.Tensor
 #: every attention kernel of a pass: (queries, keys, values, *, state, **gates) -> (a, state after)
@@ -54,7 +55,9 @@ class Kernels:
         activate: z -> ReLU(z), the ``ungated`` ablation of ``gate``.
         heads: (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
         read_in: (y, E) -> E y summed over the heads, (B, 1, T, D); ``torch`` masks applied to y here, the 1 / (1 - p)
-            of ``in-gate`` masks to the product, n / D times smaller than y."""
+            of ``in-gate`` masks to the product, n / D times smaller than y.
+        gated_read_in: (z, x, E) -> read_in(gate(z, x), E) with y formed inside the product (``gated-triton``,
+            `triton.read_in`; the pass's dropout drawn there), or None: the layer calls ``gate``, then ``read_in``."""
 
     choice: Choice
     tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
@@ -66,6 +69,7 @@ class Kernels:
     activate: Callable[[Tensor], Tensor] = field(repr=False)
     heads: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
+    gated_read_in: Callable[[Tensor, Tensor, Tensor], Tensor] | None = field(repr=False)
 
     def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:
         """The same kernels at other positions: ``tables`` (cos, sin) replace the pass's (a step that moves along
@@ -76,7 +80,7 @@ class Kernels:
 def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
     """The kernels named by ``c``, bound to the pass and to the RoPE ``tables`` (cos, sin; None without RoPE)."""
     rotate = _rotate(c, tables)
-    relu_rope, heads = _relu_rope(c, tables, rotate), _heads(c)
+    relu_rope, heads, gate, read_in = _relu_rope(c, tables, rotate), _heads(c), _gate(c), _read_in(c)
     return Kernels(
         choice=c,
         tables=tables,
@@ -84,10 +88,11 @@ def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
         relu_rope=relu_rope,
         encode=_encode(c, heads, relu_rope, rotate),
         attend=_pass_options(ATTENTION[c.attention](c), c),  # the table's name -> the kernel
-        gate=_gate(c),
+        gate=gate,
         activate=_activate(c),
         heads=heads,
-        read_in=_read_in(c),
+        read_in=read_in,
+        gated_read_in=_gated_read_in(c, gate, read_in),
     )
 
 
@@ -319,6 +324,21 @@ def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
         return e if scale is None else e * scale
 
     return read_in
+
+
+def _gated_read_in(c: Choice, gate, read_in) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+    """E (ReLU(z) * x) in one Triton product (``gated-triton``) where it takes the tensors, the pass's dropout
+    (``torch`` masks included) drawn inside it; else ``read_in(gate(z, x), E)``. None for the other read-ins."""
+    if c.read_in != "gated-triton":
+        return None
+    p = 0.0 if c.masks == "none" else c.dropout
+
+    def gated_read_in(z: Tensor, x: Tensor, E: Tensor) -> Tensor:
+        if not _triton_read_in.takes(z, x, E):
+            return read_in(gate(z, x), E)
+        return _triton_read_in.gated_read_in_triton(z, x, E, p=p)
+
+    return gated_read_in
 
 
 def _per_head(E: Tensor, H: int, N: int, casts: dict) -> Tensor:

@@ -49,7 +49,8 @@ class Choice:
     Attributes:
         relu_rope: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
         masks: the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate,
-            `pytorch.dropout`) or ``torch`` (``F.dropout`` on y); read_in: ``per-head`` or ``sparse``.
+            `pytorch.dropout`) or ``torch`` (``F.dropout`` on y); read_in: ``per-head``, ``sparse`` or ``gated-triton``
+            (the gate and E y in one Triton product, `triton.read_in`: y never written, its masks drawn inside).
         encode: ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`) or ``heads-relu`` (the per-head
             product, then ReLU: `Kernels.heads`, `Kernels.relu_rope`).
         layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
@@ -127,6 +128,7 @@ def choose(
         ("masks",     "in-gate",          in_gate),                                       # pytorch/dropout.py
         ("masks",     "torch",            True),                                          # F.dropout
         ("read_in",   "sparse",           mode == "sparse"),                              # pytorch/sparse.py
+        ("read_in",   "gated-triton",     use_triton(device) and autograd and not p.hooked),  # triton/read_in.py
         ("read_in",   "per-head",         True),                                          # bound.py
         ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # bound.py
         ("layout",    "head-major",       True),                                          # bound.py

@@ -42,8 +42,9 @@ class _Plan:
         return dict(BM=self.BM, BN=self.BN, BK=self.BK, ACC=acc, PRECISION=self.precision, WIDEN=self.widen)
 
 
-def _plan(dtype: torch.dtype, M: int, N: int, D: int) -> _Plan:
-    bm, bn, bk = TILES[dtype.itemsize]
+def _plan(dtype: torch.dtype, M: int, N: int, D: int, tiles: dict = TILES) -> _Plan:
+    """The tiles of an M x N product summed over D: at most ``tiles`` by element size, at least 16 (tensor cores)."""
+    bm, bn, bk = tiles[dtype.itemsize]
     tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     return _Plan(
         BM=_pow2(M, 16, bm),
