@@ -12,7 +12,8 @@ tokens with random codes), every write at full strength (b_t = 1: the pair-like 
 writes the pairs), by the kernel the model runs (`state_rules.chunked`, the keys shaped by `shape_write_keys` then
 made unit). Each fact is then read as BDH reads, q = its key token's positive key, a = q^T S, and answered by the
 nearest code: recall over facts and ``--trials`` independent vocabularies (chance 1/256), with its 95 % Wilson
-interval. Also the mean cosine between the write keys of two unrelated tokens of each kind.
+interval (``top1-read``, ``top4-read``: the read through the same top-k neurons too, a rule the model does not
+have). Also the mean cosine between the write keys of two unrelated tokens of each kind.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from _shared import Parser, run
 
 CODES = 256
 KINDS = {"unit": {}, "centred": {"centred": True}, "top1": {"topk": 1}, "top4": {"topk": 4}, "top16": {"topk": 16}}
+#: kinds whose reads go through the same top-k neurons as their writes (a read rule the model does not have)
+KINDS.update({"top1-read": {"topk": 1}, "top4-read": {"topk": 4}})
 
 
 def draw_keys(g: torch.Generator, shape: tuple[int, ...], active: float) -> torch.Tensor:
@@ -66,7 +69,9 @@ def recall(kind: str, facts: int, fillers: list[int], args) -> list[tuple[float,
                 need_state=True,
             )
         done = end
-        read = keys[:, 0, :facts] @ state[:, 0]  # (B, P, D): q^T S with q the fact's positive key
+        q = keys[:, 0, :facts]  # the fact's positive key, as BDH reads; or cut to its write's neurons (-read)
+        q = shape_write_keys(q, **KINDS[kind]) if kind.endswith("-read") else q
+        read = q @ state[:, 0]  # (B, P, D): q^T S
         got = (read @ codes.T).argmax(-1)
         right = int((got == answers[:, :facts]).sum())
         lo, hi = wilson_interval(right, B * facts)
