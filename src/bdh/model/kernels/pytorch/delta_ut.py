@@ -7,9 +7,10 @@ the state S0 before it, e_i = sum_{j<i} l_j, c = sum_j l_j and A_ij = b_i e^{e_i
     W = Tb (V - diag(e^e) K S0),   Tb = (I + A)^{-1} diag(b)
     a = diag(e^e) Q S0 + (Q K^T * M) W,   S_after = e^c S0 + K^T diag(e^{c - e}) W
 
-Tb does not depend on S0, so one batched solve (C columns) serves every chunk, and the loop over chunks is four
-products per chunk (K S0 and Q S0 in one, as Q K^T and K K^T are). A retention that is one per head (U's damping,
-no decay gate: the gate arrives broadcast over the batch) makes one decay matrix M for every sequence. Equal to
+Tb does not depend on S0, so one batched solve (C columns) serves every chunk, and the loop over chunks is five
+products per chunk (K S0 and Q S0, like Q K^T and K K^T, stay two products: one over [K; Q] would copy the N-wide
+keys). A retention that is one per head (U's damping, no decay gate: the gate arrives broadcast over the batch)
+makes one decay matrix M for every sequence. Equal to
 `bdh.model.kernels.naive.naive_state_rule` in values and gradients (tests/model/test_delta_ut.py); the CPU's form
 of the delta rule, for the ``parallel`` and ``chunked`` attention modes (`bdh.model.kernels.choice`).
 """
@@ -65,12 +66,11 @@ def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=Fa
     dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
     qc, kc, b = _chunks(q, C), _chunks(k, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
-    QK, KK = (torch.cat([qc, kc], dim=-2) @ kc.mT).split(C, dim=-2)  # Q K^T and K K^T in one product
-    A = KK * M * b.unsqueeze(-1).to(dt)
+    A = (kc @ kc.mT) * M * b.unsqueeze(-1).to(dt)
     # Tb = (I + A)^{-1} diag(b): C columns, fewer than the N + D of solving for [V | K] (the Triton kernels' form)
     eye_b = torch.diag_embed(b.to(acc))
     Tb = torch.linalg.solve_triangular(A.to(acc), eye_b, upper=False, unitriangular=True).to(dt)
-    out, S = _scan((qc, kc, QK * M, Tb, _chunks(v, C)), (head, tail, whole), state, need_state)
+    out, S = _scan((qc, kc, (qc @ kc.mT) * M, Tb, _chunks(v, C)), (head, tail, whole), state, need_state)
     return out[:, :, :T], S
 
 
@@ -78,7 +78,7 @@ def _scan(chunks, decay, S, need_state):
     """The chunks in order, the state S carried (None: zero): W = Tb (V - e^e K S), a = e^e Q S + P W, S = e^c S +
     K^T e^{c-e} W; the state after the last chunk only when it is wanted."""
     head, tail, whole = decay
-    C, n, outs = chunks[0].shape[3], chunks[0].shape[2], []
+    n, outs = chunks[0].shape[2], []
     qs, ks, P, Tb, vs = (x.unbind(2) for x in chunks)  # unbound once: a slice per chunk would cost a zero-filled
     for i in range(n):  # gradient of the whole tensor each
         hi, ti, wi = (x[:, :, min(i, x.shape[2] - 1)] for x in (head, tail, whole))  # one row when broadcast
@@ -86,9 +86,9 @@ def _scan(chunks, decay, S, need_state):
             W = Tb[i] @ vs[i]
             outs.append(P[i] @ W)
         else:
-            KS, QS = (torch.cat([ks[i], qs[i]], dim=-2) @ S.to(P[i].dtype)).split(C, dim=-2)  # one product
-            W = Tb[i] @ (vs[i] - hi.unsqueeze(-1) * KS)
-            outs.append(P[i] @ W + hi.unsqueeze(-1) * QS)
+            Sd = S.to(P[i].dtype)
+            W = Tb[i] @ (vs[i] - hi.unsqueeze(-1) * (ks[i] @ Sd))
+            outs.append(P[i] @ W + hi.unsqueeze(-1) * (qs[i] @ Sd))
         if i + 1 < n or need_state:
             after = ks[i].mT @ (ti.unsqueeze(-1) * W)
             S = after if S is None else after + wi.view(*wi.shape, 1, 1).to(S.dtype) * S
