@@ -234,10 +234,9 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, beside the fast `forward`.
 
         No kernel is chosen: the explicit T x T matrix of Eq. 4 with its mask M and damping U^(t-tau), the official
-        code's
-        rotation (`kernels.pytorch.rope.rope_plain`), the ablations as plain branches; eval mode only (dropout refused).
-        tests/model compares every form, ablation, damping and positional scheme of `forward` with it, and it with the
-        official code's transcription (`kernels.naive.naive_official_forward`). Line by line:
+        code's rotation (`kernels.pytorch.rope.rope_plain`), the ablations as plain branches; eval mode only (dropout
+        refused). tests/model compares every form, ablation, damping and positional scheme of `forward` with it, and it
+        with the official code's transcription (`kernels.naive.naive_official_forward`). Line by line:
 
             v_0 = LN(embed(idx))                                               f_e, then LN
             x_l = ReLU(Dx v_{l-1})                                             Eq. 8, n neurons in h heads

@@ -42,33 +42,30 @@ Attention = Callable[..., "tuple[Tensor, Tensor | None]"]
 @dataclass(frozen=True, eq=False)
 class Kernels:
     """The kernels of one forward pass, chosen by `choose` and bound to the pass: every step a callable that chooses
-    nothing when called.
-
-    Attributes:
-        relu_rope: h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
-        encode: (v, W) -> (x, R x) with x = ReLU(v W) per head: ``relu_rope(heads(v, W))``, or the ReLU in the
-            matmul's epilogue (``triton``, `triton.encode`).
-        attend: (q, k, v, state=rho, **gates) -> (a, rho after the block), linear attention (`Attention`, the kernel
-            `ATTENTION` names); BDH passes the same tensor as q and k, ``separate_keys`` its own keys; the gates are
-            the state rule's (``log_g``, ``beta`` of the ``gated`` and ``delta`` rules; none for Eq. 8's).
-        gate: (z, x) -> y = ReLU(z) * x; ``in-gate`` dropout masks zero the dropped entries here (unscaled).
-        activate: z -> ReLU(z), the ``ungated`` ablation of ``gate``.
-        heads: (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
-        read_in: (y, E) -> E y summed over the heads, (B, 1, T, D); ``torch`` masks applied to y here, the 1 / (1 - p)
-            of ``in-gate`` masks to the product, n / D times smaller than y.
-        gated_read_in: (z, x, E) -> read_in(gate(z, x), E) with y formed inside the product (``gated-triton``,
-            `triton.read_in`; the pass's dropout drawn there), or None: the layer calls ``gate``, then ``read_in``."""
+    nothing when called."""
 
     choice: Choice
     tables: tuple[Tensor | None, Tensor | None] = field(repr=False)
     rotate: Callable[[Tensor], Tensor] = field(repr=False)
+    # h = Dx v -> (x, R x), the activations and their rotation (keys = queries).
     relu_rope: Callable[[Tensor], tuple[Tensor, Tensor]] = field(repr=False)
+    # (v, W) -> (x, R x) with x = ReLU(v W) per head: ``relu_rope(heads(v, W))``, or the ReLU in the matmul's epilogue
+    # (``triton``, `triton.encode`).
     encode: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = field(repr=False)
+    # (q, k, v, state=rho, **gates) -> (a, rho after the block), linear attention (`Attention`, the kernel `ATTENTION`
+    # names); BDH passes the same tensor as q and k, ``separate_keys`` its own keys; the gates are the state rule's
+    # (``log_g``, ``beta`` of the ``gated`` and ``delta`` rules; none for Eq. 8's).
     attend: Attention = field(repr=False)
+    # (z, x) -> y = ReLU(z) * x; ``in-gate`` dropout masks zero the dropped entries here (unscaled).
     gate: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
-    activate: Callable[[Tensor], Tensor] = field(repr=False)
+    activate: Callable[[Tensor], Tensor] = field(repr=False)  # z -> ReLU(z), the ``ungated`` ablation of ``gate``.
+    # (a, W) -> a @ W per head, (B, H, T, N) (Dx v and Dy LN(a) of Eq. 8; `_heads`).
     heads: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
+    # (y, E) -> E y summed over the heads, (B, 1, T, D); ``torch`` masks applied to y here, the 1 / (1 - p) of
+    # ``in-gate`` masks to the product, n / D times smaller than y.
     read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
+    # (z, x, E) -> read_in(gate(z, x), E) with y formed inside the product (``gated-triton``, `triton.read_in`; the
+    # pass's dropout drawn there), or None: the layer calls ``gate``, then ``read_in``.
     gated_read_in: Callable[[Tensor, Tensor, Tensor], Tensor] | None = field(repr=False)
 
     def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:

@@ -20,54 +20,42 @@ from .triton import chunked as _triton
 
 @dataclass(frozen=True)
 class Pass:
-    """What a forward pass is asked to do; `choose` turns it into kernel choices.
+    """What a forward pass is asked to do; `choose` turns it into kernel choices."""
 
-    Attributes:
-        mode: the attention form (one of `MODES`).
-        start, length: the absolute position of the first token and the number of tokens.
-        carried: a recurrent state is given; need_state: the state after the block is wanted.
-        inplace: update the given state in place (inference, no autograd).
-        detach_kv: cut the gradient through keys and values (paper section 7.2).
-        hooked: a hook reads the activations (y must be the gate's output before dropout).
-    """
-
-    mode: str
+    mode: str  # the attention form (one of `MODES`).
+    # start, length: the absolute position of the first token and the number of tokens.
     start: int
     length: int
-    carried: bool = False
-    need_state: bool = False
-    inplace: bool = False
-    detach_kv: bool = False
-    hooked: bool = False
+    carried: bool = False  # a recurrent state is given.
+    need_state: bool = False  # the state after the block is wanted.
+    inplace: bool = False  # update the given state in place (inference, no autograd).
+    detach_kv: bool = False  # cut the gradient through keys and values (paper section 7.2).
+    hooked: bool = False  # a hook reads the activations (y must be the gate's output before dropout).
 
 
 @dataclass(frozen=True)
 class Choice:
     """What `choose` chose for one pass: the kernel of each step by name (the rows of `choose`), and the pass's
-    parameters the kernels are bound to.
-
-    Attributes:
-        relu_rope: ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
-        masks: the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate,
-            `pytorch.dropout`) or ``torch`` (``F.dropout`` on y); read_in: ``per-head``, ``sparse`` or ``gated-triton``
-            (the gate and E y in one Triton product, `triton.read_in`: y never written, its masks drawn inside).
-        encode: ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`) or ``heads-relu`` (the per-head
-            product, then ReLU: `Kernels.heads`, `Kernels.relu_rope`).
-        layout: where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer``
-            (stored (H, B, T, N), `Kernels.heads`).
-        log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
-        state_rule: the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter),
-            ``gated``, ``delta``."""
+    parameters the kernels are bound to."""
 
     positional: str
     rope: str
-    relu_rope: str
+    relu_rope: str  # ``native`` (ReLU and rotation in one compiled pass) or ``plain`` (``F.relu``, then `rope`).
     attention: str
     gate: str
+    # the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate, `pytorch.dropout`) or
+    # ``torch`` (``F.dropout`` on y).
     masks: str
+    # ``per-head``, ``sparse`` or ``gated-triton`` (the gate and E y in one Triton product, `triton.read_in`: y never
+    # written, its masks drawn inside).
     read_in: str
+    # where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer`` (stored
+    # (H, B, T, N), `Kernels.heads`).
     layout: str
+    # ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`) or ``heads-relu`` (the per-head product, then
+    # ReLU: `Kernels.heads`, `Kernels.relu_rope`).
     encode: str
+    # log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
     log_u: torch.Tensor | None = field(repr=False, compare=False)
     causal: bool
     chunk_size: int
@@ -75,6 +63,7 @@ class Choice:
     inplace: bool
     detach_kv: bool
     dropout: float
+    # the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``.
     state_rule: str = "plain"
 
     @property
