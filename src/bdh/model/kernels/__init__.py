@@ -8,6 +8,8 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
     pytorch/        plain PyTorch, any device:
       attention.py    the paper's three forms of linear attention: parallel, chunked, recurrent (Eq. 4, Eq. 8)
       state_rules.py  the same three forms for the state rules: a retention per token, the delta-rule write (ours)
+      delta_ut.py     the delta rule's chunked form as DeltaNet's UT transform (one batched solve, then the chunks)
+      write_keys.py   the delta rule's write-key options (centred, top-m), shaped once before any form
       chunked_lean.py, shared_keys.py, sparse.py    faster forms of it (training, training, one-token steps)
       rope.py, fused.py, dropout.py                 RoPE, the gate and rotation in fewer passes, dropout masks
     cpu/            the compiled CPU loops, where setup.py built them (``BDH_NATIVE=0`` turns them off):
