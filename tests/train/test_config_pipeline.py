@@ -125,6 +125,7 @@ class StandInConfig(TypedConfig):
     causal: bool = True
     positional: str = "learned"
     share_layers: bool = False
+    random_depth: tuple[int, int] | None = None  # read by GPT's forward, which StandIn inherits
     estimate: int | None = None  # what train_memory_bytes says, per token of a micro-batch
 
     @classmethod
