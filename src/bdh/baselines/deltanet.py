@@ -26,7 +26,7 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import ModelConfig
+from .common import HeadSizes, ModelConfig
 from .gla import width_step
 from .mixer_lm import MixerLM, skeleton_params
 
@@ -35,7 +35,7 @@ FORMS = ("chunked", "reference")
 
 
 @dataclass
-class DeltaNetConfig(ModelConfig):
+class DeltaNetConfig(HeadSizes, ModelConfig):
     """Configuration of the DeltaNet language model (the paper's layer in Zoology's frame, `MixerLM`)."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
@@ -66,27 +66,9 @@ class DeltaNetConfig(ModelConfig):
         super().__post_init__()  # the declared ranges
         self._check_bool("causal")
         self._check_bool("output_gate")
-        for name in ("expand_k", "expand_v"):
-            size = getattr(self, name) * self.n_embd
-            if size != int(size) or int(size) % self.n_head or size < self.n_head:
-                self._fail(name, f"{name} * n_embd = {size:g} must be a positive multiple of n_head = {self.n_head}")
+        self._check_head_sizes()
         if self.causal is not True:
             self._fail("causal", "the delta rule is a recurrence; it has no bidirectional form")
-
-    @property
-    def key_size(self) -> int:
-        """D_k, all heads together."""
-        return int(self.expand_k * self.n_embd)
-
-    @property
-    def value_size(self) -> int:
-        """D_v, all heads together."""
-        return int(self.expand_v * self.n_embd)
-
-    @property
-    def hidden(self) -> int:
-        """m, the MLP width."""
-        return int(round(self.mlp_ratio * self.n_embd))
 
     def mixer_params(self) -> int:
         """One layer's mixer: W_qkv, the convolution, W_b, the RMSNorm, W_o (and W_g; W_a, A_log, dt_bias)."""

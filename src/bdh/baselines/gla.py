@@ -21,7 +21,7 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import ModelConfig
+from .common import HeadSizes, ModelConfig
 from .mixer_lm import MixerLM, skeleton_params
 
 DECAYS = ("data", "fixed")
@@ -30,7 +30,7 @@ FORMS = ("fast", "reference")
 
 
 @dataclass
-class GLAConfig(ModelConfig):
+class GLAConfig(HeadSizes, ModelConfig):
     """Configuration of the GLA language model (defaults: Zoology's / the paper's GLA layer)."""
 
     RUNTIME_FIELDS = frozenset({"dropout", "embed_dropout", "form", "chunk_size"})
@@ -58,27 +58,9 @@ class GLAConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
         self._check_bool("causal")
-        for name in ("expand_k", "expand_v"):
-            size = getattr(self, name) * self.n_embd
-            if size != int(size) or int(size) % self.n_head or size < self.n_head:
-                self._fail(name, f"{name} * n_embd = {size:g} must be a positive multiple of n_head = {self.n_head}")
+        self._check_head_sizes()
         if self.causal is not True:
             self._fail("causal", "GLA is a recurrence; it has no bidirectional form")
-
-    @property
-    def key_size(self) -> int:
-        """D_k, all heads together."""
-        return int(self.expand_k * self.n_embd)
-
-    @property
-    def value_size(self) -> int:
-        """D_v, all heads together."""
-        return int(self.expand_v * self.n_embd)
-
-    @property
-    def hidden(self) -> int:
-        """m, the MLP width."""
-        return int(round(self.mlp_ratio * self.n_embd))
 
     def mixer_params(self) -> int:
         d, Dk, Dv, r = self.n_embd, self.key_size, self.value_size, self.gate_rank
