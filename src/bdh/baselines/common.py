@@ -8,33 +8,7 @@ from torch import nn
 from ..model.tokens import check_tokens
 from ..model_api import ModelConfig
 
-__all__ = ["HeadSizes", "ModelConfig", "check_tokens", "count_params", "normal_init"]
-
-
-class HeadSizes:
-    """The sizes of a config with ``expand_k``, ``expand_v`` (D_k / d and D_v / d, all heads together) and
-    ``mlp_ratio`` (GLA, DeltaNet), and the check that each size splits over the heads."""
-
-    def _check_head_sizes(self) -> None:
-        for name in ("expand_k", "expand_v"):
-            size = getattr(self, name) * self.n_embd
-            if size != int(size) or int(size) % self.n_head or size < self.n_head:
-                self._fail(name, f"{name} * n_embd = {size:g} must be a positive multiple of n_head = {self.n_head}")
-
-    @property
-    def key_size(self) -> int:
-        """D_k, all heads together."""
-        return int(self.expand_k * self.n_embd)
-
-    @property
-    def value_size(self) -> int:
-        """D_v, all heads together."""
-        return int(self.expand_v * self.n_embd)
-
-    @property
-    def hidden(self) -> int:
-        """m, the MLP width."""
-        return int(round(self.mlp_ratio * self.n_embd))
+__all__ = ["ModelConfig", "check_tokens", "count_params", "normal_init"]
 
 
 def count_params(module: nn.Module) -> int:

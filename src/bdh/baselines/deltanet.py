@@ -26,9 +26,9 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import HeadSizes, ModelConfig
+from .common import ModelConfig
 from .gla import width_step
-from .mixer_lm import MixerLM, skeleton_params
+from .mixer_lm import HeadSizes, MixerLM
 
 #: ``chunked``: the chunkwise (UT transform) form; ``reference``: the loop over time
 FORMS = ("chunked", "reference")
@@ -77,17 +77,6 @@ class DeltaNetConfig(HeadSizes, ModelConfig):
         count = d * channels + channels * self.conv_size + d * H + Dv // H + Dv * d
         count += d * Dv if self.output_gate else 0
         return count + (d * H + 2 * H if self.GATED else 0)
-
-    def num_params(self) -> int:
-        """The parameter count by the formula of docs/baselines.md."""
-        return (
-            skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
-            + self.n_layer * self.mixer_params()
-        )
-
-    def layer_state_size(self) -> int:
-        """H d_v d_k: the state S of every head (the convolution's cache is not counted, as Mamba's)."""
-        return self.key_size * self.value_size // self.n_head
 
     @classmethod
     def for_budget(

@@ -21,8 +21,8 @@ from torch import nn
 from ..model.io import PretrainedMixin
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
-from .common import HeadSizes, ModelConfig
-from .mixer_lm import MixerLM, skeleton_params
+from .common import ModelConfig
+from .mixer_lm import HeadSizes, MixerLM
 
 DECAYS = ("data", "fixed")
 #: ``fast``: the chunked recurrence; ``reference``: the loop over time
@@ -66,17 +66,6 @@ class GLAConfig(HeadSizes, ModelConfig):
         d, Dk, Dv, r = self.n_embd, self.key_size, self.value_size, self.gate_rank
         gate = d * r + r * Dk + Dk if self.decay == "data" else 0
         return 2 * d * Dk + 3 * d * Dv + Dv // self.n_head + gate
-
-    def num_params(self) -> int:
-        """The parameter count by the formula of docs/baselines.md."""
-        return (
-            skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
-            + self.n_layer * self.mixer_params()
-        )
-
-    def layer_state_size(self) -> int:
-        """H d_k d_v: the state S of every head (module docstring)."""
-        return self.key_size * self.value_size // self.n_head
 
     @classmethod
     def for_budget(

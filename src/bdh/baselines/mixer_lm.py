@@ -48,6 +48,44 @@ def skeleton_params(
     return vocab_size * d + n + n_layer * (n + mlp + (n if own_branch else 0))
 
 
+class HeadSizes:
+    """The sizes of a mixer config with ``expand_k``, ``expand_v`` (D_k / d and D_v / d, all heads together) and
+    ``mlp_ratio`` (GLA, DeltaNet): the check that each size splits over the heads, the parameter count around its
+    ``mixer_params`` and the state of its heads."""
+
+    def _check_head_sizes(self) -> None:
+        for name in ("expand_k", "expand_v"):
+            size = getattr(self, name) * self.n_embd
+            if size != int(size) or int(size) % self.n_head or size < self.n_head:
+                self._fail(name, f"{name} * n_embd = {size:g} must be a positive multiple of n_head = {self.n_head}")
+
+    @property
+    def key_size(self) -> int:
+        """D_k, all heads together."""
+        return int(self.expand_k * self.n_embd)
+
+    @property
+    def value_size(self) -> int:
+        """D_v, all heads together."""
+        return int(self.expand_v * self.n_embd)
+
+    @property
+    def hidden(self) -> int:
+        """m, the MLP width."""
+        return int(round(self.mlp_ratio * self.n_embd))
+
+    def num_params(self) -> int:
+        """The parameter count by the formula of docs/baselines.md."""
+        return (
+            skeleton_params(self.vocab_size, self.n_embd, self.hidden, self.n_layer)
+            + self.n_layer * self.mixer_params()
+        )
+
+    def layer_state_size(self) -> int:
+        """H d_k d_v: the state S of every head (a convolution's cache is not counted, as Mamba's)."""
+        return self.key_size * self.value_size // self.n_head
+
+
 class MLP(nn.Module):
     """Zoology's MLP branch: W_2 GELU(W_1 x + c_1) + c_2, width d -> m -> d."""
 
