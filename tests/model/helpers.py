@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 
+import pytest
 import torch
 
 from bdh import BDH, BDHConfig
@@ -149,6 +151,17 @@ def rerun_greedy(model: BDH, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], dim=1)
     return idx
+
+
+def interpreted(module: str, name: str):
+    """``module.name`` (a Triton kernel's launcher), for a test that runs it in Triton's CPU interpreter
+    (tests/conftest.py turns it on without a GPU); the test is skipped where the interpreter is off (a GPU is here:
+    tests/cuda runs the compiled kernels)."""
+    from bdh.model.kernels.triton.chunked import interpreting
+
+    if not interpreting():
+        pytest.skip("Triton's CPU interpreter is off (a GPU is here: tests/cuda runs the compiled kernels)")
+    return getattr(importlib.import_module(module), name)
 
 
 def compile_without_interpreter(script: str, *args: str) -> str:

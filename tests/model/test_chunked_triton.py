@@ -13,7 +13,7 @@ from bdh.model.kernels import Pass, choose, use_triton
 from bdh.model.kernels.naive import naive_linear_attention
 from bdh.model.kernels.pytorch import attention
 
-from .helpers import compile_without_interpreter, rel_err, tiny_model
+from .helpers import compile_without_interpreter, interpreted, rel_err, tiny_model
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -22,11 +22,7 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 @pytest.fixture(scope="module")
 def chunked_triton():
     """`chunked_triton`, its kernels run by Triton's CPU interpreter (tests/conftest.py turns it on without a GPU)."""
-    from bdh.model.kernels.triton.chunked import chunked_triton, interpreting
-
-    if not interpreting():
-        pytest.skip("Triton's CPU interpreter is off (a GPU is here: tests/cuda runs the compiled kernels)")
-    return chunked_triton
+    return interpreted("bdh.model.kernels.triton.chunked", "chunked_triton")
 
 
 def _inputs(B, H, T, N, D, dtype=torch.float64, damped=False, with_state=False, shared_v=True, seed=0):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from bdh.model.kernels.pytorch import state_rules as rules
 
-from .helpers import rel_err
+from .helpers import interpreted, rel_err
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -23,12 +23,7 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 @pytest.fixture(scope="module")
 def delta_triton():
     """`delta_chunked_triton`, its kernels run by Triton's CPU interpreter (tests/conftest.py turns it on)."""
-    from bdh.model.kernels.triton.chunked import interpreting
-    from bdh.model.kernels.triton.delta import delta_chunked_triton
-
-    if not interpreting():
-        pytest.skip("Triton's CPU interpreter is off (a GPU is here: tests/cuda runs the compiled kernels)")
-    return delta_chunked_triton
+    return interpreted("bdh.model.kernels.triton.delta", "delta_chunked_triton")
 
 
 def _inputs(B, H, T, N, D, *, gate, damped, with_state, shared_v, dtype=torch.float64, seed=0):

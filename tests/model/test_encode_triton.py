@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .helpers import compile_without_interpreter, rel_err, tiny_model
+from .helpers import compile_without_interpreter, interpreted, rel_err, tiny_model
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -14,12 +14,7 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 
 @pytest.fixture(scope="module")
 def encode_triton():
-    from bdh.model.kernels.triton.chunked import interpreting
-    from bdh.model.kernels.triton.encode import encode_triton
-
-    if not interpreting():
-        pytest.skip("Triton's CPU interpreter is off (a GPU is here)")
-    return encode_triton
+    return interpreted("bdh.model.kernels.triton.encode", "encode_triton")
 
 
 def _inputs(B=2, T=19, D=40, H=3, N=70, dtype=torch.float64, seed=0):

@@ -7,7 +7,7 @@ import torch
 
 from bdh.model.kernels.pytorch.fused import relu_mul
 
-from .helpers import rel_err
+from .helpers import interpreted, rel_err
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -15,12 +15,7 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 
 @pytest.fixture(scope="module")
 def gate_triton():
-    from bdh.model.kernels.triton.chunked import interpreting
-    from bdh.model.kernels.triton.gate import gate_triton
-
-    if not interpreting():
-        pytest.skip("Triton's CPU interpreter is off (a GPU is here)")
-    return gate_triton
+    return interpreted("bdh.model.kernels.triton.gate", "gate_triton")
 
 
 def _inputs(shape=(2, 3, 7, 50), dtype=torch.float64, seed=0):

@@ -8,7 +8,7 @@ import torch
 
 from bdh.model.kernels.pytorch.fused import relu_mul
 
-from .helpers import compile_without_interpreter, rel_err, tiny_model
+from .helpers import compile_without_interpreter, interpreted, rel_err, tiny_model
 
 pytestmark = pytest.mark.extra  # the gpu extra
 triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
@@ -16,13 +16,8 @@ triton = pytest.importorskip("triton", reason="Triton (the gpu extra) is not ins
 
 @pytest.fixture(scope="module")
 def kernels():
-    from bdh.model.kernels.triton.chunked import interpreting
-    from bdh.model.kernels.triton.gate import gate_triton
-    from bdh.model.kernels.triton.read_in import gated_read_in_triton
-
-    if not interpreting():
-        pytest.skip("Triton's CPU interpreter is off (a GPU is here)")
-    return gated_read_in_triton, gate_triton
+    read_in = interpreted("bdh.model.kernels.triton.read_in", "gated_read_in_triton")
+    return read_in, interpreted("bdh.model.kernels.triton.gate", "gate_triton")
 
 
 def _inputs(B=2, H=3, T=19, N=40, D=37, dtype=torch.float64, seed=0):
