@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import bound
+from bdh.model.kernels import dispatch
 from bdh.model.kernels.cpu import native
 from bdh.model.kernels.pytorch.dropout import DropMask, drop_mask
 
@@ -93,7 +93,7 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
         masks.append(torch.rand(shape) < prob)
         return DropMask(masks[-1])
 
-    monkeypatch.setattr(bound, "drop_mask", recording)
+    monkeypatch.setattr(dispatch, "drop_mask", recording)
     idx = torch.randint(0, 256, (2, 9))
     target = torch.randint(0, 256, (2, 9))
     with native.disabled():
@@ -106,7 +106,7 @@ def test_model_with_host_masks_equals_nn_dropout_arithmetic_with_the_same_masks(
     def replay_dropout(y, prob, training=True):
         return y.masked_fill(next(replay), 0) / (1 - prob)
 
-    monkeypatch.setattr(bound.F, "dropout", replay_dropout)
+    monkeypatch.setattr(dispatch.F, "dropout", replay_dropout)
     ref = plain(idx)
     torch.nn.functional.cross_entropy(ref.flatten(0, 1), target.flatten()).backward()
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import bdh.model.kernels as kernels_module
-from bdh.model.kernels import Pass, bound, choose
+from bdh.model.kernels import Pass, choose, dispatch
 from bdh.model.kernels.cpu import native
 from bdh.model.kernels.cpu.ops import native_gate, native_relu_rope
 from bdh.model.kernels.pytorch import attention
@@ -208,7 +208,7 @@ def test_model_training_pass_equals_the_pytorch_path(positional, low, monkeypatc
     """A training pass (dropout with host masks, bf16 autocast or fp32): logits and every gradient as without the
     compiled loops. The PyTorch path is given the compiled gate's masks (`counter_mask` from the same seed) in place
     of `drop_mask`'s own stream, so that both drop the same entries."""
-    monkeypatch.setattr(bound, "drop_mask", lambda shape, p, dtype=None: counter_mask(shape, p, draw_seed()))
+    monkeypatch.setattr(dispatch, "drop_mask", lambda shape, p, dtype=None: counter_mask(shape, p, draw_seed()))
     model = tiny_model(seed=4, positional=positional, dropout=0.2, n_neurons=128).train()
     idx = torch.randint(0, 256, (3, 13), generator=torch.Generator().manual_seed(5))
     target = torch.randint(0, 256, (3, 13), generator=torch.Generator().manual_seed(6))

@@ -1,8 +1,8 @@
 """The kernels of BDH-GPU, by backend, and the one place that chooses among them (docs/model.md): `choose`, a table
-that names the kernel of each step of a pass, and `bind`, which looks the names up (`bound.ATTENTION`).
+that names the kernel of each step of a pass, and `bind`, which looks the names up (`dispatch.ATTENTION`).
 
     choice.py       which kernel runs each step of a pass: `choose`, one table (read it to know what runs)
-    bound.py        the chosen kernels bound to the pass: `bind` makes `Kernels`, the callables `BDH.layer` calls;
+    dispatch.py     the chosen kernels bound to the pass: `bind` makes `Kernels`, the callables `BDH.layer` calls;
                     `ATTENTION`, every attention kernel by its name in the table
     naive.py        the slow, obviously-correct references the kernels are tested against
     pytorch/        plain PyTorch, any device:
@@ -22,15 +22,16 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       read_in.py, read_in_jit.py      E y with the gate y = ReLU(z) * x and its dropout in the matmul's prologue
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
-its entries in `bound.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md, "Kernels").
+its entries in `dispatch.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md,
+"Kernels").
 """
 
 from __future__ import annotations
 
 import torch
 
-from .bound import ATTENTION, Attention, Kernels, bind
 from .choice import Choice, Pass, choose, compiling, rope_impl, use_triton
+from .dispatch import ATTENTION, Attention, Kernels, bind
 from .pytorch.rope import rotation
 
 #: the public names: `choose` and `bind`, what they take and return, and `apply_rope`

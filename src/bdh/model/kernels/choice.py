@@ -1,9 +1,9 @@
 """Which kernel runs each step of a forward pass: `choose`, one table read from the top (the names of docs/model.md;
 each row's comment says where it lives). What only the tensors can tell (a dtype the compiled loops do not take,
 a one-token step on a contiguous fp32 state, keys that are the queries) is decided in
-`bdh.model.kernels.bound.bind`'s callables when they arrive. The state rules beyond Eq. 8 (a retention per token,
+`bdh.model.kernels.dispatch.bind`'s callables when they arrive. The state rules beyond Eq. 8 (a retention per token,
 the delta rule; `bdh.model.state_rules`) run in plain PyTorch (`pytorch.state_rules`). Each attention kernel named here
-is one entry of `bdh.model.kernels.bound.ATTENTION`: table, dict, kernel."""
+is one entry of `bdh.model.kernels.dispatch.ATTENTION`: table, dict, kernel."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class Choice:
         return self.gate == "native"
 
 
-#: the delta rule's kernel by mode (`bound.ATTENTION`): the UT form for parallel (in chunks) and chunked, the loop
+#: the delta rule's kernel by mode (`dispatch.ATTENTION`): the UT form for parallel (in chunks) and chunked, the loop
 DELTA = {"parallel": "delta-parallel-ut", "chunked": "delta-chunked", "recurrent": "delta-recurrent"}
 
 
@@ -118,11 +118,11 @@ def choose(
         ("masks",     "torch",            True),                                          # F.dropout
         ("read_in",   "sparse",           mode == "sparse"),                              # pytorch/sparse.py
         ("read_in",   "gated-triton",     use_triton(device) and autograd and not p.hooked),  # triton/read_in.py
-        ("read_in",   "per-head",         True),                                          # bound.py
-        ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # bound.py
-        ("layout",    "head-major",       True),                                          # bound.py
+        ("read_in",   "per-head",         True),                                          # dispatch.py
+        ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # dispatch.py
+        ("layout",    "head-major",       True),                                          # dispatch.py
         ("encode",    "triton",           use_triton(device) and autograd),               # triton/encode.py
-        ("encode",    "heads-relu",       True),                                          # bound.py
+        ("encode",    "heads-relu",       True),                                          # dispatch.py
     ]  # fmt: skip
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
     chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv)  # the pass's options

@@ -128,7 +128,7 @@ static inline int dropped(uint64_t seed, uint32_t drop, idx i) {
 
 /* Rows of N neurons, (B, H, T) of them, each tensor with its own strides (in elements) for b, h and t and its
  * N entries contiguous: head-major (B, H, T, N) tensors and the heads-outer (H, B, T, N) layout of the per-head
- * products (bdh/model/kernels/bound.py) are both read and written in place. Row r is (b, h, t) of the logical
+ * products (bdh/model/kernels/dispatch.py) are both read and written in place. Row r is (b, h, t) of the logical
  * (B, H, T, N) shape, so entry i = r N + j has the same index (and the same dropout draw) in every layout. */
 static inline idx row_at(const idx *strides, idx q, idx heads, idx len) { /* row q = (b, h, t) */
     return q / (heads * len) * strides[0] + q / len % heads * strides[1] + q % len * strides[2];

@@ -21,7 +21,7 @@ al. 2024): (I + A) W = diag(b) (V - diag(e^e) K S0) with A_ij = b_i e^{e_i - e_j
   other two are tested against.
 
 A new write rule: its w_t in the loop, then in `_block` (or a form of its own), and its kernel names in
-`bdh.model.kernels.bound.ATTENTION`.
+`bdh.model.kernels.dispatch.ATTENTION`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The gate and the decoder of Eq. 8 in one: E y with y = ReLU(z) * x formed in the matmul's prologue (Triton).
 
 The values of `bdh.model.kernels.pytorch.fused.relu_mul` followed by the per-head read-in E y summed over the heads
-(`bdh.model.kernels.bound`'s ``read_in``): z, x (B, H, T, N), E (H N, D) -> (B, 1, T, D). Each program loads tiles
+(`bdh.model.kernels.dispatch`'s ``read_in``): z, x (B, H, T, N), E (H N, D) -> (B, 1, T, D). Each program loads tiles
 of z and x, forms y (rounded to their dtype, as the gate writes it) and multiplies it into its fp32 sum: the (B, H,
 T, N) product y is never written. Dropout as the gate's (`triton.gate`): entry i of y kept when Philox's u_i >= p,
 drawn from (seed, i), i the flat index in (B, H, T, N), so the same seed drops the same entries as `gate_triton`;
