@@ -1,7 +1,6 @@
-"""Baseline models trained side by side with BDH, under the same protocol (a typed config, ``forward(idx) ->
-logits``, ``num_params()``, ``state_size()``, save/from_pretrained, ``init_state``/``step`` where the model reads
-through a state), known to `bdh.registry` by name; docs/baselines.md. The names below are imported on first use
-(see `bdh._lazy`)."""
+"""Baseline models trained side by side with BDH under the same protocol (typed config, ``forward(idx) -> logits``,
+``num_params()``, ``state_size()``, save/from_pretrained, ``init_state``/``step`` where a state is read);
+docs/baselines.md. Imported on first use (`bdh._lazy`)."""
 
 from .._lazy import exports
 

@@ -1,10 +1,9 @@
-"""BaseConv (Arora et al. 2023, "Zoology", Definition 4.1, Eq. 4 and the code listings of appendix B).
+"""BaseConv (Arora et al. 2023, "Zoology", Definition 4.1, Eq. 4 and appendix B), in Zoology's ``LanguageModel``.
 
     y = (u W + b_1) ⊙ (h * u + b_2) + u        (Eq. 4, plus the residual of Listing 1)
 
-h is a causal per-channel filter: short (``k`` taps) or long (as long as the sequence, by FFT; explicit, Listing
-1, or implicit, Listing 2), taken per layer from ``kernel_sizes``, inside Zoology's ``LanguageModel``. The
-parameter count and the state size are in docs/baselines.md."""
+h is a causal per-channel filter, per layer from ``kernel_sizes``: short (``k`` taps) or as long as the sequence, by FFT
+(explicit, Listing 1, or implicit, Listing 2)."""
 
 from __future__ import annotations
 
@@ -28,8 +27,8 @@ LONG_FILTERS = ("implicit", "explicit")
 
 
 def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Causal per-channel convolution y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] by FFT, u (B, d, T), k (d, T' >= T); zero
-    padding to 2T makes the circular convolution linear."""
+    """Causal per-channel convolution y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] by FFT, zero-padded to 2T; u (B, d, T), k
+    (d, T' >= T)."""
     T = u.shape[-1]
     n = 2 * T
     k = k[..., :T]
@@ -107,8 +106,7 @@ class BaseConvConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> BaseConvConfig:
-        """The BaseConv of ``n_layer`` layers closest to ``params`` parameters, n_embd over multiples of 2
-        (`bdh.sizing.BudgetSized`); no heads, causal only."""
+        """The BaseConv of ``n_layer`` layers closest to ``params`` parameters (n_embd a multiple of 2; causal only)."""
         return closest_by_params(
             params,
             lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),

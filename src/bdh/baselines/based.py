@@ -1,10 +1,8 @@
-"""Based (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput tradeoff",
-section 3 and appendix; Zoology's ``based`` MQAR configuration).
+"""Based (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput tradeoff", section
+3; Zoology's ``based`` MQAR configuration).
 
-Mixers taken in turn from ``layer_pattern``: ``conv`` (BaseConv with a short filter, Zoology eq. 4), ``linear``
-(Taylor linear attention, section 3.1, eq. 2; `bdh.baselines.taylor_attention`) and ``window`` (softmax attention
-over the last ``window`` tokens with RoPE), in `bdh.baselines.mixer_lm.MixerLM`. Parameter counts and state sizes
-(as Zoology counts them) are in docs/baselines.md."""
+Mixers in turn from ``layer_pattern``: ``conv`` (short BaseConv, Zoology eq. 4), ``linear`` (Taylor linear attention,
+eq. 2) and ``window`` (softmax attention over the last ``window`` tokens, RoPE), in `MixerLM`."""
 
 from __future__ import annotations
 
@@ -109,8 +107,8 @@ class BasedConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> BasedConfig:
-        """The Based of ``n_layer`` layers closest to ``params`` parameters, n_embd over multiples of 2
-        (`bdh.sizing.BudgetSized`); one head as Zoology's Based (the bench's ``n_head`` is not used), causal only."""
+        """The Based of ``n_layer`` layers closest to ``params`` parameters (n_embd a multiple of 2; one head, as
+        Zoology's; causal only)."""
         return closest_by_params(
             params,
             lambda d: cls(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_embd=d, causal=causal, **extra),
@@ -126,8 +124,7 @@ def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
 
 
 def window_mask_after(pos: int, T: int, window: int, device: torch.device) -> torch.Tensor:
-    """(T, window - 1 + T) boolean: key s visible from query t iff t - window < s <= t and s >= 0, for a chunk at
-    ``pos`` after the w - 1 carried keys."""
+    """(T, window - 1 + T) mask: key s visible from query t iff t - window < s <= t, after the w - 1 carried keys."""
     t = pos + torch.arange(T, device=device)
     s = pos - (window - 1) + torch.arange(window - 1 + T, device=device)
     gap = t[:, None] - s[None, :]
@@ -135,8 +132,7 @@ def window_mask_after(pos: int, T: int, window: int, device: torch.device) -> to
 
 
 def window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
-    """Causal softmax attention over the last ``window`` keys (B, H, T, dh), by fused scaled-dot-product
-    attention under `window_mask` (every row sees at least its own key)."""
+    """Causal softmax attention over the last ``window`` keys (B, H, T, dh), under `window_mask`."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(q.shape[-2], window, q.device))
 
 
@@ -186,8 +182,7 @@ class TaylorLinearAttention(nn.Module):
         return {"S": S, "z": torch.zeros(batch_size, H, E, device=device, dtype=wide)}
 
     def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
-        """`forward` over a chunk u (B, T, d) adding the carried sums to every row (the chunked form); the sums
-        after the chunk."""
+        """`forward` over a chunk u (B, T, d) continuing the carried sums; the sums after the chunk."""
         B, T, d = u.shape
         q, k, v = self.qkv(u)
         y, (S, z) = linear_attention_chunked(q, k, v, self.cfg.chunk_size, (state["S"], state["z"]), final=True)
@@ -220,8 +215,8 @@ class WindowAttention(nn.Module):
         return q, k, v
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        """The keys (rotated) and values of the last w - 1 tokens, (B, H, w - 1, d/H) each; slots before the first
-        token are zeros that no query sees."""
+        """The rotated keys and values of the last w - 1 tokens, (B, H, w - 1, d/H) each, zeros before the
+        first token."""
         shape = (batch_size, self.cfg.n_head, self.cfg.window - 1, self.cfg.head_size)
         return {
             "k": torch.zeros(shape, device=device, dtype=dtype),
@@ -229,8 +224,8 @@ class WindowAttention(nn.Module):
         }
 
     def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
-        """`forward` over a chunk u (B, T, d) whose first token is at ``pos``: the chunk's queries attend over the
-        carried w - 1 keys and the chunk's own (`window_mask_after`); the last w - 1 keys and values after it."""
+        """`forward` over a chunk u (B, T, d) starting at ``pos``, after the carried w - 1 keys; the last w - 1 keys
+        and values."""
         B, T, d = u.shape
         q, k, v = self.heads(u, pos)
         keys, values = (torch.cat([state[n].to(x.dtype), x], dim=2) for n, x in (("k", k), ("v", v)))

@@ -1,5 +1,4 @@
-"""Pieces shared by the baseline models: the model-config mixin (`bdh.model_api.ModelConfig`: ``to_dict`` /
-``from_dict``, declared ranges, one-line ``ValueError("GPTConfig.n_head: ...")``) and the parameter count helper."""
+"""Pieces shared by the baseline models: the model-config mixin and the parameter count helper."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ def count_params(module: nn.Module) -> int:
 
 
 def normal_init(m: nn.Module) -> None:
-    """GPT-2's and Zoology's initialisation of one module (``model.apply(normal_init)``): linear and embedding
-    weights N(0, 0.02), linear biases 0; other modules are left as they are."""
+    """GPT-2's and Zoology's init of one module: linear and embedding weights N(0, 0.02), linear biases 0."""
     if isinstance(m, (nn.Linear, nn.Embedding)):
         nn.init.normal_(m.weight, std=0.02)
     if isinstance(m, nn.Linear) and m.bias is not None:

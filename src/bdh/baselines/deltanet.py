@@ -1,16 +1,12 @@
-"""DeltaNet (Yang, Wang, Zhang, Shen, Kim 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence
-Length", eq. 1-2 and the chunkwise WY form of section 3) and Gated DeltaNet (Yang, Kautz, Hatamizadeh 2025, "Gated
-Delta Networks: Improving Mamba2 with Delta Rule", eq. 10 and its chunkwise form), per head:
+"""DeltaNet (Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length", eq. 1-2,
+section 3) and Gated DeltaNet (Yang, Kautz, Hatamizadeh 2025, eq. 10), per head:
 
     q, k, v = SiLU(ShortConv([q; k; v] = u W_qkv)),   q, k L2-normalised,   b_t = sigmoid(u_t W_b)
     a_t = 1 (DeltaNet)   or   a_t = exp(-exp(A_log) softplus(u_t W_a + dt_bias)) (Gated DeltaNet, Mamba2's gate)
     S_t = a_t S_{t-1} (I - b_t k_t k_t^T) + b_t v_t k_t^T,   o_t = S_t q_t / sqrt(d_k)        (S_t: d_v x d_k)
     y_t = [RMSNorm(o_t) (⊙ SiLU(u_t W_g) with the output gate)]_heads W_o
 
-`delta_rule_recurrent` is the reference (the update above, one step at a time), `delta_rule_chunked` the chunkwise
-form training runs: within a chunk the pseudo-values u = T (b v - b gamma K S_0) come from one unit-lower-triangular
-solve (the UT transform, T = (I + tril(diag(b) Gamma ⊙ K K^T, -1))^-1), across chunks the state is carried.
-docs/baselines.md, "deltanet"."""
+`delta_rule_recurrent` is the reference loop, `delta_rule_chunked` the chunkwise (UT transform) form training runs."""
 
 from __future__ import annotations
 
@@ -82,8 +78,8 @@ class DeltaNetConfig(HeadSizes, ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> DeltaNetConfig:
-        """The model of ``n_layer`` layers and ``n_head`` heads closest to ``params`` parameters, n_embd over the
-        smallest step that gives whole heads for keys and values (`bdh.sizing.BudgetSized`); causal only."""
+        """The model of ``n_layer`` layers, ``n_head`` heads closest to ``params`` parameters (whole heads for keys
+        and values)."""
         step = width_step(n_head, extra.get("expand_k", 1.0), extra.get("expand_v", 1.0))
 
         def make(d: int) -> DeltaNetConfig:
@@ -130,9 +126,8 @@ def delta_rule_recurrent(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The reference: S_t = a_t S_{t-1} (I - b_t k_t k_t^T) + b_t v_t k_t^T, o_t = S_t q_t, one step at a time.
-    q, k (B, H, T, d_k); v (B, H, T, d_v); beta, log_a (B, H, T) (log_a None: a_t = 1); S0 (B, H, d_v, d_k) or None
-    -> o (B, H, T, d_v), and with ``final`` (o, S_T)."""
+    """The reference loop of S_t, o_t above. q, k (B, H, T, d_k); v (B, H, T, d_v); beta, log_a (B, H, T) (log_a None:
+    a_t = 1); S0 (B, H, d_v, d_k) or None -> o (B, H, T, d_v), with ``final`` (o, S_T)."""
     B, H, T, K = q.shape
     S = q.new_zeros(B, H, v.shape[-1], K) if S0 is None else S0
     eye = torch.eye(K, dtype=q.dtype, device=q.device)
@@ -147,8 +142,8 @@ def delta_rule_recurrent(
 
 
 def _chunks(chunk: int, *xs: torch.Tensor) -> list[torch.Tensor]:
-    """Each (B, H, T, ...) tensor as (B, H, n, C, ...), the tail padded with zeros (zero keys, b = 0 and log a = 0
-    write nothing and keep the state, so the padding changes nothing before it)."""
+    """Each (B, H, T, ...) tensor as (B, H, n, C, ...), zero-padded (zero keys, b = 0, log a = 0: no write,
+    no decay)."""
     T = xs[0].shape[2]
     pad = -T % chunk
     out = []
@@ -170,12 +165,10 @@ def delta_rule_chunked(
     chunk: int,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The chunkwise form, equal to `delta_rule_recurrent` (same arguments), in fp32 at least. With R = S^T (d_k x
-    d_v), gamma_t = prod_{s<=t} a_s in the chunk and R_0 the state before it, the pseudo-values
-    u_t = b_t (v_t - k_t^T a_t R_{t-1}) solve (I + A) U = diag(b) V - diag(b gamma) K R_0, A_ts = b_t (gamma_t /
-    gamma_s) k_t.k_s for s < t (the UT transform, one triangular solve); then R_t = gamma_t R_0 + sum_{s<=t}
-    (gamma_t / gamma_s) k_s u_s^T gives o_t = gamma_t R_0^T q_t + sum_{s<=t} (gamma_t / gamma_s) (q_t.k_s) u_s. Every
-    ratio gamma_t / gamma_s is formed as exp(c_t - c_s) <= 1 from the cumulative log-decays c (nothing overflows)."""
+    """The chunkwise form of `delta_rule_recurrent` (same arguments), in fp32 at least. With R = S^T and gamma_t =
+    prod_{s<=t} a_s in the chunk, the pseudo-values U solve (I + A) U = diag(b) V - diag(b gamma) K R_0, A_ts = b_t
+    (gamma_t / gamma_s) k_t.k_s for s < t (the UT transform); then o_t = gamma_t R_0^T q_t + sum_{s<=t} (gamma_t /
+    gamma_s) (q_t.k_s) u_s, each ratio as exp(c_t - c_s) <= 1."""
     out_dtype, T = v.dtype, q.shape[2]
     g = torch.zeros_like(beta) if log_a is None else log_a
     q, k, v, beta, g = _wide(q, k, v, beta, g)
@@ -227,8 +220,7 @@ class DeltaNetMixer(nn.Module):
 
     @torch.no_grad()
     def reset_special(self) -> None:
-        """Gated DeltaNet's own init of its gate, which `MixerLM` runs last (Mamba2's): A = exp(A_log) uniform in
-        [1, 16], softplus(dt_bias) log-uniform in [dt_min, dt_max] (at least dt_init_floor)."""
+        """Mamba2's gate init: A = exp(A_log) uniform in [1, 16], softplus(dt_bias) log-uniform in [dt_min, dt_max]."""
         cfg = self.cfg
         if not cfg.GATED:
             return
@@ -242,8 +234,7 @@ class DeltaNetMixer(nn.Module):
         return self.mix(u, None, None)[0]
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        """The state S of every head (B, H, d_v, d_k), in fp32 at least (the delta rule's precision), and the
-        convolution's last k - 1 inputs (B, 2 D_k + D_v, k - 1)."""
+        """The state S of every head (B, H, d_v, d_k), fp32 at least, and the convolution's last k - 1 inputs."""
         H, dk, dv = self.cfg.n_head, self.cfg.key_size // self.cfg.n_head, self.cfg.value_size // self.cfg.n_head
         wide = torch.promote_types(dtype, torch.float32)
         taps = max(self.cfg.conv_size - 1, 0)
@@ -253,14 +244,14 @@ class DeltaNetMixer(nn.Module):
         }
 
     def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
-        """`forward` over a chunk u (B, T, d) continuing ``state``: the convolution reads the carried inputs before
-        the chunk's, the delta rule starts from the carried S; the state after the chunk."""
+        """`forward` over a chunk u (B, T, d) continuing ``state`` (convolution inputs and S); the state after
+        the chunk."""
         y, S, taps = self.mix(u, state["S"], state["conv"])
         return y, {"S": S.to(state["S"].dtype), "conv": taps.to(state["conv"].dtype)}
 
     def qkv(self, u: torch.Tensor, before: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """SiLU(ShortConv(u W_qkv)) (B, T, 2 D_k + D_v), the convolution continuing ``before`` (its last k - 1
-        inputs, zeros when None); and the last k - 1 inputs after the chunk."""
+        """SiLU(ShortConv(u W_qkv)) (B, T, 2 D_k + D_v) continuing ``before`` (zeros when None), and the last k -
+        1 inputs."""
         x = self.proj_qkv(u).transpose(1, 2)  # (B, channels, T)
         taps = self.cfg.conv_size - 1
         if self.conv is None:
@@ -281,8 +272,7 @@ class DeltaNetMixer(nn.Module):
     def mix(
         self, u: torch.Tensor, S0: torch.Tensor | None, before: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """The mixer's output (B, T, d); the state after the last step when ``S0`` is given; the convolution's
-        last inputs."""
+        """The output (B, T, d), the state after the last step when ``S0`` is given, the convolution's last inputs."""
         B, T, _ = u.shape
         H, Dk = self.cfg.n_head, self.cfg.key_size
         x, taps = self.qkv(u, before)
@@ -306,8 +296,7 @@ class DeltaNetMixer(nn.Module):
 
 
 class DeltaNet(PretrainedMixin, MixerLM):
-    """DeltaNet language model (causal): `MixerLM` (LayerNorm, Zoology's MLP) with one `DeltaNetMixer` per block.
-    ``model(idx) -> logits (B, T, vocab_size)``."""
+    """DeltaNet language model (causal): `MixerLM` with one `DeltaNetMixer` per block."""
 
     model_type = "deltanet"
     config_class: type[DeltaNetConfig] = DeltaNetConfig

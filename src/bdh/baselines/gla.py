@@ -1,12 +1,10 @@
-"""Gated linear attention (GLA: Yang, Wang, Shen, Panda, Kim 2024, "Gated Linear Attention Transformers with
-Hardware-Efficient Training", section 4, eq. 4-6 and the chunkwise form of section 4.2; Zoology's ``gla`` mixer).
+"""Gated linear attention (GLA: Yang et al. 2024, "Gated Linear Attention Transformers with Hardware-Efficient
+Training", eq. 4-6, section 4.2; Zoology's ``gla`` mixer).
 
     alpha_t = sigmoid(u_t W_a1 W_a2 + b_a)^(1 / tau),   S_t = diag(alpha_t) S_{t-1} + k_t^T v_t,   o_t = q_t S_t
     y_t = [RMSNorm(o_t) ⊙ Swish(r_t)]_heads W_o
 
-``decay = "fixed"`` is RetNet's constant per-head decay gamma_h = 1 - 2^(-5 - h) (Sun et al. 2023, eq. 8).
-`gla_recurrent` is the reference loop, `gla_chunked` the chunkwise form with the pairwise factors
-exp(b_t - b_s) formed explicitly (every exponent <= 0, so nothing overflows). docs/baselines.md."""
+``decay = "fixed"`` is RetNet's per-head gamma_h = 1 - 2^(-5 - h) (Sun et al. 2023, eq. 8)."""
 
 from __future__ import annotations
 
@@ -71,10 +69,8 @@ class GLAConfig(HeadSizes, ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> GLAConfig:
-        """The GLA of ``n_layer`` layers closest to ``params`` parameters, n_embd over the smallest step that gives
-        whole heads (`bdh.sizing.BudgetSized`), causal only. That step is coarse at small widths, so when the closest
-        width is more than `HEAD_TOLERANCE` off, fewer heads (divisors of ``n_head``) are tried too and the closest
-        kept."""
+        """The GLA of ``n_layer`` layers closest to ``params`` parameters (whole heads; causal only); fewer heads
+        (divisors of ``n_head``) are tried when the closest width is more than `HEAD_TOLERANCE` off."""
         ek, ev = extra.get("expand_k", 0.5), extra.get("expand_v", 1.0)
 
         def closest(heads: int) -> GLAConfig:
@@ -101,8 +97,8 @@ HEAD_TOLERANCE = 0.15
 
 
 def width_step(n_head: int, expand_k: float, expand_v: float) -> int:
-    """The smallest width d, a multiple of ``n_head``, whose key and value sizes are whole multiples of ``n_head``
-    (at most 64 n_head; beyond it n_head itself, which the config then refuses in one line)."""
+    """The smallest width, a multiple of ``n_head``, whose key and value sizes split over the heads (at most
+    64 n_head)."""
     for d in range(n_head, 64 * n_head + 1, n_head):
         if all(float(e * d).is_integer() and int(e * d) % n_head == 0 for e in (expand_k, expand_v)):
             return d
@@ -118,8 +114,8 @@ def gla_recurrent(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """S_t = diag(alpha_t) S_{t-1} + k_t^T v_t, o_t = q_t S_t, one step at a time (the reference): q, k, log_alpha (B,
-    H, T, d_k), v (B, H, T, d_v), S0 (B, H, d_k, d_v) or None -> o, and with ``final`` (o, S_T)."""
+    """The reference loop: q, k, log_alpha (B, H, T, d_k), v (B, H, T, d_v), S0 (B, H, d_k, d_v) or None -> o, with
+    ``final`` (o, S_T)."""
     B, H, T, K = q.shape
     S = q.new_zeros(B, H, K, v.shape[-1]) if S0 is None else S0
     out = []
@@ -140,8 +136,7 @@ def gla_chunked(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The chunkwise form, equal to `gla_recurrent` (same arguments), in fp32 at least; ``chunk`` need not divide T (the
-    tail is padded with zero keys and log-gates, which change nothing)."""
+    """The chunkwise form of `gla_recurrent` (same arguments), fp32 at least, factors exp(b_t - b_s) <= 1; any T."""
     out_dtype = v.dtype
     dtype = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))

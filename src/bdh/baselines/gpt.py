@@ -1,8 +1,7 @@
 """GPT: a GPT-2-style pre-LayerNorm Transformer (Radford et al. 2019; the nanoGPT layout).
 
-Attention by ``F.scaled_dot_product_attention``, causal or bidirectional; learned, rotary or no positions;
-``share_layers`` applies one block ``n_layer`` times (Hyper-SET's "recurrent Transformer"), and then
-``forward(idx, n_layer=k)`` runs k passes at test time. The parameter count is in docs/baselines.md."""
+Causal or bidirectional; learned, rotary or no positions; ``share_layers`` applies one block ``n_layer`` times
+(Hyper-SET's "recurrent Transformer"), and ``forward(idx, n_layer=k)`` runs k passes."""
 
 from __future__ import annotations
 
@@ -100,8 +99,7 @@ class GPTConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> GPTConfig:
-        """The GPT of ``n_layer`` distinct blocks closest to ``params`` parameters, n_embd over multiples of n_head
-        (`gpt_config_for_params`; `bdh.sizing.BudgetSized`)."""
+        """The GPT of ``n_layer`` distinct blocks closest to ``params`` parameters (`gpt_config_for_params`)."""
         return gpt_config_for_params(
             params, n_layer=n_layer, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, causal=causal, **extra
         )
@@ -167,8 +165,8 @@ class Block(nn.Module):
     def step(
         self, h: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`forward` over a chunk h (B, T, d) after the cached ``keys`` and ``values`` (B, H, t, d/H); returns (h, keys,
-        values) with the chunk's appended."""
+        """`forward` over a chunk h (B, T, d) after the cached keys and values (B, H, t, d/H); (h, keys,
+        values) appended."""
         q, k, v = self.heads(h, rot)
         keys, values = torch.cat([keys, k.to(keys.dtype)], dim=2), torch.cat([values, v.to(values.dtype)], dim=2)
         T, t = h.shape[1], keys.shape[2] - h.shape[1]
@@ -216,24 +214,19 @@ class GPT(PretrainedMixin, nn.Module):
 
     @property
     def weight_shared(self) -> bool:
-        """Whether every layer pass applies the same block (``share_layers``), so that ``forward(idx,
-        n_layer=k)`` runs any number of passes (test-time depth, `bdh.tasks.depth`)."""
+        """Whether every pass applies one block (``share_layers``): ``forward(idx, n_layer=k)`` runs any depth."""
         return bool(self.config.share_layers)
 
     def state_size(self) -> int:
-        """Inference state per layer: the KV cache at seq_len, 2 * seq_len * n_embd scalars
-        (Zoology's ``MHA.state_size``)."""
+        """The KV cache per layer at seq_len: 2 * seq_len * n_embd scalars (Zoology's ``MHA.state_size``)."""
         return 2 * self.config.seq_len * self.config.n_embd
 
     def forward(self, idx: torch.Tensor, n_layer: int | None = None) -> torch.Tensor:
-        """Logits (B, T, V). ``n_layer`` (only with ``share_layers``) applies the shared block that many
-        times instead of the configured number (test-time depth; the same keyword as `BDH.forward`); without it,
-        a training forward with ``random_depth`` draws the count (`bdh.model.recurrence`)."""
+        """Logits (B, T, V); ``n_layer`` (with ``share_layers``) applies the shared block that many times."""
         return self.head(deque(self._hidden(idx, n_layer), maxlen=1)[0])  # the last pass's stream
 
     def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
-        """The logits (B, T, V) after each of the ``n_layer`` block passes, lazily: pass k's are `forward`'s with
-        ``n_layer=k`` (a loss at every pass, test-time iteration; `bdh.tasks.depth`)."""
+        """The logits (B, T, V) after each of the ``n_layer`` block passes, lazily (a loss at every pass)."""
         return map(self.head, self._hidden(idx, n_layer))
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
@@ -293,9 +286,9 @@ class GPT(PretrainedMixin, nn.Module):
         return 2 * self.config.n_layer * batch_size * tokens * self.config.n_embd * element_size
 
     def step(self, tokens: torch.Tensor, state: KVCache) -> tuple[torch.Tensor, KVCache]:
-        """Read one token per sequence (B,) or a chunk (B, T) after the cached ones, equal to `forward` over everything
-        read; ``state`` (from `init_state` or `step`) is not changed. Returns (logits, the cache with the chunk
-        appended). With learned positions the whole read must fit seq_len."""
+        """Read one token (B,) or a chunk (B, T) after the cached ones, as `forward` over everything read; returns
+        (logits, the cache with the chunk appended; ``state`` is not changed). Learned positions: at most seq_len
+        in all."""
         cfg = self.config
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens
@@ -332,8 +325,8 @@ class GPT(PretrainedMixin, nn.Module):
 
 
 def gpt_config_for_params(budget: int, **fields) -> GPTConfig:
-    """The GPTConfig whose parameter count is closest to ``budget``, varying only n_embd (multiples of n_head, times 2
-    for RoPE); other fields from ``fields`` or the defaults."""
+    """The GPTConfig with the parameter count closest to ``budget``, varying only n_embd (multiples of n_head, 2x
+    for RoPE)."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise UserError(f"gpt_config_for_params: budget must be a positive integer, got {budget!r}")
     if "n_embd" in fields:

@@ -1,8 +1,5 @@
-"""The Sudoku board's structure for the attention baselines (docs/bench.md "Sudoku"): positions, a learned
-embedding of each cell's row, column and 3 x 3 box, summed (2D positions as the weight-shared Sudoku Transformers
-use them: cells i and j share a row, column or box exactly when their embeddings share a term), and the peer mask,
-each cell attending only to the 21 cells of its row, column and box (the constraint graph the recurrent relational
-network passes its messages on)."""
+"""The Sudoku board's structure for the attention baselines (docs/bench.md "Sudoku"): a learned row + column + box
+embedding per cell, and the peer mask (each cell attends to the 21 cells of its row, column and box)."""
 
 from __future__ import annotations
 
@@ -44,8 +41,7 @@ def peer_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
 
 
 def check_board_length(option: str, seq_len: int) -> str | None:
-    """The complaint of a config whose option ``sudoku`` (positions, attention) meets a ``seq_len`` other than 81,
-    or None."""
+    """The complaint of a config whose ``sudoku`` option meets a ``seq_len`` other than 81, or None."""
     if option == "sudoku" and seq_len != CELLS:
         return f"sudoku is for the {CELLS} cells of a board, so seq_len must be {CELLS}, got {seq_len}"
     return None

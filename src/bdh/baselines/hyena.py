@@ -1,11 +1,10 @@
-"""Hyena (Poli et al. 2023, "Hyena Hierarchy: Towards Larger Convolutional Language Models", Section 3,
-Definition 3.1, Algorithms 1-3), the order-2 operator of Zoology's Figure 2 (Arora et al. 2023).
+"""Hyena (Poli et al. 2023, "Hyena Hierarchy", Section 3, Definition 3.1, Algorithms 1-3), the order-2 operator of
+Zoology's Figure 2.
 
     (x1, x2, v) = conv_k(u W_in + b_in);  v = x1 ⊙ v;  v = h * v + D ⊙ v;  y = (x2 ⊙ v) W_out + b_out
 
-h is the implicit long filter (Algorithm 2, Eq. 7): an FFN with sine activations of positional features, times
-an exponential decay window; the long convolution runs by FFT or directly (``conv``, the O(T^2) reference).
-Layout, initialisation and parameter count: docs/baselines.md."""
+h is the implicit long filter (Algorithm 2, Eq. 7): an FFN of sine-activated positional features times an exponential
+decay window, applied by FFT or directly (``conv``, the O(T^2) reference)."""
 
 from __future__ import annotations
 
@@ -85,10 +84,8 @@ class HyenaConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyenaConfig:
-        """The Hyena of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2,
-        ``filter_order``
-        following it (`budget_filter_order`) unless ``extra`` gives one (`bdh.sizing.BudgetSized`); no heads, causal
-        only."""
+        """The Hyena of ``n_layer`` blocks closest to ``params`` parameters (n_embd a multiple of 2, ``filter_order`` by
+        `budget_filter_order` unless ``extra`` gives one; causal only)."""
 
         def config(d: int) -> HyenaConfig:
             fields = {"filter_order": budget_filter_order(d), **extra}
@@ -98,14 +95,13 @@ class HyenaConfig(ModelConfig):
 
 
 def budget_filter_order(n_embd: int) -> int:
-    """The implicit filter's FFN width of a Hyena sized to a budget: Zoology's 64 from width 32 on, 2 d below it, so
-    that the filter (about 2 q^2 parameters per layer) does not outweigh a small model."""
+    """The filter FFN's width at a budget: Zoology's 64 from width 32 on, 2 d below (the filter must not outweigh
+    the model)."""
     return min(64, 2 * n_embd)
 
 
 def direct_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The reference of `fft_conv`: y[c, t] = sum_{s<=t} k[c, s] u[c, t-s] as a product with the (d, T, T) lower
-    triangular Toeplitz matrix K[c, t, j] = k[c, t - j]. u: (B, d, T); k: (d, T') with T' >= T."""
+    """The reference of `fft_conv`, by the (d, T, T) lower-triangular Toeplitz matrix K[c, t, j] = k[c, t - j]."""
     T = u.shape[-1]
     pos = torch.arange(T, device=u.device)
     lag = pos[:, None] - pos[None, :]  # t - j

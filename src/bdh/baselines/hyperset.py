@@ -1,9 +1,8 @@
 """Hyper-SET: the Hyperspherical Energy Transformer with recurrent depth (Hu, Zou, Xu, ICML; arXiv 2502.11646).
 
-One weight-tied layer iterated ``n_recur`` times, each an alternating-minimisation step of E = E_ATTN + E_FF on
-the sphere: symmetric attention with tied Q = K = V = W_h (Eq. 7-8; the row plus column softmax is the exact
-gradient of E_ATTN, so it is bidirectional only), a tied feed-forward step (Eq. 10), and step sizes alpha_t,
-gamma_t from the iteration index (Eq. 11-12). ``forward(idx, n_layer=k)`` runs k iterations; docs/baselines.md."""
+One weight-tied layer iterated ``n_recur`` times, each an alternating-minimisation step of E = E_ATTN + E_FF on the
+sphere: symmetric attention with tied Q = K = V = W_h (Eq. 7-8, so bidirectional only), a tied feed-forward step (Eq.
+10), step sizes alpha_t, gamma_t from the iteration index (Eq. 11-12)."""
 
 from __future__ import annotations
 
@@ -89,8 +88,7 @@ class HyperSETConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> HyperSETConfig:
-        """The Hyper-SET iterating its layer ``n_layer`` times closest to ``params`` parameters, n_embd over multiples
-        of n_head (`bdh.sizing.BudgetSized`); ``extra`` e.g. ``time_freq``; bidirectional only."""
+        """The Hyper-SET of ``n_layer`` iterations closest to ``params`` parameters (``extra`` e.g. ``time_freq``)."""
         return closest_by_params(
             params,
             lambda d: cls(
@@ -195,19 +193,16 @@ class HyperSET(PretrainedMixin, nn.Module):
 
     @property
     def weight_shared(self) -> bool:
-        """Every iteration applies the one Hyper-SET layer, so ``forward(idx, n_layer=k)`` runs any number
-        of iterations (test-time depth, `bdh.tasks.depth`)."""
+        """Always: every iteration applies the one layer, so ``forward(idx, n_layer=k)`` runs any depth."""
         return True
 
     def state_size(self) -> int:
-        """Hyper-SET keeps no recurrent state across tokens (it reads the whole sequence at once); as for
-        an encoder, report the keys it attends over per iteration: seq_len * n_embd scalars."""
+        """No recurrent state; as for an encoder, the keys attended over per iteration: seq_len * n_embd scalars."""
         return self.config.seq_len * self.config.n_embd
 
     def forward(self, idx: torch.Tensor, n_layer: int | None = None, *, return_trajectory: bool = False):
-        """Logits (B, T, V) after ``n_layer`` iterations (default: n_recur, or in training a count drawn from
-        ``random_depth``, `bdh.model.recurrence`). With ``return_trajectory``
-        also the list of X_t after every iteration (detached), for energy / geometry analyses."""
+        """Logits (B, T, V) after ``n_layer`` iterations (default n_recur, or ``random_depth`` in training); with
+        ``return_trajectory`` also every X_t (detached)."""
         traj = []
         for x in self._iterates(idx, n_layer):
             if return_trajectory:
@@ -216,8 +211,7 @@ class HyperSET(PretrainedMixin, nn.Module):
         return (logits, traj) if return_trajectory else logits
 
     def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
-        """The logits (B, T, V) after each of the ``n_layer`` iterations, lazily: iteration t's are `forward`'s with
-        ``n_layer=t`` (a loss at every iteration, test-time iteration; `bdh.tasks.depth`)."""
+        """The logits (B, T, V) after each of the ``n_layer`` iterations, lazily (a loss at every iteration)."""
         return map(self.head, self._iterates(idx, n_layer))
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
@@ -253,8 +247,7 @@ class HyperSET(PretrainedMixin, nn.Module):
 
     @torch.no_grad()
     def energy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(E_ATTN, E_FF) of token states x (B, N, d) on the normalised points (Eq. 2-4), summed over the batch:
-        E_ATTN = β^-1 Σ_h Σ_i log Σ_j exp(β ẑ_i·ẑ_j), E_FF = -1/2 Σ_i ||ReLU(RMSNorm(x_i D))||^2 (gains omitted)."""
+        """(E_ATTN, E_FF) of token states x (B, N, d), Eq. 2-4, summed over the batch (gains omitted)."""
         B, N, d = x.shape
         lay = self.layer
         z = F.rms_norm((x @ lay.W).view(B, N, lay.H, lay.p).transpose(1, 2), (lay.p,))

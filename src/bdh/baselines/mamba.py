@@ -1,12 +1,9 @@
-"""Mamba: the selective state-space model (Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective
-State Spaces", Section 3 and Algorithm 2), in Zoology's language-model frame (Arora et al. 2023, Figure 2).
+"""Mamba: the selective state-space model (Gu & Dao 2023, Section 3 and Algorithm 2), in Zoology's language-model frame.
 
     h_t = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t,   y_t = h_t C_t + D ⊙ x_t     (Eq. 2 with Eq. 4's Abar, Bbar)
 
-with Delta_t, B_t, C_t input-dependent and h_t in R^{e x N}. The recurrence runs as a loop (``sequential``, the
-reference), the same loop as one autograd node (``recurrent``) or a prefix scan (``parallel``, Section 3.3), equal
-in exact arithmetic. Layout, Mamba's initialisation, the parameter count and the scan timings are in
-docs/baselines.md."""
+The recurrence runs as a loop (``sequential``, the reference), the loop as one autograd node (``recurrent``) or a prefix
+scan (``parallel``, Section 3.3)."""
 
 from __future__ import annotations
 
@@ -84,8 +81,7 @@ class MambaConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> MambaConfig:
-        """The Mamba of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2
-        (`bdh.sizing.BudgetSized`); no length, no heads, causal only."""
+        """The Mamba of ``n_layer`` blocks closest to ``params`` parameters (n_embd a multiple of 2; causal only)."""
         return closest_by_params(
             params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
         )
@@ -107,8 +103,8 @@ def selective_scan_sequential(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The reference loop: h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t, y_t = h_t C_t + D x_t. x, delta (b, T, e); A
-    (e, N); B, C (b, T, N); D (e,); h0 (b, e, N) or None. Returns y (b, T, e), and with ``final`` (y, h_T)."""
+    """The reference loop. x, delta (b, T, e); A (e, N); B, C (b, T, N); D (e,); h0 (b, e, N) or None -> y (b, T, e),
+    with ``final`` (y, h_T)."""
     b, T, e = x.shape
     h = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
     ys = []
@@ -126,8 +122,7 @@ def _discretized(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch
 
 
 class _LinearRecurrence(torch.autograd.Function):
-    """H_t = a_t ⊙ H_{t-1} + u_t over t (dim 1), H_{-1} = h0: one autograd node for the whole loop, whose backward is
-    the reverse loop g_t = gH_t + a_{t+1} ⊙ g_{t+1}, then g_u = g, g_a_t = g_t ⊙ H_{t-1}, g_h0 = a_0 ⊙ g_0."""
+    """H_t = a_t ⊙ H_{t-1} + u_t over dim 1 as one autograd node; backward g_t = gH_t + a_{t+1} ⊙ g_{t+1}."""
 
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, u: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
@@ -161,8 +156,7 @@ def selective_scan_recurrent(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The loop's arithmetic with the decays and inputs formed for every t at once and the loop over t one autograd
-    node (`_LinearRecurrence`): one small operation per step forward and backward instead of the reference's six."""
+    """The loop with decays and inputs formed at once and the loop one autograd node (`_LinearRecurrence`)."""
     b, T, e = x.shape
     h0 = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0
     H = _LinearRecurrence.apply(*_discretized(x, delta, A, B), h0)
@@ -181,9 +175,8 @@ def selective_scan_parallel(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The same recurrence by a parallel prefix scan over time (Hillis & Steele 1986; Blelloch 1990): (a, u) then (a',
-    u') compose to (a' a, a' u + u'), log2(T) rounds. Only products of decays in (0, 1] and sums are formed, so it is as
-    stable as the loop; h0 enters as h_t += a_t h0."""
+    """The same recurrence by a prefix scan (Hillis & Steele 1986): (a, u) then (a', u') is (a' a, a' u + u'),
+    log2(T) rounds."""
     T = x.shape[1]
     a, h = _discretized(x, delta, A, B)  # h: u_t, becoming h_t
     offset = 1
@@ -215,8 +208,8 @@ class MambaMixer(nn.Module):
 
     @torch.no_grad()
     def reset_special(self) -> None:
-        """Mamba's own init, which `MixerLM` runs after the skeleton's: W_dt uniform in +-r^-1/2, softplus(b_dt)
-        log-uniform in [dt_min, dt_max] (at least dt_init_floor), A_log = log(n + 1) (S4D-real), D = 1."""
+        """Mamba's init: W_dt uniform in +-r^-1/2, softplus(b_dt) log-uniform in [dt_min, dt_max], A_log = log(n + 1), D
+        = 1."""
         cfg = self.cfg
         nn.init.uniform_(self.dt_proj.weight, -(cfg.rank**-0.5), cfg.rank**-0.5)
         lo, hi = math.log(cfg.dt_min), math.log(cfg.dt_max)
@@ -226,8 +219,8 @@ class MambaMixer(nn.Module):
         self.D.fill_(1.0)
 
     def scan_for(self, device: torch.device) -> Callable[..., torch.Tensor]:
-        """The scan function ``scan`` names (``auto``: on a CPU the loop as one autograd node when training, the plain
-        loop when not; the prefix scan elsewhere)."""
+        """The scan ``scan`` names (``auto``: on a CPU the one-node loop to train, the plain loop else; elsewhere the
+        prefix scan)."""
         scan = self.cfg.scan
         if scan == "auto" and device.type == "cpu":  # measured fastest on a CPU (docs/baselines.md)
             scan = "recurrent" if torch.is_grad_enabled() else "sequential"
@@ -248,8 +241,8 @@ class MambaMixer(nn.Module):
     def ssm(
         self, u: torch.Tensor, x: torch.Tensor, z: torch.Tensor, h0: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """From the convolution's output x (b, e, T) and the gate z (b, T, e): the mixer's output (b, T, d), and
-        the SSM state after the last step when ``h0`` (the state before the first) is given."""
+        """The output (b, T, d) from the convolved x (b, e, T) and gate z (b, T, e), and the last state when ``h0``
+        is given."""
         N = self.cfg.d_state
         x = F.silu(x.transpose(1, 2))
         dt, B, C = self.x_proj(x).split([self.cfg.rank, N, N], dim=-1)
@@ -268,8 +261,8 @@ class MambaMixer(nn.Module):
         return {"h": h, "conv": torch.zeros(batch_size, e, k - 1, device=device, dtype=dtype)}
 
     def step(self, u: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
-        """`forward` over a chunk u (b, T, d) continuing ``state``: the convolution reads the carried inputs before
-        the chunk's (no padding), the scan starts from the carried h; the state after the chunk."""
+        """`forward` over a chunk u (b, T, d) continuing ``state`` (convolution inputs and h); the state after
+        the chunk."""
         x, z = self.in_proj(u).chunk(2, dim=-1)
         taps = torch.cat([state["conv"].to(x.dtype), x.transpose(1, 2)], dim=-1)  # b e (k - 1 + T)
         x = F.conv1d(taps, self.conv.weight, self.conv.bias, groups=self.cfg.inner)
@@ -279,8 +272,7 @@ class MambaMixer(nn.Module):
 
 
 class Mamba(PretrainedMixin, MixerLM):
-    """Mamba language model (causal): `bdh.baselines.mixer_lm.MixerLM` with RMSNorm and one `MambaMixer` per block, no
-    second branch, Mamba's initialisation."""
+    """Mamba language model (causal): `MixerLM` with RMSNorm, one `MambaMixer` per block, no second branch."""
 
     model_type = "mamba"
     config_class = MambaConfig
@@ -296,8 +288,8 @@ class Mamba(PretrainedMixin, MixerLM):
 
     @torch.no_grad()
     def init_weights(self) -> None:
-        """Mamba's scheme in place of Zoology's N(0, 0.02): the embedding N(0, 0.02), W_out PyTorch's init divided by
-        sqrt(n_layer) (one residual per block); each mixer's `MambaMixer.reset_special` runs after it."""
+        """Mamba's init: embedding N(0, 0.02), W_out PyTorch's init / sqrt(n_layer); then
+        each `MambaMixer.reset_special`."""
         nn.init.normal_(self.embed.weight, std=0.02)
         for block in self.blocks:
             w = block.mixer.out_proj.weight

@@ -1,9 +1,6 @@
-"""The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4), shared
-by Based, GLA, Hyena, Mamba and RWKV: embedding (no positions), blocks h += mixer(Norm(h)), h += branch(Norm(h)),
-final norm, tied readout. The subclass picks the norm (LayerNorm or RMSNorm) and the second branch (Zoology's MLP,
-its own, or none). Zoology's initialisation runs first and each submodule's ``reset_special()`` last, so a
-mixer's own init (Mamba's Delta) is not overwritten. A model whose every mixer has ``init_state``/``step``
-declares ``carries_state`` and reads through `bdh.baselines.state.MixerState`."""
+"""The language model around a sequence mixer (Zoology's ``LanguageModel``, Arora et al. 2023, section 4), shared by
+Based, GLA, Hyena, Mamba, RWKV, DeltaNet: embedding, blocks h += mixer(Norm(h)), h += branch(Norm(h)), final norm, tied
+readout. Zoology's init runs first, each submodule's ``reset_special()`` last."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ def norm_params(norm: str, d: int) -> int:
 def skeleton_params(
     vocab_size: int, d: int, hidden: int, n_layer: int, *, norm: str = "layer", own_branch: bool = False
 ) -> int:
-    """Parameters of `MixerLM` without its mixers (docs/baselines.md): ``hidden``, the MLP's width (0: none);
-    ``own_branch``, a second branch of the subclass's own (its norm counted here, its parameters not)."""
+    """Parameters of `MixerLM` without its mixers; ``hidden``: the MLP's width (0: none)."""
     if hidden and own_branch:
         raise ValueError("a block has either the MLP (hidden > 0) or a branch of its own, not both")
     n = norm_params(norm, d)
@@ -49,9 +45,7 @@ def skeleton_params(
 
 
 class HeadSizes:
-    """The sizes of a mixer config with ``expand_k``, ``expand_v`` (D_k / d and D_v / d, all heads together) and
-    ``mlp_ratio`` (GLA, DeltaNet): the check that each size splits over the heads, the parameter count around its
-    ``mixer_params`` and the state of its heads."""
+    """Head split, parameters and state of a config with ``expand_k``, ``expand_v``, ``mlp_ratio`` (GLA, DeltaNet)."""
 
     def _check_head_sizes(self) -> None:
         for name in ("expand_k", "expand_v"):
@@ -116,16 +110,14 @@ class MixerBlock(nn.Module):
         return h
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> Tensors:
-        """The block's empty state: the mixer's tensors (``mixer.<name>``), and the branch's (``branch.<name>``)
-        when it has one (a branch without ``init_state``, as the MLP, reads each token alone)."""
+        """The block's empty state: ``mixer.<name>`` tensors, and ``branch.<name>`` when the branch has a state."""
         state = prefixed("mixer", self.mixer.init_state(batch_size, device, dtype))
         if callable(getattr(self.branch, "init_state", None)):
             state |= prefixed("branch", self.branch.init_state(batch_size, device, dtype))  # type: ignore[union-attr]
         return state
 
     def step(self, h: torch.Tensor, state: Tensors, pos: int) -> tuple[torch.Tensor, Tensors]:
-        """`forward` over a chunk h (B, T, d) continuing ``state`` (the tokens before, ``pos`` of them); the state
-        after it."""
+        """`forward` over a chunk h (B, T, d) after ``pos`` tokens, continuing ``state``; the state after it."""
         y, mixed = self.mixer.step(self.ln1(h), part("mixer", state), pos)
         h, new = h + self.drop(y), prefixed("mixer", mixed)
         if self.branch is not None:
@@ -139,8 +131,7 @@ class MixerBlock(nn.Module):
 
 
 class MixerLM(nn.Module):
-    """Embedding, one `MixerBlock` per mixer, final norm, tied readout; a subclass passes its mixers, branches and
-    norm."""
+    """Embedding, one `MixerBlock` per mixer, final norm, tied readout."""
 
     config: Any
     #: whether the mixers carry a fixed-size state (`init_state` / `step`); a subclass whose mixers do says so
@@ -221,8 +212,8 @@ class MixerLM(nn.Module):
         return MixerState(getattr(self, "model_type", name), layers, 0)
 
     def step(self, tokens: torch.Tensor, state: MixerState) -> tuple[torch.Tensor, MixerState]:
-        """Read one token per sequence (B,) or a chunk (B, T) of any length, continuing ``state`` (not changed): equal
-        to `forward` over everything read. Returns (logits, new_state)."""
+        """Read one token (B,) or a chunk (B, T) continuing ``state`` (not changed), as `forward`;
+        (logits, new_state)."""
         name = type(self).__name__
         single = isinstance(tokens, torch.Tensor) and tokens.dim() == 1
         idx = tokens.view(-1, 1) if single else tokens

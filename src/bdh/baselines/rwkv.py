@@ -1,12 +1,11 @@
 """RWKV-4 (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era", Section 4, Eq. 11-17), in Zoology's
-language-model frame (Arora et al. 2023, Figure 2, whose RWKV is this time mixing).
+language-model frame (time mixing, Figure 2).
 
     wkv_t = ( sum_{i<t} e^{-(t-1-i) w + k_i} ⊙ v_i + e^{u + k_t} ⊙ v_t )
           / ( sum_{i<t} e^{-(t-1-i) w + k_i}       + e^{u + k_t} )                                   (Eq. 14)
 
-on token-shifted k, v, r (Eq. 11-13), o_t = W_o (sigmoid(r_t) ⊙ wkv_t), with channel mixing (Eq. 16-17)
-as the second branch. The WKV runs in the RWKV-4 kernel's stable form (sums carried times e^-p, p the running
-largest exponent): ``sequential`` (the reference) or ``chunked``. Layout, init and parameters: docs/baselines.md."""
+on token-shifted k, v, r (Eq. 11-13), o_t = W_o (sigmoid(r_t) ⊙ wkv_t), channel mixing (Eq. 16-17) second; the WKV in
+the RWKV-4 kernel's stable form, ``sequential`` (the reference) or ``chunked``."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ class RWKVConfig(ModelConfig):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> RWKVConfig:
-        """The RWKV of ``n_layer`` blocks closest to ``params`` parameters, n_embd over multiples of 2
-        (`bdh.sizing.BudgetSized`); no length, no heads, causal only."""
+        """The RWKV of ``n_layer`` blocks closest to ``params`` parameters (n_embd a multiple of 2; causal only)."""
         return closest_by_params(
             params, lambda d: cls(vocab_size=vocab_size, n_layer=n_layer, n_embd=d, causal=causal, **extra), step=2
         )
@@ -98,9 +96,8 @@ def wkv_sequential(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, WKVState]:
-    """The reference: Eq. 14 by the RWKV-4 kernel's stable recurrence, a loop over t; w (decay > 0), u (bonus) (d,); k,
-    v (b, T, d); ``state``: (num, den, p) or None. Returns wkv, and with ``final`` (wkv, state). p is a detached shift
-    the result does not depend on, so the gradients are those of Eq. 14."""
+    """The reference: Eq. 14 by the stable recurrence, looping over t; w (decay > 0), u (bonus) (d,); k, v (b, T, d);
+    ``state``: (num, den, p) or None -> wkv, with ``final`` (wkv, state)."""
     num, den, p = wkv_empty(k) if state is None else state
     T = k.shape[1]
     out = []
@@ -155,8 +152,7 @@ def wkv_chunked(
 
 
 def token_shift(x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
-    """x_{t-1} for every t, (b, T, d): before the first token ``last`` (b, d), the input before the chunk, or
-    zeros when None (the start of a sequence)."""
+    """x_{t-1} for every t, (b, T, d); before the first token ``last`` (b, d), or zeros when None."""
     if last is None:
         return F.pad(x, (0, 0, 1, -1))
     return torch.cat([last[:, None].to(x.dtype), x[:, :-1]], dim=1)
@@ -201,15 +197,13 @@ class TimeMix(nn.Module):
         }
 
     def step(self, x: torch.Tensor, state: dict[str, torch.Tensor], pos: int) -> tuple[torch.Tensor, dict]:
-        """`forward` over a chunk x (b, T, d) continuing ``state`` (the token shift reads the carried last input);
-        the state after the chunk."""
+        """`forward` over a chunk x (b, T, d) continuing ``state``; the state after the chunk."""
         y, (num, den, p) = self.mix(x, state)
         wide = state["num"].dtype
         return y, {"num": num.to(wide), "den": den.to(wide), "p": p.to(wide), "last": x[:, -1].to(state["last"].dtype)}
 
     def wkv_for(self, device: torch.device) -> Callable[..., Any]:
-        """The WKV function ``wkv`` names (``auto``: the loop on a CPU without gradients, where it is the faster;
-        the chunked form when training and on other devices; docs/baselines.md)."""
+        """The WKV ``wkv`` names (``auto``: the loop on a CPU without gradients, else the chunked form)."""
         form = self.cfg.wkv
         if form == "auto":
             form = "sequential" if device.type == "cpu" and not torch.is_grad_enabled() else "chunked"
@@ -262,8 +256,8 @@ class ChannelMix(nn.Module):
 
 
 class RWKV(PretrainedMixin, MixerLM):
-    """RWKV-4 language model (causal): `bdh.baselines.mixer_lm.MixerLM` with one `TimeMix` per block and `ChannelMix`
-    as its second branch (none when ``mlp_ratio = 0``)."""
+    """RWKV-4 language model (causal): `MixerLM`, one `TimeMix` per block, `ChannelMix` second (none if ``mlp_ratio
+    = 0``)."""
 
     model_type = "rwkv"
     config_class = RWKVConfig

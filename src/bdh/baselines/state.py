@@ -1,6 +1,4 @@
-"""The carried state of a baseline language model: what `MixerLM.step` (Mamba, GLA, RWKV, Based) reads and returns.
-A `MixerState` has a size fixed by the model and the batch (``nbytes`` does not grow); GPT's `KVCache` grows with
-the tokens read (`bdh.model_api.carries_state`, `bdh.model_api.state_grows`)."""
+"""The carried state of a baseline model: a `MixerState`, of fixed size (`MixerLM.step`), or GPT's growing `KVCache`."""
 
 from __future__ import annotations
 
@@ -63,8 +61,8 @@ class MixerState:
 
 @dataclass
 class KVCache:
-    """GPT's state for generation: the keys (rotated, with RoPE) and values of every token read, per layer pass, (B, H,
-    t, d/H) each; it grows with the tokens read (``state_grows``). ``pos``: tokens read so far."""
+    """GPT's state: the keys (rotated) and values of every token read, per pass, (B, H, t, d/H); ``pos``:
+    tokens read."""
 
     keys: list[torch.Tensor] = field(default_factory=list)
     values: list[torch.Tensor] = field(default_factory=list)
@@ -103,8 +101,8 @@ def part(prefix: str, tensors: Tensors) -> Tensors:
 
 
 def check_state(name: str, state: object, want: MixerState, batch_size: int) -> None:
-    """A one-line `UserError` unless ``state`` is a `MixerState` of this model (its type and every tensor's shape as
-    ``want``, an empty state of batch 1, has them) for ``batch_size`` sequences."""
+    """A one-line `UserError` unless ``state`` is a `MixerState` of this model (tensor shapes as ``want``'s)
+    for ``batch_size``."""
     if not isinstance(state, MixerState):
         raise UserError(f"{name}.step: state must be a MixerState (from model.init_state), got {type(state).__name__}")
     if state.model != want.model:

@@ -1,12 +1,9 @@
-"""Causal linear attention with the second-order Taylor feature map (Based: Arora et al. 2024, "Simple linear
-attention language models balance the recall-throughput tradeoff", section 3.1 and eq. 2-3).
+"""Causal linear attention with the second-order Taylor feature map (Based: Arora et al. 2024, section 3.1, eq. 2-3).
 
     phi(x) = [1, x / f^(1/4), (x_i x_j c_ij)_{i <= j}],  so  phi(q) . phi(k) = 1 + q.k / sqrt(f) + (q.k)^2 / (2 f)
     y_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s / sum_{s<=t} phi(q_t) . phi(k_s)                            (eq. 2)
 
-The kernel is >= 1/2 for every pair, so the normaliser never vanishes. `linear_attention_reference` is the
-masked T x T form, `linear_attention_chunked` the recurrent form; both in fp32 at least (sums of positives over
-the sequence would be lost in bf16)."""
+The kernel is >= 1/2, so the normaliser never vanishes; both forms run in fp32 at least."""
 
 from __future__ import annotations
 
@@ -63,9 +60,8 @@ def linear_attention_chunked(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, Sums]:
-    """The chunked recurrent form, equal to `linear_attention_reference` (same shapes); ``chunk`` need not divide T.
-    ``state``: the sums (S, z) over the tokens before (None: none); with ``final``, (y, the sums after the last
-    token)."""
+    """The chunked recurrent form of `linear_attention_reference`, any T; ``state``: the sums (S, z) before (None:
+    none); with ``final``, (y, the sums after)."""
     out_dtype = v.dtype
     q, k, v = _wide(q, k, v)
     if state is not None:
