@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bdh.bench.models import sized_section, suite_models
+from bdh.bench.models import section_of, sized_section, suite_models
+from bdh.bench.state_match import KEY_WIDTHS, state_matched_config
+from bdh.model.config import BDHConfig
 from bdh.typed_config import bounded, one_of
 
 from ..common import ExperimentConfig
@@ -54,6 +56,10 @@ class Config(ExperimentConfig):
     train_chunk: int = bounded(0, ge=0)
     # GPT's positions (``rope`` or ``none``: learned positions cannot pass T).
     gpt_positional: str = one_of("rope", ("rope", "none"))
+    # how the zoo rows are sized to BDH: ``params`` (its parameter count), or ``state``: DeltaNet, Gated DeltaNet, GLA
+    # and Mamba at BDH's width with the key width whose state per layer is nearest BDH's (`bdh.bench.state_match`;
+    # their parameters as they fall), the other rows by parameters still.
+    zoo_match: str = one_of("params", ("params", "state"))
     # steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
     steps: int = bounded(700, ge=1)
     batch_size: int = bounded(64, ge=1)
@@ -226,8 +232,14 @@ class Config(ExperimentConfig):
         return {"name": task, "seq_len": seq_len or self.seq_len, **fields}
 
     def model_section(self, model: str, task: str) -> dict[str, Any]:
-        """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count."""
+        """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count (or,
+        with ``zoo_match: state``, the rows of `KEY_WIDTHS` to BDH's state size)."""
         vocab = self.induction_vocab if task == "induction" else self.recall_vocab
+        if self.zoo_match == "state" and model in KEY_WIDTHS:
+            bdh = BDHConfig(**{k: v for k, v in self.model_section("bdh", task).items() if k != "name"})
+            fields = {"vocab_size": vocab, "seq_len": self.seq_len, "n_layer": self.n_layer, "n_head": self.n_head}
+            config = state_matched_config(model, bdh.state_size(), width=self.width, causal=True, **fields)
+            return section_of(config, model)
         section = sized_section(
             model,
             self.width,
