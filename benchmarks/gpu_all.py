@@ -16,13 +16,21 @@ install      ``pip install --no-deps --no-build-isolation -e .``       ``install
 cuda-tests   ``python -m pytest -m cuda`` (every GPU test, except the  ``cuda_tests.log``, ``cuda_tests.xml``
              one that runs gpu.py --quick: the steps below run it)     (JUnit)
 training     ``benchmarks/gpu.py OFFICIAL --part training``            ``training.log`` (tables), ``training.json``
+fused-       ``benchmarks/fused_kernels.py``: the encoder's and the    ``fused_kernels.log`` (its table)
+kernels      gated read-in's Triton matmuls against today's step
+delta-       ``benchmarks/delta_kernels.py``: the delta rule's Triton  ``delta_kernels.log`` (its table)
+kernels      kernels against its PyTorch form and the plain rule's
 profile      ``benchmarks/gpu_profile.py``: one bf16 training step at  ``profile_T512.json.gz`` (Chrome trace),
              T = 512 and 2048 at the paper's size, torch.profiler      ``profile_T512.txt`` (top operators), the
                                                                        same for 2048, ``profile.log``
 generation   ``benchmarks/gpu.py OFFICIAL --part generation``          ``generation.log``, ``generation.json``
 summary      (here) each step's status and seconds, the test counts,   ``summary.md``
-             the training and generation tables
+             the tables of training, the kernels and generation
 ===========  ========================================================  ===========================================
+
+The steps run in this order, their rank: the GPU tests first (a kernel that is wrong makes its timing moot), then
+the headline table, then the fused and delta-rule kernels (never yet run on a GPU), then the profile and generation
+(both measured once before). The kernel steps need Triton: without it they are recorded as skipped.
 
 ``--tar [FILE]`` also packs the folder into FILE (default ``OUT.tar.gz``): one file to copy off the machine.
 Without an official checkout (none given, or no ``bdh.py`` in it) the official rows are left out and the summary
@@ -56,9 +64,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 
-#: seconds each step may take: on the GPU (540 s in all, inside the 10 minutes), and for --quick
-LIMITS = {"install": 40, "cuda-tests": 180, "training": 140, "profile": 60, "generation": 120}
-QUICK_LIMITS = {"install": 40, "cuda-tests": 180, "training": 90, "profile": 60, "generation": 60}
+#: seconds each step may take, in the steps' order (their rank): on the GPU (540 s in all, inside the 10 minutes;
+#: the first GPU run took install 7 s, cuda-tests 99 s, training 41 s, profile 19 s, generation 26 s), and --quick
+LIMITS = {
+    "install": 30,
+    "cuda-tests": 170,
+    "training": 110,
+    "fused-kernels": 50,
+    "delta-kernels": 60,
+    "profile": 50,
+    "generation": 70,
+}
+QUICK_LIMITS = dict(LIMITS, install=40, training=90, profile=60, generation=60)
+QUICK_LIMITS.update({"cuda-tests": 180, "fused-kernels": 120, "delta-kernels": 120})
+#: the steps that run Triton kernels (recorded as skipped where Triton is not installed)
+TRITON_STEPS = ("fused-kernels", "delta-kernels")
 #: seconds each step of ``--plan science --quick`` may take (the GPU limits are the plan's own, `gpu_science.PLAN`)
 QUICK_SCIENCE_LIMIT = 240
 #: the GPU test that runs benchmarks/gpu.py --quick itself (the training and generation steps run gpu.py)
@@ -120,14 +140,24 @@ def steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
     tests += ["tests/cuda"] if args.device == "cpu" else []
     gpu = [py, str(BENCHMARKS / "gpu.py"), *checkout, *size]
     pip = [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
-    table = [
-        ("install", pip, "install.log"),
-        ("cuda-tests", tests, "cuda_tests.log"),
-        ("training", [*gpu, "--part", "training", "--out", str(out / "training.json")], "training.log"),
-        ("profile", [py, str(BENCHMARKS / "gpu_profile.py"), "--out", str(out), *size], "profile.log"),
-        ("generation", [*gpu, "--part", "generation", "--out", str(out / "generation.json")], "generation.log"),
-    ]
-    return [Step(name, argv, limits[name], log) for name, argv, log in table]
+    table = {
+        "install": (pip, "install.log"),
+        "cuda-tests": (tests, "cuda_tests.log"),
+        "training": ([*gpu, "--part", "training", "--out", str(out / "training.json")], "training.log"),
+        "fused-kernels": ([py, str(BENCHMARKS / "fused_kernels.py"), *kernel_size(args)], "fused_kernels.log"),
+        "delta-kernels": ([py, str(BENCHMARKS / "delta_kernels.py"), *kernel_size(args)], "delta_kernels.log"),
+        "profile": ([py, str(BENCHMARKS / "gpu_profile.py"), "--out", str(out), *size], "profile.log"),
+        "generation": ([*gpu, "--part", "generation", "--out", str(out / "generation.json")], "generation.log"),
+    }
+    return [Step(name, table[name][0], limits[name], table[name][1]) for name in LIMITS]
+
+
+def kernel_size(args: argparse.Namespace) -> list[str]:
+    """The kernel benchmarks' size: paper size on the GPU, a quarter of its tokens with --quick there, and their own
+    --quick (tiny, Triton's interpreter) on the CPU."""
+    if args.device == "cpu":
+        return ["--quick", "--repeats", "1"]
+    return ["--batch", "2", "--length", "2048", "--repeats", "3"] if args.quick else []
 
 
 def child_env() -> dict[str, str]:
@@ -237,10 +267,11 @@ def summary(args: argparse.Namespace, official: Path | None, results: list[dict]
     lines += [
         "GPU tests: " + test_counts(args.out / "cuda_tests.xml"),
         "",
-        "The tables below are copied from `training.log` and `generation.log` (their numbers are in the JSON files);",
-        "the profiles are in `profile_T*.txt` (top operators) and `profile_T*.json.gz` (Chrome traces).",
+        "The tables below are copied from the logs named in their headings (the training and generation numbers are",
+        "also in their JSON files); the profiles are in `profile_T*.txt` (top operators) and `profile_T*.json.gz`",
+        "(Chrome traces).",
     ]
-    for log in ("training.log", "generation.log"):
+    for log in ("training.log", "fused_kernels.log", "delta_kernels.log", "generation.log"):
         lines += ["", f"## {log}", "", *tables(args.out / log)]
     lines += ["", "## The roofline's prediction (benchmarks/roofline.py) against the training table", ""]
     training = args.out / "training.json"
@@ -283,9 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "environment.txt").write_text(environment(args, official))
     skip = set(args.skip) | ({"install"} if args.device == "cpu" else set())
     results = []
+    no_triton = args.plan == "perf" and importlib.util.find_spec("triton") is None
     for step in steps(args, official):
-        if step.name in skip:
-            results.append({"step": step.name, "status": "skipped", "seconds": 0.0, "log": "-"})
+        if step.name in skip or (no_triton and step.name in TRITON_STEPS):
+            status = "skipped" if step.name in skip else "skipped (no Triton)"
+            results.append({"step": step.name, "status": status, "seconds": 0.0, "log": "-"})
             continue
         print(f"gpu_all: {step.name} (at most {step.limit:.0f} s) ...", file=sys.stderr, flush=True)
         results.append(run_step(step, args.out))

@@ -1,0 +1,59 @@
+"""benchmarks/gpu_all.py's perf plan, its two kernel steps (benchmarks/fused_kernels.py, delta_kernels.py) end to end on
+the CPU through Triton's interpreter: each step's process, its log, its table copied into summary.md; without Triton
+they are recorded as skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.extra  # the gpu extra
+pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def gpu_all(monkeypatch):
+    """benchmarks/gpu_all.py as a module."""
+    spec = importlib.util.spec_from_file_location("bdh_gpu_all", BENCHMARKS / "gpu_all.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_kernel_steps_run_in_the_interpreter_and_their_tables_reach_the_summary(gpu_all, tmp_path, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device cpu would not be what runs there")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "run"
+    others = [name for name in gpu_all.LIMITS if name not in gpu_all.TRITON_STEPS]
+    assert gpu_all.main(["--device", "cpu", "--quick", "--out", str(out), "--skip", *others]) == 0
+    files = {p.name for p in out.iterdir()}
+    assert files == {"environment.txt", "summary.md", "fused_kernels.log", "delta_kernels.log"}, files
+    summary = (out / "summary.md").read_text()
+    assert "| fused-kernels | ok |" in summary and "| delta-kernels | ok |" in summary, summary
+    assert "## fused_kernels.log" in summary and "## delta_kernels.log" in summary
+    for kernel in ("| encode/triton |", "| read-in/gated-triton |", "| delta-chunked-triton |", "| chunked-triton |"):
+        assert kernel in summary, kernel
+    # the ranked order: the tests and the headline table before the new kernels, the profile and generation after
+    assert list(gpu_all.LIMITS).index("training") < list(gpu_all.LIMITS).index("fused-kernels")
+    assert sum(gpu_all.LIMITS.values()) <= 540  # inside a 10-minute command, with the environment and start-up
+
+
+def test_without_triton_the_kernel_steps_are_skipped(gpu_all, tmp_path, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device cpu would not be what runs there")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    out = tmp_path / "run"
+    others = [name for name in gpu_all.LIMITS if name not in gpu_all.TRITON_STEPS]
+    assert gpu_all.main(["--device", "cpu", "--quick", "--out", str(out), "--skip", *others]) == 0
+    summary = (out / "summary.md").read_text()
+    assert "| fused-kernels | skipped (no Triton) |" in summary and "| delta-kernels | skipped (no Triton) |" in summary
