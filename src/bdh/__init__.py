@@ -5,8 +5,7 @@
     >>> model(torch.zeros(1, 8, dtype=torch.long)).shape
     torch.Size([1, 8, 256])
 
-The names below are imported on first use (PyTorch with them), so ``import bdh`` is instant.
-"""
+The names below are imported on first use, so ``import bdh`` is instant."""
 
 from ._lazy import exports
 

@@ -1,6 +1,4 @@
-"""Lazy package attributes (PEP 562): a package names what it exports and where each lives; the
-module is imported on first use. ``import bdh`` and the ``bdh`` command's ``--help`` then do not import
-PyTorch until a model is actually needed."""
+"""Lazy package attributes (PEP 562): each export's module is imported on first use, so ``--help`` skips PyTorch."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from typing import Any
 def exports(
     package: str, table: dict[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package``; ``table`` maps a name to ``"module"`` (the module
-    itself) or ``"module:attribute"``, relative to ``package``."""
+    """``__getattr__`` and ``__dir__`` for ``package``; ``table``: name -> ``"module"`` or ``"module:attribute"``."""
 
     def __getattr__(name: str) -> Any:
         if name not in table:

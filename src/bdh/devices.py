@@ -1,5 +1,5 @@
-"""Devices by name (``auto``, ``cpu``, ``cuda``, ``cuda:K``, ``mps``), checked to exist and be available: every
-``--device`` flag and ``train.device`` resolves here, so a bad one is one `UserError` before any work starts."""
+"""Devices by name (``auto``, ``cpu``, ``cuda``, ``cuda:K``, ``mps``), checked to be available: one
+`UserError` early."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The package's user-error class: `UserError` is a mistake in what the user gave, with a one-line message naming the
-value or file; ``bdh`` prints it as ``bdh: error: ...`` (exit 2), any other exception is reported as a bug. It
-subclasses `ValueError`, so code that catches ``ValueError`` keeps working."""
+"""`UserError`: a mistake in what the user gave, one line naming it; ``bdh`` prints ``bdh: error: ...`` (exit 2)."""
 
 from __future__ import annotations
 
@@ -14,13 +12,11 @@ class UserError(ValueError):
 
 
 class ConfigWarning(UserWarning):
-    """Something the user gave that works but may not be what they meant (a model folder's ``n_layer`` other than
-    its weights were saved with); the ``bdh`` command prints it as one line ``bdh: warning: ...``."""
+    """Something given that works but may not be meant; printed as one line ``bdh: warning: ...``."""
 
 
 class Interrupted(KeyboardInterrupt):
-    """A command stopped by SIGINT or SIGTERM, raised so that ``finally`` blocks run on either; ``bdh`` exits with
-    `exit_status` (128 + the signal, as a shell reports it)."""
+    """A command stopped by SIGINT or SIGTERM (so ``finally`` blocks run); ``bdh`` exits with `exit_status`."""
 
     def __init__(self, signum: int = signal.SIGINT):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
@@ -28,8 +24,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def exit_status(cause: KeyboardInterrupt | int) -> int:
-    """The exit status after an interruption (or a signal number): 128 + the signal (130 for SIGINT, 143 for
-    SIGTERM; a plain `KeyboardInterrupt` is SIGINT's)."""
+    """128 + the signal (130 for SIGINT, 143 for SIGTERM; a plain `KeyboardInterrupt` is SIGINT's)."""
     signum = cause if isinstance(cause, int) else getattr(cause, "signum", signal.SIGINT)
     return 128 + int(signum)
 
@@ -40,8 +35,7 @@ def one_line(message: object) -> str:
 
 
 def did_you_mean(name: object, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``name`` (`difflib`), or ``''`` when
-    none is close (or ``name`` is not a string): the one way the package suggests a key, field or name."""
+    """`` (did you mean 'x'?)`` for the known name closest to ``name``, or ``''``: the one way a name is suggested."""
     if not isinstance(name, str):
         return ""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)

@@ -1,11 +1,9 @@
 """BDH as a Hugging Face ``transformers`` causal language model (docs/model.md, "Hugging Face transformers").
 
-``import bdh.hf`` registers BDH (and the GPT baseline, without a cache) with ``AutoConfig``,
-``AutoModelForCausalLM`` and ``AutoTokenizer`` for the folders bdh's ``save_pretrained`` writes. Generation runs
-on BDH's recurrent state (paper section 3, Eq. 8) held in `BDHCache`: after the prompt each step feeds only the
-new token, at a cost that does not grow with the context; the state cannot be cropped or rolled back. Left
-padding is read row by row from an empty state at each row's first real token. Only this module, `bdh.hf_cache`
-and `bdh.hf_tokenizer` import ``transformers`` (the ``hf`` extra)."""
+``import bdh.hf`` registers BDH (and the GPT baseline, without a cache) with the Auto classes for bdh's model
+folders. Generation runs on BDH's recurrent state (Eq. 8) in `BDHCache`: each step feeds only the new token; the
+state cannot be cropped. Left padding is read row by row from each row's first real token. Only ``bdh.hf*`` modules
+import ``transformers``."""
 
 from __future__ import annotations
 
@@ -64,9 +62,7 @@ _BDH_FOLDER_KEYS = ("format_version", "bdh_version")  # written by bdh's save_pr
 
 # ---------------------------------------------------------------------------------------------- configs
 class _FolderConfig(PretrainedConfig):
-    """A bdh typed config (``bdh_config_class``) as a ``PretrainedConfig``: the same fields as attributes, built from a
-    bdh ``config.json`` as is and validated by the bdh config class. The runtime fields may be given again at load,
-    like ``attn_implementation``: ``from_pretrained(folder, attention="chunked")``."""
+    """A bdh typed config as a ``PretrainedConfig``, validated by the bdh class; runtime fields may be given at load."""
 
     bdh_config_class = BDHConfig
 
@@ -93,8 +89,8 @@ class _FolderConfig(PretrainedConfig):
 
 
 class BDHHFConfig(_FolderConfig):
-    """`BDHConfig` as a ``PretrainedConfig``. ``hidden_size``, ``num_hidden_layers`` and
-    ``num_attention_heads`` are aliases of D, L and h for tools that look for them."""
+    """`BDHConfig` as a ``PretrainedConfig``; ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``: D,
+    L, h."""
 
     model_type = BDH.model_type  # "bdh", what bdh's save_pretrained writes into config.json
     bdh_config_class = BDHConfig
@@ -143,8 +139,8 @@ def _padding_side(mask: torch.Tensor) -> str:
 
 # ---------------------------------------------------------------------------------------------- models
 class _FolderModel(PreTrainedModel, GenerationMixin):
-    """A bdh model (``self.model``) behind the ``transformers`` causal-LM interface, saved in bdh's own folder format;
-    its weights are bdh's ``model.safetensors`` under the prefix ``model.`` (``base_model_prefix``)."""
+    """A bdh model (``self.model``) behind the causal-LM interface, its weights bdh's ``model.safetensors``
+    under ``model.``."""
 
     bdh_model_class = BDH
     base_model_prefix = "model"
@@ -157,9 +153,8 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
-        """``PreTrainedModel.from_pretrained``, refusing a bdh run folder first (`refuse_run_folder`) and a
-        folder on this machine that fails the checks of the ``bdh`` commands (`check_local_folder`): the folder
-        loaded, ``subfolder`` of the one given where it says one."""
+        """``PreTrainedModel.from_pretrained`` after the checks of the ``bdh`` commands (not a run
+        folder, checksums)."""
         loaded = _loaded_folder(pretrained_model_name_or_path, kwargs.get("subfolder"))
         refuse_run_folder(loaded)
         check_local_folder(loaded)
@@ -201,9 +196,8 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
         push_to_hub: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Write bdh's folder format (`bdh.model.io.write_model_folder`), the generation config and, if absent, a model
-        card; other ``transformers`` options are ignored, and ``push_to_hub=True`` is refused (upload the saved
-        folder)."""
+        """Write bdh's folder format, the generation config and a model card if absent; ``push_to_hub=True``
+        is refused."""
         if push_to_hub:
             raise NotImplementedError(f"{type(self).__name__}.save_pretrained: push with model.push_to_hub(repo_id)")
         if not is_main_process:
@@ -219,10 +213,8 @@ class _FolderModel(PreTrainedModel, GenerationMixin):
 class BDHForCausalLM(_FolderModel):
     """`bdh.BDH` as a ``transformers`` causal LM whose cache is BDH's recurrent state.
 
-    ``forward(input_ids, attention_mask=None, cache=None, use_cache=None, labels=None, output_hidden_states=None)``
-    returns ``CausalLMOutputWithPast``. With a cache (``cache``, or ``past_key_values`` before transformers 5.24) the
-    tokens continue its state; a plain forward builds none, so scoring does not pay for it. ``output_hidden_states``
-    adds v_0 = LN(embedding) and each layer's output v_l (Eq. 8)."""
+    With a cache (``cache``, or ``past_key_values`` before transformers 5.24) the tokens continue its state; a plain
+    forward builds none. ``output_hidden_states`` adds v_0 = LN(embedding) and each layer's v_l (Eq. 8)."""
 
     config_class = BDHHFConfig
     bdh_model_class = BDH
@@ -261,8 +253,7 @@ class BDHForCausalLM(_FolderModel):
         past_key_values: Cache | None = None,
         **kwargs: Any,
     ) -> CausalLMOutputWithPast | tuple:
-        """Logits (B, T, V) for ``input_ids`` (B, T); see the class and module docstrings. Other keywords
-        (``position_ids``, ...) are ignored: positions come from the state."""
+        """Logits (B, T, V) for ``input_ids`` (B, T); other keywords are ignored (positions come from the state)."""
         _check_inputs(type(self).__name__, input_ids, inputs_embeds, kwargs)
         if cache is not None and past_key_values is not None and cache is not past_key_values:
             raise ValueError("BDHForCausalLM: give the cache once, as cache (or past_key_values), not both")
@@ -298,8 +289,7 @@ class BDHForCausalLM(_FolderModel):
     def _advance(
         self, idx: torch.Tensor, state: BDHState, hidden: _HiddenStates | None = None
     ) -> tuple[torch.Tensor, BDHState]:
-        """(logits, state after idx): the chunked form for a block, the recurrent one for one token (the forms
-        `bdh.BDH.generate` uses, so greedy tokens match it exactly), in place when no gradient is wanted."""
+        """(logits, state after idx) in the forms `bdh.BDH.generate` uses, so greedy tokens match it exactly."""
         mode = "recurrent" if idx.shape[1] == 1 else "chunked"
         return self.model.step(idx, state, mode=mode, inplace=not torch.is_grad_enabled(), hook=hidden)
 
@@ -336,8 +326,7 @@ class BDHForCausalLM(_FolderModel):
         past_key_values: Cache | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Feed only the tokens the state has not read yet: the prompt first, then one token per step. The
-        cache goes to ``forward`` under the name this transformers uses (`CACHE_NAME`)."""
+        """Feed only the tokens the state has not read: the prompt, then one token per step."""
         if kwargs.get("inputs_embeds") is not None:
             raise ValueError("BDHForCausalLM: generation from inputs_embeds is not supported")
         given = cache if cache is not None else past_key_values
@@ -355,8 +344,7 @@ class BDHForCausalLM(_FolderModel):
 
 
 class _HiddenStates:
-    """A `bdh.model.capture.LayerHook` keeping what ``output_hidden_states`` returns: v_0, the first layer's
-    input, then every layer's output v_l, each (B, T, D), not detached (as transformers keeps them)."""
+    """A `LayerHook` keeping v_0 and every layer's output v_l, each (B, T, D), not detached."""
 
     def __init__(self) -> None:
         self.v: list[torch.Tensor] = []
@@ -378,8 +366,8 @@ class _HiddenStates:
 
 
 class GPTForCausalLM(_FolderModel):
-    """The GPT baseline (`bdh.baselines.gpt.GPT`) as a ``transformers`` causal LM without a cache: ``generate``
-    re-reads the whole sequence per token; right padding only (left padding would shift the learned positions)."""
+    """The GPT baseline as a ``transformers`` causal LM without a cache (each token re-reads all); right
+    padding only."""
 
     config_class = GPTHFConfig
     bdh_model_class = GPT
@@ -480,17 +468,15 @@ def model_card(config: _FolderConfig, *, description: str = "", license: str | N
 
 # ---------------------------------------------------------------------------------------------- registration
 def _loaded_folder(path: Any, subfolder: Any) -> Any:
-    """The folder ``from_pretrained(path, subfolder=...)`` loads: ``path/subfolder`` for a folder on this machine,
-    else ``path`` as given (a repo id)."""
+    """``path/subfolder`` for a folder on this machine, else ``path`` as given (a repo id)."""
     if not subfolder or not isinstance(path, (str, os.PathLike)) or not isinstance(subfolder, (str, os.PathLike)):
         return path
     return Path(path) / subfolder
 
 
 def check_local_folder(path: Any) -> None:
-    """For a model folder on this machine, what the ``bdh`` commands check before loading it: the checksums of its
-    meta.json and a config.json that keeps what the weights mean; a one-line `bdh.errors.UserError` naming the file
-    that fails. A repo id passes."""
+    """A local model folder's checks before loading (meta.json checksums, config.json); a one-line `UserError` naming
+    the file that fails. A repo id passes."""
     if not isinstance(path, (str, os.PathLike)):
         return
     folder = Path(path)
@@ -509,8 +495,7 @@ def check_local_folder(path: Any) -> None:
 
 
 def _guard_from_pretrained(owner: type) -> None:
-    """Make ``owner.from_pretrained`` call `refuse_run_folder` first (idempotent). Only the message of a load
-    that would fail anyway changes: transformers would say the folder has no ``config.json``."""
+    """Make ``owner.from_pretrained`` call `refuse_run_folder` first (idempotent)."""
     original = owner.__dict__.get("from_pretrained")
     func = getattr(original, "__func__", None)
     if func is None or getattr(func, "_bdh_guard", False):
@@ -526,8 +511,8 @@ def _guard_from_pretrained(owner: type) -> None:
 
 
 def register() -> None:
-    """Register BDH and the GPT baseline with the Auto classes (idempotent), and make ``AutoConfig.from_pretrained`` and
-    ``AutoTokenizer.from_pretrained`` refuse a bdh run folder in one line naming ``RUN/best``."""
+    """Register BDH and GPT with the Auto classes (idempotent), refusing a bdh run folder in one line
+    naming ``RUN/best``."""
     for owner in (AutoConfig, AutoTokenizer):
         _guard_from_pretrained(owner)
     for config_class, model_class in ((BDHHFConfig, BDHForCausalLM), (GPTHFConfig, GPTForCausalLM)):

@@ -1,6 +1,4 @@
-"""`BDHCache`: BDH's recurrent state as a Hugging Face ``transformers`` ``Cache``, for `bdh.hf.BDHForCausalLM`: one
-`BDHCacheLayer` per layer holding rho (B, H, N, D) of Eq. 8 and the position, as transformers' own recurrent models
-hold theirs. `CACHE_NAME` is the name this ``transformers`` gives the cache (``cache`` from 5.24 on)."""
+"""`BDHCache`: BDH's recurrent state (rho of Eq. 8, per layer) as a ``transformers`` ``Cache`` for `BDHForCausalLM`."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from .model.state import BDHState
 
 
 def _cache_keyword() -> str:
-    """The name ``transformers`` gives the cache: ``cache`` from 5.24 on, ``past_key_values`` before (the
-    name in ``CausalLMOutputWithPast`` and in what ``prepare_inputs_for_generation`` hands to ``forward``)."""
+    """The name ``transformers`` gives the cache: ``cache`` from 5.24 on, ``past_key_values`` before."""
     names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
     return "cache" if "cache" in names else "past_key_values"
 
@@ -34,9 +31,8 @@ _NO_CROP = (
 
 
 class BDHCacheLayer(_LayerBase):
-    """One layer's part of `BDHCache`: its state rho (B, H, N, D) after the tokens read (paper Eq. 8, per head as
-    `bdh.BDHState` holds it) and ``pos``; built like ``transformers``' ``LinearAttentionLayer``, so
-    ``cache.get_recurrent_state(layer)`` returns rho. ``rho`` is None until the first forward."""
+    """One layer's state rho (B, H, N, D) (Eq. 8) and ``pos``, as ``LinearAttentionLayer``; None until the
+    first forward."""
 
     is_compileable = False  # the state is replaced, not copied into a static buffer
     is_croppable = False  # a sum over the tokens read cannot be undone (paper Eq. 8)
@@ -136,9 +132,8 @@ class BDHCacheLayer(_LayerBase):
 
 
 class BDHCache(Cache):
-    """The cache of BDH: one `BDHCacheLayer` per layer, L * B * n * D numbers whatever the context (paper section 4.1).
-    `state` gives them as one `bdh.BDHState`, the form `bdh.BDH.step` advances (in place under ``torch.no_grad``).
-    Beam search reorders the batch (`reorder_cache`); cropping is refused."""
+    """One `BDHCacheLayer` per layer, L * B * n * D numbers whatever the context (section 4.1); beam reorder,
+    no cropping."""
 
     def __init__(self, n_layer: int | BDHState | None = None, state: BDHState | None = None):
         if isinstance(n_layer, BDHState):  # BDHCache(state), as before the layers
@@ -164,8 +159,8 @@ class BDHCache(Cache):
 
     @property
     def state(self) -> BDHState | None:
-        """The layers as one `bdh.BDHState` (rho (L, B, H, N, D), pos), or None before the first forward: the same
-        storage while the layers hold the views this cache set, else the layers stacked into a new tensor."""
+        """The layers as one `BDHState` (rho (L, B, H, N, D), pos) sharing storage where it can, or None before
+        a forward."""
         rhos = [layer.rho for layer in self.layers]
         if any(rho is None for rho in rhos):
             return None
@@ -233,8 +228,7 @@ class BDHCache(Cache):
             self.state = BDHState(select(state.rho), state.pos)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Keep the rows ``beam_idx`` of the batch, in that order (beam search: each beam continues the state
-        of the beam it extends)."""
+        """Keep the batch rows ``beam_idx``, in that order (beam search)."""
         self._rows(lambda rho: rho.index_select(1, beam_idx.to(rho.device)))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:

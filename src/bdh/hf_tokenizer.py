@@ -1,8 +1,6 @@
-"""`BDHByteTokenizer`: the byte-level tokenizer of BDH language models, as a `transformers` tokenizer.
+"""`BDHByteTokenizer`: BDH's byte-level tokenizer as a `transformers` tokenizer.
 
-Token id ``b`` is the byte ``b`` (``vocab_size = 256``, paper section 7): no merge table, nothing to download.
-There are no BOS/EOS tokens (no spare id); the pad token is the NUL byte, on the left by default, the side BDH
-can continue generating from. Needs the ``hf`` extra."""
+Token id ``b`` is the byte ``b`` (``vocab_size = 256``, section 7); no BOS/EOS; the pad token is NUL, on the left."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ N_BYTES = 256
 
 
 class BDHByteTokenizer(PreTrainedTokenizer):
-    """Bytes 0..255 <-> token ids 0..255; saved and loaded with ``save_pretrained`` / ``from_pretrained``
-    (a ``tokenizer_config.json``, no vocabulary file)."""
+    """Bytes 0..255 <-> token ids 0..255; saved as a ``tokenizer_config.json`` alone."""
 
     vocab_files_names: ClassVar[dict[str, str]] = {}
     model_input_names: ClassVar[list[str]] = ["input_ids", "attention_mask"]

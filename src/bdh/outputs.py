@@ -1,10 +1,9 @@
-"""One way to write outputs: every file and folder that ``bdh`` writes goes through this module.
+"""One way to write outputs: every file and folder ``bdh`` writes goes through this module.
 
-`check_output` refuses, before any work, a non-empty target without ``--overwrite``/``--resume``, a target that is
-one of the inputs or holds one, and a file where a folder is wanted. Writes are atomic (a temporary beside the
-target, then a rename or a folder swap); a folder written as a command goes has one writer (`folder_lock`, an
-``flock`` the kernel drops when its holder dies), who removes dead writers' temporaries (`clean_leftovers`).
-Inputs are read only once known to be regular files (`input_file`), so a FIFO never blocks."""
+`check_output` refuses, before any work, a non-empty target without ``--overwrite``/``--resume``, a target that is or
+holds an input, and a file where a folder is wanted. Writes are atomic (a temporary beside the target, then a rename or
+folder swap); a folder has one writer (`folder_lock`, an ``flock``); inputs are read only once known to be regular
+files (`input_file`)."""
 
 from __future__ import annotations
 
@@ -78,8 +77,8 @@ def empty_folder(path: PathLike) -> None:
 
 
 def file_problem(path: Path) -> str | None:
-    """What keeps ``path`` from being read as a regular file ("is missing", "is a symbolic link that loops",
-    "is a folder", ...), or None when it is one. Nothing is opened (a FIFO would block)."""
+    """What keeps ``path`` from being read as a regular file ("is missing", "is a folder", ...), or None;
+    opens nothing."""
     if not os.path.lexists(path):
         return "is missing"
     try:
@@ -98,8 +97,7 @@ class InputError(UserError):
 
 
 def input_file(path: PathLike, what: str = "", missing: str = "no such file") -> Path:
-    """``path`` checked to be a regular file to read (links followed), else one line naming it and what it is instead
-    (`InputError`, or `FileNotFoundError`); nothing is opened. ``what``: the flag or key the path was given as."""
+    """``path`` checked to be a regular file (links followed), else one line naming ``what`` and what it is instead."""
     path = Path(path)
     problem = file_problem(path)
     if problem is None:
@@ -127,11 +125,8 @@ def check_output(
     flag: str = "--out",
     how: str = "pass --overwrite to replace it",
 ) -> Path:
-    """Check an output target before any work; return it as a `Path`, or raise `OutputError`.
-
-    ``inputs`` are the files and folders the command reads; ``folder`` says whether the target is a
-    folder; ``flag`` names the argument in the message; ``how`` tells how to allow a replacement.
-    """
+    """An output target as a `Path`, checked before any work, or `OutputError` naming ``flag`` and ``how`` to
+    allow it."""
     target = Path(path)
     name = f"{flag} {target}" if flag else str(target)
     resolved = _resolved(target)
@@ -190,15 +185,12 @@ class DiskFull(OutputError):
         self.path, self.errno, self.kept = path, errnum, kept
 
     def continued_by(self, command: str) -> DiskFull:
-        """The same error advising ``command`` (a command that continues the work, where running the same one
-        again would be refused: a new run's folder now exists)."""
+        """The same error advising ``command``, which continues the work."""
         return DiskFull(self.path, self.errno, f"continue with: {command}", self.kept)
 
 
 def _no_space(path: Path, exc: OSError | DiskFull, inside: Path | None = None) -> DiskFull | None:
-    """The `DiskFull` to raise for ``exc`` while ``path`` is written, or None to let ``exc`` go as it is: an
-    `OSError` of a full disk names ``path``; a `DiskFull` of a file in the temporary folder ``inside`` names that
-    file in ``path`` instead of the temporary."""
+    """The `DiskFull` for ``exc`` naming ``path`` (not a temporary inside ``inside``), or None to let ``exc`` go."""
     if isinstance(exc, DiskFull):
         inner = inside is not None and inside in exc.path.parents
         return DiskFull(path / exc.path.relative_to(inside), exc.errno) if inner else None
@@ -218,8 +210,8 @@ def _make_parent(path: Path) -> None:
 
 
 def _temporary(path: Path, make, suffix: str) -> str:
-    """A temporary beside ``path`` (``make``: `tempfile.mkstemp` or `mkdtemp`); a folder nobody may write in is
-    named in one line (`OutputError`) rather than by the temporary's name."""
+    """A temporary beside ``path`` (``make``: `tempfile.mkstemp` or `mkdtemp`); an unwritable folder is
+    one `OutputError`."""
     try:
         return make(prefix=_temp_prefix(path), suffix=suffix, dir=path.parent)
     except PermissionError:
@@ -244,8 +236,7 @@ def _release_signals(held: set | None) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
-    """``with atomic_path(p) as tmp:`` write to ``tmp`` (any writer that wants a file name); on success
-    it becomes ``p`` with the umask's mode, on failure it is removed and ``p`` is untouched."""
+    """``with atomic_path(p) as tmp:`` write ``tmp``; on success it becomes ``p``, on failure ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
     held = _hold_signals()  # a Ctrl-C between creating the temporary and the try below would leave it behind
@@ -271,8 +262,7 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
 
 
 def _put_in_place(tmp: Path, path: Path) -> None:
-    """The temporary ``tmp``, written, made durable and renamed to ``path``; a rename refused (``path`` a folder,
-    a folder nobody may write in) names ``path``, never the temporary (`OutputError`)."""
+    """``tmp`` made durable and renamed to ``path``; a refused rename names ``path`` (`OutputError`)."""
     with open(tmp, "rb+") as f:  # durable before the rename: a crash leaves the old file or the new one
         os.fsync(f.fileno())
     os.chmod(tmp, file_mode())
@@ -288,8 +278,7 @@ def _put_in_place(tmp: Path, path: Path) -> None:
 def atomic_file(
     path: PathLike, mode: str = "wb", encoding: str | None = None, newline: str | None = None
 ) -> Iterator[IO]:
-    """``with atomic_file(p, "w") as f:`` an open file whose contents replace ``p`` only when the block ends
-    without an error (for writers that stream in pieces)."""
+    """``with atomic_file(p, "w") as f:`` a file whose contents replace ``p`` only when the block succeeds."""
     with atomic_path(path) as tmp:
         with open(tmp, mode, encoding=encoding, newline=newline) as f:
             yield f
@@ -308,9 +297,7 @@ def write_text(path: PathLike, text: str) -> Path:
 
 
 def append_text(path: PathLike, text: str) -> None:
-    """Append ``text`` as UTF-8 to ``path`` (made if missing), whole or not at all: a write that fails cuts the
-    file back to its length before, so no half line is left behind (a log read line by line stays whole), and a
-    full disk names the file (`DiskFull`)."""
+    """Append ``text`` to ``path`` whole or not at all (a failed write is cut back; a full disk is `DiskFull`)."""
     path = Path(path)
     with open(path, "ab", buffering=0) as f:  # unbuffered: nothing is left to flush after a failure
         size = f.seek(0, os.SEEK_END)
@@ -328,8 +315,7 @@ def append_text(path: PathLike, text: str) -> None:
 
 @contextlib.contextmanager
 def atomic_folder(path: PathLike) -> Iterator[Path]:
-    """``with atomic_folder(p) as tmp:`` fill the folder ``tmp``; on success it replaces ``p`` (the old
-    folder, if any, is removed after the swap), on failure it is removed and ``p`` is untouched."""
+    """``with atomic_folder(p) as tmp:`` fill ``tmp``; on success it replaces ``p``, on failure ``p`` is untouched."""
     path = Path(path)
     _make_parent(path)
     held = _hold_signals()  # as in `atomic_path`: the temporary is inside the try before a signal is raised
@@ -423,10 +409,9 @@ def _lock_file(lock: Path, folder: Path) -> int:
 def folder_lock(path: PathLike) -> Iterator[Path]:
     """``with folder_lock(folder):`` be the one writer of ``folder`` (made if needed) for the block.
 
-    The lock is ``folder/.bdh.lock``, an exclusive ``flock`` (released by the kernel if the process dies, so a lock
-    file left by a dead process is taken over) holding the holder's ``pid``, ``host``, ``command`` and ``time``. A
-    second writer in another process gets `FolderBusy`; in this process the lock nests. On leaving, the lock file
-    goes, and the folder too if the block left it empty."""
+    The lock is ``folder/.bdh.lock``, an exclusive ``flock`` (dropped by the kernel when its holder dies) holding
+    ``pid``, ``host``, ``command``, ``time``. Another process gets `FolderBusy`; in this one the lock nests. On leaving
+    the lock file goes, and the folder too if left empty."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{folder}: exists and is not a folder")
@@ -465,8 +450,8 @@ def folder_lock(path: PathLike) -> Iterator[Path]:
 
 
 def refuse_held(root: PathLike) -> None:
-    """Refuse (`FolderBusy`) while another process holds the `folder_lock` of ``root`` or of a folder inside it, so that
-    a command about to empty or continue ``root`` does not pull it from under a writer still at work. Takes no lock."""
+    """`FolderBusy` while another process holds the `folder_lock` of ``root`` or of a folder inside it; takes
+    no lock."""
     root = Path(root)
     if not root.is_dir() or root.is_symlink():
         return
@@ -500,9 +485,8 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[^.]+\.(?P<kind>tmp|old)$
 
 
 def clean_leftovers(folder: PathLike, depth: int = 2) -> list[Path]:
-    """Remove what interrupted atomic writes of dead processes left in ``folder`` (to ``depth`` levels):
-    ``.NAME.PID-XXXX.tmp`` files and folders whose pid no longer runs. A ``.old`` folder whose NAME is gone (the
-    writer died between the two renames) is put back first. Returns what was removed; the caller holds the lock."""
+    """Remove the temporaries of dead writers in ``folder`` (to ``depth`` levels), first putting back an orphaned
+    ``.old`` folder; returns what was removed. The caller holds the lock."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
@@ -526,8 +510,7 @@ def clean_leftovers(folder: PathLike, depth: int = 2) -> list[Path]:
 
 
 def json_default(value: Any) -> Any:
-    """The ``default`` of every ``json.dumps`` of results: NumPy scalars and arrays as Python values, dataclasses
-    as dicts, paths as strings."""
+    """The ``default`` of every ``json.dumps`` of results: NumPy values, dataclasses as dicts, paths as strings."""
     import numpy as np
 
     if isinstance(value, np.generic):  # NumPy scalars: floats, integers, booleans
@@ -542,6 +525,5 @@ def json_default(value: Any) -> Any:
 
 
 def json_ready(value: Any) -> Any:
-    """``value`` as plain JSON values (`json_default`; keys as strings, tuples as lists), NaN and infinities as None:
-    strict JSON, which every reader parses."""
+    """``value`` as strict JSON values (`json_default`; string keys, lists), NaN and infinities as None."""
     return json.loads(json.dumps(value, default=json_default), parse_constant=lambda _: None)

@@ -1,8 +1,5 @@
-"""The one place that loads matplotlib and writes figures (every figure of ``bdh`` goes through here).
-
-`pyplot` imports matplotlib on first use (Agg backend, a notebook's kept), so ``bdh --help`` stays fast; `save`
-writes each format atomically through `bdh.outputs`; `READABLE` sizes the figures read at 100 % zoom; `bits` and
-`nats_axis` draw losses in bits with nats on the right. The model package knows nothing of this module."""
+"""The one place that loads matplotlib and writes figures: `pyplot` imports it on first use (Agg), `save` writes
+atomically, `READABLE` sizes figures for 100 % zoom, `bits` and `nats_axis` draw losses in bits."""
 
 from __future__ import annotations
 
@@ -83,8 +80,7 @@ def save(
     tight: bool = True,
     min_font: float | None = None,
 ) -> list[Path]:
-    """Write ``fig`` as ``stem.<format>`` for each of ``formats`` and close it (also when writing fails); ``tight``
-    crops the margins, ``min_font`` raises smaller texts. Returns the paths written."""
+    """Write ``fig`` as ``stem.<format>`` per format and close it; ``tight`` crops, ``min_font`` raises small texts."""
     stem = Path(stem)
     try:
         return [_write(fig, stem.with_name(f"{stem.name}.{fmt}"), fmt, dpi, tight, min_font) for fmt in formats]
@@ -112,7 +108,5 @@ def save_file(
 def save_figure(
     fig: Any, stem: str | os.PathLike, formats: Sequence[str] = ("png", "svg"), *, tight: bool = True
 ) -> Path:
-    """Write a figure read at 100 % zoom (`READABLE`) as ``stem.<format>`` for each of ``formats`` and close it
-    (`save`); returns the first file's path. The one way ``bdh experiment``, ``bdh dmft`` and the reports write
-    their figures."""
+    """Write a `READABLE` figure (`save`) and close it; returns the first file's path."""
     return save(fig, stem, formats, tight=tight, **READABLE)[0]

@@ -1,10 +1,8 @@
 """The one registry: names -> model classes, task classes, ``bdh bench`` suites and ``bdh experiment`` experiments.
 
-The built-in entries are the tables below (``"module:Class"``, or ``"module"`` for a suite or an experiment),
-imported on first use; code outside the package adds its own with `register_model` / `register_task` /
-`register_suite` / `register_experiment` (CONTRIBUTING.md). `BUILTIN_HELP` writes out what ``--help`` says of the
-built-in suites and experiments, so that ``bdh --help`` imports none of them (a test checks it against the modules).
-"""
+Built-in entries are the tables below, imported on first use; others are added with `register_model` / `register_task` /
+`register_suite` / `register_experiment`. `BUILTIN_HELP` writes out what ``--help`` says of the built-in suites and
+experiments, so ``bdh --help`` imports none (a test checks it)."""
 
 from __future__ import annotations
 
@@ -61,10 +59,8 @@ BUILTIN_EXPERIMENTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Help:
-    """What the command line says of a suite or an experiment: ``summary``, its module docstring's first paragraph
-    on one line (without a leading ````bdh bench NAME``:``); ``flags``, a suite's own ``FLAGS`` (a sweep field ->
-    ``argparse`` options); ``resumes``, whether an experiment's module has ``prepare_resume`` (``--resume``,
-    ``--full``)."""
+    """What ``--help`` says of a suite or experiment: ``summary`` (its docstring's first paragraph), ``flags`` (a
+    suite's ``FLAGS``), ``resumes`` (the module has ``prepare_resume``)."""
 
     summary: str
     flags: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -117,9 +113,7 @@ _BUILTIN = {"model": BUILTIN_MODELS, "task": BUILTIN_TASKS, "suite": BUILTIN_SUI
 
 
 def register_model(cls: type) -> type:
-    """Make a model class known by its ``model_type`` (it is built as ``cls(cls.config_class(...))``).
-
-    Usable as a class decorator. A name that is already taken is refused."""
+    """Make a model class known by its ``model_type`` (usable as a decorator); a taken name is refused."""
     name = getattr(cls, "model_type", "")
     if not isinstance(name, str) or not name:
         raise UserError(f"register_model: {cls.__name__} has no model_type (the name config.json gives it)")
@@ -164,9 +158,7 @@ def _get(kind: str, name: object) -> object:
 
 
 def names(kind: str) -> list[str]:
-    """The known names of ``kind`` (``model``, ``task``, ``suite`` or ``experiment``): a model's or a task's
-    sorted; a suite's or an experiment's in the order of the table (the command line lists them so), added
-    ones after."""
+    """The known names of ``kind``: models and tasks sorted, suites and experiments in table order, added ones after."""
     known = [*_BUILTIN[kind], *(n for n in _ADDED[kind] if n not in _BUILTIN[kind])]
     return known if kind in ("suite", "experiment") else sorted(known)
 
@@ -192,8 +184,7 @@ def get_experiment(name: object) -> ModuleType:
 
 
 def help_from_module(module: object, name: str) -> Help:
-    """The `Help` of an imported suite or experiment module (or any object with a docstring): what the command line
-    says of one added with `register_suite` / `register_experiment`, and what `BUILTIN_HELP` must agree with."""
+    """The `Help` of a module with a docstring (an added suite or experiment; what `BUILTIN_HELP` must agree with)."""
     first = " ".join((getattr(module, "__doc__", None) or name).strip().split("\n\n")[0].split())
     head, sep, rest = first.partition(": ")
     summary = rest if sep and head.startswith("``") and head.endswith("``") else first
@@ -201,8 +192,7 @@ def help_from_module(module: object, name: str) -> Help:
 
 
 def help_of(kind: str, name: str) -> Help:
-    """The `Help` of suite or experiment ``name`` (``kind``: ``suite`` or ``experiment``): a built-in one's from
-    `BUILTIN_HELP` (its module is not imported), an added one's from its module."""
+    """The `Help` of suite or experiment ``name``: a built-in's from `BUILTIN_HELP`, an added one's from its module."""
     added = _ADDED[kind].get(name)
     if added is not None:
         return help_from_module(added, name)

@@ -1,6 +1,5 @@
-"""Scores over seeds: their means, their table cell (`spread_cell`), and the one rule that says when one set is
-better than another beyond the spread of the seeds (`beyond_seeds`). Every verdict of ``bdh bench`` and
-``bdh experiment`` calls it."""
+"""Scores over seeds: means, the table cell (`spread_cell`), and the one "better beyond the seeds"
+rule (`beyond_seeds`)."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ def finite_mean(values: Sequence[float]) -> float:
 
 
 def goodness(v: Any, higher_is_better: bool = True) -> float:
-    """A score as a number that is larger when it is better: the value itself when higher is better, its
-    negative when lower is (a loss); a missing, non-numeric or NaN value is -inf, the worst, either way. Only for
-    comparing: every table and file keeps the values as measured."""
+    """A score as a number larger when better (a loss negated); missing, non-numeric or NaN is -inf. For
+    comparing only."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -33,14 +31,12 @@ def goodness(v: Any, higher_is_better: bool = True) -> float:
 
 
 def beyond_seeds(a: Sequence[Any], b: Sequence[Any], higher_is_better: bool) -> bool:
-    """Whether ``a`` is better than ``b`` beyond the seed spread: both have two seeds or more and the ranges do not
-    overlap (``a``'s worst seed is better than ``b``'s best; a missing or non-finite score is the worst)."""
+    """Whether ``a`` beats ``b`` beyond the seeds: two seeds or more each, ``a``'s worst better than ``b``'s best."""
     if len(a) < 2 or len(b) < 2:
         return False
     return min(goodness(x, higher_is_better) for x in a) > max(goodness(x, higher_is_better) for x in b)
 
 
 def spread_cell(mean: float, lo: float | None, hi: float | None, seeds: int) -> str:
-    """A table cell of a score over seeds: ``mean (min–max)``, three decimals; the mean alone for one seed (or no
-    range)."""
+    """A table cell ``mean (min–max)`` with three decimals; the mean alone for one seed."""
     return f"{mean:.3f}" if seeds < 2 else f"{mean:.3f} ({lo:.3f}–{hi:.3f})"

@@ -1,7 +1,5 @@
-"""Sizing a model config to a parameter budget (``bdh bench`` matches BDH's count at each width): the protocol
-`BudgetSized.for_budget`, implemented by each model's config class, and `closest_by_params`, a search over one
-width field that most of them use.
-"""
+"""Sizing a model config to a parameter budget: the protocol `BudgetSized.for_budget` and the
+search `closest_by_params`."""
 
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ C = TypeVar("C")
 def closest_by_params(
     budget: int, make: Callable[[int], C], step: int, start: int | None = None, limit: int | None = 4096
 ) -> C:
-    """The config ``make(d)`` whose ``num_params()`` is closest to ``budget``, d running over ``start``,
-    ``start + step``, ... (``start`` defaults to ``step``) up to ``limit`` (None: no limit). The count is taken
-    to grow with d (the search stops above the budget); of two equally close widths the smaller is kept."""
+    """The ``make(d)`` with ``num_params()`` closest to ``budget``, d = ``start``, ``start + step``, ... up to ``limit``
+    (the count taken to grow with d; the smaller of two ties)."""
     best, err = None, math.inf
     d = start or step
     while limit is None or d <= limit:
@@ -42,7 +39,6 @@ class BudgetSized(Protocol):
     def for_budget(
         cls, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
     ) -> Any:
-        """The config whose ``num_params()`` is closest to ``params``, varying only its width. ``n_layer``: the
-        depth as the model reads it; ``n_head`` ignored by a model without heads; a model with one form refuses the
-        other ``causal``; ``extra``: model-specific fields, passed on (Hyper-SET's ``time_freq``)."""
+        """The config with ``num_params()`` closest to ``params``, varying only its width; ``extra``:
+        model-specific fields."""
         ...

@@ -1,43 +1,19 @@
-"""`TypedConfig`: the one configuration mechanism of the package (models, baselines, tasks, run sections,
-experiments, analysis options).
+"""`TypedConfig`: the one configuration mechanism of the package (models, baselines, tasks, run sections, experiments,
+analysis options).
 
-A config is a dataclass that mixes in `TypedConfig`. `TypedConfig.from_dict` (what ``config.json`` files,
-YAML run configs and ``--set`` overrides go through) checks every key against the field's type hint with
-`check_value`: an unknown key, a value of the wrong type, NaN or infinity are refused with one line that
-names the key (``optim.lr: expected a finite number, got 'fast'``); nested config dataclasses are checked
-the same way under their own prefix.
-
-The values a field accepts beyond its type are declared on the field, with `bounded` (numbers, or every
-number of a list) or `one_of` (a list of choices)::
+A config is a dataclass mixing in `TypedConfig`. `TypedConfig.from_dict` (``config.json``, YAML run configs, ``--set``)
+checks every key against its field's type hint (`check_value`): an unknown key, a wrong type, NaN or infinity are
+refused in one line naming the key (``optim.lr: expected a finite number, got 'fast'``). The values a field accepts
+beyond its type are declared on the field::
 
     lr: float = bounded(1e-3, gt=0)                      # optim.lr: must be a number > 0, got -1
-    dropout: float = bounded(0.0, ge=0, lt=1)            # ... must be a number in [0, 1), got 1.5
-    micro_batch_size: int | None = bounded(None, ge=1)   # ... must be an integer >= 1 or null, got 0
     positional: str = one_of("rope", POSITIONAL)         # ... must be one of rope, none; got 'alibi'
     models: tuple[str, ...] = one_of(("bdh",), known)    # choices read when a value is checked: known()
 
-The choices of `one_of` may be a callable, called each time a value is checked, for choices known only at run
-time (the models a registry holds then); a fixed list is a tuple, known at import.
-
-`TypedConfig.__post_init__` checks every declared range (`TypedConfig.check_ranges`), so they hold however
-the object is built (``from_dict``, the constructor, ``dataclasses.replace``). A class's own ``__post_init__``
-calls ``super().__post_init__()`` first and then checks only what a declaration cannot say: rules that relate
-several fields (``n_neurons`` or the multiplier, not both; ``4 D <= N``), derived values, formats.
-
-Every ``--set`` item (``bdh train``, ``bdh experiment``) is read by `parse_override` (``key.sub=value``, the value
-as YAML) and applied by `apply_overrides`; every comma-separated list of a flag or a text field by `parse_list`.
-A command-line flag generated from a field (``bdh info --n-layer``) is read the same way, by
-`TypedConfig.field_value`.
-
-A config's named presets (``--quick``, ``--full`` of ``bdh train``, ``bdh bench`` and ``bdh experiment``) are its
-class's `TypedConfig.PRESETS`: name -> field values, a dotted key setting a field of a section
-(``train.max_steps``), the one way to write them::
-
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"steps": 20, "seeds": (0,)}}
-
-`TypedConfig.preset` builds one (``Sweep.preset("quick")``; `preset_values` gives its values, which a caller
-applies to a mapping with `apply_values`, e.g. under a config file's).
-"""
+`TypedConfig.__post_init__` checks the declared ranges however the object is built; a class's own ``__post_init__``
+calls ``super().__post_init__()`` first, then checks what relates several fields. ``--set`` items are read by
+`parse_override` and applied by `apply_overrides`; named presets (``--quick``, ``--full``) are a class's
+`TypedConfig.PRESETS` (name -> field values, dotted keys for sections), built by `TypedConfig.preset`."""
 
 from __future__ import annotations
 
@@ -98,10 +74,8 @@ class _NotFinite(UserError):
 def check_value(value: Any, tp: Any, key: str) -> Any:
     """``value`` converted to the type hint ``tp``, or a `UserError` naming ``key``.
 
-    Integers are accepted for floats (and whole floats below 2^53 for integers: ``1e6`` steps); YAML 1.1
-    reads ``1e-3`` as a string, which is accepted for a float. Floats must be finite. Hints this function
-    does not know (``Any``, mappings) pass the value through, for ``__post_init__`` to check.
-    """
+    Integers pass for floats (whole floats below 2^53 for integers: ``1e6``), YAML's string ``1e-3`` for a float; floats
+    must be finite. Unknown hints (``Any``, mappings) pass the value through."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type) and issubclass(tp, TypedConfig):
         return value if isinstance(value, tp) else tp.from_dict({} if value is None else value, prefix=key)
@@ -205,8 +179,7 @@ class Range:
             raise TypeError("Range: give bounds or choices (one of the two)")
 
     def contains(self, values: Sequence[Any], integer: bool) -> bool:
-        """Whether every value of ``values`` is in the range (the choices read once, `allowed`); ``integer``: each
-        must be an integer."""
+        """Whether every value of ``values`` is in the range; with ``integer``, each must also be an integer."""
         choices = self.allowed()
         if choices is not None:
             return all(v in choices for v in values)
@@ -261,15 +234,12 @@ def bounded(
     lt: float | None = None,
     why: str | None = None,
 ) -> Any:
-    """A dataclass field whose number (or every number of a list) must lie within the bounds, e.g.
-    ``lr: float = bounded(1e-3, gt=0)``; null passes when the type hint allows it (``int | None``)."""
+    """A dataclass field whose number(s) must lie within the bounds: ``lr: float = bounded(1e-3, gt=0)``."""
     return dataclasses.field(default=default, metadata={RANGE: Range(ge=ge, gt=gt, le=le, lt=lt, why=why)})
 
 
 def one_of(default: Any, choices: Sequence[Any] | Callable[[], Sequence[Any]], *, why: str | None = None) -> Any:
-    """A dataclass field whose value (or every item of a list) must be one of ``choices``, e.g. ``positional: str =
-    one_of("rope", POSITIONAL)``; null passes when the type hint allows it. ``choices`` may be a callable returning
-    them, called each time a value is checked (choices known only at run time, e.g. a registry's names)."""
+    """A dataclass field whose value(s) must be one of ``choices`` (a tuple, or a callable read at each check)."""
     fixed = choices if callable(choices) else tuple(choices)
     return dataclasses.field(default=default, metadata={RANGE: Range(choices=fixed, why=why)})
 
@@ -336,8 +306,7 @@ def declared_ranges(cls: type) -> tuple[Declared, ...]:
 
 
 class TypedConfig:
-    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace``, the declared ranges and the
-    named presets."""
+    """Mixin for config dataclasses: typed ``from_dict`` / ``to_dict`` / ``replace``, declared ranges, presets."""
 
     #: named presets: name -> field values (a dotted key sets a field of a section, ``train.max_steps``)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -355,10 +324,7 @@ class TypedConfig:
         raise UserError(f"{self._key(field)}: {message}")
 
     def check_ranges(self, prefix: str | None = None) -> None:
-        """A one-line `UserError` for the first field outside its declared range (`bounded`, `one_of`).
-
-        ``prefix`` names a field ``prefix.field`` (a run config's section: ``optim.lr``); default `_key`.
-        """
+        """A one-line `UserError` for the first field outside its declared range, named ``prefix.field``."""
         for declared in declared_ranges(type(self)):
             value = getattr(self, declared.name)
             if not declared.admits(value):
@@ -370,12 +336,8 @@ class TypedConfig:
             self._fail(field, f"must be true or false, got {getattr(self, field)!r}")
 
     def _coerce(self) -> None:
-        """Every field converted to its type hint (`check_value`), in place (a frozen dataclass too); a one-line
-        error naming the field otherwise. For a config built from ``--set`` values (`parse_override`: YAML), which
-        need more than `from_dict`'s checks: ``1e-3`` is a string in YAML (accepted for a float), a single value may
-        stand for a list of one (``--set seeds=0``), and a number stands for its text in a field of text (a
-        comma-separated list such as ``seeds: str = "0,1"``). A config that calls it does so first in
-        ``__post_init__``, before the declared ranges are checked."""
+        """Every field converted to its type hint in place, for a config built from ``--set`` (YAML) values: ``1e-3``
+        for a float, one value for a list of one, a number for a text field. Called first in ``__post_init__``."""
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             value, hint = getattr(self, f.name), hints[f.name]
@@ -391,12 +353,7 @@ class TypedConfig:
 
     @classmethod
     def from_dict(cls, data: Any, prefix: str | None = None):
-        """Build from a mapping, every key checked against its field's type hint (see `check_value`).
-
-        ``prefix`` names the mapping in errors (``optim``, ``model``: ``optim.lr``); default: the class's own
-        names (`_key`: ``BDHConfig.n_layer``). The declared ranges of the given keys are checked under the
-        same names before the object is built.
-        """
+        """Build from a mapping, every key checked (`check_value`) and every given range, named ``prefix.key``."""
         if not isinstance(data, dict):
             raise UserError(f"{prefix or cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
 
@@ -420,11 +377,8 @@ class TypedConfig:
 
     @classmethod
     def field_value(cls, name: str, text: str, key: str | None = None, *, ranges: bool = True) -> Any:
-        """The value of the field ``name`` given as ``text`` (a command-line flag generated from the field): read
-        as a ``--set`` value is (`read_value`; a text field keeps the text as it is), converted to the field's
-        type (`check_value`; a value, not null: a flag left out is the field's default) and checked against its
-        declared range as `from_dict` checks it (``ranges=False``: left to the config when it is built, e.g. after
-        all the flags are read). A one-line `UserError` naming ``key`` (default `_key`)."""
+        """The field ``name`` read from a flag's ``text`` as a ``--set`` value and checked as `from_dict` checks it (its
+        range unless ``ranges=False``); a one-line `UserError` naming ``key``."""
         key = key or cls._key(name)
         hint = typing.get_type_hints(cls)[name]
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
@@ -452,8 +406,7 @@ class TypedConfig:
 
     @classmethod
     def preset(cls, name: str | None = None, **changes: Any):
-        """The config of the preset ``name`` (None: the defaults), with ``changes`` to its fields on top, built and
-        checked by `from_dict`."""
+        """The config of the preset ``name`` (None: the defaults) with ``changes`` on top, built by `from_dict`."""
         values = {} if name is None else cls.preset_values(name)
         return cls.from_dict(apply_values({}, {**values, **changes}.items()))
 
@@ -464,13 +417,8 @@ class ConfigError(UserError):
 
 
 def parse_override(item: str) -> tuple[str, Any]:
-    """One ``--set`` item, ``key.sub=value`` in one word, as its dotted key and its value read as YAML (``3e-4``,
-    ``true``, ``null``, ``[1, 2]``; text that is not valid YAML stays text; nothing after the ``=`` is ``""``).
-
-    The one syntax of every ``--set`` (``bdh train``'s sections, ``bdh experiment``'s fields); the type of the
-    value is the config's to check (`check_value`). A one-line `ConfigError` for an item without ``=`` or with
-    an empty key or key part.
-    """
+    """One ``--set`` item ``key.sub=value`` as (dotted key, value read by `read_value`); a one-line `ConfigError` for an
+    item without ``=`` or with an empty key part."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep:
@@ -481,9 +429,7 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 
 def read_value(raw: str) -> Any:
-    """A value written as text (a ``--set`` value, a flag generated from a field) read as YAML: ``3e-4``, ``true``,
-    ``null``, ``[1, 2]``; text that is not valid YAML stays text; blank text is ``""``. The type is the config's
-    to check (`check_value`)."""
+    """Text read as YAML (``3e-4``, ``true``, ``null``, ``[1, 2]``); invalid YAML stays text, blank text is ``""``."""
     try:
         return yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -491,15 +437,13 @@ def read_value(raw: str) -> Any:
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of the nested mapping ``data`` with the ``--set`` items (`parse_override`) applied in order
-    (`apply_values`)."""
+    """A copy of the nested mapping ``data`` with the ``--set`` items applied in order."""
     return apply_values(data, (parse_override(item) for item in overrides))
 
 
 def apply_values(data: Mapping[str, Any], values: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """A copy of the nested mapping ``data`` with the (dotted key, value) pairs set in order: ``optim.lr``
-    sets ``data["optim"]["lr"]`` (a missing or null section is created); a `ConfigError` when a part of the key
-    is a value, not a section. ``--set`` items (`apply_overrides`) and presets (`TypedConfig.PRESETS`) go here."""
+    """A copy of the nested ``data`` with the (dotted key, value) pairs set in order (missing sections made); a
+    `ConfigError` when a part of the key is a value."""
     data = json.loads(json.dumps(data))  # deep copy of plain data
     for key, value in values:
         parts = key.split(".")
@@ -516,9 +460,8 @@ def apply_values(data: Mapping[str, Any], values: Iterable[tuple[str, Any]]) -> 
 
 
 def parse_list(text: Any, kind: type, what: str, *, unique: bool = False) -> tuple:
-    """A comma-separated list (``"1e-3, 3e-3"`` -> ``(0.001, 0.003)``) of ``kind`` (int, float or str) as a
-    tuple; a one-line `ConfigError` naming ``what`` for an empty list or item, an item that is not an integer
-    (a finite number), or, with ``unique``, a repeated value. Ranges are the caller's (its fields' `bounded`)."""
+    """A comma-separated list of ``kind`` as a tuple (``"1e-3, 3e-3"`` -> ``(0.001, 0.003)``); a one-line `ConfigError`
+    naming ``what`` for an empty list or item, a bad number or, with ``unique``, a repeat."""
     items = [t.strip() for t in str(text).split(",")]
     expected = f"expected a comma-separated list of {_plural(kind)}"
     if any(not t for t in items):
