@@ -1,8 +1,10 @@
-"""``bdh bench sudoku``: BDH, GPT and Hyper-SET on Sudoku, and the test-time depth sweep.
+"""``bdh bench sudoku``: BDH, GPT and Hyper-SET on a ladder of Sudoku difficulties, and the test-time depth sweep.
 
-Width x learning rate x seed on one puzzle set generated into the folder (``data/``); every weight-shared model is
-also evaluated at other layer counts (`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3): ``depth.csv`` and
-``plots/depth-sudoku``. The reference row gives every blank the most frequent digit."""
+Every model trained once with the recurrent recipe (`RECIPE`) on augmented boards over the ladder's range of givens,
+then scored on each rung (`bdh.bench.ladder`: 60-70, 45-50 and 34-40 givens by default, and any ``puzzle,solution``
+CSV), beside the trivial row and the exact solver; every weight-shared model also at other pass counts on every rung
+(`bdh.tasks.depth.depth_sweep`, Hyper-SET's Fig. 3): ``ladder.md``, ``depth.csv``, ``depth.md``, ``plots/depth-sudoku``.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import torch
 from bdh.outputs import write_text
 from bdh.typed_config import bounded, one_of
 
+from . import ladder
 from .boards import BOARD_FULL, BoardSweep
+from .ladder import Rung, rungs_of
 from .results import write_csv
 from .spec import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault
 
@@ -41,33 +45,39 @@ RECIPE: dict[str, Any] = {
 @dataclass
 class SudokuSweep(BoardSweep):
     """The Sudoku sweep: the fields of `BoardSweep` (``n_layer``: the trained depth), plus ``min_givens``/``max_givens``
-    (the generator's range), ``depth_passes`` (the layer counts of the depth sweep) and the recurrent recipe:
-    ``structure`` (`STRUCTURES`), ``share_gpt`` (GPT as one block applied ``n_layer`` times), ``deep_supervision``
-    and ``random_depth`` (of every weight-shared model, `bdh.model.recurrence`), ``augment`` (the training boards'
-    symmetries, `bdh.tasks.sudoku_augment`) and ``stop`` (the depth sweep stops a board once it settles)."""
+    (the generator's range of the training boards), ``rungs`` (the generated rungs of the ladder, ``LO-HI`` givens),
+    ``csv_rungs`` (``puzzle,solution`` CSV files scored as further rungs, their first ``num_val`` rows),
+    ``train_csv`` (train on this CSV's boards instead of generated ones), ``depth_passes`` (the pass counts of the
+    depth sweep) and the recurrent recipe: ``structure`` (`STRUCTURES`), ``share_gpt`` (GPT as one block applied
+    ``n_layer`` times), ``deep_supervision`` and ``random_depth`` (of every weight-shared model,
+    `bdh.model.recurrence`), ``augment`` (the training boards' symmetries, `bdh.tasks.sudoku_augment`) and ``stop``
+    (the depth sweep stops a board once it settles)."""
 
     suite = "sudoku"
 
-    # The CPU default (docs/bench.md): easy puzzles (11-21 blanks), so that whole boards get solved within
-    # the budget; one width and the learning rate that won the old default for every model.
+    # The CPU default (docs/bench.md): the recurrent recipe on 2,000 boards over the ladder's givens, augmented;
+    # one width and learning rate; every rung scored and swept to 1,024 passes.
     widths: tuple[int, ...] = redefault(BoardSweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(BoardSweep, "lrs", (3e-3,))
-    steps: int = redefault(BoardSweep, "steps", 2000)
+    steps: int = redefault(BoardSweep, "steps", 1000)
     eval_batch_size: int = redefault(BoardSweep, "eval_batch_size", 100)
-    min_givens: int = bounded(60, ge=17, le=81)
+    min_givens: int = bounded(34, ge=17, le=81)
     max_givens: int = bounded(70, ge=17, le=81)
-    depth_passes: tuple[int, ...] = bounded((2, 4, 6, 8), ge=1, le=4096)
-    structure: str = one_of("none", STRUCTURES)
-    share_gpt: bool = False
-    deep_supervision: bool = False
-    random_depth: tuple[int, int] | None = None  # checked in validate
-    augment: bool = False
-    stop: bool = False
+    rungs: tuple[str, ...] = ("60-70", "45-50", "34-40")  # checked in validate (`bdh.bench.ladder.givens_rung`)
+    csv_rungs: tuple[str, ...] = ()
+    train_csv: str | None = None
+    depth_passes: tuple[int, ...] = bounded((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), ge=1, le=4096)
+    structure: str = one_of("peers", STRUCTURES)
+    share_gpt: bool = True
+    deep_supervision: bool = True
+    random_depth: tuple[int, int] | None = (2, 8)  # checked in validate
+    augment: bool = True
+    stop: bool = True
 
     #: the presets (`bdh.typed_config.TypedConfig.PRESETS`, ``--quick`` / ``--full``), both with the recurrent recipe:
-    #: quick: Tiny sizes for smoke tests (easy puzzles, a few steps).
-    #: full: Hyper-SET-sized data (9000 / 1000 puzzles, 24..34 givens) and deeper, wider models, for a GPU; the depth
-    #: sweep to 1,024 passes.
+    #: quick: Tiny sizes for smoke tests (easy puzzles, a few steps, one rung).
+    #: full: Hyper-SET-sized data (9000 / 1000 puzzles) and deeper, wider models, for a GPU; the generated rungs down
+    #: to 24-34 givens (Hyper-SET's sudoku-hard, 17-34, and Sudoku-Extreme are ``--train-csv`` / ``--csv-rungs``).
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "quick": {
             **QUICK,
@@ -75,6 +85,7 @@ class SudokuSweep(BoardSweep):
             "num_val": 32,
             "min_givens": 45,
             "max_givens": 50,
+            "rungs": ("45-50",),
             "n_layer": 2,
             "depth_passes": (1, 2, 4, 8),
             "n_head": 2,
@@ -88,7 +99,8 @@ class SudokuSweep(BoardSweep):
             "num_train": 9000,
             "num_val": 1000,
             "min_givens": 24,
-            "max_givens": 34,
+            "max_givens": 70,
+            "rungs": ("60-70", "45-50", "34-40", "24-34"),
             "n_layer": 12,
             "depth_passes": (6, 12, 24, 48, 96, 192, 384, 768, 1024),
             "eval_batch_size": 250,
@@ -113,6 +125,21 @@ class SudokuSweep(BoardSweep):
                 f"{self._key('min_givens')}: must not exceed max_givens = {self.max_givens} "
                 f"(need 17 <= min_givens <= max_givens <= 81), got {self.min_givens}"
             )
+        self.ladder()  # the rungs' own checks
+        if self.train_csv is not None and (not isinstance(self.train_csv, str) or not self.train_csv):
+            raise BenchError(f"{self._key('train_csv')}: must be a CSV file path or null, got {self.train_csv!r}")
+
+    def ladder(self) -> list[Rung]:
+        """The rungs of the ladder (`bdh.bench.ladder`): the generated ``rungs``, then the ``csv_rungs`` files."""
+        for name in ("rungs", "csv_rungs"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and v for v in value):
+                wanted = "LO-HI givens" if name == "rungs" else "CSV paths"
+                raise BenchError(f"{self._key(name)}: expected a list of {wanted}, got {value!r}")
+        rungs = rungs_of(tuple(self.rungs), tuple(self.csv_rungs), self.suite)
+        if not rungs:
+            raise BenchError(f"{self._key('rungs')}: give at least one rung (rungs or csv_rungs)")
+        return rungs
 
     def shapes(self) -> list[dict[str, int]]:
         """The one setting's vocabulary (the digits and the blank) and tokens (the 81 cells): the task's."""
@@ -152,6 +179,25 @@ class SudokuSweep(BoardSweep):
 SWEEP = SudokuSweep
 
 
+def _list(what: str):
+    """An argparse ``type``: a comma-separated list of strings (`bdh.typed_config.parse_list`), named ``what``."""
+    from bdh.typed_config import parse_list
+
+    return lambda text: parse_list(text, str, what, unique=True)
+
+
+#: the suite's own flags (sweep field -> argparse options, `bdh.cli.bench_cmds`)
+FLAGS = {
+    "rungs": {"type": _list("--rungs"), "metavar": "LO-HI,...", "help": "generated rungs (default 60-70,45-50,34-40)"},
+    "csv_rungs": {
+        "type": _list("--csv-rungs"),
+        "metavar": "CSV,...",
+        "help": "puzzle,solution CSV files scored as further rungs (e.g. sudoku-hard's or Sudoku-Extreme's test.csv)",
+    },
+    "train_csv": {"metavar": "CSV", "help": "train on this CSV's boards (augmented) instead of generated ones"},
+}
+
+
 def data_paths(folder: Path) -> tuple[Path, Path]:
     """Where `make_data` writes the puzzle sets in ``folder`` (train.csv, val.csv)."""
     return folder / "train.csv", folder / "val.csv"
@@ -159,15 +205,18 @@ def data_paths(folder: Path) -> tuple[Path, Path]:
 
 def data_note(sweep: SudokuSweep) -> str:
     """What `make_data` generates, in words."""
+    if sweep.train_csv is not None:
+        return f"nothing (training on {sweep.train_csv}; its {sweep.num_val} rows after {sweep.num_train} validate)"
     return f"{sweep.num_train} + {sweep.num_val} puzzles"
 
 
 def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
-    """Generate the puzzle sets once into ``folder`` (train.csv, val.csv); kept if already there."""
+    """Generate the puzzle sets once into ``folder`` (train.csv, val.csv); kept if already there, and nothing
+    generated where the sweep trains on its ``train_csv``."""
     from bdh.tasks.sudoku import Sudoku, SudokuConfig
 
     paths = data_paths(folder)
-    if all(p.is_file() for p in paths):
+    if sweep.train_csv is not None or all(p.is_file() for p in paths):
         return paths
     task = Sudoku(
         SudokuConfig(
@@ -189,12 +238,13 @@ def make_data(sweep: SudokuSweep, folder: Path) -> tuple[Path, Path]:
 
 
 def plan(sweep: SudokuSweep, data: tuple[Path, Path]) -> list[RunSpec]:
-    """Every run of the sweep, on the puzzle files ``data`` (from `make_data`)."""
+    """Every run of the sweep, on the puzzle files ``data`` (from `make_data`), or on ``train_csv`` (its
+    ``num_train`` rows, then ``num_val`` rows to validate)."""
     sweep.validate()
+    files = {"train_csv": str(data[0]), "val_csv": str(data[1])} if sweep.train_csv is None else {}
     task = {
         "name": "sudoku",
-        "train_csv": str(data[0]),
-        "val_csv": str(data[1]),
+        **(files or {"train_csv": sweep.train_csv}),
         "num_train": sweep.num_train,
         "num_val": sweep.num_val,
         **({"augment": True} if sweep.augment else {}),
@@ -215,9 +265,10 @@ def weight_shared(model: torch.nn.Module) -> bool:
     return bool(getattr(model, "weight_shared", False))
 
 
-class DepthColumns:
-    """The suite's ``extra`` hook: the depth sweep of a trained weight-shared model, as a JSON column. A class, so
-    that a worker process can be handed it."""
+class LadderColumns:
+    """The suite's ``extra`` hook: a trained model (or the trivial answer) scored on every rung of the ladder
+    (``board_<rung>``, ``cell_<rung>``), and a weight-shared model's depth sweep on every rung as a JSON column
+    (``depth``: rung -> passes -> metrics). A class, so that a worker process can be handed it."""
 
     def __init__(self, sweep: SudokuSweep) -> None:
         self.sweep = sweep
@@ -225,48 +276,37 @@ class DepthColumns:
     def __call__(self, spec: RunSpec, model: torch.nn.Module, task: Any) -> dict[str, Any]:
         from bdh.tasks.depth import depth_sweep
 
-        if not weight_shared(model):
-            return {"depth": ""}
-        device = next(model.parameters()).device
-        curve = depth_sweep(
-            model,
-            task,
-            list(self.sweep.depth_passes),
-            batch_size=self.sweep.eval_batch_size,
-            seed=spec.seed,
-            device=device,
-            stop=self.sweep.stop,
-        )
+        sweep, out, curves = self.sweep, {}, {}
+        device = next(iter(model.parameters()), torch.zeros(0)).device
+        for rung in sweep.ladder():
+            boards = ladder.rung_task(rung, sweep.num_val, sweep.data_seed)
+            got = ladder.score(model, boards, sweep.eval_batch_size, spec.seed)
+            out.update({f"{kind}_{rung.column}": round(got[kind], 4) for kind in ("board", "cell")})
+            if weight_shared(model):
+                curve = depth_sweep(
+                    model,
+                    boards,
+                    list(sweep.depth_passes),
+                    batch_size=sweep.eval_batch_size,
+                    seed=spec.seed,
+                    device=device,
+                    stop=sweep.stop,
+                )
+                curves[rung.name] = {str(k): {m: round(v, 4) for m, v in c.items()} for k, c in curve.items()}
         model.train()
-        return {
-            "depth": json.dumps(
-                {str(k): {m: round(v, 4) for m, v in c.items()} for k, c in curve.items()},
-                sort_keys=True,
-                separators=(",", ":"),
-            )
-        }
+        out["depth"] = json.dumps(curves, sort_keys=True, separators=(",", ":")) if curves else ""
+        return out
 
 
 def depth_rows(results: list[dict[str, Any]], trained: int) -> list[dict[str, Any]]:
-    """One row per (result row, pass count) from the ``depth`` column."""
+    """One row per (result row, rung, pass count) from the ``depth`` column."""
     out = []
     for r in results:
         text = r.get("depth") or ""
-        if not text:
-            continue
-        for k, m in sorted(json.loads(text).items(), key=lambda kv: int(kv[0])):
-            out.append(
-                {
-                    "suite": "sudoku-depth",
-                    "model": r["model"],
-                    "width": r["width"],
-                    "lr": r["lr"],
-                    "seed": r["seed"],
-                    "trained_passes": trained,
-                    "passes": int(k),
-                    **m,
-                }
-            )
+        for rung, curve in json.loads(text).items() if text else ():
+            for k, m in sorted(curve.items(), key=lambda kv: int(kv[0])):
+                row = {"suite": "sudoku-depth", "model": r["model"], "width": r["width"], "lr": r["lr"]}
+                out.append({**row, "seed": r["seed"], "rung": rung, "trained_passes": trained, "passes": int(k), **m})
     return out
 
 
@@ -278,26 +318,39 @@ def trained_depth(sweep: SudokuSweep) -> str:
     return f"{lo}-{hi} passes drawn per batch, loss at every pass" if sweep.deep_supervision else f"{lo}-{hi}"
 
 
+def trained_marks(sweep: SudokuSweep) -> tuple[int, ...]:
+    """The pass counts of training, marked on the depth plot: ``n_layer``, or the ends of ``random_depth``."""
+    return (sweep.n_layer,) if sweep.random_depth is None else tuple(sorted(set(sweep.random_depth)))
+
+
 def finisher(sweep: SudokuSweep):
-    """Writes depth.csv and plots/depth-sudoku from the chosen rows."""
+    """Writes ladder.csv and ladder.md (every rung, with the exact solver), depth.csv, depth.md and
+    plots/depth-sudoku (one panel per rung, one line per model, the trained depth marked) from the chosen rows."""
 
     def finish(results: list[dict[str, Any]], out: Path) -> list[Path]:
+        rungs = sweep.ladder()
+        solver = {r.name: ladder.solver_row(ladder.rung_task(r, sweep.num_val, sweep.data_seed)) for r in rungs}
+        table = ladder.ladder_rows(results, rungs, solver)
+        files = [out / "ladder.csv", out / "ladder.md"]
+        cols = ["model", "width", "rung", "seeds", "board_mean", "board_min", "board_max", "cell_mean"]
+        write_csv(files[0], table, [*cols, "cell_min", "cell_max", "ms_per_board"])
+        write_text(files[1], ladder.ladder_markdown(table, rungs))
         rows = depth_rows(results, sweep.n_layer)
         if not rows:
-            return []
-        # the trivial answer has no depth: a horizontal line at its cell accuracy
-        reference = [
-            {"series": TRIVIAL, "board_accuracy": r["board_accuracy"]} for r in results if r["model"] == TRIVIAL
-        ]
-        path = out / "depth.csv"
-        write_csv(
-            path,
-            rows,
-            ["suite", "model", "width", "lr", "seed", "trained_passes", "passes", "cell_accuracy", "board_accuracy"],
-        )
-        files = [path]
+            return files
+        files += [out / "depth.csv", out / "depth.md"]
+        head = ["suite", "model", "width", "lr", "seed", "rung", "trained_passes", "passes"]
+        write_csv(files[-2], rows, [*head, "cell_accuracy", "board_accuracy"])
+        write_text(files[-1], ladder.depth_markdown(rows, trained_depth(sweep)))
         from bdh.viz import plots
 
+        # the trivial answer has no depth: a horizontal line at its board accuracy on each rung
+        reference = [
+            {"series": TRIVIAL, "rung": g.name, "board_accuracy": r[f"board_{g.column}"]}
+            for r in results
+            if r["model"] == TRIVIAL
+            for g in rungs
+        ]
         for r in rows:
             r["series"] = f"{r['model']} w{r['width']}"
         files += plots.suite_plot(
@@ -306,8 +359,11 @@ def finisher(sweep: SudokuSweep):
             "passes",
             "board_accuracy",
             series="series",
-            title=f"sudoku: board accuracy against test-time layer passes (trained with {trained_depth(sweep)})",
+            facet="rung",
+            title=f"sudoku: board accuracy against test-time passes (trained with {trained_depth(sweep)})",
             reference=TRIVIAL,
+            log_x=True,
+            x_marks=trained_marks(sweep),
         )
         return files
 
@@ -320,14 +376,17 @@ def train_size(task: Any) -> int:
 
 
 def suite_def(sweep: SudokuSweep) -> SuiteDef:
-    """The Sudoku suite, with the depth sweep of ``sweep`` and the trivial answer (one digit on every blank)."""
+    """The Sudoku suite: every rung's board and cell accuracy and the depth sweep of ``sweep`` (`LadderColumns`), and
+    the trivial answer (one digit on every blank)."""
+    rungs = ladder.columns(sweep.ladder())
     return SuiteDef(
         name="sudoku",
         setting_columns=["givens"],
         metrics=["board_accuracy", "cell_accuracy"],
         score=["board_accuracy", "cell_accuracy"],
-        extra=DepthColumns(sweep),
-        extra_columns=["depth"],
+        extra=LadderColumns(sweep),
+        extra_columns=[*rungs, "depth"],
+        extra_metrics=rungs,
         # the blank token's most frequent training target: one digit, the same on every blank
         trivial=Trivial("trivial (predict the most frequent digit)", train_size),
     )

@@ -267,10 +267,12 @@ def suite_plot(
     title: str = "",
     reference: str | None = None,
     log_x: bool = False,
+    x_marks: Sequence[float] = (),
 ) -> list[Path]:
     """Lines of ``y`` against ``x``, one per value of ``series``, one panel per value of ``facet``; rows with the same
     (facet, series, x) (seeds) are averaged, their min-max range drawn as a band and bars. The ``reference`` series
-    (the bench's trivial answer) is a horizontal dashed line."""
+    (the bench's trivial answer) is a horizontal dashed line; ``x_marks`` (e.g. the trained depth) vertical dotted
+    lines."""
     groups, levels = _suite_points(rows, x, y, series, facet, reference)
     plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
@@ -285,6 +287,8 @@ def suite_plot(
         _x_axis(ax, sorted({v for s in groups[f].values() for v in s}), log_x)
         if levels.get(f):
             ax.axhline(float(np.mean(levels[f])), ls="--", lw=1.2, color="0.35", label=f"{reference} answer")
+        for i, v in enumerate(x_marks):
+            ax.axvline(float(v), ls=":", lw=1.2, color="0.2", label="trained" if i == 0 else None)
         ax.set_xlabel(column_label(x))
         ax.set_ylabel(column_label(y))
         ax.grid(alpha=0.3)
