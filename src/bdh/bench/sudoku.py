@@ -59,7 +59,7 @@ class SudokuSweep(BoardSweep):
     # one width and learning rate; every rung scored and swept to 1,024 passes.
     widths: tuple[int, ...] = redefault(BoardSweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(BoardSweep, "lrs", (3e-3,))
-    steps: int = redefault(BoardSweep, "steps", 1000)
+    steps: int = redefault(BoardSweep, "steps", 2000)
     eval_batch_size: int = redefault(BoardSweep, "eval_batch_size", 100)
     min_givens: int = bounded(34, ge=17, le=81)
     max_givens: int = bounded(70, ge=17, le=81)
