@@ -1,6 +1,5 @@
-"""The BDH-GPU model: config, forward pass, attention forms, state, save/load, official interop.
-
-The names below are imported on first use (see `bdh._lazy`)."""
+"""The BDH-GPU model: config, forward pass, attention forms, state, save/load, official interop (imported on
+first use)."""
 
 from .._lazy import exports
 

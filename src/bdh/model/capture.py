@@ -1,10 +1,8 @@
 """Reading a forward pass layer by layer: the hook protocol, and `BDHCapture`, the hook that keeps everything.
 
-`BDH.forward` and `BDH.step` take ``hook=``: a callable invoked after every layer with the model, the layer
-index and a `LayerActivations`. Hooks see the tensors of the pass itself (detach what you keep); they do
-not change the computation, except that a hooked training pass draws its dropout masks with PyTorch so
-that y is the gate's output before dropout.
-"""
+``hook=`` of `BDH.forward` and `BDH.step` is called after every layer with the model, the layer index and a
+`LayerActivations`. Hooks see the pass's own tensors (detach what you keep) and change nothing, except that a hooked
+training pass draws its dropout masks with PyTorch."""
 
 from __future__ import annotations
 
@@ -39,18 +37,11 @@ class LayerHook(Protocol):
 
 @dataclass
 class BDHCapture:
-    """A hook that keeps what happened inside a pass, one entry per layer (all detached).
+    """A hook that keeps, detached, one entry per layer of (B batch, T tokens, H heads, N neurons per head):
 
-    Shapes (B batch, T tokens, H heads, N neurons per head, D embedding, V vocabulary):
-        x: (B, H, T, N) neuron activations ReLU(Dx v) (before RoPE).
-        y: (B, H, T, N) gated activations ReLU(Dy LN(a)) * x (before dropout).
-        attention: (B, H, T, T) attention scores <R x_t, R x_tau> after the causal mask and damping
-            (row t holds what token t reads from each tau of this block; with ``decay_gate`` or the delta rule, the
-            weight of v_tau in a_t, `state_rules.scores`).
-        a: (B, H, T, D) attention outputs before their LayerNorm.
-        v: (B, T, D) the residual stream after the layer.
-        logits: (B, T, V) the readout applied after the layer (logit lens); the last equals the output.
-    """
+    x: (B, H, T, N) ReLU(Dx v) before RoPE;  y: (B, H, T, N) ReLU(Dy LN(a)) * x before dropout;
+    attention: (B, H, T, T) the weight of v_tau in a_t (masked, damped; `state_rules.scores`);
+    a: (B, H, T, D) before its LayerNorm;  v: (B, T, D) after the layer;  logits: (B, T, V) the logit lens."""
 
     x: list[torch.Tensor] = field(default_factory=list)
     y: list[torch.Tensor] = field(default_factory=list)

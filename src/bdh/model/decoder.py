@@ -1,10 +1,8 @@
 """Batched generation on the recurrent state as one static step: what a CUDA graph captures once and replays.
 
-`StateDecoder` does the arithmetic of `BDH.step` (paper Eq. 8) with everything the step touches allocated once
-and advanced on the device: the state rho, the position (RoPE tables computed from it on the device), the last
-tokens and logits, the seen-token mask, and sampling. With static shapes and no host synchronisation, on CUDA
-the third step is captured in a `torch.cuda.CUDAGraph` and replayed (docs/performance.md); stop sequences are not
-supported (they need the host to read every token)."""
+`StateDecoder` does `BDH.step`'s arithmetic (Eq. 8) on buffers allocated once (state, position, tokens, logits, seen
+mask, sampling), with no host synchronisation; on CUDA the third step is captured in a `torch.cuda.CUDAGraph`. Stop
+sequences are not supported."""
 
 from __future__ import annotations
 
@@ -24,11 +22,11 @@ WARMUP_STEPS = 2
 class StateDecoder:
     """Generation for a batch of B sequences on preallocated buffers, one token per sequence per `step`.
 
-    >>> dec = StateDecoder(model, batch_size=8, temperature=0)
-    >>> tokens = dec.generate(prompt, 256)          # prompt (8, T) -> (8, T + 256)
+        >>> dec = StateDecoder(model, batch_size=8, temperature=0)
+        >>> tokens = dec.generate(prompt, 256)          # prompt (8, T) -> (8, T + 256)
 
-    ``model`` is put in eval mode (its step's kernels chosen once, no dropout); the sampling options are
-    `GenerationMixin.stream`'s; ``seed`` seeds the decoder's own generator; ``cuda_graph`` defaults to on CUDA."""
+    ``model`` is put in eval mode; sampling options are `GenerationMixin.stream`'s; ``cuda_graph`` defaults to
+    on CUDA."""
 
     def __init__(
         self,
@@ -77,15 +75,13 @@ class StateDecoder:
 
     @property
     def state(self) -> BDHState:
-        """The state after the tokens read so far (its rho is the decoder's buffer, not a copy). Reading the
-        position waits for the device: for use between steps, not inside the loop."""
+        """The state so far (its rho is the buffer, not a copy); reading it waits for the device."""
         return BDHState(self.rho, int(self.position))
 
     # ------------------------------------------------------------------ starting points
     @torch.no_grad()
     def prefill(self, prompt: torch.Tensor, prompt_chunk: int = PROMPT_CHUNK) -> torch.Tensor:
-        """Read a (B, T) prompt into an empty state (the chunked form, ``prompt_chunk`` tokens at a time) and draw
-        the first new token of every sequence; returns it, (B,)."""
+        """Read a (B, T) prompt into an empty state (chunked form) and return the first new tokens, (B,)."""
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         if prompt.dim() != 2 or prompt.shape[0] != self.batch_size or prompt.shape[1] == 0:
             raise UserError(
@@ -103,9 +99,8 @@ class StateDecoder:
 
     @torch.no_grad()
     def start(self, state: BDHState, logits: torch.Tensor) -> torch.Tensor:
-        """Continue from ``state`` (batch B, or 1: copied to every sequence) whose last logits are ``logits`` (B or
-        1, V): the state is copied into the decoder's buffer and the first token drawn; returns it, (B,).
-        With a repetition penalty the tokens seen are those `prefill` marked (none after a bare `start`)."""
+        """Continue from ``state`` (batch B, or 1: copied to all) with last ``logits`` (B or 1, V); returns the first
+        tokens (B,)."""
         rho = state.rho
         if rho.dim() != 5 or rho.shape[1] not in (1, self.batch_size) or rho.shape[2:] != self.rho.shape[2:]:
             raise UserError(
@@ -131,8 +126,8 @@ class StateDecoder:
         self.tokens.copy_(nxt)
 
     def _advance(self) -> None:
-        """One token per sequence: read ``tokens`` at ``position`` into the state, draw the next ones. Static shapes,
-        no host synchronisation (the graph captures exactly this)."""
+        """Read ``tokens`` at ``position`` into the state and draw the next ones; static shapes (what the
+        graph captures)."""
         k = self.kernels
         kind = k.choice.positional
         if kind != "none":
@@ -144,8 +139,7 @@ class StateDecoder:
 
     @torch.no_grad()
     def step(self) -> torch.Tensor:
-        """Advance every sequence by one token; returns the (B,) buffer holding the new tokens (overwritten by the
-        next step: clone it to keep it)."""
+        """Advance every sequence by one token; returns the (B,) buffer of new tokens (overwritten next step)."""
         self.model.eval()
         if self._graph is not None:
             self._graph.replay()
@@ -173,8 +167,7 @@ class StateDecoder:
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """The (B, T) prompt followed by ``max_new_tokens`` generated tokens, (B, T + new). The tokens are gathered
-        on the device; the host waits once, at the end."""
+        """The (B, T) prompt followed by ``max_new_tokens`` generated tokens, (B, T + new); one host wait at the end."""
         check_sampling("StateDecoder", max_new_tokens, **self.options, repetition_penalty=self.penalty)
         prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         out = torch.empty(self.batch_size, max_new_tokens, dtype=torch.long, device=self.tokens.device)

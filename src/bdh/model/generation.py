@@ -1,8 +1,4 @@
-"""Generation on the recurrent state: `GenerationMixin` gives `BDH` its ``stream`` and ``generate``.
-
-The prompt is read in one chunked pass; every new token is then one recurrent step (paper Eq. 8) whose
-time and memory do not depend on the context length. The state is updated in place (no autograd).
-"""
+"""Generation on the recurrent state (Eq. 8): `GenerationMixin` gives `BDH` its ``stream`` and ``generate``."""
 
 from __future__ import annotations
 
@@ -34,22 +30,13 @@ class GenerationMixin:
         sparse: bool = False,
         prompt_chunk: int = PROMPT_CHUNK,
     ) -> Iterator[torch.Tensor]:
-        """Yield (B,) sampled tokens one at a time, generating on the recurrent state.
+        """Yield (B,) sampled tokens one at a time, generating on the recurrent state (dropout off).
 
-        The prompt is read with the chunked form, ``prompt_chunk`` tokens at a time into the state, so memory
-        does not grow with its length (any prompt length reads in bounded memory); each new token then
-        costs one recurrent step, whose time and memory do not grow with the context. Dropout is off.
-        ``sparse=True`` (a batch of one sequence, no damping) makes each step skip the neurons that do not
-        fire (`bdh.model.kernels.pytorch.sparse`); the results are the same. It is off by default: whether it is
-        faster depends on the machine and on how sparse the model fires (docs/performance.md has
-        measurements). Measure before turning it on.
-
-        Sampling (`bdh.model.sampling`, as Hugging Face's ``generate``): ``repetition_penalty``, then
-        ``temperature`` (0: greedy), ``top_k``, ``top_p``. ``stop``: token sequences that end the stream (the
-        stop sequence is yielded); it needs a batch of one sequence.
-
-        Arguments are checked when ``stream`` is called (a `bdh.errors.UserError`), before any token.
-        """
+        The prompt is read in chunks of ``prompt_chunk`` tokens (bounded memory), then each token is one recurrent step.
+        ``sparse=True`` (batch of one, no damping) skips the neurons that do not fire, with the same results; whether it
+        is faster depends on the machine (docs/performance.md). Sampling as Hugging Face's: ``repetition_penalty``,
+        ``temperature`` (0: greedy), ``top_k``, ``top_p``; ``stop``: token sequences that end the stream (batch of one).
+        Arguments are checked when called (`UserError`)."""
         if not self.config.causal:
             raise UserError("BDH.generate: a bidirectional model (causal=false) cannot generate")
         check_sampling("BDH.generate", max_new_tokens, temperature, top_k, top_p, repetition_penalty)
@@ -123,9 +110,8 @@ class GenerationMixin:
             self.train(was_training)
 
     def decoder(self, batch_size: int = 1, **options):
-        """A `bdh.model.decoder.StateDecoder` of this model: batched generation as one static step with
-        preallocated buffers and sampling on the device (captured in a CUDA graph on CUDA). ``options``: its
-        keyword arguments (temperature, top_k, top_p, repetition_penalty, seed, cuda_graph)."""
+        """A `StateDecoder` of this model (batched, on-device sampling, CUDA graph); ``options``: its
+        keyword arguments."""
         from .decoder import StateDecoder
 
         return StateDecoder(self, batch_size, **options)
@@ -144,8 +130,8 @@ class GenerationMixin:
         seed: int | None = None,
         sparse: bool = False,
     ) -> torch.Tensor:
-        """The prompt (B, T) or (T,) followed by the generated tokens, (B, T + new): ``max_new_tokens`` of them,
-        or fewer when a ``stop`` sequence ends them (the options are `stream`'s)."""
+        """The prompt (B, T) or (T,) and up to ``max_new_tokens`` generated tokens, (B, T + new); options
+        are `stream`'s."""
         prompt2 = prompt.view(1, -1) if prompt.dim() == 1 else prompt
         options = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
         new = list(self.stream(prompt2, max_new_tokens, **options, stop=stop, seed=seed, sparse=sparse))

@@ -7,9 +7,8 @@ Per token t and layer l (Eq. 6, with the Hebbian orientation that reproduces it,
     y_{t,l}     = ((G_y^e - G_y^i) A_{t,l})^+ * x_{t,l}
     sigma_{t,l} = (sigma_{t-1,l} + (y_{t,l-1} x_{t,l}^T) . G_s) U      (Hebbian write, then damping)
 
-The edge i -> j is stored at row j, column i (section 1.4). `from_gpu` builds the graphs of a BDH-GPU model
-(Observation 4, Eq. 9), which then equals BDH-Normfree (Eq. 7, `normfree_gpu`) with E sigma = rho; `run_rounds`
-runs the local rules of Table 1. The matrices are n x n: for small n only (docs/model.md)."""
+Edge i -> j is stored at row j, column i. `from_gpu` builds the graphs of a BDH-GPU model (Observation 4, Eq. 9), equal
+to BDH-Normfree (Eq. 7, `normfree_gpu`); `run_rounds` runs Table 1's local rules. n x n matrices: small n only."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ from .kernels.pytorch.rope import rope_tables
 
 @dataclass
 class GraphTrace:
-    """Activations of a graph-model (or Normfree) run: ``x``, ``y`` (L, B, T, n) for l = 1..L, and after the last token
-    ``sigma`` (L, B, n, n) (graph model) or ``rho`` = E sigma (L, B, D, n), each None where not computed."""
+    """A run's ``x``, ``y`` (L, B, T, n) and final ``sigma`` (L, B, n, n) or ``rho`` = E sigma (L, B, D, n), or None."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -38,9 +36,8 @@ class GraphTrace:
 
 
 class BDHGraph:
-    """The BDH graph model with n neurons, L layers and h heads (consecutive blocks of neurons): non-negative (n, n)
-    edge weights ``Gx_e``, ``Gx_i``, ``Gy_e``, ``Gy_i`` (row = target), the synapse mask ``Gs`` of the Hebbian write
-    (None: all ones) and the state update ``U`` after each write (None: identity)."""
+    """The graph model: n neurons, L layers, h heads; (n, n) edge weights (row = target), synapse mask ``Gs``,
+    update ``U``."""
 
     def __init__(
         self,
@@ -120,8 +117,7 @@ class BDHGraph:
 
     # ------------------------------------------------------------------ Table 1
     def run_rounds(self, y0: torch.Tensor) -> GraphTrace:
-        """The same dynamics as the local rules of Table 1 (spec section 1.5), four rounds per layer, each a
-        communication step along edges then a computation step at nodes, all rules of a step reading the old values."""
+        """The same dynamics as Table 1's local rules: four rounds per layer, each reading the old values."""
         B, T, n = self._check_input(y0)
         sigma = self.init_sigma(B)
         xs = y0.new_zeros(self.n_layer, B, T, n)
@@ -192,8 +188,8 @@ def state_update_matrix(model: BDH) -> torch.Tensor | None:
 
 
 def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
-    """The graph model of a BDH-GPU model (Observation 4, Eq. 9): G^e = (DE)^+, G^i = (-DE)^+ for D_x and D_y, G_s all
-    ones, U the model's one-step RoPE rotation and damping."""
+    """The graph model of BDH-GPU (Observation 4, Eq. 9): G^e = (DE)^+, G^i = (-DE)^+, G_s ones, U the RoPE step
+    and damping."""
     cfg = model.config
     if cfg.n > max_neurons:
         gib = 4 * cfg.n * cfg.n * 4 / 2**30
@@ -219,9 +215,8 @@ def from_gpu(model: BDH, max_neurons: int = 8192) -> BDHGraph:
 
 
 def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
-    """BDH-Normfree (Eq. 7) in tensor form with the model's low-rank matrices: x_{t,l} = x_{t,l-1} + (D_x E
-    y_{t,l-1})^+, a = rho_{t-1,l} x, y = (D_y a)^+ * x, rho_{t,l} = (rho_{t-1,l} + E y_{t,l-1} x^T) U. ``y0`` (B, T, n)
-    is y_{t,0}; returns x, y and rho (D x n)."""
+    """BDH-Normfree (Eq. 7) with the model's low-rank matrices; ``y0`` (B, T, n) is y_{t,0}; returns x, y and rho (D
+    x n)."""
     cfg = model.config
     cfg.require_paper_layer("normfree_gpu", allow=("no_expansion",))
     B, T, n = y0.shape
@@ -248,8 +243,7 @@ def normfree_gpu(model: BDH, y0: torch.Tensor) -> GraphTrace:
 
 
 def _absolute_to_relative(S: torch.Tensor, kind: str, freqs: torch.Tensor, T: int) -> torch.Tensor:
-    """Turn our state S_h = sum u^(T-tau) (M_tau x_tau) v_tau^T (B, H, N, D) into the paper's rho (B, D, n): with U = u
-    M_1, (U^(T-tau))^T x_tau = u^(T-tau) M_(-T) M_tau x_tau, so rho^T = M_(-T) S."""
+    """Our state S_h (B, H, N, D), keys rotated by absolute position, as the paper's rho (B, D, n): rho^T = M_(-T) S."""
     B, H, N, D = S.shape
     if kind != "none":
         cos, sin = rope_tables(kind, freqs, -T, 1)  # rotation by position -T

@@ -1,6 +1,4 @@
-"""Official ``pathwaycom/bdh`` checkpoints, both ways.
-
-The one place where the official code's names meet the paper's names used everywhere else:
+"""Official ``pathwaycom/bdh`` checkpoints, both ways: where the official names meet the paper's.
 
 =====================  ====================  ===========  ==========================================
 paper / bdh            official bdh.py       shape        role
@@ -15,10 +13,7 @@ paper / bdh            official bdh.py       shape        role
 ``n_neurons``          ``mlp_internal_dim_multiplier * n_embd``
 =====================  ====================  ===========  ==========================================
 
-The official code names by what the matrices do in the *official* network (``encoder`` lifts D to
-n); the paper names by the map between BDH and BDH-GPU (E encodes n to d). Checkpoints saved from a
-``torch.compile``-d model carry ``_orig_mod.`` prefixes; they are stripped.
-"""
+``torch.compile``'s ``_orig_mod.`` prefixes are stripped."""
 
 from __future__ import annotations
 
@@ -62,11 +57,7 @@ def from_official(
     vocab_size: int = 256,
     dropout: float = 0.1,
 ) -> BDH:
-    """Build a `BDH` from an official state dict and the official config fields.
-
-    The official ``BDHConfig`` defaults are the defaults here. Raises `CheckpointError` (one line)
-    for a missing, unknown or mis-shaped tensor.
-    """
+    """A `BDH` from an official state dict and config fields; a one-line `CheckpointError` for a bad tensor."""
     if not isinstance(state_dict, dict):
         raise CheckpointError(f"official checkpoint: expected a dict of tensors, got {type(state_dict).__name__}")
     config = BDHConfig(
@@ -148,11 +139,10 @@ def official_config(model: BDH) -> dict[str, int | float]:
 
 
 def load_official_file(path: str | os.PathLike, **config: int | float) -> BDH:
-    """Read an official ``.pt`` checkpoint safely (``weights_only=True``) and convert it.
+    """Read an official ``.pt`` checkpoint with ``weights_only=True`` and convert it.
 
-    Accepts a bare state dict or a dict holding one under ``model`` / ``state_dict`` (as training
-    scripts save them); a ``config`` / ``model_args`` dict there fills the config fields not given.
-    """
+    A bare state dict or one under ``model`` / ``state_dict``; a ``config`` / ``model_args`` dict there fills the fields
+    not given."""
     path = checked_file(path)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)

@@ -1,10 +1,8 @@
-"""Save and load model folders: ``config.json`` + ``model.safetensors`` (the Hugging Face layout), nothing unpickled,
-every file written atomically (docs/model.md, "Saving, loading").
+"""Model folders: ``config.json`` + ``model.safetensors`` (the Hugging Face layout), nothing unpickled, atomic writes.
 
-``config.json`` holds every config field; ``RUNTIME_FIELDS`` may be chosen again at load. The safetensors header
-records the architecture the weights were saved with (`SAVED_KEY`), so an edited ``config.json`` that changes
-what the weights mean is refused naming the field (`check_config_changes`; ``n_layer`` only warns), and shapes
-are checked against a model built on the ``meta`` device before anything is allocated."""
+The safetensors header records the architecture the weights were saved with (`SAVED_KEY`), so a ``config.json`` edited
+to change what the weights mean is refused naming the field (``n_layer`` only warns); shapes are checked on the ``meta``
+device first."""
 
 from __future__ import annotations
 
@@ -55,8 +53,8 @@ def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") ->
 
 
 def check_weights_file(path: str | os.PathLike) -> Path:
-    """A safetensors file checked from its header alone: a regular file whose tensors cover it exactly, else the
-    one-line `CheckpointError` that `load_tensors` would raise."""
+    """A safetensors file checked from its header alone, else the one-line `CheckpointError` `load_tensors`
+    would raise."""
     from safetensors import safe_open
 
     path = checked_file(path)
@@ -74,8 +72,7 @@ def _unreadable(path: Path, exc: Exception) -> CheckpointError:
 
 
 def checked_file(path: str | os.PathLike) -> Path:
-    """``path`` checked to be a regular file (`bdh.outputs.input_file`), else a one-line `CheckpointError`
-    saying what it is: missing, a folder, a FIFO (never opened), a device."""
+    """``path`` checked to be a regular file, else a one-line `CheckpointError` saying what it is."""
     try:
         return input_file(path, missing="file not found")
     except (OSError, UserError) as exc:
@@ -110,8 +107,7 @@ def check_state_dict(module: torch.nn.Module, tensors: dict[str, torch.Tensor], 
 
 
 def architecture(config: Any) -> dict[str, Any]:
-    """What the weights of a model config mean: its ``to_dict()`` without the runtime fields (`runtime_fields`),
-    the fields two configs must agree in for one model's weights to load into the other."""
+    """A config's ``to_dict()`` without the runtime fields: what two configs must share for weights to load."""
     runtime = runtime_fields(type(config))
     return {k: v for k, v in config.to_dict().items() if k not in runtime}
 
@@ -131,9 +127,8 @@ def folder_config(model_type: str, config: Any) -> dict[str, Any]:
 def write_model_folder(
     directory: str | os.PathLike, model_type: str, config: Any, tensors: dict[str, torch.Tensor]
 ) -> Path:
-    """Write ``config.json`` (`folder_config`) and ``model.safetensors`` into ``directory`` (created if needed),
-    each atomically: the one writer of model folders (``save_pretrained``, checkpoints, the ``transformers``
-    wrappers)."""
+    """Write ``config.json`` and ``model.safetensors`` into ``directory`` atomically: the one writer of
+    model folders."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     record = json.dumps(architecture(config), sort_keys=True)
@@ -163,8 +158,7 @@ def saved_architecture(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def config_changes(directory: str | os.PathLike, config: Any) -> dict[str, tuple[Any, Any]]:
-    """The architecture fields in which ``config`` (read from the folder's config.json) differs from what the
-    folder's weights were saved with: ``{field: (config value, saved value)}``; empty where nothing is recorded."""
+    """``{field: (config value, saved value)}`` where ``config`` differs from what the weights were saved with."""
     saved = saved_architecture(Path(directory) / WEIGHTS_NAME)
     if saved is None:
         return {}
@@ -173,8 +167,8 @@ def config_changes(directory: str | os.PathLike, config: Any) -> dict[str, tuple
 
 
 def check_config_changes(directory: str | os.PathLike, config: Any) -> str | None:
-    """Refuse a folder whose config.json changes what its weights mean (`CheckpointError` naming the first
-    field); the warning to give for a changed `FREE_FIELD` (once its shapes are known to fit), else None."""
+    """`CheckpointError` naming the first field that changes what the weights mean; the `FREE_FIELD` warning,
+    or None."""
     path = Path(directory) / CONFIG_NAME
     changes = config_changes(directory, config)
     for name, (now, saved) in changes.items():
@@ -193,16 +187,14 @@ def check_config_changes(directory: str | os.PathLike, config: Any) -> str | Non
 
 
 class PretrainedMixin:
-    """``save_pretrained`` / ``from_pretrained`` for an ``nn.Module`` built from a typed config: a subclass sets
-    ``model_type`` (its name in config.json and `bdh.registry`) and ``config_class``, keeps ``self.config`` and is built
+    """``save_pretrained`` / ``from_pretrained`` for a module with ``model_type``, ``config_class``, built
     as ``cls(config)``."""
 
     model_type: ClassVar[str] = ""
     config_class: ClassVar[type]
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``directory`` with `write_model_folder`;
-        ``state_dict``: the weights to write instead of ``self.state_dict()`` (a sharded model's gathered tensors)."""
+        """`write_model_folder` into ``directory``; ``state_dict``: the weights instead of ``self.state_dict()``."""
         weights = self.state_dict() if state_dict is None else state_dict
         return write_model_folder(directory, self.model_type, self.config, weights)
 
@@ -219,9 +211,7 @@ class PretrainedMixin:
 
 
 def refuse_run_folder(path: Any) -> None:
-    """Raise `bdh.errors.UserError` naming the folder to pass when ``path`` is a bdh run folder (its
-    ``config.yaml`` and ``best/``, no ``config.json``) rather than a model folder; anything else passes (every
-    loader of a model folder asks: `read_model_config`, the Hugging Face classes' ``from_pretrained``)."""
+    """`UserError` naming the folder to pass (``best/``) when ``path`` is a bdh run folder, not a model folder."""
     if not isinstance(path, (str, os.PathLike)):
         return
     folder = Path(path)
@@ -242,8 +232,7 @@ def refuse_run_folder(path: Any) -> None:
 
 
 def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
-    """The model class and the validated config stored in a model folder (defaults for the fields an older
-    ``config.json`` lacks); a run folder is refused naming its ``best/``."""
+    """The model class and validated config of a model folder (defaults for fields an older ``config.json`` lacks)."""
     refuse_run_folder(directory)
     directory = Path(directory)
     if not directory.is_dir():
@@ -276,8 +265,7 @@ def read_model_config(directory: str | os.PathLike) -> tuple[type, Any]:
 def load_pretrained(
     directory: str | os.PathLike, map_location: str | torch.device = "cpu", **runtime: Any
 ) -> torch.nn.Module:
-    """Load any registered model from a ``save_pretrained`` folder, in eval mode; ``runtime`` may set only the config's
-    ``RUNTIME_FIELDS`` (e.g. ``attention="chunked"``), anything else is refused in one line."""
+    """Any registered model from a ``save_pretrained`` folder, in eval mode; ``runtime``: only ``RUNTIME_FIELDS``."""
     directory = Path(directory)
     cls, config = read_model_config(directory)
     if runtime:

@@ -1,8 +1,5 @@
-"""Model merging by concatenation along the neuron dimension (paper section 7.1, appendix B.4).
-
-Tensors with a neuron dimension (E, Dx, Dy, the RoPE frequencies) are concatenated head by head, the others
-(embedding, readout) averaged: per head, the merged scores are the sums of the parents' and E y = E_a y_a + E_b
-y_b, then the LayerNorms renormalise. `average` is the control the paper lacks: plain weight averaging."""
+"""Merging models by concatenating neurons (paper section 7.1, appendix B.4): E, Dx, Dy and the RoPE frequencies are
+concatenated head by head, the embedding and readout averaged. `average` is the control: plain weight averaging."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""Recurrent depth as the weight-shared reasoning models train it (HRM, TRM, the RRN; docs/bench.md "Sudoku"):
-options of the configs of the models whose layer passes all apply the same weights (BDH, Hyper-SET, GPT with
-``share_layers``), declared here once.
+"""Recurrent depth as weight-shared reasoning models train it (HRM, TRM, the RRN; docs/bench.md "Sudoku"), for models
+whose passes share their weights (BDH, Hyper-SET, GPT with ``share_layers``); both are runtime fields.
 
-* ``random_depth: [lo, hi]``: in training mode, every forward (and `pass_logits`) runs a number of passes drawn
-  uniformly from lo..hi, from torch's random stream as dropout is (seeded by the run); eval mode runs the
-  configured depth, and ``n_layer`` given to a call always wins.
-* ``deep_supervision``: the training objective takes the loss after every pass, not only the last (the mean of the
-  passes' cross-entropies; `bdh.train.parts.Objective`), through the model's ``pass_logits``.
-
-Neither changes what the weights mean: both are runtime fields (a checkpoint loads with or without them)."""
+* ``random_depth: [lo, hi]``: in training, each forward runs a pass count drawn from lo..hi (torch's random stream);
+eval runs the configured depth; ``n_layer`` given to a call wins.
+* ``deep_supervision``: the loss is the mean over every pass (the model's ``pass_logits``), not only the last."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ FIELDS = frozenset({"random_depth", "deep_supervision"})
 def depth_complaint(
     random_depth: tuple[int, int] | None, deep_supervision: bool, shared: bool
 ) -> tuple[str, str] | None:
-    """(field, why) for options a config cannot take, or None: ``random_depth`` needs two integers 1 <= lo <= hi,
-    and either option a model whose passes share their weights (``shared``)."""
+    """(field, why) for options a config cannot take (1 <= lo <= hi; weight-shared passes only), or None."""
     if random_depth is not None:
         if len(random_depth) != 2 or any(isinstance(k, bool) or not isinstance(k, int) for k in random_depth):
             return "random_depth", f"must be [lo, hi], two integers, or null; got {random_depth!r}"
@@ -35,8 +29,7 @@ def depth_complaint(
 
 
 def passes_of(n_layer: int | None, random_depth: tuple[int, int] | None, training: bool) -> int | None:
-    """The pass count a call asked for (``n_layer``), else one drawn from ``random_depth`` in training mode, else
-    None: the model's configured depth (the model's own checks of ``n_layer`` apply to what is returned)."""
+    """The pass count asked for (``n_layer``), else drawn from ``random_depth`` in training, else None (configured)."""
     if n_layer is not None or random_depth is None or not training:
         return n_layer
     import torch  # here: the configs import this module, and building a command's help imports no torch

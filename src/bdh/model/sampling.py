@@ -1,7 +1,5 @@
-"""Sampling a next token from logits, shared by `GenerationMixin` and `bdh.model.decoder.StateDecoder`: the checks
-of the options, then (in Hugging Face's order) ``repetition_penalty`` (CTRL's, on a (B, V) mask of the tokens seen,
-O(V) per token), ``temperature`` (0: greedy), ``top_k`` and ``top_p`` (nucleus). ``stop``: token sequences that end
-the stream when the generated tokens complete one (a batch of one sequence only)."""
+"""Sampling a next token from logits (`GenerationMixin`, `StateDecoder`), in Hugging Face's order:
+``repetition_penalty``, ``temperature`` (0: greedy), ``top_k``, ``top_p``; ``stop`` sequences for a batch of one."""
 
 from __future__ import annotations
 
@@ -62,8 +60,8 @@ def _check_stop(stop: object, vocab_size: int, batch_size: int) -> list[tuple[in
 
 
 def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
-    """CTRL's repetition penalty (Keskar et al. 2019, as Hugging Face applies it) on (B, V) logits: where the
-    (B, V) mask ``seen`` is true, a positive logit is divided by ``penalty`` and a negative one multiplied."""
+    """CTRL's repetition penalty on (B, V) logits where ``seen``: positive logits divided by ``penalty``,
+    negative multiplied."""
     logits = logits.float()
     penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
     return torch.where(seen, penalised, logits)
@@ -77,15 +75,10 @@ def sample(
     *,
     top_p: float | None = None,
 ) -> torch.Tensor:
-    """Draw one token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) restricted to
-    the top k, then to the top p of the probability (the smallest set of the most likely tokens whose
-    probability, renormalised after top-k, reaches p).
+    """One token per row of (B, V) logits: greedy at temperature 0, else softmax(logits / T) within top-k, then top-p.
 
-    The draw is the exponential race: the argmax of p_i / E_i over independent E_i ~ Exp(1) is token i with
-    probability p_i. It is how ``torch.multinomial`` draws one sample (the same numbers from the same
-    generator), without the check of the probabilities that makes ``torch.multinomial`` wait for the GPU:
-    nothing here synchronises with the host (`bdh.model.decoder` captures it in a CUDA graph).
-    """
+    The draw is the exponential race (argmax of p_i / E_i, E_i ~ Exp(1)), as ``torch.multinomial`` draws, without its
+    host synchronisation."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
@@ -100,8 +93,7 @@ def sample(
 
 
 def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """(B, V) logits with every token outside the nucleus at -inf: sorted by probability, a token stays when the
-    probability of the tokens before it is below ``top_p`` (so the most likely one always stays)."""
+    """(B, V) logits with the tokens outside the ``top_p`` nucleus at -inf (the most likely always stays)."""
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
     probs = torch.softmax(sorted_logits, dim=-1)
     before = torch.cumsum(probs, dim=-1) - probs

@@ -1,11 +1,8 @@
 """Analytic sizes of a BDH-GPU model: parameters, state, FLOPs and a training-memory estimate.
 
-Parameters (paper section 3.2): P = 3 n D + 2 V D (E, Dx, Dy shared by all layers; + n D with a key encoder, L
-weight sets when unshared; + h for ``learn_damping``, + h (D + 1) each for ``decay_gate`` and the delta write).
-State (section 4.1): n D scalars per layer. Forward FLOPs per token (a multiply-add is 2): 3 * 2 n D per layer, plus
-the attention of the form (parallel 2 T (n + D h), chunked 2 C (n + D h) + 4 n D, recurrent 4 n D) and the readout 2
-D V; training is 3x the forward (recomputation not counted), as ``benchmarks/perf.py`` divides by for MFU
-(docs/performance.md)."""
+Parameters (section 3.2): P = 3 n D + 2 V D (+ n D with a key encoder, L sets unshared, + h for ``learn_damping``, + h
+(D + 1) each for ``decay_gate`` and the delta write). State (section 4.1): n D per layer. Forward FLOPs per token: 6 n D
+per layer, the attention of the form and 2 D V; training 3x."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ def train_memory_bytes(
     dtype: str = "fp32",
     shards: int = 1,
 ) -> int:
-    """An estimate of peak training memory: weights, gradients, AdamW moments and saved activations
-    (`BDHConfig.train_memory_bytes`, the model config's own estimate, `bdh.model_api`)."""
+    """Peak training memory estimate: weights, gradients, AdamW moments and saved activations."""
     return config.train_memory_bytes(batch_size, block_size, form=form, dtype=dtype, shards=shards)
 
 
@@ -108,10 +104,8 @@ def _bytes(n: float) -> str:
 
 
 def match_budget(config: BDHConfig, params: int) -> BDHConfig:
-    """``config`` with its width D changed so that its parameter count is closest to ``params``: everything else
-    kept, the neuron expansion n / D included (e.g. an ``unshared_layers`` model matched to the shared model's
-    count, a width about 1 / sqrt(L) as wide). D runs over the widths that keep N = n / h a whole (and, with
-    RoPE, even) number of neurons."""
+    """``config`` with its width D set so its parameter count is closest to ``params``, n / D kept; N = n / h whole
+    (even with RoPE)."""
     if isinstance(params, bool) or not isinstance(params, int) or params < 1:
         raise UserError(f"match_budget: the budget must be a positive number of parameters, got {params!r}")
     pairs = 2 if config.positional != "none" else 1

@@ -1,9 +1,7 @@
 """The recurrent state of BDH-GPU: one attention state rho per layer and head (paper Eq. 8).
 
-Per layer l and head h the state is an N x D matrix S = sum_tau u^(t-tau) (R_tau x_tau) v_tau^T (the
-transpose of the paper's d x n rho restricted to the head's neurons; keys are rotated by their
-absolute position). Its size does not depend on the context length: L * n * D scalars in all.
-"""
+Per layer and head, S = sum_tau u^(t-tau) (R_tau x_tau) v_tau^T, N x D (the transpose of rho on the head's neurons; keys
+rotated by absolute position): L * n * D scalars whatever the context."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The one check of token batches, shared by BDH and the baselines: a one-line error for anything a model
-cannot read (not a (batch, time) integer tensor, empty, too long, or ids outside the vocabulary)."""
+"""The one check of token batches (BDH and baselines): one line for a non-(B, T) integer, empty, long or
+bad-id batch."""
 
 from __future__ import annotations
 
