@@ -1,2 +1,1 @@
-"""Analyses of trained models: recorded dynamics, sparsity, neuron graphs, loss by context position, and ``bdh eval``
-(`evaluation`). Analysis reads models; it never trains."""
+"""Analyses of trained models (dynamics, sparsity, neuron graphs, loss by position, ``bdh eval``); never training."""

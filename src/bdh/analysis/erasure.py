@@ -1,14 +1,9 @@
 """What erases a fact from BDH's state under the delta rule: each later write's share of the fact's loss.
 
-A fact written at position s is carried in the state (rho, Eq. 8, with ``state_write: delta``) as one column c of
-N numbers per head, the state's part on s's value: c_s = u_s b_s k_s, then c_t = u_t (I - b_t k_t k_t^T) c_{t-1}
-(`bdh.model.kernels.naive.naive_state_rule` with the fact's value one-hot). So
-|c_t|^2 = u_t^2 (1 - r_t) |c_{t-1}|^2 with r_t = (2 b_t - b_t^2 |k_t|^2) (k_t . c_{t-1})^2 / |c_{t-1}|^2 (for unit
-keys (2 b_t - b_t^2) cos_t^2): the log of the fact's norm falls by an exact sum over the later positions,
-e_t = -log(1 - r_t) each (the damping's 2 log u_t aside), so every position's erase of the fact is its own term.
-`erasure` reads a sequence through the model's state and gives, for each fact, every head's e_t, the fact's column
-at its question and the question's query: what holds the fact (its neurons) and what wore it away (the tokens at
-the largest e_t)."""
+A fact written at s is one column c per head of the state (Eq. 8, ``state_write: delta``): c_s = u_s b_s k_s, then c_t =
+u_t (I - b_t k_t k_t^T) c_{t-1}. So |c_t|^2 = u_t^2 (1 - r_t) |c_{t-1}|^2 with r_t = (2 b_t - b_t^2 |k_t|^2) (k_t .
+c_{t-1})^2 / |c_{t-1}|^2: the fact's log-norm falls by an exact sum of e_t = -log(1 - r_t) (damping aside), one term per
+later position. `erasure` gives every head's e_t, the fact's column at its question and the question's query."""
 
 from __future__ import annotations
 
@@ -31,12 +26,11 @@ def carried_erasure(
     carried: torch.Tensor | None = None,
     start: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions ``start`` .. ``start + T - 1`` of one sequence, for F facts at once (module docstring).
+    """Positions ``start`` .. ``start + T - 1`` of one sequence, for F facts at once.
 
-    keys: (H, T, N) unit write keys; beta, log_g: (H, T) (log_g None: no damping); writes, reads: (F,) absolute
-    positions of each fact and of its question; carried: (F, H, N) the facts' columns before ``start`` (None:
-    zeros). Returns (the columns after these positions, each frozen from its question on (the question reads
-    before it writes), the erases e (F, H, T): 0 outside write < t < read)."""
+    keys (H, T, N) unit write keys; beta, log_g (H, T) (log_g None: no damping); writes, reads (F,) positions; carried
+    (F, H, N) or None. Returns (the columns after, frozen from each question on, the erases e (F, H, T), 0 outside write
+    < t < read)."""
     H, T, _ = keys.shape
     c = keys.new_zeros(len(writes), H, keys.shape[2]) if carried is None else carried.clone()
     erase = keys.new_zeros(len(writes), H, T)
@@ -59,8 +53,7 @@ def carried_erasure(
 
 @dataclass
 class Erasure:
-    """What `erasure` found for F facts of one sequence over L layers: the facts' columns at their questions
-    ``carried`` (L, F, H, N), the questions' queries ``query`` (L, F, H, N), the erases ``erase`` (L, F, H, T)."""
+    """For F facts over L layers: ``carried``, ``query`` (L, F, H, N) at the questions, ``erase`` (L, F, H, T)."""
 
     carried: torch.Tensor
     query: torch.Tensor
@@ -72,8 +65,7 @@ class Erasure:
 
 
 class _Hook:
-    """A hook over chunked steps carrying every layer's facts' columns (`carried_erasure`) and the questions'
-    queries."""
+    """A hook over chunked steps carrying each layer's fact columns (`carried_erasure`) and the questions' queries."""
 
     def __init__(self, writes: torch.Tensor, reads: torch.Tensor):
         self.writes, self.reads = writes, reads
@@ -99,8 +91,7 @@ class _Hook:
 
 
 def erasure(model: torch.nn.Module, idx: torch.Tensor, writes: list[int], reads: list[int], chunk: int = 2048):
-    """Read the 1-D token sequence ``idx`` through ``model``'s state (a BDH with the delta rule) and follow the
-    facts written at ``writes``, each read back at the position of ``reads`` (module docstring); an `Erasure`."""
+    """The `Erasure` of the facts written at ``writes`` and read at ``reads`` of the 1-D ``idx`` (a delta-rule BDH)."""
     if not callable(getattr(model, "init_state", None)) or not hasattr(model, "state_rule_gates"):
         raise UserError(f"erasure: needs a BDH model, got {type(model).__name__}")
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or len(writes) != len(reads) or not writes:
@@ -123,8 +114,7 @@ def erasure(model: torch.nn.Module, idx: torch.Tensor, writes: list[int], reads:
 
 
 def neurons_holding(scores: torch.Tensor, part: float = HELD) -> int:
-    """The fewest neurons whose positive parts of a read score (``scores`` (N,)) sum to ``part`` of the positive
-    total (0 when none is positive)."""
+    """The fewest neurons whose positive parts of ``scores`` (N,) sum to ``part`` of the positive total (0: none)."""
     pos = scores.clamp_min(0).sort(descending=True).values
     total = float(pos.sum())
     if total <= 0:
@@ -133,8 +123,7 @@ def neurons_holding(scores: torch.Tensor, part: float = HELD) -> int:
 
 
 def _kinds(idx: torch.Tensor, writes: list[int], reads: list[int], vocab_size: int) -> list[str]:
-    """Each position's kind in a recall sequence: ``pair`` (a key or value stated), ``question`` (a question's key
-    or value), ``key-like filler`` (in the key range [1, V/2)), ``value-like filler`` ([V/2, V)) or ``filler``
+    """Each position's kind: ``pair``, ``question``, ``key-like filler``, ``value-like filler`` or ``filler``
     (token 0)."""
     pairs = {w for w in writes} | {w - 1 for w in writes}
     asked = {r for r in reads} | {r + 1 for r in reads}
@@ -149,9 +138,8 @@ def _kinds(idx: torch.Tensor, writes: list[int], reads: list[int], vocab_size: i
 def fact_rows(
     er: Erasure, idx: torch.Tensor, writes: list[int], reads: list[int], vocab_size: int, top: int = 3
 ) -> list[dict]:
-    """Per fact, in the head that reads most of it (the largest q . c): its neurons (`neurons_holding`, the top
-    one), the log-norm its later writes erased (``erased``), that erase's share by kind of position (`_kinds`)
-    and the ``top`` tokens that erased most (token, share, kind of its largest erase)."""
+    """Per fact, in the head reading most of it: its neurons, the log-norm erased, the erase's share by kind of
+    position, and the ``top`` tokens that erased most."""
     kinds = _kinds(idx, writes, reads, vocab_size)
     scores = er.scores()  # (L, F, H, N)
     rows = []
@@ -181,9 +169,8 @@ def _eraser(token: int, per_token: torch.Tensor, e: torch.Tensor, idx: torch.Ten
 
 
 def erasure_summary(rows: list[dict]) -> dict:
-    """`fact_rows` in brief: the neurons per fact (median, min, max), the share of all the facts' erase by kind of
-    position (``by_kind``; ``untouched``: the facts nothing erased), and ``shared``: {neuron "L<layer>H<head>#<i>":
-    keys} where one neuron is the top neuron of two keys or more."""
+    """`fact_rows` in brief: neurons per fact, the erase's share by kind (``untouched``: nothing erased),
+    ``shared`` neurons."""
     counts = sorted(r["neurons"] for r in rows)
     kinds = sorted({k for r in rows for k in r["by_kind"]})
     total = sum(r["erased"] for r in rows)

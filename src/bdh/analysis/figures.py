@@ -1,6 +1,4 @@
-"""Figures of the brain-view report, the analogues of paper Figs. 9a (entries), 9b (modularity), 10 (degrees),
-11 (the sigma graph) and 14 (sparsity), each PNG written by `bdh.plotting` and naming its input
-(docs/inspect.md lists the files)."""
+"""Figures of the brain-view report, after paper Figs. 9a, 9b, 10, 11 and 14 (docs/inspect.md lists the files)."""
 
 from __future__ import annotations
 
@@ -179,8 +177,7 @@ def sparsity_data(raw: dict[str, Any], path: Path, source: str = "") -> Path:
 
 
 def fact(trace: dict[str, Any], path: Path, source: str = "") -> Path:
-    """Which neurons hold the fact (`bdh.analysis.memory.FactTrace.to_dict`): each head's share of the question's
-    read, and the top neurons' part of the fact's coefficient against what the other positions left in their rows."""
+    """Which neurons hold the fact: each head's share of the question's read and the top neurons' part of it."""
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(max(MIN_WIDTH, 12), 5))
     heads = trace["heads"]
@@ -204,8 +201,7 @@ def fact(trace: dict[str, Any], path: Path, source: str = "") -> Path:
 
 
 def write_all(raw: dict[str, Any], folder: Path, source: str = "") -> list[Path]:
-    """Every figure the raw results allow, written into ``folder``; returns the paths. ``source`` names the
-    inspected text on the figures that show activity on it."""
+    """Every figure the raw results allow, written into ``folder``; returns the paths."""
     folder = Path(folder)
     out: list[Path] = []
     for which, g in raw.get("graphs", {}).items():

@@ -1,24 +1,12 @@
 """Loss by context position: how well a model reads past the window it was trained on.
 
-A model trained on windows of T tokens has met contexts of at most T tokens. A recurrent model (BDH) can
-read any length on its state, at O(1) work per token; whether what it predicts there is still good is a
-measurement, made here on long held-out streams:
+* `carried_curve`: every stream read window after window with the recurrent state carried, so token ``t`` is predicted
+from all ``t`` tokens before it;
+* `sliding_curve`, the yardstick: every token predicted from at most ``context`` tokens (as nanoGPT's ``generate``
+crops), windows advancing by ``stride``, at ``context / stride`` passes.
 
-* `carried_curve` — every stream read window after window with the recurrent state carried across
-  (``model.init_state`` / ``model.step``), so token ``t`` is predicted from all ``t`` tokens before it;
-* `sliding_curve` — the yardstick: every token predicted from at most ``context`` tokens before it (the
-  context cropped to the trained length, as nanoGPT's ``generate`` crops it), for any model, a GPT or BDH.
-  Windows of ``context`` tokens advance by ``stride``; a window scores its last ``stride`` tokens (all of
-  the first window's), so a scored token sees between ``context - stride`` and ``context - 1`` tokens;
-  the cost is ``context / stride`` forward passes over the text.
-
-Both return a `ContextCurve`: the loss summed per bucket of positions (0–T, then doubling: T–2T, 2T–4T,
-... up to the stream length, `position_edges`), in bits per token. ``sliding - carried`` on the same
-streams is what the state adds over a window of T (positive: it helps), bucket by bucket (`state_gain`).
-
-The streams are the lanes of a `bdh.tasks.base.StreamTask` split (`task_streams`): the split cut into
-``lanes`` equal lanes of consecutive text, each at least as long as asked for.
-"""
+Both return a `ContextCurve` (bits per token per bucket of positions 0–T, T–2T, 2T–4T, ...); ``sliding - carried`` is
+what the state adds (`state_gain`). The streams are the lanes of a `StreamTask` split (`task_streams`)."""
 
 from __future__ import annotations
 
@@ -125,8 +113,7 @@ class ContextCurve:
 
 
 def task_streams(task, split: str, lanes: int, length: int, seed: int = 0) -> torch.Tensor:
-    """(lanes, length + 1) tokens: ``split`` cut into ``lanes`` lanes of consecutive text (the lanes of
-    ``task.stream_batch``), the first ``length + 1`` tokens of each (inputs and the targets after them)."""
+    """(lanes, length + 1) tokens: the first ``length + 1`` of each of ``lanes`` lanes of ``split``."""
     _need_streams(task)
     T = task.seq_len
     available = task.lane_windows(split, lanes) * T
@@ -166,11 +153,8 @@ def carried_curve(
     keep: bool = False,
     forget: Callable[[Any], Any] | None = None,
 ) -> ContextCurve:
-    """Loss by position of ``tokens`` (B, L + 1) read with the recurrent state carried (chunks of ``chunk``
-    tokens, default ``window``), each position predicted from every token before it. Memory does not grow
-    with L: only the state and one chunk are held (``keep``: and every token's loss, `ContextCurve.keep_tokens`).
-    ``forget`` (a diagnostic, e.g. `empty_heads`): applied to the state after every chunk, so that part of it
-    carries nothing from one chunk to the next."""
+    """Loss by position of ``tokens`` (B, L + 1) read with the state carried, in chunks (default ``window``), in memory
+    flat in L. ``forget`` (e.g. `empty_heads`) is applied to the state after every chunk."""
     _need_state(model)
     device = next(model.parameters()).device
     L = tokens.shape[1] - 1
@@ -197,8 +181,7 @@ def carried_curve(
 
 
 def empty_heads(heads: Sequence[int]) -> Callable[[Any], Any]:
-    """A ``forget`` of `carried_curve` for BDH: the state of ``heads`` (of every layer) emptied after every chunk,
-    so that those heads read the current chunk only while the others carry everything before it."""
+    """A ``forget`` for BDH emptying the state of ``heads`` after every chunk: they read the current chunk only."""
     chosen = list(heads)
 
     def forget(state: Any) -> Any:
@@ -220,9 +203,7 @@ def sliding_curve(
     autocast=contextlib.nullcontext,
     keep: bool = False,
 ) -> ContextCurve:
-    """Loss by position of ``tokens`` (B, L + 1) with the context cut to ``context`` tokens (default
-    ``window``): windows of ``context`` tokens every ``stride`` tokens (default ``context // 4``), each
-    scoring its last ``stride`` tokens from an empty state (module docstring); ``keep`` as `carried_curve`."""
+    """Loss by position of ``tokens`` (B, L + 1) with the context cut to ``context`` tokens, advancing by ``stride``."""
     context = context or window
     stride = stride or max(1, context // 4)
     if not 1 <= stride <= context:
@@ -267,9 +248,8 @@ def _need_state(model: nn.Module) -> None:
 
 
 def plan_streams(task, split: str, length: int | None, lanes: int | None, max_lanes: int = 8) -> tuple[int, int]:
-    """(lanes, tokens per lane) to read: ``length`` tokens per lane (None: each lane to its end) in ``lanes``
-    lanes (None: as many lanes of ``length`` as the split holds, at most ``max_lanes``, at least one; a
-    split shorter than one lane of ``length`` is read as one lane to its end)."""
+    """(lanes, tokens per lane): ``length`` each (None: to the end) in ``lanes`` lanes (None: as many as fit,
+    ``max_lanes`` at most)."""
     _need_streams(task)
     T = task.seq_len
     if lanes is None:
@@ -285,8 +265,7 @@ def plan_streams(task, split: str, length: int | None, lanes: int | None, max_la
 def figure(
     curves: Sequence[tuple[str, ContextCurve]], path, trained: int | None = None, title: str = "", unit: str = "token"
 ) -> None:
-    """Bits per ``unit`` (a byte model's token is a byte) against context position (log scale), one line per
-    named curve, a dotted line at the longest context met in training; written to ``path`` (PNG or SVG)."""
+    """Bits per ``unit`` against context position (log scale), one line per curve, dotted at the trained context."""
     from bdh.plotting import pyplot, save_file
 
     plt = pyplot()
@@ -307,9 +286,8 @@ def figure(
 
 
 def state_gain(carried: ContextCurve, cut: ContextCurve) -> dict[str, float]:
-    """What the recurrent state adds over a context cut to the trained window, bucket by bucket: the bits per
-    token of ``cut`` (`sliding_curve`) minus those of ``carried`` (`carried_curve`) on the same streams, keyed
-    by bucket label (`ContextCurve.labels`); positive where the state helps, NaN where a bucket scored nothing."""
+    """Bits per token of ``cut`` minus ``carried`` per bucket label: positive where the state helps, NaN where
+    none scored."""
     if carried.edges != cut.edges:
         raise UserError(
             f"the state's gain needs curves over the same positions, got buckets {carried.edges} and {cut.edges}"

@@ -1,11 +1,8 @@
 """Which neurons hold a fact across a gap: the rows of BDH's state one position wrote, read back at the last token.
 
-The state after t tokens is a sum over the positions s of (key that s wrote, carried to t) x (b_s v_s): for Eq. 8,
-u^(t-s) k_s v_s^T; a decay gate multiplies the u_t between; the delta rule also turns the carried key by each later
-(I - b k k^T). The question's coefficient on v_s, <R x_t, carried key of s>, splits over the neurons; `trace_fact`
-gives per layer and head the fact's coefficient, the other positions', and the neurons that carry it, for every
-state rule, by running the model's own rule on two value channels. Read through the state chunk by chunk, in flat
-memory."""
+The state after t tokens sums, over positions s, (key s wrote, carried to t) x (b_s v_s); the question's coefficient on
+v_s splits over the neurons. `trace_fact` gives per layer and head the fact's coefficient, the other positions', and the
+neurons that carry it, for every state rule (the model's own rule on two value channels)."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ from bdh.tasks.base import IGNORE_INDEX
 
 @dataclass(frozen=True)
 class HeadTrace:
-    """Layer ``layer``, head ``head``: the read score of the fact (``fact``) and of every other position
-    (``other``), each summed over the neurons; ``share`` = fact / (|fact| + |other|)."""
+    """The fact's read score (``fact``) and every other position's (``other``), summed over neurons; ``share``."""
 
     layer: int
     head: int
@@ -37,9 +33,7 @@ class HeadTrace:
 
 @dataclass(frozen=True)
 class HeldNeuron:
-    """Neuron ``neuron`` of ``head`` in ``layer``: ``fact``, its part of the fact's read score; ``other``, what every
-    other position wrote into its row, as the question reads it; ``written``/``read``, its (rotated) activation at
-    the fact and at the question."""
+    """One neuron's part of the fact's score (``fact``), of the others' (``other``), and its activation at each end."""
 
     layer: int
     head: int
@@ -58,8 +52,7 @@ class HeldNeuron:
 
 @dataclass(frozen=True)
 class FactTrace:
-    """What `trace_fact` found: the positions, every head's scores, the ``neurons`` that carry the fact's score
-    (largest first), and the model's prediction at the question."""
+    """What `trace_fact` found: positions, every head's scores, the carrying ``neurons``, the prediction."""
 
     write: int
     read: int
@@ -87,9 +80,7 @@ RULE_CHUNK = 64
 
 
 class _Recorder:
-    """A hook over chunked steps that carries, per layer, a two-channel copy of the state's rule: the same keys,
-    retentions and write strengths as the model's state, with the values 1 (every position) and 1 at ``write`` only
-    (the fact). What the question reads from them are the summed and the fact's coefficients on the values."""
+    """A hook carrying per layer a two-channel copy of the state's rule: values 1 everywhere and 1 at ``write`` only."""
 
     def __init__(self, write: int, last: int):
         self.write, self.last = write, last
@@ -128,16 +119,14 @@ class _Recorder:
 
 
 def check_write(write: Any, length: int, who: str) -> None:
-    """A one-line error (``who: ...``) unless ``write`` is a position before the last of ``length`` tokens: a fact is
-    read back by a later token. The one rule `trace_fact`, ``bdh inspect --fact`` and ``bdh viz --fact`` share."""
+    """A one-line error (``who: ...``) unless ``write`` is before the last of ``length`` tokens."""
     if isinstance(write, bool) or not isinstance(write, int) or not 0 <= write < length - 1:
         last = length - 1
         raise UserError(f"{who}: the fact's position must lie before the input's last token ({last}), got {write!r}")
 
 
 def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: int = 8, chunk: int = 2048) -> FactTrace:
-    """Read the 1-D token sequence ``idx`` through ``model``'s state (a BDH) and trace the fact written at position
-    ``write`` as the last token reads it (module docstring). ``top`` neurons, by their part of the fact's score."""
+    """Trace the fact written at ``write`` of the 1-D ``idx`` as the last token reads it; ``top`` neurons."""
     if not callable(getattr(model, "init_state", None)) or not hasattr(model, "log_u"):
         raise UserError(f"trace_fact: needs a BDH model, got {type(model).__name__}")
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or idx.numel() < 2:
@@ -167,8 +156,7 @@ def trace_fact(model: torch.nn.Module, idx: torch.Tensor, write: int, *, top: in
 
 
 def induction_write(idx: torch.Tensor) -> int:
-    """The fact of an induction sequence (`bdh.tasks.induction`, one trigger): the answer, right after the first
-    occurrence of the trigger the last token repeats."""
+    """The fact of an induction sequence: the answer, right after the trigger's first occurrence."""
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or idx.numel() < 3:
         raise UserError("induction_write: idx must be a 1-D tensor of at least 3 tokens")
     hits = torch.nonzero(idx[:-1] == idx[-1]).flatten()
@@ -178,9 +166,7 @@ def induction_write(idx: torch.Tensor) -> int:
 
 
 def recall_facts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[int, int]]:
-    """(write, read) of every question of a recall-through-a-gap sequence (`bdh.tasks.recall_gap`; ``x`` and ``y``
-    1-D), the pair stated first first: ``read``, the question (its key, where its value is scored); ``write``, the
-    pair's value, right after the key's first occurrence, as `induction_write`'s answer after the trigger."""
+    """(write, read) of every question of a recall-gap sequence: the pair's value and the question's key."""
     if not isinstance(x, torch.Tensor) or x.dim() != 1 or not isinstance(y, torch.Tensor) or y.shape != x.shape:
         raise UserError("recall_facts: x and y must be 1-D tensors of the same length")
     facts = []
@@ -194,13 +180,10 @@ def recall_facts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def key_map(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Which neuron holds each key's facts, over many traced pairs (each a dict with ``key``, ``layer``, ``head``,
-    ``neuron``, as ``bdh inspect --recall --sequences`` traces them; ``neuron`` None where no neuron held it).
+    """Which neuron holds each key's facts, over traced pairs (dicts of ``key``, ``layer``, ``head``, ``neuron``).
 
-    Returns ``keys`` ({key: {neuron label "L<layer>H<head>#<i>": pairs it held}}) and the summary: ``pairs``,
-    ``keys``; ``repeated`` (keys asked two times or more) and ``consistent`` (of those, held by one neuron every
-    time); ``neurons`` (distinct neurons among the keys' usual ones: each key's most frequent, "none" not counted)
-    and ``shared`` ({neuron: keys} where one neuron is the usual neuron of two keys or more)."""
+    Returns ``keys`` ({key: {neuron "L<layer>H<head>#<i>": pairs}}) and the counts ``pairs``, ``keys``, ``repeated``,
+    ``consistent`` (held by one neuron every time), ``neurons``, and ``shared`` neurons."""
     held: dict[int, dict[str, int]] = {}
     for p in pairs:
         label = "none" if p["neuron"] is None else f"L{p['layer']}H{p['head']}#{p['neuron']}"
@@ -225,8 +208,7 @@ def key_map(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 def longest_gap(
     task: Any, length: int, *, n: int = 64, seed: int = 0, rows: int = 8
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(x, y, row): of the first ``rows`` sequences of the induction ``task``'s fixed test set of ``length`` tokens
-    (`bdh.tasks.lengths.fixed_test_set`), the one whose fact lies furthest from its question."""
+    """(x, y, row) of the test sequence among the first ``rows`` whose fact lies furthest from its question."""
     from bdh.tasks.lengths import fixed_test_set
 
     best = None

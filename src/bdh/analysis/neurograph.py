@@ -1,9 +1,7 @@
-"""Neuron graphs of a BDH-GPU model: G_x = D_x E and G_y = D_y E (paper section 5.5, Figs. 9 and 10) and
-the synapse graph sigma recovered from a run (section 6.2, Fig. 11); the methods are in docs/inspect.md.
+"""Neuron graphs of BDH-GPU: G_x = D_x E, G_y = D_y E (section 5.5, Figs. 9, 10) and the synapse graph sigma (section
+6.2, Fig. 11); docs/inspect.md.
 
-``G[u, v]`` is the weight of the edge v -> u (row: target neuron, column: source y-neuron); neuron j of head a has
-flat index a * N + j. No n x n matrix is formed: the N x N blocks G^(ab) are computed one at a time, and Louvain
-runs on a subgraph of ``max_nodes`` neurons of one head (the paper's G*, smaller)."""
+``G[u, v]`` is the edge v -> u; neuron j of head a is a * N + j. N x N blocks G^(ab) are formed one at a time."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ WHICH = ("x", "y")
 
 
 def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Tensor:
-    """G^(ab) = D[a] E[:, V_b] (N x N, float32) of D_x (``which='x'``) or D_y, on the CPU where this module's statistics
-    run; ``b`` defaults to ``a`` (the paper's G*)."""
+    """G^(ab) = D[a] E[:, V_b] (N x N, float32, CPU) of D_x (``which='x'``) or D_y; ``b`` defaults to ``a``."""
     cfg = model.config
     cfg.require_paper_layer("the neuron graph", allow=("no_expansion", "ungated", "separate_keys"))  # one E, Dx, Dy
     if which not in WHICH:
@@ -44,8 +41,7 @@ def head_block(model: BDH, which: str, a: int, b: int | None = None) -> torch.Te
 
 
 def low_rank_baseline(n_rows: int, n_cols: int, d: int, seed: int) -> torch.Tensor:
-    """P1 P2^T with P1 (n_rows x d), P2 (n_cols x d) of i.i.d. N(0, 1) entries: the random low-rank
-    product of Fig. 9b (no structure beyond its rank)."""
+    """P1 P2^T with i.i.d. N(0, 1) factors of rank d: the random low-rank product of Fig. 9b."""
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n_rows, d, generator=g) @ torch.randn(n_cols, d, generator=g).T
 
@@ -87,8 +83,8 @@ class EntryStats:
 
 
 def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: int = 0) -> EntryStats:
-    """Entry statistics of a block (paper Fig. 9a, Eq. 13), in units of its noise scale sigma_Q (MAD on a random sample)
-    so that blocks of different models compare; entries beyond ``span`` sigma_Q are counted in the outer bins."""
+    """Entry statistics of a block (Fig. 9a, Eq. 13) in units of its noise scale sigma_Q; beyond ``span`` in
+    outer bins."""
     sample = _sample(G, 2_000_000, seed)
     sigma_q = stats.noise_scale(sample)
     lim = span * sigma_q if sigma_q > 0 else float(G.abs().max())
@@ -112,8 +108,7 @@ def entry_stats(G: torch.Tensor, n_bins: int = 201, span: float = 12.0, seed: in
 
 
 def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]:
-    """Per head: entries of its diagonal block beyond +k sigma_Q and below -k sigma_Q, and the head called
-    "excitatory" (above > 2 below + 10), "inhibitory" (the opposite) or "symmetric" (paper section 5.5)."""
+    """Per head: entries beyond +-k sigma_Q and the head "excitatory", "inhibitory" or "symmetric" (section 5.5)."""
     heads = {}
     for h, st in sorted(blocks.items()):
         t = st.tails[k]
@@ -138,8 +133,7 @@ def head_polarity(blocks: dict[int, EntryStats], k: str = "4") -> dict[str, Any]
 
 
 def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) -> float:
-    """The value beta such that G_{>=beta} has (about) m entries, off the diagonal if asked (without
-    copying G: the top m + n entries are taken and the diagonal ones dropped)."""
+    """The beta such that G_{>=beta} has about m entries (off the diagonal if asked), without copying G."""
     if m < 1:
         raise UserError(f"threshold_for_edges: m must be positive, got {m}")
     square = exclude_diagonal and G.shape[0] == G.shape[1]
@@ -153,8 +147,7 @@ def threshold_for_edges(G: torch.Tensor, m: int, exclude_diagonal: bool = True) 
 
 
 def undirected_edges(G: torch.Tensor, beta: float) -> np.ndarray:
-    """Edges {u, v} (u < v) of the symmetrised unweighted graph: an edge where G[u,v] >= beta or G[v,u] >= beta, no
-    self-loops (the paper does not say how Fig. 9b is weighted; this is the simplest reading)."""
+    """Edges {u, v}, u < v, where G[u,v] >= beta or G[v,u] >= beta, no self-loops (Fig. 9b's simplest reading)."""
     A = G >= beta
     A = A | A.T
     A.fill_diagonal_(False)
@@ -163,8 +156,7 @@ def undirected_edges(G: torch.Tensor, beta: float) -> np.ndarray:
 
 
 def louvain_modularity(n_nodes: int, edges: np.ndarray, seeds: int = 3, seed: int = 0) -> tuple[float, int]:
-    """Newman modularity of the best partition found by Louvain over ``seeds`` runs (a lower bound on
-    the maximum modularity), and its number of communities. 0 for a graph without edges."""
+    """Newman modularity of Louvain's best partition over ``seeds`` runs, and its community count (0 without edges)."""
     import networkx as nx
 
     if len(edges) == 0:
@@ -212,8 +204,8 @@ def modularity_sweep(
     seed: int = 0,
     sigma_q: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Fig. 9b on a square block G: per target average degree k, G thresholded at m = k n* entries, its Louvain
-    modularity against an Erdos-Renyi graph and a thresholded random low-rank product (rank d) of the same size."""
+    """Fig. 9b: per average degree k, the modularity of G at m = k n* entries against Erdos-Renyi and
+    low-rank graphs."""
     n = G.shape[0]
     P = low_rank_baseline(n, n, d, seed + 7919)
     out = []
@@ -263,8 +255,7 @@ def _fit(k: np.ndarray) -> dict[str, Any] | None:
 
 
 def degree_analysis(G: torch.Tensor, m: int, d: int, offset: int = 0, hubs: int = 10, seed: int = 0) -> dict[str, Any]:
-    """Fig. 10: degrees of G_{>=beta} with beta chosen to give m directed entries, with fits, hubs (flat
-    neuron indices ``offset + j``), and the same summary for the random low-rank product at m."""
+    """Fig. 10: degrees of G_{>=beta} at m entries, with fits, hubs and the random low-rank product's summary."""
     beta = threshold_for_edges(G, m)
     k_in, k_out = degrees(G, beta)
     P = low_rank_baseline(G.shape[0], G.shape[1], d, seed + 104729)
@@ -285,8 +276,7 @@ def degree_analysis(G: torch.Tensor, m: int, d: int, offset: int = 0, hubs: int 
 
 
 def pick_head(stats_x: dict[int, EntryStats]) -> int:
-    """The head whose G_x block has the largest excess of positive over negative 4-sigma entries: the head
-    `bdh inspect` analyses and `bdh plot` draws when none is given."""
+    """The head whose G_x block has the largest excess of positive over negative 4-sigma entries."""
     return max(stats_x, key=lambda h: stats_x[h].tails["4"]["above"] - stats_x[h].tails["4"]["below"])
 
 
@@ -321,9 +311,8 @@ def sigma_graph(
     seed: int = 0,
     batch_index: int = 0,
 ) -> dict[str, Any]:
-    """The synapse graph of Fig. 11: sigma_{T-1, layer} (Eq. 16) of sequence ``batch_index``, the x-neurons of ``head``
-    (columns) against up to ``max_rows`` y-neurons of layer-1 (rows), negative entries dropped, an edge above each
-    quantile of the positive entries (the paper gives no threshold); the degrees beside the firing rates."""
+    """Fig. 11: sigma_{T-1, layer} (Eq. 16) of sequence ``batch_index``, ``head``'s x-neurons against up to ``max_rows``
+    y-neurons, positive entries, an edge above each quantile; degrees beside firing rates."""
     cfg = rec.config
     rows = subsample_nodes(cfg.n, max_rows, seed)
     cols = head_neurons(cfg, head)
@@ -354,8 +343,7 @@ def sigma_graph(
 
 
 def _sigma_threshold(S: torch.Tensor, quantile: float, theta: float, fr_y: np.ndarray, fr_x: np.ndarray) -> dict:
-    """The sigma graph at the ``quantile`` ``theta``: edges, out-degrees (rows) and in-degrees (columns) with their fits
-    and rank correlation with the firing rates."""
+    """The sigma graph at quantile ``theta``: edges, degrees with fits, rank correlation with the firing rates."""
     A = S > theta
     k_out = A.sum(dim=1).numpy()  # per y-neuron (row)
     k_in = A.sum(dim=0).numpy()  # per x-neuron (column)

@@ -1,5 +1,4 @@
-"""The default probe text of `bdh inspect`, `bdh plot` and `bdh viz`: `DEFAULT_WINDOWS` windows of `DEFAULT_TOKENS`
-bytes spread over the held-out end of the embedded corpus, named on every figure (`PROBE_NAME`)."""
+"""The default probe text of `bdh inspect`, `bdh plot`, `bdh viz`: windows of the embedded corpus's held-out end."""
 
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ HELD_OUT = 0.1
 
 
 def windows(data: bytes, length: int, count: int, what: str) -> torch.Tensor:
-    """``count`` windows of ``length`` bytes spread evenly over ``data`` (fewer, shorter ones for a short text),
-    as a (count, length) tensor of byte tokens."""
+    """``count`` windows of ``length`` bytes spread over ``data`` (fewer or shorter for a short text),
+    (count, length)."""
     import numpy as np
     import torch
 

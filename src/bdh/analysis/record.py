@@ -1,9 +1,7 @@
 """Recorded dynamics of a BDH-GPU model, and the synapse state sigma recovered from them (paper Eq. 16).
 
-`record` keeps per layer and token x, y, the attention outputs and values, and the surprisal; `attention_state`
-recomputes the state rho of a head; `recover_sigma` and `top_sigma` give blocks and the largest entries of
-sigma_{t-1,l} = sum_{tau < t} y_{tau,l-1} x_{tau,l}^T U^{t-tau} without forming it. Layers are 0-based; sigma needs
-l >= 1 (layer 0 has no previous y)."""
+`record` keeps per layer and token x, y, attention outputs, values and surprisal; `recover_sigma` and `top_sigma` read
+sigma_{t-1,l} = sum_{tau < t} y_{tau,l-1} x_{tau,l}^T U^{t-tau} without forming it (layers 0-based, l >= 1)."""
 
 from __future__ import annotations
 
@@ -72,8 +70,8 @@ def _surprisal(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def record(model: BDH, idx: torch.Tensor, *, chunk_size: int = 512, layers: list[int] | None = None) -> Recording:
-    """Run ``model`` over ``idx`` (B, T) in eval mode and record every layer (or only ``layers``), in chunks of
-    ``chunk_size`` tokens with the state carried, equal to one pass over all tokens."""
+    """Run ``model`` over ``idx`` (B, T) in eval mode, recording every layer (or ``layers``), in chunks
+    of ``chunk_size``."""
     if idx.dim() == 1:
         idx = idx.view(1, -1)
     cfg = model.config
@@ -182,9 +180,7 @@ def recover_sigma(
     rotate: bool = False,
     batch_index: int = 0,
 ) -> torch.Tensor:
-    """A block of sigma_{t-1, layer} (Eq. 16), (len(rows), len(cols)): y-neurons of layer l-1 against x-neurons of
-    layer l >= 1, summed over tau < ``t`` (default: every recorded token); ``rotate`` includes the RoPE rotation of U
-    (entries can then be negative)."""
+    """A (rows, cols) block of sigma_{t-1, layer} (Eq. 16) over tau < ``t``; ``rotate``: with U's RoPE rotation."""
     _check_layer(rec, layer, need_previous=True)
     t = _resolve(rec, t)
     n = rec.config.n
@@ -209,8 +205,7 @@ def top_sigma(
     block: int = 4096,
     batch_index: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The ``k`` largest entries of sigma_{t-1, layer} as (values, rows, cols), largest first, scanned in blocks of
-    ``block`` (memory O(block^2 + k))."""
+    """The ``k`` largest entries of sigma_{t-1, layer} as (values, rows, cols), in blocks (memory O(block^2 + k))."""
     if k < 1:
         raise UserError(f"top_sigma: k must be positive, got {k}")
     _check_layer(rec, layer, need_previous=True)
@@ -242,8 +237,8 @@ def top_sigma(
 
 
 def attention_state(rec: Recording, layer: int, head: int, t: int | None = None, batch_index: int = 0) -> torch.Tensor:
-    """The attention state of a layer and head after tokens 0..t-1, in the model's layout (N, D):
-    S = sum_{tau < t} u^(t - tau) (R_tau x_tau) v_tau^T — what ``model.step`` carries in ``state.rho``."""
+    """A head's state (N, D) after tokens 0..t-1: S = sum_{tau < t} u^(t - tau) (R_tau x_tau) v_tau^T,
+    as ``state.rho``."""
     _check_layer(rec, layer, need_previous=False)
     head_neurons(rec.config, head)
     t = _resolve(rec, t)

@@ -1,6 +1,5 @@
-"""The brain-view report of a BDH-GPU model: sparsity (section 6.4), the neuron graphs G_x and G_y (section 5.5)
-and the synapse graph sigma (section 6.2), each on the model and on an untrained control
-(``control_model(config, seed)``, the global random state restored after)."""
+"""The brain-view report: sparsity (section 6.4), neuron graphs G_x, G_y (5.5) and sigma (6.2), beside an
+untrained control."""
 
 from __future__ import annotations
 
@@ -123,8 +122,8 @@ def _entries(model: BDH, which: str, heads: list[int], seed: int) -> tuple[dict[
 
 
 def _degree_edges(st: ng.EntryStats, G: torch.Tensor, N: int) -> int:
-    """Edges for Fig. 10: the entries >= beta_1 (the tail onset) of the trained block, clipped to an
-    average degree in [2, 32]; 8 N when the block has no tail onset."""
+    """Edges for Fig. 10: entries >= beta_1 of the trained block, average degree clipped to [2, 32]; 8 N
+    without beta_1."""
     if st.beta1 is None:
         return 8 * N
     A = G >= st.beta1
@@ -140,8 +139,7 @@ def _graphs(
     chosen: int,
     entries_x: tuple[dict[int, ng.EntryStats], dict[int, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """G_x and G_y (paper section 5, Figs. 9-10) of the model and its control: every head's entry statistics, and the
-    modularity and degrees of head ``chosen``; returns (report part, raw arrays)."""
+    """G_x and G_y of the model and control: every head's entry statistics, head ``chosen``'s modularity and degrees."""
     cfg = trained.config
     heads = list(range(cfg.n_head)) if opts.head is None else [opts.head]
     report: dict[str, Any] = {}
@@ -182,8 +180,7 @@ def _graphs(
 def _modularity(
     trained: BDH, control: BDH, which: str, chosen: int, stats: tuple[dict, dict], opts: InspectOptions, log
 ) -> tuple[Any, dict[str, Any]]:
-    """Fig. 9b on an induced subgraph of head ``chosen`` of G_``which``: the sampled nodes and the modularity
-    sweeps of the trained model, of its inhibitory side (at the middle density) and of the control."""
+    """Fig. 9b on a subgraph of head ``chosen``: trained, its inhibitory side and the control."""
     cfg = trained.config
     nodes = ng.subsample_nodes(cfg.N, opts.max_nodes, opts.seed)
     sweeps = {}
@@ -205,8 +202,7 @@ def _modularity(
 def _degrees(
     trained: BDH, control: BDH, which: str, chosen: int, stats: ng.EntryStats, opts: InspectOptions, log
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Fig. 10 on the full diagonal block ``chosen`` of G_``which``, trained and control at the same edge count:
-    (the report's part, the raw degrees)."""
+    """Fig. 10 on block ``chosen``, trained and control at the same edge count: (report part, raw degrees)."""
     cfg = trained.config
     log(f"G_{which}: degree distributions (head {chosen})")
     G = ng.head_block(trained, which, chosen)
@@ -245,8 +241,7 @@ def inspect_model(
     opts: InspectOptions | None = None,
     log=lambda msg: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every analysis of the brain view on ``model`` and on its untrained control; ``tokens`` (B, T) feed the sparsity
-    trace and the sigma graph (sequence 0). Returns (JSON-ready report, raw arrays for `figures`)."""
+    """The brain view of ``model`` and its control; ``tokens`` (B, T) feed sparsity and sigma. (report, raw arrays)."""
     opts = opts or InspectOptions()
     cfg = model.config
     check_request(cfg, tokens, opts)
@@ -308,8 +303,7 @@ def check_request(cfg: Any, tokens: torch.Tensor, opts: InspectOptions) -> None:
 def _sparsity(
     model: BDH, control: BDH, tokens: torch.Tensor, opts: InspectOptions, report: dict[str, Any], raw: dict[str, Any]
 ) -> tuple[Any, Any]:
-    """The sparsity sections of ``report`` and ``raw``, on the data and on the repeat task, trained and control;
-    returns the recordings of the data (trained, control), which the sigma graph reads."""
+    """The sparsity sections on the data and the repeat task, trained and control; returns the data's recordings."""
     sp_t, tr_t, rec_t = _sparsity_part(model, tokens, opts)
     sp_c, tr_c, rec_c = _sparsity_part(control, tokens, opts)
     report["sparsity"] = {"data": {"trained": sp_t, "control": sp_c}}
@@ -362,8 +356,7 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
 
 
 def _row(name: str, t: Any, c: Any, paper: str, judge: Callable[[Any, Any], str] | None = None) -> list[str]:
-    """A row of the short table: the statistic, the model's and the control's values, what the paper reports and
-    whether the model shows it (``judge(t, c)``, a verdict of `bdh.analysis.verdicts`; ``-`` without one)."""
+    """A short-table row: statistic, model, control, the paper's value and the verdict ``judge(t, c)`` (``-``: none)."""
     return [name, _fmt(t), _fmt(c), paper, judge(t, c) if judge is not None else verdicts.NONE]
 
 
@@ -508,8 +501,7 @@ def _sigma_rows(sg: dict[str, Any]) -> list[list[str]]:
 
 
 def format_table(rows: list[list[str]]) -> str:
-    """The rows as an aligned plain-text table with a header (a row of a report written before the verdict column
-    gets ``-`` there)."""
+    """The rows as an aligned plain-text table with a header (``-`` for a missing verdict)."""
     head = ["statistic", "model", "control (untrained)", "paper", "verdict"]
     allr = [head] + [list(r) + [verdicts.NONE] * (len(head) - len(r)) for r in rows]
     widths = [max(len(r[i]) for r in allr) for i in range(len(head))]

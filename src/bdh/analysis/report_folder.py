@@ -1,5 +1,5 @@
-"""The brain-view report written to a folder: ``report.json`` and the figures of `bdh.analysis.report.inspect_model`,
-all or nothing (`bdh.outputs.atomic_folder`), and the lines ``bdh inspect`` prints about it."""
+"""The brain-view report written to a folder atomically (``report.json`` and figures), and what ``bdh
+inspect`` prints."""
 
 from __future__ import annotations
 
@@ -39,8 +39,7 @@ def write_report(
     figures: bool = True,
     log: Callable[[str], None] = lambda msg: None,
 ) -> WrittenReport:
-    """Inspect ``model`` on ``tokens`` and write ``report.json`` (and, with ``figures``, the PNGs) into ``out``
-    atomically; a layer, head or input the model cannot take is a one-line `UserError` before anything runs."""
+    """Inspect ``model`` on ``tokens`` into ``out`` atomically; a bad layer, head or input is one `UserError` first."""
     from bdh.outputs import atomic_folder, write_text
 
     from . import figures as figs

@@ -1,6 +1,5 @@
-"""Sparsity of the neuron activations x and y (paper section 6.4, Fig. 14), per layer, per token and per
-RoPE-frequency bucket, beside the per-token surprisal. Both x and y are reported since the paper's "about 5%"
-names y in section 1.3 and x in section 4.1; bucket 0 holds each head's fastest neurons."""
+"""Sparsity of x and y (section 6.4, Fig. 14) per layer, token and RoPE-frequency bucket (0: fastest),
+with surprisal."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from .record import Recording
 
 
 def frequency_buckets(config: BDHConfig, freqs: torch.Tensor, n_buckets: int = 8) -> torch.Tensor | None:
-    """Bucket index (0 = fastest) of each within-head neuron index, shape (N,); None without RoPE (``rope-standard``:
-    neurons i and i + N/2 share frequency i)."""
+    """Bucket (0 = fastest) of each within-head neuron, (N,); None without RoPE."""
     if config.positional == "none":
         return None
     N = config.N
@@ -97,8 +95,7 @@ def sparsity(rec: Recording, n_buckets: int = 8) -> SparsityTrace:
 
 
 def phase_summary(trace: SparsityTrace, phase: torch.Tensor) -> dict[str, Any]:
-    """Mean activity and surprisal per phase of the section 6.4 sequence (warm-up, fact, repeat), per layer and bucket,
-    and the ratio fact / repeat; the first period is skipped when there are several (nothing is known yet)."""
+    """Mean activity and surprisal per phase (warm-up, fact, repeat) of the section 6.4 sequence, and fact / repeat."""
     ph = phase.numpy()
     T = ph.size
     from ..tasks.repeat import PERIOD
@@ -132,8 +129,7 @@ def phase_summary(trace: SparsityTrace, phase: torch.Tensor) -> dict[str, Any]:
 
 
 def activity_surprisal_correlation(trace: SparsityTrace) -> list[float]:
-    """Per layer, the Spearman correlation over tokens between the fraction of non-zero y and the
-    surprisal of the token just read ("activity tracks predictability", section 6.4)."""
+    """Per layer, the Spearman correlation of y's non-zero fraction with the surprisal (section 6.4)."""
     from .stats import spearman
 
     ok = ~np.isnan(trace.surprisal)

@@ -1,7 +1,5 @@
-"""Statistics for the neuron-graph analyses: symmetric/skew split of an entry histogram (paper Fig. 9a),
-a robust noise scale, and fits of heavy-tailed degree distributions (paper Figs. 10 and 11), by the discrete
-maximum-likelihood recipe of Clauset, Shalizi and Newman (2009) with Vuong's test (docs/inspect.md); and
-`above_chance`, the one test of the experiments for an accuracy above chance."""
+"""Statistics of the neuron-graph analyses: the symmetric/skew split (Fig. 9a), a robust noise scale, heavy-tailed
+degree fits (Figs. 10, 11; Clauset, Shalizi, Newman 2009, with Vuong's test), and `above_chance`."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from bdh.tasks.lengths import wilson_interval
 
 
 def above_chance(right: int, n: int, chance: float) -> bool:
-    """Whether ``right`` of ``n`` answers are above ``chance``: their Wilson 95% interval
-    (`bdh.tasks.lengths.wilson_interval`) lies above it. A chance that is measured too (a control read without the
-    fact) is given as the top of its own interval, so that the two intervals do not overlap."""
+    """Whether ``right`` of ``n`` is above ``chance``: the Wilson 95% interval lies above it (a measured chance:
+    its top)."""
     return wilson_interval(right, n)[0] > chance
 
 
@@ -27,8 +24,7 @@ def above_chance(right: int, n: int, chance: float) -> bool:
 
 @dataclass
 class SymmetricSplit:
-    """A histogram on bins symmetric around 0, split as in Fig. 9a: ``symmetric[i] = min(freq(x_i), freq(-x_i))``
-    (noise), ``skew = freq - symmetric`` (signal right, inhibition left)."""
+    """A histogram split as in Fig. 9a: ``symmetric[i] = min(freq(x_i), freq(-x_i))``, ``skew = freq - symmetric``."""
 
     edges: np.ndarray
     counts: np.ndarray
@@ -47,8 +43,7 @@ class SymmetricSplit:
 
 
 def symmetric_split(values: np.ndarray, n_bins: int = 201, limit: float | None = None) -> SymmetricSplit:
-    """Histogram of ``values`` on ``n_bins`` (odd) bins symmetric around 0 over [-limit, limit] (default:
-    the largest absolute value), with the symmetric/skew decomposition of paper Fig. 9a."""
+    """Histogram of ``values`` on ``n_bins`` (odd) bins over [-limit, limit], split as in Fig. 9a."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size == 0:
         raise UserError("symmetric_split: no values")
@@ -64,8 +59,7 @@ def symmetric_split(values: np.ndarray, n_bins: int = 201, limit: float | None =
 
 
 def noise_scale(values: np.ndarray) -> float:
-    """Robust standard deviation of the central mass, 1.4826 * median |v - median(v)|: sigma_Q of Eq. 13 for the
-    entries of G = D E, barely moved by a heavy tail."""
+    """sigma_Q of Eq. 13: 1.4826 * median |v - median(v)|, barely moved by a heavy tail."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size == 0:
         raise UserError("noise_scale: no values")
@@ -74,8 +68,7 @@ def noise_scale(values: np.ndarray) -> float:
 
 
 def tail_onset(split: SymmetricSplit, min_count: int = 20) -> float | None:
-    """beta_1 of paper section 5.5: the smallest x > 0 from which the right skew dominates (freq(x) > 2 freq(-x)) in
-    every bin of at least ``min_count`` entries; None if it never does."""
+    """beta_1 (section 5.5): the smallest x > 0 from which freq(x) > 2 freq(-x) in every full bin; None if never."""
     c = split.centers
     right = np.where(c > 0)[0]
     onset = None
@@ -177,8 +170,7 @@ def _vuong(l1: np.ndarray, l2: np.ndarray) -> tuple[float, float]:
 
 
 def fit_degrees(degrees: np.ndarray, min_tail: int = 50, max_candidates: int = 60) -> TailFit | None:
-    """Fit the degree distribution's tail (zeros dropped), ``k_min`` among at most ``max_candidates`` degree values;
-    None when fewer than ``min_tail`` positive degrees exist or all are equal."""
+    """Fit the degree tail (zeros dropped); None with fewer than ``min_tail`` positive degrees or all equal."""
     k = np.asarray(degrees).astype(np.int64).ravel()
     k = k[k > 0].astype(np.float64)
     if k.size < min_tail or np.unique(k).size < 3:
@@ -224,8 +216,7 @@ def fit_degrees(degrees: np.ndarray, min_tail: int = 50, max_candidates: int = 6
 
 
 def degree_summary(degrees: np.ndarray) -> dict[str, float]:
-    """Shape of a degree sequence without a model: mean, max, coefficient of variation (1/sqrt(mean) for Erdos-Renyi),
-    the share of nodes with degree 0 and the share of edges held by the top 1% of nodes."""
+    """Mean, max, coefficient of variation, share of degree 0 and the top 1 %'s share of edges of a degree sequence."""
     k = np.asarray(degrees, dtype=np.float64).ravel()
     if k.size == 0:
         raise UserError("degree_summary: empty degree sequence")

@@ -1,9 +1,6 @@
-"""The verdict column of ``bdh inspect``'s short table (`bdh.analysis.report.summary_rows`): each row's numbers held
-against the paper's claim, as one word: ``holds``, ``partly``, ``not seen``, or ``-`` where the row has no number to
-judge (a statistic the report skipped). Each function takes the values the row shows, the trained model's (``t``) and
-the untrained control's (``c``), and says how it judges in its docstring (docs/inspect.md, "Summary against the
-paper", is the same judgement written by hand).
-"""
+"""The verdict column of ``bdh inspect``'s short table: each row held against the paper's claim as ``holds``,
+``partly``, ``not seen`` or ``-``. Each function takes the trained (``t``) and control (``c``) values and says how
+it judges."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ def positive(t: Any, c: Any = None) -> str:
 
 
 def ratio_at(t: Any, layer: int, low: float) -> str:
-    """Less activity on predictable input (fact / repeat, the paper's 1.6-3 in layer ``layer``): ``holds`` at ``low``
-    or more in that layer, ``partly`` above 1 (less on repeats, not by as much), ``-`` for a model without it."""
+    """Fact / repeat activity in ``layer``: ``holds`` at ``low`` or more, ``partly`` above 1, ``-`` without it."""
     values = t if isinstance(t, (list, tuple)) else []
     v = _numbers(values[layer : layer + 1])
     if not v:
@@ -50,8 +46,7 @@ def ratio_at(t: Any, layer: int, low: float) -> str:
 
 
 def greater(t: Any, c: Any = None) -> str:
-    """Two numbers ``[a, b]`` the paper orders a > b (the surprisal of new tokens over repeated ones, a right tail
-    over the left)."""
+    """Two numbers ``[a, b]`` the paper orders a > b."""
     v = _numbers(t)
     return NONE if len(v) != 2 else HOLDS if v[0] > v[1] else NOT_SEEN
 
@@ -73,9 +68,8 @@ def gaps(t: Any, c: Any = None) -> str:
 
 
 def heavy(cv: Any, reference: Any, fit: Any) -> str:
-    """Heavy-tailed degrees: ``holds`` when their coefficient of variation ``cv`` exceeds the ``reference`` graph's
-    (a random low-rank one's, or the untrained control's) and the ``fit`` finds a tail heavier than an exponential's,
-    ``partly`` for one of the two."""
+    """Heavy tails: ``holds`` when ``cv`` beats the ``reference``'s and ``fit`` is heavier than exponential, ``partly``
+    for one."""
     v, w = _numbers(cv), _numbers(reference)
     if not v or not w:
         return NONE

@@ -1,11 +1,7 @@
-"""What an evaluation of a trained run reads (``bdh eval``): `eval_data` resolves the task, the split and the
-run's own evaluation settings from a run folder, or a text file/folder given instead.
+"""What an evaluation of a trained run reads (``bdh eval``): `eval_data` resolves the task, split and settings.
 
-A run's numbers are comparable with what its training printed only when they are read the same way: the
-task of its config, the validation split, its ``eval.batch_size`` (else its micro-batch, else its batch) and
-the batches of its final evaluation (`EvalConfig.final`) with its seed. `EvalData` carries those defaults; the
-caller overrides what it wants.
-"""
+A run's numbers compare with its training's only when read the same way: its task, the validation split, its
+``eval.batch_size`` and its final evaluation's batches and seed; `EvalData` carries those defaults."""
 
 from __future__ import annotations
 
@@ -46,8 +42,8 @@ def _task_of(config: Any) -> Any:
 
 
 def eval_data(source: str | Path, model: Any, data: str | Path | None = None) -> EvalData:
-    """The data of an evaluation of ``model`` (loaded from ``source``, a run or model folder): the run's
-    validation split, or the bytes of ``data`` (a text file or folder, read whole) in the run's windows."""
+    """The data of an evaluation: the run's validation split, or the bytes of ``data`` (a file or folder) in
+    its windows."""
     from bdh.tasks.text import TextConfig, TextTask
     from bdh.train.config import RunConfig
     from bdh.train.run.folder import load_run_config

@@ -1,20 +1,11 @@
-"""How an evaluation of a trained run is read (``bdh eval``), decided once and then run: `plan_eval` turns the
-`EvalData` of a run (`bdh.analysis.evaluation.data`) and the reader's choices into a plan, and the plan's ``run``
-scores it.
+"""How an evaluation of a trained run is read (``bdh eval``): `plan_eval` makes a plan, whose ``run`` scores it.
 
-Two kinds of plan:
+* `WindowPlan`: windows of ``seq_len`` tokens from an empty context, as training evaluates (by default its final
+evaluation's batches and seed, so the number equals training's); ``full``: every window.
+* `StreamPlan`: ``lanes`` long streams read with the state carried (``carry``) and/or through a window cut to the
+trained context (``sliding``), the loss by position bucketed 0–W, W–2W, 2W–4W, ...
 
-* `WindowPlan` — windows of the task's ``seq_len`` tokens, each scored on its own from an empty context, as
-  training evaluates (`bdh.train.evaluate.evaluate`): by default the batches of the run's final evaluation with
-  its seed, so the number equals the one training printed; ``full`` scores every window of the split.
-* `StreamPlan` — long context (`bdh.analysis.loss_by_position`): ``lanes`` streams of ``length`` tokens read in
-  order, with the recurrent state carried across windows (``carry``, every token predicted from all the text before it),
-  and/or through a window cut to the trained context (``sliding``, the yardstick). Its curves give the loss by
-  position, bucketed 0–W, W–2W, 2W–4W, ... (W the trained context when the streams are longer, else ``seq_len``).
-
-A plan's ``notes`` are the lines that say what is read; the command prints them before scoring, and a Python
-caller gets the same plan, the same numbers and the same notes without the command line.
-"""
+A plan's ``notes`` say what is read; the command prints them before scoring."""
 
 from __future__ import annotations
 
@@ -33,8 +24,8 @@ MAX_LANES = 8
 
 @dataclass(frozen=True)
 class WindowPlan:
-    """Independent windows: ``batches`` batches of ``batch_size`` windows of ``ev``'s split, of ``total`` in all
-    (None: an endless split); ``progress``: whether a run shows its progress (``full``, more than one batch)."""
+    """``batches`` of ``batch_size`` windows of ``ev``'s split, ``total`` in all (None: endless);
+    ``progress``: shown."""
 
     ev: EvalData
     batch_size: int
@@ -54,8 +45,7 @@ class WindowPlan:
         return self.batches == self.total
 
     def run(self, model: Any, progress: str = "none") -> dict[str, float]:
-        """The metrics of `bdh.train.evaluate.evaluate` (``val_loss`` in nats, ``val_bpb``, its standard error
-        and the task's metrics); ``progress``: a mode of `EvalProgress` (``auto``, ``bar``, ``lines``, ``none``)."""
+        """The metrics of `evaluate` (``val_loss`` in nats, ``val_bpb``, its standard error, the task's metrics)."""
         from bdh.train.evaluate import evaluate
         from bdh.train.run.log import EvalProgress
 
@@ -69,9 +59,8 @@ class WindowPlan:
 
 @dataclass(frozen=True)
 class StreamPlan:
-    """Long context: ``lanes`` streams of ``length`` tokens of ``ev``'s split, bucketed by ``window``; the carried
-    curve (``carry``) and/or the sliding one (``sliding``, the context cut to ``cut``, advancing by ``stride``,
-    None: a quarter of it). ``trained``: the longest context met in training (None: not a run)."""
+    """``lanes`` streams of ``length`` tokens bucketed by ``window``: ``carry`` and/or ``sliding`` (cut to ``cut``, by
+    ``stride``); ``trained``: the longest context met in training."""
 
     ev: EvalData
     lanes: int
@@ -85,8 +74,7 @@ class StreamPlan:
     notes: tuple[str, ...]
 
     def run(self, model: Any, progress: str = "none") -> list[tuple[str, Any]]:
-        """``(name, ContextCurve)`` for the carried curve, then the sliding one (the ones asked for), over the
-        same streams; ``progress`` as `WindowPlan.run`."""
+        """``(name, ContextCurve)`` of the carried curve, then the sliding one, over the same streams."""
         from ..loss_by_position import task_streams
 
         ev = self.ev
@@ -137,11 +125,8 @@ def plan_eval(
     length: int | None = None,
     stride: int | None = None,
 ) -> WindowPlan | StreamPlan:
-    """The plan of an evaluation of ``model`` on ``ev``: a `StreamPlan` with ``carry`` or ``sliding``, else a
-    `WindowPlan`. ``batches``: batches to score (default the run's), with ``carry``/``sliding`` windows per lane;
-    ``full``: the whole split; ``batch_size``: windows per batch (default the run's), with ``carry``/``sliding``
-    lanes; ``length``: tokens per lane (default `LONG_LENGTH`, at most the split); ``stride``: of ``sliding``.
-    A one-line `UserError` for what cannot be read (a state to carry without one, a task without streams)."""
+    """A `StreamPlan` with ``carry`` or ``sliding``, else a `WindowPlan`; ``batches`` and ``batch_size`` are windows and
+    lanes per lane and batch for streams. A one-line `UserError` for what cannot be read."""
     if carry or sliding:
         return _stream_plan(ev, model, batches, full, batch_size, carry, sliding, length, stride)
     return _window_plan(ev, batches, full, batch_size)

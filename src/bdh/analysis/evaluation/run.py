@@ -1,7 +1,5 @@
-"""``bdh eval`` as a library call: `open_eval` loads a run's model, reads its data and plans the evaluation
-(`bdh.analysis.evaluation.plan.plan_eval`); `RunEval.header` is what the command prints before scoring, `RunEval.run`
-scores and returns an `EvalResult`, whose `EvalResult.table` is what the command prints after. A Python caller
-gets the numbers and the lines the command printed."""
+"""``bdh eval`` as a library call: `open_eval` loads, reads and plans; `RunEval.header`, `RunEval.run` and
+`EvalResult.table` are what the command prints and scores."""
 
 from __future__ import annotations
 
@@ -19,8 +17,8 @@ LN2 = math.log(2.0)
 
 @dataclass(frozen=True)
 class EvalResult:
-    """What an evaluation scored: ``metrics`` of a `WindowPlan` (`bdh.train.evaluate.evaluate`'s) or ``curves`` of
-    a `StreamPlan` (``(name, ContextCurve)``, the carried one first), and the ``figure`` written (None: none)."""
+    """A `WindowPlan`'s ``metrics`` or a `StreamPlan`'s ``curves`` (carried first), and the ``figure`` written
+    or None."""
 
     plan: WindowPlan | StreamPlan
     metrics: dict[str, float] | None = None
@@ -65,9 +63,7 @@ class EvalResult:
 
 @dataclass(frozen=True)
 class RunEval:
-    """A planned evaluation of a run's model: the ``model``, the ``folder`` it came from, the ``plan``, the
-    ``source`` named in a figure's title, the ``figure`` to draw (a long-context plan only) and ``read_as``, how the
-    model is read when not as trained ("": as trained)."""
+    """A planned evaluation: ``model``, its ``folder``, the ``plan``, the ``source`` and ``figure``, and ``read_as``."""
 
     model: Any
     folder: Path
@@ -77,8 +73,7 @@ class RunEval:
     read_as: str = ""
 
     def header(self) -> str:
-        """The lines ``bdh eval`` prints before scoring: the model's folder (how it is read, if changed) and the plan's
-        notes."""
+        """The lines ``bdh eval`` prints before scoring: the model's folder and the plan's notes."""
         how = f" ({self.read_as})" if self.read_as else ""
         return "\n".join([f"model: {self.folder}{how}", *self.plan.notes])
 
@@ -107,12 +102,9 @@ def open_eval(
     hard_gate: bool = False,
     **reading: Any,
 ) -> RunEval:
-    """The evaluation of the run (or model folder) ``source``: its model (`bdh.train.run.model.load_run_model`),
-    its data (`bdh.analysis.evaluation.data.eval_data`: the validation split, or ``data``) and the plan of
-    `bdh.analysis.evaluation.plan.plan_eval` (``carry``, ``sliding`` and the ``reading`` options: ``batches``, ``full``,
-    ``batch_size``, ``length``, ``stride``). ``figure`` (a long-context plan only): the loss by position drawn
-    into this file. ``hard_gate``: a BDH whose delta rule writes through the sigmoid gate is read through the hard
-    gate (`bdh.model.hard_read`). A one-line `UserError` for options that do not go together."""
+    """The evaluation of the run or model folder ``source``: its model, data (``data`` or the validation split) and plan
+    (``carry``, ``sliding``, ``reading``). ``figure``: the loss by position drawn there; ``hard_gate``: read the delta
+    rule through the hard gate. A one-line `UserError` for options that conflict."""
     from bdh.train.run.model import load_run_model
 
     from .data import eval_data
