@@ -3,10 +3,9 @@ bench and the scaling experiment share."""
 
 from __future__ import annotations
 
-import json
 import math
 
-from bdh.bench.engine import FolderLedger, TableLedger, pending, train_fresh, train_or_reuse
+from bdh.bench.engine import TableLedger, pending, train_fresh, train_or_reuse
 from bdh.bench.results import best_lr, read_csv
 from bdh.bench.spec import RunSpec, run_key
 
@@ -38,33 +37,6 @@ def test_table_ledger_records_rows_and_a_resume_skips_them(tmp_path):
     assert pending(specs, again, resume=True) == [specs[1]] and pending(specs, again, resume=False) == specs
     row, reused = train_or_reuse(specs[0], tmp_path / "r0", again, train, resume=True)
     assert reused and len(calls) == 1 and row["seed"] == "0"
-
-
-def test_folder_ledger_reads_a_folder_written_before_and_retrains_another_spec(tmp_path):
-    """A result.json as the scaling experiment wrote it before the engine existed (sorted keys, indent 1, the
-    spec's identity under "spec") is read back; a damaged file or another spec is trained again."""
-    from bdh.experiments.scaling.runs import RunSpec as ScalingSpec
-
-    spec = ScalingSpec(
-        "gpt", 0, 0.5, 0, {"name": "gpt"}, {"name": "text", "data": "/x"}, "d", 4, 2, None, 2, 1, 1, "cpu", "fp32"
-    )
-    folder = tmp_path / "runs" / "gpt" / "size0-lr0.5-s0"
-    folder.mkdir(parents=True)
-    old = {"spec": json.loads(json.dumps({**spec.__dict__, "task": {"name": "text"}})), "val_loss": 1.5}
-    (folder / "result.json").write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
-    ledger = FolderLedger(tmp_path / "runs")
-    assert ledger.folder(spec) == folder and ledger.find(spec) == old
-    other = ScalingSpec(*[*spec.__dict__.values()][:7], 5, *[*spec.__dict__.values()][8:])
-    assert ledger.find(other) is None
-    (folder / "result.json").write_bytes(b"\xff\xfe")
-    assert ledger.find(spec) is None
-
-    def train(s, run_dir):
-        run_dir.mkdir(parents=True)
-        return {"spec": s.key(), "val_loss": 2.0}
-
-    row, reused = train_or_reuse(spec, folder, ledger, train, resume=True)
-    assert not reused and ledger.find(spec) == row
 
 
 def test_best_lr_takes_the_best_mean_in_either_direction_and_ties_to_the_smaller_rate():

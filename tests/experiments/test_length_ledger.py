@@ -23,7 +23,8 @@ def _written(tmp_path, data: bytes):
 
 def test_a_record_as_written_reads_back(tmp_path):
     path = _written(tmp_path, json.dumps(RECORD).encode())
-    assert read_record(path, "bdh", "recall_gap", 0) == RECORD
+    assert read_record(path.parent.parent, "bdh", "recall_gap", 0) == RECORD
+    assert read_record(path.parent.parent, "bdh", "recall_gap", 1) is None  # no record: a run to make
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_a_record_as_written_reads_back(tmp_path):
 def test_a_damaged_record_is_one_line_with_the_command_that_rebuilds_it(tmp_path, data, said):
     path = _written(tmp_path, data)
     with pytest.raises(RecordError) as info:
-        read_record(path, "bdh", "recall_gap", 0)
+        read_record(path.parent.parent, "bdh", "recall_gap", 0)
     message = str(info.value)
     assert isinstance(info.value, UserError) and "\n" not in message
     assert said in message and str(path) in message
@@ -56,10 +57,13 @@ def test_a_damaged_record_is_one_line_with_the_command_that_rebuilds_it(tmp_path
 
 def test_rows_at_other_counts_of_facts_are_not_repeats(tmp_path):
     rows = [ROW, {**ROW, "facts": 2}, {**ROW, "facts": 4}]
-    path = _written(tmp_path, json.dumps({**RECORD, "facts": 4, "rows": rows}).encode())
-    assert read_record(path, "bdh", "recall_gap", 0, facts=4)["rows"] == rows
+    path = tmp_path / "out" / "results" / "bdh-recall_gap-D4-s0.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**RECORD, "facts": 4, "rows": rows}))
+    assert read_record(path.parent.parent, "bdh", "recall_gap", 0, facts=4)["rows"] == rows
+    path.rename(path.with_name("bdh-recall_gap-s0.json"))  # another run's record under this run's name
     with pytest.raises(RecordError, match="record of bdh-recall_gap-D4-s0, not of bdh-recall_gap-s0"):
-        read_record(path, "bdh", "recall_gap", 0)
+        read_record(path.parent.parent, "bdh", "recall_gap", 0)
 
 
 def test_the_presets_pass_the_checks_before_training():

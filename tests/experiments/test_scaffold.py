@@ -1,5 +1,5 @@
-"""The experiments' shared scaffold: the marked output folder, resume against its config, the runs ledger, and the
-one JSON encoder of results."""
+"""The experiments' shared scaffold: the marked output folder, resume against its config, and the one JSON encoder
+of results (the runs ledger: test_ledger.py)."""
 
 import dataclasses
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bdh.errors import UserError
-from bdh.experiments.scaffold import ExperimentFolder, RunRecords
+from bdh.experiments.scaffold import ExperimentFolder
 from bdh.outputs import json_default, json_ready
 
 FOLDER = ExperimentFolder("demo", selectors=("seeds",))
@@ -50,25 +50,6 @@ def test_a_damaged_marker_is_one_line_under_resume(tmp_path, text):
     with pytest.raises(UserError, match="damaged") as err:
         FOLDER.mark({"steps": 10, "seeds": "0"}, tmp_path, resume=True)
     assert "\n" not in str(err.value)
-
-
-def test_the_ledger_reuses_finished_runs_under_resume_and_makes_the_rest(tmp_path):
-    records = RunRecords(tmp_path / "results")
-    made: list[str] = []
-
-    def make(run: str) -> dict:
-        made.append(run)
-        return {"run": run, "loss": np.float32(0.5)}  # a NumPy value, written through the one encoder
-
-    first = records.make_all(["a", "b"], make, resume=False)
-    assert made == ["a", "b"] and [r["run"] for r in first] == ["a", "b"]
-    (tmp_path / "results" / "b.json").write_text("{cut")  # damaged: that run is made again
-    reused: list[str] = []
-    again = records.make_all(["a", "b", "c"], make, resume=True, reused=reused.append)
-    assert reused == ["a"] and made == ["a", "b", "b", "c"]
-    assert again[0] == {"run": "a", "loss": 0.5} and records.find("c") == {"run": "c", "loss": 0.5}
-    records.make_all(["a"], make, resume=False)  # without resume every run is made
-    assert made[-1] == "a"
 
 
 @dataclasses.dataclass

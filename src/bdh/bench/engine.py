@@ -1,18 +1,17 @@
 """The engine of every sweep of training runs: ``bdh bench``'s suites (and `bdh.experiments.relatives`) and
 `bdh.experiments.scaling`. A run's spec has a stable ``key()`` (its result's identity) and a ``run_name()``; `fit`
-trains one, a ledger records the finished ones for resume (`TableLedger`: ``runs.csv``; `FolderLedger`: a
-``result.json`` per run folder), and `train_all` trains the rest, one after the other or ``jobs`` at once."""
+trains one, a ledger records the finished ones for resume (`TableLedger`: ``runs.csv``; the scaling experiment's
+`RunLedger`: a ``result.json`` per run folder), and `train_all` trains the rest, one after the other or ``jobs`` at
+once."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from bdh.errors import Interrupted
-from bdh.outputs import write_text
 
 from .results import write_csv
 
@@ -60,32 +59,6 @@ class TableLedger:
         self.rows.append(row)
         self._by_key[spec.key()] = row
         write_csv(self.path, self.rows, self.columns)
-
-
-class FolderLedger:
-    """A ``result.json`` in each run's folder, written last: the run's record, which holds its spec's key under
-    ``"spec"``. A folder whose file is missing, damaged or of another spec is an unfinished or different run."""
-
-    #: the file that marks a finished run and holds its record
-    RESULT = "result.json"
-
-    def __init__(self, runs: Path) -> None:
-        self.runs = Path(runs)
-
-    def folder(self, spec: Any) -> Path:
-        return self.runs / spec.run_name()
-
-    def find(self, spec: Any) -> Row | None:
-        try:
-            record = json.loads((self.folder(spec) / self.RESULT).read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # missing, damaged (not UTF-8, not JSON): trained again
-            return None
-        return record if isinstance(record, dict) and record.get("spec") == spec.key() else None
-
-    def add(self, spec: Any, run_dir: Path, row: Row) -> None:
-        if row.get("spec") != spec.key():
-            raise ValueError(f"{run_dir}: a record holds its spec's key under 'spec'")
-        write_text(run_dir / self.RESULT, json.dumps(row, indent=1, sort_keys=True) + "\n")
 
 
 def fit(config: Any, interrupted: type[Interrupted] = Interrupted) -> Any:

@@ -1,18 +1,19 @@
-"""What every experiment shares besides its science: the progress log, its output folder marked as its own (what
-``--resume`` continues, only with the same config), and the records of its finished runs (what ``--resume`` skips).
-An experiment is then its ``Config``, its runs and its verdict (CONTRIBUTING.md, "Adding an experiment")."""
+"""What every experiment shares besides its science: the progress log and its output folder marked as its own (what
+``--resume`` continues, only with the same config); the records of its finished runs, what ``--resume`` skips, are
+its `bdh.experiments.ledger.Ledger`. An experiment is then its ``Config``, its runs and its verdict (CONTRIBUTING.md,
+"Adding an experiment")."""
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bdh.errors import UserError
-from bdh.outputs import check_output, folder_entries, json_default, json_ready, write_text
+from bdh.outputs import check_output, folder_entries, json_ready, write_text
 
 #: where an experiment writes its progress lines (``print`` on the command line)
 Log = Callable[[str], None]
@@ -102,40 +103,3 @@ class ExperimentFolder:
 def _text(value: Any) -> str:
     """A config value as ``--set`` reads it back (YAML): a string as it is, anything else as compact JSON."""
     return value if isinstance(value, str) else json.dumps(json_ready(value), separators=(",", ":"))
-
-
-class RunRecords:
-    """The records of an experiment's finished runs, one JSON file each (``<folder>/<run>.json``, written atomically
-    when the run ends): the runs ledger that ``--resume`` skips. A missing or damaged file is a run to make again."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-
-    def path(self, run: str) -> Path:
-        return self.folder / f"{run}.json"
-
-    def find(self, run: str) -> dict[str, Any] | None:
-        """The record of ``run``, or None when it has none (or a damaged one)."""
-        try:
-            record = json.loads(self.path(run).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
-
-    def add(self, run: str, record: dict[str, Any]) -> dict[str, Any]:
-        """Record ``run`` as finished; returns the record."""
-        write_text(self.path(run), json.dumps(record, indent=1, default=json_default) + "\n")
-        return record
-
-    def make_all(
-        self, runs: Sequence[str], make: Callable[[str], dict[str, Any]], *, resume: bool, reused: Log = no_log
-    ) -> list[dict[str, Any]]:
-        """The records of ``runs`` in order: with ``resume`` those found are reused (``reused(run)`` told), every
-        other made by ``make(run)`` and recorded as it ends."""
-        out = []
-        for run in runs:
-            found = self.find(run) if resume else None
-            if found is not None:
-                reused(run)
-            out.append(found if found is not None else self.add(run, make(run)))
-        return out

@@ -5,7 +5,6 @@ reads again), ``results/<run>.json`` (written as each row ends), ``figures/``, r
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from functools import partial
@@ -16,7 +15,6 @@ import torch
 
 from bdh.analysis.stats import above_chance
 from bdh.model import hard_read
-from bdh.outputs import write_text
 from bdh.tasks.lengths import fixed_test_set, wilson_interval
 
 from ..common import lm_config, train_config
@@ -25,7 +23,7 @@ from . import reading
 from .config import Config
 from .facts import fits, read_counts
 from .memory import trace_record
-from .records import read_record, run_name
+from .records import ledger, read_record, run_name
 
 #: config fields that only choose which runs and rows are made, or how they are read: a resumed folder may change them
 SELECTORS = (
@@ -232,8 +230,7 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     from bdh.model import BDH
     from bdh.model.io import load_pretrained, read_model_config
 
-    name = run_name(record["model"], record["task"], record["seed"], record.get("facts"))
-    path = out / "results" / f"{name}.json"
+    name, runs = run_name(record["model"], record["task"], record["seed"], record.get("facts")), ledger(out)
     done = {(r["length"], r["read"], r.get("facts")): r for r in record["rows"]}
     folder = out / "models" / name
     runtime = BDH_READ if issubclass(read_model_config(folder)[0], BDH) else {}
@@ -257,12 +254,12 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
                     told = "" if count is None else f", {count} facts"
                     log(f"length: {name} at {length:,} ({read}{told}): {got}")
                     record["rows"].append(row)
-                    write_text(path, json.dumps(record, indent=1) + "\n")
+                    runs.add(name, record)
                 streak = streak + 1 if at_chance(row, chance) else 0
     if "trace" not in record:
         own = _task(config, record["task"], record.get("facts"))
         record["trace"] = trace_record(config, record, own, model, TEST_SEED)
-        write_text(path, json.dumps(record, indent=1) + "\n")
+        runs.add(name, record)
 
 
 def _run_one(
@@ -270,12 +267,9 @@ def _run_one(
 ) -> dict[str, Any]:
     """One run's record: trained (or found finished with ``resume``), then read."""
     name = run_name(model, task, seed, facts)
-    path = out / "results" / f"{name}.json"
-    if resume and path.is_file() and (out / "models" / name).is_dir():
-        record = read_record(path, model, task, seed, facts)
-    else:
-        record = train_run(config, out, model, task, seed, log, facts)
-        write_text(path, json.dumps(record, indent=1) + "\n")
+    record = read_record(out, model, task, seed, facts) if resume and (out / "models" / name).is_dir() else None
+    if record is None:
+        record = ledger(out).add(name, train_run(config, out, model, task, seed, log, facts))
     measure_run(config, out, record, log)
     return record
 

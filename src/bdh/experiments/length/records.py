@@ -5,12 +5,13 @@ score a read cannot give (not a finite fraction) is one line naming the file and
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from bdh.errors import UserError
+from ..ledger import Ledger, RecordError
+
+__all__ = ["RecordError", "ledger", "read_record", "record_problem", "run_name"]
 
 #: the fields of every record (`experiment.train_run`) and of every row (`experiment.read_row`)
 RECORD_FIELDS = ("model", "task", "seed", "rows")
@@ -19,36 +20,28 @@ ROW_FIELDS = ("length", "read", "status")
 FRACTIONS = ("accuracy", "low", "high")
 
 
-class RecordError(UserError):
-    """A ``results/<run>.json`` that is not a record as the experiment wrote it."""
+def ledger(out: Path) -> Ledger:
+    """The ledger of the experiment's folder ``out``: a damaged record refused with the command that rebuilds it."""
+    out = Path(out)
+    rebuild = (
+        "not the record this experiment writes: delete it and run the same command with --resume (bdh experiment "
+        f"length --out {out} --resume, with the same --quick and --set): its run is trained and read again"
+    )
+    return Ledger(out / "results", rebuild=rebuild)
 
 
-def read_record(path: Path, model: str, task: str, seed: int, facts: int | None = None) -> dict[str, Any]:
-    """The record of the run (``model``, ``task``, ``seed``, trained on ``facts`` pairs where given) at ``path``,
-    checked (`record_problem`); a damaged one is a `RecordError` saying how to make it again."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        record, problem = None, "is not text"
-    except ValueError as exc:
-        record, problem = None, f"is not JSON ({str(exc).splitlines()[0]})"
-    else:
-        problem = record_problem(record, (model, task, seed, facts))
-    if problem is not None:
-        raise RecordError(
-            f"{path}: {problem}; not the record this experiment writes: delete it and run the same command with "
-            f"--resume (bdh experiment length --out {path.parent.parent} --resume, with the same --quick and --set): "
-            "its run is trained and read again"
-        )
-    return record
+def read_record(out: Path, model: str, task: str, seed: int, facts: int | None = None) -> dict[str, Any] | None:
+    """The record of the run (``model``, ``task``, ``seed``, trained on ``facts`` pairs where given) in ``out``,
+    checked (`record_problem`), or None when it has none; a damaged one is a `RecordError` saying how to make it
+    again."""
+    run = (model, task, seed, facts)
+    return ledger(out).find(run_name(*run), check=lambda record: record_problem(record, run))
 
 
 def record_problem(record: Any, run: tuple[str, str, int, int | None]) -> str | None:
-    """What is wrong with a record read back as the one of ``run`` (model, task, seed, facts), or None: not an
-    object, fields missing, another run's, a row that is not an object or lacks its fields, one (length, read, facts)
-    twice, an ``ok`` row's score not a fraction."""
-    if not isinstance(record, dict):
-        return f"holds a JSON {type(record).__name__}, not an object"
+    """What is wrong with a record (an object) read back as the one of ``run`` (model, task, seed, facts), or None:
+    fields missing, another run's, a row that is not an object or lacks its fields, one (length, read, facts) twice,
+    an ``ok`` row's score not a fraction."""
     missing = [k for k in RECORD_FIELDS if k not in record]
     if missing:
         return f"has no {', '.join(missing)}"

@@ -1,27 +1,19 @@
-"""The natural measurement beside the synthetic ones: the long-context experiment's recall probe
-(`bdh.experiments.longcontext.probes`) on text models, through their state and through a window of T bytes, on
-the held-out tenth of the embedded Shakespeare."""
+"""The natural measurement beside the synthetic ones: the recall probe the long-context experiment uses
+(`bdh.analysis.recall`) on text models, through their state and through a window of T bytes, on the held-out tenth
+of the embedded Shakespeare."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ..longcontext.experiment import RECALL_LEAD
-from ..longcontext.probes import recall_accuracy, recall_trials
+from bdh.analysis.recall import RECALL_LEAD, held_out_text, recall_accuracy, recall_trials
+
 from .config import Config
 from .reading import has_state
 
 #: the seed of the recall trials (the long-context experiment's 1000 + its seed 0)
 TRIALS_SEED = 1000
-
-
-def held_out_text() -> Any:
-    """The held-out bytes of the embedded corpus (its last tenth, as the long-context experiment holds it out)."""
-    from bdh.tasks.text import TextConfig, TextTask
-
-    task = TextTask(TextConfig(val_fraction=0.1))
-    return task.stream.read(task.n_train, len(task.stream) - task.n_train)
 
 
 def text_recall(config: Config, log: Callable[[str], None]) -> list[dict[str, Any]]:

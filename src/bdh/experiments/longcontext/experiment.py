@@ -14,18 +14,18 @@ from typing import Any
 
 import torch
 
+from bdh.analysis.recall import RECALL_LEAD, held_out_text, recall_accuracy, recall_trials
 from bdh.errors import UserError
 
 from ..common import train_lm
-from ..scaffold import ExperimentFolder, Log, RunRecords
+from ..ledger import Ledger
+from ..scaffold import ExperimentFolder, Log
 from .cause import cause_record, measurable
 from .config import WINDOW_ONLY, Config
-from .probes import NGramModel, generate_bytes, generation_scores, recall_accuracy, recall_trials, word_recall
+from .probes import NGramModel, generate_bytes, generation_scores, word_recall
 
 #: config fields that only choose which runs are made: a resumed folder may add recipes or seeds
 SELECTORS = ("recipes", "seeds", "threads")
-#: bytes of held-out text before the recall probe's fact
-RECALL_LEAD = 256
 #: bytes of held-out text that prompt the long generation
 PROMPT_BYTES = 256
 
@@ -51,9 +51,8 @@ class Data:
                 f"not {config.eval_lanes} of {config.eval_length:,}; lower eval_lanes or eval_length"
             )
         self.streams = task_streams(self.task, "val", lanes, length)
-        lo = self.task.n_train
-        self.held_out = self.task.stream.read(lo, len(self.task.stream) - lo)
-        self.judge = NGramModel(self.task.stream.read(0, lo), config.ngram)
+        self.held_out = held_out_text(self.task)
+        self.judge = NGramModel(self.task.stream.read(0, self.task.n_train), config.ngram)
         self.prompt = self.held_out[:PROMPT_BYTES].tobytes()
         healthy = self.held_out[PROMPT_BYTES : PROMPT_BYTES + config.generate_bytes].tobytes()
         self.reference = generation_scores(self.judge, healthy)
@@ -134,7 +133,7 @@ def run(config: Config, out: Path, *, log: Log = print, resume: bool = False) ->
     start = time.time()
     data = Data(config)
     runs = {f"{recipe}-s{seed}": (recipe, seed) for recipe in config.recipe_list for seed in config.seed_list}
-    records = RunRecords(out / "results").make_all(
+    records = Ledger(out / "results").make_all(
         list(runs),
         lambda run: train_and_measure(config, out, *runs[run], data, log),
         resume=resume,

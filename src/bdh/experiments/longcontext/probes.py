@@ -1,99 +1,19 @@
-"""The long-context probes: recall of a fact through the state (`recall_accuracy`, against a control without the
-fact; docs/long-context.md), and long generation judged without a neural model (`NGramModel`, zlib)."""
+"""The long-context probes beside the recall probe (`bdh.analysis.recall`): recall of words read before
+(`word_recall`), and long generation judged without a neural model (`NGramModel`, zlib)."""
 
 from __future__ import annotations
 
 import math
 import re
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from bdh.errors import UserError
-from bdh.tasks.facts import KEY_LETTERS, VALUE_LETTERS, fact_sentence, question, random_word
 
 LN2 = math.log(2.0)
-
-
-@dataclass
-class RecallTrials:
-    """A batch of recall trials of one distance: ``tokens`` (B, L) and where VALUE's letters stand."""
-
-    tokens: torch.Tensor
-    control: torch.Tensor  # the same trials with the fact sentence replaced by filler
-    value_at: int  # position of VALUE's first letter in every row (the question ends at value_at - 1)
-    distance: int
-
-
-def recall_trials(filler: np.ndarray, distance: int, trials: int, lead: int, seed: int) -> RecallTrials:
-    """``trials`` rows of ``lead`` bytes of text, the fact, ``distance`` bytes of text, the question and the
-    value; the text is taken from ``filler`` (held-out bytes) at random places."""
-    rng = np.random.Generator(np.random.PCG64([seed, distance, 0x2EC0]))
-    rows, controls = [], []
-    for _ in range(trials):
-        key, value = random_word(rng, KEY_LETTERS), random_word(rng, VALUE_LETTERS)
-        fact, ask = fact_sentence(key, value), question(key)
-        need = lead + len(fact) + distance
-        if need > len(filler):
-            raise UserError(
-                f"recall probe: {need:,} bytes of filler text needed, the held-out text has {len(filler):,}"
-            )
-        start = int(rng.integers(0, len(filler) - need + 1))
-        text = filler[start : start + need].tobytes()
-        before, after = text[:lead], text[lead + len(fact) :]
-        rows.append(before + fact + after + ask + value + b".")
-        controls.append(text[: lead + len(fact)] + after + ask + value + b".")
-    value_at = len(rows[0]) - VALUE_LETTERS - 1
-    return RecallTrials(_as_tensor(rows), _as_tensor(controls), value_at, distance)
-
-
-def _as_tensor(rows: list[bytes]) -> torch.Tensor:
-    """Equal-length byte rows as a (B, L) long tensor."""
-    return torch.tensor(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1), dtype=torch.long)
-
-
-@torch.no_grad()
-def _value_hits(model: nn.Module, tokens: torch.Tensor, value_at: int, context: int | None, chunk: int) -> torch.Tensor:
-    """(B, VALUE_LETTERS) booleans: greedy next-byte predictions of the value's letters, reading every byte
-    before (the state carried, ``context`` None) or only the last ``context`` bytes (a cropped window)."""
-    device = next(model.parameters()).device
-    end = value_at + VALUE_LETTERS
-    if context is None:
-        state = model.init_state(tokens.shape[0])
-        for start in range(0, value_at - 1, chunk):  # everything before the question's last byte
-            _, state = model.step(tokens[:, start : min(start + chunk, value_at - 1)].to(device), state)
-        logits, _ = model.step(tokens[:, value_at - 1 : end - 1].to(device), state)
-        preds = logits.argmax(-1).cpu()
-    else:
-        preds = []
-        for i in range(VALUE_LETTERS):
-            t = value_at - 1 + i  # predicts the byte at t + 1
-            window = tokens[:, max(0, t + 1 - context) : t + 1].to(device)
-            preds.append(model(window)[:, -1].argmax(-1).cpu())
-        preds = torch.stack(preds, dim=1)
-    return preds == tokens[:, value_at:end]
-
-
-def recall_accuracy(model: nn.Module, trials: RecallTrials, context: int | None, chunk: int = 256) -> dict:
-    """Per-letter accuracy on VALUE with the fact and without it (control), and their difference."""
-    was = model.training
-    model.eval()
-    try:
-        hit = _value_hits(model, trials.tokens, trials.value_at, context, chunk).float()
-        ctl = _value_hits(model, trials.control, trials.value_at, context, chunk).float()
-    finally:
-        model.train(was)
-    return {
-        "distance": trials.distance,
-        "accuracy": float(hit.mean()),
-        "control": float(ctl.mean()),
-        "recall": float(hit.mean() - ctl.mean()),
-        "first_letter": float(hit[:, 0].mean()),
-        "trials": int(hit.shape[0]),
-    }
 
 
 # ------------------------------------------------------------------------------------------ words read before
@@ -234,12 +154,9 @@ def generate_bytes(model: nn.Module, prompt: bytes, length: int, seed: int, temp
 
 __all__ = [
     "NGramModel",
-    "RecallTrials",
     "compression_ratio",
     "generate_bytes",
     "generation_scores",
-    "recall_accuracy",
-    "recall_trials",
     "word_recall",
     "word_targets",
 ]

@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bdh.bench.engine import FolderLedger, fit, train_or_reuse
+from bdh.bench.engine import fit, train_or_reuse
 
+from ..ledger import Ledger
 from ..scaffold import Log
 
 #: the file that marks a finished run and holds its record
-RESULT = FolderLedger.RESULT
+RESULT = "result.json"
 #: how the trainer's error for a non-finite loss begins (`bdh.train.trainer.Trainer._check_loss`): the run
 #: diverged at its learning rate, a result rather than a mistake
 DIVERGED = "loss is "
@@ -87,6 +88,27 @@ class RunSpec:
         )
 
 
+class RunLedger:
+    """The experiment's `Ledger` of ``runs/<model>/size<i>-lr<lr>-s<seed>/result.json`` as the bench's engine reads
+    it (`bdh.bench.engine.Ledger`): a record holds its spec's key under ``"spec"``; one missing, damaged or of
+    another spec is a run to train again."""
+
+    def __init__(self, runs: Path) -> None:
+        self.ledger = Ledger(runs, "{run}/" + RESULT, sort_keys=True)
+
+    def folder(self, spec: RunSpec) -> Path:
+        return self.ledger.path(spec.run_name()).parent
+
+    def find(self, spec: RunSpec) -> dict[str, Any] | None:
+        key = spec.key()
+        return self.ledger.find(spec.run_name(), check=lambda r: None if r.get("spec") == key else "another spec's")
+
+    def add(self, spec: RunSpec, run_dir: Path, row: dict[str, Any]) -> None:
+        if row.get("spec") != spec.key() or run_dir != self.folder(spec):
+            raise ValueError(f"{run_dir}: a record holds its spec's key under 'spec', in the spec's folder")
+        self.ledger.add(spec.run_name(), row)
+
+
 def curves(run_dir: Path) -> dict[str, list[list[float]]]:
     """The run's loss curves from its metrics.jsonl: ``val`` [step, tokens, val_loss] and ``train`` [step, loss]."""
     from bdh.train.run.log import read_metrics
@@ -107,7 +129,7 @@ def train_run(
 ) -> dict[str, Any]:
     """Train (or, with ``resume``, reuse) one run into ``out/runs`` (`bdh.bench.engine.train_or_reuse`); returns
     its record (``reused`` says which)."""
-    ledger = FolderLedger(out / "runs")
+    ledger = RunLedger(out / "runs")
     record, reused = train_or_reuse(
         spec, ledger.folder(spec), ledger, lambda s, run_dir: _train(s, run_dir, segments or {}, log), resume
     )
