@@ -11,7 +11,7 @@ from bdh import BDH, BDHConfig
 from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.baselines.hyperset import HyperSET, HyperSETConfig
 from bdh.errors import UserError
-from bdh.train.parts import Objective, summed_cross_entropy
+from bdh.train.build import Objective, summed_cross_entropy
 
 # values: pass_logits runs the same kernels and operations as forward, in the same order; the tolerance only
 # allows for a different summation order of a fused kernel (fp32, logits of order 1)

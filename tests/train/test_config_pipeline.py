@@ -53,7 +53,7 @@ def test_the_fields_the_task_decides_are_the_tasks_where_the_run_leaves_them_out
 
 
 def test_a_model_that_disagrees_with_its_task_is_refused_when_the_run_starts():
-    from bdh.train.parts import plan_run
+    from bdh.train.build import plan_run
 
     config = load_config(None, ["task.name=mqar", "model.name=gpt", "model.vocab_size=100"])
     with pytest.raises(UserError, match=r"model.vocab_size: 100 is smaller than the task's vocabulary"):

@@ -11,8 +11,8 @@ from _train_helpers import tiny
 from bdh.cli import main
 from bdh.errors import UserError
 from bdh.train import load_config
+from bdh.train.build import check_run_config
 from bdh.train.config import ConfigError
-from bdh.train.parts import check_run_config
 from bdh.train.trainer import Trainer, TrainingError
 
 NOT_FINITE = [

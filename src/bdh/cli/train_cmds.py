@@ -153,7 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_set_syntax(args)
     config = _run_config(args)
     if args.print_config:  # after every check the run makes before it writes anything
-        from bdh.train.parts import check_run_config
+        from bdh.train.build import check_run_config
 
         check_run_config(config, resume=args.resume)
         print(config.to_yaml(), end="")

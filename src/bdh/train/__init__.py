@@ -4,7 +4,7 @@
 >>> config = load_config("run.yaml", ["optim.lr=3e-4"])   # doctest: +SKIP
 >>> result = train(config)                                 # doctest: +SKIP
 
-`config` (the run's config), `parts` (what it builds), `trainer` (the loop) and its helpers; `runtime` (where and
+`config` (the run's config), `build` (what it builds), `trainer` (the loop) and its helpers; `runtime` (where and
 how a process trains); `run` (a run's folder). Names are imported on first use (`bdh._lazy`), so a light module
 (`bdh.train.main_job`) is read without PyTorch.
 """

@@ -7,7 +7,7 @@ classes; the model's is completed from the task (``vocab_size``, ``causal``, ``s
 them out; `typed_sections`) and handed to the model as it is. The other sections are the dataclasses below.
 Every key is checked, one line naming it: an unknown key, a wrong type (``optim.lr: expected a finite number, got
 'fast'``), a value outside its declared range (``optim.lr: must be a number > 0, got -1``). What a run checks
-against this machine and its task is `bdh.train.parts.plan_run`'s. The defaults are what ``bdh train`` runs
+against this machine and its task is `bdh.train.build.plan_run`'s. The defaults are what ``bdh train`` runs
 without arguments: a small BDH on the embedded Shakespeare corpus, about ten minutes on a 2-core CPU.
 
     model:    {name: bdh, n_layer: 4, n_embd: 128, ...}     fields of the model's config class
@@ -285,7 +285,7 @@ class RunConfig(TypedConfig):
 
     def validate(self) -> None:
         """The checks of the config alone, one line naming the key (`from_dict` makes them); those against this
-        machine, its processes, the task and its data are `bdh.train.parts.plan_run`'s."""
+        machine, its processes, the task and its data are `bdh.train.build.plan_run`'s."""
         for section in SECTIONS:
             check_finite(getattr(self, section), section)
             try:  # the sections check them when they are built: again here, for a config changed after loading

@@ -23,7 +23,7 @@ paper section 7.2).
 A time budget (``train.max_minutes``) sets the length of the run from the time its steps take (`bdh.train.budget`).
 
 What the loop stands on, each in its own module: the parts the config decides (task, model, objective,
-optimiser: `bdh.train.parts`), the process (device, autocast, gradient sync, sharding: `bdh.train.runtime`),
+optimiser: `bdh.train.build`), the process (device, autocast, gradient sync, sharding: `bdh.train.runtime`),
 the run folder (lock, config.yaml, checkpoints, best/, resume: `bdh.train.run.folder`) and what a run reports
 (`bdh.train.run.log.RunLog`)."""
 
@@ -46,7 +46,7 @@ from torch import nn
 
 from ..model.io import CheckpointError
 from ..tasks.base import IGNORE_INDEX
-from . import parts, rng
+from . import build, rng
 from .budget import TimeBudget
 from .config import RunConfig, load_run_config
 from .errors import TrainingError
@@ -103,7 +103,7 @@ class Trainer:
     """Builds everything a run needs from a `RunConfig` and runs the loop; see the module docstring.
 
     Its parts: ``runtime`` (`bdh.train.runtime.device.Runtime`), ``task``, ``model``, ``optimizer`` and ``objective``
-    (`bdh.train.parts`), ``folder`` (`bdh.train.run.folder.RunFolder`), the time budget (``budget``,
+    (`bdh.train.build`), ``folder`` (`bdh.train.run.folder.RunFolder`), the time budget (``budget``,
     `bdh.train.budget.TimeBudget`) and the recurrent states truncated backprop through time carries
     (``recurrent``, `bdh.train.recurrent.TruncatedBPTT`); its position: ``step`` and ``tokens``.
     """
@@ -118,10 +118,10 @@ class Trainer:
         overwrite: bool = False,
     ):
         """``config``: checked when it was read (`bdh.train.config.load_config`); the checks against this machine
-        and the task are `parts.plan_run`'s. ``resume``: a run folder to continue (from ``resume_from``, else its
+        and the task are `build.plan_run`'s. ``resume``: a run folder to continue (from ``resume_from``, else its
         newest checkpoint); ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`);
         ``overwrite``: a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
-        self.config, plan = config, parts.plan_run(config)
+        self.config, plan = config, build.plan_run(config)
         self.runtime, self.task, self.model_cls, self.seq_len = plan.runtime, plan.task, plan.model_cls, plan.seq_len
         self.rows, self.micro, self.accum, self.eval_batch = plan.rows, plan.micro, plan.accum, plan.eval_batch
         self._limits()
@@ -161,13 +161,13 @@ class Trainer:
         random.seed(t.seed)
         self.model = self.model_cls(self.config.model).to(rt.device)
         if init_from is not None:
-            parts.load_initial_weights(self.model, self.model_cls, self.config.model, init_from, rt.device)
+            build.load_initial_weights(self.model, self.model_cls, self.config.model, init_from, rt.device)
         if rt.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * rt.env.rank)
         rt.shard(self.model)  # before the optimiser: sharding replaces the parameters by DTensors
-        self.optimizer = parts.make_optimizer(self.model, self.config, rt.caps.fused_adamw)
+        self.optimizer = build.make_optimizer(self.model, self.config, rt.caps.fused_adamw)
         model = compile_or_eager(self.model) if t.compile else self.model
-        self.objective: nn.Module | None = rt.wrap(parts.Objective(model, t.bptt))
+        self.objective: nn.Module | None = rt.wrap(build.Objective(model, t.bptt))
         self.recurrent = TruncatedBPTT(self.task, self.model, self.micro, self.accum, t.tbptt_windows)
 
     def _open(self, resume: Path | None, resume_from: Path | None, replan: bool) -> None:
@@ -189,7 +189,7 @@ class Trainer:
         if path is None:  # stopped before its first checkpoint: its config.yaml is all there is, start again
             self.restarted = True
             if t.init_from is not None:
-                parts.load_initial_weights(
+                build.load_initial_weights(
                     self.model, self.model_cls, self.config.model, t.init_from, self.runtime.device
                 )
             return

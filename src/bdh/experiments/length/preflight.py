@@ -3,7 +3,7 @@ mistake is one line before any model trains, never after hours of training (docs
 
 - ``device``: exists and is available here, named ``length.device``;
 - every training phase of every (model, task, count of facts): its run config built and checked as the trainer
-  will (`bdh.train.parts.plan_run`), its model built on the meta device (no memory taken): a width, heads or
+  will (`bdh.train.build.plan_run`), its model built on the meta device (no memory taken): a width, heads or
   lengths that do not fit a model or task is named with the model and task;
 - the longest test sequence fits this machine's memory (`TEST_BYTES_PER_TOKEN`);
 - each of ``text_models``: a byte-level model (256 tokens), loaded through the verified door of every command
@@ -42,7 +42,7 @@ def check_before_training(config: Config) -> None:
 
 def _check_phases(config: Config, model: str, task: str, facts: int | None) -> None:
     """Each training phase of the run (the short phase of a curriculum, then T) planned and its model shaped."""
-    from bdh.train.parts import plan_run
+    from bdh.train.build import plan_run
 
     from .experiment import phase_config
 
