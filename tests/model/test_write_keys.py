@@ -1,4 +1,4 @@
-"""The delta rule's write keys (``write_keys: centred``, ``write_topk``; ours): the kernels' shaping
+"""The delta rule's write keys (``write_keys: centred`` / ``signed``, ``write_topk``; ours): the kernels' shaping
 (`shape_write_keys`, then unit keys) equals the definition (`naive_write_key`) in values and gradients; every
 attention form equals the reference forward (the loop shaping each key as it writes it) and the carried state
 equals the whole sequence; a top-m write corrects m rows only; bad values are refused in one line."""
@@ -21,6 +21,8 @@ CASES = [
     dict(write_topk=1, positional="none", damping="local-global"),
     dict(write_topk=3, decay_gate=True, damping=0.9),
     dict(write_keys="centred", write_gate="hard", positional="none", damping="local-global"),
+    dict(write_keys="signed", positional="none", damping="local-global"),
+    dict(write_keys="signed", separate_keys=True, decay_gate=True, damping=0.9),  # RoPE on the signed keys
 ]
 
 
@@ -91,7 +93,7 @@ def test_the_options_change_the_model():
     torch.manual_seed(0)
     base = BDH(tiny_config(state_write="delta", positional="none")).eval()
     idx = torch.randint(0, 256, (1, 13))
-    for fields in (dict(write_topk=1), dict(write_keys="centred")):
+    for fields in (dict(write_topk=1), dict(write_keys="centred"), dict(write_keys="signed")):
         other = BDH(dataclasses.replace(base.config, **fields)).eval()
         other.load_state_dict(base.state_dict())
         assert rel_err(other(idx), base(idx)) > 1e-3, fields
@@ -117,6 +119,19 @@ def test_a_sequence_read_in_pieces_through_the_state_equals_the_whole(case, form
     assert rel_err(torch.cat(pieces, dim=1), full) <= 1e-5
 
 
+def test_signed_keys_are_the_keys_before_their_relu():
+    """The written keys of ``write_keys: signed`` are R (Dx v) / |R (Dx v)|, with negative entries, while the queries
+    stay R ReLU(Dx v) (the hooked activations; fp32, one product each way: 1e-6)."""
+    torch.manual_seed(0)
+    model = BDH(tiny_config(state_write="delta", write_keys="signed", positional="none")).eval()
+    seen = []
+    model(torch.randint(0, 256, (1, 9)), hook=lambda m, layer, act: seen.append(act))
+    act = seen[0]
+    z = act.values @ model.Dx
+    assert rel_err(act.keys, unit_keys(z)) <= 1e-6
+    assert (act.keys < 0).any() and (act.xr >= 0).all()
+
+
 def test_the_hard_read_keeps_the_write_keys():
     model = BDH(tiny_config(state_write="delta", write_topk=2))
     assert model.hard_gated().config.write_topk == 2
@@ -129,7 +144,9 @@ def test_the_hard_read_keeps_the_write_keys():
         (dict(write_keys="centred"), "state_write: delta"),
         (dict(state_write="delta", write_topk=0), "write_topk"),
         (dict(state_write="delta", write_topk=33), "at most the 32 neurons"),
-        (dict(state_write="delta", write_keys="signed"), "write_keys"),
+        (dict(state_write="delta", write_keys="rectified"), "write_keys"),
+        (dict(write_keys="signed"), "state_write: delta"),
+        (dict(state_write="delta", write_keys="signed", write_topk=1), "needs write_keys: unit"),
         (dict(state_write="delta", write_keys="centred", write_topk=1), "needs write_keys: unit"),
     ],
 )

@@ -48,6 +48,12 @@ BDH_STATES: dict[str, dict[str, Any]] = {
         "state_write": "delta",
         "write_keys": "centred",
     },
+    "bdh-nopos-lg-delta-signed": {
+        "positional": "none",
+        "damping": "local-global",
+        "state_write": "delta",
+        "write_keys": "signed",
+    },
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)

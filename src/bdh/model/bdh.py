@@ -122,6 +122,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         the ablations (module docstring) as named branches."""
         x, xr = k.encode(v, w.Dx)  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l                   (B, H, T, N)
         keys = xr if w.Dk is None else k.encode(v, w.Dk)[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
+        if self.config.write_keys == "signed":  # ours: the delta rule writes with the keys before their ReLU
+            keys = k.rotate(k.heads(v, w.Dx if w.Dk is None else w.Dk))  # R (D v_{l-1}), signed
         keys = self.state_rule_keys(keys)  # unit keys for the delta rule
         gates = self.state_rule_gates(v)  # the state rule's log u_t, b_t per token, or none
         a, rho = k.attend(xr, keys, v, state=rho, **gates)  # a_l = sum_tau U^(t-tau) <R x_t, keys_tau> v_tau
@@ -269,6 +271,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             x = F.relu(v @ Dx)  # x_l (B, h, T, N)
             q = R(x)
             k = q if Dk is None else R(F.relu(v @ Dk))
+            if cfg.write_keys == "signed":  # the delta rule's write keys before the ReLU, R (D v), D = Dx or D_k
+                k = R(v @ (Dx if Dk is None else Dk))
             gates = self.state_rule_gates(v)  # log u_t, b_t of decay_gate and the delta rule, or none
             if gates:  # the state rule's loop
                 rule = self.write_key_rule()  # centred / top-k write keys: shaped token by token in the loop

@@ -117,8 +117,9 @@ class BDHConfig(ModelConfig):
     # 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts writes nothing at all, however
     # many such tokens follow).
     write_gate: str = one_of("sigmoid", WRITE_GATES)
-    # the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, or ``centred`` (k - mean
-    # k) / |k - mean k| over the head's neurons, signed keys that overlap less.
+    # the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, ``centred`` (k - mean
+    # k) / |k - mean k| over the head's neurons, signed keys that overlap less, or ``signed``: the key before its
+    # ReLU, R (D v) / |R (D v)| (D = Dx, or D_k with ``separate_keys``).
     write_keys: str = one_of("unit", WRITE_KEYS)
     # ours: the delta rule writes through the ``write_topk`` largest neurons of each key only (the rest zeroed, then
     # unit), so a write corrects only those rows of the state; None: every neuron.

@@ -6,7 +6,8 @@ config and named here once, from the config to the kernels (`state_rule`, `bdh.m
     learned   U's u_h = sigmoid(a_h), a_h a parameter per head                       (``learn_damping``)
     gated     a retention per token, u_t = u_h sigmoid(w_h . v_t + c_h)              (``decay_gate``, GLA / Mamba-2)
     delta     rho += b_t k (v - rho^T k)^T, unit keys, b_t = g(w_h . v_t + c_h)      (``state_write: delta``, DeltaNet;
-              its ``write_gate`` g: sigmoid or hard), with ``decay_gate``'s u_t when set
+              its ``write_gate`` g: sigmoid or hard; its keys ``write_keys``: BDH's positive R x, centred, or
+              signed R (Dx v) before the ReLU; ``write_topk``), with ``decay_gate``'s u_t when set
 
 `StateRuleMixin` gives the model a rule's parameters, their start and its per-token gates (log u_t, b_t), the inputs the
 kernels of `bdh.model.kernels.pytorch.state_rules` take; `bdh.model.kernels.naive.naive_state_rule` is the loop
@@ -106,7 +107,8 @@ class StateRuleMixin:
 
     def state_rule_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """The keys the rule writes with: unit keys k / |k| for the delta rule (centred or cut to their top-k
-        neurons first by ``write_keys`` / ``write_topk``, `shape_write_keys`), else ``keys`` themselves."""
+        neurons first by ``write_keys`` / ``write_topk``, `shape_write_keys`; ``signed``: ``keys`` are the layer's
+        keys before their ReLU, made unit here), else ``keys`` themselves."""
         if self.config.state_write != "delta":
             return keys
         if self.write_key_rule() is not None:
@@ -115,9 +117,9 @@ class StateRuleMixin:
 
     def write_key_rule(self) -> tuple[bool, int | None] | None:
         """(centred, topk) of the delta rule's write keys, the ``write_key`` of `naive_state_rule`; None for plain
-        unit keys (or no delta rule)."""
+        unit keys, of the positive keys or of the signed ones (or no delta rule)."""
         cfg = self.config
-        if cfg.state_write != "delta" or (cfg.write_keys == "unit" and cfg.write_topk is None):
+        if cfg.state_write != "delta" or (cfg.write_keys in ("unit", "signed") and cfg.write_topk is None):
             return None
         return cfg.write_keys == "centred", cfg.write_topk
 
