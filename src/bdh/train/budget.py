@@ -1,10 +1,9 @@
-"""`TimeBudget`: ``train.max_minutes``, a run whose length is planned from the time its steps take: after
-`CALIBRATION_STEPS` timed steps, and again every tenth of the run (`REPLANS`), never past the step and token
-limits. It reads no clock (the trainer passes the times). Its state is part of the run (`TimeBudget.state`, saved in
-checkpoints): a resume before the first plan goes on timing where the run stopped, so it plans at the same step
-from the same time spent; a resume after it completes the planned steps, the clock no longer shortening or ending
-them. How it behaves: docs/training.md, "The main job".
-"""
+"""`TimeBudget`: ``train.max_minutes``, a run whose length is planned from the time its steps take (docs/training.md,
+"The main job").
+
+After `CALIBRATION_STEPS` timed steps, and again every tenth of the run (`REPLANS`), the length is planned within the
+step and token limits; no clock is read (the trainer passes the times). Its state is saved in checkpoints: a resume
+before the first plan goes on timing, one after it completes the planned steps."""
 
 from __future__ import annotations
 
@@ -25,12 +24,10 @@ SPEED_STEPS = CALIBRATION_STEPS
 
 
 class TimeBudget:
-    """The time budget of a run (``train.max_minutes``; None: no budget, the length of the run is fixed).
+    """The time budget of a run (``train.max_minutes``; None: a fixed length).
 
-    ``eval_every``, ``eval_batches``, ``final_batches``, ``eval_batch`` and ``train_rows``: how often the run
-    evaluates and how many windows an evaluation (and the final one) reads against the rows a training step reads
-    on this process, to leave time for the evaluations that the planned steps bring.
-    """
+    ``eval_every``, ``eval_batches``, ``final_batches``, ``eval_batch``, ``train_rows``: the evaluations to leave
+    time for."""
 
     def __init__(
         self,
@@ -65,8 +62,8 @@ class TimeBudget:
 
     # ------------------------------------------------------------------ the clock of this process
     def start(self, now: float) -> None:
-        """Start the clock of this process at ``now``: the seconds left are those earlier processes of the run
-        did not spend; step times are counted from here."""
+        """Start this process's clock at ``now``; the seconds left are those earlier processes of the run did
+        not spend."""
         self.started = now
         self.seconds = None if self.minutes is None else self.minutes * 60.0 - self.elapsed_before
         self._steps = 0  # steps counted by this process
@@ -83,13 +80,12 @@ class TimeBudget:
 
     # ------------------------------------------------------------------ plans
     def replan_every(self, total_steps: int) -> int:
-        """Steps between two plans: `CALIBRATION_STEPS` for the first, then a tenth of the planned run
-        (``total_steps``), each plan using the time per step since the last one."""
+        """Steps between plans: `CALIBRATION_STEPS` for the first, then a tenth of ``total_steps``."""
         return CALIBRATION_STEPS if not self.fixed else max(CALIBRATION_STEPS, total_steps // REPLANS)
 
     def count(self, seconds: float, step: int) -> None:
-        """Count the ``seconds`` training step ``step`` (counted from 1) took (evaluations and checkpoints are not
-        counted). Plans time every step but the run's first; the speeds leave out each process's first."""
+        """Count the ``seconds`` step ``step`` (from 1) took; plans skip the run's first step, speeds each
+        process's first."""
         if step > 1:
             self._plan_seconds += seconds
             self._plan_steps += 1
@@ -101,15 +97,13 @@ class TimeBudget:
         self._last.append(seconds)
 
     def speeds(self) -> tuple[float, float] | None:
-        """Steps per second of this process over its first `SPEED_STEPS` steps after the first, and over its last
-        `SPEED_STEPS`; None until the two stretches are apart."""
+        """Steps per second over this process's first and last `SPEED_STEPS` steps; None until the two are apart."""
         if self._steps < 1 + 2 * SPEED_STEPS:
             return None
         return SPEED_STEPS / max(sum(self._first), 1e-12), SPEED_STEPS / max(sum(self._last), 1e-12)
 
     def measure(self, total_steps: int) -> float | None:
-        """After a counted step: the seconds per step timed since the last plan when the next plan is due, else
-        None (always None when completing a plan)."""
+        """The seconds per step since the last plan when the next plan is due, else None."""
         if self.completing or self._plan_steps < self.replan_every(total_steps):
             return None
         per_step = self._plan_seconds / self._plan_steps
@@ -117,9 +111,8 @@ class TimeBudget:
         return per_step
 
     def plan(self, per_step: float, now: float, step: int, total_steps: int, limit: int) -> int | None:
-        """The length of the run that fits the budget at ``now`` after ``step`` steps at ``per_step`` seconds each
-        (evaluations included), at most ``limit`` and at least one step more; None when it differs from
-        ``total_steps`` by `REPLAN_TOLERANCE` or less. Fixes the length of the run from now on."""
+        """The run length that fits the budget (evaluations included), at most ``limit``, at least one more step; None
+        when within `REPLAN_TOLERANCE` of ``total_steps``. Fixes the length from now on."""
         every = self.eval_every
         # an evaluation reads eval.batches x eval batch windows forward only: about a third of a step per row
         per_batch = per_step * self.eval_batch / max(self.train_rows, 1) / 3
@@ -137,14 +130,13 @@ class TimeBudget:
 
     # ------------------------------------------------------------------ checkpoints
     def state(self, now: float) -> dict[str, Any]:
-        """What a checkpoint keeps of the budget at ``now``: whether a plan fixed the length, the time spent and the
-        step time counted towards the next plan (`resume` reads them back)."""
+        """What a checkpoint keeps of the budget at ``now`` (a fixed length, the time spent, the step time),
+        for `resume`."""
         timed = [self._plan_seconds, self._plan_steps]
         return {"budget_fixed": self.fixed, "elapsed": self.elapsed(now), "budget_timed": timed}
 
     def resume(self, meta: dict[str, Any]) -> int | None:
-        """Take the budget's `state` from the ``meta`` of the checkpoint a run resumes from: the length a plan fixed,
-        which the run then completes (None when no plan did, or the run has no budget: it goes on timing)."""
+        """Take back the `state` from a checkpoint's ``meta``: the length a plan fixed, or None (it goes on timing)."""
         self.elapsed_before = float(meta.get("elapsed", 0.0))
         seconds, steps = meta.get("budget_timed", [0.0, 0])
         self._plan_seconds, self._plan_steps = float(seconds), int(steps)

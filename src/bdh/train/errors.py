@@ -1,5 +1,4 @@
-"""The error the training engine raises when a run cannot go on (kept apart so that every module of
-`bdh.train` can raise it without importing the trainer)."""
+"""The error the training engine raises when a run cannot go on (apart, so any module of `bdh.train` can raise it)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Evaluation of a model on a task's held-out split: the loop behind ``Trainer.evaluate`` and ``bdh eval``.
 
-`evaluate` scores each window of ``seq_len`` tokens from an empty context; `evaluate_carried` reads lanes of a
-stream task window after window with a recurrent model's state carried (long context, the same computation as one
-forward over the lane, with memory that does not grow). Both report ``val_loss`` (nats per scored token),
-``val_bpb`` and ``val_<metric>`` for the task's metrics, averaged as docs/tasks.md says.
-"""
+`evaluate` scores each ``seq_len`` window from an empty context; `evaluate_carried` reads a stream task's lanes
+with a recurrent state carried. Both report ``val_loss`` (nats per scored token), ``val_bpb`` and
+``val_<metric>`` (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -35,9 +33,8 @@ class Ticker(Protocol):
 
 
 class _Scores:
-    """Sums over scored batches: the loss per scored token, and each task metric weighted by the batch's
-    examples (or by its scored tokens for a key in the task's ``per_token_metrics``), averaged only over the
-    batches that report it, so a per-slice key (MQAR's ``accuracy_kv{D}_len{N}``) is not diluted."""
+    """Sums over scored batches: loss per scored token, and each metric weighted by examples (or scored tokens for
+    ``per_token_metrics``), averaged over the batches that report it."""
 
     def __init__(self, task: Any):
         self.task = task
@@ -78,9 +75,8 @@ class _Scores:
         return self.loss_sum / self.count if self.count else float("nan")
 
     def loss_se(self) -> float:
-        """The standard error of `loss` over the scored examples (windows), NaN for fewer than two: the
-        delta-method variance of the ratio sum(l_i) / sum(c_i), n / (n - 1) * sum((l_i - loss c_i)^2) / (sum c_i)^2
-        (examples independent: the evaluation order spreads them over the split, `bdh.tasks.text.spread`)."""
+        """The standard error of `loss` over the windows (delta method for sum(l_i) / sum(c_i)), NaN for fewer
+        than two."""
         if not self.row_losses:
             return float("nan")
         l, c = torch.cat(self.row_losses), torch.cat(self.row_counts)
@@ -91,8 +87,8 @@ class _Scores:
         return float(((l - m * c).square().sum() * n / (n - 1)).sqrt() / c.sum())
 
     def result(self) -> dict[str, float]:
-        """``val_loss``, ``val_bpb``, the standard error of the latter ``val_bpb_se`` (`loss_se`) and
-        ``val_<name>`` for every task metric; empty when nothing was scored."""
+        """``val_loss``, ``val_bpb``, ``val_bpb_se`` and ``val_<name>`` per task metric; empty when nothing
+        was scored."""
         if self.count == 0:
             return {}
         out = {f"val_{k}": v for k, v in self.metrics().items()}
@@ -109,9 +105,8 @@ def _score(
     windows: Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     progress: Ticker | None,
 ) -> _Scores:
-    """The evaluation loop of `evaluate` and `evaluate_carried`: ``model`` in eval mode (restored after), no
-    gradients, ``(logits, targets, inputs)`` of every window of ``windows`` scored, and ``progress`` told the
-    windows done after each one (and closed at the end)."""
+    """The loop: ``model`` in eval mode (restored after), no gradients, every window of ``windows`` scored,
+    ``progress`` told."""
     was_training = model.training
     model.eval()
     scores = _Scores(task)
@@ -128,8 +123,8 @@ def _score(
 
 
 def eval_batch_count(task: Any, split: str, batch_size: int, batches: int | None) -> int:
-    """How many batches an evaluation of ``split`` reads: ``batches``, at most one pass over the split;
-    a `TrainingError` if the split is endless and ``batches`` is None."""
+    """The batches an evaluation of ``split`` reads: ``batches``, at most one pass; a `TrainingError` if endless
+    and None."""
     n = task.num_batches(split, batch_size)
     n = batches if n is None else (n if batches is None else min(n, batches))
     if n is None:
@@ -172,9 +167,8 @@ def evaluate(
     split: str = "val",
     progress: Ticker | None = None,
 ) -> dict[str, float]:
-    """Validation metrics of ``model`` over the first ``batches`` batches of ``split`` (all when None), every
-    window scored on its own (module docstring); empty when no target was scored. ``progress`` is told the
-    batches done."""
+    """Validation metrics of ``model`` over the first ``batches`` batches of ``split`` (None: all); empty if
+    nothing scored."""
     return _independent(model, task, batch_size, batches, seed, autocast, split, progress).result()
 
 
@@ -188,8 +182,8 @@ def evaluate_metrics(
     split: str = "val",
     progress: Ticker | None = None,
 ) -> tuple[dict[str, float], float]:
-    """The same evaluation as `evaluate`, returned as ``(metrics, loss)``: the task's metrics under their own
-    names (no ``val_`` prefix) and the loss in nats per scored token (NaN when nothing was scored)."""
+    """`evaluate` as ``(metrics, loss)``: metrics without the ``val_`` prefix, the loss in nats (NaN if
+    nothing scored)."""
     scores = _independent(model, task, batch_size, batches, seed, autocast, split, progress)
     return scores.metrics(), scores.loss()
 
@@ -227,10 +221,8 @@ def evaluate_carried(
     split: str = "val",
     progress: Ticker | None = None,
 ) -> dict[str, float]:
-    """Validation metrics with the recurrent state carried across windows: ``split`` cut into ``lanes`` lanes
-    (`TextTask.stream_batch`, pass 0 with ``seed``), the first ``windows`` windows of each (all when None) read
-    in order with ``model.step``. Same keys as `evaluate`; ``progress`` is told the windows done per lane.
-    """
+    """Validation metrics with the state carried: the first ``windows`` windows of ``lanes`` lanes read
+    with ``model.step``."""
     check_carry(model, task, "evaluate_carried")
     device = next(model.parameters()).device
     n = carried_window_count(task, split, lanes, windows)

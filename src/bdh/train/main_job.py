@@ -1,6 +1,5 @@
-"""The main job as data: what ``bdh train`` runs without arguments (its ``model`` and ``task`` sections; the other
-sections are the defaults of `bdh.train.config`), and its presets (``bdh train --quick``). A light module (no
-PyTorch), so that the command line can say them in its help."""
+"""The main job as data: the ``model`` and ``task`` sections of argument-less ``bdh train``, and its presets
+(no PyTorch)."""
 
 from __future__ import annotations
 
@@ -8,9 +7,7 @@ from typing import Any
 
 
 def model_section() -> dict[str, Any]:
-    """The main job's model. ``damping: alibi`` (U of Eq. 8, ALiBi's per-head slopes) keeps its recurrent state
-    reading past the 128-byte training window at no cost inside it (docs/long-context.md); the official,
-    undamped model is ``--set model.damping=null``. Built through the registry (`bdh.train.config.typed_sections`)."""
+    """The main job's model; ``damping: alibi`` (U of Eq. 8) reads past its 128-byte window (docs/long-context.md)."""
     return {
         "name": "bdh",
         "n_layer": 4,

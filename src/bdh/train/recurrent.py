@@ -1,8 +1,5 @@
-"""Truncated backprop through time (``train.bptt=tbptt``, paper appendix B.2): what it needs from the task (a
-`bdh.tasks.base.StreamTask`) and the model (`Recurrent`), and `TruncatedBPTT`, the states it carries from step to
-step, detached, and saved in checkpoints. `StreamingModel`: generating token by token. docs/training.md,
-"Recurrent training modes".
-"""
+"""Truncated backprop through time (``train.bptt=tbptt``, paper appendix B.2): the task (`StreamTask`) and model
+(`Recurrent`) it needs, `TruncatedBPTT` (the states carried, detached and checkpointed), and `StreamingModel`."""
 
 from __future__ import annotations
 
@@ -20,11 +17,8 @@ from .runtime import distributed as dist_utils
 
 @runtime_checkable
 class Recurrent(Protocol):
-    """A model with a recurrent state (`bdh.model.BDH`, and the baselines that declare `carries_state`: Mamba, GLA,
-    RWKV, Based): what ``train.bptt=tbptt`` needs (GPT's KV cache has the methods but grows: `check_tbptt` asks
-    the declaration too). The state is a dataclass of tensors and plain values (or one with ``flat()`` /
-    ``unflat``, as `bdh.baselines.state.MixerState`) with a ``detach()``.
-    """
+    """A model with a recurrent state (BDH, and baselines declaring `carries_state`); the state is a dataclass of
+    tensors and plain values (or with ``flat()`` / ``unflat``) with a ``detach()``."""
 
     def init_state(self, batch_size: int = 1) -> Any:
         """An empty state for ``batch_size`` sequences on the model's device."""
@@ -47,9 +41,8 @@ class StreamingModel(Protocol):
 def check_tbptt(
     task: Any, model_cls: type, model_name: str, batch_size: int, stream_windows: int | None = None
 ) -> None:
-    """A `TrainingError` unless ``task`` is a `StreamTask` and ``model_cls`` is `Recurrent`; a training split
-    too short for ``batch_size`` lanes (or for one stream of ``stream_windows`` windows) fails here too, not
-    at step N."""
+    """A `TrainingError` unless ``task`` streams and ``model_cls`` is `Recurrent`, or if the split is too short for
+    the lanes."""
     if not isinstance(task, StreamTask):
         raise TrainingError(f"train.bptt: tbptt needs consecutive windows, and task {task.name!r} has no stream_batch")
     if not (issubclass(model_cls, Recurrent) and carries_state(model_cls)):
@@ -63,8 +56,7 @@ def check_tbptt(
 
 
 def _state_tensors(state: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """A recurrent state dataclass as tensors (its tensor fields, detached) and plain values (the rest); a state
-    that says how (``flat()``, read back by its class's ``unflat``) as it says."""
+    """A recurrent state as (detached tensor fields, plain values), or as its ``flat()`` says."""
     if callable(getattr(state, "flat", None)):
         tensors, scalars = state.flat()
         return {k: v.detach() for k, v in tensors.items()}, scalars
@@ -79,14 +71,12 @@ def _state_tensors(state: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 class TruncatedBPTT:
-    """The recurrent states a run carries from step to step: ``carry[j]`` for micro-batch ``j`` of this process
-    (None: none yet). Only ``train.bptt=tbptt`` trains with them; a run resumed in another mode keeps the
-    states its checkpoint carried and writes them on."""
+    """The states a run carries between steps, ``carry[j]`` per micro-batch ``j`` (None: none yet); kept in
+    every mode."""
 
     def __init__(self, task: Any, model: Any, micro: int, accum: int, stream_windows: int | None = None) -> None:
-        """``task``: a `StreamTask` (in tbptt mode); ``model``: the `Recurrent` model itself (not a wrapper);
-        ``micro``: sequences per micro-batch; ``accum``: micro-batches per step on this process;
-        ``stream_windows``: windows per stream (``train.tbptt_windows``; None: lanes read to their end)."""
+        """``micro``: sequences per micro-batch; ``accum``: micro-batches per step; ``stream_windows``: windows
+        per stream."""
         self.task = task
         self.model = model
         self.micro = micro
@@ -100,8 +90,7 @@ class TruncatedBPTT:
         return self.task.stream_batch("train", step, batch_size, seed, stream_windows=self.stream_windows)
 
     def state(self, j: int, reset: bool) -> Any:
-        """The state micro-batch ``j`` starts from: empty when the stream starts over (``reset``) or at the
-        start, else the one the previous step left."""
+        """The state micro-batch ``j`` starts from: empty at the start or on ``reset``, else the last step's."""
         return self.model.init_state(self.micro) if (reset or self.carry[j] is None) else self.carry[j]
 
     def keep(self, j: int, state: Any) -> None:
@@ -110,8 +99,8 @@ class TruncatedBPTT:
 
     # ------------------------------------------------------------------ checkpoints
     def gather(self, env: dist_utils.DistEnv) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        """The carried states of every process, for a checkpoint (every process takes part): tensors named
-        ``carry.<rank>.<j>.<field>`` and the plain fields by ``<rank>.<j>``."""
+        """Every process's states for a checkpoint: tensors ``carry.<rank>.<j>.<field>``, plain fields
+        by ``<rank>.<j>``."""
         tensors: dict[str, torch.Tensor] = {}
         meta: dict[str, Any] = {}
         for j, state in enumerate(self.carry):

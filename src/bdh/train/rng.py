@@ -1,6 +1,4 @@
-"""Every random number generator's state (Python, NumPy's global, PyTorch's CPU and CUDA) as integer tensors, so
-a checkpoint holds them in safetensors and nothing is pickled.
-"""
+"""Every random generator's state (Python, NumPy, PyTorch CPU and CUDA) as integer tensors, for safetensors."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The learning-rate schedule (paper appendix B.2): linear warmup, then linear or cosine decay to a floor; a pure
-function of the step, so a resumed run needs no scheduler state.
-"""
+"""The learning-rate schedule (paper appendix B.2), a pure function of the step (no scheduler state to resume)."""
 
 from __future__ import annotations
 
@@ -12,11 +10,8 @@ from bdh.errors import UserError
 def learning_rate(
     step: int, *, lr: float, min_lr: float, warmup_steps: int, total_steps: int, decay: str = "linear"
 ) -> float:
-    """The learning rate of optimiser step ``step`` (0-based) of ``total_steps``.
-
-    Steps ``0 .. warmup_steps - 1`` ramp linearly up to ``lr`` (step 0 uses ``lr / warmup_steps``, never 0);
-    then ``linear`` or ``cosine`` decay reaches ``min_lr`` at the last step; ``constant`` stays at ``lr``.
-    """
+    """The learning rate of step ``step`` (0-based): linear warmup from ``lr / warmup_steps``, then ``linear`` or
+    ``cosine`` decay to ``min_lr`` at the last step, or ``constant``."""
     if warmup_steps > 0 and step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     if decay == "constant":

@@ -1,7 +1,4 @@
-"""`StopSignals`: a first SIGINT or SIGTERM ends a run after the current step, leaving a checkpoint that a resume
-continues exactly; a second stops at once (`bdh.errors.Interrupted`). Handlers are installed in the main thread
-only (Python allows no other).
-"""
+"""`StopSignals`: a first SIGINT or SIGTERM ends a run after the step with a checkpoint; a second stops at once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Checkpoints of a run: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``, each a model folder plus
-``trainer_state.safetensors`` and ``meta.json`` (checksums). Nothing is pickled; writes are atomic (assembled under
-a temporary name, then renamed). Layout and guarantees: docs/training.md, "Run folders and checkpoints".
-"""
+"""Checkpoints: ``RUN_DIR/checkpoints/step-N/`` and ``RUN_DIR/best/``, each a model folder,
+``trainer_state.safetensors`` and ``meta.json`` (checksums); nothing pickled, written atomically (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -71,10 +69,8 @@ def _write_json(path: Path, data: Any) -> None:
 def optimizer_tensors(
     optimizer: torch.optim.Optimizer, state_dict: dict[str, Any] | None = None
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """An optimiser's state dict split into tensors (``optimizer.{param}.{name}``) and JSON (the rest).
-
-    ``state_dict``: the one to split instead of ``optimizer.state_dict()`` (the full moments gathered from a
-    sharded optimiser, `bdh.train.runtime.sharded.full_optimizer_state`)."""
+    """An optimiser's state dict (or ``state_dict``, a sharded one's gathered) as tensors ``optimizer.{param}.{name}``
+    and JSON."""
     sd = optimizer.state_dict() if state_dict is None else state_dict
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
@@ -127,8 +123,8 @@ def _write_folder(
     meta: dict[str, Any],
     weights: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    """Assemble a checkpoint folder under a temporary name, then rename it to ``final``; ``weights``: the full
-    tensors of a sharded model (else the model's own state dict)."""
+    """Assemble a checkpoint under a temporary name, then rename it ``final``; ``weights``: a sharded model's
+    full tensors."""
     with atomic_folder(final) as tmp:
         model.save_pretrained(tmp, state_dict=weights)
         save_tensors(tensors, tmp / STATE_NAME, metadata={"format": FORMAT})
@@ -149,10 +145,8 @@ def save_checkpoint(
     weights: dict[str, torch.Tensor] | None = None,
     optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``checkpoints/step-{step}`` atomically, then delete all but the last ``keep`` checkpoints.
-
-    ``weights`` and ``optimizer_state``: the full tensors gathered from a sharded model and optimiser
-    (`bdh.train.runtime.sharded`), written in place of their own (sharded) state dicts."""
+    """Write ``checkpoints/step-{step}`` atomically and keep the last ``keep``; ``weights``,
+    ``optimizer_state``: gathered."""
     opt_tensors, opt_meta = optimizer_tensors(optimizer, optimizer_state)
     path = _write_folder(
         run_dir / "checkpoints" / f"step-{step}",
@@ -169,8 +163,7 @@ def save_checkpoint(
 def save_best(
     run_dir: Path, model: torch.nn.Module, meta: dict[str, Any], weights: dict[str, torch.Tensor] | None = None
 ) -> Path:
-    """Write ``best/`` (a model folder plus meta.json with the metric) atomically; ``weights`` as in
-    `save_checkpoint`."""
+    """Write ``best/`` (a model folder, meta.json with the metric) atomically."""
     return _write_folder(run_dir / "best", model, {}, meta, weights)
 
 
@@ -189,9 +182,7 @@ def holds_model(folder: Path) -> bool:
 
 
 def _model_files(folder: Path, fallback: str) -> bool:
-    """Whether ``folder`` holds a model: True when config.json and model.safetensors are regular files, False
-    when neither is there; a damaged one (missing beside the other, a loop, not a regular file) is refused with
-    one line rather than passed over for another model (``fallback`` says how to load another on purpose)."""
+    """Whether ``folder`` holds a model (both files: True, neither: False); a damaged one is refused in one line."""
     problems = {name: file_problem(folder / name) for name in (CONFIG_NAME, WEIGHTS_NAME)}
     if all(p == "is missing" for p in problems.values()):
         return False
@@ -202,8 +193,7 @@ def _model_files(folder: Path, fallback: str) -> bool:
 
 
 def verified(folder: Path) -> Path:
-    """``folder`` after checking the checksums its meta.json records (a plain model folder has none): what every
-    loader of a model folder checks, the commands (`resolve_model_dir`) and ``from_pretrained`` (`bdh.hf`)."""
+    """``folder`` after checking the checksums its meta.json records (none for a plain model folder)."""
     problem = file_problem(folder / META_NAME)
     if problem == "is missing":
         return folder
@@ -214,11 +204,8 @@ def verified(folder: Path) -> Path:
 
 
 def resolve_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
-    """The model folder that a command given ``source`` (a model or run folder) should load, checksums verified.
-
-    For a run folder: ``checkpoints/<checkpoint>`` if given, else ``best/``, else the newest complete
-    ``checkpoints/step-N``. A damaged model file is refused, never passed over for another checkpoint.
-    """
+    """The model folder of ``source``, checksums verified: for a run, ``checkpoint`` if given, else ``best/``, else the
+    newest complete checkpoint. A damaged file is refused, never passed over."""
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such run or model folder")
@@ -282,9 +269,7 @@ def verify(path: Path) -> dict[str, Any]:
 
 
 def _config_edit(path: Path) -> str:
-    """What an edit of a checkpoint's config.json changed in what its weights mean, for `verify`'s refusal: a
-    checkpoint is the record of its run, so any edit is refused (a model folder of one's own may change
-    ``n_layer``: `bdh.model.io.check_config_changes`)."""
+    """What an edit of a checkpoint's config.json changed in its weights' meaning: any edit is refused."""
     try:
         changes = config_changes(path, read_model_config(path)[1])
     except CheckpointError:
@@ -303,10 +288,8 @@ def _config_edit(path: Path) -> str:
 def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device
 ) -> Checkpoint:
-    """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest.
-
-    Its ``config.json`` must hold the architecture of the run's model (`bdh.model.io.architecture`); its runtime
-    fields (how the model ran) are the resumed run's to choose and not compared."""
+    """Verify a checkpoint and load it into ``model`` (and ``optimizer``); return the rest. Its architecture must be the
+    run's; runtime fields are not compared."""
     meta = verify(path)
     config = read_json(path / CONFIG_NAME)
     if not isinstance(config, dict):

@@ -1,6 +1,4 @@
-"""`RunFolder`: the folder of a run (config.yaml, metrics.jsonl, checkpoints/, best/; docs/training.md), what
-is written into it and what a resume reads back. Rank 0 makes, locks and writes it; its path is broadcast.
-"""
+"""`RunFolder`: a run's folder (docs/training.md), what is written there and what a resume reads; rank 0 writes it."""
 
 from __future__ import annotations
 
@@ -23,14 +21,12 @@ from .log import MetricsLog
 
 
 class RunFolder:
-    """The folder of one run: ``path``, its lock (held until `close`), its metrics log (``metrics``), the last
-    checkpoint written or resumed from (``last_checkpoint``) and the best evaluation (``best``: step, metric,
-    value; None before the first)."""
+    """One run's folder: ``path``, its lock (until `close`), ``metrics``, ``last_checkpoint``, ``best`` (None
+    at first)."""
 
     def __init__(self, config: RunConfig, runtime: Runtime, *, resume: Path | None, overwrite: bool) -> None:
-        """The folder ``resume``, else ``config.run_dir`` (refused unless new or empty, or ``overwrite``: then
-        emptied), else runs/<timestamp> (followed by ``-<name>`` when the config names the run); its path is
-        written to ``config.run_dir``."""
+        """The folder ``resume``, else ``config.run_dir`` (new or empty, or emptied with ``overwrite``), else
+        runs/<timestamp>[-<name>]; its path goes to ``config.run_dir``."""
         self.runtime = runtime
         self._lock = contextlib.ExitStack()
         try:
@@ -67,8 +63,7 @@ class RunFolder:
         return Path(self.runtime.broadcast(path))
 
     def start(self, config: RunConfig, resumed_at: int | None) -> None:
-        """Write config.yaml (rank 0); a resumed run (at step ``resumed_at``) first drops the records of the
-        steps after its checkpoint from metrics.jsonl (a file that must be refused leaves config.yaml as it was)."""
+        """Write config.yaml (rank 0); a resume at ``resumed_at`` first drops later steps from metrics.jsonl."""
         if not self.runtime.env.is_main:
             return
         if resumed_at is not None:
@@ -84,8 +79,7 @@ class RunFolder:
     def load(
         self, path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device
     ) -> ckpt.Checkpoint:
-        """Load the checkpoint ``path`` into ``model`` and ``optimizer``; take its best evaluation. A damaged one
-        is refused with one line naming the previous good checkpoint, if any."""
+        """Load checkpoint ``path`` and its best evaluation; a damaged one is refused naming the previous good one."""
         try:
             state = ckpt.load_checkpoint(path, model, optimizer, device)
         except CheckpointError as exc:
@@ -111,8 +105,8 @@ class RunFolder:
         meta: dict[str, Any],
         keep: int,
     ) -> Path | None:
-        """Write checkpoints/step-``step`` (rank 0; `bdh.train.run.checkpoint.save_checkpoint`) with the trainer
-        ``state`` and ``meta``, keeping the last ``keep``; every process takes part in gathering a sharded model."""
+        """Write checkpoints/step-``step`` with ``state`` and ``meta``, keeping ``keep``; every process gathers a
+        sharded model."""
         weights = self.runtime.full_weights(model)  # gathered by every process, written by rank 0
         optimizer_state = self.runtime.full_optimizer_state(optimizer)
         path = None
@@ -128,8 +122,8 @@ class RunFolder:
     def keep_best(
         self, metrics: dict[str, float], target_metric: tuple[str, bool], model: nn.Module, step: int, tokens: int
     ) -> None:
-        """Keep the evaluation ``metrics`` of ``step`` if it is the best so far, by the task's ``target_metric``
-        (name, higher is better) if reported, else ``val_loss``, and write best/ (rank 0)."""
+        """Keep ``metrics`` if the best so far (the task's ``target_metric``, else ``val_loss``) and write best/
+        (rank 0)."""
         name, higher = target_metric
         key = f"val_{name}"
         if key not in metrics:

@@ -1,6 +1,4 @@
-"""The run folders under a directory and what each has achieved: `list_runs` (what ``bdh runs`` prints). Read
-from files only, never a model, so it is fast and a damaged file costs one field, not the listing.
-"""
+"""The run folders under a directory and what each achieved (`list_runs`, ``bdh runs``), read from files only."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ class RunSummary:
     max_minutes: float | None = None
 
     def steps(self) -> str:
-        """Trained against planned steps: ``186/186``, or for a run its time budget planned shorter than its step
-        limit ``186/186 of 2000 (cut by train.max_minutes=10)``."""
+        """Trained against planned steps: ``186/186``, or ``186/186 of 2000 (cut by train.max_minutes=10)``."""
         text = f"{self.step}/{self.total_steps}"
         limit, total = self.step_limit, self.total_steps
         if self.max_minutes is None or limit is None or not isinstance(total, int) or total >= limit:
@@ -70,8 +67,7 @@ class RunSummary:
 
 
 def run_folders(root: str | Path) -> list[Path]:
-    """``root`` if it is a run folder, else the run folders in it, sorted; a path that is not a folder is
-    refused in one line."""
+    """``root`` if a run folder, else the run folders in it, sorted; a path that is not a folder is refused."""
     root = Path(root)
     if not root.is_dir():
         if root.exists():
@@ -108,8 +104,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _step_limit(train: dict[str, Any], trained: list[dict[str, Any]]) -> int | None:
-    """The steps ``train.max_steps`` and ``train.max_tokens`` allow (the tokens of a step from the last logged
-    one); None when unknown."""
+    """The steps ``train.max_steps`` and ``train.max_tokens`` allow; None when unknown."""
     limit, tokens = train.get("max_steps"), train.get("max_tokens")
     if not _is_int(limit):
         return None
@@ -161,9 +156,8 @@ def summarize_run(run: str | Path) -> RunSummary | None:
 
 
 def list_runs(root: str | Path) -> list[RunSummary]:
-    """The summaries of the run folders under ``root`` (or of ``root`` itself), skipping folders whose
-    config cannot be read. A run among several whose files cannot be read (a metrics.jsonl that is a folder)
-    is skipped with one warning line naming it; ``root`` itself such a run is refused."""
+    """The summaries of the runs under ``root``; an unreadable run is skipped with a warning (``root``
+    itself: refused)."""
     folders, summaries = run_folders(root), []
     for run in folders:
         try:

@@ -1,5 +1,4 @@
-"""What a run reports: ``metrics.jsonl``, a progress bar or plain lines, TensorBoard when installed, and
-Weights & Biases when the run config asks for it (``log.wandb``; the ``wandb`` package is optional)."""
+"""What a run reports: ``metrics.jsonl``, a progress bar or lines, TensorBoard when installed, W&B when asked."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class MetricsLog:
         self.path = path
 
     def truncate_after(self, step: int) -> None:
-        """Drop records of steps after ``step`` (a resumed run rewrites what the lost steps had logged), and
-        damaged lines (one warning says how many)."""
+        """Drop the records after ``step`` (for a resume) and damaged lines (with one warning)."""
         if not os.path.lexists(self.path):
             return
         lines, damaged = _metric_lines(self.path)
@@ -44,8 +42,7 @@ class MetricsLog:
 
 
 def metric_text(metrics: dict[str, float], skip: tuple[str, ...] = ()) -> str:
-    """``name value`` for every float metric not in ``skip``, a standard error ``<name>_se`` shown beside its
-    metric as ``name value ± se``."""
+    """``name value`` per float metric not in ``skip``; ``<name>_se`` shown as ``name value ± se``."""
     parts = []
     for k, v in metrics.items():
         if k in skip or not isinstance(v, float) or (k.endswith("_se") and k[:-3] in metrics):
@@ -66,9 +63,8 @@ def _warn(message: str) -> None:
 
 
 def _metric_lines(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], int]:
-    """The good lines of a metrics.jsonl with their records, and the count of damaged ones (bytes that are not
-    UTF-8, not JSON, not an object with a numeric step: a line cut by a crash, a flipped byte). A path that is
-    not a regular file (a FIFO would block) is refused."""
+    """The good lines of a metrics.jsonl with their records, and the count of damaged ones; a non-regular path
+    is refused."""
     problem = file_problem(path)
     if problem is not None:
         raise UserError(f"{path}: {problem}; metrics.jsonl must be a regular file")
@@ -89,8 +85,7 @@ def _metric_lines(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], int]:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics.jsonl ([] if there is none); damaged lines are skipped with one warning that
-    says how many, a path that is not a regular file is refused."""
+    """The records of a metrics.jsonl ([] if none), damaged lines skipped with one warning."""
     if not os.path.lexists(path):
         return []
     lines, damaged = _metric_lines(path)
@@ -106,8 +101,7 @@ def _scalars(values: dict[str, Any]) -> dict[str, float]:
 
 @contextlib.contextmanager
 def _disk_full_named(folder: Path) -> Iterator[None]:
-    """A full disk under a logger's own writes (TensorBoard's event file, W&B's files) as the one-line `DiskFull`
-    that `bdh.outputs` gives for its own, naming the logger's folder; other errors as they are."""
+    """A full disk under a logger's writes as a one-line `DiskFull` naming its folder; other errors as they are."""
     try:
         yield
     except OSError as exc:
@@ -117,9 +111,7 @@ def _disk_full_named(folder: Path) -> Iterator[None]:
 
 
 class TensorBoard:
-    """Scalars to ``RUN_DIR/tensorboard`` when the ``tensorboard`` package is installed (a no-op otherwise),
-    and to Weights & Biases (`WandB`) when ``wandb`` is a run config with ``log.wandb`` on. A full disk under
-    either is a one-line `DiskFull` naming its folder."""
+    """Scalars to ``RUN_DIR/tensorboard`` if ``tensorboard`` is installed, and to `WandB` with ``log.wandb``."""
 
     def __init__(self, folder: Path, enabled: bool, wandb: Any = None):
         self.folder = folder
@@ -162,10 +154,8 @@ def check_wandb() -> None:
 
 
 class WandB:
-    """Scalars to a Weights & Biases run (``log.wandb: true``), named after the run folder, with the resolved
-    run config as its config. ``log.wandb_mode`` / ``log.wandb_project`` (null: W&B's own defaults and
-    environment, ``WANDB_MODE``, ``WANDB_PROJECT``); its files go to ``WANDB_DIR`` if set, else RUN_DIR/wandb.
-    The W&B run id is kept in RUN_DIR/wandb-id, so a resumed run logs into the same W&B run."""
+    """Scalars to a Weights & Biases run named after the run folder (``log.wandb_mode``, ``log.wandb_project``; null:
+    W&B's defaults); files in ``WANDB_DIR`` or RUN_DIR/wandb; the id kept in RUN_DIR/wandb-id for resumes."""
 
     def __init__(self, run_dir: Path, config: Any):
         check_wandb()
@@ -200,9 +190,8 @@ LINE_SECONDS = 60.0
 
 
 class Progress:
-    """A progress bar with loss, tokens/s and ETA (tqdm) in a terminal; else plain lines: one per evaluation, and
-    one with the training loss, tokens/s and ETA every ``line_seconds`` of wall clock between them (nohup, CI, a
-    notebook). ``mode``: ``bar``, ``lines``, ``none`` or ``auto`` (a bar when ``stream`` is a terminal)."""
+    """A tqdm bar in a terminal, else plain lines every ``line_seconds``; ``mode``: ``bar``, ``lines``,
+    ``none``, ``auto``."""
 
     def __init__(
         self, total: int, initial: int, mode: str, stream: TextIO | None = None, line_seconds: float = LINE_SECONDS
@@ -222,8 +211,7 @@ class Progress:
             )
 
     def update(self, step: int, loss: float, tok_per_s: float) -> None:
-        """After training step ``step``: the bar moves; without one, a line when ``line_seconds`` have passed since
-        the last."""
+        """After step ``step``: the bar moves, or a line when ``line_seconds`` have passed."""
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix_str(f"loss {loss:.4f}, {tok_per_s:,.0f} tok/s", refresh=False)
@@ -262,12 +250,10 @@ class Progress:
 
 
 class RunLog:
-    """What one call of `bdh.train.trainer.Trainer.fit` reports, on rank 0 (the other processes report nothing):
-    the progress display (`Progress`), ``metrics.jsonl`` (`MetricsLog`) and TensorBoard / W&B (`TensorBoard`)."""
+    """What one `Trainer.fit` reports on rank 0: `Progress`, `MetricsLog`, `TensorBoard`."""
 
     def __init__(self, metrics: MetricsLog, config: Any, run_dir: Path, total: int, initial: int, main: bool):
-        """``config``: the run config (its ``log`` section); ``total``, ``initial``: the steps of the run and the
-        step it starts from; ``main``: this process reports (rank 0)."""
+        """``total``, ``initial``: the run's steps and its first; ``main``: this process reports."""
         self.main = main
         self.metrics = metrics
         self.progress = Progress(total, initial, config.log.progress if main else "none")
@@ -309,8 +295,7 @@ class RunLog:
 
 
 class EvalProgress:
-    """Progress of a long evaluation (``bdh eval --full``), shown like training's (`Progress`'s ``mode``);
-    ``unit``: what is counted, plural (``batches``, ``windows``)."""
+    """Progress of a long evaluation, as `Progress`'s ``mode``; ``unit``: what is counted (plural)."""
 
     def __init__(
         self, total: int, mode: str = "auto", stream: TextIO | None = None, unit: str = "batches", desc: str = "eval"

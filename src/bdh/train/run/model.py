@@ -9,11 +9,8 @@ from typing import Any
 def load_run_model(
     source: str | Path, checkpoint: str | None = None, device: Any = "auto", **runtime: Any
 ) -> tuple[Any, Path]:
-    """The model of a run or model folder (`bdh.train.run.checkpoint.resolve_model_dir`: checksums verified) and
-    that folder, on ``device``: the one door through which every command and script loads a model. A run folder's
-    model runs as the run ran it (the runtime fields of its config.yaml: the attention form, the chunk size; an older
-    config.json kept the architecture only); a model folder's as its config.json says; ``runtime`` replaces runtime
-    fields (`bdh.model.io.load_pretrained`: any other field is refused)."""
+    """The model of a run or model folder and that folder, on ``device``: the one door every command loads through. A
+    run's model runs as the run ran it; ``runtime`` replaces runtime fields only."""
     from bdh.devices import resolve_device
     from bdh.model.io import load_pretrained, read_model_config, runtime_fields
 
@@ -33,9 +30,8 @@ def load_run_model(
 def load_generator(
     source: str | Path, checkpoint: str | None = None, device: Any = "auto", *, top_k: int | None = None
 ) -> tuple[Any, Path]:
-    """`load_run_model` for ``bdh generate``: the model and its folder, refused in one line (`bdh.errors.UserError`)
-    unless it can generate bytes on a recurrent state (a `bdh.train.recurrent.StreamingModel` of 256 tokens) with
-    ``top_k`` (at most its vocabulary)."""
+    """`load_run_model` for ``bdh generate``: refused in one line unless it streams 256-token bytes, with
+    ``top_k`` valid."""
     from bdh.errors import UserError
 
     from ..recurrent import StreamingModel
@@ -51,10 +47,8 @@ def load_generator(
 
 
 def past_training_warning(source: str | Path, model: Any, length: int) -> str | None:
-    """The warning for generating ``length`` bytes (prompt included) with an undamped model (no U, Eq. 8) of the
-    text run ``source`` past the longest context it was trained on (`bdh.train.run.model.trained_context`): its
-    state then sums more tokens than it ever met, and the text degrades (docs/long-context.md). None otherwise,
-    and for a model folder (no config.yaml to say what it met)."""
+    """The warning for ``length`` bytes from an undamped model (no U, Eq. 8) past the longest context it trained on
+    (docs/long-context.md); else None, also for a model folder."""
     from ..config import RunConfig
     from .folder import load_run_config
 
@@ -73,9 +67,7 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
 
 
 def trained_context(config) -> int:
-    """The longest context a run's model met in training, in tokens (``config``: a `RunConfig` of the text
-    task): ``seq_len`` for window training, the stream length for truncated BPTT (``train.tbptt_windows``
-    windows, else a whole lane of the training split)."""
+    """The longest context a run's model met in training: ``seq_len``, or the stream length for truncated BPTT."""
     T = int(getattr(config.task, "seq_len", 256))
     t = config.train
     if t.bptt != "tbptt":

@@ -1,12 +1,9 @@
-"""What ``bdh train`` says after `bdh.train.trainer.train` returns: `train_report` turns a `TrainResult` into the
-lines before a sample, the sample to generate and the lines after it (a sample's bytes need not be UTF-8 and the
-command streams them as they are made, so the report comes in parts); `resume_checkpoint` and `resume_replans`:
-the two choices a resume makes from its command line.
+"""What ``bdh train`` says after `train` returns: `train_report` (lines before a sample, the sample, lines after), and
+`resume_checkpoint`, `resume_replans`, the two choices a resume makes.
 
     result = train(config)
     report = train_report(config, result)
-    text = report.text(report.sample.generate(result.model) if report.sample else b"")
-"""
+    text = report.text(report.sample.generate(result.model) if report.sample else b"")"""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ LENGTH_FIELDS = ("train.max_steps", "train.max_tokens")
 
 
 def resume_checkpoint(resume: str | Path | None, checkpoint: str | None) -> Path | None:
-    """The checkpoint a resume continues from: ``resume/checkpoints/CHECKPOINT`` (which must be a folder), or None
-    (the run's latest) when no ``checkpoint`` is named."""
+    """``resume/checkpoints/CHECKPOINT`` (a folder), or None (the latest) when no ``checkpoint`` is named."""
     if not (resume and checkpoint):
         return None
     path = Path(resume) / "checkpoints" / checkpoint
@@ -31,8 +27,7 @@ def resume_checkpoint(resume: str | Path | None, checkpoint: str | None) -> Path
 
 
 def resume_replans(resume: str | Path | None, overrides: Sequence[str]) -> bool:
-    """Whether a resume sets its length anew: ``--set train.max_steps`` or ``train.max_tokens`` on a resume; the
-    new limit then wins over a length a time budget fixed."""
+    """Whether a resume sets ``train.max_steps`` or ``train.max_tokens``, which then wins over a budget's length."""
     return bool(resume) and any(item.split("=", 1)[0].strip() in LENGTH_FIELDS for item in overrides)
 
 
@@ -58,8 +53,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class TrainReport:
-    """What ``bdh train`` writes: the ``before`` lines, the ``sample`` (streamed, then a newline) and the ``after``
-    lines, on stderr when ``error`` (an interrupted run), and the exit ``status``."""
+    """The ``before`` lines, the streamed ``sample``, the ``after`` lines (stderr when ``error``), the
+    exit ``status``."""
 
     before: list[str]
     sample: Sample | None = None
@@ -100,10 +95,8 @@ SLOWED = 0.5
 
 
 def busy_machine(speeds: tuple[float, float] | None) -> str:
-    """`` (the machine was busy: ...)`` when the run's speed near its end fell below `SLOWED` of its speed at the
-    start (``speeds``: `bdh.train.budget.TimeBudget.speeds`) and the load average of the last minute exceeds the
-    CPU count: other work took the cores the run had at its start. Else ``''``: a run slow from its first steps is
-    as fast as this machine trains it, and the note says only how to train all its steps."""
+    """`` (the machine was busy: ...)`` when the end speed fell below `SLOWED` of the start's and the load exceeds the
+    CPUs, else ``''``."""
     import os
 
     if speeds is None or not speeds[1] < SLOWED * speeds[0]:
@@ -122,8 +115,7 @@ def busy_machine(speeds: tuple[float, float] | None) -> str:
 
 
 def _is_main_job(config: Any) -> bool:
-    """True when ``config`` trains the main job's model on its data with its batch and learning rate (the run that
-    `bdh.train.main_job.MEASURED_BPB` records), whatever its length, budget or warmup."""
+    """Whether ``config`` trains the main job (model, data, batch, learning rate) that `MEASURED_BPB` records."""
     from ..config import RunConfig
 
     job = RunConfig()
@@ -132,9 +124,8 @@ def _is_main_job(config: Any) -> bool:
 
 
 def documented_gap(config: Any, step: int, metrics: dict[str, Any]) -> str:
-    """How far a run of the main job cut at ``step`` is from the main job's documented full run
-    (`bdh.train.main_job.MEASURED_BPB`), from its own last validation in ``metrics`` when it has one; for another
-    run, that its numbers are those of a run cut short. Starts with ``; ``."""
+    """``; ...``: how far the main job cut at ``step`` is from its documented full run, or that a cut run's
+    numbers are."""
     import math
 
     from ..main_job import MEASURED_BPB
@@ -154,9 +145,8 @@ def documented_gap(config: Any, step: int, metrics: dict[str, Any]) -> str:
 
 
 def budget_note(config: Any, result: Any, metrics: dict[str, float]) -> str:
-    """The one diagnosis of a run its time budget ended before its step limit, wherever the run is looked at (the
-    end of ``bdh train``, a resume with nothing to do): where it stopped, how far from its full length's result,
-    and the one command that trains the rest."""
+    """The one diagnosis of a run its time budget ended early: where, how far from its full result, the command
+    to finish."""
     return (
         f"the time budget train.max_minutes={config.train.max_minutes} ended the run at step {result.step} of "
         f"{result.step_limit} steps{busy_machine(result.speeds)}{documented_gap(config, result.step, metrics)}; to "
@@ -170,10 +160,8 @@ def budget_command(run_dir: str | Path) -> str:
 
 
 def train_report(config: Any, result: Any, resume: str | Path | None = None) -> TrainReport:
-    """The report of ``result`` (a `TrainResult` of ``config``, resumed from ``resume``): one line for a resume
-    that had already finished or an interrupted run (on stderr, with the exit status of its signal, and the
-    command that continues it); else the run's folder, length, speed and last validation, a sample (byte-level
-    text from a model that streams) and whether the time budget cut the run short."""
+    """The report of ``result``: one line for a finished resume or an interrupted run (stderr, its signal's status, the
+    command that continues it); else folder, length, speed, last validation, a sample and the budget note."""
     from bdh.errors import exit_status
 
     from ..recurrent import StreamingModel

@@ -1,7 +1,4 @@
-"""`Runtime`: where and how this process trains (device, autocast dtype, one process / DDP / FSDP), and every
-operation of the trainer that depends on it; the collectives are no-ops for one process. docs/training.md,
-"Data parallel".
-"""
+"""`Runtime`: where and how this process trains (device, autocast, one process / DDP / FSDP) and what depends on it."""
 
 from __future__ import annotations
 
@@ -21,9 +18,8 @@ from .memory import check_fits
 
 
 def resolve_device(name: str, env: dist_utils.DistEnv) -> torch.device:
-    """The device of this process: ``train.device`` as `bdh.devices.resolve_device` resolves and checks it
-    (``auto``: CUDA if available, else CPU). A CUDA device always gets its index (``torch.cuda.set_device``
-    refuses a bare ``cuda``): under torchrun ``auto`` and ``cuda`` mean the local GPU, otherwise the current one."""
+    """This process's device from ``train.device`` (``auto``: CUDA, else CPU), CUDA with its index (under
+    torchrun, local)."""
     device = devices.resolve_device(name, what="train.device")
     if device.type == "cuda" and device.index is None:
         if env.enabled:
@@ -46,12 +42,11 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 class Runtime:
-    """This process of a run: its place among the processes (``env``), its ``device`` and capabilities
-    (``caps``), the autocast dtype (``amp_dtype``, None for fp32) and whether the model is ``sharded``."""
+    """This process: ``env``, ``device``, ``caps``, ``amp_dtype`` (None: fp32), ``sharded``."""
 
     def __init__(self, train: TrainConfig, process_group: bool = True) -> None:
-        """Set up the process from the ``train`` section: threads, determinism, the device and its fast paths,
-        the CPU allocator, and the process group under torchrun (unless not ``process_group``: a check only)."""
+        """Set up threads, determinism, device, allocator and, unless not ``process_group``, the torchrun
+        process group."""
         self.env = dist_utils.from_environment()
         if train.threads is not None:
             torch.set_num_threads(train.threads)
@@ -76,8 +71,7 @@ class Runtime:
         return ("fsdp" if self.sharded else "ddp") if self.env.enabled else "none"
 
     def check_memory(self, model_config: Any, micro_batch: int, seq_len: int) -> None:
-        """Refuse a micro-batch that does not fit this device (`bdh.train.runtime.memory.check_fits`): on CPU the
-        processes of the machine share its memory, on CUDA each has its own GPU."""
+        """Refuse a micro-batch that does not fit (CPU: shared by the machine's processes; CUDA: one GPU each)."""
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if self.device.type == "cpu" else 1
         check_fits(
             model_config,
@@ -92,8 +86,7 @@ class Runtime:
 
     # ------------------------------------------------------------------ the model across processes
     def shard(self, model: nn.Module) -> None:
-        """Shard ``model`` over the processes when the run is sharded (before the optimiser is built: the
-        parameters become DTensors)."""
+        """Shard ``model`` when the run is sharded (before the optimiser is built)."""
         if self.sharded:
             sharded.shard(model, self.device, self.env.world_size)
 
@@ -113,15 +106,13 @@ class Runtime:
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
     def gradient_sync(self, model: nn.Module, objective: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
-        """Nothing for the last micro-batch of a step (gradients are averaged over the processes then); for the
-        others, DDP's ``no_sync`` or FSDP's local accumulation, so that each step communicates once."""
+        """No sync but for a step's last micro-batch (DDP's ``no_sync``, FSDP's local accumulation)."""
         if sync or not self.env.enabled:
             return contextlib.nullcontext()
         return sharded.no_sync(model) if self.sharded else objective.no_sync()
 
     def full_weights(self, model: nn.Module) -> dict[str, torch.Tensor] | None:
-        """The whole weights of a sharded model, gathered by every process (kept by rank 0); None when the
-        model is not sharded (its own state dict is whole)."""
+        """The whole weights of a sharded model, gathered by every process (kept by rank 0); None when not sharded."""
         return sharded.full_state_dict(model, keep=self.env.is_main) if self.sharded else None
 
     def full_optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
@@ -147,8 +138,7 @@ class Runtime:
         return dist_utils.broadcast_object(obj, self.env)
 
     def gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        """The same-shaped ``tensor`` of every process, in rank order; a CPU tensor of a CUDA run travels
-        through the device (NCCL moves device tensors only)."""
+        """``tensor`` of every process in rank order (a CPU tensor travels through the device for NCCL)."""
         if self.env.enabled and self.device.type == "cuda":
             tensor = tensor.to(self.device)
         return dist_utils.gather(tensor, self.env)

@@ -1,7 +1,5 @@
-"""Data-parallel training under ``torchrun``: the process group (``nccl`` on CUDA, ``gloo`` on CPU) and the few
-collectives the trainer uses. Every process builds the same global batch and takes its own rows; rank 0 logs and
-writes. docs/training.md, "Data parallel".
-"""
+"""Data-parallel training under ``torchrun``: the process group (``nccl``, ``gloo``) and the trainer's few collectives;
+every process takes its rows of one global batch."""
 
 from __future__ import annotations
 
@@ -50,8 +48,7 @@ def init(env: DistEnv, device: torch.device) -> None:
 
 
 def shutdown(env: DistEnv) -> None:
-    """Leave the process group once every process has reached this point: a process that tore its group
-    down while another still sent to it aborted at exit ("terminate called without an active exception")."""
+    """Leave the process group once every process is here (a group torn down early aborts the others at exit)."""
     if env.enabled and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

@@ -1,8 +1,4 @@
-"""What the hardware can do, decided by asking it: capabilities, the CPU allocator, and compile with a fallback.
-
-Every fast path that exists on some hardware only is chosen by a query, never assumed: bf16 autocast, TF32,
-fused AdamW. What each gains: docs/performance.md.
-"""
+"""What the hardware can do, asked, never assumed: capabilities (bf16, TF32, fused AdamW), allocator, compile."""
 
 from __future__ import annotations
 
@@ -81,11 +77,9 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def keep_freed_memory(enable: bool = True) -> bool:
-    """Make glibc keep freed memory for reuse (``enable``) or restore its defaults; True if applied (glibc only).
+    """Make glibc keep freed memory (``enable``) or restore its defaults; True if applied.
 
-    BDH's (B, h, T, N) activations are above glibc's mmap threshold: without this each is unmapped when freed
-    and page-faulted in again at the next step (docs/performance.md). Peak memory is unchanged.
-    """
+    BDH's large activations are above the mmap threshold, so they would be unmapped and faulted in every step."""
     libc = _glibc()
     if libc is None:
         return False
@@ -97,8 +91,7 @@ def keep_freed_memory(enable: bool = True) -> bool:
 
 
 class CompiledOrEager(nn.Module):
-    """``torch.compile(module)`` that warns once and runs eager from then on if compiling or running it fails
-    (no C++ compiler, an inductor error); an error eager also raises (a bad input) is raised as eager raises it."""
+    """``torch.compile(module)``, falling back to eager with one warning if compiling or running fails."""
 
     def __init__(self, module: nn.Module, **compile_kwargs):
         super().__init__()

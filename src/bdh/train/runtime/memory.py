@@ -1,6 +1,4 @@
-"""Refuse a micro-batch that will not fit in memory, before allocating anything: the model config's
-``train_memory_bytes`` against free GPU memory, or the machine's ``MemAvailable`` shared by its processes on CPU.
-"""
+"""Refuse a micro-batch that will not fit, before allocating: ``train_memory_bytes`` against free memory."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ def estimate_bytes(
     form: str | None = None,
     shards: int = 1,
 ) -> int | None:
-    """Estimated peak training memory of one process (None for models without an estimate); ``shards``: the
-    processes a fully sharded run splits the weights and optimiser state over (1: each holds them all)."""
+    """Estimated peak training memory of one process (or None); ``shards``: processes the weights are split over."""
     dtype = "bf16" if amp_dtype == torch.bfloat16 else "fp32"
     return memory_estimate(model_config, micro_batch, seq_len, form=form, dtype=dtype, shards=shards)
 
@@ -57,8 +54,7 @@ def check_fits(
     form: str | None = None,
     shards: int = 1,
 ) -> int | None:
-    """Raise a one-line ValueError if ``processes`` x the estimate exceeds the available memory (``shards``: see
-    `estimate_bytes`)."""
+    """A one-line ValueError if ``processes`` x the estimate exceeds the available memory."""
     need = estimate_bytes(model_config, micro_batch, seq_len, amp_dtype, form, shards)
     have = available_bytes(device)
     if need is None or have is None:

@@ -1,9 +1,5 @@
-"""Fully sharded data parallel training (FSDP2, ``fully_shard``): ``train.parallel: fsdp``.
-
-BDH shares E, Dx and Dy across layers (paper section 3), so it is one FSDP unit; a ``blocks`` list of distinct
-layers gets one unit per block. Checkpoints are gathered whole, so they load with any process count. What it saves
-and how it is tested: docs/training.md, "Fully sharded".
-"""
+"""Fully sharded data parallel (FSDP2, ``train.parallel: fsdp``): BDH's shared weights are one unit, each of ``blocks``
+another; checkpoints are gathered whole (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ def is_sharded(module: nn.Module) -> bool:
 
 
 def units(model: nn.Module) -> list[nn.Module]:
-    """The submodules sharded as units of their own before the root: each member of a ``blocks`` module list
-    that is applied once per forward (not with ``share_layers``). BDH has none: its weights are shared."""
+    """The submodules sharded on their own: each of a ``blocks`` list applied once per forward (BDH has none)."""
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or getattr(getattr(model, "config", None), "share_layers", False):
         return []
@@ -38,11 +33,8 @@ def units(model: nn.Module) -> list[nn.Module]:
 
 
 def shard(model: nn.Module, device: torch.device, world_size: int) -> nn.Module:
-    """Shard ``model`` in place over ``world_size`` processes of the current process group (FSDP2).
-
-    Call before the optimiser is built (the parameters are replaced by DTensors). ``step``, a recurrent
-    model's second entry point, gathers the weights like ``forward`` (``register_fsdp_forward_method``).
-    """
+    """Shard ``model`` in place over ``world_size`` processes (FSDP2), before the optimiser; ``step`` gathers
+    like ``forward``."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
@@ -75,10 +67,8 @@ def _full(value, keep: bool):
 
 
 def full_state_dict(module: nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
-    """``module.state_dict()`` with every shard gathered into a full CPU tensor (every process must call it).
-
-    ``keep=False`` (processes that do not write) takes part in the gathers and returns an empty dict.
-    """
+    """``module.state_dict()`` gathered into full CPU tensors (every process calls it; ``keep=False``
+    returns ``{}``)."""
     out = {name: _full(value, keep) for name, value in module.state_dict().items()}
     return out if keep else {}
 
@@ -105,8 +95,7 @@ def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 def full_optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict:
-    """``optimizer.state_dict()`` with the sharded moments gathered into full CPU tensors (every process
-    calls it); the format of an unsharded optimiser's state dict, so `bdh.train.run.checkpoint` writes it as is."""
+    """``optimizer.state_dict()`` with the moments gathered into full CPU tensors (every process calls it)."""
     sd = optimizer.state_dict()
     state = {idx: {name: _full(value, keep) for name, value in entry.items()} for idx, entry in sd["state"].items()}
     return {"state": state, "param_groups": sd["param_groups"]} if keep else {}
