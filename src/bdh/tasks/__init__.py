@@ -1,5 +1,4 @@
-"""Tasks: data generators and metrics. Tasks know nothing of models: they make (inputs, targets) and
-score predictions. `bdh.registry` knows each built-in task by name."""
+"""Tasks: data generators and metrics, knowing nothing of models; `bdh.registry` knows each by name."""
 
 from .._lazy import exports
 

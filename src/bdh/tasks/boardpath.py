@@ -1,8 +1,7 @@
 """Board pathfinding (the "boardpath" task of krychu/bdh): find a shortest path on a grid with walls.
 
-A board of S x S cells is S^2 tokens (FLOOR 0, WALL 1, START 2, END 3, PATH 4); the target marks the cells of one
-shortest START -> END path, read bidirectionally. The data is one pool of unique boards per seed, generated
-vectorised; ``path_validity`` accepts any of the equally short paths (docs/tasks.md)."""
+An S x S board is S^2 tokens (FLOOR 0, WALL 1, START 2, END 3, PATH 4); the target marks one shortest START -> END path;
+``path_validity`` accepts any equally short one (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ _UNREACHED = np.iinfo(np.int32).max // 2
 
 
 def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Shortest 4-neighbour distances from ``source`` over non-wall cells for a batch of boards (walls, source: (n, S,
-    S) bool), `_UNREACHED` where unreachable: a BFS wavefront on all boards at once."""
+    """Shortest 4-neighbour distances from ``source`` ((n, S, S) bool, as ``walls``) by a batched BFS;
+    `_UNREACHED` else."""
     dist = np.where(source, 0, _UNREACHED).astype(np.int32)
     free = ~walls
     while True:
@@ -40,8 +39,7 @@ def distances(walls: np.ndarray, source: np.ndarray) -> np.ndarray:
 
 
 def trace_paths(dist: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Cells of one shortest path per board (excluding START and END) as an (n, S, S) mask: from END, the first
-    neighbour (up, down, left, right) one step closer, until START."""
+    """An (n, S, S) mask of one shortest path per board (START and END excluded), traced back from END."""
     n, S, _ = dist.shape
     rows, cols = end[:, 0].copy(), end[:, 1].copy()
     path = np.zeros(dist.shape, dtype=bool)
@@ -67,8 +65,7 @@ def trace_paths(dist: np.ndarray, end: np.ndarray) -> np.ndarray:
 def generate_boards(
     gen: np.random.Generator, n: int, board_size: int, wall_prob: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` candidate boards (inputs, targets), (n, S*S) int64 each, solvable ones only (fewer than n
-    may come back; unsolvable draws are dropped)."""
+    """Up to ``n`` solvable boards (inputs, targets), (n, S*S) int64 each (unsolvable draws dropped)."""
     S = board_size
     cells = S * S
     start = gen.integers(0, cells, size=n)
@@ -124,8 +121,8 @@ class BoardPath:
         self._data: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def dataset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """All unique boards for a run seed: (inputs, targets), (num_val + num_train, S^2); validation
-        first. They are drawn from ``data_seed`` when the config sets it."""
+        """All unique boards of a run seed (or ``data_seed``): (inputs, targets), (num_val + num_train, S^2),
+        validation first."""
         seed = self.config.data_seed_for(seed)
         if seed not in self._data:
             cfg = self.config
@@ -155,8 +152,7 @@ class BoardPath:
         return self._data[seed]
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training: an endless stream over the training set, reshuffled every epoch; validation: the
-        fixed set in order (the last batch may be short)."""
+        """Training: an endless stream reshuffled every epoch; validation: the fixed set in order (last batch short)."""
         check_batch_args(split, index, batch_size)
         x, y = self.dataset(seed)
         nv, nt = self.config.num_val, self.config.num_train
@@ -177,14 +173,12 @@ class BoardPath:
         return -(-self.config.num_val // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """cell_accuracy, board_accuracy and path_validity; every board has S^2 labelled cells, so weighting a batch by
-        its boards (`bdh.train.evaluate`) is exact for all three."""
+        """cell_accuracy, board_accuracy and path_validity (every board has S^2 cells: weighting by boards is exact)."""
         return boardpath_metrics(logits.argmax(dim=-1), targets, inputs, self.config.board_size)
 
 
 def path_valid(pred: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, board_size: int) -> torch.Tensor:
-    """(B,) bool: the predicted PATH cells are floor cells of the input, as many as the target's (shortest length - 1),
-    and connect START to END."""
+    """(B,) bool: the predicted PATH cells are floor, as many as the target's, and connect START to END."""
     B = pred.shape[0]
     S = board_size
     on_path = pred == PATH

@@ -1,6 +1,4 @@
-"""Small helpers shared by the task modules: typed configs (`TaskConfig`: one-line errors naming the field) and
-per-batch random generators seeded by a ``SeedSequence`` of integers, so a batch is a pure function of its
-arguments."""
+"""Helpers of the task modules: typed configs (`TaskConfig`) and per-batch generators seeded by integer sequences."""
 
 from __future__ import annotations
 
@@ -17,15 +15,13 @@ SPLIT_IDS = {"train": 0, "val": 1}
 
 
 class TaskConfig(TypedConfig):
-    """Typed config of a task: the package's config mixin plus the data-seed helper (a task with a
-    ``data_seed`` field declares it ``data_seed: int | None = bounded(None, ge=0)``)."""
+    """Typed config of a task, with the data-seed helper (``data_seed: int | None = bounded(None, ge=0)``)."""
 
     #: the fields that name files or folders the task reads (a run's output may not hold them: `input_paths`)
     INPUTS: ClassVar[tuple[str, ...]] = ()
 
     def input_paths(self) -> list[str]:
-        """The files and folders the task reads: the `INPUTS` fields that are set (``bdh train --overwrite`` never
-        deletes them, `bdh.train.config.RunConfig.inputs`)."""
+        """The `INPUTS` fields that are set: files the task reads (``--overwrite`` never deletes them)."""
         return [str(v) for v in (getattr(self, name) for name in self.INPUTS) if v is not None]
 
     def data_seed_for(self, seed: int) -> int:
@@ -67,8 +63,8 @@ def epoch_order(n: int, seed: int, epoch: int, stream: int) -> np.ndarray:
 
 
 def shuffled_indices(n: int, start: int, count: int, seed: int, stream: int) -> np.ndarray:
-    """Example ids ``start .. start+count`` of an endless stream that visits all ``n`` examples once per
-    epoch in a fresh random order (pure: the order of epoch e depends only on seed and e)."""
+    """Ids ``start .. start+count`` of an endless stream visiting all ``n`` examples once per epoch,
+    freshly shuffled."""
     pos = np.arange(start, start + count)
     epochs, within = pos // n, pos % n
     out = np.empty(count, dtype=np.int64)

@@ -1,9 +1,8 @@
-"""Test-time depth sweeps for weight-shared models (Hyper-SET's protocol, Hu et al. Fig. 3): a model that applies one
-layer L times, run with other pass counts at test time. The model is a callable ``model_fn(idx, k) -> logits`` or
-a module called as ``model(idx, n_layer=k)`` in eval mode, so tasks stay independent of model classes. A module
-with ``pass_logits(idx, n_layer)`` (the logits after every pass, `bdh.model.recurrence`) is run once to the largest
-count (`iterate`: 1,024 passes cost 1,024, not the sum of the counts), optionally stopping each board once its
-answer no longer changes."""
+"""Test-time depth sweeps for weight-shared models (Hyper-SET's protocol, Hu et al. Fig. 3): one layer applied L times,
+run with other pass counts.
+
+The model is ``model_fn(idx, k) -> logits`` or a module called as ``model(idx, n_layer=k)`` in eval mode; one with
+``pass_logits`` runs once to the largest count (`iterate`), optionally stopping each board once its answer settles."""
 
 from __future__ import annotations
 
@@ -33,10 +32,8 @@ def _as_fn(model: ModelFn | torch.nn.Module) -> ModelFn:
 def iterate(
     model: torch.nn.Module, idx: torch.Tensor, passes: Sequence[int], *, stop: bool = False
 ) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
-    """({k: predictions (B, T) after k passes} for every k of ``passes``, passes run per sequence (B,)): one run of
-    ``model.pass_logits`` to the largest k. With ``stop``, a sequence whose predicted tokens did not change from one
-    pass to the next is settled there (the recurrent models' halting when the board no longer changes): it keeps
-    that answer at every later count, and the run ends once every sequence is settled."""
+    """({k: predictions (B, T)} for every k of ``passes``, passes run (B,)) from one ``pass_logits`` run. With ``stop``,
+    a sequence whose prediction did not change between passes keeps that answer; the run ends once all settle."""
     want = sorted(set(passes))
     out: dict[int, torch.Tensor] = {}
     used = torch.full((idx.shape[0],), want[-1], dtype=torch.long, device=idx.device)
@@ -70,10 +67,8 @@ def depth_sweep(
     device: torch.device | str | None = None,
     stop: bool = False,
 ) -> dict[int, dict[str, float]]:
-    """``{n_passes: metrics}``: the task's metrics over (the first ``max_batches`` batches of) ``split`` at each pass
-    count, the batches built once; batches weighted by their examples. A module with ``pass_logits`` is iterated
-    once per batch (`iterate`; with ``stop``, each sequence settles when its answer stops changing, and the metrics
-    gain ``mean_passes``: the mean passes run, up to the count)."""
+    """``{n_passes: metrics}`` over the first ``max_batches`` batches of ``split``, weighted by examples; with ``stop``
+    (`iterate`) also ``mean_passes``."""
     _check_passes(passes)
     if hasattr(model_fn, "pass_logits") and isinstance(model_fn, torch.nn.Module):
         model_fn.eval()

@@ -1,7 +1,7 @@
-"""Facts read once and asked for later: the recall curriculum of the ``text`` task (``task.facts``), and its probe's
-format. A fact is ``" The word for KEY is VALUE. "`` (random lowercase words, so only the fact predicts VALUE); its
-question, some distance later, repeats it. Facts are written over a row's corpus bytes at seeded places, so a
-batch stays a pure function of its index (docs/training.md)."""
+"""Facts read once and asked later: the ``text`` task's recall curriculum (``task.facts``) and its probe's format.
+
+A fact is ``" The word for KEY is VALUE. "`` (random words); its question repeats it later. Facts overwrite corpus bytes
+at seeded places, so a batch stays a pure function of its index (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -48,9 +48,7 @@ class Overlay:
 
 
 def plan_facts(rng: np.random.Generator, length: int, per_kilobyte: float, reach: int) -> list[Overlay]:
-    """The fact/question pairs of one row of ``length`` bytes: a Poisson number (mean ``per_kilobyte * length / 1000``),
-    distances log-uniform from `MIN_DISTANCE` to ``reach``, places uniform; a pair that would overlap one already
-    placed is dropped."""
+    """The fact/question pairs of a ``length``-byte row: Poisson in number, log-uniform distances, overlaps dropped."""
     longest = min(reach, length - PAIR_BYTES)
     if per_kilobyte <= 0 or longest < MIN_DISTANCE:
         return []

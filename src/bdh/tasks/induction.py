@@ -1,9 +1,8 @@
-"""Induction heads (Gu & Dao 2023, "Mamba", section 4.1.2; numbers in Table 11): recall the token that followed a
-trigger, asked again at the end of a long sequence. The ``induction`` task.
+"""Induction heads (Gu & Dao 2023, "Mamba", section 4.1.2, Table 11): recall the token after a trigger, asked again at
+the end. The ``induction`` task.
 
-``k = triggers`` reserved trigger ids each occur twice, the first followed by its answer; the answer is scored where
-the trigger recurs. k = 1 is the paper's task (one scored position, the last); k > 1 is our deviation for a denser
-signal (docs/tasks.md). `generate_induction` makes sequences of any length."""
+``k = triggers`` trigger ids each occur twice, the answer scored where the trigger recurs; k = 1 is the paper's task, k
+> 1 ours (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from .mqar import _distinct, mqar_metrics
 
 
 def _item_order(gen: np.random.Generator, n: int, k: int) -> np.ndarray:
-    """(n, 2k-1) items in slot order (item j < k: trigger j's pair; item k + j: its earlier re-occurrence): a uniform
-    permutation with each pair swapped before its re-occurrence, still uniform over the valid orders."""
+    """(n, 2k-1) items in slot order: a uniform permutation of the valid orders (each pair before its re-occurrence)."""
     order = np.argsort(gen.random((n, 2 * k - 1)), axis=1)
     rank = np.argsort(order, axis=1)  # slot of each item
     rows = np.arange(n)
@@ -37,8 +35,7 @@ def _item_order(gen: np.random.Generator, n: int, k: int) -> np.ndarray:
 def generate_induction(
     gen: np.random.Generator, n: int, length: int, *, vocab_size: int = 16, triggers: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` sequences (inputs, targets), both (n, length) int64; layout in docs/tasks.md. ``gen`` is the only
-    source of randomness."""
+    """``n`` sequences (inputs, targets), (n, length) int64 each, from ``gen`` alone (docs/tasks.md)."""
     k, plain = triggers, vocab_size - triggers
     check_induction_args(vocab_size, length, triggers)
     x = gen.integers(0, plain, size=(n, length))
@@ -125,6 +122,5 @@ class Induction:
         return None if split == "train" else self.config.val_batches
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``accuracy``: the share of scored positions whose argmax is the answer, per sequence, averaged (every
-        sequence has k scored positions, so this is also the share over all of them)."""
+        """``accuracy``: the share of scored positions whose argmax is the answer."""
         return {"accuracy": mqar_metrics(logits, targets, inputs)["accuracy"]}

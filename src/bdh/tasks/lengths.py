@@ -1,9 +1,7 @@
 """Fixed test sets per length, and accuracy with its binomial interval: what a length-generalisation test reads.
 
-For a `LengthTask`, sequence i of the set of length L (and gap G) comes from ``SeedSequence(seed, 0, TEST_STREAM,
-L, G + 1 or 0, i)``: any rows can be made alone, and the stream never meets the training batches' (L is never 0,
-and a SeedSequence ignores trailing zeros). `wilson_interval` is Wilson's (1927) score interval; the scored
-positions of one sequence are not independent, so it is narrower than the truth there."""
+Sequence i of length L (gap G) comes from ``SeedSequence(seed, 0, TEST_STREAM, L, G + 1 or 0, i)``, apart from the
+training batches'. `wilson_interval` is Wilson's (1927); positions of one sequence are not independent."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ Z95 = 1.959963984540054
 
 @runtime_checkable
 class LengthTask(Protocol):
-    """A task whose sequences can be made at any length: ``generate(gen, n, length, gap)`` -> (inputs, targets), and
-    ``test_gap(length)`` (None: no gap)."""
+    """A task with ``generate(gen, n, length, gap)`` -> (inputs, targets) and ``test_gap(length)`` (None: no gap)."""
 
     def generate(self, gen: np.random.Generator, n: int, length: int, gap: int | None = None): ...
 
@@ -38,8 +35,8 @@ class LengthTask(Protocol):
 def fixed_test_set(
     task: LengthTask, length: int, *, n: int = 64, seed: int = 0, rows: Sequence[int] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows ``rows`` (default: all ``n``) of the fixed test set of ``length`` tokens, at the task's test gap:
-    (inputs, targets), both (len(rows), length) int64."""
+    """Rows ``rows`` (default all) of the fixed ``length``-token test set: (inputs, targets), (len(rows),
+    length) int64."""
     if not isinstance(task, LengthTask):
         raise UserError(f"task {getattr(task, 'name', task)!r} cannot make sequences of any length")
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:

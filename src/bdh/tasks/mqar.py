@@ -1,10 +1,9 @@
-"""Multi-query associative recall (MQAR) with the semantics of Zoology (Arora et al. 2023, section 3.2,
-Definition 3.1 and Algorithm 1 of appendix E.1, as implemented in their ``multiquery_ar`` generator).
+"""Multi-query associative recall (MQAR) as Zoology has it (Arora et al. 2023, section 3.2, Definition 3.1, Algorithm 1;
+their ``multiquery_ar``).
 
-D key-value pairs, then each key once more at a power-law-drawn query slot, its value labelled there. Slots are
-drawn for all examples at once by the Gumbel-top-k trick (the same draw order as ``np.random.choice(replace=False,
-p=p)``); training batches never span a slice, and the slices are interleaved in proportion (`MQAR.train_order`) so
-a run that stops early has seen each. Layout, data and metric: docs/tasks.md."""
+D key-value pairs, then each key again at a power-law query slot, its value labelled there. Slots are drawn by the
+Gumbel-top-k trick (``np.random.choice(replace=False, p=p)``'s order); training slices are interleaved in proportion
+(`MQAR.train_order`). docs/tasks.md."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def check_mqar_args(vocab_size: int, input_seq_len: int, num_kv_pairs: int) -> N
 
 
 def _distinct(gen: np.random.Generator, n: int, low: int, high: int, k: int) -> np.ndarray:
-    """(n, k) rows of k distinct integers of [low, high), each row a uniform ordered sample without
-    replacement (exact in all three regimes)."""
+    """(n, k) rows of k distinct integers of [low, high), each a uniform ordered sample without replacement."""
     span = high - low
     if span < 4 * k:  # dense: a random permutation prefix of the small range
         return low + np.argsort(gen.random((n, span)), axis=1)[:, :k]
@@ -85,8 +83,7 @@ def generate_mqar(
     power_a: float = 0.01,
     random_non_queries: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``num_examples`` MQAR examples (inputs, labels), both (n, input_seq_len) int64; ``gen`` is the only source of
-    randomness."""
+    """``num_examples`` examples (inputs, labels), (n, input_seq_len) int64 each, from ``gen`` alone."""
     check_mqar_args(vocab_size, input_seq_len, num_kv_pairs)
     n, N, D = num_examples, input_seq_len, num_kv_pairs
     half = vocab_size // 2
@@ -128,9 +125,8 @@ def _as_slices(value: object, field: str, cfg: MQARConfig) -> tuple[tuple[int, i
 
 @dataclass
 class MQARConfig(TaskConfig):
-    """MQAR data (Zoology's ``MQARConfig`` plus our split sizes); slices of different lengths are right-padded with a
-    PAD token (id V, vocabulary V + 1) labelled -100.
-    """
+    """MQAR data (Zoology's ``MQARConfig``, our split sizes); shorter slices right-padded with PAD (id V)
+    labelled -100."""
 
     vocab_size: int = bounded(8192, ge=1)  # V; keys from [1, V/2), values from [V/2, V).
     input_seq_len: int = bounded(64, ge=1)  # N, tokens per example (even, < V).
@@ -166,8 +162,7 @@ class MQARConfig(TaskConfig):
         self._check_train_sizes()
 
     def _check_train_sizes(self) -> None:
-        """``num_train_examples``: a positive integer, or a list of them with one per train slice (kept as a
-        tuple)."""
+        """``num_train_examples``: a positive integer, or one per train slice (a tuple)."""
         value, n = self.num_train_examples, len(self.slices("train"))
 
         def positive(v: object) -> bool:
@@ -204,8 +199,7 @@ class MQARConfig(TaskConfig):
 
 
 def _lengths(cfg: MQARConfig) -> tuple[int, int, bool]:
-    """Tokens per training and validation example (the longest slice of each split), and whether a split mixes
-    lengths (its shorter examples padded with PAD)."""
+    """Tokens per training and validation example, and whether a split mixes lengths (padded)."""
     train_lens = [N for N, _ in cfg.slices("train")]
     val_lens = [N for N, _ in cfg.slices("val")]
     return max(train_lens), max(val_lens), min(train_lens) < max(train_lens) or min(val_lens) < max(val_lens)
@@ -293,9 +287,8 @@ class MQAR:
         return self._gather(sid, np.full_like(local, slice_id), local, self.config.data_seed_for(seed))
 
     def train_order(self, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The fixed order of one training epoch, ``(slice_of, within, per_slice)``: batch p is batch ``within[p]`` of
-        slice ``slice_of[p]``; slice s's k-th batch sits at ``(k + u_s) / per_slice[s]`` with ``u_s`` from the data
-        seed, a proportional interleave, the same every epoch."""
+        """One epoch's fixed ``(slice_of, within, per_slice)``: batch p is batch ``within[p]`` of slice ``slice_of[p]``,
+        interleaved in proportion at seeded phases."""
         if self._order is not None and self._order[0] == (batch_size, seed):
             return self._order[1]
         per_slice = np.array([max(n // batch_size, 1) for n in self._sizes("train")], dtype=np.int64)
@@ -308,9 +301,7 @@ class MQAR:
         return plan
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch ``index``: ``batch_size`` consecutive examples of one slice in the order of `train_order`,
-        each slice read as an endless stream; validation batch ``index``: each slice in whole batches, the last one
-        short."""
+        """Training: ``batch_size`` examples of one slice in `train_order`; validation: each slice in whole batches."""
         sid = check_batch_args(split, index, batch_size)
         seed = self.config.data_seed_for(seed)
         sizes = self._sizes(split)
@@ -338,8 +329,7 @@ class MQAR:
         )
 
     def num_batches(self, split: str, batch_size: int) -> int | None:
-        """Training: batches per epoch, ``max(n_s // batch_size, 1)`` summed over the slices (`train_order`);
-        validation: batches of all slices (each slice rounded up)."""
+        """Training: ``max(n_s // batch_size, 1)`` summed over slices; validation: each slice's batches, rounded up."""
         check_batch_args(split, 0, batch_size)
         sizes = self._sizes(split)
         if split == "train":
@@ -348,14 +338,12 @@ class MQAR:
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``accuracy``: Zoology's per-example query accuracy (argmax without the PAD column), plus
-        ``accuracy_kv{D}_len{N}`` per slice; means over examples."""
+        """``accuracy`` (Zoology's per-example query accuracy, PAD left out) and ``accuracy_kv{D}_len{N}`` per slice."""
         return mqar_metrics(logits, targets, inputs, pad_id=self.pad_id if self.padded else None)
 
 
 def predictions(logits: torch.Tensor, pad_id: int | None = None) -> torch.Tensor:
-    """The argmax of ``logits`` over its last axis without column ``pad_id`` (None: every column), so PAD is never
-    predicted; ties to the lowest id, no copy."""
+    """The argmax of ``logits`` without column ``pad_id`` (None: all); ties to the lowest id, no copy."""
     if pad_id is None or pad_id >= logits.shape[-1]:
         return logits.argmax(dim=-1)
     best, pred = logits[..., :pad_id].max(dim=-1)
@@ -368,8 +356,7 @@ def predictions(logits: torch.Tensor, pad_id: int | None = None) -> torch.Tensor
 def mqar_metrics(
     logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor, pad_id: int | None = None
 ) -> dict[str, float]:
-    """Per-example accuracy over labelled positions, averaged; per slice (num labels, unpadded length).
-    With ``pad_id`` the argmax leaves out the PAD column (`predictions`)."""
+    """Per-example accuracy over labelled positions, averaged, overall and per slice (num labels, unpadded length)."""
     mask = targets != IGNORE_INDEX
     correct = (predictions(logits, pad_id) == targets) & mask
     n_lab = mask.sum(dim=1)

@@ -1,7 +1,6 @@
-"""A synthetic, sentence-aligned multilingual corpus in the paper's translation-stream format (App. B.1),
-``<F:en>source sentence<T:es>target sentence<F:...``: a stand-in for Europarl with an English-like template
-grammar, languages made by seeded lexical mappings (cognates among the Romance-like ones), and concept slots with
-real multi-word surface forms (currencies, countries). A pure function of the seed; docs/tasks.md."""
+"""A synthetic sentence-aligned multilingual corpus in the paper's translation-stream format (App. B.1),
+``<F:en>source<T:es>target<F:...``: an English-like template grammar, seeded lexical mappings with cognates, concept
+slots; a pure function of the seed (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -167,9 +166,8 @@ def _part_of_speech(word: str) -> str:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """Word -> surface form for every language, deterministic in ``seed``: ``cognate_fraction`` of the content words
-    keep their English stem, the rest a stem ciphered once for es/fr/pt/it (cognates of each other) or on its own for
-    de."""
+    """Word -> surface form per language from ``seed``: ``cognate_fraction`` keep the English stem, the
+    rest ciphered."""
 
     seed: int = 0
     cognate_fraction: float = 0.3
@@ -210,8 +208,7 @@ class Lexicon:
 # ------------------------------------------------------------------------------------------ sentences
 @dataclass(frozen=True)
 class Sentence:
-    """One abstract sentence, rendered in any language: (kind, value) items, kind ``word``, ``currency``, ``country``
-    or ``np`` (``"det adj noun"``, ordered per language); ``concepts`` lists the concept kinds present."""
+    """One abstract sentence of (kind, value) items (``word``, ``currency``, ``country``, ``np``), in any language."""
 
     items: tuple[tuple[str, str], ...]
     concepts: frozenset[str]
@@ -296,8 +293,8 @@ def _random_concept(rng: random.Random, concept_rate: float) -> str | None:
 # ------------------------------------------------------------------------------------------ streams
 @dataclass(frozen=True)
 class StreamConfig(TypedConfig):
-    """A translation stream (what ``bdh corpus`` writes; the experiments' corpora): ``pairs`` such as ``(("en",
-    "es"),)``, the ``concept_rate``, the ``seed`` of sentences and pair order, and the `Lexicon`'s fields."""
+    """A translation stream (``bdh corpus``): ``pairs`` such as ``(("en", "es"),)``, ``concept_rate``,
+    ``seed``, lexicon."""
 
     pairs: tuple[tuple[str, str], ...] = (("en", "es"),)
     concept_rate: float = bounded(0.5, ge=0, le=1)

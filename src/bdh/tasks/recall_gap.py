@@ -1,8 +1,7 @@
-"""Recall through a gap: MQAR's key-value pairs, a gap of G filler tokens, then the keys asked again. The
-``recall_gap`` task (a multi-key needle: D facts stated once, asked after G unrelated tokens).
+"""Recall through a gap (the ``recall_gap`` task): MQAR's D key-value pairs, G filler tokens, then the keys again.
 
-Fillers are never a key or a value of the example; each question's value is scored at its key. Training gaps are
-uniform in [0, min(gap_max, seq_len - 4D)], validation uses ``val_gap`` (null: the whole room); docs/tasks.md."""
+Fillers are never a key or value of the example; training gaps are uniform in [0, min(gap_max, seq_len - 4D)],
+validation uses ``val_gap`` (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def check_recall_gap_args(vocab_size: int, num_kv_pairs: int, length: int, gap: 
 
 
 def _fillers(gen: np.random.Generator, n: int, length: int, taken: np.ndarray, vocab_size: int) -> np.ndarray:
-    """(n, length) tokens uniform over [0, V) less each row's ``taken`` ids (n, m): the r-th allowed id for a
-    uniform r in [0, V - m), found by stepping r past the taken ids in ascending order."""
+    """(n, length) tokens uniform over [0, V) without each row's ``taken`` ids (n, m)."""
     out = gen.integers(0, vocab_size - taken.shape[1], size=(n, length))
     for col in np.sort(taken, axis=1).T:
         out += out >= col[:, None]
@@ -49,8 +47,8 @@ def generate_recall_gap(
     vocab_size: int = 256,
     num_kv_pairs: int = 8,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` examples (inputs, targets), both (n, length) int64, with gaps ``gap`` (one for all, or one per
-    example); layout in docs/tasks.md. ``gen`` is the only source of randomness."""
+    """``n`` examples (inputs, targets), (n, length) int64 each, with ``gap`` (one or per example), from
+    ``gen`` alone."""
     D, V = num_kv_pairs, vocab_size
     gaps = np.broadcast_to(np.asarray(gap, dtype=np.int64), (n,))
     check_recall_gap_args(V, D, length, int(gaps.max(initial=0)))
@@ -119,8 +117,7 @@ class RecallGap:
         return generate_recall_gap(gen, n, length, gap, vocab_size=cfg.vocab_size, num_kv_pairs=cfg.num_kv_pairs)
 
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fresh examples for every (seed, split, index): random small gaps in training, ``val_gap`` in
-        validation."""
+        """Fresh examples per (seed, split, index): random gaps in training, ``val_gap`` in validation."""
         sid = check_batch_args(split, index, batch_size)
         gen = rng(check_seed(seed), sid, int(index))
         cfg = self.config
@@ -135,6 +132,5 @@ class RecallGap:
         return None if split == "train" else self.config.val_batches
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``accuracy``: the share of questions answered right (argmax = the value), per example, averaged (every
-        example has D questions, so this is also the share over all of them)."""
+        """``accuracy``: the share of questions answered right (argmax = the value)."""
         return {"accuracy": mqar_metrics(logits, targets, inputs)["accuracy"]}

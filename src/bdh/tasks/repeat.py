@@ -1,9 +1,7 @@
 """The repeated-word sequence of paper section 6.4 (Fig. 14), its phase labels, and the ``repeat`` task.
 
-Each period is a fixed warm-up then a random word repeated (a new word per period: with one word, everything
-after the first period would be predictable), as byte tokens; phases ``warmup``, ``fact`` (the first presentation)
-and ``repeat``. Copying the fact needs attention to earlier tokens, what training without BPTT (section 7.2) is
-expected to lose; docs/inspect.md."""
+Each period is a fixed warm-up then a new random word repeated, as bytes; phases ``warmup``, ``fact``, ``repeat``.
+Copying the fact needs attention to earlier tokens (what no-BPTT training, section 7.2, may lose)."""
 
 from __future__ import annotations
 
@@ -33,8 +31,7 @@ PHASES = ("warmup", "fact", "repeat")
 
 @dataclass
 class RepeatBatch:
-    """A batch of repeated-word sequences: ``tokens`` (B, T), ``phase`` (T,) (0 warm-up, 1 fact, 2 repeat) and
-    ``period_index`` (T,)."""
+    """``tokens`` (B, T), ``phase`` (T,) (0 warm-up, 1 fact, 2 repeat) and ``period_index`` (T,)."""
 
     tokens: torch.Tensor
     phase: torch.Tensor
@@ -53,8 +50,7 @@ def phases(length: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def repeat_batch(batch_size: int, length: int = 2 * PERIOD, seed: int | Sequence[int] = 0) -> RepeatBatch:
-    """``batch_size`` sequences of ``length`` letters, words drawn from a generator seeded by ``seed``
-    (an integer, or a sequence of integers such as (run seed, split, batch index))."""
+    """``batch_size`` sequences of ``length`` letters, words drawn from ``seed`` (an integer or a sequence of them)."""
     if batch_size < 1:
         raise UserError(f"repeat: batch_size must be positive, got {batch_size}")
     phase, period_index = phases(length)
@@ -89,8 +85,7 @@ def describe_phases(phase: torch.Tensor) -> list[tuple[int, int, str]]:
 # ------------------------------------------------------------------------------------------ the task
 @dataclass
 class RepeatConfig(TaskConfig):
-    """The ``repeat`` task: ``seq_len`` tokens per window (default two periods) and ``val_batches`` per validation pass
-    (it is endless otherwise)."""
+    """The ``repeat`` task: ``seq_len`` tokens per window, ``val_batches`` per validation pass."""
 
     seq_len: int = bounded(2 * PERIOD, ge=2)
     val_batches: int = bounded(8, ge=1)
@@ -126,8 +121,7 @@ class RepeatTask:
         return None if split == "train" else self.config.val_batches
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) per phase; every sequence has the same positions in
-        each phase, so weighting by sequences equals weighting by tokens."""
+        """``{phase}_accuracy`` (argmax) and ``{phase}_loss`` (nats) per phase."""
         T = targets.shape[1]
         phase = phases(T + 1)[0][1:].to(targets.device)
         valid = targets != IGNORE_INDEX

@@ -1,8 +1,8 @@
 """Byte-level language modelling (vocabulary 256): the ``text`` task.
 
-One byte stream (a file, a folder's files sorted and concatenated, or the embedded Shakespeare), memory-mapped,
-split into ``train`` then ``val`` without overlap. `TextTask.batch` gives random training windows and validation
-windows in a spread order; `TextTask.stream_batch` gives consecutive windows for truncated BPTT (docs/training.md)."""
+One memory-mapped byte stream (a file, a folder's files, or the embedded Shakespeare) split into ``train`` then ``val``.
+`TextTask.batch` gives random training windows and spread validation ones; `TextTask.stream_batch` consecutive windows
+for truncated BPTT."""
 
 from __future__ import annotations
 
@@ -113,9 +113,8 @@ def open_stream(data: str | None) -> ByteStream:
 
 
 def spread(order: np.ndarray, count: int) -> np.ndarray:
-    """The window each place in the evaluation order reads: ``order * g mod count``, g the integer nearest to
-    ``count`` / golden ratio coprime to ``count``; every prefix of this permutation is spread evenly over the split,
-    so the first batches estimate the whole split."""
+    """The window of each place in the evaluation order, ``order * g mod count`` (g near ``count`` / golden ratio):
+    every prefix spreads evenly."""
     g = max(1, round(count * 0.6180339887498949))
     while math.gcd(g, count) != 1:
         g += 1
@@ -175,8 +174,7 @@ class TextTask:
     def _windows(
         self, starts: np.ndarray, facts: list[list[Overlay]] | None = None, offset: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows of T + 1 bytes from ``starts``; ``facts[b]`` (planned for a row that starts ``offset`` bytes
-        before this window) is written over row b."""
+        """Rows of T + 1 bytes from ``starts``, with ``facts[b]`` written over row b."""
         T = self.seq_len
         rows = [self.stream.read(int(s), T + 1) for s in starts]
         if facts is not None:
@@ -190,8 +188,8 @@ class TextTask:
 
     # ------------------------------------------------------------------ the Task protocol
     def batch(self, split: str, index: int, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch ``index``: random windows of ``train`` (seeded by ``seed`` and ``index``), or the windows of ``val``
-        (or ``all``) in the order of `spread`, the last batch of a pass short; later indices wrap around."""
+        """Batch ``index``: seeded random windows of ``train``, or ``val`` (or ``all``) in `spread` order;
+        indices wrap."""
         lo, hi = self._bounds(split)
         if split == "train":
             rng = np.random.Generator(np.random.PCG64([seed, index, 0x7E47]))
@@ -211,8 +209,7 @@ class TextTask:
         return -(-self._seq_windows(split) // batch_size)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> dict[str, float]:
-        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions (every window has
-        ``seq_len`` of them, so weighting by windows equals weighting by tokens)."""
+        """Mean cross-entropy (nats), bits per byte and next-byte accuracy over the scored positions."""
         scored = targets != IGNORE_INDEX
         count = int(scored.sum())
         if count == 0:
@@ -238,9 +235,8 @@ class TextTask:
     def stream_batch(
         self, split: str, index: int, batch_size: int, seed: int, stream_windows: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-        """Batch ``index`` of consecutive windows, (inputs, targets, reset). ``stream_windows`` None: ``batch_size``
-        lanes read to their end, each new pass shifted by a seeded offset; K: streams of K windows at seeded random
-        places, restarted every K batches (as varied as random windows, the state carried over K)."""
+        """Batch ``index`` of consecutive windows, (inputs, targets, reset): ``stream_windows`` None: lanes read to
+        their end, each pass shifted; K: streams of K windows at seeded places."""
         if stream_windows is not None:
             return self._random_streams(split, index, batch_size, seed, stream_windows)
         lo, hi = self._bounds(split)
@@ -275,8 +271,7 @@ class TextTask:
         return inputs, targets, w == 0
 
     def check_training_rows(self, bptt: str, stream_windows: int | None) -> None:
-        """Refuse a ``task.facts`` that no training row can hold (a row shorter than a fact, its question and the
-        shortest distance between them would silently train on the corpus alone)."""
+        """Refuse a ``task.facts`` no training row can hold (it would silently train on the corpus alone)."""
         if self.config.facts <= 0:
             return
         windows = (stream_windows or LANE_FACT_WINDOWS) if bptt == "tbptt" else None
@@ -290,8 +285,7 @@ class TextTask:
             )
 
     def _plan_facts(self, key: list[int], rows: int, length: int) -> list[list[Overlay]] | None:
-        """The recall curriculum's overlays of ``rows`` training rows of ``length`` bytes (`bdh.tasks.facts`),
-        drawn from a generator seeded by ``key``; None when ``task.facts`` is 0."""
+        """The recall overlays of ``rows`` training rows of ``length`` bytes, seeded by ``key``; None without facts."""
         if self.config.facts <= 0:
             return None
         rng = np.random.Generator(np.random.PCG64([*key, 0xFAC7]))
