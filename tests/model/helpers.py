@@ -43,7 +43,15 @@ EVERY_FIELD = (
         deep_supervision=True,
     ),
     dict(
-        n_layer=3, n_embd=8, n_head=1, mlp_internal_dim_multiplier=4, causal=False, positional="none", damping="alibi"
+        n_layer=3,
+        n_embd=8,
+        n_head=1,
+        mlp_internal_dim_multiplier=4,
+        causal=False,
+        positional="none",
+        damping="alibi",
+        attend="sudoku",
+        input_positions="sudoku",
     ),
     dict(
         n_layer=2,

@@ -18,12 +18,14 @@ fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta`` and its
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bdh.baselines.grid import SudokuPositions, peer_mask
 from bdh.errors import UserError
 
 from . import recurrence
@@ -82,6 +84,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         log_u = None if retention is None else torch.log(torch.tensor(retention, dtype=torch.float32))
         self.register_buffer("log_u", log_u, persistent=False)
         self._state_rule_parameters(config)
+        # ours, drawn after the official weights: a board's row + column + box embedding (``input_positions``)
+        self.grid = SudokuPositions(D) if config.input_positions == "sudoku" else None
 
     def num_params(self) -> int:
         """Trainable parameters, 3 n D + 2 V D (paper section 3.2; `BDHConfig.num_params` with the ablations)."""
@@ -108,8 +112,14 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         return F.layer_norm(z, (z.shape[-1],), None, None, self.config.ln_eps)
 
     def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
-        """v_0 = LN(embed(token)), (B, 1, T, D): the input of the first layer."""
-        return self.ln(self.embed(idx)).unsqueeze(1)
+        """v_0 = LN(embed(token)), (B, 1, T, D): the input of the first layer; LN(embed(token) + grid(cell)) with
+        ``input_positions: sudoku``."""
+        h = self.embed(idx)
+        return self.ln(h if self.grid is None else h + self.grid(idx.shape[1])).unsqueeze(1)
+
+    def score_mask(self, T: int, device: torch.device) -> torch.Tensor | None:
+        """The (T, T) pairs a query reads with ``attend: sudoku`` (a cell's row, column and box), or None (Eq. 4)."""
+        return peer_mask(T, device) if self.config.attend == "sudoku" else None
 
     def weights(self, layer: int) -> LayerWeights:
         """The encoders of layer ``layer``: the shared E, Dx, Dy (Eq. 8), or its own with ``unshared_layers``."""
@@ -182,7 +192,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         none = cfg.positional == "none"
         tables = (None, None) if none else rope_tables(cfg.positional, self.freqs, p.start, p.length)
         choice = choose(
-            p,
+            replace(p, mask=self.score_mask(p.length, self.E.device)),
             positional=cfg.positional,
             log_u=self.retention_log(),
             causal=cfg.causal,
@@ -248,7 +258,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
             logits = v_L readout                                               f_d
 
-        With a learned U its u_h; with ``decay_gate`` or the delta rule, their loop `kernels.naive.naive_state_rule`."""
+        With a learned U its u_h; with ``decay_gate`` or the delta rule, their loop `kernels.naive.naive_state_rule`;
+        with ``attend: sudoku``, M also keeps only a cell's peers; ``input_positions: sudoku`` adds grid(t) to v_0."""
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
         if self.training and cfg.dropout > 0:
@@ -257,6 +268,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         t = torch.arange(T, device=idx.device)
         gap = (t.view(-1, 1) - t.view(1, -1)).abs().to(self.E.dtype)  # |t - tau|
         M = (t.view(-1, 1) > t.view(1, -1)) if cfg.causal else torch.ones_like(gap, dtype=torch.bool)  # tau < t
+        if cfg.attend == "sudoku":  # ours: only a cell's row, column and box (bdh.baselines.grid)
+            M = M & peer_mask(T, idx.device)
         log_u = self.retention_log()  # log u_h, the config's or learned
         u = (torch.ones(1, device=gap.device) if log_u is None else torch.exp(log_u)).to(gap.dtype).view(-1, 1, 1)
         MU = M * u**gap  # U^(t - tau) where the mask keeps tau, (h or 1, T, T)
@@ -265,7 +278,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         def R(z: torch.Tensor) -> torch.Tensor:
             return z if cos is None else rope_plain(cfg.positional, z, cos, sin)
 
-        v = self.ln(self.embed(idx)).unsqueeze(1)  # v_0 (B, 1, T, D)
+        h = self.embed(idx) if self.grid is None else self.embed(idx) + self.grid(T)  # ours: + row, column, box
+        v = self.ln(h).unsqueeze(1)  # v_0 (B, 1, T, D)
         for layer in range(cfg.n_layer):
             E, Dx, Dy, Dk = self.weights(layer)
             x = F.relu(v @ Dx)  # x_l (B, h, T, N)

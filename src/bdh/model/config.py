@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..model_api import ModelConfig
+from ..model_api import ModelConfig, complete
 from ..typed_config import bounded, one_of
 from . import recurrence
 from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES, WRITE_KEYS
@@ -30,6 +30,8 @@ STANDARD_ROPE_THETA = 10000.0
 BYTES = {"fp32": 4, "bf16": 2}
 #: the boolean fields that take BDH apart, each off in the official model
 ABLATIONS = ("separate_keys", "ungated", "no_expansion", "unshared_layers")
+#: the fields that tell BDH a board's structure (ours; off in the official model), each with its off value
+BOARD_OPTIONS = {"attend": "all", "input_positions": "none"}
 
 
 def alibi_retention(n_head: int) -> tuple[float, ...]:
@@ -139,10 +141,19 @@ class BDHConfig(ModelConfig):
     # random_depth, deep_supervision: recurrent depth in training, for shared layers (`bdh.model.recurrence`).
     random_depth: tuple[int, int] | None = None  # checked by recurrence.depth_complaint
     deep_supervision: bool = False
+    # ours, for a 9 x 9 board read bidirectionally (causal=false; `bdh.baselines.grid`, `BOARD_OPTIONS`): ``sudoku``
+    # masks the scores q k^T of Eq. 4 to each cell's row, column and box (its 20 peers and itself); ``all``: Eq. 4.
+    attend: str = one_of("all", ("all", "sudoku"))
+    # ours: ``sudoku`` adds a learned row + column + box embedding of each cell to the token's, v_0 = LN(embed(token)
+    # + grid(cell)) (27 D parameters); ``none``: RoPE (``positional``) is the only position BDH reads.
+    input_positions: str = one_of("none", ("none", "sudoku"))
     _n: int = field(init=False, repr=False, compare=False, default=0)
     #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,
     #: not a dataclass field); a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"}) | recurrence.FIELDS
+    #: a section giving one neuron-count field drops the other from the default it completes, and turning
+    #: ``no_expansion`` on (which fixes n) drops both (`bdh.model_api.complete`): the one place this rule lives
+    REPLACES = {SIZE_FIELDS[0]: SIZE_FIELDS[1:], SIZE_FIELDS[1]: SIZE_FIELDS[:1], "no_expansion": SIZE_FIELDS}
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -173,7 +184,7 @@ class BDHConfig(ModelConfig):
     def require_paper_layer(self, what: str, allow: tuple[str, ...] = ()) -> None:
         """A one-line `UserError` naming ``what`` when this config turns on an ablation outside ``allow``: for the
         tools that read the paper's weights (Eq. 8's E, Dx, Dy shared by all layers, keys = queries, the gate)."""
-        extra = [name for name in self.ablations() + self.state_rules() if name not in allow]
+        extra = [name for name in self.ablations() + self.state_rules() + self.board_options() if name not in allow]
         if extra:
             raise UserError(f"{what}: needs the paper's architecture, and this model has {', '.join(extra)}")
 
@@ -182,6 +193,10 @@ class BDHConfig(ModelConfig):
         ``state_write``); () for the paper's state."""
         on = (self.learn_damping, self.decay_gate, self.state_write != "add")
         return tuple(name for name, o in zip(("learn_damping", "decay_gate", "state_write"), on) if o)
+
+    def board_options(self) -> tuple[str, ...]:
+        """The board's structure this config gives BDH (`BOARD_OPTIONS` away from their off values); () for none."""
+        return tuple(name for name, off in BOARD_OPTIONS.items() if getattr(self, name) != off)
 
     @property
     def n_encoders(self) -> int:
@@ -237,6 +252,9 @@ class BDHConfig(ModelConfig):
         self._validate_damping()
         self._validate_state_rules()
         self._check_bool("deep_supervision")
+        for name in self.board_options():
+            if self.causal:
+                self._fail(name, "sudoku reads the whole board at once; it needs causal=false")
         shared = not self.unshared_layers
         if (bad := recurrence.depth_complaint(self.random_depth, self.deep_supervision, shared)) is not None:
             self._fail(*bad)
@@ -286,31 +304,18 @@ class BDHConfig(ModelConfig):
     def num_params(self) -> int:
         """Trainable parameters: 3 n D + 2 V D (paper section 3.2: E, Dx, Dy plus embedding and readout); with
         the ablations, (3 or 4 with D_k) n D per weight set, times L for ``unshared_layers``; plus h for
-        ``learn_damping`` and h (D + 1) each for ``decay_gate`` and the delta ``state_write`` (shared by layers)."""
+        ``learn_damping`` and h (D + 1) each for ``decay_gate`` and the delta ``state_write`` (shared by layers); 27 D
+        for ``input_positions: sudoku``."""
         rules = self.learn_damping + (self.decay_gate + (self.state_write == "delta")) * (self.n_embd + 1)
         encoders = self.weight_sets * self.n_encoders * self.n * self.n_embd
-        return encoders + 2 * self.vocab_size * self.n_embd + rules * self.n_head
+        grid = 27 * self.n_embd if self.input_positions == "sudoku" else 0  # row, column and box tables
+        return encoders + 2 * self.vocab_size * self.n_embd + rules * self.n_head + grid
 
     def state_size(self) -> int:
         """Scalars of recurrent state rho per layer: h heads x N x D = n D (paper section 4.1)."""
         return self.n * self.n_embd
 
     # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
-    @classmethod
-    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
-        ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
-        drops both: the one place this rule lives."""
-        merged = dict(fields)
-        for given, other in (SIZE_FIELDS, SIZE_FIELDS[::-1]):
-            if changes.get(given) is not None:
-                merged.pop(other, None)
-        if changes.get("no_expansion") is True:
-            for name in SIZE_FIELDS:
-                merged.pop(name, None)
-        merged.update(changes)
-        return merged
-
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
     ) -> int:
@@ -343,7 +348,7 @@ class BDHConfig(ModelConfig):
 
     def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""
-        return BDHConfig.from_dict(BDHConfig.merge(self.to_dict(), changes))
+        return BDHConfig.from_dict(complete(BDHConfig, self.to_dict(), changes))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -31,6 +31,9 @@ class Pass:
     inplace: bool = False  # update the given state in place (inference, no autograd).
     detach_kv: bool = False  # cut the gradient through keys and values (paper section 7.2).
     hooked: bool = False  # a hook reads the activations (y must be the gate's output before dropout).
+    # the pairs (t, tau) of the T x T scores a query reads (T, T, bool; ours: a board's peers, ``attend: sudoku``), or
+    # None: all those of ``causal``. Only the bidirectional parallel forms (``parallel``, ``shared-keys``) take one.
+    mask: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Choice:
     dropout: float
     # the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``.
     state_rule: str = "plain"
+    mask: torch.Tensor | None = field(default=None, repr=False, compare=False)  # the pass's (`Pass.mask`)
 
     @property
     def native(self) -> bool:
@@ -125,7 +129,7 @@ def choose(
         ("encode",    "heads-relu",       True),                                          # dispatch.py
     ]  # fmt: skip
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
-    chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv)  # the pass's options
+    chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv, mask=p.mask)  # the pass's
     return Choice(
         positional=positional,
         rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling
@@ -140,6 +144,8 @@ def choose(
 
 def check(p: Pass, causal: bool, log_u, state_rule: str = "plain") -> None:
     """Refuse a pass that no kernel computes, in one line."""
+    if p.mask is not None and (causal or p.mode != "parallel" or state_rule in ("gated", "delta")):
+        raise UserError("BDH: a score mask (attend: sudoku) needs bidirectional attention in mode 'parallel'")
     if p.mode not in MODES:
         raise UserError(f"BDH: mode must be one of {', '.join(MODES)}; got {p.mode!r}")
     if not causal and p.mode != "parallel":

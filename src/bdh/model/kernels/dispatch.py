@@ -159,7 +159,7 @@ def _pass_options(attention: Attention, c: Choice) -> Attention:
 
 
 def _parallel(c: Choice) -> Attention:
-    return partial(parallel, log_u=c.log_u, need_state=c.need_state, causal=c.causal)
+    return partial(parallel, log_u=c.log_u, need_state=c.need_state, causal=c.causal, mask=c.mask)
 
 
 def _recurrent(c: Choice) -> Attention:
@@ -185,7 +185,7 @@ def _state_rule(form: str) -> Callable[[Choice], Attention]:
 #: (`bdh.model.state_rules`). A new kernel: its row in `choose` and its entry here.
 ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "parallel": _parallel,  # pytorch/attention.py
-    "shared-keys": lambda c: _shared_keys(_parallel(c), c.log_u, c.causal),  # pytorch/shared_keys.py
+    "shared-keys": lambda c: _shared_keys(_parallel(c), c.log_u, c.causal, c.mask),  # pytorch/shared_keys.py
     "chunked": _chunked(chunked),  # pytorch/attention.py
     "chunked-lean": _chunked(chunked_lean),  # pytorch/chunked_lean.py
     "chunked-triton": _chunked(_triton.chunked_triton),  # triton/chunked.py
@@ -207,10 +207,10 @@ def _sparse(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor) -> tuple[Tensor, 
     return sparse_attention(q, v, state, k), state
 
 
-def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attention:
+def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool, mask: Tensor | None = None) -> Attention:
     """`shared_key_attention` where the keys are the queries (no state in, none out: `choose` checks); keys of
-    their own (``separate_keys``) take the plain parallel form. The weights W of the T x T scores are computed
-    once per pass and dtype (every layer has the same)."""
+    their own (``separate_keys``) take the plain parallel form. The weights W of the T x T scores (zero outside
+    ``mask``) are computed once per pass and dtype (every layer has the same)."""
     weights: dict = {}
 
     def attention(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -218,7 +218,7 @@ def _shared_keys(plain: Attention, log_u: Tensor | None, causal: bool) -> Attent
             return plain(q, k, v, state=state)
         key = (q.shape[2], q.dtype, q.device)
         if key not in weights:
-            weights[key] = causal_weights(log_u, q.shape[2], causal, q.device, q.dtype)
+            weights[key] = causal_weights(log_u, q.shape[2], causal, q.device, q.dtype, mask)
         return shared_key_attention(q, v, weights[key]), None
 
     return attention

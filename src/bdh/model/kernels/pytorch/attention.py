@@ -22,7 +22,9 @@ earlier tokens) and to return the state after the block:
 * ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
 
 ``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,
-damped by u^|t - tau|); it has no state, so only the parallel form supports it.
+damped by u^|t - tau|); it has no state, so only the parallel form supports it. The parallel form also takes a
+``mask`` (T, T) of the pairs (t, tau) a query may read (ours: a board's peers, `BDHConfig.attend`), the scores
+outside it zero.
 
 `bdh.model.kernels.naive` holds the obviously-correct double loop these are tested against.
 """
@@ -60,22 +62,39 @@ def decay_matrix(log_u: torch.Tensor, T: int, causal: bool = True) -> torch.Tens
     return torch.exp(log_u.view(-1, 1, 1) * gap.abs())
 
 
-def causal_weights(log_u: torch.Tensor | None, T: int, causal: bool, device, dtype) -> torch.Tensor | None:
+def causal_weights(
+    log_u: torch.Tensor | None, T: int, causal: bool, device, dtype, mask: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """The weights W that multiply the T x T scores: the strict lower triangle (damped by u^(t - tau) when
-    ``log_u`` is given), u^|t - tau| for bidirectional attention, or None (bidirectional, undamped)."""
+    ``log_u`` is given), u^|t - tau| for bidirectional attention, or None (bidirectional, undamped); zero outside
+    ``mask`` (T, T) when given."""
     if log_u is not None:
-        return decay_matrix(log_u, T, causal).to(dtype)
-    if causal:
-        return torch.ones(T, T, device=device, dtype=dtype).tril_(-1).unsqueeze(0)
-    return None
+        W = decay_matrix(log_u, T, causal).to(dtype)
+    elif causal:
+        W = torch.ones(T, T, device=device, dtype=dtype).tril_(-1).unsqueeze(0)
+    else:
+        W = None
+    if mask is None:
+        return W
+    allowed = mask.to(device=device, dtype=dtype).unsqueeze(0)
+    return allowed if W is None else W * allowed
 
 
-def scores(q: torch.Tensor, k: torch.Tensor, log_u: torch.Tensor | None = None, causal: bool = True) -> torch.Tensor:
-    """The attention scores (B, H, T, T): u^(t - tau) (q_t . k_tau) on the strict lower triangle (Eq. 4)."""
+def scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    log_u: torch.Tensor | None = None,
+    causal: bool = True,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The attention scores (B, H, T, T): u^(t - tau) (q_t . k_tau) on the strict lower triangle (Eq. 4), zero
+    outside ``mask`` (T, T, bool) when given."""
     s = q @ k.mT
     if log_u is None:
-        return s.tril(diagonal=-1) if causal else s
-    return s * decay_matrix(log_u, q.shape[2], causal).to(s.dtype)
+        s = s.tril(diagonal=-1) if causal else s
+    else:
+        s = s * decay_matrix(log_u, q.shape[2], causal).to(s.dtype)
+    return s if mask is None else s.masked_fill(~mask, 0)
 
 
 def _block(
@@ -86,10 +105,11 @@ def _block(
     state: torch.Tensor | None,
     need_state: bool,
     causal: bool,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Parallel form on one block, optionally starting from and returning a carried state."""
     T = q.shape[2]
-    out = scores(q, k, log_u, causal) @ v
+    out = scores(q, k, log_u, causal, mask) @ v
     if state is not None:
         # a_t += u^t q_t^T S0 for local t = 0 .. T-1 (S0 is the state after the previous token)
         if log_u is None:
@@ -121,12 +141,17 @@ def parallel(
     state: torch.Tensor | None = None,
     need_state: bool = False,
     causal: bool = True,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None)."""
+    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None). ``mask`` (T, T, bool): the
+    pairs a query reads (bidirectional only: a state cannot honour it)."""
     _check(q, k, v, state)
     if not causal and (state is not None or need_state):
         raise UserError("linear attention: bidirectional attention has no recurrent state")
-    return _block(q, k, v, log_u, state, need_state, causal)
+    T = q.shape[2]
+    if mask is not None and (causal or mask.shape != (T, T) or mask.dtype != torch.bool):
+        raise UserError(f"linear attention: a mask is a ({T}, {T}) bool tensor of bidirectional attention")
+    return _block(q, k, v, log_u, state, need_state, causal, mask)
 
 
 def chunked(
