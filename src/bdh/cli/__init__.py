@@ -1,9 +1,8 @@
-"""The ``bdh`` command line. Thin: it parses, calls the library, prints.
+"""The ``bdh`` command line: it parses, calls the library, prints.
 
-Each command group's module has a ``register(subparsers)``; a command is ``args.func(args) -> int``. A
-`bdh.errors.UserError` (or an OS error on a file the user named) is one line on stderr, exit status 2; anything
-else is a bug: one line, exit status 1, its traceback saved to a file (``bdh --debug`` prints it).
-"""
+Each group's module has ``register(subparsers)``; a command is ``args.func(args) -> int``. A `UserError` (or an OS error
+on a named file) is one line, exit 2; anything else is a bug: one line, exit 1, its traceback saved (``bdh --debug``
+prints it)."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ _LEAF = "_bdh_subcommand_parser"
 
 
 class _Parser(argparse.ArgumentParser):
-    """Errors as one line; no abbreviated flags (``--temperature`` must not stand for ``--temperatures``);
-    defaults shown; an Examples section from `examples.EXAMPLES`."""
+    """One-line errors, no abbreviated flags, defaults shown, an Examples section from `examples.EXAMPLES`."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
@@ -89,8 +87,7 @@ class _Parser(argparse.ArgumentParser):
             self.epilog = examples.epilog(self.prog)
 
     def error(self, message: str) -> None:  # one line instead of usage + message
-        """argparse's error as one line; a mistyped choice (a command: ``bdh trian``) gets the nearest choice
-        suggested, as a mistyped flag does (`bdh.errors.did_you_mean`)."""
+        """argparse's error as one line, a mistyped choice (``bdh trian``) with the nearest suggested."""
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
         if choice:
             known = [c.strip().strip("'") for c in choice.group(2).split(",")]
@@ -105,8 +102,7 @@ class _Parser(argparse.ArgumentParser):
         return namespace, extras
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
-        """argparse's, with an unknown flag named by the subcommand that was given it: the nearest of its flags
-        suggested (`bdh.errors.did_you_mean`) and its own help pointed to."""
+        """argparse's, an unknown flag named by its subcommand with the nearest flag suggested."""
         namespace, extras = self.parse_known_args(args, namespace)
         leaf = vars(namespace).pop(_LEAF, self)
         if extras:
@@ -154,8 +150,7 @@ def _report_bug(exc: BaseException) -> str:
 
 
 def _one_line_warnings(show: Any) -> Any:
-    """`warnings.showwarning` while a command runs: a `bdh.errors.ConfigWarning` as one line on stderr, any other
-    warning as ``show`` shows it."""
+    """`warnings.showwarning` while a command runs: a `ConfigWarning` as one line, others as ``show`` shows them."""
 
     def shown(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, ConfigWarning):
@@ -167,9 +162,7 @@ def _one_line_warnings(show: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bdh`` console script; returns the exit status: 0 done, 2 a mistake in the input,
-    1 a bug, 128 + the signal when interrupted (`interrupts`). A command sees its own arguments as ``args.argv``.
-    """
+    """The ``bdh`` console script: 0 done, 2 a mistake in the input, 1 a bug, 128 + the signal when interrupted."""
     parser = build_parser()
     debug = os.environ.get("BDH_DEBUG", "") not in ("", "0")
     try:

@@ -1,9 +1,4 @@
-"""``bdh bench SUITE``: side-by-side benchmark suites of BDH and the baselines.
-
-The suites are those of the registry (`bdh.registry.BUILTIN_SUITES`, `register_suite`): a suite's help is its
-module docstring's first paragraph, its own flags its module's ``FLAGS`` (a sweep field -> ``argparse`` options),
-and a suite that generates its data has ``make_data`` (`bdh.bench.spec` lists what a suite module has).
-"""
+"""``bdh bench SUITE``: the registry's suites, each helped by its docstring's first paragraph, with its ``FLAGS``."""
 
 from __future__ import annotations
 

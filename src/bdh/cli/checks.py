@@ -1,8 +1,6 @@
-"""One validation of user-facing values for every command, run before any work: argparse types that refuse a
-value at parse time naming the flag (``argument --temperature: must be a finite number >= 0, got 'nan'``),
-``--device``, prompts as bytes, ``--overwrite``, the model folder a command loads, and flags generated from a
-config's fields.
-"""
+"""One validation of user-facing values for every command, before any work: argparse types naming the flag (``argument
+--temperature: must be a finite number >= 0, got 'nan'``), devices, prompts, the model folder, and flags made from a
+config's fields."""
 
 from __future__ import annotations
 
@@ -85,9 +83,7 @@ def temperature(text: str) -> float:
 
 
 def declared_integer(config_class: type, name: str) -> Callable[[str], int]:
-    """An argparse type: an integer within the range declared on ``config_class``'s field ``name``
-    (`bdh.typed_config.bounded`), written plainly or as ``1.2e6``; anything else is refused naming the range
-    (``argument --steps: must be an integer in [1, 10000000], got '1e15'``)."""
+    """An argparse type: an integer (``1.2e6`` too) within the range declared on ``config_class``'s field ``name``."""
     from bdh.typed_config import declared_ranges
 
     (declared,) = [d for d in declared_ranges(config_class) if d.name == name]
@@ -132,8 +128,8 @@ def add_prompt(parser: argparse._ActionsContainer, help: str) -> None:
 
 
 def prompt_bytes(args: argparse.Namespace, default: bytes | None = None, max_bytes: int | None = None) -> bytes | None:
-    """The prompt as bytes: ``--prompt`` as the shell passed it (``os.fsencode`` undoes Python's decoding, so
-    bytes that are not UTF-8 survive) or the contents of ``--prompt-file``; ``default`` when neither is given."""
+    """``--prompt`` as the shell passed it (``os.fsencode``: any bytes), or ``--prompt-file``'s contents,
+    or ``default``."""
     if getattr(args, "prompt_file", None) is not None:
         from bdh.outputs import input_file
 
@@ -158,8 +154,7 @@ def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output") -> 
 
 
 def field_help(config_class: type) -> dict[str, str]:
-    """The first sentence of each field's comment in a config class's source: the comment lines right above the
-    field, then the one after it on its line (nanoGPT's ``out_dir = 'out'  # ...``)."""
+    """The first sentence of each field's comment (the lines above it, then the one after it on its line)."""
     source = textwrap.dedent(inspect.getsource(config_class))
     comments: dict[int, tuple[str, bool]] = {}  # line -> (text, alone on its line)
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -179,11 +174,8 @@ def field_help(config_class: type) -> dict[str, str]:
 
 
 def config_flags(parser: argparse._ActionsContainer, config_class: type, names: list[str]) -> None:
-    """Add ``--field-name`` flags for fields of a `bdh.typed_config.TypedConfig` dataclass: each value read as a
-    ``--set`` value is (`TypedConfig.field_value`) and refused at parse time under the flag's name; a declared
-    `bdh.typed_config.one_of` gives ``choices``, the field's comment the help (`field_help`). A flag
-    left out is None (`config_values`); ranges and cross-field rules are checked when the config is built
-    (`flag_errors` names the flag)."""
+    """Add ``--field-name`` flags for the fields of a `TypedConfig`, each read as a ``--set`` value and refused at parse
+    time; `one_of` gives ``choices``, the field's comment the help. A flag left out is None (`config_values`)."""
     from bdh.typed_config import declared_ranges
 
     helps = field_help(config_class)
@@ -200,8 +192,7 @@ def config_flags(parser: argparse._ActionsContainer, config_class: type, names: 
 
 
 def _field_type(config_class: type, name: str) -> Callable[[str], Any]:
-    """An argparse type: the value of ``config_class``'s field ``name`` (`TypedConfig.field_value`), its refusal
-    an `argparse.ArgumentTypeError` (argparse names the flag)."""
+    """An argparse type: the value of ``config_class``'s field ``name`` (`TypedConfig.field_value`)."""
 
     def parse(text: str) -> Any:
         try:
@@ -220,8 +211,7 @@ def config_values(args: argparse.Namespace, names: list[str]) -> dict:
 
 @contextlib.contextmanager
 def flag_errors(config_class: type, given: dict):
-    """Report a config's refusal of a value given as a `config_flags` flag under the flag's name:
-    ``BDHConfig.n_head: must be ...`` becomes ``argument --n-head: must be ...``."""
+    """A config's refusal under the flag's name: ``BDHConfig.n_head: ...`` becomes ``argument --n-head: ...``."""
     try:
         yield
     except UserError as exc:
@@ -233,17 +223,14 @@ def flag_errors(config_class: type, given: dict):
 
 
 def checked_model_dir(source: str | os.PathLike, checkpoint: str | None = None) -> Path:
-    """The model folder a command loads for ``source`` (a run or model folder; ``checkpoint``: a step-N of the
-    run), by `bdh.train.run.checkpoint.resolve_model_dir`: damaged files refused, checksums verified. Every command
-    that loads weights finds its folder here and loads it with `load_model`."""
+    """The model folder to load for ``source`` (``checkpoint``: a step-N), checksums verified: every command's."""
     from bdh.train.run.checkpoint import resolve_model_dir
 
     return resolve_model_dir(source, checkpoint)
 
 
 def load_model(folder: Path, map_location: Any = "cpu", announce: bool = True, **runtime: Any) -> Any:
-    """The model of a folder from `checked_model_dir` (`bdh.model.io.load_pretrained`), the folder named on
-    stdout once it has loaded (`announce_loaded`; ``announce=False``: the caller names it, or says it otherwise)."""
+    """The model of a `checked_model_dir` folder, the folder named once loaded (unless ``announce=False``)."""
     from bdh.model.io import load_pretrained
 
     model = load_pretrained(folder, map_location=map_location, **runtime)

@@ -1,11 +1,7 @@
-"""``bdh completion bash|zsh``: a shell completion script, generated from the parser itself.
+"""``bdh completion bash|zsh``: a static shell completion script generated from the parser itself.
 
-    eval "$(bdh completion bash)"            # in ~/.bashrc
-    eval "$(bdh completion zsh)"             # in ~/.zshrc (through zsh's bash compatibility)
-
-The script is static (no Python runs on <TAB>): it knows every command, sub-command and flag of this
-version of ``bdh``; a flag's value and positional arguments complete as file names.
-"""
+eval "$(bdh completion bash)"            # in ~/.bashrc
+eval "$(bdh completion zsh)"             # in ~/.zshrc (through zsh's bash compatibility)"""
 
 from __future__ import annotations
 

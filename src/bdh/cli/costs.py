@@ -1,7 +1,5 @@
-"""What each choice of ``bdh experiment --help`` and ``bdh bench --help`` costs: the wall time of its CPU default
-on the documented 2-core machine, rounded. The measurements are in docs/experiments.md ("What each experiment
-costs") and docs/bench.md ("Run time of the CPU defaults"), whose "--help says" columns hold these words
-(tests/cli/test_help.py keeps them equal). A suite or experiment registered from outside has none."""
+"""The cost ``bdh experiment --help`` and ``bdh bench --help`` give each choice: the words of the "--help says" columns
+of docs/experiments.md and docs/bench.md (tests/cli/test_help.py keeps them equal)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""``bdh dmft``: the mean-field lab (dynamical mean-field theory of self-attention, Poc-López & Aguilera 2024).
-
-bdh dmft bifurcation --beta 0:3:401 --out DIR     beta sweep: bifurcation diagram + lambda_1(beta)
-bdh dmft trajectory --beta 1.27 --out DIR         one (or a few) beta: phase portrait, ACF, spectrum
-bdh dmft convergence --out DIR                    finite-size network vs mean field against N
-bdh dmft probe RUN_DIR                            a trained BDH as a dynamical system (temperature sweep)
-"""
+"""``bdh dmft``: the mean-field lab (dynamical mean-field theory of self-attention, Poc-López & Aguilera 2024)."""
 
 from __future__ import annotations
 
@@ -17,9 +11,8 @@ from .checks import add_overwrite, checked_model_dir, declared_integer, integer,
 
 
 def _count(name: str, config: str = "bdh.dmft.experiments:RunLength"):
-    """The argparse type of a count of a mean-field run: the range declared on ``config``'s field ``name``
-    (`bdh.dmft.experiments.RunLength`, `bdh.dmft.probe.ProbeConfig`), imported when a value is read: building
-    the help imports neither numpy nor torch."""
+    """The argparse type of a count: the range declared on ``config``'s field ``name``, imported only to read
+    a value."""
 
     def parse(text: str) -> int:
         import importlib

@@ -1,5 +1,4 @@
-"""``bdh eval`` and ``bdh runs``: what a trained run achieves on held-out data, and the run folders with their
-progress and best metrics."""
+"""``bdh eval`` and ``bdh runs``: a trained run on held-out data, and the run folders with their best metrics."""
 
 from __future__ import annotations
 
@@ -114,8 +113,7 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Score a run's model on its validation split (or --data), windows independent or the state carried
-    (`bdh.analysis.evaluation.run.open_eval`): the plan's lines, then its numbers."""
+    """Score a run's model (`open_eval`) and print the plan's lines, then its numbers."""
     from bdh.analysis.evaluation.run import open_eval
 
     reading = dict(batches=args.batches, full=args.full, batch_size=args.batch_size, length=args.length)

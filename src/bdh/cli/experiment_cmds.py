@@ -1,10 +1,5 @@
-"""``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, end to
-end; each writes ``report.md``, ``results.json``, figures and ``runs/`` into ``--out``.
-
-    bdh experiment merge --out DIR                   the CPU default (its cost: bdh experiment --help)
-    bdh experiment no-bptt --quick --out DIR         a smoke test of a minute or two
-    bdh experiment scaling --out DIR --resume        continue a ladder, reusing the runs already finished
-"""
+"""``bdh experiment NAME``: the paper's section 4.2, 6.3 and 7 experiments and the comparisons around them, each writing
+``report.md``, ``results.json``, figures and ``runs/`` into ``--out``."""
 
 from __future__ import annotations
 
@@ -84,9 +79,7 @@ def _usage() -> int:
 
 
 def resolve_config(module: Any, quick: bool, overrides: list[str], full: bool = False) -> Any:
-    """The experiment's config: its default (or ``quick``, or ``full``) with the ``--set field=value`` overrides
-    (`bdh.typed_config.parse_override`, the syntax of every ``--set``); the config converts the values to its
-    fields' types and checks them (`TypedConfig._coerce`)."""
+    """The experiment's config (default, ``quick`` or ``full``) with the ``--set field=value`` overrides, checked."""
     from bdh.typed_config import apply_overrides
 
     from .checks import UsageError
@@ -107,8 +100,7 @@ def _log(message: str) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    """Run the experiment (`bdh.experiments.launch.run_experiment`) and print its summary, or on an interruption
-    of one that can continue, the line that says how to continue it."""
+    """Run the experiment and print its summary, or after an interruption the line that says how to continue."""
     from bdh.experiments.launch import default_out, run_experiment
     from bdh.outputs import DiskFull
 

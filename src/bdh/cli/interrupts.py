@@ -1,8 +1,5 @@
-"""Interrupted commands: the same exit status after the same signal for every command (128 + the signal, as a
-shell reports it), and for the commands that can continue one line saying what was kept and how to continue.
-`terminate_raises` makes SIGTERM raise like SIGINT, so ``finally`` blocks run on both (atomic writes rolled
-back, locks released).
-"""
+"""Interrupted commands: exit status 128 + the signal for every command, and one line saying how to continue;
+`terminate_raises` makes SIGTERM raise like SIGINT, so ``finally`` blocks run."""
 
 from __future__ import annotations
 
@@ -41,9 +38,8 @@ def signal_name(exc: KeyboardInterrupt) -> str:
 
 
 def continue_command(argv: Sequence[str], out: str | Path) -> str:
-    """The command that continues an interrupted ``bdh ARGV`` writing into ``out``: the same arguments without
-    ``--overwrite``/``--force`` (they would empty the folder), with ``--out OUT`` and ``--resume``; quoted for
-    a POSIX shell."""
+    """``bdh ARGV`` continued into ``out``: without ``--overwrite``/``--force``, with ``--out OUT
+    --resume``, shell-quoted."""
     words, skip = [], False
     for word in argv:
         if skip:
@@ -61,8 +57,8 @@ def continue_command(argv: Sequence[str], out: str | Path) -> str:
 
 
 def report(what: str, exc: KeyboardInterrupt, kept: str, argv: Sequence[str], out: str | Path) -> int:
-    """One line on stderr for an interrupted ``what`` that can continue: the signal, what was ``kept`` and the
-    command that continues (`continue_command`); returns the exit status (`bdh.errors.exit_status`)."""
+    """One line for an interrupted ``what``: the signal, what was ``kept``, the command that continues; the
+    exit status."""
     print(
         f"bdh: {what} interrupted ({signal_name(exc)}); {kept}; continue with: {continue_command(argv, out)}",
         file=sys.stderr,

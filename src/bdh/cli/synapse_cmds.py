@@ -1,11 +1,5 @@
-"""``bdh synapses RUN_DIR``: search a trained BDH for monosemantic synapses (paper section 6.3, Figs. 12-13).
-
-    bdh synapses runs/my-run --concept currency --out reports/synapses
-    bdh synapses runs/my-run --layer 2 --head 1 --language en --second-language fr --search 200 --heldout 50
-
-The model should have been trained on ``bdh corpus``'s translation stream (same ``--lexicon-seed``). The search,
-tests, nulls and figures are those of ``bdh experiment synapses`` (`bdh.experiments.synapses`).
-"""
+"""``bdh synapses RUN_DIR``: search a trained BDH for monosemantic synapses (paper section 6.3, Figs. 12-13), as ``bdh
+experiment synapses`` does, on a model trained on ``bdh corpus``'s stream (same ``--lexicon-seed``)."""
 
 from __future__ import annotations
 

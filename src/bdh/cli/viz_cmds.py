@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 def _add_model_and_input(
     p: argparse.ArgumentParser, run_help: str, prompt_help: str, board_help: str, sudoku_help: str
 ) -> None:
-    """The arguments ``viz`` and ``plot`` share: RUN_DIR, --checkpoint, and one input to read (--prompt, --tokens,
-    --board or --sudoku)."""
+    """The arguments ``viz`` and ``plot`` share: RUN_DIR, --checkpoint and one input."""
     p.add_argument("run", metavar="RUN_DIR", help=run_help)
     p.add_argument("--checkpoint", help="a checkpoint of the run, e.g. step-1000")
     src = p.add_mutually_exclusive_group()
@@ -151,9 +150,7 @@ def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
 
 
 def _done(folder: Path | None, summary: str) -> None:
-    """What a viz or plot command says once its output is written: the model folder it read on stderr, as
-    bdh generate names it (after every check, so that a mistake stays a one-line error), and on stdout what
-    it wrote (the line a script reads)."""
+    """The model folder on stderr (after every check), and what was written on stdout (the line a script reads)."""
     if folder is not None:
         announce_loaded(folder, sys.stderr)
     print(summary, flush=True)
