@@ -1,4 +1,5 @@
-"""The delta rule's and the gate's Triton kernels (`bdh.model.kernels.triton.delta_jit`, `gate_jit`) compiled the way a
+"""The delta rule's, the gate's and the generation step's Triton kernels (`bdh.model.kernels.triton.delta_jit`,
+`gate_jit`, `step_jit`) compiled the way a
 launch on an H100 / H200 would (sm_90) at paper size (N = 8,192, D = 256, chunks of 64, bf16), in a process of its own
 without the interpreter, within Hopper's shared memory, and ptxas (-v) reporting no register spilled. The
 interpreter does not compile: this does. (The chunked attention's kernels: tests/model/test_chunked_triton.py.)"""
@@ -17,13 +18,14 @@ import torch, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
-from bdh.model.kernels.triton import delta_jit as K, gate_jit as G
+from bdh.model.kernels.triton import delta_jit as K, gate_jit as G, step_jit as S
 from bdh.model.kernels.triton.chunked import NUM_WARPS
 from bdh.model.kernels.triton.delta import _plan
-from bdh.model.kernels.triton import gate
+from bdh.model.kernels.triton import gate, step
 
 POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
 LOW = {"q_ptr", "k_ptr", "v_ptr", "out_ptr", "dq_ptr", "dk_ptr"}  # in the inputs' dtype; every other tensor in ACC
+STEP_LOW = {"q_ptr", "k_ptr", "v_ptr"}  # the generation step: the state, its partial reads and u in fp32
 PTXAS = get_ptxas(90).path  # the ptxas Triton compiles sm_90 with (run below with its register allocation flag)
 spilled = []
 for name in sys.argv[1:]:
@@ -40,11 +42,13 @@ for name in sys.argv[1:]:
         (K.grad_keys_kernel, {}, {}, NUM_WARPS),
         (G.gate_kernel, drop, p, gate.NUM_WARPS),
         (G.gate_backward_kernel, drop, p, gate.NUM_WARPS),
+        (S.step_kernel, dict(SHARED=True, HAS_U=True, BN=step.BN, BD=64), {}, step.NUM_WARPS),
     ]
     for fn, own, scalars, warps in kernels:
         names = fn.arg_names
         constants = {n: v for n, v in {**plan.constants(), **own}.items() if n in names}
-        low = LOW if fn.__module__.endswith("delta_jit") else set(n for n in names if n.endswith("_ptr"))
+        low = {"delta_jit": LOW, "step_jit": STEP_LOW}.get(fn.__module__.rsplit(".", 1)[-1])
+        low = set(n for n in names if n.endswith("_ptr")) if low is None else low
         pointer = {n: x if n in low else acc for n in names if n.endswith("_ptr")}
         signature = {n: "constexpr" if n in constants else pointer.get(n, scalars.get(n, "i32")) for n in names}
         src = ASTSource(fn=fn, signature=signature, constexprs={(names.index(n),): v for n, v in constants.items()})
@@ -68,5 +72,6 @@ print("compiled")
 
 
 def test_the_kernels_compile_for_hopper_without_spilling():
-    """Every kernel of a bf16 training step (the delta rule forward and backward, the gate with dropout)."""
+    """Every kernel of a bf16 training step (the delta rule forward and backward, the gate with dropout), and the
+    generation step's (bf16 queries, fp32 state)."""
     print(compile_without_interpreter(AHEAD_OF_TIME, "bfloat16"))
