@@ -1,7 +1,7 @@
 """``bdh bench boardpath``: BDH, GPT and Hyper-SET on shortest paths through boards with walls.
 
-Board size x model width x learning rate x seed on one fixed pool of boards per size; the best learning rate by
-path validity (ties: cell accuracy). The reference row predicts no path (`bdh.bench.trivial`)."""
+Board size x width x learning rate x seed on one pool of boards per size; the best rate by path validity (ties: cell
+accuracy); the reference row predicts no path."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from .spec import QUICK, RunSpec, SuiteDef, Trivial, redefault
 
 @dataclass
 class BoardPathSweep(BoardSweep):
-    """The board-pathfinding sweep: the fields of `BoardSweep`, plus ``board_sizes`` (board sides S, S^2 tokens) and
-    ``wall_prob`` (the share of walls on a board)."""
+    """`BoardSweep`'s fields plus ``board_sizes`` (sides S, S^2 tokens) and ``wall_prob`` (the share of walls)."""
 
     suite = "boardpath"
 

@@ -1,8 +1,6 @@
-"""The engine of every sweep of training runs: ``bdh bench``'s suites (and `bdh.experiments.relatives`) and
-`bdh.experiments.scaling`. A run's spec has a stable ``key()`` (its result's identity) and a ``run_name()``; `fit`
-trains one, a ledger records the finished ones for resume (`TableLedger`: ``runs.csv``; the scaling experiment's
-`RunLedger`: a ``result.json`` per run folder), and `train_all` trains the rest, one after the other or ``jobs`` at
-once."""
+"""The engine of every sweep of training runs (``bdh bench``, relatives, scaling): a spec's ``key()`` and
+``run_name()``, `fit` to train one, a ledger of the finished ones for resume (`TableLedger`, `RunLedger`), and
+`train_all` for the rest, serially or ``jobs`` at once."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class Ledger(Protocol):
 
 
 class TableLedger:
-    """One table of result rows (the bench's ``runs.csv``), rewritten with every finished run; ``rows`` kept include
-    those of runs no longer swept, ``key_of`` gives a row's key (its spec's ``key()``)."""
+    """One table of result rows (``runs.csv``) rewritten per finished run; ``key_of`` gives a row's key."""
 
     def __init__(self, path: Path, rows: list[Row], key_of: Callable[[Row], Hashable], columns: Sequence[str]) -> None:
         self.path, self.rows, self.columns = Path(path), rows, list(columns)
@@ -62,8 +59,7 @@ class TableLedger:
 
 
 def fit(config: Any, interrupted: type[Interrupted] = Interrupted) -> Any:
-    """Train ``config`` (a `RunConfig`) with the public trainer and return its `TrainResult`; a run stopped by
-    SIGINT/SIGTERM raises ``interrupted`` (an `Interrupted`) with the signal's name."""
+    """Train ``config`` with the public trainer; a run stopped by SIGINT/SIGTERM raises ``interrupted``."""
     import bdh.train
 
     result = bdh.train.train(config)
@@ -84,8 +80,7 @@ def clear(run_dir: Path) -> None:
 
 
 def train_fresh(spec: Any, run_dir: Path, ledger: Ledger, train: Callable[[Any, Path], Row]) -> Row:
-    """Train ``spec`` into ``run_dir`` with ``train(spec, run_dir)`` (a folder left by an interrupted attempt is
-    removed first) and record its row in ``ledger``; returns the row."""
+    """Train ``spec`` into a cleared ``run_dir`` and record its row in ``ledger``; returns the row."""
     clear(run_dir)
     row = train(spec, run_dir)
     ledger.add(spec, run_dir, row)
@@ -113,9 +108,8 @@ def train_all(
     on_done: Callable[[int, Any, Row], None] = lambda i, spec, row: None,
     interrupted: type[Interrupted] = Interrupted,
 ) -> None:
-    """Train every spec into ``run_dir(spec)`` (started anew) and record its row in ``ledger`` as it finishes, one after
-    the other or ``jobs`` at once in worker processes (``train`` then picklable). ``on_start(i, spec)`` and
-    ``on_done(i, spec, row)`` run in this process, which alone writes the ledger."""
+    """Train every spec anew and record its row as it finishes, serially or ``jobs`` at once (``train`` picklable);
+    ``on_start`` and ``on_done`` run here, which alone writes the ledger."""
     if jobs <= 1 or len(specs) <= 1:
         for i, spec in enumerate(specs, 1):
             on_start(i, spec)

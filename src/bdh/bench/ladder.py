@@ -1,7 +1,5 @@
-"""The Sudoku suite's ladder of difficulty: every trained model scored on each rung (generated boards with LO-HI
-givens, or a ``puzzle,solution`` CSV file such as Hyper-SET's sudoku-hard or Sudoku-Extreme), beside the trivial row and
-the exact solver (`bdh.tasks.sudoku.solve`: its board accuracy and its ms per board), and the test-time depth sweep
-on every rung (`bdh.tasks.depth.depth_sweep`)."""
+"""The Sudoku suite's ladder of difficulty: every trained model scored on each rung (generated boards of LO-HI givens,
+or a ``puzzle,solution`` CSV), beside the trivial row, the exact solver and the test-time depth sweep."""
 
 from __future__ import annotations
 
@@ -63,8 +61,8 @@ _TASKS: dict[tuple[Rung, int, int], Any] = {}
 
 
 def rung_task(rung: Rung, boards: int, data_seed: int):
-    """The Sudoku task whose validation split holds the rung's boards: the first ``boards`` rows of its CSV, or
-    ``boards`` generated ones from the validation stream of ``data_seed`` (never a training board); kept per process."""
+    """The Sudoku task whose validation split is the rung's ``boards`` (a CSV's first rows, or generated;
+    per process)."""
     from bdh.tasks.sudoku import Sudoku, SudokuConfig
 
     key = (rung, boards, data_seed)
@@ -88,8 +86,7 @@ def score(model: Any, task: Any, batch_size: int, seed: int) -> dict[str, float]
 
 
 def solver_row(task: Any) -> dict[str, float]:
-    """The exact solver on the task's validation boards: board accuracy (its answer equal to the board's solution)
-    and milliseconds per board on this machine."""
+    """The exact solver on the validation boards: board accuracy and milliseconds per board on this machine."""
     from bdh.tasks.sudoku import solve
 
     n, right, start = task.size("val"), 0, time.perf_counter()
@@ -101,8 +98,7 @@ def solver_row(task: Any) -> dict[str, float]:
 
 
 def ladder_rows(results: list[dict[str, Any]], rungs: list[Rung], solver: dict[str, dict[str, float]]) -> list[dict]:
-    """``ladder.csv``: one row per (model, width, rung) of the chosen result rows, board and cell accuracy as mean,
-    min and max over seeds (the trivial row among them), then the exact solver's row per rung."""
+    """``ladder.csv``: per (model, width, rung) board and cell accuracy over seeds, then the solver's row per rung."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((str(r["model"]), str(r["width"])), []).append(r)
@@ -125,8 +121,7 @@ def ladder_rows(results: list[dict[str, Any]], rungs: list[Rung], solver: dict[s
 
 
 def ladder_markdown(rows: list[dict[str, Any]], rungs: list[Rung]) -> str:
-    """``ladder.md``: board accuracy (cell accuracy) per model and rung, mean (min–max) over seeds; the exact
-    solver's row with its ms per board."""
+    """``ladder.md``: board (cell) accuracy per model and rung, mean (min–max) over seeds, and the solver's row."""
     names = [r.name for r in rungs]
     head = "| model | width | " + " | ".join(names) + " |\n|---|---|" + "---:|" * len(names) + "\n"
     by_model: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}

@@ -1,7 +1,5 @@
-"""The models a ``bdh bench`` suite compares, sized to one parameter count: BDH (`REFERENCE`) from the sweep's
-width, every other registered model by its config class's ``for_budget`` (`bdh.sizing.BudgetSized`), and BDH's
-ablated rows (`BDH_VARIANTS`: ``bdh-qk`` ...). What ``models`` may name is read from the registry when a sweep is
-built (`bench_models`), so a model registered at run time is compared too."""
+"""The models a suite compares, sized to one parameter count: BDH (`REFERENCE`) from the width, every other registered
+model by ``for_budget``, BDH's ablated rows (`BDH_VARIANTS`); names read from the registry when a sweep is built."""
 
 from __future__ import annotations
 
@@ -64,9 +62,8 @@ ACCEPTED = (
 
 
 def bench_models() -> tuple[str, ...]:
-    """Every name a suite's ``models`` may give, read from `bdh.registry` when called: the reference, every other model
-    the bench can size (`comparable`), BDH's ablated rows and state variants. The suite checks its own form
-    (`bdh.bench.spec.Sweep.check_models`)."""
+    """Every name a suite's ``models`` may give, from the registry when called: reference, comparable
+    models, variants."""
     from bdh.registry import get_model, names
 
     others = [n for n in names("model") if n != REFERENCE and comparable(get_model(n))]
@@ -79,8 +76,7 @@ def comparable(model_class: type) -> bool:
 
 
 def incomparable(model_class: type) -> str | None:
-    """Why the bench cannot compare a model class with BDH, or None: its config must have ``for_budget`` and the class
-    ``state_size()``."""
+    """Why a model class cannot be compared with BDH (no ``for_budget`` or ``state_size()``), or None."""
     config_class = getattr(model_class, "config_class", None)
     if not callable(getattr(config_class, "for_budget", None)):
         name = getattr(config_class, "__name__", repr(config_class))
@@ -91,8 +87,7 @@ def incomparable(model_class: type) -> str | None:
 
 
 def suite_models(suite: str, *names: str) -> tuple[str, ...]:
-    """``names`` checked against `bench_models`: a one-line `BenchError` naming ``suite`` and what is accepted for
-    a name that is not one of them."""
+    """``names`` checked against `bench_models`: a one-line `BenchError` naming ``suite`` and what is accepted."""
     known = bench_models()
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -106,8 +101,8 @@ def suite_models(suite: str, *names: str) -> tuple[str, ...]:
 def budget_config(
     model: str, params: int, *, vocab_size: int, seq_len: int, n_layer: int, n_head: int, causal: bool, **extra: Any
 ) -> Any:
-    """The config of the registered ``model`` whose parameter count is closest to ``params``: its config class's
-    ``for_budget`` (the protocol `bdh.sizing.BudgetSized`); ``extra``: the model's own options."""
+    """The config of ``model`` with the parameter count closest to ``params`` (``for_budget``; ``extra``:
+    its options)."""
     from bdh.registry import get_model
 
     model_class = get_model(model)
@@ -131,8 +126,7 @@ def sized_section(
     causal: bool,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The model section of one run: BDH at ``width``, or ``model`` sized to BDH's parameter count (`budget_config`)
-    with ``options[model]`` as its own fields; ``seq_len``: the longest length the model sees."""
+    """One run's model section: BDH at ``width``, or ``model`` sized to BDH's count with ``options[model]``."""
     reference = bdh_section(width, n_layer=n_layer, n_head=n_head, neuron_mult=neuron_mult, causal=causal)
     if model == REFERENCE:
         return reference
@@ -167,8 +161,7 @@ def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, caus
 
 
 def variant_section(reference: dict[str, Any], ablation: str, vocab_size: int) -> dict[str, Any]:
-    """BDH's section ``reference`` with ``ablation`` turned on at the same width; the unshared row, which would have L
-    times the encoder parameters, is narrowed to the reference's count (`bdh.model.sizes.match_budget`)."""
+    """BDH's ``reference`` section with ``ablation`` on; the unshared row narrowed to the reference's count."""
     from bdh.model.config import BDHConfig
     from bdh.model.sizes import match_budget
 

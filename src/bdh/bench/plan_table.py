@@ -1,5 +1,4 @@
-"""What ``bdh bench SUITE --dry-run`` prints: the runs of a sweep's plan, one line per model x setting x width
-with its parameter count, and the total (`plan_table`)."""
+"""What ``bdh bench SUITE --dry-run`` prints: one line per model x setting x width with its parameter count."""
 
 from __future__ import annotations
 
@@ -8,9 +7,8 @@ from typing import Any
 
 
 def plan_table(specs: Sequence[Any]) -> str:
-    """The lines of a dry run of ``specs``: each (model, setting, width) once with its parameter count as the run would
-    build it, then how many runs there are (Sudoku's vocabulary and bidirectional reading said here, since its files
-    are written only when it runs)."""
+    """The dry-run lines of ``specs``: each (model, setting, width) with its parameter count as built, then the
+    run count."""
     from bdh.registry import get_task
     from bdh.train.config import build_section_config
 

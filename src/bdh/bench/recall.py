@@ -1,9 +1,8 @@
 """``bdh bench recall``: BDH, GPT and BaseConv on an MQAR sweep (Zoology's protocol, CPU-sized).
 
-Sequence length N x key-value pairs D (4 D <= N) x width x learning rate x seed, each (N, D) on fixed data sets;
-the best learning rate per (model, setting, width), as Zoology reports. With ``eval_length_factor`` k > 1 each
-run is also scored at length k N (``accuracy_longer``). ``models`` may name any registered model with a causal
-form and BDH's ablated rows (docs/bench.md)."""
+Sequence length N x pairs D (4 D <= N) x width x learning rate x seed on fixed data sets; the best rate per
+(model, setting, width), as Zoology reports. ``eval_length_factor`` k > 1 also scores at length k N
+(``accuracy_longer``); docs/bench.md."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ MODELS = ("bdh", "gpt", "baseconv")
 
 @dataclass
 class RecallSweep(Sweep):
-    """The MQAR sweep: the fields of `Sweep` (``n_layer``: layers of every model, BDH's weight-shared passes;
-    ``n_head``: BDH's and GPT's heads), plus
-    """
+    """The MQAR sweep: `Sweep`'s fields (``n_layer``: every model's layers; ``n_head``: BDH's and GPT's heads)
+    and these."""
 
     suite = "recall"
     MODELS = MODELS
@@ -96,9 +94,7 @@ class RecallSweep(Sweep):
         return self.longer_len(seq_len) or seq_len
 
     def section(self, model: str, width: int, seq_len: int) -> dict[str, Any]:
-        """The model section of one run: BDH at ``width`` (with ``bdh_damping``, its ablated rows too), or a registered
-        model sized to BDH's parameter count; ``seq_len`` is the longest length the model sees (GPT's positions,
-        BaseConv's filter)."""
+        """One run's model section: BDH at ``width`` (and its ablated rows), or a model sized to BDH's count."""
         section = sized_section(
             model,
             width,
@@ -114,8 +110,7 @@ class RecallSweep(Sweep):
         return section
 
     def validate(self) -> None:
-        """The rules between fields: a setting with 4 D <= N, sequences shorter than the vocabulary, even lengths;
-        and every model one the suite can run (causal: `bdh.bench.spec.Sweep.check_models`)."""
+        """The rules between fields (4 D <= N, lengths even and below the vocabulary) and causal models only."""
         super().validate()
         f = self.eval_length_factor
         if not self.settings():
@@ -171,8 +166,7 @@ def plan(sweep: RecallSweep) -> list[RunSpec]:
 
 
 class LongerColumns:
-    """The suite's ``extra`` hook: the model's accuracy on a validation set of ``longer_len(N)`` tokens with the run's
-    D and data seed. A class, so that a worker process can be handed it."""
+    """The ``extra`` hook: accuracy on ``longer_len(N)`` tokens with the run's D and data seed (picklable)."""
 
     def __init__(self, sweep: RecallSweep) -> None:
         self.sweep = sweep
@@ -202,8 +196,7 @@ def train_size(task: Any) -> int:
 
 
 def suite_def(sweep: RecallSweep) -> SuiteDef:
-    """The recall suite; with a longer evaluation, its columns ``longer_len`` and ``accuracy_longer``. Its reference row
-    is chance (each key's most frequent value in training)."""
+    """The recall suite (with ``longer_len``, ``accuracy_longer`` when asked); its reference row is chance."""
     longer = sweep.eval_length_factor > 1
     return SuiteDef(
         name=sweep.suite,

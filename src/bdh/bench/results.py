@@ -1,6 +1,5 @@
-"""The result rows of a ``bdh bench`` suite and the files made from them: a model's scores (`evaluate_examples`),
-the best learning rate over seeds (`best_lr`, every sweep's choice), one summary row per (model, setting, width)
-with the winner declared only beyond the seed spread (`summarize`, `pick_winner`), CSV and markdown."""
+"""The result rows of a suite and the files made from them: scores (`evaluate_examples`), the best learning rate
+(`best_lr`), one summary row per (model, setting, width) with a winner only beyond the seed spread (`summarize`)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, 
 def evaluate_examples(
     model: torch.nn.Module, task: Any, batch_size: int, batches: int | None, seed: int
 ) -> dict[str, float]:
-    """The task's validation metrics under their own names plus ``val_loss`` (nats per scored token): each batch
-    weighted by its examples and each key averaged only over the batches that report it, so an MQAR per-slice
-    accuracy is not diluted by the other slices."""
+    """Validation metrics plus ``val_loss`` (nats), batches weighted by examples, each key over the batches
+    reporting it."""
     from bdh.train.evaluate import evaluate_metrics
 
     metrics, loss = evaluate_metrics(model, task, batch_size, batches, seed)
@@ -42,9 +40,7 @@ def _float(v: Any) -> float:
 def best_lr(
     by_lr: dict[float, Sequence[dict[str, Any]]], score: Sequence[str], higher_is_better: bool = True
 ) -> tuple[float, dict[float, tuple[float, ...]]]:
-    """The learning rate whose rows (one per seed) have the best mean score, and every rate's mean `goodness` per
-    ``score`` column. Columns compared in order; a missing or NaN value (diverged) counts as the worst; a full tie goes
-    to the smaller rate."""
+    """The rate with the best mean score over seeds, and every rate's mean `goodness`; NaN is the worst, ties go low."""
     means = {
         lr: tuple(sum(goodness(r.get(c), higher_is_better) for r in rs) / len(rs) if rs else -math.inf for c in score)
         for lr, rs in by_lr.items()
@@ -55,8 +51,8 @@ def best_lr(
 def best_over_lr(
     rows: Iterable[dict[str, Any]], score: Sequence[str], higher_is_better: bool = True
 ) -> list[dict[str, Any]]:
-    """For each (model, setting, width): the rows of the learning rate `best_lr` chooses, each with ``lrs_tried``;
-    reference rows (`is_reference`) kept as they are, after the others."""
+    """Per (model, setting, width) the rows of `best_lr`'s rate with ``lrs_tried``; reference rows after, as
+    they are."""
     groups: dict[tuple[str, str, str], dict[float, list[dict[str, Any]]]] = {}
     references = [{**r, "lrs_tried": ""} for r in rows if is_reference(r)]
     for r in rows:
@@ -96,8 +92,7 @@ COUNT_COLUMNS = ("params", "state_size", "lr")
 
 
 def read_ledger(path: Path, scores: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The rows of a bench folder's ``runs.csv`` (the resume ledger), typed; a file that is not one (another table, a
-    damaged or repeated row, which would count as another seed) is a one-line error naming the line."""
+    """The typed rows of a ``runs.csv``; a damaged or repeated row is a one-line error naming the line."""
     how = "start anew with --overwrite instead of --resume, or choose another --out"
     try:
         rows = read_csv(path)
@@ -146,8 +141,7 @@ SCORE_RANGE = {"val_loss": (0.0, math.inf)}
 
 
 def _in_range(column: str, number: float) -> bool:
-    """Whether a ledger's score is one a run can record: finite, within its range (`SCORE_RANGE`, `METRIC_RANGE`;
-    a diverged run stops training with an error, it records no score)."""
+    """Whether a ledger's score is finite and within `SCORE_RANGE` / `METRIC_RANGE`."""
     low, high = SCORE_RANGE.get(column, METRIC_RANGE)
     return math.isfinite(number) and low <= number <= high
 
@@ -179,9 +173,8 @@ def _seed(r: dict[str, Any]) -> int:
 
 
 def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True) -> tuple[str | None, str]:
-    """The winner of one (setting, width): the model with the best mean, only if it beats every other beyond the seed
-    spread (`bdh.seeds.beyond_seeds`; a missing score counts as the worst). Returns ``(model, "beyond the spread")``
-    or ``(None, why)``."""
+    """``(model, "beyond the spread")`` for the best mean if it beats every other beyond the seeds, else
+    ``(None, why)``."""
     if len(scores) < 2:
         return None, "one model"
     if any(len(v) < 2 for v in scores.values()):
@@ -197,9 +190,8 @@ def pick_winner(scores: dict[str, Sequence[Any]], higher_is_better: bool = True)
 
 
 def summarize(results: Iterable[dict[str, Any]], suite: SuiteDef) -> list[dict[str, Any]]:
-    """One row per (model, setting, width) from the chosen rows: ``<c>_mean``, ``_min`` and ``_max`` over seeds of every
-    summarised column and the ``winner`` of its (setting, width) by `pick_winner` with ``winner_note``. A reference
-    row is summarised too but never competes; it comes after the models."""
+    """One row per (model, setting, width): ``<c>_mean``, ``_min``, ``_max`` over seeds and the ``winner``
+    (`pick_winner`); reference rows last, never competing."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((str(r["model"]), str(r["setting"]), int(float(r["width"]))), []).append(r)
@@ -245,8 +237,7 @@ def _metric(row: dict[str, Any], column: str) -> str:
 
 
 def markdown_table(summary: Sequence[dict[str, Any]], suite: SuiteDef) -> str:
-    """The summary rows as a markdown table: each metric as ``mean (min–max)`` over seeds, the winner's first score
-    bold, ``— (why)`` where no model wins beyond the spread."""
+    """The summary rows as markdown: ``mean (min–max)`` cells, the winner bold, ``— (why)`` where none wins."""
     metrics = ["val_loss", *suite.metrics, *suite.extra_metrics]
     cols = [
         "model",

@@ -1,10 +1,6 @@
-"""The ``bdh bench`` runner: one training run per sweep point, and the suite loop that trains them and writes the
-output folder.
-
-`run_suite` trains a suite's `RunSpec` list through the public trainer, evaluates each model on the whole
-validation set itself (per example: `bdh.bench.results.evaluate_examples`) and writes ``runs.csv`` (one row per
-run, the resume ledger), ``results.csv`` (best learning rate), ``summary.csv``, ``results.md``, ``plots/`` and
-``runs/`` (docs/bench.md, "Result columns")."""
+"""The ``bdh bench`` runner: `run_suite` trains a suite's `RunSpec` list with the public trainer, evaluates each model
+on the whole validation set and writes ``runs.csv`` (the resume ledger), ``results.csv``, ``summary.csv``,
+``results.md``, ``plots/`` and ``runs/`` (docs/bench.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ from .trivial import trivial_rows
 def train_one(
     spec: RunSpec, run_dir: Path, *, device: str = "cpu", threads: int | None = None, extra: Any = None
 ) -> dict[str, Any]:
-    """Train one run with the public trainer, evaluate it, and return its result row; ``extra``: the suite's
-    hook of further columns (`SuiteDef.extra`)."""
+    """Train one run, evaluate it and return its row; ``extra``: the suite's further columns."""
     config = run_config(spec, run_dir, device=device, threads=threads)
     start, cpu_start = time.time(), time.process_time()
     result = fit(config, BenchInterrupted)
@@ -46,15 +41,13 @@ def train_one(
 def train_row(
     spec: RunSpec, run_dir: Path, *, out: Path, device: str, threads: int | None, extra: Any = None
 ) -> dict[str, Any]:
-    """`train_one` with the suite's ``extra`` hook, its row's ``run_dir`` relative to the output folder ``out``:
-    a module-level function, so that a worker process can be handed it (`bdh.bench.workers`)."""
+    """`train_one` with ``run_dir`` relative to ``out``, module-level for worker processes."""
     row = train_one(spec, run_dir, device=device, threads=threads, extra=extra)
     return {**row, "run_dir": run_dir.relative_to(out).as_posix()}
 
 
 def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None) -> Any:
-    """The trainer's run config of ``spec``: one evaluation batch at the end (the runner evaluates the whole set
-    itself), no memory check, the spec's time budget."""
+    """The run config of ``spec``: one final evaluation batch, no memory check, the spec's time budget."""
     from bdh.train.config import sweep_run_config
 
     return sweep_run_config(
@@ -77,8 +70,8 @@ def run_config(spec: RunSpec, run_dir: Path, *, device: str, threads: int | None
 def result_row(
     spec: RunSpec, resolved: dict[str, Any], result: Any, scores: dict[str, Any], *, wall: float, cpu_train: float
 ) -> dict[str, Any]:
-    """The ``runs.csv`` row of a trained run: the spec, the model's sizes, the `TrainResult`, the ``scores`` and the
-    seconds; a run under a time budget also has ``max_minutes`` (its identity, `run_key`)."""
+    """The ``runs.csv`` row of a trained run: spec, sizes, result, ``scores``, seconds (``max_minutes`` under
+    a budget)."""
     model = result.model
     return {
         "suite": spec.suite,
@@ -133,8 +126,7 @@ class BenchOptions(TypedConfig):
             self._fail("overwrite", "resume continues the output folder, overwrite replaces it: give one of them")
 
     def worker_threads(self) -> int | None:
-        """A run's PyTorch threads: ``threads``, or with several ``jobs`` this process's threads shared among
-        them (at least one each)."""
+        """A run's threads: ``threads``, or this process's shared among ``jobs`` (one at least)."""
         if self.threads is not None or self.jobs == 1:
             return self.threads
         import torch
@@ -143,8 +135,7 @@ class BenchOptions(TypedConfig):
 
 
 def prepare_out(opts: BenchOptions, suite: SuiteDef | None = None) -> None:
-    """Check and create the output folder: continued with ``resume`` (its ledger checked), emptied with
-    ``overwrite``, refused otherwise (the suite writes into it as runs finish)."""
+    """The output folder: continued with ``resume`` (ledger checked), emptied with ``overwrite``, else refused."""
     ledger, own = Path(opts.out) / "runs.csv", {"runs", "data"}  # data, runs/: written before runs.csv
     ours = Path(opts.out).is_dir() and (
         ledger.is_file() or all(p.name in own for p in folder_entries(opts.out))
@@ -182,9 +173,8 @@ def run_suite(
     finish: Callable[[list[dict[str, Any]], Path], list[Path]] | None = None,
     prepared: bool = False,
 ) -> dict[str, Any]:
-    """Train every spec not yet in ``runs.csv``, then write results.csv (with the recomputed reference rows),
-    summary.csv, results.md and the plots; returns ``{"runs", "results", "summary", "files", "skipped"}``.
-    ``finish(results, out)`` may write suite-specific files; ``prepared``: `prepare_out` was already called."""
+    """Train every spec not in ``runs.csv``, then write results, summary, markdown and plots; returns ``{"runs",
+    "results", "summary", "files", "skipped"}``. ``finish(results, out)`` writes a suite's own files."""
     with folder_lock(opts.out):  # nests when the caller holds it (bdh bench)
         if not prepared:
             prepare_out(opts)

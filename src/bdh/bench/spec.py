@@ -1,5 +1,4 @@
-"""What a ``bdh bench`` suite is made of: its runs (`RunSpec`), its sweep (`Sweep`, `QUICK`, `FULL`), what the
-runner needs to know of it (`SuiteDef`) and its trivial answer (`Trivial`)."""
+"""What a suite is made of: its runs (`RunSpec`), sweep (`Sweep`, `QUICK`, `FULL`), `SuiteDef` and `Trivial`."""
 
 from __future__ import annotations
 
@@ -93,8 +92,7 @@ class RunSpec:
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, ...]:
-    """The identity of a run row as text: model, setting, width, learning rate, seed, length and batch size; the length
-    is the steps, or ``<minutes>min`` for a run under a time budget (whose ``steps`` the budget chose)."""
+    """A run row's identity: model, setting, width, rate, seed, length (steps or ``<minutes>min``), batch size."""
     minutes = row.get("max_minutes")
     timed = minutes not in (None, "")
     return (
@@ -110,9 +108,7 @@ def run_key(row: dict[str, Any]) -> tuple[str, ...]:
 
 @dataclass
 class Sweep(TypedConfig):
-    """What the sweep of every suite has; each suite's adds its task settings and data sets. A `TypedConfig` (errors
-    name ``<suite>.<field>``); `validate` checks the rules between fields, `redefault` changes a default.
-    """
+    """What every suite's sweep has (errors name ``<suite>.<field>``); `validate` checks rules between fields."""
 
     #: the suite's name (its runs and errors) and the models it knows
     suite: ClassVar[str]
@@ -141,8 +137,7 @@ class Sweep(TypedConfig):
         return f"{getattr(cls, 'suite', cls.__name__)}.{field}"
 
     def validate(self) -> None:
-        """A one-line `BenchError` for a rule between fields: BDH's n = neuron_mult * width must split into ``n_head``
-        heads of an even size (RoPE rotates pairs) at every width."""
+        """A one-line `BenchError` unless n = neuron_mult * width splits into ``n_head`` even heads at every width."""
         for w in self.widths:
             n = self.neuron_mult * w
             if n % (2 * self.n_head):
@@ -152,9 +147,8 @@ class Sweep(TypedConfig):
                 )
 
     def check_models(self, section: Callable[[str, int], Any]) -> None:
-        """A one-line `BenchError` for a model of ``models`` the suite cannot run, found by sizing each at the first
-        width:
-        its ``for_budget`` refuses the form it lacks (causal or bidirectional)."""
+        """A one-line `BenchError` for a model whose ``for_budget`` refuses the suite's form (causal
+        or bidirectional)."""
         for width in self.widths[:1]:
             for model in self.models:
                 try:
@@ -195,16 +189,13 @@ class Sweep(TypedConfig):
 
 
 def redefault(base: type, name: str, default: Any) -> Any:
-    """The field ``name`` of the sweep class ``base`` with another default and the same declared range, e.g.
-    ``steps: int = redefault(Sweep, "steps", 3000)``."""
+    """Sweep field ``name`` of ``base`` with another default, the same range: ``redefault(Sweep, "steps", 3000)``."""
     return dataclasses.field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
 @dataclass(frozen=True)
 class Trivial:
-    """The trivial answer of a suite, scored as a reference row: each position's most frequent training target given
-    its input token (no path on boardpath, one digit on Sudoku, chance on MQAR).
-    """
+    """A suite's trivial answer as a reference row: each position's most frequent training target given its input."""
 
     label: str  # how results.md names the row, e.g. ``trivial (predict no path)``.
     train_size: Callable[[Any], int]  # the training examples of a task (the first that many of its training stream).

@@ -1,8 +1,5 @@
-"""Zoo rows at BDH's state size (Zoology's axis): a baseline at BDH's width whose key width is the one, among the
-powers of 2 its config allows, whose recurrent state per layer (``state_size()``) is nearest BDH's. At BDH's
-parameter count the zoo's states are smaller (DeltaNet's H d_k d_v is about a third of BDH's h N D at most, its
-key projection costing parameters), so a state-matched row has the state and not the parameter count; both are in
-its run record."""
+"""Zoo rows at BDH's state size (Zoology's axis): a baseline at BDH's width with the power-of-2 key width whose
+``state_size()`` is nearest BDH's; such a row matches the state, not the parameter count."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ def _build(model: str, fields: dict[str, Any]) -> Any:
 
 
 def state_matched_config(model: str, target: int, *, width: int, **fields: Any) -> Any:
-    """The config of ``model`` at ``width`` (n_embd) with the key width of `KEY_WIDTHS` whose ``state_size()`` is
-    nearest ``target`` (in ratio; ties: the smaller state); ``fields``: the rest of its config (vocab_size,
-    seq_len, n_layer, n_head, causal, its own options), those its config class lacks left out."""
+    """``model`` at ``width`` with the `KEY_WIDTHS` entry whose state is nearest ``target`` (ties: smaller); ``fields``:
+    the rest."""
     if model not in KEY_WIDTHS:
         raise BenchError(
             f"state-matched rows size {', '.join(KEY_WIDTHS)} by their key width; {model!r} has none to set"

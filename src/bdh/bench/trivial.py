@@ -1,5 +1,4 @@
-"""The trivial answer of a suite as a reference row: each position's most frequent training target given its input
-token (`TokenPrior`), scored by the models' own evaluation (`trivial_rows`); never a winner."""
+"""The trivial reference row: each position's most frequent training target given its input token (`TokenPrior`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from .spec import TRIVIAL, BenchError, RunSpec, SuiteDef
 
 
 class TokenPrior(torch.nn.Module):
-    """The trivial answer as a model: ``log_probs[t]``, the log distribution of the targets seen with input token ``t``,
-    at every position; no trainable parameter."""
+    """The trivial answer as a model: ``log_probs[t]``, the targets' log distribution given input ``t``."""
 
     def __init__(self, log_probs: torch.Tensor):
         super().__init__()
@@ -33,8 +31,7 @@ class TokenPrior(torch.nn.Module):
 
 
 def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) -> TokenPrior:
-    """The `TokenPrior` of a task's first ``train_size`` training examples (read in batches of ``chunk``): counts of the
-    scored targets per input token, add-one smoothed."""
+    """The `TokenPrior` of the first ``train_size`` training examples: add-one smoothed counts per input token."""
     import numpy as np
 
     from bdh.tasks.base import IGNORE_INDEX
@@ -57,9 +54,7 @@ def fit_token_prior(task: Any, train_size: int, seed: int, chunk: int = 1024) ->
 
 
 def trivial_rows(suite: SuiteDef, specs: Sequence[RunSpec], device: str = "cpu") -> list[dict[str, Any]]:
-    """The reference rows of ``suite.trivial``: one per (setting, width, seed) of ``specs``, model `TRIVIAL`, no
-    training, scored by the models' evaluation on ``device``; computed once per task and copied to every width (it does
-    not depend on it)."""
+    """The reference rows of ``suite.trivial``, one per (setting, width, seed), scored once per task on ``device``."""
     if suite.trivial is None:
         return []
     from bdh.devices import resolve_device

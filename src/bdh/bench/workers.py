@@ -1,7 +1,5 @@
-"""Several runs of a sweep trained at once, each in a worker process of its own (``jobs``): a small model's step
-does not split well across threads, so runs side by side use the cores better. Only this process records the
-runs; a Ctrl-C stops every worker (SIGTERM, then SIGKILL after `GRACE_S`); a worker dies with its parent; an error
-in a worker is raised again here (a `bdh.errors.UserError` as the same one line)."""
+"""Several runs of a sweep at once, one worker process each (``jobs``): only this process records; Ctrl-C stops every
+worker; a worker dies with its parent; its error is raised here."""
 
 from __future__ import annotations
 
@@ -76,8 +74,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def _die_with_parent(parent: int) -> None:
-    """End this worker when its parent process ``parent`` ends: SIGKILL from the kernel on Linux, and a watching
-    thread everywhere (the fallback where prctl is missing, and the check of a parent that died before it)."""
+    """End this worker when ``parent`` ends (prctl's SIGKILL on Linux, and a watching thread)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
@@ -85,8 +82,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _serve(worker: int, tasks: Any, results: Any, parent: int) -> None:
-    """A worker's loop: train each run it is handed (``train(spec, run_dir)``) until it gets None; it dies with
-    its parent process ``parent``."""
+    """A worker's loop: train each run handed (``train(spec, run_dir)``) until None."""
     _die_with_parent(parent)  # no orphan trains on into a run folder that a resume is about to train again
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every worker
     while (task := tasks.get()) is not None:
@@ -127,8 +123,7 @@ class _Pool:
                         ) from None
 
     def close(self) -> None:
-        """Stop the workers: each ends after its run's step (SIGTERM) and takes no further run, or is killed
-        after `GRACE_S`."""
+        """Stop the workers after their step (SIGTERM), killed after `GRACE_S`."""
         for p, tasks in zip(self.processes, self.tasks, strict=True):
             if p.is_alive():
                 with contextlib.suppress(OSError):
@@ -150,8 +145,7 @@ def run_jobs(
     on_done: Callable[[Job, Any], None],
     interrupted: type[Interrupted] = Interrupted,
 ) -> None:
-    """Train every job with ``train(spec, run_dir)`` (picklable) in ``workers`` processes; ``on_start(job)`` and
-    ``on_done(job, result)`` run in this process. The first error stops the rest."""
+    """Train every job in ``workers`` processes; ``on_start``, ``on_done`` run here; the first error stops the rest."""
     pending = list(jobs)
     pool = _Pool(min(workers, len(pending)))
     idle, busy = list(range(len(pool.processes))), {}
