@@ -1,6 +1,5 @@
-"""Mean-field lab: the dynamical mean-field theory of self-attention networks (Poc-López & Aguilera,
-"Dynamical Mean-Field Theory of Self-Attention Neural Networks", 2024), simulated and reproduced,
-and a bridge that runs a trained BDH as a dynamical system with the same diagnostics (docs/dmft.md).
+"""Mean-field lab: the dynamical mean-field theory of self-attention networks (Poc-López & Aguilera 2024), reproduced,
+and a trained BDH run as a dynamical system with the same diagnostics (docs/dmft.md).
 
     >>> import numpy as np
     >>> from bdh.dmft import MeanField, paper_weights

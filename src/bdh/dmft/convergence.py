@@ -1,5 +1,4 @@
-"""Finite-size network against the mean field: the error falls like N^(-1/2) (paper section 3: the
-mean-field equations are exact as N -> infinity, with "thermal fluctuations" at finite size)."""
+"""Finite-size network against the mean field, exact as N -> infinity (section 3): the error falls like N^(-1/2)."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ def finite_size_errors(
     seed: int = 0,
     sampler: str = "binomial",
 ) -> dict:
-    """RMS distance between the finite-network and mean-field trajectories of m^o (semantic), per size and seed, from
-    the same start over the last ``n_keep`` steps; returns the errors (len(sizes), n_seeds) and the slope of
-    log(mean error) against log N."""
+    """RMS distance of finite-network and mean-field m^o over the last ``n_keep`` steps, (len(sizes), n_seeds), and the
+    slope of log(mean error) against log N."""
     mf = MeanField(weights, params)
     window, t0 = (None, 0)
     if init == "continue":

@@ -1,7 +1,4 @@
-"""Time-series diagnostics of the paper's section 4: attractor classification, Poincare section,
-autocorrelation R_l and discrete Fourier spectrum (Fig. 3-5). All functions take a trailing time axis
-and work on any leading batch shape.
-"""
+"""Time-series diagnostics of section 4 (Figs. 3-5): regimes, Poincare section, autocorrelation, spectrum; time last."""
 
 from __future__ import annotations
 
@@ -20,9 +17,7 @@ def count_distinct(x: np.ndarray, decimals: int = 7) -> np.ndarray:
 
 
 def classify(n_distinct: np.ndarray, lyap: np.ndarray, n_points: int, *, tol: float = 2e-3) -> np.ndarray:
-    """Regime labels: 'periodic' for a finite set of points (< n_points / 4) or lambda_1 < -tol, 'chaotic' for
-    lambda_1 > tol, else 'quasi-periodic'. The paper separates them by inspection (section 4.1); lambda_1 makes it
-    explicit."""
+    """'periodic' (few points, or lambda_1 < -tol), 'chaotic' (lambda_1 > tol), else 'quasi-periodic' (section 4.1)."""
     n_distinct = np.asarray(n_distinct)
     lyap = np.asarray(lyap)
     lab = np.where(lyap > tol, "chaotic", "quasi-periodic").astype(object)
@@ -38,8 +33,7 @@ def poincare_section(x: np.ndarray, y: np.ndarray, tol: float = 1e-3) -> np.ndar
 
 
 def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool = True) -> np.ndarray:
-    """R_l = (1/T) sum_t x_t x_{t-l} for l = 0..max_lag (section 4.2) along the last axis, by FFT (exact); ``centre``
-    removes the mean and divides by R_0."""
+    """R_l = (1/T) sum_t x_t x_{t-l}, l = 0..max_lag (section 4.2), by FFT; ``centre``: mean removed, divided by R_0."""
     x = np.asarray(x, dtype=np.float64)
     T = x.shape[-1]
     max_lag = T - 1 if max_lag is None else min(int(max_lag), T - 1)
@@ -55,8 +49,7 @@ def autocorrelation(x: np.ndarray, max_lag: int | None = None, *, centre: bool =
 
 
 def power_spectrum(x: np.ndarray, *, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Frequencies f in [0, 1/2] (cycles per step) and |F_f(x)| / T of the DFT
-    F_f = sum_t x_t e^{-2 pi i f t} (section 4.2)."""
+    """Frequencies f in [0, 1/2] and |F_f(x)| / T of the DFT F_f = sum_t x_t e^{-2 pi i f t} (section 4.2)."""
     x = np.asarray(x, dtype=np.float64)
     if centre:
         x = x - x.mean(axis=-1, keepdims=True)

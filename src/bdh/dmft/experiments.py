@@ -1,7 +1,4 @@
-"""The paper's experiments (section 4): beta sweep (bifurcation diagram, Fig. 3), single
-trajectories with phase portraits, autocorrelation and spectrum (Figs. 4-5), plus the largest
-Lyapunov exponent against beta, all vectorised over beta.
-"""
+"""The paper's experiments (section 4), vectorised over beta: the sweep (Fig. 3), trajectories (Figs. 4-5), lambda_1."""
 
 from __future__ import annotations
 
@@ -28,9 +25,7 @@ _KEPT = "5 times the paper's 2e5 kept"
 
 @dataclass
 class RunLength(TypedConfig):
-    """The counts of a mean-field run (the flags of ``bdh dmft bifurcation``, ``trajectory`` and ``convergence``),
-    each bounded above: a mistyped count is refused in one line rather than run for days.
-    """
+    """The counts of a mean-field run (``bdh dmft`` flags), bounded above so a typo is refused, not run for days."""
 
     steps: int = bounded(120_000, ge=1, le=10_000_000, why=_LONG)  # steps simulated per beta.
     keep: int = bounded(20_000, ge=1, le=1_000_000, why=_KEPT)  # steps kept at the end.
@@ -41,8 +36,7 @@ class RunLength(TypedConfig):
 
 
 def parse_range(text: str, name: str = "range") -> np.ndarray:
-    """``"start:stop:num"`` -> num evenly spaced values from start to stop (inclusive; at most
-    `MAX_RANGE_VALUES`); ``"a,b,c"`` or ``"a"`` -> those values. ``name`` (a flag) names a count too large."""
+    """``"start:stop:num"`` (inclusive, at most `MAX_RANGE_VALUES`) or ``"a,b,c"`` as values; ``name``: the flag."""
     text = str(text).strip()
     try:
         if ":" in text:
@@ -103,8 +97,7 @@ def _simulate_chunks(
     n_lyap: int,
     k: int,
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """`run_sweep`'s simulation, ``chunk`` betas at a time: (the kept m^o, the ``k`` largest Lyapunov exponents
-    per beta, the seconds spent simulating and estimating the exponents)."""
+    """`run_sweep` by ``chunk`` betas: (kept m^o, the ``k`` largest Lyapunov exponents, seconds spent)."""
     mo, lyap = [], []
     t_sim = t_lyap = 0.0
     for i in range(0, beta.shape[0], chunk):
@@ -133,9 +126,8 @@ def run_sweep(
     params: DMFTParams | None = None,
     chunk: int | None = None,
 ) -> SweepResult:
-    """Simulate every beta in one batch (or chunks of ``chunk``), keep the last ``n_keep`` steps and estimate the
-    ``n_exponents`` largest Lyapunov exponents over ``n_lyap`` more steps. ``init="continue"`` is the paper's (Fig. 3
-    caption): every beta starts from the final window of the largest beta; ``"token"`` from W^o_1."""
+    """Simulate every beta, keep the last ``n_keep`` steps and estimate ``n_exponents`` Lyapunov exponents.
+    ``init="continue"`` (Fig. 3's caption) starts every beta from the largest's final window; ``"token"`` from W^o_1."""
     if init not in INIT_MODES:
         raise UserError(f"init must be one of {INIT_MODES}, got {init!r}")
     if n_keep > n_steps:
@@ -191,8 +183,7 @@ def run_trajectory(
     params: DMFTParams | None = None,
     start: tuple[np.ndarray, int] | None = None,
 ) -> TrajectoryResult:
-    """One beta in detail: trajectory of m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum; ``start`` =
-    (window, t0) reuses a continuation start (`initial_window`)."""
+    """One beta: m^o (Fig. 4), ACF and DFT of m^o_1 (Fig. 5), Lyapunov spectrum; ``start``: (window, t0)."""
     weights = weights or paper_weights()
     mf = MeanField(weights, params)
     window, tstart = (None, 0)

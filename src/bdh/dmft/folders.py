@@ -1,6 +1,4 @@
-"""The mean-field lab's results written to a folder, one function per ``bdh dmft`` command (`write_sweep`,
-`write_trajectories`, `write_convergence`, `write_probe`): each assembles its files in a temporary folder that
-replaces the output folder when complete, and returns a record whose ``summary()`` is what the command prints."""
+"""The mean-field lab's results in a folder, one writer per ``bdh dmft`` command, atomic; ``summary()`` is printed."""
 
 from __future__ import annotations
 
@@ -57,8 +55,7 @@ def write_sweep(
     params: DMFTParams | None = None,
     chunk: int | None = None,
 ) -> WrittenSweep:
-    """The paper's beta sweep (section 4, Fig. 3; `bdh.dmft.experiments.run_sweep`) written into ``out``:
-    ``bifurcation.npz``, ``bifurcation.png`` and ``summary.json``."""
+    """The beta sweep (Fig. 3) into ``out``: ``bifurcation.npz``, ``bifurcation.png``, ``summary.json``."""
     from .plots import bifurcation_figure
 
     res = run_sweep(
@@ -90,8 +87,7 @@ def write_sweep(
 
 @dataclass(frozen=True)
 class WrittenTrajectories:
-    """Trajectories written by `write_trajectories`: one `TrajectoryResult` per beta, their entries of
-    ``summary.json`` (beta, regime, distinct points, Lyapunov spectrum) and the folder."""
+    """One `TrajectoryResult` per beta, their ``summary.json`` entries and the folder."""
 
     results: tuple[TrajectoryResult, ...]
     entries: tuple[dict[str, Any], ...]
@@ -127,9 +123,8 @@ def write_trajectories(
     weights: NetworkWeights | None = None,
     params: DMFTParams | None = None,
 ) -> WrittenTrajectories:
-    """Each beta in detail (paper Figs. 4-5; `bdh.dmft.experiments.run_trajectory`): ``trajectory-beta<B>.npz`` and
-    ``.png``, ``portraits.png`` and ``summary.json`` into ``out``. ``init="continue"`` starts every beta from the
-    final window of beta = 3, the top of the paper's sweep; at most `MAX_TRAJECTORIES` betas."""
+    """Each beta (Figs. 4-5) into ``out``: npz, png, ``portraits.png``, ``summary.json``; ``init="continue"`` starts
+    from beta = 3's final window; at most `MAX_TRAJECTORIES`."""
     from .plots import portraits_figure
 
     betas = np.asarray(betas, dtype=np.float64)
@@ -177,8 +172,7 @@ def _write_trajectory(out: OutputDir, r: TrajectoryResult) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class WrittenConvergence:
-    """A finite-size study written by `write_convergence`: the dict of
-    `bdh.dmft.convergence.finite_size_errors` (errors per size and seed, the fitted slope) and the folder."""
+    """`finite_size_errors`' dict (errors per size and seed, the slope) and the folder."""
 
     result: dict[str, Any]
     path: Path
@@ -206,8 +200,7 @@ def write_convergence(
     weights: NetworkWeights | None = None,
     params: DMFTParams | None = None,
 ) -> WrittenConvergence:
-    """The finite network against the mean field at one beta (`bdh.dmft.convergence.finite_size_errors`) written into
-    ``out``: ``convergence.npz``, ``convergence.png`` and ``summary.json``; ``sizes``: at least two N_se >= 3."""
+    """The finite network against the mean field at one beta into ``out``; ``sizes``: at least two N_se >= 3."""
     from .plots import convergence_figure
 
     check_sizes(sizes)
@@ -234,8 +227,7 @@ class WrittenProbe:
     path: Path
 
     def summary(self) -> str:
-        """A line per temperature (lambda_1, token flips, the free pair, the ACF decay) and the folder: what
-        ``bdh dmft probe`` prints."""
+        """A line per temperature (lambda_1, token flips, free pair, ACF decay) and the folder."""
         lines = []
         for r in self.report["per_temperature"]:
             smooth = r["lyapunov_same_tokens"]
@@ -252,8 +244,7 @@ class WrittenProbe:
 def write_probe(
     model: Any, cfg: ProbeConfig, out: str | Path, *, model_dir: Path, run_dir: Path | None = None
 ) -> WrittenProbe:
-    """A trained BDH as a dynamical system (`bdh.dmft.probe.run_probe`) written into ``out``: ``probe.json``,
-    ``probe.npz`` and ``probe.png``. A model without a recurrent state is a one-line `UserError`."""
+    """A trained BDH as a dynamical system into ``out`` (json, npz, png); a stateless model is one `UserError`."""
     from bdh.model import BDH
 
     from .plots import probe_figure

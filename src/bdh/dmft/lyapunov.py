@@ -1,6 +1,4 @@
-"""Lyapunov exponents of a batched discrete-time map (Benettin et al.; QR re-orthonormalisation): K tangent vectors
-propagated by the tangent map J_t, Q R = qr(J_t Q), lambda_k = (1/T) sum_t log |R_kk|. lambda_1 makes the paper's
-classification by inspection quantitative (< 0 periodic, ~ 0 quasi-periodic, > 0 chaos)."""
+"""Lyapunov exponents of a batched map (Benettin et al.): Q R = qr(J_t Q), lambda_k = (1/T) sum_t log |R_kk|."""
 
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ def lyapunov_spectrum(
     seed: int = 0,
     renorm_every: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_exponents`` largest Lyapunov exponents (per step, natural log) of a batched map ``jvp`` (the map with its
-    tangent map), from ``state`` (B, *S), ideally on the attractor; ``t0`` is the first step's time (the maps are
-    forced by the positional code). Returns (exponents (B, K), decreasing; final state)."""
+    """The ``n_exponents`` largest exponents (per step) of ``jvp`` from ``state`` (B, *S), ``t0`` the first step's time;
+    (exponents (B, K) decreasing, final state)."""
     B = state.shape[0]
     shape = state.shape[1:]
     D = int(np.prod(shape))
@@ -66,8 +63,7 @@ def largest_lyapunov_two_runs(
     delta: float = 1e-8,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The largest exponent from two nearby trajectories (Benettin's renormalised separation): needs only the map.
-    Returns (lambda_1 (B,), log-separation growth per step (B, n_steps))."""
+    """lambda_1 (B,) from two nearby trajectories (Benettin), and the log-separation growth (B, n_steps)."""
     x = np.array(state, dtype=np.float64, copy=True)
     B = x.shape[0]
     rng = np.random.default_rng(seed)

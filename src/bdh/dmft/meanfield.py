@@ -4,9 +4,8 @@
                     + eps (1/N_P) sum_{i<=N_P} W^alpha_{i a} p_{i,t}                       (Eqs. 13, 15, 16)
     Ahat_{a,t}     = sum_tau softmax_tau(gamma_eff sum_b m^q_{b,t} m^k_{b,t-tau}) m^v_{a,t-tau}   (Eq. 14)
 
-tau runs over the window (0..L-1), p_t is the +/-1 code of t mod 2^N_P; Eq. 13 is the consistent form where
-Eqs. 14-15 as printed differ (docs/dmft.md). Vectorised over a batch of beta; `simulate` records the order
-parameters, `window_map` (with its tangent map `window_map_jvp`) is the map used for Lyapunov exponents."""
+tau runs over the window, p_t is the +/-1 code of t mod 2^N_P; Eq. 13 is the consistent form where Eqs. 14-15
+differ (docs/dmft.md)."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ class MeanField:
         return np.tanh(b * (att @ self._So.T))
 
     def next_token(self, att: np.ndarray, beta: np.ndarray) -> np.ndarray:
-        """Group magnetisations of the next token given Ahat_t (B, M): their mean tanh(beta sigma_g . Ahat_t)
-        in the mean field (Eq. 13); a finite network samples them instead (`bdh.dmft.network`)."""
+        """The next token's group magnetisations given Ahat_t (B, M): tanh(beta sigma_g . Ahat_t) (Eq. 13)."""
         return self.magnetisation(att, beta)
 
     def semantic(self, alpha: str, u: np.ndarray) -> np.ndarray:
@@ -81,8 +79,7 @@ class MeanField:
         return self.weights.W["o"][:, feature].copy()
 
     def attention(self, mq: np.ndarray, mk: np.ndarray, mv: np.ndarray, valid: int | None = None) -> np.ndarray:
-        """Ahat = sum_d softmax_d(gamma_eff m^q . m^k_d) m^v_d (Eq. 14) for mq (B, M), mk and mv (B, L, M), over the
-        first ``valid`` slots of the window only (it fills up at the start)."""
+        """Ahat (Eq. 14) for mq (B, M), mk, mv (B, L, M), over the first ``valid`` slots of the window."""
         z = self.params.gamma_eff * np.einsum("bm,bdm->bd", mq, mk)
         if valid is not None and valid < z.shape[1]:
             z[:, valid:] = -np.inf
@@ -103,9 +100,8 @@ class MeanField:
         t0: int = 0,
         record: tuple[str, ...] = ("o",),
     ) -> MFTrajectory:
-        """Run the mean-field dynamics for every ``beta`` at once and keep the last ``n_keep`` steps, from the token
-        W^o_{init_feature} or continuing an Ahat ``window`` (B, L, M) at time ``t0`` (the paper continues every beta
-        from the largest beta's final window); ``record``: projections whose full overlaps are kept."""
+        """Run every ``beta`` at once, keeping the last ``n_keep`` steps, from W^o_{init_feature} or a ``window`` (B, L,
+        M) at ``t0``; ``record``: projections kept in full."""
         beta = np.atleast_1d(np.asarray(beta, dtype=np.float64))
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         if n_steps < 1:
@@ -141,8 +137,7 @@ class MeanField:
         return MFTrajectory(beta, tt, out_mo, out_m, out_att, att_hist, t)
 
     def _start(self, beta: np.ndarray, init_feature: int, window: np.ndarray | None, t0: int) -> tuple:
-        """The state `simulate` starts from (overlaps of query, keys and values, most recent first; m^o; context filled;
-        time): the token W^o_{init_feature} at t = 0, or an Ahat ``window`` at ``t0``."""
+        """`simulate`'s start: W^o_{init_feature} at t = 0, or ``window`` at ``t0``."""
         B, L, M = beta.shape[0], self.params.context, self.params.n_features
         mk = np.zeros((B, L, M))
         mv = np.zeros((B, L, M))

@@ -1,11 +1,9 @@
-"""The finite-size network of the paper (section 2, Eqs. 4-8): 1-bit tokens and weights, softmax
-attention over the context window, a softmax output sampled bit by bit, tokens fed back.
+"""The finite-size network (section 2, Eqs. 4-8): 1-bit tokens and weights, windowed softmax attention, output sampled
+bit by bit and fed back.
 
     P(x_{i,t+1} = +1) = (1 + tanh(beta sum_b W^o_{i b} Ahat_{b,t})) / 2                    (Eq. 6)
 
-The output softmax factorises exactly into independent bits; ``"bits"`` draws each (O(N) per step),
-``"binomial"`` draws the +1 count per weight group (independent of N). As N -> infinity it converges to
-`bdh.dmft.meanfield` with 1/sqrt(N) fluctuations."""
+``"bits"`` draws each bit (O(N)), ``"binomial"`` the +1 count per weight group (independent of N)."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ SAMPLERS = ("binomial", "bits")
 
 
 class FiniteNetwork(MeanField):
-    """The finite network with ``n_se`` semantic neurons, batched over (beta, sample) rows: the mean field's loop with
-    each token's group magnetisations *sampled*; repeat a beta for independent samples (one Generator from ``seed``)."""
+    """The finite network of ``n_se`` neurons over (beta, sample) rows: the mean field with magnetisations sampled."""
 
     def __init__(
         self,

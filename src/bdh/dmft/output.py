@@ -1,6 +1,4 @@
-"""Writing results of the mean-field lab: every command's files are assembled in a temporary folder
-and swapped into place together (`bdh.outputs.atomic_folder`), so a crash or an interrupt never
-leaves a half-written file or a mix of old and new files in the output folder."""
+"""The mean-field lab's files assembled in a temporary folder and swapped in together (`atomic_folder`)."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ class OutputDir:
     @classmethod
     @contextlib.contextmanager
     def create(cls, path: str | os.PathLike) -> Iterator[OutputDir]:
-        """``with OutputDir.create(path) as out:`` the folder replaces ``path`` when the block ends without an error.
-        The caller checks the target first (`bdh.outputs.check_output`)."""
+        """``with OutputDir.create(path) as out:`` the folder replaces ``path`` when the block succeeds."""
         with atomic_folder(path) as tmp:
             yield cls(tmp)
 

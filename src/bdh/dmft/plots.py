@@ -1,5 +1,4 @@
-"""Figures of the mean-field lab (matplotlib imported only when drawing), readable at 100 % zoom
-(`bdh.plotting.READABLE`): m^o_a (first term of Eq. 15), beta (Eq. 6) and lambda_1 (`bdh.dmft.lyapunov`)."""
+"""Figures of the mean-field lab, readable at 100 % zoom: m^o_a (Eq. 15), beta (Eq. 6), lambda_1."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def bifurcation_figure(
     cap: int = 400,
     title: str = "",
 ):
-    """Fig. 3 of the paper: all values of m^o_1 per beta (black periodic, yellow otherwise), points on the
-    Poincare section m^o_2 = 0 (orange quasi-periodic, purple chaotic), and lambda_1 below."""
+    """Fig. 3: m^o_1 per beta, the Poincare section m^o_2 = 0 by regime, and lambda_1 below."""
     plt = pyplot()
     rows = 2 if lyap is not None else 1
     fig, axes = plt.subplots(
@@ -198,8 +196,7 @@ def _probe_series(axes: Any, series: dict, temps: Sequence[float], cmap: Any) ->
 
 
 def probe_figure(report: dict, series: dict, *, title: str = ""):
-    """The BDH probe: readout trajectory (first two components), ACF, spectrum per temperature, and
-    lambda_1 against temperature."""
+    """The BDH probe: readout trajectory, ACF, spectrum per temperature, lambda_1 against temperature."""
     plt = pyplot()
     temps = report["temperatures"]
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))

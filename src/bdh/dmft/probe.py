@@ -1,9 +1,8 @@
-"""Bridge to BDH: a trained BDH language model run autoregressively as a dynamical system (docs/dmft.md).
+"""A trained BDH run autoregressively as a dynamical system (docs/dmft.md).
 
-The control parameter is the sampling temperature T = 1/beta (Eq. 6), the order parameter the readout
-r_a(t) = sum_v p_t(v) e_v . w_a (Eq. 11's overlap; w_a the top principal directions of the embedding table).
-lambda_1 comes from a perturbed copy of the state rho run with the same random numbers (Benettin), beside the
-share of tokens where the copies sampled differently and a "free pair" perturbed once and never pulled back."""
+Control: the temperature T = 1/beta (Eq. 6); order parameter: the readout r_a(t) = sum_v p_t(v) e_v . w_a (Eq. 11).
+lambda_1 from a perturbed copy of rho on the same random numbers (Benettin), beside token flips and a "free pair" never
+pulled back."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def feature_directions(model, n_features: int) -> torch.Tensor:
 
 
 def _sample(logits: torch.Tensor, temp: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Probabilities softmax(logits / T) and the token given by inverse-CDF sampling with uniforms u
-    (greedy at T = 0)."""
+    """softmax(logits / T) and the inverse-CDF token for uniforms u (greedy at T = 0)."""
     greedy = temp <= 0
     t = torch.where(greedy, torch.ones_like(temp), temp)
     p = torch.softmax(logits / t[:, None], dim=-1)
@@ -87,8 +85,7 @@ class _Trace:
 
     @classmethod
     def empty(cls, temperatures: int, steps: int, features: int) -> _Trace:
-        """Zeros for every recorded token; refused in one line (naming ``--steps``) where they would not fit in
-        the memory available (a float64 per feature, five more numbers and two flags per token)."""
+        """Zeros for every recorded token; refused in one line (naming ``--steps``) when they do not fit in memory."""
         from bdh.errors import UserError
         from bdh.train.runtime.memory import available_bytes
 
@@ -152,8 +149,7 @@ def _run_probe(model, cfg: ProbeConfig) -> tuple[dict, dict]:
 
 
 def _perturb(state, nT: int, delta: float, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
-    """Displace both copies of the reference states (rows [0, nT) of ``state.rho``):
-    rho' = rho + delta |rho| xi / |xi|, one random direction per temperature; returns the distances d0."""
+    """Displace both copies: rho' = rho + delta |rho| xi / |xi| per temperature; returns the distances d0."""
     ref = state.rho[:, :nT]
     xi = torch.randn(ref.shape, generator=gen, dtype=dtype)
     nr = ref.transpose(0, 1).reshape(nT, -1).norm(dim=1)
@@ -165,8 +161,7 @@ def _perturb(state, nT: int, delta: float, gen: torch.Generator, dtype: torch.dt
 
 
 def _record_sample(trace: _Trace, j: int, pr: torch.Tensor, tok: torch.Tensor, read_dirs: torch.Tensor) -> None:
-    """Record recorded token ``j``: the reference's readout, entropy and token (``pr``: its probabilities), and
-    whether each copy sampled another token (``tok``: the tokens of all three groups of rows)."""
+    """Record token ``j``: the reference's readout, entropy and token, and whether each copy sampled another."""
     nT = pr.shape[0]
     trace.readout[:, j] = (pr @ read_dirs).cpu().numpy()
     trace.entropy[:, j] = (-(pr.clamp_min(1e-30).log() * pr).sum(-1)).cpu().numpy()
@@ -176,8 +171,7 @@ def _record_sample(trace: _Trace, j: int, pr: torch.Tensor, tok: torch.Tensor, r
 
 
 def _record_separation(trace: _Trace, j: int, state, d0: torch.Tensor) -> None:
-    """Record the log growth of both copies' separation from the reference after token ``j``, and pull the
-    renormalised copy back to the distance ``d0`` (Benettin)."""
+    """Record both copies' log separation growth after token ``j``; pull the renormalised copy back to ``d0``."""
     nT = d0.shape[0]
     ref = state.rho[:, :nT]
     diff = (state.rho[:, nT : 2 * nT] - ref).transpose(0, 1).reshape(nT, -1)
@@ -189,8 +183,7 @@ def _record_separation(trace: _Trace, j: int, state, d0: torch.Tensor) -> None:
 
 
 def _per_temperature(cfg: ProbeConfig, trace: _Trace, acf: np.ndarray, freq: np.ndarray, spec: np.ndarray) -> list:
-    """The report's entry of each temperature: the exponents, token divergence, the free pair, the decay of
-    the autocorrelation and the spectrum's peak of the first readout, and the spread of the generated text."""
+    """Each temperature's entry: exponents, token divergence, free pair, ACF decay, spectral peak, text spread."""
     lam = trace.log_growth.mean(1)
     per = []
     for i, T in enumerate(cfg.temperatures):

@@ -1,8 +1,7 @@
-"""Parameters and 1-bit weights of the self-attention network of Poc-López & Aguilera (2024).
+"""Parameters and 1-bit weights of Poc-López & Aguilera's (2024) self-attention network.
 
-M features per projection alpha in {o, v, q, k}, each column +/-1 over N_se semantic neurons plus N_P positional
-bits, built from equal segments of one random sign (appendix C). The mean field (Eqs. 13-16) needs the weights
-only up to a permutation, so `NetworkWeights` stores groups of neurons sharing a row, with their fractions."""
+M features per projection alpha in {o, v, q, k}, each column +/-1 over N_se semantic neurons plus N_P positional bits
+(appendix C); `NetworkWeights` stores groups of neurons sharing a row, with their fractions."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ class DMFTParams(TypedConfig):
 
 
 def position_bits(t: np.ndarray | int, n_pe: int) -> np.ndarray:
-    """The +/-1 binary code p_t of position t mod 2^N_P, shape (*t.shape, n_pe) (most significant bit first; position
-    0 = all -1)."""
+    """The +/-1 code p_t of t mod 2^N_P, (*t.shape, n_pe), most significant bit first (position 0: all -1)."""
     t = np.asarray(t) % (2**n_pe)
     shifts = np.arange(n_pe - 1, -1, -1)
     return (((t[..., None] >> shifts) & 1) * 2 - 1).astype(np.float64)
@@ -50,9 +48,8 @@ def position_bits(t: np.ndarray | int, n_pe: int) -> np.ndarray:
 
 @dataclass
 class NetworkWeights:
-    """1-bit weights, stored as groups of neurons that share a row of W^o, W^v, W^q, W^k: ``frac`` (G,) the fraction of
-    semantic neurons per group, ``W`` projection -> (G, M) its rows, ``P`` projection -> (N_P, M) the positional
-    weights."""
+    """1-bit weights as groups sharing a row: ``frac`` (G,) their fractions, ``W`` (G, M) and ``P`` (N_P, M)
+    per projection."""
 
     frac: np.ndarray
     W: dict[str, np.ndarray]
@@ -127,9 +124,8 @@ def random_segment_weights(seed: int, params: DMFTParams | None = None, n_segmen
 def paper_weights(
     seed: int = 1, n_se: int = 99, n_segments: int = 3, params: DMFTParams | None = None
 ) -> NetworkWeights:
-    """The weight configuration of the paper's figures (appendix C, seed 1). It replays the authors' order of draws from
-    numpy's legacy global generator (one unused matrix, one per projection o, v, q, k, then one sign per projection,
-    feature and segment), so that the column correlations are the paper's (docs/dmft.md)."""
+    """The weights of the paper's figures (appendix C, seed 1), replaying the authors' draws from numpy's
+    legacy generator."""
     params = params or DMFTParams()
     M, n_pe = params.n_features, params.n_pe
     rs = np.random.RandomState(seed)
