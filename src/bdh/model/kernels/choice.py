@@ -106,6 +106,7 @@ def choose(
         ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
         ("relu_rope", "plain",            True),                                          # F.relu, then rope
         ("attention", "delta-chunked-triton", delta and mode == "chunked" and use_triton(device)),  # triton/delta.py
+        ("attention", "delta-native",     delta and loops and eager and not autograd),    # cpu/native.py
         ("attention", DELTA.get(mode),    delta),               # pytorch/delta_ut.py; recurrent: state_rules.py
         ("attention", "gated-" + mode,    state_rule == "gated"),                         # pytorch/state_rules.py
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py

@@ -197,6 +197,7 @@ ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "delta-parallel-ut": lambda c: partial(  # pytorch/delta_ut.py, in chunks of at most PARALLEL_CHUNK tokens
         delta_ut, chunk_size=min(c.chunk_size, PARALLEL_CHUNK), need_state=c.need_state
     ),
+    "delta-native": lambda c: _delta_native(ATTENTION["delta-parallel-ut"](c), c),  # cpu/native.py
     "delta-chunked-triton": lambda c: partial(  # triton/delta.py
         _triton_delta.delta_chunked_triton, chunk_size=c.chunk_size, need_state=c.need_state
     ),
@@ -233,6 +234,28 @@ def _recurrent_native(plain: Attention, log_u: Tensor | None) -> Attention:
         if q.shape[2] == 1 and state.dtype == torch.float32 and state.is_contiguous() and native.supports(q, k):
             return native.recurrent_step(q, k, v, state, u), state
         return plain(q, k, v, state=state)
+
+    return attention
+
+
+def _delta_native(ut: Attention, c: Choice) -> Attention:
+    """The delta rule's compiled read (`native.delta_read`: token by token, one pass over the state a token) where
+    it takes the tensors: no gradient wanted, q and k of one dtype the loops take, a fp32 state (zero where none is
+    given), updated in place on an in-place pass, else in a copy; the UT form ``ut`` otherwise."""
+    need_state, inplace = c.need_state, c.inplace
+
+    def attention(q: Tensor, k: Tensor, v: Tensor, *, state: Tensor | None, log_g=None, beta=None):
+        tensors = (q, k, v, state, log_g, beta)
+        grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+        if grad or beta is None or not native.supports(q, k) or not (state is None or state.dtype == torch.float32):
+            return ut(q, k, v, state=state, log_g=log_g, beta=beta)
+        B, H, _, N = q.shape
+        if state is None:
+            S = torch.zeros(B, H, N, v.shape[-1], device=q.device)
+        else:
+            S = state if inplace and state.is_contiguous() else state.clone(memory_format=torch.contiguous_format)
+        a = native.delta_read(q.contiguous(), k.contiguous(), v, beta, log_g, S)
+        return a, (S if need_state else None)
 
     return attention
 

@@ -229,15 +229,98 @@ static inline idx row_at(const idx *strides, idx q, idx heads, idx len) { /* row
         return 0;                                                                                              \
     }
 
+/* The delta rule's read (no gradient) over T tokens, in place on a block of columns of one head's fp32 state S
+ * (N x D): a_t = q_t^T S, then S = u_t (S + k_t w_t^T) with w_t = b_t (v_t - S^T k_t) (read before write,
+ * unit keys k; bdh/model/kernels/naive.py, naive_state_rule). Column d of w_t reads column d of S only, so the
+ * blocks of columns are independent (no sum across threads). S is kept as s S' with a scalar s: u_t multiplies
+ * s, not the rows, so a row with q_i = k_i = 0 is not touched; w_t / s is written into S' and s is folded back
+ * into the rows at the end (or when it falls below DELTA_TINY). One pass over the rows per token: token t-1's
+ * write of row i, then token t's reads of it. A block is DELTA_COLS columns, its sums held in registers. */
+#define DELTA_TINY 1e-15f
+#define DELTA_COLS 64 /* the columns of a block held in registers; a narrower last block takes the generic loop */
+/* One pass over the rows for token t: token t-1's pending write (keys kp, w / s in wp), then t's sums ra = S^T q_t
+ * and rk = S^T k_t. W is DELTA_COLS or the width of a narrower block. */
+#define DELTA_PASS(T, SUF, W)                                                                                  \
+    for (idx i = 0; i < N; ++i) {                                                                             \
+        float kw = kp ? ld_##SUF(kp, i) : 0.0f, qi = ld_##SUF(qt, i), ki = ld_##SUF(kt, i);                  \
+        float *restrict row = S + i * D;                                                                       \
+        if (kw != 0.0f)                                                                                        \
+            for (idx d = 0; d < W; ++d) row[d] += kw * wp[d];                                                 \
+        if (qi != 0.0f || ki != 0.0f)                                                                          \
+            for (idx d = 0; d < W; ++d) {                                                                     \
+                ra[d] += qi * row[d];                                                                          \
+                rk[d] += ki * row[d];                                                                          \
+            }                                                                                                  \
+    }
+/* The block's tokens in order, with its scale s (above); S points at the block's first column. */
+#define DELTA_BLOCK(T, SUF, W)                                                                                 \
+    float s = 1.0f;                                                                                            \
+    const T *kp = 0; /* the keys of the token whose write is pending (none before the first) */              \
+    for (idx t = 0; t <= Tn; ++t) {                                                                           \
+        const T *qt = t < Tn ? q + t * N : 0, *kt = t < Tn ? k + t * N : 0;                                    \
+        for (idx d = 0; d < W; ++d) ra[d] = rk[d] = 0.0f;                                                     \
+        if (t == Tn) { /* the last write, and s folded into the rows */                                        \
+            for (idx i = 0; kp && i < N; ++i) {                                                               \
+                float kw = ld_##SUF(kp, i), *restrict row = S + i * D;                                         \
+                for (idx d = 0; d < W; ++d) row[d] = s * (row[d] + kw * wp[d]);                               \
+            }                                                                                                  \
+            break;                                                                                             \
+        }                                                                                                      \
+        DELTA_PASS(T, SUF, W)                                                                                  \
+        const float *vt = v + t * D;                                                                           \
+        for (idx d = 0; d < W; ++d) {                                                                         \
+            st_##SUF(a, t * D + d, s * ra[d]);                                                                 \
+            wp[d] = beta[t] * (vt[d] / s - rk[d]); /* w_t / s */                                               \
+        }                                                                                                      \
+        kp = kt;                                                                                               \
+        if (u) s *= u[t];                                                                                      \
+        if (s < DELTA_TINY && t + 1 < Tn) { /* fold s into the rows early (its last write with it) */          \
+            for (idx i = 0; i < N; ++i) {                                                                     \
+                float kw = ld_##SUF(kp, i), *restrict row = S + i * D;                                         \
+                for (idx d = 0; d < W; ++d) row[d] = s * (row[d] + kw * wp[d]);                               \
+            }                                                                                                  \
+            kp = 0, s = 1.0f;                                                                                  \
+        }                                                                                                      \
+    }
+#define DELTA(T, SUF)                                                                                          \
+    MULTIVERSION static void delta_cols_##SUF(const T *q, const T *k, const float *v, const float *beta,        \
+                                              const float *u, float *S, T *a, idx Tn, idx N, idx D) {          \
+        float ra[DELTA_COLS], rk[DELTA_COLS], wp[DELTA_COLS] = {0};                                            \
+        DELTA_BLOCK(T, SUF, DELTA_COLS)                                                                        \
+    }                                                                                                          \
+    MULTIVERSION static void delta_narrow_##SUF(const T *q, const T *k, const float *v, const float *beta,      \
+                                                const float *u, float *S, T *a, idx Tn, idx N, idx D, idx W) { \
+        float ra[DELTA_COLS], rk[DELTA_COLS], wp[DELTA_COLS] = {0};                                            \
+        DELTA_BLOCK(T, SUF, W)                                                                                 \
+    }                                                                                                          \
+    int bdh_delta_read_##SUF(const T *q, const T *k, const float *v, const float *beta, const float *u,       \
+                             float *S, T *a, idx B, idx H, idx Tn, idx N, idx D, idx v_heads, int threads) {  \
+        idx blocks = (D + DELTA_COLS - 1) / DELTA_COLS, tasks = B * H * blocks;                               \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)") for (idx t = 0; t < tasks; ++t) {  \
+            idx bh = t / blocks, d0 = (t % blocks) * DELTA_COLS, b = bh / H, h = bh % H;                      \
+            idx W = d0 + DELTA_COLS < D ? DELTA_COLS : D - d0;                                                \
+            const float *vb = v + (b * v_heads + (v_heads == 1 ? 0 : h)) * Tn * D + d0;                        \
+            const T *qb = q + bh * Tn * N, *kb = k + bh * Tn * N;                                              \
+            const float *bb = beta + bh * Tn, *ub = u ? u + bh * Tn : 0;                                       \
+            if (W == DELTA_COLS)                                                                               \
+                delta_cols_##SUF(qb, kb, vb, bb, ub, S + bh * N * D + d0, a + bh * Tn * D + d0, Tn, N, D);     \
+            else                                                                                               \
+                delta_narrow_##SUF(qb, kb, vb, bb, ub, S + bh * N * D + d0, a + bh * Tn * D + d0, Tn, N, D, W); \
+        }                                                                                                      \
+        return 0;                                                                                              \
+    }
+
 RELU_ROPE(float, f32)
 RELU_ROPE(bf16, bf16)
 GATE(float, f32)
 GATE(bf16, bf16)
 STEP(float, f32)
 STEP(bf16, bf16)
+DELTA(float, f32)
+DELTA(bf16, bf16)
 
 /* the version of this interface, checked by the loader */
-int bdh_native_version(void) { return 3; }
+int bdh_native_version(void) { return 4; }
 
 #ifdef BDH_PYTHON_MODULE
 /* built by setup.py as the (empty) Python module bdh.model.kernels.cpu._native, so that it installs and is found

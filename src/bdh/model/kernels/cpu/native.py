@@ -2,9 +2,9 @@
 
 On a CPU with fast bf16 matmuls (AMX) a step's time goes to element-wise passes over the (B, h, T, N) tensors;
 `_native.c` (built by ``setup.py``) does each element-wise step of Eq. 8 in one fp32 pass: `relu_rope`,
-`relu_rope_back`, `gate` (dropout drawn in the loop, `counter_draws`), `gate_back` and `recurrent_step`. Each has
-a PyTorch reference it is tested against; `available` is False when not built, under ``BDH_NATIVE=0`` or inside
-`disabled` (docs/performance.md)."""
+`relu_rope_back`, `gate` (dropout drawn in the loop, `counter_draws`), `gate_back`, `recurrent_step`, and
+`delta_read` (the delta rule over a block, no gradient). Each has a PyTorch reference it is tested against;
+`available` is False when not built, under ``BDH_NATIVE=0`` or inside `disabled` (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import torch
 
 #: the interface version this module expects of the library (bdh_native_version in _native.c)
-VERSION = 3
+VERSION = 4
 
 _P = ctypes.c_void_p
 _L = ctypes.c_int64
@@ -29,6 +29,7 @@ _SIGNATURES = {
     "gate": ([_P, _P, ctypes.c_uint64, ctypes.c_uint32, _P, _P, _P, _P, _I], None),
     "gate_back": ([_P, _P, _P, _P, _P, _P, _P, _I], None),
     "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
+    "delta_read": ([_P, _P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
 }
 _SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
 _off = 0  # depth of `disabled` contexts
@@ -194,6 +195,27 @@ def recurrent_step(
     vf, uf = v.float().contiguous(), None if u is None else u.float().contiguous()
     if _call("step", q.dtype, q, k, vf, S, a, uf, B, H, N, D, v.shape[1], parts, threads):
         raise MemoryError("recurrent step: could not allocate the per-thread sums")
+    return a
+
+
+def delta_read(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    log_g: torch.Tensor | None,
+    S: torch.Tensor,
+) -> torch.Tensor:
+    """The delta rule over a block of T tokens, S updated in place (no gradient): a_t = q_t^T S, then S = u_t (S +
+    k_t w_t^T), w_t = b_t (v_t - S^T k_t), u_t = e^{log_g} (`bdh.model.kernels.naive.naive_state_rule`). q, k
+    contiguous (B, H, T, N), unit keys k; v (B, 1 or H, T, D); beta, log_g (B, H, T) or log_g None; S contiguous
+    fp32 (B, H, N, D). Returns a (B, H, T, D) in q's dtype."""
+    B, H, T, N = q.shape
+    D = S.shape[-1]
+    a = q.new_empty(B, H, T, D)
+    vf, bf = v.float().contiguous(), beta.float().expand(B, H, T).contiguous()
+    uf = None if log_g is None else torch.exp(log_g.float()).expand(B, H, T).contiguous()
+    _call("delta_read", q.dtype, q, k, vf, bf, uf, S, a, B, H, T, N, D, v.shape[1], _threads())
     return a
 
 
