@@ -25,9 +25,9 @@ from .ladder import Rung, rungs_of
 from .results import write_csv
 from .spec import QUICK, TRIVIAL, BenchError, RunSpec, SuiteDef, Trivial, redefault
 
-#: what the attention baselines (GPT, Hyper-SET) are told of the board: ``none`` (learned 1D positions), ``positions``
-#: (row, column and box embeddings) or ``peers`` (those, and attention only between cells of a row, column or box;
-#: `bdh.baselines.grid`). BDH reads the board with its own RoPE either way.
+#: what the models are told of the board: ``none`` (GPT and Hyper-SET learned 1D positions, BDH its RoPE), ``positions``
+#: (row, column and box embeddings; BDH's ``input_positions``) or ``peers`` (those, and attention only between cells
+#: of a row, column or box; BDH's ``attend``, its linear attention's scores masked; `bdh.baselines.grid`).
 STRUCTURES = ("none", "positions", "peers")
 
 
@@ -162,8 +162,15 @@ class SudokuSweep(BoardSweep):
         return {"hyperset": {**super().model_options()["hyperset"], **board, **depth}, "gpt": gpt}
 
     def model_section(self, model: str, width: int, *, vocab_size: int, seq_len: int) -> dict[str, Any]:
-        """`BoardSweep.model_section`; BDH (weight-shared unless ablated) also with the recurrent depth options."""
+        """`BoardSweep.model_section`; BDH with the board's ``structure`` and (weight-shared unless ablated) the
+        recurrent depth options."""
         section = super().model_section(model, width, vocab_size=vocab_size, seq_len=seq_len)
+        if section["name"] == "bdh" and self.structure != "none":
+            section = {
+                **section,
+                "input_positions": "sudoku",
+                **({"attend": "sudoku"} if self.structure == "peers" else {}),
+            }
         if section["name"] == "bdh" and not section.get("unshared_layers"):
             section = {**section, **self._depth_options()}
         return section
