@@ -1,6 +1,5 @@
-"""Seeing a BDH model at work: matplotlib plots of a run (`bdh.viz.plots`) and a self-contained interactive HTML
-viewer (`bdh.viz.export` builds its data, `bdh.viz.page` renders it, `bdh.viz.server` serves it on the loopback
-interface); docs/viz.md."""
+"""Seeing a BDH model at work: plots of a run (`plots`) and a self-contained HTML viewer (`export`,
+`page`, `server`)."""
 
 from .._lazy import exports
 

@@ -1,9 +1,8 @@
 """The data of the interactive viewer: what a BDH model does on one input, reduced to a small JSON document.
 
-`build_view` runs the model once with ``capture=True`` and keeps the hub graph of G_x = D_x E (computed in row
-blocks, never whole), the hubs' x and y per token, heatmaps, sparsity, the strongest attention sources, the logit
-lens and the model's metadata, quantised to 0..255 so that the document stays small (docs/viz.md gives its size).
-`neuron_graph` is the place to swap in another hub rule."""
+`build_view` runs the model once and keeps the hub graph of G_x = D_x E (in row blocks), the hubs' x and y per
+token, heatmaps, sparsity, attention sources, the logit lens and metadata, quantised to 0..255. `neuron_graph` holds
+the hub rule."""
 
 from __future__ import annotations
 
@@ -53,8 +52,8 @@ class ViewOptions(TypedConfig):
 
 @torch.no_grad()
 def hub_strength(model: BDH, block: int = 2048) -> torch.Tensor:
-    """Weighted degree of every neuron in the positive part of G_x (in-strength plus out-strength, self-loops
-    excluded), (n,), computed in row blocks of ``block`` rows (memory n x block, never n x n)."""
+    """In- plus out-strength of every neuron in the positive part of G_x, no self-loops, (n,), in blocks of
+    ``block`` rows."""
     Dx, _, E = flat_decoders(model)
     Dx, E = Dx.float(), E.float()
     n = Dx.shape[0]
@@ -76,8 +75,8 @@ ISOLATED_PER_ROW = 12
 
 @torch.no_grad()
 def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, seed: int = 0) -> dict[str, Any]:
-    """The hub subgraph of G_x: the ``hubs`` neurons of largest `hub_strength`, the ``hubs * edges_per_hub`` strongest
-    positive edges among them and a layout, as ``{"nodes", "edges", "pos"}`` (weights relative to the strongest)."""
+    """The ``hubs`` strongest neurons (`hub_strength`), their strongest positive edges and a layout: ``{"nodes",
+    "edges", "pos"}``."""
     cfg = model.config
     strength = hub_strength(model, block)
     k = min(hubs, cfg.n)
@@ -105,9 +104,8 @@ def neuron_graph(model: BDH, hubs: int, edges_per_hub: int, block: int = 2048, s
 
 
 def _layout(k: int, edges: list[list[float]], seed: int) -> list[list[float]]:
-    """Positions of the hubs in [0.04, 0.96]^2: a spring layout of the hubs that have an edge, scaled to fill the panel,
-    and the isolated hubs in rows along its bottom (laid out together, the isolated ones pushed the rest into a
-    corner)."""
+    """Hub positions in [0.04, 0.96]^2: a spring layout of the connected hubs, the isolated ones in rows at
+    the bottom."""
     import networkx as nx
 
     g = nx.Graph()
@@ -148,8 +146,7 @@ def _r(x: float, digits: int = 4) -> float:
 
 
 def token_labels(tokens: Sequence[int], kind: str) -> list[str]:
-    """Printable labels of the tokens: bytes as characters (escapes for control bytes), board cells as
-    their symbols, other tokens as numbers."""
+    """Printable token labels: bytes as characters (control bytes escaped), board cells as symbols, else numbers."""
     out = []
     for t in tokens:
         t = int(t)
@@ -190,9 +187,8 @@ def build_view(
     source: str = "",
     fact: int | None = None,
 ) -> dict[str, Any]:
-    """Everything the viewer shows for one input sequence, as a JSON-ready dict. ``kind``: ``text`` (bytes), ``tokens``,
-    ``boardpath`` or ``sudoku`` (a board read row by row); ``title`` and ``source`` are shown in the page header;
-    ``fact``: a position whose token the memory panel traces to the last token (`fact_view`)."""
+    """Everything the viewer shows for one input, JSON-ready; ``kind``: ``text``, ``tokens``, ``boardpath`` or
+    ``sudoku``; ``fact``: a position the memory panel traces (`fact_view`)."""
     idx = _input(tokens, kind, board_size)
     check_fact(fact, kind, idx.shape[1])  # before the model runs
     opts = options or ViewOptions()
@@ -247,9 +243,8 @@ def check_fact(fact: int | None, kind: str, length: int) -> None:
 
 
 def fact_view(model: BDH, idx: torch.Tensor, fact: int | None, kind: str, graph: dict) -> dict | None:
-    """The memory panel: the fact written at token ``fact`` as the last token reads it back through the state
-    (`bdh.analysis.memory.trace_fact`: every head's share, the neurons that hold it, each with ``hub``, its index
-    among the graph's nodes or None); None without a fact."""
+    """The memory panel: the fact at ``fact`` as the last token reads it (`trace_fact`, neurons with their ``hub``),
+    or None."""
     from bdh.analysis.memory import trace_fact
 
     if fact is None:
@@ -264,8 +259,7 @@ def fact_view(model: BDH, idx: torch.Tensor, fact: int | None, kind: str, graph:
 
 @dataclass(frozen=True)
 class WrittenView:
-    """A viewer page written by `write_view`: its ``path``, ``size`` in bytes, ``tokens`` shown, ``seconds`` taken and
-    the ``page`` itself (what a server hands out)."""
+    """A page written by `write_view`: ``path``, ``size`` in bytes, ``tokens``, ``seconds`` and the ``page``."""
 
     path: Path
     size: int
@@ -288,9 +282,7 @@ def write_view(
     origin: str = "",
     fact: int | None = None,
 ) -> WrittenView:
-    """Build the viewer document of ``model`` reading ``inp``, render it as one HTML page and write it atomically to
-    ``out`` (already checked by the caller); ``origin`` (e.g. the model's folder) is shown in the header; ``fact``:
-    the position the memory panel traces (`fact_view`)."""
+    """The viewer page of ``model`` reading ``inp`` written atomically to ``out``; ``origin`` shown in the header."""
     from bdh.outputs import write_text
 
     from .page import render
@@ -327,8 +319,7 @@ def _input(tokens: Sequence[int] | torch.Tensor, kind: str, board_size: int | No
 
 
 def _capture(model: BDH, idx: torch.Tensor) -> Any:
-    """What the model computes on ``idx`` in eval mode, layer by layer (`bdh.model.capture`); the model's mode is
-    restored after."""
+    """What the model computes on ``idx`` in eval mode, layer by layer (its mode restored)."""
     was_training = model.training
     model.eval()
     try:
@@ -347,8 +338,7 @@ def _add_activations(
     lit: dict[str, list],
     heat: dict[str, list],
 ) -> None:
-    """Append one layer's ``which`` (``x`` or ``y``) activations, (H, T, N) as captured, to the views: its
-    sparsity (overall and per token), the hubs' activity (``lit``) and the most active neurons (``heat``)."""
+    """Add one layer's ``which`` activations (H, T, N) to the views: sparsity, hub activity (``lit``), ``heat``."""
     act = captured.float().cpu()  # H, T, N
     T, n = act.shape[1], act.shape[0] * act.shape[2]
     flat = act.transpose(0, 1).reshape(T, n)  # T, n; neuron h * N + j
@@ -369,8 +359,7 @@ def _add_activations(
 
 
 def _attention_rows(captured: torch.Tensor, top: int) -> list[list[list[float]]]:
-    """One layer's attention, (H, T, T) as captured, averaged over the heads: per reading token its ``top``
-    sources by magnitude as [source, weight / the largest magnitude]."""
+    """One layer's head-averaged attention (H, T, T): each token's ``top`` sources as [source, relative weight]."""
     att = captured.float().mean(dim=0).cpu()  # T, T (row = reader)
     T = att.shape[0]
     k = min(top, T)
@@ -389,8 +378,7 @@ def _attention_rows(captured: torch.Tensor, top: int) -> list[list[list[float]]]
 
 
 def _lens(captured: torch.Tensor, kind: str, top: int) -> list[Any]:
-    """One layer's logit lens, (T, V) logits as captured: the argmax per cell on a board, else per token the
-    ``top`` tokens by probability as [token, probability]."""
+    """One layer's logit lens from (T, V) logits: the argmax per board cell, else the ``top`` [token, probability]."""
     logits = captured.float().cpu()  # T, V
     if kind in ("boardpath", "sudoku"):
         return logits.argmax(dim=-1).tolist()

@@ -1,6 +1,5 @@
-"""What the viewer and the plots are shown: a prompt, token ids, a pathfinding board or a Sudoku, turned into token
-ids and checked against the model, plus the run's task (read from RUN_DIR/config.yaml). The board file format
-(``--board FILE``: ``.`` floor, ``#`` wall, ``S`` start, ``E`` end, one row per line) is in docs/viz.md."""
+"""What the viewer and plots are shown: a prompt, token ids, a pathfinding board or a Sudoku, as checked token ids, and
+the run's task; the ``--board FILE`` format is in docs/viz.md."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ class ViewInput:
 
 
 def output_stem(inp: ViewInput) -> str:
-    """A file name for what is drawn of ``inp``: the first words of a text (else the input's kind) and a hash of its
-    tokens, e.g. ``to-be-or-not-to-be-3f2a1c``; the same input names the same file."""
+    """A file name for ``inp``: a text's first words (else its kind) and a hash, e.g. ``to-be-or-not-to-be-3f2a1c``."""
     import hashlib
     import re
     import unicodedata
@@ -44,8 +42,7 @@ def output_stem(inp: ViewInput) -> str:
 
 
 def run_task(model_dir: Path) -> dict[str, Any] | None:
-    """The ``task`` section of the run config next to a model folder (the folder itself, RUN_DIR/best or
-    RUN_DIR/checkpoints/step-N), or None when no config.yaml is found."""
+    """The ``task`` section of the run config beside a model folder, or None without a config.yaml."""
     from bdh.train.config import read_config_file
 
     for folder in (model_dir, model_dir.parent, model_dir.parent.parent):
@@ -170,8 +167,7 @@ def sudoku_input(text: str, vocab_size: int) -> ViewInput:
 
 
 def default_input(task: dict[str, Any] | None, vocab_size: int, causal: bool, seed: int = 0) -> ViewInput:
-    """An input when none is given: a board or a puzzle from the run's task generator, else for byte-level
-    models the probe text of every command (`bdh.analysis.probe`), its first window drawn."""
+    """A board or puzzle from the run's task, else the probe text's first window (byte models)."""
     import numpy as np
 
     name = (task or {}).get("name")
@@ -213,8 +209,7 @@ def choose_input(
     sudoku: str | None = None,
     seed: int = 0,
 ) -> ViewInput:
-    """What ``model`` (loaded from ``model_dir``) is shown: ``prompt`` (bytes), ``tokens`` (ids as text), a
-    ``board`` file (checked against the run's board size), a ``sudoku``, else the run's default (`default_input`)."""
+    """What ``model`` is shown: ``prompt``, ``tokens``, a ``board`` file, a ``sudoku``, else `default_input`."""
     cfg = model.config
     task = run_task(model_dir)
     if prompt is not None:
@@ -230,7 +225,6 @@ def choose_input(
 
 
 def report_path(run_dir: Path, prefix: str, inp: ViewInput | None, suffix: str = "") -> Path:
-    """Where a drawing of ``inp`` goes by default: ``run_dir/reports/<prefix>-<output_stem><suffix>``, named
-    after the input so that another input writes beside it (``prefix`` alone without an input)."""
+    """``run_dir/reports/<prefix>-<output_stem><suffix>`` (``prefix`` alone without an input)."""
     name = prefix if inp is None else f"{prefix}-{output_stem(inp)}"
     return run_dir / "reports" / f"{name}{suffix}"

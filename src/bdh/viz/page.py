@@ -1,5 +1,4 @@
-"""One self-contained HTML page from a viewer document: the template, script and style shipped in
-``bdh/viz/viewer/`` with the data inlined as JSON. No network access is needed to open it."""
+"""One self-contained HTML page from a viewer document (``bdh/viz/viewer/``'s files, the data inlined); no network."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ def _asset(name: str) -> str:
 
 
 def embed_json(data: Any) -> str:
-    """JSON safe inside a ``<script type="application/json">`` element: ``<``, ``>`` and ``&`` escaped
-    as \\u sequences (so no ``</script>`` can close the element), compact separators."""
+    """Compact JSON safe in a ``<script type="application/json">``: ``<``, ``>``, ``&`` escaped as \\u sequences."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return (
         text.replace("<", "\\u003c")

@@ -1,7 +1,5 @@
-"""Static figures of a run (matplotlib, imported lazily): training curves, sparsity by layer, degree distributions,
-the ``bdh bench`` suite plots and activation heatmaps. Each function takes plain data and an output *stem* and
-returns the files it wrote (PNG and SVG, atomically, readable at 100 % zoom: `bdh.plotting.READABLE`); losses are
-in bits, the unit of every other number of bdh."""
+"""Static figures of a run (matplotlib, lazily): training curves, sparsity, degrees, bench plots, heatmaps. Each takes
+plain data and an output stem and returns the files written (PNG and SVG, atomic, `READABLE`); losses in bits."""
 
 from __future__ import annotations
 
@@ -89,8 +87,8 @@ def _num(v: Any) -> float | None:
 
 
 def training_curves(records: Sequence[dict[str, Any]], stem: Path | str, title: str = "") -> list[Path]:
-    """Training loss and validation loss against the step, in bits (per byte when the evaluations report ``val_bpb``,
-    else per token); a second panel with the other ``val_*`` metrics when there are any."""
+    """Training and validation loss in bits (per byte with ``val_bpb``) against the step, other ``val_*`` in a
+    second panel."""
     train = [(r["step"], _num(r.get("loss"))) for r in records if r.get("kind") == "train" and "step" in r]
     train = [(s, bits(v)) for s, v in train if v is not None]
     evals = [r for r in records if r.get("kind") == "eval" and "step" in r]
@@ -189,8 +187,8 @@ def degree_distribution(
     title: str = "",
     reference: dict[str, np.ndarray] | None = None,
 ) -> list[Path]:
-    """P(k) of in- and out-degrees on log-log axes with the fitted power law on the tail k >= k_min; ``fits[d]`` is a
-    `TailFit.to_dict()` or None; ``reference`` draws a control graph's degrees in grey."""
+    """P(k) of in- and out-degrees (log-log) with the tail fit ``fits[d]``; ``reference``: a control's degrees
+    in grey."""
     from scipy import special
 
     plt = pyplot()
@@ -249,8 +247,7 @@ _TAIL_MODELS = {
 
 
 def _x_axis(ax: Any, xs: list[float], log: bool = False) -> None:
-    """A log-2 x axis for positive values spread over a factor of 8 or more (or any positive values when ``log``), else
-    linear; a few well-separated values on a linear axis are ticked where they are."""
+    """A log-2 x axis for positive values spread 8x or more (or ``log``), else linear with the values ticked."""
     if xs and xs[0] > 0 and (log or (len(xs) > 2 and xs[-1] / xs[0] >= 8)):
         ax.set_xscale("log", base=2)
     elif len(xs) <= 8 and all(b - a >= 0.1 * (xs[-1] - xs[0]) for a, b in zip(xs, xs[1:])):
@@ -269,10 +266,8 @@ def suite_plot(
     log_x: bool = False,
     x_marks: Sequence[float] = (),
 ) -> list[Path]:
-    """Lines of ``y`` against ``x``, one per value of ``series``, one panel per value of ``facet``; rows with the same
-    (facet, series, x) (seeds) are averaged, their min-max range drawn as a band and bars. The ``reference`` series
-    (the bench's trivial answer) is a horizontal dashed line; ``x_marks`` (e.g. the trained depth) vertical dotted
-    lines."""
+    """``y`` against ``x``, a line per ``series``, a panel per ``facet``; seeds averaged with a min-max band. The
+    ``reference`` series is a dashed line; ``x_marks`` dotted verticals."""
     groups, levels = _suite_points(rows, x, y, series, facet, reference)
     plt = pyplot()
     facets = sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0.0, str(v)))
@@ -312,8 +307,7 @@ SERIES_MARKERS = "osD^v<>ph*"
 def _suite_points(
     rows: Iterable[dict[str, Any]], x: str, y: str, series: str, facet: str | None, reference: str | None
 ) -> tuple[dict[Any, dict[str, dict[float, list[float]]]], dict[Any, list[float]]]:
-    """The numeric points of `suite_plot`: facet -> series -> x -> the y values, and facet -> the y values of the
-    ``reference`` rows."""
+    """`suite_plot`'s points: facet -> series -> x -> y values, and facet -> the ``reference`` y values."""
     groups: dict[Any, dict[str, dict[float, list[float]]]] = {}
     levels: dict[Any, list[float]] = {}
     for r in rows:
@@ -334,8 +328,7 @@ def _suite_points(
 def _mean_and_range(
     ax: Any, pts: dict[float, list[float]], color: str, name: str, style: str = "o-", ms: float = 5.0
 ) -> None:
-    """One series of `suite_plot`: the mean at each x as a line, the min-max range as a band between the points and a
-    bar at each."""
+    """One series: the mean line, the min-max band and bars."""
     xs = np.array(sorted(pts))
     mean = np.array([np.mean(pts[v]) for v in xs])
     lo = np.array([np.min(pts[v]) for v in xs])
@@ -352,8 +345,7 @@ def bench_plots(
     axes: dict[str, Sequence[tuple[str, str, str | None]]] | None = None,
     reference: str | None = "trivial",
 ) -> tuple[list[Path], list[str]]:
-    """For each suite in the rows' ``suite`` column, one `suite_plot` per entry of its axes (default `SUITE_AXES`),
-    written as ``bench-<suite>-<x>``; a facet the rows lack is dropped. Returns (files, skipped reasons)."""
+    """One `suite_plot` per suite and axes entry, as ``bench-<suite>-<x>``; returns (files, skipped reasons)."""
     axes = SUITE_AXES if axes is None else axes
     by_suite: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -414,8 +406,7 @@ def activation_heatmap(
     title: str = "",
     subtitle: str = "",
 ) -> list[Path]:
-    """Two heatmaps, tokens (rows) x the ``top`` neurons with the largest total activation (columns,
-    chosen separately for x and y), of one layer's x and y, each (T, n)."""
+    """Heatmaps of one layer's x and y (T, n), tokens by the ``top`` most active neurons of each."""
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
     if x.ndim != 2 or x.shape != y.shape or x.shape[0] != len(labels):
         raise UserError("activation_heatmap: x and y must be (tokens, neurons) with one label per token")

@@ -1,7 +1,5 @@
-"""The figures of ``bdh plot``, chosen and drawn: `write_figures` writes what a run has (training curves, the model's
-figures for an input, the suite plots of bench rows) and says why it skipped the others; the drawing itself is
-`bdh.viz.plots`. The model's figures: sparsity per layer (as `bdh inspect` measures it), an activation heatmap and
-the degree distribution of a head block of G_x (paper section 5)."""
+"""The figures of ``bdh plot``: `write_figures` draws what a run has (training curves, a model's figures for an input,
+bench suite plots) and says why it skipped the others."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def check_indices(model: Any, head: int | None, layer: int | None) -> None:
 
 
 def degree_figure(model: Any, head: int, avg_degree: int, stem: Path) -> list[Path]:
-    """In- and out-degrees of head ``head``'s block of G_x, thresholded to ``avg_degree`` edges per neuron, with
-    the fitted power law and the low-rank reference (`bdh.viz.plots.degree_distribution`)."""
+    """Degrees of ``head``'s G_x block at ``avg_degree`` edges per neuron, with fit and low-rank reference."""
     from bdh.analysis import neurograph as ng
 
     from .plots import degree_distribution
@@ -62,8 +59,7 @@ def degree_figure(model: Any, head: int, avg_degree: int, stem: Path) -> list[Pa
 def model_figures(
     model: Any, inp: ViewInput, out: Path, head: int | None = None, layer: int | None = None, avg_degree: int = 8
 ) -> list[Path]:
-    """Sparsity per layer, the activation heatmap (of ``layer``, default the last) and the degree distribution of
-    G_x (of ``head``, default the one `bdh inspect` analyses) of ``model`` reading ``inp``, written into ``out``."""
+    """Sparsity per layer, the heatmap of ``layer`` and G_x's degrees of ``head`` for ``model`` reading ``inp``."""
     import torch
 
     from bdh.analysis import neurograph as ng
@@ -100,8 +96,7 @@ def write_figures(
     bench_rows: list[dict[str, Any]] | None = None,
     **model_options: Any,
 ) -> tuple[list[Path], list[str]]:
-    """The figures of a run written into the folder ``out``: training curves, ``model``'s figures reading ``inp`` and
-    the suite plots of ``bench_rows``. Returns the files written and, one line each, what was skipped."""
+    """A run's figures into ``out``; returns the files written and one line per figure skipped."""
     from bdh.train.run.log import read_metrics
 
     from . import plots
@@ -134,8 +129,7 @@ class RunFigures:
     skipped: list[str]
 
     def summary(self) -> str:
-        """What ``bdh plot`` prints: ``wrote PATH`` for each file, then ``skipped WHAT: WHY`` for each figure left
-        out (never empty: the training curves are either drawn or skipped)."""
+        """``wrote PATH`` per file, then ``skipped WHAT: WHY`` per figure left out."""
         lines = [f"wrote {path}" for path in self.files] + [f"skipped {reason}" for reason in self.skipped]
         return "\n".join(lines)
 
@@ -148,8 +142,7 @@ def plot_run(
     bench: Sequence[str | Path] = (),
     **model_options: Any,
 ) -> RunFigures:
-    """The figures of the run ``run_dir`` written atomically into ``out``, with the suite plots of the ``bench`` CSV
-    files (all read before anything is drawn, so an unreadable one leaves nothing)."""
+    """The figures of ``run_dir`` into ``out`` atomically, with the plots of the ``bench`` CSVs (all read first)."""
     from bdh.outputs import atomic_folder
 
     from . import plots

@@ -45,8 +45,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(page: bytes, port: int = 0) -> PageServer:
-    """An HTTP server bound to 127.0.0.1:``port`` (0: a free port chosen by the system) that serves
-    ``page``. Raises ValueError when the port is in use or not allowed."""
+    """An HTTP server of ``page`` on 127.0.0.1:``port`` (0: any free); ValueError when the port is taken or refused."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise UserError(f"viz: port must be an integer in 0..65535, got {port!r}")
     try:
