@@ -165,8 +165,7 @@ class Range:
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
-    # the values allowed (instead of bounds), or a callable returning them, called each time a value is checked
-    # (`allowed`).
+    # the values allowed (instead of bounds), or a callable returning them, called at each check (`allowed`).
     choices: tuple[Any, ...] | Callable[[], Sequence[Any]] | None = None
     # said after the rule when a value is refused (``must be an integer >= 2 (sigma links two layers)``).
     why: str | None = None

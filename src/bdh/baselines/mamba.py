@@ -42,8 +42,8 @@ class MambaConfig(ModelConfig):
     dt_init_floor: float = bounded(1e-4, gt=0)
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     # ``parallel`` (the prefix scan), ``sequential`` (the loop), ``recurrent`` (the loop as one autograd node with a
-    # hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without; the prefix scan
-    # elsewhere).
+    # hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without; elsewhere the
+    # prefix scan).
     scan: str = one_of("auto", SCANS)
     causal: bool = True  # must be true; present so callers can read it.
     norm_eps: float = bounded(1e-5, gt=0, lt=1)

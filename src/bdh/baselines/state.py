@@ -18,8 +18,7 @@ class MixerState:
     """The state of a `bdh.baselines.mixer_lm.MixerLM` after ``pos`` tokens of each of ``batch_size`` sequences."""
 
     model: str  # the ``model_type`` of the model that made it (a state of another model is refused).
-    # per block, named tensors (batch first): the mixer's under ``mixer.<name>``, the second branch's under
-    # ``branch.<name>``.
+    # per block, named tensors (batch first): the mixer's under ``mixer.<name>``, the branch's under ``branch.<name>``.
     layers: list[Tensors] = field(default_factory=list)
     pos: int = 0  # tokens read so far (the absolute position of the next one).
 
