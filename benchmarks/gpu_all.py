@@ -20,6 +20,9 @@ fused-       ``benchmarks/fused_kernels.py``: the encoder's and the    ``fused_k
 kernels      gated read-in's Triton matmuls against today's step
 delta-       ``benchmarks/delta_kernels.py``: the delta rule's Triton  ``delta_kernels.log`` (its table)
 kernels      kernels against its PyTorch form and the plain rule's
+step-kernel  ``benchmarks/step_kernel.py``: the generation step's      ``step_kernel.log`` (its table)
+             state read and write in one Triton kernel against
+             PyTorch's, batches 1, 8, 64, CUDA graphs
 profile      ``benchmarks/gpu_profile.py``: one bf16 training step at  ``profile_T512.json.gz`` (Chrome trace),
              T = 512 and 2048 at the paper's size, torch.profiler      ``profile_T512.txt`` (top operators), the
                                                                        same for 2048, ``profile.log``
@@ -29,8 +32,9 @@ summary      (here) each step's status and seconds, the test counts,   ``summary
 ===========  ========================================================  ===========================================
 
 The steps run in this order, their rank: the GPU tests first (a kernel that is wrong makes its timing moot), then
-the headline table, then the fused and delta-rule kernels (never yet run on a GPU), then the profile and generation
-(both measured once before). The kernel steps need Triton: without it they are recorded as skipped.
+the headline table, then the fused, delta-rule and generation-step kernels (never yet run on a GPU), then the
+profile and generation (both measured once before). The kernel steps need Triton: without it they are recorded as
+skipped.
 
 ``--tar [FILE]`` also packs the folder into FILE (default ``OUT.tar.gz``): one file to copy off the machine.
 Without an official checkout (none given, or no ``bdh.py`` in it) the official rows are left out and the summary
@@ -68,17 +72,18 @@ BENCHMARKS = ROOT / "benchmarks"
 #: the first GPU run took install 7 s, cuda-tests 99 s, training 41 s, profile 19 s, generation 26 s), and --quick
 LIMITS = {
     "install": 30,
-    "cuda-tests": 170,
+    "cuda-tests": 160,
     "training": 110,
     "fused-kernels": 50,
     "delta-kernels": 60,
+    "step-kernel": 25,
     "profile": 50,
-    "generation": 70,
+    "generation": 55,
 }
 QUICK_LIMITS = dict(LIMITS, install=40, training=90, profile=60, generation=60)
-QUICK_LIMITS.update({"cuda-tests": 180, "fused-kernels": 120, "delta-kernels": 120})
+QUICK_LIMITS.update({"cuda-tests": 180, "fused-kernels": 120, "delta-kernels": 120, "step-kernel": 120})
 #: the steps that run Triton kernels (recorded as skipped where Triton is not installed)
-TRITON_STEPS = ("fused-kernels", "delta-kernels")
+TRITON_STEPS = ("fused-kernels", "delta-kernels", "step-kernel")
 #: seconds each step of ``--plan science --quick`` may take (the GPU limits are the plan's own, `gpu_science.PLAN`)
 QUICK_SCIENCE_LIMIT = 240
 #: the GPU test that runs benchmarks/gpu.py --quick itself (the training and generation steps run gpu.py)
@@ -146,6 +151,7 @@ def steps(args: argparse.Namespace, official: Path | None) -> list[Step]:
         "training": ([*gpu, "--part", "training", "--out", str(out / "training.json")], "training.log"),
         "fused-kernels": ([py, str(BENCHMARKS / "fused_kernels.py"), *kernel_size(args)], "fused_kernels.log"),
         "delta-kernels": ([py, str(BENCHMARKS / "delta_kernels.py"), *kernel_size(args)], "delta_kernels.log"),
+        "step-kernel": ([py, str(BENCHMARKS / "step_kernel.py"), *step_size(args)], "step_kernel.log"),
         "profile": ([py, str(BENCHMARKS / "gpu_profile.py"), "--out", str(out), *size], "profile.log"),
         "generation": ([*gpu, "--part", "generation", "--out", str(out / "generation.json")], "generation.log"),
     }
@@ -158,6 +164,14 @@ def kernel_size(args: argparse.Namespace) -> list[str]:
     if args.device == "cpu":
         return ["--quick", "--repeats", "1"]
     return ["--batch", "2", "--length", "2048", "--repeats", "3"] if args.quick else []
+
+
+def step_size(args: argparse.Namespace) -> list[str]:
+    """The generation step's benchmark: batches 1, 8, 64 on the GPU (batch 1 alone with --quick there), tiny on the
+    CPU."""
+    if args.device == "cpu":
+        return ["--quick"]
+    return ["--batches", "1", "--repeats", "3"] if args.quick else []
 
 
 def child_env() -> dict[str, str]:
@@ -271,7 +285,7 @@ def summary(args: argparse.Namespace, official: Path | None, results: list[dict]
         "also in their JSON files); the profiles are in `profile_T*.txt` (top operators) and `profile_T*.json.gz`",
         "(Chrome traces).",
     ]
-    for log in ("training.log", "fused_kernels.log", "delta_kernels.log", "generation.log"):
+    for log in ("training.log", "fused_kernels.log", "delta_kernels.log", "step_kernel.log", "generation.log"):
         lines += ["", f"## {log}", "", *tables(args.out / log)]
     lines += ["", "## The roofline's prediction (benchmarks/roofline.py) against the training table", ""]
     training = args.out / "training.json"

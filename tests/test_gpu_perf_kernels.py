@@ -1,6 +1,6 @@
-"""benchmarks/gpu_all.py's perf plan, its two kernel steps (benchmarks/fused_kernels.py, delta_kernels.py) end to end on
-the CPU through Triton's interpreter: each step's process, its log, its table copied into summary.md; without Triton
-they are recorded as skipped."""
+"""benchmarks/gpu_all.py's perf plan, its kernel steps (benchmarks/fused_kernels.py, delta_kernels.py, step_kernel.py)
+end to end on the CPU through Triton's interpreter: each step's process, its log, its table copied into summary.md;
+without Triton they are recorded as skipped."""
 
 from __future__ import annotations
 
@@ -36,11 +36,14 @@ def test_the_kernel_steps_run_in_the_interpreter_and_their_tables_reach_the_summ
     others = [name for name in gpu_all.LIMITS if name not in gpu_all.TRITON_STEPS]
     assert gpu_all.main(["--device", "cpu", "--quick", "--out", str(out), "--skip", *others]) == 0
     files = {p.name for p in out.iterdir()}
-    assert files == {"environment.txt", "summary.md", "fused_kernels.log", "delta_kernels.log"}, files
+    logs = {f"{step.replace('-', '_')}.log" for step in gpu_all.TRITON_STEPS}
+    assert files == {"environment.txt", "summary.md"} | logs, files
     summary = (out / "summary.md").read_text()
-    assert "| fused-kernels | ok |" in summary and "| delta-kernels | ok |" in summary, summary
-    assert "## fused_kernels.log" in summary and "## delta_kernels.log" in summary
-    for kernel in ("| encode/triton |", "| read-in/gated-triton |", "| delta-chunked-triton |", "| chunked-triton |"):
+    for step in gpu_all.TRITON_STEPS:
+        assert f"| {step} | ok |" in summary and f"## {step.replace('-', '_')}.log" in summary, summary
+    rows = ("| encode/triton |", "| read-in/gated-triton |", "| delta-chunked-triton |", "| chunked-triton |")
+    rows += ("| 1 | triton |", "| 2 | pytorch |")  # the generation step's, by batch
+    for kernel in rows:
         assert kernel in summary, kernel
     # the ranked order: the tests and the headline table before the new kernels, the profile and generation after
     assert list(gpu_all.LIMITS).index("training") < list(gpu_all.LIMITS).index("fused-kernels")
@@ -56,4 +59,4 @@ def test_without_triton_the_kernel_steps_are_skipped(gpu_all, tmp_path, monkeypa
     others = [name for name in gpu_all.LIMITS if name not in gpu_all.TRITON_STEPS]
     assert gpu_all.main(["--device", "cpu", "--quick", "--out", str(out), "--skip", *others]) == 0
     summary = (out / "summary.md").read_text()
-    assert "| fused-kernels | skipped (no Triton) |" in summary and "| delta-kernels | skipped (no Triton) |" in summary
+    assert all(f"| {step} | skipped (no Triton) |" in summary for step in gpu_all.TRITON_STEPS), summary
