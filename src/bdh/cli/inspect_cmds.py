@@ -12,6 +12,7 @@ from bdh.analysis.probe import DEFAULT_TOKENS, DEFAULT_WINDOWS
 from bdh.errors import UserError
 from bdh.outputs import input_file
 
+from . import inspect_sudoku
 from .checks import add_overwrite, add_prompt, announce_loaded, checked_model_dir, integer, load_model, prompt_bytes
 
 #: the longest prompt (and window) recorded: the recording keeps x and y of every token, layer and neuron
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_prompt(src, f"text to record (at most {MAX_PROMPT:,} bytes); default: the probe text (bdh.analysis.probe)")
     src.add_argument("--data", help="a text file to record (windows of --tokens bytes spread over the file)")
     _add_fact_args(p, src)
+    inspect_sudoku.add_args(p, src)
     p.add_argument(
         "--tokens",
         type=integer(2, MAX_PROMPT),
@@ -324,6 +326,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from bdh.outputs import check_output
 
     model_dir = checked_model_dir(args.run, args.checkpoint)
+    if inspect_sudoku.given(args):  # the board view of a Sudoku model (any weight-shared one)
+        return inspect_sudoku.cmd_sudoku(args, model_dir)
     tracing = args.fact is not None or _task_fact(args) is not None
     if args.hard_gate and not tracing:
         raise UserError("--hard-gate goes with --fact, --induction or --recall (the trace of a fact through the state)")
