@@ -63,6 +63,8 @@ EVERY_FIELD = (
         unshared_layers=True,
         state_write="delta",
         write_keys="centred",
+        write_gate="annealed",
+        gate_anneal_steps=7,
     ),
 )
 

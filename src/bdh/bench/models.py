@@ -52,6 +52,15 @@ BDH_STATES: dict[str, dict[str, Any]] = {
         "state_write": "delta",
         "write_keys": "signed",
     },
+    # the sigmoid gate annealed to the hard one over the first 1,000 training passes (the recall recipe's first half
+    # of its 2,000 short steps), hard from then on
+    "bdh-nopos-lg-delta-anneal": {
+        "positional": "none",
+        "damping": "local-global",
+        "state_write": "delta",
+        "write_gate": "annealed",
+        "gate_anneal_steps": 1000,
+    },
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)

@@ -160,6 +160,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             self._check_state(state, idx.shape[0])
         passes = self._passes(n_layer, state)
         logits, rhos = self.stack(idx, None if state is None else state.rho, self.kernels(p), passes, hook)
+        self.count_training_pass()  # ``write_gate: annealed``: its m moves after each training pass
         if not p.need_state:
             return logits, None
         if p.inplace:

@@ -118,7 +118,12 @@ class BDHConfig(ModelConfig):
     # the delta rule's b_t = g(w_h . v_t + c_h): ``sigmoid``, or ``hard`` (ours: the hard sigmoid clamp(z / 6 + 1/2, 0,
     # 1), the same start at z = 0 but exactly 0 for z <= -3, so a token the gate shuts writes nothing at all, however
     # many such tokens follow).
+    # ``annealed`` (ours): (1 - m) sigmoid(z) + m hardsigmoid(z), m = min(1, s / gate_anneal_steps) after s training
+    # passes (`bdh.model.state_rules`): the sigmoid at the start, the hard gate from ``gate_anneal_steps`` on.
     write_gate: str = one_of("sigmoid", WRITE_GATES)
+    # the training passes over which ``write_gate: annealed`` goes from the sigmoid to the hard gate (a step of k
+    # micro-batches is k passes); null for the other gates.
+    gate_anneal_steps: int | None = bounded(None, ge=1)
     # the delta rule's write keys (ours; the reads keep BDH's positive keys): ``unit`` k / |k|, ``centred`` (k - mean
     # k) / |k - mean k| over the head's neurons, signed keys that overlap less, or ``signed``: the key before its
     # ReLU, R (D v) / |R (D v)| (D = Dx, or D_k with ``separate_keys``).
@@ -289,6 +294,10 @@ class BDHConfig(ModelConfig):
             self._fail(name, "reads tokens in order through the state, so it needs causal attention (causal=true)")
         if self.write_gate != "sigmoid" and self.state_write != "delta":
             self._fail("write_gate", "is the delta rule's write strength, so set state_write: delta too")
+        if (self.write_gate == "annealed") != (self.gate_anneal_steps is not None):
+            self._fail("gate_anneal_steps", "is set with write_gate: annealed, and only then (give both or neither)")
+        if self.write_gate == "annealed" and self.deep_supervision:
+            self._fail("write_gate", "annealed counts forward's passes, and deep_supervision trains through others")
         for name, default in (("write_keys", "unit"), ("write_topk", None)):
             if getattr(self, name) != default and self.state_write != "delta":
                 self._fail(name, "shapes the delta rule's write keys, so set state_write: delta too")

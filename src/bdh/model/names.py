@@ -7,7 +7,7 @@ ATTENTION_FORMS = ("parallel", "chunked", "recurrent")
 MODES = (*ATTENTION_FORMS, "sparse")
 POSITIONAL = ("rope", "rope-standard", "none")
 STATE_WRITES = ("add", "delta")
-WRITE_GATES = ("sigmoid", "hard")
+WRITE_GATES = ("sigmoid", "hard", "annealed")
 WRITE_KEYS = ("unit", "centred", "signed")
 STATE_RULES = ("plain", "learned", "gated", "delta")
 

@@ -6,8 +6,9 @@ config and named here once, from the config to the kernels (`state_rule`, `bdh.m
     learned   U's u_h = sigmoid(a_h), a_h a parameter per head                       (``learn_damping``)
     gated     a retention per token, u_t = u_h sigmoid(w_h . v_t + c_h)              (``decay_gate``, GLA / Mamba-2)
     delta     rho += b_t k (v - rho^T k)^T, unit keys, b_t = g(w_h . v_t + c_h)      (``state_write: delta``, DeltaNet;
-              its ``write_gate`` g: sigmoid or hard; its keys ``write_keys``: BDH's positive R x, centred, or
-              signed R (Dx v) before the ReLU; ``write_topk``), with ``decay_gate``'s u_t when set
+              its ``write_gate`` g: sigmoid, hard, or annealed from one to the other; its keys ``write_keys``:
+              BDH's positive R x, centred, or signed R (Dx v) before the ReLU; ``write_topk``), with ``decay_gate``'s
+              u_t when set
 
 `StateRuleMixin` gives the model a rule's parameters, their start and its per-token gates (log u_t, b_t), the inputs the
 kernels of `bdh.model.kernels.pytorch.state_rules` take; `bdh.model.kernels.naive.naive_state_rule` is the loop
@@ -54,6 +55,9 @@ class StateRuleMixin:
         shapes.update({"write_w": (D, H), "write_b": (H,)} if delta else {})
         for name in PARAMETERS:
             self.register_parameter(name, nn.Parameter(torch.empty(shapes[name])) if name in shapes else None)
+        # ``write_gate: annealed``: the training passes so far (as BatchNorm's num_batches_tracked), saved with weights
+        passes = torch.zeros((), dtype=torch.int64) if config.write_gate == "annealed" else None
+        self.register_buffer("gate_passes", passes)
         with torch.no_grad():
             self.init_state_rules()
 
@@ -103,7 +107,19 @@ class StateRuleMixin:
         if cfg.state_write == "delta":
             z = ((v @ self.write_w).float() + self.write_b).transpose(1, 2)
             beta = F.hardsigmoid(z) if cfg.write_gate == "hard" else torch.sigmoid(z)
+            if cfg.write_gate == "annealed":  # (1 - m) sigmoid + m hard: exactly the sigmoid at m = 0, hard at 1
+                m = self.gate_hardness()
+                beta = (1.0 - m) * beta + m * F.hardsigmoid(z)
         return {"log_g": log_g, "beta": beta}
+
+    def gate_hardness(self) -> float:
+        """m of ``write_gate: annealed``: min(1, s / gate_anneal_steps) after s training passes."""
+        return min(1.0, int(self.gate_passes) / self.config.gate_anneal_steps)
+
+    def count_training_pass(self) -> None:
+        """One more pass for the annealed gate's m, where the model trains (training mode, gradients on)."""
+        if self.gate_passes is not None and self.training and torch.is_grad_enabled():
+            self.gate_passes += 1
 
     def state_rule_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """The keys the rule writes with: unit keys k / |k| for the delta rule (centred or cut to their top-k
@@ -125,8 +141,9 @@ class StateRuleMixin:
 
     @property
     def soft_gated(self) -> bool:
-        """Whether the delta rule writes through the sigmoid gate (``write_gate: sigmoid``), read by `hard_gated`."""
-        return self.config.state_write == "delta" and self.config.write_gate == "sigmoid"
+        """Whether the delta rule writes through the sigmoid gate (``write_gate: sigmoid``, or ``annealed``, hard from
+        its ``gate_anneal_steps``-th training pass on), read by `hard_gated`."""
+        return self.config.state_write == "delta" and self.config.write_gate in ("sigmoid", "annealed")
 
     def hard_gated(self) -> StateRuleMixin:
         """The same weights in a model whose delta rule writes through the hard gate (``write_gate: hard``): a
@@ -135,10 +152,11 @@ class StateRuleMixin:
         if not self.soft_gated:
             raise UserError(
                 "a hard read needs a BDH whose delta rule writes through the sigmoid gate "
-                f"(state_write: delta, write_gate: sigmoid); this one has state_write: {self.config.state_write}"
+                "(state_write: delta, write_gate: sigmoid or annealed); "
+                f"this one has state_write: {self.config.state_write}"
                 + (f", write_gate: {self.config.write_gate}" if self.config.state_write == "delta" else "")
             )
         weight = next(self.parameters())
-        twin = type(self)(dataclasses.replace(self.config, write_gate="hard"))
-        twin.load_state_dict(self.state_dict())
+        twin = type(self)(dataclasses.replace(self.config, write_gate="hard", gate_anneal_steps=None))
+        twin.load_state_dict({k: t for k, t in self.state_dict().items() if k != "gate_passes"})
         return twin.to(device=weight.device, dtype=weight.dtype).train(self.training)
