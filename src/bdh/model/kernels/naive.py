@@ -1,12 +1,9 @@
 """Obviously-correct references, slow on purpose: the fast paths are tested against these.
 
-* `naive_linear_attention` evaluates paper Eq. 4 term by term with explicit loops over t and tau.
-* `naive_state_rule` runs the state rules (a retention per token, the delta rule) one token at a time.
-* `naive_official_forward` is a hand-written transcription of the official ``pathwaycom/bdh``
-  forward pass in the official parameter names and shapes (``encoder``, ``encoder_v``, ``decoder``,
-  ``embed``, ``lm_head``), used to prove that the model's reference forward (`bdh.model.bdh.BDH.slow_forward`),
-  and through it every fast path, computes the official logits.
-"""
+* `naive_linear_attention`: paper Eq. 4 term by term, with loops over t and tau.
+* `naive_state_rule`: the state rules (a retention per token, the delta rule) one token at a time.
+* `naive_official_forward`: the official ``pathwaycom/bdh`` forward in its own names and shapes, which proves that
+`BDH.slow_forward` (and so every fast path) computes the official logits."""
 
 from __future__ import annotations
 
@@ -32,11 +29,10 @@ def naive_linear_attention(
     state: torch.Tensor | None = None,
     causal: bool = True,
 ) -> torch.Tensor:
-    """a_t = u^t q_t^T S0 + sum_{tau<t} u^(t-tau) (q_t . k_tau) v_tau, one term at a time.
+    """a_t = u^t q_t^T S0 + sum_{tau<t} u^(t-tau) (q_t . k_tau) v_tau, one term at a time (causal=False: over all
+    tau, u^|t-tau|).
 
-    q, k: (B, H, T, N); v: (B, 1 or H, T, D); retention: (H,) u or None; state: (B, H, N, D) or None.
-    With causal=False: a_t = sum_tau u^|t-tau| (q_t . k_tau) v_tau over the whole block.
-    """
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); retention: (H,) u or None; state: (B, H, N, D) or None."""
     B, H, T, _ = q.shape
     D = v.shape[-1]
     out = q.new_zeros(B, H, T, D)
@@ -56,8 +52,8 @@ def naive_linear_attention(
 
 
 def naive_write_key(k: torch.Tensor, centred: bool = False, topk: int | None = None) -> torch.Tensor:
-    """A write key of the delta rule from a raw key k (..., N), by its definition: k - mean(k) when ``centred``;
-    every entry below the ``topk``-th largest set to 0 when ``topk``; then k / max(|k|, KEY_EPS)."""
+    """A delta-rule write key from a raw k (..., N): minus its mean if ``centred``, cut to its ``topk`` largest, then k
+    / max(|k|, KEY_EPS)."""
     if centred:
         k = k - k.mean(dim=-1, keepdim=True)
     if topk is not None:
@@ -67,14 +63,12 @@ def naive_write_key(k: torch.Tensor, centred: bool = False, topk: int | None = N
 
 
 def naive_state_rule(q, k, v, *, log_g=None, beta=None, state=None, need_state=False, write_key=None):
-    """The state rules token by token, vectorised over sequences and heads (as flash-linear-attention's
-    ``naive_recurrent_*``): read a_t = q_t^T S, then write S = u_t (S + k_t w_t^T) with w_t = v_t, or
-    b_t (v_t - S^T k_t) when ``beta`` is given (the delta rule; unit keys), u_t = e^{log_g} when given.
+    """The state rules token by token, vectorised over sequences and heads (as fla's ``naive_recurrent_*``): a_t =
+    q_t^T S, then S = u_t (S + k_t w_t^T) with w_t = v_t, or b_t (v_t - S^T k_t) given ``beta`` (the delta rule), u_t
+    = e^{log_g}.
 
-    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None;
-    write_key: None (k as given), or (centred, topk): each k_t made a write key by `naive_write_key` as it is
-    written. Returns (a (B, H, T, D), the state after or None). The reference of
-    `bdh.model.kernels.pytorch.state_rules` and of `BDH.slow_forward`, and the ``recurrent`` form of those rules."""
+    q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None; write_key:
+    None or (centred, topk) for `naive_write_key`. Returns (a (B, H, T, D), the state after or None)."""
     B, H, T, N = q.shape
     S = q.new_zeros(B, H, N, v.shape[-1]) if state is None else state
     outs = []
@@ -102,10 +96,8 @@ def naive_rope_interleaved(z: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 def naive_official_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_layer: int, n_head: int) -> torch.Tensor:
     """The official BDH-GPU forward pass (eval mode), written out from its published math.
 
-    ``sd`` holds the official tensors: ``embed.weight`` (V, D), ``encoder`` (h, D, N) = Dx,
-    ``encoder_v`` (h, D, N) = Dy, ``decoder`` (h N, D) = E, ``lm_head`` (D, V). RoPE uses
-    theta = 2^16, frequencies in turns shared by neuron pairs, interleaved pairs.
-    """
+    ``sd``: ``embed.weight`` (V, D), ``encoder`` (h, D, N) = Dx, ``encoder_v`` (h, D, N) = Dy, ``decoder`` (h N, D) = E,
+    ``lm_head`` (D, V). RoPE: theta = 2^16, frequencies in turns, interleaved pairs."""
     B, T = idx.shape
     encoder, encoder_v, decoder, lm_head = sd["encoder"], sd["encoder_v"], sd["decoder"], sd["lm_head"]
     D, N = encoder.shape[1], encoder.shape[2]

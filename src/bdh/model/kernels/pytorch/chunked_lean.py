@@ -1,16 +1,13 @@
 """Memory-lean chunked linear attention: a custom autograd function with a hand-written backward.
 
-Autograd on the plain chunked form keeps every chunk's fp32 state; this keeps q, k, v (as chunk-major copies), the
-C x C scores, and the per-chunk states only when no larger than q (D <= C), recomputing the rest. With S_t = u
-(S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}:
+It keeps q, k, v (chunk-major), the C x C scores, and the per-chunk states only when no larger than q, recomputing the
+rest. With S_t = u (S_{t-1} + k_t v_t^T) and o_t = q_t^T S_{t-1}:
 
     dq_t = S_{t-1} do_t
     dS_t = q_{t+1} do_{t+1}^T + u dS_{t+1}       (dS of the last token = the gradient of the returned state)
     dk_t = u dS_t v_t,      dv_t = u dS_t^T k_t,      dS_{-1} = q_0 do_0^T + u dS_0.
 
-Only the state is scanned chunk by chunk (in fp32); everything else is one batched matmul over all chunks. The
-chunk-major copies and the shared-keys gradient ((P + P^T) x_c when k is q) are why it is fast on CPU
-(docs/performance.md)."""
+Only the state is scanned chunk by chunk (fp32); the rest is batched matmuls over all chunks."""
 
 from __future__ import annotations
 
@@ -46,8 +43,8 @@ class _Powers:
 
 
 class _Chunks:
-    """A (B, H, T, X) tensor as contiguous chunks of C tokens: one (T // C, B, H, C, X) group of full chunks and, when C
-    does not divide T, a (1, B, H, T % C, X) last one."""
+    """A (B, H, T, X) tensor as (T // C, B, H, C, X) full chunks and, when C does not divide T, a (1, B, H, T % C,
+    X) tail."""
 
     def __init__(self, groups: list[torch.Tensor]):
         self.groups = groups
@@ -77,8 +74,7 @@ def _addmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 
 def _weighted(t: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
-    """t (G, B, H, C, X) with row i of head h scaled by w[h, i], or t if w is None. A row weight commutes with a
-    product, so it is applied to the D-wide factor, never to the N-wide q or k."""
+    """t (G, B, H, C, X) with row i of head h scaled by w[h, i] (or t if w is None); applied to the D-wide factor."""
     return t if w is None else t * w.view(1, 1, *w.shape, 1)
 
 
@@ -90,8 +86,8 @@ def _add_weighted_(out: torch.Tensor, t: torch.Tensor, w: torch.Tensor | None) -
 def _scan(
     parts: torch.Tensor, S: torch.Tensor, whole: torch.Tensor | None, low: torch.dtype, reverse: bool = False
 ) -> torch.Tensor:
-    """The state before each of G chunks, in ``low`` (G, B, H, N, D); ``S`` (fp32) ends as the state after them: S_{g+1}
-    = u^C S_g + parts_g in fp32 (``reverse``: last chunk first, for the state's gradient)."""
+    """The state before each of G chunks in ``low`` (G, B, H, N, D), ``S`` ending after them: S_{g+1} = u^C S_g
+    + parts_g."""
     before = parts.new_empty(parts.shape, dtype=low)
     G = parts.shape[0]
     whole = None if whole is None else whole.view(1, -1, 1, 1).to(S.dtype)
@@ -104,9 +100,7 @@ def _scan(
 
 
 def _keep_states(chunks: int, D: int, T: int) -> bool:
-    """Keep the state before each chunk for backward (instead of recomputing it) when the kept states take
-    no more memory than q: chunks x N x D <= T x N. They are kept as the matmuls read them (in q's dtype),
-    so both ways give the same values."""
+    """Whether backward keeps each chunk's state (chunks x N x D <= T x N) instead of recomputing it; same values."""
     return chunks * D <= T
 
 
@@ -213,8 +207,7 @@ def chunked_lean(
     state: torch.Tensor | None = None,
     need_state: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Chunked linear attention (the values of `bdh.model.kernels.pytorch.attention.chunked`) with a lean backward;
-    returns (a (B, H, T, D), the state after the block (B, H, N, D), or None without ``need_state``)."""
+    """`attention.chunked`'s values with a lean backward: (a (B, H, T, D), the state after (B, H, N, D) or None)."""
     log_u = None if log_u is None else log_u.detach()
     if torch.is_autocast_enabled(q.device.type):
         # one dtype inside (autocast's, e.g. bf16): the backward runs outside autocast, so the inputs are cast

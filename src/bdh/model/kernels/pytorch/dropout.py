@@ -1,10 +1,8 @@
 """Dropout masks for CPU tensors from a fast generator, seeded from PyTorch's (docs/performance.md).
 
-PyTorch's CPU ``bernoulli_`` draws from a single-threaded Mersenne Twister, which cost more than the attention
-matmuls of a CPU step; `drop_mask` draws 16-bit numbers from NumPy's SFC64 instead, seeded per call from PyTorch's
-generator (so ``torch.manual_seed`` and a resumed checkpoint reproduce them; ``dropout_rng: torch`` gives the
-official masks). The drop probability is round(p 2^16) / 2^16. The compiled gate draws its own from a
-counter-based generator (`counter_draws`, another stream, same distribution)."""
+PyTorch's CPU ``bernoulli_`` is a single-threaded Mersenne Twister; `drop_mask` draws 16-bit numbers from NumPy's SFC64,
+seeded per call from PyTorch's generator (``torch.manual_seed`` and resumes reproduce them; ``dropout_rng: torch``: the
+official masks). The drop probability is round(p 2^16) / 2^16."""
 
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ from bdh.errors import UserError
 
 @dataclass(frozen=True)
 class DropMask:
-    """Which entries dropout zeroes: ``draws`` True where dropped (``threshold`` None), or bf16 draws kept
-    where they exceed ``threshold`` (see `drop_mask`)."""
+    """Entries dropout zeroes: ``draws`` True where dropped (``threshold`` None), or bf16 draws kept
+    above ``threshold``."""
 
     draws: torch.Tensor
     threshold: float | None = None
@@ -61,8 +59,8 @@ def _draws16(count: int, generator: torch.Generator | None) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=64)
 def _bf16_threshold(keep: int) -> float | None:
-    """The value with exactly ``keep`` of the 2^16 bf16 bit patterns kept by ``threshold_backward`` (zeroes where draws
-    <= h; the 254 NaN patterns compare false, so always kept), or None."""
+    """The value keeping exactly ``keep`` of the 2^16 bf16 patterns under ``threshold_backward`` (NaNs kept),
+    or None."""
     values = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
     nans = int(values.isnan().sum())
     values = values[~values.isnan()].sort(descending=True).values
@@ -76,9 +74,8 @@ def _bf16_threshold(keep: int) -> float | None:
 def drop_mask(
     shape: tuple[int, ...], p: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None
 ) -> DropMask:
-    """A CPU dropout mask of ``shape``, each entry dropped with probability ``p`` (to 2^-16). For bf16, fp32 or fp64 the
-    draws are held as bf16 with a threshold, so zeroing is one same-dtype ``threshold_backward`` pass (a bool
-    ``masked_fill_`` on bf16 is a slow mixed-dtype pass); otherwise as a bool tensor."""
+    """A CPU mask of ``shape``, each entry dropped with probability ``p`` (to 2^-16): bf16 draws with a threshold for
+    bf16, fp32 and fp64 (one ``threshold_backward`` pass), else a bool tensor."""
     drop = drop_count(p)
     draws = _draws16(math.prod(shape), generator).view(shape)
     if dtype in (torch.bfloat16, torch.float32, torch.float64):
@@ -94,9 +91,8 @@ _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
 def counter_draws(seed: int, count: int) -> np.ndarray:
-    """The 16-bit draws the compiled gate (`bdh.model.kernels.cpu.native`) makes inside its loop, uint16 (count,): draw
-    i is bits 16 (i mod 4) .. + 15 of word i // 4 of splitmix64 seeded with ``seed``, a function of (seed, i) alone so
-    that each thread makes its own. The reference the loop is tested against."""
+    """The compiled gate's 16-bit draws, uint16 (count,): bits 16 (i mod 4) .. + 15 of word i // 4 of
+    splitmix64(``seed``); the reference of its loop."""
     k = np.arange(1, (count + 3) // 4 + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = np.uint64(seed) + k * np.uint64(_GOLDEN)

@@ -1,9 +1,5 @@
-"""Fused element-wise steps of the BDH layer, as custom autograd functions (same values, fewer passes).
-
-`relu_mul` is the gate y = ReLU(z) * x of Eq. 8 with the dropout mask applied in the same function (three passes
-backward instead of five); `rope_rotate` is v * cos + rot(v) * sin with the sign folded into the sin table (three
-passes each way). Tested against the plain expressions (tests/model/test_fused.py); under ``torch.compile``
-without the compiled loops the plain expressions are used and inductor fuses them (docs/performance.md)."""
+"""Fused element-wise steps of the BDH layer as custom autograd functions (same values, fewer passes): `relu_mul`, the
+gate y = ReLU(z) * x of Eq. 8 with the dropout mask, and `rope_rotate`, v * cos + rot(v) * sin."""
 
 from __future__ import annotations
 
@@ -54,11 +50,8 @@ class GateDrop(torch.autograd.Function):
 
 
 def relu_mul(z: torch.Tensor, x: torch.Tensor, drop: DropMask | None = None) -> torch.Tensor:
-    """ReLU(z) * x (the gated activation y of BDH), fused: see the module docstring.
-
-    ``drop`` (a `bdh.model.kernels.pytorch.dropout.DropMask` of z's shape) zeroes those entries of y, without the
-    1 / (1 - p) rescaling of dropout, which the caller applies to the (much smaller) product y E instead.
-    """
+    """ReLU(z) * x (Eq. 8's y), fused; ``drop`` (a `DropMask` of z's shape) zeroes entries without the 1 / (1 -
+    p) rescale."""
     if z.shape != x.shape or z.dtype != x.dtype:
         y = torch.relu(z) * x  # broadcasting or mixed dtypes: the plain expression
         return y if drop is None else y.masked_fill(drop.dropped(), 0)

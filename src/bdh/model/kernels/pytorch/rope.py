@@ -1,16 +1,10 @@
-"""Rotary position embedding over the neuron dimension of each head.
+"""Rotary position embedding over the neuron dimension of each head (keys = queries = x, Eq. 8's U with k = 2 blocks).
 
-BDH applies RoPE to the sparse neuron activations x (keys = queries), not to D-vectors. The rotation
-matrix R_t is the rotation part of the paper's block-diagonal U (Eq. 8, k = 2 blocks). Two layouts:
-
-* ``rope`` -- exactly the official ``pathwaycom/bdh`` scheme: per-neuron frequencies
-  ``f_i = theta^(-2 floor(i/2) / N) / (2 pi)`` in *turns* per token (theta = 2^16), neighbours
-  (2k, 2k+1) share a frequency and are rotated together (interleaved pairs); the phase is
-  ``(t * f_i mod 1) * 2 pi`` computed in float32 as the official code does, so that a recurrent step at
-  absolute position t uses bit-identical angles to the parallel form.
-* ``rope-standard`` -- the common RoPE (Su et al.): base 10000, neuron i paired with i + N/2
-  ("rotate half"), angle ``t * theta^(-2 i / N)`` radians.
-"""
+* ``rope``: the official ``pathwaycom/bdh`` scheme: ``f_i = theta^(-2 floor(i/2) / N) / (2 pi)`` turns per token (theta
+= 2^16), interleaved pairs (2k, 2k+1), phase ``(t * f_i mod 1) * 2 pi`` in float32, so a recurrent step uses the
+parallel form's exact angles.
+* ``rope-standard``: the common RoPE (Su et al.): base 10000, neuron i paired with i + N/2, angle ``t * theta^(-2 i
+/ N)``."""
 
 from __future__ import annotations
 
@@ -48,10 +42,7 @@ def frequencies(kind: str, N: int, theta: float) -> torch.Tensor:
 
 
 def rope_tables(kind: str, freqs: torch.Tensor, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin, each (length, N) float32, for absolute positions start .. start+length-1.
-
-    Computed once per forward pass and reused by every layer (the positions are the same in all layers).
-    """
+    """cos and sin, each (length, N) float32, for absolute positions start .. start+length-1 (once per forward)."""
     return rope_tables_at(kind, freqs, torch.arange(start, start + length, device=freqs.device, dtype=torch.float32))
 
 
@@ -60,23 +51,16 @@ SPLIT = 4096
 
 
 def phase_turns(pos: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """frac(pos * f) in turns for integer float32 positions, as frac(hi frac(SPLIT f)) + frac(lo f) with
-    pos = hi SPLIT + lo (hi rounded toward zero, so lo has the sign of pos): for |pos| < SPLIT (hi = 0) exactly
-    ``(pos * f) % 1``; past it the float32 products keep the
-    fraction to the rounding of lo f, where one product pos * f loses it with the growing ulp of pos f
-    (tests/model/test_rope.py compares both with float64 at positions up to 2^20).
-    No branch on the values, so a position held on the device is never read by the host."""
+    """frac(pos * f) in turns for integer float32 positions, as frac(hi frac(SPLIT f)) + frac(lo f) with pos = hi SPLIT
+    + lo: exactly ``(pos * f) % 1`` below SPLIT, and past it accurate to the rounding of lo f
+    (tests/model/test_rope.py). No branch on the values, so the host never reads a position."""
     hi = torch.div(pos, SPLIT, rounding_mode="trunc")
     return (hi * (freqs * SPLIT % 1) % 1 + (pos - hi * SPLIT) * freqs % 1) % 1
 
 
 def rope_tables_at(kind: str, freqs: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin, each (len(positions), N) float32, at the absolute positions in the tensor ``positions``.
-
-    The positions are read on the device, never by the host: a step whose position is a tensor it advances
-    itself (`bdh.model.decoder`) can be captured once in a CUDA graph. Integer positions below 2^24 are exact
-    in float32, so the tables are those of `rope_tables` at the same positions.
-    """
+    """cos and sin, each (len(positions), N) float32, at the tensor ``positions``, read on the device only (CUDA
+    graphs); equal to `rope_tables` below 2^24."""
     freqs = freqs.float()
     pos = positions.to(device=freqs.device, dtype=torch.float32).view(-1, 1)
     if kind == "rope":
@@ -90,18 +74,9 @@ def rope_tables_at(kind: str, freqs: torch.Tensor, positions: torch.Tensor) -> t
 
 
 def rotation(kind: str, impl: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The function (v, cos, sin) -> v rotated by the ``kind`` tables (T, N) along its last dimension, (..., T, N),
-    with the implementation ``impl``: chosen once (`bdh.model.kernels.rope_impl`), then called with no choice left.
-
-    All give the same values (tests/model/test_fused.py):
-
-    * ``none``: the identity (no positional scheme);
-    * ``complex``: interleaved pairs (2k, 2k+1) sharing one angle rotate as the complex number
-      v_2k + i v_2k+1, one complex multiply instead of five real passes (`rotate_complex`);
-    * ``fused``: `bdh.model.kernels.pytorch.fused.rope_rotate`, one autograd function with the inverse rotation
-      as its backward, tables in v's dtype;
-    * ``plain``: the official code's expression (`rope_plain`), which ``torch.compile`` fuses itself.
-    """
+    """The function (v, cos, sin) -> v (..., T, N) rotated by the ``kind`` tables (T, N), as ``impl`` (chosen once by
+    `rope_impl`); all give the same values: ``none`` (identity), ``complex`` (`rotate_complex`), ``fused``
+    (`fused.rope_rotate`), ``plain`` (`rope_plain`, the official expression)."""
     if impl == "none" or kind == "none":
         return _identity
     if impl == "complex":
@@ -118,8 +93,7 @@ def _identity(v: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | Non
 
 
 def rotate_complex(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The interleaved rotation as one complex multiply per pair; bf16 / fp16 have no complex kernels, so they
-    rotate in fp32 and round once."""
+    """Interleaved pairs rotated as one complex multiply each; bf16 / fp16 rotate in fp32 and round once."""
     work = v.contiguous() if v.dtype in (torch.float32, torch.float64) else v.float()
     phasor = torch.complex(cos[..., ::2].to(work.dtype), sin[..., ::2].to(work.dtype))
     pairs = torch.view_as_complex(work.view(*v.shape[:-1], v.shape[-1] // 2, 2))

@@ -1,9 +1,9 @@
-"""The parallel form of linear attention when the keys are the queries (BDH: k = q = R x), with a lean backward:
-A = (x x^T) * W (W the causal mask, damped as in Eq. 8), and with k = q the gradient is one product,
+"""The parallel form of linear attention when the keys are the queries (BDH: k = q = R x), with a lean backward: A = (x
+x^T) * W (W the damped causal mask, Eq. 8), and with k = q the gradient is one product,
 
     dx = (dA + dA^T) x,          dA = (do v^T) * W,          dv = A^T do,
 
-a third less of the backward's attention matmuls than autograd's dq + dk. Tested against autograd."""
+a third less of the backward's attention matmuls than autograd's dq + dk."""
 
 from __future__ import annotations
 
@@ -39,11 +39,8 @@ class SharedKeyAttention(torch.autograd.Function):
 
 
 def shared_key_attention(x: torch.Tensor, v: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:
-    """((x x^T) * W) @ v for x (B, H, T, N), v (B, 1 or H, T, D), W (1 or H, T, T) or None (no mask).
-
-    Under autocast x and v are cast to its dtype here (the backward runs outside autocast), like
-    `bdh.model.kernels.pytorch.chunked_lean`.
-    """
+    """((x x^T) * W) @ v for x (B, H, T, N), v (B, 1 or H, T, D), W (1 or H, T, T) or None; cast to autocast's
+    dtype here."""
     if torch.is_autocast_enabled(x.device.type):
         low = torch.get_autocast_dtype(x.device.type)
         x, v = x.to(low), v.to(low)

@@ -1,9 +1,8 @@
 """A recurrent step that touches only the neurons that fire (inference, one sequence, one token).
 
-With a fraction f of active neurons (x sparse, y sparser: paper section 6.4) the state read a = q^T S and write S
-+= k v^T touch only the rows where the rotated x is non-zero, and E y only the rows where y is, so the state
-traffic (n D numbers per layer, a step's largest cost) drops by about 1 / f. Same values as the dense kernels
-(tests/model/test_generate.py); a head denser than `DENSITY` takes the dense read and write."""
+With a fraction f of active neurons (section 6.4), the state read a = q^T S, the write S += k v^T and E y touch only the
+non-zero rows, so the state traffic drops by about 1 / f; same values as the dense kernels. A head denser than `DENSITY`
+goes dense."""
 
 from __future__ import annotations
 
@@ -16,11 +15,10 @@ DENSITY = 0.3
 
 
 def sparse_attention(q: torch.Tensor, v: torch.Tensor, S: torch.Tensor, k: torch.Tensor | None = None) -> torch.Tensor:
-    """a = q^T S, then S += k v^T in place, reading the rows where q is non-zero and writing those where k is.
+    """a = q^T S, then S += k v^T in place, on the rows where q (read) and k (write) are non-zero.
 
-    q: (1, H, 1, N) the rotated x; k: the keys, the same shape (default: q, BDH's keys = queries; the
-    ``separate_keys`` ablation has its own); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1, H, 1, D).
-    """
+    q, k: (1, H, 1, N) (k defaults to q; ``separate_keys`` has its own); v: (1, 1, 1, D); S: (1, H, N, D). Returns a (1,
+    H, 1, D)."""
     if q.shape[0] != 1 or q.shape[2] != 1:
         raise UserError(
             f"BDH: mode 'sparse' runs one token of one sequence in place, got (B, T) = {q.shape[0], q.shape[2]}"
