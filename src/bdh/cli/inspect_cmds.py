@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_fact_args(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveGroup) -> None:
-    """``--induction`` and ``--recall`` (in the input group ``src``), ``--hard-gate`` and ``--fact``: a fact traced
-    through the state instead of the brain view."""
+    """``--induction``, ``--recall`` (in the input group ``src``), ``--hard-gate`` and ``--fact``: a fact
+    traced instead."""
     src.add_argument(
         "--induction",
         metavar="LENGTH",
@@ -156,10 +156,8 @@ def _fact_prompt(args: argparse.Namespace) -> bytes | None:
 
 
 class _Fact(NamedTuple):
-    """A fact to trace: ``tokens`` (L,) read up to the question (the last token), the fact's position ``write``,
-    the expected ``answer`` (None for a prompt), a description; ``pairs``: for ``--recall``, every pair of the
-    test sequences as (its sequence, tokens up to its question, its value's position, its answer), the traced one
-    first."""
+    """A fact to trace: ``tokens`` (L,) up to the question, its position ``write``, the ``answer`` (None: a prompt), a
+    description; ``pairs``: every ``--recall`` pair, the traced one first."""
 
     tokens: Any
     write: int
@@ -187,8 +185,8 @@ def _fact_input(args: argparse.Namespace, model, data: bytes | None) -> _Fact:
 
 
 def _recall_input(length: int, vocab_size: int, sequences: int = 1, pairs: int = RECALL_PAIRS) -> _Fact:
-    """``--recall LENGTH``: row 0 of the fixed test set of ``pairs`` pairs, cut after the question of the pair stated
-    first; the pairs of its first ``sequences`` rows."""
+    """``--recall LENGTH``: test row 0 cut after its first pair's question; the pairs of the first
+    ``sequences`` rows."""
     from bdh.analysis.memory import recall_facts
     from bdh.registry import get_task
     from bdh.tasks.lengths import fixed_test_set
@@ -210,9 +208,8 @@ def _recall_input(length: int, vocab_size: int, sequences: int = 1, pairs: int =
 
 
 def _pair_rows(model, pairs: list[tuple[int, Any, int, int]], first: Any) -> list[dict[str, Any]]:
-    """Every pair of the ``--recall`` sequences traced (`bdh.analysis.memory.trace_fact`; the first is ``first``,
-    traced already): its sequence, key, positions, answer and prediction, the head of the largest share and the
-    neuron that carries most of the fact there."""
+    """Every ``--recall`` pair traced (``first`` already): sequence, key, positions, answer, prediction,
+    head, neuron."""
     from bdh.analysis.memory import trace_fact
 
     rows = []
@@ -259,8 +256,7 @@ def _print_key_map(keys: dict[str, Any], sequences: int) -> None:
 
 
 def _erasure(model, pairs: list[tuple[int, Any, int, int]], vocab_size: int) -> dict[str, Any] | None:
-    """Under the delta rule, what erased each pair of sequence 0 (`bdh.analysis.erasure`): per pair, its neurons
-    and the tokens whose writes wore it away; the keys whose pairs share a neuron; None for another rule."""
+    """Under the delta rule, what erased each pair of sequence 0 (`bdh.analysis.erasure`); None for another rule."""
     from bdh.analysis.erasure import erasure, erasure_summary, fact_rows
 
     if model.config.state_write != "delta":
@@ -318,8 +314,8 @@ def _trace_fact(args: argparse.Namespace, data: bytes | None, model, model_dir: 
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """The brain view of a BDH model (`bdh.analysis.report_folder.write_report`) written into one folder; with
-    ``--fact``, ``--induction`` or ``--recall``, the trace of one fact through the state instead."""
+    """The brain view of a BDH model into one folder; with ``--fact``, ``--induction`` or ``--recall``, a
+    fact's trace."""
     from bdh.analysis import report
     from bdh.analysis.report_folder import write_report
     from bdh.model import BDH

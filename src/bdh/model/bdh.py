@@ -1,19 +1,16 @@
 """BDH-GPU, the tensor form of the Dragon Hatchling (Kosowski et al. 2025, section 3, appendix E).
 
-Per token and layer l = 1..L, with the weights shared by all layers (paper Definition 4, with the
-residual and LayerNorm placement of the official code and appendix E):
+Per token and layer l = 1..L, with the weights shared by all layers (Definition 4, with the official code's residual and
+LayerNorm placement):
 
     x_l  = ReLU(Dx v_{l-1})                        sparse positive neuron activations   (n)
     a_l  = sum_{tau<t} U^(t-tau) <R x_l(t), R x_l(tau)> v_{l-1}(tau)   linear attention  (h x D)
     y_l  = ReLU(Dy LN(a_l)) * x_l                  gated by the un-rotated x            (n)
     v_l  = LN(v_{l-1} + LN(E y_l))                 dropout on y_l before E              (D)
 
-with v_0 = LN(embed(token)), logits = v_L @ readout, keys = queries (RoPE R, no softmax), a strictly causal sum and
-LayerNorms without affine parameters; heads split the n neurons into h blocks of N. The ablations of `BDHConfig`
-(``separate_keys``: k_l = R ReLU(D_k v_{l-1}); ``ungated``: y_l without * x_l; ``no_expansion``: n = h D;
-``unshared_layers``: weights per layer) are tabled in docs/model.md, as are the state options beyond Eq. 8's
-fixed U (ours: ``learn_damping``, ``decay_gate``, ``state_write: delta`` and its ``write_gate``);
-`bdh.model.interop` maps the names to the official code's."""
+with v_0 = LN(embed(token)), logits = v_L @ readout, keys = queries (RoPE R, no softmax), a strictly causal sum,
+LayerNorms without affine parameters, and h heads of N neurons. The ablations and state options of `BDHConfig` are
+tabled in docs/model.md."""
 
 from __future__ import annotations
 
@@ -44,8 +41,8 @@ __all__ = ["BDH", "BDHCapture", "LayerActivations"]
 
 
 class LayerWeights(NamedTuple):
-    """The encoders one layer reads: the shared E, Dx, Dy of Eq. 8 or, with ``unshared_layers``, the layer's own;
-    ``Dk`` the key encoder of ``separate_keys`` (None: the keys are the queries)."""
+    """A layer's encoders: the shared E, Dx, Dy (or its own, ``unshared_layers``); ``Dk`` of ``separate_keys``
+    or None."""
 
     E: torch.Tensor
     Dx: torch.Tensor
@@ -102,8 +99,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
 
     @property
     def weight_shared(self) -> bool:
-        """Whether every layer pass applies the same weights, so that ``forward(idx, n_layer=k)`` runs any
-        number of passes (test-time depth, `bdh.tasks.depth`): BDH-GPU's layers share E, Dx, Dy."""
+        """Always: the layers share E, Dx, Dy, so ``forward(idx, n_layer=k)`` runs any depth."""
         return True
 
     # ------------------------------------------------------------------ the equations
@@ -112,8 +108,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         return F.layer_norm(z, (z.shape[-1],), None, None, self.config.ln_eps)
 
     def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
-        """v_0 = LN(embed(token)), (B, 1, T, D): the input of the first layer; LN(embed(token) + grid(cell)) with
-        ``input_positions: sudoku``."""
+        """v_0 = LN(embed(token)), (B, 1, T, D); LN(embed(token) + grid(cell)) with ``input_positions: sudoku``."""
         h = self.embed(idx)
         return self.ln(h if self.grid is None else h + self.grid(idx.shape[1])).unsqueeze(1)
 
@@ -128,8 +123,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         return LayerWeights(E, Dx, Dy, Dk)
 
     def layer(self, v: torch.Tensor, rho: torch.Tensor | None, k: Kernels, w: LayerWeights):
-        """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations);
-        the ablations (module docstring) as named branches."""
+        """One layer (Eq. 8): v_{l-1} (B, 1, T, D) and its state rho -> (v_l, rho after the block, activations)."""
         x, xr = k.encode(v, w.Dx)  # x_l = ReLU(Dx v_{l-1}) and the queries R x_l                   (B, H, T, N)
         keys = xr if w.Dk is None else k.encode(v, w.Dk)[1]  # R x_l (Q = K), or R ReLU(D_k v_{l-1})
         if self.config.write_keys == "signed":  # ours: the delta rule writes with the keys before their ReLU
@@ -176,8 +170,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         passes: int,
         hook: LayerHook | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
-        """Logits (B, T, V) of ``passes`` layers over v_0 = LN(embed(idx)), layer l continuing ``rho[l]``, with the
-        kernels ``k``; and the states after. No checks: `run` checks what it is given first."""
+        """Logits (B, T, V) of ``passes`` layers over v_0, layer l continuing ``rho[l]`` with kernels ``k``; and
+        the states."""
         v, rhos = self.embed_tokens(idx), []
         for layer in range(passes):
             v, r, act = self.layer(v, None if rho is None else rho[layer], k, self.weights(layer))
@@ -187,8 +181,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         return v.squeeze(1) @ self.readout, rhos
 
     def kernels(self, p: Pass) -> Kernels:
-        """The kernels of a pass: named by the table of `bdh.model.kernels.choose` (the one place they are chosen),
-        bound to the pass at its RoPE tables by `bdh.model.kernels.bind`."""
+        """The kernels of a pass, named by `choose`'s table and bound at its RoPE tables by `bind`."""
         cfg = self.config
         none = cfg.positional == "none"
         tables = (None, None) if none else rope_tables(cfg.positional, self.freqs, p.start, p.length)
@@ -218,12 +211,10 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         detach_kv: bool = False,
         n_layer: int | None = None,
     ):
-        """Logits (B, T, vocab_size) for a batch ``idx`` (B, T) of token sequences, or (logits, `BDHCapture`) with
-        ``capture``.
+        """Logits (B, T, vocab_size) for ``idx`` (B, T), or (logits, `BDHCapture`) with ``capture``.
 
-        ``mode``: the attention form (default: the config's); ``hook(model, layer, LayerActivations)`` runs after every
-        layer; ``detach_kv`` cuts the gradient through keys and values (training without BPTT, paper section 7.2);
-        ``n_layer`` runs that many passes of the shared weights instead of L."""
+        ``mode``: the attention form; ``hook(model, layer, LayerActivations)`` runs after every layer; ``detach_kv``
+        cuts the gradient through keys and values (no BPTT, section 7.2); ``n_layer``: passes of the shared weights."""
         cap = BDHCapture() if capture else None
         hooks = [h for h in (hook, cap) if h is not None]
         p = Pass(mode or self.config.attention, 0, _length(idx), detach_kv=detach_kv, hooked=bool(hooks))
@@ -231,8 +222,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         return (logits, cap) if capture else logits
 
     def pass_logits(self, idx: torch.Tensor, n_layer: int | None = None) -> Iterator[torch.Tensor]:
-        """The logits (B, T, V) after each of ``n_layer`` passes (default L), lazily: pass k's are `forward`'s with
-        ``n_layer=k``, v_k @ readout (a loss at every pass, test-time iteration; `bdh.tasks.depth`)."""
+        """The logits (B, T, V) after each of ``n_layer`` passes (default L), lazily: v_k @ readout."""
         check_tokens("BDH", idx, self.config.vocab_size)
         passes = self._passes(n_layer, None)
         return self._pass_logits(idx, self.kernels(Pass(self.config.attention, 0, _length(idx))), passes)
@@ -244,12 +234,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             yield v.squeeze(1) @ self.readout
 
     def slow_forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, beside the fast `forward`.
-
-        No kernel is chosen: the explicit T x T matrix of Eq. 4 with its mask M and damping U^(t-tau), the official
-        code's rotation (`kernels.pytorch.rope.rope_plain`), the ablations as plain branches; eval mode only (dropout
-        refused). tests/model compares every form, ablation, damping and positional scheme of `forward` with it, and it
-        with the official code's transcription (`kernels.naive.naive_official_forward`). Line by line:
+        """Logits (B, T, V) by the reference forward: Eq. 8 in plain PyTorch, eval mode only, what tests/model compares
+        every form, ablation and scheme of `forward` with (and with `naive_official_forward`):
 
             v_0 = LN(embed(idx))                                               f_e, then LN
             x_l = ReLU(Dx v_{l-1})                                             Eq. 8, n neurons in h heads
@@ -259,8 +245,8 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             v_l = LN(v_{l-1} + LN(E y_l))                                      Eq. 8, the read-in over all heads
             logits = v_L readout                                               f_d
 
-        With a learned U its u_h; with ``decay_gate`` or the delta rule, their loop `kernels.naive.naive_state_rule`;
-        with ``attend: sudoku``, M also keeps only a cell's peers; ``input_positions: sudoku`` adds grid(t) to v_0."""
+        With ``decay_gate`` or the delta rule, their loop `naive_state_rule`; ``attend: sudoku`` keeps a cell's peers in
+        M; ``input_positions: sudoku`` adds grid(t) to v_0."""
         cfg = self.config
         check_tokens("BDH.slow_forward", idx, cfg.vocab_size)
         if self.training and cfg.dropout > 0:
@@ -317,11 +303,11 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
         detach_kv: bool = False,
         hook: LayerHook | None = None,
     ) -> tuple[torch.Tensor, BDHState]:
-        """Advance the state by one token per sequence (B,) or by a chunk (B, T) (prefill, or a truncated-BPTT window;
-        gradients flow unless under ``torch.no_grad``); returns (logits, new_state).
+        """Advance the state by one token (B,) or a chunk (B, T), gradients flowing unless under ``no_grad``; returns
+        (logits, new_state).
 
-        ``mode``: default ``recurrent`` for one token, the configured form otherwise (all give the same result);
-        ``sparse`` for one token of one sequence, in place. ``inplace``: update ``state`` itself (under ``no_grad``)."""
+        ``mode``: default ``recurrent`` for one token, else the configured form; ``sparse``: one token of one sequence;
+        ``inplace``: update ``state`` itself (under ``no_grad``)."""
         if not self.config.causal:
             raise UserError("BDH.step: a bidirectional model (causal=false) has no recurrent state")
         if not isinstance(state, BDHState):
@@ -363,8 +349,7 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
 
 
 def hard_read(model: nn.Module) -> BDH:
-    """``model`` read through the delta rule's hard write gate (`BDH.hard_gated`, a copy in eval mode), or a one-line
-    `UserError` where that read does not exist: a model that is not a BDH, or a BDH without the sigmoid gate."""
+    """``model`` read through the delta rule's hard write gate (a copy in eval mode), or a one-line `UserError`."""
     if not isinstance(model, BDH):
         raise UserError(f"a hard read needs a BDH; this model is a {type(model).__name__}")
     return model.hard_gated().eval()

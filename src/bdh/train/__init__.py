@@ -4,10 +4,8 @@
 >>> config = load_config("run.yaml", ["optim.lr=3e-4"])   # doctest: +SKIP
 >>> result = train(config)                                 # doctest: +SKIP
 
-`config` (the run's config), `build` (what it builds), `trainer` (the loop) and its helpers; `runtime` (where and
-how a process trains); `run` (a run's folder). Names are imported on first use (`bdh._lazy`), so a light module
-(`bdh.train.main_job`) is read without PyTorch.
-"""
+`config`, `build`, `trainer`, `runtime` (where and how a process trains), `run` (a run's folder); imported on
+first use."""
 
 from .._lazy import exports
 

@@ -1,33 +1,19 @@
 """BDH's linear attention in three interchangeable forms (paper Eq. 4 and Eq. 8).
 
-For one layer and head, with keys k_tau and queries q_t (the RoPE-rotated neuron activations x, so
-k = q in BDH), values v_tau (D-vectors) and an optional per-head retention u (the diagonal damping U):
+For one head, with queries q_t = keys k_t (the rotated x), values v_tau and an optional retention u (U's damping):
 
     a_t = sum_{tau < t} u^(t - tau) (q_t . k_tau) v_tau                                   (Eq. 4)
+    a_t = q_t^T S_{t-1},        S_t = u (S_{t-1} + k_t v_t^T),        S_{-1} = 0          (Eq. 8; S = rho^T, N x D)
 
-There is no softmax, no scaling and no normaliser; the sum is strictly causal (tau < t: a token
-never attends to itself). The same quantity has a recurrent state-space form (Eq. 8), with the state
-rho stored per head as an N x D matrix S (the transpose of the paper's d x n rho):
+No softmax, scaling or normaliser; strictly causal. Each form starts from a carried state S0 and returns the
+state after:
 
-    a_t = q_t^T S_{t-1},        S_t = u (S_{t-1} + k_t v_t^T),        S_{-1} = 0.
+* ``parallel``: the masked T x T form, O(T^2 N) per head (the official code's);
+* ``chunked``: the parallel form in chunks of C tokens, the state carried between them (training: `chunked_lean`);
+* ``recurrent``: token by token, O(N D) per token (generation).
 
-The three forms below compute it, each able to start from a carried state S0 (the state after all
-earlier tokens) and to return the state after the block:
-
-* ``parallel`` -- the quadratic masked form: (q k^T, strictly lower-triangular, damped) @ v. Cost
-  O(T^2 N) per head; keeps T x T scores for backward. The official code's form.
-* ``chunked`` -- the parallel form inside chunks of C tokens, the state carried between chunks.
-  Cost O(T C N + T N D); memory linear in T. Its autograd keeps every chunk's state; for training,
-  `bdh.model.kernels.pytorch.chunked_lean` computes the same values with a backward that keeps far less.
-* ``recurrent`` -- the state update token by token. O(N D) per token: what generation uses.
-
-``causal=False`` gives bidirectional attention over the whole block (every tau, including t itself,
-damped by u^|t - tau|); it has no state, so only the parallel form supports it. The parallel form also takes a
-``mask`` (T, T) of the pairs (t, tau) a query may read (ours: a board's peers, `BDHConfig.attend`), the scores
-outside it zero.
-
-`bdh.model.kernels.naive` holds the obviously-correct double loop these are tested against.
-"""
+``causal=False`` (parallel only) attends over the whole block, damped by u^|t - tau|; ``mask`` (T, T) keeps the pairs a
+query may read (ours: a board's peers, `BDHConfig.attend`)."""
 
 from __future__ import annotations
 
@@ -65,9 +51,8 @@ def decay_matrix(log_u: torch.Tensor, T: int, causal: bool = True) -> torch.Tens
 def causal_weights(
     log_u: torch.Tensor | None, T: int, causal: bool, device, dtype, mask: torch.Tensor | None = None
 ) -> torch.Tensor | None:
-    """The weights W that multiply the T x T scores: the strict lower triangle (damped by u^(t - tau) when
-    ``log_u`` is given), u^|t - tau| for bidirectional attention, or None (bidirectional, undamped); zero outside
-    ``mask`` (T, T) when given."""
+    """The weights W of the T x T scores: the strict lower triangle (damped by ``log_u``), u^|t - tau| bidirectional, or
+    None; zero outside ``mask``."""
     if log_u is not None:
         W = decay_matrix(log_u, T, causal).to(dtype)
     elif causal:
@@ -87,8 +72,7 @@ def scores(
     causal: bool = True,
     mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The attention scores (B, H, T, T): u^(t - tau) (q_t . k_tau) on the strict lower triangle (Eq. 4), zero
-    outside ``mask`` (T, T, bool) when given."""
+    """The scores (B, H, T, T): u^(t - tau) (q_t . k_tau) strictly below the diagonal (Eq. 4), zero outside ``mask``."""
     s = q @ k.mT
     if log_u is None:
         s = s.tril(diagonal=-1) if causal else s
@@ -143,8 +127,7 @@ def parallel(
     causal: bool = True,
     mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Quadratic masked form. Returns (a (B,H,T,D), state after the block or None). ``mask`` (T, T, bool): the
-    pairs a query reads (bidirectional only: a state cannot honour it)."""
+    """Quadratic masked form: (a (B, H, T, D), the state after or None); ``mask`` (T, T, bool): bidirectional only."""
     _check(q, k, v, state)
     if not causal and (state is not None or need_state):
         raise UserError("linear attention: bidirectional attention has no recurrent state")
@@ -186,11 +169,8 @@ def recurrent(
     need_state: bool = False,
     inplace: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Recurrent form (Eq. 8): read a_t = q_t^T S, then write S = u (S + k_t v_t^T), token by token.
-
-    With ``inplace`` (inference only: no autograd through the state) the given ``state`` tensor is
-    updated in place, which avoids allocating a new N x D matrix per head for every token.
-    """
+    """Recurrent form (Eq. 8): a_t = q_t^T S, then S = u (S + k_t v_t^T), token by token; ``inplace``:
+    update ``state``."""
     _check(q, k, v, state)
     B, H, T, N = q.shape
     D = v.shape[3]
@@ -215,8 +195,7 @@ def recurrent(
 
 
 def _add_outer_(S: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """S += k^T v in place, S (B, H, N, D), k (B, H, 1, N), v (B, 1 or H, 1, D): one batched matmul that reads and
-    writes S once, without the (B, H, N, D) temporary of ``S.add_(k.mT @ v)``."""
+    """S += k^T v in place, S (B, H, N, D), k (B, H, 1, N), v (B, 1 or H, 1, D), without a (B, H, N, D) temporary."""
     B, H, N, D = S.shape
     if not S.is_contiguous():
         S.add_(k.mT @ v)

@@ -1,28 +1,20 @@
-"""The kernels of the state rules beyond Eq. 8 (`bdh.model.state_rules`): linear attention with a retention per
-token and, optionally, a delta-rule write (ours).
+"""The kernels of the state rules beyond Eq. 8 (`bdh.model.state_rules`): a retention per token and, optionally, a
+delta-rule write (ours).
 
-Per head, with l_t = log u_t (B, H, T) the log-retention of token t (``decay_gate``, or U's constant u_h) and
-b_t in (0, 1) the write strength of the delta rule, BDH's read before write and decay after it:
+Per head, with l_t = log u_t (B, H, T) (``decay_gate``, or U's u_h) and b_t in (0, 1) the delta rule's write strength:
 
     a_t = q_t^T S_{t-1},        S_t = u_t (S_{t-1} + k_t w_t^T)
     w_t = v_t                                   (add: Eq. 8 with U per token)
     w_t = b_t (v_t - S_{t-1}^T k_t)             (delta: DeltaNet's correction, unit keys k)
 
-Unrolled inside a block from the state S0 before it, with e_i = sum_{j<i} l_j and c = sum_j l_j:
+Within a block from S0, with e_i = sum_{j<i} l_j and c = sum_j l_j:
 
     a_i = e^{e_i} q_i^T S0 + sum_{j<i} e^{e_i - e_j} (q_i . k_j) w_j,    S_after = e^c S0 + sum_j e^{c - e_j} k_j w_j^T
 
-and, for the delta rule, the w of the block solve one unit lower-triangular system (the UT transform of Yang et
-al. 2024): (I + A) W = diag(b) (V - diag(e^e) K S0) with A_ij = b_i e^{e_i - e_j} (k_i . k_j) for j < i.
-
-* ``parallel`` -- the block formula over the whole sequence (one block: the delta rule's one T x T solve).
-* ``chunked`` -- the same over chunks of C tokens, the state carried between them.
-* ``recurrent`` -- the equations above token by token: `bdh.model.kernels.naive.naive_state_rule`, the loop the
-  other two are tested against.
-
-A new write rule: its w_t in the loop, then in `_block` (or a form of its own), and its kernel names in
-`bdh.model.kernels.dispatch.ATTENTION`.
-"""
+and the delta rule's W solves (I + A) W = diag(b) (V - diag(e^e) K S0), A_ij = b_i e^{e_i - e_j} (k_i . k_j) for j
+< i (the UT transform, Yang et al. 2024). Forms: ``parallel`` (one block), ``chunked`` (chunks of C),
+``recurrent`` (`naive_state_rule`, the reference). A new write rule: its w_t in the loop, in `_block`, and its
+names in `dispatch.ATTENTION`."""
 
 from __future__ import annotations
 
@@ -51,8 +43,8 @@ def _decay(q, log_g):
 
 
 def scores(q, k, log_g=None, beta=None):
-    """The weight of v_tau in a_t from an empty state, (B, H, T, T): (q k^T * M), times (I + A)^{-1} diag(b) for
-    the delta rule (what the state of the earlier tokens gives each value; `bdh.model.capture`)."""
+    """The weight of v_tau in a_t from an empty state, (B, H, T, T): (q k^T * M), times (I + A)^{-1} diag(b)
+    for delta."""
     M, _, _ = _decay(q, log_g)
     P = q @ k.mT * M
     if beta is None:
@@ -86,8 +78,8 @@ def _block(q, k, v, log_g, beta, S):
 
 
 def parallel(q, k, v, *, log_g=None, beta=None, state=None, need_state=False):
-    """The block formula over the whole sequence. q, k (B, H, T, N); v (B, 1 or H, T, D); log_g, beta (B, H, T)
-    or None; state (B, H, N, D) or None. Returns (a (B, H, T, D), the state after or None)."""
+    """The block formula over the whole sequence (shapes as `naive_state_rule`'s); (a (B, H, T, D), the state
+    or None)."""
     out, after = _block(q, k, v, log_g, beta, state)
     return out, (after if need_state else None)
 
