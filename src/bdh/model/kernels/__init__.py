@@ -22,8 +22,7 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       read_in.py, read_in_jit.py      E y with the gate y = ReLU(z) * x and its dropout in the matmul's prologue
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
-its entries in `dispatch.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md,
-"Kernels").
+its entries in `dispatch.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
