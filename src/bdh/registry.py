@@ -81,7 +81,24 @@ BUILTIN_HELP: dict[str, dict[str, Help]] = {
             },
         ),
         "boardpath": Help("BDH, GPT and Hyper-SET on shortest paths through boards with walls."),
-        "sudoku": Help("BDH, GPT and Hyper-SET on Sudoku, and the test-time depth sweep."),
+        "sudoku": Help(
+            "BDH, GPT and Hyper-SET on a ladder of Sudoku difficulties, and the test-time depth sweep.",
+            flags={
+                "rungs": {
+                    "metavar": "LO-HI,...",
+                    "help": "generated rungs, comma-separated (default 60-70,45-50,34-40)",
+                },
+                "csv_rungs": {
+                    "metavar": "CSV,...",
+                    "help": "puzzle,solution CSV files scored as further rungs (e.g. sudoku-hard's or Sudoku-Extreme's "
+                    "test.csv)",
+                },
+                "train_csv": {
+                    "metavar": "CSV",
+                    "help": "train on this CSV's boards (augmented) instead of generated ones",
+                },
+            },
+        ),
     },
     "experiment": {
         "synapses": Help("Monosemantic synapses (paper section 6.3, Figs. 12-13, appendix B.3) at laptop scale."),

@@ -11,6 +11,7 @@ import pytest
 
 from bdh.bench import ladder, runner, sudoku
 from bdh.bench.spec import BenchError
+from bdh.cli import main
 from bdh.tasks.sudoku import generate_puzzle
 
 
@@ -46,7 +47,7 @@ def write_rrn(path, n, seed):
             "sudoku.rungs: expected givens LO-HI with 17 <= LO <= HI <= 81, e.g. 60-70, got '70-60'",
         ),
         ({"rungs": ("16-20",)}, "got '16-20'"),
-        ({"rungs": "60-70"}, "sudoku.rungs: expected a list of LO-HI givens, got '60-70'"),
+        ({"rungs": (60,)}, "sudoku.rungs: expected a list of LO-HI givens, got (60,)"),
         ({"rungs": (), "csv_rungs": ()}, "sudoku.rungs: give at least one rung"),
         ({"rungs": ("60-70", "60-70")}, "two rungs share the column name '60_70'"),
         ({"train_csv": ""}, "sudoku.train_csv: must be a CSV file path or null"),
@@ -136,3 +137,13 @@ def test_full_runs_end_to_end_at_tiny_size_on_csv_files(tmp_path):
     solver = [r for r in table if r["model"] == "exact solver"]
     assert [(r["rung"], float(r["board_mean"])) for r in solver] == [("66-70", 1.0), ("extreme", 1.0)]
     assert "exact solver" in (out / "ladder.md").read_text() and out / "depth.md" in done["files"]
+
+
+def test_the_rung_flags(tmp_path, capsys):
+    write_extreme(tmp_path / "extreme.csv", 4, 0)
+    argv = ["bench", "sudoku", "--out", str(tmp_path / "b"), "--dry-run", "--csv-rungs", str(tmp_path / "extreme.csv")]
+    assert main([*argv, "--rungs", "66-70,45-50"]) == 0
+    assert sudoku.SudokuSweep(rungs="66-70,45-50").rungs == ("66-70", "45-50")  # a flag's text, comma-separated
+    capsys.readouterr()
+    assert main([*argv, "--rungs", "70-60"]) == 2
+    assert "--rungs: expected givens LO-HI" in capsys.readouterr().err

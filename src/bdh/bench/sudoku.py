@@ -109,6 +109,14 @@ class SudokuSweep(BoardSweep):
         },
     }
 
+    def __post_init__(self) -> None:
+        from bdh.typed_config import parse_list
+
+        for name in ("rungs", "csv_rungs"):  # a flag's value (or a YAML string): comma-separated
+            if isinstance(getattr(self, name), str):
+                setattr(self, name, parse_list(getattr(self, name), str, self._key(name), unique=True))
+        super().__post_init__()
+
     def validate(self) -> None:
         """The rules between fields: those of `BoardSweep` (every model one the suite can run), and min_givens <=
         max_givens, random_depth's lo <= hi (the model configs' own checks, named as the sweep's fields)."""
@@ -186,18 +194,10 @@ class SudokuSweep(BoardSweep):
 SWEEP = SudokuSweep
 
 
-def _list(what: str):
-    """An argparse ``type``: a comma-separated list of strings (`bdh.typed_config.parse_list`), named ``what``."""
-    from bdh.typed_config import parse_list
-
-    return lambda text: parse_list(text, str, what, unique=True)
-
-
 #: the suite's own flags (sweep field -> argparse options, `bdh.cli.bench_cmds`)
 FLAGS = {
-    "rungs": {"type": _list("--rungs"), "metavar": "LO-HI,...", "help": "generated rungs (default 60-70,45-50,34-40)"},
+    "rungs": {"metavar": "LO-HI,...", "help": "generated rungs, comma-separated (default 60-70,45-50,34-40)"},
     "csv_rungs": {
-        "type": _list("--csv-rungs"),
         "metavar": "CSV,...",
         "help": "puzzle,solution CSV files scored as further rungs (e.g. sudoku-hard's or Sudoku-Extreme's test.csv)",
     },

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=type(p))
     for name in names("suite"):
         text = help_of("suite", name).summary
-        s = suites.add_parser(name, help=with_cost("suite", name, text), description=text)
+        s = suites.add_parser(name, help=with_cost("suite", name, text), description=with_cost("suite", name, text))
         size = s.add_mutually_exclusive_group()
         size.add_argument("--full", action="store_true", help="the large sweep (for a GPU)")
         size.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
