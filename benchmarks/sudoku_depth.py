@@ -17,8 +17,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -49,18 +47,8 @@ def task_of(args: argparse.Namespace):
     )
 
 
-def solver_row(task) -> tuple[float, float]:
-    """(board accuracy, ms per board) of the exact solver on the task's validation boards."""
-    from bdh.tasks.sudoku import solve
-
-    right, start = 0, time.perf_counter()
-    for i in range(task.size("val")):
-        puzzle, solution = task.puzzle("val", i, 0)
-        right += bool(np.array_equal(solve(puzzle), solution))
-    return right / task.size("val"), 1000 * (time.perf_counter() - start) / task.size("val")
-
-
 def main(argv: list[str] | None = None) -> None:
+    from bdh.bench.ladder import solver_row
     from bdh.tasks.depth import depth_sweep
     from bdh.train.run.model import load_run_model
     from bdh.typed_config import parse_list
@@ -72,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     curve = depth_sweep(model, task, passes, batch_size=args.batch_size, stop=args.stop)
     seconds = time.perf_counter() - start
-    accuracy, ms = solver_row(task)
+    solver = solver_row(task)
+    accuracy, ms = solver["board"], solver["ms_per_board"]
     source = args.csv or f"{task.size('val')} generated boards, {args.givens} givens"
     print(f"{folder} ({model.num_params():,} parameters), {source}; stop: {args.stop}; sweep {seconds:.0f} s\n")
     print("| passes | board_accuracy | cell_accuracy |" + (" mean passes run |" if args.stop else ""))
