@@ -89,6 +89,9 @@ def test_suite_end_to_end(tmp_path, capsys, suite, models, metric, setting_cols)
         assert {r["model"] for r in depth} == {"bdh", "gpt", "hyperset"}  # all weight-shared in the recipe
         assert sorted({int(r["passes"]) for r in depth}) == [1, 2, 4, 8]
         assert all(1 <= float(r["mean_passes"]) <= int(r["passes"]) for r in depth)  # stopped once settled
+        assert {r["rung"] for r in depth} == {"45-50"}  # --quick's one rung
+        assert "exact solver" in (out / "ladder.md").read_text() and (out / "depth.md").is_file()
+        assert all(0.0 <= float(r["board_45_50"]) <= 1.0 for r in [*results, trivial])  # the trivial row's too
         _drawn(out / "plots" / "depth-sudoku.png")
         assert (out / "data" / "train.csv").is_file()
         assert all(r["depth"] for r in results)
