@@ -78,3 +78,35 @@ def test_what_it_does_not_take_is_refused_in_one_line(step):
             step(two, two, v.expand(1, 1, 2, 8), state=S)
     with pytest.raises(UserError, match="without autograd"):
         step(q, q, v, state=S)
+
+
+def test_generation_with_the_kernel_chosen_equals_the_pytorch_step(step, monkeypatch):
+    """The decoder's in-place recurrent pass on CUDA's kernels (forced here on the CPU, the interpreter running them)
+    takes ``recurrent-triton``; its logits and state after a prompt and four greedy steps equal the PyTorch step's
+    (fp32: other summation orders, within 1e-5 of the largest), and so do its tokens."""
+    import bdh.model.kernels.choice as choice
+    import bdh.model.kernels.triton.step as module
+    from bdh.model.decoder import StateDecoder
+    from bdh.model.kernels import Pass
+
+    from .helpers import tiny_model
+
+    monkeypatch.setenv("BDH_NATIVE", "0")  # the PyTorch step as the reference, not the compiled CPU loop
+    calls = []
+    monkeypatch.setattr(module, "recurrent_step_triton", lambda *a, **kw: calls.append(1) or step(*a, **kw))
+    prompt = torch.randint(0, 256, (2, 7), generator=torch.Generator().manual_seed(0))
+
+    def run(triton: bool):
+        monkeypatch.setattr(choice, "use_triton", lambda device: triton)
+        model = tiny_model(seed=3, damping=(0.9, 0.8))
+        with torch.no_grad():
+            attention = model.kernels(Pass("recurrent", 0, 1, carried=True, need_state=True, inplace=True))
+        dec = StateDecoder(model, 2, temperature=0)
+        tokens = [dec.prefill(prompt).clone()] + [dec.step().clone() for _ in range(4)]
+        return attention.choice.attention, torch.stack(tokens), dec.logits.clone(), dec.rho.clone()
+
+    (fast, *got), (slow, *want) = run(True), run(False)
+    assert (fast, slow) == ("recurrent-triton", "recurrent")
+    assert len(calls) == 4 * 2  # four steps of two layers: the kernel ran, the PyTorch step did not stand in
+    assert torch.equal(got[0], want[0])
+    assert rel_err(got[1], want[1]) < 1e-5 and rel_err(got[2], want[2]) < 1e-5

@@ -68,6 +68,9 @@ class Choice:
     dropout: float
     # the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``.
     state_rule: str = "plain"
+    # the delta rule's keys are the unit queries (no ``separate_keys``, no shaped write keys): its UT form makes them
+    # from one Gram Q Q^T (`pytorch.delta_ut`, ``query_keys``) and does not read the keys it is given.
+    query_keys: bool = False
     mask: torch.Tensor | None = field(default=None, repr=False, compare=False)  # the pass's (`Pass.mask`)
 
     @property
@@ -93,8 +96,10 @@ def choose(
     autograd: bool,
     device: torch.device,
     state_rule: str = "plain",
+    query_keys: bool = False,
 ) -> Choice:
-    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
+    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients;
+    ``query_keys``: the delta rule's keys are the unit queries (`Choice.query_keys`)."""
     check(p, causal, log_u, state_rule)
     cpu, eager, mode, delta = device.type == "cpu", not compiling(), p.mode, state_rule == "delta"
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
@@ -112,6 +117,7 @@ def choose(
         ("attention", "shared-keys",      mode == "parallel" and autograd and stateless), # pytorch/shared_keys.py
         ("attention", "chunked-triton",   mode == "chunked" and use_triton(device) and fixed),  # triton/chunked.py
         ("attention", "chunked-lean",     mode == "chunked" and autograd and fixed),      # pytorch/chunked_lean.py
+        ("attention", "recurrent-triton", mode == "recurrent" and p.inplace and use_triton(device)),  # triton/step.py
         ("attention", "recurrent-native", mode == "recurrent" and p.inplace and loops and eager),  # cpu/native.py
         ("attention", mode,               True),                    # pytorch/attention.py, sparse: pytorch/sparse.py
         ("gate",      "native",           loops),                                         # cpu/ops.py
@@ -131,16 +137,10 @@ def choose(
     ]  # fmt: skip
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
     chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv, mask=p.mask)  # the pass's
-    return Choice(
-        positional=positional,
-        rope=rope_impl(positional),  # complex (rope), fused (rope-standard), plain when compiling
-        **chosen,
-        log_u=log_u,
-        causal=causal,
-        chunk_size=chunk_size,
-        dropout=dropout,
-        state_rule=state_rule,
-    )
+    chosen.update(log_u=log_u, causal=causal, chunk_size=chunk_size, dropout=dropout, state_rule=state_rule)
+    chosen.update(query_keys=query_keys)
+    rope = rope_impl(positional)  # complex (rope), fused (rope-standard), plain when compiling
+    return Choice(positional=positional, rope=rope, **chosen)
 
 
 def check(p: Pass, causal: bool, log_u, state_rule: str = "plain") -> None:
