@@ -40,7 +40,8 @@ def _rule(form, write_gate: str, retention: str, with_state: bool, **options):
             "per-token": log_u.view(1, -1, 1) + F.logsigmoid(gate),  # a decay gate
         }[retention]
         S0 = state if with_state else None
-        a, after = form(x, unit_keys(x), v, log_g=log_g, beta=beta, state=S0, need_state=True, **options)
+        keys = None if options.get("query_keys") else unit_keys(x)  # query_keys: the form makes them from x
+        a, after = form(x, keys, v, log_g=log_g, beta=beta, state=S0, need_state=True, **options)
         return torch.cat([a.flatten(), after.flatten()])
 
     return run
@@ -60,6 +61,27 @@ def test_the_ut_form_equals_the_loop(chunk_size, write_gate, retention, with_sta
     for form, options in [(delta_ut, {"chunk_size": chunk_size}), (naive_state_rule, {})]:
         leaves = [t.clone().requires_grad_() for t in inputs]
         out = _rule(form, write_gate, retention, with_state, **options)(*leaves)
+        (out * weight).sum().backward()
+        results.append([out.detach()] + [t.grad for t in leaves])
+    for name, a, b in zip(["values", "x", "v", "z", "gate", "log_u", "state"], *results):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert rel_err(a, b) < 1e-11, (name, rel_err(a, b))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 64])
+@pytest.mark.parametrize("retention", ["none", "per-token"])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_query_keys_equal_the_loop_with_unit_keys(chunk_size, retention, with_state):
+    """``query_keys``: the keys are the unit queries, formed inside from one Gram Q Q^T (`_gram`; the N-wide keys
+    never built), against the loop given k = x / |x| (with a silent token, whose key is 0): values, the state after
+    and every input's gradient, fp64, bound 1e-11 as above."""
+    inputs = _inputs(chunk_size + 7, with_state)
+    weight = torch.linspace(-1, 1, B * H * T * D + B * H * N * D, dtype=torch.float64)
+    results = []
+    for form, options in [(delta_ut, {"chunk_size": chunk_size, "query_keys": True}), (naive_state_rule, {})]:
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out = _rule(form, "sigmoid", retention, with_state, **options)(*leaves)
         (out * weight).sum().backward()
         results.append([out.detach()] + [t.grad for t in leaves])
     for name, a, b in zip(["values", "x", "v", "z", "gate", "log_u", "state"], *results):
@@ -117,3 +139,21 @@ def test_a_carried_state_reads_as_one_pass():
             logits, state = model.step(idx[:, s : s + 5], state)
             parts.append(logits)
     assert rel_err(torch.cat(parts, dim=1), whole) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "options, query_keys",
+    [({}, True), ({"separate_keys": True}, False), ({"write_keys": "centred"}, False), ({"write_topk": 3}, False)],
+)
+def test_the_model_makes_its_keys_from_the_queries_only_where_they_are_the_unit_queries(options, query_keys):
+    """``query_keys`` (the UT form builds the keys from one Gram Q Q^T) only for unit keys of the queries; keys of
+    their own or shaped write keys are read as given. Either way the logits and gradients equal `slow_forward`'s
+    (fp64, bound 1e-9 as above)."""
+    model = tiny_model(seed=5, n_layer=2, state_write="delta", chunk_size=4, **options).double()
+    assert model.kernels(Pass("chunked", 0, 9)).choice.query_keys is query_keys
+    idx = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(3))
+    ours, ours_grads = logits_and_grads(model, idx, "chunked")
+    ref, ref_grads = logits_and_grads(model, idx, model.slow_forward)
+    assert rel_err(ours, ref) < 1e-9
+    for name, grad in ours_grads.items():
+        assert rel_err(grad, ref_grads[name]) < 1e-9, name

@@ -197,8 +197,15 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             autograd=torch.is_grad_enabled() and self.E.requires_grad,
             device=self.E.device,
             state_rule=self.state_rule(),
+            query_keys=self.query_keys(),
         )
         return bind(choice, tables)
+
+    def query_keys(self) -> bool:
+        """Whether the delta rule writes with the unit queries R x / |R x| (no ``separate_keys``, ``write_keys:
+        unit``, no ``write_topk``): its UT form then makes them from the queries (`Choice.query_keys`)."""
+        cfg = self.config
+        return cfg.state_write == "delta" and self.Dk is None and cfg.write_keys == "unit" and cfg.write_topk is None
 
     # ------------------------------------------------------------------ entry points
     def forward(

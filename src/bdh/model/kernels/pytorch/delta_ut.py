@@ -20,9 +20,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-#: the chunk of the ``parallel`` mode's delta rule (at most the config's chunk_size): the T x C work per head falls
-#: with C and the loop over chunks grows, and 64 trained faster than 128 at T = 256 (docs/performance.md)
-PARALLEL_CHUNK = 64
+from ..naive import KEY_EPS
+
+#: the chunk of the delta rule's UT form in both modes (at most the config's chunk_size): the T x C work per head
+#: falls with C and the loop over chunks grows; 32 trained fastest at T = 256 on the CPU (docs/performance.md)
+UT_CHUNK = 32
 
 
 def _chunks(x: torch.Tensor, C: int) -> torch.Tensor:
@@ -57,39 +59,61 @@ def _decay(lg: torch.Tensor, dtype: torch.dtype):
     return M, head, tail, whole
 
 
-def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False):
+def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False, query_keys=False):
     """The delta rule over chunks of ``chunk_size`` tokens. q, k (B, H, T, N), unit keys; v (B, 1 or H, T, D); log_g
-    (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. Returns (a (B, H, T, D), the state after or
-    None). The products run in q's dtype, the solve in fp32 at least (no bf16 solver)."""
+    (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. ``query_keys``: the keys are the unit queries
+    q / max(|q|, KEY_EPS) (BDH's, without ``separate_keys`` or shaped write keys) and ``k`` is not read (`_gram`).
+    Returns (a (B, H, T, D), the state after or None). The products run in q's dtype, the solve in fp32 at least
+    (no bf16 solver)."""
     B, H, T, _ = q.shape
     C = min(chunk_size, T)
     dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
-    qc, kc, b = _chunks(q, C), _chunks(k, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
-    A = (kc @ kc.mT) * M * b.unsqueeze(-1).to(dt)
+    qc, b = _chunks(q, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
+    if query_keys:
+        kk, qk, r = _gram(qc)
+        kc = None
+    else:
+        kc, r = _chunks(k, C), None
+        kk, qk = kc @ kc.mT, qc @ kc.mT
+    A = kk * M * b.unsqueeze(-1).to(dt)
     # Tb = (I + A)^{-1} diag(b): C columns, fewer than the N + D of solving for [V | K] (the Triton kernels' form)
     eye_b = torch.diag_embed(b.to(acc))
     Tb = torch.linalg.solve_triangular(A.to(acc), eye_b, upper=False, unitriangular=True).to(dt)
-    out, S = _scan((qc, kc, (qc @ kc.mT) * M, Tb, _chunks(v, C)), (head, tail, whole), state, need_state)
+    out, S = _scan((qc, kc, qk * M, Tb, _chunks(v, C), r), (head, tail, whole), state, need_state)
     return out[:, :, :T], S
+
+
+def _gram(qc: torch.Tensor):
+    """(K K^T, Q K^T, r) of each chunk from one product G = Q Q^T, for the unit keys k_i = r_i q_i with r_i = 1 /
+    max(|q_i|, KEY_EPS) = 1 / sqrt(max(G_ii, KEY_EPS^2)): K K^T = diag(r) G diag(r), Q K^T = G diag(r); r (.., n, C,
+    1). The N-wide keys are never formed (and K S0 = diag(r) Q S0, K^T W = Q^T diag(r) W in `_scan`)."""
+    G = qc @ qc.mT
+    # clamped before the root: the same value as max(|q|, eps), and no infinite derivative at a silent token
+    r = G.diagonal(dim1=-2, dim2=-1).clamp_min(KEY_EPS**2).rsqrt().unsqueeze(-1)
+    qk = G * r.mT
+    return qk * r, qk, r
 
 
 def _scan(chunks, decay, S, need_state):
     """The chunks in order, the state S carried (None: zero): W = Tb (V - e^e K S), a = e^e Q S + P W, S = e^c S +
-    K^T e^{c-e} W; the state after the last chunk only when it is wanted."""
+    K^T e^{c-e} W; the state after the last chunk only when it is wanted. Keys None: k = r q (`_gram`)."""
     head, tail, whole = decay
     n, outs = chunks[0].shape[2], []
-    qs, ks, P, Tb, vs = (x.unbind(2) for x in chunks)  # unbound once: a slice per chunk would cost a zero-filled
-    for i in range(n):  # gradient of the whole tensor each
+    qs, ks, P, Tb, vs, rs = (None if x is None else x.unbind(2) for x in chunks)  # unbound once: a slice per chunk
+    for i in range(n):  # would cost a zero-filled gradient of the whole tensor each
         hi, ti, wi = (x[:, :, min(i, x.shape[2] - 1)] for x in (head, tail, whole))  # one row when broadcast
+        hi, ti = hi.unsqueeze(-1), ti.unsqueeze(-1)
         if S is None:
             W = Tb[i] @ vs[i]
             outs.append(P[i] @ W)
         else:
             Sd = S.to(P[i].dtype)
-            W = Tb[i] @ (vs[i] - hi.unsqueeze(-1) * (ks[i] @ Sd))
-            outs.append(P[i] @ W + hi.unsqueeze(-1) * (qs[i] @ Sd))
+            QS = qs[i] @ Sd
+            KS = QS * rs[i] if ks is None else ks[i] @ Sd
+            W = Tb[i] @ (vs[i] - hi * KS)
+            outs.append(P[i] @ W + hi * QS)
         if i + 1 < n or need_state:
-            after = ks[i].mT @ (ti.unsqueeze(-1) * W)
+            after = qs[i].mT @ (rs[i] * ti * W) if ks is None else ks[i].mT @ (ti * W)
             S = after if S is None else after + wi.view(*wi.shape, 1, 1).to(S.dtype) * S
     return torch.cat(outs, dim=2), (S if need_state else None)
