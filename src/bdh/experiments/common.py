@@ -337,6 +337,11 @@ class Report:
         held = {True: "yes", False: "no", None: "n/a"}
         self.table(["claim", "held here", "numbers"], [[c, held[h], n] for c, h, n in found])
 
+    @staticmethod
+    def findings_json(found: Sequence[tuple[str, bool | None, str]]) -> list[dict[str, Any]]:
+        """The findings of `findings` as results.json holds them."""
+        return [{"claim": c, "held": h, "numbers": n} for c, h, n in found]
+
     def figure(self, path: str, caption: str) -> None:
         """A figure, by its path relative to the report."""
         self.parts.append(f"![{caption}]({path})\n\n*{caption}*")

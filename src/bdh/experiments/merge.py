@@ -384,19 +384,10 @@ def _merge_findings(config: Config, table: dict[str, dict[str, float]]) -> list[
     return out
 
 
-def _write_report(
-    config: Config,
-    out: Path,
-    table: dict[str, dict[str, float]],
-    params: dict[str, int],
-    timings: dict[str, float],
-    seconds: float,
-    cpu_seconds: float,
-) -> Path:
+def _protocol(config: Config, seconds: float, cpu_seconds: float) -> str:
+    """The report's opening: the base, the fine-tunes, the merge, the model and the time it all took."""
     la, lb = config.tune_languages
-    keys = [f"{s}>{t}" for s, t in config.directions()]
-    report = Report("Model merging by concatenation (paper section 7.1, Table 2)")
-    report.text(
+    return (
         f"Base model on en-{config.base_language} ({config.base_steps} steps), fine-tuned separately on en-{la} and "
         f"en-{lb} ({config.tune_steps} steps each, learning rate {config.tune_lr:g}); the two fine-tunes merged by "
         "concatenating their neurons head by head (E, Dx, Dy, RoPE frequencies) and averaging the embeddings and "
@@ -406,13 +397,11 @@ def _write_report(
         f"Total wall time {seconds / 60:.1f} min, "
         f"process CPU time {cpu_seconds / 60:.1f} min."
     )
-    report.heading("Target-side loss per direction (nats per byte, lower is better)")
-    report.text(
-        f"Mean next-byte loss on the target sentence's bytes of {config.eval_segments} held-out segments "
-        "`<F:src>source<T:tgt>target` per direction, each read from a zero state (delimiters not scored). "
-        "The unconditional English model reads only `<T:en>target`."
-    )
-    rows = [
+
+
+def _loss_rows(table: dict[str, dict[str, float]], params: dict[str, int], keys: list[str]) -> list[list[Any]]:
+    """One row per model: its parameters, its loss per direction (``keys``) and their mean over the finite ones."""
+    return [
         [
             name,
             f"{params[name]:,}" if name in params else "",
@@ -421,7 +410,28 @@ def _write_report(
         ]
         for name in table
     ]
-    report.table(["model", "parameters", *[k.replace(">", " → ") for k in keys], "mean"], rows)
+
+
+def _write_report(
+    config: Config,
+    out: Path,
+    table: dict[str, dict[str, float]],
+    params: dict[str, int],
+    timings: dict[str, float],
+    seconds: float,
+    cpu_seconds: float,
+) -> Path:
+    keys = [f"{s}>{t}" for s, t in config.directions()]
+    report = Report("Model merging by concatenation (paper section 7.1, Table 2)")
+    report.text(_protocol(config, seconds, cpu_seconds))
+    report.heading("Target-side loss per direction (nats per byte, lower is better)")
+    report.text(
+        f"Mean next-byte loss on the target sentence's bytes of {config.eval_segments} held-out segments "
+        "`<F:src>source<T:tgt>target` per direction, each read from a zero state (delimiters not scored). "
+        "The unconditional English model reads only `<T:en>target`."
+    )
+    headers = ["model", "parameters", *[k.replace(">", " → ") for k in keys], "mean"]
+    report.table(headers, _loss_rows(table, params, keys))
     report.heading("What matched the paper")
     found = findings(config, table)
     report.findings(found)
@@ -440,7 +450,7 @@ def _write_report(
         "timings_s": timings,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
-        "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in found],
+        "findings": Report.findings_json(found),
     }
     return report.write(out)
 

@@ -171,7 +171,22 @@ def recorded_seconds(records: list[dict]) -> float:
     return sum(r.get("train_seconds", 0.0) + sum(row.get("seconds") or 0.0 for row in r["rows"]) for r in records)
 
 
+def text_section(report: Report, config: Config, text: list[dict[str, Any]]) -> None:
+    """Recall through prose: the text models' rows (`text.text_recall`), or how to add them."""
+    report.heading("Recall through prose (text models)")
+    if not text:
+        report.text("None given: `--set text_models=[FOLDER,...]` (byte-level model folders) adds it.")
+        return
+    report.text(
+        "The long-context experiment's probe: a fact in held-out Shakespeare, asked `distance` bytes later; "
+        "accuracy on the value's letters with the fact and without it (control), through the state (carried) "
+        f"and through a window of T = {config.seq_len} bytes."
+    )
+    text_table(report, text)
+
+
 def write_report(config: Config, out: Path, records: list[dict], text: list[dict], seconds: float) -> Path:
+    """report.md, results.json and the figure of the runs' ``records`` and the ``text`` recall rows."""
     every = flat_rows(records)
     lengths = shown_lengths(config, every)
     rows = [r for r in every if r["length"] in lengths]
@@ -201,16 +216,7 @@ def write_report(config: Config, out: Path, records: list[dict], text: list[dict
     capacity = capacity_section(report, out, config, records, lengths)
     report.heading("The cost of the long reads")
     cost_table(report, config, rows)
-    report.heading("Recall through prose (text models)")
-    if text:
-        report.text(
-            "The long-context experiment's probe: a fact in held-out Shakespeare, asked `distance` bytes later; "
-            "accuracy on the value's letters with the fact and without it (control), through the state (carried) "
-            f"and through a window of T = {config.seq_len} bytes."
-        )
-        text_table(report, text)
-    else:
-        report.text("None given: `--set text_models=[FOLDER,...]` (byte-level model folders) adds it.")
+    text_section(report, config, text)
     report.results = {
         "command": command_line(config),
         "config": dataclasses.asdict(config),

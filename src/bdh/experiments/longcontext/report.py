@@ -279,16 +279,8 @@ def recall_verdict(name: str, runs: list[dict]) -> tuple[str, bool | None, str]:
     return title, above_chance(right, n, top), f"{numbers}, {n} letters"
 
 
-def write_report(config: Config, out: Path, records: list[dict], reference: dict, seconds: float) -> Path:
-    groups = by_recipe(records)
-    report = Report("BDH past its training window: recipes side by side")
-    report.text(
-        f"Model L={config.n_layer}, D={config.n_embd}, h={config.n_head}, n={config.n_neurons}, "
-        f"{config.steps} steps of {config.batch_size} x {config.seq_len} bytes of Shakespeare per run, seeds "
-        f"{config.seeds}. Measured on {config.eval_lanes} held-out streams of {config.eval_length:,} bytes "
-        f"(the validation split). Bits per byte; mean over seeds (min–max). Training and measuring took "
-        f"{seconds / 60:.1f} min of wall time over all runs."
-    )
+def position_sections(report: Report, config: Config, out: Path, groups: dict[str, list[dict]]) -> None:
+    """Loss by position, what the state adds, why it breaks: the carried, cut and damped readings."""
     report.heading("Loss by position")
     report.text(
         "windowed: windows of T from an empty state; carried: the state carried from the stream's start; "
@@ -306,6 +298,20 @@ def write_report(config: Config, out: Path, records: list[dict], reference: dict
         "the same weights, the far tokens forgotten."
     )
     cause_table(report, groups)
+
+
+def write_report(config: Config, out: Path, records: list[dict], reference: dict, seconds: float) -> Path:
+    """report.md, results.json and the figures of the runs' ``records``; returns the report's path."""
+    groups = by_recipe(records)
+    report = Report("BDH past its training window: recipes side by side")
+    report.text(
+        f"Model L={config.n_layer}, D={config.n_embd}, h={config.n_head}, n={config.n_neurons}, "
+        f"{config.steps} steps of {config.batch_size} x {config.seq_len} bytes of Shakespeare per run, seeds "
+        f"{config.seeds}. Measured on {config.eval_lanes} held-out streams of {config.eval_length:,} bytes "
+        f"(the validation split). Bits per byte; mean over seeds (min–max). Training and measuring took "
+        f"{seconds / 60:.1f} min of wall time over all runs."
+    )
+    position_sections(report, config, out, groups)
     report.heading("Words read before")
     report.text(
         "Bits per letter on words of 5+ letters after their first 2 letters, where the word last occurred the "

@@ -100,6 +100,32 @@ def tally_rows(verdicts: Sequence[Verdict]) -> list[list[Any]]:
     ]
 
 
+def _protocol(config: Any, suites: dict[str, tuple[SuiteDef, dict[str, Any]]], plan: str, seconds: float) -> str:
+    """The report's opening: the models and seeds, how they were sized, the time the runs took, the plan."""
+    return (
+        f"Models: {', '.join(config.models)}; seeds {', '.join(map(str, config.seeds))}; every model but BDH sized to "
+        f"BDH's parameter count at each width by its own `for_budget`. On device {config.device}, the runs took "
+        f"{duration(ledger_seconds(suites))} of wall time by the ledgers (training and evaluation of every run, "
+        f"summed over the runs, {config.jobs} at once, in whichever process trained them: a `--resume` counts the "
+        f"runs made before it); this process took {duration(seconds)}. The runs (`--show-config` times each model "
+        f"for an estimate of their cost):\n\n```\n{plan}\n```"
+    )
+
+
+def suite_sections(report: Report, suites: dict[str, tuple[SuiteDef, dict[str, Any]]], shown: dict[str, str]) -> None:
+    """Each suite's figures (``shown``: caption -> path) and the bench's table of its summary."""
+    (frontier_def, frontier), (lm_def, lm) = suites["frontier"], suites["lm"]
+    report.heading("(a) MQAR frontier")
+    for caption, path in shown.items():
+        if not path.startswith("figures/lm"):
+            report.figure(path, caption)
+    report.text(bench_table(frontier["summary"], frontier_def))
+    report.heading("(b) Byte-level language model")
+    if "bits per byte against training tokens" in shown:
+        report.figure(shown["bits per byte against training tokens"], "bits per byte against training tokens")
+    report.text(bench_table(lm["summary"], lm_def))
+
+
 def write_report(
     out: Path,
     config: Any,
@@ -110,16 +136,9 @@ def write_report(
 ) -> Path:
     """report.md and results.json into ``out`` (figures into ``out/figures``); returns the report's path.
     ``suites``: ``frontier`` and ``lm`` -> (suite, what `bdh.bench.runner.run_suite` returned)."""
-    (frontier_def, frontier), (lm_def, lm) = suites["frontier"], suites["lm"]
+    frontier, lm = suites["frontier"][1], suites["lm"][1]
     report = Report("BDH among its relatives: the MQAR frontier and a byte-level language model")
-    report.text(
-        f"Models: {', '.join(config.models)}; seeds {', '.join(map(str, config.seeds))}; every model but BDH sized to "
-        f"BDH's parameter count at each width by its own `for_budget`. On device {config.device}, the runs took "
-        f"{duration(ledger_seconds(suites))} of wall time by the ledgers (training and evaluation of every run, "
-        f"summed over the runs, {config.jobs} at once, in whichever process trained them: a `--resume` counts the "
-        f"runs made before it); this process took {duration(seconds)}. The runs (`--show-config` times each model "
-        f"for an estimate of their cost):\n\n```\n{plan}\n```"
-    )
+    report.text(_protocol(config, suites, plan, seconds))
     shown = figures(frontier["results"], lm["results"], out / "figures")
     report.heading("Targets")
     found = targets(frontier["summary"], lm["summary"])
@@ -133,15 +152,7 @@ def write_report(
     report.table(["model", "suite", "better", "worse", "within", "cells"], tally_rows(verdicts))
     headers = ["model", "suite", "setting", "width", "BDH", "model score", "difference", "min to max", "verdict"]
     report.table([*headers, "cpu_s_per_step"], verdict_rows(verdicts))
-    report.heading("(a) MQAR frontier")
-    for caption, path in shown.items():
-        if not path.startswith("figures/lm"):
-            report.figure(path, caption)
-    report.text(bench_table(frontier["summary"], frontier_def))
-    report.heading("(b) Byte-level language model")
-    if "bits per byte against training tokens" in shown:
-        report.figure(shown["bits per byte against training tokens"], "bits per byte against training tokens")
-    report.text(bench_table(lm["summary"], lm_def))
+    suite_sections(report, suites, shown)
     report.heading("What this scale can and cannot say")
     report.text(
         "Every number here is from small models trained briefly on 2 CPU cores: a verdict says what a part of BDH "
@@ -152,7 +163,7 @@ def write_report(
         "config": config.to_dict(),
         "plan": plan,
         "seconds": seconds,
-        "targets": [{"claim": c, "held": h, "numbers": n} for c, h, n in found],
+        "targets": Report.findings_json(found),
         "verdicts": [v.to_dict() for v in verdicts],
         "tally": tally(verdicts),
         "frontier": frontier["summary"],

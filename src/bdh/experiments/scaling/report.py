@@ -230,6 +230,44 @@ def equal_time_text(rep: Report, summary: Summary) -> None:
     )
 
 
+def figures_section(
+    rep: Report, fig_dir: Path, summary: Summary, records: list[dict[str, Any]], chosen: dict, sizes: int
+) -> None:
+    """The figures: loss against parameters and FLOPs, the curve of every run kept at the ``sizes`` sizes, the
+    learning-rate sweep."""
+    labels = [s["label"] for s in summary.sizes]
+    rep.figure(
+        figures.loss_vs_params(summary.sizes, summary.fits, fig_dir / "scaling-params"), "Loss against parameters"
+    )
+    rep.figure(figures.loss_vs_flops(summary.sizes, fig_dir / "scaling-flops"), "Loss against training FLOPs per run")
+    kept_runs = {m: [r for s in range(sizes) for r in kept(records, chosen, m, s)] for m in MODELS}
+    rep.figure(figures.curves(kept_runs, labels, fig_dir / "scaling-curves"), "Validation loss against step, every run")
+    sweep = {m: chosen[m][1] for m in MODELS}
+    rep.figure(
+        figures.lr_sweep(sweep, {m: chosen[m][0] for m in MODELS}, fig_dir / "scaling-lr"), "Learning-rate sweep"
+    )
+
+
+def time_text(
+    rep: Report,
+    config: Config,
+    records: list[dict[str, Any]],
+    plan_rows: list[dict[str, Any]],
+    seconds: float,
+    cpu_seconds: float,
+) -> None:
+    """The training time the runs measured, the plan's estimate, and this invocation's wall and CPU time."""
+    estimate = sum(r["est_s_per_run"] * r["runs"] for r in plan_rows)
+    trained = sum(r.get("wall_s", 0.0) for r in records)
+    reused = sum(1 for r in records if r.get("reused"))
+    rep.text(
+        f"Training wall time, summed over the {len(records)} runs as each measured it when it ran: "
+        f"{trained / 60:.1f} min (the plan estimated {estimate / 60:.1f} min at {config.plan_tflops:g} TFLOP/s). "
+        f"This invocation: wall time {seconds / 60:.1f} min, process CPU time {cpu_seconds / 60:.1f} min"
+        + (f", {reused} runs reused from an earlier invocation (--resume)." if reused else ".")
+    )
+
+
 def write_report(
     config: Config,
     out: Path,
@@ -260,18 +298,7 @@ def write_report(
     directions_table(rep, summary, segments)
     rep.heading("Power-law fits L(N) = a (N / 1M)^-b + c")
     fits_section(rep, summary)
-    fig_dir = out / "figures"
-    labels = [s["label"] for s in summary.sizes]
-    rep.figure(
-        figures.loss_vs_params(summary.sizes, summary.fits, fig_dir / "scaling-params"), "Loss against parameters"
-    )
-    rep.figure(figures.loss_vs_flops(summary.sizes, fig_dir / "scaling-flops"), "Loss against training FLOPs per run")
-    kept_runs = {m: [r for s in range(len(rungs)) for r in kept(records, chosen, m, s)] for m in MODELS}
-    rep.figure(figures.curves(kept_runs, labels, fig_dir / "scaling-curves"), "Validation loss against step, every run")
-    sweep = {m: chosen[m][1] for m in MODELS}
-    rep.figure(
-        figures.lr_sweep(sweep, {m: chosen[m][0] for m in MODELS}, fig_dir / "scaling-lr"), "Learning-rate sweep"
-    )
+    figures_section(rep, out / "figures", summary, records, chosen, len(rungs))
     rep.heading("Cost beside the loss")
     costs_table(rep, config, summary)
     rep.heading("What matched the paper")
@@ -279,15 +306,7 @@ def write_report(
     scope(rep, config, rungs)
     rep.heading("Every run")
     runs_table(rep, records)
-    estimate = sum(r["est_s_per_run"] * r["runs"] for r in plan_rows)
-    trained = sum(r.get("wall_s", 0.0) for r in records)
-    reused = sum(1 for r in records if r.get("reused"))
-    rep.text(
-        f"Training wall time, summed over the {len(records)} runs as each measured it when it ran: "
-        f"{trained / 60:.1f} min (the plan estimated {estimate / 60:.1f} min at {config.plan_tflops:g} TFLOP/s). "
-        f"This invocation: wall time {seconds / 60:.1f} min, process CPU time {cpu_seconds / 60:.1f} min"
-        + (f", {reused} runs reused from an earlier invocation (--resume)." if reused else ".")
-    )
+    time_text(rep, config, records, plan_rows, seconds, cpu_seconds)
     rep.results = _results(config, rungs, records, chosen, plan_rows, segments, summary, seconds, cpu_seconds)
     return rep.write(out)
 
@@ -321,7 +340,7 @@ def _results(
         "crossovers": summary.crossing,
         "eval_segments": {k: len(v) for k, v in segments.items()},
         "runs": records,
-        "findings": [{"claim": c, "held": h, "numbers": n} for c, h, n in summary.found],
+        "findings": Report.findings_json(summary.found),
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
     }
