@@ -68,6 +68,9 @@ class Choice:
     dropout: float
     # the state rule (`bdh.model.names.STATE_RULES`): ``plain``, ``learned`` (U a parameter), ``gated``, ``delta``.
     state_rule: str = "plain"
+    # the delta rule's keys are the unit queries (no ``separate_keys``, no shaped write keys): its UT form makes them
+    # from one Gram Q Q^T (`pytorch.delta_ut`, ``query_keys``) and does not read the keys it is given.
+    query_keys: bool = False
     mask: torch.Tensor | None = field(default=None, repr=False, compare=False)  # the pass's (`Pass.mask`)
 
     @property
@@ -93,8 +96,10 @@ def choose(
     autograd: bool,
     device: torch.device,
     state_rule: str = "plain",
+    query_keys: bool = False,
 ) -> Choice:
-    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients."""
+    """The kernel of every step of pass ``p``: the first row that holds. ``autograd``: the weights get gradients;
+    ``query_keys``: the delta rule's keys are the unit queries (`Choice.query_keys`)."""
     check(p, causal, log_u, state_rule)
     cpu, eager, mode, delta = device.type == "cpu", not compiling(), p.mode, state_rule == "delta"
     loops = cpu and native.available()  # cpu/: the compiled loops, built and not turned off (BDH_NATIVE=0)
@@ -133,6 +138,7 @@ def choose(
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
     chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv, mask=p.mask)  # the pass's
     chosen.update(log_u=log_u, causal=causal, chunk_size=chunk_size, dropout=dropout, state_rule=state_rule)
+    chosen.update(query_keys=query_keys)
     rope = rope_impl(positional)  # complex (rope), fused (rope-standard), plain when compiling
     return Choice(positional=positional, rope=rope, **chosen)
 

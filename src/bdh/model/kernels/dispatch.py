@@ -21,7 +21,7 @@ from .cpu import native
 from .cpu.ops import native_gate, native_relu_rope
 from .pytorch.attention import causal_weights, chunked, parallel, recurrent
 from .pytorch.chunked_lean import chunked_lean
-from .pytorch.delta_ut import PARALLEL_CHUNK, delta_ut
+from .pytorch.delta_ut import UT_CHUNK, delta_ut
 from .pytorch.dropout import drop_mask
 from .pytorch.fused import relu_mul
 from .pytorch.rope import rotation
@@ -195,11 +195,9 @@ ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "recurrent-triton": lambda c: _recurrent_triton(_recurrent(c), c.log_u),  # triton/step.py
     "sparse": lambda c: _sparse,  # pytorch/sparse.py
     **{f"{rule}-{form}": _state_rule(form) for rule in ("gated", "delta") for form in ATTENTION_FORMS},
-    "delta-chunked": lambda c: partial(delta_ut, chunk_size=c.chunk_size, need_state=c.need_state),  # delta_ut.py
-    "delta-parallel-ut": lambda c: partial(  # pytorch/delta_ut.py, in chunks of at most PARALLEL_CHUNK tokens
-        delta_ut, chunk_size=min(c.chunk_size, PARALLEL_CHUNK), need_state=c.need_state
-    ),
-    "delta-native": lambda c: _delta_native(ATTENTION["delta-parallel-ut"](c), c),  # cpu/native.py
+    "delta-chunked": lambda c: _delta_ut(c),  # pytorch/delta_ut.py
+    "delta-parallel-ut": lambda c: _delta_ut(c),  # pytorch/delta_ut.py
+    "delta-native": lambda c: _delta_native(_delta_ut(c), c),  # cpu/native.py
     "delta-chunked-triton": lambda c: partial(  # triton/delta.py
         _triton_delta.delta_chunked_triton, chunk_size=c.chunk_size, need_state=c.need_state
     ),
@@ -250,6 +248,13 @@ def _recurrent_triton(plain: Attention, log_u: Tensor | None) -> Attention:
         return plain(q, k, v, state=state)
 
     return attention
+
+
+def _delta_ut(c: Choice) -> Attention:
+    """The delta rule's UT form (the ``parallel`` and ``chunked`` modes) in chunks of at most UT_CHUNK tokens, the
+    keys made from the queries where they are the unit queries (``query_keys``)."""
+    C = min(c.chunk_size, UT_CHUNK)
+    return partial(delta_ut, chunk_size=C, need_state=c.need_state, query_keys=c.query_keys)
 
 
 def _delta_native(ut: Attention, c: Choice) -> Attention:
