@@ -2,6 +2,7 @@
 
     python benchmarks/roofline.py                       # paper size (L=6, D=256, h=4, n=32768), 16,384 tokens, T=2048
     python benchmarks/roofline.py --peak-tflops 769.7 --bandwidth 4.3   # limits measured instead of the data sheet's
+    python benchmarks/roofline.py --state-stride 2      # and the fused step with chunk states every 2 chunks
 
 Every pass of a layer over the N-wide activations (B, h, T, N) is listed with the bytes it reads and writes per
 neuron and token (bf16 activations: 2 bytes, the bool dropout mask 1; fp32 where the code upcasts) and the FLOPs it
@@ -20,8 +21,13 @@ each. ``fused``: what issue 58 asks for: ReLU and RoPE in the epilogue of Dx v (
 y = ReLU(z) x formed with its dropout mask (a counter-based generator) in the prologue of E y and never written, the
 gate's and dropout's backward in the epilogue of the matmul that produces dy, RoPE's and ReLU's backward and the sum
 with the gate's dx in the epilogue of the attention's key-gradient kernel; the attention kernels as today.
-Assumed: a Triton program's tile of q, k or a chunk state read by the D / BD programs of one chunk comes from L2
-(counted once), and each kernel reaches the bandwidth given. docs/performance.md ("A roofline") quotes the output.
+``--state-stride R`` adds a row: the fused step whose attention kernels keep a chunk state at every R-th chunk
+boundary only (a design, not built: each kernel that reads a state rebuilds the one it needs from the last kept one
+with up to R - 1 chunk updates, K^T V over those chunks' tokens), so every pass's state bytes are divided by R; the
+rebuilds' FLOPs (on average (R - 1) n D per token and state read) are not counted, as the recomputed scan's are not:
+at R = 2 the attention passes stay below the ridge point. Assumed: a Triton program's tile of q, k or a chunk state
+read by the D / BD programs of one chunk comes from L2 (counted once), and each kernel reaches the bandwidth given.
+docs/performance.md ("A roofline") quotes the output.
 """
 
 from __future__ import annotations
@@ -155,11 +161,12 @@ class Shape:
         return self.n_layer * per_layer + params * 7 * FP32
 
 
-def step(design: str, shape: Shape, tflops: float, tbs: float) -> dict:
-    """The step of ``design`` at ``shape`` under the limits: per pass and in total, FLOPs, bytes and seconds."""
+def step(design: str, shape: Shape, tflops: float, tbs: float, stride: int = 1) -> dict:
+    """The step of ``design`` at ``shape`` under the limits: per pass and in total, FLOPs, bytes and seconds;
+    ``stride``: a chunk state kept every ``stride`` chunks (module docstring)."""
     nD = shape.n_neurons * shape.n_embd
     units = shape.n_layer * shape.tokens  # passes run once per layer, over every token of the step
-    states = BF16 * shape.n_embd / min(shape.chunk, shape.block)
+    states = BF16 * shape.n_embd / min(shape.chunk, shape.block) / stride
     rows = []
     for p in DESIGNS[design](states):
         flops = units * (2 * nD * p.matmuls + shape.attention_flops() * p.attention)
@@ -173,7 +180,7 @@ def step(design: str, shape: Shape, tflops: float, tbs: float) -> dict:
     seconds = sum(r["seconds"] for r in rows)
     flops = sum(r["flops"] for r in rows)
     return {
-        "design": design,
+        "design": design if stride == 1 else f"{design}, states every {stride} chunks",
         "passes": rows,
         "flops": flops,
         "bytes": sum(r["bytes"] for r in rows),
@@ -183,9 +190,11 @@ def step(design: str, shape: Shape, tflops: float, tbs: float) -> dict:
     }
 
 
-def report(shape: Shape, tflops: float, tbs: float) -> str:
-    """The tables: each design's totals, then its passes (GB and ms per step)."""
+def report(shape: Shape, tflops: float, tbs: float, stride: int = 1) -> str:
+    """The tables: each design's totals, then its passes (GB and ms per step); with ``stride`` > 1 the fused step
+    with a chunk state every ``stride`` chunks too."""
     steps = [step(d, shape, tflops, tbs) for d in DESIGNS]
+    steps += [step("fused", shape, tflops, tbs, stride)] if stride > 1 else []
     lines = [
         f"L={shape.n_layer} D={shape.n_embd} h={shape.n_head} n={shape.n_neurons}, {shape.tokens:,} tokens a step at "
         f"T={shape.block} (chunk {min(shape.chunk, shape.block)}); limits {tflops:g} TFLOP/s, {tbs:g} TB/s",
@@ -240,14 +249,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(fields, name))
     p.add_argument("--peak-tflops", type=float, default=H200_TFLOPS, help="bf16 matmul TFLOP/s (H200 data sheet)")
     p.add_argument("--bandwidth", type=float, default=H200_TBS, help="HBM TB/s (H200 data sheet)")
+    p.add_argument("--state-stride", type=int, default=1, help="also the fused step with states every R chunks")
     args = p.parse_args(argv)
     values = {k: getattr(args, k) for k in ("n_layer", "n_embd", "n_head", "n_neurons", "tokens", "block", "chunk")}
     bad = [k for k, v in values.items() if v < 1] + [k for k in ("peak_tflops", "bandwidth") if getattr(args, k) <= 0]
+    bad += ["state_stride"] if args.state_stride < 1 else []
     if bad or values["n_neurons"] % values["n_head"]:
         what = f"--{bad[0].replace('_', '-')} must be positive" if bad else "--n-neurons must be a multiple of --n-head"
         print(f"error: {what}", file=sys.stderr)
         return 2
-    print(report(Shape(**values), args.peak_tflops, args.bandwidth))
+    print(report(Shape(**values), args.peak_tflops, args.bandwidth, args.state_stride))
     return 0
 
 

@@ -90,3 +90,21 @@ def test_versus_puts_each_triton_row_of_a_training_table_beside_its_prediction(r
     assert f"| {50_000 / predicted:.2f} |" in lines[-1] and f"| {predicted:,.0f} |" in lines[-1]
     cpu = roofline.versus({"bdh": cfg, "peak_tflops": 0.1, "training": rows[1:]})
     assert cpu == ["(no row of our step on the Triton chunked kernels in this table: nothing to compare)"]
+
+
+def test_a_state_stride_divides_the_chunk_states_bytes_and_nothing_else(roofline, capsys):
+    """--state-stride R (a design of the attention's backward): every pass's state bytes / R, the model FLOPs kept."""
+    s = roofline.Shape()
+    fused, strided = roofline.step("fused", s, 989.0, 4.8), roofline.step("fused", s, 989.0, 4.8, stride=2)
+    assert strided["flops"] == fused["flops"] and strided["design"] == "fused, states every 2 chunks"
+    states = 2 * s.n_embd / s.chunk  # bf16 bytes of the chunk states per neuron and token
+    for a, b in zip(fused["passes"], strided["passes"]):
+        # an attention pass moves 0, 1 or 2 state buffers once per neuron and token, each half as large; the rest none
+        saved = (a["bytes"] - b["bytes"]) / (s.n_layer * s.tokens * s.n_neurons * states / 2)
+        assert round(saved) == pytest.approx(saved, abs=1e-9), a["pass"]
+        assert round(saved) in ((0, 1, 2) if a["pass"].startswith("attention") else (0,)), a["pass"]
+    assert sum(a["bytes"] - b["bytes"] for a, b in zip(fused["passes"], strided["passes"])) > 0
+    assert roofline.main(["--state-stride", "2"]) == 0
+    assert "| fused, states every 2 chunks |" in capsys.readouterr().out
+    assert roofline.main(["--state-stride", "0"]) == 2
+    assert "--state-stride must be positive" in capsys.readouterr().err

@@ -20,6 +20,7 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       gate.py, gate_jit.py            the gate y = ReLU(z) * x and its dropout likewise
       encode.py, encode_jit.py        x = ReLU(v Dx): the matmul with the ReLU and the cast in its epilogue
       read_in.py, read_in_jit.py      E y with the gate y = ReLU(z) * x and its dropout in the matmul's prologue
+      step.py, step_jit.py            one generation token's state read and write in one pass over the state
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
 its entries in `dispatch.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md).
