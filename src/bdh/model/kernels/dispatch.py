@@ -21,7 +21,7 @@ from .cpu import native
 from .cpu.ops import native_gate, native_relu_rope
 from .pytorch.attention import causal_weights, chunked, parallel, recurrent
 from .pytorch.chunked_lean import chunked_lean
-from .pytorch.delta_ut import UT_CHUNK, delta_ut
+from .pytorch.delta_ut import delta_ut
 from .pytorch.dropout import drop_mask
 from .pytorch.fused import relu_mul
 from .pytorch.rope import rotation
@@ -251,10 +251,9 @@ def _recurrent_triton(plain: Attention, log_u: Tensor | None) -> Attention:
 
 
 def _delta_ut(c: Choice) -> Attention:
-    """The delta rule's UT form (the ``parallel`` and ``chunked`` modes) in chunks of at most UT_CHUNK tokens, the
-    keys made from the queries where they are the unit queries (``query_keys``)."""
-    C = min(c.chunk_size, UT_CHUNK)
-    return partial(delta_ut, chunk_size=C, need_state=c.need_state, query_keys=c.query_keys)
+    """The delta rule's UT form (the ``parallel`` and ``chunked`` modes; its chunk `delta_ut.ut_chunk`, at most the
+    config's), the keys made from the queries where they are the unit queries (``query_keys``)."""
+    return partial(delta_ut, chunk_size=c.chunk_size, need_state=c.need_state, query_keys=c.query_keys)
 
 
 def _delta_native(ut: Attention, c: Choice) -> Attention:

@@ -9,22 +9,30 @@ the state S0 before it, e_i = sum_{j<i} l_j, c = sum_j l_j and A_ij = b_i e^{e_i
 
 Tb does not depend on S0, so one batched solve (C columns) serves every chunk, and the loop over chunks is five
 products per chunk (K S0 and Q S0, like Q K^T and K K^T, stay two products: one over [K; Q] would copy the N-wide
-keys). A retention that is one per head (U's damping, no decay gate: the gate arrives broadcast over the batch)
-makes one decay matrix M for every sequence. Equal to
+keys). Where the keys are the unit queries (BDH's, ``query_keys``) they are never formed: K K^T and Q K^T come from
+one Gram Q Q^T and K S0 from Q S0, scaled by one norm per token (`_gram`), four products per chunk.
+A retention that is one per head (U's damping, no decay gate: the gate arrives broadcast over the batch) makes one
+decay matrix M for every sequence. Equal to
 `bdh.model.kernels.naive.naive_state_rule` in values and gradients (tests/model/test_delta_ut.py); the CPU's form
 of the delta rule, for the ``parallel`` and ``chunked`` attention modes (`bdh.model.kernels.choice`).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from ..naive import KEY_EPS
 
-#: the chunk of the delta rule's UT form in both modes (at most the config's chunk_size): the T x C work per head
-#: falls with C and the loop over chunks grows; 32 trained fastest at T = 256 on the CPU (docs/performance.md)
-UT_CHUNK = 32
+
+def ut_chunk(chunk_size: int, N: int, D: int) -> int:
+    """The chunk of the delta rule's UT form in both modes: sqrt(N D / 8) rounded to a power of two, at least 16 and
+    at most ``chunk_size``. The T x C work per token grows with C, the cost of carrying the N x D state from chunk
+    to chunk falls with it: in training at T = 256 on the CPU, 32 was fastest at N = 128, D = 64 and 128 at N = 1,024,
+    D = 128 (docs/performance.md)."""
+    return min(chunk_size, max(16, 2 ** round(math.log2(math.sqrt(N * D / 8)))))
 
 
 def _chunks(x: torch.Tensor, C: int) -> torch.Tensor:
@@ -60,13 +68,14 @@ def _decay(lg: torch.Tensor, dtype: torch.dtype):
 
 
 def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False, query_keys=False):
-    """The delta rule over chunks of ``chunk_size`` tokens. q, k (B, H, T, N), unit keys; v (B, 1 or H, T, D); log_g
-    (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. ``query_keys``: the keys are the unit queries
+    """The delta rule over chunks of `ut_chunk` tokens (at most ``chunk_size``). q, k (B, H, T, N), unit keys; v (B,
+    1 or H, T, D); log_g (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. ``query_keys``: the keys are
+    the unit queries
     q / max(|q|, KEY_EPS) (BDH's, without ``separate_keys`` or shaped write keys) and ``k`` is not read (`_gram`).
     Returns (a (B, H, T, D), the state after or None). The products run in q's dtype, the solve in fp32 at least
     (no bf16 solver)."""
-    B, H, T, _ = q.shape
-    C = min(chunk_size, T)
+    B, H, T, N = q.shape
+    C = min(ut_chunk(chunk_size, N, v.shape[-1]), T)
     dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
     qc, b = _chunks(q, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
