@@ -26,7 +26,7 @@ def main_job_model() -> torch.nn.Module:
     from bdh.train.config import RunConfig
 
     config = RunConfig.from_dict({})
-    return get_model(config.model_name)(config.model).eval()
+    return get_model(config.model.name)(config.model.config).eval()
 
 
 def page(model: torch.nn.Module, tokens: int, seed: int = 0) -> tuple[float, float, int]:

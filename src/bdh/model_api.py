@@ -1,7 +1,7 @@
 """What the trainer needs from a model config: the `ModelConfigAPI` protocol, and `ModelConfig`, its shared defaults.
 
 The trainer never names a model; of its config it asks ``RUNTIME_FIELDS`` (fields that change how the model runs,
-not what its weights mean), ``merge`` (how a partial ``model`` section completes a default) and
+not what its weights mean), ``REPLACES`` (the fields a given field drops from a default section: `complete`) and
 ``train_memory_bytes`` (a peak-memory estimate, or None). Of a model it asks what state it declares:
 `carries_state` (fixed-size) or `state_grows` (a KV cache)."""
 
@@ -17,11 +17,7 @@ class ModelConfigAPI(Protocol):
     """The protocol a registered model's ``config_class`` implements for the trainer (see the module docstring)."""
 
     RUNTIME_FIELDS: ClassVar[frozenset[str]]
-
-    @classmethod
-    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` (a complete or default section) updated with ``changes`` (a partial one)."""
-        ...
+    REPLACES: ClassVar[dict[str, tuple[str, ...]]]
 
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
@@ -37,11 +33,8 @@ class ModelConfig(TypedConfig):
 
     #: ``dropout``, the runtime field whose name means the same in every model that has it
     RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset({"dropout"})
-
-    @classmethod
-    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` updated with ``changes``, key by key (no field depends on another)."""
-        return {**fields, **changes}
+    #: none: no field depends on another, so a section completes a default key by key
+    REPLACES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
@@ -72,11 +65,12 @@ def runtime_fields(config_class: type) -> frozenset[str]:
     return frozenset(_implementation(config_class, "RUNTIME_FIELDS"))
 
 
-def merge(config_class: type, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` completed by ``changes`` as ``config_class`` merges them (its ``merge``, else key by key)."""
-    if isinstance(config_class, type) and hasattr(config_class, "merge"):
-        return config_class.merge(fields, changes)
-    return ModelConfig.merge(fields, changes)
+def complete(config_class: type, fields: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` (a default section) completed by ``given`` (a partial one) key by key, where a given value (not
+    None or False) first drops the fields it replaces (the class's ``REPLACES``: BDH's neuron-count fields)."""
+    replaces = getattr(config_class, "REPLACES", {})
+    dropped = {o for key, v in given.items() if v is not None and v is not False for o in replaces.get(key, ())}
+    return {**{k: v for k, v in fields.items() if k not in dropped}, **given}
 
 
 def memory_estimate(
@@ -93,8 +87,8 @@ __all__ = [
     "ModelConfig",
     "ModelConfigAPI",
     "carries_state",
+    "complete",
     "memory_estimate",
-    "merge",
     "runtime_fields",
     "state_grows",
 ]

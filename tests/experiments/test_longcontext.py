@@ -183,8 +183,8 @@ def test_every_recipe_trains_the_model_it_names(recipe, tmp_path):
         sections=config.sections(recipe),
     )
     wanted = RECIPES[recipe].get("model", {}).get("damping")
-    if run.model_name == "bdh":
-        assert run.model.damping == wanted
+    if run.model.name == "bdh":
+        assert run.model.config.damping == wanted
     for section, fields in RECIPES[recipe].items():
         if section != "model":
             got = getattr(run, section)

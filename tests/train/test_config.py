@@ -13,8 +13,8 @@ from bdh.train.config import ConfigError, RunConfig, apply_overrides, load_confi
 
 def test_defaults_are_the_main_job():
     config = load_config()
-    assert config.model_name == "bdh" and config.task_name == "text"
-    assert config.task.data is None  # the embedded corpus
+    assert config.model.name == "bdh" and config.task.name == "text"
+    assert config.task.config.data is None  # the embedded corpus
     assert config.optim.decay == "linear" and config.optim.weight_decay == 0.1
 
 
@@ -25,7 +25,7 @@ def test_yaml_file_and_overrides(tmp_path):
     assert config.optim.lr == pytest.approx(3e-4)  # YAML's "3e-4" string is read as a number
     assert config.optim.decay == "cosine"
     assert config.train.max_steps == 7 and config.train.bptt == "tbptt"
-    assert config.model.n_layer == 2 and config.model.n_embd == 64
+    assert config.model.config.n_layer == 2 and config.model.config.n_embd == 64
 
 
 def test_json_file_and_round_trip(tmp_path):
@@ -133,22 +133,22 @@ def test_a_sweep_run_config_is_the_documented_schedule_and_takes_its_fields(tmp_
     assert (config.log.every, config.log.progress, config.log.tensorboard) == (2, "none", False)  # 55 // 20
     assert (config.checkpoint.every, config.checkpoint.keep, config.sample.max_new_tokens) == (0, 1, 0)
     assert config.eval.batches == 1 and config.run_dir == str(tmp_path / "run")
-    assert (config.model_name, config.model.n_embd, config.task_name) == ("gpt", 16, "mqar")
+    assert (config.model.name, config.model.config.n_embd, config.task.name) == ("gpt", 16, "mqar")
     assert config.to_dict()["task"] == {"name": "mqar"}  # the task fields as given
 
 
 def test_a_sweep_trains_the_model_it_names_not_the_main_jobs_choices(tmp_path):
     # The main job's default is ALiBi damping; a sweep that writes a BDH section without ``damping`` trains
     # BDHConfig's own default (the official, undamped model), and a field it gives wins.
-    assert load_config().model.damping == "alibi"
+    assert load_config().model.config.damping == "alibi"
     common = {"lr": 1e-3, "steps": 3, "batch_size": 4, "seed": 0, "eval": {"every": 0}}
     size = {"name": "bdh", "n_layer": 2, "n_embd": 32, "n_head": 4, "n_neurons": 256}
-    assert sweep_run_config(size, {"name": "text"}, tmp_path / "a", **common).model.damping is None
+    assert sweep_run_config(size, {"name": "text"}, tmp_path / "a", **common).model.config.damping is None
     given = sweep_run_config({**size, "damping": "multiscale"}, {"name": "text"}, tmp_path / "b", **common)
-    assert given.model.damping == "multiscale"
+    assert given.model.config.damping == "multiscale"
     by_multiplier = {k: v for k, v in size.items() if k != "n_neurons"} | {"mlp_internal_dim_multiplier": 8}
     config = sweep_run_config(by_multiplier, {"name": "text"}, tmp_path / "c", **common)
-    assert config.model.n_neurons is None and config.model.mlp_internal_dim_multiplier == 8
+    assert config.model.config.n_neurons is None and config.model.config.mlp_internal_dim_multiplier == 8
 
 
 def test_a_sweep_run_config_takes_replacements_by_section_and_refuses_unknown_fields(tmp_path):
@@ -162,6 +162,6 @@ def test_a_sweep_run_config_takes_replacements_by_section_and_refuses_unknown_fi
         **common,
     )
     assert config.optim.warmup_steps == 2 and config.log.every == 1  # at least every step
-    assert config.model.damping == "alibi" and config.train.seed == 5 and config.eval.batches == 9
+    assert config.model.config.damping == "alibi" and config.train.seed == 5 and config.eval.batches == 9
     with pytest.raises(ConfigError, match="train.speed"):
         sweep_run_config({"name": "bdh"}, {"name": "text"}, tmp_path, speed=2, **common)

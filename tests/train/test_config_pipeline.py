@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -18,7 +18,7 @@ from bdh.baselines.gpt import GPT, GPTConfig
 from bdh.errors import UserError
 from bdh.model.config import BDHConfig
 from bdh.tasks.base import MODEL_FIELDS, decided_fields
-from bdh.train.config import ConfigError, RunConfig, load_config
+from bdh.train.config import ConfigError, RunConfig, Section, load_config
 from bdh.train.runtime import memory
 from bdh.typed_config import TypedConfig, bounded
 
@@ -29,10 +29,10 @@ def test_the_model_config_built_when_the_config_is_read_is_the_one_the_model_get
     from bdh.train import train
 
     config = load_config(None, [*QUICK_RUN, f"run_dir={tmp_path / 'run'}"])
-    built = config.model
-    assert isinstance(built, BDHConfig) and config.model_name == "bdh"
+    built = config.model.config
+    assert isinstance(built, BDHConfig) and config.model.name == "bdh"
     result = train(config)
-    assert result.model.config is built and config.model is built  # never rebuilt, never written back
+    assert result.model.config is built and config.model.config is built  # never rebuilt, never written back
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["model"] == {"name": "bdh", **built.to_dict()}  # the whole model section
     assert saved["task"] == {"name": "text", "seq_len": 32}  # the task fields as given
@@ -49,7 +49,7 @@ def test_the_model_config_built_when_the_config_is_read_is_the_one_the_model_get
 )
 def test_the_fields_the_task_decides_are_the_tasks_where_the_run_leaves_them_out(overrides, expected):
     config = load_config(None, overrides)
-    assert {k: getattr(config.model, k) for k in expected} == expected
+    assert {k: getattr(config.model.config, k) for k in expected} == expected
 
 
 def test_a_model_that_disagrees_with_its_task_is_refused_when_the_run_starts():
@@ -99,14 +99,15 @@ def test_an_old_config_yaml_loads_and_writes_back_the_same():
     # an older config.yaml whose model section the trainer had not completed: completed from the task now
     old = {"model": {"name": "gpt", "n_embd": 16}, "task": {"name": "mqar", "num_kv_pairs": 4}}
     config = RunConfig.from_dict(old)
-    assert (config.model.n_embd, config.model.vocab_size, config.task.num_kv_pairs) == (16, 8192, 4)
+    model, task = config.model.config, config.task.config
+    assert (model.n_embd, model.vocab_size, task.num_kv_pairs) == (16, 8192, 4)
     assert config.to_dict()["task"] == old["task"]
 
 
 def test_a_typed_section_must_be_the_config_of_the_name_it_goes_with():
-    assert RunConfig(model=GPTConfig(), model_name="gpt").model_name == "gpt"
+    assert RunConfig(model=Section("gpt", GPTConfig())).model.name == "gpt"
     with pytest.raises(ConfigError, match="model: a GPTConfig is not the config of the model 'bdh'"):
-        RunConfig(model=GPTConfig())
+        RunConfig(model=Section("bdh", GPTConfig()))
 
 
 # ---------------------------------------------------------------------- the model protocol
@@ -128,9 +129,7 @@ class StandInConfig(TypedConfig):
     random_depth: tuple[int, int] | None = None  # read by GPT's forward, which StandIn inherits
     estimate: int | None = None  # what train_memory_bytes says, per token of a micro-batch
 
-    @classmethod
-    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-        return {**fields, **changes}
+    REPLACES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def train_memory_bytes(self, micro_batch, seq_len, *, form=None, dtype="fp32", shards=1):
         return None if self.estimate is None else self.estimate * micro_batch * seq_len
@@ -166,9 +165,10 @@ def test_a_model_known_only_by_the_protocol_trains_and_estimates_its_memory(stan
 
     small = [f"model.name={stand_in.model_type}", "task.seq_len=32", *QUICK_RUN[5:]]
     config = load_config(None, [*small, f"run_dir={tmp_path / 'a'}"])
-    assert isinstance(config.model, StandInConfig) and memory.estimate_bytes(config.model, 4, 32, None) is None
-    assert train(config).model.config is config.model
-    sized = load_config(None, [*small, "model.estimate=1000", "train.device=cpu"]).model
+    built = config.model.config
+    assert isinstance(built, StandInConfig) and memory.estimate_bytes(built, 4, 32, None) is None
+    assert train(config).model.config is built
+    sized = load_config(None, [*small, "model.estimate=1000", "train.device=cpu"]).model.config
     assert memory.estimate_bytes(sized, 4, 32, None) == 1000 * 4 * 32
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000 * 4 * 32 - 1)
     with pytest.raises(UserError, match="train.micro_batch_size: a micro-batch of 4 x 32 tokens"):
@@ -181,16 +181,22 @@ def test_the_protocol_has_defaults_for_a_config_that_implements_none_of_it():
         dropout: float = 0.0
 
     assert model_api.runtime_fields(Bare) == model_api.ModelConfig.RUNTIME_FIELDS
-    assert model_api.merge(Bare, {"a": 1}, {"b": 2}) == {"a": 1, "b": 2}
+    assert model_api.complete(Bare, {"a": 1, "b": 1}, {"b": 2}) == {"a": 1, "b": 2}
     assert model_api.memory_estimate(Bare(), 4, 32) is None
     assert model_api.memory_estimate(GPTConfig(), 4, 32) is None  # a baseline: the shared default, unknown
     assert model_api.memory_estimate(BDHConfig(), 4, 32) > 0
     assert isinstance(BDHConfig(), model_api.ModelConfigAPI) and isinstance(GPTConfig(), model_api.ModelConfigAPI)
 
 
-def test_bdh_merges_a_partial_section_by_its_neuron_count_rule():
-    merged = model_api.merge(BDHConfig, {"n_neurons": 2048, "n_layer": 4}, {"mlp_internal_dim_multiplier": 8})
-    assert merged == {"n_layer": 4, "mlp_internal_dim_multiplier": 8}
+def test_bdh_completes_a_partial_section_by_its_neuron_count_rule():
+    default = {"n_neurons": 2048, "n_layer": 4}
+    assert model_api.complete(BDHConfig, default, {"mlp_internal_dim_multiplier": 8}) == {
+        "n_layer": 4,
+        "mlp_internal_dim_multiplier": 8,
+    }
+    assert model_api.complete(BDHConfig, default, {"no_expansion": True}) == {"n_layer": 4, "no_expansion": True}
+    assert model_api.complete(BDHConfig, default, {"no_expansion": False}) == {**default, "no_expansion": False}
+    assert model_api.complete(BDHConfig, default, {"n_neurons": None}) == {**default, "n_neurons": None}
 
 
 # ---------------------------------------------------------------------- presets

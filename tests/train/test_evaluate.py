@@ -147,7 +147,7 @@ def _mqar_gpt(tmp_path, *extra):
 def test_sequence_length_comes_from_the_task(tmp_path):
     trainer = Trainer(_mqar_gpt(tmp_path))
     try:
-        assert trainer.config.model.seq_len == trainer.task.seq_len == 32
+        assert trainer.config.model.config.seq_len == trainer.task.seq_len == 32
     finally:
         trainer.close()
     with pytest.raises(TrainingError, match="model.seq_len: 16 is shorter"):
@@ -162,7 +162,7 @@ def test_training_batches_keep_their_length_under_longer_validation(tmp_path):
     )
     trainer = Trainer(config)
     try:
-        assert trainer.config.model.seq_len == 64 and trainer.task.train_seq_len == 32
+        assert trainer.config.model.config.seq_len == 64 and trainer.task.train_seq_len == 32
         assert trainer.task.batch("train", 0, 4, 0)[0].shape == (4, 32)
         result = trainer.fit()
     finally:

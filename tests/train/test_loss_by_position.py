@@ -230,9 +230,9 @@ def test_a_python_caller_gets_what_generate_said_before_the_text(trained, capsys
 
 def test_the_main_job_is_damped_and_the_official_model_one_set_away():
     config = RunConfig.from_dict({})
-    assert config.model.damping == "alibi"
+    assert config.model.config.damping == "alibi"
     official = RunConfig.from_dict({"model": {"damping": None}})
-    assert official.model.damping is None and official.model.n_neurons == 2048
+    assert official.model.config.damping is None and official.model.config.n_neurons == 2048
 
 
 def test_eval_figure_names_its_unit(trained, tmp_path, monkeypatch, capsys):

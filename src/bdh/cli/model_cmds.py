@@ -10,6 +10,7 @@ from pathlib import Path
 from bdh.errors import UserError
 from bdh.model.config import BDHConfig
 from bdh.model.sizes import describe, describe_table
+from bdh.model_api import complete
 
 from .checks import (
     add_overwrite,
@@ -126,7 +127,7 @@ def _config_from_args(args: argparse.Namespace) -> BDHConfig:
             fields = BDHConfig.from_dict(data).to_dict()
     given = config_values(args, INFO_FIELDS)
     with flag_errors(BDHConfig, given):
-        return BDHConfig.from_dict(BDHConfig.merge(fields, given))
+        return BDHConfig.from_dict(complete(BDHConfig, fields, given))
 
 
 def _warn_damaged_weights(model_dir: Path, config: BDHConfig) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..model_api import ModelConfig
+from ..model_api import ModelConfig, complete
 from ..typed_config import bounded, one_of
 from . import recurrence
 from .names import ATTENTION_FORMS, POSITIONAL, STATE_WRITES, WRITE_GATES, WRITE_KEYS
@@ -156,6 +156,9 @@ class BDHConfig(ModelConfig):
     #: fields that change how the model runs, not what its weights mean (a ClassVar of `bdh.model_api.ModelConfig`,
     #: not a dataclass field); a trained model may go on training with other values (``train.init_from``)
     RUNTIME_FIELDS = frozenset({"dropout", "dropout_rng", "attention", "chunk_size"}) | recurrence.FIELDS
+    #: a section giving one neuron-count field drops the other from the default it completes, and turning
+    #: ``no_expansion`` on (which fixes n) drops both (`bdh.model_api.complete`): the one place this rule lives
+    REPLACES = {SIZE_FIELDS[0]: SIZE_FIELDS[1:], SIZE_FIELDS[1]: SIZE_FIELDS[:1], "no_expansion": SIZE_FIELDS}
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -322,21 +325,6 @@ class BDHConfig(ModelConfig):
         return self.n * self.n_embd
 
     # ------------------------------------------------------------------ (de)serialisation (TypedConfig)
-    @classmethod
-    def merge(cls, fields: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` updated with ``changes``, where giving one of the two neuron-count fields (``n_neurons``,
-        ``mlp_internal_dim_multiplier``) a value drops the other, and turning ``no_expansion`` on (which fixes n)
-        drops both: the one place this rule lives."""
-        merged = dict(fields)
-        for given, other in (SIZE_FIELDS, SIZE_FIELDS[::-1]):
-            if changes.get(given) is not None:
-                merged.pop(other, None)
-        if changes.get("no_expansion") is True:
-            for name in SIZE_FIELDS:
-                merged.pop(name, None)
-        merged.update(changes)
-        return merged
-
     def train_memory_bytes(
         self, micro_batch: int, seq_len: int, *, form: str | None = None, dtype: str = "fp32", shards: int = 1
     ) -> int:
@@ -369,7 +357,7 @@ class BDHConfig(ModelConfig):
 
     def replace(self, **changes: Any) -> BDHConfig:
         """A copy with some fields changed (validated again)."""
-        return BDHConfig.from_dict(BDHConfig.merge(self.to_dict(), changes))
+        return BDHConfig.from_dict(complete(BDHConfig, self.to_dict(), changes))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

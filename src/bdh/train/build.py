@@ -63,8 +63,8 @@ def plan_run(config: RunConfig, *, process_group: bool = True) -> Plan:
     if config.log.wandb:
         check_wandb()
     task = config.make_task()
-    check_agreement(task, config.model)
-    model_cls = get_model(config.model_name)
+    check_agreement(task, config.model.config)
+    model_cls = get_model(config.model.name)
     # tokens per training example: a task may train on shorter sequences than it validates on (MQAR's
     # train_seq_len); the model is sized to task.seq_len, the longest (`check_agreement`)
     seq_len = getattr(task, "train_seq_len", task.seq_len)
@@ -73,7 +73,7 @@ def plan_run(config: RunConfig, *, process_group: bool = True) -> Plan:
     eval_batch_count(task, "val", eval_batch, config.eval.final())
     check_modes(config, task, model_cls)
     if t.check_memory:
-        runtime.check_memory(config.model, micro, seq_len)
+        runtime.check_memory(config.model.config, micro, seq_len)
     return Plan(runtime, task, model_cls, rows, micro, accum, seq_len, eval_batch)
 
 
@@ -84,8 +84,8 @@ def check_run_config(config: RunConfig, resume: str | Path | None = None) -> Non
     plan = plan_run(config, process_group=False)
     source = config.train.init_from
     if resume is None and source is not None:
-        model = plan.model_cls(config.model)
-        load_initial_weights(model, plan.model_cls, config.model, source, plan.runtime.device)
+        model = plan.model_cls(config.model.config)
+        load_initial_weights(model, plan.model_cls, config.model.config, source, plan.runtime.device)
 
 
 def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
@@ -119,7 +119,7 @@ def check_agreement(task: Any, model_config: Any) -> None:
 def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
     """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), state-passing a recurrent
     model, none a model whose forward can detach attention keys and values."""
-    t, name = config.train, config.model_name
+    t, name = config.train, config.model.name
     if t.bptt == "tbptt":
         check_tbptt(task, model_cls, name, t.batch_size, t.tbptt_windows)
     if t.bptt == "state-passing" and not (issubclass(model_cls, Recurrent) and model_api.carries_state(model_cls)):

@@ -4,7 +4,7 @@
 ``--set`` overrides, or a resumed run's config.yaml and the overrides, into one mapping that `RunConfig.from_dict`
 builds and checks. ``model`` and ``task`` name a registered model and task and carry the fields of their config
 classes; the model's is completed from the task (``vocab_size``, ``causal``, ``seq_len`` where the run leaves
-them out; `typed_sections`) and handed to the model as it is. The other sections are the dataclasses below.
+them out; `run_sections`) and handed to the model as it is. The other sections are the dataclasses below.
 Every key is checked, one line naming it: an unknown key, a wrong type (``optim.lr: expected a finite number, got
 'fast'``), a value outside its declared range (``optim.lr: must be a number > 0, got -1``). What a run checks
 against this machine and its task is `bdh.train.build.plan_run`'s. The defaults are what ``bdh train`` runs
@@ -38,7 +38,7 @@ import yaml
 from bdh.errors import UserError, did_you_mean
 from bdh.outputs import file_problem
 
-from ..model_api import merge
+from ..model_api import complete
 from ..registry import get_model, get_task
 from ..tasks.base import MODEL_FIELDS, decided_fields
 from ..typed_config import ConfigError, TypedConfig, apply_overrides, apply_values, bounded, check_value, plain
@@ -186,68 +186,65 @@ class SampleConfig(TypedConfig):
     seed: int = bounded(0, ge=-(2**63), lt=2**64)
 
 
-#: the run config's sections that are `TypedConfig` dataclasses of their own (``model`` and ``task`` are the
-#: configs of the registered classes they name)
+#: the run config's sections that are `TypedConfig` dataclasses of their own (``model`` and ``task`` are `Section`s)
 SECTIONS = ("optim", "train", "eval", "log", "checkpoint", "sample")
 #: the keys of a run config's mapping (a YAML file, config.yaml), in the order `RunConfig.to_dict` writes them
 KEYS = ("model", "task", *SECTIONS, "name", "run_dir")
 
 
+@dataclass(frozen=True)
+class Section:
+    """A registered model or task (`bdh.registry`): its name and its typed config (`run_sections` builds both)."""
+
+    name: str
+    config: Any
+    given: tuple[str, ...] | None = field(default=None, compare=False)  # the fields to_dict writes; None: all
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = self.config.to_dict()
+        return {"name": self.name, **(fields if self.given is None else {k: fields[k] for k in self.given})}
+
+
+def _main_job(section: str) -> Section:
+    """The main job's ``model`` or ``task`` section (`bdh.train.main_job`), typed."""
+    return run_sections(None, None)[section]
+
+
 @dataclass
 class RunConfig(TypedConfig):
-    """The whole run: the typed sections, built and checked once, when the config is read (`from_dict`).
+    """The whole run, built and checked once when it is read (`from_dict`); a section left out is the main job's."""
 
-    ``model`` and ``task`` are the typed configs of the registered model and task named ``model_name`` and
-    ``task_name`` (`bdh.registry`; built by `typed_sections`). Left out (None), a section is the main job's
-    (`RunConfig()` is the main job). ``task_fields``: the task fields the run gave, the ones `to_dict` writes (None:
-    all of them); the model section is written whole. ``source``: its file.
-
-    ``name``: a few words that tell the run apart (``bdh train --name``): its folder is runs/<timestamp>-<name>
-    unless ``run_dir`` is given. ``run_dir``: the run folder (default runs/<timestamp>).
-    """
-
-    model: Any = None
-    task: Any = None
+    model: Section = field(default_factory=lambda: _main_job("model"))
+    task: Section = field(default_factory=lambda: _main_job("task"))
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    name: str | None = None
-    run_dir: str | None = None
-    model_name: str = field(default_factory=lambda: main_job.model_section()["name"])
-    task_name: str = field(default_factory=lambda: main_job.task_section()["name"])
-    task_fields: tuple[str, ...] | None = None
-    source: str | None = field(default=None, repr=False, compare=False)
+    name: str | None = None  # a few words that tell the run apart: its folder is runs/<timestamp>-<name>
+    run_dir: str | None = None  # the run folder (default runs/<timestamp>)
+    source: str | None = field(default=None, repr=False, compare=False)  # the file it was read from
 
     #: ``quick``: the main job in about a minute (`bdh.train.main_job.PRESETS`; ``bdh train --quick``)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = main_job.PRESETS
 
     def __post_init__(self) -> None:
-        """A section left out is built (the main job's, or the defaults of the name given); a typed section must be
-        the config of the class its name registers."""
+        """A typed section must be the config of the class its name registers."""
         super().__post_init__()
-        if self.model is None or self.task is None:
-            built = typed_sections({"name": self.model_name}, {"name": self.task_name})
-            if self.task is None:
-                self.task, self.task_fields = built["task"], built["task_fields"]
-            if self.model is None:
-                self.model = built["model"]
         for section, lookup in (("model", get_model), ("task", get_task)):
-            name, typed = getattr(self, f"{section}_name"), getattr(self, section)
-            expected = getattr(lookup(name), "config_class", None)
-            if not isinstance(typed, expected):
+            name, typed = getattr(self, section).name, getattr(self, section).config
+            if not isinstance(typed, getattr(lookup(name), "config_class", None)):
                 raise ConfigError(f"{section}: a {type(typed).__name__} is not the config of the {section} {name!r}")
 
     def inputs(self) -> list[str]:
         """The files it reads (its run folder may not hold them): ``source``, the task's data, ``train.init_from``."""
-        task = getattr(self.task, "input_paths", list)()  # a task config of its own may not mix TaskConfig in
+        task = getattr(self.task.config, "input_paths", list)()  # a task config of its own may not mix TaskConfig in
         return [str(p) for p in (self.source, *task, self.train.init_from) if p is not None]
 
     def make_task(self) -> Any:
-        """The run's task, built on ``task``."""
-        return get_task(self.task_name)(self.task)
+        """The run's task, built on its config."""
+        return get_task(self.task.name)(self.task.config)
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -257,29 +254,17 @@ class RunConfig(TypedConfig):
 
     def to_dict(self) -> dict[str, Any]:
         """The run config as its mapping (config.yaml): ``model`` and ``task`` as ``{name: ..., **fields}``."""
-        task = self.task.to_dict()
-        written = task if self.task_fields is None else {k: task[k] for k in self.task_fields}
-        out: dict[str, Any] = {
-            "model": {"name": self.model_name, **self.model.to_dict()},
-            "task": {"name": self.task_name, **written},
+        return {"model": self.model.to_dict(), "task": self.task.to_dict()} | {
+            key: plain(getattr(self, key)) for key in KEYS[2:]
         }
-        for key in KEYS[2:]:
-            out[key] = plain(getattr(self, key))
-        return out
 
     @classmethod
     def from_dict(cls, data: Any, prefix: str | None = None) -> RunConfig:
         """Build and check (`validate`), refusing unknown keys and wrong types (with the key's dotted name)."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
-        for key in data:
-            if key not in KEYS:
-                hint = did_you_mean(key, KEYS)
-                raise ConfigError(f"{cls._key(key)}: unknown field {key!r}{hint}; known sections: {', '.join(KEYS)}")
         hints = typing.get_type_hints(cls)
-        _refuse_misplaced(data, hints)
+        _refuse_unknown(data, hints)
         kwargs = {key: _typed(data[key], hints[key], key) for key in KEYS[2:] if key in data}
-        config = cls(**kwargs, **typed_sections(data.get("model"), data.get("task")))
+        config = cls(**kwargs, **run_sections(data.get("model"), data.get("task")))
         config.validate()
         return config
 
@@ -293,8 +278,8 @@ class RunConfig(TypedConfig):
             except UserError as exc:
                 raise ConfigError(str(exc)) from None
         for section in ("model", "task"):
-            if dataclasses.is_dataclass(getattr(self, section)):
-                check_finite(getattr(self, section), section)
+            if dataclasses.is_dataclass(getattr(self, section).config):
+                check_finite(getattr(self, section).config, section)
         if self.optim.min_lr > self.optim.lr:
             raise ConfigError(f"optim.min_lr: must not exceed lr = {self.optim.lr}, got {self.optim.min_lr}")
         if self.sample.max_new_tokens and not self.sample.prompt:
@@ -322,9 +307,16 @@ def check_finite(section: Any, prefix: str) -> None:
                 raise ConfigError(f"{prefix}.{f.name}: must be a finite number, got {item}")
 
 
-def _refuse_misplaced(data: dict[str, Any], hints: dict[str, Any]) -> None:
-    """A `ConfigError` naming the section a key belongs to when it is given in another (``train.lr``: did you
-    mean ``optim.lr``?); the sections' own checks name every other unknown key."""
+def _refuse_unknown(data: Any, hints: dict[str, Any]) -> None:
+    """A `ConfigError` for a run config that is not a mapping, an unknown section, or a key given in another section
+    than its own (``train.lr``: did you mean ``optim.lr``?); the sections' own checks name every other unknown key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
+    for key in data:
+        if key not in KEYS:
+            raise ConfigError(
+                f"{key}: unknown field {key!r}{did_you_mean(key, KEYS)}; known sections: {', '.join(KEYS)}"
+            )
     fields = {s: {f.name for f in dataclasses.fields(hints[s]) if f.init} for s in SECTIONS}
     for section in SECTIONS:
         given = data.get(section)
@@ -378,15 +370,14 @@ def build_section_config(section: str, spec: dict[str, Any]) -> Any:
     return cls, config
 
 
-def typed_sections(model: Any, task: Any) -> dict[str, Any]:
-    """The typed ``model`` and ``task`` of a run config (`RunConfig`'s fields) from their mappings as given (None:
-    the main job's). A section is completed from the main job's (the model's by its config class's ``merge``,
-    `bdh.model_api`) unless it names another class. The task comes first: the model fields it decides
-    (`MODEL_FIELDS`, `bdh.tasks.base.decided_fields`) that the model section leaves out are the task's."""
-    task = _completed("task", task, main_job.task_section(), lambda default, value: {**default, **value})
+def run_sections(model: Any, task: Any) -> dict[str, Section]:
+    """The typed ``model`` and ``task`` of a run config from their mappings as given (None: the main job's), each
+    over the main job's section (`bdh.model_api.complete`) unless it names another class. The task comes first: the
+    model fields it decides (`MODEL_FIELDS`, `bdh.tasks.base.decided_fields`) that the model section leaves out are
+    the task's."""
+    task = _over_main_job("task", task, main_job.task_section())
     task_cls, task_config = build_section_config("task", task)
-    main = main_job.model_section()
-    model = _completed("model", model, main, lambda d, v: merge(get_model(main["name"]).config_class, d, v))
+    model = _over_main_job("model", model, main_job.model_section())
     config_class = getattr(get_model(model["name"]), "config_class", None)
     if dataclasses.is_dataclass(config_class):
         fields = {f.name for f in dataclasses.fields(config_class) if f.init}
@@ -395,22 +386,20 @@ def typed_sections(model: Any, task: Any) -> dict[str, Any]:
             decided = decided_fields(task_cls, task_config)
             model = {**model, **{key: decided[key] for key in left}}
     _, model_config = build_section_config("model", model)
-    return {
-        "model": model_config,
-        "task": task_config,
-        "model_name": model["name"],
-        "task_name": task["name"],
-        "task_fields": tuple(k for k in task if k != "name"),
-    }
+    given = tuple(k for k in task if k != "name")
+    return {"model": Section(model["name"], model_config), "task": Section(task["name"], task_config, given)}
 
 
-def _completed(section: str, given: Any, default: dict[str, Any], merge: Any) -> dict[str, Any]:
-    """The mapping of a section as given (None: nothing) completed from the main job's ``default`` by ``merge``,
-    or, naming another class, alone (its class's own defaults); a `ConfigError` without a name."""
+def _over_main_job(section: str, given: Any, main: dict[str, Any]) -> dict[str, Any]:
+    """The mapping of a section as given (None: nothing) over the main job's ``main``, or, naming another class,
+    alone (its class's own defaults); a `ConfigError` without a name."""
     value = {} if given is None else given
     if not isinstance(value, dict):
         raise ConfigError(f"{section}: expected a mapping with 'name' and fields, got {value!r}")
-    merged = dict(value) if "name" in value and value["name"] != default["name"] else merge(default, value)
+    if "name" in value and value["name"] != main["name"]:
+        merged = dict(value)
+    else:
+        merged = complete((get_model if section == "model" else get_task)(main["name"]).config_class, main, value)
     if not isinstance(merged.get("name"), str):
         raise ConfigError(f"{section}.name: required (a registered {section} name)")
     return merged
@@ -500,14 +489,13 @@ def sweep_model_section(model: dict[str, Any]) -> dict[str, Any]:
     """A sweep's ``model`` section as the sweep wrote it: a field of the main job's model
     (`bdh.train.main_job.model_section`) it leaves out takes the model config class's own default (BDH's: the
     official model's), never the main job's choice (ALiBi damping), so that a change of the main job's defaults
-    cannot change what a bench suite or an experiment trains. The class's ``merge`` completes them
-    (`bdh.model_api`: BDH drops a neuron-count field the section replaces by the other)."""
+    cannot change what a bench suite or an experiment trains (`bdh.model_api.complete`)."""
     main = main_job.model_section()
     if model.get("name", main["name"]) != main["name"]:
         return dict(model)
     config_class = get_model(main["name"]).config_class
     own = {f.name: f.default for f in dataclasses.fields(config_class) if f.name in main and f.name not in model}
-    return merge(config_class, own, model)
+    return complete(config_class, own, model)
 
 
 def sweep_run_config(

@@ -159,9 +159,9 @@ class Trainer:
         torch.manual_seed(t.seed)
         np.random.seed(t.seed % 2**32)
         random.seed(t.seed)
-        self.model = self.model_cls(self.config.model).to(rt.device)
+        self.model = self.model_cls(self.config.model.config).to(rt.device)
         if init_from is not None:
-            build.load_initial_weights(self.model, self.model_cls, self.config.model, init_from, rt.device)
+            build.load_initial_weights(self.model, self.model_cls, self.config.model.config, init_from, rt.device)
         if rt.env.rank:  # dropout differs between processes; rank 0 keeps the single-process stream
             torch.manual_seed(t.seed + 1_000_003 * rt.env.rank)
         rt.shard(self.model)  # before the optimiser: sharding replaces the parameters by DTensors
@@ -190,7 +190,7 @@ class Trainer:
             self.restarted = True
             if t.init_from is not None:
                 build.load_initial_weights(
-                    self.model, self.model_cls, self.config.model, t.init_from, self.runtime.device
+                    self.model, self.model_cls, self.config.model.config, t.init_from, self.runtime.device
                 )
             return
         state = self.folder.load(path, self.model, self.optimizer, self.runtime.device)
@@ -479,7 +479,7 @@ class Trainer:
         processes = f" over {env.world_size} processes" if env.enabled else ""
         processes += " (fully sharded)" if self.runtime.sharded else ""
         log.message(
-            f"run {self.folder.path}: {self.config.model_name} ({params:,} parameters), task {self.task.name}, "
+            f"run {self.folder.path}: {self.config.model.name} ({params:,} parameters), task {self.task.name}, "
             f"{self.total_steps} steps of {self.config.train.batch_size} x {self.seq_len} tokens{processes}, "
             f"device {self.runtime.device}"
         )
@@ -526,7 +526,7 @@ class Trainer:
         weights = self.runtime.full_weights(self.model)
         if not self.runtime.env.is_main:
             return None
-        model = self.model_cls(self.config.model)
+        model = self.model_cls(self.config.model.config)
         model.load_state_dict(weights)
         return model.train(self.model.training)
 

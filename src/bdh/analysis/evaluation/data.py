@@ -36,9 +36,7 @@ class EvalData:
 
 def _task_of(config: Any) -> Any:
     """The task of a run config, built as the run built it."""
-    from bdh.registry import get_task
-
-    return get_task(config.task_name)(config.task)
+    return config.make_task()
 
 
 def eval_data(source: str | Path, model: Any, data: str | Path | None = None) -> EvalData:
@@ -53,7 +51,7 @@ def eval_data(source: str | Path, model: Any, data: str | Path | None = None) ->
     if data:
         if getattr(model.config, "vocab_size", 256) < 256:
             raise UserError(f"--data is read as bytes; the model's vocabulary has {model.config.vocab_size} tokens")
-        seq_len = getattr(config.task, "seq_len", DATA_SEQ_LEN) if config else DATA_SEQ_LEN
+        seq_len = getattr(config.task.config, "seq_len", DATA_SEQ_LEN) if config else DATA_SEQ_LEN
         task, split, what = TextTask(TextConfig(data=str(data), seq_len=seq_len), whole=True), "all", str(data)
     elif config is None:
         raise UserError(f"{source}: not a run folder (no config.yaml); give --data FILE to evaluate on")

@@ -108,7 +108,8 @@ def _train(
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an attempt that did not finish: its model was never saved
     run = phase_config(config, run_dir, model=model, task=task, seed=seed, init_from=init_from, facts=facts)
-    log(f"length: training {run_dir.name} ({run.train.max_steps} steps of {run.train.batch_size} x {run.task.seq_len})")
+    t = run.train
+    log(f"length: training {run_dir.name} ({t.max_steps} steps of {t.batch_size} x {run.task.config.seq_len})")
     return train_config(run)
 
 

@@ -55,7 +55,7 @@ def _check_phases(config: Config, model: str, task: str, facts: int | None) -> N
             run = phase_config(config, Path("run"), model=model, task=task, seed=0, init_from=init_from, facts=facts)
             plan = plan_run(run, process_group=False)
             with torch.device("meta"):
-                plan.model_cls(run.model)
+                plan.model_cls(run.model.config)
         except (UserError, ValueError) as exc:
             raise UserError(f"{where}: {str(exc).splitlines()[0].removeprefix('length: ')}") from None
 

@@ -55,7 +55,7 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
     if getattr(model.config, "damping", None) is not None or not (Path(source) / "config.yaml").is_file():
         return None
     config = RunConfig.from_dict(load_run_config(source))
-    if config.task_name != "text":
+    if config.task.name != "text":
         return None
     trained = trained_context(config)
     if length <= trained:
@@ -68,13 +68,11 @@ def past_training_warning(source: str | Path, model: Any, length: int) -> str | 
 
 def trained_context(config) -> int:
     """The longest context a run's model met in training: ``seq_len``, or the stream length for truncated BPTT."""
-    T = int(getattr(config.task, "seq_len", 256))
+    T = int(getattr(config.task.config, "seq_len", 256))
     t = config.train
     if t.bptt != "tbptt":
         return T
     if t.tbptt_windows is not None:
         return T * t.tbptt_windows
-    from bdh.registry import get_task
-
-    task = get_task(config.task_name)(config.task)
+    task = config.make_task()
     return T * task.lane_windows("train", t.batch_size)
