@@ -8,7 +8,9 @@ import dataclasses
 import json
 import math
 import random
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -63,6 +65,14 @@ class ExperimentConfig(TypedConfig):
                 f"{self.experiment}: n_neurons ({self.n_neurons}) and n_embd ({self.n_embd}) must be "
                 f"multiples of n_head ({self.n_head})"
             )
+
+    def _check_pairs(self) -> None:
+        """``pairs``: language pairs of two different languages (`bdh.tasks.multilingual.parse_pairs`)."""
+        from bdh.tasks.multilingual import LANGUAGES, parse_pairs
+
+        for a, b in parse_pairs(self.pairs):
+            if a not in LANGUAGES or b not in LANGUAGES or a == b:
+                self._fail("pairs", f"{a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
 
     def __post_init__(self) -> None:
         """Every field converted to its type hint (``--set`` values arrive as YAML: `TypedConfig._coerce`), then the
@@ -187,6 +197,46 @@ def lm_config(
         bptt=bptt,
         init_from=str(init_from) if init_from is not None else None,
     )
+
+
+class Runs:
+    """An experiment's training runs, each in ``out/runs/<name>`` (`train_lm`), and the seconds each took
+    (``timings``, in the order they ran); ``defaults``: `train_lm`'s keywords (and ``size``) shared by the runs."""
+
+    def __init__(self, out: Path, log: Callable[[str], None], **defaults: Any) -> None:
+        self.out, self.log, self.defaults = Path(out), log, defaults
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Count the seconds of the block as the time of run ``name``."""
+        t0 = time.time()
+        yield
+        self.timings[name] = time.time() - t0
+
+    def train(self, name: str, data: Path | None, **options: Any) -> Any:
+        """The `TrainResult` of run ``name`` on ``data``: `train_lm` with ``options`` over the ``defaults``."""
+        options = {**self.defaults, **options}
+        size = options.pop("size")
+        return train_lm(self.out / "runs" / name, data, size, **options)
+
+
+class Clock:
+    """The wall and process CPU seconds since it was made (what a report says the experiment took)."""
+
+    def __init__(self) -> None:
+        self.start, self.cpu_start = time.time(), time.process_time()
+
+    def seconds(self) -> tuple[float, float]:
+        """(wall seconds, process CPU seconds) so far."""
+        return time.time() - self.start, time.process_time() - self.cpu_start
+
+
+def duration(seconds: float, hour_digits: int = 1) -> str:
+    """Seconds as a short text: 40 s, 12.5 min, 3.2 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.{hour_digits}f} h"
 
 
 # ------------------------------------------------------------------------------------------ evaluation
@@ -341,6 +391,11 @@ class Report:
     def findings_json(found: Sequence[tuple[str, bool | None, str]]) -> list[dict[str, Any]]:
         """The findings of `findings` as results.json holds them."""
         return [{"claim": c, "held": h, "numbers": n} for c, h, n in found]
+
+    def timings(self, timings: dict[str, float]) -> None:
+        """The "Training time" section: the seconds of each run."""
+        self.heading("Training time")
+        self.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
 
     def figure(self, path: str, caption: str) -> None:
         """A figure, by its path relative to the report."""

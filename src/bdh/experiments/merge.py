@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,21 +19,22 @@ import torch
 from bdh.errors import UserError
 from bdh.model.merge import average, concatenate
 from bdh.plotting import bits, nats_axis, pyplot
-from bdh.seeds import mean
+from bdh.seed_stats import mean
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
 
 from .common import (
     QUICK,
     BigramModel,
+    Clock,
     ExperimentConfig,
     Report,
+    Runs,
     SideLosses,
     coded_losses,
     direction_segments,
     save_figure,
     segment_losses,
-    train_lm,
     write_corpus,
 )
 from .scaffold import Log
@@ -139,14 +138,13 @@ def unconditional_losses(model: torch.nn.Module, segments: list[tuple[str, str, 
     return SideLosses(float("nan"), sums[2] / max(counts[2], 1), 0, counts[2])
 
 
-class _Runs:
-    """The training runs of the experiment, in ``out/runs/<name>``, with their corpora in ``out/data`` and the
-    seconds each took (``timings``)."""
+class _Runs(Runs):
+    """The training runs of the experiment (`Runs`), with their corpora in ``out/data``."""
 
     def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
-        self.config, self.out, self.log = config, out, log
-        self.common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
-        self.timings: dict[str, float] = {}
+        common = dict(batch_size=config.batch_size, seq_len=config.seq_len, threads=threads)
+        super().__init__(out, log, size=config.size, seed=config.seed, **common)
+        self.config = config
 
     def corpus(self, lang: str) -> Path:
         """The English-``lang`` translation stream (written on first use)."""
@@ -154,20 +152,6 @@ class _Runs:
         if not path.exists():
             write_corpus(path, [(ENGLISH, lang)], self.config.corpus_bytes, seed=self.config.seed)
         return path
-
-    @contextmanager
-    def timed(self, name: str) -> Iterator[None]:
-        """Count the seconds of the block as the time of run ``name``."""
-        t0 = time.time()
-        yield
-        self.timings[name] = time.time() - t0
-
-    def train(self, name: str, data: Path, steps: int, *, lr: float, **options: Any) -> Any:
-        """The `TrainResult` of run ``name`` on ``data`` (`train_lm`; the experiment's size and seed unless
-        ``options`` give others)."""
-        options = {"size": self.config.size, "seed": self.config.seed, **options, **self.common}
-        size = options.pop("size")
-        return train_lm(self.out / "runs" / name, data, size, steps=steps, lr=lr, **options)
 
     def trained(
         self, name: str, lang: str, steps: int, *, lr: float, seed: int, init_from: Path | None = None
@@ -179,7 +163,7 @@ class _Runs:
             )
             warmup = max(1, steps // 10)
             data = self.corpus(lang)
-            result = self.train(name, data, steps, lr=lr, seed=seed, init_from=init_from, warmup_steps=warmup)
+            result = self.train(name, data, steps=steps, lr=lr, seed=seed, init_from=init_from, warmup_steps=warmup)
         return result.model.eval(), result.run_dir
 
 
@@ -188,7 +172,7 @@ def run(config: Config, out: Path, *, log: Log = print, threads: int | None = No
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
-    start, cpu_start = time.time(), time.process_time()
+    clock = Clock()
     runs = _Runs(config, out, log, threads)
     models = _merged_models(config, runs)
     uncond = None
@@ -196,16 +180,14 @@ def run(config: Config, out: Path, *, log: Log = print, threads: int | None = No
         with runs.timed("unconditional-en"):
             log(f"merge: training the unconditional English model ({config.uncond_steps} steps)")
             data = _english_only(out / "data" / "en-only.txt", config)
-            uncond = runs.train("unconditional-en", data, config.uncond_steps, lr=config.lr).model.eval()
+            uncond = runs.train("unconditional-en", data, steps=config.uncond_steps, lr=config.lr).model.eval()
     if config.joint_steps:
         models[f"merged + {config.joint_steps} joint steps"] = _joint(config, runs, models["merged"])
     log("merge: evaluating")
     table = _losses(config, models, uncond, runs.corpus)
     params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
-    report = _write_report(
-        config, out, table, params, runs.timings, time.time() - start, time.process_time() - cpu_start
-    )
-    log(f"merge: done in {(time.time() - start) / 60:.1f} min")
+    report = _write_report(config, out, table, params, runs.timings, *clock.seconds())
+    log(f"merge: done in {clock.seconds()[0] / 60:.1f} min")
     return report
 
 
@@ -247,7 +229,7 @@ def _joint(config: Config, runs: _Runs, merged: torch.nn.Module) -> torch.nn.Mod
         return runs.train(
             "merged-joint",
             joint_data,
-            config.joint_steps,
+            steps=config.joint_steps,
             lr=config.tune_lr,
             size=dataclasses.replace(config.size, n_neurons=2 * config.n_neurons),
             init_from=out / "runs" / "merged",
@@ -440,8 +422,7 @@ def _write_report(
         "specialists and 0.65 for an unconditional English model; En→X of the merge between the specialists and the "
         "non-specialists (0.77–1.45). The controls (weight averaging, no shared base) are not in the paper."
     )
-    report.heading("Training time")
-    report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
+    report.timings(timings)
     report.figure(_plot(config, table, out / "figures" / "merge-losses"), "Target-side loss per direction and model")
     report.results = {
         "config": dataclasses.asdict(config),

@@ -8,15 +8,13 @@ docs/experiments.md has the protocol and the paper's numbers."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bdh.errors import UserError
 from bdh.plotting import MIN_WIDTH, bits, nats_axis, pyplot
-from bdh.seeds import mean
-from bdh.tasks.multilingual import LANGUAGES, parse_pairs
+from bdh.seed_stats import mean
+from bdh.tasks.multilingual import parse_pairs
 from bdh.tasks.repeat import PERIOD, RepeatConfig, RepeatTask
 from bdh.train.run.log import read_metrics
 from bdh.typed_config import bounded
@@ -24,12 +22,13 @@ from bdh.typed_config import bounded
 from .common import (
     QUICK,
     BigramModel,
+    Clock,
     ExperimentConfig,
     Report,
+    Runs,
     direction_segments,
     save_figure,
     segment_losses,
-    train_lm,
     write_corpus,
 )
 from .scaffold import Log
@@ -82,12 +81,7 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the fields converted to their types, the declared ranges checked
-        parse_pairs(self.pairs)  # one-line error for a malformed pair
-        for a, b in parse_pairs(self.pairs):
-            if a not in LANGUAGES or b not in LANGUAGES or a == b:
-                raise UserError(
-                    f"no-bptt.pairs: {a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}"
-                )
+        self._check_pairs()
         self._check_size()
 
     def directions(self) -> list[tuple[str, str]]:
@@ -99,57 +93,34 @@ def _curve(run_dir: Path) -> list[tuple[int, float]]:
     return [(rec["step"], rec["loss"]) for rec in read_metrics(run_dir / "metrics.jsonl") if rec.get("kind") == "train"]
 
 
-class _Arms:
-    """The training runs of both arms (`ARMS`), in ``out/runs/<run>-<arm>``, and the seconds each took."""
-
-    def __init__(self, config: Config, out: Path, log: Log, threads: int | None) -> None:
-        self.config, self.out, self.log, self.threads = config, out, log, threads
-        self.timings: dict[str, float] = {}
-
-    def train(
-        self, arm: str, run: str, what: str, stream: Path | None, steps: int, batch_size: int, seq_len: int, task=None
-    ):
-        """Train ``arm`` on ``stream`` (or the ``task`` section) into ``runs/<run>-<arm>``, timed as ``<run>-<arm>``."""
-        config = self.config
-        t0 = time.time()
-        self.log(f"no-bptt: training the {arm} arm on the {what} ({steps} steps)")
-        result = train_lm(
-            self.out / "runs" / f"{run}-{arm}",
-            stream,
-            config.size,
-            steps=steps,
-            batch_size=batch_size,
-            seq_len=seq_len,
-            lr=config.lr,
-            seed=config.seed,
-            bptt=MODE[arm],
-            threads=self.threads,
-            task=task,
-        )
-        self.timings[f"{run}-{arm}"] = time.time() - t0
-        return result
+def _train_arm(
+    runs: Runs, arm: str, run: str, what: str, stream: Path | None, steps: int, batch_size: int, seq_len: int, task=None
+):
+    """Train ``arm`` on ``stream`` (or the ``task`` section) into ``runs/<run>-<arm>``, timed as ``<run>-<arm>``."""
+    with runs.timed(f"{run}-{arm}"):
+        runs.log(f"no-bptt: training the {arm} arm on the {what} ({steps} steps)")
+        options = dict(steps=steps, batch_size=batch_size, seq_len=seq_len, bptt=MODE[arm], task=task)
+        return runs.train(f"{run}-{arm}", stream, **options)
 
 
 def run(config: Config, out: Path, *, log: Log = print, threads: int | None = None) -> Path:
     """Train both arms on both tasks, evaluate, and write the report into ``out``; returns its path."""
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
-    start, cpu_start = time.time(), time.process_time()
+    clock = Clock()
     pairs = parse_pairs(config.pairs)
     data = write_corpus(out / "data" / "stream.txt", pairs, config.corpus_bytes, seed=config.seed)
     bigram = BigramModel(data.read_bytes())
-    arms = _Arms(config, out, log, threads)
+    arms = Runs(out, log, size=config.size, lr=config.lr, seed=config.seed, threads=threads)
     lang, curves = _text_arms(config, arms, data, bigram)
     rep = _repeat_arms(config, arms) if config.repeat_steps else {}
-    report = _write_report(
-        config, out, lang, rep, curves, bigram, data, arms.timings, time.time() - start, time.process_time() - cpu_start
-    )
-    log(f"no-bptt: done in {(time.time() - start) / 60:.1f} min")
+    report = _write_report(config, out, lang, rep, curves, bigram, data, arms.timings, *clock.seconds())
+    log(f"no-bptt: done in {clock.seconds()[0] / 60:.1f} min")
     return report
 
 
 def _text_arms(
-    config: Config, arms: _Arms, data: Path, bigram: BigramModel
+    config: Config, arms: Runs, data: Path, bigram: BigramModel
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, list[tuple[int, float]]]]:
     """Both arms trained on the translation stream ``data``: the source and target losses of every direction
     (and the byte bigram's), and the arms' validation curves."""
@@ -157,7 +128,8 @@ def _text_arms(
     lang: dict[str, dict[str, dict[str, float]]] = {}
     curves: dict[str, list[tuple[int, float]]] = {}
     for arm in ARMS:
-        result = arms.train(arm, "text", "translation stream", data, config.steps, config.batch_size, config.seq_len)
+        sizes = (config.steps, config.batch_size, config.seq_len)
+        result = _train_arm(arms, arm, "text", "translation stream", data, *sizes)
         curves[arm] = _curve(result.run_dir)
         lang[arm] = {}
         for (s, t), segs in segments.items():
@@ -170,7 +142,7 @@ def _text_arms(
     return lang, curves
 
 
-def _repeat_arms(config: Config, arms: _Arms) -> dict[str, dict[str, float]]:
+def _repeat_arms(config: Config, arms: Runs) -> dict[str, dict[str, float]]:
     """Both arms trained on the repeated-word task: their validation metrics (the copy test)."""
     from bdh.train.evaluate import evaluate
 
@@ -178,7 +150,8 @@ def _repeat_arms(config: Config, arms: _Arms) -> dict[str, dict[str, float]]:
     task = RepeatTask(RepeatConfig(seq_len=config.repeat_periods * PERIOD))
     rep: dict[str, dict[str, float]] = {}
     for arm in ARMS:
-        result = arms.train(
+        result = _train_arm(
+            arms,
             arm,
             "repeat",
             "repeated-word task",
@@ -296,8 +269,7 @@ def _write_report(
     report.figure(
         fig, "Training loss of both arms on the translation stream, with the bigram loss of the training bytes"
     )
-    report.heading("Training time")
-    report.table(["run", "seconds"], [[k, round(v, 1)] for k, v in timings.items()])
+    report.timings(timings)
     report.results = {
         "config": dataclasses.asdict(config),
         "translation": lang,

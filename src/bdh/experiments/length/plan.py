@@ -13,6 +13,7 @@ from bdh.model import hard_read
 from bdh.registry import get_model
 from bdh.tasks.lengths import fixed_test_set
 
+from ..common import duration
 from . import reading
 from .config import Config
 
@@ -71,12 +72,6 @@ def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object
     return total
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
-
-
 def describe_plan(config: Config, probe: bool = True) -> str:
     """The runs, the tokens each trains and reads, and (``probe``) each model's cost timed here."""
     from .experiment import _task
@@ -112,9 +107,9 @@ def describe_plan(config: Config, probe: bool = True) -> str:
         cost = (train_s + read_s) * runs_each
         total += cost
         lines.append(
-            f"  {name}: {model.num_params():,} parameters, per run {_duration(train_s)} training + at most "
-            f"{_duration(read_s)} reading; {_duration(cost)} for its {runs_each} runs"
+            f"  {name}: {model.num_params():,} parameters, per run {duration(train_s, 2)} training + at most "
+            f"{duration(read_s, 2)} reading; {duration(cost, 2)} for its {runs_each} runs"
         )
     threads = torch.get_num_threads()
-    lines.append(f"estimated: at most {_duration(total)} in all with {threads} thread(s), timed on this machine")
+    lines.append(f"estimated: at most {duration(total, 2)} in all with {threads} thread(s), timed on this machine")
     return "\n".join(lines)

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 from bdh.bench.spec import RunSpec
 
+from ..common import duration
+
 #: the evaluation of a window costs about a third of a training step on it (forward only), as `bdh.train.budget`
 EVAL_SHARE = 1 / 3
 
@@ -68,13 +70,6 @@ def estimate(parts: dict[str, tuple[Sequence[RunSpec], int, int]], probe_steps: 
             row["step_s"].append(cache[key])
             row["seconds"] = row.get("seconds", 0.0) + run_seconds(spec, cache[key], eval_rows)
     return list(rows.values())
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a short text: 40 s, 12.5 min, 3.2 h."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def plan_text(rows: Sequence[dict[str, Any]], header: Sequence[str], probe_steps: int, jobs: int = 1) -> str:

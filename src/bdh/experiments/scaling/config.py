@@ -135,13 +135,9 @@ class Config(ExperimentConfig):
         return () if self.data in DATA_CHOICES else (str(Path(self.data).expanduser()),)
 
     def _check_data(self) -> None:
-        from bdh.tasks.multilingual import LANGUAGES, parse_pairs
-
         if self.data not in DATA_CHOICES and not Path(self.data).expanduser().exists():
             self._fail("data", f"{self.data!r} is neither {' nor '.join(DATA_CHOICES)} nor an existing file or folder")
-        for a, b in parse_pairs(self.pairs):
-            if a not in LANGUAGES or b not in LANGUAGES or a == b:
-                self._fail("pairs", f"{a}-{b} is not a pair of two different languages among {', '.join(LANGUAGES)}")
+        self._check_pairs()
 
     def _check_ladder(self) -> None:
         """Sizes in increasing order, n divisible by h with an even N (RoPE), one GPT shape per size."""

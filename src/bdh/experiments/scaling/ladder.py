@@ -10,6 +10,7 @@ from typing import Any
 
 from bdh.errors import UserError
 
+from ..common import duration
 from .config import Config
 
 MODELS = ("bdh", "gpt")
@@ -149,13 +150,6 @@ def plan(config: Config, rungs: list[Rung]) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a short text: 40 s, 12.5 min, 3.2 h."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def plan_text(config: Config, rungs: list[Rung]) -> str:
