@@ -83,7 +83,7 @@ def _fact(folder: Path) -> list[str]:
 def _state(folder: Path) -> list[str]:
     """Per recipe: what the carried state adds over the context cut to T (cut minus carried bits per byte) by
     distance, the mean over seeds and its range (docs/long-context.md's measure)."""
-    from bdh.seeds import mean, spread_cell
+    from bdh.seed_stats import mean, spread_cell
 
     res = json.loads((folder / "results.json").read_text())
     lines = []

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bdh.seeds import spread_cell
+from bdh.seed_stats import spread_cell
 
 from .spec import TRIVIAL, BenchError
 

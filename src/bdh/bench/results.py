@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from bdh.outputs import write_text
-from bdh.seeds import beyond_seeds, goodness, spread_cell
+from bdh.seed_stats import beyond_seeds, goodness, spread_cell
 
 from .spec import NO_WINNER, SPEED_COLUMNS, BenchError, SuiteDef, is_reference, run_key
 

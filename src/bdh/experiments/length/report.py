@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from bdh.seeds import mean
+from bdh.seed_stats import mean
 
 from ..common import Report, save_figure
 from .cells import cell_text, pooled, read_label

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bdh.analysis.stats import above_chance
-from bdh.seeds import mean, spread_cell
+from bdh.seed_stats import mean, spread_cell
 from bdh.tasks.facts import VALUE_LETTERS
 from bdh.tasks.lengths import wilson_interval
 

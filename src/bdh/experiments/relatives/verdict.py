@@ -13,7 +13,7 @@ from typing import Any
 from bdh.bench.models import REFERENCE
 from bdh.bench.results import pick_winner
 from bdh.bench.spec import is_reference
-from bdh.seeds import finite_mean
+from bdh.seed_stats import finite_mean
 
 BETTER, WORSE = "better", "worse"
 

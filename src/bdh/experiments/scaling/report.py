@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bdh.experiments.common import Report
-from bdh.seeds import finite_mean
+from bdh.seed_stats import finite_mean
 
 from . import figures
 from .config import Config

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bdh.seeds import finite_mean
+from bdh.seed_stats import finite_mean
 
 from .config import Config
 from .fits import PowerLawFit, crossovers, fit_power_law

@@ -1,7 +1,7 @@
 """The verdicts: BDH against GPT at one size, decided against the spread over seeds, and the paper's
 section 4.2 claims (Fig. 7) checked on the numbers.
 
-A model is better only beyond the seed spread (`bdh.seeds.beyond_seeds`, the bench's rule too: a diverged seed is
+A model is better only beyond the seed spread (`bdh.seed_stats.beyond_seeds`, the bench's rule too: a diverged seed is
 the worst score, so it widens its model's range); otherwise the size is a tie (not distinguishable here, not equal).
 One seed decides nothing."""
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bdh.seeds import beyond_seeds, finite_mean
+from bdh.seed_stats import beyond_seeds, finite_mean
 
 from .fits import PowerLawFit
 

@@ -1,10 +1,10 @@
-"""The one rule for "better beyond the seed spread" (`bdh.seeds.beyond_seeds`), and every verdict built on it."""
+"""The one rule for "better beyond the seed spread" (`bdh.seed_stats.beyond_seeds`), and every verdict built on it."""
 
 import math
 
 import pytest
 
-from bdh import seeds
+from bdh import seed_stats
 from bdh.bench.results import pick_winner
 from bdh.experiments import scaling
 
@@ -13,19 +13,19 @@ A, B = [1.0, 1.1], [1.15, 1.5]
 
 
 def test_non_overlapping_ranges_are_beyond_the_seeds_whatever_the_larger_range():
-    assert seeds.beyond_seeds(A, B, higher_is_better=False)  # A's worst loss 1.1 beats B's best 1.15
-    assert not seeds.beyond_seeds(B, A, higher_is_better=False)
-    assert seeds.beyond_seeds(B, A, higher_is_better=True)  # as accuracies B wins
-    assert not seeds.beyond_seeds(A, B, higher_is_better=True)
+    assert seed_stats.beyond_seeds(A, B, higher_is_better=False)  # A's worst loss 1.1 beats B's best 1.15
+    assert not seed_stats.beyond_seeds(B, A, higher_is_better=False)
+    assert seed_stats.beyond_seeds(B, A, higher_is_better=True)  # as accuracies B wins
+    assert not seed_stats.beyond_seeds(A, B, higher_is_better=True)
 
 
 def test_touching_overlapping_single_seeded_or_missing_is_not_beyond():
-    assert not seeds.beyond_seeds([1.0, 1.15], B, higher_is_better=False)  # touching: 1.15 is not below 1.15
-    assert not seeds.beyond_seeds([1.0, 1.2], B, higher_is_better=False)  # overlapping
-    assert not seeds.beyond_seeds([1.0], [2.0, 2.1], higher_is_better=False)  # one seed: no spread
-    assert not seeds.beyond_seeds([1.0, math.nan], B, higher_is_better=False)  # a diverged seed is the worst
-    assert not seeds.beyond_seeds([1.0, ""], B, higher_is_better=False)  # so is a missing one
-    assert seeds.beyond_seeds(A, [math.inf, 2.0], higher_is_better=False)
+    assert not seed_stats.beyond_seeds([1.0, 1.15], B, higher_is_better=False)  # touching: 1.15 is not below 1.15
+    assert not seed_stats.beyond_seeds([1.0, 1.2], B, higher_is_better=False)  # overlapping
+    assert not seed_stats.beyond_seeds([1.0], [2.0, 2.1], higher_is_better=False)  # one seed: no spread
+    assert not seed_stats.beyond_seeds([1.0, math.nan], B, higher_is_better=False)  # a diverged seed is the worst
+    assert not seed_stats.beyond_seeds([1.0, ""], B, higher_is_better=False)  # so is a missing one
+    assert seed_stats.beyond_seeds(A, [math.inf, 2.0], higher_is_better=False)
 
 
 def test_every_verdict_reads_the_example_alike():
@@ -49,7 +49,7 @@ def test_a_diverged_seed_is_judged_alike_by_the_bench_and_the_scaling_verdict():
 
 
 def test_means_leave_out_nothing_or_the_diverged_seeds():
-    assert seeds.mean([1.0, 2.0]) == pytest.approx(1.5)
-    assert math.isnan(seeds.mean([])) and math.isnan(seeds.mean([1.0, math.nan]))
-    assert seeds.finite_mean([1.0, math.nan, 2.0, math.inf]) == pytest.approx(1.5)
-    assert math.isnan(seeds.finite_mean([math.nan]))
+    assert seed_stats.mean([1.0, 2.0]) == pytest.approx(1.5)
+    assert math.isnan(seed_stats.mean([])) and math.isnan(seed_stats.mean([1.0, math.nan]))
+    assert seed_stats.finite_mean([1.0, math.nan, 2.0, math.inf]) == pytest.approx(1.5)
+    assert math.isnan(seed_stats.finite_mean([math.nan]))
