@@ -1,15 +1,10 @@
-"""The parts of a run that its config decides, built before the first step: the plan of the run on this machine
-(its task, its batch layout, the checks that would otherwise fail at step N), the starting weights
-(``train.init_from``), the objective and the optimiser.
+"""The parts of a run that its config decides, built before the first step.
 
-* `plan_run`: every check a run makes before it writes anything, on a config that `bdh.train.config` has already
-  checked alone: the processes, the device, the task (built once, and handed on) and its data, the model against
-  the task (`check_agreement`), ``train.bptt`` (`check_modes`), the validation split and the memory a micro-batch
-  needs. `check_run_config` adds ``train.init_from``: ``bdh train --print-config``.
-* `load_initial_weights`: a trained model of the same class and configuration (its `runtime_fields` aside).
-* `Objective`: the summed cross-entropy of a micro-batch, the module DistributedDataParallel wraps.
-* `make_optimizer`: AdamW, weight decay on matrices only.
-"""
+* `plan_run`: every check before anything is written (processes, device, task and data, model against task,
+``train.bptt``, validation split, memory); `check_run_config` adds ``train.init_from`` (``--print-config``).
+* `load_initial_weights`: a trained model of the same class and configuration.
+* `Objective`: the summed cross-entropy of a micro-batch, the module DDP wraps.
+* `make_optimizer`: AdamW, weight decay on matrices only."""
 
 from __future__ import annotations
 
@@ -38,9 +33,8 @@ from .runtime.distributed import from_environment
 
 @dataclass
 class Plan:
-    """A run of a config on this machine, checked (`plan_run`): its ``runtime`` (`bdh.train.runtime.device`),
-    its ``task`` and ``model_cls``, the global batch as ``rows`` of this process in ``accum`` micro-batches of
-    ``micro``, the tokens of a training example (``seq_len``) and the validation batch (``eval_batch``)."""
+    """A checked run: ``runtime``, ``task``, ``model_cls``, ``rows`` in ``accum`` micro-batches of ``micro``,
+    ``seq_len``, ``eval_batch``."""
 
     runtime: Runtime
     task: Any
@@ -53,10 +47,7 @@ class Plan:
 
 
 def plan_run(config: RunConfig, *, process_group: bool = True) -> Plan:
-    """Every check a run of ``config`` makes before it writes anything, in this order: the batch over the processes
-    of the environment, the device (`Runtime`; ``process_group``: join the processes' group, which a check only
-    leaves out), W&B, the task and its data, the model against the task, the validation split, ``train.bptt`` and
-    the memory of a micro-batch."""
+    """Every check a run of ``config`` makes before it writes anything, in order (``process_group``: join the group)."""
     t = config.train
     rows, micro, accum = batch_layout(t, max(1, from_environment().world_size))
     runtime = Runtime(t, process_group=process_group)
@@ -78,9 +69,7 @@ def plan_run(config: RunConfig, *, process_group: bool = True) -> Plan:
 
 
 def check_run_config(config: RunConfig, resume: str | Path | None = None) -> None:
-    """`plan_run` outside the processes' group, and the model ``train.init_from`` names (found, verified, of this
-    class and configuration) unless the run is resumed (``resume``: then its checkpoint's weights win):
-    ``bdh train --print-config``."""
+    """`plan_run` outside the group, and the ``train.init_from`` model checked unless ``resume``: ``--print-config``."""
     plan = plan_run(config, process_group=False)
     source = config.train.init_from
     if resume is None and source is not None:
@@ -89,8 +78,7 @@ def check_run_config(config: RunConfig, resume: str | Path | None = None) -> Non
 
 
 def batch_layout(train: TrainConfig, world_size: int) -> tuple[int, int, int]:
-    """(rows per process, micro-batch size, micro-batches per step) of the global batch over ``world_size``
-    processes; a `ConfigError` if the batch or the micro-batch does not divide evenly."""
+    """(rows per process, micro-batch size, micro-batches per step); a `ConfigError` unless they divide evenly."""
     W = world_size
     if train.batch_size % W:
         raise ConfigError(f"train.batch_size: {train.batch_size} sequences cannot be split evenly over {W} processes")
@@ -117,8 +105,8 @@ def check_agreement(task: Any, model_config: Any) -> None:
 
 
 def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
-    """``train.bptt``: tbptt needs a stream task and a recurrent model (`check_tbptt`), state-passing a recurrent
-    model, none a model whose forward can detach attention keys and values."""
+    """``train.bptt``: tbptt needs a stream task and a recurrent model, state-passing a recurrent model, none
+    detachable keys."""
     t, name = config.train, config.model.name
     if t.bptt == "tbptt":
         check_tbptt(task, model_cls, name, t.batch_size, t.tbptt_windows)
@@ -136,9 +124,8 @@ def check_modes(config: RunConfig, task: Any, model_cls: type) -> None:
 def load_initial_weights(
     model: nn.Module, model_cls: type, model_config: Any, source: str, device: torch.device
 ) -> None:
-    """Replace the fresh weights of ``model`` (a ``model_cls``) by those of the trained model at ``source``
-    (``train.init_from``, a run or model folder), which must be of the same class and configuration (its
-    `bdh.model_api.runtime_fields` aside)."""
+    """Load the weights of the trained model at ``source`` (``train.init_from``), of the same class
+    and configuration."""
     from bdh.model.io import check_state_dict, load_tensors, read_model_config
 
     path = ckpt.resolve_model_dir(source)
@@ -159,9 +146,8 @@ def load_initial_weights(
 
 
 class Objective(nn.Module):
-    """Summed cross-entropy of one micro-batch: the module DistributedDataParallel wraps, so that recurrent
-    steps (``model.step``) also go through DDP's forward. A model config with ``deep_supervision`` gets the mean
-    over its passes of each pass's summed cross-entropy (`bdh.model.recurrence`)."""
+    """Summed cross-entropy of a micro-batch (DDP wraps it, ``model.step`` too); with ``deep_supervision``, the mean
+    over passes."""
 
     def __init__(self, model: nn.Module, bptt: str):
         super().__init__()

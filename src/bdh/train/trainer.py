@@ -3,29 +3,17 @@
 Per optimiser step ``s`` (0-based), `Trainer.fit` and `Trainer.train_step`:
 
 1. the learning rate of step ``s`` (`bdh.train.schedule`),
-2. the global batch ``task.batch("train", s, batch_size, seed)`` (a pure function of ``s``, so the data
-   position of a run is just its step); each process takes its rows and walks them in micro-batches,
-   accumulating gradients (DistributedDataParallel, or FSDP2 with ``train.parallel: fsdp``, averages them over
-   processes; `bdh.train.runtime.device.Runtime`),
-3. loss = cross-entropy summed over the scored targets / the number of scored targets of the global batch,
-   so one process with accumulation and K processes compute the same gradient,
+2. the global batch ``task.batch("train", s, batch_size, seed)`` (a pure function of ``s``); each process takes its
+   rows in micro-batches, accumulating gradients (DDP, or FSDP2 with ``train.parallel: fsdp``, averages them),
+3. loss = cross-entropy summed over the scored targets / the scored targets of the global batch, so one process
+   with accumulation and K processes compute the same gradient,
 4. gradient clipping, AdamW (weight decay on matrices only), a NaN check,
-5. evaluation every ``eval.every`` steps, checkpoints every ``checkpoint.every`` steps and on SIGINT/SIGTERM
-   (`bdh.train.signals`).
+5. evaluation every ``eval.every`` steps, checkpoints every ``checkpoint.every`` steps and on a signal.
 
-Recurrent modes (``train.bptt``): ``window`` trains each window from a zero state; ``tbptt`` asks the task for
-consecutive windows (``task.stream_batch``) and carries the model's recurrent state from step to step,
-detached (truncated backprop through time, paper appendix B.2; `bdh.train.recurrent`), resetting it when the
-stream starts over; ``state-passing`` starts each (unrelated) window from the state the previous step left
-in its row (Buitrago Ruiz & Gu 2025); ``none`` detaches attention keys and values (no backprop through time,
-paper section 7.2).
-
-A time budget (``train.max_minutes``) sets the length of the run from the time its steps take (`bdh.train.budget`).
-
-What the loop stands on, each in its own module: the parts the config decides (task, model, objective,
-optimiser: `bdh.train.build`), the process (device, autocast, gradient sync, sharding: `bdh.train.runtime`),
-the run folder (lock, config.yaml, checkpoints, best/, resume: `bdh.train.run.folder`) and what a run reports
-(`bdh.train.run.log.RunLog`)."""
+``train.bptt``: ``window`` trains each window from a zero state; ``tbptt`` carries the state across
+consecutive windows, detached (appendix B.2; `bdh.train.recurrent`); ``state-passing`` starts each window from
+the state its row left (Buitrago Ruiz & Gu 2025); ``none`` detaches keys and values (section 7.2).
+``train.max_minutes``: `bdh.train.budget`."""
 
 from __future__ import annotations
 
@@ -100,13 +88,10 @@ class _Fit:
 
 
 class Trainer:
-    """Builds everything a run needs from a `RunConfig` and runs the loop; see the module docstring.
+    """Builds everything a run needs from a `RunConfig` and runs the loop.
 
-    Its parts: ``runtime`` (`bdh.train.runtime.device.Runtime`), ``task``, ``model``, ``optimizer`` and ``objective``
-    (`bdh.train.build`), ``folder`` (`bdh.train.run.folder.RunFolder`), the time budget (``budget``,
-    `bdh.train.budget.TimeBudget`) and the recurrent states truncated backprop through time carries
-    (``recurrent``, `bdh.train.recurrent.TruncatedBPTT`); its position: ``step`` and ``tokens``.
-    """
+    Its parts: ``runtime``, ``task``, ``model``, ``optimizer``, ``objective`` (`bdh.train.build`), ``folder``,
+    ``budget`` and ``recurrent`` (the states tbptt carries); its position: ``step`` and ``tokens``."""
 
     def __init__(
         self,
@@ -117,10 +102,8 @@ class Trainer:
         replan: bool = False,
         overwrite: bool = False,
     ):
-        """``config``: checked when it was read (`bdh.train.config.load_config`); the checks against this machine
-        and the task are `build.plan_run`'s. ``resume``: a run folder to continue (from ``resume_from``, else its
-        newest checkpoint); ``replan``: the resume sets the length of the run anew (see `Trainer._resume_length`);
-        ``overwrite``: a non-empty ``run_dir`` is emptied and the run starts anew in it (refused otherwise)."""
+        """``resume``: a run folder to continue (from ``resume_from``, else its newest checkpoint); ``replan``: the
+        resume sets the run's length anew; ``overwrite``: a non-empty ``run_dir`` is emptied (refused otherwise)."""
         self.config, plan = config, build.plan_run(config)
         self.runtime, self.task, self.model_cls, self.seq_len = plan.runtime, plan.task, plan.model_cls, plan.seq_len
         self.rows, self.micro, self.accum, self.eval_batch = plan.rows, plan.micro, plan.accum, plan.eval_batch
@@ -153,8 +136,8 @@ class Trainer:
         )
 
     def _build_model(self, init_from: str | None) -> None:
-        """The model (initialised from the seed, like the official code, or from ``init_from``), the optimiser,
-        the objective (wrapped by DistributedDataParallel under torchrun) and the states tbptt carries."""
+        """The model (seeded, or ``init_from``), the optimiser, the objective (DDP-wrapped under torchrun),
+        tbptt's states."""
         t, rt = self.config.train, self.runtime
         torch.manual_seed(t.seed)
         np.random.seed(t.seed % 2**32)
@@ -182,8 +165,8 @@ class Trainer:
             self.folder.start(self.config, self.step if resume is not None else None)
 
     def _resume(self, resume_from: Path | None, replan: bool) -> None:
-        """Load the checkpoint ``resume_from`` (else the newest): weights, optimiser, position, best metric,
-        the length of the run, this process's random streams and carried recurrent states."""
+        """Load checkpoint ``resume_from`` (else the newest): weights, optimiser, position, best, length,
+        RNGs, states."""
         t, rank = self.config.train, self.runtime.env.rank
         path = self.folder.checkpoint_to_resume(resume_from)
         if path is None:  # stopped before its first checkpoint: its config.yaml is all there is, start again
@@ -210,10 +193,8 @@ class Trainer:
         self.recurrent.restore(state.tensors, meta.get("carry", {}), rank, self.runtime.device)
 
     def _resume_length(self, meta: dict[str, Any], path: Path, replan: bool) -> None:
-        """The length of a resumed run: the one a time budget fixed (saved in the checkpoint; the run completes
-        it, `bdh.train.budget.TimeBudget.resume`), unless
-        ``replan`` (the resume sets ``train.max_steps`` or ``train.max_tokens``): then the config's limit,
-        with the time budget counted again from the resume. A limit below the checkpoint's step is refused."""
+        """A resumed run's length: the one a time budget fixed, unless ``replan``: then the config's limit, the budget
+        counted again from the resume. A limit below the checkpoint's step is refused."""
         t = self.config.train
         if self.step_limit < self.step:
             key = "train.max_tokens" if self.step_limit < t.max_steps else "train.max_steps"
@@ -234,8 +215,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> TrainResult:
-        """Train until the step, token or target limit, the time budget or a signal; always leaves a checkpoint.
-        A resumed run that had already reached its end returns at once, writing nothing."""
+        """Train to the step, token or target limit, the budget or a signal, leaving a checkpoint; a finished resume
+        writes nothing."""
         if self.finished_before:
             return self._result(None)
         with StopSignals() as signals, self._session() as run:
@@ -340,8 +321,7 @@ class Trainer:
         )
 
     def _log_step(self, run: _Fit, now: float, **values: float) -> float:
-        """Show and log the step just finished at ``now`` with its ``values`` (loss, lr, grad_norm); returns
-        the tokens per second since the last measure."""
+        """Show and log the finished step's ``values``; returns the tokens per second since the last measure."""
         tok_s = (self.step - run.last_step) * self.tokens_per_step / max(now - run.last_time, 1e-9)
         record = {"kind": "train", "step": self.step, **values, "tokens": self.tokens, "tok_per_s": tok_s}
         record["time"] = now - run.start
@@ -354,8 +334,7 @@ class Trainer:
         return bool(every and self.step % every == 0) or self.step == self.total_steps
 
     def _budget_spent(self, now: float, log: RunLog) -> bool:
-        """After a step under ``train.max_minutes``: plan the length of the run anew when a plan is due
-        (`TimeBudget.measure`); True, with a line, when the budget is spent on any process."""
+        """Under ``train.max_minutes``: replan when due; True, with a line, when the budget is spent on any process."""
         per_step = self.budget.measure(self.total_steps)
         if per_step is not None:
             self._plan_budget(per_step, now, log)
@@ -365,8 +344,7 @@ class Trainer:
         return True
 
     def _plan_budget(self, per_step: float, now: float, log: RunLog) -> None:
-        """Set the length of the run to what fits the time budget (`TimeBudget.plan`) at ``per_step`` seconds
-        per step, averaged over the processes so that every process makes the same plan."""
+        """Set the run's length to what fits the budget at ``per_step`` seconds, averaged over the processes."""
         per_step = self.runtime.mean(per_step)
         fits = self.budget.plan(per_step, now, self.step, self.total_steps, self.step_limit)
         if fits is None:
@@ -381,15 +359,13 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self, model: nn.Module | None = None, batches: int | None = None) -> dict[str, float]:
-        """Validation loss and bits per token (per scored token) and the task's metrics (each batch weighted by
-        its examples) over the eval batches (`bdh.train.evaluate`)."""
+        """Validation loss, bits per token and the task's metrics over the eval batches (`bdh.train.evaluate`)."""
         model = model or self.model
         batches = batches if batches is not None else self.config.eval.batches
         return evaluate(model, self.task, self.eval_batch, batches, self.config.train.seed, self.runtime.autocast)
 
     def _evaluate_in_loop(self, run: _Fit, final: bool) -> None:
-        """A scheduled evaluation (``final``: the run's last); the run is to stop (``run.stop``) when it reaches
-        ``train.target``."""
+        """A scheduled evaluation (``final``: the last); ``run.stop`` is set when it reaches ``train.target``."""
         run.metrics = self._eval_and_log(run, final)
         run.evaluated_at, run.evaluated_final = self.step, final
         run.last_time = time.time()  # tokens/s measures training, not evaluation
@@ -400,9 +376,8 @@ class Trainer:
             run.stop = "target"
 
     def _eval_and_log(self, run: _Fit, final: bool) -> dict[str, float]:
-        """Evaluate (rank 0) on ``eval.batches``, or on the final evaluation's batches (``final``:
-        `EvalConfig.final`), log and show the result beside the last training loss, share it with every process
-        and keep the best."""
+        """Evaluate on rank 0 (``final``: the final batches), log it beside the training loss, share it, keep
+        the best."""
         metrics: dict[str, float] = {}
         rt = self.runtime
         if rt.sharded or rt.env.is_main:  # a sharded forward gathers the weights from every process: all evaluate
@@ -426,8 +401,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path | None:
-        """Write checkpoints/step-N (rank 0; `RunFolder.save`); every process takes part in gathering the state:
-        the random streams and carried recurrent states of every process, and the weights of a sharded model."""
+        """Write checkpoints/step-N (rank 0); every process gathers its RNGs, carried states and sharded weights."""
         tensors: dict[str, torch.Tensor] = {}
         mine = rng.capture()
         for name in sorted(mine):
@@ -518,9 +492,8 @@ class Trainer:
         )
 
     def result_model(self) -> nn.Module | None:
-        """The trained model a `TrainResult` hands over: the model itself, or for a sharded run (whose shards
-        need every process) a plain copy with the gathered weights, on the CPU of rank 0 (None elsewhere),
-        usable after the process group is gone (the sample after training, `bdh.experiments`)."""
+        """The trained model for a `TrainResult`: itself, or for a sharded run a gathered copy on rank 0's CPU
+        (None elsewhere)."""
         if not self.runtime.sharded:
             return self.model
         weights = self.runtime.full_weights(self.model)
@@ -531,8 +504,7 @@ class Trainer:
         return model.train(self.model.training)
 
     def close(self) -> None:
-        """Leave the process group. The DistributedDataParallel wrapper goes first: its reducer holds work
-        of the group, and freeing that at interpreter exit, after the group, aborted a process now and then."""
+        """Leave the process group, the DDP wrapper first (freeing its reducer after the group aborted processes)."""
         if self.runtime.env.enabled:
             self.objective = None
             gc.collect()
@@ -548,9 +520,8 @@ def train(
     replan: bool = False,
     overwrite: bool = False,
 ) -> TrainResult:
-    """Run (or resume) a training run described by ``config``; the library entry point of ``bdh train``.
-    ``replan``: a resume that sets the length of the run anew (see `Trainer._resume_length`); ``overwrite``:
-    start anew in a non-empty ``run_dir``."""
+    """Run (or resume) a training run of ``config``: the library entry point of ``bdh train`` (``replan``, ``overwrite``
+    as `Trainer`'s)."""
     trainer = Trainer(
         config,
         resume=Path(resume) if resume else None,
