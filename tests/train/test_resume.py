@@ -221,6 +221,33 @@ def test_checkpoints_keep_every_field_and_other_runtime_fields_resume(finished, 
     assert code == 2 and "another model" in err and "n_layer" in err
 
 
+def test_a_checkpoint_written_before_a_field_existed_resumes_with_its_default(finished, capsys):
+    """A field added to the model config since a checkpoint was written (absent from its config.json) reads as its
+    default, as an older model folder does; a field absent whose run value is not the default is refused."""
+    from bdh import BDHConfig
+
+    latest = finished / "checkpoints" / "step-6"
+    stored = json.loads((latest / "config.json").read_text())
+    defaults = BDHConfig()
+    absent = [k for k in ("attend", "write_keys", "write_topk") if k in stored and stored[k] == getattr(defaults, k)]
+    assert absent, "the test needs model fields at their defaults"
+    meta = json.loads((latest / "meta.json").read_text())
+
+    def write(config: dict) -> None:
+        (latest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        meta["files"]["config.json"] = hashlib.sha256((latest / "config.json").read_bytes()).hexdigest()
+        (latest / "meta.json").write_text(json.dumps(meta))
+
+    write({k: v for k, v in stored.items() if k not in absent})
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=8")
+    assert code == 0, err
+    assert sorted(train_losses(finished)) == list(range(1, 9))
+    shutil.rmtree(finished / "checkpoints" / "step-8")
+    write({k: v for k, v in stored.items() if k != "n_layer"})  # n_layer has a default, but not the run's value
+    code, err = cli(capsys, "train", "--resume", str(finished), "--set", "train.max_steps=8")
+    assert code == 2 and "another model" in err and "n_layer" in err, err
+
+
 def test_a_larger_step_limit_wins_over_the_length_a_time_budget_fixed(corpus_file, tmp_path, capsys):
     run = tmp_path / "budget"
     # a time budget: after the calibration steps the length of the run is fixed and saved in checkpoints

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -285,6 +286,18 @@ def _config_edit(path: Path) -> str:
     return f"edited: {name} is {now!r}, the weights were saved with {saved!r}{on_purpose}"
 
 
+def field_defaults(config: Any, missing: set[str]) -> dict[str, Any]:
+    """The defaults (as JSON reads them) of the ``missing`` fields of ``config``'s class: a checkpoint written before
+    a field existed reads as its default, as `read_model_config` reads an older model folder."""
+    out = {}
+    for f in dataclasses.fields(config):
+        if f.name in missing and f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.name in missing and f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return json.loads(json.dumps(out))
+
+
 def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device
 ) -> Checkpoint:
@@ -297,6 +310,7 @@ def load_checkpoint(
     free = runtime_fields(type(model.config))
     expected = json.loads(json.dumps({"model_type": getattr(model, "model_type", None), **architecture(model.config)}))
     theirs = {k: v for k, v in config.items() if k not in ("format_version", "bdh_version") and k not in free}
+    theirs = {**field_defaults(model.config, missing=set(expected) - set(theirs)), **theirs}
     if theirs != expected:
         diff = sorted(k for k in set(theirs) | set(expected) if theirs.get(k) != expected.get(k))
         raise CheckpointError(
