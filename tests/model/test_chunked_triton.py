@@ -104,6 +104,57 @@ def test_several_tiles_of_every_dimension(chunked_triton, case):
     _compare(chunked_triton, case, 1e-12)
 
 
+# (B, H, T, N, D, chunk, damped, with_state, shared_keys, shared_v): 7 chunks, not a multiple of R = 2 or 4, the
+# last one shorter; masked tiles of N and D
+STRIDED = [
+    (1, 2, 20, 20, 6, 3, True, True, True, True),
+    (2, 1, 19, 18, 20, 3, False, False, False, False),  # D = 20: two D-blocks of the key gradients at R > 1
+]
+# each case at one R in CI (the interpreter takes ~8 s a case), the other two pairs marked slow
+STRIDED_RUNS = [(STRIDED[0], 4), (STRIDED[1], 2)]
+STRIDED_RUNS += [pytest.param(c, r, marks=pytest.mark.slow) for c, r in ((STRIDED[0], 2), (STRIDED[1], 4))]
+
+
+@pytest.mark.parametrize("case, stride", STRIDED_RUNS)
+def test_a_chunk_state_every_r_chunks_gives_the_same_values_and_gradients(chunked_triton, monkeypatch, case, stride):
+    """R = 2, 4 (``BDH_TRITON_STATE_STRIDE``; R = 1, the default, is every other test of this file): the readers
+    rebuild the states not kept from the scan's inputs."""
+    monkeypatch.setenv("BDH_TRITON_STATE_STRIDE", str(stride))
+    # fp64 throughout: a rebuilt state differs from a kept one only in summation order, ~1e-15 of the scale
+    _compare(chunked_triton, case, 1e-12)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_scan_keeps_every_r_th_state_only(reverse):
+    """With R = 3 the scan writes ceil(NC / 3) states: those of steps 0, 3, 6 of the R = 1 scan (steps count from
+    the last chunk in reverse), the same values; the state past the scan is R = 1's."""
+    from bdh.model.kernels.triton.chunked import _plan
+
+    scan = interpreted("bdh.model.kernels.triton.chunked", "_scan")
+    q, k, v, s0, log_u = _inputs(1, 2, 20, 20, 6, damped=True, with_state=True)
+    plan = _plan(q, v, 3)
+    vh = v.expand(1, 2, 20, 6)
+    every, final = scan(plan, k, vh, s0, log_u, reverse, 1)
+    kept, final_kept = scan(plan, k, vh, s0, log_u, reverse, 3)
+    steps = torch.tensor([0, 3, 6])
+    chunks = plan.NC - 1 - steps if reverse else steps
+    assert plan.NC == 7 and kept.shape == (2, 3, 20, 6)
+    # the same kernel's same sums in the same order: a tolerance only for the compiler's freedom to fuse them
+    assert rel_err(kept, every[:, chunks]) < 1e-14 and rel_err(final_kept, final) < 1e-14
+
+
+def test_a_bad_state_stride_is_refused_with_one_line(chunked_triton, monkeypatch):
+    from bdh.errors import UserError
+
+    q, k, v, _, _ = _inputs(1, 1, 5, 4, 3)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(UserError, match="state_stride must be a positive integer"):
+            chunked_triton(q, q, v, chunk_size=2, state_stride=bad)
+    monkeypatch.setenv("BDH_TRITON_STATE_STRIDE", "two")
+    with pytest.raises(UserError, match="BDH_TRITON_STATE_STRIDE must be a positive integer"):
+        chunked_triton(q, q, v, chunk_size=2)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_low_precision_stays_close_to_fp64_like_the_lean_form(chunked_triton, dtype):
     """fp32 and bf16 inputs (bf16 through autocast, as training runs), every sum in fp32: the error against fp64 is
@@ -230,7 +281,7 @@ for name in sys.argv[1:]:
     q = torch.empty(2, 4, 2048, 8192, dtype=dtype, device="meta")
     plan = _plan(q, torch.empty(2, 1, 2048, 256, dtype=dtype, device="meta"), 64)
     x, acc = POINTER[dtype], POINTER[plan.acc]
-    flags = [
+    flags = [  # today's kernels (a chunk state kept at every chunk: STRIDE = 1; tests/model/test_triton_sm90.py: > 1)
         (K.scan_kernel, dict(init_ptr=acc, final_ptr=acc), dict(REVERSE=False, HAS_INIT=True, HAS_U=True)),
         (K.scan_kernel, dict(init_ptr=acc, final_ptr=acc), dict(REVERSE=True, HAS_INIT=False, HAS_U=False)),
         (K.read_kernel, dict(), dict(BACKWARD=False, HAS_U=True)),
@@ -238,6 +289,7 @@ for name in sys.argv[1:]:
         (K.grad_keys_kernel, dict(), dict(SHARED=True, HAS_U=True)),
         (K.grad_keys_kernel, dict(), dict(SHARED=False, HAS_U=True)),
     ]
+    flags = [(fn, pointers, {**own, "STRIDE": 1}) for fn, pointers, own in flags]
     for fn, pointers, own in flags:
         constants = {**plan.constants(), **own}
         names = fn.arg_names

@@ -12,8 +12,12 @@ The quantity of `bdh.model.kernels.pytorch.attention.chunked` (Eq. 4 in the chun
 
 BDH's N x D state of a head is far larger than registers, so ``scan_kernel`` scans it in BN x BD tiles, writing
 states only at chunk boundaries, and ``read_kernel`` and ``grad_keys_kernel`` sum over N and D in blocks; the
-backward recomputes the chunk states. docs/performance.md ("GPU") has the tiling, why the state does not stay in
-registers across chunks, and the block sizes. Triton (the ``gpu`` extra) is imported only when a kernel runs."""
+backward recomputes the chunk states. With a state stride R > 1 the scans write the state of every R-th chunk
+only, and each reading kernel rebuilds the tile it needs from the last one kept with the (at most R - 1) chunk
+updates between, from the scan's own inputs: R times fewer state bytes for at most R - 1 chunk updates a read
+(``BDH_TRITON_STATE_STRIDE``; R = 1, every state written and read, is the default). docs/performance.md ("GPU")
+has the tiling, why the state does not stay in registers across chunks, and the block sizes. Triton (the ``gpu``
+extra) is imported only when a kernel runs."""
 
 from __future__ import annotations
 
@@ -37,6 +41,22 @@ NUM_WARPS = 8
 def available() -> bool:
     """Whether Triton can be imported (without importing it), and ``BDH_TRITON`` does not turn it off (``0``)."""
     return os.environ.get("BDH_TRITON", "1") != "0" and importlib.util.find_spec("triton") is not None
+
+
+#: the environment knob of the chunk-state stride R (`chunk_state_stride`)
+STATE_STRIDE = "BDH_TRITON_STATE_STRIDE"
+
+
+def chunk_state_stride(stride: int | None = None) -> int:
+    """The chunk-state stride R: ``stride`` when given, else ``BDH_TRITON_STATE_STRIDE`` (default 1, every chunk's
+    state kept); a positive integer, or a one-line refusal."""
+    raw = os.environ.get(STATE_STRIDE, "1") if stride is None else stride
+    if isinstance(raw, str):
+        raw = int(raw) if raw.strip().isdigit() else raw
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        where = STATE_STRIDE if stride is None else "state_stride"
+        raise UserError(f"chunked_triton: {where} must be a positive integer, got {raw!r}")
+    return raw
 
 
 def interpreting() -> bool:
@@ -103,12 +123,13 @@ def _plan(q: torch.Tensor, v: torch.Tensor, chunk_size: int) -> _Plan:
     )
 
 
-def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
-    """(states at the chunk boundaries (B H, NC, N, D) in x's dtype, the state past the last chunk (B, H, N, D))."""
+def _scan(plan: _Plan, x, y, init, log_u, reverse: bool, stride: int = 1):
+    """(states at the chunk boundaries (B H, NC, N, D) in x's dtype, the state past the last chunk (B, H, N, D));
+    with ``stride`` R > 1 the state of every R-th chunk only, (B H, ceil(NC / R), N, D) (`chunked_jit._kept`)."""
     from .chunked_jit import scan_kernel
 
     p = plan
-    states = x.new_empty(p.B * p.H, p.NC, p.N, p.D)
+    states = x.new_empty(p.B * p.H, -(-p.NC // stride), p.N, p.D)
     final = x.new_empty(p.B, p.H, p.N, p.D, dtype=p.acc)
     grid = (-(-p.N // p.BN), -(-p.D // p.BD), p.B * p.H)
     scan_kernel[grid](
@@ -130,14 +151,16 @@ def _scan(plan: _Plan, x, y, init, log_u, reverse: bool):
         REVERSE=reverse,
         HAS_INIT=init is not None,
         HAS_U=log_u is not None,
+        STRIDE=stride,
         **p.constants(),
         num_warps=NUM_WARPS,
     )
     return states, final
 
 
-def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Tensor:
-    """``out`` (B, H, T, D) = the state read plus the chunk's scores (`read_kernel`)."""
+def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool, stride: int = 1) -> torch.Tensor:
+    """``out`` (B, H, T, D) = the state read plus the chunk's scores (`read_kernel`; the states kept every
+    ``stride`` chunks, the others rebuilt from y and z, the inputs of their scan)."""
     from .chunked_jit import read_kernel
 
     p = plan
@@ -161,14 +184,25 @@ def _read(plan: _Plan, x, y, z, states, log_u, out, backward: bool) -> torch.Ten
         p.NC,
         BACKWARD=backward,
         HAS_U=log_u is not None,
+        STRIDE=stride,
         **p.constants(),
         num_warps=NUM_WARPS,
     )
     return out
 
 
-def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool):
-    """(dq, dk) (`grad_keys_kernel`); with shared keys dq holds dq + dk and dk is None."""
+def grad_keys_constants(plan: _Plan, stride: int) -> dict:
+    """The compile-time settings of `grad_keys_kernel`: the plan's, and with ``stride`` > 1 half its BD (the two
+    state tiles rebuilt in registers spill at the plan's BD in bf16 at sm_90: tests/model/test_triton_sm90.py)."""
+    constants = plan.constants()
+    if stride > 1:
+        constants["BD"] = max(16, plan.BD // 2)
+    return constants
+
+
+def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool, stride: int = 1):
+    """(dq, dk) (`grad_keys_kernel`, both state buffers kept every ``stride`` chunks); with shared keys dq holds
+    dq + dk and dk is None."""
     from .chunked_jit import grad_keys_kernel
 
     p = plan
@@ -197,7 +231,8 @@ def _grad_keys(plan: _Plan, q, k, v, g, states, dstates, log_u, shared: bool):
         p.NC,
         SHARED=shared,
         HAS_U=log_u is not None,
-        **p.constants(),
+        STRIDE=stride,
+        **grad_keys_constants(p, stride),
         num_warps=NUM_WARPS,
     )
     return dq, dk
@@ -207,7 +242,7 @@ class TritonChunkedAttention(torch.autograd.Function):
     """(a, S after the block) = f(q, k, v, S0); the kernels and the backward as in the module docstring."""
 
     @staticmethod
-    def forward(ctx, q, k, v, S0, log_u, chunk_size: int):
+    def forward(ctx, q, k, v, S0, log_u, chunk_size: int, stride: int = 1):
         shared = q is k
         q = q.contiguous()
         k = q if shared else k.contiguous()
@@ -216,30 +251,30 @@ class TritonChunkedAttention(torch.autograd.Function):
         plan = _plan(q, v, chunk_size)
         ctx.set_materialize_grads(False)  # an unused output (often the state) has no gradient to read
         with _on(q):
-            states, S = _scan(plan, k, vh, S0, log_u, reverse=False)
-            out = _read(plan, q, k, vh, states, log_u, q.new_empty(B, H, T, v.shape[-1]), backward=False)
+            states, S = _scan(plan, k, vh, S0, log_u, reverse=False, stride=stride)
+            out = _read(plan, q, k, vh, states, log_u, q.new_empty(B, H, T, v.shape[-1]), False, stride)
         ctx.save_for_backward(q, None if shared else k, v, S0, log_u)
-        ctx.plan, ctx.shared = plan, shared
+        ctx.plan, ctx.shared, ctx.stride = plan, shared, stride
         return out, S
 
     @staticmethod
     def backward(ctx, d_out, d_S):
         q, k, v, S0, log_u = ctx.saved_tensors
-        plan, shared = ctx.plan, ctx.shared
+        plan, shared, R = ctx.plan, ctx.shared, ctx.stride
         k = q if shared else k
         B, H, T, D = q.shape[0], q.shape[1], q.shape[2], v.shape[-1]
         vh = v.expand(B, H, T, D)
         g = (torch.zeros_like(q[..., :1]).expand(B, H, T, D) if d_out is None else d_out).to(q.dtype).contiguous()
         dS = None if d_S is None else d_S.contiguous()
         with _on(q):
-            states, _ = _scan(plan, k, vh, S0, log_u, reverse=False)  # recomputed, not kept by the forward pass
-            dstates, dS0 = _scan(plan, q, g, dS, log_u, reverse=True)
-            dq, dk = _grad_keys(plan, q, k, vh, g, states, dstates, log_u, shared)
-            dv = _read(plan, k, q, g, dstates, log_u, q.new_empty(B, H, T, D, dtype=plan.acc), backward=True)
+            states, _ = _scan(plan, k, vh, S0, log_u, False, R)  # recomputed, not kept by the forward pass
+            dstates, dS0 = _scan(plan, q, g, dS, log_u, True, R)
+            dq, dk = _grad_keys(plan, q, k, vh, g, states, dstates, log_u, shared, R)
+            dv = _read(plan, k, q, g, dstates, log_u, q.new_empty(B, H, T, D, dtype=plan.acc), True, R)
         if v.shape[1] == 1:
             dv = dv.sum(dim=1, keepdim=True)  # the values are shared by the heads
         dS0 = dS0.to(S0.dtype) if S0 is not None and ctx.needs_input_grad[3] else None
-        return dq, dk, dv.to(v.dtype), dS0, None, None
+        return dq, dk, dv.to(v.dtype), dS0, None, None, None
 
 
 def _on(t: torch.Tensor):
@@ -281,13 +316,16 @@ def chunked_triton(
     log_u: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
     need_state: bool = False,
+    state_stride: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The chunked form with the fused kernels, with the signature and values of `pytorch.attention.chunked`: q, k (B,
     H, T, N), v (B, 1 or H, T, D), log_u (H,) or None, state (B, H, N, D) or None -> (a in q's dtype, the fp32 state
-    after the block when ``need_state``); under autocast q, k, v are cast here."""
+    after the block when ``need_state``); under autocast q, k, v are cast here. ``state_stride`` R: a chunk state
+    kept every R chunks (module docstring; None: ``BDH_TRITON_STATE_STRIDE``, default 1)."""
     check_call("chunked_triton", q, k, v, state, chunk_size)
+    stride = chunk_state_stride(state_stride)
     q, k, v = autocast_inputs("chunked_triton", q, k, v)
     u_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     log_u = None if log_u is None else log_u.detach().to(device=q.device, dtype=u_dtype).contiguous()
-    out, S = TritonChunkedAttention.apply(q, k, v, state, log_u, chunk_size)
+    out, S = TritonChunkedAttention.apply(q, k, v, state, log_u, chunk_size, stride)
     return out, (S if need_state else None)

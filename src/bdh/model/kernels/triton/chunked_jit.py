@@ -139,6 +139,119 @@ def _scan_chunk(
 
 
 @triton.jit
+def _chunk_update(
+    S,
+    x_ptr,
+    y_ptr,
+    b,
+    h,
+    sx_b,
+    sx_h,
+    sx_t,
+    sx_n,
+    sy_b,
+    sy_h,
+    sy_t,
+    sy_d,
+    rn,
+    rd,
+    c,
+    C,
+    T,
+    N,
+    D,
+    log_u,
+    REVERSE: tl.constexpr,
+    HAS_U: tl.constexpr,
+    BC: tl.constexpr,
+    ACC: tl.constexpr,
+    PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
+):
+    """The tile [rn, rd] of the scan's state carried over chunk c (`_scan_chunk`), x and y read from memory."""
+    rc = tl.arange(0, BC)
+    length, live, t = _chunk(c, C, T, rc)
+    x = tl.load(_tile(x_ptr, b, h, t, rn, sx_b, sx_h, sx_t, sx_n), mask=live[:, None] & (rn < N)[None, :], other=0.0)
+    y = tl.load(_tile(y_ptr, b, h, t, rd, sy_b, sy_h, sy_t, sy_d), mask=live[:, None] & (rd < D)[None, :], other=0.0)
+    return _scan_chunk(S, x, y, log_u, rc, length, REVERSE, HAS_U, ACC, PRECISION, WIDEN)
+
+
+@triton.jit
+def _kept(c, NC, REVERSE: tl.constexpr, STRIDE: tl.constexpr):
+    """(the scan's step i at chunk c, the step of the last state kept at or before it, that state's slot): the scan
+    keeps the state of every STRIDE-th step (i = c forward, NC - 1 - c in reverse)."""
+    i = c
+    if REVERSE:
+        i = NC - 1 - c
+    return i, i - i % STRIDE, i // STRIDE
+
+
+@triton.jit
+def _keep_state(states_ptr, S, bh, i, c, NC, N, D, rn, rd, tile, STRIDE: tl.constexpr):
+    """The scan's state S before step i (chunk c) into its slot of ``states``: every step's (STRIDE = 1, slot c), or
+    every STRIDE-th step's only (slot i // STRIDE, `_kept`)."""
+    if STRIDE == 1:
+        tl.store(
+            states_ptr + _state_rows(bh * NC + c, N, rn) * D + rd[None, :], S.to(states_ptr.dtype.element_ty), mask=tile
+        )
+    else:
+        out = states_ptr + _state_rows(bh * ((NC + STRIDE - 1) // STRIDE) + i // STRIDE, N, rn) * D + rd[None, :]
+        tl.store(out, S.to(states_ptr.dtype.element_ty), mask=tile & (i % STRIDE == 0))
+
+
+@triton.jit
+def _state_tile(
+    states_ptr,
+    bh,
+    c,
+    NC,
+    rn,
+    rd,
+    x_ptr,
+    y_ptr,
+    b,
+    h,
+    sx_b,
+    sx_h,
+    sx_t,
+    sx_n,
+    sy_b,
+    sy_h,
+    sy_t,
+    sy_d,
+    log_u,
+    C,
+    T,
+    N,
+    D,
+    REVERSE: tl.constexpr,
+    STRIDE: tl.constexpr,
+    HAS_U: tl.constexpr,
+    BC: tl.constexpr,
+    ACC: tl.constexpr,
+    PRECISION: tl.constexpr,
+    WIDEN: tl.constexpr,
+):
+    """The tile [rn, rd] of the scan's state at chunk c (S before it forward, dS after it in reverse) in the states'
+    dtype: read (STRIDE = 1), or rebuilt from the last one kept with the chunks between (x, y: the scan's inputs)."""
+    tile = (rn < N)[:, None] & (rd < D)[None, :]
+    if STRIDE == 1:
+        return tl.load(states_ptr + _state_rows(bh * NC + c, N, rn) * D + rd[None, :], mask=tile, other=0.0)
+    i, i0, slot = _kept(c, NC, REVERSE, STRIDE)
+    at = states_ptr + _state_rows(bh * ((NC + STRIDE - 1) // STRIDE) + slot, N, rn) * D + rd[None, :]
+    S = tl.load(at, mask=tile, other=0.0).to(ACC)
+    for j in range(i0, i):
+        cj = j
+        if REVERSE:
+            cj = NC - 1 - j
+        S = _chunk_update(
+            S, x_ptr, y_ptr, b, h, sx_b, sx_h, sx_t, sx_n, sy_b, sy_h, sy_t, sy_d, rn, rd, cj, C, T, N, D, log_u,
+            REVERSE, HAS_U, BC, ACC, PRECISION, WIDEN
+        )  # fmt: skip
+    return S.to(states_ptr.dtype.element_ty)
+
+
+@triton.jit
 def scan_kernel(
     x_ptr,
     y_ptr,
@@ -167,6 +280,7 @@ def scan_kernel(
     REVERSE: tl.constexpr,
     HAS_INIT: tl.constexpr,
     HAS_U: tl.constexpr,
+    STRIDE: tl.constexpr,
     BC: tl.constexpr,
     BN: tl.constexpr,
     BD: tl.constexpr,
@@ -178,12 +292,12 @@ def scan_kernel(
 
     Forward (x = k, y = v): states[c] = S before chunk c, S <- u^len S + k_c^T (u^(len - j) v_c).
     Reverse (x = q, y = dO): states[c] = dS after chunk c, dS <- u^len dS + q_c^T (u^i dO_c).
+    STRIDE > 1: only every STRIDE-th step's state is written (`_kept`; the readers rebuild the others).
     ``final`` gets the state after the last chunk (forward) or before the first (reverse), in ACC.
     """
     pn, pd, bh, b, h = _program(H)
     rn = pn * BN + tl.arange(0, BN)
     rd = pd * BD + tl.arange(0, BD)
-    rc = tl.arange(0, BC)
     mn, md = rn < N, rd < D
     tile = mn[:, None] & md[None, :]
     S = _initial_state(init_ptr, b, h, si_b, si_h, si_n, si_d, rn, rd, tile, HAS_INIT, BN, BD, ACC)
@@ -192,12 +306,11 @@ def scan_kernel(
         c = i
         if REVERSE:
             c = NC - 1 - i
-        length, live, t = _chunk(c, C, T, rc)
-        out = states_ptr + _state_rows(bh * NC + c, N, rn) * D + rd[None, :]
-        tl.store(out, S.to(states_ptr.dtype.element_ty), mask=tile)
-        x = tl.load(_tile(x_ptr, b, h, t, rn, sx_b, sx_h, sx_t, sx_n), mask=live[:, None] & mn[None, :], other=0.0)
-        y = tl.load(_tile(y_ptr, b, h, t, rd, sy_b, sy_h, sy_t, sy_d), mask=live[:, None] & md[None, :], other=0.0)
-        S = _scan_chunk(S, x, y, log_u, rc, length, REVERSE, HAS_U, ACC, PRECISION, WIDEN)
+        _keep_state(states_ptr, S, bh, i, c, NC, N, D, rn, rd, tile, STRIDE)
+        S = _chunk_update(
+            S, x_ptr, y_ptr, b, h, sx_b, sx_h, sx_t, sx_n, sy_b, sy_h, sy_t, sy_d, rn, rd, c, C, T, N, D, log_u,
+            REVERSE, HAS_U, BC, ACC, PRECISION, WIDEN
+        )  # fmt: skip
     tl.store(final_ptr + _state_rows(bh, N, rn) * D + rd[None, :], S, mask=tile)
 
 
@@ -208,12 +321,31 @@ def _read_sums(
     sx_n,
     sy_n,
     states_ptr,
-    row,
+    bh,
+    c,
+    NC,
     rd,
     md,
     live,
+    y_ptr,
+    z_ptr,
+    b,
+    h,
+    sy_b,
+    sy_h,
+    sy_t,
+    sz_b,
+    sz_h,
+    sz_t,
+    sz_d,
+    log_u,
+    C,
+    T,
     N,
     D,
+    BACKWARD: tl.constexpr,
+    STRIDE: tl.constexpr,
+    HAS_U: tl.constexpr,
     BC: tl.constexpr,
     BN: tl.constexpr,
     BD: tl.constexpr,
@@ -221,8 +353,8 @@ def _read_sums(
     PRECISION: tl.constexpr,
     WIDEN: tl.constexpr,
 ):
-    """x @ states[row] (the state read) and the chunk's scores x y^T, in ACC, summed over N in BN-wide steps (the
-    two share the loads of x)."""
+    """x @ states[c] (the state read) and the chunk's scores x y^T, in ACC, summed over N in BN-wide steps (the
+    two share the loads of x); with STRIDE > 1 the state tile is rebuilt from the scan's inputs y, z (`_state_tile`)."""
     acc = tl.zeros((BC, BD), dtype=ACC)
     scores = tl.zeros((BC, BC), dtype=ACC)
     for n0 in range(0, N, BN):
@@ -231,21 +363,19 @@ def _read_sums(
         rows = live[:, None] & mn[None, :]
         x = tl.load(x_rows + rn[None, :] * sx_n, mask=rows, other=0.0)
         y = tl.load(y_rows + rn[None, :] * sy_n, mask=rows, other=0.0)
-        st = tl.load(
-            states_ptr + _state_rows(row, N, rn) * D + rd[None, :],
-            mask=mn[:, None] & md[None, :],
-            other=0.0,
-        )
+        st = _state_tile(
+            states_ptr, bh, c, NC, rn, rd, y_ptr, z_ptr, b, h, sy_b, sy_h, sy_t, sy_n, sz_b, sz_h, sz_t, sz_d, log_u,
+            C, T, N, D, BACKWARD, STRIDE, HAS_U, BC, ACC, PRECISION, WIDEN
+        )  # fmt: skip
         acc += _mm(x, st, ACC, PRECISION, WIDEN)
         scores += _mm(x, tl.trans(y), ACC, PRECISION, WIDEN)
     return acc, scores
 
 
 @triton.jit
-def _read_damp(acc, scores, log_u_ptr, h, rc, length, BACKWARD: tl.constexpr, HAS_U: tl.constexpr, ACC: tl.constexpr):
+def _read_damp(acc, scores, log_u, rc, length, BACKWARD: tl.constexpr, HAS_U: tl.constexpr, ACC: tl.constexpr):
     """The read times w and the scores times the mask M: forward w = u^i, M[i, j] = u^(i-j), i > j; backward
     w = u^(len - j), M[j, i] = u^(i-j), i > j."""
-    log_u = _log_u(log_u_ptr, h, HAS_U, ACC)
     if HAS_U:
         acc = acc * _damping(log_u, rc, length, BACKWARD, ACC)[:, None]
     if BACKWARD:
@@ -287,6 +417,7 @@ def read_kernel(
     NC,
     BACKWARD: tl.constexpr,
     HAS_U: tl.constexpr,
+    STRIDE: tl.constexpr,
     BC: tl.constexpr,
     BN: tl.constexpr,
     BD: tl.constexpr,
@@ -306,10 +437,12 @@ def read_kernel(
     md = rd < D
     length, live, t = _chunk(c, C, T, rc)
     x_rows, y_rows = _rows(x_ptr, b, h, t, sx_b, sx_h, sx_t), _rows(y_ptr, b, h, t, sy_b, sy_h, sy_t)
+    log_u = _log_u(log_u_ptr, h, HAS_U, ACC)
     acc, scores = _read_sums(
-        x_rows, y_rows, sx_n, sy_n, states_ptr, bh * NC + c, rd, md, live, N, D, BC, BN, BD, ACC, PRECISION, WIDEN
-    )
-    acc, scores = _read_damp(acc, scores, log_u_ptr, h, rc, length, BACKWARD, HAS_U, ACC)
+        x_rows, y_rows, sx_n, sy_n, states_ptr, bh, c, NC, rd, md, live, y_ptr, z_ptr, b, h, sy_b, sy_h, sy_t,
+        sz_b, sz_h, sz_t, sz_d, log_u, C, T, N, D, BACKWARD, STRIDE, HAS_U, BC, BN, BD, ACC, PRECISION, WIDEN
+    )  # fmt: skip
+    acc, scores = _read_damp(acc, scores, log_u, rc, length, BACKWARD, HAS_U, ACC)
     z = tl.load(_tile(z_ptr, b, h, t, rd, sz_b, sz_h, sz_t, sz_d), mask=live[:, None] & md[None, :], other=0.0)
     acc += _mm(scores.to(z.dtype), z, ACC, PRECISION, WIDEN)
     _store_tile(out_ptr, b, h, t, rd, so_b, so_h, so_t, so_d, acc, live[:, None] & md[None, :], False)
@@ -317,38 +450,31 @@ def read_kernel(
 
 @triton.jit
 def _grad_keys_sums(
-    g_rows,
-    v_rows,
-    sg_d,
-    sv_d,
-    states_ptr,
-    dstates_ptr,
-    srows,
-    mn,
-    live,
-    D,
-    BC: tl.constexpr,
-    BN: tl.constexpr,
-    BD: tl.constexpr,
-    ACC: tl.constexpr,
-    PRECISION: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
-    """dO S_before^T, v dS_after^T and dO v^T of one BN-wide block of N (the state rows ``srows``), in ACC, summed
-    over D in BD-wide steps."""
+    q_ptr, k_ptr, v_ptr, do_ptr, states_ptr, dstates_ptr, bh, b, h, c, NC, rn, live, log_u, C, T, N, D,
+    sq_b, sq_h, sq_t, sq_n, sk_b, sk_h, sk_t, sk_n, sv_b, sv_h, sv_t, sv_d, sg_b, sg_h, sg_t, sg_d,
+    STRIDE: tl.constexpr, HAS_U: tl.constexpr, BC: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+    ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
+    """dO S_before^T, v dS_after^T and dO v^T of chunk c's rows and one BN-wide block ``rn`` of N, in ACC, summed
+    over D in BD-wide steps; the state tiles read or rebuilt (`_state_tile`: S from k, v; dS from q, dO)."""
+    t = (c * C + tl.arange(0, BC)).to(tl.int64)
+    g_rows, v_rows = _rows(do_ptr, b, h, t, sg_b, sg_h, sg_t), _rows(v_ptr, b, h, t, sv_b, sv_h, sv_t)
     read_q = tl.zeros((BC, BN), dtype=ACC)
     read_k = tl.zeros((BC, BN), dtype=ACC)
     P = tl.zeros((BC, BC), dtype=ACC)
     for d0 in range(0, D, BD):
         rd = d0 + tl.arange(0, BD)
-        md = rd < D
-        rows = live[:, None] & md[None, :]
+        rows = live[:, None] & (rd < D)[None, :]
         g = tl.load(g_rows + rd[None, :] * sg_d, mask=rows, other=0.0)
         v = tl.load(v_rows + rd[None, :] * sv_d, mask=rows, other=0.0)
-        at = srows * D + rd[None, :]
-        tile = mn[:, None] & md[None, :]
-        before = tl.load(states_ptr + at, mask=tile, other=0.0)
-        after = tl.load(dstates_ptr + at, mask=tile, other=0.0)
+        before = _state_tile(
+            states_ptr, bh, c, NC, rn, rd, k_ptr, v_ptr, b, h, sk_b, sk_h, sk_t, sk_n, sv_b, sv_h, sv_t, sv_d,
+            log_u, C, T, N, D, False, STRIDE, HAS_U, BC, ACC, PRECISION, WIDEN
+        )  # fmt: skip
+        after = _state_tile(
+            dstates_ptr, bh, c, NC, rn, rd, q_ptr, do_ptr, b, h, sq_b, sq_h, sq_t, sq_n, sg_b, sg_h, sg_t, sg_d,
+            log_u, C, T, N, D, True, STRIDE, HAS_U, BC, ACC, PRECISION, WIDEN
+        )  # fmt: skip
         read_q += _mm(g, tl.trans(before), ACC, PRECISION, WIDEN)
         read_k += _mm(v, tl.trans(after), ACC, PRECISION, WIDEN)
         P += _mm(g, tl.trans(v), ACC, PRECISION, WIDEN)
@@ -356,9 +482,8 @@ def _grad_keys_sums(
 
 
 @triton.jit
-def _grad_keys_damp(read_q, read_k, P, log_u_ptr, h, rc, length, HAS_U: tl.constexpr, ACC: tl.constexpr):
+def _grad_keys_damp(read_q, read_k, P, log_u, rc, length, HAS_U: tl.constexpr, ACC: tl.constexpr):
     """u^i (dO S_before^T), u^(len - j) (v dS_after^T) and P = M * (dO v^T)."""
-    log_u = _log_u(log_u_ptr, h, HAS_U, ACC)
     if HAS_U:
         read_q = read_q * _damping(log_u, rc, length, False, ACC)[:, None]
         read_k = read_k * _damping(log_u, rc, length, True, ACC)[:, None]
@@ -430,6 +555,7 @@ def grad_keys_kernel(
     NC,
     SHARED: tl.constexpr,
     HAS_U: tl.constexpr,
+    STRIDE: tl.constexpr,
     BC: tl.constexpr,
     BN: tl.constexpr,
     BD: tl.constexpr,
@@ -443,15 +569,15 @@ def grad_keys_kernel(
     c, pn, bh, b, h = _program(H)
     rn = pn * BN + tl.arange(0, BN)
     rc = tl.arange(0, BC)
-    mn = rn < N
     length, live, t = _chunk(c, C, T, rc)
-    g_rows, v_rows = _rows(do_ptr, b, h, t, sg_b, sg_h, sg_t), _rows(v_ptr, b, h, t, sv_b, sv_h, sv_t)
-    srows = _state_rows(bh * NC + c, N, rn)
+    log_u = _log_u(log_u_ptr, h, HAS_U, ACC)
     read_q, read_k, P = _grad_keys_sums(
-        g_rows, v_rows, sg_d, sv_d, states_ptr, dstates_ptr, srows, mn, live, D, BC, BN, BD, ACC, PRECISION, WIDEN
-    )
-    read_q, read_k, P = _grad_keys_damp(read_q, read_k, P, log_u_ptr, h, rc, length, HAS_U, ACC)
+        q_ptr, k_ptr, v_ptr, do_ptr, states_ptr, dstates_ptr, bh, b, h, c, NC, rn, live, log_u, C, T, N, D,
+        sq_b, sq_h, sq_t, sq_n, sk_b, sk_h, sk_t, sk_n, sv_b, sv_h, sv_t, sv_d, sg_b, sg_h, sg_t, sg_d,
+        STRIDE, HAS_U, BC, BN, BD, ACC, PRECISION, WIDEN
+    )  # fmt: skip
+    read_q, read_k, P = _grad_keys_damp(read_q, read_k, P, log_u, rc, length, HAS_U, ACC)
     q_at, k_at = _tile(q_ptr, b, h, t, rn, sq_b, sq_h, sq_t, sq_n), _tile(k_ptr, b, h, t, rn, sk_b, sk_h, sk_t, sk_n)
-    dq, dk, rows = _grad_keys_values(read_q, read_k, P, q_at, k_at, live, mn, SHARED, ACC, PRECISION, WIDEN)
+    dq, dk, rows = _grad_keys_values(read_q, read_k, P, q_at, k_at, live, rn < N, SHARED, ACC, PRECISION, WIDEN)
     _store_tile(dk_ptr, b, h, t, rn, sk_b, sk_h, sk_t, sk_n, dk, rows, SHARED)  # with shared keys, dk is in dq
     _store_tile(dq_ptr, b, h, t, rn, sq_b, sq_h, sq_t, sq_n, dq, rows, False)
