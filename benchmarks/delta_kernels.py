@@ -1,6 +1,8 @@
 """Milliseconds per forward + backward of one layer's attention at BDH's shapes: the delta rule in Triton
 (``delta-chunked-triton``) against its PyTorch chunked form (``delta-chunked``) and the plain rule's Triton kernels
-(``chunked-triton``): issue 58's ratio (the delta rule at >= 0.7x the plain rule's tokens/s) at the kernel level.
+(``chunked-triton``): issue 58's ratio (the delta rule at >= 0.7x the plain rule's tokens/s) at the kernel level;
+and the plain rule's kernels with a chunk state kept every 2 and 4 chunks only (``chunked-triton-r2``, ``-r4``:
+``state_stride``, the backward's chunk-state scan reworked) against every chunk's (``chunked-triton``, R = 1).
 
     python benchmarks/delta_kernels.py                     # paper size on CUDA: B 8, h 4, T 2048, N 8192, D 256, bf16
     python benchmarks/delta_kernels.py --batch 2 --length 512 --keys 1024
@@ -21,7 +23,9 @@ import time
 import torch
 from _shared import Parser, run
 
-KERNELS = ("chunked-triton", "delta-chunked-triton", "delta-chunked")
+#: the plain rule's kernels by their chunk-state stride R (`bdh.model.kernels.triton.chunked`)
+PLAIN = {"chunked-triton": 1, "chunked-triton-r2": 2, "chunked-triton-r4": 4}
+KERNELS = ("chunked-triton", "delta-chunked-triton", "delta-chunked", "chunked-triton-r2", "chunked-triton-r4")
 
 
 def inputs(B: int, H: int, T: int, N: int, D: int, device: torch.device) -> dict:
@@ -47,8 +51,8 @@ def call(kernel: str, x: dict, chunk: int):
     from bdh.model.kernels.triton.delta import delta_chunked_triton
 
     q, k, v = (x[n].detach().requires_grad_() for n in ("q", "k", "v"))
-    if kernel == "chunked-triton":
-        out, _ = chunked_triton(q, q, v, chunk_size=chunk, log_u=x["log_u"])
+    if kernel in PLAIN:
+        out, _ = chunked_triton(q, q, v, chunk_size=chunk, log_u=x["log_u"], state_stride=PLAIN[kernel])
     else:
         form = delta_chunked_triton if kernel == "delta-chunked-triton" else chunked
         out, _ = form(q, k, v, chunk_size=chunk, log_g=x["log_g"], beta=x["beta"])

@@ -20,6 +20,7 @@ fused-       ``benchmarks/fused_kernels.py``: the encoder's and the    ``fused_k
 kernels      gated read-in's Triton matmuls against today's step
 delta-       ``benchmarks/delta_kernels.py``: the delta rule's Triton  ``delta_kernels.log`` (its table)
 kernels      kernels against its PyTorch form and the plain rule's
+             (also with a chunk state every 2 and 4 chunks)
 step-kernel  ``benchmarks/step_kernel.py``: the generation step's      ``step_kernel.log`` (its table)
              state read and write in one Triton kernel against
              PyTorch's, batches 1, 8, 64, CUDA graphs
@@ -69,13 +70,14 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 
 #: seconds each step may take, in the steps' order (their rank): on the GPU (540 s in all, inside the 10 minutes;
-#: the first GPU run took install 7 s, cuda-tests 99 s, training 41 s, profile 19 s, generation 26 s), and --quick
+#: the first GPU run took install 7 s, cuda-tests 99 s, training 41 s, profile 19 s, generation 26 s; the 30 s
+#: delta-kernels gained for its rows of the chunk-state stride R = 2, 4 came from training's 110), and --quick
 LIMITS = {
     "install": 30,
     "cuda-tests": 160,
-    "training": 110,
+    "training": 80,
     "fused-kernels": 50,
-    "delta-kernels": 60,
+    "delta-kernels": 90,
     "step-kernel": 25,
     "profile": 50,
     "generation": 55,
