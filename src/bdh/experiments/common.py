@@ -66,6 +66,11 @@ class ExperimentConfig(TypedConfig):
                 f"multiples of n_head ({self.n_head})"
             )
 
+    def _check_device(self) -> None:
+        """``device``: a device name (cpu, cuda, auto, ...), checked where the trainer reads it."""
+        if not isinstance(self.device, str) or not self.device:
+            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+
     def _check_pairs(self) -> None:
         """``pairs``: language pairs of two different languages (`bdh.tasks.multilingual.parse_pairs`)."""
         from bdh.tasks.multilingual import LANGUAGES, parse_pairs
@@ -121,6 +126,11 @@ def direction_segments(
         sentence = make_sentence(rng, _random_concept(rng, concept_rate))
         out.append((src, sentence.render(src, lexicon), tgt, sentence.render(tgt, lexicon)))
     return out
+
+
+def held_out_directions(config: Any) -> dict[tuple[str, str], list[tuple[str, str, str, str]]]:
+    """``config.eval_segments`` held-out segments (`direction_segments`) of each of ``config.directions()``."""
+    return {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in config.directions()}
 
 
 def encode_segment(src: str, src_text: str, tgt: str, tgt_text: str) -> tuple[bytes, tuple[int, int], tuple[int, int]]:

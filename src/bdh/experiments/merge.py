@@ -32,7 +32,7 @@ from .common import (
     Runs,
     SideLosses,
     coded_losses,
-    direction_segments,
+    held_out_directions,
     save_figure,
     segment_losses,
     write_corpus,
@@ -245,7 +245,7 @@ def _losses(
 ) -> dict[str, dict[str, float]]:
     """The target loss of every model in every direction; the unconditional English model's (English targets
     only) and the byte-bigram model's beside them."""
-    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in config.directions()}
+    segments = held_out_directions(config)
     table: dict[str, dict[str, float]] = {}
     for name, model in models.items():
         table[name] = {f"{s}>{t}": segment_losses(model, segs).target for (s, t), segs in segments.items()}

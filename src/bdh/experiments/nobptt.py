@@ -26,7 +26,7 @@ from .common import (
     ExperimentConfig,
     Report,
     Runs,
-    direction_segments,
+    held_out_directions,
     save_figure,
     segment_losses,
     write_corpus,
@@ -124,11 +124,11 @@ def _text_arms(
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, list[tuple[int, float]]]]:
     """Both arms trained on the translation stream ``data``: the source and target losses of every direction
     (and the byte bigram's), and the arms' validation curves."""
-    segments = {d: direction_segments(*d, config.eval_segments, seed=config.seed) for d in config.directions()}
+    segments = held_out_directions(config)
     lang: dict[str, dict[str, dict[str, float]]] = {}
     curves: dict[str, list[tuple[int, float]]] = {}
+    sizes = (config.steps, config.batch_size, config.seq_len)
     for arm in ARMS:
-        sizes = (config.steps, config.batch_size, config.seq_len)
         result = _train_arm(arms, arm, "text", "translation stream", data, *sizes)
         curves[arm] = _curve(result.run_dir)
         lang[arm] = {}

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from .config import Config
 from .experiment import MARKER, choose_lr, describe_plan, prepare_resume, run
-from .fits import PowerLawFit, crossovers, fit_power_law
-from .ladder import MODELS, Rung, build_ladder, inference_cost, match_gpt, plan, train_flops_per_token
-from .verdict import BDH_BETTER, GPT_BETTER, TIE, UNDECIDED, Comparison, compare, decide, findings
+from .fits import crossovers, fit_power_law
+from .ladder import build_ladder, inference_cost, train_flops_per_token
+from .verdict import BDH_BETTER, GPT_BETTER, TIE, UNDECIDED, compare, decide, findings
 
 __all__ = [
     "BDH_BETTER",
     "GPT_BETTER",
     "MARKER",
-    "MODELS",
     "TIE",
     "UNDECIDED",
-    "Comparison",
     "Config",
-    "PowerLawFit",
-    "Rung",
     "build_ladder",
     "choose_lr",
     "compare",
@@ -34,8 +30,6 @@ __all__ = [
     "findings",
     "fit_power_law",
     "inference_cost",
-    "match_gpt",
-    "plan",
     "prepare_resume",
     "run",
     "train_flops_per_token",

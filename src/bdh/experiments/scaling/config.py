@@ -127,8 +127,7 @@ class Config(ExperimentConfig):
         self._check_sweep()
         if self.micro_batch_size is not None and self.batch_size % self.micro_batch_size:
             self._fail("micro_batch_size", f"{self.micro_batch_size} does not divide batch_size {self.batch_size}")
-        if not isinstance(self.device, str) or not self.device:
-            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+        self._check_device()
 
     def inputs(self) -> tuple[str, ...]:
         """The text file or folder of ``data`` (none for the embedded and synthetic corpora)."""

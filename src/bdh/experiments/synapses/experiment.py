@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bdh.experiments.common import QUICK, ModelSize, train_lm, write_corpus
+from bdh.experiments.common import QUICK, ExperimentConfig, train_lm, write_corpus
 from bdh.model import BDH
 from bdh.tasks.multilingual import LANGUAGES
 from bdh.typed_config import bounded
@@ -89,9 +89,7 @@ class Config(SynapseOptions):
             if getattr(self, name) not in langs:
                 self._fail(name, f"{getattr(self, name)!r} is not in the corpus pairs ({', '.join(sorted(langs))})")
 
-    @property
-    def size(self) -> ModelSize:
-        return ModelSize(self.n_layer, self.n_embd, self.n_head, self.n_neurons, self.dropout)
+    size = ExperimentConfig.size  # the model's `ModelSize`
 
     def options(self) -> SynapseOptions:
         """The analysis part of this config: its `SynapseOptions` fields."""
