@@ -132,8 +132,7 @@ class Config(ExperimentConfig):
             raise UserError(f"long-context.recall_distances: distances must be >= 1, got {self.recall_distances!r}")
         if self.cut_stride > self.seq_len:
             raise UserError(f"long-context.cut_stride: at most seq_len ({self.seq_len}), got {self.cut_stride}")
-        if not isinstance(self.device, str) or not self.device:
-            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+        self._check_device()
 
     @property
     def recipe_list(self) -> tuple[str, ...]:

@@ -8,25 +8,6 @@ from __future__ import annotations
 
 from .config import Config
 from .experiment import MARKER, describe_plan, parts, prepare_resume, run
-from .frontier import FrontierSweep
-from .lm import LMSweep, byte_unigram
-from .verdict import BETTER, WORSE, Verdict, compare, tally
-from .zoo import MODELS
+from .lm import byte_unigram
 
-__all__ = [
-    "BETTER",
-    "MARKER",
-    "MODELS",
-    "WORSE",
-    "Config",
-    "FrontierSweep",
-    "LMSweep",
-    "Verdict",
-    "byte_unigram",
-    "compare",
-    "describe_plan",
-    "parts",
-    "prepare_resume",
-    "run",
-    "tally",
-]
+__all__ = ["MARKER", "Config", "byte_unigram", "describe_plan", "parts", "prepare_resume", "run"]

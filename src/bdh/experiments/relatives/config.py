@@ -153,8 +153,7 @@ class Config(ExperimentConfig):
                 self._fail(name, f"give one or more values, none repeated; got {list(values)}")
         if self.lm_neurons % self.lm_width:
             self._fail("lm_neurons", f"{self.lm_neurons} is not a multiple of lm_width {self.lm_width}")
-        if not isinstance(self.device, str) or not self.device:
-            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+        self._check_device()
         self.frontier_sweep().validate()
         self.lm_sweep().validate()
 
