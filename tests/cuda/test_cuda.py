@@ -275,6 +275,31 @@ def test_the_triton_kernels_equal_the_recurrent_form_in_fp32(damped, with_state,
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_the_triton_kernels_with_a_chunk_state_every_r_chunks_equal_every_chunks():
+    """R = 2 and 4 (``state_stride``: the readers rebuild the states not kept) against R = 1, compiled, fp32 (TF32
+    off), 5 chunks (not a multiple of R), several tiles of N and D, damped, a carried state, BDH's shared keys."""
+    from bdh.model.kernels.triton.chunked import chunked_triton
+
+    q, _, v, s = attention_inputs(B=2, H=3, T=300, N=200, D=96, with_state=True, device=GPU)
+    q, v, s = q.float(), v.float(), s.float()
+    log_u = torch.tensor([0.9, 0.5, 0.999], device=GPU).log()
+    results = {}
+    for stride in (1, 2, 4):
+        leaves = [t.clone().requires_grad_() for t in (q, v, s)]
+        out, state = chunked_triton(
+            leaves[0], leaves[0], leaves[1], chunk_size=64, log_u=log_u, state=leaves[2], need_state=True,
+            state_stride=stride,
+        )  # fmt: skip
+        w = torch.linspace(-1, 1, out.numel(), device=GPU).view_as(out)
+        ((out * w).sum() + state.square().sum()).backward()
+        results[stride] = [out.detach(), state.detach(), *(t.grad for t in leaves)]
+    for stride in (2, 4):
+        for got, ref in zip(results[stride], results[1]):
+            # a rebuilt state is the same fp32 sums in the same order, up to the compiler fusing them (FMA): ~1e-6
+            assert rel_err(got, ref) < 1e-4
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_the_triton_kernels_under_bf16_autocast_stay_as_close_to_fp32_as_the_lean_form():
     from bdh.model.kernels.triton.chunked import chunked_triton
 
