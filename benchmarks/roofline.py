@@ -22,8 +22,9 @@ y = ReLU(z) x formed with its dropout mask (a counter-based generator) in the pr
 gate's and dropout's backward in the epilogue of the matmul that produces dy, RoPE's and ReLU's backward and the sum
 with the gate's dx in the epilogue of the attention's key-gradient kernel; the attention kernels as today.
 ``--state-stride R`` adds a row: the fused step whose attention kernels keep a chunk state at every R-th chunk
-boundary only (a design, not built: each kernel that reads a state rebuilds the one it needs from the last kept one
-with up to R - 1 chunk updates, K^T V over those chunks' tokens), so every pass's state bytes are divided by R; the
+boundary only (`triton.chunked`'s ``state_stride``, not yet measured: each kernel that reads a state rebuilds the
+one it needs from the last kept one with up to R - 1 chunk updates, K^T V over those chunks' tokens), so every
+pass's state bytes are divided by R; the
 rebuilds' FLOPs (on average (R - 1) n D per token and state read) are not counted, as the recomputed scan's are not:
 at R = 2 the attention passes stay below the ridge point. Assumed: a Triton program's tile of q, k or a chunk state
 read by the D / BD programs of one chunk comes from L2 (counted once), and each kernel reaches the bandwidth given.
