@@ -262,6 +262,19 @@ class SideLosses:
     def to_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def of(cls, sums: Sequence[float], counts: Sequence[int]) -> SideLosses:
+        """The means of the loss ``sums`` over the ``counts`` of each side (index 1 source, 2 target)."""
+        return cls(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
+
+
+def _add_sides(sums: list[float], counts: list[int], nll: Any, code: Any) -> None:
+    """Add the losses ``nll`` of each side (``code`` 1 source, 2 target; tensors or arrays) to ``sums``/``counts``."""
+    for side in (1, 2):
+        m = code == side
+        sums[side] += float(nll[m].sum())
+        counts[side] += int(m.sum())
+
 
 def _side_masks(segments: Sequence[tuple[str, str, str, str]]) -> tuple[list[bytes], list[np.ndarray]]:
     """Per segment: its bytes, and a code per predicted position (0 delimiter, 1 source, 2 target); position ``i``
@@ -305,11 +318,7 @@ def coded_losses(
             nll = F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
             ).view_as(y)
-            valid = y != IGNORE_INDEX
-            for side in (1, 2):
-                m = valid & (c == side)
-                sums[side] += float(nll[m].sum())
-                counts[side] += int(m.sum())
+            _add_sides(sums, counts, nll, torch.where(y != IGNORE_INDEX, c, 0))
     finally:
         model.train(was)
     return sums, counts
@@ -322,7 +331,7 @@ def segment_losses(
     if not segments:
         raise UserError("segment_losses: no segments")
     sums, counts = coded_losses(model, *_side_masks(segments), batch_size=batch_size)
-    return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
+    return SideLosses.of(sums, counts)
 
 
 class BigramModel:
@@ -346,17 +355,8 @@ class BigramModel:
         sums, counts = [0.0, 0.0, 0.0], [0, 0, 0]
         for d, code in zip(datas, codes, strict=True):
             arr = np.frombuffer(d, dtype=np.uint8)
-            nll = -self.logp[arr[:-1], arr[1:]]
-            for side in (1, 2):
-                m = code == side
-                sums[side] += float(nll[m].sum())
-                counts[side] += int(m.sum())
-        return SideLosses(sums[1] / max(counts[1], 1), sums[2] / max(counts[2], 1), counts[1], counts[2])
-
-
-def bigram_loss(train_bytes: bytes, segments: Sequence[tuple[str, str, str, str]]) -> SideLosses:
-    """The bigram reference of section 7.2: a bigram model of ``train_bytes`` scored on ``segments``."""
-    return BigramModel(train_bytes).losses(segments)
+            _add_sides(sums, counts, -self.logp[arr[:-1], arr[1:]], code)
+        return SideLosses.of(sums, counts)
 
 
 # ------------------------------------------------------------------------------------------ report

@@ -157,8 +157,7 @@ class Config(ExperimentConfig):
                 self._fail(name, "sets the training at T after a curriculum's short phase: give short_steps > 0 too")
         if self.width % self.n_head:
             self._fail("width", f"{self.width} is not a multiple of n_head ({self.n_head})")
-        if not isinstance(self.device, str) or not self.device:
-            self._fail("device", f"must be a device name such as cpu or cuda, got {self.device!r}")
+        self._check_device()
         for path in self.text_models:
             if not (Path(path) / "config.json").is_file():
                 self._fail("text_models", f"{path} is not a model folder (no config.json)")
