@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 
@@ -141,3 +142,15 @@ def test_the_main_job_s_time_in_the_help_is_its_time_budget(capsys):
     (train,) = [parser for words, parser in COMMANDS if words == ("train",)]
     assert f"(about {int(minutes)} minutes on a 2-core CPU)" in " ".join(train.format_help().split())
     assert any(f"~{int(minutes)} min on 2 cores" in line for line in EXAMPLES["bdh"])
+
+
+def test_every_config_file_an_example_names_ships_with_the_project():
+    """An example that names a file under configs/ names one the project has (one named configs/mqar.yaml, gone)."""
+    from pathlib import Path
+
+    from bdh.cli.examples import EXAMPLES
+
+    root = Path(__file__).resolve().parents[2]
+    named = {m for lines in EXAMPLES.values() for line in lines for m in re.findall(r"configs/[\w.-]+\.ya?ml", line)}
+    assert named, "no example names a config file"
+    assert [p for p in sorted(named) if not (root / p).is_file()] == []

@@ -21,7 +21,7 @@ EXAMPLES: dict[str, list[str]] = {
     "bdh train": [
         "bdh train                                   # the main job",
         "bdh train --set train.max_steps=200 --set model.n_layer=2   # a short run",
-        "bdh train configs/mqar.yaml --print-config  # check a config without training",
+        "bdh train configs/text-tbptt.yaml --print-config  # check a config without training",
         "bdh train --resume runs/<timestamp>          # continue (after Ctrl-C, or --set train.max_steps=M to extend)",
         "torchrun --nproc_per_node=2 -m bdh train    # data-parallel",
         "torchrun --nproc_per_node=2 -m bdh train --set train.parallel=fsdp   # weights and optimiser state sharded",
