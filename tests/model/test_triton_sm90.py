@@ -1,5 +1,5 @@
 """The delta rule's, the gate's and the generation step's Triton kernels (`bdh.model.kernels.triton.delta_jit`,
-`gate_jit`, `step_jit`) compiled the way a
+`gate_jit`, `step_jit`, `encode_step_jit`) compiled the way a
 launch on an H100 / H200 would (sm_90) at paper size (N = 8,192, D = 256, chunks of 64, bf16), in a process of its own
 without the interpreter, within Hopper's shared memory, and ptxas (-v) reporting no register spilled. The
 interpreter does not compile: this does. (The chunked attention's kernels with a chunk state every 2 or 4 chunks
@@ -20,13 +20,15 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 from bdh.model.kernels.triton import chunked_jit as A, delta_jit as K, gate_jit as G, step_jit as S
+from bdh.model.kernels.triton import encode_step_jit as E
 from bdh.model.kernels.triton.chunked import NUM_WARPS, _plan as attention_plan, grad_keys_constants
 from bdh.model.kernels.triton.delta import _plan
-from bdh.model.kernels.triton import gate, step
+from bdh.model.kernels.triton import encode_step, gate, step
 
 POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
 LOW = {"q_ptr", "k_ptr", "v_ptr", "out_ptr", "dq_ptr", "dk_ptr"}  # in the inputs' dtype; every other tensor in ACC
 STEP_LOW = {"q_ptr", "k_ptr", "v_ptr"}  # the generation step: the state, its partial reads and u in fp32
+ENCODE_LOW = {"v_ptr", "w_ptr", "x_ptr", "xr_ptr"}  # the generation step's encoder: the RoPE tables in fp32
 PTXAS = get_ptxas(90).path  # the ptxas Triton compiles sm_90 with (run below with its register allocation flag)
 spilled = []
 STRIDES = [int(r) for r in sys.argv[2:]]  # the chunked attention's chunk-state strides R to compile (instead)
@@ -36,6 +38,8 @@ for name in sys.argv[1:2]:
                  torch.empty(2, 1, 2048, 256, dtype=dtype, device="meta"), 64)
     x, acc = POINTER[dtype], POINTER[plan.acc]
     drop, p = dict(BLOCK=gate.BLOCK, ACC=tl.float32, DROP=True), {"p": "fp32"}
+    # the generation step's encoder at its largest tile (a batch of 64 or more; batch 1 takes 16 rows)
+    encoder = encode_step._plan(dtype, 64, 4096, 256, encode_step.TILES).constants()
     # the chunked attention's kernels with a chunk state every R chunks (R = 1: tests/model/test_chunked_triton.py),
     # at their own plan's tiles, damped, BDH's shared keys; the carried states and log u in fp32
     a_plan = attention_plan(torch.empty(2, 4, 2048, 8192, dtype=dtype, device="meta"),
@@ -62,12 +66,14 @@ for name in sys.argv[1:2]:
         (G.gate_kernel, drop, p, gate.NUM_WARPS),
         (G.gate_backward_kernel, drop, p, gate.NUM_WARPS),
         (S.step_kernel, dict(SHARED=True, HAS_U=True, BN=step.BN, BD=64), {}, step.NUM_WARPS),
+        (E.encode_step_kernel, encoder, {}, encode_step.NUM_WARPS),
     ]
     kernels = strided or kernels  # with strides given, the chunked attention's kernels only
     for fn, own, scalars, warps in kernels:
         names = fn.arg_names
         constants = {n: v for n, v in {**plan.constants(), **own}.items() if n in names}
-        low = {"delta_jit": LOW, "step_jit": STEP_LOW}.get(fn.__module__.rsplit(".", 1)[-1])
+        own_low = {"delta_jit": LOW, "step_jit": STEP_LOW, "encode_step_jit": ENCODE_LOW}
+        low = own_low.get(fn.__module__.rsplit(".", 1)[-1])
         low = set(n for n in names if n.endswith("_ptr")) if low is None else low
         pointer = {n: x if n in low else acc for n in names if n.endswith("_ptr")}
         signature = {n: "constexpr" if n in constants else scalars.get(n, pointer.get(n, "i32")) for n in names}
@@ -93,7 +99,7 @@ print("compiled")
 
 def test_the_kernels_compile_for_hopper_without_spilling():
     """Every kernel of a bf16 training step (the delta rule forward and backward, the gate with dropout), and the
-    generation step's (bf16 queries, fp32 state)."""
+    generation step's (bf16 queries, fp32 state) and its encoder with RoPE (bf16, fp32 tables)."""
     print(compile_without_interpreter(AHEAD_OF_TIME, "bfloat16"))
 
 

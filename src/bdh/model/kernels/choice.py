@@ -55,8 +55,9 @@ class Choice:
     # where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer`` (stored
     # (H, B, T, N), `Kernels.heads`).
     layout: str
-    # ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`) or ``heads-relu`` (the per-head product, then
-    # ReLU: `Kernels.heads`, `Kernels.relu_rope`).
+    # ``triton`` (x = ReLU(v Dx) in one Triton matmul, `triton.encode`), ``step-triton`` (one token: x and its
+    # interleaved RoPE in one Triton kernel, `triton.encode_step`; other rotations after `triton.encode`'s kernel) or
+    # ``heads-relu`` (the per-head product, then ReLU: `Kernels.heads`, `Kernels.relu_rope`).
     encode: str
     # log_u, causal, chunk_size: the damping, the direction and the chunk of the attention.
     log_u: torch.Tensor | None = field(repr=False, compare=False)
@@ -132,6 +133,7 @@ def choose(
         ("read_in",   "per-head",         True),                                          # dispatch.py
         ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # dispatch.py
         ("layout",    "head-major",       True),                                          # dispatch.py
+        ("encode",    "step-triton",      mode == "recurrent" and p.inplace and use_triton(device)),  # encode_step.py
         ("encode",    "triton",           use_triton(device) and autograd),               # triton/encode.py
         ("encode",    "heads-relu",       True),                                          # dispatch.py
     ]  # fmt: skip

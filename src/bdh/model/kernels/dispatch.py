@@ -31,6 +31,7 @@ from .pytorch.state_rules import FORMS as STATE_RULE_FORMS
 from .triton import chunked as _triton
 from .triton import delta as _triton_delta
 from .triton import encode as _triton_encode
+from .triton import encode_step as _triton_encode_step
 from .triton import gate as _triton_gate
 from .triton import read_in as _triton_read_in
 from .triton import step as _triton_step
@@ -84,7 +85,7 @@ def bind(c: Choice, tables: tuple[Tensor | None, Tensor | None]) -> Kernels:
         tables=tables,
         rotate=rotate,
         relu_rope=relu_rope,
-        encode=_encode(c, heads, relu_rope, rotate),
+        encode=_encode(c, heads, relu_rope, rotate, tables),
         attend=_pass_options(ATTENTION[c.attention](c), c),  # the table's name -> the kernel
         gate=gate,
         activate=_activate(c),
@@ -120,13 +121,15 @@ def _relu_rope(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callabl
     return relu_rope_native
 
 
-def _encode(c: Choice, heads, relu_rope, rotate) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
+def _encode(c: Choice, heads, relu_rope, rotate, tables) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """(v, W) -> (x, R x), x = ReLU(v W) per head (`Kernels.encode`); ``triton`` where the kernel takes the tensors
-    (`triton.encode.takes`), else the per-head product and ``relu_rope``."""
+    (`triton.encode.takes`), ``step-triton`` (`_encode_step`), else the per-head product and ``relu_rope``."""
 
     def encode(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
         return relu_rope(heads(v, W))
 
+    if c.encode == "step-triton":
+        return _encode_step(c, encode, rotate, tables)
     if c.encode != "triton":
         return encode
 
@@ -137,6 +140,23 @@ def _encode(c: Choice, heads, relu_rope, rotate) -> Callable[[Tensor, Tensor], t
         return x, rotate(x)
 
     return encode_triton
+
+
+def _encode_step(c: Choice, encode, rotate, tables) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """The generation step's encoder: x and its interleaved RoPE (``rope``) in one kernel where it takes the tensors
+    (`triton.encode_step.takes`: one token, no autograd); other rotations (or none) after `triton.encode`'s kernel;
+    else ``encode``."""
+    cos, sin = tables if c.positional == "rope" else (None, None)
+
+    def encode_step(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
+        if _triton_encode_step.takes(v, W, cos, sin):
+            return _triton_encode_step.encode_step_triton(v, W, cos, sin)
+        if c.positional == "rope" or not _triton_encode.takes(v, W):
+            return encode(v, W)
+        x = _triton_encode.encode_triton(v, W)
+        return x, rotate(x)
+
+    return encode_step
 
 
 # ---------------------------------------------------------------------- attention
