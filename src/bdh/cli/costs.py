@@ -15,7 +15,7 @@ EXPERIMENTS = {
 }
 
 #: ``bdh bench SUITE``: its CPU default
-SUITES = {"recall": "about 27 min", "boardpath": "about 14 min", "sudoku": "about 45 min (estimated)"}
+SUITES = {"recall": "about 27 min", "boardpath": "about 14 min", "sudoku": "about 40 min"}
 
 
 def with_cost(kind: str, name: str, text: str) -> str:
