@@ -55,8 +55,8 @@ class SudokuSweep(BoardSweep):
 
     suite = "sudoku"
 
-    # The CPU default (docs/bench.md, the ladder as measured): the recurrent recipe, 1,000 steps, on 2,000 boards over the ladder's givens, augmented;
-    # one width and learning rate; every rung scored and swept to 1,024 passes.
+    # The CPU default (docs/bench.md, the ladder as measured): the recurrent recipe, 1,000 steps, on 2,000 boards
+    # over the ladder's givens, augmented; one width and learning rate; every rung scored and swept to 1,024 passes.
     widths: tuple[int, ...] = redefault(BoardSweep, "widths", (32,))
     lrs: tuple[float, ...] = redefault(BoardSweep, "lrs", (3e-3,))
     steps: int = redefault(BoardSweep, "steps", 1000)
