@@ -90,6 +90,11 @@ def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = recall_gap_parser(__doc__.splitlines()[0], [1024, 4096])
+    parser.epilog = (
+        "CPU cost (docs/long-context.md, one thread on a shared 2-core machine): one pass of --sequences x LENGTH "
+        "tokens per column and length, 2.5-4.5 min a column at 16,384 x 64; it grows with LENGTH x --sequences x "
+        "the columns (8.8 min for 262,144 and 1,048,576 at 16 sequences, --columns top1, two threads)"
+    )
     parser.add_argument("--top1-head", type=int, default=-1, help="the head of the top-1 column (default: the last)")
     parser.add_argument(
         "--columns",

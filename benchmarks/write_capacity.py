@@ -90,7 +90,12 @@ def mean_cosine(kind: str, args) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.splitlines()[0])
+    parser = Parser(
+        description=__doc__.splitlines()[0],
+        epilog="CPU cost (docs/long-context.md, one thread on a shared 2-core machine): 3.2-8.7 min for --facts 8 64 "
+        "--fillers 0 1024 16384 --trials 16 with 2-4 --kinds; it grows with the facts + fillers written x --trials x "
+        "the kinds",
+    )
     parser.add_argument("--facts", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--fillers", type=int, nargs="+", default=[0, 1024, 16384])
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))

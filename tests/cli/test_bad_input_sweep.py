@@ -900,6 +900,62 @@ for id, sets, name, also in (
     case(f"before-training-length-{id}", "before-training", f"{LENGTH} {sets}", name, also=also, needs=tuple(named))
 
 
+# ------------------------------------------------------------------------------------ the capacity map's new options
+# every option the capacity map added (the length experiment's facts axis and zoo sizing, the delta rule's write
+# options, inspect --recall/--pairs) fed a bad value through the command line: one line naming it. A table of its
+# own (not a kind of the sweep's counts above); each case is cheap: refused before any work.
+OPTIONS = CaseTable()
+DELTA = f"train {' '.join(TINY)} {PC} --set model.state_write=delta --set"
+for id, argv, name, also in (
+    ("facts-zero", f"{LENGTH} facts=[0]", "length.facts", (">= 1",)),
+    ("facts-word", f"{LENGTH} facts=[x]", "length.facts", ("'x'",)),
+    ("facts-repeated", f"{LENGTH} facts=[2,2]", "length.facts", ("repeated",)),
+    ("facts-past-the-vocabulary", f"{LENGTH} facts=[100]", "length.facts", ("recall_vocab",)),
+    ("facts-without-recall", f"{LENGTH} tasks=[induction] --set facts=[4]", "length.facts", ("recall_gap",)),
+    ("facts-read-zero", f"{LENGTH} facts_read=[0]", "length.facts_read", (">= 1",)),
+    ("facts-read-repeated", f"{LENGTH} facts_read=[4,4]", "length.facts_read", ("repeated",)),
+    ("facts-read-past-the-vocabulary", f"{LENGTH} facts_read=[100]", "length.facts_read", ("recall_vocab",)),
+    ("facts-read-without-recall", f"{LENGTH} tasks=[induction] --set facts_read=[4]", "length.facts_read", ()),
+    ("zoo-match-unknown", f"{LENGTH} zoo_match=states", "length.zoo_match", ("params, state",)),
+    ("zoo-match-list", f"{LENGTH} zoo_match=[state]", "length.zoo_match", ("string",)),
+    ("write-topk-zero", f"{DELTA} model.write_topk=0", "model.write_topk", (">= 1",)),
+    ("write-topk-past-the-neurons", f"{DELTA} model.write_topk=1000", "write_topk", ("neurons per head",)),
+    ("write-topk-signed", f"{DELTA} model.write_topk=2 --set model.write_keys=signed", "write_topk", ("unit",)),
+    ("write-topk-without-delta", f"train {' '.join(TINY)} {PC} --set model.write_topk=2", "write_topk", ("delta",)),
+    ("write-keys-unknown", f"{DELTA} model.write_keys=positive", "model.write_keys", ("centred, signed",)),
+    (
+        "write-keys-centred-without-delta",
+        f"train {' '.join(TINY)} {PC} --set model.write_keys=centred",
+        "write_keys",
+        (),
+    ),
+    ("write-keys-signed-without-delta", f"train {' '.join(TINY)} {PC} --set model.write_keys=signed", "write_keys", ()),
+    ("write-gate-annealed-alone", f"{DELTA} model.write_gate=annealed", "gate_anneal_steps", ("both",)),
+    (
+        "write-gate-annealed-without-delta",
+        f"train {' '.join(TINY)} {PC} --set model.write_gate=annealed",
+        "write_gate",
+        (),
+    ),
+    ("gate-anneal-steps-zero", f"{DELTA} model.write_gate=annealed --set model.gate_anneal_steps=0", "gate_anneal", ()),
+    ("gate-anneal-steps-fraction", f"{DELTA} model.write_gate=annealed --set model.gate_anneal_steps=1.5", "1.5", ()),
+    ("gate-anneal-steps-alone", f"{DELTA} model.gate_anneal_steps=100", "gate_anneal_steps", ("annealed",)),
+    ("recall-too-short", f"inspect {BDH_A} --recall 3", "--recall", ()),
+    ("recall-word", f"inspect {BDH_A} --recall long", "--recall", ("long",)),
+    ("recall-no-room-for-the-pairs", f"inspect {BDH_A} --recall 40 --pairs 16", "--pairs", ()),
+    ("pairs-zero", f"inspect {BDH_A} --recall 1024 --pairs 0", "--pairs", ()),
+    ("pairs-huge", f"inspect {BDH_A} --recall 1024 --pairs {2**64}", "--pairs", ()),
+):
+    OPTIONS.case(f"capacity-map-{id}", "value", argv, name, also=also)
+
+
+@pytest.mark.parametrize("case", OPTIONS.cases, ids=[c.id for c in OPTIONS.cases])
+def test_the_capacity_map_s_options_refuse_bad_values_in_one_line(
+    case: Case, sweep_pristine: Path, tmp_path: Path, monkeypatch, capsysbinary
+):
+    run_case(case, sweep_pristine, tmp_path / "case", monkeypatch, capsysbinary)
+
+
 def _assert(cond: bool, message: object) -> None:
     assert cond, message
 

@@ -121,6 +121,8 @@ EXAMPLES: dict[str, list[str]] = {
         "bdh experiment length --out runs/length --resume        # continue: finished trainings and reads are kept",
         "bdh experiment length --set models=[bdh] --set seeds=[0] --set max_length=1048576 --out runs/length-bdh",
         "bdh experiment length --set text_models=[runs/shakespeare/best] --out runs/length-text",
+        "bdh experiment length --set tasks=[recall_gap] --set facts=[1,8] --set facts_read=[16,64] --out runs/map",
+        "bdh experiment length --set zoo_match=state --out runs/length-state   # the zoo at BDH's state size",
     ],
     "bdh synapses": [
         "bdh synapses runs/en-es --concept currency",

@@ -58,7 +58,8 @@ class Config(ExperimentConfig):
     gpt_positional: str = one_of("rope", ("rope", "none"))
     # how the zoo rows are sized to BDH: ``params`` (its parameter count), or ``state``: DeltaNet, Gated DeltaNet, GLA
     # and Mamba at BDH's width with the key width whose state per layer is nearest BDH's (`bdh.bench.state_match`;
-    # their parameters as they fall), the other rows by parameters still.
+    # their parameters as they fall), the other rows by parameters still. CPU cost: not timed; at the recall recipe the
+    # four rows have 2-3x BDH's parameters (docs/long-context.md, "The zoo at BDH's state size").
     zoo_match: str = one_of("params", ("params", "state"))
     # steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
     steps: int = bounded(700, ge=1)
@@ -73,11 +74,14 @@ class Config(ExperimentConfig):
     recall_pairs: int = bounded(8, ge=1)
     recall_gap_max: int = bounded(32, ge=0)
     # the capacity map's trained counts: one recall_gap run per D given (in place of ``recall_pairs``); empty:
-    # ``recall_pairs`` alone (`facts.py`).
+    # ``recall_pairs`` alone (`facts.py`). CPU cost: one training each, 58 min for the recall recipe on one thread
+    # of a shared machine (docs/long-context.md, the capacity map).
     facts: tuple[int, ...] = bounded((), ge=1)
     # the counts D every recall_gap run is also read at, besides its own (fewer facts, or more than it was trained on);
     # a length with no room for 4D tokens is not read. Each count is one more read form: the reads cost
-    # 1 + len(facts_read) times a plain run's (``--show-config`` times it on the machine).
+    # 1 + len(facts_read) times a plain run's (``--show-config`` times it on the machine): measured, 25 min to 4,096
+    # for 7 counts with hard_reads, 7.0 min for 2 counts at 16,384 alone, 45 min for one count at 2^20 alone (64
+    # sequences, hard_reads; one thread, docs/long-context.md).
     facts_read: tuple[int, ...] = bounded((), ge=1)
     # sequences of each fixed test set (one per task and length).
     test_sequences: int = bounded(64, ge=64, le=2**16, why="every test set is read whole at every length")
