@@ -29,13 +29,17 @@ NO_KERNEL = {
 }  # fmt: skip
 
 
-#: the paths counted: the kernels chosen without Triton; CUDA's with Triton but the encoder of before
-#: `triton.encode_step` (the state step's and the gate's kernels only); CUDA's with Triton
+#: the paths counted: the kernels chosen without Triton; CUDA's with Triton without the one-token encoder and
+#: read-in (`triton.encode_step`, `triton.read_in_step`: the state step's and the gate's kernels only); with the
+#: encoder; with both
 PATHS = {
     "today": "without Triton (BDH_TRITON=0, the CPU)",
     "step-only": "Triton: the state step and the gate",
-    "triton": "Triton: and the encoder with RoPE",
+    "encoder": "Triton: and the encoder with RoPE",
+    "triton": "Triton: and the gate with E y",
 }
+#: the one-token kernels each path turns off (their ``takes`` refusing)
+OFF = {"today": (), "step-only": ("encode_step", "read_in_step"), "encoder": ("read_in_step",), "triton": ()}
 
 
 class _Calls(TorchDispatchMode):
@@ -60,13 +64,15 @@ def count(n_layer: int, path: str, positional: str, damped: bool) -> tuple[Count
 
     import bdh.model.kernels.choice as choice
     import bdh.model.kernels.triton.encode_step as encode_step
+    import bdh.model.kernels.triton.read_in_step as read_in_step
     from bdh.model import BDH, BDHConfig
 
     torch.manual_seed(0)
     damping = dict(damping=(0.9, 0.8)) if damped else {}
     config = BDHConfig(n_layer=n_layer, n_embd=16, n_head=2, n_neurons=64, positional=positional, **damping)
     original, launch, launches, mode = choice.use_triton, InterpretedFunction.run, [], _Calls()
-    takes = encode_step.takes
+    modules = {"encode_step": encode_step, "read_in_step": read_in_step}
+    takes = {name: module.takes for name, module in modules.items()}
 
     def counted(self, *args, **kwargs):
         launches.append(self.fn.__name__)
@@ -77,7 +83,8 @@ def count(n_layer: int, path: str, positional: str, damped: bool) -> tuple[Count
             mode.paused = False
 
     choice.use_triton = lambda device: path != "today"
-    encode_step.takes = takes if path == "triton" else (lambda *args: False)
+    for name in OFF[path]:
+        modules[name].takes = lambda *args: False
     InterpretedFunction.run = counted
     try:
         dec = BDH(config).decoder(1, temperature=0)
@@ -87,7 +94,9 @@ def count(n_layer: int, path: str, positional: str, damped: bool) -> tuple[Count
         with torch.no_grad(), mode:
             dec.step()
     finally:
-        choice.use_triton, InterpretedFunction.run, encode_step.takes = original, launch, takes
+        choice.use_triton, InterpretedFunction.run = original, launch
+        for name, module in modules.items():
+            module.takes = takes[name]
     return mode.calls, launches
 
 

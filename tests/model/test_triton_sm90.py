@@ -1,5 +1,5 @@
 """The delta rule's, the gate's and the generation step's Triton kernels (`bdh.model.kernels.triton.delta_jit`,
-`gate_jit`, `step_jit`, `encode_step_jit`) compiled the way a
+`gate_jit`, `step_jit`, `encode_step_jit`, `read_in_step_jit`) compiled the way a
 launch on an H100 / H200 would (sm_90) at paper size (N = 8,192, D = 256, chunks of 64, bf16), in a process of its own
 without the interpreter, within Hopper's shared memory, and ptxas (-v) reporting no register spilled. The
 interpreter does not compile: this does. (The chunked attention's kernels with a chunk state every 2 or 4 chunks
@@ -20,15 +20,17 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 from bdh.model.kernels.triton import chunked_jit as A, delta_jit as K, gate_jit as G, step_jit as S
-from bdh.model.kernels.triton import encode_step_jit as E
+from bdh.model.kernels.triton import encode_step_jit as E, read_in_step_jit as R
 from bdh.model.kernels.triton.chunked import NUM_WARPS, _plan as attention_plan, grad_keys_constants
 from bdh.model.kernels.triton.delta import _plan
-from bdh.model.kernels.triton import encode_step, gate, step
+from bdh.model.kernels.triton import encode_step, gate, read_in_step, step
 
 POINTER = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.float64: "*fp64"}
 LOW = {"q_ptr", "k_ptr", "v_ptr", "out_ptr", "dq_ptr", "dk_ptr"}  # in the inputs' dtype; every other tensor in ACC
 STEP_LOW = {"q_ptr", "k_ptr", "v_ptr"}  # the generation step: the state, its partial reads and u in fp32
 ENCODE_LOW = {"v_ptr", "w_ptr", "x_ptr", "xr_ptr"}  # the generation step's encoder: the RoPE tables in fp32
+READ_IN_LOW = {"z_ptr", "x_ptr"}  # the generation step's read-in: E fp32 (autocast's weight), its partial sums fp32
+OWN_LOW = {"delta_jit": LOW, "step_jit": STEP_LOW, "encode_step_jit": ENCODE_LOW, "read_in_step_jit": READ_IN_LOW}
 PTXAS = get_ptxas(90).path  # the ptxas Triton compiles sm_90 with (run below with its register allocation flag)
 spilled = []
 STRIDES = [int(r) for r in sys.argv[2:]]  # the chunked attention's chunk-state strides R to compile (instead)
@@ -67,13 +69,13 @@ for name in sys.argv[1:2]:
         (G.gate_backward_kernel, drop, p, gate.NUM_WARPS),
         (S.step_kernel, dict(SHARED=True, HAS_U=True, BN=step.BN, BD=64), {}, step.NUM_WARPS),
         (E.encode_step_kernel, encoder, {}, encode_step.NUM_WARPS),
+        (R.read_in_step_kernel, dict(BK=read_in_step.BK, BD=64, ACC=tl.float32), {}, read_in_step.NUM_WARPS),
     ]
     kernels = strided or kernels  # with strides given, the chunked attention's kernels only
     for fn, own, scalars, warps in kernels:
         names = fn.arg_names
         constants = {n: v for n, v in {**plan.constants(), **own}.items() if n in names}
-        own_low = {"delta_jit": LOW, "step_jit": STEP_LOW, "encode_step_jit": ENCODE_LOW}
-        low = own_low.get(fn.__module__.rsplit(".", 1)[-1])
+        low = OWN_LOW.get(fn.__module__.rsplit(".", 1)[-1])
         low = set(n for n in names if n.endswith("_ptr")) if low is None else low
         pointer = {n: x if n in low else acc for n in names if n.endswith("_ptr")}
         signature = {n: "constexpr" if n in constants else scalars.get(n, pointer.get(n, "i32")) for n in names}
@@ -99,7 +101,8 @@ print("compiled")
 
 def test_the_kernels_compile_for_hopper_without_spilling():
     """Every kernel of a bf16 training step (the delta rule forward and backward, the gate with dropout), and the
-    generation step's (bf16 queries, fp32 state) and its encoder with RoPE (bf16, fp32 tables)."""
+    generation step's (bf16 queries, fp32 state), its encoder with RoPE (bf16, fp32 tables) and its gated read-in
+    (bf16 z and x, fp32 E)."""
     print(compile_without_interpreter(AHEAD_OF_TIME, "bfloat16"))
 
 

@@ -49,8 +49,9 @@ class Choice:
     # the dropout masks, ``none``, ``in-gate`` (drawn by our generators and applied in the gate, `pytorch.dropout`) or
     # ``torch`` (``F.dropout`` on y).
     masks: str
-    # ``per-head``, ``sparse`` or ``gated-triton`` (the gate and E y in one Triton product, `triton.read_in`: y never
-    # written, its masks drawn inside).
+    # ``per-head``, ``sparse``, ``gated-triton`` (the gate and E y in one Triton product, `triton.read_in`: y never
+    # written, its masks drawn inside) or ``step-triton`` (the same for one token without dropout, the rows of E
+    # split over programs, `triton.read_in_step`).
     read_in: str
     # where the per-head products keep the (B, H, T, N) tensors z and y: ``head-major`` or ``heads-outer`` (stored
     # (H, B, T, N), `Kernels.heads`).
@@ -107,6 +108,7 @@ def choose(
     fixed = not (state_rule == "learned" and autograd)  # U does not train: the shared-keys, lean, Triton kernels hold
     stateless = fixed and not (p.carried or p.need_state or p.detach_kv)  # no state in or out, keys not detached
     in_gate = dropout_rng == "auto" and cpu and not p.hooked and (loops or eager)  # with the loops: drawn inside them
+    step = mode == "recurrent" and p.inplace and use_triton(device)  # the generation step on CUDA (triton/*_step.py)
     rows = [
         # step        kernel              when (a step takes its first row that holds)     lives in
         ("relu_rope", "native",           loops and positional != "none"),                # cpu/ops.py
@@ -129,20 +131,20 @@ def choose(
         ("masks",     "in-gate",          in_gate),                                       # pytorch/dropout.py
         ("masks",     "torch",            True),                                          # F.dropout
         ("read_in",   "sparse",           mode == "sparse"),                              # pytorch/sparse.py
+        ("read_in",   "step-triton",      step and not p.hooked and not (training and dropout > 0)),  # read_in_step
         ("read_in",   "gated-triton",     use_triton(device) and autograd and not p.hooked),  # triton/read_in.py
         ("read_in",   "per-head",         True),                                          # dispatch.py
         ("layout",    "heads-outer",      loops and autograd and not p.hooked),           # dispatch.py
         ("layout",    "head-major",       True),                                          # dispatch.py
-        ("encode",    "step-triton",      mode == "recurrent" and p.inplace and use_triton(device)),  # encode_step.py
+        ("encode",    "step-triton",      step),                                          # encode_step.py
         ("encode",    "triton",           use_triton(device) and autograd),               # triton/encode.py
         ("encode",    "heads-relu",       True),                                          # dispatch.py
     ]  # fmt: skip
     chosen = {step: kernel for step, kernel, holds in reversed(rows) if holds}  # reversed: the first that holds wins
     chosen.update(need_state=p.need_state, inplace=p.inplace, detach_kv=p.detach_kv, mask=p.mask)  # the pass's
     chosen.update(log_u=log_u, causal=causal, chunk_size=chunk_size, dropout=dropout, state_rule=state_rule)
-    chosen.update(query_keys=query_keys)
     rope = rope_impl(positional)  # complex (rope), fused (rope-standard), plain when compiling
-    return Choice(positional=positional, rope=rope, **chosen)
+    return Choice(positional=positional, rope=rope, query_keys=query_keys, **chosen)
 
 
 def check(p: Pass, causal: bool, log_u, state_rule: str = "plain") -> None:

@@ -34,6 +34,7 @@ from .triton import encode as _triton_encode
 from .triton import encode_step as _triton_encode_step
 from .triton import gate as _triton_gate
 from .triton import read_in as _triton_read_in
+from .triton import read_in_step as _triton_read_in_step
 from .triton import step as _triton_step
 
 Tensor = torch.Tensor
@@ -67,7 +68,8 @@ class Kernels:
     # ``in-gate`` masks to the product, n / D times smaller than y.
     read_in: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     # (z, x, E) -> read_in(gate(z, x), E) with y formed inside the product (``gated-triton``, `triton.read_in`; the
-    # pass's dropout drawn there), or None: the layer calls ``gate``, then ``read_in``.
+    # pass's dropout drawn there; ``step-triton``: one token, no dropout, `triton.read_in_step`), or None: the layer
+    # calls ``gate``, then ``read_in``.
     gated_read_in: Callable[[Tensor, Tensor, Tensor], Tensor] | None = field(repr=False)
 
     def at(self, tables: tuple[Tensor, Tensor]) -> Kernels:
@@ -387,6 +389,8 @@ def _read_in(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
 def _gated_read_in(c: Choice, gate, read_in) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
     """E (ReLU(z) * x) in one Triton product (``gated-triton``) where it takes the tensors, the pass's dropout
     (``torch`` masks included) drawn inside it; else ``read_in(gate(z, x), E)``. None for the other read-ins."""
+    if c.read_in == "step-triton":
+        return partial(_gated_read_in_step, gate=gate, read_in=read_in)
     if c.read_in != "gated-triton":
         return None
     p = 0.0 if c.masks == "none" else c.dropout
@@ -397,6 +401,14 @@ def _gated_read_in(c: Choice, gate, read_in) -> Callable[[Tensor, Tensor, Tensor
         return _triton_read_in.gated_read_in_triton(z, x, E, p=p)
 
     return gated_read_in
+
+
+def _gated_read_in_step(z: Tensor, x: Tensor, E: Tensor, gate, read_in) -> Tensor:
+    """E (ReLU(z) * x) for one token in one Triton kernel (``step-triton``, no dropout: `choose` checks) where it takes
+    the tensors (`triton.read_in_step.takes`), else ``read_in(gate(z, x), E)``."""
+    if _triton_read_in_step.takes(z, x, E):
+        return _triton_read_in_step.gated_read_in_step_triton(z, x, E)
+    return read_in(gate(z, x), E)
 
 
 def _per_head(E: Tensor, H: int, N: int, casts: dict) -> Tensor:
