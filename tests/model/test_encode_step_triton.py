@@ -38,12 +38,13 @@ CASES = [(3, 2, 70, 40), (40, 1, 32, 16)]
 
 
 @pytest.mark.parametrize("B, H, N, D", CASES)
-@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_x_and_its_rotation_equal_the_pytorch_step(encode_step, B, H, N, D, dtype, tol):
     """Both sum the same D products in ACC (fp32; fp64 for fp64) and round x once, in another order, then rotate the
     rounded x in ACC: fp64 / fp32 differ by rounding in a 40-term sum and a two-term rotation (~1e-15, ~1e-6 of the
-    largest). bf16: an entry of x differs by at most an ulp (2^-8 of the largest) where the sums round to neighbours;
-    R x by |c| + |s| <= 1.42 such ulps and its own rounding: under 2.5 2^-8 = 9.8e-3. The zero token gives 0."""
+    largest). bf16: an entry of x differs by at most an ulp (at most 2^-7 of it) where the sums round to neighbours;
+    R x by |c| + |s| <= 1.42 such ulps and an ulp of its own rounding: under 2.5 2^-7 = 1.95e-2 of the largest (at
+    paper width 1.3e-2 is reached: tests/cuda/test_cuda_step_fused.py). The zero token gives 0."""
     v, W, cos, sin = _inputs(B, H, N, D, dtype)
     with torch.no_grad():
         x, xr = encode_step(v, W, cos, sin)
@@ -63,7 +64,7 @@ def test_autocast_casts_the_inputs_as_the_matmul_would(encode_step):
         want = F.relu(v @ W)
         want_r = rotate_complex(want, cos, sin)
     assert x.dtype == xr.dtype == want.dtype == torch.bfloat16
-    assert rel_err(x.double(), want.double()) < 1e-2 and rel_err(xr.double(), want_r.double()) < 1e-2
+    assert rel_err(x.double(), want.double()) < 2e-2 and rel_err(xr.double(), want_r.double()) < 2e-2
 
 
 def test_what_it_does_not_take_is_refused_in_one_line(encode_step):
