@@ -71,3 +71,14 @@ def test_src_has_no_long_function_no_long_file_and_no_import_cycle(code_shape):
     found.update({" <-> ".join(c): "import cycle" for c in shape.cycles})
     assert {k: v for k, v in found.items() if k not in KNOWN} == {}
     assert [k for k in KNOWN if k not in found] == [], "these no longer break a limit: drop them from KNOWN"
+
+
+def test_test_files_outside_packages_have_unique_names():
+    """pytest imports a test file outside a package by its basename: two such files of one name stop the collection
+    of the whole suite ("import file mismatch")."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, list[str]] = {}
+    for path in tests.rglob("test_*.py"):
+        if not (path.parent / "__init__.py").is_file():
+            seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}
