@@ -145,7 +145,7 @@ def test_hard_gate_reads_the_delta_rule_through_the_hard_gate(tmp_path_factory, 
     assert code == 0, err
     assert "(read with the hard write gate)" in out
     for other, says in (
-        (trained, "sigmoid gate (state_write: delta, write_gate: sigmoid); this one has"),
+        (trained, "sigmoid gate (state_write: delta, write_gate: sigmoid or annealed); this one has"),
         (gpt_run, "a hard read needs a BDH; this model is a GPT"),
     ):
         code, out, err = cli(capsys, "eval", str(other), "--hard-gate")

@@ -21,6 +21,8 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       encode.py, encode_jit.py        x = ReLU(v Dx): the matmul with the ReLU and the cast in its epilogue
       read_in.py, read_in_jit.py      E y with the gate y = ReLU(z) * x and its dropout in the matmul's prologue
       step.py, step_jit.py            one generation token's state read and write in one pass over the state
+      encode_step.py, encode_step_jit.py      one token's x = ReLU(v Dx) with its RoPE in one launch
+      read_in_step.py, read_in_step_jit.py    one token's E y with y = ReLU(z) * x formed inside
 
 A new state rule: its forms in ``pytorch/state_rules.py``, its write in naive.py's loop, its rows in `choose` and
 its entries in `dispatch.ATTENTION`; a new kernel: a row in `choose`, an entry in `ATTENTION` (CONTRIBUTING.md).
