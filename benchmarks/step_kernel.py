@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 times[kernel] = microseconds(kernel, x, calls, repeats)
                 rate = 2 * 4 * B * H * N * D / (1e6 * times[kernel])  # bytes / us -> TB/s
                 ratio = times["pytorch"] / times[kernel]
-                print(f"| {B} | {kernel} | {times[kernel]:.1f} | {rate:.3f} | {ratio:.2f} |", flush=True)
+                print(f"| {B} | {kernel} | {times[kernel]:.1f} | {rate:.3g} | {ratio:.3g} |", flush=True)
     return 0
 
 
