@@ -142,13 +142,9 @@ def test_the_script_runs_as_a_file_without_cuda():
 
 # --------------------------------------------------------------------------- the one command
 @pytest.fixture
-def gpu_all(monkeypatch):
+def gpu_all(load_benchmark):
     """benchmarks/gpu_all.py as a module."""
-    spec = importlib.util.spec_from_file_location("bdh_gpu_all", BENCHMARKS / "gpu_all.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_all")
 
 
 def test_the_one_command_on_the_cpu_writes_every_file_of_its_folder(gpu_all, tmp_path, monkeypatch, capsys):

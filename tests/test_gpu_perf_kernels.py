@@ -5,7 +5,6 @@ without Triton they are recorded as skipped."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
-def gpu_all(monkeypatch):
+def gpu_all(load_benchmark):
     """benchmarks/gpu_all.py as a module."""
-    spec = importlib.util.spec_from_file_location("bdh_gpu_all", BENCHMARKS / "gpu_all.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_all")
 
 
 def test_the_kernel_steps_run_in_the_interpreter_and_their_tables_reach_the_summary(gpu_all, tmp_path, monkeypatch):

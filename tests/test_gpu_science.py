@@ -17,13 +17,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
-def gpu_all(monkeypatch):
+def gpu_all(load_benchmark):
     """benchmarks/gpu_all.py as a module (it loads gpu_science.py from its own folder)."""
-    spec = importlib.util.spec_from_file_location("bdh_gpu_all", BENCHMARKS / "gpu_all.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_all")
 
 
 def test_the_science_plan_runs_every_step_at_tiny_sizes(gpu_all, tmp_path, monkeypatch):
