@@ -96,7 +96,7 @@ def _add_fact_args(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveG
         type=integer(1, 2**31),
         default=RECALL_PAIRS,
         help=f"with --recall: the key-value pairs of its sequences (default {RECALL_PAIRS}; LENGTH > 4 D; a pass of "
-        "LENGTH tokens per pair: about a minute per pair at 16k tokens on one CPU core)",
+        "LENGTH tokens per pair, so the cost grows with D: see --recall)",
     )
     p.add_argument(
         "--sequences",
