@@ -96,8 +96,8 @@ def test_bad_input_is_refused_with_one_line(kernels, monkeypatch):
 def test_the_model_with_the_triton_read_in_computes_todays_path(kernels, monkeypatch):
     """The choice table takes it (forced on the CPU here, the compiled loops off): without dropout the logits and
     every parameter's gradient equal today's path's (fp64, the same sums in another order: 1e-12); a hooked pass
-    keeps the gate and y. With dropout drawn inside, the pass is reproducible from torch's seed, differs between
-    seeds, and the dropped entries are the gate kernel's (the same pass with the Triton gate, read-in forced off)."""
+    keeps the gate and y. With dropout drawn inside, the pass is reproducible from torch's seed and differs between
+    seeds (which entries it drops: the next test)."""
     from bdh.model.kernels import Pass, choice
 
     monkeypatch.setenv("BDH_NATIVE", "0")
@@ -121,6 +121,53 @@ def test_the_model_with_the_triton_read_in_computes_todays_path(kernels, monkeyp
         torch.manual_seed(seed)
         runs.append(model(idx).detach())
     assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+
+
+def _philox_dropout(gate, kept: list):
+    """``F.dropout`` as the fused read-in draws it: a seed from torch's generator (one draw, as the kernel's caller
+    draws it), the mask of the gate kernel at that seed (the read-in's, `test_values_and_gradients_equal_the_pytorch
+    _form`), scaled by 1 / (1 - p); each mask appended to ``kept``."""
+    from bdh.model.kernels.triton.gate import MAX_SEED
+
+    def dropout(y: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+        assert training and 0 < p < 1
+        seed = int(torch.randint(MAX_SEED, ()).item())
+        keep = gate(torch.ones_like(y), torch.ones_like(y), p=p, seed=seed) != 0
+        kept.append(keep)
+        return y * keep / (1 - p)
+
+    return dropout
+
+
+def test_the_models_dropout_drawn_inside_equals_the_pytorch_step_with_the_same_masks(kernels, monkeypatch):
+    """The CUDA training step's dropout (issue 58, point 2): CUDA's choice forced on the CPU (the compiled loops off,
+    masks ``torch`` as on CUDA), a chunked training pass draws its masks inside the read-in and writes none, no
+    ``F.dropout``. Against today's path (``BDH_TRITON=0``: the fused gate, ``F.dropout`` on y, the per-head E y) with
+    ``F.dropout``'s masks replaced by the kernel's at the seed the kernel draws (the mask recovered): the logits and
+    every parameter gradient within 1e-12 (fp64; the same sums in another order, one factor 1 / (1 - p) applied
+    before the product instead of after); the masks drop p of the entries (5 standard deviations: 0.024 at 0.3 and
+    the 2 x 2 x 12 x 64 entries of both layers' y)."""
+    from bdh.model.kernels import Pass, choice, dispatch
+
+    _, gate = kernels
+    monkeypatch.setenv("BDH_NATIVE", "0")
+    idx = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
+    results, kept = {}, []
+    monkeypatch.setattr(dispatch.F, "dropout", _philox_dropout(gate, kept))
+    for on in (True, False):
+        monkeypatch.setattr(choice, "use_triton", lambda device, on=on: on)
+        model = tiny_model(seed=1, dropout=0.3, dropout_rng="torch").double().train()
+        c = model.kernels(Pass("chunked", 0, 12)).choice
+        assert (c.masks, c.read_in) == ("torch", "gated-triton" if on else "per-head")
+        torch.manual_seed(6)
+        logits = model(idx, mode="chunked")
+        logits.pow(2).mean().backward()
+        results[on] = [logits.detach()] + [p.grad for p in model.parameters()]
+        assert len(kept) == (0 if on else model.config.n_layer)  # the fused pass calls no F.dropout; today's, L
+    for a, b in zip(results[True], results[False]):
+        assert rel_err(a, b) < 1e-12
+    dropped = torch.cat([~k.flatten() for k in kept]).double().mean().item()
+    assert abs(dropped - 0.3) < 5 * (0.3 * 0.7 / (2 * 2 * 2 * 12 * 64)) ** 0.5
 
 
 def test_the_choice_is_triton_on_cuda_for_an_unhooked_training_step(monkeypatch):
