@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from bdh.model.kernels import Pass
 from bdh.model.kernels.naive import naive_state_rule
-from bdh.model.kernels.pytorch.delta_ut import delta_ut
+from bdh.model.kernels.pytorch import delta_ut as delta_ut_module
+from bdh.model.kernels.pytorch.delta_ut import delta_ut, one_block, ut_chunk
 from bdh.model.kernels.pytorch.state_rules import unit_keys
 
 from .helpers import logits_and_grads, rel_err, tiny_model
@@ -17,19 +18,19 @@ from .helpers import logits_and_grads, rel_err, tiny_model
 B, H, T, N, D = 2, 3, 13, 6, 5
 
 
-def _inputs(seed: int, with_state: bool):
+def _inputs(seed: int, with_state: bool, n: int = N, d: int = D):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, H, T, N, generator=g, dtype=torch.float64).relu()  # BDH's keys: positive, some all zero
+    x = torch.randn(B, H, T, n, generator=g, dtype=torch.float64).relu()  # BDH's keys: positive, some all zero
     x[:, :, 3] = 0  # a token with no active neuron writes nothing (its unit key is zero)
-    v = torch.randn(B, 1, T, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, 1, T, d, generator=g, dtype=torch.float64)
     z = torch.randn(B, H, T, generator=g, dtype=torch.float64) * 3  # some b_t exactly 0 or 1 under the hard gate
     gate = torch.randn(B, H, T, generator=g, dtype=torch.float64)
     log_u = torch.log(torch.tensor([0.5, 0.9, 1.0], dtype=torch.float64))
-    state = torch.randn(B, H, N, D, generator=g, dtype=torch.float64) if with_state else torch.zeros(0)
+    state = torch.randn(B, H, n, d, generator=g, dtype=torch.float64) if with_state else torch.zeros(0)
     return [x, v, z, gate, log_u, state]
 
 
-def _rule(form, write_gate: str, retention: str, with_state: bool, **options):
+def _rule(form, write_gate: str, retention: str, with_state: bool, need_state: bool = True, **options):
     """The rule as BDH calls it, from its raw inputs (so that the gradients reach every one of them)."""
 
     def run(x, v, z, gate, log_u, state):
@@ -41,8 +42,8 @@ def _rule(form, write_gate: str, retention: str, with_state: bool, **options):
         }[retention]
         S0 = state if with_state else None
         keys = None if options.get("query_keys") else unit_keys(x)  # query_keys: the form makes them from x
-        a, after = form(x, keys, v, log_g=log_g, beta=beta, state=S0, need_state=True, **options)
-        return torch.cat([a.flatten(), after.flatten()])
+        a, after = form(x, keys, v, log_g=log_g, beta=beta, state=S0, need_state=need_state, **options)
+        return torch.cat([a.flatten(), after.flatten()]) if need_state else a.flatten()
 
     return run
 
@@ -90,6 +91,77 @@ def test_query_keys_equal_the_loop_with_unit_keys(chunk_size, retention, with_st
             assert rel_err(a, b) < 1e-11, (name, rel_err(a, b))
 
 
+def _values_and_grads(runs, inputs, weight):
+    """[values, then every input's gradient] of each rule in ``runs`` (fp64), at the loss (out * weight).sum()."""
+    results = []
+    for run in runs:
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out = run(*leaves)
+        (out * weight).sum().backward()
+        results.append([out.detach()] + [t.grad for t in leaves])
+    return results
+
+
+@pytest.mark.parametrize("write_gate", ["sigmoid", "hard"])
+@pytest.mark.parametrize("retention", ["none", "per-head", "per-token"])
+def test_the_one_block_of_the_parallel_mode_equals_the_loop(write_gate, retention, monkeypatch):
+    """``parallel`` with query keys and no state in or out: the sequence as one block with the backward by hand
+    (`_QueryKeyBlock`, where `one_block` holds: N = 64 wide against D = 3) against the loop given k = x / |x|, with a
+    silent token (its r clamped) and b exactly 0 and 1 (hard gate): values and every input's gradient (x, v, the
+    gate's z, the decay gate, U), fp64, bound 1e-11 as above."""
+    n, d = 64, 3
+    assert one_block(T, n, d, min(ut_chunk(128, n, d), T))
+    calls = []
+    block = delta_ut_module._QueryKeyBlock.apply
+    monkeypatch.setattr(delta_ut_module._QueryKeyBlock, "apply", lambda *a: calls.append(1) or block(*a))
+    inputs = _inputs(11, False, n, d)
+    ours = _rule(delta_ut, write_gate, retention, False, False, chunk_size=128, query_keys=True, parallel=True)
+    ref = _rule(naive_state_rule, write_gate, retention, False, False)
+    weight = torch.linspace(-1, 1, B * H * T * d, dtype=torch.float64)
+    results = _values_and_grads([ours, ref], inputs, weight)
+    assert calls, "the one block did not run"
+    for name, a, b in zip(["values", "x", "v", "z", "gate", "log_u"], *results):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert rel_err(a, b) < 1e-11, (name, rel_err(a, b))
+
+
+def test_the_one_block_is_taken_only_without_a_state_and_where_it_is_cheaper(monkeypatch):
+    """A carried state, a state wanted after, keys of their own, the chunked mode, or a state as wide as the
+    recipe's (N = 128, D = 64 at T = 256) run the chunks: the same values either way (fp64, bound 1e-11)."""
+    assert one_block(256, 1024, 128, ut_chunk(128, 1024, 128)) and not one_block(256, 128, 64, ut_chunk(128, 128, 64))
+    x, v, z, _, _, state = _inputs(12, True, 64, 3)
+    calls = []
+    block = delta_ut_module._QueryKeyBlock.apply
+    monkeypatch.setattr(delta_ut_module._QueryKeyBlock, "apply", lambda *a: calls.append(1) or block(*a))
+    common = dict(chunk_size=128, beta=torch.sigmoid(z), query_keys=True)
+    for options in [dict(state=state), dict(need_state=True), dict(query_keys=False), dict(parallel=False)]:
+        a = delta_ut(x, unit_keys(x), v, **{**common, "parallel": True, **options})[0]
+        assert not calls, options
+        ref = naive_state_rule(x, unit_keys(x), v, beta=torch.sigmoid(z), state=options.get("state"))[0]
+        assert rel_err(a, ref) < 1e-11, options
+
+
+def test_the_one_block_in_fp32_and_bf16_stays_near_fp64():
+    """In fp32 within 1e-5 of fp64, in bf16 within 5e-2 (products in bf16, the solve in fp32), values and x's
+    gradient, as the chunks' bounds below."""
+    x, v, z, *_ = _inputs(13, False, 64, 3)
+    weight = torch.linspace(-1, 1, B * H * T * 3, dtype=torch.float64)
+
+    def run(dtype):
+        q = x.to(dtype, copy=True).requires_grad_()
+        a = delta_ut(
+            q, None, v.to(dtype), chunk_size=128, beta=torch.sigmoid(z).float(), query_keys=True, parallel=True
+        )[0]
+        (a.double().flatten() * weight).sum().backward()
+        return a.double(), q.grad.double()
+
+    ref = run(torch.float64)
+    for dtype, bound in [(torch.float32, 1e-5), (torch.bfloat16, 5e-2)]:
+        a, g = run(dtype)
+        assert rel_err(a, ref[0]) < bound and rel_err(g, ref[1]) < bound, dtype
+
+
 def test_the_ut_form_in_fp32_and_bf16_stays_near_fp64():
     """In fp32 the products and the solve round at ~1e-7 of the scale (bound 1e-5); in bf16 the products round at
     ~4e-3 and the solve runs in fp32 (bound 5e-2, as the Triton kernels' bf16 bound)."""
@@ -110,17 +182,21 @@ def test_the_ut_form_in_fp32_and_bf16_stays_near_fp64():
 
 @pytest.mark.parametrize("mode", ["parallel", "chunked"])
 @pytest.mark.parametrize("write_gate", ["sigmoid", "hard"])
-def test_the_model_runs_the_ut_form_and_equals_slow_forward(mode, write_gate):
+def test_the_model_runs_the_ut_form_and_equals_slow_forward(mode, write_gate, monkeypatch):
     """BDH's delta rule in its parallel and chunked passes takes the UT form (`choose`: ``delta-parallel-ut``,
-    ``delta-chunked``); its
+    ``delta-chunked``; the parallel pass in one block, `_QueryKeyBlock`, N = 32 against D = 16); its
     logits and every parameter's gradient equal `slow_forward`'s (the reference loop). fp64: ~1e-15 apart, except
     that both take the gates in fp32 as the model does (bound 1e-9)."""
     model = tiny_model(seed=2, n_layer=2, state_write="delta", write_gate=write_gate, chunk_size=4).double()
     assert model.kernels(Pass(mode, 0, 11)).choice.attention == (
         "delta-parallel-ut" if mode == "parallel" else "delta-chunked"
     )
+    calls = []
+    block = delta_ut_module._QueryKeyBlock.apply
+    monkeypatch.setattr(delta_ut_module._QueryKeyBlock, "apply", lambda *a: calls.append(1) or block(*a))
     idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(1))
     ours, ours_grads = logits_and_grads(model, idx, mode)
+    assert len(calls) == (2 if mode == "parallel" else 0)  # a block per layer
     ref, ref_grads = logits_and_grads(model, idx, model.slow_forward)
     assert rel_err(ours, ref) < 1e-9
     for name, grad in ours_grads.items():

@@ -218,7 +218,7 @@ ATTENTION: dict[str, Callable[[Choice], Attention]] = {
     "sparse": lambda c: _sparse,  # pytorch/sparse.py
     **{f"{rule}-{form}": _state_rule(form) for rule in ("gated", "delta") for form in ATTENTION_FORMS},
     "delta-chunked": lambda c: _delta_ut(c),  # pytorch/delta_ut.py
-    "delta-parallel-ut": lambda c: _delta_ut(c),  # pytorch/delta_ut.py
+    "delta-parallel-ut": lambda c: _delta_ut(c, parallel=True),  # pytorch/delta_ut.py
     "delta-native": lambda c: _delta_native(_delta_ut(c), c),  # cpu/native.py
     "delta-chunked-triton": lambda c: partial(  # triton/delta.py
         _triton_delta.delta_chunked_triton, chunk_size=c.chunk_size, need_state=c.need_state
@@ -272,10 +272,13 @@ def _recurrent_triton(plain: Attention, log_u: Tensor | None) -> Attention:
     return attention
 
 
-def _delta_ut(c: Choice) -> Attention:
+def _delta_ut(c: Choice, parallel: bool = False) -> Attention:
     """The delta rule's UT form (the ``parallel`` and ``chunked`` modes; its chunk `delta_ut.ut_chunk`, at most the
-    config's), the keys made from the queries where they are the unit queries (``query_keys``)."""
-    return partial(delta_ut, chunk_size=c.chunk_size, need_state=c.need_state, query_keys=c.query_keys)
+    config's; ``parallel``: one block where `delta_ut.one_block` says so), the keys made from the queries where they
+    are the unit queries (``query_keys``)."""
+    return partial(
+        delta_ut, chunk_size=c.chunk_size, need_state=c.need_state, query_keys=c.query_keys, parallel=parallel
+    )
 
 
 def _delta_native(ut: Attention, c: Choice) -> Attention:

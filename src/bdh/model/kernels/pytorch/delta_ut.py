@@ -67,17 +67,31 @@ def _decay(lg: torch.Tensor, dtype: torch.dtype):
     return M, head, tail, whole
 
 
-def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False, query_keys=False):
+def one_block(T: int, N: int, D: int, C: int) -> bool:
+    """Whether the whole sequence as one block (`_QueryKeyBlock`) costs less than chunks of C: per token and head its
+    forward and backward take about 2 T N + 6 T D multiply-adds (the Gram and dQ, three T x T x D products and two
+    solves, which run at about half the products' rate), the chunks' about 2 C N + 6 N D (the Gram, the state
+    products K S, Q S, K^T W and their gradients); in training at T = 256 on the CPU the block was faster at N =
+    1,024, D = 128 and slower at N = 128, D = 64 (docs/performance.md)."""
+    return T * (N + 3 * D) <= C * N + 3 * N * D
+
+
+def delta_ut(q, k, v, *, chunk_size, log_g=None, beta, state=None, need_state=False, query_keys=False, parallel=False):
     """The delta rule over chunks of `ut_chunk` tokens (at most ``chunk_size``). q, k (B, H, T, N), unit keys; v (B,
     1 or H, T, D); log_g (B, H, T) or None; beta (B, H, T); state (B, H, N, D) or None. ``query_keys``: the keys are
     the unit queries
     q / max(|q|, KEY_EPS) (BDH's, without ``separate_keys`` or shaped write keys) and ``k`` is not read (`_gram`).
-    Returns (a (B, H, T, D), the state after or None). The products run in q's dtype, the solve in fp32 at least
-    (no bf16 solver)."""
+    ``parallel`` (the ``parallel`` mode): with query keys and no state in or out, the sequence in one block where
+    `one_block` says it is cheaper (`_QueryKeyBlock`). Returns (a (B, H, T, D), the state after or None). The
+    products run in q's dtype, the solve in fp32 at least (no bf16 solver)."""
     B, H, T, N = q.shape
     C = min(ut_chunk(chunk_size, N, v.shape[-1]), T)
+    block = parallel and query_keys and state is None and not need_state and one_block(T, N, v.shape[-1], C)
+    C = T if block else C
     dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     M, head, tail, whole = _decay(_retention(log_g, B, H, T, C, q.device), dt)
+    if block:
+        return _QueryKeyBlock.apply(q, v, beta, M.squeeze(2)), None
     qc, b = _chunks(q, C), _chunks(beta.unsqueeze(-1), C).squeeze(-1)  # b: (B, H, n, C)
     if query_keys:
         kk, qk, r = _gram(qc)
@@ -97,7 +111,7 @@ def _gram(qc: torch.Tensor):
     """(K K^T, Q K^T, r) of each chunk from one product G = Q Q^T, for the unit keys k_i = r_i q_i with r_i = 1 /
     max(|q_i|, KEY_EPS) = 1 / sqrt(max(G_ii, KEY_EPS^2)): K K^T = diag(r) G diag(r), Q K^T = G diag(r); r (.., n, C,
     1). The N-wide keys are never formed (and K S0 = diag(r) Q S0, K^T W = Q^T diag(r) W in `_scan`)."""
-    G = qc @ qc.mT
+    G = _Gram.apply(qc)
     # clamped before the root: the same value as max(|q|, eps), and no infinite derivative at a silent token
     r = G.diagonal(dim1=-2, dim2=-1).clamp_min(KEY_EPS**2).rsqrt().unsqueeze(-1)
     qk = G * r.mT
@@ -126,3 +140,75 @@ def _scan(chunks, decay, S, need_state):
             after = qs[i].mT @ (rs[i] * ti * W) if ks is None else ks[i].mT @ (ti * W)
             S = after if S is None else after + wi.view(*wi.shape, 1, 1).to(S.dtype) * S
     return torch.cat(outs, dim=2), (S if need_state else None)
+
+
+class _Gram(torch.autograd.Function):
+    """G = X X^T with the backward in one product, dX = (dG + dG^T) X (autograd's takes two)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x @ x.mT
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return (g + g.mT) @ x
+
+
+class _QueryKeyBlock(torch.autograd.Function):
+    """The delta rule over one block from an empty state, its keys the unit queries, no state after (training's
+    pass): with G = Q Q^T, r_i = 1 / sqrt(max(G_ii, KEY_EPS^2)) and M the decay matrix (zero on and above the
+    diagonal),
+
+        P = G diag(r) * M,   A = diag(r b) P,   (I + A) W = diag(b) V,   a = P W
+
+    and the backward by hand (`_block_grads`): one N-wide product (dQ = (dG + dG^T) Q, as Eq. 8's `shared_keys`),
+    three T x T x D products and one solve, fewer passes over T x T tensors than autograd's."""
+
+    @staticmethod
+    def forward(ctx, q, v, beta, M):
+        acc = torch.promote_types(q.dtype, torch.float32)
+        G = q @ q.mT
+        r = G.diagonal(dim1=-2, dim2=-1).clamp_min(KEY_EPS**2).rsqrt()
+        P = G * r.unsqueeze(-2) * M
+        A = (P * (r * beta.to(q.dtype)).unsqueeze(-1)).to(acc)
+        W = torch.linalg.solve_triangular(A, (beta.unsqueeze(-1) * v).to(acc), upper=False, unitriangular=True)
+        W = W.to(q.dtype)
+        out = P @ W
+        ctx.save_for_backward(q, v, beta, M, G, r, W, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        return _block_grads(*ctx.saved_tensors, d_out, need_m=ctx.needs_input_grad[3])
+
+
+def _block_grads(q, v, beta, M, G, r, W, out, d_out, need_m: bool):
+    """(dq, dv, dbeta, dM) of `_QueryKeyBlock`. With dY = (I + A)^{-T} P^T da (Y = diag(b) V), dA = -dY W^T, so P's
+    gradient is dP = (da - diag(r b) dY) W^T (its own and A's in one product); r_j enters through P's columns, r_i
+    and b_i through A's rows: sum_j dA_ij A_ij = -r_i b_i (dY_i . a_i), no T x T pass. Then dG = dP * M diag(r), its
+    diagonal plus -r_i^3 / 2 times r_i's gradient (zero where the clamp holds), and dq = (dG + dG^T) q."""
+    dt, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
+    d_out = d_out.to(dt)
+    b = beta.to(dt)
+    rb = (r * b).unsqueeze(-1)
+    P = G * r.unsqueeze(-2) * M
+    A = (P * rb).to(acc)
+    dW = P.mT @ d_out
+    # (I + A)^T dY = dW as dY^T (I + A) = dW^T: the lower solve from the right (a transposed upper solve is slower)
+    dY = torch.linalg.solve_triangular(A, dW.to(acc).mT, upper=False, left=False, unitriangular=True).mT.to(dt)
+    dP = (d_out - rb * dY) @ W.mT
+    X = dP * M
+    ya = (dY * out).sum(-1)
+    dr = (X * G).sum(-2) - b * ya
+    db = (dY * v).sum(-1) - r * ya
+    dv = b.unsqueeze(-1) * dY
+    if dv.shape[1] != v.shape[1]:
+        dv = dv.sum(1, keepdim=True)  # values shared by the heads
+    dG = X * r.unsqueeze(-2)
+    kept = G.diagonal(dim1=-2, dim2=-1) >= KEY_EPS**2  # clamp_min's gradient passes where the input is kept
+    dG.diagonal(dim1=-2, dim2=-1).add_(-0.5 * dr * r**3 * kept)
+    dq = (dG + dG.mT) @ q
+    dM = (dP * G * r.unsqueeze(-2)).sum_to_size(M.shape) if need_m else None  # M: one row for the batch
+    return dq, dv.to(v.dtype), db.to(beta.dtype), dM
