@@ -18,7 +18,7 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       chunked.py, chunked_jit.py      the chunked form as fused Triton kernels, and the kernels themselves
       delta.py, delta_jit.py          the delta rule's chunked form (`pytorch/state_rules.py`) likewise
       gate.py, gate_jit.py            the gate y = ReLU(z) * x and its dropout likewise
-      encode.py, encode_jit.py        x = ReLU(v Dx): the matmul with the ReLU and the cast in its epilogue
+      encode.py, encode_jit.py        x = ReLU(v Dx): the matmul with the ReLU, the cast (and RoPE) in its epilogue
       read_in.py, read_in_jit.py      E y with the gate y = ReLU(z) * x and its dropout in the matmul's prologue
       step.py, step_jit.py            one generation token's state read and write in one pass over the state
       encode_step.py, encode_step_jit.py      one token's x = ReLU(v Dx) with its RoPE in one launch

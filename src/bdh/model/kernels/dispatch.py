@@ -125,7 +125,8 @@ def _relu_rope(c: Choice, tables, rotate: Callable[[Tensor], Tensor]) -> Callabl
 
 def _encode(c: Choice, heads, relu_rope, rotate, tables) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """(v, W) -> (x, R x), x = ReLU(v W) per head (`Kernels.encode`); ``triton`` where the kernel takes the tensors
-    (`triton.encode.takes`), ``step-triton`` (`_encode_step`), else the per-head product and ``relu_rope``."""
+    (`triton.encode.takes`; with ``rope``, R x in its epilogue where `triton.encode.takes_rope`), ``step-triton``
+    (`_encode_step`), else the per-head product and ``relu_rope``."""
 
     def encode(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
         return relu_rope(heads(v, W))
@@ -135,9 +136,13 @@ def _encode(c: Choice, heads, relu_rope, rotate, tables) -> Callable[[Tensor, Te
     if c.encode != "triton":
         return encode
 
+    cos, sin = tables if c.positional == "rope" else (None, None)
+
     def encode_triton(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
         if not _triton_encode.takes(v, W):
             return encode(v, W)
+        if _triton_encode.takes_rope(v, W, cos, sin):
+            return _triton_encode.encode_rope_triton(v, W, cos, sin)
         x = _triton_encode.encode_triton(v, W)
         return x, rotate(x)
 

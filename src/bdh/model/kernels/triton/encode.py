@@ -7,7 +7,13 @@ cast here, as the matmul autocast would run. The layer has no clamp at this step
 
 Backward: only v, W and the output x are kept. ReLU'(h) = [x > 0] exactly, x being the ReLU of the pre-activation
 rounded to x's dtype, as autocast's matmul rounds it before today's ``F.relu``; dh = [x > 0] g is one pass, then
-dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h by cuBLAS, as autograd computes them today."""
+dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h by cuBLAS, as autograd computes them today.
+
+With the official interleaved RoPE (``rope``, `encode_rope_triton`) the rotation is in the epilogue too: the kernel
+writes x and R x (rotated in fp32 from the rounded x, as `pytorch.rope.rotate_complex`), so today's fp32 copy of x,
+its complex multiply and the cast back are not run; the backward forms dh = [x > 0] (g_x + R^T g_Rx) in one
+element-wise kernel (today: the cast of g_Rx to fp32, the complex multiply, the cast back, the sum with g_x and the
+ReLU's backward, each a pass), then the same two products. Autograd keeps v, W, x and the (T, N) tables."""
 
 from __future__ import annotations
 
@@ -24,6 +30,12 @@ TILES = {2: (128, 128, 64), 4: (64, 64, 32), 8: (32, 32, 16)}
 #: warps and software-pipeline stages per program (sm_90: tests/model/test_encode_triton.py compiles them)
 NUM_WARPS = 8
 NUM_STAGES = 3
+#: the rotating kernel's largest tile (rows, column pairs, inner): two fp32 sums of BM x BN. At 128 rows (`TILES`'
+#: output tile) ptxas gives it 254 registers at bf16 (one program an SM), at 64 rows 128
+#: (tests/model/test_encode_rope_triton.py)
+ROPE_TILES = {2: (64, 64, 64), 4: (64, 32, 32), 8: (32, 16, 16)}
+#: interleaved pairs per program of the rotating kernel's backward (an element-wise kernel, 4 warps)
+GRAD_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -79,9 +91,55 @@ class TritonEncode(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor):
         v, W, x = ctx.saved_tensors
         dh = torch.ops.aten.threshold_backward(g, x, 0)  # g where x > 0, as autograd's ReLU backward
-        dv = (dh @ W.mT).sum(dim=1, keepdim=True) if ctx.needs_input_grad[0] else None
-        dW = (v.mT @ dh).sum(dim=0) if ctx.needs_input_grad[1] else None
-        return dv, dW
+        return _products(ctx, dh, v, W)
+
+
+def _products(ctx, dh: torch.Tensor, v: torch.Tensor, W: torch.Tensor) -> tuple:
+    """dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h (cuBLAS), each where its input wants it."""
+    dv = (dh @ W.mT).sum(dim=1, keepdim=True) if ctx.needs_input_grad[0] else None
+    dW = (v.mT @ dh).sum(dim=0) if ctx.needs_input_grad[1] else None
+    return dv, dW
+
+
+class TritonEncodeRope(torch.autograd.Function):
+    """(x, R x) with x = ReLU(v @ W) and its interleaved RoPE in one kernel; backward dh in one element-wise kernel,
+    then the two products (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, v: torch.Tensor, W: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        from .encode_jit import encode_rope_kernel
+
+        B, _, T, D = v.shape
+        H, _, N = W.shape
+        p = _plan(v.dtype, B * T, N // 2, D, ROPE_TILES)
+        x, xr = v.new_empty(B, H, T, N), v.new_empty(B, H, T, N)
+        grid = (-(-B * T // p.BM), -(-(N // 2) // p.BN), H)
+        with _on(v):
+            encode_rope_kernel[grid](
+                v, W, cos, sin, x, xr, B * T, T, H, N, D, **p.constants(), num_warps=NUM_WARPS, num_stages=NUM_STAGES
+            )  # fmt: skip
+        ctx.save_for_backward(v, W, x, cos, sin)
+        ctx.set_materialize_grads(False)  # an unused output (x of D_k's keys) gets no gradient: no zeros read
+        return x, xr
+
+    @staticmethod
+    def backward(ctx, gx: torch.Tensor | None, gxr: torch.Tensor | None):
+        import triton.language as tl
+
+        from .encode_jit import encode_rope_grad_kernel
+
+        v, W, x, cos, sin = ctx.saved_tensors
+        if gx is None and gxr is None:
+            return None, None, None, None
+        dh, pairs = torch.empty_like(x), x.numel() // 2
+        gx_, gxr_ = (x if g is None else g.contiguous() for g in (gx, gxr))  # x: a pointer the kernel never reads
+        acc = tl.float64 if x.dtype == torch.float64 else tl.float32
+        with _on(x):
+            encode_rope_grad_kernel[(-(-pairs // GRAD_BLOCK),)](
+                gx_, gxr_, x, cos, sin, dh, pairs, x.shape[2], x.shape[3], GX=gx is not None, GXR=gxr is not None,
+                BLOCK=GRAD_BLOCK, ACC=acc, num_warps=4,
+            )  # fmt: skip
+        return (*_products(ctx, dh, v, W), None, None)
 
 
 def takes(v: torch.Tensor, W: torch.Tensor) -> bool:
@@ -108,3 +166,30 @@ def encode_triton(v: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         low = torch.get_autocast_dtype(v.device.type)
         v, W = v.to(low), W.to(low)
     return TritonEncode.apply(v.contiguous(), W.contiguous())
+
+
+def takes_rope(v: torch.Tensor, W: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> bool:
+    """Whether `encode_rope_triton` takes these tensors: those of `takes`, N even, fp32 tables (T, N) on their device,
+    T N under 2^31 (the tables' offsets are 32-bit)."""
+    if cos is None or sin is None or not takes(v, W) or W.shape[2] % 2:
+        return False
+    shape = (v.shape[2], W.shape[2])
+    tables = cos.shape == sin.shape == shape and cos.dtype == sin.dtype == torch.float32
+    return tables and cos.device == sin.device == v.device and shape[0] * shape[1] < 2**31
+
+
+def encode_rope_triton(
+    v: torch.Tensor, W: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, R x), each (B, H, T, N): x = ReLU(v @ W) as `encode_triton` and its interleaved RoPE by the tables (T, N)
+    of the pass's positions (``rope``: `pytorch.rope.rope_tables`), rotated in the epilogue (module docstring)."""
+    if not takes_rope(v, W, cos, sin):
+        raise UserError(
+            f"encode_rope_triton: needs v (B, 1, T, D), W (H, D, N) with N even of one floating dtype and fp32 tables "
+            f"(T, N) on one CUDA device (or TRITON_INTERPRET=1); got {tuple(v.shape)} {v.dtype} {v.device}, "
+            f"{tuple(W.shape)} {W.dtype}, tables {None if cos is None else (tuple(cos.shape), cos.dtype)}"
+        )
+    if torch.is_autocast_enabled(v.device.type):
+        low = torch.get_autocast_dtype(v.device.type)
+        v, W = v.to(low), W.to(low)
+    return TritonEncodeRope.apply(v.contiguous(), W.contiguous(), cos.contiguous(), sin.contiguous())

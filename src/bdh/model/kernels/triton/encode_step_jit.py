@@ -5,7 +5,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .chunked_jit import _mm
+from .encode_jit import _pair_sums, _rotated
 
 
 @triton.jit
@@ -23,24 +23,13 @@ def encode_step_kernel(
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     even = 2 * (tl.program_id(1) * BN + tl.arange(0, BN))
     live_c = even < N
-    inner = tl.arange(0, BK)
-    acc_e = tl.zeros((BM, BN), dtype=ACC)
-    acc_o = tl.zeros((BM, BN), dtype=ACC)
     w_head = w_ptr + head.to(tl.int64) * D * N
-    for k0 in range(0, D, BK):
-        ks = k0 + inner
-        a = tl.load(v_ptr + rows[:, None] * D + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < D), other=0.0)
-        live_w = (ks[:, None] < D) & live_c[None, :]
-        b_e = tl.load(w_head + ks[:, None] * N + even[None, :], mask=live_w, other=0.0)
-        b_o = tl.load(w_head + ks[:, None] * N + even[None, :] + 1, mask=live_w, other=0.0)
-        acc_e += _mm(a, b_e, ACC, PRECISION, WIDEN)
-        acc_o += _mm(a, b_o, ACC, PRECISION, WIDEN)
+    acc_e, acc_o = _pair_sums(v_ptr, w_head, rows, even, M, N, D, BM, BN, BK, ACC, PRECISION, WIDEN)
     x_e = tl.maximum(acc_e, 0.0).to(x_ptr.dtype.element_ty)
     x_o = tl.maximum(acc_o, 0.0).to(x_ptr.dtype.element_ty)
     c = tl.load(cos_ptr + even, mask=live_c, other=0.0).to(ACC)[None, :]
     s = tl.load(sin_ptr + even, mask=live_c, other=0.0).to(ACC)[None, :]
-    r_e = x_e.to(ACC) * c - x_o.to(ACC) * s
-    r_o = x_e.to(ACC) * s + x_o.to(ACC) * c
+    r_e, r_o = _rotated(x_e, x_o, c, s, ACC)
     out = (rows * H + head).to(tl.int64)[:, None] * N + even[None, :]  # entry (b, h, 2j) of (B, H, N)
     live = (rows[:, None] < M) & live_c[None, :]
     tl.store(x_ptr + out, x_e, mask=live)
