@@ -3,7 +3,9 @@ with the ReLU and the cast in the matmul's epilogue (``encode/triton``, `bdh.mod
 ``encode/heads-relu``: the matmul writes the pre-activation, then ``F.relu``), and the gate with the decoder product,
 E y with y = ReLU(z) * x and its dropout formed in the matmul's prologue (``read-in/gated-triton``,
 `bdh.model.kernels.triton.read_in`; today ``read-in/per-head``: the fused gate writes y, ``F.dropout``, the per-head
-product summed over the heads), forward alone and forward + backward.
+product summed over the heads), and the encoder with the official RoPE in its epilogue too (``encode-rope/triton``,
+`bdh.model.kernels.triton.encode.encode_rope_triton`; today ``encode-rope/heads-relu``: the matmul, ``F.relu``, then
+`rotate_complex`'s fp32 copy, complex multiply and cast back), forward alone and forward + backward.
 
     python benchmarks/fused_kernels.py                     # paper size on CUDA: B 8, h 4, T 2048, N 8192, D 256, bf16
     python benchmarks/fused_kernels.py --batch 2 --length 512
@@ -25,28 +27,41 @@ import torch
 import torch.nn.functional as F
 from _shared import Parser, run
 
-KERNELS = ("encode/heads-relu", "encode/triton", "read-in/per-head", "read-in/gated-triton")
+KERNELS = (
+    "encode/heads-relu",
+    "encode/triton",
+    "read-in/per-head",
+    "read-in/gated-triton",
+    "encode-rope/heads-relu",
+    "encode-rope/triton",
+)
 
 
 def call(kernel: str, x: dict, p: float, backward: bool) -> None:
     """One forward (and backward) of ``kernel`` on fresh leaves of ``x``."""
     from bdh.model.kernels.pytorch.fused import relu_mul
-    from bdh.model.kernels.triton.encode import encode_triton
+    from bdh.model.kernels.pytorch.rope import rotate_complex
+    from bdh.model.kernels.triton.encode import encode_rope_triton, encode_triton
     from bdh.model.kernels.triton.read_in import gated_read_in_triton
 
-    leaves = {n: t.detach().requires_grad_(backward) for n, t in x.items()}
+    leaves = {n: t.detach().requires_grad_(backward) for n, t in x.items() if n not in ("cos", "sin")}
     v, W, z, a, E = (leaves[n] for n in ("v", "W", "z", "x", "E"))
     if kernel == "encode/triton":
         out = encode_triton(v, W)
     elif kernel == "encode/heads-relu":
         out = F.relu(v @ W)
+    elif kernel == "encode-rope/triton":
+        out = encode_rope_triton(v, W, x["cos"], x["sin"])  # (x, R x): the loss reads both
+    elif kernel == "encode-rope/heads-relu":
+        h = F.relu(v @ W)
+        out = h, rotate_complex(h, x["cos"], x["sin"])
     elif kernel == "read-in/gated-triton":
         out = gated_read_in_triton(z, a, E, p=p)
     else:
         H, N = z.shape[1], z.shape[3]
         out = (F.dropout(relu_mul(z, a), p) @ E.view(H, N, -1)).sum(dim=1, keepdim=True)
     if backward:
-        out.float().square().mean().backward()
+        sum(o.float().square().mean() for o in (out if isinstance(out, tuple) else (out,))).backward()
 
 
 def milliseconds(kernel: str, x: dict, p: float, backward: bool, repeats: int) -> float:
@@ -68,9 +83,14 @@ def milliseconds(kernel: str, x: dict, p: float, backward: bool, repeats: int) -
 
 
 def inputs(B: int, H: int, T: int, N: int, D: int, device: torch.device) -> dict:
+    from bdh.model.kernels.pytorch.rope import frequencies, rope_tables
+
     g = torch.Generator(device=device).manual_seed(0)
     low = torch.bfloat16 if device.type == "cuda" else torch.float32  # z and x as autocast's products hand them
+    cos, sin = rope_tables("rope", frequencies("rope", N, 2.0**16).to(device), 0, T)
     return dict(
+        cos=cos,
+        sin=sin,
         v=torch.randn(B, 1, T, D, generator=g, device=device),
         W=torch.randn(H, D, N, generator=g, device=device) / D**0.5,
         z=torch.randn(B, H, T, N, generator=g, device=device).to(low),
