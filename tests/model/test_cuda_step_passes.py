@@ -1,9 +1,11 @@
 """What a training step on CUDA runs over its (B, H, T, N) activations (issue 58, point 2: a step that does not write
 what it can recompute): with the kernels `choose` takes there (the Triton encoder with RoPE in its epilogue, the
 chunked attention's kernels or the shared-keys form, the gated read-in with its dropout drawn inside), run here through
-Triton's interpreter under bf16 autocast with dropout, no PyTorch operator writes an N-wide activation: every one is
-written by a Triton kernel (no cast, no ReLU or its backward, no product x * y, no dropout mask, no sum of dx's two
-paths). Today's path (``BDH_TRITON=0``) runs 16 such passes a layer, which the test also counts."""
+Triton's interpreter under bf16 autocast with dropout, no PyTorch operator outputs a tensor of the activations' shape
+(B, H, T, N): no cast, no ReLU or its backward, no product x * y, no dropout mask, no sum of dx's two paths (the
+matmuls that write z = Dy LN(a), and in the parallel form the attention's gradient, run as (B H, T, N) products viewed
+as the activations, so are not counted: they are matmuls, not passes). Today's path (``BDH_TRITON=0``) runs 16 such
+passes a layer, which the test also counts."""
 
 from __future__ import annotations
 
