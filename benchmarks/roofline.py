@@ -4,7 +4,7 @@ step, today's step and a fused one.
     python benchmarks/roofline.py                       # paper size (L=6, D=256, h=4, n=32768), 16,384 tokens a step
     python benchmarks/roofline.py --peak-tflops 769.7 --bandwidth 4.3   # limits measured instead of the data sheet's
     python benchmarks/roofline.py --block 512 --form parallel           # the pass tables at another window
-    python benchmarks/roofline.py --state-stride 2      # and the fused step with chunk states every 2 chunks
+    python benchmarks/roofline.py --state-stride 2      # and today's and the fused step with chunk states every 2
 
 First a table per window of `benchmarks/gpu.py`'s training table (T = 512, 2048, 8192, the step's tokens split into
 T-long sequences, the attention form `gpu.best_form` picks: parallel at 512, chunked above), then the totals and the
@@ -36,9 +36,10 @@ and ReLU's backward and the sum with the gate's dx in the epilogue of the attent
 once, the tables read once a head); no broadcast copies. Attention: chunked, the Triton kernels (`triton.chunked`:
 the chunk states, D / C times the size of q, written in bf16 by the scans and read by the output and gradient
 kernels; the forward's states recomputed in the backward); parallel, `pytorch.shared_keys` (x x^T, the mask, the
-scores times v; backward dA = (g v^T) W and dx = (dA + dA^T) x), in every design. ``--state-stride R`` adds a row:
-the fused step whose kernels keep a chunk state at every R-th chunk boundary only (`triton.chunked`'s
-``state_stride``): every pass's state bytes divided by R, the rebuilds' FLOPs not counted. Assumed: a tile of q, k, a
+scores times v; backward dA = (g v^T) W and dx = (dA + dA^T) x), in every design. ``--state-stride R`` adds two
+rows: today's and the fused step whose kernels keep a chunk state at every R-th chunk boundary only
+(`triton.chunked`'s ``state_stride``, ``BDH_TRITON_STATE_STRIDE``): every pass's state bytes divided by R, the
+rebuilds' FLOPs not counted. Assumed: a tile of q, k, a
 chunk state or a weight read by several programs that run together comes from L2 (counted once), and each kernel
 reaches the bandwidth given. docs/performance.md ("A roofline") quotes the output; `versus` puts a GPU run's
 training table beside it.
@@ -295,8 +296,10 @@ def step(design: str, shape: Shape, tflops: float, tbs: float, stride: int = 1) 
 
 
 def _steps(shape: Shape, tflops: float, tbs: float, stride: int) -> list[dict]:
+    """Each design's step at ``shape``; with ``stride`` > 1 (the chunked form) today's and the fused one's with it."""
     steps = [step(d, shape, tflops, tbs) for d in DESIGNS]
-    return steps + ([step("fused", shape, tflops, tbs, stride)] if stride > 1 and shape.form == "chunked" else [])
+    strided = stride > 1 and shape.form == "chunked"
+    return steps + ([step(d, shape, tflops, tbs, stride) for d in ("today", "fused")] if strided else [])
 
 
 def windows(shape: Shape, tflops: float, tbs: float, stride: int = 1) -> list[str]:
@@ -401,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--form", choices=FORMS, default=fields.form, help="the attention form of the pass tables")
     p.add_argument("--peak-tflops", type=float, default=H200_TFLOPS, help="bf16 matmul TFLOP/s (H200 data sheet)")
     p.add_argument("--bandwidth", type=float, default=H200_TBS, help="HBM TB/s (H200 data sheet)")
-    p.add_argument("--state-stride", type=int, default=1, help="also the fused step with states every R chunks")
+    p.add_argument("--state-stride", type=int, default=1, help="also today's and the fused step, states every R chunks")
     args = p.parse_args(argv)
     values = {k: getattr(args, k) for k in sizes}
     bad = [k for k, v in values.items() if v < 1] + [k for k in ("peak_tflops", "bandwidth") if getattr(args, k) <= 0]

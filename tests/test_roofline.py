@@ -187,6 +187,8 @@ def test_a_state_stride_divides_the_chunk_states_bytes_and_nothing_else(roofline
         assert round(saved) in ((0, 1, 2) if a["pass"].startswith("attention") else (0,)), a["pass"]
     assert sum(a["bytes"] - b["bytes"] for a, b in zip(fused["passes"], strided["passes"])) > 0
     assert roofline.main(["--state-stride", "2"]) == 0
-    assert "| fused, states every 2 chunks |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| fused, states every 2 chunks |" in out and "| today, states every 2 chunks |" in out
+    assert "| 512 | 32 | parallel | today, states" not in out  # the parallel form has no chunk states
     assert roofline.main(["--state-stride", "0"]) == 2
     assert "--state-stride must be positive" in capsys.readouterr().err
