@@ -50,7 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from _shared import Parser, run
 
@@ -314,8 +314,8 @@ def windows(shape: Shape, tflops: float, tbs: float, stride: int = 1) -> list[st
     for T in FULL.blocks:
         if shape.tokens < T:
             continue
-        at = Shape(**{**shape.__dict__, "block": T, "form": "chunked"})
-        at = Shape(**{**at.__dict__, "form": best_form(at.config(), T)})
+        at = replace(shape, block=T)
+        at = replace(at, form=best_form(at.config(), T))
         for s in _steps(at, tflops, tbs, stride):
             lines.append(
                 f"| {T} | {at.batch} | {at.form} | {s['design']} | {s['bytes'] / 1e9:.0f} | {s['seconds'] * 1e3:.1f} | "
