@@ -39,10 +39,9 @@ kernels; the forward's states recomputed in the backward); parallel, `pytorch.sh
 scores times v; backward dA = (g v^T) W and dx = (dA + dA^T) x), in every design. ``--state-stride R`` adds two
 rows: today's and the fused step whose kernels keep a chunk state at every R-th chunk boundary only
 (`triton.chunked`'s ``state_stride``, ``BDH_TRITON_STATE_STRIDE``): every pass's state bytes divided by R, the
-rebuilds' FLOPs not counted. Assumed: a tile of q, k, a
-chunk state or a weight read by several programs that run together comes from L2 (counted once), and each kernel
-reaches the bandwidth given. docs/performance.md ("A roofline") quotes the output; `versus` puts a GPU run's
-training table beside it.
+rebuilds' FLOPs not counted. Assumed: a tile of q, k, a chunk state or a weight read by several programs that run
+together comes from L2 (counted once), and each kernel reaches the bandwidth given. docs/performance.md ("A
+roofline") quotes the output; `versus` puts a GPU run's training table beside it.
 """
 
 from __future__ import annotations
