@@ -357,12 +357,12 @@ def report(shape: Shape, tflops: float, tbs: float, stride: int = 1) -> str:
     return "\n".join(lines)
 
 
-def _ours(row: dict) -> str | None:
+def _ours(row: dict, cpu: bool = False) -> str | None:
     """The form of a training row of our step in eager bf16 on CUDA's kernels (the Triton chunked kernels, or the
-    parallel form with the Triton encoder and read-in), else None."""
+    parallel form with the Triton encoder and read-in; not in a run on the CPU, ``cpu``), else None."""
     if row["loop"] != "ours" or row.get("setting", "bf16") != "bf16":
         return None
-    return {"chunked (triton)": "chunked", "parallel": "parallel"}.get(row["form"])
+    return {"chunked (triton)": "chunked", **({} if cpu else {"parallel": "parallel"})}.get(row["form"])
 
 
 def versus(results: dict, tbs: float = H200_TBS) -> list[str]:
@@ -371,7 +371,8 @@ def versus(results: dict, tbs: float = H200_TBS) -> list[str]:
     peak and ``tbs``, and measured / today's prediction (what `benchmarks/gpu_all.py` puts in its summary: every GPU
     run checks the prediction)."""
     cfg, peak = results["bdh"], results["peak_tflops"]
-    rows = [r for r in results.get("training", []) if _ours(r)]
+    cpu = results.get("device", "").startswith("CPU")  # `gpu.Device.describe`
+    rows = [r for r in results.get("training", []) if _ours(r, cpu)]
     if not rows:
         return ["(no row of our step on CUDA's kernels in this table: nothing to compare)"]
     lines = [
@@ -384,7 +385,7 @@ def versus(results: dict, tbs: float = H200_TBS) -> list[str]:
     for r in rows:
         sizes = (cfg[k] for k in ("n_layer", "n_embd", "n_head", "n_neurons", "vocab_size"))
         chunk = min(cfg["chunk_size"], MAX_CHUNK)  # the kernels' chunk
-        shape = Shape(*sizes, tokens=r["T"] * r["batch"], block=r["T"], chunk=chunk, form=_ours(r))
+        shape = Shape(*sizes, tokens=r["T"] * r["batch"], block=r["T"], chunk=chunk, form=_ours(r, cpu))
         now, first, fused_ = (step(d, shape, peak, tbs)["tokens_per_s"] for d in ("today", "first-run", "fused"))
         measured = r["tok_s"] if isinstance(r["tok_s"], float) else float("nan")
         lines.append(

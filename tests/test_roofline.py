@@ -170,8 +170,10 @@ def test_versus_puts_each_row_of_our_step_on_cuda_s_kernels_beside_its_predictio
         now, first, fused = (roofline.step(d, shape, 700.0, 4.0)["tokens_per_s"] for d in DESIGNS)
         cells = f"{measured:,.0f} | {now:,.0f} | {measured / now:.2f} | {first:,.0f} | {fused:,.0f}"
         assert line == f"| {T} | {batch} | {cells} |"
-    cpu = roofline.versus({"bdh": cfg, "peak_tflops": 0.1, "training": rows[3:]})
-    assert cpu == ["(no row of our step on CUDA's kernels in this table: nothing to compare)"]
+    none = ["(no row of our step on CUDA's kernels in this table: nothing to compare)"]
+    assert roofline.versus({"bdh": cfg, "peak_tflops": 0.1, "training": rows[3:]}) == none
+    cpu = {"device": "CPU, 1 threads, torch 2", "bdh": cfg, "peak_tflops": 0.1, "training": rows[:1]}
+    assert roofline.versus(cpu) == none  # the parallel form on the CPU runs none of CUDA's kernels
 
 
 def test_a_state_stride_divides_the_chunk_states_bytes_and_nothing_else(roofline, capsys):
