@@ -86,9 +86,24 @@ def test_autocast_casts_the_inputs_as_the_matmul_would(encode_rope):
         assert rel_err(a.double(), b.double()) < 2e-2
 
 
+def test_the_pair_tables_carry_every_angle_of_the_official_rope(encode_rope):
+    """The official RoPE turns both entries of a pair by one angle: the odd columns of its (T, N) tables are the even
+    ones (the same float32 operations on the same frequency), so the pair tables (T, N / 2) the kernels read lose
+    nothing; given either, the kernel sees the same numbers and its outputs and gradients are the same."""
+    from bdh.model.kernels.cpu.native import half_tables
+
+    v, W, cos, sin, w = _inputs(B=1, T=9, N=38)
+    assert torch.equal(cos[:, 1::2], cos[:, ::2]) and torch.equal(sin[:, 1::2], sin[:, ::2])
+    pairs = half_tables("rope", cos, sin)
+    assert pairs[0].shape == (9, 19)
+    for a, b in zip(_grads(encode_rope, v, W, cos, sin, w), _grads(encode_rope, v, W, *pairs, w)):
+        assert torch.equal(a, b)  # one launch on identical inputs: the conversion is all that differs
+
+
 def test_bad_input_is_refused_with_one_line(encode_rope):
     v, W, cos, sin, _ = _inputs(B=1, T=4, N=8, dtype=torch.float32)
     bad = [(v, W[..., :7], cos[:, :7], sin[:, :7]), (v, W, cos[:3], sin[:3]), (v, W, cos.double(), sin.double()),
+           (v, W, cos[:, :3], sin[:, :3]),
            (v, W.double(), cos, sin), (v.long(), W.long(), cos, sin), (v[0], W, cos, sin)]  # fmt: skip
     for args in bad:
         with pytest.raises(UserError, match=r"^encode_rope_triton: needs v \(B, 1, T, D\)") as e:
@@ -98,16 +113,16 @@ def test_bad_input_is_refused_with_one_line(encode_rope):
 
 def test_the_model_with_it_computes_todays_path(monkeypatch):
     """CUDA's choice forced on the CPU (the compiled loops off), official RoPE, fp64: a training pass (chunked, keys
-    = queries; parallel with keys of their own) runs the rotating kernel for every encoder and no other rotation, and
-    its logits and every parameter gradient equal today's path's (``BDH_TRITON=0``) within 1e-12 (the same sums in
-    another order)."""
+    = queries; parallel with keys of their own) runs the rotating kernel for every encoder, given the pass's pair
+    tables (T, N / 2), and no other rotation, and its logits and every parameter gradient equal today's path's
+    (``BDH_TRITON=0``) within 1e-12 (the same sums in another order)."""
     from bdh.model.kernels import choice, dispatch
 
     interpreted("bdh.model.kernels.triton.chunked", "chunked_triton")
     monkeypatch.setenv("BDH_NATIVE", "0")
     calls = []
     fused = dispatch._triton_encode.encode_rope_triton
-    monkeypatch.setattr(dispatch._triton_encode, "encode_rope_triton", lambda *a: calls.append(1) or fused(*a))
+    monkeypatch.setattr(dispatch._triton_encode, "encode_rope_triton", lambda *a: calls.append(a[2].shape) or fused(*a))
     idx = torch.randint(0, 256, (2, 11), generator=torch.Generator().manual_seed(0))
     for mode, keys in (("chunked", False), ("parallel", True)):
         results = {}
@@ -118,6 +133,8 @@ def test_the_model_with_it_computes_todays_path(monkeypatch):
             logits.pow(2).mean().backward()
             results[on] = [logits.detach()] + [p.grad for p in model.parameters()]
             assert len(calls) == (model.config.n_layer * (1 + keys) if on else 0)
+            N = model.config.n_neurons // model.config.n_head
+            assert all(shape == (idx.shape[1], N // 2) for shape in calls)  # one cos a pair: half the bytes
             calls.clear()
         for a, b in zip(results[True], results[False]):
             assert rel_err(a, b) < 1e-12

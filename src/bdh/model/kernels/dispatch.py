@@ -136,7 +136,8 @@ def _encode(c: Choice, heads, relu_rope, rotate, tables) -> Callable[[Tensor, Te
     if c.encode != "triton":
         return encode
 
-    cos, sin = tables if c.positional == "rope" else (None, None)
+    # the official RoPE's pair tables (T, N / 2), made once a pass: the kernels read half the bytes of (T, N)
+    cos, sin = native.half_tables("rope", *tables) if c.positional == "rope" else (None, None)
 
     def encode_triton(v: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
         if not _triton_encode.takes(v, W):

@@ -6,14 +6,19 @@ T, N) tensor, is never written (today's step writes h and reads it back for the 
 cast here, as the matmul autocast would run. The layer has no clamp at this step (`BDH.layer`).
 
 Backward: only v, W and the output x are kept. ReLU'(h) = [x > 0] exactly, x being the ReLU of the pre-activation
-rounded to x's dtype, as autocast's matmul rounds it before today's ``F.relu``; dh = [x > 0] g is one pass, then
-dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h by cuBLAS, as autograd computes them today.
+rounded to x's dtype, as autocast's matmul rounds it before today's ``F.relu``; dh = [x > 0] g is one pass, written
+with the heads outermost ((H, B, T, N) storage), then dv = sum_h dh_h W_h^T and dW_h = v^T dh_h by cuBLAS, each a
+product per head with the batch in its rows: no copy of W per sequence, no partial dW per sequence (a broadcast
+``dh @ W.mT`` over (B, H) copies W B times, ``v.mT @ dh`` writes B partial dW summed after).
 
 With the official interleaved RoPE (``rope``, `encode_rope_triton`) the rotation is in the epilogue too: the kernel
 writes x and R x (rotated in fp32 from the rounded x, as `pytorch.rope.rotate_complex`), so today's fp32 copy of x,
 its complex multiply and the cast back are not run; the backward forms dh = [x > 0] (g_x + R^T g_Rx) in one
 element-wise kernel (today: the cast of g_Rx to fp32, the complex multiply, the cast back, the sum with g_x and the
-ReLU's backward, each a pass), then the same two products. Autograd keeps v, W, x and the (T, N) tables."""
+ReLU's backward, each a pass), then the same two products. The official RoPE turns both entries of a pair by one
+angle (`pytorch.rope.official_frequencies`), so the kernels read tables of one cos and one sin a pair (T, N / 2:
+`cpu.native.half_tables`), half the bytes of the (T, N) tables, the same numbers. Autograd keeps v, W, x and the
+pair tables."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import torch
 
 from bdh.errors import UserError
 
+from ..cpu.native import half_tables
 from .chunked import _on, _pow2, interpreting
 
 #: the largest tile (rows, columns, inner) by element size: bf16 / fp16 fill the tensor cores with 128 x 128 x 64
@@ -34,7 +40,8 @@ NUM_STAGES = 3
 #: output tile) ptxas gives it 254 registers at bf16 (one program an SM), at 64 rows 128
 #: (tests/model/test_encode_rope_triton.py)
 ROPE_TILES = {2: (64, 64, 64), 4: (64, 32, 32), 8: (32, 16, 16)}
-#: interleaved pairs per program of the rotating kernel's backward (an element-wise kernel, 4 warps)
+#: the most interleaved pairs per program of the rotating kernel's backward (an element-wise kernel over one row of
+#: (B, H, T, N) a program, 4 warps)
 GRAD_BLOCK = 1024
 
 
@@ -90,14 +97,24 @@ class TritonEncode(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         v, W, x = ctx.saved_tensors
-        dh = torch.ops.aten.threshold_backward(g, x, 0)  # g where x > 0, as autograd's ReLU backward
+        dh = _heads_outer(x)  # g where x > 0, as autograd's ReLU backward, written in (H, B, T, N) storage
+        torch.ops.aten.threshold_backward.grad_input(g, x, 0, grad_input=dh.transpose(0, 1))
         return _products(ctx, dh, v, W)
 
 
+def _heads_outer(x: torch.Tensor) -> torch.Tensor:
+    """An empty (H, B, T, N) tensor for x (B, H, T, N): dh with the heads outermost."""
+    B, H, T, N = x.shape
+    return x.new_empty(H, B, T, N)
+
+
 def _products(ctx, dh: torch.Tensor, v: torch.Tensor, W: torch.Tensor) -> tuple:
-    """dv = sum_h dh_h W_h^T and dW_h = sum_b v_b^T dh_h (cuBLAS), each where its input wants it."""
-    dv = (dh @ W.mT).sum(dim=1, keepdim=True) if ctx.needs_input_grad[0] else None
-    dW = (v.mT @ dh).sum(dim=0) if ctx.needs_input_grad[1] else None
+    """dv = sum_h dh_h W_h^T and dW_h = v^T dh_h (cuBLAS), each where its input wants it: per head, the batch in the
+    rows of dh (H, B, T, N) and v (B, 1, T, D), so W is read once a head and dW written once (module docstring)."""
+    H, B, T, N = dh.shape
+    rows = dh.view(H, B * T, N)
+    dv = torch.bmm(rows, W.mT).sum(dim=0).view(B, 1, T, -1) if ctx.needs_input_grad[0] else None
+    dW = torch.bmm(v.view(B * T, -1).mT.expand(H, -1, -1), rows) if ctx.needs_input_grad[1] else None
     return dv, dW
 
 
@@ -131,13 +148,14 @@ class TritonEncodeRope(torch.autograd.Function):
         v, W, x, cos, sin = ctx.saved_tensors
         if gx is None and gxr is None:
             return None, None, None, None
-        dh, pairs = torch.empty_like(x), x.numel() // 2
+        B, H, T, N = x.shape
+        dh, block = _heads_outer(x), _pow2(N // 2, 16, GRAD_BLOCK)
         gx_, gxr_ = (x if g is None else g.contiguous() for g in (gx, gxr))  # x: a pointer the kernel never reads
         acc = tl.float64 if x.dtype == torch.float64 else tl.float32
         with _on(x):
-            encode_rope_grad_kernel[(-(-pairs // GRAD_BLOCK),)](
-                gx_, gxr_, x, cos, sin, dh, pairs, x.shape[2], x.shape[3], GX=gx is not None, GXR=gxr is not None,
-                BLOCK=GRAD_BLOCK, ACC=acc, num_warps=4,
+            encode_rope_grad_kernel[(B * H * T, -(-(N // 2) // block))](
+                gx_, gxr_, x, cos, sin, dh, B, H, T, N, GX=gx is not None, GXR=gxr is not None, BLOCK=block,
+                ACC=acc, num_warps=4,
             )  # fmt: skip
         return (*_products(ctx, dh, v, W), None, None)
 
@@ -169,26 +187,31 @@ def encode_triton(v: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 
 
 def takes_rope(v: torch.Tensor, W: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> bool:
-    """Whether `encode_rope_triton` takes these tensors: those of `takes`, N even, fp32 tables (T, N) on their device,
-    T N under 2^31 (the tables' offsets are 32-bit)."""
+    """Whether `encode_rope_triton` takes these tensors: those of `takes`, N even, fp32 tables (T, N) or pair tables
+    (T, N / 2) on their device, T N under 2^31 (the tables' offsets are 32-bit)."""
     if cos is None or sin is None or not takes(v, W) or W.shape[2] % 2:
         return False
-    shape = (v.shape[2], W.shape[2])
-    tables = cos.shape == sin.shape == shape and cos.dtype == sin.dtype == torch.float32
-    return tables and cos.device == sin.device == v.device and shape[0] * shape[1] < 2**31
+    T, N = v.shape[2], W.shape[2]
+    shapes = cos.shape == sin.shape and cos.shape in ((T, N), (T, N // 2))
+    tables = shapes and cos.dtype == sin.dtype == torch.float32
+    return tables and cos.device == sin.device == v.device and T * N < 2**31
 
 
 def encode_rope_triton(
     v: torch.Tensor, W: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, R x), each (B, H, T, N): x = ReLU(v @ W) as `encode_triton` and its interleaved RoPE by the tables (T, N)
-    of the pass's positions (``rope``: `pytorch.rope.rope_tables`), rotated in the epilogue (module docstring)."""
+    of the pass's positions (``rope``: `pytorch.rope.rope_tables`; their even columns are read) or by their pair
+    tables (T, N / 2, `cpu.native.half_tables`: what a pass makes once for all its layers), rotated in the epilogue
+    (module docstring)."""
     if not takes_rope(v, W, cos, sin):
         raise UserError(
             f"encode_rope_triton: needs v (B, 1, T, D), W (H, D, N) with N even of one floating dtype and fp32 tables "
-            f"(T, N) on one CUDA device (or TRITON_INTERPRET=1); got {tuple(v.shape)} {v.dtype} {v.device}, "
-            f"{tuple(W.shape)} {W.dtype}, tables {None if cos is None else (tuple(cos.shape), cos.dtype)}"
+            f"(T, N) or (T, N / 2) on one CUDA device (or TRITON_INTERPRET=1); got {tuple(v.shape)} {v.dtype} "
+            f"{v.device}, {tuple(W.shape)} {W.dtype}, tables {None if cos is None else (tuple(cos.shape), cos.dtype)}"
         )
+    if cos.shape[1] == W.shape[2]:
+        cos, sin = half_tables("rope", cos, sin)
     if torch.is_autocast_enabled(v.device.type):
         low = torch.get_autocast_dtype(v.device.type)
         v, W = v.to(low), W.to(low)

@@ -73,8 +73,8 @@ def encode_rope_kernel(
     ACC: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
 ):  # fmt: skip
     """x[b, h, t, n] = ReLU(sum_d v[b t, d] W[h, d, n]) and its interleaved RoPE R x for BM rows and BN pairs of head
-    h: x rounded once to its dtype, then rotated in ACC by the tables (T, N) at the row's position t (read at the
-    even columns) and rounded once. v (B T, D) row-major, W (H, D, N), x and xr (B, H, T, N); x's offsets in 64 bits,
+    h: x rounded once to its dtype, then rotated in ACC by the pair tables (T, N / 2: one angle a pair) at the row's
+    position t and rounded once. v (B T, D) row-major, W (H, D, N), x and xr (B, H, T, N); x's offsets in 64 bits,
     v's, a head of W's and the tables' in 32 (`encode.takes_rope` checks)."""
     head = tl.program_id(2)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -85,7 +85,7 @@ def encode_rope_kernel(
     x_o = tl.maximum(acc_o, 0.0).to(x_ptr.dtype.element_ty)
     live = (rows[:, None] < M) & (even[None, :] < N)
     t = rows % T
-    table = t[:, None] * N + even[None, :]
+    table = t[:, None] * (N // 2) + (even // 2)[None, :]
     c = tl.load(cos_ptr + table, mask=live, other=0.0).to(ACC)
     s = tl.load(sin_ptr + table, mask=live, other=0.0).to(ACC)
     r_e, r_o = _rotated(x_e, x_o, c, s, ACC)
@@ -98,17 +98,20 @@ def encode_rope_kernel(
 
 @triton.jit
 def encode_rope_grad_kernel(
-    gx_ptr, gxr_ptr, x_ptr, cos_ptr, sin_ptr, dh_ptr, pairs, T, N,
+    gx_ptr, gxr_ptr, x_ptr, cos_ptr, sin_ptr, dh_ptr, B, H, T, N,
     GX: tl.constexpr, GXR: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    """dh = [x > 0] (g_x + R^T g_xr) for BLOCK interleaved pairs (flat pair j: entries 2j, 2j + 1 of (B, H, T, N)),
-    in ACC and rounded once: R^T g = (g_e c + g_o s, g_o c - g_e s). GX, GXR: whether x's, R x's gradient is given
-    (else zero)."""
-    j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = j < pairs
-    e = 2 * j
-    row = e // N
-    table = (row % T) * N + (e - row * N)
+    """dh = [x > 0] (g_x + R^T g_xr) for BLOCK interleaved pairs (entries 2j, 2j + 1) of one row (b, h, t) of (B, H,
+    T, N), in ACC and rounded once: R^T g = (g_e c + g_o s, g_o c - g_e s), c and s of the pair tables (T, N / 2).
+    dh is written in (H, B, T, N) storage (the heads outermost: the products after it fold the batch into their
+    rows). GX, GXR: whether x's, R x's gradient is given (else zero)."""
+    row = tl.program_id(0).to(tl.int64)  # (b, h, t) of (B, H, T, N)
+    j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    live = j < N // 2
+    t = row % T
+    e = row * N + 2 * j
+    out = ((((row // T) % H) * B + row // (H * T)) * T + t) * N + 2 * j  # entry (h, b, t, 2j) of (H, B, T, N)
+    table = t * (N // 2) + j
     x_e = tl.load(x_ptr + e, mask=live, other=0.0)
     x_o = tl.load(x_ptr + e + 1, mask=live, other=0.0)
     g_e = tl.zeros((BLOCK,), dtype=ACC)
@@ -123,5 +126,5 @@ def encode_rope_grad_kernel(
         r_o = tl.load(gxr_ptr + e + 1, mask=live, other=0.0).to(ACC)
         g_e += r_e * c + r_o * s
         g_o += r_o * c - r_e * s
-    tl.store(dh_ptr + e, tl.where(x_e > 0, g_e, 0.0).to(dh_ptr.dtype.element_ty), mask=live)
-    tl.store(dh_ptr + e + 1, tl.where(x_o > 0, g_o, 0.0).to(dh_ptr.dtype.element_ty), mask=live)
+    tl.store(dh_ptr + out, tl.where(x_e > 0, g_e, 0.0).to(dh_ptr.dtype.element_ty), mask=live)
+    tl.store(dh_ptr + out + 1, tl.where(x_o > 0, g_o, 0.0).to(dh_ptr.dtype.element_ty), mask=live)
