@@ -24,6 +24,7 @@ from .pytorch.chunked_lean import chunked_lean
 from .pytorch.delta_ut import delta_ut
 from .pytorch.dropout import drop_mask
 from .pytorch.fused import relu_mul
+from .pytorch.per_head import per_head
 from .pytorch.rope import rotation
 from .pytorch.shared_keys import shared_key_attention
 from .pytorch.sparse import sparse_attention, sparse_read_in
@@ -359,11 +360,15 @@ def _heads(c: Choice) -> Callable[[Tensor, Tensor], Tensor]:
     """a @ W per head (`Kernels.heads`). torch.matmul would copy W B times and sum its gradient over B products of a
     T-long contraction; folded (a batch shorter than D) or with the ``heads-outer`` layout, the batch goes into the
     rows of one (B T) x D product per head, kept in (H, B, T, N) storage that `_read_in` and the gate read without a
-    copy. A shared input (Dx v) keeps the broadcast product, which measured as fast."""
-    outer = c.layout == "heads-outer"
+    copy. A shared input (Dx v) keeps the broadcast product, which measured as fast. CUDA's training pass (``triton``
+    encode) takes `per_head`: one product a head, W not copied, z in the (B, H, T, N) layout the Triton read-in
+    reads."""
+    outer, batched = c.layout == "heads-outer", c.encode == "triton"
 
     def heads(a: Tensor, W: Tensor) -> Tensor:
         B, Ha, T, D = a.shape
+        if batched and B > 1:
+            return per_head(a, W)
         if not (_fold(B, T, D) or (outer and Ha > 1)):
             return a @ W
         H, N = W.shape[0], W.shape[2]
