@@ -12,6 +12,7 @@ that names the kernel of each step of a pass, and `bind`, which looks the names 
       write_keys.py   the delta rule's write-key options (centred, top-m), shaped once before any form
       chunked_lean.py, shared_keys.py, sparse.py    faster forms of it (training, training, one-token steps)
       rope.py, fused.py, dropout.py                 RoPE, the gate and rotation in fewer passes, dropout masks
+      per_head.py     a @ W per head without copying W per sequence (CUDA's training pass)
     cpu/            the compiled CPU loops, where setup.py built them (``BDH_NATIVE=0`` turns them off):
       _native.c, native.py, ops.py    the C loops, their ctypes binding, their PyTorch operators
     triton/         CUDA:
