@@ -11,7 +11,8 @@ T-long sequences, the attention form `gpu.best_form` picks: parallel at 512, chu
 passes at ``--block`` and ``--form``. Every pass of a layer over the N-wide activations (B, h, T, N) is listed with
 the bytes it reads and writes per entry (bf16 activations: 2 bytes, the bool dropout mask 1, fp32 4) and the bytes
 of a layer that do not scale with the entries: the B copies of a weight a broadcast per-head product makes (and the
-B partial weight gradients it sums), the RoPE tables (T, N) in fp32, the chunked scans' fp32 final states, the
+B partial weight gradients it sums), the RoPE pair tables (T, N / 2: one angle a pair) in fp32, the chunked scans'
+fp32 final states, the
 parallel form's (B, h, T, T) scores. D-wide tensors (v, a, LN) are n / D = 128 times smaller and left out. A pass
 takes max(FLOPs / peak, bytes / bandwidth) and the passes run one after another, so the step takes their sum, plus
 the weights' casts and the optimiser's pass over the parameters. FLOPs per pass are those it runs: 2 n D per matmul
@@ -25,12 +26,14 @@ cuBLAS product, RoPE as a complex multiply in fp32 (`pytorch.rope.rotate_complex
 `pytorch.fused.GateDrop` (ReLU(z) kept for the backward), `F.dropout` (a bool mask), E y per head, autograd's backward
 of each; every per-head product broadcast over the batch (`torch.matmul`: B copies of the weight, B partial weight
 gradients summed). ``today``: `bdh.model.kernels.choose`'s picks on CUDA now (docs/performance.md "What exists"):
-x and R x in the epilogue of Dx v (`triton.encode.encode_rope_triton`: the tables read once a head, the B sequences'
-rows of a column block sharing them in L2), z = Dy LN(a) by cuBLAS (Dy copied B times), E y with y formed and its
-dropout drawn in the prologue (`triton.read_in`: y never written, no mask), whose backward writes dz and the gate's
-dx from one product and forms y again for dE; the encoder's backward dh = [x > 0] (g_x + R^T g_Rx) in one
-element-wise kernel that walks (B, h, T, N) in order and reads the tables at every entry (their 2 T N fp32 numbers,
-134 MB at T = 2048, do not stay in L2 across the B h slices), then dv and dDx by broadcast products. ``fused``:
+x and R x in the epilogue of Dx v (`triton.encode.encode_rope_triton`: the pair tables read once a head, the B
+sequences' rows of a column block sharing them in L2), z = Dy LN(a) by cuBLAS one product a head (`pytorch.per_head`:
+Dy not copied; its backward's dDy keeps the B partial gradients), E y with y formed and its dropout drawn in the
+prologue (`triton.read_in`: y never written, no mask), whose backward writes dz and the gate's dx from one product and
+forms y again for dE; the encoder's backward dh = [x > 0] (g_x + R^T g_Rx) in one element-wise kernel whose programs
+run position-major (the B h rows of a position together: its row of the pair tables read once a layer, from L2 by
+the rest), writing dh with the heads outermost, then dv and dDx one product a head with the batch in its rows (no
+copies). ``fused``:
 what issue 58 asks for: today's forward without the weight copies, the gated read-in's backward as today's, RoPE's
 and ReLU's backward and the sum with the gate's dx in the epilogue of the attention's key-gradient kernel (dh written
 once, the tables read once a head); no broadcast copies. Attention: chunked, the Triton kernels (`triton.chunked`:
@@ -123,8 +126,8 @@ class Shape:
         return passes * self.batch * self.n_neurons * self.n_embd * BF16
 
     def tables(self) -> float:
-        """Bytes a layer of the RoPE tables (cos, sin: (T, N) fp32 each) read once a head."""
-        return self.n_head * 2 * self.block * (self.n_neurons // self.n_head) * FP32
+        """Bytes a layer of the RoPE pair tables (cos, sin: (T, N / 2) fp32 each) read once a head."""
+        return self.n_head * 2 * self.block * (self.n_neurons // self.n_head // 2) * FP32
 
     def scores(self, passes: int) -> float:
         """Bytes a layer of ``passes`` bf16 passes over the parallel form's scores (B, h, T, T)."""
@@ -232,16 +235,22 @@ def today(s: Shape, stride: int = 1) -> list[Pass]:
     mm = s.matmul
     fwd = [
         Pass("x, R x = ReLU(v Dx), RoPE (epilogue; tables once a head)", "forward", 0.0, 2 * BF16, s.tables(), mm),
-        Pass("z = Dy LN(a) (Dy copied B times)", "forward", 0.0, BF16, s.copies(2), mm),
+        Pass("z = Dy LN(a) (one product a head)", "forward", 0.0, BF16, 0.0, mm),
         Pass("E y (y formed, dropout drawn in prologue)", "forward", 2 * BF16, 0.0, 0.0, mm),
     ]
     bwd = [
         *_gated_read_in(mm),
-        Pass("d LN(a) = dz Dy^T (the saved copies)", "backward", BF16, 0.0, s.copies(1), mm),
+        Pass("d LN(a) = dz Dy^T (one product a head)", "backward", BF16, 0.0, 0.0, mm),
         Pass("dDy (B partial gradients summed)", "backward", BF16, 0.0, s.copies(2), mm),
-        Pass("dh = [x > 0] (g_x + R^T g_Rx) (tables at every entry)", "backward", 3 * BF16 + 2 * FP32, BF16),
-        Pass("dv = dh Dx^T (Dx copied B times)", "backward", BF16, 0.0, s.copies(2), mm),
-        Pass("dDx (B partial gradients summed)", "backward", BF16, 0.0, s.copies(2), mm),
+        Pass(
+            "dh = [x > 0] (g_x + R^T g_Rx) (pair tables once a layer)",
+            "backward",
+            3 * BF16,
+            BF16,
+            s.tables() / s.n_head,
+        ),
+        Pass("dv = dh Dx^T (a head, the batch in the rows)", "backward", BF16, 0.0, 0.0, mm),
+        Pass("dDx (a head, the batch in the rows)", "backward", BF16, 0.0, 0.0, mm),
     ]
     return fwd + attention(s, False, stride) + bwd
 

@@ -65,14 +65,14 @@ HAND = {"n_layer": 1, "n_embd": 4, "n_head": 2, "n_neurons": 16, "tokens": 8, "b
 
 
 def test_today_s_bytes_are_those_counted_by_hand_pass_by_pass(roofline):
-    """Each pass of today's step at HAND, counted by hand: 128 entries; bf16 2 bytes, fp32 4; the tables (T, N) fp32
-    cos and sin read once a head: 2 x 2 x 4 x 8 x 4 = 512; a weight's B copies or partial gradients, one bf16 pass:
+    """Each pass of today's step at HAND, counted by hand: 128 entries; bf16 2 bytes, fp32 4; the pair tables (T, N / 2)
+    fp32 cos and sin read once a head: 2 x 2 x 4 x 4 x 4 = 256; a weight's B partial gradients, one bf16 pass:
     2 x 16 x 4 x 2 = 256; the chunk states D / C = 2 bf16 numbers an entry (4 bytes); a scan's fp32 final state
     (B, h, N, D): 2 x 16 x 4 x 4 = 512; the parallel form's scores (B, h, T, T) in bf16, one pass: 2 x 2 x 16 x 2 =
     128."""
     chunked = [
-        128 * 2 * 2 + 512,  # x, R x written; the tables
-        128 * 2 + 2 * 256,  # z written; Dy copied (written, read)
+        128 * 2 * 2 + 256,  # x, R x written; the pair tables
+        128 * 2,  # z written (one product a head: Dy read once, not copied)
         128 * 2 * 2,  # E y: z, x read
         128 * (2 + 4) + 512,  # scan: k read, states written; final state
         128 * (2 * 2 + 4),  # read: q, k, states
@@ -82,11 +82,11 @@ def test_today_s_bytes_are_those_counted_by_hand_pass_by_pass(roofline):
         128 * (2 * 2 + 4),  # dv: k, q, dstates
         128 * 2 * 4,  # dz, gate dx: z, x read, dz, dx written
         128 * 2 * 2,  # dE: z, x read
-        128 * 2 + 256,  # d LN(a): dz read; the saved copies read
+        128 * 2,  # d LN(a): dz read
         128 * 2 + 2 * 256,  # dDy: dz read; B partial gradients written, summed
-        128 * (3 * 2 + 2 * 4 + 2),  # dh: g_x, g_Rx, x, cos, sin read; dh written
-        128 * 2 + 2 * 256,  # dv: dh read; Dx copied
-        128 * 2 + 2 * 256,  # dDx: dh read; B partial gradients
+        128 * (3 * 2 + 2) + 256 // 2,  # dh: g_x, g_Rx, x read, dh written; the pair tables once (not once a head)
+        128 * 2,  # dv: dh read (a head, the batch in the rows)
+        128 * 2,  # dDx: dh read
     ]
     out = roofline.step("today", roofline.Shape(**HAND), 989.0, 4.8)
     assert [r["bytes"] for r in out["passes"][:-1]] == chunked  # integers: exact

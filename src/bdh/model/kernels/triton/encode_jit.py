@@ -103,12 +103,14 @@ def encode_rope_grad_kernel(
 ):  # fmt: skip
     """dh = [x > 0] (g_x + R^T g_xr) for BLOCK interleaved pairs (entries 2j, 2j + 1) of one row (b, h, t) of (B, H,
     T, N), in ACC and rounded once: R^T g = (g_e c + g_o s, g_o c - g_e s), c and s of the pair tables (T, N / 2).
-    dh is written in (H, B, T, N) storage (the heads outermost: the products after it fold the batch into their
-    rows). GX, GXR: whether x's, R x's gradient is given (else zero)."""
-    row = tl.program_id(0).to(tl.int64)  # (b, h, t) of (B, H, T, N)
+    The programs run position-major, the B H rows of a position one after another, so they read its table row
+    together (from L2 after the first). dh is written in (H, B, T, N) storage (the heads outermost: the products
+    after it fold the batch into their rows). GX, GXR: whether x's, R x's gradient is given (else zero)."""
+    p = tl.program_id(0).to(tl.int64)  # position t, then the (b, h) of its rows
+    t = p // (B * H)
+    row = (p % (B * H)) * T + t  # (b, h, t) of (B, H, T, N)
     j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     live = j < N // 2
-    t = row % T
     e = row * N + 2 * j
     out = ((((row // T) % H) * B + row // (H * T)) * T + t) * N + 2 * j  # entry (h, b, t, 2j) of (H, B, T, N)
     table = t * (N // 2) + j
