@@ -55,12 +55,18 @@ def test_autocast_casts_both_as_the_matmul_would():
         assert rel_err(x.double(), y.double()) < 1e-2
 
 
-@pytest.mark.parametrize("cuda", [True, False])
+# CUDA's choice runs the Triton kernels (in the interpreter here): that case is the gpu extra's; the CPU's is not
+_TRITON = pytest.param(True, marks=pytest.mark.extra, id="True")
+
+
+@pytest.mark.parametrize("cuda", [_TRITON, False])
 def test_only_cuda_s_training_pass_takes_it(monkeypatch, cuda):
     """CUDA's choice forced on the CPU (the compiled loops off): every z = Dy LN(a) of a training pass is one
     `per_head` call; the CPU's choice (loops on or off) never calls it, so the CPU paths are unchanged."""
     from bdh.model.kernels import choice, dispatch
 
+    if cuda:
+        pytest.importorskip("triton", reason="Triton (the gpu extra) is not installed")
     monkeypatch.setattr(choice, "use_triton", lambda device: cuda)
     calls = []
     monkeypatch.setattr(dispatch, "per_head", lambda a, W: calls.append(a.shape) or per_head(a, W))
