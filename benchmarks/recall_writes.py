@@ -9,7 +9,8 @@ an oracle that knows which tokens are fillers, the ceiling of a perfect write ga
 read with ``write_gate: hard``, the gate's logits z through clamp(z / 6 + 1/2, 0, 1) instead of the sigmoid, no
 retraining: `bdh.model.BDH.hard_gated`; ``as trained`` again for a model trained with it); ``hard gate, keys
 top-1 in head h`` (the hard gate, and every write of head h, ``--top1-head``, default the last, addressed to one
-neuron: its unit key replaced by the one-hot of its largest neuron, `TopKeys`; the queries as trained);
+neuron: its unit key replaced by the one-hot of its largest neuron, ``hard_gated(top1_heads=(h,))``, the model
+option ``write_topk: 1``, ``write_topk_heads: [h]``; the queries as trained);
 ``--columns`` reads some of them (``--columns hard top1`` for long lengths). Then
 the write strengths by token kind, read on the first length: the pairs' keys and values, the fillers that look
 like a pair's value (a value-range token after a key-range one) and the other fillers, with the share of those
@@ -27,24 +28,6 @@ from _shared import recall_gap_parser, run
 KINDS = ("pair keys", "pair values", "pair-like fillers", "other fillers")
 #: the columns, in table order (``--columns``)
 COLUMNS = ("trained", "silent", "hard", "top1")
-
-
-class TopKeys:
-    """Stands in for the delta rule's ``unit_keys`` (`bdh.model.state_rules`) while the benchmark reads: head
-    ``head``'s keys (B, H, T, N) become the one-hot of their largest neuron (a key with no active neuron stays 0),
-    the other heads' are unit keys as trained. Each write of that head then corrects one row of its state."""
-
-    def __init__(self, head: int) -> None:
-        from bdh.model.kernels.pytorch.state_rules import unit_keys
-
-        self.head, self.unit = head, unit_keys
-
-    def __call__(self, k: torch.Tensor) -> torch.Tensor:
-        out = self.unit(k).clone()
-        h = out[:, self.head]
-        top = h.max(dim=-1, keepdim=True)
-        out[:, self.head] = torch.zeros_like(h).scatter_(-1, top.indices, 1.0) * (top.values > 0)
-        return out
 
 
 class Writes:
@@ -77,6 +60,15 @@ class Writes:
         return {"log_g": log_g, "beta": beta}
 
 
+def top1_twin(model, head: int):
+    """A model trained with the hard gate, read with ``write_topk: 1`` in ``head`` (`hard_gated`'s for the rest)."""
+    import dataclasses
+
+    twin = type(model)(dataclasses.replace(model.config, write_topk=1, write_topk_heads=(head,)))
+    twin.load_state_dict(model.state_dict())
+    return twin.eval()
+
+
 def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:
     """(B, L) masks of each of `KINDS` in test sequences ``x`` (pairs first, then the gap, then the questions)."""
     pos = torch.arange(x.shape[1])
@@ -104,10 +96,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the columns to read (default all; the table of b_t comes with trained)",
     )
     args = parser.parse_args(argv)
-    from contextlib import nullcontext
-    from unittest import mock
-
-    import bdh.model.state_rules as rules_module
     from bdh.experiments.length import reading
     from bdh.experiments.length.experiment import BDH_READ, TEST_SEED
     from bdh.model import BDH
@@ -137,10 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     if not -cfg.n_head <= args.top1_head < cfg.n_head:
         print(f"error: --top1-head must name one of the {cfg.n_head} heads, got {args.top1_head}", file=sys.stderr)
         return 2
+    top1 = args.top1_head % cfg.n_head
     hard = model.hard_gated() if model.soft_gated else model  # before the wrapper goes in
+    addressed = None
+    if "top1" in args.columns:
+        addressed = model.hard_gated((top1,)) if model.soft_gated else top1_twin(model, top1)
     writes = Writes(model, pairs)
     model.state_rule_gates = writes
-    top1 = args.top1_head % cfg.n_head
     column = {"trained": {"as trained": "as trained"}, "hard": {"hard gate": "hard gate"}}
     column["silent"] = {f"silent {h}": f"fillers silent in head {h}" for h in range(cfg.n_head)}
     column["top1"] = {"top1": f"hard gate, keys top-1 in head {top1}"}
@@ -155,9 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for change in changes:
             writes.reset(change, length, collect=first is None and change == "as trained")
-            keys = mock.patch.object(rules_module, "unit_keys", TopKeys(top1)) if change == "top1" else nullcontext()
-            with torch.no_grad(), keys:
-                reader = hard if change in ("hard gate", "top1") else model
+            reader = {"hard gate": hard, "top1": addressed}.get(change, model)
+            with torch.no_grad():
                 right, scored, _, _ = reading.read_state(reader, x, y, BDH_READ["chunk_size"])
             cells.append(f"{right / scored:.3f}")
             if writes.betas:

@@ -365,3 +365,43 @@ def test_hard_reads_end_to_end(tmp_path):
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert sorted({r["read"] for r in rows}) == ["state", "state-hard"] and len(rows) == 2 * 3
     assert "bdh-nopos-lg-delta (read with the hard gate)" in (out / "report.md").read_text()
+
+
+def test_the_top1_hard_read_end_to_end(tmp_path):
+    """``hard_read_top1_heads``: a third read form, ``state-hard-top1``, the hard twin with those heads' writes
+    through their key's largest neuron; resumed with it, a finished folder reads that form alone."""
+    out = tmp_path / "length"
+    args = ["experiment", "length", "--quick", "--out", str(out), "--threads", "1", "--set", "steps=3"]
+    args += ["--set", "stop_after_chance=0", "--set", "models=[bdh-nopos-lg-delta]", "--set", "tasks=[induction]"]
+    args += ["--set", "hard_reads=true"]
+    assert main(args) == 0
+    assert main([*args, "--resume", "--set", "hard_read_top1_heads=[1]"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert sorted({r["read"] for r in rows}) == ["state", "state-hard", "state-hard-top1"] and len(rows) == 3 * 3
+    assert "bdh-nopos-lg-delta (read with the hard gate, top-1 writes)" in (out / "report.md").read_text()
+
+
+def test_the_top1_read_model_is_the_hard_twin_with_top1_heads():
+    torch.manual_seed(0)
+    model = BDH(BDHConfig(n_layer=1, n_embd=16, n_head=2, n_neurons=64, vocab_size=16, state_write="delta"))
+    assert experiment.reads_of("bdh-x", model, True, (1,)) == ("state", "state-hard", "state-hard-top1")
+    twin = experiment.read_model(model, "state-hard-top1", (1,))
+    assert (twin.config.write_gate, twin.config.write_topk, twin.config.write_topk_heads) == ("hard", 1, (1,))
+    assert experiment.read_model(model, "state") is model
+
+
+@pytest.mark.parametrize(
+    "fields, says",
+    [
+        (["hard_read_top1_heads=[1]"], "set hard_reads: true too"),
+        (["hard_reads=true", "hard_read_top1_heads=[1,1]"], "distinct heads"),
+        (["hard_reads=true", "n_head=2", "hard_read_top1_heads=[2]"], "distinct heads of 0..1"),
+    ],
+)
+def test_bad_top1_heads_are_refused_in_one_line(fields, says, capsys):
+    args = ["experiment", "length", "--quick", "--show-config"]
+    for field in fields:
+        args += ["--set", field]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err

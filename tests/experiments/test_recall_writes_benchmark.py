@@ -101,28 +101,10 @@ def test_the_tables_have_a_row_per_length_and_head(load_benchmark, tmp_path, cap
     assert bench.main([str(tmp_path / "none")]) == 2
 
 
-def test_top_keys_address_one_neuron_in_one_head(load_benchmark):
-    """`TopKeys(h)`: head h's keys the one-hot of their largest neuron (a zero key stays zero), the other heads' the
-    unit keys as trained."""
-    from bdh.model.kernels.pytorch.state_rules import unit_keys
-
-    bench = load_benchmark("recall_writes")
-    k = torch.rand(2, 3, 5, 8)
-    k[0, 1, 2] = 0  # no active neuron: writes nothing
-    out = bench.TopKeys(1)(k)
-    assert torch.equal(out[:, [0, 2]], unit_keys(k)[:, [0, 2]])
-    want = torch.nn.functional.one_hot(k[:, 1].argmax(-1), 8).float()
-    want[0, 2] = 0
-    assert torch.equal(out[:, 1], want)
-
-
 def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, tmp_path, capsys):
-    """The last column: the hard twin read with head h's write keys one-hot (`TopKeys`), the model's own keys
-    restored after it (the other columns and a later read as trained)."""
-    from unittest import mock
-
-    import bdh.model.state_rules as rules_module
-
+    """The last column: the model option's read, the hard twin with head h's write keys one-hot
+    (``hard_gated(top1_heads=(h,))``), which reads otherwise than the hard gate alone; a model trained with the hard
+    gate gets the same twin of its own."""
     bench = load_benchmark("recall_writes")
     model = _model()
     folder = tmp_path / "m"
@@ -133,21 +115,13 @@ def test_the_top1_column_reads_the_hard_twin_with_one_hot_keys(load_benchmark, t
     assert "hard gate, keys top-1 in head 0 |" in out
     row = next(line for line in out.splitlines() if line.startswith("| 24"))
     x, y = fixed_test_set(RecallGap(RecallGapConfig(seq_len=8, vocab_size=32, num_kv_pairs=2)), 24, n=64)
-    unit = rules_module.unit_keys
-    try:
-        rules_module.unit_keys = bench.TopKeys(0)
-        with torch.no_grad():
-            right, scored, _, _ = reading.read_state(model.hard_gated(), x, y, 64)
-    finally:
-        rules_module.unit_keys = unit
-    assert float(row.split("|")[-2]) == float(f"{right / scored:.3f}")
-    assert rules_module.unit_keys is unit
-    twin = model.hard_gated()
-    with torch.no_grad(), mock.patch.object(rules_module, "unit_keys", bench.TopKeys(0)):
-        top = twin(x[:4])[0]
+    twin = model.hard_gated((0,))
     with torch.no_grad():
-        plain = twin(x[:4])[0]
-    assert (top - plain).abs().max() > 1e-3  # the one-hot keys change what the state reads (far above rounding)
+        right, scored, _, _ = reading.read_state(twin, x, y, 64)
+        assert (twin(x[:4]) - model.hard_gated()(x[:4])).abs().max() > 1e-3  # far above rounding
+    assert float(row.split("|")[-2]) == float(f"{right / scored:.3f}")
+    hard = bench.top1_twin(_model(write_gate="hard"), 0)
+    assert (hard.config.write_gate, hard.config.write_topk, hard.config.write_topk_heads) == ("hard", 1, (0,))
 
 
 def test_columns_reads_only_the_chosen_ones(load_benchmark, tmp_path, capsys):

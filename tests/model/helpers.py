@@ -36,6 +36,7 @@ EVERY_FIELD = (
         state_write="delta",
         write_gate="hard",
         write_topk=3,
+        write_topk_heads=(1,),
         attention="chunked",
         chunk_size=4,
         ln_eps=1e-6,

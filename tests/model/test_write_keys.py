@@ -16,10 +16,11 @@ from bdh.model.kernels.pytorch.write_keys import shape_write_keys
 
 from .helpers import logits_and_grads, rel_err, tiny_config, values_and_grads
 
-SHAPES = [dict(centred=True), dict(topk=1), dict(topk=3), dict(topk=8)]
+SHAPES = [dict(centred=True), dict(topk=1), dict(topk=3), dict(topk=8), dict(topk=2, heads=(0, 2))]
 CASES = [
     dict(write_topk=1, positional="none", damping="local-global"),
     dict(write_topk=3, decay_gate=True, damping=0.9),
+    dict(write_topk=1, write_topk_heads=(1,), write_gate="hard", positional="none", damping="local-global"),
     dict(write_keys="centred", write_gate="hard", positional="none", damping="local-global"),
     dict(write_keys="signed", positional="none", damping="local-global"),
     dict(write_keys="signed", separate_keys=True, decay_gate=True, damping=0.9),  # RoPE on the signed keys
@@ -39,9 +40,9 @@ def test_the_shaped_keys_are_the_definition(shape):
     k = torch.randn(2, 3, 7, 8, generator=g, dtype=torch.float64).relu()
     k[0, 0, :2] = 0.0
     weight = torch.randn(k.shape, generator=g, dtype=torch.float64)
-    centred, topk = shape.get("centred", False), shape.get("topk")
+    centred, topk, heads = shape.get("centred", False), shape.get("topk"), shape.get("heads")
     fast = values_and_grads(lambda x: unit_keys(shape_write_keys(x, **shape)), k, weight=weight)
-    ref = values_and_grads(lambda x: naive_write_key(x, centred, topk), k, weight=weight)
+    ref = values_and_grads(lambda x: naive_write_key(x, centred, topk, heads), k, weight=weight)
     assert rel_err(fast[0], ref[0]) <= 1e-12
     active = k > 0
     assert rel_err(fast[1][0] * active, ref[1][0] * active) <= 1e-12
@@ -58,6 +59,14 @@ def test_centred_keys_sum_to_zero_and_top1_keys_are_one_hot():
     assert torch.equal(top1, torch.nn.functional.one_hot(k.argmax(-1), 16).double())
 
 
+def test_top_k_heads_cut_those_heads_alone():
+    """``heads``: the named heads' keys are cut, the others' are the plain unit keys, exactly (the same ops)."""
+    k = torch.rand(2, 3, 5, 8, dtype=torch.float64)
+    cut = unit_keys(shape_write_keys(k, topk=1, heads=(1,)))
+    assert torch.equal(cut[:, [0, 2]], unit_keys(k)[:, [0, 2]])
+    assert torch.equal(cut[:, 1], torch.nn.functional.one_hot(k[:, 1].argmax(-1), 8).double())
+
+
 def test_a_top_m_write_corrects_m_rows_of_the_state():
     """One delta write of a dense key, cut to its top 2 neurons, into a full state: only those 2 rows change."""
     g = torch.Generator().manual_seed(1)
@@ -66,7 +75,7 @@ def test_a_top_m_write_corrects_m_rows_of_the_state():
     v = torch.randn(1, 1, 1, 4, generator=g, dtype=torch.float64)
     S0 = torch.randn(1, 1, 6, 4, generator=g, dtype=torch.float64)
     beta = torch.full((1, 1, 1), 0.7, dtype=torch.float64)
-    _, S = naive_state_rule(q, k, v, beta=beta, state=S0, need_state=True, write_key=(False, 2))
+    _, S = naive_state_rule(q, k, v, beta=beta, state=S0, need_state=True, write_key=(False, 2, None))
     changed = (S - S0).abs().amax(-1).flatten() > 0
     assert changed.sum() == 2 and set(changed.nonzero().flatten().tolist()) == set(k.flatten().topk(2).indices.tolist())
 
@@ -93,7 +102,8 @@ def test_the_options_change_the_model():
     torch.manual_seed(0)
     base = BDH(tiny_config(state_write="delta", positional="none")).eval()
     idx = torch.randint(0, 256, (1, 13))
-    for fields in (dict(write_topk=1), dict(write_keys="centred"), dict(write_keys="signed")):
+    options = (dict(write_topk=1), dict(write_topk=1, write_topk_heads=(1,)), dict(write_keys="centred"))
+    for fields in options + (dict(write_keys="signed"),):
         other = BDH(dataclasses.replace(base.config, **fields)).eval()
         other.load_state_dict(base.state_dict())
         assert rel_err(other(idx), base(idx)) > 1e-3, fields
@@ -135,6 +145,22 @@ def test_signed_keys_are_the_keys_before_their_relu():
 def test_the_hard_read_keeps_the_write_keys():
     model = BDH(tiny_config(state_write="delta", write_topk=2))
     assert model.hard_gated().config.write_topk == 2
+    with pytest.raises(UserError, match="needs unit write keys"):
+        model.hard_gated(top1_heads=(1,))
+
+
+def test_the_hard_read_with_top1_heads_is_that_model():
+    """``hard_gated(top1_heads)``: the same weights in the model with ``write_gate: hard``, ``write_topk: 1`` in
+    those heads, read by any form; against that model's reference loop (fp32, the tolerance of the forms: 1e-5)."""
+    torch.manual_seed(0)
+    model = BDH(tiny_config(state_write="delta", positional="none", damping="local-global")).eval()
+    twin = model.hard_gated(top1_heads=(1,))
+    assert (twin.config.write_gate, twin.config.write_topk, twin.config.write_topk_heads) == ("hard", 1, (1,))
+    assert model.config.write_topk is None  # the model read is kept
+    idx = torch.randint(0, 256, (2, 13))
+    with torch.no_grad():
+        assert rel_err(twin(idx), twin.slow_forward(idx)) <= 1e-5
+        assert rel_err(twin(idx), model.hard_gated()(idx)) > 1e-3
 
 
 @pytest.mark.parametrize(
@@ -148,6 +174,11 @@ def test_the_hard_read_keeps_the_write_keys():
         (dict(write_keys="signed"), "state_write: delta"),
         (dict(state_write="delta", write_keys="signed", write_topk=1), "needs write_keys: unit"),
         (dict(state_write="delta", write_keys="centred", write_topk=1), "needs write_keys: unit"),
+        (dict(state_write="delta", write_topk_heads=(1,)), "set write_topk too"),
+        (dict(state_write="delta", write_topk=1, write_topk_heads=(2,)), "distinct heads of 0..1"),
+        (dict(state_write="delta", write_topk=1, write_topk_heads=(1, 1)), "distinct heads"),
+        (dict(state_write="delta", write_topk=1, write_topk_heads=()), "distinct heads"),
+        (dict(state_write="delta", write_topk=1, write_topk_heads=(-1,)), "write_topk_heads"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(fields, says):

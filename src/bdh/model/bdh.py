@@ -355,11 +355,12 @@ class BDH(GenerationMixin, PretrainedMixin, StateRuleMixin, nn.Module):
             raise UserError(f"BDH: state rho has shape {tuple(state.rho.shape)}, this model and batch need {want}")
 
 
-def hard_read(model: nn.Module) -> BDH:
-    """``model`` read through the delta rule's hard write gate (a copy in eval mode), or a one-line `UserError`."""
+def hard_read(model: nn.Module, top1_heads: tuple[int, ...] = ()) -> BDH:
+    """``model`` read through the delta rule's hard write gate (a copy in eval mode; ``top1_heads``: those heads'
+    writes through their key's largest neuron, `BDH.hard_gated`), or a one-line `UserError`."""
     if not isinstance(model, BDH):
         raise UserError(f"a hard read needs a BDH; this model is a {type(model).__name__}")
-    return model.hard_gated().eval()
+    return model.hard_gated(top1_heads).eval()
 
 
 def _length(idx: object) -> int:

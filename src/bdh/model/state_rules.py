@@ -127,17 +127,18 @@ class StateRuleMixin:
         keys before their ReLU, made unit here), else ``keys`` themselves."""
         if self.config.state_write != "delta":
             return keys
-        if self.write_key_rule() is not None:
-            keys = shape_write_keys(keys, centred=self.config.write_keys == "centred", topk=self.config.write_topk)
+        if (rule := self.write_key_rule()) is not None:
+            centred, topk, heads = rule
+            keys = shape_write_keys(keys, centred=centred, topk=topk, heads=heads)
         return unit_keys(keys)
 
-    def write_key_rule(self) -> tuple[bool, int | None] | None:
-        """(centred, topk) of the delta rule's write keys, the ``write_key`` of `naive_state_rule`; None for plain
-        unit keys, of the positive keys or of the signed ones (or no delta rule)."""
+    def write_key_rule(self) -> tuple[bool, int | None, tuple[int, ...] | None] | None:
+        """(centred, topk, heads) of the delta rule's write keys, the ``write_key`` of `naive_state_rule`; None for
+        plain unit keys, of the positive keys or of the signed ones (or no delta rule)."""
         cfg = self.config
         if cfg.state_write != "delta" or (cfg.write_keys in ("unit", "signed") and cfg.write_topk is None):
             return None
-        return cfg.write_keys == "centred", cfg.write_topk
+        return cfg.write_keys == "centred", cfg.write_topk, cfg.write_topk_heads
 
     @property
     def soft_gated(self) -> bool:
@@ -145,10 +146,12 @@ class StateRuleMixin:
         its ``gate_anneal_steps``-th training pass on), read by `hard_gated`."""
         return self.config.state_write == "delta" and self.config.write_gate in ("sigmoid", "annealed")
 
-    def hard_gated(self) -> StateRuleMixin:
+    def hard_gated(self, top1_heads: tuple[int, ...] = ()) -> StateRuleMixin:
         """The same weights in a model whose delta rule writes through the hard gate (``write_gate: hard``): a
         read-time change; the gate's logits are unchanged and b_t is exactly 0 where they are <= -3, so the tokens
-        the gate shuts write nothing (docs/long-context.md, "Recall through a gap"). A copy: ``self`` is kept."""
+        the gate shuts write nothing (docs/long-context.md, "Recall through a gap"). ``top1_heads``: the writes of
+        those heads also go to their key's largest neuron alone (``write_topk: 1``, ``write_topk_heads``), the
+        other heads' keys and every query as trained. A copy: ``self`` is kept."""
         if not self.soft_gated:
             raise UserError(
                 "a hard read needs a BDH whose delta rule writes through the sigmoid gate "
@@ -156,7 +159,15 @@ class StateRuleMixin:
                 f"this one has state_write: {self.config.state_write}"
                 + (f", write_gate: {self.config.write_gate}" if self.config.state_write == "delta" else "")
             )
+        changes: dict = dict(write_gate="hard", gate_anneal_steps=None)
+        if top1_heads:
+            if self.config.write_topk is not None:
+                raise UserError(
+                    f"a hard read with top-1 heads needs unit write keys; this one has write_topk: "
+                    f"{self.config.write_topk}"
+                )
+            changes.update(write_topk=1, write_topk_heads=tuple(top1_heads))
         weight = next(self.parameters())
-        twin = type(self)(dataclasses.replace(self.config, write_gate="hard", gate_anneal_steps=None))
+        twin = type(self)(dataclasses.replace(self.config, **changes))
         twin.load_state_dict({k: t for k, t in self.state_dict().items() if k != "gate_passes"})
         return twin.to(device=weight.device, dtype=weight.dtype).train(self.training)

@@ -36,6 +36,8 @@ def pooled(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], tuple] = 
 def read_label(model: str, read: str) -> str:
     if read == "state-hard":
         return f"{model} (read with the hard gate)"
+    if read == "state-hard-top1":
+        return f"{model} (read with the hard gate, top-1 writes)"
     return model if read in ("state", "whole") else f"{model} ({read} of T)"
 
 

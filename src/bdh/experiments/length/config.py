@@ -94,6 +94,11 @@ class Config(ExperimentConfig):
     # same weights with ``write_gate: hard``, b_t exactly 0 where the gate's logit is <= -3; docs/long-context.md,
     # "Recall through a gap").
     hard_reads: bool = False
+    # with hard_reads, the heads whose writes one more hard read (``state-hard-top1``) addresses to their key's largest
+    # neuron alone (``write_topk: 1`` in those heads, the others' keys and every query as trained: `BDH.hard_gated`),
+    # e.g. [1], the undamped head of 2-head ``local-global`` damping; empty: no such read. CPU cost: about the
+    # state-hard read's (2^20 at 16 sequences: about 25 min on one thread; docs/long-context.md).
+    hard_read_top1_heads: tuple[int, ...] = bounded((), ge=0)
     # the cutoff of GPT's whole-context read (estimated 4 bytes x heads x L^2 per row); past it: OOM.
     attention_gb: float = bounded(2.0, gt=0)
     # byte-level model folders whose recall through a gap of prose goes beside the tables.
@@ -161,6 +166,11 @@ class Config(ExperimentConfig):
                 self._fail(name, "sets the training at T after a curriculum's short phase: give short_steps > 0 too")
         if self.width % self.n_head:
             self._fail("width", f"{self.width} is not a multiple of n_head ({self.n_head})")
+        if self.hard_read_top1_heads and not self.hard_reads:
+            self._fail("hard_read_top1_heads", "names the heads of a hard read: set hard_reads: true too")
+        top1 = self.hard_read_top1_heads
+        if len(set(top1)) != len(top1) or any(h >= self.n_head for h in top1):
+            self._fail("hard_read_top1_heads", f"must name distinct heads of 0..{self.n_head - 1}, got {list(top1)}")
         self._check_device()
         for path in self.text_models:
             if not (Path(path) / "config.json").is_file():

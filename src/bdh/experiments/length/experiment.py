@@ -42,6 +42,8 @@ SELECTORS = (
     "device",
     "facts",
     "facts_read",
+    "hard_reads",
+    "hard_read_top1_heads",
 )
 #: models read through attention: whole (up to the memory cutoff) and through a window of T
 ATTENTION = ("gpt",)
@@ -56,14 +58,26 @@ MARKER = FOLDER.marker
 prepare_resume = FOLDER.prepare_resume
 
 
-def reads_of(model_name: str, model: torch.nn.Module, hard_reads: bool = False) -> tuple[str, ...]:
+def reads_of(
+    model_name: str, model: torch.nn.Module, hard_reads: bool = False, top1_heads: tuple[int, ...] = ()
+) -> tuple[str, ...]:
     """How a model is read: ``state`` (it has one), ``whole``, and for attention ``whole`` and ``window``; with
-    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`bdh.model.hard_read`)."""
+    ``hard_reads``, a BDH with the delta rule's sigmoid gate also ``state-hard`` (`bdh.model.hard_read`), and with
+    ``top1_heads`` ``state-hard-top1`` (those heads' writes through their key's largest neuron)."""
     if model_name in ATTENTION:
         return ("whole", "window")
     if not reading.has_state(model):
         return ("whole",)
-    return ("state", "state-hard") if hard_reads and getattr(model, "soft_gated", False) else ("state",)
+    if not (hard_reads and getattr(model, "soft_gated", False)):
+        return ("state",)
+    return ("state", "state-hard", "state-hard-top1") if top1_heads else ("state", "state-hard")
+
+
+def read_model(model: torch.nn.Module, read: str, top1_heads: tuple[int, ...] = ()) -> torch.nn.Module:
+    """The model a read form reads: the hard-gated twins of ``state-hard`` and ``state-hard-top1``, else ``model``."""
+    if read == "state-hard":
+        return hard_read(model)
+    return hard_read(model, top1_heads) if read == "state-hard-top1" else model
 
 
 def train_run(
@@ -175,8 +189,8 @@ def read_row(config: Config, model_name: str, model: torch.nn.Module, task: Any,
             model = reading.at_length(model, length)  # once per length, not per batch of rows
         except ValueError as exc:  # a model that cannot read this length
             return {**row, "status": str(exc)}
-    if read == "state-hard":
-        model, read = hard_read(model), "state"
+    if read.startswith("state-hard"):
+        model, read = read_model(model, read, config.hard_read_top1_heads), "state"
     fn = {
         "state": partial(reading.read_state, model, chunk=config.seq_len),
         "whole": partial(reading.read_whole, model),
@@ -239,7 +253,7 @@ def measure_run(config: Config, out: Path, record: dict[str, Any], log: Log) -> 
     chance, stop = config.chance(record["task"]), config.stop_after_chance
     for count in read_counts(config, record):
         task = _task(config, record["task"], count or record.get("facts"))
-        for read in reads_of(record["model"], model, config.hard_reads):
+        for read in reads_of(record["model"], model, config.hard_reads, config.hard_read_top1_heads):
             streak = 0
             for length in config.lengths_with(n for n, r, c in done if r == read and c == count):
                 if stop and streak >= stop:

@@ -9,7 +9,6 @@ from functools import partial
 
 import torch
 
-from bdh.model import hard_read
 from bdh.registry import get_model
 from bdh.tasks.lengths import fixed_test_set
 
@@ -45,21 +44,20 @@ def step_seconds(config: Config, model: torch.nn.Module, vocab: int) -> float:
 def read_seconds(config: Config, name: str, model: torch.nn.Module, task: object) -> float:
     """Estimated seconds of every read of one run: each read form timed once at 4T on as many sequences as a read
     holds at once (a loop over tokens costs per step, not per sequence, so fewer rows would overstate it)."""
-    from .experiment import ATTENTION, reads_of, rows_per_read
+    from .experiment import ATTENTION, read_model, reads_of, rows_per_read
 
     model.eval()
     probe, total = 4 * config.seq_len, 0.0
-    for read in reads_of(name, model, config.hard_reads):
+    for read in reads_of(name, model, config.hard_reads, config.hard_read_top1_heads):
         rows = max(1, min(rows_per_read(config, name, model, read, probe), config.test_sequences))
         x, y = fixed_test_set(task, probe, n=config.test_sequences, rows=range(rows))
         fn = {
             "state": partial(reading.read_state, chunk=config.seq_len),
-            "state-hard": lambda m, x, y: reading.read_state(hard_read(m), x, y, config.seq_len),
             "whole": reading.read_whole,
             "window": partial(reading.read_window, window=config.seq_len),
-        }[read]
+        }["state" if read.startswith("state") else read]  # a hard read: the state of its twin (`read_model`)
         start = time.perf_counter()
-        tokens = fn(model, x, y)[3]
+        tokens = fn(read_model(model, read, config.hard_read_top1_heads), x, y)[3]
         per_token = (time.perf_counter() - start) / tokens
         for length in config.lengths:
             if read == "window":

@@ -71,7 +71,7 @@ def cost_table(report: Report, config: Config, rows: list[dict[str, Any]]) -> No
 
     out = []
     for model in config.models:
-        for read in ("state", "state-hard", "whole", "window"):
+        for read in ("state", "state-hard", "state-hard-top1", "whole", "window"):
             mine = [r for r in rows if r["model"] == model and r["read"] == read and r["status"] == "ok"]
             if not mine:
                 continue

@@ -51,14 +51,20 @@ def naive_linear_attention(
     return out
 
 
-def naive_write_key(k: torch.Tensor, centred: bool = False, topk: int | None = None) -> torch.Tensor:
-    """A delta-rule write key from a raw k (..., N): minus its mean if ``centred``, cut to its ``topk`` largest, then k
-    / max(|k|, KEY_EPS)."""
+def naive_write_key(
+    k: torch.Tensor, centred: bool = False, topk: int | None = None, heads: tuple[int, ...] | None = None
+) -> torch.Tensor:
+    """A delta-rule write key from a raw k (..., H, T, N): minus its mean if ``centred``, cut to its ``topk`` largest
+    (in the heads ``heads`` alone where given), then k / max(|k|, KEY_EPS)."""
     if centred:
         k = k - k.mean(dim=-1, keepdim=True)
     if topk is not None:
         kth = k.sort(dim=-1, descending=True).values[..., topk - 1 : topk]
-        k = torch.where(k >= kth, k, torch.zeros_like(k))
+        cut = torch.where(k >= kth, k, torch.zeros_like(k))
+        if heads is None:
+            k = cut
+        else:
+            k = torch.stack([cut[..., h, :, :] if h in heads else k[..., h, :, :] for h in range(k.shape[-3])], -3)
     return k / k.norm(dim=-1, keepdim=True).clamp_min(KEY_EPS)
 
 
@@ -68,7 +74,7 @@ def naive_state_rule(q, k, v, *, log_g=None, beta=None, state=None, need_state=F
     = e^{log_g}.
 
     q, k: (B, H, T, N); v: (B, 1 or H, T, D); log_g, beta: (B, H, T) or None; state: (B, H, N, D) or None; write_key:
-    None or (centred, topk) for `naive_write_key`. Returns (a (B, H, T, D), the state after or None)."""
+    None or (centred, topk, heads) for `naive_write_key`. Returns (a (B, H, T, D), the state after or None)."""
     B, H, T, N = q.shape
     S = q.new_zeros(B, H, N, v.shape[-1]) if state is None else state
     outs = []

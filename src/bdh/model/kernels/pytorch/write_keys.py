@@ -3,7 +3,8 @@
 
 * ``write_keys: centred``: k_t - mean(k_t) over the head's neurons (unrelated keys overlap 0 on average, not
 about 1/pi);
-* ``write_topk: m``: the m largest neurons of k_t kept (m = 1: the one-hot of the key's neuron).
+* ``write_topk: m``: the m largest neurons of k_t kept (m = 1: the one-hot of the key's neuron), in the heads of
+  ``write_topk_heads`` only where it is set.
 
 The reference is `naive_write_key`."""
 
@@ -12,11 +13,22 @@ from __future__ import annotations
 import torch
 
 
-def shape_write_keys(k: torch.Tensor, *, centred: bool = False, topk: int | None = None) -> torch.Tensor:
-    """Keys (..., N) centred and/or cut to their ``topk`` largest (gradients through the kept entries); else ``k``."""
+def shape_write_keys(
+    k: torch.Tensor, *, centred: bool = False, topk: int | None = None, heads: tuple[int, ...] | None = None
+) -> torch.Tensor:
+    """Keys (B, H, T, N) centred and/or cut to their ``topk`` largest (gradients through the kept entries) in the
+    heads ``heads`` (None: every head); else ``k``."""
     if centred:
         k = k - k.mean(dim=-1, keepdim=True)
     if topk is not None:
         top = k.topk(topk, dim=-1)
-        k = torch.zeros_like(k).scatter(-1, top.indices, top.values)
+        cut = torch.zeros_like(k).scatter(-1, top.indices, top.values)
+        k = cut if heads is None else torch.where(head_mask(k, heads), cut, k)
     return k
+
+
+def head_mask(k: torch.Tensor, heads: tuple[int, ...]) -> torch.Tensor:
+    """(H, 1, 1) True at ``heads`` of keys (..., H, T, N)."""
+    mask = torch.zeros(k.shape[-3], 1, 1, dtype=torch.bool, device=k.device)
+    mask[list(heads)] = True
+    return mask
