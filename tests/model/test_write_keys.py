@@ -177,7 +177,6 @@ def test_the_hard_read_with_top1_heads_is_that_model():
         (dict(state_write="delta", write_topk_heads=(1,)), "set write_topk too"),
         (dict(state_write="delta", write_topk=1, write_topk_heads=(2,)), "distinct heads of 0..1"),
         (dict(state_write="delta", write_topk=1, write_topk_heads=(1, 1)), "distinct heads"),
-        (dict(state_write="delta", write_topk=1, write_topk_heads=()), "distinct heads"),
         (dict(state_write="delta", write_topk=1, write_topk_heads=(-1,)), "write_topk_heads"),
     ],
 )

@@ -131,9 +131,9 @@ class BDHConfig(ModelConfig):
     # ours: the delta rule writes through the ``write_topk`` largest neurons of each key only (the rest zeroed, then
     # unit), so a write corrects only those rows of the state; None: every neuron.
     write_topk: int | None = bounded(None, ge=1)
-    # ours: the heads whose writes ``write_topk`` cuts (null: every head), e.g. only the undamped head of
+    # ours: the heads whose writes ``write_topk`` cuts (empty: every head), e.g. only the undamped head of
     # ``local-global`` damping, whose state keeps facts, while the local head's full keys carry the order.
-    write_topk_heads: tuple[int, ...] | None = bounded(None, ge=0)
+    write_topk_heads: tuple[int, ...] = bounded((), ge=0)
     # which of the three equivalent forms computes linear attention: ``parallel`` (quadratic masked), ``chunked`` (state
     # carried between chunks) or ``recurrent`` (token by token on the state rho).
     attention: str = one_of("parallel", ATTENTION_FORMS)
@@ -311,11 +311,10 @@ class BDHConfig(ModelConfig):
             self._fail("write_topk", f"must be at most the {self.N} neurons per head, got {self.write_topk}")
         if self.write_topk is not None and self.write_keys != "unit":
             self._fail("write_topk", f"keeps a key's largest neurons, so needs write_keys: unit, not {self.write_keys}")
-        if self.write_topk_heads is not None:
-            heads = self.write_topk_heads
+        if heads := self.write_topk_heads:
             if self.write_topk is None:
                 self._fail("write_topk_heads", "names the heads write_topk cuts, so set write_topk too")
-            if not heads or len(set(heads)) != len(heads) or max(heads) >= self.n_head:
+            if len(set(heads)) != len(heads) or max(heads) >= self.n_head:
                 self._fail("write_topk_heads", f"must name distinct heads of 0..{self.n_head - 1}, got {list(heads)}")
 
     # ------------------------------------------------------------------ sizes

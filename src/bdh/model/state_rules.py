@@ -138,7 +138,7 @@ class StateRuleMixin:
         cfg = self.config
         if cfg.state_write != "delta" or (cfg.write_keys in ("unit", "signed") and cfg.write_topk is None):
             return None
-        return cfg.write_keys == "centred", cfg.write_topk, cfg.write_topk_heads
+        return cfg.write_keys == "centred", cfg.write_topk, cfg.write_topk_heads or None
 
     @property
     def soft_gated(self) -> bool:
