@@ -62,11 +62,7 @@ class Writes:
 
 def top1_twin(model, head: int):
     """A model trained with the hard gate, read with ``write_topk: 1`` in ``head`` (`hard_gated`'s for the rest)."""
-    import dataclasses
-
-    twin = type(model)(dataclasses.replace(model.config, write_topk=1, write_topk_heads=(head,)))
-    twin.load_state_dict(model.state_dict())
-    return twin.eval()
+    return model.reconfigured(write_topk=1, write_topk_heads=(head,)).eval()
 
 
 def kinds(x: torch.Tensor, pairs: int, vocab: int) -> dict[str, torch.Tensor]:

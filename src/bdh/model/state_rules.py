@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -167,7 +168,14 @@ class StateRuleMixin:
                     f"{self.config.write_topk}"
                 )
             changes.update(write_topk=1, write_topk_heads=tuple(top1_heads))
+        return self.reconfigured(**changes)
+
+    def reconfigured(self, **changes: Any) -> StateRuleMixin:
+        """The same weights in a model of this config with ``changes`` (read-time fields: no weight may change), on
+        the same device and dtype, in the same mode; the annealed gate's pass count is kept only where the new
+        config counts passes. A copy: ``self`` is kept."""
         weight = next(self.parameters())
         twin = type(self)(dataclasses.replace(self.config, **changes))
-        twin.load_state_dict({k: t for k, t in self.state_dict().items() if k != "gate_passes"})
+        counts = "gate_passes" in twin.state_dict()
+        twin.load_state_dict({k: t for k, t in self.state_dict().items() if k != "gate_passes" or counts})
         return twin.to(device=weight.device, dtype=weight.dtype).train(self.training)
