@@ -1,10 +1,11 @@
-"""Seconds per training step of the Mamba, RWKV, Hyena and DeltaNet baselines in each of their forms (the fast path
+"""Seconds per training step of the Mamba, RWKV, Hyena, DeltaNet and GLA baselines in each of their forms (the fast path
 and its reference), on this machine's CPU (or ``--device cuda``).
 
     python benchmarks/zoo_forms.py                         # T = 64 and 256, n_embd 64, batch 16, one thread
     python benchmarks/zoo_forms.py --lengths 512 --batch 8 --threads 2
     python benchmarks/zoo_forms.py --models mamba           # one model's forms only
     python benchmarks/zoo_forms.py --models rwkv --read-batch 64   # also a read through the state, tokens/s
+    python benchmarks/zoo_forms.py --models gla --gla-expand-k 16  # GLA at the capacity map's key width
 
 One step is forward + backward of the summed logits (no optimiser), the median of ``--repeats`` after one warm-up
 step; all forms of a model share its weights, so the rows of one model compare like with like. ``--read-batch B``
@@ -20,15 +21,26 @@ import time
 import torch
 from _shared import Parser, run
 
-from bdh.baselines import RWKV, DeltaNet, DeltaNetConfig, Hyena, HyenaConfig, Mamba, MambaConfig, RWKVConfig
+from bdh.baselines import (
+    GLA,
+    RWKV,
+    DeltaNet,
+    DeltaNetConfig,
+    GLAConfig,
+    Hyena,
+    HyenaConfig,
+    Mamba,
+    MambaConfig,
+    RWKVConfig,
+)
 
 VOCAB = 128
 
 
-MODELS = ("mamba", "rwkv", "hyena", "deltanet")
+MODELS = ("mamba", "rwkv", "hyena", "deltanet", "gla")
 
 
-def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
+def forms(width: int, T: int, gla_expand_k: float = 0.5) -> list[tuple[str, str, torch.nn.Module]]:
     """(model, form, module) for every form measured."""
     out: list[tuple[str, str, torch.nn.Module]] = []
     for scan in ("sequential", "recurrent", "parallel"):
@@ -41,6 +53,10 @@ def forms(width: int, T: int) -> list[tuple[str, str, torch.nn.Module]]:
     for form, chunk in (("reference", 16), ("chunked", 16), ("chunked", 32), ("chunked", 64)):
         cfg = DeltaNetConfig(vocab_size=VOCAB, seq_len=T, n_embd=width, form=form, chunk_size=chunk)
         out.append(("deltanet", f"form={form}" + (f", chunk_size={chunk}" if form == "chunked" else ""), DeltaNet(cfg)))
+    for form, chunk in (("reference", 16), ("pairs", 8), ("pairs", 16), ("fast", 8), ("fast", 16), ("fast", 64)):
+        heads = dict(n_head=2, expand_k=gla_expand_k)
+        cfg = GLAConfig(vocab_size=VOCAB, seq_len=T, n_embd=width, form=form, chunk_size=chunk, **heads)
+        out.append(("gla", f"form={form}" + (f", chunk_size={chunk}" if form != "reference" else ""), GLA(cfg)))
     return out
 
 
@@ -87,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="the models whose forms run")
     parser.add_argument("--read-batch", type=int, default=0, help="also time a read through the state of B sequences")
+    parser.add_argument("--gla-expand-k", type=float, default=0.5, help="GLA's key width over n_embd (2 heads)")
     args = parser.parse_args(argv)
     if args.read_batch < 0 or args.batch < 1 or args.repeats < 1 or min(args.lengths) < 1:
         parser.error("--batch, --repeats and --lengths must be positive, --read-batch not negative")
@@ -98,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     for T in args.lengths:
         torch.manual_seed(0)
         idx = torch.randint(0, VOCAB, (args.batch, T), device=device)
-        for name, form, model in forms(args.width, T):
+        for name, form, model in forms(args.width, T, args.gla_expand_k):
             if name not in args.models:
                 continue
             model = model.to(device).eval()

@@ -118,22 +118,51 @@ def test_the_gla_recurrence_is_the_unrolled_sum():
     assert torch.allclose(gla_recurrent(q, k, v, g), gated_direct(q, k, v, g), atol=TOL, rtol=0)
 
 
+@pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 4, 10, 16])
-def test_chunked_gla_equals_the_recurrence(chunk):
+def test_chunked_gla_equals_the_recurrence(chunk, pairs):
     q, k, v, g = gla_inputs(scale=3.0)
     raw = g.detach().requires_grad_()  # the gradient with respect to the log-gates too
-    assert_same(lambda *x: gla_chunked(*x, chunk), gla_recurrent, [q, k, v, raw])
+    assert_same(lambda *x: gla_chunked(*x, chunk, pairs=pairs), gla_recurrent, [q, k, v, raw])
 
 
 def test_chunked_gla_is_stable_under_strong_forgetting_in_fp32():
-    """Log-gates down to -60 per step: a factorisation exp(b_t) exp(-b_s) would overflow fp32 (exp(600)); the
-    pairwise exponents of the chunked form stay <= 0. Relative bound 1e-5: fp32 rounding of sums of 10 terms."""
+    """Log-gates down to -60 per step: a factorisation exp(b_t) exp(-b_s) would overflow fp32 (exp(600)); such
+    chunks go by their pairs, whose exponents stay <= 0. Relative bound 1e-5: fp32 rounding of sums of 10 terms."""
     q, k, v, _ = gla_inputs(T=24)
     g = -torch.linspace(0.01, 60.0, 24, dtype=torch.float64).view(1, 1, 24, 1).expand(2, 2, 24, 3)
     ref = gla_recurrent(q, k, v, g).detach()
     got = gla_chunked(*(x.detach().float() for x in (q, k, v, g)), 12)
     assert torch.isfinite(got).all()
     assert (got.double() - ref).abs().max() <= 1e-5 * ref.abs().max()
+
+
+@pytest.mark.parametrize("steep", [False, True])
+def test_chunked_gla_takes_the_pairs_form_in_the_steep_chunks_alone(steep, monkeypatch):
+    """Mild gates: every chunk by the two matmuls. One channel of one head decaying by e^-50 in the second chunk:
+    that chunk (and only it) by its pairs, the rest as before; values and gradients equal the loop either way."""
+    import bdh.baselines.gla as gla
+
+    q, k, v, g = gla_inputs(T=12, scale=0.5)
+    g = g.detach().clone()
+    if steep:
+        g[1, 0, 4:8, 2] = -12.5  # chunk 1 of (batch 1, head 0) decays by 50 > LOG_SPAN in channel 2
+    raw = g.requires_grad_()
+    rows = []
+    pairs = gla._within_pairs
+    monkeypatch.setattr(gla, "_within_pairs", lambda q, *a: rows.append(q.shape[0]) or pairs(q, *a))
+    assert_same(lambda *x: gla_chunked(*x, 4), gla_recurrent, [q, k, v, raw])
+    assert rows == ([1] if steep else [])  # that one chunk by its pairs
+
+
+def test_chunked_gla_gradients_stay_finite_under_strong_forgetting_in_fp32():
+    """Where the pairs' form replaces a chunk, the scaled form's unused values (its clamp) give no inf or nan
+    to the gradients."""
+    q, k, v, _ = gla_inputs(T=24)
+    g = -torch.linspace(0.01, 60.0, 24).view(1, 1, 24, 1).expand(2, 2, 24, 3).clone()
+    inputs = [x.detach().float().requires_grad_() for x in (q, k, v, g)]
+    gla_chunked(*inputs, 12).square().sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in inputs)
 
 
 def test_retnet_decay_is_one_minus_two_to_the_minus_five_minus_h():
@@ -150,6 +179,7 @@ MODELS = {
     "based-linear-only": (Based, BASED.replace(layer_pattern=("linear",))),
     "gla": (GLA, GLA_CFG),
     "gla-fixed": (GLA, GLA_CFG.replace(decay="fixed")),
+    "gla-pairs": (GLA, GLA_CFG.replace(form="pairs")),
 }
 
 

@@ -31,3 +31,21 @@ def test_every_form_gets_a_step_time_and_a_read_rate(load_benchmark, capsys):
         "form=chunked, chunk_size=32",
         "form=chunked, chunk_size=64",
     ]
+
+
+def test_gla_rows_time_every_within_chunk_form(load_benchmark, capsys):
+    bench = load_benchmark("zoo_forms")
+    argv = ["--models", "gla", "--lengths", "12", "--batch", "2", "--width", "8", "--repeats", "1"]
+    assert bench.main([*argv, "--gla-expand-k", "2", "--read-batch", "2"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| gla")]
+    assert [line.split("|")[2].strip() for line in lines] == [
+        "form=reference",
+        "form=pairs, chunk_size=8",
+        "form=pairs, chunk_size=16",
+        "form=fast, chunk_size=8",
+        "form=fast, chunk_size=16",
+        "form=fast, chunk_size=64",
+    ]
+    for line in lines:
+        seconds, rate = (float(c.replace(",", "")) for c in line.split("|")[4:6])
+        assert seconds > 0 and rate > 0

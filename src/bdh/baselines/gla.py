@@ -23,8 +23,9 @@ from .common import ModelConfig
 from .mixer_lm import HeadSizes, MixerLM
 
 DECAYS = ("data", "fixed")
-#: ``fast``: the chunked recurrence; ``reference``: the loop over time
-FORMS = ("fast", "reference")
+#: ``fast``: the chunked recurrence; ``pairs``: the same with every chunk by its pairs (slower, any decay);
+#: ``reference``: the loop over time
+FORMS = ("fast", "pairs", "reference")
 
 
 @dataclass
@@ -50,8 +51,8 @@ class GLAConfig(HeadSizes, ModelConfig):
     causal: bool = True  # must be true; present so callers can read it.
     ln_eps: float = bounded(1e-5, gt=0, lt=1)
     norm_eps: float = bounded(1e-5, gt=0, lt=1)  # epsilon of the RMSNorm on the heads' outputs.
-    form: str = one_of("fast", FORMS)  # ``fast`` or ``reference`` (`FORMS`); the same function.
-    chunk_size: int = bounded(8, ge=1)  # C of the chunked form.
+    form: str = one_of("fast", FORMS)  # ``fast``, ``pairs`` or ``reference`` (`FORMS`); the same function.
+    chunk_size: int = bounded(16, ge=1)  # C of the chunked form (its speed: docs/performance.md).
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared ranges
@@ -126,6 +127,36 @@ def gla_recurrent(
     return (o, S) if final else o
 
 
+#: the largest decay of one chunk, -sum_t log alpha_t, at which the chunked form still factors exp(b_t - b_s) as
+#: exp(b_t) exp(-b_s): e^40 (about 2e17) leaves fp32 (to about 3e38) room for |q k| d_k; beyond it the pairs' form
+LOG_SPAN = 40.0
+
+
+def _within_scaled(
+    q: torch.Tensor, q_from_start: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    """The within-chunk part, sum_{s<=t} (q_t . k_s exp(b_t - b_s)) v_s, as two matmuls of (q_t exp(b_t)) and
+    (k_s exp(-b_s)); the chunks decaying past `LOG_SPAN` in some channel by their pairs (`_within_pairs`)."""
+    chunk = b.shape[-2]
+    later = torch.ones(chunk, chunk, dtype=torch.bool, device=b.device).triu(1)  # s > t
+    k_to_start = k * (-b.clamp(min=-LOG_SPAN)).exp()  # k_s exp(-b_s); the clamp acts only in steeper chunks
+    within = (q_from_start @ k_to_start.transpose(-1, -2)).masked_fill(later, 0.0) @ v
+    steep = (b[..., -1, :] < -LOG_SPAN).any(-1)  # (B, H, n)
+    if bool(steep.any()):  # those chunks by their pairs (the clamp made them wrong, not inf)
+        at = steep.nonzero(as_tuple=True)
+        within = within.index_put(at, _within_pairs(q[at], k[at], v[at], b[at]))
+    return within
+
+
+def _within_pairs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The within-chunk part with every factor exp(b_t - b_s) <= 1 formed pair by pair (any decay; C^2 d_k)."""
+    chunk = b.shape[-2]
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=b.device).tril()[..., None]
+    pair = torch.where(causal, b[..., :, None, :] - b[..., None, :, :], float("-inf")).exp()  # exp(b_t - b_s), s<=t
+    scores = (q[..., :, None, :] * k[..., None, :, :] * pair).sum(-1)  # (B, H, n, C, C)
+    return scores @ v
+
+
 def gla_chunked(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -135,8 +166,10 @@ def gla_chunked(
     S0: torch.Tensor | None = None,
     *,
     final: bool = False,
+    pairs: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The chunkwise form of `gla_recurrent` (same arguments), fp32 at least, factors exp(b_t - b_s) <= 1; any T."""
+    """The chunkwise form of `gla_recurrent` (same arguments), fp32 at least, any T: within a chunk two matmuls
+    (`_within_scaled`; every chunk by its pairs with ``pairs``), across chunks the carried state."""
     out_dtype = v.dtype
     dtype = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g = (x.to(dtype) for x in (q, k, v, log_alpha))
@@ -148,10 +181,8 @@ def gla_chunked(
     n = (T + pad) // chunk
     q, k, v, g = (x.reshape(B, H, n, chunk, x.shape[-1]) for x in (q, k, v, g))
     b = g.cumsum(-2)  # (B, H, n, C, d_k), decreasing along the chunk
-    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()[..., None]
-    pair = torch.where(causal, b[..., :, None, :] - b[..., None, :, :], float("-inf")).exp()  # exp(b_t - b_s), s<=t
-    scores = (q[..., :, None, :] * k[..., None, :, :] * pair).sum(-1)  # (B, H, n, C, C)
-    within = scores @ v
+    q_from_start = q * b.exp()  # q_t exp(b_t): the query's decay since the chunk began, <= 1
+    within = _within_pairs(q, k, v, b) if pairs else _within_scaled(q, q_from_start, k, v, b)
     k_to_end = k * (b[..., -1:, :] - b).exp()
     chunk_kv = k_to_end.transpose(-1, -2) @ v  # (B, H, n, d_k, d_v)
     chunk_decay = b[..., -1, :].exp()  # (B, H, n, d_k)
@@ -160,7 +191,7 @@ def gla_chunked(
     for c in range(n):
         starts.append(S)
         S = chunk_decay[:, :, c, :, None] * S + chunk_kv[:, :, c]
-    across = (q * b.exp()) @ torch.stack(starts, dim=2)
+    across = q_from_start @ torch.stack(starts, dim=2)
     o = (within + across).reshape(B, H, n * chunk, -1)[:, :, :T].to(out_dtype)
     return (o, S) if final else o
 
@@ -225,7 +256,7 @@ class GatedLinearAttention(nn.Module):
         if self.cfg.form == "reference":
             scan, g, S0 = gla_recurrent, g.to(q.dtype), None if S0 is None else S0.to(q.dtype)
         else:
-            scan = functools.partial(gla_chunked, chunk=self.cfg.chunk_size)
+            scan = functools.partial(gla_chunked, chunk=self.cfg.chunk_size, pairs=self.cfg.form == "pairs")
         o, S = (scan(q, k, v, g), None) if S0 is None else scan(q, k, v, g, S0=S0, final=True)
         o = o.transpose(1, 2)
         o = self.norm(o.to(self.norm.weight.dtype))  # in the weights' precision (fp32 under bf16 autocast)
