@@ -6,6 +6,7 @@ and its reference), on this machine's CPU (or ``--device cuda``).
     python benchmarks/zoo_forms.py --models mamba           # one model's forms only
     python benchmarks/zoo_forms.py --models rwkv --read-batch 64   # also a read through the state, tokens/s
     python benchmarks/zoo_forms.py --models gla --gla-expand-k 16  # GLA at the capacity map's key width
+    python benchmarks/zoo_forms.py --models mamba --mamba-d-state 256  # Mamba at the map's state (scan=native: built)
 
 One step is forward + backward of the summed logits (no optimiser), the median of ``--repeats`` after one warm-up
 step; all forms of a model share its weights, so the rows of one model compare like with like. ``--read-batch B``
@@ -33,6 +34,7 @@ from bdh.baselines import (
     MambaConfig,
     RWKVConfig,
 )
+from bdh.model.kernels.cpu import native
 
 VOCAB = 128
 
@@ -40,11 +42,14 @@ VOCAB = 128
 MODELS = ("mamba", "rwkv", "hyena", "deltanet", "gla")
 
 
-def forms(width: int, T: int, gla_expand_k: float = 0.5) -> list[tuple[str, str, torch.nn.Module]]:
+def forms(
+    width: int, T: int, gla_expand_k: float = 0.5, mamba_d_state: int = 16
+) -> list[tuple[str, str, torch.nn.Module]]:
     """(model, form, module) for every form measured."""
     out: list[tuple[str, str, torch.nn.Module]] = []
-    for scan in ("sequential", "recurrent", "parallel"):
-        out.append(("mamba", f"scan={scan}", Mamba(MambaConfig(vocab_size=VOCAB, n_embd=width, scan=scan))))
+    for scan in ("sequential", "recurrent", "parallel") + (("native",) if native.available() else ()):
+        cfg = MambaConfig(vocab_size=VOCAB, n_embd=width, d_state=mamba_d_state, scan=scan)
+        out.append(("mamba", f"scan={scan}", Mamba(cfg)))
     for wkv, chunk in (("sequential", 8), ("chunked", 8), ("chunked", 16), ("chunked", 32)):
         cfg = RWKVConfig(vocab_size=VOCAB, n_embd=width, wkv=wkv, chunk_size=chunk)
         out.append(("rwkv", f"wkv={wkv}" + (f", chunk_size={chunk}" if wkv == "chunked" else ""), RWKV(cfg)))
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="the models whose forms run")
     parser.add_argument("--read-batch", type=int, default=0, help="also time a read through the state of B sequences")
     parser.add_argument("--gla-expand-k", type=float, default=0.5, help="GLA's key width over n_embd (2 heads)")
+    parser.add_argument("--mamba-d-state", type=int, default=16, help="Mamba's N, states per inner channel")
     args = parser.parse_args(argv)
     if args.read_batch < 0 or args.batch < 1 or args.repeats < 1 or min(args.lengths) < 1:
         parser.error("--batch, --repeats and --lengths must be positive, --read-batch not negative")
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for T in args.lengths:
         torch.manual_seed(0)
         idx = torch.randint(0, VOCAB, (args.batch, T), device=device)
-        for name, form, model in forms(args.width, T, args.gla_expand_k):
+        for name, form, model in forms(args.width, T, args.gla_expand_k, args.mamba_d_state):
             if name not in args.models:
                 continue
             model = model.to(device).eval()

@@ -49,3 +49,15 @@ def test_gla_rows_time_every_within_chunk_form(load_benchmark, capsys):
     for line in lines:
         seconds, rate = (float(c.replace(",", "")) for c in line.split("|")[4:6])
         assert seconds > 0 and rate > 0
+
+
+def test_mamba_rows_include_the_compiled_scan_where_built(load_benchmark, capsys):
+    from bdh.model.kernels.cpu import native
+
+    bench = load_benchmark("zoo_forms")
+    argv = ["--models", "mamba", "--lengths", "12", "--batch", "2", "--width", "8", "--repeats", "1"]
+    assert bench.main([*argv, "--mamba-d-state", "12"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| mamba")]
+    want = ["scan=sequential", "scan=recurrent", "scan=parallel"] + (["scan=native"] if native.available() else [])
+    assert [line.split("|")[2].strip() for line in lines] == want
+    assert all(float(line.split("|")[4]) > 0 for line in lines)

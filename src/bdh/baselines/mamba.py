@@ -2,8 +2,8 @@
 
     h_t = exp(Delta_t A) ⊙ h_{t-1} + (Delta_t x_t) B_t,   y_t = h_t C_t + D ⊙ x_t     (Eq. 2 with Eq. 4's Abar, Bbar)
 
-The recurrence runs as a loop (``sequential``, the reference), the loop as one autograd node (``recurrent``) or a prefix
-scan (``parallel``, Section 3.3)."""
+The recurrence runs as a loop (``sequential``, the reference), the loop as one autograd node (``recurrent``), a prefix
+scan (``parallel``, Section 3.3) or the compiled CPU loop (``native``: no (b, T, e, N) tensor is formed)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.io import PretrainedMixin
+from ..model.kernels.cpu import native
 from ..sizing import closest_by_params
 from ..typed_config import bounded, one_of
 from .common import ModelConfig
 from .mixer_lm import MixerLM, skeleton_params
 
-SCANS = ("auto", "parallel", "recurrent", "sequential")
+SCANS = ("auto", "native", "parallel", "recurrent", "sequential")
 
 
 @dataclass
@@ -42,7 +43,8 @@ class MambaConfig(ModelConfig):
     dt_init_floor: float = bounded(1e-4, gt=0)
     embed_dropout: float = bounded(0.1, ge=0, lt=1)
     # ``parallel`` (the prefix scan), ``sequential`` (the loop), ``recurrent`` (the loop as one autograd node with a
-    # hand-written backward) or ``auto`` (on a CPU ``recurrent`` with gradients, ``sequential`` without; elsewhere the
+    # hand-written backward), ``native`` (the compiled CPU loop, fp32; setup.py builds it) or ``auto`` (on a CPU
+    # ``native`` where built and fp32, else ``recurrent`` with gradients and ``sequential`` without; elsewhere the
     # prefix scan).
     scan: str = one_of("auto", SCANS)
     causal: bool = True  # must be true; present so callers can read it.
@@ -164,6 +166,47 @@ def selective_scan_recurrent(
     return (y, H[:, -1]) if final else y
 
 
+class _NativeScan(torch.autograd.Function):
+    """`bdh.model.kernels.cpu.native.selective_scan` (y without D, and h_T) as one autograd node."""
+
+    @staticmethod
+    def forward(ctx: Any, x, delta, A, B, C, h0):  # type: ignore[no-untyped-def]
+        y, h = native.selective_scan(x, delta, A, B, C, h0)
+        ctx.save_for_backward(x, delta, A, B, C, h0)
+        return y, h
+
+    @staticmethod
+    def backward(ctx: Any, gy: torch.Tensor, gh: torch.Tensor | None):  # type: ignore[no-untyped-def]
+        x, delta, A, B, C, h0 = ctx.saved_tensors
+        dx, ddelta, dA, dB, dC, dh0 = native.selective_scan_back(x, delta, A, B, C, h0, gy, gh)
+        return dx, ddelta, dA, dB, dC, (dh0 if h0 is not None else None)
+
+
+def selective_scan_native(
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    *,
+    final: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The loop compiled (`native_scan_supports`: fp32 CPU tensors, the library built): the states of a (b, e) row
+    stay in a buffer, exp by a polynomial, so within fp32 rounding of `selective_scan_sequential`."""
+    if not native_scan_supports(x, delta, A, B, C, D, h0):
+        raise ValueError("Mamba: scan 'native' needs fp32 CPU tensors and the compiled loops (setup.py)")
+    y, h = _NativeScan.apply(x, delta, A, B, C, h0)
+    y = y + x * D
+    return (y, h) if final else y
+
+
+def native_scan_supports(*tensors: torch.Tensor | None) -> bool:
+    """Whether `selective_scan_native` takes these tensors: fp32 on the CPU, with the compiled loops available."""
+    return native.supports(*tensors) and all(t is None or t.dtype == torch.float32 for t in tensors)
+
+
 def selective_scan_parallel(
     x: torch.Tensor,
     delta: torch.Tensor,
@@ -218,17 +261,20 @@ class MambaMixer(nn.Module):
         self.A_log.copy_(torch.log(torch.arange(1, cfg.d_state + 1, dtype=torch.float32)).repeat(cfg.inner, 1))
         self.D.fill_(1.0)
 
-    def scan_for(self, device: torch.device) -> Callable[..., torch.Tensor]:
-        """The scan ``scan`` names (``auto``: on a CPU the one-node loop to train, the plain loop else; elsewhere the
-        prefix scan)."""
+    def scan_for(self, device: torch.device, dtype: torch.dtype = torch.float32) -> Callable[..., torch.Tensor]:
+        """The scan ``scan`` names for tensors of ``dtype`` (``auto``: on a CPU the compiled loop for fp32 where
+        built, else the one-node loop to train and the plain loop to read; elsewhere the prefix scan)."""
         scan = self.cfg.scan
-        if scan == "auto" and device.type == "cpu":  # measured fastest on a CPU (docs/baselines.md)
+        if scan == "auto" and device.type == "cpu" and dtype == torch.float32 and native.available():
+            scan = "native"  # measured fastest on a CPU (docs/baselines.md)
+        elif scan == "auto" and device.type == "cpu":
             scan = "recurrent" if torch.is_grad_enabled() else "sequential"
         elif scan == "auto":
             scan = "parallel"
         return {
             "sequential": selective_scan_sequential,
             "recurrent": selective_scan_recurrent,
+            "native": selective_scan_native,
             "parallel": selective_scan_parallel,
         }[scan]
 
@@ -250,7 +296,7 @@ class MambaMixer(nn.Module):
         dtype = _scan_dtype(x)
         with torch.autocast(u.device.type, enabled=False):
             args = [t.to(dtype) for t in (x, delta, -torch.exp(self.A_log), B, C, self.D)]
-            scan = self.scan_for(u.device)
+            scan = self.scan_for(u.device, dtype)
             y, h = (scan(*args), None) if h0 is None else scan(*args, h0.to(dtype), final=True)
         return self.out_proj((y * F.silu(z.to(dtype))).to(u.dtype)), h
 

@@ -310,6 +310,143 @@ static inline idx row_at(const idx *strides, idx q, idx heads, idx len) { /* row
         return 0;                                                                                              \
     }
 
+/* Mamba's selective scan (bdh/baselines/mamba.py, selective_scan_sequential; the zoo's, not BDH's), fp32, per
+ * (sequence b, channel c) row of N states, with abar = exp(delta_t A_c) and u_t = delta_t x_t:
+ *     h_t = abar ⊙ h_{t-1} + u_t B_t,   y_t = h_t . C_t        (Gu & Dao 2023, Eq. 2 with Eq. 4; D x_t is added outside)
+ * The (b, T, e, N) tensors the PyTorch scans form are never written: a row's states live in a thread's buffer.
+ * Layouts (contiguous): x, delta, y (b, T, e); A (e, N); B, C (b, T, N); h (b, e, N), h_0 in and h_T out.
+ * exp is `exp_f32` below (a few ulp, vectorised), so the loops are within fp32 rounding of PyTorch's, not equal. */
+/* exp(x) for x <= 88 by 2^k exp(r), r = x - k ln 2 in [-ln2/2, ln2/2], exp(r) by Cephes' degree-6 polynomial
+ * (about 2 ulp); 0 below -87 (fp32's normal range; 2^k built from its bits). No branch, so that it vectorises
+ * (GCC does not if-convert a float clamp for AVX2); the scan's arguments delta A are <= 0. */
+static inline float exp_f32(float x) {
+    float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 2^23 */
+    float r = x - k * 0.693359375f + k * 2.12194440e-4f;              /* ln 2 in two parts (Cephes' C1, C2) */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t ki = (int32_t)k;
+    union { uint32_t i; float f; } two = {((uint32_t)(ki + 127) << 23) & (uint32_t)-(int32_t)(ki >= -126)};
+    return p * two.f;
+}
+MULTIVERSION static void exp_rows(const float *restrict x, float *restrict out, idx n) {
+    for (idx i = 0; i < n; ++i) out[i] = exp_f32(x[i]);
+}
+/* one row forward; abar and h of every step into ab, hs (T x N) when given (the backward's record) */
+MULTIVERSION static void scan_row(const float *x, const float *delta, const float *restrict A, const float *B,
+                                  const float *C, float *restrict h, float *y, float *restrict ab,
+                                  float *restrict hs, float *restrict tmp, idx T, idx e, idx N) {
+    for (idx t = 0; t < T; ++t) {
+        float dt = delta[t * e], u = dt * x[t * e], acc[8] = {0};
+        const float *restrict Bt = B + t * N, *restrict Ct = C + t * N;
+        for (idx n = 0; n < N; ++n) tmp[n] = dt * A[n];
+        float *restrict a = ab ? ab + t * N : tmp;
+        exp_rows(tmp, a, N);
+        idx n = 0;
+        for (; n + 8 <= N; n += 8)
+            for (idx j = 0; j < 8; ++j) {
+                h[n + j] = a[n + j] * h[n + j] + u * Bt[n + j];
+                acc[j] += h[n + j] * Ct[n + j];
+            }
+        for (; n < N; ++n) {
+            h[n] = a[n] * h[n] + u * Bt[n];
+            acc[0] += h[n] * Ct[n];
+        }
+        if (hs)
+            for (n = 0; n < N; ++n) hs[t * N + n] = h[n];
+        y[t * e] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+}
+int bdh_scan_f32(const float *x, const float *delta, const float *A, const float *B, const float *C, float *h,
+                 float *y, idx b, idx T, idx e, idx N, int threads) {
+    int failed = 0;
+    _Pragma("omp parallel num_threads(threads) reduction(| : failed)") {
+        float *tmp = (float *)malloc((size_t)N * sizeof(float));
+        if (!tmp) failed = 1;
+        _Pragma("omp for schedule(static)") for (idx r = 0; r < b * e; ++r) {
+            idx s = r / e, c = r % e;
+            if (tmp)
+                scan_row(x + s * T * e + c, delta + s * T * e + c, A + c * N, B + s * T * N, C + s * T * N,
+                         h + r * N, y + s * T * e + c, 0, 0, tmp, T, e, N);
+        }
+        free(tmp);
+    }
+    return failed;
+}
+/* One row backward from the record (ab, hs) of its forward. gh holds dL/dh_T on entry, dL/dh_0 on exit; the
+ * sequence's dB and dC rows are summed into (its e channels share them: one thread owns a sequence), dA (N) summed
+ * over t; dx and ddelta written (the gradients through u_t = delta_t x_t and abar = exp(delta_t A)). */
+MULTIVERSION static void scan_row_back(const float *x, const float *delta, const float *restrict A, const float *B,
+                                       const float *C, const float *gy, const float *restrict h0,
+                                       const float *restrict ab, const float *restrict hs, float *restrict gh,
+                                       float *dB, float *dC, float *restrict dA, float *dx, float *ddelta, idx T,
+                                       idx e, idx N) {
+    for (idx t = T - 1; t >= 0; --t) {
+        float dt = delta[t * e], u = dt * x[t * e], g_y = gy[t * e], du[8] = {0}, dd[8] = {0};
+        const float *restrict a = ab + t * N, *restrict ht = hs + t * N, *restrict Bt = B + t * N;
+        const float *restrict Ct = C + t * N, *restrict hp = t > 0 ? hs + (t - 1) * N : h0;
+        float *restrict dBt = dB + t * N, *restrict dCt = dC + t * N;
+        idx n = 0;
+        for (; n + 8 <= N; n += 8)
+            for (idx j = 0; j < 8; ++j) {
+                float g = gh[n + j] + g_y * Ct[n + j]; /* dL/dh_t */
+                float da = g * hp[n + j] * a[n + j];    /* dL/d(delta_t A) through the exp */
+                dCt[n + j] += g_y * ht[n + j];
+                dBt[n + j] += g * u;
+                du[j] += g * Bt[n + j];
+                dd[j] += da * A[n + j];
+                dA[n + j] += da * dt;
+                gh[n + j] = g * a[n + j]; /* its share of dL/dh_{t-1} */
+            }
+        for (; n < N; ++n) {
+            float g = gh[n] + g_y * Ct[n], da = g * hp[n] * a[n];
+            dCt[n] += g_y * ht[n];
+            dBt[n] += g * u;
+            du[0] += g * Bt[n];
+            dd[0] += da * A[n];
+            dA[n] += da * dt;
+            gh[n] = g * a[n];
+        }
+        float su = ((du[0] + du[1]) + (du[2] + du[3])) + ((du[4] + du[5]) + (du[6] + du[7]));
+        float sd = ((dd[0] + dd[1]) + (dd[2] + dd[3])) + ((dd[4] + dd[5]) + (dd[6] + dd[7]));
+        dx[t * e] = su * dt;
+        ddelta[t * e] = sd + su * x[t * e];
+    }
+}
+/* The backward of bdh_scan_f32: the forward of each row again, recorded (2 T N floats a thread), then the row
+ * backward. h0 (b, e, N) or NULL (zeros); gh (b, e, N): dL/dh_T in, dL/dh_0 out; dA (b, e, N): each sequence's
+ * share (the caller sums over b); dB, dC (b, T, N) and dA zeroed by the caller. Returns 1 where a buffer could not
+ * be allocated. */
+int bdh_scan_back_f32(const float *x, const float *delta, const float *A, const float *B, const float *C,
+                      const float *h0, const float *gy, float *gh, float *dx, float *ddelta, float *dA, float *dB,
+                      float *dC, idx b, idx T, idx e, idx N, int threads) {
+    int failed = 0;
+    _Pragma("omp parallel num_threads(threads) reduction(| : failed)") {
+        float *buf = (float *)calloc((size_t)(2 * T * N + 3 * N), sizeof(float));
+        if (!buf) failed = 1;
+        _Pragma("omp for schedule(static)") for (idx s = 0; s < b; ++s) {
+            if (!buf) continue;
+            float *ab = buf, *hs = ab + T * N, *tmp = hs + T * N, *h = tmp + N, *zero = h + N;
+            for (idx c = 0; c < e; ++c) {
+                const float *start = h0 ? h0 + (s * e + c) * N : zero;
+                for (idx n = 0; n < N; ++n) h[n] = start[n];
+                const float *xr = x + s * T * e + c, *dr = delta + s * T * e + c;
+                float *yr = dx + s * T * e + c; /* scratch for the forward's y, overwritten below */
+                scan_row(xr, dr, A + c * N, B + s * T * N, C + s * T * N, h, yr, ab, hs, tmp, T, e, N);
+                scan_row_back(xr, dr, A + c * N, B + s * T * N, C + s * T * N, gy + s * T * e + c, start, ab, hs,
+                              gh + (s * e + c) * N, dB + s * T * N, dC + s * T * N, dA + (s * e + c) * N, yr,
+                              ddelta + s * T * e + c, T, e, N);
+            }
+        }
+        free(buf);
+    }
+    return failed;
+}
+
 RELU_ROPE(float, f32)
 RELU_ROPE(bf16, bf16)
 GATE(float, f32)
@@ -320,7 +457,7 @@ DELTA(float, f32)
 DELTA(bf16, bf16)
 
 /* the version of this interface, checked by the loader */
-int bdh_native_version(void) { return 4; }
+int bdh_native_version(void) { return 5; }
 
 #ifdef BDH_PYTHON_MODULE
 /* built by setup.py as the (empty) Python module bdh.model.kernels.cpu._native, so that it installs and is found

@@ -3,7 +3,8 @@
 On a CPU with fast bf16 matmuls (AMX) a step's time goes to element-wise passes over the (B, h, T, N) tensors;
 `_native.c` (built by ``setup.py``) does each element-wise step of Eq. 8 in one fp32 pass: `relu_rope`,
 `relu_rope_back`, `gate` (dropout drawn in the loop, `counter_draws`), `gate_back`, `recurrent_step`, and
-`delta_read` (the delta rule over a block, no gradient). Each has a PyTorch reference it is tested against;
+`delta_read` (the delta rule over a block, no gradient); and the zoo's Mamba scan, `selective_scan` and
+`selective_scan_back` (fp32, for `bdh.baselines.mamba`). Each has a PyTorch reference it is tested against;
 `available` is False when not built, under ``BDH_NATIVE=0`` or inside `disabled` (docs/performance.md)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 import torch
 
 #: the interface version this module expects of the library (bdh_native_version in _native.c)
-VERSION = 4
+VERSION = 5
 
 _P = ctypes.c_void_p
 _L = ctypes.c_int64
@@ -30,6 +31,11 @@ _SIGNATURES = {
     "gate_back": ([_P, _P, _P, _P, _P, _P, _P, _I], None),
     "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
     "delta_read": ([_P, _P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
+}
+#: loops built for fp32 alone (the Mamba scan), called with `_call_f32`
+_F32_SIGNATURES = {
+    "scan": ([_P, _P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _I], _I),
+    "scan_back": ([_P] * 13 + [_L, _L, _L, _L, _I], _I),
 }
 _SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
 _off = 0  # depth of `disabled` contexts
@@ -52,6 +58,9 @@ def _library() -> ctypes.CDLL | None:
             for suffix in _SUFFIX.values():
                 fn = getattr(lib, f"bdh_{name}_{suffix}")
                 fn.argtypes, fn.restype = args, res
+        for name, (args, res) in _F32_SIGNATURES.items():
+            fn = getattr(lib, f"bdh_{name}_f32")
+            fn.argtypes, fn.restype = args, res
     except (OSError, AttributeError):
         return None
     return lib
@@ -217,6 +226,45 @@ def delta_read(
     uf = None if log_g is None else torch.exp(log_g.float()).expand(B, H, T).contiguous()
     _call("delta_read", q.dtype, q, k, vf, bf, uf, S, a, B, H, T, N, D, v.shape[1], _threads())
     return a
+
+
+def selective_scan(
+    x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, h0: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mamba's scan without D (`bdh.baselines.mamba.selective_scan_sequential`): (y, h_T), y_t = h_t . C_t, h_t =
+    exp(delta_t A) ⊙ h_{t-1} + delta_t x_t B_t. fp32: x, delta (b, T, e); A (e, N); B, C (b, T, N); h0 (b, e, N)."""
+    b, T, e = x.shape
+    h = x.new_zeros(b, e, A.shape[1]) if h0 is None else h0.contiguous().clone()
+    y = x.new_empty(b, T, e)
+    args = [t.contiguous() for t in (x, delta, A, B, C)]
+    if _call("scan", torch.float32, *args, h, y, b, T, e, A.shape[1], _threads()):
+        raise MemoryError("selective scan: could not allocate a thread's buffer")
+    return y, h
+
+
+def selective_scan_back(
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    h0: torch.Tensor | None,
+    gy: torch.Tensor,
+    gh: torch.Tensor | None,
+) -> tuple[torch.Tensor, ...]:
+    """The gradients (dx, ddelta, dA, dB, dC, dh0) of `selective_scan` from those of y and h_T (None: zero), fp32."""
+    b, T, e = x.shape
+    N = A.shape[1]
+    gh = x.new_zeros(b, e, N) if gh is None else gh.contiguous().clone()  # becomes dh0
+    dx, ddelta = x.new_empty(b, T, e), x.new_empty(b, T, e)
+    dA, dB, dC = x.new_zeros(b, e, N), x.new_zeros(b, T, N), x.new_zeros(b, T, N)
+    args = [t.contiguous() for t in (x, delta, A, B, C)]
+    h0c = None if h0 is None else h0.contiguous()
+    if _call(
+        "scan_back", torch.float32, *args, h0c, gy.contiguous(), gh, dx, ddelta, dA, dB, dC, b, T, e, N, _threads()
+    ):
+        raise MemoryError("selective scan backward: could not allocate a thread's buffer")
+    return dx, ddelta, dA.sum(0), dB, dC, gh
 
 
 def _threads() -> int:
