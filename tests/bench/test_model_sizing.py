@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+import torch
 
 from bdh import registry
 from bdh.baselines.baseconv import BaseConvConfig
@@ -21,6 +22,7 @@ from bdh.bench.models import (
     BDH_STATES,
     BDH_VARIANTS,
     REFERENCE,
+    ZOO_VARIANTS,
     bdh_params,
     bdh_section,
     bench_models,
@@ -76,7 +78,7 @@ def test_every_model_the_bench_can_size_is_sized_by_one_classmethod():
         assert REFERENCE in models and set(models) <= set(bench_models())
     signatures = set()
     for m in bench_models():
-        if m != REFERENCE and m not in BDH_VARIANTS and m not in BDH_STATES:
+        if m != REFERENCE and m not in BDH_VARIANTS and m not in BDH_STATES and m not in ZOO_VARIANTS:
             method = registry.get_model(m).config_class.for_budget
             signatures.add(tuple(map(str, inspect.signature(method).parameters.values())))
     assert len(signatures) == 1, signatures  # the same parameters on every config class (their own return type)
@@ -157,3 +159,32 @@ def test_a_model_refuses_the_form_it_does_not_have():
         BaseConvConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=False)
     with pytest.raises(UserError, match="causal"):
         HyperSETConfig.for_budget(10_000, vocab_size=16, seq_len=16, n_layer=2, n_head=4, causal=True)
+
+
+@pytest.mark.parametrize("row", list(ZOO_VARIANTS))
+def test_a_zoo_row_with_options_is_its_model_sized_with_them(row):
+    """The row's section names the registered model and carries its fields; sized to BDH's count as that model with
+    those fields (by parameters here; by state in tests/experiments/test_length.py)."""
+    base, fields = ZOO_VARIANTS[row]
+    sizes = dict(vocab_size=128, seq_len=64, n_layer=2, n_head=2)
+    got = sized_section(row, 32, **sizes, neuron_mult=8, causal=True)
+    budget = bdh_params(bdh_section(32, n_layer=2, n_head=2, neuron_mult=8, causal=True), 128)
+    assert got == section_of(budget_config(base, budget, **sizes, causal=True, **fields), base)
+    assert got["name"] == base and all(got[k] == v for k, v in fields.items())
+    registry.get_model(base)(registry.get_model(base).config_class(**{k: v for k, v in got.items() if k != "name"}))
+
+
+def test_the_slow_gated_deltanet_starts_with_half_lives_past_the_training_gaps():
+    """gated-deltanet-slow's gate at initialisation: every head's half-life ln 2 / (A softplus(dt_bias)) within
+    [433, 69,315] tokens (A in [1, 16], dt in [1e-5, 1e-4]); Mamba2's default reaches below one token."""
+    import math
+
+    base, fields = ZOO_VARIANTS["gated-deltanet-slow"]
+    cls = registry.get_model(base)
+    for options, low, high in ((fields, 433, 69_315), ({}, 0.4, 700)):
+        torch.manual_seed(0)
+        model = cls(cls.config_class(vocab_size=16, n_embd=32, n_head=8, **options))
+        mixer = model.blocks[0].mixer
+        rate = mixer.A_log.exp() * torch.nn.functional.softplus(mixer.dt_bias)
+        half = math.log(2) / rate
+        assert half.min() >= low * 0.99 and half.max() <= high * 1.01

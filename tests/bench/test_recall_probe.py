@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "recall_probe.py"
 
-
-@pytest.fixture(scope="module")
-def probe():
-    spec = importlib.util.spec_from_file_location("recall_probe", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["recall_probe"] = module  # its dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("recall_probe", None)
+@pytest.fixture
+def probe(load_benchmark):
+    return load_benchmark("recall_probe")
 
 
 def test_a_tiny_run_prints_one_row_per_variant_with_its_curve(probe, tmp_path, capsys):

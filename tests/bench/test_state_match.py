@@ -54,3 +54,15 @@ def test_length_zoo_match_state_gives_bdh_state_and_keeps_the_rest_by_params():
     assert by_state.model_section("gpt", "recall_gap") == by_params.model_section("gpt", "recall_gap")
     with pytest.raises(ValueError, match="zoo_match"):
         Config(**kw, zoo_match="both")
+
+
+def test_a_zoo_row_with_options_is_state_matched_as_its_model_with_its_fields():
+    """`bdh.bench.models.ZOO_VARIANTS` rows: the same key width as the model they vary, their fields set."""
+    from bdh.bench.models import ZOO_VARIANTS
+
+    kw = {"models": ("bdh", *ZOO_VARIANTS), "tasks": ("recall_gap",), "seq_len": 32, "max_length": 64}
+    kw |= {"width": 16, "neuron_mult": 8, "n_head": 2, "recall_vocab": 32, "recall_pairs": 2, "zoo_match": "state"}
+    config = Config(**kw)
+    for row, (base, fields) in ZOO_VARIANTS.items():
+        got, plain = config.model_section(row, "recall_gap"), config.model_section(base, "recall_gap")
+        assert got["name"] == base and got == {**plain, **fields}

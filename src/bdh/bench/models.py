@@ -63,10 +63,20 @@ BDH_STATES: dict[str, dict[str, Any]] = {
     },
 }
 
+#: zoo rows with options (docs/long-context.md, the capacity map): a row's name -> (the registered model it is,
+#: the config fields it sets); sized as that model is, by parameters or (`bdh.bench.state_match`) by state
+ZOO_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # Gated DeltaNet whose forget gate starts near 1: softplus(dt_bias) log-uniform in [1e-5, 1e-4], so at A in
+    # [1, 16] half-lives of 433 to 69,000 tokens (Mamba2's [1e-3, 0.1] gives 0.4 to 700)
+    "gated-deltanet-slow": ("gated-deltanet", {"dt_min": 1e-5, "dt_max": 1e-4, "dt_init_floor": 1e-5}),
+    # DeltaNet with Gated DeltaNet's output gate and no decay: the other of the two differences between them
+    "deltanet-outgate": ("deltanet", {"output_gate": True}),
+}
+
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)
 ACCEPTED = (
     "registered models whose config has for_budget and whose class has state_size(), BDH's ablated rows and its "
-    "state variants"
+    "state variants, the zoo's rows with options"
 )
 
 
@@ -76,7 +86,12 @@ def bench_models() -> tuple[str, ...]:
     from bdh.registry import get_model, names
 
     others = [n for n in names("model") if n != REFERENCE and comparable(get_model(n))]
-    return (REFERENCE, *others, *BDH_VARIANTS, *BDH_STATES)
+    return (REFERENCE, *others, *BDH_VARIANTS, *BDH_STATES, *ZOO_VARIANTS)
+
+
+def zoo_row(model: str) -> tuple[str, dict[str, Any]]:
+    """(the registered model, the fields it sets) of a row: a `ZOO_VARIANTS` entry, or ``model`` with none."""
+    return ZOO_VARIANTS.get(model, (model, {}))
 
 
 def comparable(model_class: type) -> bool:
@@ -143,17 +158,18 @@ def sized_section(
         return variant_section(reference, BDH_VARIANTS[model], vocab_size)
     if model in BDH_STATES:
         return {**reference, **BDH_STATES[model]}
+    base, fields = zoo_row(model)
     cfg = budget_config(
-        model,
+        base,
         bdh_params(reference, vocab_size),
         vocab_size=vocab_size,
         seq_len=seq_len,
         n_layer=n_layer,
         n_head=n_head,
         causal=causal,
-        **(options or {}).get(model, {}),
+        **{**(options or {}).get(base, {}), **fields},
     )
-    return section_of(cfg, model)
+    return section_of(cfg, base)
 
 
 def bdh_section(width: int, *, n_layer: int, n_head: int, neuron_mult: int, causal: bool) -> dict[str, Any]:

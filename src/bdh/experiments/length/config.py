@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bdh.bench.models import section_of, sized_section, suite_models
+from bdh.bench.models import section_of, sized_section, suite_models, zoo_row
 from bdh.bench.state_match import KEY_WIDTHS, state_matched_config
 from bdh.model.config import BDHConfig
 from bdh.typed_config import bounded, one_of
@@ -248,11 +248,12 @@ class Config(ExperimentConfig):
         """The ``model`` section of ``model`` on ``task``: BDH at ``width``, any other sized to its parameter count (or,
         with ``zoo_match: state``, the rows of `KEY_WIDTHS` to BDH's state size)."""
         vocab = self.induction_vocab if task == "induction" else self.recall_vocab
-        if self.zoo_match == "state" and model in KEY_WIDTHS:
+        base, sets = zoo_row(model)
+        if self.zoo_match == "state" and base in KEY_WIDTHS:
             bdh = BDHConfig(**{k: v for k, v in self.model_section("bdh", task).items() if k != "name"})
             fields = {"vocab_size": vocab, "seq_len": self.seq_len, "n_layer": self.n_layer, "n_head": self.n_head}
-            config = state_matched_config(model, bdh.state_size(), width=self.width, causal=True, **fields)
-            return section_of(config, model)
+            config = state_matched_config(base, bdh.state_size(), width=self.width, causal=True, **fields, **sets)
+            return section_of(config, base)
         section = sized_section(
             model,
             self.width,
