@@ -71,6 +71,9 @@ ZOO_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "gated-deltanet-slow": ("gated-deltanet", {"dt_min": 1e-5, "dt_max": 1e-4, "dt_init_floor": 1e-5}),
     # DeltaNet with Gated DeltaNet's output gate and no decay: the other of the two differences between them
     "deltanet-outgate": ("deltanet", {"output_gate": True}),
+    # GLA whose gate forgets 16x slower: alpha = sigmoid(.)^(1 / 256), a half-life of 256 tokens at a zero logit
+    # (GLA's tau = 16: 16 tokens), about the recall recipe's longest training gap (224)
+    "gla-slow": ("gla", {"gate_tau": 256.0}),
 }
 
 #: what `bench_models` accepts, in words (said when a suite's ``models`` is refused)
