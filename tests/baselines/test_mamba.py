@@ -210,3 +210,23 @@ def test_mambas_own_init_survives_the_skeletons():
             bound = scale / math.sqrt(fan_in)  # PyTorch's Linear init, uniform in +-fan_in^-1/2
             assert w.abs().max().item() <= bound * (1 + 1e-6)
             assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.1)  # >= 2,048 draws
+
+
+@built
+def test_the_compiled_scan_gives_the_same_on_two_threads():
+    """Rows are split over threads and each row is one thread's (dA summed over sequences afterwards), so the
+    threads change no order of summation; 1e-6 relative (not bit-equality) all the same."""
+    args = [a.detach().float().requires_grad_() for a in scan_inputs(4, 9, 6, 11, torch.float64)]
+    before = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            y = selective_scan_native(*args)
+            outs.append((y.detach(), torch.autograd.grad((y * y).sum(), args)))
+    finally:
+        torch.set_num_threads(before)
+    (y1, g1), (y2, g2) = outs
+    assert rel_err(y2, y1) <= 1e-6
+    for a, b in zip(g2, g1):
+        assert rel_err(a, b) <= 1e-6
