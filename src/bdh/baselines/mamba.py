@@ -193,18 +193,14 @@ def selective_scan_native(
     *,
     final: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The loop compiled (`native_scan_supports`: fp32 CPU tensors, the library built): the states of a (b, e) row
-    stay in a buffer, exp by a polynomial, so within fp32 rounding of `selective_scan_sequential`."""
-    if not native_scan_supports(x, delta, A, B, C, D, h0):
+    """The loop compiled (fp32 CPU tensors, the library built): the states of a (b, e) row stay in a buffer, exp by
+    a polynomial, so within fp32 rounding of `selective_scan_sequential`."""
+    tensors = (x, delta, A, B, C, D, h0)
+    if not native.supports(*tensors) or any(t is not None and t.dtype != torch.float32 for t in tensors):
         raise ValueError("Mamba: scan 'native' needs fp32 CPU tensors and the compiled loops (setup.py)")
     y, h = _NativeScan.apply(x, delta, A, B, C, h0)
     y = y + x * D
     return (y, h) if final else y
-
-
-def native_scan_supports(*tensors: torch.Tensor | None) -> bool:
-    """Whether `selective_scan_native` takes these tensors: fp32 on the CPU, with the compiled loops available."""
-    return native.supports(*tensors) and all(t is None or t.dtype == torch.float32 for t in tensors)
 
 
 def selective_scan_parallel(

@@ -32,7 +32,7 @@ _SIGNATURES = {
     "step": ([_P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
     "delta_read": ([_P, _P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _L, _L, _I], _I),
 }
-#: loops built for fp32 alone (the Mamba scan), called with `_call_f32`
+#: loops built for fp32 alone (the Mamba scan), called through `_call` with torch.float32
 _F32_SIGNATURES = {
     "scan": ([_P, _P, _P, _P, _P, _P, _P, _L, _L, _L, _L, _I], _I),
     "scan_back": ([_P] * 13 + [_L, _L, _L, _L, _I], _I),
