@@ -19,6 +19,14 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 if "triton" not in sys.modules and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Under pytest-xdist (`-n`) the workers share the cores: each takes its share of them, and so do the commands a test
+# starts (OMP_NUM_THREADS), or every worker's torch would start a thread a core and the workers would wait on each
+# other. A test that needs a thread count sets it itself.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    torch.set_num_threads(_share)
+
 
 def pytest_collection_modifyitems(config, items):
     """Skip every ``@pytest.mark.cuda`` test (tests/cuda) when there is no GPU, before any of them runs."""

@@ -31,7 +31,7 @@ def _config_classes() -> list[type]:
             if sub.__module__.startswith("bdh.") and sub not in found:
                 found.add(sub)
                 todo.append(sub)
-    return sorted((c for c in found if dataclasses.is_dataclass(c)), key=lambda c: c.__qualname__)
+    return sorted((c for c in found if dataclasses.is_dataclass(c)), key=lambda c: (c.__qualname__, c.__module__))
 
 
 CLASSES = _config_classes()
