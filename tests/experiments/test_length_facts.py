@@ -83,3 +83,28 @@ def test_a_tiny_map_end_to_end_and_resumed_with_more_counts(tmp_path, capsys, re
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert sorted({r["facts"] for r in rows}) == [1, 2, 4, 8]
     assert not any(r["facts"] == 8 and r["length"] == 16 for r in rows)
+
+
+def test_a_length_no_model_was_read_at_says_so_in_its_panel(tmp_path, readable_figures, monkeypatch):
+    """A run stopped at chance before 16k (Mamba's at BDH's state) had an empty frontier panel and a legend warning."""
+    import warnings
+
+    from matplotlib.text import Text
+
+    from bdh.experiments.length import facts
+
+    series = [("mamba", "state", 8)]
+    kept_rows = {facts._label(series[0]): {1024: 0, 16384: None}}
+    texts = []
+    real_save = facts.save_figure
+
+    def spy(fig, path):
+        texts.extend(t.get_text() for t in fig.findobj(Text))
+        return real_save(fig, path)
+
+    monkeypatch.setattr(facts, "save_figure", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels found to put in legend"
+        facts.frontier_figure(tmp_path, series, kept_rows, {"mamba": 32768}, [1024, 16384])
+    assert any("no model was read at 16,384 tokens" in t for t in texts)
+    assert not any("no model was read at 1,024" in t for t in texts)

@@ -142,7 +142,7 @@ def kept_figure(out: Path, series: list, kept_rows: dict, lengths: tuple[int, ..
     ax.set_ylabel(f"facts kept at >= {KEPT} (0 drawn at 1/2)", fontsize=12)
     ax.set_title("recall through a gap: facts kept against distance", fontsize=13)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
+    _legend_or_note(ax, "no model was read at any length")
     return save_figure(fig, out / "figures" / "facts_kept")
 
 
@@ -163,5 +163,13 @@ def frontier_figure(out: Path, series: list, kept_rows: dict, sizes: dict[str, i
         ax.set_ylabel(f"facts kept at >= {KEPT} (0 drawn at 1/2)", fontsize=12)
         ax.set_title(f"at {length:,} tokens", fontsize=13)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=9)
+        _legend_or_note(ax, f"no model was read at {length:,} tokens\n(stopped at chance before it)")
     return save_figure(fig, out / "figures" / "facts_frontier")
+
+
+def _legend_or_note(ax, note: str) -> None:
+    """The panel's legend, or where nothing was drawn in it, a note saying so (an empty panel is not a result)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=9)
+    else:
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=12)
