@@ -59,8 +59,8 @@ class Config(ExperimentConfig):
     # how the zoo rows are sized to BDH: ``params`` (its parameter count), or ``state``: DeltaNet, Gated DeltaNet, GLA
     # and Mamba at BDH's width with the key width whose state per layer is nearest BDH's (`bdh.bench.state_match`;
     # their parameters as they fall), the other rows by parameters still. CPU cost at the recall recipe (one thread
-    # of a shared machine, training and reads to 16k): DeltaNet 119 min, Gated DeltaNet 130, GLA 92; Mamba not run
-    # (its step at 1.2k tokens/s: about 2.5 h); BDH 20-60 (docs/long-context.md, "The zoo at BDH's state size").
+    # of a shared machine, training and reads to 16k): DeltaNet 119 min, Gated DeltaNet 130, GLA 92; Mamba 94 (two
+    # threads, shared); BDH 20-60 (docs/long-context.md, "The zoo at BDH's state size").
     zoo_match: str = one_of("params", ("params", "state"))
     # steps, batch_size, lr: Adam without weight decay at a constant ``lr`` after a warmup of a tenth.
     steps: int = bounded(700, ge=1)
