@@ -163,7 +163,7 @@ def frontier_figure(out: Path, series: list, kept_rows: dict, sizes: dict[str, i
         ax.set_ylabel(f"facts kept at >= {KEPT} (0 drawn at 1/2)", fontsize=12)
         ax.set_title(f"at {length:,} tokens", fontsize=13)
         ax.grid(alpha=0.3)
-        _legend_or_note(ax, f"no model was read at {length:,} tokens\n(stopped at chance before it)")
+        _legend_or_note(ax, f"no model was read at {length:,} tokens")
     return save_figure(fig, out / "figures" / "facts_frontier")
 
 
